@@ -1,0 +1,56 @@
+/* sw_borrow.c - passes granted ahead of time (DESIGN.md §4). */
+#include "sw_borrow.h"
+
+void sw_borrow_cfg(const struct sw_leap_cfg *window, struct sw_leap_cfg *out)
+{
+    out->interval_ms = window->interval_ms;
+    out->sample_count = window->sample_count;
+    out->n_events = 1;
+    out->has_rt = false;
+}
+
+void sw_borrow_add(struct sw_leap *future, int64_t T, int64_t n)
+{
+    int64_t start = sw_leap_start_of(future, T);
+    int64_t *slot =
+        sw_leap_slot(future, (uint32_t)((start / future->window_ms) % future->sample_count));
+    if (slot[SW_SLOT_START] != start) {
+        slot[SW_SLOT_START] = start;
+        slot[SW_SLOT_MIN_RT] = SW_MIN_RT_INIT;
+        slot[SW_SLOT_COUNTS] = 0;
+    }
+    slot[SW_SLOT_COUNTS] = sw_sat_add(slot[SW_SLOT_COUNTS], n);
+}
+
+int64_t sw_borrow_waiting(const struct sw_leap *future, int64_t t)
+{
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < future->sample_count; i++) {
+        const int64_t *slot = sw_leap_cslot(future, i);
+        if (slot[SW_SLOT_START] != SW_LEAP_EMPTY && slot[SW_SLOT_START] > t)
+            sum = sw_sat_add(sum, slot[SW_SLOT_COUNTS]);
+    }
+    return sum;
+}
+
+bool sw_borrow_try_occupy(struct sw_leap *win, const struct sw_leap *future, int64_t t,
+                          int64_t n, double limit, int64_t occupy_timeout_ms,
+                          int64_t *grant_ms)
+{
+    int64_t waiting = sw_borrow_waiting(future, t);
+    if ((double)waiting >= limit)
+        return false;
+    int64_t w = win->window_ms - t % win->window_ms;
+    if (w >= occupy_timeout_ms)
+        return false;
+    int64_t current = sw_leap_sum(win, future, SW_EV_PASS, t);
+    int64_t oldest_start =
+        sw_leap_start_of(win, t) - (int64_t)(win->sample_count - 1u) * win->window_ms;
+    const int64_t *oldest = sw_leap_find(win, oldest_start);
+    int64_t oldest_pass = oldest != NULL ? oldest[SW_SLOT_COUNTS + SW_EV_PASS] : 0;
+    double need = (double)current + (double)waiting + (double)n - (double)oldest_pass;
+    if (need > limit)
+        return false;
+    *grant_ms = t + w;
+    return true;
+}

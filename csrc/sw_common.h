@@ -1,0 +1,103 @@
+/* sw_common.h - error codes, limits and the lock shared by the slidewin C core.
+ *
+ * The core never includes Python.h, never reads a clock outside sw_time.c, never prints,
+ * never aborts. Errors are returned codes; yes/no decisions return bool.
+ */
+#ifndef SW_COMMON_H
+#define SW_COMMON_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes. */
+enum {
+    SW_OK = 0,      /* success */
+    SW_EINVAL = 1,  /* an argument is out of range or the configuration is impossible */
+    SW_ENOMEM = 2,  /* an allocation failed */
+    SW_ERANGE = 3,  /* a value overflows what the core can represent */
+    SW_ENORT = 4,   /* the window has no RT counters (user-defined events) */
+    SW_EEVENT = 5,  /* unknown event index */
+    SW_ESTATE = 6   /* the call does not fit the object's state (release beyond in flight) */
+};
+
+/** Describe a return code.
+ * @param code one of the SW_* codes
+ * @return a static, NUL-terminated English message (never NULL) */
+const char *sw_strerror(int code);
+
+/* Pass `SW_NOW` as `now_ns` to let the core read the clock inside its critical section. */
+#define SW_NOW INT64_MIN
+
+/* Limits of a window. */
+#define SW_MAX_EVENTS 32           /* events per bucket */
+#define SW_MAX_SAMPLES 100000      /* buckets per ring */
+#define SW_MAX_INTERVAL_MS (INT64_C(1) << 40) /* about 34 years */
+#define SW_MIN_RT_INIT 5000        /* Sentinel's statisticMaxRt, ms */
+
+/* The default event set (DESIGN.md §3). */
+enum sw_event {
+    SW_EV_PASS = 0,
+    SW_EV_BLOCK = 1,
+    SW_EV_EXCEPTION = 2,
+    SW_EV_SUCCESS = 3,
+    SW_EV_RT = 4,
+    SW_EV_OCCUPIED_PASS = 5,
+    SW_EV_DEFAULT_COUNT = 6
+};
+
+/* A spinlock that lives inside flat state (also in shared memory): one word, no pointers.
+ * Zero-initialised memory is an unlocked lock. Critical sections are O(sample_count) at
+ * most and never sleep, so a spin with a yield after a while is enough. */
+typedef struct sw_lock {
+    atomic_uint word;
+} sw_lock;
+
+/** Initialise a lock (unlocked). @param l the lock, caller-owned */
+void sw_lock_init(sw_lock *l);
+/** Slow path of sw_lock_acquire: spin, then yield, until the lock is free. */
+void sw_lock_acquire_slow(sw_lock *l);
+/** Take the lock, spinning (and yielding after a while) until it is free. */
+static inline void sw_lock_acquire(sw_lock *l)
+{
+    if (atomic_exchange_explicit(&l->word, 1u, memory_order_acquire) != 0u)
+        sw_lock_acquire_slow(l);
+}
+/** Release a lock taken by sw_lock_acquire. */
+static inline void sw_lock_release(sw_lock *l)
+{
+    atomic_store_explicit(&l->word, 0u, memory_order_release);
+}
+
+/* Saturating helpers on int64 (the core never overflows silently). */
+static inline int64_t sw_sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+static inline int64_t sw_sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+static inline int64_t sw_sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        return ((a < 0) != (b < 0)) ? INT64_MIN : INT64_MAX;
+    return r;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_COMMON_H */

@@ -1,0 +1,173 @@
+/* sw_leap.h - the leap array: a ring of time buckets reset in place (DESIGN.md §2-3).
+ *
+ * A `struct sw_leap` is flat and pointer-free: a header followed by `sample_count` slots of
+ * `2 + n_events` int64 words each (bucket start in ms, min_rt in ms, then the counters).
+ * The caller owns the memory (sw_leap_size() bytes) and serialises every call with a lock
+ * of its own (see sw_window below); the functions here are the unlocked building blocks.
+ *
+ * Times are whole milliseconds `t >= 0`. Slot of t: (t / window_ms) % sample_count;
+ * bucket start of t: t - t % window_ms.
+ */
+#ifndef SW_LEAP_H
+#define SW_LEAP_H
+
+#include "sw_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Configuration of a ring. */
+struct sw_leap_cfg {
+    int64_t interval_ms;   /* > 0, <= SW_MAX_INTERVAL_MS, divisible by sample_count */
+    uint32_t sample_count; /* 1 .. SW_MAX_SAMPLES */
+    uint32_t n_events;     /* 1 .. SW_MAX_EVENTS */
+    bool has_rt;           /* the default event set: RT and min_rt are tracked */
+};
+
+/* Marker of a slot that never held a bucket, and of "no newest bucket yet". */
+#define SW_LEAP_EMPTY INT64_MIN
+
+struct sw_leap {
+    int64_t interval_ms;
+    int64_t window_ms;
+    uint32_t sample_count;
+    uint32_t n_events;
+    uint32_t has_rt;
+    uint32_t stride;        /* int64 words per slot */
+    int64_t newest;         /* newest bucket start seen by a read or write, or SW_LEAP_EMPTY */
+    int64_t newest_idx;     /* its slot */
+    int64_t slots[];        /* sample_count * stride words */
+};
+
+/* Word offsets inside a slot. */
+#define SW_SLOT_START 0
+#define SW_SLOT_MIN_RT 1
+#define SW_SLOT_COUNTS 2
+
+/** Check a ring configuration.
+ * @param cfg the configuration
+ * @return SW_OK, or SW_EINVAL if a field is out of range */
+int sw_leap_check(const struct sw_leap_cfg *cfg);
+
+/** Bytes a ring of this configuration needs (header + slots).
+ * @param cfg a configuration that passed sw_leap_check
+ * @return the size in bytes, or 0 when cfg is invalid */
+size_t sw_leap_size(const struct sw_leap_cfg *cfg);
+
+/** Initialise a ring in caller-owned memory of sw_leap_size(cfg) bytes (all buckets empty).
+ * @param l memory owned by the caller
+ * @param cfg the configuration (copied)
+ * @return SW_OK or SW_EINVAL */
+int sw_leap_init(struct sw_leap *l, const struct sw_leap_cfg *cfg);
+
+/** Forget every bucket and the newest time seen. @param l the ring */
+void sw_leap_reset(struct sw_leap *l);
+
+/** Convert a monotonic time in ns to the ring's millisecond time (negative times count as 0).
+ * @param now_ns nanoseconds
+ * @return milliseconds */
+static inline int64_t sw_ms_of_ns(int64_t now_ns)
+{
+    return now_ns <= 0 ? 0 : now_ns / INT64_C(1000000);
+}
+
+/** Bucket start of t. @param l the ring @param t ms >= 0 @return t - t % window_ms */
+static inline int64_t sw_leap_start_of(const struct sw_leap *l, int64_t t)
+{
+    return t - t % l->window_ms;
+}
+
+/** Clamp t to the newest bucket start seen (DESIGN §2) and record a newer one.
+ * @param l the ring
+ * @param t ms >= 0
+ * @return t, or the newest bucket start when t lies behind it */
+int64_t sw_leap_clamp(struct sw_leap *l, int64_t t);
+
+/** The slot holding the bucket of t, (re)started in place if it held an older bucket.
+ * When `future` is given (a borrowable window), a restarted bucket begins with the passes
+ * granted ahead for its start (DESIGN §4).
+ * @param l the ring; t must already be clamped
+ * @param future the borrow ring (1 event, PASS) or NULL
+ * @param t ms
+ * @return pointer to the slot's words (owned by the ring) */
+int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future, int64_t t);
+
+/** The slot that holds exactly the bucket starting at `start`, without changing anything.
+ * @return the slot's words, or NULL when that bucket is not in the ring */
+const int64_t *sw_leap_find(const struct sw_leap *l, int64_t start);
+
+/** Whether a slot counts in the window read at t: start <= t and t - start <= interval_ms. */
+static inline bool sw_leap_valid(const struct sw_leap *l, const int64_t *slot, int64_t t)
+{
+    int64_t s = slot[SW_SLOT_START];
+    return s != SW_LEAP_EMPTY && s <= t && t - s <= l->interval_ms;
+}
+
+/** Pointer to slot i (0 <= i < sample_count). */
+static inline int64_t *sw_leap_slot(struct sw_leap *l, uint32_t i)
+{
+    return l->slots + (size_t)i * l->stride;
+}
+static inline const int64_t *sw_leap_cslot(const struct sw_leap *l, uint32_t i)
+{
+    return l->slots + (size_t)i * l->stride;
+}
+
+/* ---- operations on a clamped time, lock held by the caller ---- */
+
+/** Add n to event ev in the bucket of t (t is clamped first). */
+void sw_leap_add(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t n,
+                 int64_t t);
+/** Add a response time: RT += rt_ms and the bucket's min_rt lowered (t is clamped first). */
+void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_ms, int64_t t);
+/** Sum of event ev over the valid buckets at t (refreshes the slot of t). */
+int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t);
+/** Count of event ev in the bucket containing t (refreshes it). */
+int64_t sw_leap_current(struct sw_leap *l, const struct sw_leap *future, uint32_t ev,
+                        int64_t t);
+/** Count of event ev in the bucket just before the bucket of t, 0 if the ring no longer holds
+ * it; refreshes nothing (the clamp still applies). */
+int64_t sw_leap_previous(struct sw_leap *l, uint32_t ev, int64_t t);
+/** max(1, min of min_rt over the valid buckets); SW_MIN_RT_INIT when there is no data. */
+int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t t);
+
+/** Copy the window's buckets at t, oldest first, dense (DESIGN §2, API buckets()).
+ * @param out room for sample_count * (2 + n_events) words: start, min_rt, counts... per bucket
+ * @return the number of buckets written (fewer than sample_count only where a start < 0) */
+uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_t t,
+                         int64_t *out);
+
+/* ---- a locked view: what the binding's Metric type calls ---- */
+
+/* A window as callers see it: the ring, its optional borrow ring, and the lock that guards
+ * both. A view holds pointers and lives outside shared state (in the caller's object). */
+struct sw_window {
+    sw_lock *lock;
+    struct sw_leap *leap;
+    struct sw_leap *future; /* NULL unless borrowable */
+};
+
+/** Add n to event ev at now_ns (SW_NOW: the coarse clock, read under the lock).
+ * @return SW_OK, SW_EEVENT for an unknown event, SW_EINVAL for n < 0 */
+int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now_ns);
+/** Add a response time (ms >= 0) at now_ns. @return SW_OK, SW_ENORT, SW_EINVAL */
+int sw_window_add_rt(const struct sw_window *w, int64_t rt_ms, int64_t now_ns);
+/* Reads of one event at now_ns. `which`: 0 sum, 1 current, 2 previous. */
+enum { SW_READ_SUM = 0, SW_READ_CURRENT = 1, SW_READ_PREVIOUS = 2 };
+/** Read one event. @param out the count @return SW_OK or SW_EEVENT */
+int sw_window_read(const struct sw_window *w, int which, uint32_t ev, int64_t now_ns,
+                   int64_t *out);
+/** Window statistics of RT at now_ns: min RT and (rt sum, success).
+ * @return SW_OK or SW_ENORT */
+int sw_window_rt(const struct sw_window *w, int64_t now_ns, int64_t *min_rt, int64_t *rt_sum,
+                 int64_t *success);
+/** Dense bucket copy (see sw_leap_buckets). @return the number of buckets */
+uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *out);
+/** Forget everything, the newest time seen included. */
+void sw_window_reset(const struct sw_window *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_LEAP_H */

@@ -1,0 +1,105 @@
+/* sw_node.c - a node: limiter window + borrow ring + minute window + in-flight count. */
+#include "sw_node.h"
+
+static size_t align8(size_t x)
+{
+    return (x + 7u) & ~(size_t)7u;
+}
+
+static void node_cfgs(const struct sw_node_cfg *cfg, struct sw_leap_cfg *sec,
+                      struct sw_leap_cfg *fut, struct sw_leap_cfg *min)
+{
+    sec->interval_ms = cfg->interval_ms;
+    sec->sample_count = cfg->sample_count;
+    sec->n_events = SW_EV_DEFAULT_COUNT;
+    sec->has_rt = true;
+    sw_borrow_cfg(sec, fut);
+    min->interval_ms = SW_MINUTE_INTERVAL_MS;
+    min->sample_count = SW_MINUTE_SAMPLES;
+    min->n_events = SW_EV_DEFAULT_COUNT;
+    min->has_rt = true;
+}
+
+size_t sw_node_size(const struct sw_node_cfg *cfg)
+{
+    struct sw_leap_cfg sec, fut, min;
+    if (cfg == NULL)
+        return 0;
+    node_cfgs(cfg, &sec, &fut, &min);
+    size_t a = sw_leap_size(&sec), b = cfg->borrowable ? sw_leap_size(&fut) : 1u,
+           c = sw_leap_size(&min);
+    if (a == 0 || b == 0 || c == 0)
+        return 0;
+    size_t total = align8(sizeof(struct sw_node)) + align8(a) + align8(c);
+    if (cfg->borrowable)
+        total += align8(b);
+    return total;
+}
+
+int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
+{
+    struct sw_leap_cfg sec, fut, min;
+    size_t total = sw_node_size(cfg);
+    if (node == NULL || total == 0)
+        return SW_EINVAL;
+    if (total > UINT32_MAX)
+        return SW_ERANGE;
+    node_cfgs(cfg, &sec, &fut, &min);
+    size_t off = align8(sizeof(struct sw_node));
+    node->in_flight = 0;
+    node->off_sec = (uint32_t)off;
+    off += align8(sw_leap_size(&sec));
+    node->off_fut = 0;
+    if (cfg->borrowable) {
+        node->off_fut = (uint32_t)off;
+        off += align8(sw_leap_size(&fut));
+    }
+    node->off_min = (uint32_t)off;
+    off += align8(sw_leap_size(&min));
+    node->size = (uint32_t)off;
+    int rc = sw_leap_init(sw_node_sec(node), &sec);
+    if (rc == SW_OK && cfg->borrowable)
+        rc = sw_leap_init(sw_node_fut(node), &fut);
+    if (rc == SW_OK)
+        rc = sw_leap_init(sw_node_min(node), &min);
+    return rc;
+}
+
+void sw_node_reset(struct sw_node *node)
+{
+    sw_leap_reset(sw_node_sec(node));
+    if (node->off_fut)
+        sw_leap_reset(sw_node_fut(node));
+    sw_leap_reset(sw_node_min(node));
+}
+
+void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t)
+{
+    sw_leap_add(sw_node_sec(node), sw_node_fut(node), ev, n, t);
+    sw_leap_add(sw_node_min(node), NULL, ev, n, t);
+}
+
+void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t)
+{
+    sw_leap_add_rt(sw_node_sec(node), sw_node_fut(node), rt_ms, t);
+    sw_leap_add_rt(sw_node_min(node), NULL, rt_ms, t);
+}
+
+int64_t sw_node_pass(struct sw_node *node, int64_t t)
+{
+    return sw_leap_sum(sw_node_sec(node), sw_node_fut(node), SW_EV_PASS, t);
+}
+
+int64_t sw_node_previous_second_pass(struct sw_node *node, int64_t t)
+{
+    return sw_leap_previous(sw_node_min(node), SW_EV_PASS, t);
+}
+
+int64_t sw_node_waiting(struct sw_node *node, int64_t t)
+{
+    struct sw_leap *fut = sw_node_fut(node);
+    if (fut == NULL)
+        return 0;
+    t = sw_leap_clamp(sw_node_sec(node), t);
+    return sw_borrow_waiting(fut, t);
+}

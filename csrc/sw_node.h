@@ -1,0 +1,73 @@
+/* sw_node.h - the statistics of one limited resource (DESIGN.md §3).
+ *
+ * A node is flat state in caller-owned memory: the limiter's window (interval_ms /
+ * sample_count, 2 x 500 ms by default, optionally borrowable), the minute-level window
+ * (60 x 1000 ms) and the count of requests in flight. Calls are unlocked: the owner
+ * (a limiter) serialises them with its lock.
+ */
+#ifndef SW_NODE_H
+#define SW_NODE_H
+
+#include "sw_borrow.h"
+#include "sw_leap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct sw_node_cfg {
+    int64_t interval_ms;   /* the limiter's window */
+    uint32_t sample_count;
+    bool borrowable;       /* with a future ring for prioritized requests */
+};
+
+#define SW_MINUTE_INTERVAL_MS 60000
+#define SW_MINUTE_SAMPLES 60
+
+struct sw_node {
+    int64_t in_flight;     /* requests in flight (entry() or concurrency admissions) */
+    uint32_t off_sec;      /* byte offsets from the node's start */
+    uint32_t off_fut;      /* 0 when not borrowable */
+    uint32_t off_min;
+    uint32_t size;         /* total bytes */
+};
+
+/** Bytes a node of this configuration needs. @return 0 when cfg is invalid */
+size_t sw_node_size(const struct sw_node_cfg *cfg);
+/** Initialise a node in caller-owned memory of sw_node_size(cfg) bytes.
+ * @return SW_OK, SW_EINVAL or SW_ERANGE (too large) */
+int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg);
+/** Forget all statistics (the in-flight count is kept: those requests are still running). */
+void sw_node_reset(struct sw_node *node);
+
+/** The limiter's window. */
+static inline struct sw_leap *sw_node_sec(struct sw_node *node)
+{
+    return (struct sw_leap *)(void *)((char *)node + node->off_sec);
+}
+/** Its borrow ring, or NULL when not borrowable. */
+static inline struct sw_leap *sw_node_fut(struct sw_node *node)
+{
+    return node->off_fut ? (struct sw_leap *)(void *)((char *)node + node->off_fut) : NULL;
+}
+/** The minute-level window. */
+static inline struct sw_leap *sw_node_min(struct sw_node *node)
+{
+    return (struct sw_leap *)(void *)((char *)node + node->off_min);
+}
+
+/** Count n of event ev at t (ms) in both windows. */
+void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
+/** Record a response time at t in both windows. */
+void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t);
+/** Passes in the limiter's window at t. */
+int64_t sw_node_pass(struct sw_node *node, int64_t t);
+/** Passes of the previous whole second (the minute window's previous bucket). */
+int64_t sw_node_previous_second_pass(struct sw_node *node, int64_t t);
+/** Passes granted ahead, not yet current at t (0 when not borrowable). */
+int64_t sw_node_waiting(struct sw_node *node, int64_t t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_NODE_H */

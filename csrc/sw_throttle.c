@@ -1,0 +1,47 @@
+/* sw_throttle.c - nanosecond pacing with a maximum queueing time (DESIGN.md §5). */
+#include "sw_throttle.h"
+
+#include <math.h>
+
+void sw_throttle_init(struct sw_throttle *th)
+{
+    th->last_ns = 0;
+    th->has_last = 0;
+    th->pad_ = 0;
+}
+
+int64_t sw_throttle_cost(double rate, int64_t n)
+{
+    if (!(rate > 0))
+        return INT64_MAX;
+    double c = floor(1e9 * (double)n / rate + 0.5);
+    if (!(c < 9.2e18))
+        return INT64_MAX;
+    return (int64_t)c;
+}
+
+bool sw_throttle_reserve(struct sw_throttle *th, int64_t cost_ns, int64_t now_ns,
+                         int64_t max_queue_ns, bool try_only, int64_t *wait_ns,
+                         int64_t *retry_ns)
+{
+    *wait_ns = 0;
+    *retry_ns = -1;
+    if (!th->has_last || sw_sat_add(th->last_ns, cost_ns) <= now_ns) {
+        /* idle long enough: go now; last only moves forward (last + cost <= now) */
+        th->last_ns = now_ns;
+        th->has_last = 1;
+        return true;
+    }
+    int64_t wait = sw_sat_sub(sw_sat_add(th->last_ns, cost_ns), now_ns);
+    if (try_only) {
+        *retry_ns = wait;
+        return false;
+    }
+    if (wait > max_queue_ns) {
+        *retry_ns = sw_sat_sub(wait, max_queue_ns);
+        return false;
+    }
+    th->last_ns = sw_sat_add(th->last_ns, cost_ns);
+    *wait_ns = wait;
+    return true;
+}

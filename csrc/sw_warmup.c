@@ -1,0 +1,60 @@
+/* sw_warmup.c - warm-up tokens (DESIGN.md §5). */
+#include "sw_warmup.h"
+
+#include <math.h>
+
+int sw_warmup_check(double q, double warm_up_s, double cold_factor)
+{
+    if (!isfinite(q) || !isfinite(warm_up_s) || !isfinite(cold_factor) || q < 0 ||
+        warm_up_s < 0 || !(cold_factor > 1.0))
+        return SW_EINVAL;
+    if (q * warm_up_s * 2.0 > 9.0e18)
+        return SW_EINVAL;
+    return SW_OK;
+}
+
+int sw_warmup_init(struct sw_warmup *w, double q, double warm_up_s, double cold_factor)
+{
+    if (w == NULL || sw_warmup_check(q, warm_up_s, cold_factor) != SW_OK)
+        return SW_EINVAL;
+    w->q = q;
+    w->cold_factor = cold_factor;
+    /* warning = floor(W*q) // (cf-1); max = warning + floor(2*W*q/(1+cf)) */
+    w->warning = (int64_t)floor(floor(warm_up_s * q) / (cold_factor - 1.0));
+    w->max_token = w->warning + (int64_t)floor(2.0 * warm_up_s * q / (1.0 + cold_factor));
+    w->ramp = (w->max_token > w->warning && q > 0) ? 1u : 0u;
+    w->slope = w->ramp ? (cold_factor - 1.0) / q / (double)(w->max_token - w->warning) : 0.0;
+    w->cold_pass = (int64_t)floor(floor(q) / cold_factor);
+    w->stored = w->max_token;
+    w->last_filled_ms = INT64_MIN;
+    w->pad_ = 0;
+    return SW_OK;
+}
+
+void sw_warmup_sync(struct sw_warmup *w, int64_t t, int64_t previous_pass)
+{
+    int64_t now = t - t % 1000;
+    if (w->last_filled_ms != INT64_MIN && now <= w->last_filled_ms)
+        return;
+    int64_t elapsed = w->last_filled_ms == INT64_MIN ? 0 : now - w->last_filled_ms;
+    int64_t old = w->stored, v = old;
+    bool refill = old < w->warning || (old > w->warning && previous_pass < w->cold_pass);
+    if (refill) {
+        double nv = (double)old + (double)elapsed * w->q / 1000.0;
+        v = nv >= (double)w->max_token ? w->max_token : (int64_t)nv;
+    }
+    if (v > w->max_token)
+        v = w->max_token;
+    v -= previous_pass;
+    w->stored = v < 0 ? 0 : v;
+    w->last_filled_ms = now;
+}
+
+double sw_warmup_rate(const struct sw_warmup *w)
+{
+    if (w->ramp && w->stored >= w->warning) {
+        double above = (double)(w->stored - w->warning);
+        return nextafter(1.0 / (above * w->slope + 1.0 / w->q), INFINITY);
+    }
+    return w->q;
+}
