@@ -1,0 +1,52 @@
+"""Build the slidewin C extension (metadata lives in pyproject.toml).
+
+Environment switches (as msgspec does):
+  SLIDEWIN_DEBUG=1     -O0 -g, assertions on
+  SLIDEWIN_SANITIZE=1  -fsanitize=address,undefined (run with the ASan runtime preloaded)
+"""
+import os
+
+from setuptools import Extension, setup
+
+CORE = [
+    "sw_common.c",
+    "sw_time.c",
+    "sw_leap.c",
+    "sw_borrow.c",
+    "sw_node.c",
+    "sw_warmup.c",
+    "sw_throttle.c",
+    "sw_reject.c",
+    "sw_limiter.c",
+]
+
+debug = os.environ.get("SLIDEWIN_DEBUG", "") not in ("", "0")
+sanitize = os.environ.get("SLIDEWIN_SANITIZE", "") not in ("", "0")
+
+compile_args = ["-std=gnu11", "-Wall", "-Wextra", "-Wshadow", "-Wno-unused-parameter",
+                "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
+link_args = []
+undef = []
+if debug or sanitize:
+    compile_args += ["-O0" if debug else "-O1", "-g", "-fno-omit-frame-pointer"]
+    undef = ["NDEBUG"]
+else:
+    compile_args += ["-O2"]
+if sanitize:
+    compile_args += ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    link_args += ["-fsanitize=address,undefined"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "slidewin._core",
+            sources=["csrc/_slidewin.c"] + ["csrc/" + f for f in CORE],
+            include_dirs=["csrc"],
+            depends=["csrc/" + f.replace(".c", ".h") for f in CORE],
+            extra_compile_args=compile_args,
+            extra_link_args=link_args,
+            undef_macros=undef,
+            libraries=["m", "pthread"],
+        )
+    ]
+)

@@ -1,0 +1,37 @@
+"""slidewin: Sentinel-style sliding-window statistics and flow control with a C core.
+
+- ``Metric``: a ring of time buckets (leap array) counting events over a sliding window.
+- ``Limiter``: flow control with its own statistics: reject, warm_up, throttle,
+  warm_up_throttle (by QPS) or a concurrency limit; prioritized requests may borrow from the
+  next window. ``limit(...)`` builds one for use as a decorator.
+
+Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
+``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
+"""
+from ._core import (
+    BlockedError,
+    Bucket,
+    Metric,
+    Stats,
+    clock_ns,
+    coarse_clock_ns,
+    coarse_resolution_ns,
+)
+from ._event import Event
+from ._limiter import Limiter, limit
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlockedError",
+    "Bucket",
+    "Event",
+    "Limiter",
+    "Metric",
+    "Stats",
+    "clock_ns",
+    "coarse_clock_ns",
+    "coarse_resolution_ns",
+    "limit",
+    "__version__",
+]
