@@ -31,7 +31,8 @@ if debug or sanitize:
     compile_args += ["-O0" if debug else "-O1", "-g", "-fno-omit-frame-pointer"]
     undef = ["NDEBUG"]
 else:
-    compile_args += ["-O2"]
+    compile_args += ["-O2", "-flto"]
+    link_args += ["-O2", "-flto"]
 if sanitize:
     compile_args += ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
     link_args += ["-fsanitize=address,undefined"]

@@ -1172,7 +1172,7 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "_decide(n, flags, now_ns) takes 3 arguments");
         return NULL;
     }
-    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 15, &flags) < 0 ||
+    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 31, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
     sw_limiter_decide(self->lim, n, now, (unsigned)flags, &d);
@@ -1262,7 +1262,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
 {
     struct sw_decision d;
     if (timeout_ns < 0) {
-        sw_limiter_decide(self->lim, n, SW_NOW, flags, &d);
+        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_RETRY, &d);
         if (d.verdict != SW_PASS) {
             raise_blocked(self, n, &d);
             return -1;
@@ -1279,7 +1279,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
             gen = self->generation;
             pthread_mutex_unlock(&self->mu);
         }
-        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_NO_BLOCK, &d);
+        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
         if (d.verdict == SW_PASS) {
             if (conc)
                 atomic_fetch_sub(&self->waiters, 1);
@@ -1572,7 +1572,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     }
     LimiterObject *lim = self->limiter;
     struct sw_decision d;
-    sw_limiter_decide(lim->lim, self->n, SW_NOW, SW_F_ENTRY, &d);
+    sw_limiter_decide(lim->lim, self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d);
     if (d.verdict != SW_PASS) {
         raise_blocked(lim, self->n, &d);
         return NULL;
@@ -1846,6 +1846,7 @@ static int module_exec(PyObject *m)
         PyModule_AddIntConstant(m, "F_PRIORITIZED", SW_F_PRIORITIZED) < 0 ||
         PyModule_AddIntConstant(m, "F_NO_BLOCK", SW_F_NO_BLOCK) < 0 ||
         PyModule_AddIntConstant(m, "F_ENTRY", SW_F_ENTRY) < 0 ||
+        PyModule_AddIntConstant(m, "F_RETRY", SW_F_RETRY) < 0 ||
         PyModule_AddIntConstant(m, "PASS", SW_PASS) < 0 ||
         PyModule_AddIntConstant(m, "BLOCK", SW_BLOCK) < 0 ||
         PyModule_AddIntConstant(m, "NEVER", SW_NEVER) < 0 ||

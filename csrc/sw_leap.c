@@ -53,7 +53,7 @@ void sw_leap_reset(struct sw_leap *l)
         slot_clear(l, sw_leap_slot(l, i), SW_LEAP_EMPTY);
 }
 
-int64_t sw_leap_clamp(struct sw_leap *l, int64_t t)
+int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t)
 {
     if (t < 0)
         t = 0;
@@ -74,7 +74,7 @@ static inline uint32_t slot_index(const struct sw_leap *l, int64_t start)
     return (uint32_t)((start / l->window_ms) % (int64_t)l->sample_count);
 }
 
-int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future, int64_t t)
+int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, int64_t t)
 {
     int64_t start;
     int64_t *slot;
@@ -108,9 +108,7 @@ const int64_t *sw_leap_find(const struct sw_leap *l, int64_t start)
 void sw_leap_add(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t n,
                  int64_t t)
 {
-    t = sw_leap_clamp(l, t);
-    int64_t *slot = sw_leap_refresh(l, future, t);
-    slot[SW_SLOT_COUNTS + ev] = sw_sat_add(slot[SW_SLOT_COUNTS + ev], n);
+    sw_leap_add_at(l, future, ev, n, sw_leap_clamp(l, t));
 }
 
 void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_ms, int64_t t)
@@ -124,7 +122,11 @@ void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_
 
 int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t)
 {
-    t = sw_leap_clamp(l, t);
+    return sw_leap_sum_at(l, future, ev, sw_leap_clamp(l, t));
+}
+
+int64_t sw_leap_sum_at(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t)
+{
     (void)sw_leap_refresh(l, future, t);
     int64_t sum = 0;
     for (uint32_t i = 0; i < l->sample_count; i++) {

@@ -78,11 +78,20 @@ static inline int64_t sw_leap_start_of(const struct sw_leap *l, int64_t t)
     return t - t % l->window_ms;
 }
 
+/** Slow path of sw_leap_clamp (t outside the newest bucket). */
+int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t);
+
 /** Clamp t to the newest bucket start seen (DESIGN §2) and record a newer one.
  * @param l the ring
- * @param t ms >= 0
+ * @param t ms (negative counts as 0)
  * @return t, or the newest bucket start when t lies behind it */
-int64_t sw_leap_clamp(struct sw_leap *l, int64_t t);
+static inline int64_t sw_leap_clamp(struct sw_leap *l, int64_t t)
+{
+    /* fast path, no division: t lies in the newest bucket */
+    if (t >= l->newest && t - l->newest < l->window_ms && l->newest != SW_LEAP_EMPTY)
+        return t;
+    return sw_leap_clamp_slow(l, t);
+}
 
 /** The slot holding the bucket of t, (re)started in place if it held an older bucket.
  * When `future` is given (a borrowable window), a restarted bucket begins with the passes
@@ -91,7 +100,17 @@ int64_t sw_leap_clamp(struct sw_leap *l, int64_t t);
  * @param future the borrow ring (1 event, PASS) or NULL
  * @param t ms
  * @return pointer to the slot's words (owned by the ring) */
-int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future, int64_t t);
+int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, int64_t t);
+static inline int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future,
+                                       int64_t t)
+{
+    if (t >= l->newest && t - l->newest < l->window_ms && l->newest != SW_LEAP_EMPTY) {
+        int64_t *slot = l->slots + (size_t)l->newest_idx * l->stride;
+        if (slot[SW_SLOT_START] == l->newest)
+            return slot;
+    }
+    return sw_leap_refresh_slow(l, future, t);
+}
 
 /** The slot that holds exactly the bucket starting at `start`, without changing anything.
  * @return the slot's words, or NULL when that bucket is not in the ring */
@@ -121,6 +140,15 @@ void sw_leap_add(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, i
                  int64_t t);
 /** Add a response time: RT += rt_ms and the bucket's min_rt lowered (t is clamped first). */
 void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_ms, int64_t t);
+/** sw_leap_add for a t already clamped by sw_leap_clamp on this ring. */
+static inline void sw_leap_add_at(struct sw_leap *l, const struct sw_leap *future, uint32_t ev,
+                                  int64_t n, int64_t t)
+{
+    int64_t *slot = sw_leap_refresh(l, future, t);
+    slot[SW_SLOT_COUNTS + ev] = sw_sat_add(slot[SW_SLOT_COUNTS + ev], n);
+}
+/** sw_leap_sum for a t already clamped by sw_leap_clamp on this ring. */
+int64_t sw_leap_sum_at(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t);
 /** Sum of event ev over the valid buckets at t (refreshes the slot of t). */
 int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t);
 /** Count of event ev in the bucket containing t (refreshes it). */

@@ -151,7 +151,7 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
     } else {
         switch (lim->behavior) {
         case SW_REJECT: {
-            int64_t pass = sw_node_pass(node, t);
+            int64_t pass = sw_node_pass_at(node, t);
             if ((double)n > lim->limit) {
                 out->verdict = SW_NEVER;
             } else if (sw_reject_fits(pass, n, lim->limit)) {
@@ -161,7 +161,7 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
                                             lim->limit, lim->occupy_timeout_ms, &grant_ms)) {
                 out->verdict = SW_PASS;
                 out->occupied = 1;
-            } else {
+            } else if (flags & SW_F_RETRY) {
                 int64_t ms = sw_reject_retry_ms(sw_node_sec(node), t, n, lim->limit);
                 out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
             }
@@ -172,7 +172,7 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
             double allowed = window_limit(rate, sw_node_sec(node)->interval_ms);
             if ((double)n > lim->limit)
                 out->verdict = SW_NEVER;
-            else if (sw_reject_fits(sw_node_pass(node, t), n, allowed))
+            else if (sw_reject_fits(sw_node_pass_at(node, t), n, allowed))
                 out->verdict = SW_PASS;
             break;
         }
@@ -189,16 +189,16 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
 
     if (out->verdict == SW_PASS) {
         if (out->occupied) {
-            sw_node_add(node, SW_EV_OCCUPIED_PASS, n, t);
+            sw_node_add_at(node, SW_EV_OCCUPIED_PASS, n, t);
             sw_borrow_add(sw_node_fut(node), grant_ms, n);
             out->wait_ns = ns_until(grant_ms, now_ns);
         } else {
-            sw_node_add(node, SW_EV_PASS, n, t);
+            sw_node_add_at(node, SW_EV_PASS, n, t);
         }
         if (lim->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
             node->in_flight = sw_sat_add(node->in_flight, n);
     } else if (!(flags & SW_F_NO_BLOCK)) {
-        sw_node_add(node, SW_EV_BLOCK, n, t);
+        sw_node_add_at(node, SW_EV_BLOCK, n, t);
     }
     sw_lock_release(&lim->lock);
     return SW_OK;

@@ -80,6 +80,7 @@ void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out);
 #define SW_F_PRIORITIZED 2u  /* may borrow from the next window (reject + qps only) */
 #define SW_F_NO_BLOCK 4u     /* a refusal is not counted (an internal retry) */
 #define SW_F_ENTRY 8u        /* hold an in-flight count when admitted (qps grade too) */
+#define SW_F_RETRY 16u       /* on refusal, compute retry_ns (else it stays -1) */
 
 enum sw_verdict {
     SW_PASS = 0,    /* admitted (after wait_ns) */
@@ -91,7 +92,8 @@ struct sw_decision {
     int verdict;       /* enum sw_verdict */
     int occupied;      /* admitted by borrowing from the next window */
     int64_t wait_ns;   /* admitted: the wait before proceeding (0 = now) */
-    int64_t retry_ns;  /* refused: ns until the same request could pass, -1 unknown */
+    int64_t retry_ns;  /* refused, with SW_F_RETRY: ns until the same request could pass,
+                          -1 unknown */
 };
 
 /** Make one admission decision and count it (PASS, BLOCK, or OCCUPIED_PASS + a future PASS).

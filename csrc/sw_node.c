@@ -90,6 +90,17 @@ int64_t sw_node_pass(struct sw_node *node, int64_t t)
     return sw_leap_sum(sw_node_sec(node), sw_node_fut(node), SW_EV_PASS, t);
 }
 
+void sw_node_add_at(struct sw_node *node, uint32_t ev, int64_t n, int64_t t)
+{
+    sw_leap_add_at(sw_node_sec(node), sw_node_fut(node), ev, n, t);
+    sw_leap_add(sw_node_min(node), NULL, ev, n, t);
+}
+
+int64_t sw_node_pass_at(struct sw_node *node, int64_t t)
+{
+    return sw_leap_sum_at(sw_node_sec(node), sw_node_fut(node), SW_EV_PASS, t);
+}
+
 int64_t sw_node_previous_second_pass(struct sw_node *node, int64_t t)
 {
     return sw_leap_previous(sw_node_min(node), SW_EV_PASS, t);

@@ -60,6 +60,10 @@ static inline struct sw_leap *sw_node_min(struct sw_node *node)
 void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
 /** Record a response time at t in both windows. */
 void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t);
+/** sw_node_add for t already clamped on the limiter's window (sw_leap_clamp(sec, t)). */
+void sw_node_add_at(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
+/** sw_node_pass for t already clamped on the limiter's window. */
+int64_t sw_node_pass_at(struct sw_node *node, int64_t t);
 /** Passes in the limiter's window at t. */
 int64_t sw_node_pass(struct sw_node *node, int64_t t);
 /** Passes of the previous whole second (the minute window's previous bucket). */

@@ -23,6 +23,7 @@ _PASS = _core.PASS
 _NEVER = _core.NEVER
 _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
+_F_RETRY = _core.F_RETRY
 
 
 def _check_timeout(timeout: Optional[float]) -> Optional[float]:
@@ -71,13 +72,13 @@ class Limiter(_core.Limiter):
 
     async def _acquire_async(self, n: int, timeout: Optional[float], flags: int) -> None:
         if timeout is None:
-            verdict, wait_ns, retry_ns = self._decide(n, flags, None)
+            verdict, wait_ns, retry_ns = self._decide(n, flags | _F_RETRY, None)
             if verdict != _PASS:
                 self._raise_blocked(n, verdict, retry_ns)
         else:
             deadline = time.monotonic() + timeout
             while True:
-                verdict, wait_ns, retry_ns = self._decide(n, flags | _F_NO_BLOCK, None)
+                verdict, wait_ns, retry_ns = self._decide(n, flags | _F_NO_BLOCK | _F_RETRY, None)
                 if verdict == _PASS:
                     break
                 now = time.monotonic()
