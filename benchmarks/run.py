@@ -69,6 +69,7 @@ def environment() -> Dict[str, Any]:
         "cpus": os.cpu_count(),
         "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(),
         "switch_interval_s": sys.getswitchinterval(),
+        "loadavg_at_start": _loadavg(),
         "slidewin": ver if ok else f"unavailable ({ver})",
         "peers": cases.peer_versions(),
     }
@@ -80,6 +81,13 @@ def environment() -> Dict[str, Any]:
     except Exception:
         pass
     return env
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def _cpu_model() -> str:
@@ -114,6 +122,8 @@ def render_md(results: Dict[str, Any]) -> str:
            f"- Python {env['python']} ({env['implementation']}), {env['platform']}",
            f"- CPU: {env['processor']} ({env['cpus']} logical CPUs), "
            f"GIL enabled: {env['gil_enabled']}, switch interval {env['switch_interval_s']} s",
+           f"- load average (1, 5, 15 min) at start {env.get('loadavg_at_start')}, "
+           f"at end {env.get('loadavg_at_end')}: other work on the machine adds noise",
            f"- slidewin {env['slidewin']}" + (f" (git {env['git']})" if env.get("git") else ""),
            "- peers: " + ", ".join(f"{k} {v}" for k, v in env["peers"].items()), ""]
     for name in SECTIONS:
@@ -193,6 +203,7 @@ def main(argv=None) -> int:
             print(mods[name].render_text(sec))
         sys.stdout.flush()
 
+    env["loadavg_at_end"] = _loadavg()
     with open(prefix + ".json", "w") as f:
         json.dump(results, f, indent=1, sort_keys=False)
         f.write("\n")
