@@ -10,7 +10,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from typing import Any, Callable, Optional, TypeVar, Union, cast, overload
 
 from . import _core
 
@@ -50,6 +50,7 @@ class Limiter(_core.Limiter):
     """
 
     __slots__ = ("_on_block",)
+    _on_block: Optional[Callable[..., Any]]
 
     def __new__(
         cls,
@@ -58,7 +59,7 @@ class Limiter(_core.Limiter):
         on_block: Optional[Callable[..., Any]] = None,
         **kwargs: Any,
     ) -> "Limiter":
-        self = super().__new__(cls, qps, **kwargs)
+        self = cast("Limiter", super().__new__(cls, qps, **kwargs))
         if on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         self._on_block = on_block
@@ -102,7 +103,7 @@ class Limiter(_core.Limiter):
         return entry
 
     async def _aexit(self, entry: Any, exc_type: Any) -> bool:
-        return entry.__exit__(exc_type, None, None)
+        return bool(entry.__exit__(exc_type, None, None))
 
     # -- decorator -------------------------------------------------------------------------
 

@@ -1,0 +1,31 @@
+"""The .pyi stubs and inline annotations type-check a user's program under mypy --strict."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_mypy_strict_accepts_typical_usage() -> None:
+    example = os.path.join(HERE, "data", "typing_example.py")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", example],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_mypy_rejects_a_wrong_type() -> None:
+    code = "from slidewin import Metric\nx: str = Metric().sum('pass')\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "Incompatible types" in proc.stdout
