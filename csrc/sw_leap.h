@@ -87,8 +87,9 @@ int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t);
  * @return t, or the newest bucket start when t lies behind it */
 static inline int64_t sw_leap_clamp(struct sw_leap *l, int64_t t)
 {
-    /* fast path, no division: t lies in the newest bucket */
-    if (t >= l->newest && t - l->newest < l->window_ms && l->newest != SW_LEAP_EMPTY)
+    /* fast path, no division: t lies in the newest bucket. Test for EMPTY first: with
+     * newest == SW_LEAP_EMPTY (INT64_MIN) `t - newest` overflows (undefined behaviour). */
+    if (l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms)
         return t;
     return sw_leap_clamp_slow(l, t);
 }
@@ -104,7 +105,7 @@ int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, i
 static inline int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future,
                                        int64_t t)
 {
-    if (t >= l->newest && t - l->newest < l->window_ms && l->newest != SW_LEAP_EMPTY) {
+    if (l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms) {
         int64_t *slot = l->slots + (size_t)l->newest_idx * l->stride;
         if (slot[SW_SLOT_START] == l->newest)
             return slot;

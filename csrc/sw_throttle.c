@@ -26,13 +26,15 @@ bool sw_throttle_reserve(struct sw_throttle *th, int64_t cost_ns, int64_t now_ns
 {
     *wait_ns = 0;
     *retry_ns = -1;
-    if (!th->has_last || sw_sat_add(th->last_ns, cost_ns) <= now_ns) {
+    /* compare through differences: `last + cost` saturates near INT64_MAX, which would
+     * shrink the wait there to INT64_MAX - now (admitting requests far too early) */
+    if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost_ns) {
         /* idle long enough: go now; last only moves forward (last + cost <= now) */
         th->last_ns = now_ns;
         th->has_last = 1;
         return true;
     }
-    int64_t wait = sw_sat_sub(sw_sat_add(th->last_ns, cost_ns), now_ns);
+    int64_t wait = sw_sat_add(sw_sat_sub(th->last_ns, now_ns), cost_ns);
     if (try_only) {
         *retry_ns = wait;
         return false;

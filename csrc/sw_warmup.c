@@ -10,6 +10,11 @@ int sw_warmup_check(double q, double warm_up_s, double cold_factor)
         return SW_EINVAL;
     if (q * warm_up_s * 2.0 > 9.0e18)
         return SW_EINVAL;
+    /* the token counts must fit int64 (a cold factor near 1 makes warning huge): converting
+     * an out-of-range double to int64 in sw_warmup_init would be undefined behaviour */
+    double warning = floor(floor(warm_up_s * q) / (cold_factor - 1.0));
+    if (!(warning + floor(2.0 * warm_up_s * q / (1.0 + cold_factor)) <= 9.0e18))
+        return SW_EINVAL;
     return SW_OK;
 }
 

@@ -1,0 +1,66 @@
+/* harness.h - a tiny test harness for the slidewin C core (no Python, no framework).
+ *
+ * Each check counts as passed or failed; a failing check prints one line
+ * `FAIL file:line: expression ...`. main() prints `N passed, M failed` and exits non-zero
+ * on any failure. Checks run on the main thread only: stress workers record their findings
+ * in their own structs and the main thread checks them afterwards.
+ */
+#ifndef SW_TEST_HARNESS_H
+#define SW_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+extern long sw_t_passed;
+extern long sw_t_failed;
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        if (cond) {                                                                         \
+            sw_t_passed++;                                                                  \
+        } else {                                                                            \
+            sw_t_failed++;                                                                  \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                          \
+        }                                                                                   \
+    } while (0)
+
+/* Integer equality: prints both values on failure. */
+#define CHECK_EQ(got, expected)                                                             \
+    do {                                                                                    \
+        long long got_ = (long long)(got), exp_ = (long long)(expected);                    \
+        if (got_ == exp_) {                                                                 \
+            sw_t_passed++;                                                                  \
+        } else {                                                                            \
+            sw_t_failed++;                                                                  \
+            printf("FAIL %s:%d: %s == %s: got %lld, expected %lld\n", __FILE__, __LINE__,   \
+                   #got, #expected, got_, exp_);                                            \
+        }                                                                                   \
+    } while (0)
+
+/* Floating point equality within an absolute tolerance. */
+#define CHECK_NEAR(got, expected, tol)                                                      \
+    do {                                                                                    \
+        double gotd_ = (double)(got), expd_ = (double)(expected);                           \
+        if (fabs(gotd_ - expd_) <= (tol)) {                                                 \
+            sw_t_passed++;                                                                  \
+        } else {                                                                            \
+            sw_t_failed++;                                                                  \
+            printf("FAIL %s:%d: %s ~= %s: got %.17g, expected %.17g\n", __FILE__, __LINE__, \
+                   #got, #expected, gotd_, expd_);                                          \
+        }                                                                                   \
+    } while (0)
+
+#define MS(x) ((int64_t)(x) * INT64_C(1000000)) /* ms -> ns */
+
+/* Test groups (one per file). */
+void test_leap(void);
+void test_borrow(void);
+void test_node(void);
+void test_misc(void);
+void test_limiter(void);
+void test_warmup(void);
+void test_throttle(void);
+void test_stress(void);
+
+#endif /* SW_TEST_HARNESS_H */

@@ -1,0 +1,51 @@
+/* limiter_util.h - helpers shared by the limiter tests. */
+#ifndef SW_TEST_LIMITER_UTIL_H
+#define SW_TEST_LIMITER_UTIL_H
+
+#include "harness.h"
+#include "sw_limiter.h"
+
+#include <stdlib.h>
+
+/* A limiter in fresh heap memory (checked), or NULL. Free with free(). */
+static inline struct sw_limiter *lim_new(const struct sw_limiter_cfg *cfg)
+{
+    size_t sz = sw_limiter_size(cfg);
+    CHECK(sz > 0);
+    if (sz == 0)
+        return NULL;
+    struct sw_limiter *lim = calloc(1, sz);
+    CHECK(lim != NULL);
+    if (lim == NULL)
+        return NULL;
+    int rc = sw_limiter_init(lim, cfg);
+    CHECK_EQ(rc, SW_OK);
+    if (rc != SW_OK) {
+        free(lim);
+        return NULL;
+    }
+    return lim;
+}
+
+static inline struct sw_limiter_cfg cfg_of(int grade, int behavior, double count)
+{
+    struct sw_limiter_cfg c;
+    sw_limiter_cfg_default(&c);
+    c.grade = grade;
+    c.behavior = behavior;
+    c.count = count;
+    return c;
+}
+
+/* One decision; returns the verdict (or -1 on an error code). */
+static inline int decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
+                         struct sw_decision *d)
+{
+    struct sw_decision tmp;
+    if (d == NULL)
+        d = &tmp;
+    int rc = sw_limiter_decide(lim, n, now_ns, flags, d);
+    return rc == SW_OK ? d->verdict : -1;
+}
+
+#endif /* SW_TEST_LIMITER_UTIL_H */

@@ -1,0 +1,223 @@
+/* test_warmup.c - the warm-up token bucket and the warm_up / warm_up_throttle limiters
+ * (DESIGN §5 numbers, slidewin rules (a), (b), (c)). */
+#include "limiter_util.h"
+
+static void test_tokens(void)
+{
+    struct sw_warmup w;
+    CHECK_EQ(sw_warmup_init(&w, 10, 10, 3), SW_OK);
+    CHECK_EQ(w.warning, 50);
+    CHECK_EQ(w.max_token, 100);
+    CHECK_NEAR(w.slope, 0.004, 1e-15);
+    CHECK_EQ(w.cold_pass, 3);
+    CHECK_EQ(w.stored, 100); /* a fresh bucket is cold */
+    CHECK_EQ(w.ramp, 1);
+    CHECK_NEAR(sw_warmup_rate(&w), 10.0 / 3.0, 1e-12);
+    CHECK(sw_warmup_rate(&w) == nextafter(1.0 / (50 * 0.004 + 0.1), INFINITY)); /* one ulp up */
+    /* first sync: nothing elapsed, last second's passes subtracted */
+    sw_warmup_sync(&w, 123456, 0);
+    CHECK_EQ(w.stored, 100);
+    CHECK_EQ(w.last_filled_ms, 123000);
+    sw_warmup_sync(&w, 123999, 50); /* same second: no sync */
+    CHECK_EQ(w.stored, 100);
+    sw_warmup_sync(&w, 124000, 3); /* 3 is not below 10 // 3: no refill */
+    CHECK_EQ(w.stored, 97);
+    sw_warmup_sync(&w, 125000, 2); /* 2 < 3: refill (capped at max), then - 2 */
+    CHECK_EQ(w.stored, 98);
+    sw_warmup_sync(&w, 126500, 60);
+    CHECK_EQ(w.stored, 38);
+    CHECK_NEAR(sw_warmup_rate(&w), 10.0, 0); /* below warning: q */
+    sw_warmup_sync(&w, 127000, 0); /* below warning: refill 1 s * 10 */
+    CHECK_EQ(w.stored, 48);
+    sw_warmup_sync(&w, 129000, 0); /* 2 s: + 20 */
+    CHECK_EQ(w.stored, 68);
+    sw_warmup_sync(&w, 130000, 0); /* above warning, 0 < 3: refill */
+    CHECK_EQ(w.stored, 78);
+    sw_warmup_sync(&w, 1000000, 0); /* long idle: capped at max */
+    CHECK_EQ(w.stored, 100);
+    sw_warmup_sync(&w, 1001000, 1000); /* floor 0 */
+    CHECK_EQ(w.stored, 0);
+    sw_warmup_sync(&w, 999000, 0); /* time behind: nothing */
+    CHECK_EQ(w.stored, 0);
+    /* exactly at warning: no refill either way */
+    w.stored = 50;
+    sw_warmup_sync(&w, 1002000, 0);
+    CHECK_EQ(w.stored, 50);
+    CHECK_NEAR(sw_warmup_rate(&w), 10.0, 1e-12);
+
+    /* rule (b): max <= warning, no ramp */
+    CHECK_EQ(sw_warmup_init(&w, 1, 1, 3), SW_OK);
+    CHECK_EQ(w.warning, 0);
+    CHECK_EQ(w.max_token, 0);
+    CHECK_EQ(w.ramp, 0);
+    CHECK(sw_warmup_rate(&w) == 1.0);
+    CHECK_EQ(sw_warmup_init(&w, 5, 0, 3), SW_OK);
+    CHECK_EQ(w.ramp, 0);
+    CHECK(sw_warmup_rate(&w) == 5.0);
+    CHECK_EQ(sw_warmup_init(&w, 0, 10, 3), SW_OK);
+    CHECK_EQ(w.ramp, 0);
+
+    /* checks */
+    CHECK_EQ(sw_warmup_check(10, 10, 3), SW_OK);
+    CHECK_EQ(sw_warmup_check(-1, 10, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(10, -1, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(10, 10, 1), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(NAN, 10, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(10, INFINITY, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(10, 10, NAN), SW_EINVAL);
+    CHECK_EQ(sw_warmup_check(1e10, 1e9, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_init(NULL, 10, 10, 3), SW_EINVAL);
+    CHECK_EQ(sw_warmup_init(&w, 10, 10, 0.5), SW_EINVAL);
+}
+
+/* Drive a limiter every `step_ms` from `t0_ms` for `seconds` and count passes per second. */
+static void drive(struct sw_limiter *lim, int64_t t0_ms, int64_t step_ms, int seconds,
+                  int64_t *per_second)
+{
+    for (int s = 0; s < seconds; s++) {
+        per_second[s] = 0;
+        for (int64_t ms = 0; ms < 1000; ms += step_ms) {
+            struct sw_decision d;
+            int64_t now = MS(t0_ms + (int64_t)s * 1000 + ms) + 123; /* sub-ms noise */
+            if (decide(lim, 1, now, 0, &d) == SW_PASS)
+                per_second[s]++;
+        }
+    }
+}
+
+static void test_warm_up_limiter(void)
+{
+    static const int64_t expected[] = {3, 3, 3, 3, 3, 4, 4, 4, 5, 5, 6, 7, 10, 10, 10, 10};
+    const int n = (int)(sizeof expected / sizeof expected[0]);
+    int64_t got[16];
+    /* from t = 0, and (rule a) from a clock far from 0: the same ramp */
+    const int64_t starts[] = {0, INT64_C(86400000) * 365};
+    for (size_t k = 0; k < 2; k++) {
+        struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 10);
+        struct sw_limiter *lim = lim_new(&c);
+        if (lim == NULL)
+            return;
+        drive(lim, starts[k], 7, n, got);
+        for (int s = 0; s < n; s++) {
+            if (got[s] != expected[s])
+                printf("  warm-up start %lld second %d:\n", (long long)starts[k], s);
+            CHECK_EQ(got[s], expected[s]);
+        }
+        free(lim);
+    }
+    /* at rest it allows q / cf */
+    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 10);
+    struct sw_limiter *lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    drive(lim, 5000, 100, 1, got);
+    CHECK_EQ(got[0], 3);
+    /* n above the window limit: never */
+    CHECK_EQ(decide(lim, 11, MS(7000), 0, NULL), SW_NEVER);
+    CHECK_EQ(decide(lim, 4, MS(7000), 0, NULL), SW_BLOCK);
+    CHECK_EQ(decide(lim, 3, MS(7000), 0, NULL), SW_PASS);
+    free(lim);
+
+    /* rule (b): q=1, W=1 has no ramp: 1 per second at once (Sentinel: NaN, blocks all) */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 1);
+    c.warm_up_s = 1;
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    drive(lim, 0, 10, 3, got);
+    CHECK_EQ(got[0], 1);
+    CHECK_EQ(got[1], 1);
+    CHECK_EQ(got[2], 1);
+    free(lim);
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 5);
+    c.warm_up_s = 0;
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    drive(lim, 0, 10, 2, got);
+    CHECK_EQ(got[0], 5);
+    CHECK_EQ(got[1], 5);
+    free(lim);
+
+    /* rule (c): q=2 < cf: cold rate 0.67 would admit nothing; slidewin admits 1 per window
+     * while cold, burns a token a second, and reaches q after 10 s */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 2);
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    drive(lim, 0, 10, 14, got);
+    for (int s = 0; s < 10; s++)
+        CHECK_EQ(got[s], 1);
+    for (int s = 10; s < 14; s++)
+        CHECK_EQ(got[s], 2);
+    free(lim);
+
+    /* window of 2 s: the window admits allowed * 2 (cold: 6.67) */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 10);
+    c.interval_ms = 2000;
+    c.sample_count = 4;
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    drive(lim, 0, 10, 2, got);
+    CHECK_EQ(got[0], 6);
+    CHECK_EQ(got[1], 1); /* 97 -> 94 tokens: 3.62/s, 7.25 per window, 6 already in it */
+    free(lim);
+}
+
+static void test_warm_up_throttle(void)
+{
+    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 10);
+    struct sw_limiter *lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    struct sw_decision d;
+    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_PASS); /* a fresh one admits at once */
+    CHECK_EQ(d.wait_ns, 0);
+    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_PASS); /* cold cost 300 ms */
+    CHECK_EQ(d.wait_ns, MS(300));
+    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_BLOCK);
+    CHECK_EQ(d.retry_ns, MS(100));
+    CHECK_EQ(decide(lim, 1, MS(1000), SW_F_TRY, &d), SW_BLOCK);
+    CHECK_EQ(d.retry_ns, MS(600));
+    CHECK_EQ(decide(lim, 1, MS(1600), SW_F_TRY, &d), SW_PASS);
+    CHECK_EQ(d.wait_ns, 0);
+    free(lim);
+
+    /* rule (b): no ramp, cost 1 s */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 1);
+    c.warm_up_s = 1;
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_PASS);
+    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_BLOCK);
+    CHECK_EQ(d.retry_ns, MS(500));
+    free(lim);
+
+    /* rule (c): q=2, cold rate 0.67 -> at least 1 per second: cost 1 s, not 1.5 s */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 2);
+    c.max_queueing_ms = 2000;
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
+    CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
+    CHECK_EQ(d.wait_ns, MS(1000));
+    free(lim);
+
+    /* q = 0: never */
+    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 0);
+    lim = lim_new(&c);
+    if (lim == NULL)
+        return;
+    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_NEVER);
+    free(lim);
+}
+
+void test_warmup(void)
+{
+    test_tokens();
+    test_warm_up_limiter();
+    test_warm_up_throttle();
+}
