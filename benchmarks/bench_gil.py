@@ -81,21 +81,36 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     held, rel = sw["sw.reject"], sw["sw.reject_nogil"]
     secs, reps = cfg["thread_s"], cfg["thread_repeats"]
 
-    def med(fn):
-        runs = [fn() for _ in range(reps)]
+    # round-robin: every configuration once per round, so noise is shared
+    raw: Dict[str, List[Dict[str, Any]]] = {}
+
+    def add(key, value):
+        raw.setdefault(key, []).append(value)
+
+    for r in range(reps):
+        log(f"  round {r + 1}/{reps}")
+        for n in cfg["threads"]:
+            add(f"held{n}", measure(held, n, secs))
+            add(f"rel{n}", measure(rel, n, secs))
+        add("cpu", next_to_cpu(None, secs))
+        add("cpu_held", next_to_cpu(held, secs))
+        add("cpu_rel", next_to_cpu(rel, secs))
+
+    def med(key):
+        runs = raw[key]
         return {k: statistics.median(r[k] for r in runs) for k in runs[0]
                 if isinstance(runs[0][k], (int, float))}
 
     by_threads = {}
     for n in cfg["threads"]:
-        h = med(lambda: measure(held, n, secs))
-        r = med(lambda: measure(rel, n, secs))
+        h, r = med(f"held{n}"), med(f"rel{n}")
         by_threads[str(n)] = {"held_per_s": h["per_s"], "released_per_s": r["per_s"],
-                              "held_refused": h["refused"], "released_refused": r["refused"]}
+                              "held_refused": sum(x["refused"] for x in raw[f"held{n}"]),
+                              "released_refused": sum(x["refused"] for x in raw[f"rel{n}"])}
         log(f"  {n} thread(s): held {fmt_rate(h['per_s'])}, released {fmt_rate(r['per_s'])}")
-    solo_cpu = med(lambda: next_to_cpu(None, secs))["cpu_per_s"]
-    cpu_held = med(lambda: next_to_cpu(held, secs))
-    cpu_rel = med(lambda: next_to_cpu(rel, secs))
+    solo_cpu = med("cpu")["cpu_per_s"]
+    cpu_held = med("cpu_held")
+    cpu_rel = med("cpu_rel")
     one = by_threads[str(cfg["threads"][0])]
     res = {
         "threads": cfg["threads"],

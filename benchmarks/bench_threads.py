@@ -64,14 +64,23 @@ def thread_cases() -> List[Case]:
 
 
 def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
+    tcases = thread_cases()
+    raw: Dict[str, Dict[int, List[Dict[str, Any]]]] = {
+        c.key: {n: [] for n in cfg["threads"]} for c in tcases}
+    # round-robin over repeats x cases x thread counts, so a noisy moment (other work on
+    # the machine) is spread over everyone instead of sinking one cell
+    for r in range(cfg["thread_repeats"]):
+        log(f"  round {r + 1}/{cfg['thread_repeats']}")
+        for case in tcases:
+            for n in cfg["threads"]:
+                raw[case.key][n].append(measure(case, n, cfg["thread_s"]))
     rows = []
-    for case in thread_cases():
+    for case in tcases:
         row = {"key": case.key, "label": case.label, "by_threads": {}}
         for n in cfg["threads"]:
-            runs = [measure(case, n, cfg["thread_s"]) for _ in range(cfg["thread_repeats"])]
-            per_s = statistics.median(r["per_s"] for r in runs)
+            runs = raw[case.key][n]
             row["by_threads"][str(n)] = {
-                "per_s": per_s,
+                "per_s": statistics.median(r["per_s"] for r in runs),
                 "min_per_s": min(r["per_s"] for r in runs),
                 "max_per_s": max(r["per_s"] for r in runs),
                 "calls": sum(r["calls"] for r in runs),
@@ -124,7 +133,8 @@ def render_text(res) -> str:
 def render_md(res) -> str:
     h, rows = _table(res)
     out = md_table(h, rows)
-    out += (f"\n\nEach cell: median of {res['repeats']} runs of {res['seconds_each']} s; "
+    out += (f"\n\nEach cell: median of {res['repeats']} runs of {res['seconds_each']} s, "
+            "run round-robin over cases and thread counts; "
             "\"spurious refusals\" counts refusals below the limit over all runs / all calls.")
     t = res.get("target")
     if t:
