@@ -657,7 +657,7 @@ def test_acquire_async_timeout_expires():
 
 def test_acquire_async_refusal_raises():
     async def main():
-        lim = long_window(qps=1)
+        lim = eight_second(1)
         await lim.acquire_async()
         with pytest.raises(BlockedError):
             await lim.acquire_async()
