@@ -112,6 +112,46 @@ def _modules() -> Dict[str, Any]:
             "accuracy": bench_accuracy, "memory": bench_memory}
 
 
+def headline(results: Dict[str, Any]) -> str:
+    """A short table of the numbers the issue's targets name (for the README)."""
+    from common import md_table
+
+    secs = results["sections"]
+    rows = []
+    dec = secs.get("decision")
+    if dec and not dec.get("skipped"):
+        by = {r["key"]: r for r in dec["rows"]}
+        rej = by.get("sw.reject")
+        for t in dec["targets"]:
+            rows.append([t["target"], f"{t['measured']:.2f}x", t["limit"],
+                         "yes" if t["met"] else "**no**"])
+        if rej:
+            rows.insert(0, ["try_acquire (reject), ns per decision",
+                            f"{rej['median_ns']:.1f} ns", "", ""])
+    th = secs.get("threads")
+    if th and not th.get("skipped") and th.get("target"):
+        t = th["target"]
+        rows.append([t["target"], f"{t['measured']:.2f}x", t["limit"],
+                     "yes" if t["met"] else "**no**"])
+        rows.append(["spurious refusals under threads (slidewin)",
+                     str(t["spurious_refusals"]), "0",
+                     "yes" if t["spurious_refusals"] == 0 else "**no**"])
+    acc = secs.get("accuracy")
+    if acc and not acc.get("skipped"):
+        for m, v in acc["target"]["measured_pct"].items():
+            rows.append([f"throttle at 10 000 QPS, {m}: rate error", f"{v:+.2f}%",
+                         "within 1%", "yes" if abs(v) <= 1 else "**no**"])
+    mem = secs.get("memory")
+    if mem and not mem.get("skipped"):
+        for r in mem["rows"]:
+            if r["label"] in ("slidewin Metric(1000, 2)", "slidewin Limiter(qps=100)"):
+                rows.append([f"{r['label']}: bytes (tracemalloc)",
+                             f"{r['tracemalloc_bytes']:,.0f}", "", ""])
+    if not rows:
+        return ""
+    return md_table(["what", "measured", "target", "met"], rows, "lrll")
+
+
 def render_md(results: Dict[str, Any]) -> str:
     mods = _modules()
     env = results["environment"]
@@ -126,6 +166,9 @@ def render_md(results: Dict[str, Any]) -> str:
            f"at end {env.get('loadavg_at_end')}: other work on the machine adds noise",
            f"- slidewin {env['slidewin']}" + (f" (git {env['git']})" if env.get("git") else ""),
            "- peers: " + ", ".join(f"{k} {v}" for k, v in env["peers"].items()), ""]
+    head = headline(results)
+    if head:
+        out += ["## Headline", "", head, ""]
     for name in SECTIONS:
         sec = results["sections"].get(name)
         if sec is None:
@@ -136,7 +179,7 @@ def render_md(results: Dict[str, Any]) -> str:
             out.append(f"Skipped: {sec['skipped']}")
         else:
             if getattr(mods[name], "ABOUT", ""):
-                out += [mods[name].ABOUT.strip(), ""]
+                out += [mods[name].ABOUT.strip().replace("``", "`"), ""]
             out.append(mods[name].render_md(sec))
         out.append("")
     return "\n".join(out)
