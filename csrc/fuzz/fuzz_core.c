@@ -1,0 +1,907 @@
+/* fuzz_core.c - libFuzzer harness for the slidewin C core, checked against a reference model.
+ *
+ * The input bytes are a program: the first byte picks the mode (a standalone window with an
+ * optional borrow ring, or a whole limiter), the next bytes its configuration, the rest a
+ * sequence of operations (adds, reads, grants, decides with any flags, counts, exits,
+ * releases, stats) interleaved with clock moves that go forward, backward and jump.
+ *
+ * Every result is compared with a small reference model written from DESIGN.md, not from the
+ * core's code: buckets are kept as a list of (start, counters) created at the times the
+ * design says a bucket is (re)started, and the controllers follow §4-§5 literally (exact
+ * 128-bit arithmetic for pacing). Invariants checked besides: no lost count (while nothing
+ * slid out, the window holds every add), no window above its limit, counts never negative,
+ * waits within the queue / occupy timeout, in-flight never negative nor above a concurrency
+ * limit, admitted pacing starts at least one cost apart.
+ *
+ * Build with clang -fsanitize=fuzzer (make fuzz), or with any C compiler and -DSW_FUZZ_MAIN
+ * as a replay binary (make fuzz-replay): `fuzz_replay [file|dir]...`, or with no argument a
+ * fixed number of pseudo-random programs.
+ */
+#include "sw_limiter.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FAIL(...)                                                                           \
+    do {                                                                                    \
+        fprintf(stderr, "fuzz_core: %s:%d (op %d): ", __FILE__, __LINE__, g_op);            \
+        fprintf(stderr, __VA_ARGS__);                                                       \
+        fputc('\n', stderr);                                                                \
+        abort();                                                                            \
+    } while (0)
+#define EXPECT_EQ(got, exp, what)                                                           \
+    do {                                                                                    \
+        long long g_ = (long long)(got), e_ = (long long)(exp);                             \
+        if (g_ != e_)                                                                       \
+            FAIL("%s: got %lld, expected %lld", what, g_, e_);                              \
+    } while (0)
+
+static int g_op;
+
+/* ---- input reader ---- */
+
+struct rd {
+    const uint8_t *p;
+    size_t n, i;
+};
+static unsigned u8(struct rd *r)
+{
+    return r->i < r->n ? r->p[r->i++] : 0u;
+}
+static uint32_t u16(struct rd *r)
+{
+    uint32_t a = u8(r);
+    return a | (uint32_t)u8(r) << 8;
+}
+static uint32_t u32(struct rd *r)
+{
+    uint32_t a = u16(r);
+    return a | u16(r) << 16;
+}
+
+/* ---- reference model of a ring (DESIGN §2-4) ---- */
+
+#define M_EMPTY INT64_MIN
+#define M_MAXB 160
+#define M_MAXSC 64
+
+struct mbucket {
+    int64_t start, min_rt;
+    int64_t c[SW_MAX_EVENTS];
+};
+struct mleap {
+    int64_t interval, w;
+    uint32_t sc, nev;
+    bool future;
+    int64_t newest;
+    struct mbucket b[M_MAXB]; /* created buckets, ascending start */
+    int nb;
+    int64_t fstart[M_MAXSC], fcount[M_MAXSC]; /* the latest grant per future slot */
+};
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    __int128 r = (__int128)a + b;
+    return r > INT64_MAX ? INT64_MAX : r < INT64_MIN ? INT64_MIN : (int64_t)r;
+}
+
+static void m_init(struct mleap *m, int64_t interval, uint32_t sc, uint32_t nev, bool future)
+{
+    memset(m, 0, sizeof *m);
+    m->interval = interval;
+    m->sc = sc;
+    m->w = interval / sc;
+    m->nev = nev;
+    m->future = future;
+    m->newest = M_EMPTY;
+    for (int i = 0; i < M_MAXSC; i++)
+        m->fstart[i] = M_EMPTY;
+}
+static void m_reset(struct mleap *m)
+{
+    m_init(m, m->interval, m->sc, m->nev, m->future);
+}
+static int64_t m_start(const struct mleap *m, int64_t t)
+{
+    return t - t % m->w;
+}
+static int m_idx(const struct mleap *m, int64_t start)
+{
+    return (int)((start / m->w) % m->sc);
+}
+/* time behind the newest bucket reads/writes the newest bucket; negative is 0 */
+static int64_t m_clamp(struct mleap *m, int64_t t)
+{
+    if (t < 0)
+        t = 0;
+    int64_t s = m_start(m, t);
+    if (m->newest != M_EMPTY && s <= m->newest)
+        return s == m->newest ? t : m->newest;
+    m->newest = s;
+    return t;
+}
+static struct mbucket *m_find(struct mleap *m, int64_t start)
+{
+    for (int i = m->nb - 1; i >= 0; i--)
+        if (m->b[i].start == start)
+            return &m->b[i];
+    return NULL;
+}
+/* whether the ring still holds bucket `start`: it was started, and (one slot only) the
+ * bucket of the same slot one interval later was not */
+static const struct mbucket *m_held(struct mleap *m, int64_t start)
+{
+    if (start < 0)
+        return NULL;
+    struct mbucket *b = m_find(m, start);
+    if (b != NULL && m_find(m, start + m->interval) != NULL)
+        return NULL;
+    return b;
+}
+/* (re)start the bucket of a clamped t, taking the passes granted ahead for it */
+static struct mbucket *m_touch(struct mleap *m, int64_t t)
+{
+    int64_t s = m_start(m, t);
+    struct mbucket *b = m_find(m, s);
+    if (b != NULL)
+        return b;
+    int keep = 0;
+    for (int i = 0; i < m->nb; i++) /* prune buckets nothing can read any more */
+        if (m->b[i].start > s - m->interval - m->w)
+            m->b[keep++] = m->b[i];
+    m->nb = keep;
+    if (m->nb == M_MAXB)
+        FAIL("model: too many buckets");
+    b = &m->b[m->nb++];
+    memset(b, 0, sizeof *b);
+    b->start = s;
+    b->min_rt = SW_MIN_RT_INIT;
+    if (m->future && m->fstart[m_idx(m, s)] == s)
+        b->c[SW_EV_PASS] = m->fcount[m_idx(m, s)];
+    return b;
+}
+static bool m_in_window(const struct mleap *m, int64_t start, int64_t t)
+{
+    return start <= t && start > t - m->interval;
+}
+static int64_t m_sum_peek(struct mleap *m, uint32_t ev, int64_t t)
+{
+    int64_t s = 0;
+    for (int i = 0; i < m->nb; i++)
+        if (m_in_window(m, m->b[i].start, t))
+            s = sat_add(s, m->b[i].c[ev]);
+    return s;
+}
+static int64_t m_sum(struct mleap *m, uint32_t ev, int64_t t)
+{
+    t = m_clamp(m, t);
+    m_touch(m, t);
+    return m_sum_peek(m, ev, t);
+}
+static int64_t m_current(struct mleap *m, uint32_t ev, int64_t t)
+{
+    t = m_clamp(m, t);
+    return m_touch(m, t)->c[ev];
+}
+static int64_t m_previous(struct mleap *m, uint32_t ev, int64_t t)
+{
+    t = m_clamp(m, t);
+    const struct mbucket *b = m_held(m, m_start(m, t) - m->w);
+    return b != NULL ? b->c[ev] : 0;
+}
+static int64_t m_min_rt(struct mleap *m, int64_t t)
+{
+    t = m_clamp(m, t);
+    m_touch(m, t);
+    int64_t v = SW_MIN_RT_INIT;
+    for (int i = 0; i < m->nb; i++)
+        if (m_in_window(m, m->b[i].start, t) && m->b[i].min_rt < v)
+            v = m->b[i].min_rt;
+    return v < 1 ? 1 : v;
+}
+static void m_add(struct mleap *m, uint32_t ev, int64_t n, int64_t t)
+{
+    t = m_clamp(m, t);
+    struct mbucket *b = m_touch(m, t);
+    b->c[ev] = sat_add(b->c[ev], n);
+}
+static void m_add_rt(struct mleap *m, int64_t rt, int64_t t)
+{
+    t = m_clamp(m, t);
+    struct mbucket *b = m_touch(m, t);
+    b->c[SW_EV_RT] = sat_add(b->c[SW_EV_RT], rt);
+    if (rt < b->min_rt)
+        b->min_rt = rt;
+}
+static int64_t m_waiting(const struct mleap *m, int64_t t)
+{
+    int64_t s = 0;
+    for (uint32_t i = 0; i < m->sc; i++)
+        if (m->fstart[i] != M_EMPTY && m->fstart[i] > t)
+            s = sat_add(s, m->fcount[i]);
+    return s;
+}
+static void m_grant(struct mleap *m, int64_t T, int64_t n)
+{
+    int64_t s = m_start(m, T);
+    int i = m_idx(m, s);
+    if (m->fstart[i] != s) {
+        m->fstart[i] = s;
+        m->fcount[i] = 0;
+    }
+    m->fcount[i] = sat_add(m->fcount[i], n);
+}
+
+static int64_t ms_of(int64_t ns)
+{
+    return ns <= 0 ? 0 : ns / 1000000;
+}
+
+/* ---- clock moves ---- */
+
+/* the first ns of the next bucket of w_ms after now (0 for negative times) */
+static int64_t m_ms_align(int64_t now, int64_t w_ms)
+{
+    int64_t q = w_ms * 1000000;
+    return now < 0 ? 0 : (now / q + 1) * q;
+}
+
+#define T_MAX (INT64_MAX / 2) /* keeps every model value (ms * 1e6 + costs) in range */
+
+static int64_t move_time(struct rd *r, int64_t now, int64_t w_ms)
+{
+    unsigned k = u8(r);
+    int64_t v = (int64_t)u16(r);
+    switch (k & 15u) {
+    case 0: case 1: case 2: now += v * 1000; break;               /* up to 65 ms */
+    case 3: case 4: now += v * 1000000 / 16; break;               /* up to 4 s */
+    case 5: now += v * 1000000; break;                            /* up to 65 s */
+    case 6: now -= v * 1000; break;                               /* back a little */
+    case 7: now -= v * 100000; break;                             /* back up to 6.5 s */
+    case 8: now = m_ms_align(now, w_ms) - (int64_t)(k >> 4); break; /* just before a bucket */
+    case 9: now = m_ms_align(now, w_ms) + (int64_t)(k >> 4); break; /* just after */
+    case 10: now = -v; break;                                     /* negative */
+    case 11: now = 0; break;
+    case 12: now += (int64_t)u32(r) * 1000000000; break;          /* far forward */
+    case 13: now = T_MAX - v * 1000000; break;                    /* near the end */
+    default: break;                                               /* same instant */
+    }
+    if (now > T_MAX)
+        now = T_MAX;
+    if (now < -T_MAX)
+        now = -T_MAX;
+    return now;
+}
+
+/* ---- mode 1: a standalone window ---- */
+
+/* Account an add that landed in the model's newest bucket (for the no-lost-count check). */
+static void note_add(int64_t *added, int64_t *first, int64_t *last_add, const struct mleap *m,
+                     uint32_t ev, int64_t n)
+{
+    int64_t b = m->newest;
+    if (*first == M_EMPTY || b - *last_add >= m->interval) {
+        memset(added, 0, sizeof(int64_t) * SW_MAX_EVENTS); /* every earlier add slid out */
+        *first = b;
+    }
+    *last_add = b;
+    added[ev] += n;
+}
+
+static const int64_t k_w[] = {1, 7, 100, 250, 500, 1000, 3, 60};
+static const uint32_t k_sc[] = {1, 2, 3, 4, 5, 8, 10, 2};
+
+static void run_window(struct rd *r)
+{
+    unsigned c0 = u8(r), c1 = u8(r);
+    uint32_t sc = k_sc[c0 & 7u];
+    int64_t w = k_w[(c0 >> 3) & 7u];
+    bool has_rt = (c1 & 1u) != 0;
+    uint32_t nev = has_rt ? SW_EV_DEFAULT_COUNT : 1u + ((c1 >> 1) & 7u);
+    bool borrow = (c1 & 0x10u) != 0;
+    struct sw_leap_cfg cfg = {w * (int64_t)sc, sc, nev, has_rt}, fcfg;
+    if (sw_leap_check(&cfg) != SW_OK)
+        FAIL("window cfg refused");
+    sw_borrow_cfg(&cfg, &fcfg);
+    struct sw_leap *leap = malloc(sw_leap_size(&cfg));
+    struct sw_leap *fut = borrow ? malloc(sw_leap_size(&fcfg)) : NULL;
+    if (leap == NULL || (borrow && fut == NULL))
+        abort();
+    EXPECT_EQ(sw_leap_init(leap, &cfg), SW_OK, "leap init");
+    if (fut != NULL)
+        EXPECT_EQ(sw_leap_init(fut, &fcfg), SW_OK, "future init");
+    sw_lock lock;
+    sw_lock_init(&lock);
+    struct sw_window win = {&lock, leap, fut};
+    struct mleap *m = malloc(sizeof *m);
+    if (m == NULL)
+        abort();
+    m_init(m, cfg.interval_ms, sc, nev, borrow);
+
+    /* no lost count: the adds since `first`, the bucket of the first add after the window
+     * was last empty; while start(t) - first < interval nothing of them slid out */
+    int64_t added[SW_MAX_EVENTS] = {0}, first = M_EMPTY, last_add = M_EMPTY;
+    int64_t now = (int64_t)u32(r) * 1000;
+    int64_t *out = malloc(sizeof(int64_t) * sc * (2u + nev));
+    if (out == NULL)
+        abort();
+    for (g_op = 0; r->i < r->n && g_op < 4000; g_op++) {
+        unsigned op = u8(r);
+        uint32_t ev = u8(r) % (nev + 1u); /* nev: an unknown event */
+        int64_t n = (int64_t)(u8(r) & 0x3fu);
+        switch (op % 10u) {
+        case 0: case 1: case 2: {
+            int rc = sw_window_add(&win, ev, n, now);
+            if (ev >= nev) {
+                EXPECT_EQ(rc, SW_EEVENT, "add unknown event");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "add");
+            m_add(m, ev, n, ms_of(now));
+            note_add(added, &first, &last_add, m, ev, n);
+            break;
+        }
+        case 3: case 4: {
+            int which = (int)(op >> 4) % 3;
+            int64_t v = -1;
+            int rc = sw_window_read(&win, which, ev, now, &v);
+            if (ev >= nev) {
+                EXPECT_EQ(rc, SW_EEVENT, "read unknown event");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "read");
+            int64_t e = which == SW_READ_SUM       ? m_sum(m, ev, ms_of(now))
+                        : which == SW_READ_CURRENT ? m_current(m, ev, ms_of(now))
+                                                   : m_previous(m, ev, ms_of(now));
+            if (v < 0)
+                FAIL("negative count %lld", (long long)v);
+            EXPECT_EQ(v, e, which == 0 ? "sum" : which == 1 ? "current" : "previous");
+            /* (granted passes join PASS when their bucket starts: not adds) */
+            if (which == SW_READ_SUM && first != M_EMPTY && !(borrow && ev == SW_EV_PASS) &&
+                m_start(m, m_clamp(m, ms_of(now))) - first < m->interval)
+                EXPECT_EQ(v, added[ev], "no lost count: sum == adds");
+            break;
+        }
+        case 5: {
+            int64_t rt = (int64_t)u8(r) * ((op & 0x80u) ? 40 : 1);
+            int rc = sw_window_add_rt(&win, rt, now);
+            if (!has_rt) {
+                EXPECT_EQ(rc, SW_ENORT, "add_rt without RT");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "add_rt");
+            m_add_rt(m, rt, ms_of(now));
+            note_add(added, &first, &last_add, m, SW_EV_RT, rt);
+            break;
+        }
+        case 6: {
+            int64_t mn = -1, rs = -1, su = -1;
+            int rc = sw_window_rt(&win, now, &mn, &rs, &su);
+            if (!has_rt) {
+                EXPECT_EQ(rc, SW_ENORT, "rt without RT");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "rt");
+            EXPECT_EQ(mn, m_min_rt(m, ms_of(now)), "min_rt");
+            EXPECT_EQ(rs, m_sum(m, SW_EV_RT, ms_of(now)), "rt sum");
+            EXPECT_EQ(su, m_sum(m, SW_EV_SUCCESS, ms_of(now)), "success");
+            break;
+        }
+        case 7: {
+            uint32_t k = sw_window_buckets(&win, now, out);
+            int64_t t = m_clamp(m, ms_of(now));
+            m_touch(m, t);
+            int64_t cur = m_start(m, t);
+            uint32_t j = 0;
+            for (int64_t q = (int64_t)sc - 1; q >= 0; q--) {
+                int64_t s = cur - q * w;
+                if (s < 0)
+                    continue;
+                const int64_t *o = out + (size_t)j * (2u + nev);
+                const struct mbucket *b = m_held(m, s);
+                EXPECT_EQ(o[SW_SLOT_START], s, "bucket start");
+                EXPECT_EQ(o[SW_SLOT_MIN_RT], b ? b->min_rt : SW_MIN_RT_INIT, "bucket min_rt");
+                for (uint32_t e = 0; e < nev; e++)
+                    EXPECT_EQ(o[SW_SLOT_COUNTS + e], b ? b->c[e] : 0, "bucket count");
+                j++;
+            }
+            EXPECT_EQ(k, j, "bucket count returned");
+            break;
+        }
+        case 8:
+            if (fut != NULL && (op & 0x10u)) {
+                /* grant ahead for the next bucket, as try-occupy does */
+                sw_lock_acquire(&lock);
+                int64_t t = sw_leap_clamp(leap, ms_of(now));
+                int64_t T = t + (w - t % w);
+                sw_borrow_add(fut, T, n);
+                int64_t wt = sw_borrow_waiting(fut, t);
+                sw_lock_release(&lock);
+                int64_t mt = m_clamp(m, ms_of(now));
+                EXPECT_EQ(t, mt, "clamp");
+                m_grant(m, T, n);
+                EXPECT_EQ(wt, m_waiting(m, mt), "waiting");
+            } else if ((op & 0x70u) == 0x70u) {
+                sw_window_reset(&win);
+                m_reset(m);
+                memset(added, 0, sizeof added);
+                first = last_add = M_EMPTY;
+            }
+            break;
+        default:
+            now = move_time(r, now, w);
+            break;
+        }
+    }
+    free(out);
+    free(m);
+    free(leap);
+    free(fut);
+}
+
+/* ---- mode 2: a limiter ---- */
+
+static const double k_count[] = {0, 1, 2, 3, 5, 10, 100, 0.25, 2.5, 1000, 20000, 7, 1e6, 0.5,
+                                 50, 4};
+static const int64_t k_interval[] = {1000, 1000, 2000, 500, 3000, 200, 1000, 4000};
+static const uint32_t k_samples[] = {2, 1, 4, 5, 3, 2, 10, 8};
+static const double k_warm[] = {10, 0, 1, 3};
+static const double k_cf[] = {3, 1.5, 10, 2};
+static const int64_t k_queue[] = {500, 0, 100, 2000};
+
+struct mlim {
+    struct sw_limiter_cfg cfg;
+    double limit, min_rate;
+    struct mleap sec, min;
+    int64_t in_flight;
+    /* warm-up tokens (DESIGN §5) */
+    int64_t warning, max_token, cold_pass, stored, last_filled;
+    double slope;
+    bool ramp;
+    /* pacing, exact */
+    __int128 last;
+    bool has_last;
+    __int128 last_start; /* invariant: admitted starts at least one cost apart */
+    bool has_start;
+    bool user_pass;      /* PASS added by hand: the window limit invariant is off */
+};
+
+static double m_window_limit(double count, int64_t interval_ms)
+{
+    return interval_ms == 1000 ? count : count * ((double)interval_ms / 1000.0);
+}
+
+static void ml_init(struct mlim *ml, const struct sw_limiter_cfg *c)
+{
+    memset(ml, 0, sizeof *ml);
+    ml->cfg = *c;
+    ml->limit = m_window_limit(c->count, c->interval_ms);
+    double per_window = 1000.0 / (double)c->interval_ms;
+    ml->min_rate = c->count < per_window ? c->count : per_window;
+    bool borrow = c->grade == SW_GRADE_QPS && c->behavior == SW_REJECT;
+    m_init(&ml->sec, c->interval_ms, c->sample_count, SW_EV_DEFAULT_COUNT, borrow);
+    m_init(&ml->min, SW_MINUTE_INTERVAL_MS, SW_MINUTE_SAMPLES, SW_EV_DEFAULT_COUNT, false);
+    double q = c->count, W = c->warm_up_s, cf = c->cold_factor;
+    ml->warning = (int64_t)floor(floor(W * q) / (cf - 1.0));
+    ml->max_token = ml->warning + (int64_t)floor(2.0 * W * q / (1.0 + cf));
+    ml->ramp = ml->max_token > ml->warning && q > 0; /* rule (b) */
+    ml->slope = ml->ramp ? (cf - 1.0) / q / (double)(ml->max_token - ml->warning) : 0;
+    ml->cold_pass = (int64_t)floor(floor(q) / cf);
+    ml->stored = ml->max_token; /* rule (a): cold */
+    ml->last_filled = M_EMPTY;
+}
+
+static double ml_warm_rate(struct mlim *ml, int64_t t)
+{
+    int64_t prev = m_previous(&ml->min, SW_EV_PASS, t);
+    int64_t sec = t - t % 1000;
+    if (ml->last_filled == M_EMPTY || sec > ml->last_filled) {
+        int64_t elapsed = ml->last_filled == M_EMPTY ? 0 : sec - ml->last_filled;
+        int64_t v = ml->stored;
+        if (v < ml->warning || (v > ml->warning && prev < ml->cold_pass)) {
+            double nv = (double)v + (double)elapsed * ml->cfg.count / 1000.0;
+            v = nv >= (double)ml->max_token ? ml->max_token : (int64_t)nv;
+        }
+        if (v > ml->max_token)
+            v = ml->max_token;
+        v -= prev;
+        ml->stored = v < 0 ? 0 : v;
+        ml->last_filled = sec;
+    }
+    double rate = ml->cfg.count;
+    if (ml->ramp && ml->stored >= ml->warning)
+        rate = nextafter(1.0 / ((double)(ml->stored - ml->warning) * ml->slope +
+                                1.0 / ml->cfg.count),
+                         INFINITY);
+    return rate < ml->min_rate ? ml->min_rate : rate; /* rule (c) */
+}
+
+static int64_t ns_until_m(int64_t at_ms, int64_t now)
+{
+    __int128 d = (__int128)at_ms * 1000000 - (now < 0 ? 0 : now);
+    return d < 0 ? 0 : (int64_t)d;
+}
+
+static void node_add_m(struct mlim *ml, uint32_t ev, int64_t n, int64_t t)
+{
+    m_add(&ml->sec, ev, n, t);
+    m_add(&ml->min, ev, n, t);
+}
+
+/* The model's decision. */
+static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
+                      struct sw_decision *d)
+{
+    const struct sw_limiter_cfg *c = &ml->cfg;
+    d->verdict = SW_BLOCK;
+    d->occupied = 0;
+    d->wait_ns = 0;
+    d->retry_ns = -1;
+    int64_t t = m_clamp(&ml->sec, ms_of(now));
+    int64_t grant = 0;
+    if (c->grade == SW_GRADE_CONCURRENCY) {
+        if ((double)n > c->count)
+            d->verdict = SW_NEVER;
+        else if ((double)ml->in_flight + (double)n <= c->count)
+            d->verdict = SW_PASS;
+    } else if (c->count <= 0) {
+        d->verdict = SW_NEVER;
+    } else if (c->behavior == SW_REJECT) {
+        struct mleap *s = &ml->sec;
+        int64_t pass = m_sum(s, SW_EV_PASS, t);
+        if ((double)n > ml->limit) {
+            d->verdict = SW_NEVER;
+        } else if ((double)pass + (double)n <= ml->limit) {
+            d->verdict = SW_PASS;
+        } else {
+            bool granted = false;
+            if ((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) {
+                /* DESIGN §4 try-occupy */
+                int64_t waiting = m_waiting(s, t);
+                int64_t wait_ms = s->w - t % s->w;
+                if ((double)waiting < ml->limit && wait_ms < c->occupy_timeout_ms) {
+                    const struct mbucket *old =
+                        m_held(s, m_start(s, t) - (int64_t)(s->sc - 1) * s->w);
+                    int64_t oldest = old ? old->c[SW_EV_PASS] : 0;
+                    if ((double)pass + (double)waiting + (double)n - (double)oldest <=
+                        ml->limit) {
+                        granted = true;
+                        grant = t + wait_ms;
+                    }
+                }
+            }
+            if (granted) {
+                d->verdict = SW_PASS;
+                d->occupied = 1;
+            } else if (flags & SW_F_RETRY) {
+                /* the bucket whose sliding out makes room: oldest first */
+                int64_t cur = m_start(s, t), gone = 0;
+                for (int64_t k = (int64_t)s->sc - 1; k >= 0; k--) {
+                    int64_t st = cur - k * s->w;
+                    const struct mbucket *b = m_held(s, st);
+                    if (b != NULL && m_in_window(s, st, t))
+                        gone += b->c[SW_EV_PASS];
+                    if ((double)(pass - gone) + (double)n <= ml->limit) {
+                        int64_t at = st + s->interval - t;
+                        d->retry_ns = ns_until_m(t + (at < 0 ? 0 : at), now);
+                        break;
+                    }
+                }
+            }
+        }
+    } else if (c->behavior == SW_WARM_UP) {
+        double rate = ml_warm_rate(ml, t);
+        double allowed = m_window_limit(rate, c->interval_ms);
+        if ((double)n > ml->limit)
+            d->verdict = SW_NEVER;
+        else if ((double)m_sum(&ml->sec, SW_EV_PASS, t) + (double)n <= allowed)
+            d->verdict = SW_PASS;
+    } else {
+        double rate = c->behavior == SW_THROTTLE ? c->count : ml_warm_rate(ml, t);
+        double cf = floor(1e9 * (double)n / rate + 0.5);
+        __int128 cost = cf < 9.2e18 ? (__int128)cf : (__int128)INT64_MAX;
+        __int128 qmax = (__int128)c->max_queueing_ms * 1000000;
+        if (!ml->has_last || ml->last + cost <= now) {
+            ml->last = now;
+            ml->has_last = true;
+            d->verdict = SW_PASS;
+        } else {
+            __int128 wait = ml->last + cost - now;
+            if (flags & SW_F_TRY) {
+                d->retry_ns = wait > INT64_MAX ? INT64_MAX : (int64_t)wait;
+            } else if (wait > qmax) {
+                __int128 rr = wait - qmax;
+                d->retry_ns = rr > INT64_MAX ? INT64_MAX : (int64_t)rr;
+            } else {
+                ml->last += cost;
+                d->wait_ns = (int64_t)wait;
+                d->verdict = SW_PASS;
+            }
+        }
+        if (d->verdict == SW_PASS) {
+            __int128 start = (__int128)now + d->wait_ns;
+            if (ml->has_start && start < ml->last_start + cost)
+                FAIL("pacing: start %lld less than one cost (%lld) after %lld",
+                     (long long)start, (long long)cost, (long long)ml->last_start);
+            ml->last_start = start;
+            ml->has_start = true;
+        }
+    }
+    if (d->verdict == SW_PASS) {
+        if (d->occupied) {
+            node_add_m(ml, SW_EV_OCCUPIED_PASS, n, t);
+            m_grant(&ml->sec, grant, n);
+            d->wait_ns = ns_until_m(grant, now);
+        } else {
+            node_add_m(ml, SW_EV_PASS, n, t);
+        }
+        if (c->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
+            ml->in_flight = sat_add(ml->in_flight, n);
+    } else if (!(flags & SW_F_NO_BLOCK)) {
+        node_add_m(ml, SW_EV_BLOCK, n, t);
+    }
+}
+
+static void run_limiter(struct rd *r)
+{
+    unsigned c0 = u8(r), c1 = u8(r), c2 = u8(r);
+    struct sw_limiter_cfg c;
+    sw_limiter_cfg_default(&c);
+    c.grade = (c0 & 0xe0u) == 0xe0u ? SW_GRADE_CONCURRENCY : SW_GRADE_QPS;
+    c.behavior = c.grade == SW_GRADE_CONCURRENCY ? SW_REJECT : (int)(c0 & 3u);
+    c.count = k_count[(c0 >> 2) & 15u];
+    c.interval_ms = k_interval[c1 & 7u];
+    c.sample_count = k_samples[(c1 >> 3) & 7u];
+    c.warm_up_s = k_warm[(c1 >> 6) & 3u];
+    c.cold_factor = k_cf[c2 & 3u];
+    c.max_queueing_ms = k_queue[(c2 >> 2) & 3u];
+    c.occupy_timeout_ms = (int64_t)((c2 >> 4) & 15u) * 50;
+    if (c.interval_ms % (int64_t)c.sample_count != 0)
+        c.sample_count = 2;
+    if (sw_limiter_check(&c) != SW_OK) {
+        EXPECT_EQ(sw_limiter_size(&c), 0, "size of a refused cfg");
+        return;
+    }
+    struct sw_limiter *lim = malloc(sw_limiter_size(&c));
+    struct mlim *ml = malloc(sizeof *ml);
+    if (lim == NULL || ml == NULL)
+        abort();
+    EXPECT_EQ(sw_limiter_init(lim, &c), SW_OK, "limiter init");
+    ml_init(ml, &c);
+    struct sw_window win;
+    sw_limiter_window(lim, &win);
+    int64_t now = (int64_t)u32(r) * 1000;
+    int64_t w_ms = c.interval_ms / (int64_t)c.sample_count;
+    bool is_thr = c.behavior == SW_THROTTLE || c.behavior == SW_WARM_UP_THROTTLE;
+
+    for (g_op = 0; r->i < r->n && g_op < 4000; g_op++) {
+        unsigned op = u8(r), a = u8(r);
+        switch (op % 12u) {
+        case 0: case 1: case 2: case 3: {
+            int64_t n = (a & 0xc0u) == 0xc0u ? (int64_t)(a & 0x3fu) * 37 : (int64_t)(a & 3u) + 1;
+            if ((a & 0xf0u) == 0x40u)
+                n = 0; /* EINVAL */
+            unsigned flags = u8(r) & 0x1fu;
+            struct sw_decision d, e;
+            int rc = sw_limiter_decide(lim, n, now, flags, &d);
+            if (n < 1) {
+                EXPECT_EQ(rc, SW_EINVAL, "decide n < 1");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "decide");
+            ml_decide(ml, n, now, flags, &e);
+            EXPECT_EQ(d.verdict, e.verdict, "verdict");
+            EXPECT_EQ(d.occupied, e.occupied, "occupied");
+            EXPECT_EQ(d.wait_ns, e.wait_ns, "wait_ns");
+            EXPECT_EQ(d.retry_ns, e.retry_ns, "retry_ns");
+            /* invariants on the core's own answers */
+            if (d.wait_ns < 0)
+                FAIL("negative wait");
+            if (is_thr && d.wait_ns > c.max_queueing_ms * 1000000)
+                FAIL("wait %lld beyond the queue", (long long)d.wait_ns);
+            if ((flags & SW_F_TRY) && d.wait_ns != 0)
+                FAIL("try admitted with a wait");
+            /* (a time behind the newest bucket adds its lag to the wait: DESIGN §4 computes
+             * the wait from now_ns, the grant from the clamped time) */
+            if (d.occupied && d.wait_ns >= c.occupy_timeout_ms * 1000000 &&
+                ms_of(now) >= ml->sec.newest)
+                FAIL("occupy wait %lld not below the timeout", (long long)d.wait_ns);
+            if (d.verdict != SW_PASS && d.retry_ns < -1)
+                FAIL("retry %lld", (long long)d.retry_ns);
+            if (c.grade == SW_GRADE_CONCURRENCY && (double)sw_limiter_in_flight(lim) > c.count)
+                FAIL("in flight above the concurrency limit");
+            if (c.grade == SW_GRADE_QPS && !is_thr && !ml->user_pass) {
+                struct mleap *s = &ml->sec;
+                int64_t p = m_sum_peek(s, SW_EV_PASS, s->newest + (s->w - 1));
+                if ((double)p > ml->limit)
+                    FAIL("window admitted %lld above its limit %g", (long long)p, ml->limit);
+            }
+            break;
+        }
+        case 4: {
+            uint32_t ev = a % 7u;
+            int64_t n = (int64_t)(u8(r) & 0x1fu) - ((a & 0x80u) ? 1 : 0);
+            int rc = sw_limiter_count(lim, ev, n, now);
+            if (ev >= SW_EV_DEFAULT_COUNT) {
+                EXPECT_EQ(rc, SW_EEVENT, "count unknown event");
+            } else if (n < 0) {
+                EXPECT_EQ(rc, SW_EINVAL, "count n < 0");
+            } else {
+                EXPECT_EQ(rc, SW_OK, "count");
+                node_add_m(ml, ev, n, ms_of(now));
+                if (ev == SW_EV_PASS && n > 0)
+                    ml->user_pass = true;
+            }
+            break;
+        }
+        case 5: {
+            int64_t n = (int64_t)(a & 7u) - ((a & 0x80u) && (a & 0x40u) ? 1 : 0);
+            int64_t rt = (int64_t)u8(r) - ((a & 0x80u) && !(a & 0x40u) ? 256 : 0);
+            int outcome = (int)((a >> 3) % 3u);
+            int rc = sw_limiter_exit(lim, n, rt, outcome, now);
+            if (n < 0 || rt < 0) {
+                EXPECT_EQ(rc, SW_EINVAL, "exit bad args");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "exit");
+            if (outcome != SW_OUT_NONE) {
+                int64_t t = ms_of(now);
+                if (outcome == SW_OUT_SUCCESS) {
+                    node_add_m(ml, SW_EV_SUCCESS, n, t);
+                    m_add_rt(&ml->sec, rt, t);
+                    m_add_rt(&ml->min, rt, t);
+                } else {
+                    node_add_m(ml, SW_EV_EXCEPTION, n, t);
+                }
+            }
+            ml->in_flight = ml->in_flight > n ? ml->in_flight - n : 0;
+            break;
+        }
+        case 6: {
+            int64_t n = (int64_t)(a & 7u);
+            int rc = sw_limiter_release(lim, n);
+            if (n < 1)
+                EXPECT_EQ(rc, SW_EINVAL, "release 0");
+            else if (ml->in_flight < n)
+                EXPECT_EQ(rc, SW_ESTATE, "release beyond in flight");
+            else {
+                EXPECT_EQ(rc, SW_OK, "release");
+                ml->in_flight -= n;
+            }
+            break;
+        }
+        case 7: {
+            struct sw_stats st;
+            sw_limiter_stats(lim, now, &st);
+            struct mleap *s = &ml->sec;
+            int64_t t = m_clamp(s, ms_of(now));
+            EXPECT_EQ(st.min_rt, m_min_rt(s, t), "stats min_rt");
+            EXPECT_EQ(st.pass, m_sum(s, SW_EV_PASS, t), "stats pass");
+            EXPECT_EQ(st.block, m_sum(s, SW_EV_BLOCK, t), "stats block");
+            EXPECT_EQ(st.success, m_sum(s, SW_EV_SUCCESS, t), "stats success");
+            EXPECT_EQ(st.exception, m_sum(s, SW_EV_EXCEPTION, t), "stats exception");
+            EXPECT_EQ(st.rt_sum, m_sum(s, SW_EV_RT, t), "stats rt");
+            EXPECT_EQ(st.occupied_pass, m_sum(s, SW_EV_OCCUPIED_PASS, t), "stats occupied");
+            EXPECT_EQ(st.in_flight, ml->in_flight, "stats in flight");
+            EXPECT_EQ(st.waiting, s->future ? m_waiting(s, t) : 0, "stats waiting");
+            if (st.in_flight < 0 || st.pass < 0 || st.block < 0 || st.waiting < 0)
+                FAIL("negative statistic");
+            break;
+        }
+        case 8: {
+            /* the Metric view of the limiter's window */
+            uint32_t ev = a % SW_EV_DEFAULT_COUNT;
+            int64_t v = -1;
+            if (a & 0x80u) {
+                int64_t n = (int64_t)(u8(r) & 7u);
+                EXPECT_EQ(sw_window_add(&win, ev, n, now), SW_OK, "window add");
+                m_add(&ml->sec, ev, n, ms_of(now));
+                if (ev == SW_EV_PASS && n > 0)
+                    ml->user_pass = true;
+            } else {
+                int which = (int)((a >> 4) % 3u);
+                EXPECT_EQ(sw_window_read(&win, which, ev, now, &v), SW_OK, "window read");
+                int64_t t = ms_of(now);
+                int64_t e = which == SW_READ_SUM       ? m_sum(&ml->sec, ev, t)
+                            : which == SW_READ_CURRENT ? m_current(&ml->sec, ev, t)
+                                                       : m_previous(&ml->sec, ev, t);
+                EXPECT_EQ(v, e, "window read value");
+            }
+            break;
+        }
+        default:
+            now = move_time(r, now, w_ms);
+            break;
+        }
+        if (ml->in_flight < 0 || sw_limiter_in_flight(lim) != ml->in_flight)
+            FAIL("in flight %lld, model %lld", (long long)sw_limiter_in_flight(lim),
+                 (long long)ml->in_flight);
+    }
+    free(ml);
+    free(lim);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct rd r = {data, size, 0};
+    if (size < 1)
+        return 0;
+    if (u8(&r) & 1u)
+        run_limiter(&r);
+    else
+        run_window(&r);
+    return 0;
+}
+
+#ifdef SW_FUZZ_MAIN
+#include <dirent.h>
+#include <sys/stat.h>
+
+static int run_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "fuzz_replay: cannot open %s\n", path);
+        return 1;
+    }
+    uint8_t *buf = malloc(1 << 20);
+    if (buf == NULL)
+        abort();
+    size_t n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int files = 0, errors = 0;
+    for (int i = 1; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) != 0) {
+            fprintf(stderr, "fuzz_replay: no such file %s\n", argv[i]);
+            errors++;
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(argv[i]);
+            struct dirent *e;
+            while (d != NULL && (e = readdir(d)) != NULL) {
+                if (e->d_name[0] == '.')
+                    continue;
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
+                errors += run_file(p);
+                files++;
+            }
+            if (d != NULL)
+                closedir(d);
+        } else {
+            errors += run_file(argv[i]);
+            files++;
+        }
+    }
+    /* plus pseudo-random programs, so the replay binary explores without clang */
+    const char *env = getenv("FUZZ_RANDOM");
+    long nrand = env != NULL ? strtol(env, NULL, 10) : 3000;
+    uint64_t s = 0x853c49e6748fea9bull;
+    uint8_t buf[2048];
+    for (long k = 0; k < nrand; k++) {
+        size_t len = 16 + (size_t)(k % 2000);
+        for (size_t j = 0; j < len; j++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            buf[j] = (uint8_t)(s >> 24);
+        }
+        LLVMFuzzerTestOneInput(buf, len);
+    }
+    printf("fuzz replay: %d files, %ld random programs, %d unreadable\n", files, nrand, errors);
+    return errors != 0;
+}
+#endif
