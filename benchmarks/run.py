@@ -175,6 +175,12 @@ def render_md(results: Dict[str, Any]) -> str:
             continue
         out.append(f"## {mods[name].TITLE}" if hasattr(mods[name], "TITLE") else f"## {name}")
         out.append("")
+        se = sec.get("environment", {})
+        out.append(f"_Measured {se.get('date')}, slidewin {se.get('slidewin')}"
+                   + (f" (git {se['git']})" if se.get("git") else "")
+                   + (f", load average after: {se['loadavg']}" if se.get("loadavg") else "")
+                   + f", {sec.get('seconds')} s._")
+        out.append("")
         if sec.get("skipped"):
             out.append(f"Skipped: {sec['skipped']}")
         else:
@@ -237,7 +243,8 @@ def main(argv=None) -> int:
         else:
             sec = mods[name].run(cfg, log)
         sec["seconds"] = round(time.perf_counter() - t0, 1)
-        sec["environment"] = {k: env[k] for k in ("date", "python", "slidewin")}
+        sec["environment"] = {k: env.get(k) for k in ("date", "python", "slidewin", "git")}
+        sec["environment"]["loadavg"] = _loadavg()
         results["sections"][name] = sec
         if sec.get("skipped"):
             print(f"\n== {name}: skipped: {sec['skipped']}")
