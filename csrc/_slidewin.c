@@ -61,10 +61,13 @@ static const char *type_name_of(PyObject *o)
     return Py_TYPE(o)->tp_name;
 }
 
-/* An int (not float) in [lo, hi]. */
+/* An int (not float, not bool) in [lo, hi]. The message names the parameter, the value and
+ * what is allowed. */
 static int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!PyLong_Check(o)) {
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        /* a bool is an int to Python, but acquire(True) (threading's blocking=True habit) or
+         * now_ns=True are mistakes, not a count of 1 */
         PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name, type_name_of(o));
         return -1;
     }
@@ -73,10 +76,12 @@ static int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (overflow || v < lo || v > hi) {
-        if (lo == 0 && (overflow < 0 || v < 0))
-            PyErr_Format(PyExc_ValueError, "%s must be >= 0, got %R", name, o);
-        else if (lo == 1 && (overflow < 0 || v < 1))
-            PyErr_Format(PyExc_ValueError, "%s must be >= 1, got %R", name, o);
+        /* on overflow v is -1: decide by the sign of the overflow, not by v */
+        int below = overflow < 0 || (overflow == 0 && v < lo);
+        if (below && hi == INT64_MAX)
+            PyErr_Format(PyExc_ValueError, "%s must be >= %lld, got %R", name, (long long)lo, o);
+        else if (!below && lo == INT64_MIN)
+            PyErr_Format(PyExc_ValueError, "%s must be <= %lld, got %R", name, (long long)hi, o);
         else
             PyErr_Format(PyExc_ValueError, "%s must be between %lld and %lld, got %R", name,
                          (long long)lo, (long long)hi, o);
@@ -86,25 +91,32 @@ static int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64
     return 0;
 }
 
-/* An int or float >= 0, finite. */
+/* An int or float (not bool) >= 0, finite, <= hi. */
 static int as_nonneg_double(PyObject *o, const char *name, double hi, double *out)
 {
-    if (!PyLong_Check(o) && !PyFloat_Check(o)) {
+    if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int or float, not %.100s", name,
                      type_name_of(o));
         return -1;
     }
     double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "%s must be <= %g, got %R", name, hi, o);
-        }
-        return -1;
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        v = NAN; /* an int too large for a double: out of range either way */
     }
     if (!isfinite(v) || v < 0 || v > hi) {
-        PyErr_Format(PyExc_ValueError, "%s must be a finite number in [0, %g], got %R", name,
-                     hi, o);
+        /* (PyErr_Format has no %g: print the bound with Python's own float formatting) */
+        char *bound = PyOS_double_to_string(hi, 'r', 0, 0, NULL);
+        if (bound == NULL)
+            return -1;
+        if (hi >= 1e300)
+            PyErr_Format(PyExc_ValueError, "%s must be a finite number >= 0, got %R", name, o);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must be a finite number between 0 and %s, got %R",
+                         name, bound, o);
+        PyMem_Free(bound);
         return -1;
     }
     *out = v;
@@ -354,7 +366,7 @@ static const char *const default_event_names[SW_EV_DEFAULT_COUNT] = {
 
 static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 {
-    if (PyLong_Check(o)) {
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
         int overflow = 0;
         long v = PyLong_AsLongAndOverflow(o, &overflow);
         if (v == -1 && PyErr_Occurred())
@@ -435,6 +447,13 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (PyUnicode_Check(o_events) || PyBytes_Check(o_events)) {
             PyErr_SetString(PyExc_TypeError,
                             "events must be a sequence of str names, not a single string");
+            return NULL;
+        }
+        if (PyAnySet_Check(o_events)) {
+            /* a set has no order: the indexes of its names would be arbitrary */
+            PyErr_Format(PyExc_TypeError,
+                         "events must be an ordered sequence of str names (a tuple or list), "
+                         "not %.100s", type_name_of(o_events));
             return NULL;
         }
         names = PySequence_Tuple(o_events);
@@ -984,6 +1003,14 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return NULL;
         }
     }
+    if (sw_warmup_check(cfg.count, cfg.warm_up_s, cfg.cold_factor) != SW_OK) {
+        /* validated whatever the behavior (API: validated, then ignored) */
+        PyErr_Format(PyExc_ValueError,
+                     "qps, warm_up_s and cold_factor give warm-up token counts beyond 9e18 "
+                     "(about qps * warm_up_s / (cold_factor - 1)); use a smaller warm_up_s or "
+                     "a larger cold_factor");
+        return NULL;
+    }
     size_t size = sw_limiter_size(&cfg);
     if (size == 0) {
         PyErr_SetString(PyExc_ValueError, "invalid Limiter configuration");
@@ -1246,7 +1273,7 @@ static int parse_timeout(PyObject *o, int64_t *out)
         *out = -1;
         return 0;
     }
-    if (!PyLong_Check(o) && !PyFloat_Check(o)) {
+    if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
         PyErr_Format(PyExc_TypeError, "timeout must be None or a number of seconds, not %.100s",
                      type_name_of(o));
         return -1;
@@ -1646,6 +1673,12 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))
 {
+    /* as __enter__: a second enter would take a second in-flight count that one exit never
+     * gives back */
+    if (self->state != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "an entry can be entered only once");
+        return NULL;
+    }
     return PyObject_CallMethodObjArgs((PyObject *)self->limiter, self->limiter->st->str_aenter,
                                       (PyObject *)self, NULL);
 }

@@ -35,7 +35,10 @@ def _check_timeout(timeout: Optional[float]) -> Optional[float]:
         )
     if timeout != timeout or timeout < 0:
         raise ValueError("timeout must be None or >= 0 seconds, got %r" % (timeout,))
-    return float(timeout)
+    try:
+        return float(timeout)
+    except OverflowError:  # an int beyond a double: as acquire(), wait without end
+        return float("inf")
 
 
 class Limiter(_core.Limiter):
