@@ -7,7 +7,7 @@ void sw_throttle_init(struct sw_throttle *th)
 {
     th->last_ns = 0;
     th->has_last = 0;
-    th->pad_ = 0;
+    th->saturated = 0;
 }
 
 int64_t sw_throttle_cost(double rate, int64_t n)
@@ -32,7 +32,13 @@ bool sw_throttle_reserve(struct sw_throttle *th, int64_t cost_ns, int64_t now_ns
         /* idle long enough: go now; last only moves forward (last + cost <= now) */
         th->last_ns = now_ns;
         th->has_last = 1;
+        th->saturated = 0;
         return true;
+    }
+    if (th->saturated) {
+        /* the queue reaches INT64_MAX: a slot behind it is not representable. Admitting
+         * here would hand every caller the same saturated slot (unlimited admits). */
+        return false;
     }
     int64_t wait = sw_sat_add(sw_sat_sub(th->last_ns, now_ns), cost_ns);
     if (try_only) {
@@ -43,7 +49,10 @@ bool sw_throttle_reserve(struct sw_throttle *th, int64_t cost_ns, int64_t now_ns
         *retry_ns = sw_sat_sub(wait, max_queue_ns);
         return false;
     }
-    th->last_ns = sw_sat_add(th->last_ns, cost_ns);
+    if (__builtin_add_overflow(th->last_ns, cost_ns, &th->last_ns)) {
+        th->last_ns = INT64_MAX;
+        th->saturated = 1;
+    }
     *wait_ns = wait;
     return true;
 }
