@@ -41,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
     } while (0)
 
 static int g_op;
+static int g_trace;
 
 /* ---- input reader ---- */
 
@@ -71,6 +72,7 @@ static uint32_t u32(struct rd *r)
 
 struct mbucket {
     int64_t start, min_rt;
+    int64_t borrowed; /* PASS granted ahead and transferred when the bucket started */
     int64_t c[SW_MAX_EVENTS];
 };
 struct mleap {
@@ -161,7 +163,7 @@ static struct mbucket *m_touch(struct mleap *m, int64_t t)
     b->start = s;
     b->min_rt = SW_MIN_RT_INIT;
     if (m->future && m->fstart[m_idx(m, s)] == s)
-        b->c[SW_EV_PASS] = m->fcount[m_idx(m, s)];
+        b->c[SW_EV_PASS] = b->borrowed = m->fcount[m_idx(m, s)];
     return b;
 }
 static bool m_in_window(const struct mleap *m, int64_t start, int64_t t)
@@ -694,6 +696,12 @@ static void run_limiter(struct rd *r)
             }
             EXPECT_EQ(rc, SW_OK, "decide");
             ml_decide(ml, n, now, flags, &e);
+            if (g_trace)
+                fprintf(stderr, "op %d decide n=%lld now=%lld (t=%lld newest=%lld) flags=%u -> v=%d occ=%d wait=%lld window=%lld waiting=%lld\n",
+                        g_op, (long long)n, (long long)now, (long long)ms_of(now), (long long)ml->sec.newest,
+                        flags, d.verdict, d.occupied, (long long)d.wait_ns,
+                        (long long)m_sum_peek(&ml->sec, SW_EV_PASS, ml->sec.newest + ml->sec.w - 1),
+                        (long long)m_waiting(&ml->sec, ml->sec.newest));
             EXPECT_EQ(d.verdict, e.verdict, "verdict");
             EXPECT_EQ(d.occupied, e.occupied, "occupied");
             EXPECT_EQ(d.wait_ns, e.wait_ns, "wait_ns");
@@ -714,9 +722,17 @@ static void run_limiter(struct rd *r)
                 FAIL("retry %lld", (long long)d.retry_ns);
             if (c.grade == SW_GRADE_CONCURRENCY && (double)sw_limiter_in_flight(lim) > c.count)
                 FAIL("in flight above the concurrency limit");
+            /* Regular passes per window never exceed L. Passes borrowed for a bucket are
+             * not included: DESIGN §5 (as Sentinel's DefaultController) checks regular
+             * requests against the window without the waiting count, so after a grant the
+             * current bucket may still fill up to L and the next window then holds up to
+             * L + borrowed (reported as a design issue, not changed here). */
             if (c.grade == SW_GRADE_QPS && !is_thr && !ml->user_pass) {
                 struct mleap *s = &ml->sec;
                 int64_t p = m_sum_peek(s, SW_EV_PASS, s->newest + (s->w - 1));
+                for (int i = 0; i < s->nb; i++)
+                    if (m_in_window(s, s->b[i].start, s->newest + (s->w - 1)))
+                        p -= s->b[i].borrowed;
                 if ((double)p > ml->limit)
                     FAIL("window admitted %lld above its limit %g", (long long)p, ml->limit);
             }
@@ -828,6 +844,7 @@ static void run_limiter(struct rd *r)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct rd r = {data, size, 0};
+    g_trace = getenv("FUZZ_TRACE") != NULL;
     if (size < 1)
         return 0;
     if (u8(&r) & 1u)
