@@ -1862,7 +1862,13 @@ static int module_exec(PyObject *m)
     st->Entry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Entry_spec, NULL);
     if (st->Entry_Type == NULL || PyModule_AddType(m, st->Entry_Type) < 0)
         return -1;
-    st->BlockedError = PyType_FromModuleAndSpec(m, &BlockedError_spec, PyExc_Exception);
+    /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
+     * tuple") */
+    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
+    if (bases == NULL)
+        return -1;
+    st->BlockedError = PyType_FromModuleAndSpec(m, &BlockedError_spec, bases);
+    Py_DECREF(bases);
     if (st->BlockedError == NULL ||
         PyModule_AddType(m, (PyTypeObject *)st->BlockedError) < 0)
         return -1;
