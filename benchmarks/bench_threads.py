@@ -89,9 +89,12 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
                 "min_thread_share": min(
                     min(r["per_thread"]) * n / max(1, r["calls"]) for r in runs),
             }
-        one = row["by_threads"][str(cfg["threads"][0])]["per_s"]
+        # ratio to one thread: the median of per-round ratios (each round's runs are
+        # adjacent in time, so slow drifts of the machine's load cancel out)
+        first = raw[case.key][cfg["threads"][0]]
         for n in cfg["threads"]:
-            row["by_threads"][str(n)]["vs_1"] = row["by_threads"][str(n)]["per_s"] / one
+            row["by_threads"][str(n)]["vs_1"] = statistics.median(
+                b["per_s"] / a["per_s"] for a, b in zip(first, raw[case.key][n]))
         row["refused"] = sum(v["refused"] for v in row["by_threads"].values())
         rows.append(row)
         log(f"  {case.label}: " + ", ".join(
@@ -134,7 +137,8 @@ def render_md(res) -> str:
     h, rows = _table(res)
     out = md_table(h, rows)
     out += (f"\n\nEach cell: median of {res['repeats']} runs of {res['seconds_each']} s, "
-            "run round-robin over cases and thread counts; "
+            "run round-robin over cases and thread counts; \"nT / 1T\" is the median of the "
+            "per-round ratios; "
             "\"spurious refusals\" counts refusals below the limit over all runs / all calls.")
     t = res.get("target")
     if t:

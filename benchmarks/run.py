@@ -35,8 +35,8 @@ FULL = {
     "target_s": 0.08,    # one timing of one decision case
     "max_n": 20_000_000,
     "repeats": 7,
-    "thread_s": 0.4,     # one threads measurement
-    "thread_repeats": 5,
+    "thread_s": 0.3,     # one threads measurement
+    "thread_repeats": 9,
     "threads": [1, 2, 4],
     "accuracy_s": 1.5,   # real-clock throttle run per rate
     "memory_n": 10_000,
