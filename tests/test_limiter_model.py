@@ -106,6 +106,10 @@ def run_stream(kw, start_ms, ops):
             g = lim.metric.sum(ev, now_ns=now)
             e = model.sec.sum(int(ev), now)
             assert g == e, (ev.name, g, e, "\n".join(log))
+        got_b = [(b.start_ms, b.counts[0], b.counts[1], b.counts[5])
+                 for b in lim.metric.buckets(now_ns=now)]
+        exp_b = [(s_, c[0], c[1], c[5]) for s_, c, _ in model.sec.buckets(now)]
+        assert got_b == exp_b, ("buckets", got_b, exp_b, "\n".join(log))
         st_ = lim.stats(now_ns=now)
         assert st_.waiting == model.waiting(now), ("waiting", st_.waiting, "\n".join(log))
         assert st_.concurrency == model.in_flight, ("concurrency", "\n".join(log))
@@ -150,3 +154,33 @@ def test_warm_up_long_busy_streams_match_model(behavior, data):
         else:
             assert lim.reserve(n, now_ns=now) == model.reserve(n, now_ns=now), log
         assert lim.metric.sum(Event.PASS, now_ns=now) == model.sec.sum(0, now), log
+
+
+prio_op_st = st.tuples(
+    st.sampled_from(["try", "prio", "prio", "prio", "reserve"]),
+    st.sampled_from([1, 1, 1, 2, 3]),
+    st.sampled_from(["stay", "tiny", "tiny", "tiny", "small", "back", "far"]),
+    st.integers(0, 1000),
+    st.integers(0, 10**6 - 1),
+)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_reject_prioritized_occupy_matches_model(data):
+    """Small window limits and mostly prioritized requests: many occupy grants."""
+    interval_ms, sample_count = data.draw(st.sampled_from(WINDOWS), label="window")
+    window_ms = interval_ms // sample_count
+    limit = data.draw(st.sampled_from([1, 2, 3, 5]), label="limit")
+    kw = dict(
+        qps=limit * 1000 / interval_ms,
+        interval_ms=interval_ms,
+        sample_count=sample_count,
+        occupy_timeout_ms=data.draw(
+            st.sampled_from([window_ms, window_ms // 2, window_ms + 1, 2 * window_ms, 0, 500]),
+            label="occupy_timeout_ms",
+        ),
+    )
+    start_ms = data.draw(starts, label="start_ms")
+    ops = data.draw(st.lists(prio_op_st, min_size=10, max_size=120), label="ops")
+    run_stream(kw, start_ms, ops)
