@@ -215,14 +215,28 @@ def boundary(limit: int = 10) -> Dict[str, Any]:
 
 def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     res: Dict[str, Any] = {"throttle": [], "throttle_series": {}}
-    for q in (100, 1000, 10000):
-        for method in ("acquire", "reserve+spin", "acquire x4 threads"):
-            r = throttle_real(q, cfg["accuracy_s"], method)
-            iv = r.pop("_iv")
-            res["throttle_series"][f"{q}/{method}"] = _subsample(iv)
-            res["throttle"].append(r)
-            log(f"  throttle {q} QPS {method}: {r['achieved_qps']:.1f}/s "
-                f"({r['rate_error_pct']:+.2f}%)")
+    methods = ("acquire", "reserve+spin", "acquire x4 threads")
+    runs: Dict[Any, List[Dict[str, Any]]] = {}
+    # rounds over every (rate, method), so a noisy moment does not sink one of them;
+    # the table shows the median run (by achieved rate) and the range over the rounds
+    for rnd in range(cfg["accuracy_runs"]):
+        log(f"  throttle round {rnd + 1}/{cfg['accuracy_runs']}")
+        for q in (100, 1000, 10000):
+            for method in methods:
+                runs.setdefault((q, method), []).append(
+                    throttle_real(q, cfg["accuracy_s"], method))
+    for (q, method), rs in runs.items():
+        rs = sorted(rs, key=lambda r: r["achieved_qps"])
+        r = dict(rs[len(rs) // 2])
+        iv = r.pop("_iv")
+        r["runs"] = len(rs)
+        r["rate_error_pct_min"] = rs[0]["rate_error_pct"]
+        r["rate_error_pct_max"] = rs[-1]["rate_error_pct"]
+        res["throttle_series"][f"{q}/{method}"] = _subsample(iv)
+        res["throttle"].append(r)
+        log(f"  throttle {q} QPS {method}: {r['achieved_qps']:.1f}/s "
+            f"({r['rate_error_pct']:+.2f}%, range {r['rate_error_pct_min']:+.2f}% .. "
+            f"{r['rate_error_pct_max']:+.2f}%)")
     t10k = [r for r in res["throttle"] if r["qps"] == 10000]
     best = min(t10k, key=lambda r: abs(r["rate_error_pct"]))
     res["target"] = {"target": "throttle at 10 000 QPS within 1%",
@@ -245,10 +259,12 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
 
 
 def _tables(res):
-    h1 = ["QPS", "method", "achieved /s", "rate error", "interval median",
+    h1 = ["QPS", "method", "achieved /s", "rate error", "range over runs", "interval median",
           "|err| median", "|err| p99", "|err| max", "drift at end"]
     rows1 = [[f"{r['qps']:,}", r["method"], f"{r['achieved_qps']:,.1f}",
-              f"{r['rate_error_pct']:+.2f}%", f"{r['interval_median_us']:,.1f} µs",
+              f"{r['rate_error_pct']:+.2f}%",
+              f"{r.get('rate_error_pct_min', 0):+.2f} .. {r.get('rate_error_pct_max', 0):+.2f}%",
+              f"{r['interval_median_us']:,.1f} µs",
               f"{r['abs_err_median_us']:,.1f} µs", f"{r['abs_err_p99_us']:,.1f} µs",
               f"{r['abs_err_max_us']:,.1f} µs", f"{r['final_drift_us']:,.0f} µs"]
              for r in res["throttle"]]
@@ -296,14 +312,15 @@ def _summary(res) -> List[str]:
 
 def render_text(res) -> str:
     (h1, r1), (h2, r2), (h3, r3) = _tables(res)
-    return "\n".join([text_table(h1, r1, "ll" + "r" * 7), "", text_table(h2, r2), "",
+    return "\n".join([text_table(h1, r1, "ll" + "r" * 8), "", text_table(h2, r2), "",
                       text_table(h3, r3, "l" + "r" * (len(h3) - 1)), ""] + _summary(res))
 
 
 def render_md(res) -> str:
     (h1, r1), (h2, r2), (h3, r3) = _tables(res)
     return "\n".join(
-        ["Throttle on the real clock:", "", md_table(h1, r1, "ll" + "r" * 7), "",
+        ["Throttle on the real clock (the median of the runs by achieved rate; the range "
+         "is over all runs):", "", md_table(h1, r1, "ll" + "r" * 8), "",
          "Warm-up from cold, admitted per second (simulated clock):", "", md_table(h2, r2), "",
          "Sliding vs fixed window at a boundary burst (simulated clock):", "",
          md_table(h3, r3, "l" + "r" * (len(h3) - 1)), ""]

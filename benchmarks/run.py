@@ -38,7 +38,8 @@ FULL = {
     "thread_s": 0.3,     # one threads measurement
     "thread_repeats": 9,
     "threads": [1, 2, 4],
-    "accuracy_s": 1.5,   # real-clock throttle run per rate
+    "accuracy_s": 1.0,   # real-clock throttle run per rate and method
+    "accuracy_runs": 3,
     "memory_n": 10_000,
 }
 QUICK = {
@@ -49,6 +50,7 @@ QUICK = {
     "thread_repeats": 1,
     "threads": [1, 2, 4],
     "accuracy_s": 0.15,
+    "accuracy_runs": 1,
     "memory_n": 1_000,
 }
 
