@@ -241,3 +241,31 @@ def test_acquire_timeout_threads_share_slots():
     assert state["done"] == 60
     assert state["max"] <= 2
     assert lim.stats().concurrency == 0
+
+
+def test_acquire_releases_the_gil_while_asleep():
+    lim = Limiter(qps=2, behavior="throttle", max_queueing_ms=1000)  # 500 ms apart
+    lim.acquire()
+    started = threading.Event()
+    done = []
+
+    def worker():
+        started.set()
+        lim.acquire()  # sleeps ~500 ms
+        done.append(True)
+
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    started.wait(JOIN_TIMEOUT)
+    t0 = last = time.monotonic()
+    max_gap = 0.0
+    while not done and t.is_alive():
+        now = time.monotonic()
+        max_gap = max(max_gap, now - last)
+        last = now
+    t.join(JOIN_TIMEOUT)
+    assert not t.is_alive()
+    assert done == [True]
+    assert last - t0 >= 0.2  # the worker did wait
+    # with the GIL held during its ~500 ms sleep, this thread would stall for all of it
+    assert max_gap < 0.25
