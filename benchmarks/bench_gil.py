@@ -136,7 +136,9 @@ def conclusion(res) -> str:
     one = bt["1"]
     cost = 1e9 / one["released_per_s"] - 1e9 / one["held_per_s"]
     multi = [n for n in res["threads"] if n > 1]
-    gains = {n: bt[str(n)]["released_per_s"] / bt[str(n)]["held_per_s"] for n in multi}
+    gains = {n: bt[str(n)].get("released_vs_held",
+                               bt[str(n)]["released_per_s"] / bt[str(n)]["held_per_s"])
+             for n in multi}
     nc = res["next_to_cpu"]
     h, r = nc["held"], nc["released"]
     parts = [
@@ -160,15 +162,17 @@ def conclusion(res) -> str:
         f"released ({fmt_rate(r['decisions_per_s'])}), while the CPU-bound thread keeps "
         f"{h['cpu_share']:.0%} vs {r['cpu_share']:.0%} of its own solo rate."
     )
-    if r["decisions_per_s"] < 0.5 * h["decisions_per_s"]:
+    if r["decisions_per_s"] < h["decisions_per_s"]:
         parts.append(
-            "Every release hands the GIL to the CPU-bound thread, and taking it back waits "
-            f"for that thread's switch interval ({res['switch_interval_s'] * 1000:.0f} ms): "
-            "the convoy effect. Keeping the GIL for O(1) decisions, and releasing it only "
-            "around waits, is the right default."
+            "Each release is a chance for the waiting CPU-bound thread to take the GIL, and "
+            "the limiter thread then waits until it is handed back (up to the "
+            f"{res['switch_interval_s'] * 1000:.0f} ms switch interval): the releasing side "
+            "pays a hand-over per call for a core call of a few tens of ns that has nothing "
+            "to overlap with. Keeping the GIL for O(1) decisions, and releasing it only "
+            "around waits (acquire's sleep), is the right default on a GIL build."
         )
     else:
-        parts.append("Keeping the GIL for O(1) decisions costs nothing measurable here.")
+        parts.append("Releasing the GIL did not slow the limiter thread down here.")
     return " ".join(parts)
 
 
@@ -194,10 +198,10 @@ def _tables(res):
 
 def render_text(res) -> str:
     (h1, r1), (h2, r2) = _tables(res)
-    return "\n".join([text_table(h1, r1), "", text_table(h2, r2), "", res["conclusion"]])
+    return "\n".join([text_table(h1, r1), "", text_table(h2, r2), "", conclusion(res)])
 
 
 def render_md(res) -> str:
     (h1, r1), (h2, r2) = _tables(res)
     return "\n".join([md_table(h1, r1), "", md_table(h2, r2), "",
-                      "**Conclusion.** " + res["conclusion"]])
+                      "**Conclusion.** " + conclusion(res)])

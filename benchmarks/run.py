@@ -164,8 +164,8 @@ def render_md(results: Dict[str, Any]) -> str:
            f"- Python {env['python']} ({env['implementation']}), {env['platform']}",
            f"- CPU: {env['processor']} ({env['cpus']} logical CPUs), "
            f"GIL enabled: {env['gil_enabled']}, switch interval {env['switch_interval_s']} s",
-           f"- load average (1, 5, 15 min) at start {env.get('loadavg_at_start')}, "
-           f"at end {env.get('loadavg_at_end')}: other work on the machine adds noise",
+           "- each section names its load average (1, 5, 15 min) before and after: other "
+           "work on the machine adds noise",
            f"- slidewin {env['slidewin']}" + (f" (git {env['git']})" if env.get("git") else ""),
            "- peers: " + ", ".join(f"{k} {v}" for k, v in env["peers"].items()), ""]
     head = headline(results)
@@ -180,7 +180,9 @@ def render_md(results: Dict[str, Any]) -> str:
         se = sec.get("environment", {})
         out.append(f"_Measured {se.get('date')}, slidewin {se.get('slidewin')}"
                    + (f" (git {se['git']})" if se.get("git") else "")
-                   + (f", load average after: {se['loadavg']}" if se.get("loadavg") else "")
+                   + (f", load average before {se['loadavg_before']}"
+                      if se.get("loadavg_before") else "")
+                   + (f", after {se['loadavg']}" if se.get("loadavg") else "")
                    + f", {sec.get('seconds')} s._")
         out.append("")
         if sec.get("skipped"):
@@ -240,12 +242,14 @@ def main(argv=None) -> int:
             continue
         log(f"[{name}]")
         t0 = time.perf_counter()
+        load_before = _loadavg()
         if not ok:
             sec = {"skipped": f"slidewin is not importable: {why}"}
         else:
             sec = mods[name].run(cfg, log)
         sec["seconds"] = round(time.perf_counter() - t0, 1)
         sec["environment"] = {k: env.get(k) for k in ("date", "python", "slidewin", "git")}
+        sec["environment"]["loadavg_before"] = load_before
         sec["environment"]["loadavg"] = _loadavg()
         results["sections"][name] = sec
         if sec.get("skipped"):
