@@ -79,11 +79,17 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # build, also in the tests' `python -c` subprocesses); the tests by path
 mkdir -p "$STAGE/run"
 cd "$STAGE/run"
+DESELECT=(--deselect "tests/test_typing.py::test_mypy_strict_accepts_typical_usage"
+          --deselect "tests/test_typing.py::test_mypy_rejects_a_wrong_type")
+if ! grep -q SLIDEWIN_UNDER_ASAN "$STAGE/tests/test_leaks.py" 2>/dev/null; then
+    # its RSS bound (32 MiB) cannot hold under ASan: the allocator's quarantine and shadow
+    # memory grow RSS by ~500 MB over 100 000 objects (measured; its refcount and
+    # tracemalloc checks were flat). Leaks under ASan: tests/test_hardening_leaks.py.
+    echo "asan: deselecting tests/test_leaks.py::test_no_leaks (RSS bound; see the script)"
+    DESELECT+=(--deselect "tests/test_leaks.py::test_no_leaks")
+fi
 set +e
-LD_PRELOAD=$PRELOAD pytest -q -p no:cacheprovider \
-    --deselect "tests/test_typing.py::test_mypy_strict_accepts_typical_usage" \
-    --deselect "tests/test_typing.py::test_mypy_rejects_a_wrong_type" \
-    "$STAGE/tests" "$@"
+LD_PRELOAD=$PRELOAD pytest -q -p no:cacheprovider "${DESELECT[@]}" "$STAGE/tests" "$@"
 rc=$?
 set -e
 if [ $rc -ne 0 ]; then
