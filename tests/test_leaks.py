@@ -8,6 +8,7 @@ slack everywhere).
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -176,6 +177,10 @@ LIMITER = textwrap.dedent(
 def run_leak_check(body):
     proc = subprocess.run(
         [sys.executable, "-c", PRELUDE + body],
+        # not the source root: `python -c` puts its cwd first on sys.path, and the source
+        # tree's slidewin/ (no built extension after a plain `pip install .`) would shadow
+        # the installed package
+        cwd=os.path.dirname(os.path.abspath(__file__)),
         capture_output=True,
         text=True,
         timeout=300,
