@@ -11,8 +11,19 @@ if ! make -C csrc -n fuzz >/dev/null 2>&1; then
     exit 0
 fi
 if ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1; then
-    echo "fuzz: ${FUZZ_CC:-clang} not found (libFuzzer needs clang): skipped"
-    exit 0
+    # a bare machine has gcc only: libFuzzer ships with Debian's clang
+    echo "fuzz: installing clang (libFuzzer)"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq clang >/dev/null || true
+    elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+        sudo apt-get update -qq >/dev/null && sudo DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq clang >/dev/null || true
+    fi
+fi
+if ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1; then
+    echo "fuzz: ${FUZZ_CC:-clang} not found and not installable (libFuzzer needs clang)" >&2
+    exit 1
 fi
 echo "fuzz: make -C csrc fuzz (FUZZ_SECONDS=$FUZZ_SECONDS)"
 make -C csrc fuzz

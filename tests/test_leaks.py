@@ -196,8 +196,11 @@ def test_no_leaks(body):
     assert all(abs(v) <= 10 for v in res["refs"].values()), res
     # a leaked 16-byte block per object would show as >= 160_000 (10_000 objects)
     assert res["traced"] < 32 * 1024, res
-    # 100_000 leaked states of a 60-bucket window would be hundreds of MB
-    assert res["rss"] < 32 * 1024 * 1024, res
+    # 100_000 leaked states of a 60-bucket window would be hundreds of MB; under ASan
+    # (SLIDEWIN_UNDER_ASAN, .ci/asan.sh) the allocator's quarantine grows RSS by ~500 MB
+    # whatever the code does, so only the reference and tracemalloc checks hold there
+    if not os.environ.get("SLIDEWIN_UNDER_ASAN"):
+        assert res["rss"] < 32 * 1024 * 1024, res
 
 
 def test_leak_check_detects_a_leak():
