@@ -143,7 +143,8 @@ def conclusion(res) -> str:
     h, r = nc["held"], nc["released"]
     parts = [
         f"Releasing the GIL around the O(1) decision costs {cost:+.0f} ns per call on one "
-        f"thread ({one['held_per_s'] / one['released_per_s']:.2f}x the time of keeping it)."
+        f"thread ({1 / one.get('released_vs_held', one['released_per_s'] / one['held_per_s']):.2f}x "
+        "the time of keeping it)."
     ]
     parts.append(
         "With several threads on one limiter it changes total throughput by "
