@@ -1,7 +1,7 @@
 """Run slidewin's benchmarks and compare it with its peers, all in one process.
 
     pip install -e .[bench]            # slidewin plus the pinned peers and matplotlib
-    python benchmarks/run.py           # everything, ~5 minutes; writes results/latest.*
+    python benchmarks/run.py           # everything, ~3 minutes; writes results/latest.*
     python benchmarks/run.py --quick   # CI smoke run (< 60 s), writes results/quick.*
     python benchmarks/run.py --only decision,threads
 
