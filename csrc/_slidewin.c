@@ -130,6 +130,16 @@ static inline int parse_now(PyObject *o, int64_t *out)
         *out = SW_NOW;
         return 0;
     }
+    if (PyLong_CheckExact(o)) { /* fast path: a plain int that fits */
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow && v >= 0) {
+            *out = (int64_t)v;
+            return 0;
+        }
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+    }
     return as_int64(o, "now_ns", 0, INT64_MAX, out);
 }
 
@@ -150,6 +160,18 @@ static inline int parse_n(PyObject *o, int64_t lo, int64_t *out)
             PyErr_Clear();
     }
     return as_int64(o, "n", lo, INT64_MAX, out);
+}
+
+/* A keyword name equals an ASCII parameter name (compact ASCII strings compared by length
+ * and bytes, about 2 ns; anything else by the general comparison). */
+static inline int key_equals(PyObject *key, const char *name)
+{
+    if (PyUnicode_Check(key) && PyUnicode_IS_COMPACT_ASCII(key)) {
+        size_t len = strlen(name);
+        return (size_t)PyUnicode_GET_LENGTH(key) == len &&
+               memcmp(PyUnicode_DATA(key), name, len) == 0;
+    }
+    return PyUnicode_CompareWithASCIIString(key, name) == 0;
 }
 
 /* A small hand parser for FASTCALL | KEYWORDS.
@@ -175,7 +197,7 @@ static int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
         Py_ssize_t i;
         for (i = 0; i < nnames; i++)
-            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+            if (key_equals(key, names[i]))
                 break;
         if (i == nnames) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname,
@@ -253,11 +275,13 @@ static int sleep_until(int64_t deadline_ns)
     }
 }
 
-static int sleep_ns(int64_t ns)
+/* Sleep out an admitted request's wait: until the decision's time + wait (one clock, no
+ * drift from a second read). */
+static int sleep_decision(const struct sw_decision *d)
 {
-    if (ns <= 0)
+    if (d->wait_ns <= 0)
         return 0;
-    return sleep_until(sw_sat_add(sw_time_ns(), ns));
+    return sleep_until(sw_sat_add(d->now_ns, d->wait_ns));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1315,7 +1339,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
             raise_blocked(self, n, &d);
             return -1;
         }
-        return sleep_ns(d.wait_ns);
+        return sleep_decision(&d);
     }
     int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
@@ -1331,7 +1355,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
         if (d.verdict == SW_PASS) {
             if (conc)
                 atomic_fetch_sub(&self->waiters, 1);
-            return sleep_ns(d.wait_ns);
+            return sleep_decision(&d);
         }
         int64_t now = sw_time_ns();
         if (d.verdict == SW_NEVER || now >= deadline) {
@@ -1626,7 +1650,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     self->state = 1;
-    if (d.wait_ns > 0 && sleep_ns(d.wait_ns) < 0) {
+    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
         /* interrupted while queued: the request never ran */
         sw_limiter_exit(lim->lim, self->n, 0, SW_OUT_NONE, SW_NOW);
         self->state = 2;

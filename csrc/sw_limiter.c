@@ -134,10 +134,12 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
     out->occupied = 0;
     out->wait_ns = 0;
     out->retry_ns = -1;
+    out->now_ns = now_ns;
     struct sw_node *node = sw_limiter_node(lim);
     sw_lock_acquire(&lim->lock);
     if (now_ns == SW_NOW)
         now_ns = is_throttle(lim) ? sw_time_ns() : sw_time_coarse_ns();
+    out->now_ns = now_ns;
     int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
     int64_t grant_ms = 0;
 

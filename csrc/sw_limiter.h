@@ -94,6 +94,8 @@ struct sw_decision {
     int64_t wait_ns;   /* admitted: the wait before proceeding (0 = now) */
     int64_t retry_ns;  /* refused, with SW_F_RETRY: ns until the same request could pass,
                           -1 unknown */
+    int64_t now_ns;    /* the time of the decision (the clock read under the lock, or the
+                          caller's now_ns): an admitted request proceeds at now_ns + wait_ns */
 };
 
 /** Make one admission decision and count it (PASS, BLOCK, or OCCUPIED_PASS + a future PASS).
