@@ -189,6 +189,10 @@ static void stress_real_clock(int64_t run_ms)
     static struct rc_arg args[NTHREADS];
     memset(args, 0, sizeof args);
     int64_t t0 = sw_time_ns();
+    /* the workers' bucket evidence is the coarse clock (the limiter's own clock here): the
+     * base must come from it too, or a fine t0 just past a bucket edge, with the coarse clock
+     * still before it, would fold the previous bucket's admissions into bucket 0 */
+    int64_t t0_coarse = sw_time_coarse_ns();
     for (int i = 0; i < NTHREADS; i++) {
         args[i].lim = lim;
         args[i].deadline_ns = t0 + MS(run_ms);
@@ -196,7 +200,7 @@ static void stress_real_clock(int64_t run_ms)
     run_threads(rc_worker, args, sizeof args[0]);
 
     /* bucket index relative to the first bucket of the run */
-    int64_t base = sw_ms_of_ns(t0);
+    int64_t base = sw_ms_of_ns(t0_coarse);
     base -= base % RC_WINDOW_MS;
     int64_t nb = run_ms / RC_WINDOW_MS + 4;
     int64_t *definite = calloc((size_t)nb, sizeof(int64_t));
