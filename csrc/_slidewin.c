@@ -1792,7 +1792,7 @@ static PyMethodDef Limiter_methods[] = {
      "entry(n=1)\n--\n\nA context manager: acquire; on exit record SUCCESS or EXCEPTION, RT, "
      "and release."},
     {"stats", (PyCFunction)(void (*)(void))Limiter_stats, FASTKW,
-     "stats(*, now_ns=None)\n--\n\nThe window's statistics as a Stats."},
+     "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
     {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)Limiter_count_block, METH_O, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},

@@ -172,9 +172,12 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
         case SW_WARM_UP: {
             double rate = warm_rate(lim, node, t);
             double allowed = window_limit(rate, sw_node_sec(node)->interval_ms);
+            int64_t pass = sw_node_pass_at(node, t);
+            /* rule (c): while cold, still one request per window, whatever its size n <= L
+             * (else a cold limiter fed only requests above its cold allowance never warms) */
             if ((double)n > lim->limit)
                 out->verdict = SW_NEVER;
-            else if (sw_reject_fits(sw_node_pass_at(node, t), n, allowed))
+            else if (sw_reject_fits(pass, n, allowed) || pass == 0)
                 out->verdict = SW_PASS;
             break;
         }

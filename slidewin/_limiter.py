@@ -59,10 +59,31 @@ class Limiter(_core.Limiter):
         cls,
         qps: Union[int, float, None] = None,
         *,
+        concurrency: Optional[int] = None,
+        behavior: str = "reject",
+        warm_up_s: float = 10,
+        cold_factor: float = 3,
+        max_queueing_ms: int = 500,
+        occupy_timeout_ms: int = 500,
+        interval_ms: int = 1000,
+        sample_count: int = 2,
         on_block: Optional[Callable[..., Any]] = None,
-        **kwargs: Any,
     ) -> "Limiter":
-        self = cast("Limiter", super().__new__(cls, qps, **kwargs))
+        self = cast(
+            "Limiter",
+            super().__new__(
+                cls,
+                qps,
+                concurrency=concurrency,
+                behavior=behavior,
+                warm_up_s=warm_up_s,
+                cold_factor=cold_factor,
+                max_queueing_ms=max_queueing_ms,
+                occupy_timeout_ms=occupy_timeout_ms,
+                interval_ms=interval_ms,
+                sample_count=sample_count,
+            ),
+        )
         if on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         self._on_block = on_block
@@ -179,12 +200,30 @@ class Limiter(_core.Limiter):
 def limit(
     qps: Union[int, float, None] = None,
     *,
+    concurrency: Optional[int] = None,
+    behavior: str = "reject",
+    warm_up_s: float = 10,
+    cold_factor: float = 3,
+    max_queueing_ms: int = 500,
+    occupy_timeout_ms: int = 500,
+    interval_ms: int = 1000,
+    sample_count: int = 2,
     on_block: Optional[Callable[..., Any]] = None,
-    **kwargs: Any,
 ) -> Limiter:
     """Build a Limiter from the Limiter's arguments; use it as a decorator:
 
     >>> @limit(qps=10, behavior="throttle")
     ... async def call_api(): ...
     """
-    return Limiter(qps, on_block=on_block, **kwargs)
+    return Limiter(
+        qps,
+        concurrency=concurrency,
+        behavior=behavior,
+        warm_up_s=warm_up_s,
+        cold_factor=cold_factor,
+        max_queueing_ms=max_queueing_ms,
+        occupy_timeout_ms=occupy_timeout_ms,
+        interval_ms=interval_ms,
+        sample_count=sample_count,
+        on_block=on_block,
+    )

@@ -328,7 +328,10 @@ class LimiterModel:
         if b == "warm_up":
             cur = self.sec.sum(PASS, now_ns)
             self._sync_tokens(now_ns)
-            if cur + n <= self.warm_rate() * self.interval_ms / 1000:
+            # (c) also: one request per window while cold, whatever its size n <= L
+            if cur + n <= self.warm_rate() * self.interval_ms / 1000 or (
+                cur == 0 and n <= self.L
+            ):
                 self._count(PASS, n, now_ns)
                 return 0
             self._count(BLOCK, n, now_ns)

@@ -923,3 +923,22 @@ def test_limit_returns_limiter_and_decorates():
     assert sync_fn() == "ok"
     assert sync_fn.__name__ == "sync_fn"
     assert isinstance(sync_fn.__wrapped__, type(test_limit_returns_limiter_and_decorates))
+
+
+def test_warm_up_cold_limiter_fed_only_large_requests_still_warms():
+    # DESIGN §5 (c): a cold limiter never dies. Its cold allowance here is 3.33 per window;
+    # requests of n=4 alone would never fit, so the first request of an empty window passes
+    # whatever its size (n <= L), and the admitted passes warm it up to q.
+    lim = Limiter(qps=10, behavior="warm_up", warm_up_s=10, cold_factor=3)
+    per_second = []
+    for sec in range(30):
+        admitted = 0
+        for k in range(10):  # one try every 100 ms
+            if lim.try_acquire(4, now_ns=(100 + sec) * 10**9 + k * 100 * 10**6):
+                admitted += 4
+        per_second.append(admitted)
+    assert per_second[0] == 4  # one request per window while cold
+    assert all(a >= 4 for a in per_second)
+    assert per_second[-1] == 8  # warm: two n=4 fit under q=10
+    # and n above the window's limit still never passes
+    assert not lim.try_acquire(11, now_ns=200 * 10**9)

@@ -600,7 +600,8 @@ static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
         double allowed = m_window_limit(rate, c->interval_ms);
         if ((double)n > ml->limit)
             d->verdict = SW_NEVER;
-        else if ((double)m_sum(&ml->sec, SW_EV_PASS, t) + (double)n <= allowed)
+        else if ((double)m_sum(&ml->sec, SW_EV_PASS, t) + (double)n <= allowed ||
+                 m_sum(&ml->sec, SW_EV_PASS, t) == 0) /* (c): one request per window */
             d->verdict = SW_PASS;
     } else {
         double rate = c->behavior == SW_THROTTLE ? c->count : ml_warm_rate(ml, t);

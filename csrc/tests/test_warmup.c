@@ -114,8 +114,13 @@ static void test_warm_up_limiter(void)
     CHECK_EQ(got[0], 3);
     /* n above the window limit: never */
     CHECK_EQ(decide(lim, 11, MS(7000), 0, NULL), SW_NEVER);
-    CHECK_EQ(decide(lim, 4, MS(7000), 0, NULL), SW_BLOCK);
+    /* cold allowance 3.33 per window: 3 fit, a 4th does not */
     CHECK_EQ(decide(lim, 3, MS(7000), 0, NULL), SW_PASS);
+    CHECK_EQ(decide(lim, 1, MS(7000), 0, NULL), SW_BLOCK);
+    /* rule (c): the first request of an empty window passes whatever its size n <= L, so a
+     * cold limiter fed only n=4 (above its 3.33 allowance) still admits and warms up */
+    CHECK_EQ(decide(lim, 4, MS(9000), 0, NULL), SW_PASS);
+    CHECK_EQ(decide(lim, 1, MS(9000), 0, NULL), SW_BLOCK);
     free(lim);
 
     /* rule (b): q=1, W=1 has no ramp: 1 per second at once (Sentinel: NaN, blocks all) */
