@@ -598,10 +598,10 @@ static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
     } else if (c->behavior == SW_WARM_UP) {
         double rate = ml_warm_rate(ml, t);
         double allowed = m_window_limit(rate, c->interval_ms);
+        int64_t pass = m_sum(&ml->sec, SW_EV_PASS, t); /* a read: refreshes, as the core */
         if ((double)n > ml->limit)
             d->verdict = SW_NEVER;
-        else if ((double)m_sum(&ml->sec, SW_EV_PASS, t) + (double)n <= allowed ||
-                 m_sum(&ml->sec, SW_EV_PASS, t) == 0) /* (c): one request per window */
+        else if ((double)pass + (double)n <= allowed || pass == 0) /* (c): one per window */
             d->verdict = SW_PASS;
     } else {
         double rate = c->behavior == SW_THROTTLE ? c->count : ml_warm_rate(ml, t);
