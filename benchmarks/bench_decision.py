@@ -125,16 +125,19 @@ def table_rows(res):
 HEADERS = ["group", "case", "median ns/call", "min - max", "x try_acquire"]
 
 
+def _target_rows(res, missed: str):
+    return [[t["target"], f"{t['measured']:.2f}x", t["limit"],
+             "yes" if t["met"] else missed, t["detail"],
+             (f"{t['measured_min']:.2f}x" if 'measured_min' in t else '-')]
+            for t in res["targets"]]
+
+
 def render_text(res) -> str:
     out = [text_table(HEADERS, table_rows(res), "llrrr")]
     if res["targets"]:
         out.append("")
         out.append(text_table(["target", "measured", "wanted", "met", "medians",
-                               "ratio of mins"],
-                              [[t["target"], f"{t['measured']:.2f}x", t["limit"],
-                                "yes" if t["met"] else "NO", t["detail"],
-                                (f"{t['measured_min']:.2f}x" if 'measured_min' in t else '-')]
-                               for t in res["targets"]], "lrllrr"))
+                               "ratio of mins"], _target_rows(res, "NO"), "lrllrr"))
     return "\n".join(out)
 
 
@@ -146,11 +149,7 @@ def render_md(res) -> str:
     if res["targets"]:
         out.append("\nTargets (ratios as measured):\n")
         out.append(md_table(["target", "measured (medians)", "wanted", "met", "medians",
-                             "ratio of mins"],
-                            [[t["target"], f"{t['measured']:.2f}x", t["limit"],
-                              "yes" if t["met"] else "**no**", t["detail"],
-                              (f"{t['measured_min']:.2f}x" if 'measured_min' in t else '-')]
-                             for t in res["targets"]], "lrllrr"))
+                             "ratio of mins"], _target_rows(res, "**no**"), "lrllrr"))
     return "\n".join(out)
 
 

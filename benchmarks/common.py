@@ -49,15 +49,8 @@ def _inner(_ns, _n, _timer=_timer, _repeat=_repeat):
     return _timer() - _t0
 """
 
-_ASYNC_TEMPLATE = """
-async def _inner(_ns, _n, _timer=_timer, _repeat=_repeat):
-{unpack}
-    _it = _repeat(None, _n)
-    _t0 = _timer()
-    for _ in _it:
-{stmt}
-    return _timer() - _t0
-"""
+# the same loop as a coroutine (its statements may await)
+_ASYNC_TEMPLATE = _SYNC_TEMPLATE.replace("\ndef _inner(", "\nasync def _inner(", 1)
 
 _THREAD_TEMPLATE = """
 def _inner(_ns, _chunk, _stop, _timer=_timer, _repeat=_repeat):
