@@ -340,7 +340,11 @@ def test_flat_over_many_cycles(case):
     res = run_case(CASES[case])
     assert all(abs(v) <= 3 for v in res["refs"].values()), res
     assert res["cur"] < SLACK_BYTES, res
-    assert res["peak"] < SLACK_BYTES, res
+    # asyncio cases run on the real clock: how many tasks and timer handles are alive at the
+    # peak depends on scheduling (seen: 5 KiB on CPython 3.9), so their peak gets more slack;
+    # a leak there still shows in `cur` (16 B a cycle is >= 12 KiB)
+    peak_slack = 4 * SLACK_BYTES if "async" in case else SLACK_BYTES
+    assert res["peak"] < peak_slack, res
     assert all(v == 0 for v in res["in_flight"]), res
 
 
