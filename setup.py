@@ -9,6 +9,8 @@ import os
 from setuptools import Extension, setup
 
 CORE = [
+    "sw_proc.c",
+    "sw_repair.c",
     "sw_common.c",
     "sw_time.c",
     "sw_leap.c",

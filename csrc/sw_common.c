@@ -1,7 +1,10 @@
 /* sw_common.c - error strings and the spinlock. */
 #include "sw_common.h"
 
+#include "sw_proc.h"
+
 #include <sched.h>
+#include <time.h>
 
 const char *sw_strerror(int code)
 {
@@ -17,12 +20,14 @@ const char *sw_strerror(int code)
     }
 }
 
+void (*volatile sw_test_in_critical)(void) = NULL;
+
 void sw_lock_init(sw_lock *l)
 {
     atomic_init(&l->word, 0u);
 }
 
-static inline void sw_cpu_relax(void)
+static inline void sw_cpu_relax_(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -31,17 +36,36 @@ static inline void sw_cpu_relax(void)
 #endif
 }
 
-void sw_lock_acquire_slow(sw_lock *l)
+bool sw_lock_acquire_slow(sw_lock *l, uint64_t token)
 {
     unsigned spins = 0;
     for (;;) {
-        if (atomic_exchange_explicit(&l->word, 1u, memory_order_acquire) == 0u)
-            return;
-        while (atomic_load_explicit(&l->word, memory_order_relaxed) != 0u) {
-            if (++spins < 64u)
-                sw_cpu_relax();
-            else
-                sched_yield();
+        uint64_t owner = atomic_load_explicit(&l->word, memory_order_relaxed);
+        if (owner == 0u) {
+            if (atomic_compare_exchange_weak_explicit(&l->word, &owner, token,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed))
+                return false;
+            continue;
+        }
+        spins++;
+        if (spins < 64u) {
+            sw_cpu_relax_();
+        } else if (spins < 2048u) {
+            sched_yield();
+        } else {
+            /* held for a while (about a millisecond of yields): the owner is preempted,
+             * stopped, or dead. A process token can be checked; a dead owner's lock is
+             * taken over (one CAS, so only one waiter wins it). */
+            if ((owner >> 32) != 0u && (spins & 15u) == 0u && sw_proc_token_dead(owner)) {
+                if (atomic_compare_exchange_strong_explicit(&l->word, &owner, token,
+                                                            memory_order_acquire,
+                                                            memory_order_relaxed))
+                    return true;
+                continue;
+            }
+            struct timespec nap = {0, 50000}; /* 50 us */
+            nanosleep(&nap, NULL);
         }
     }
 }

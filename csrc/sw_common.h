@@ -51,28 +51,59 @@ enum sw_event {
     SW_EV_DEFAULT_COUNT = 6
 };
 
-/* A spinlock that lives inside flat state (also in shared memory): one word, no pointers.
- * Zero-initialised memory is an unlocked lock. Critical sections are O(sample_count) at
- * most and never sleep, so a spin with a yield after a while is enough. */
+/* A lock that lives inside flat state (also in memory shared by processes): one 64-bit word,
+ * no pointers. Zero-initialised memory is an unlocked lock. The word holds its owner's token:
+ * SW_LOCK_PRIVATE (1) for a lock used by the threads of one process, or a process token
+ * (sw_proc_token(): pid << 32 | the low 32 bits of the process start time) for a lock in a
+ * shared region. A waiter that has spun for a while on a lock whose owner is a process that
+ * has died (SIGKILL in the middle of a critical section) takes the lock over, and learns so
+ * from the return value: the caller then repairs what the dead owner may have half-written.
+ * Critical sections are O(1) and never sleep, so spinning (then yielding, then napping) is
+ * enough. */
 typedef struct sw_lock {
-    atomic_uint word;
+    _Atomic uint64_t word;
 } sw_lock;
+
+/* The token of a lock shared only by the threads of one process. */
+#define SW_LOCK_PRIVATE UINT64_C(1)
 
 /** Initialise a lock (unlocked). @param l the lock, caller-owned */
 void sw_lock_init(sw_lock *l);
-/** Slow path of sw_lock_acquire: spin, then yield, until the lock is free. */
-void sw_lock_acquire_slow(sw_lock *l);
-/** Take the lock, spinning (and yielding after a while) until it is free. */
+/** Slow path of sw_lock_acquire_as: spin, yield, nap; take over a dead owner's lock.
+ * @return true when the lock was taken over from a dead process */
+bool sw_lock_acquire_slow(sw_lock *l, uint64_t token);
+/** Take the lock as `token` (SW_LOCK_PRIVATE or sw_proc_token()).
+ * @return false normally; true when the previous owner was a process that died holding it
+ *         (the caller holds the lock either way and must repair the state when true) */
+static inline bool sw_lock_acquire_as(sw_lock *l, uint64_t token)
+{
+    uint64_t expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&l->word, &expected, token,
+                                                memory_order_acquire, memory_order_relaxed))
+        return false;
+    return sw_lock_acquire_slow(l, token);
+}
+/** Take a private lock (threads of one process). */
 static inline void sw_lock_acquire(sw_lock *l)
 {
-    if (atomic_exchange_explicit(&l->word, 1u, memory_order_acquire) != 0u)
-        sw_lock_acquire_slow(l);
+    (void)sw_lock_acquire_as(l, SW_LOCK_PRIVATE);
 }
-/** Release a lock taken by sw_lock_acquire. */
+/** Release a lock taken by sw_lock_acquire or sw_lock_acquire_as. */
 static inline void sw_lock_release(sw_lock *l)
 {
     atomic_store_explicit(&l->word, 0u, memory_order_release);
 }
+/** Force a lock open (after fork(), in the only thread of the child, for a private lock whose
+ * holder was another thread of the parent). */
+static inline void sw_lock_force_release(sw_lock *l)
+{
+    atomic_store_explicit(&l->word, 0u, memory_order_relaxed);
+}
+
+/* Test hook: the core calls it while holding a limiter's lock, in the middle of a decision
+ * (between two stores), when set. Tests use it to widen the window in which a process can be
+ * killed inside a critical section. NULL (the default) costs one predictable branch. */
+extern void (*volatile sw_test_in_critical)(void);
 
 /* Saturating helpers on int64 (the core never overflows silently). */
 static inline int64_t sw_sat_add(int64_t a, int64_t b)

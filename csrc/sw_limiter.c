@@ -1,9 +1,13 @@
 /* sw_limiter.c - admission decisions: one critical section per decision (DESIGN.md §5-6). */
 #include "sw_limiter.h"
 
+#include "sw_proc.h"
 #include "sw_time.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 
 void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg)
 {
@@ -18,43 +22,133 @@ void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg)
     cfg->sample_count = 2;
 }
 
-static struct sw_node_cfg node_cfg_of(const struct sw_limiter_cfg *cfg)
+/* Every state is borrowable (it has the future ring), whatever the behavior: the layout
+ * depends on the window only, so processes with other settings can share it. */
+static struct sw_node_cfg node_cfg_of(int64_t interval_ms, uint32_t sample_count)
 {
     struct sw_node_cfg nc;
-    nc.interval_ms = cfg->interval_ms;
-    nc.sample_count = cfg->sample_count;
-    nc.borrowable = cfg->grade == SW_GRADE_QPS && cfg->behavior == SW_REJECT;
+    nc.interval_ms = interval_ms;
+    nc.sample_count = sample_count;
+    nc.borrowable = true;
     return nc;
 }
 
+/* L = count * interval_ms / 1000: the one formula, used by the check and the decisions */
 static double window_limit(double count, int64_t interval_ms)
 {
     return interval_ms == 1000 ? count : count * ((double)interval_ms / 1000.0);
 }
 
-int sw_limiter_check(const struct sw_limiter_cfg *cfg)
+#define SW_MAX_QPS 9.0e15
+#define SW_MAX_CONCURRENCY 9007199254740992.0 /* 2**53 */
+
+static int fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
 {
-    if (cfg == NULL || (cfg->grade != SW_GRADE_QPS && cfg->grade != SW_GRADE_CONCURRENCY) ||
-        cfg->behavior < SW_REJECT || cfg->behavior > SW_WARM_UP_THROTTLE)
-        return SW_EINVAL;
+    if (err != NULL) {
+        va_list ap;
+        err->param = param;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return SW_EINVAL;
+}
+
+int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *err)
+{
+    if (cfg == NULL)
+        return fail(err, "cfg", "no configuration");
+    if (cfg->grade != SW_GRADE_QPS && cfg->grade != SW_GRADE_CONCURRENCY)
+        return fail(err, "qps", "pass exactly one of qps or concurrency");
+    if (cfg->behavior < SW_REJECT || cfg->behavior > SW_WARM_UP_THROTTLE)
+        return fail(err, "behavior", "behavior must be one of 'reject', 'warm_up', "
+                    "'throttle', 'warm_up_throttle'");
     if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT)
-        return SW_EINVAL;
-    if (!isfinite(cfg->count) || cfg->count < 0 || cfg->count > 9.0e15)
-        return SW_EINVAL;
+        return fail(err, "behavior", "a concurrency limiter only rejects "
+                    "(behavior='reject'); the other behaviors need qps");
+    if (cfg->grade == SW_GRADE_QPS) {
+        if (!isfinite(cfg->count) || cfg->count < 0 || cfg->count > SW_MAX_QPS)
+            return fail(err, "qps", "qps must be a finite number in [0, 9e15], got %.17g",
+                        cfg->count);
+    } else if (!(cfg->count >= 0 && cfg->count <= SW_MAX_CONCURRENCY)) {
+        return fail(err, "concurrency", "concurrency must be an int in [0, 2**53], got %.17g",
+                    cfg->count);
+    }
+    if (!isfinite(cfg->warm_up_s) || cfg->warm_up_s < 0)
+        return fail(err, "warm_up_s", "warm_up_s must be a finite number >= 0, got %.17g",
+                    cfg->warm_up_s);
+    if (!isfinite(cfg->cold_factor) || !(cfg->cold_factor > 1.0))
+        return fail(err, "cold_factor", "cold_factor must be a finite number > 1, got %.17g",
+                    cfg->cold_factor);
+    if (cfg->max_queueing_ms < 0)
+        return fail(err, "max_queueing_ms", "max_queueing_ms must be >= 0, got %lld",
+                    (long long)cfg->max_queueing_ms);
+    if (cfg->occupy_timeout_ms < 0)
+        return fail(err, "occupy_timeout_ms", "occupy_timeout_ms must be >= 0, got %lld",
+                    (long long)cfg->occupy_timeout_ms);
+    if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
+        return fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
+                    (long long)cfg->interval_ms);
+    if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
+        return fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
+                    SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
+    if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
+        return fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
+                    "sample_count (%lu)", (long long)cfg->interval_ms,
+                    (unsigned long)cfg->sample_count);
+    /* validated whatever the behavior (parameters of a behavior not chosen are validated,
+     * then ignored) */
     if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK)
-        return SW_EINVAL;
-    if (cfg->max_queueing_ms < 0 || cfg->occupy_timeout_ms < 0)
-        return SW_EINVAL;
+        return fail(err, "warm_up_s", "qps=%.17g, warm_up_s=%.17g and cold_factor=%.17g give "
+                    "warm-up token counts beyond 9e18 (about qps * warm_up_s / (cold_factor "
+                    "- 1)); use a smaller warm_up_s or a larger cold_factor", cfg->count,
+                    cfg->warm_up_s, cfg->cold_factor);
     if (cfg->grade == SW_GRADE_QPS &&
         (cfg->behavior == SW_REJECT || cfg->behavior == SW_WARM_UP)) {
         double l = window_limit(cfg->count, cfg->interval_ms);
-        if (l > 0 && l < 1)
-            return SW_EINVAL;
+        if (l > 0 && l < 1) {
+            double need = ceil(1000.0 / cfg->count);
+            if (need <= (double)SW_MAX_INTERVAL_MS)
+                return fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests "
+                            "per window, which admits nothing; use behavior='throttle' to "
+                            "pace slow rates, or a longer interval_ms (at least %.0f)",
+                            cfg->count, (long long)cfg->interval_ms, l, need);
+            return fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests per "
+                        "window, which admits nothing, and no interval_ms up to 2**40 makes "
+                        "it 1; use behavior='throttle' to pace slow rates", cfg->count,
+                        (long long)cfg->interval_ms, l);
+        }
     }
-    struct sw_node_cfg nc = node_cfg_of(cfg);
-    if (sw_node_size(&nc) == 0)
-        return SW_EINVAL;
+    if (sw_lstate_size(cfg->interval_ms, cfg->sample_count) == 0)
+        return fail(err, "sample_count", "interval_ms=%lld with sample_count=%lu is too "
+                    "large a window", (long long)cfg->interval_ms,
+                    (unsigned long)cfg->sample_count);
     return SW_OK;
+}
+
+int sw_limiter_check(const struct sw_limiter_cfg *cfg)
+{
+    return sw_limiter_check_ex(cfg, NULL);
+}
+
+int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg)
+{
+    if (rule == NULL || sw_limiter_check(cfg) != SW_OK)
+        return SW_EINVAL;
+    rule->grade = (uint32_t)cfg->grade;
+    rule->behavior = (uint32_t)cfg->behavior;
+    rule->count = cfg->count;
+    rule->limit = window_limit(cfg->count, cfg->interval_ms);
+    double per_window = 1000.0 / (double)cfg->interval_ms;
+    rule->min_rate = cfg->count < per_window ? cfg->count : per_window;
+    rule->max_queue_ns = sw_sat_mul(cfg->max_queueing_ms, INT64_C(1000000));
+    rule->occupy_timeout_ms = cfg->occupy_timeout_ms;
+    rule->interval_ms = cfg->interval_ms;
+    rule->sample_count = cfg->sample_count;
+    rule->pad_ = 0;
+    return sw_warmup_init(&rule->warm, cfg->count, cfg->warm_up_s, cfg->cold_factor);
 }
 
 static size_t align8(size_t x)
@@ -62,52 +156,148 @@ static size_t align8(size_t x)
     return (x + 7u) & ~(size_t)7u;
 }
 
+size_t sw_lstate_size(int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc = node_cfg_of(interval_ms, sample_count);
+    size_t node = sw_node_size(&nc);
+    if (node == 0)
+        return 0;
+    size_t total = align8(sizeof(struct sw_lstate)) + node;
+    return total > UINT32_MAX ? 0 : total;
+}
+
+int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_count)
+{
+    size_t total = sw_lstate_size(interval_ms, sample_count);
+    if (st == NULL || total == 0)
+        return SW_EINVAL;
+    sw_lock_init(&st->lock);
+    st->off_node = (uint32_t)align8(sizeof(struct sw_lstate));
+    st->size = (uint32_t)total;
+    sw_warm_state_init(&st->warm);
+    sw_throttle_init(&st->thr);
+    struct sw_node_cfg nc = node_cfg_of(interval_ms, sample_count);
+    return sw_node_init(sw_lstate_node(st), &nc);
+}
+
+int sw_lstate_validate(struct sw_lstate *st, size_t size, int64_t interval_ms,
+                       uint32_t sample_count)
+{
+    size_t total = sw_lstate_size(interval_ms, sample_count);
+    if (st == NULL || total == 0 || size < total || st->size != total ||
+        st->off_node != align8(sizeof(struct sw_lstate)))
+        return SW_EINVAL;
+    struct sw_node_cfg nc = node_cfg_of(interval_ms, sample_count);
+    return sw_node_validate(sw_lstate_node(st), &nc);
+}
+
 size_t sw_limiter_size(const struct sw_limiter_cfg *cfg)
 {
     if (sw_limiter_check(cfg) != SW_OK)
         return 0;
-    struct sw_node_cfg nc = node_cfg_of(cfg);
-    return align8(sizeof(struct sw_limiter)) + sw_node_size(&nc);
+    return offsetof(struct sw_limiter, st) + sw_lstate_size(cfg->interval_ms, cfg->sample_count);
 }
 
 int sw_limiter_init(struct sw_limiter *lim, const struct sw_limiter_cfg *cfg)
 {
-    size_t total = sw_limiter_size(cfg);
-    if (lim == NULL || total == 0)
+    if (lim == NULL || sw_limiter_size(cfg) == 0)
         return SW_EINVAL;
-    if (total > UINT32_MAX)
-        return SW_ERANGE;
-    sw_lock_init(&lim->lock);
-    lim->grade = (uint32_t)cfg->grade;
-    lim->behavior = (uint32_t)cfg->behavior;
-    lim->off_node = (uint32_t)align8(sizeof(struct sw_limiter));
-    lim->size = (uint32_t)total;
-    lim->pad_ = 0;
-    lim->count = cfg->count;
-    lim->limit = window_limit(cfg->count, cfg->interval_ms);
-    double per_window = 1000.0 / (double)cfg->interval_ms;
-    lim->min_rate = cfg->count < per_window ? cfg->count : per_window;
-    lim->max_queue_ns = sw_sat_mul(cfg->max_queueing_ms, INT64_C(1000000));
-    lim->occupy_timeout_ms = cfg->occupy_timeout_ms;
-    int rc = sw_warmup_init(&lim->warm, cfg->count, cfg->warm_up_s, cfg->cold_factor);
+    int rc = sw_rule_init(&lim->rule, cfg);
     if (rc != SW_OK)
         return rc;
-    sw_throttle_init(&lim->thr);
-    struct sw_node_cfg nc = node_cfg_of(cfg);
-    return sw_node_init(sw_limiter_node(lim), &nc);
+    return sw_lstate_init(&lim->st, cfg->interval_ms, cfg->sample_count);
 }
 
-void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)
+void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out)
 {
-    struct sw_node *node = sw_limiter_node(lim);
-    out->lock = &lim->lock;
+    out->st = &lim->st;
+    out->rule = &lim->rule;
+    out->token = SW_LOCK_PRIVATE;
+    out->slots = NULL;
+    out->n_slots = 0;
+    out->my_slot = -1;
+}
+
+void sw_lstate_window(struct sw_lstate *st, struct sw_window *out)
+{
+    struct sw_node *node = sw_lstate_node(st);
+    out->lock = &st->lock;
     out->leap = sw_node_sec(node);
     out->future = sw_node_fut(node);
 }
 
-static inline bool is_throttle(const struct sw_limiter *lim)
+void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)
 {
-    return lim->behavior == SW_THROTTLE || lim->behavior == SW_WARM_UP_THROTTLE;
+    sw_lstate_window(&lim->st, out);
+}
+
+void sw_lstate_repair(const struct sw_view *v)
+{
+    struct sw_node *node = sw_lstate_node(v->st);
+    sw_node_repair(node);
+    if (v->slots != NULL) {
+        int64_t total = 0;
+        for (uint32_t i = 0; i < v->n_slots; i++)
+            if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) != 0)
+                total = sw_sat_add(total, v->slots[i].in_flight);
+        node->in_flight = total < 0 ? 0 : total;
+    } else if (node->in_flight < 0) {
+        node->in_flight = 0;
+    }
+    if (v->st->warm.stored < 0)
+        v->st->warm.stored = SW_WARM_FRESH;
+}
+
+/* Take the state's lock; repair it when its previous owner died holding it. */
+static inline void lock_state(const struct sw_view *v)
+{
+    if (sw_lock_acquire_as(&v->st->lock, v->token))
+        sw_lstate_repair(v);
+}
+
+static inline void unlock_state(const struct sw_view *v)
+{
+    sw_lock_release(&v->st->lock);
+}
+
+/* Change the in-flight count by d (lock held): the total, and this process's slot. */
+static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
+{
+    if (v->my_slot >= 0)
+        v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    node->in_flight = sw_sat_add(node->in_flight, d);
+}
+
+uint32_t sw_lstate_reap(const struct sw_view *v)
+{
+    uint32_t freed = 0;
+    if (v->slots == NULL)
+        return 0;
+    for (uint32_t i = 0; i < v->n_slots; i++) {
+        uint64_t tok = atomic_load_explicit(&v->slots[i].token, memory_order_acquire);
+        if (tok == 0 || tok == v->token || !sw_proc_token_dead(tok))
+            continue;
+        lock_state(v);
+        /* still the same dead owner (another reaper may have freed it meanwhile) */
+        if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) == tok) {
+            struct sw_node *node = sw_lstate_node(v->st);
+            int64_t held = v->slots[i].in_flight;
+            v->slots[i].in_flight = 0;
+            int64_t left = sw_sat_sub(node->in_flight, held);
+            node->in_flight = left < 0 ? 0 : left;
+            atomic_store_explicit(&v->slots[i].token, 0, memory_order_release);
+            freed++;
+        }
+        unlock_state(v);
+    }
+    return freed;
+}
+
+static inline bool is_throttle(const struct sw_rule *r)
+{
+    return r->behavior == SW_THROTTLE || r->behavior == SW_WARM_UP_THROTTLE;
 }
 
 /* ns from now_ns until ms time `at_ms`, never negative */
@@ -118,73 +308,96 @@ static int64_t ns_until(int64_t at_ms, int64_t now_ns)
 }
 
 /* The warm-up admitted rate with slidewin's rule (c): never below min(q, 1 per window). */
-static double warm_rate(struct sw_limiter *lim, struct sw_node *node, int64_t t)
+static double warm_rate(const struct sw_rule *r, struct sw_lstate *st, struct sw_node *node,
+                        int64_t t)
 {
-    sw_warmup_sync(&lim->warm, t, sw_node_previous_second_pass(node, t));
-    double r = sw_warmup_rate(&lim->warm);
-    return r < lim->min_rate ? lim->min_rate : r;
+    sw_warmup_sync(&r->warm, &st->warm, t, sw_node_previous_second_pass(node, t));
+    double rate = sw_warmup_rate(&r->warm, &st->warm);
+    return rate < r->min_rate ? r->min_rate : rate;
 }
 
-int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
-                      struct sw_decision *out)
+/* The time an oversize request admitted into an empty window at t is paid back by: n
+ * requests at `rate` per second take n / rate seconds (rounded up to a whole ms). */
+static int64_t paid_back_at(int64_t t, int64_t n, double rate)
+{
+    double ms = ceil((double)n * 1000.0 / rate);
+    if (!(ms < 9.0e18))
+        return INT64_MAX;
+    return sw_sat_add(t, (int64_t)ms);
+}
+
+int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+              struct sw_decision *out)
 {
     if (n < 1)
         return SW_EINVAL;
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
     out->verdict = SW_BLOCK;
     out->occupied = 0;
     out->wait_ns = 0;
     out->retry_ns = -1;
     out->now_ns = now_ns;
-    struct sw_node *node = sw_limiter_node(lim);
-    sw_lock_acquire(&lim->lock);
+    struct sw_node *node = sw_lstate_node(st);
+    lock_state(v);
     if (now_ns == SW_NOW)
-        now_ns = is_throttle(lim) ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
     int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
     int64_t grant_ms = 0;
 
-    if (lim->grade == SW_GRADE_CONCURRENCY) {
-        if ((double)n > lim->count)
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        if ((double)n > r->count)
             out->verdict = SW_NEVER;
-        else if (sw_reject_fits(node->in_flight, n, lim->count))
+        else if (sw_reject_fits(node->in_flight, n, r->count))
             out->verdict = SW_PASS;
-    } else if (lim->count <= 0) {
+    } else if (r->count <= 0) {
         out->verdict = SW_NEVER;
     } else {
-        switch (lim->behavior) {
+        switch (r->behavior) {
         case SW_REJECT: {
             int64_t pass = sw_node_pass_at(node, t);
-            if ((double)n > lim->limit) {
+            if ((double)n > r->limit) {
                 out->verdict = SW_NEVER;
-            } else if (sw_reject_fits(pass, n, lim->limit)) {
+            } else if (sw_reject_fits(pass, n, r->limit)) {
                 out->verdict = SW_PASS;
             } else if ((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY) &&
                        sw_borrow_try_occupy(sw_node_sec(node), sw_node_fut(node), t, n,
-                                            lim->limit, lim->occupy_timeout_ms, &grant_ms)) {
+                                            r->limit, r->occupy_timeout_ms, &grant_ms)) {
                 out->verdict = SW_PASS;
                 out->occupied = 1;
             } else if (flags & SW_F_RETRY) {
-                int64_t ms = sw_reject_retry_ms(sw_node_sec(node), t, n, lim->limit);
+                int64_t ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
                 out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
             }
             break;
         }
         case SW_WARM_UP: {
-            double rate = warm_rate(lim, node, t);
-            double allowed = window_limit(rate, sw_node_sec(node)->interval_ms);
+            double rate = warm_rate(r, st, node, t);
+            double allowed = window_limit(rate, r->interval_ms);
             int64_t pass = sw_node_pass_at(node, t);
-            /* rule (c): while cold, still one request per window, whatever its size n <= L
-             * (else a cold limiter fed only requests above its cold allowance never warms) */
-            if ((double)n > lim->limit)
+            if ((double)n > r->limit) {
                 out->verdict = SW_NEVER;
-            else if (sw_reject_fits(pass, n, allowed) || pass == 0)
+            } else if (st->warm.paid_until_ms != INT64_MIN && t < st->warm.paid_until_ms) {
+                /* an oversize request is being paid back */
+                if (flags & SW_F_RETRY)
+                    out->retry_ns = ns_until(st->warm.paid_until_ms, now_ns);
+            } else if (sw_reject_fits(pass, n, allowed)) {
                 out->verdict = SW_PASS;
+            } else if (pass == 0) {
+                /* rule (c): a cold limiter fed only requests above its cold allowance must
+                 * still warm up, so an empty window admits one request of any size n <= L;
+                 * it is paid back: nothing more passes until n / rate seconds have gone by,
+                 * so the average stays within the admitted rate */
+                out->verdict = SW_PASS;
+                st->warm.paid_until_ms = paid_back_at(t, n, rate);
+            }
             break;
         }
         default: { /* SW_THROTTLE, SW_WARM_UP_THROTTLE */
-            double rate = lim->behavior == SW_THROTTLE ? lim->count : warm_rate(lim, node, t);
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, st, node, t);
             int64_t cost = sw_throttle_cost(rate, n);
-            if (sw_throttle_reserve(&lim->thr, cost, now_ns, lim->max_queue_ns,
+            if (sw_throttle_reserve(&st->thr, cost, now_ns, r->max_queue_ns,
                                     (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns))
                 out->verdict = SW_PASS;
             break;
@@ -200,36 +413,35 @@ int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigne
         } else {
             sw_node_add_at(node, SW_EV_PASS, n, t);
         }
-        if (lim->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
-            node->in_flight = sw_sat_add(node->in_flight, n);
+        if (r->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
+            add_in_flight(v, node, n);
     } else if (!(flags & SW_F_NO_BLOCK)) {
         sw_node_add_at(node, SW_EV_BLOCK, n, t);
     }
-    sw_lock_release(&lim->lock);
+    unlock_state(v);
     return SW_OK;
 }
 
-int sw_limiter_count(struct sw_limiter *lim, uint32_t ev, int64_t n, int64_t now_ns)
+int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
 {
     if (ev >= SW_EV_DEFAULT_COUNT)
         return SW_EEVENT;
     if (n < 0)
         return SW_EINVAL;
-    sw_lock_acquire(&lim->lock);
+    lock_state(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
-    sw_node_add(sw_limiter_node(lim), ev, n, sw_ms_of_ns(now_ns));
-    sw_lock_release(&lim->lock);
+    sw_node_add(sw_lstate_node(v->st), ev, n, sw_ms_of_ns(now_ns));
+    unlock_state(v);
     return SW_OK;
 }
 
-int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcome,
-                    int64_t now_ns)
+int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns)
 {
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
-    struct sw_node *node = sw_limiter_node(lim);
-    sw_lock_acquire(&lim->lock);
+    struct sw_node *node = sw_lstate_node(v->st);
+    lock_state(v);
     if (outcome != SW_OUT_NONE) {
         if (now_ns == SW_NOW)
             now_ns = sw_time_coarse_ns();
@@ -241,40 +453,40 @@ int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcom
             sw_node_add(node, SW_EV_EXCEPTION, n, t);
         }
     }
-    node->in_flight = node->in_flight > n ? node->in_flight - n : 0;
-    sw_lock_release(&lim->lock);
+    add_in_flight(v, node, -(node->in_flight > n ? n : node->in_flight));
+    unlock_state(v);
     return SW_OK;
 }
 
-int sw_limiter_release(struct sw_limiter *lim, int64_t n)
+int sw_release(const struct sw_view *v, int64_t n)
 {
     int rc = SW_OK;
     if (n < 1)
         return SW_EINVAL;
-    struct sw_node *node = sw_limiter_node(lim);
-    sw_lock_acquire(&lim->lock);
+    struct sw_node *node = sw_lstate_node(v->st);
+    lock_state(v);
     if (node->in_flight < n)
         rc = SW_ESTATE;
     else
-        node->in_flight -= n;
-    sw_lock_release(&lim->lock);
+        add_in_flight(v, node, -n);
+    unlock_state(v);
     return rc;
 }
 
-int64_t sw_limiter_in_flight(struct sw_limiter *lim)
+int64_t sw_in_flight(const struct sw_view *v)
 {
-    sw_lock_acquire(&lim->lock);
-    int64_t v = sw_limiter_node(lim)->in_flight;
-    sw_lock_release(&lim->lock);
-    return v;
+    lock_state(v);
+    int64_t x = sw_lstate_node(v->st)->in_flight;
+    unlock_state(v);
+    return x;
 }
 
-void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *out)
+void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
 {
-    struct sw_node *node = sw_limiter_node(lim);
+    struct sw_node *node = sw_lstate_node(v->st);
     struct sw_leap *sec = sw_node_sec(node);
     struct sw_leap *fut = sw_node_fut(node);
-    sw_lock_acquire(&lim->lock);
+    lock_state(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
@@ -287,5 +499,51 @@ void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *o
     out->occupied_pass = sw_leap_sum(sec, fut, SW_EV_OCCUPIED_PASS, t);
     out->in_flight = node->in_flight;
     out->waiting = fut != NULL ? sw_borrow_waiting(fut, t) : 0;
-    sw_lock_release(&lim->lock);
+    unlock_state(v);
+}
+
+/* ---- a private limiter through its own view ---- */
+
+int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
+                      struct sw_decision *out)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    return sw_decide(&v, n, now_ns, flags, out);
+}
+
+int sw_limiter_count(struct sw_limiter *lim, uint32_t ev, int64_t n, int64_t now_ns)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    return sw_count(&v, ev, n, now_ns);
+}
+
+int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcome,
+                    int64_t now_ns)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    return sw_exit(&v, n, rt_ms, outcome, now_ns);
+}
+
+int sw_limiter_release(struct sw_limiter *lim, int64_t n)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    return sw_release(&v, n);
+}
+
+int64_t sw_limiter_in_flight(struct sw_limiter *lim)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    return sw_in_flight(&v);
+}
+
+void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *out)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    sw_stats_read(&v, now_ns, out);
 }

@@ -4,7 +4,7 @@
  * roll the window, check and count (DESIGN.md §6). Under any number of threads no window
  * ever admits more than its limit, with or without Python's GIL.
  *
- * State is flat and pointer-free in caller-owned memory of sw_limiter_size(cfg) bytes.
+ * State is flat and pointer-free in caller-owned memory (see struct sw_lstate).
  */
 #ifndef SW_LIMITER_H
 #define SW_LIMITER_H
@@ -42,40 +42,130 @@ struct sw_limiter_cfg {
  * cold factor 3, queue 500 ms, occupy 500 ms, 2 x 500 ms window). */
 void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg);
 
-/** Check a configuration. @return SW_OK or SW_EINVAL (the binding names the parameter) */
-int sw_limiter_check(const struct sw_limiter_cfg *cfg);
 
-struct sw_limiter {
-    sw_lock lock;
+/* Why a configuration was refused: the parameter and a message naming its value and what
+ * is allowed (what the binding raises as ValueError). */
+struct sw_cfg_error {
+    const char *param; /* "qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
+                          "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
+                          "sample_count" */
+    char msg[320];
+};
+
+/** Check a configuration. @return SW_OK or SW_EINVAL */
+int sw_limiter_check(const struct sw_limiter_cfg *cfg);
+/** Check a configuration and say what is wrong (the one source of truth for the binding).
+ * @param err receives the parameter and message when the result is SW_EINVAL (may be NULL)
+ * @return SW_OK or SW_EINVAL */
+int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *err);
+
+/* A limiter is split in two:
+ * - its settings (`struct sw_rule`: behavior, threshold, queue, warm-up parameters), which
+ *   belong to each process, derived from a configuration;
+ * - its state (`struct sw_lstate`: the lock, the node's windows and in-flight count, the
+ *   warm-up tokens, the throttle's last slot), flat and pointer-free, which may live in
+ *   memory shared by processes. Its layout depends only on interval_ms and sample_count, so
+ *   processes with different settings can share one state (each decides with its own).
+ * `struct sw_limiter` puts both side by side for a process-private limiter. */
+struct sw_rule {
     uint32_t grade;
     uint32_t behavior;
-    uint32_t off_node;        /* byte offset of the node */
-    uint32_t size;
-    uint32_t pad_;
     double count;             /* threshold */
     double limit;             /* L = count * interval_ms / 1000 (QPS grade) */
     double min_rate;          /* rule (c): min(q, one request per window), per second */
     int64_t max_queue_ns;
     int64_t occupy_timeout_ms;
+    int64_t interval_ms;
+    uint32_t sample_count;
+    uint32_t pad_;
     struct sw_warmup warm;
+};
+
+struct sw_lstate {
+    sw_lock lock;
+    uint32_t off_node;        /* byte offset of the node from the state's start */
+    uint32_t size;            /* total bytes of the state, node included */
+    struct sw_warm_state warm;
     struct sw_throttle thr;
 };
+
+struct sw_limiter {
+    struct sw_rule rule;
+    struct sw_lstate st;      /* last: its node follows it */
+};
+
+/* One attached process's share of the in-flight count of a shared state: the count is the
+ * sum over the slots, and a dead process's slot is given back (sw_lstate_reap). */
+struct sw_proc_slot {
+    _Atomic uint64_t token;   /* the owner's process token, 0 when free */
+    int64_t in_flight;        /* guarded by the state's lock */
+};
+
+/* How one process uses a limiter state: process-local, holds pointers, never shared. */
+struct sw_view {
+    struct sw_lstate *st;
+    const struct sw_rule *rule;
+    uint64_t token;             /* lock token: SW_LOCK_PRIVATE or sw_proc_token() */
+    struct sw_proc_slot *slots; /* a shared state's process table, or NULL */
+    uint32_t n_slots;
+    int32_t my_slot;            /* this process's slot, or -1 */
+};
+
+/** Derive the settings from a configuration.
+ * @return SW_OK, or SW_EINVAL (cfg fails sw_limiter_check) */
+int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg);
+
+/** Bytes a state of this window needs (0 when the window is invalid). */
+size_t sw_lstate_size(int64_t interval_ms, uint32_t sample_count);
+/** Initialise a state in caller-owned memory of sw_lstate_size() bytes (unlocked, fresh).
+ * @return SW_OK, SW_EINVAL or SW_ERANGE */
+int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_count);
+/** Check that a state (e.g. read from a shared region) has exactly the layout that
+ * sw_lstate_init gives for this window, and that every index in it is in range.
+ * @param st the state @param size the bytes available at st
+ * @return SW_OK, or SW_EINVAL when something is off */
+int sw_lstate_validate(struct sw_lstate *st, size_t size, int64_t interval_ms,
+                       uint32_t sample_count);
+/** Restore what a process that died inside a critical section may have left half-written
+ * (derived totals, the in-flight total from the process slots). Lock held by the caller. */
+void sw_lstate_repair(const struct sw_view *v);
+/** Give back the in-flight counts of the dead processes of a shared state's table.
+ * Checks liveness outside the lock (reads /proc), then moves each dead slot's count out of
+ * the total under the lock, and frees the slot.
+ * @return the number of slots freed */
+uint32_t sw_lstate_reap(const struct sw_view *v);
+
+/** Check a node read from a shared region against the layout sw_node_init gives for cfg
+ * (every offset and ring header), and that its indices are in range (sw_repair.c).
+ * @return SW_OK, SW_EINVAL, or SW_ENOMEM */
+int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
+/** Restore a node's derived fields after its lock was taken over from a dead process. */
+void sw_node_repair(struct sw_node *node);
 
 /** Bytes a limiter of this configuration needs. @return 0 when cfg is invalid */
 size_t sw_limiter_size(const struct sw_limiter_cfg *cfg);
 /** Initialise in caller-owned memory of sw_limiter_size(cfg) bytes.
  * @return SW_OK, SW_EINVAL or SW_ERANGE */
 int sw_limiter_init(struct sw_limiter *lim, const struct sw_limiter_cfg *cfg);
+/** A private limiter's view. */
+void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out);
 
+/** A state's node (statistics). */
+static inline struct sw_node *sw_lstate_node(struct sw_lstate *st)
+{
+    return (struct sw_node *)(void *)((char *)st + st->off_node);
+}
 /** The limiter's node (statistics). */
 static inline struct sw_node *sw_limiter_node(struct sw_limiter *lim)
 {
-    return (struct sw_node *)(void *)((char *)lim + lim->off_node);
+    return sw_lstate_node(&lim->st);
 }
+/** A locked view of a state's window (for a Metric object). */
+void sw_lstate_window(struct sw_lstate *st, struct sw_window *out);
 /** A locked view of the limiter's window (for a Metric object). */
 void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out);
 
-/* Flags of sw_limiter_decide. */
+/* Flags of sw_decide. */
 #define SW_F_TRY 1u          /* never wait: a throttle admits only when the wait is 0 */
 #define SW_F_PRIORITIZED 2u  /* may borrow from the next window (reject + qps only) */
 #define SW_F_NO_BLOCK 4u     /* a refusal is not counted (an internal retry) */
@@ -99,31 +189,27 @@ struct sw_decision {
 };
 
 /** Make one admission decision and count it (PASS, BLOCK, or OCCUPIED_PASS + a future PASS).
- * @param lim the limiter
+ * @param v the view (state + this process's settings)
  * @param n request size >= 1
  * @param now_ns time of the decision, or SW_NOW to read the clock under the lock
  * @param flags SW_F_*
  * @param out the decision
  * @return SW_OK, or SW_EINVAL for n < 1 */
-int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
-                      struct sw_decision *out);
-
+int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+              struct sw_decision *out);
 /** Count n of event ev at now_ns (e.g. the final BLOCK of a request that retried).
  * @return SW_OK, SW_EEVENT or SW_EINVAL */
-int sw_limiter_count(struct sw_limiter *lim, uint32_t ev, int64_t n, int64_t now_ns);
+int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns);
 
 enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
 /** End an entry: record SUCCESS (n) and RT, or EXCEPTION (n), or nothing; release n in
  * flight (never below 0).
  * @param rt_ms the response time (SUCCESS only) @return SW_OK or SW_EINVAL */
-int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcome,
-                    int64_t now_ns);
-
+int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns);
 /** Give back n in flight. @return SW_OK, or SW_ESTATE when fewer than n are in flight */
-int sw_limiter_release(struct sw_limiter *lim, int64_t n);
-
+int sw_release(const struct sw_view *v, int64_t n);
 /** Requests in flight now. */
-int64_t sw_limiter_in_flight(struct sw_limiter *lim);
+int64_t sw_in_flight(const struct sw_view *v);
 
 struct sw_stats {
     int64_t pass, block, success, exception, rt_sum, min_rt; /* over the window */
@@ -131,6 +217,16 @@ struct sw_stats {
     int64_t occupied_pass;
 };
 /** Read the window's statistics at now_ns (SW_NOW: the coarse clock). */
+void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out);
+
+/* The same on a private limiter (through its own view). */
+int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
+                      struct sw_decision *out);
+int sw_limiter_count(struct sw_limiter *lim, uint32_t ev, int64_t n, int64_t now_ns);
+int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcome,
+                    int64_t now_ns);
+int sw_limiter_release(struct sw_limiter *lim, int64_t n);
+int64_t sw_limiter_in_flight(struct sw_limiter *lim);
 void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *out);
 
 #ifdef __cplusplus

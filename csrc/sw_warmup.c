@@ -30,19 +30,27 @@ int sw_warmup_init(struct sw_warmup *w, double q, double warm_up_s, double cold_
     w->ramp = (w->max_token > w->warning && q > 0) ? 1u : 0u;
     w->slope = w->ramp ? (cold_factor - 1.0) / q / (double)(w->max_token - w->warning) : 0.0;
     w->cold_pass = (int64_t)floor(floor(q) / cold_factor);
-    w->stored = w->max_token;
-    w->last_filled_ms = INT64_MIN;
     w->pad_ = 0;
     return SW_OK;
 }
 
-void sw_warmup_sync(struct sw_warmup *w, int64_t t, int64_t previous_pass)
+void sw_warm_state_init(struct sw_warm_state *s)
+{
+    s->stored = SW_WARM_FRESH;
+    s->last_filled_ms = INT64_MIN;
+    s->paid_until_ms = INT64_MIN;
+}
+
+void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t t,
+                    int64_t previous_pass)
 {
     int64_t now = t - t % 1000;
-    if (w->last_filled_ms != INT64_MIN && now <= w->last_filled_ms)
+    if (s->stored == SW_WARM_FRESH || s->stored < 0)
+        s->stored = w->max_token; /* fresh (or repaired): cold */
+    if (s->last_filled_ms != INT64_MIN && now <= s->last_filled_ms)
         return;
-    int64_t elapsed = w->last_filled_ms == INT64_MIN ? 0 : now - w->last_filled_ms;
-    int64_t old = w->stored, v = old;
+    int64_t elapsed = s->last_filled_ms == INT64_MIN ? 0 : now - s->last_filled_ms;
+    int64_t old = s->stored, v = old;
     bool refill = old < w->warning || (old > w->warning && previous_pass < w->cold_pass);
     if (refill) {
         double nv = (double)old + (double)elapsed * w->q / 1000.0;
@@ -51,14 +59,15 @@ void sw_warmup_sync(struct sw_warmup *w, int64_t t, int64_t previous_pass)
     if (v > w->max_token)
         v = w->max_token;
     v -= previous_pass;
-    w->stored = v < 0 ? 0 : v;
-    w->last_filled_ms = now;
+    s->stored = v < 0 ? 0 : v;
+    s->last_filled_ms = now;
 }
 
-double sw_warmup_rate(const struct sw_warmup *w)
+double sw_warmup_rate(const struct sw_warmup *w, const struct sw_warm_state *s)
 {
-    if (w->ramp && w->stored >= w->warning) {
-        double above = (double)(w->stored - w->warning);
+    int64_t stored = s->stored == SW_WARM_FRESH ? w->max_token : s->stored;
+    if (w->ramp && stored >= w->warning) {
+        double above = (double)(stored - w->warning);
         return nextafter(1.0 / (above * w->slope + 1.0 / w->q), INFINITY);
     }
     return w->q;

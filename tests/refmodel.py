@@ -263,6 +263,8 @@ class LimiterModel:
                 self.slope = None  # no ramp (DESIGN.md §5 warm_up, "differs" (b))
             self.stored = self.max_token  # a fresh limiter starts cold
             self.last_filled: int | None = None
+        # an oversize request admitted into an empty window is paid back until this ms
+        self.paid_until: int | None = None
 
     # -- node counting --------------------------------------------------------------
     def _count(self, event: int, n: int, now_ns: int) -> None:
@@ -327,13 +329,19 @@ class LimiterModel:
             return None
         if b == "warm_up":
             cur = self.sec.sum(PASS, now_ns)
+            t = self.sec.clamp(now_ns)
             self._sync_tokens(now_ns)
-            # (c) also: one request per window while cold, whatever its size n <= L
-            if cur + n <= self.warm_rate() * self.interval_ms / 1000 or (
-                cur == 0 and n <= self.L
-            ):
-                self._count(PASS, n, now_ns)
-                return 0
+            rate = self.warm_rate()
+            if n <= self.L and (self.paid_until is None or t >= self.paid_until):
+                if cur + n <= rate * self.interval_ms / 1000:
+                    self._count(PASS, n, now_ns)
+                    return 0
+                if cur == 0:
+                    # (c): an empty window admits one request of any size n <= L, paid
+                    # back: nothing more passes until n / rate seconds have gone by
+                    self.paid_until = t + math.ceil(n * 1000.0 / rate)
+                    self._count(PASS, n, now_ns)
+                    return 0
             self._count(BLOCK, n, now_ns)
             return None
         # throttle / warm_up_throttle

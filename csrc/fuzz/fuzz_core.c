@@ -462,6 +462,7 @@ struct mlim {
     int64_t in_flight;
     /* warm-up tokens (DESIGN §5) */
     int64_t warning, max_token, cold_pass, stored, last_filled;
+    int64_t paid_until;  /* an oversize pass into an empty window is paid back (rule c) */
     double slope;
     bool ramp;
     /* pacing, exact */
@@ -495,6 +496,7 @@ static void ml_init(struct mlim *ml, const struct sw_limiter_cfg *c)
     ml->cold_pass = (int64_t)floor(floor(q) / cf);
     ml->stored = ml->max_token; /* rule (a): cold */
     ml->last_filled = M_EMPTY;
+    ml->paid_until = M_EMPTY;
 }
 
 static double ml_warm_rate(struct mlim *ml, int64_t t)
@@ -599,10 +601,18 @@ static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
         double rate = ml_warm_rate(ml, t);
         double allowed = m_window_limit(rate, c->interval_ms);
         int64_t pass = m_sum(&ml->sec, SW_EV_PASS, t); /* a read: refreshes, as the core */
-        if ((double)n > ml->limit)
+        if ((double)n > ml->limit) {
             d->verdict = SW_NEVER;
-        else if ((double)pass + (double)n <= allowed || pass == 0) /* (c): one per window */
+        } else if (ml->paid_until != M_EMPTY && t < ml->paid_until) {
+            if (flags & SW_F_RETRY)
+                d->retry_ns = ns_until_m(ml->paid_until, now);
+        } else if ((double)pass + (double)n <= allowed) {
             d->verdict = SW_PASS;
+        } else if (pass == 0) { /* (c): one per window, paid back over n / rate seconds */
+            d->verdict = SW_PASS;
+            double ms = ceil((double)n * 1000.0 / rate);
+            ml->paid_until = ms < 9.0e18 ? t + (int64_t)ms : INT64_MAX;
+        }
     } else {
         double rate = c->behavior == SW_THROTTLE ? c->count : ml_warm_rate(ml, t);
         double cf = floor(1e9 * (double)n / rate + 0.5);

@@ -185,7 +185,7 @@ static void stress_real_clock(int64_t run_ms)
     struct sw_limiter *lim = lim_new(&c);
     if (lim == NULL)
         return;
-    CHECK(lim->limit == RC_LIMIT);
+    CHECK(lim->rule.limit == RC_LIMIT);
     static struct rc_arg args[NTHREADS];
     memset(args, 0, sizeof args);
     int64_t t0 = sw_time_ns();

@@ -5,56 +5,61 @@
 static void test_tokens(void)
 {
     struct sw_warmup w;
+    struct sw_warm_state ws;
     CHECK_EQ(sw_warmup_init(&w, 10, 10, 3), SW_OK);
+    sw_warm_state_init(&ws);
     CHECK_EQ(w.warning, 50);
     CHECK_EQ(w.max_token, 100);
     CHECK_NEAR(w.slope, 0.004, 1e-15);
     CHECK_EQ(w.cold_pass, 3);
-    CHECK_EQ(w.stored, 100); /* a fresh bucket is cold */
+    CHECK_EQ(ws.stored, SW_WARM_FRESH); /* a fresh bucket is cold: max at its first sync */
     CHECK_EQ(w.ramp, 1);
-    CHECK_NEAR(sw_warmup_rate(&w), 10.0 / 3.0, 1e-12);
-    CHECK(sw_warmup_rate(&w) == nextafter(1.0 / (50 * 0.004 + 0.1), INFINITY)); /* one ulp up */
+    CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0 / 3.0, 1e-12);
+    CHECK(sw_warmup_rate(&w, &ws) == nextafter(1.0 / (50 * 0.004 + 0.1), INFINITY)); /* one ulp up */
     /* first sync: nothing elapsed, last second's passes subtracted */
-    sw_warmup_sync(&w, 123456, 0);
-    CHECK_EQ(w.stored, 100);
-    CHECK_EQ(w.last_filled_ms, 123000);
-    sw_warmup_sync(&w, 123999, 50); /* same second: no sync */
-    CHECK_EQ(w.stored, 100);
-    sw_warmup_sync(&w, 124000, 3); /* 3 is not below 10 // 3: no refill */
-    CHECK_EQ(w.stored, 97);
-    sw_warmup_sync(&w, 125000, 2); /* 2 < 3: refill (capped at max), then - 2 */
-    CHECK_EQ(w.stored, 98);
-    sw_warmup_sync(&w, 126500, 60);
-    CHECK_EQ(w.stored, 38);
-    CHECK_NEAR(sw_warmup_rate(&w), 10.0, 0); /* below warning: q */
-    sw_warmup_sync(&w, 127000, 0); /* below warning: refill 1 s * 10 */
-    CHECK_EQ(w.stored, 48);
-    sw_warmup_sync(&w, 129000, 0); /* 2 s: + 20 */
-    CHECK_EQ(w.stored, 68);
-    sw_warmup_sync(&w, 130000, 0); /* above warning, 0 < 3: refill */
-    CHECK_EQ(w.stored, 78);
-    sw_warmup_sync(&w, 1000000, 0); /* long idle: capped at max */
-    CHECK_EQ(w.stored, 100);
-    sw_warmup_sync(&w, 1001000, 1000); /* floor 0 */
-    CHECK_EQ(w.stored, 0);
-    sw_warmup_sync(&w, 999000, 0); /* time behind: nothing */
-    CHECK_EQ(w.stored, 0);
+    sw_warmup_sync(&w, &ws, 123456, 0);
+    CHECK_EQ(ws.stored, 100);
+    CHECK_EQ(ws.last_filled_ms, 123000);
+    sw_warmup_sync(&w, &ws, 123999, 50); /* same second: no sync */
+    CHECK_EQ(ws.stored, 100);
+    sw_warmup_sync(&w, &ws, 124000, 3); /* 3 is not below 10 // 3: no refill */
+    CHECK_EQ(ws.stored, 97);
+    sw_warmup_sync(&w, &ws, 125000, 2); /* 2 < 3: refill (capped at max), then - 2 */
+    CHECK_EQ(ws.stored, 98);
+    sw_warmup_sync(&w, &ws, 126500, 60);
+    CHECK_EQ(ws.stored, 38);
+    CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0, 0); /* below warning: q */
+    sw_warmup_sync(&w, &ws, 127000, 0); /* below warning: refill 1 s * 10 */
+    CHECK_EQ(ws.stored, 48);
+    sw_warmup_sync(&w, &ws, 129000, 0); /* 2 s: + 20 */
+    CHECK_EQ(ws.stored, 68);
+    sw_warmup_sync(&w, &ws, 130000, 0); /* above warning, 0 < 3: refill */
+    CHECK_EQ(ws.stored, 78);
+    sw_warmup_sync(&w, &ws, 1000000, 0); /* long idle: capped at max */
+    CHECK_EQ(ws.stored, 100);
+    sw_warmup_sync(&w, &ws, 1001000, 1000); /* floor 0 */
+    CHECK_EQ(ws.stored, 0);
+    sw_warmup_sync(&w, &ws, 999000, 0); /* time behind: nothing */
+    CHECK_EQ(ws.stored, 0);
     /* exactly at warning: no refill either way */
-    w.stored = 50;
-    sw_warmup_sync(&w, 1002000, 0);
-    CHECK_EQ(w.stored, 50);
-    CHECK_NEAR(sw_warmup_rate(&w), 10.0, 1e-12);
+    ws.stored = 50;
+    sw_warmup_sync(&w, &ws, 1002000, 0);
+    CHECK_EQ(ws.stored, 50);
+    CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0, 1e-12);
 
     /* rule (b): max <= warning, no ramp */
     CHECK_EQ(sw_warmup_init(&w, 1, 1, 3), SW_OK);
+    sw_warm_state_init(&ws);
     CHECK_EQ(w.warning, 0);
     CHECK_EQ(w.max_token, 0);
     CHECK_EQ(w.ramp, 0);
-    CHECK(sw_warmup_rate(&w) == 1.0);
+    CHECK(sw_warmup_rate(&w, &ws) == 1.0);
     CHECK_EQ(sw_warmup_init(&w, 5, 0, 3), SW_OK);
+    sw_warm_state_init(&ws);
     CHECK_EQ(w.ramp, 0);
-    CHECK(sw_warmup_rate(&w) == 5.0);
+    CHECK(sw_warmup_rate(&w, &ws) == 5.0);
     CHECK_EQ(sw_warmup_init(&w, 0, 10, 3), SW_OK);
+    sw_warm_state_init(&ws);
     CHECK_EQ(w.ramp, 0);
 
     /* checks */

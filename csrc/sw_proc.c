@@ -1,0 +1,101 @@
+/* sw_proc.c - process tokens and liveness from /proc (see sw_proc.h). */
+#include "sw_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static _Atomic uint64_t token_cache;     /* 0: not computed in this process yet */
+static _Atomic uint64_t fork_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Read /proc/<pid>/stat: the state letter and the start time. @return 0, or -1 when the
+ * file cannot be read (no such process) or parsed */
+static int read_stat(long pid, char *state, uint64_t *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = '\0';
+    /* the command name (field 2) is in parentheses and may hold anything: skip past the
+     * last ')' */
+    char *p = strrchr(buf, ')');
+    if (p == NULL || p[1] != ' ')
+        return -1;
+    p += 2;
+    *state = *p;
+    /* fields 3 (state) .. 22 (starttime): skip 19 separators */
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (p == NULL)
+            return -1;
+        p++;
+    }
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p)
+        return -1;
+    *start = (uint64_t)v;
+    return 0;
+}
+
+static void child_after_fork(void)
+{
+    atomic_store(&token_cache, 0);
+    atomic_fetch_add(&fork_generation, 1);
+}
+
+static void register_atfork(void)
+{
+    (void)pthread_atfork(NULL, NULL, child_after_fork);
+}
+
+uint64_t sw_proc_token(void)
+{
+    uint64_t t = atomic_load_explicit(&token_cache, memory_order_relaxed);
+    if (t != 0)
+        return t;
+    pthread_once(&atfork_once, register_atfork);
+    long pid = (long)getpid();
+    char state;
+    uint64_t start = 0;
+    if (read_stat(pid, &state, &start) != 0)
+        start = 0; /* no /proc: the pid alone (liveness then falls back to kill(pid, 0)) */
+    t = ((uint64_t)(uint32_t)pid << 32) | (start & UINT64_C(0xffffffff));
+    atomic_store_explicit(&token_cache, t, memory_order_relaxed);
+    return t;
+}
+
+bool sw_proc_token_dead(uint64_t token)
+{
+    long pid = (long)(token >> 32);
+    if (pid <= 0)
+        return false;
+    char state;
+    uint64_t start;
+    if (read_stat(pid, &state, &start) != 0) {
+        /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's) */
+        return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    }
+    if (state == 'Z' || state == 'X' || state == 'x')
+        return true; /* killed, not yet reaped by its parent */
+    return (start & UINT64_C(0xffffffff)) != (token & UINT64_C(0xffffffff));
+}
+
+uint64_t sw_proc_fork_generation(void)
+{
+    pthread_once(&atfork_once, register_atfork);
+    return atomic_load_explicit(&fork_generation, memory_order_relaxed);
+}

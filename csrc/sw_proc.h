@@ -1,0 +1,34 @@
+/* sw_proc.h - who is alive: process tokens for locks and slots in shared regions.
+ *
+ * A process token is `pid << 32 | (start time & 0xffffffff)`, the start time being the
+ * process's start in clock ticks since boot (/proc/<pid>/stat, field 22). A pid reused by a
+ * new process has another start time, so a token names one process for ever. Tokens are
+ * never 0 or SW_LOCK_PRIVATE (pid >= 1). Linux only.
+ */
+#ifndef SW_PROC_H
+#define SW_PROC_H
+
+#include "sw_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** This process's token (computed once, recomputed in the child after fork()).
+ * @return the token, never 0 */
+uint64_t sw_proc_token(void);
+
+/** Whether the process a token names has died: no such pid, a zombie, or a pid now used by
+ * another process. Reads /proc (a few microseconds): call it only on slow paths.
+ * @param token a process token (pid bits non-zero)
+ * @return true when that process is certainly gone */
+bool sw_proc_token_dead(uint64_t token);
+
+/** A counter bumped in the child by every fork() (pthread_atfork), starting at 0: objects
+ * that cache per-process things (a process slot) compare it to notice they were forked. */
+uint64_t sw_proc_fork_generation(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_PROC_H */
