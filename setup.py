@@ -11,6 +11,7 @@ from setuptools import Extension, setup
 CORE = [
     "sw_proc.c",
     "sw_repair.c",
+    "sw_shm.c",
     "sw_common.c",
     "sw_time.c",
     "sw_leap.c",

@@ -16,6 +16,7 @@ const char *sw_strerror(int code)
     case SW_ENORT: return "this window has no RT counters (user-defined events)";
     case SW_EEVENT: return "unknown event";
     case SW_ESTATE: return "operation does not fit the current state";
+    case SW_EOS: return "a system call failed";
     default: return "unknown error";
     }
 }

@@ -23,7 +23,8 @@ enum {
     SW_ERANGE = 3,  /* a value overflows what the core can represent */
     SW_ENORT = 4,   /* the window has no RT counters (user-defined events) */
     SW_EEVENT = 5,  /* unknown event index */
-    SW_ESTATE = 6   /* the call does not fit the object's state (release beyond in flight) */
+    SW_ESTATE = 6,  /* the call does not fit the object's state (release beyond in flight) */
+    SW_EOS = 7      /* a system call failed (shared regions: the error says which errno) */
 };
 
 /** Describe a return code.

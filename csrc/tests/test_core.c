@@ -574,7 +574,7 @@ void test_node(void)
 
 void test_misc(void)
 {
-    int codes[] = {SW_OK, SW_EINVAL, SW_ENOMEM, SW_ERANGE, SW_ENORT, SW_EEVENT, SW_ESTATE};
+    int codes[] = {SW_OK, SW_EINVAL, SW_ENOMEM, SW_ERANGE, SW_ENORT, SW_EEVENT, SW_ESTATE, SW_EOS};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = sw_strerror(codes[i]);
         CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown error") != 0);
@@ -583,7 +583,7 @@ void test_misc(void)
     }
     CHECK(strcmp(sw_strerror(SW_OK), "success") == 0);
     CHECK(strcmp(sw_strerror(-1), "unknown error") == 0);
-    CHECK(strcmp(sw_strerror(7), "unknown error") == 0);
+    CHECK(strcmp(sw_strerror(8), "unknown error") == 0);
     CHECK(strcmp(sw_strerror(INT32_MAX), "unknown error") == 0);
 
     int64_t a = sw_time_ns(), b = sw_time_ns();
@@ -606,6 +606,7 @@ int main(void)
     test_warmup();
     test_throttle();
     test_stress();
+    test_shm();
     printf("%ld passed, %ld failed\n", sw_t_passed, sw_t_failed);
     return sw_t_failed == 0 ? 0 : 1;
 }

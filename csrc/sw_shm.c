@@ -1,0 +1,430 @@
+/* sw_shm.c - creating, attaching to and checking shared regions (see sw_shm.h). */
+#include "sw_shm.h"
+
+#include "sw_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ENDIAN_TAG 0x01020304u
+
+static int fail(struct sw_shm_error *err, int code, int sys_errno, const char *field,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail(struct sw_shm_error *err, int code, int sys_errno, const char *field,
+                const char *fmt, ...)
+{
+    err->sys_errno = sys_errno;
+    err->field = field;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static size_t align64(size_t x)
+{
+    return (x + 63u) & ~(size_t)63u;
+}
+
+size_t sw_shm_size(const struct sw_shm_layout *lay)
+{
+    if (lay->n_slots > SW_SHM_MAX_PROCS || lay->events_len > SW_SHM_EVENTS_BYTES ||
+        lay->state_size == 0 || lay->state_size > (UINT64_C(1) << 40))
+        return 0;
+    size_t off_slots = align64(sizeof(struct sw_shm_header));
+    size_t off_state = align64(off_slots + (size_t)lay->n_slots * sizeof(struct sw_proc_slot));
+    return align64(off_state + (size_t)lay->state_size);
+}
+
+static void read_boot_id(char out[40])
+{
+    memset(out, 0, 40);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t got = read(fd, out, 39);
+    close(fd);
+    if (got <= 0) {
+        memset(out, 0, 40);
+        return;
+    }
+    out[got] = '\0';
+    char *nl = strchr(out, '\n');
+    if (nl != NULL)
+        *nl = '\0';
+}
+
+static void fill(struct sw_shm *shm, void *base, size_t size)
+{
+    shm->base = base;
+    shm->size = size;
+    shm->hdr = base;
+    shm->slots = (struct sw_proc_slot *)(void *)((char *)base + shm->hdr->off_slots);
+    shm->n_slots = shm->hdr->n_slots;
+    shm->state = (char *)base + shm->hdr->off_state;
+}
+
+/* Write a fresh header and state into zeroed memory of sw_shm_size(lay) bytes. */
+static int init_region(void *base, size_t size, const struct sw_shm_layout *lay)
+{
+    struct sw_shm_header *h = base;
+    memcpy(h->magic, "SLIDEWIN", 8);
+    h->version = SW_SHM_LAYOUT_VERSION;
+    h->header_size = (uint32_t)sizeof *h;
+    h->total_size = size;
+    h->endian = ENDIAN_TAG;
+    h->kind = lay->kind;
+    h->interval_ms = lay->interval_ms;
+    h->sample_count = lay->sample_count;
+    h->max_keys = lay->max_keys;
+    h->n_events = lay->n_events;
+    h->events_len = lay->events_len;
+    if (lay->events_len)
+        memcpy(h->events, lay->events, lay->events_len);
+    h->n_slots = lay->n_slots;
+    h->creator_pid = (uint32_t)getpid();
+    h->off_slots = align64(sizeof *h);
+    h->off_state = align64(h->off_slots + (size_t)lay->n_slots * sizeof(struct sw_proc_slot));
+    h->state_size = lay->state_size;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->created_unix_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    read_boot_id(h->boot_id);
+    sw_lock_init(&h->lock);
+    atomic_init(&h->waiters, 0);
+    atomic_init(&h->release_seq, 0);
+    atomic_init(&h->next_reap_ms, 0);
+    int rc = lay->init_state((char *)base + h->off_state, lay);
+    if (rc != SW_OK)
+        return rc;
+    atomic_store_explicit(&h->ready, SW_SHM_READY, memory_order_release);
+    return SW_OK;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case SW_KIND_METRIC: return "a Metric";
+    case SW_KIND_LIMITER: return "a Limiter";
+    case SW_KIND_KEYED: return "a KeyedLimiter";
+    default: return "an unknown kind of object";
+    }
+}
+
+/* Render NUL-separated names as "('a', 'b')" (or "the default events"). */
+static void names_repr(const char *names, uint32_t len, uint32_t n, char *out, size_t cap)
+{
+    if (n == 0 || len == 0) {
+        snprintf(out, cap, "the default events");
+        return;
+    }
+    size_t used = 0;
+    used += (size_t)snprintf(out + used, cap - used, "(");
+    uint32_t i = 0;
+    while (i < len && used + 8 < cap) {
+        const char *s = names + i;
+        size_t l = strnlen(s, len - i);
+        used += (size_t)snprintf(out + used, cap - used, "%s'%.*s'", i ? ", " : "", (int)l, s);
+        if (used >= cap)
+            break;
+        i += (uint32_t)l + 1;
+    }
+    if (used < cap)
+        snprintf(out + used, cap - used, ")");
+}
+
+/* Check an existing region against what this process asks for. */
+static int check_region(void *base, size_t size, const char *path,
+                        const struct sw_shm_layout *lay, struct sw_shm_error *err)
+{
+    const struct sw_shm_header *h = base;
+    const char *fix = "use another name, or remove it with slidewin.unlink() once no process "
+                      "uses it";
+    if (size < sizeof(struct sw_shm_header) || memcmp(h->magic, "SLIDEWIN", 8) != 0)
+        return fail(err, SW_EINVAL, 0, "file",
+                    "%s is not a slidewin shared region (%s); remove it or use another name",
+                    path, size < sizeof(struct sw_shm_header) ? "too short" : "no magic");
+    if (h->endian != ENDIAN_TAG)
+        return fail(err, SW_EINVAL, 0, "file",
+                    "%s was written on a machine of another byte order; %s", path, fix);
+    if (h->version != SW_SHM_LAYOUT_VERSION || h->header_size != sizeof(struct sw_shm_header))
+        return fail(err, SW_EINVAL, 0, "version",
+                    "%s was written by an incompatible slidewin (region layout version %u, "
+                    "this slidewin uses %u); %s", path, h->version, SW_SHM_LAYOUT_VERSION, fix);
+    if (h->total_size != size)
+        return fail(err, SW_EINVAL, 0, "file",
+                    "%s is truncated or damaged (%zu bytes, its header says %llu); %s", path,
+                    size, (unsigned long long)h->total_size, fix);
+    if (atomic_load_explicit(&((struct sw_shm_header *)base)->ready, memory_order_acquire) !=
+        SW_SHM_READY)
+        return fail(err, SW_EINVAL, 0, "file", "%s is not an initialised slidewin region; %s",
+                    path, fix);
+    if (h->kind != lay->kind)
+        return fail(err, SW_EINVAL, 0, "kind", "shared region %s holds %s, not %s; %s", path,
+                    kind_name(h->kind), kind_name(lay->kind), fix);
+    if (h->interval_ms != lay->interval_ms)
+        return fail(err, SW_EINVAL, 0, "interval_ms",
+                    "shared region %s has interval_ms=%lld, this object asks for "
+                    "interval_ms=%lld; %s", path, (long long)h->interval_ms,
+                    (long long)lay->interval_ms, fix);
+    if (h->sample_count != lay->sample_count)
+        return fail(err, SW_EINVAL, 0, "sample_count",
+                    "shared region %s has sample_count=%u, this object asks for "
+                    "sample_count=%u; %s", path, h->sample_count, lay->sample_count, fix);
+    if (h->max_keys != lay->max_keys)
+        return fail(err, SW_EINVAL, 0, "max_keys",
+                    "shared region %s has max_keys=%u, this object asks for max_keys=%u; %s",
+                    path, h->max_keys, lay->max_keys, fix);
+    if (h->n_events != lay->n_events || h->events_len != lay->events_len ||
+        h->events_len > SW_SHM_EVENTS_BYTES ||
+        (lay->events_len && memcmp(h->events, lay->events, lay->events_len) != 0)) {
+        char have[256], want[256];
+        names_repr(h->events, h->events_len > SW_SHM_EVENTS_BYTES ? 0 : h->events_len,
+                   h->n_events, have, sizeof have);
+        names_repr(lay->events, lay->events_len, lay->n_events, want, sizeof want);
+        return fail(err, SW_EINVAL, 0, "events",
+                    "shared region %s has events=%s, this object asks for events=%s; %s", path,
+                    have, want, fix);
+    }
+    if (h->n_slots != lay->n_slots || h->state_size != lay->state_size ||
+        h->off_slots != align64(sizeof *h) ||
+        h->off_state != align64(h->off_slots + (size_t)h->n_slots * sizeof(struct sw_proc_slot)) ||
+        h->off_state + h->state_size > size)
+        return fail(err, SW_EINVAL, 0, "file", "%s has a damaged header (offsets); %s", path,
+                    fix);
+    if (lay->check_state((char *)base + h->off_state, lay) != SW_OK)
+        return fail(err, SW_EINVAL, 0, "file", "%s holds a damaged state; %s", path, fix);
+    return SW_OK;
+}
+
+/* After a reboot the monotonic clock restarted: a region from before it is reinitialised. */
+static void reinit_if_rebooted(void *base, size_t size, const struct sw_shm_layout *lay)
+{
+    struct sw_shm_header *h = base;
+    char now_id[40];
+    read_boot_id(now_id);
+    if (now_id[0] == '\0' || strncmp(now_id, h->boot_id, sizeof now_id) == 0)
+        return;
+    (void)sw_lock_acquire_as(&h->lock, sw_proc_token());
+    if (strncmp(now_id, h->boot_id, sizeof now_id) != 0) {
+        memset((char *)base + h->off_slots, 0, (size_t)(h->off_state - h->off_slots));
+        memset((char *)base + h->off_state, 0, (size_t)h->state_size);
+        (void)lay->init_state((char *)base + h->off_state, lay);
+        atomic_store(&h->next_reap_ms, 0);
+        memcpy(h->boot_id, now_id, sizeof now_id);
+    }
+    sw_lock_release(&h->lock);
+    (void)size;
+}
+
+static int attach_fd(struct sw_shm *out, int fd, const char *path,
+                     const struct sw_shm_layout *lay, struct sw_shm_error *err)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return fail(err, SW_EOS, errno, NULL, "cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return fail(err, SW_EINVAL, 0, "file", "%s is not a regular file, not a slidewin "
+                    "region", path);
+    if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) || sb.st_size > (off_t)1 << 42)
+        return fail(err, SW_EINVAL, 0, "file", "%s is not a slidewin shared region (%lld "
+                    "bytes); remove it or use another name", path, (long long)sb.st_size);
+    size_t size = (size_t)sb.st_size;
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return fail(err, SW_EOS, errno, NULL, "cannot map %s: %s", path, strerror(errno));
+    int rc = check_region(base, size, path, lay, err);
+    if (rc != SW_OK) {
+        munmap(base, size);
+        return rc;
+    }
+    reinit_if_rebooted(base, size, lay);
+    fill(out, base, size);
+    return SW_OK;
+}
+
+/* Create the region in a temporary file and publish it under path with link().
+ * @return SW_OK (out filled), SW_EEXIST-like: 1 when another process published first */
+static int create_region(struct sw_shm *out, const char *path, const struct sw_shm_layout *lay,
+                         struct sw_shm_error *err, int *lost)
+{
+    static _Atomic unsigned counter;
+    size_t size = sw_shm_size(lay);
+    if (size == 0)
+        return fail(err, SW_EINVAL, 0, "sample_count", "the region for %s would be too large",
+                    path);
+    char tmp[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    int w = snprintf(tmp, sizeof tmp, "%.*s.%s.%ld.%u.tmp", dirlen, path,
+                     slash ? slash + 1 : path, (long)getpid(), atomic_fetch_add(&counter, 1u));
+    if (w < 0 || (size_t)w >= sizeof tmp)
+        return fail(err, SW_EOS, ENAMETOOLONG, NULL, "path too long: %s", path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fail(err, SW_EOS, errno, NULL, "cannot create a shared region next to %s: %s",
+                    path, strerror(errno));
+    int rc = SW_OK;
+    void *base = MAP_FAILED;
+    (void)fchmod(fd, 0600);
+    int e = posix_fallocate(fd, 0, (off_t)size);
+    if (e != 0) {
+        rc = fail(err, SW_EOS, e, NULL,
+                  "cannot reserve %zu bytes for shared region %s: %s%s", size, path,
+                  strerror(e), e == ENOSPC ? " (the folder's filesystem is full: /dev/shm is "
+                  "64 MB in a default Docker container, see --shm-size; or set "
+                  "SLIDEWIN_SHM_DIR / pass a path on a larger tmpfs)" : "");
+        goto out;
+    }
+    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        rc = fail(err, SW_EOS, errno, NULL, "cannot map %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    rc = init_region(base, size, lay);
+    if (rc != SW_OK) {
+        fail(err, rc, 0, NULL, "cannot initialise shared region %s", path);
+        goto out;
+    }
+    if (link(tmp, path) != 0) {
+        if (errno == EEXIST) {
+            *lost = 1;
+            rc = SW_OK;
+        } else {
+            rc = fail(err, SW_EOS, errno, NULL, "cannot publish shared region %s: %s", path,
+                      strerror(errno));
+        }
+        goto out;
+    }
+    unlink(tmp);
+    close(fd);
+    fill(out, base, size);
+    out->created = 1;
+    return SW_OK;
+out:
+    if (base != MAP_FAILED)
+        munmap(base, size);
+    unlink(tmp);
+    close(fd);
+    return rc;
+}
+
+int sw_shm_open(struct sw_shm *out, const char *path, const struct sw_shm_layout *lay,
+                struct sw_shm_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            int rc = attach_fd(out, fd, path, lay, err);
+            close(fd);
+            return rc;
+        }
+        if (errno == ELOOP)
+            return fail(err, SW_EINVAL, 0, "file", "%s is a symbolic link; a shared region "
+                        "must be a regular file", path);
+        if (errno != ENOENT)
+            return fail(err, SW_EOS, errno, NULL, "cannot open shared region %s: %s", path,
+                        strerror(errno));
+        int lost = 0;
+        int rc = create_region(out, path, lay, err, &lost);
+        if (rc != SW_OK || !lost)
+            return rc;
+        /* another process published it first: attach to theirs */
+    }
+    return fail(err, SW_EOS, EAGAIN, NULL, "cannot open shared region %s: it keeps "
+                "disappearing (removed while being opened)", path);
+}
+
+int sw_shm_anonymous(struct sw_shm *out, const struct sw_shm_layout *lay,
+                     struct sw_shm_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    size_t size = sw_shm_size(lay);
+    if (size == 0)
+        return fail(err, SW_EINVAL, 0, "sample_count", "the region would be too large");
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return fail(err, SW_EOS, errno, NULL, "cannot map an anonymous shared region: %s",
+                    strerror(errno));
+    int rc = init_region(base, size, lay);
+    if (rc != SW_OK) {
+        munmap(base, size);
+        return fail(err, rc, 0, NULL, "cannot initialise an anonymous shared region");
+    }
+    fill(out, base, size);
+    out->anonymous = 1;
+    out->created = 1;
+    return SW_OK;
+}
+
+void sw_shm_close(struct sw_shm *shm)
+{
+    if (shm->base != NULL)
+        munmap(shm->base, shm->size);
+    shm->base = NULL;
+    shm->hdr = NULL;
+    shm->state = NULL;
+    shm->slots = NULL;
+}
+
+int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token)
+{
+    for (uint32_t i = 0; i < shm->n_slots; i++) {
+        uint64_t expected = 0;
+        if (atomic_load_explicit(&shm->slots[i].token, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&shm->slots[i].token, &expected, token))
+            return (int32_t)i;
+    }
+    return -1;
+}
+
+void sw_shm_free_slot(struct sw_shm *shm, int32_t slot, uint64_t token)
+{
+    if (slot < 0 || (uint32_t)slot >= shm->n_slots)
+        return;
+    /* only an empty slot is freed; its in_flight is read under the state's lock by callers */
+    uint64_t expected = token;
+    atomic_compare_exchange_strong(&shm->slots[slot].token, &expected, 0);
+}
+
+bool sw_shm_reap_due(struct sw_shm *shm, int64_t now_ms, int64_t every_ms)
+{
+    int64_t due = atomic_load_explicit(&shm->hdr->next_reap_ms, memory_order_relaxed);
+    if (now_ms < due)
+        return false;
+    return atomic_compare_exchange_strong(&shm->hdr->next_reap_ms, &due, now_ms + every_ms);
+}
+
+int sw_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
+{
+    struct timespec ts;
+    if (timeout_ns < 0)
+        timeout_ns = 0;
+    ts.tv_sec = (time_t)(timeout_ns / 1000000000);
+    ts.tv_nsec = (long)(timeout_ns % 1000000000);
+    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
+    if (r == 0)
+        return 0;
+    if (errno == EAGAIN)
+        return 0; /* the value had already changed */
+    return errno;
+}
+
+void sw_futex_wake_all(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}

@@ -1,0 +1,134 @@
+/* sw_shm.h - regions: flat core state in a file mapping shared by the processes of a host.
+ *
+ * A region is a header, a table of process slots and one object's flat state (a Metric's
+ * ring, a limiter's sw_lstate). It is created in a temporary file (O_EXCL, mode 0600, space
+ * reserved with posix_fallocate so that a full tmpfs fails here and not with SIGBUS later),
+ * fully initialised, then published under its name with link(): no process ever maps a
+ * half-made region, and the loser of a creation race attaches to the winner's. Attaching
+ * checks everything the header says (magic, layout version, size, kind, the window's layout)
+ * and the state's own layout: a region is input, like any file. A region written before the
+ * last boot (its monotonic times are meaningless) is reinitialised.
+ * Linux only (futexes, /proc).
+ */
+#ifndef SW_SHM_H
+#define SW_SHM_H
+
+#include "sw_limiter.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SW_SHM_LAYOUT_VERSION 1u
+#define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
+#define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
+
+enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3 };
+
+/* What a region holds; compared on attach. */
+struct sw_shm_layout {
+    uint32_t kind;            /* enum sw_shm_kind */
+    int64_t interval_ms;
+    uint32_t sample_count;
+    uint32_t max_keys;        /* KeyedLimiter only, else 0 */
+    uint32_t n_events;        /* Metric: its events; 0 for a limiter */
+    uint32_t events_len;      /* bytes of `events` (NUL-separated names, each ended) */
+    const char *events;
+    uint32_t n_slots;         /* process slots (0 when the kind needs none) */
+    uint64_t state_size;      /* bytes of the object's flat state */
+    /* initialise a fresh state of state_size bytes (zeroed); validate one read from a
+     * region: both return SW_OK or an error */
+    int (*init_state)(void *state, const struct sw_shm_layout *lay);
+    int (*check_state)(void *state, const struct sw_shm_layout *lay);
+    void *arg;                /* for the callbacks */
+};
+
+/* The header, at offset 0 of the region. Fixed-size fields only. */
+struct sw_shm_header {
+    char magic[8];            /* "SLIDEWIN" */
+    uint32_t version;         /* SW_SHM_LAYOUT_VERSION */
+    uint32_t header_size;     /* sizeof(struct sw_shm_header) */
+    uint64_t total_size;      /* == the file's size */
+    uint32_t endian;          /* 0x01020304 in the writer's byte order */
+    uint32_t kind;
+    int64_t interval_ms;
+    uint32_t sample_count;
+    uint32_t max_keys;
+    uint32_t n_events;
+    uint32_t events_len;
+    uint32_t n_slots;
+    uint32_t creator_pid;
+    uint64_t off_slots;       /* byte offsets from the region's start */
+    uint64_t off_state;
+    uint64_t state_size;
+    int64_t created_unix_ns;
+    char boot_id[40];         /* /proc/sys/kernel/random/boot_id when (re)initialised */
+    sw_lock lock;             /* guards reinitialisation after a reboot */
+    _Atomic uint32_t ready;   /* SW_SHM_READY once initialised */
+    _Atomic uint32_t waiters; /* processes waiting on release_seq */
+    _Atomic uint32_t release_seq; /* futex word: bumped by a release when waiters > 0 */
+    uint32_t pad_;
+    _Atomic int64_t next_reap_ms; /* the next time a process may reap dead slots */
+    char events[SW_SHM_EVENTS_BYTES];
+};
+#define SW_SHM_READY 0x52454459u
+
+/* An attached region (process-local). */
+struct sw_shm {
+    void *base;
+    size_t size;
+    struct sw_shm_header *hdr;
+    void *state;
+    struct sw_proc_slot *slots;
+    uint32_t n_slots;
+    int anonymous;
+    int created;              /* this call created it */
+};
+
+/* Why an open failed. */
+struct sw_shm_error {
+    int sys_errno;            /* an errno for SW_EOS, else 0 */
+    const char *field;        /* the layout field that differs, or NULL */
+    char msg[512];
+};
+
+/** Bytes a region of this layout needs (0 when it is too large). */
+size_t sw_shm_size(const struct sw_shm_layout *lay);
+
+/** Open the region at `path`, creating it when absent; attach to it otherwise.
+ * @param out receives the mapping
+ * @param path a file path (the caller has validated the name)
+ * @param lay what the region must hold
+ * @param err the reason on failure
+ * @return SW_OK; SW_EINVAL when the file is not a region of this layout (err->msg says what
+ *         differs); SW_EOS with err->sys_errno for a system error (EACCES, ENOSPC, ...) */
+int sw_shm_open(struct sw_shm *out, const char *path, const struct sw_shm_layout *lay,
+                struct sw_shm_error *err);
+
+/** Create an anonymous region, shared with the processes forked after it.
+ * @return SW_OK or SW_EOS */
+int sw_shm_anonymous(struct sw_shm *out, const struct sw_shm_layout *lay,
+                     struct sw_shm_error *err);
+
+/** Unmap a region (it stays for the other processes). */
+void sw_shm_close(struct sw_shm *shm);
+
+/** Claim a free process slot for `token`. @return the slot's index, or -1 when all are taken */
+int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token);
+/** Free a slot that holds nothing in flight (its count stays otherwise, for the reaper). */
+void sw_shm_free_slot(struct sw_shm *shm, int32_t slot, uint64_t token);
+
+/** Whether it is time to reap dead processes' slots (at most every `every_ms`); the caller
+ * that gets true does it. */
+bool sw_shm_reap_due(struct sw_shm *shm, int64_t now_ms, int64_t every_ms);
+
+/** Wait until *word != expected, a wake-up, or timeout_ns (>= 0) passes; across processes.
+ * @return 0 woken or the value changed, ETIMEDOUT, EINTR */
+int sw_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
+/** Wake every process waiting on word. */
+void sw_futex_wake_all(_Atomic uint32_t *word);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_SHM_H */
