@@ -12,7 +12,7 @@
 # - ASAN_OPTIONS=detect_leaks=0: CPython does not free everything at exit (interned strings,
 #   static types, other extensions' module state), so LeakSanitizer reports thousands of
 #   intentional "leaks" that are not ours. Leaks are covered elsewhere: the Python types by
-#   tests/test_hardening_leaks.py (refcounts and tracemalloc, flat over many cycles), the C
+#   tests/test_leaks.py (refcounts and tracemalloc, flat over many cycles), the C
 #   core by LeakSanitizer in `make -C csrc asan` (C tests, no CPython in the process).
 # - SLIDEWIN_UNDER_ASAN=1 is exported for tests that cannot run in this setting (they skip
 #   with that reason); the mypy tests are deselected below (mypy is a mypyc-compiled program
@@ -84,7 +84,7 @@ DESELECT=(--deselect "tests/test_typing.py::test_mypy_strict_accepts_typical_usa
 if ! grep -q SLIDEWIN_UNDER_ASAN "$STAGE/tests/test_leaks.py" 2>/dev/null; then
     # its RSS bound (32 MiB) cannot hold under ASan: the allocator's quarantine and shadow
     # memory grow RSS by ~500 MB over 100 000 objects (measured; its refcount and
-    # tracemalloc checks were flat). Leaks under ASan: tests/test_hardening_leaks.py.
+    # tracemalloc checks were flat). Leaks under ASan: the type-by-type part of that file.
     echo "asan: deselecting tests/test_leaks.py::test_no_leaks (RSS bound; see the script)"
     DESELECT+=(--deselect "tests/test_leaks.py::test_no_leaks")
 fi

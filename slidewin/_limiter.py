@@ -42,14 +42,15 @@ def _check_timeout(timeout: Optional[float]) -> Optional[float]:
 
 
 class Limiter(_core.Limiter):
-    """Flow control with its own sliding-window statistics (see API.md).
+    """Flow control with its own sliding-window statistics.
 
     Limiter(qps=None, *, concurrency=None, behavior="reject", warm_up_s=10, cold_factor=3,
             max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000, sample_count=2,
             on_block=None)
 
     `on_block`, when given, is what the decorator calls instead of raising BlockedError:
-    ``on_block(error, *args, **kwargs)``; its result (awaited if awaitable) is returned.
+    ``on_block(error, *args, **kwargs)``; its result (awaited if awaitable) is returned. An
+    async on_block serves async functions only (see ``__call__``).
     """
 
     __slots__ = ("_on_block",)
@@ -140,7 +141,23 @@ class Limiter(_core.Limiter):
     ) -> Callable[[F], F]: ...
 
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
-        """Decorate a sync or async function: each call runs inside ``self.entry()``."""
+        """Decorate a function: each call (or each iteration) runs inside ``self.entry()``.
+
+        - sync or async function: the entry is held while the call runs;
+        - generator or async-generator function: the entry is taken when the iteration
+          starts (the first ``next()``/``anext()``) and held until the generator finishes,
+          raises, or is closed (``close()``, ``aclose()``, a ``break`` followed by garbage
+          collection). A close counts nothing, like any other ``BaseException``.
+
+        The wrapper is of the same kind as ``func`` (``inspect.iscoroutinefunction``,
+        ``isgeneratorfunction``, ``isasyncgenfunction`` agree).
+
+        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
+        BlockedError. Its result is returned (awaited first for an async function); for a
+        generator, the wrapper yields what it returns (an iterable, or an async iterable for
+        an async generator; None yields nothing). An async ``on_block`` cannot be awaited by
+        a sync function or generator: that combination is a TypeError here.
+        """
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
         if not callable(func):
@@ -148,53 +165,181 @@ class Limiter(_core.Limiter):
         handler = self._on_block if on_block is _MISSING else on_block
         if handler is not None and not callable(handler):
             raise TypeError("on_block must be callable, not %s" % type(handler).__name__)
-        entry = self.entry
-        blocked = _core.BlockedError
 
-        if inspect.iscoroutinefunction(func):
-
-            @functools.wraps(func)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                e = entry()
-                try:
-                    await e.__aenter__()
-                except blocked as exc:
-                    if handler is None:
-                        raise
-                    result = handler(exc, *args, **kwargs)
-                    if inspect.isawaitable(result):
-                        result = await result
-                    return result
-                try:
-                    result = await func(*args, **kwargs)
-                except BaseException as exc:
-                    e.__exit__(type(exc), exc, None)
-                    raise
-                e.__exit__(None, None, None)
-                return result
-
-            async_wrapper.limiter = self  # type: ignore[attr-defined]
-            return async_wrapper
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            e = entry()
-            try:
-                e.__enter__()
-            except blocked as exc:
-                if handler is None:
-                    raise
-                return handler(exc, *args, **kwargs)
-            try:
-                result = func(*args, **kwargs)
-            except BaseException as exc:
-                e.__exit__(type(exc), exc, None)
-                raise
-            e.__exit__(None, None, None)
-            return result
-
-        wrapper.limiter = self  # type: ignore[attr-defined]
+        if inspect.isasyncgenfunction(func):
+            wrapper = _wrap_async_generator(self, func, handler)
+        elif inspect.iscoroutinefunction(func):
+            wrapper = _wrap_coroutine(self, func, handler)
+        else:
+            if handler is not None and _is_async_callable(handler):
+                raise TypeError(
+                    "on_block %r is an async function, but %s is not: a sync function cannot "
+                    "await it; give a sync on_block, or decorate an async function"
+                    % (handler, _name(func))
+                )
+            if inspect.isgeneratorfunction(func):
+                wrapper = _wrap_generator(self, func, handler)
+            else:
+                wrapper = _wrap_function(self, func, handler)
+        wrapper.limiter = self
         return wrapper
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__qualname__", None) or repr(func)
+
+
+def _is_async_callable(f: Any) -> bool:
+    """True for a coroutine function or async-generator function (also behind
+    functools.partial, or as the ``__call__`` of an instance)."""
+    if inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f):
+        return True
+    if not inspect.isroutine(f) and not isinstance(f, (type, functools.partial)):
+        call = getattr(type(f), "__call__", None)
+        return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+    return False
+
+
+def _sync_result(func: Any, handler: Any, result: Any) -> Any:
+    """on_block's result for a sync caller: an awaitable there would never be awaited."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # no "never awaited" warning: the error below says it
+        raise TypeError(
+            "on_block %r returned an awaitable for the sync %s, which cannot await it; "
+            "give a sync on_block" % (handler, _name(func))
+        )
+    return result
+
+
+def _wrap_function(lim: Limiter, func: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry()
+        try:
+            e.__enter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            return _sync_result(func, handler, handler(exc, *args, **kwargs))
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    return wrapper
+
+
+def _wrap_coroutine(lim: Limiter, func: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry()
+        try:
+            await e.__aenter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            result = handler(exc, *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        try:
+            result = await func(*args, **kwargs)
+        except BaseException as exc:
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    return async_wrapper
+
+
+def _wrap_generator(lim: Limiter, func: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        # runs from the first next(): the entry spans the whole iteration
+        e = entry()
+        try:
+            e.__enter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
+            if fallback is None:
+                return None
+            return (yield from fallback)
+        try:
+            # yield from forwards send(), throw() and close() to the generator
+            result = yield from func(*args, **kwargs)
+        except BaseException as exc:  # GeneratorExit (close, collection) included
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    return gen_wrapper
+
+
+def _wrap_async_generator(lim: Limiter, func: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry()
+        try:
+            await e.__aenter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            fallback = handler(exc, *args, **kwargs)
+            if inspect.isawaitable(fallback):
+                fallback = await fallback
+            if fallback is None:
+                return
+            if hasattr(fallback, "__aiter__"):
+                async for item in fallback:
+                    yield item
+            else:
+                for item in fallback:
+                    yield item
+            return
+        try:
+            # what `yield from` does for a generator, by hand: asend(), athrow() and
+            # aclose() reach the decorated async generator
+            agen = func(*args, **kwargs)
+            try:
+                item = await agen.__anext__()
+                while True:
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        await agen.aclose()
+                        raise
+                    except BaseException as thrown:
+                        item = await agen.athrow(thrown)
+                    else:
+                        item = await agen.asend(sent)
+            except StopAsyncIteration:
+                pass
+        except BaseException as exc:  # GeneratorExit (aclose, collection) included
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+
+    return agen_wrapper
 
 
 def limit(

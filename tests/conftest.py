@@ -1,8 +1,41 @@
-"""Make tests/refmodel.py importable whatever pytest's import mode is."""
+"""Test setup: the installed slidewin is the one under test, and tests/refmodel.py imports.
 
+`python -m pytest` from a checkout puts the checkout's root first on sys.path. After a plain
+`pip install .` the checkout's slidewin/ holds only the Python sources (the built extension
+went to site-packages), so it would shadow the installed package and fail to import its
+`_core`. When the checkout's slidewin/ has no built extension, the root is taken off
+sys.path before any test imports slidewin. An in-place build (`pip install -e .`) keeps it.
+"""
+
+import importlib.machinery
 import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
+_root = os.path.dirname(_here)
+
+
+def _has_built_core(package_dir):
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    try:
+        names = os.listdir(package_dir)
+    except OSError:
+        return False
+    return any(name.startswith("_core") and name.endswith(tuple(suffixes)) for name in names)
+
+
+def _is_root(entry):
+    return os.path.realpath(entry or os.curdir) == os.path.realpath(_root)
+
+
+if os.path.isdir(os.path.join(_root, "slidewin")) and not _has_built_core(
+    os.path.join(_root, "slidewin")
+):
+    sys.path[:] = [p for p in sys.path if not _is_root(p)]
+    _loaded = sys.modules.get("slidewin")
+    if _loaded is not None and _is_root(os.path.dirname(os.path.dirname(_loaded.__file__ or ""))):
+        for _name in [m for m in sys.modules if m == "slidewin" or m.startswith("slidewin.")]:
+            del sys.modules[_name]
+
 if _here not in sys.path:
     sys.path.insert(0, _here)

@@ -1,16 +1,16 @@
-"""A small, deliberately naive pure-Python reference model of DESIGN.md.
+"""A small, deliberately naive pure-Python reference model of docs/design.md.
 
-Nothing here is optimised: every rule is written the way DESIGN.md states it, so that
+Nothing here is optimised: every rule is written the way docs/design.md states it, so that
 the hypothesis tests can compare the C core against it read for read.
 
-- ``LeapArray``: a ring of ``sample_count`` buckets (DESIGN.md §2), with the clamp of
+- ``LeapArray``: a ring of ``sample_count`` buckets (docs/design.md §2), with the clamp of
   times behind the newest bucket start, reads refreshing the slot of ``t``,
   ``previous()`` reading without refreshing, and optionally the "future" ring used for
   borrowing (§4).
 - ``MetricModel``: the public ``Metric`` surface (§3) over one ``LeapArray``.
 - ``LimiterModel``: a node (second window + minute window + in-flight count) and the
   controllers of §5 (reject for QPS and concurrency, warm_up, throttle,
-  warm_up_throttle), counting as API.md's "Counting:" paragraph says.
+  warm_up_throttle), counting as docs/design.md §6 says.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class _Bucket:
 
 
 class LeapArray:
-    """DESIGN.md §2 (and §4 when ``borrowable``)."""
+    """docs/design.md §2 (and §4 when ``borrowable``)."""
 
     def __init__(self, interval_ms: int, sample_count: int, nevents: int,
                  borrowable: bool = False) -> None:
@@ -166,7 +166,7 @@ class LeapArray:
 
 
 class MetricModel:
-    """The public Metric surface of API.md over one LeapArray."""
+    """The public Metric surface (README, API) over one LeapArray."""
 
     def __init__(self, interval_ms: int = 1000, sample_count: int = 2,
                  events: tuple[str, ...] | None = None) -> None:
@@ -222,12 +222,12 @@ class MetricModel:
 
 
 def throttle_cost_ns(n: int, rate: float) -> int:
-    """``round(1e9 * n / rate)``, half up (DESIGN.md §5 throttle)."""
+    """``round(1e9 * n / rate)``, half up (docs/design.md §5 throttle)."""
     return math.floor(1e9 * n / rate + 0.5)
 
 
 class LimiterModel:
-    """A node (DESIGN.md §3) and one controller (§5), counting as API.md says."""
+    """A node (docs/design.md §3) and one controller (§5), counting as §6 says."""
 
     def __init__(self, qps=None, *, concurrency=None, behavior="reject", warm_up_s=10,
                  cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
@@ -260,7 +260,7 @@ class LimiterModel:
             if self.max_token > self.warning:
                 self.slope = (cf - 1.0) / q / (self.max_token - self.warning)
             else:
-                self.slope = None  # no ramp (DESIGN.md §5 warm_up, "differs" (b))
+                self.slope = None  # no ramp (docs/design.md §8 item 10)
             self.stored = self.max_token  # a fresh limiter starts cold
             self.last_filled: int | None = None
         # an oversize request admitted into an empty window is paid back until this ms
@@ -364,7 +364,7 @@ class LimiterModel:
         return wait
 
     def _try_occupy(self, n: int, now_ns: int):
-        """DESIGN.md §4 try-occupy; on a grant count it and return the wait in ns."""
+        """docs/design.md §4 try-occupy; on a grant count it and return the wait in ns."""
         sec = self.sec
         t = sec.clamp(now_ns)
         waiting = sec.waiting(t)

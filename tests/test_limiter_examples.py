@@ -1,4 +1,4 @@
-"""Worked examples of DESIGN.md §4-5 and the Limiter surface of API.md."""
+"""Worked examples of docs/design.md §4-5 and the Limiter surface of the README's API."""
 
 import asyncio
 import inspect
@@ -36,7 +36,7 @@ def counts(lim, *events, now_ns=None):
     return tuple(lim.metric.sum(e, **kw) for e in events)
 
 
-# -- warm_up (DESIGN.md §5) --------------------------------------------------------------
+# -- warm_up (docs/design.md §5) --------------------------------------------------------
 
 WARM_UP_SEQUENCE = [3, 3, 3, 3, 3, 4, 4, 4, 5, 5, 6, 7, 10, 10, 10, 10]
 
@@ -114,7 +114,7 @@ def test_warm_up_idle_cools_down_again():
     assert steady_demand(lim, 3, later) == steady_demand(model, 3, later) == [3, 3, 3]
 
 
-# -- throttle (DESIGN.md §5) ---------------------------------------------------------------
+# -- throttle (docs/design.md §5) ---------------------------------------------------------
 
 
 def test_throttle_seven_at_one_instant():
@@ -330,7 +330,7 @@ def test_qps_limiter_try_acquire_does_not_touch_in_flight():
         lim.release()
 
 
-# -- prioritized occupy (DESIGN.md §4) ---------------------------------------------------
+# -- prioritized occupy (docs/design.md §4) ---------------------------------------------
 
 
 def test_prioritized_occupy_grant():

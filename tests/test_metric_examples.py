@@ -1,4 +1,4 @@
-"""Worked examples of DESIGN.md §2-3 and the Metric surface of API.md."""
+"""Worked examples of docs/design.md §2-3 and the Metric surface of the README's API."""
 
 import pytest
 
@@ -12,7 +12,7 @@ def ms(t):
     return t * MS
 
 
-# -- DESIGN.md §2 example --------------------------------------------------------------
+# -- docs/design.md §2 example --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -298,7 +298,7 @@ def test_sample_count_one_previous_after_gap_is_zero():
     assert m.previous(Event.PASS, now_ns=ms(2100)) == 0
 
 
-# -- clamp of earlier times (DESIGN.md §2 "slidewin differs") ---------------------------
+# -- clamp of earlier times (docs/design.md §2, §8 item 2) ------------------------------
 
 
 def test_earlier_write_lands_in_newest_bucket():

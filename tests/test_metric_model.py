@@ -162,7 +162,7 @@ TestMetricModel = MetricMachine.TestCase
 
 
 def test_model_self_check_design_example():
-    """The model itself reproduces DESIGN.md §2's example (guards the oracle)."""
+    """The model itself reproduces docs/design.md §2's example (guards the oracle)."""
     m = MetricModel(1000, 2)
     m.add(0, 3, now_ns=100 * MS)
     m.add(0, 4, now_ns=600 * MS)

@@ -1,4 +1,4 @@
-"""Thread stress: exact counts and never more than the threshold (DESIGN.md §6).
+"""Thread stress: exact counts and never more than the threshold (docs/design.md §7).
 
 Every thread is joined with a timeout and the test asserts it finished, so a deadlock
 fails the test instead of hanging the suite.

@@ -1,0 +1,375 @@
+"""The decorator on generator and async-generator functions, and async on_block on sync code.
+
+A decorated generator holds its entry for the whole iteration: taken at the first
+``next()``/``anext()``, given back when the generator finishes, raises, or is closed (also
+by garbage collection). The wrapper keeps the function's kind. Concurrency limiters make the
+entry visible: a second live generator under ``concurrency=1`` is refused.
+"""
+
+import asyncio
+import functools
+import gc
+import inspect
+
+import pytest
+
+from slidewin import BlockedError, Event, Limiter, limit
+
+
+def counts(lim, *events):
+    return tuple(lim.metric.sum(ev) for ev in events)
+
+
+# -- kinds --------------------------------------------------------------------------------
+
+
+def test_kinds_are_kept():
+    lim = Limiter(concurrency=4)
+
+    def f():
+        return 1
+
+    async def co():
+        return 1
+
+    def gen():
+        yield 1
+
+    async def agen():
+        yield 1
+
+    assert not inspect.iscoroutinefunction(lim(f))
+    assert not inspect.isgeneratorfunction(lim(f))
+    assert inspect.iscoroutinefunction(lim(co))
+    assert inspect.isgeneratorfunction(lim(gen))
+    assert not inspect.iscoroutinefunction(lim(gen))
+    assert inspect.isasyncgenfunction(lim(agen))
+    assert not inspect.iscoroutinefunction(lim(agen))
+    for fn, orig in ((lim(gen), gen), (lim(agen), agen)):
+        assert fn.__wrapped__ is orig
+        assert fn.__name__ == orig.__name__
+        assert fn.limiter is lim
+
+
+# -- generators ---------------------------------------------------------------------------
+
+
+def test_generator_holds_the_entry_across_the_iteration():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    def numbers(k):
+        yield from range(k)
+
+    first = numbers(3)
+    second = numbers(3)
+    assert lim.in_flight == 0  # creating a generator takes nothing
+    assert next(first) == 0
+    assert lim.in_flight == 1
+    with pytest.raises(BlockedError):
+        next(second)  # the first is being iterated: the second is refused
+    assert list(first) == [1, 2]
+    assert lim.in_flight == 0  # released after exhaustion
+    assert list(numbers(3)) == [0, 1, 2]  # room again
+    assert counts(lim, Event.SUCCESS, Event.EXCEPTION, Event.BLOCK) == (2, 0, 1)
+
+
+def test_generator_released_on_close_and_on_collection():
+    lim = Limiter(concurrency=1)
+    closed = []
+
+    @lim
+    def numbers():
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append(True)
+
+    g = numbers()
+    assert next(g) == 1
+    assert lim.in_flight == 1
+    g.close()
+    assert closed == [True]  # close() reached the decorated generator
+    assert lim.in_flight == 0
+
+    g = numbers()
+    for x in g:
+        break
+    assert lim.in_flight == 1
+    del g, x
+    gc.collect()
+    assert closed == [True, True]
+    assert lim.in_flight == 0
+    # a close is a BaseException: nothing counted but the passes
+    assert counts(lim, Event.PASS, Event.SUCCESS, Event.EXCEPTION) == (2, 0, 0)
+
+
+def test_generator_released_after_an_exception():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    def failing():
+        yield 1
+        raise KeyError("k")
+
+    g = failing()
+    assert next(g) == 1
+    with pytest.raises(KeyError):
+        next(g)
+    assert lim.in_flight == 0
+    assert counts(lim, Event.EXCEPTION, Event.SUCCESS) == (1, 0)
+
+    # an exception thrown in from outside reaches the generator, then is counted
+    @lim
+    def numbers():
+        yield 1
+        yield 2
+
+    g = numbers()
+    next(g)
+    with pytest.raises(ValueError):
+        g.throw(ValueError("from outside"))
+    assert lim.in_flight == 0
+    assert counts(lim, Event.EXCEPTION) == (2,)
+
+
+def test_generator_send_throw_and_return_value_pass_through():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    def echo():
+        got = []
+        while True:
+            try:
+                x = yield len(got)
+            except ValueError:
+                x = "thrown"
+            if x is None:
+                return got
+            got.append(x)
+
+    g = echo()
+    assert next(g) == 0
+    assert g.send("a") == 1
+    assert g.throw(ValueError) == 2
+    with pytest.raises(StopIteration) as stop:
+        g.send(None)
+    assert stop.value.value == ["a", "thrown"]
+    assert lim.in_flight == 0
+    assert counts(lim, Event.SUCCESS) == (1,)
+
+
+def test_generator_on_block_yields_its_result():
+    lim = Limiter(concurrency=0, on_block=lambda err, k: ["fallback", k])
+
+    @lim
+    def numbers(k):
+        yield from range(k)
+
+    assert list(numbers(3)) == ["fallback", 3]
+
+    @lim(on_block=lambda err, k: None)
+    def quiet(k):
+        yield k
+
+    assert list(quiet(3)) == []
+
+
+# -- async generators ---------------------------------------------------------------------
+
+
+def test_async_generator_holds_the_entry_across_the_iteration():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    async def numbers(k):
+        for i in range(k):
+            await asyncio.sleep(0)
+            yield i
+
+    async def main():
+        first = numbers(3)
+        second = numbers(3)
+        assert lim.in_flight == 0
+        assert await first.__anext__() == 0
+        assert lim.in_flight == 1
+        with pytest.raises(BlockedError):
+            await second.__anext__()
+        assert [x async for x in first] == [1, 2]
+        assert lim.in_flight == 0
+        assert [x async for x in numbers(2)] == [0, 1]
+
+    asyncio.run(main())
+    assert counts(lim, Event.SUCCESS, Event.EXCEPTION, Event.BLOCK) == (2, 0, 1)
+
+
+def test_async_generator_released_on_aclose_and_on_exception():
+    lim = Limiter(concurrency=1)
+    closed = []
+
+    @lim
+    async def numbers():
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append(True)
+
+    @lim
+    async def failing():
+        yield 1
+        raise KeyError("k")
+
+    async def main():
+        g = numbers()
+        assert await g.__anext__() == 1
+        assert lim.in_flight == 1
+        await g.aclose()
+        assert closed == [True]
+        assert lim.in_flight == 0
+
+        g = failing()
+        assert await g.__anext__() == 1
+        with pytest.raises(KeyError):
+            await g.__anext__()
+        assert lim.in_flight == 0
+
+        g = numbers()
+        assert await g.__anext__() == 1
+        with pytest.raises(ValueError):
+            await g.athrow(ValueError("from outside"))
+        assert lim.in_flight == 0
+
+    asyncio.run(main())
+    assert counts(lim, Event.SUCCESS, Event.EXCEPTION) == (0, 2)
+
+
+def test_async_generator_released_when_abandoned():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    async def numbers():
+        yield 1
+        yield 2
+
+    async def main():
+        g = numbers()
+        async for x in g:
+            break
+        assert lim.in_flight == 1
+        del g
+        gc.collect()  # asyncio's finaliser schedules aclose() on the loop
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lim.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_async_generator_asend_passes_through():
+    lim = Limiter(concurrency=1)
+
+    @lim
+    async def running_total():
+        total = 0
+        while True:
+            x = yield total
+            total += x
+
+    async def main():
+        g = running_total()
+        assert await g.asend(None) == 0
+        assert await g.asend(5) == 5
+        assert await g.asend(2) == 7
+        await g.aclose()
+
+    asyncio.run(main())
+    assert lim.in_flight == 0
+
+
+def test_async_generator_on_block_sync_and_async():
+    async def fallback(err, k):
+        return ["cached", k]
+
+    async def fallback_stream(err, k):
+        yield "stream"
+        yield k
+
+    lim = Limiter(concurrency=0)
+
+    @lim(on_block=fallback)
+    async def a(k):
+        yield k
+
+    @lim(on_block=lambda err, k: ("sync", k))
+    async def b(k):
+        yield k
+
+    @lim(on_block=fallback_stream)
+    async def c(k):
+        yield k
+
+    async def main():
+        return [x async for x in a(1)], [x async for x in b(2)], [x async for x in c(3)]
+
+    assert asyncio.run(main()) == (["cached", 1], ["sync", 2], ["stream", 3])
+
+
+# -- async on_block on sync code ------------------------------------------------------------
+
+
+async def _async_handler(err, *args, **kwargs):
+    return "busy"
+
+
+class _AsyncCallable:
+    async def __call__(self, err, *args, **kwargs):
+        return "busy"
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [_async_handler, functools.partial(_async_handler), _AsyncCallable()],
+    ids=["coroutine function", "partial", "async __call__"],
+)
+@pytest.mark.parametrize("kind", ["function", "generator"])
+def test_async_on_block_on_sync_code_is_refused_at_decoration(handler, kind):
+    def f():
+        return 1
+
+    def gen():
+        yield 1
+
+    func = f if kind == "function" else gen
+    with pytest.raises(TypeError, match=r"on_block.*async.*%s" % func.__name__):
+        Limiter(concurrency=0)(on_block=handler)(func)
+    # the limiter's own on_block is checked the same way
+    with pytest.raises(TypeError, match=r"on_block"):
+        Limiter(concurrency=0, on_block=handler)(func)
+    with pytest.raises(TypeError, match=r"on_block"):
+        limit(concurrency=0, on_block=handler)(func)
+
+
+def test_async_on_block_on_async_code_is_accepted():
+    lim = Limiter(concurrency=0, on_block=_async_handler)
+
+    @lim
+    async def f():
+        return 1
+
+    assert asyncio.run(f()) == "busy"
+
+
+def test_sync_on_block_returning_a_coroutine_raises_without_a_warning():
+    # undetectable at decoration (a lambda); the call raises instead of returning an
+    # un-awaited coroutine (filterwarnings=error would turn a "never awaited" into a failure)
+    lim = Limiter(concurrency=0, on_block=lambda err: _async_handler(err))
+
+    @lim
+    def f():
+        return 1
+
+    with pytest.raises(TypeError, match=r"on_block.*awaitable"):
+        f()
+    gc.collect()
