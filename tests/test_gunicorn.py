@@ -1,0 +1,136 @@
+"""A real pre-fork server: gunicorn with 4 sync workers behind one shared limiter.
+
+Four private limiters would admit 4 x qps; the shared one admits qps per window across all
+workers. The load is a bounded loop of Python threads on loopback; gunicorn is stopped by its
+pid.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+import slidewin
+
+gunicorn = pytest.importorskip("gunicorn")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QPS = 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(port: int, env: dict, preload: bool) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "gunicorn", "-w", "4", "-k", "sync", "--bind",
+           f"127.0.0.1:{port}", "--chdir", HERE, "--log-level", "warning"]
+    if preload:
+        cmd.append("--preload")
+    cmd.append("apps.gunicorn_app:app")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError("gunicorn exited: " + proc.stdout.read().decode())
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        raise AssertionError("gunicorn did not start")
+    time.sleep(0.5)  # let every worker boot (and attach) before the load starts
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def load(port: int, seconds: float, threads: int = 6, cap: int = 4000):
+    """Bounded load: `threads` clients, at most `cap` requests, for `seconds`."""
+    results: list[tuple[int, bytes]] = []
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def client():
+        while time.monotonic() < end:
+            with lock:
+                if len(results) >= cap:
+                    return
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            try:
+                conn.request("GET", "/")
+                r = conn.getresponse()
+                body = r.read()
+                with lock:
+                    results.append((r.status, body))
+            finally:
+                conn.close()
+
+    ts = [threading.Thread(target=client) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(seconds + 30)
+    return results
+
+
+@pytest.mark.parametrize("mode", ["named", "anonymous"])
+def test_gunicorn_workers_share_one_limit(mode):
+    name = f"swtest-gunicorn-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, SLIDEWIN_TEST_REGION=name, SLIDEWIN_TEST_QPS=str(QPS),
+               SLIDEWIN_TEST_MODE=mode, PYTHONPATH=os.pathsep.join(sys.path))
+    port = free_port()
+    proc = start(port, env, preload=(mode == "anonymous"))
+    samples: list[float] = []
+    try:
+        watcher = slidewin.Limiter(qps=QPS, shared=name) if mode == "named" else None
+        t0 = time.monotonic()
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                samples.append(watcher.stats().pass_qps)
+                time.sleep(0.02)
+
+        w = threading.Thread(target=watch) if watcher is not None else None
+        if w is not None:
+            w.start()
+        results = load(port, 3.0)
+        done.set()
+        if w is not None:
+            w.join()
+        elapsed = time.monotonic() - t0
+    finally:
+        stop(proc)
+        slidewin.unlink(name)
+    ok = [b for s, b in results if s == 200]
+    limited = [b for s, b in results if s == 429]
+    assert len(ok) + len(limited) == len(results)
+    assert len(limited) > 0                                   # the load was above the limit
+    # at most the limit per 1 s window: over `elapsed` seconds (plus the window in progress)
+    windows = int(elapsed) + 2
+    assert QPS <= len(ok) <= QPS * windows, (len(ok), elapsed)
+    # more than one worker admitted requests: the limit really spans the processes
+    assert len({b.split()[1] for b in ok}) >= 2
+    if samples:
+        assert max(samples) <= QPS                            # a sampled window, never above
