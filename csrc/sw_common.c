@@ -22,15 +22,6 @@ void sw_lock_init(sw_lock *l)
     atomic_init(&l->word, 0u);
 }
 
-static inline void sw_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 void sw_lock_acquire_slow(sw_lock *l)
 {
     unsigned spins = 0;

@@ -342,7 +342,10 @@ static void test_leap_check(void)
 {
     struct sw_leap_cfg ok = {1000, 2, SW_EV_DEFAULT_COUNT, true};
     CHECK_EQ(sw_leap_check(&ok), SW_OK);
-    CHECK(sw_leap_size(&ok) == sizeof(struct sw_leap) + 2 * 8 * sizeof(int64_t));
+    /* header + 2 slots of 8 words + 2 total words per event + the min_rt deque (2 x 4 B) */
+    CHECK(sw_leap_size(&ok) == sizeof(struct sw_leap) + (2 * 8 + 2 * 6) * sizeof(int64_t) + 8);
+    struct sw_leap_cfg user = {1000, 2, 3, false};
+    CHECK(sw_leap_size(&user) == sizeof(struct sw_leap) + (2 * 5 + 2 * 3) * sizeof(int64_t));
     CHECK_EQ(sw_leap_check(NULL), SW_EINVAL);
     CHECK(sw_leap_size(NULL) == 0);
     struct sw_leap_cfg bad[] = {
