@@ -604,6 +604,7 @@ int main(void)
     test_misc();
     test_leap();
     test_borrow();
+    test_totals();
     test_node();
     test_limiter();
     test_warmup();
