@@ -253,6 +253,14 @@ static void test_min_rt_deque(void)
     CHECK_EQ(minrt(&r, 500), 5);  /* window (100, 500]: 5 still in */
     CHECK_EQ(minrt(&r, 600), 30); /* 5 out */
     CHECK_EQ(minrt(&r, 700), SW_MIN_RT_INIT);
+    /* the front (the minimum) leaves exactly as its slot restarts */
+    CHECK_EQ(sw_window_add_rt(&r.w, 7, MS(800)), SW_OK);
+    CHECK_EQ(sw_window_add_rt(&r.w, 8, MS(850)), SW_OK);
+    CHECK_EQ(sw_window_add_rt(&r.w, 9, MS(1000)), SW_OK);
+    CHECK_EQ(minrt(&r, 1199), 7);
+    CHECK_EQ(minrt(&r, 1200), 9);
+    CHECK_EQ(r.l->dq_len, 2); /* 1000 (9) and the new 1200 */
+    sw_window_reset(&r.w);
     /* lowering the newest bucket's min drops what it dominates */
     CHECK_EQ(sw_window_add_rt(&r.w, 40, MS(900)), SW_OK);
     CHECK_EQ(sw_window_add_rt(&r.w, 35, MS(1000)), SW_OK);
