@@ -1,6 +1,7 @@
 /* test_core.c - the slidewin C core's tests: leap array, window API, borrow ring, node,
  * errors and saturation. Entry point of the test binary (see harness.h). */
 #include "harness.h"
+#include "ring_util.h"
 
 #include "sw_limiter.h"
 #include "sw_time.h"
@@ -10,66 +11,6 @@
 
 long sw_t_passed = 0;
 long sw_t_failed = 0;
-
-/* A standalone ring with its own lock: what a Metric object holds. */
-struct ring {
-    sw_lock lock;
-    struct sw_leap *leap;
-    struct sw_leap *fut;
-    struct sw_window w;
-};
-
-static void ring_open(struct ring *r, int64_t interval_ms, uint32_t samples, uint32_t n_events,
-                      bool has_rt, bool borrowable)
-{
-    struct sw_leap_cfg c = {interval_ms, samples, n_events, has_rt};
-    sw_lock_init(&r->lock);
-    r->leap = calloc(1, sw_leap_size(&c));
-    CHECK(r->leap != NULL);
-    CHECK_EQ(sw_leap_init(r->leap, &c), SW_OK);
-    r->fut = NULL;
-    if (borrowable) {
-        struct sw_leap_cfg f;
-        sw_borrow_cfg(&c, &f);
-        r->fut = calloc(1, sw_leap_size(&f));
-        CHECK(r->fut != NULL);
-        CHECK_EQ(sw_leap_init(r->fut, &f), SW_OK);
-    }
-    r->w.lock = &r->lock;
-    r->w.leap = r->leap;
-    r->w.future = r->fut;
-}
-
-static void ring_close(struct ring *r)
-{
-    free(r->leap);
-    free(r->fut);
-}
-
-static int64_t wsum(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_SUM, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wcur(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_CURRENT, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wprev(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_PREVIOUS, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wminrt(struct ring *r, int64_t ms)
-{
-    int64_t m = -1;
-    CHECK_EQ(sw_window_rt(&r->w, MS(ms), &m, NULL, NULL), SW_OK);
-    return m;
-}
 
 /* DESIGN §2 worked example, on the unlocked building blocks and on the locked view. */
 static void test_worked_example(void)
