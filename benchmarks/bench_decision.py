@@ -22,13 +22,15 @@ Raw ns per call (loop overhead included for everyone, nothing subtracted): media
 min - max of 7 interleaved rounds; each round times every case once, on a fresh
 limiter, in an order rotated every round. Limits are far above the load (10**9/s), so
 every case takes its admit path unless it says "refusing". "x try_acquire" is the ratio
-to slidewin's `try_acquire()` (reject, qps, admitting).
+to slidewin's `try_acquire()` (reject, qps, admitting). The "by sample_count" rows use one
+window of 300 s cut into 2 .. 100000 buckets: their cost must not grow with the count.
 """
 
 
 def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     skipped: List[str] = []
-    all_cases: List[Case] = C.floor_cases() + C.slidewin_cases() + C.peer_cases(skipped)
+    all_cases: List[Case] = C.floor_cases() + C.slidewin_cases() + C.scale_cases()
+    all_cases += C.peer_cases(skipped)
     all_cases += C.async_floor_cases() + C.slidewin_async_cases() + C.peer_async_cases(skipped)
     if skipped:
         log(f"  peers not installed (pip install -e .[bench]): {', '.join(skipped)}")
@@ -79,6 +81,12 @@ def targets(rows) -> List[Dict[str, Any]]:
         add("try_acquire (reject) / _noop", rej, noop, "<= 2x", lambda v: v <= 2)
     if noop and entry:
         add("with lim.entry() / _noop", entry, noop, "<= 15x", lambda v: v <= 15)
+    lo, hi = C.SCALE_SAMPLES[0], C.SCALE_SAMPLES[-1]
+    for kind, what in (("admit", "try_acquire() admitting"), ("refuse", "try_acquire() refusing"),
+                       ("stats", "stats()")):
+        a, b = _row(rows, f"scale.{kind}.{hi}"), _row(rows, f"scale.{kind}.{lo}")
+        if a and b:
+            add(f"{what}: sample_count {hi} / {lo}", a, b, "<= 1.5x", lambda v: v <= 1.5)
     if rej:
         for key, lim, label in (
             ("peer.limits.fixed", 50, "limits fixed window"),
@@ -102,6 +110,7 @@ def targets(rows) -> List[Dict[str, Any]]:
 GROUP_TITLES = {
     "floor": "floors",
     "slidewin": "slidewin",
+    "scale": "slidewin by sample_count",
     "peer": "peers (PyPI)",
     "async-floor": "async floor",
     "async-slidewin": "slidewin async",

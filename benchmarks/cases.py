@@ -181,6 +181,57 @@ def slidewin_cases() -> List[Case]:
     return cases
 
 
+# Window sizes for the cost-by-sample_count rows (issue: decisions O(1) in sample_count).
+SCALE_SAMPLES = (2, 60, 1000, 100000)
+SCALE_INTERVAL_MS = 300_000  # divisible by every SCALE_SAMPLES: buckets of 150 s .. 3 ms
+
+
+def scale_cases() -> List[Case]:
+    """try_acquire() admitting and refusing, and stats(), at sample_count 2 .. 100000 over
+    one interval: the cost must stay flat (running totals, not a re-sum of the ring)."""
+    from slidewin import Limiter
+
+    iv = SCALE_INTERVAL_MS
+
+    def admitting(sc):
+        def factory():
+            lim = Limiter(qps=BIG, interval_ms=iv, sample_count=sc)
+            return {"f": lim.try_acquire, "lim": lim}
+
+        return factory
+
+    def refusing(sc):
+        def factory():
+            lim = Limiter(qps=1, interval_ms=iv, sample_count=sc)  # 300 per window
+            while lim.try_acquire():
+                pass
+            return {"f": lim.try_acquire, "lim": lim}
+
+        return factory
+
+    def stats(sc):
+        def factory():
+            lim = Limiter(qps=BIG, interval_ms=iv, sample_count=sc)
+            for _ in range(3):
+                with lim.entry():
+                    pass
+            return {"f": lim.stats, "lim": lim}
+
+        return factory
+
+    out = []
+    for sc in SCALE_SAMPLES:
+        out += [
+            Case(f"scale.admit.{sc}", f"try_acquire() admitting, sample_count={sc}", "scale",
+                 admitting(sc), "f()", meta={"sample_count": sc}),
+            Case(f"scale.refuse.{sc}", f"try_acquire() refusing, sample_count={sc}", "scale",
+                 refusing(sc), "f()", ok="not _r", meta={"sample_count": sc}),
+            Case(f"scale.stats.{sc}", f"stats(), sample_count={sc}", "scale",
+                 stats(sc), "f()", ok=None, meta={"sample_count": sc}),
+        ]
+    return out
+
+
 def slidewin_async_cases() -> List[Case]:
     from slidewin import Limiter
 

@@ -18,10 +18,12 @@ extern "C" {
  * @param out the future ring's configuration */
 void sw_borrow_cfg(const struct sw_leap_cfg *window, struct sw_leap_cfg *out);
 
-/** Grant n passes ahead for time T (ms): the future bucket of T gets PASS += n. */
+/** Grant n passes ahead for time T (ms >= 0): the future bucket of T gets PASS += n. */
 void sw_borrow_add(struct sw_leap *future, int64_t T, int64_t n);
 
-/** Passes granted ahead and not yet current at t: PASS over future buckets with start > t. */
+/** Passes granted ahead and not yet current at t: PASS over future buckets with start > t.
+ * Visits only the slots of the starts in (t, latest grant]: O(1) when grants go at most
+ * one bucket ahead of t (every caller in the core), never more than sample_count slots. */
 int64_t sw_borrow_waiting(const struct sw_leap *future, int64_t t);
 
 /** Try to occupy the next bucket for a prioritized request (DESIGN §4).

@@ -28,15 +28,6 @@ void sw_lock_init(sw_lock *l)
     atomic_init(&l->word, 0u);
 }
 
-static inline void sw_cpu_relax_(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 bool sw_lock_acquire_slow(sw_lock *l, uint64_t token)
 {
     unsigned spins = 0;
@@ -51,7 +42,7 @@ bool sw_lock_acquire_slow(sw_lock *l, uint64_t token)
         }
         spins++;
         if (spins < 64u) {
-            sw_cpu_relax_();
+            sw_cpu_relax();
         } else if (spins < 2048u) {
             sched_yield();
         } else {

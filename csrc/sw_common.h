@@ -52,6 +52,23 @@ enum sw_event {
     SW_EV_DEFAULT_COUNT = 6
 };
 
+/** Round a byte count up to a multiple of 8 (offsets of the parts of flat state).
+ * @param x bytes @return the smallest multiple of 8 >= x */
+static inline size_t sw_align8(size_t x)
+{
+    return (x + 7u) & ~(size_t)7u;
+}
+
+/** Tell the CPU this is a spin-wait loop (pause / yield), a no-op elsewhere. */
+static inline void sw_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* A lock that lives inside flat state (also in memory shared by processes): one 64-bit word,
  * no pointers. Zero-initialised memory is an unlocked lock. The word holds its owner's token:
  * SW_LOCK_PRIVATE (1) for a lock used by the threads of one process, or a process token

@@ -20,15 +20,10 @@ size_t sw_leap_size(const struct sw_leap_cfg *cfg)
 {
     if (sw_leap_check(cfg) != SW_OK)
         return 0;
-    return sizeof(struct sw_leap) +
-           (size_t)cfg->sample_count * (2u + (size_t)cfg->n_events) * sizeof(int64_t);
-}
-
-static void slot_clear(struct sw_leap *l, int64_t *slot, int64_t start)
-{
-    slot[SW_SLOT_START] = start;
-    slot[SW_SLOT_MIN_RT] = SW_MIN_RT_INIT;
-    memset(slot + SW_SLOT_COUNTS, 0, (size_t)l->n_events * sizeof(int64_t));
+    size_t words = (size_t)cfg->sample_count * (2u + (size_t)cfg->n_events) +
+                   2u * (size_t)cfg->n_events;
+    size_t deque = cfg->has_rt ? sw_align8((size_t)cfg->sample_count * sizeof(uint32_t)) : 0u;
+    return sizeof(struct sw_leap) + words * sizeof(int64_t) + deque;
 }
 
 int sw_leap_init(struct sw_leap *l, const struct sw_leap_cfg *cfg)
@@ -45,12 +40,57 @@ int sw_leap_init(struct sw_leap *l, const struct sw_leap_cfg *cfg)
     return SW_OK;
 }
 
+/* ---- the min_rt deque: slot indices, oldest first, min_rt strictly increasing ---- */
+
+static inline uint32_t *dq_mem(struct sw_leap *l)
+{
+    return (uint32_t *)(void *)(sw_leap_totals_(l) + 2u * l->n_events);
+}
+static inline const uint32_t *dq_cmem(const struct sw_leap *l)
+{
+    return (const uint32_t *)(const void *)(sw_leap_ctotals_(l) + 2u * l->n_events);
+}
+/* position of the k-th entry (k < sample_count) in the circular array */
+static inline uint32_t dq_pos(const struct sw_leap *l, uint32_t k)
+{
+    uint32_t p = l->dq_first + k;
+    return p >= l->sample_count ? p - l->sample_count : p;
+}
+static inline const int64_t *dq_front(const struct sw_leap *l)
+{
+    return sw_leap_cslot(l, dq_cmem(l)[l->dq_first]);
+}
+static inline const int64_t *dq_back(const struct sw_leap *l)
+{
+    return sw_leap_cslot(l, dq_cmem(l)[dq_pos(l, l->dq_len - 1u)]);
+}
+/* append slot i, first dropping the entries its min_rt dominates (they leave earlier) */
+static void dq_push(struct sw_leap *l, uint32_t i)
+{
+    int64_t m = sw_leap_cslot(l, i)[SW_SLOT_MIN_RT];
+    while (l->dq_len > 0 && dq_back(l)[SW_SLOT_MIN_RT] >= m)
+        l->dq_len--;
+    dq_mem(l)[dq_pos(l, l->dq_len)] = i;
+    l->dq_len++;
+}
+
 void sw_leap_reset(struct sw_leap *l)
 {
     l->newest = SW_LEAP_EMPTY;
     l->newest_idx = 0;
+    l->head = SW_LEAP_EMPTY;
+    l->dq_first = 0;
+    l->dq_len = 0;
     for (uint32_t i = 0; i < l->sample_count; i++)
-        slot_clear(l, sw_leap_slot(l, i), SW_LEAP_EMPTY);
+        sw_leap_slot_clear(l, sw_leap_slot(l, i), SW_LEAP_EMPTY);
+    memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+    if (l->has_rt)
+        memset(dq_mem(l), 0, (size_t)l->sample_count * sizeof(uint32_t));
+}
+
+int64_t sw_leap_held_min_rt(const struct sw_leap *l)
+{
+    return l->has_rt && l->dq_len > 0 ? dq_front(l)[SW_SLOT_MIN_RT] : SW_MIN_RT_INIT;
 }
 
 int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t)
@@ -65,35 +105,63 @@ int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t)
             return l->newest;
     }
     l->newest = start;
-    l->newest_idx = (start / l->window_ms) % (int64_t)l->sample_count;
+    l->newest_idx = sw_leap_index(l, start);
     return t;
 }
 
-static inline uint32_t slot_index(const struct sw_leap *l, int64_t start)
+/* The window moves from (head - interval, head] to (start - interval, start]: take the
+ * buckets that slide out off the totals and the deque. O(1) when every bucket held slides
+ * out (the stale slots are not touched: their starts say they no longer count), else one
+ * slot per elapsed bucket. */
+static void leap_slide(struct sw_leap *l, int64_t start)
 {
-    return (uint32_t)((start / l->window_ms) % (int64_t)l->sample_count);
+    if (l->head == SW_LEAP_EMPTY || start - l->head >= l->interval_ms) {
+        memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+        l->dq_first = 0;
+        l->dq_len = 0;
+        return;
+    }
+    /* bucket s slides out when s + interval starts; both share a slot */
+    uint32_t i = sw_leap_index(l, l->head);
+    for (int64_t s = l->head + l->window_ms; s <= start; s += l->window_ms) {
+        i = i + 1u == l->sample_count ? 0u : i + 1u;
+        const int64_t *slot = sw_leap_cslot(l, i);
+        if (slot[SW_SLOT_START] == s - l->interval_ms)
+            for (uint32_t e = 0; e < l->n_events; e++)
+                sw_leap_total_sub_(l, e, slot[SW_SLOT_COUNTS + e]);
+    }
+    while (l->dq_len > 0 && dq_front(l)[SW_SLOT_START] <= start - l->interval_ms) {
+        l->dq_first = dq_pos(l, 1u);
+        l->dq_len--;
+    }
 }
 
 int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, int64_t t)
 {
     int64_t start;
-    int64_t *slot;
-    if (l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms) {
-        /* fast path: the newest bucket, no division */
+    uint32_t i;
+    if (sw_leap_in_newest(l, t)) { /* no division */
         start = l->newest;
-        slot = sw_leap_slot(l, (uint32_t)l->newest_idx);
+        i = (uint32_t)l->newest_idx;
     } else {
         start = sw_leap_start_of(l, t);
-        slot = sw_leap_slot(l, slot_index(l, start));
+        i = sw_leap_index(l, start);
     }
-    if (slot[SW_SLOT_START] != start) {
-        slot_clear(l, slot, start);
-        if (future != NULL) {
-            const int64_t *fs = sw_leap_find(future, start);
-            if (fs != NULL)
-                slot[SW_SLOT_COUNTS + SW_EV_PASS] = fs[SW_SLOT_COUNTS];
+    if (l->head != SW_LEAP_EMPTY && start <= l->head) /* held (t behind it: not clamped) */
+        return sw_leap_slot(l, sw_leap_index(l, l->head));
+    leap_slide(l, start);
+    int64_t *slot = sw_leap_slot(l, i);
+    sw_leap_slot_clear(l, slot, start);
+    l->head = start;
+    if (future != NULL) {
+        const int64_t *fs = sw_leap_find(future, start);
+        if (fs != NULL) {
+            slot[SW_SLOT_COUNTS + SW_EV_PASS] = fs[SW_SLOT_COUNTS];
+            sw_leap_total_add_(l, SW_EV_PASS, fs[SW_SLOT_COUNTS]);
         }
     }
+    if (l->has_rt)
+        dq_push(l, i);
     return slot;
 }
 
@@ -101,7 +169,7 @@ const int64_t *sw_leap_find(const struct sw_leap *l, int64_t start)
 {
     if (start < 0)
         return NULL;
-    const int64_t *slot = sw_leap_cslot(l, slot_index(l, start));
+    const int64_t *slot = sw_leap_cslot(l, sw_leap_index(l, start));
     return slot[SW_SLOT_START] == start ? slot : NULL;
 }
 
@@ -115,9 +183,17 @@ void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_
 {
     t = sw_leap_clamp(l, t);
     int64_t *slot = sw_leap_refresh(l, future, t);
-    slot[SW_SLOT_COUNTS + SW_EV_RT] = sw_sat_add(slot[SW_SLOT_COUNTS + SW_EV_RT], rt_ms);
-    if (rt_ms < slot[SW_SLOT_MIN_RT])
+    int64_t old = slot[SW_SLOT_COUNTS + SW_EV_RT], v = sw_sat_add(old, rt_ms);
+    slot[SW_SLOT_COUNTS + SW_EV_RT] = v;
+    sw_leap_total_add_(l, SW_EV_RT, v - old);
+    if (rt_ms < slot[SW_SLOT_MIN_RT]) {
         slot[SW_SLOT_MIN_RT] = rt_ms;
+        if (l->has_rt) {
+            /* the head's slot is the deque's back: take it out, push it again */
+            l->dq_len--;
+            dq_push(l, (uint32_t)((slot - l->slots) / (ptrdiff_t)l->stride));
+        }
+    }
 }
 
 int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t)
@@ -128,13 +204,7 @@ int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev
 int64_t sw_leap_sum_at(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t)
 {
     (void)sw_leap_refresh(l, future, t);
-    int64_t sum = 0;
-    for (uint32_t i = 0; i < l->sample_count; i++) {
-        const int64_t *slot = sw_leap_cslot(l, i);
-        if (sw_leap_valid(l, slot, t))
-            sum = sw_sat_add(sum, slot[SW_SLOT_COUNTS + ev]);
-    }
-    return sum;
+    return sw_leap_held_sum(l, ev);
 }
 
 int64_t sw_leap_current(struct sw_leap *l, const struct sw_leap *future, uint32_t ev,
@@ -155,12 +225,7 @@ int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t 
 {
     t = sw_leap_clamp(l, t);
     (void)sw_leap_refresh(l, future, t);
-    int64_t m = SW_MIN_RT_INIT;
-    for (uint32_t i = 0; i < l->sample_count; i++) {
-        const int64_t *slot = sw_leap_cslot(l, i);
-        if (sw_leap_valid(l, slot, t) && slot[SW_SLOT_MIN_RT] < m)
-            m = slot[SW_SLOT_MIN_RT];
-    }
+    int64_t m = sw_leap_held_min_rt(l);
     return m < 1 ? 1 : m;
 }
 
@@ -177,13 +242,10 @@ uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_
             continue;
         int64_t *dst = out + (size_t)written * l->stride;
         const int64_t *slot = sw_leap_find(l, start);
-        if (slot != NULL) {
+        if (slot != NULL)
             memcpy(dst, slot, (size_t)l->stride * sizeof(int64_t));
-        } else {
-            dst[SW_SLOT_START] = start;
-            dst[SW_SLOT_MIN_RT] = SW_MIN_RT_INIT;
-            memset(dst + SW_SLOT_COUNTS, 0, (size_t)l->n_events * sizeof(int64_t));
-        }
+        else
+            sw_leap_slot_clear(l, dst, start);
         written++;
     }
     return written;
@@ -196,13 +258,23 @@ static inline int64_t window_ms_now(int64_t now_ns)
     return sw_ms_of_ns(now_ns == SW_NOW ? sw_time_coarse_ns() : now_ns);
 }
 
+/* Take a window's lock; rebuild what a process that died holding it may have left. */
+static void window_lock(const struct sw_window *w)
+{
+    if (sw_lock_acquire_as(w->lock, w->token ? w->token : SW_LOCK_PRIVATE)) {
+        sw_leap_repair(w->leap);
+        if (w->future != NULL)
+            sw_leap_repair(w->future);
+    }
+}
+
 int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now_ns)
 {
     if (ev >= w->leap->n_events)
         return SW_EEVENT;
     if (n < 0)
         return SW_EINVAL;
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     sw_leap_add(w->leap, w->future, ev, n, window_ms_now(now_ns));
     sw_lock_release(w->lock);
     return SW_OK;
@@ -214,7 +286,7 @@ int sw_window_add_rt(const struct sw_window *w, int64_t rt_ms, int64_t now_ns)
         return SW_ENORT;
     if (rt_ms < 0)
         return SW_EINVAL;
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     sw_leap_add_rt(w->leap, w->future, rt_ms, window_ms_now(now_ns));
     sw_lock_release(w->lock);
     return SW_OK;
@@ -225,7 +297,7 @@ int sw_window_read(const struct sw_window *w, int which, uint32_t ev, int64_t no
 {
     if (ev >= w->leap->n_events)
         return SW_EEVENT;
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     int64_t t = window_ms_now(now_ns);
     switch (which) {
     case SW_READ_CURRENT: *out = sw_leap_current(w->leap, w->future, ev, t); break;
@@ -241,7 +313,7 @@ int sw_window_rt(const struct sw_window *w, int64_t now_ns, int64_t *min_rt, int
 {
     if (!w->leap->has_rt)
         return SW_ENORT;
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     int64_t t = window_ms_now(now_ns);
     int64_t m = sw_leap_min_rt(w->leap, w->future, t);
     if (min_rt != NULL)
@@ -257,7 +329,7 @@ int sw_window_rt(const struct sw_window *w, int64_t now_ns, int64_t *min_rt, int
 
 uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *out)
 {
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     uint32_t n = sw_leap_buckets(w->leap, w->future, window_ms_now(now_ns), out);
     sw_lock_release(w->lock);
     return n;
@@ -265,9 +337,60 @@ uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *o
 
 void sw_window_reset(const struct sw_window *w)
 {
-    sw_lock_acquire(w->lock);
+    window_lock(w);
     sw_leap_reset(w->leap);
     if (w->future != NULL)
         sw_leap_reset(w->future);
     sw_lock_release(w->lock);
+}
+
+bool sw_leap_indices_ok(const struct sw_leap *l)
+{
+    if (l->sample_count == 0)
+        return false;
+    if (l->newest != SW_LEAP_EMPTY &&
+        (l->newest < 0 || l->newest_idx < 0 || l->newest_idx >= (int64_t)l->sample_count))
+        return false;
+    if (l->head != SW_LEAP_EMPTY && l->head < 0)
+        return false;
+    if (l->dq_first >= l->sample_count || l->dq_len > l->sample_count)
+        return false;
+    if (l->has_rt) {
+        const uint32_t *dq = dq_cmem(l);
+        for (uint32_t k = 0; k < l->dq_len; k++)
+            if (dq[dq_pos(l, k)] >= l->sample_count)
+                return false;
+    }
+    return true;
+}
+
+void sw_leap_repair(struct sw_leap *l)
+{
+    if (!sw_leap_indices_ok(l)) {
+        /* indices the core would use as subscripts are off: start the ring afresh */
+        sw_leap_reset(l);
+        return;
+    }
+    if (l->newest != SW_LEAP_EMPTY)
+        l->newest_idx = sw_leap_index(l, l->newest);
+    /* rebuild the totals and the deque from the slots of (head - interval, head] */
+    memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+    l->dq_first = 0;
+    l->dq_len = 0;
+    if (l->head == SW_LEAP_EMPTY)
+        return;
+    int64_t first = l->head - l->interval_ms + l->window_ms;
+    for (int64_t s = first < 0 ? l->head % l->window_ms : first; s <= l->head;
+         s += l->window_ms) {
+        if (s < 0)
+            continue;
+        uint32_t i = sw_leap_index(l, s);
+        const int64_t *slot = sw_leap_cslot(l, i);
+        if (slot[SW_SLOT_START] != s)
+            continue;
+        for (uint32_t e = 0; e < l->n_events; e++)
+            sw_leap_total_add_(l, e, slot[SW_SLOT_COUNTS + e]);
+        if (l->has_rt)
+            dq_push(l, i);
+    }
 }

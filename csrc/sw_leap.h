@@ -1,12 +1,27 @@
 /* sw_leap.h - the leap array: a ring of time buckets reset in place (DESIGN.md §2-3).
  *
- * A `struct sw_leap` is flat and pointer-free: a header followed by `sample_count` slots of
- * `2 + n_events` int64 words each (bucket start in ms, min_rt in ms, then the counters).
- * The caller owns the memory (sw_leap_size() bytes) and serialises every call with a lock
- * of its own (see sw_window below); the functions here are the unlocked building blocks.
+ * A `struct sw_leap` is flat and pointer-free: a header, then `sample_count` slots of
+ * `2 + n_events` int64 words each (bucket start in ms, min_rt in ms, then the counters),
+ * then the running totals (two words per event), then, with RT, the min_rt deque
+ * (`sample_count` uint32 slot indices). The caller owns the memory (sw_leap_size() bytes)
+ * and serialises every call with a lock of its own (see sw_window below); the functions
+ * here are the unlocked building blocks.
  *
  * Times are whole milliseconds `t >= 0`. Slot of t: (t / window_ms) % sample_count;
  * bucket start of t: t - t % window_ms.
+ *
+ * Cost: every read and write is O(1) in sample_count, amortised over elapsed buckets.
+ * `head` is the start of the newest bucket held in a slot; the window of the ring is the
+ * buckets with start in (head - interval_ms, head]. Invariants (between calls):
+ *   - every slot holds SW_LEAP_EMPTY or a start <= head; a slot counts iff its start is in
+ *     the window, so a slot left behind by a jump is known stale from its start alone;
+ *   - totals[ev] == the exact sum (128-bit, two words) of counter ev over the slots that
+ *     count; a read saturates it to int64;
+ *   - with RT, the deque holds, oldest first, slots that count, with strictly increasing
+ *     min_rt; its front is the window's min_rt and its back is always the head's slot.
+ * Starting bucket `start > head` first subtracts the buckets that slide out: one slot per
+ * elapsed bucket, or nothing at all (totals zeroed, deque emptied) when
+ * `start - head >= interval_ms`, so a jump past the whole ring is O(1).
  */
 #ifndef SW_LEAP_H
 #define SW_LEAP_H
@@ -37,7 +52,12 @@ struct sw_leap {
     uint32_t stride;        /* int64 words per slot */
     int64_t newest;         /* newest bucket start seen by a read or write, or SW_LEAP_EMPTY */
     int64_t newest_idx;     /* its slot */
-    int64_t slots[];        /* sample_count * stride words */
+    int64_t head;           /* newest bucket start held in a slot (<= newest), or EMPTY;
+                             * for a borrow ring: the latest start granted ahead */
+    uint32_t dq_first;      /* min_rt deque (has_rt only): position of its front */
+    uint32_t dq_len;        /* min_rt deque: entries */
+    int64_t slots[];        /* sample_count * stride words, then 2 * n_events words of
+                             * totals, then (has_rt) sample_count uint32 deque entries */
 };
 
 /* Word offsets inside a slot. */
@@ -50,7 +70,7 @@ struct sw_leap {
  * @return SW_OK, or SW_EINVAL if a field is out of range */
 int sw_leap_check(const struct sw_leap_cfg *cfg);
 
-/** Bytes a ring of this configuration needs (header + slots).
+/** Bytes a ring of this configuration needs (header + slots + totals + min_rt deque).
  * @param cfg a configuration that passed sw_leap_check
  * @return the size in bytes, or 0 when cfg is invalid */
 size_t sw_leap_size(const struct sw_leap_cfg *cfg);
@@ -78,6 +98,77 @@ static inline int64_t sw_leap_start_of(const struct sw_leap *l, int64_t t)
     return t - t % l->window_ms;
 }
 
+/** Slot index of the bucket starting at `start`. @param l the ring @param start >= 0
+ * @return (start / window_ms) % sample_count */
+static inline uint32_t sw_leap_index(const struct sw_leap *l, int64_t start)
+{
+    return (uint32_t)((start / l->window_ms) % (int64_t)l->sample_count);
+}
+
+/** Whether t lies in the newest bucket seen (no division). @param l the ring @param t ms */
+static inline bool sw_leap_in_newest(const struct sw_leap *l, int64_t t)
+{
+    /* test for EMPTY first: with newest == SW_LEAP_EMPTY (INT64_MIN) `t - newest`
+     * overflows (undefined behaviour) */
+    return l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms;
+}
+
+/** (Re)start a slot in place: bucket `start`, min_rt SW_MIN_RT_INIT, counters 0.
+ * Only the slot changes: a ring's totals are kept by its callers. */
+static inline void sw_leap_slot_clear(const struct sw_leap *l, int64_t *slot, int64_t start)
+{
+    slot[SW_SLOT_START] = start;
+    slot[SW_SLOT_MIN_RT] = SW_MIN_RT_INIT;
+    for (uint32_t e = 0; e < l->n_events; e++)
+        slot[SW_SLOT_COUNTS + e] = 0;
+}
+
+/* The running totals: event ev's exact sum is the two's-complement 128-bit number
+ * (totals[2ev + 1] : totals[2ev]), so no order of adds and slides loses a count. */
+static inline uint64_t *sw_leap_totals_(struct sw_leap *l)
+{
+    return (uint64_t *)(void *)(l->slots + (size_t)l->sample_count * l->stride);
+}
+static inline const uint64_t *sw_leap_ctotals_(const struct sw_leap *l)
+{
+    return (const uint64_t *)(const void *)(l->slots + (size_t)l->sample_count * l->stride);
+}
+
+/** Add a (signed) delta to event ev's running total. */
+static inline void sw_leap_total_add_(struct sw_leap *l, uint32_t ev, int64_t d)
+{
+    uint64_t *w = sw_leap_totals_(l) + 2u * ev;
+    uint64_t lo = w[0] + (uint64_t)d;
+    w[1] += (d < 0 ? UINT64_MAX : 0u) + (lo < w[0] ? 1u : 0u);
+    w[0] = lo;
+}
+
+/** Subtract a (signed) value from event ev's running total. */
+static inline void sw_leap_total_sub_(struct sw_leap *l, uint32_t ev, int64_t v)
+{
+    uint64_t *w = sw_leap_totals_(l) + 2u * ev;
+    uint64_t lo = w[0] - (uint64_t)v;
+    w[1] -= (v < 0 ? UINT64_MAX : 0u) + (lo > w[0] ? 1u : 0u);
+    w[0] = lo;
+}
+
+/** Sum of event ev over the buckets in the window of the newest bucket held,
+ * (head - interval_ms, head], saturated to int64; O(1), changes nothing.
+ * @param l the ring @param ev event index < n_events @return the sum (0 when empty) */
+static inline int64_t sw_leap_held_sum(const struct sw_leap *l, uint32_t ev)
+{
+    const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
+    if (w[1] == 0u)
+        return w[0] > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)w[0];
+    if (w[1] == UINT64_MAX && w[0] > (uint64_t)INT64_MAX)
+        return -(int64_t)~w[0] - 1;
+    return (w[1] >> 63) ? INT64_MIN : INT64_MAX;
+}
+
+/** Min of min_rt over the same buckets (not clamped to 1), SW_MIN_RT_INIT when none or
+ * without RT; O(1), changes nothing. @param l the ring @return ms */
+int64_t sw_leap_held_min_rt(const struct sw_leap *l);
+
 /** Slow path of sw_leap_clamp (t outside the newest bucket). */
 int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t);
 
@@ -87,17 +178,16 @@ int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t);
  * @return t, or the newest bucket start when t lies behind it */
 static inline int64_t sw_leap_clamp(struct sw_leap *l, int64_t t)
 {
-    /* fast path, no division: t lies in the newest bucket. Test for EMPTY first: with
-     * newest == SW_LEAP_EMPTY (INT64_MIN) `t - newest` overflows (undefined behaviour). */
-    if (l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms)
+    if (sw_leap_in_newest(l, t)) /* fast path, no division */
         return t;
     return sw_leap_clamp_slow(l, t);
 }
 
-/** The slot holding the bucket of t, (re)started in place if it held an older bucket.
- * When `future` is given (a borrowable window), a restarted bucket begins with the passes
- * granted ahead for its start (DESIGN §4).
- * @param l the ring; t must already be clamped
+/** The slot holding the bucket of t, (re)started in place if it held an older bucket
+ * (the buckets sliding out leave the totals first). When `future` is given (a borrowable
+ * window), a restarted bucket begins with the passes granted ahead for its start (DESIGN §4).
+ * @param l the ring; t must already be clamped (a t behind the newest bucket held gets
+ *        that bucket's slot)
  * @param future the borrow ring (1 event, PASS) or NULL
  * @param t ms
  * @return pointer to the slot's words (owned by the ring) */
@@ -105,7 +195,7 @@ int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, i
 static inline int64_t *sw_leap_refresh(struct sw_leap *l, const struct sw_leap *future,
                                        int64_t t)
 {
-    if (l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms) {
+    if (sw_leap_in_newest(l, t)) {
         int64_t *slot = l->slots + (size_t)l->newest_idx * l->stride;
         if (slot[SW_SLOT_START] == l->newest)
             return slot;
@@ -146,11 +236,13 @@ static inline void sw_leap_add_at(struct sw_leap *l, const struct sw_leap *futur
                                   int64_t n, int64_t t)
 {
     int64_t *slot = sw_leap_refresh(l, future, t);
-    slot[SW_SLOT_COUNTS + ev] = sw_sat_add(slot[SW_SLOT_COUNTS + ev], n);
+    int64_t old = slot[SW_SLOT_COUNTS + ev], v = sw_sat_add(old, n);
+    slot[SW_SLOT_COUNTS + ev] = v;
+    sw_leap_total_add_(l, ev, v - old); /* exact: v - old is n, or less when saturated */
 }
-/** sw_leap_sum for a t already clamped by sw_leap_clamp on this ring. */
+/** sw_leap_sum for a t already clamped by sw_leap_clamp on this ring (O(1)). */
 int64_t sw_leap_sum_at(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t);
-/** Sum of event ev over the valid buckets at t (refreshes the slot of t). */
+/** Sum of event ev over the valid buckets at t (refreshes the slot of t); O(1) amortised. */
 int64_t sw_leap_sum(struct sw_leap *l, const struct sw_leap *future, uint32_t ev, int64_t t);
 /** Count of event ev in the bucket containing t (refreshes it). */
 int64_t sw_leap_current(struct sw_leap *l, const struct sw_leap *future, uint32_t ev,
@@ -158,7 +250,8 @@ int64_t sw_leap_current(struct sw_leap *l, const struct sw_leap *future, uint32_
 /** Count of event ev in the bucket just before the bucket of t, 0 if the ring no longer holds
  * it; refreshes nothing (the clamp still applies). */
 int64_t sw_leap_previous(struct sw_leap *l, uint32_t ev, int64_t t);
-/** max(1, min of min_rt over the valid buckets); SW_MIN_RT_INIT when there is no data. */
+/** max(1, min of min_rt over the valid buckets); SW_MIN_RT_INIT when there is no data.
+ * O(1) amortised (the deque). */
 int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t t);
 
 /** Copy the window's buckets at t, oldest first, dense (DESIGN §2, API buckets()).
@@ -166,6 +259,13 @@ int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t 
  * @return the number of buckets written (fewer than sample_count only where a start < 0) */
 uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_t t,
                          int64_t *out);
+
+/** Whether every index the ring uses as an array subscript is in range (a ring read from a
+ * shared region is input). O(sample_count) for the min_rt deque. */
+bool sw_leap_indices_ok(const struct sw_leap *l);
+/** Rebuild the running totals and the min_rt deque from the slots (after a process died
+ * inside a critical section); a ring whose indices are out of range starts afresh. */
+void sw_leap_repair(struct sw_leap *l);
 
 /* ---- a locked view: what the binding's Metric type calls ---- */
 
@@ -175,6 +275,8 @@ struct sw_window {
     sw_lock *lock;
     struct sw_leap *leap;
     struct sw_leap *future; /* NULL unless borrowable */
+    uint64_t token;         /* lock token: SW_LOCK_PRIVATE (0 means the same), or this
+                               process's sw_proc_token() for a window in a shared region */
 };
 
 /** Add n to event ev at now_ns (SW_NOW: the coarse clock, read under the lock).

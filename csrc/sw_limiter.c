@@ -151,10 +151,6 @@ int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg)
     return sw_warmup_init(&rule->warm, cfg->count, cfg->warm_up_s, cfg->cold_factor);
 }
 
-static size_t align8(size_t x)
-{
-    return (x + 7u) & ~(size_t)7u;
-}
 
 size_t sw_lstate_size(int64_t interval_ms, uint32_t sample_count)
 {
@@ -162,7 +158,7 @@ size_t sw_lstate_size(int64_t interval_ms, uint32_t sample_count)
     size_t node = sw_node_size(&nc);
     if (node == 0)
         return 0;
-    size_t total = align8(sizeof(struct sw_lstate)) + node;
+    size_t total = sw_align8(sizeof(struct sw_lstate)) + node;
     return total > UINT32_MAX ? 0 : total;
 }
 
@@ -172,7 +168,7 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
     if (st == NULL || total == 0)
         return SW_EINVAL;
     sw_lock_init(&st->lock);
-    st->off_node = (uint32_t)align8(sizeof(struct sw_lstate));
+    st->off_node = (uint32_t)sw_align8(sizeof(struct sw_lstate));
     st->size = (uint32_t)total;
     sw_warm_state_init(&st->warm);
     sw_throttle_init(&st->thr);
@@ -185,7 +181,7 @@ int sw_lstate_validate(struct sw_lstate *st, size_t size, int64_t interval_ms,
 {
     size_t total = sw_lstate_size(interval_ms, sample_count);
     if (st == NULL || total == 0 || size < total || st->size != total ||
-        st->off_node != align8(sizeof(struct sw_lstate)))
+        st->off_node != sw_align8(sizeof(struct sw_lstate)))
         return SW_EINVAL;
     struct sw_node_cfg nc = node_cfg_of(interval_ms, sample_count);
     return sw_node_validate(sw_lstate_node(st), &nc);
@@ -224,6 +220,7 @@ void sw_lstate_window(struct sw_lstate *st, struct sw_window *out)
     out->lock = &st->lock;
     out->leap = sw_node_sec(node);
     out->future = sw_node_fut(node);
+    out->token = SW_LOCK_PRIVATE;
 }
 
 void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)

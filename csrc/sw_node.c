@@ -1,11 +1,6 @@
 /* sw_node.c - a node: limiter window + borrow ring + minute window + in-flight count. */
 #include "sw_node.h"
 
-static size_t align8(size_t x)
-{
-    return (x + 7u) & ~(size_t)7u;
-}
-
 static void node_cfgs(const struct sw_node_cfg *cfg, struct sw_leap_cfg *sec,
                       struct sw_leap_cfg *fut, struct sw_leap_cfg *min)
 {
@@ -30,9 +25,9 @@ size_t sw_node_size(const struct sw_node_cfg *cfg)
            c = sw_leap_size(&min);
     if (a == 0 || b == 0 || c == 0)
         return 0;
-    size_t total = align8(sizeof(struct sw_node)) + align8(a) + align8(c);
+    size_t total = sw_align8(sizeof(struct sw_node)) + sw_align8(a) + sw_align8(c);
     if (cfg->borrowable)
-        total += align8(b);
+        total += sw_align8(b);
     return total;
 }
 
@@ -45,17 +40,17 @@ int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
     if (total > UINT32_MAX)
         return SW_ERANGE;
     node_cfgs(cfg, &sec, &fut, &min);
-    size_t off = align8(sizeof(struct sw_node));
+    size_t off = sw_align8(sizeof(struct sw_node));
     node->in_flight = 0;
     node->off_sec = (uint32_t)off;
-    off += align8(sw_leap_size(&sec));
+    off += sw_align8(sw_leap_size(&sec));
     node->off_fut = 0;
     if (cfg->borrowable) {
         node->off_fut = (uint32_t)off;
-        off += align8(sw_leap_size(&fut));
+        off += sw_align8(sw_leap_size(&fut));
     }
     node->off_min = (uint32_t)off;
-    off += align8(sw_leap_size(&min));
+    off += sw_align8(sw_leap_size(&min));
     node->size = (uint32_t)off;
     int rc = sw_leap_init(sw_node_sec(node), &sec);
     if (rc == SW_OK && cfg->borrowable)

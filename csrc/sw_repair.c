@@ -13,14 +13,6 @@ static bool leap_layout_equal(const struct sw_leap *a, const struct sw_leap *b)
            a->has_rt == b->has_rt && a->stride == b->stride;
 }
 
-/* Indices a ring uses as array subscripts must be in range. */
-static bool leap_indices_ok(const struct sw_leap *l)
-{
-    if (l->newest == SW_LEAP_EMPTY)
-        return true;
-    return l->newest >= 0 && l->newest_idx >= 0 && l->newest_idx < (int64_t)l->sample_count;
-}
-
 int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg)
 {
     size_t size = sw_node_size(cfg);
@@ -41,7 +33,7 @@ int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg)
                 if ((mine[i] == NULL) != (want[i] == NULL))
                     rc = SW_EINVAL;
                 else if (mine[i] != NULL && (!leap_layout_equal(mine[i], want[i]) ||
-                                             !leap_indices_ok(mine[i])))
+                                             !sw_leap_indices_ok(mine[i])))
                     rc = SW_EINVAL;
             }
         }
@@ -53,11 +45,7 @@ int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg)
 void sw_node_repair(struct sw_node *node)
 {
     struct sw_leap *rings[3] = {sw_node_sec(node), sw_node_fut(node), sw_node_min(node)};
-    for (int i = 0; i < 3; i++) {
-        struct sw_leap *l = rings[i];
-        if (l != NULL && !leap_indices_ok(l)) {
-            l->newest = SW_LEAP_EMPTY;
-            l->newest_idx = 0;
-        }
-    }
+    for (int i = 0; i < 3; i++)
+        if (rings[i] != NULL)
+            sw_leap_repair(rings[i]);
 }

@@ -243,6 +243,50 @@ static int64_t ms_of(int64_t ns)
     return ns <= 0 ? 0 : ns / 1000000;
 }
 
+/* ---- the core's running totals against a brute-force re-sum of its own slots ---- */
+
+/* Between any two calls: each running total equals the plain O(n) sum over the slots whose
+ * start lies in (head - interval, head], the min_rt deque's front equals the plain minimum
+ * over them, and no slot holds a start after head. */
+static void check_totals(const struct sw_leap *l)
+{
+    int64_t head = l->head;
+    int64_t mn = SW_MIN_RT_INIT;
+    int64_t sum[SW_MAX_EVENTS] = {0};
+    for (uint32_t i = 0; i < l->sample_count; i++) {
+        const int64_t *slot = sw_leap_cslot(l, i);
+        int64_t s = slot[SW_SLOT_START];
+        if (s == SW_LEAP_EMPTY)
+            continue;
+        if (head == SW_LEAP_EMPTY || s > head)
+            FAIL("slot %u holds start %lld after head %lld", i, (long long)s, (long long)head);
+        if (s <= head - l->interval_ms)
+            continue;
+        for (uint32_t e = 0; e < l->n_events; e++)
+            sum[e] = sat_add(sum[e], slot[SW_SLOT_COUNTS + e]);
+        if (slot[SW_SLOT_MIN_RT] < mn)
+            mn = slot[SW_SLOT_MIN_RT];
+    }
+    for (uint32_t e = 0; e < l->n_events; e++)
+        EXPECT_EQ(sw_leap_held_sum(l, e), sum[e], "running total == re-sum of the slots");
+    if (l->has_rt)
+        EXPECT_EQ(sw_leap_held_min_rt(l), mn, "deque min_rt == min over the slots");
+    if (head != SW_LEAP_EMPTY && l->newest < head)
+        FAIL("head %lld after newest %lld", (long long)head, (long long)l->newest);
+}
+
+/* sw_borrow_waiting (which visits only the slots after t) against every slot. */
+static void check_waiting(const struct sw_leap *fut, int64_t t)
+{
+    int64_t s = 0;
+    for (uint32_t i = 0; i < fut->sample_count; i++) {
+        const int64_t *slot = sw_leap_cslot(fut, i);
+        if (slot[SW_SLOT_START] != SW_LEAP_EMPTY && slot[SW_SLOT_START] > t)
+            s = sat_add(s, slot[SW_SLOT_COUNTS]);
+    }
+    EXPECT_EQ(sw_borrow_waiting(fut, t), s, "waiting == re-sum of the future slots");
+}
+
 /* ---- clock moves ---- */
 
 /* the first ns of the next bucket of w_ms after now (0 for negative times) */
@@ -318,7 +362,7 @@ static void run_window(struct rd *r)
         EXPECT_EQ(sw_leap_init(fut, &fcfg), SW_OK, "future init");
     sw_lock lock;
     sw_lock_init(&lock);
-    struct sw_window win = {&lock, leap, fut};
+    struct sw_window win = {&lock, leap, fut, SW_LOCK_PRIVATE};
     struct mleap *m = malloc(sizeof *m);
     if (m == NULL)
         abort();
@@ -437,6 +481,14 @@ static void run_window(struct rd *r)
         default:
             now = move_time(r, now, w);
             break;
+        }
+        check_totals(leap);
+        if (fut != NULL) {
+            int64_t t = leap->newest == SW_LEAP_EMPTY ? 0 : leap->newest;
+            check_waiting(fut, t);
+            check_waiting(fut, t + w - 1);
+            check_waiting(fut, t - (int64_t)(op & 7u) * w);
+            check_waiting(fut, ms_of(now));
         }
     }
     free(out);
@@ -847,6 +899,14 @@ static void run_limiter(struct rd *r)
         if (ml->in_flight < 0 || sw_limiter_in_flight(lim) != ml->in_flight)
             FAIL("in flight %lld, model %lld", (long long)sw_limiter_in_flight(lim),
                  (long long)ml->in_flight);
+        struct sw_node *node = sw_limiter_node(lim);
+        check_totals(sw_node_sec(node));
+        check_totals(sw_node_min(node));
+        if (sw_node_fut(node) != NULL) {
+            int64_t t = sw_node_sec(node)->newest;
+            check_waiting(sw_node_fut(node), t == SW_LEAP_EMPTY ? 0 : t);
+            check_waiting(sw_node_fut(node), ms_of(now));
+        }
     }
     free(ml);
     free(lim);

@@ -63,5 +63,6 @@ void test_warmup(void);
 void test_throttle(void);
 void test_stress(void);
 void test_shm(void);
+void test_totals(void);
 
 #endif /* SW_TEST_HARNESS_H */

@@ -1,6 +1,7 @@
 /* test_core.c - the slidewin C core's tests: leap array, window API, borrow ring, node,
  * errors and saturation. Entry point of the test binary (see harness.h). */
 #include "harness.h"
+#include "ring_util.h"
 
 #include "sw_limiter.h"
 #include "sw_time.h"
@@ -10,66 +11,6 @@
 
 long sw_t_passed = 0;
 long sw_t_failed = 0;
-
-/* A standalone ring with its own lock: what a Metric object holds. */
-struct ring {
-    sw_lock lock;
-    struct sw_leap *leap;
-    struct sw_leap *fut;
-    struct sw_window w;
-};
-
-static void ring_open(struct ring *r, int64_t interval_ms, uint32_t samples, uint32_t n_events,
-                      bool has_rt, bool borrowable)
-{
-    struct sw_leap_cfg c = {interval_ms, samples, n_events, has_rt};
-    sw_lock_init(&r->lock);
-    r->leap = calloc(1, sw_leap_size(&c));
-    CHECK(r->leap != NULL);
-    CHECK_EQ(sw_leap_init(r->leap, &c), SW_OK);
-    r->fut = NULL;
-    if (borrowable) {
-        struct sw_leap_cfg f;
-        sw_borrow_cfg(&c, &f);
-        r->fut = calloc(1, sw_leap_size(&f));
-        CHECK(r->fut != NULL);
-        CHECK_EQ(sw_leap_init(r->fut, &f), SW_OK);
-    }
-    r->w.lock = &r->lock;
-    r->w.leap = r->leap;
-    r->w.future = r->fut;
-}
-
-static void ring_close(struct ring *r)
-{
-    free(r->leap);
-    free(r->fut);
-}
-
-static int64_t wsum(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_SUM, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wcur(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_CURRENT, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wprev(struct ring *r, uint32_t ev, int64_t ms)
-{
-    int64_t v = -1;
-    CHECK_EQ(sw_window_read(&r->w, SW_READ_PREVIOUS, ev, MS(ms), &v), SW_OK);
-    return v;
-}
-static int64_t wminrt(struct ring *r, int64_t ms)
-{
-    int64_t m = -1;
-    CHECK_EQ(sw_window_rt(&r->w, MS(ms), &m, NULL, NULL), SW_OK);
-    return m;
-}
 
 /* DESIGN §2 worked example, on the unlocked building blocks and on the locked view. */
 static void test_worked_example(void)
@@ -342,7 +283,10 @@ static void test_leap_check(void)
 {
     struct sw_leap_cfg ok = {1000, 2, SW_EV_DEFAULT_COUNT, true};
     CHECK_EQ(sw_leap_check(&ok), SW_OK);
-    CHECK(sw_leap_size(&ok) == sizeof(struct sw_leap) + 2 * 8 * sizeof(int64_t));
+    /* header + 2 slots of 8 words + 2 total words per event + the min_rt deque (2 x 4 B) */
+    CHECK(sw_leap_size(&ok) == sizeof(struct sw_leap) + (2 * 8 + 2 * 6) * sizeof(int64_t) + 8);
+    struct sw_leap_cfg user = {1000, 2, 3, false};
+    CHECK(sw_leap_size(&user) == sizeof(struct sw_leap) + (2 * 5 + 2 * 3) * sizeof(int64_t));
     CHECK_EQ(sw_leap_check(NULL), SW_EINVAL);
     CHECK(sw_leap_size(NULL) == 0);
     struct sw_leap_cfg bad[] = {
@@ -601,6 +545,7 @@ int main(void)
     test_misc();
     test_leap();
     test_borrow();
+    test_totals();
     test_node();
     test_limiter();
     test_warmup();

@@ -421,6 +421,7 @@ static void stress_adds(void)
     sh.w.lock = &lock;
     sh.w.leap = leap;
     sh.w.future = NULL;
+    sh.w.token = SW_LOCK_PRIVATE;
     sh.lim = lim;
     atomic_init(&sh.clock_ns, (long long)MS(5000));
     static struct ad_arg args[NTHREADS];
