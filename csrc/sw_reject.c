@@ -6,12 +6,7 @@ int64_t sw_reject_retry_ms(const struct sw_leap *win, int64_t t, int64_t n, doub
     if ((double)n > limit)
         return -1;
     int64_t cur = sw_leap_start_of(win, t);
-    int64_t total = 0;
-    for (uint32_t i = 0; i < win->sample_count; i++) {
-        const int64_t *slot = sw_leap_cslot(win, i);
-        if (sw_leap_valid(win, slot, t))
-            total = sw_sat_add(total, slot[SW_SLOT_COUNTS + SW_EV_PASS]);
-    }
+    int64_t total = sw_leap_held_sum(win, SW_EV_PASS); /* the window was refreshed at t */
     /* buckets slide out oldest first; after bucket `start` leaves (at start + interval),
      * the passes still in the window are total - (passes of it and all older ones) */
     int64_t gone = 0;
