@@ -1,6 +1,6 @@
 """Type stubs of the C extension slidewin._core."""
 from types import TracebackType
-from typing import Any, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 EventLike = Union[int, str]
 
@@ -51,11 +51,17 @@ class Stats(Tuple[float, float, float, float, float, float, int, int, float]):
     def occupied_qps(self) -> float: ...
 
 class BlockedError(Exception):
+    # copy.copy / copy.deepcopy keep retry_after and the same limiter object; pickle keeps
+    # retry_after, and a Limiter (private to its process, not picklable) becomes None.
     retry_after: Optional[float]
     limiter: Any
     def __init__(
         self, message: str = ..., *, retry_after: Optional[float] = None, limiter: Any = None
     ) -> None: ...
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...], Dict[str, Any]]: ...
+    def __setstate__(self, state: Optional[Dict[str, Any]]) -> None: ...
+    def __copy__(self) -> "BlockedError": ...
+    def __deepcopy__(self, memo: Any) -> "BlockedError": ...
 
 class Metric:
     def __init__(
