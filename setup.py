@@ -2,8 +2,10 @@
 
 Environment switches (as msgspec does):
   SLIDEWIN_DEBUG=1     -O0 -g, assertions on
-  SLIDEWIN_SANITIZE=1  -fsanitize=address,undefined (run with the ASan runtime preloaded)
+  SLIDEWIN_SANITIZE=1  -fsanitize=address,undefined,float-cast-overflow (run with the ASan
+                       runtime preloaded; gcc's "undefined" leaves float-cast-overflow out)
 """
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -37,16 +39,21 @@ else:
     compile_args += ["-O2", "-flto"]
     link_args += ["-O2", "-flto"]
 if sanitize:
-    compile_args += ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
-    link_args += ["-fsanitize=address,undefined"]
+    compile_args += ["-fsanitize=address,undefined,float-cast-overflow",
+                     "-fno-sanitize-recover=undefined,float-cast-overflow"]
+    link_args += ["-fsanitize=address,undefined,float-cast-overflow"]
+
+# the binding: one glue file per Python type (csrc/binding/)
+BINDING = sorted(glob.glob("csrc/binding/*.c"))
 
 setup(
     ext_modules=[
         Extension(
             "slidewin._core",
-            sources=["csrc/_slidewin.c"] + ["csrc/" + f for f in CORE],
-            include_dirs=["csrc"],
-            depends=["csrc/" + f.replace(".c", ".h") for f in CORE],
+            sources=BINDING + ["csrc/" + f for f in CORE],
+            include_dirs=["csrc", "csrc/binding"],
+            depends=["csrc/" + f.replace(".c", ".h") for f in CORE]
+            + sorted(glob.glob("csrc/binding/*.h")),
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             undef_macros=undef,

@@ -1,6 +1,6 @@
 """Section "gil": the O(1) decision with the GIL held vs released around the core call.
 
-``Limiter.try_acquire`` keeps the GIL; ``Limiter._try_acquire_nogil`` (a benchmark-only
+``Limiter.try_acquire`` keeps the GIL; ``slidewin._core._try_acquire_nogil(lim)`` (a benchmark-only
 twin) releases it around the core call (``Py_BEGIN_ALLOW_THREADS``). Both run with 1, 2
 and 4 threads on one limiter, and one limiter thread next to one CPU-bound pure-Python
 thread, where the question is how much each side keeps of what it does alone.
@@ -73,7 +73,7 @@ def next_to_cpu(case, seconds: float) -> Dict[str, Any]:
 
 def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     if not C.has_nogil():
-        msg = ("Limiter._try_acquire_nogil is not in this build of slidewin; "
+        msg = ("slidewin._core._try_acquire_nogil is not in this build of slidewin; "
                "the GIL study needs it")
         log("  skipped: " + msg)
         return {"skipped": msg}

@@ -62,13 +62,13 @@ def slidewin_available() -> Tuple[bool, str]:
 def has_noop() -> bool:
     import slidewin
 
-    return hasattr(slidewin.Limiter(qps=1), "_noop")
+    return hasattr(slidewin._core, "_noop")
 
 
 def has_nogil() -> bool:
     import slidewin
 
-    return hasattr(slidewin.Limiter(qps=1), "_try_acquire_nogil")
+    return hasattr(slidewin._core, "_try_acquire_nogil")
 
 
 def floor_cases() -> List[Case]:
@@ -77,9 +77,9 @@ def floor_cases() -> List[Case]:
         def noop():
             import slidewin
 
-            return {"f": slidewin.Limiter(qps=BIG)._noop}
+            return {"f": slidewin._core._noop}
 
-        out.append(Case("floor.noop", "Limiter._noop() (do-nothing C method)", "floor", noop,
+        out.append(Case("floor.noop", "_core._noop() (do-nothing C function)", "floor", noop,
                         "f()", ok="True"))
 
     def pyfunc():
@@ -108,6 +108,11 @@ def slidewin_cases() -> List[Case]:
             return {"f": getattr(lim, attr), "lim": lim}
 
         return factory
+
+    def nogil():
+        from slidewin import _core
+
+        return {"f": _core._try_acquire_nogil, "lim": Limiter(qps=BIG)}
 
     def refusing():
         lim = Limiter(qps=1)
@@ -176,7 +181,7 @@ def slidewin_cases() -> List[Case]:
     ]
     if has_nogil():
         cases.insert(4, C("sw.reject_nogil", "_try_acquire_nogil() reject (GIL released)",
-                          "slidewin", lim_ns("_try_acquire_nogil", qps=BIG), "f()"))
+                          "slidewin", nogil, "f(lim)"))
     del slidewin
     return cases
 

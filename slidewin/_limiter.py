@@ -123,7 +123,12 @@ class Limiter(_core.Limiter):
                 raise
 
     async def _aenter(self, entry: Any) -> Any:
-        await self._acquire_async(entry.n, None, _F_ENTRY)
+        # entry.__aenter__ claimed the entry (idle -> entering) in one atomic step
+        try:
+            await self._acquire_async(entry.n, None, _F_ENTRY)
+        except BaseException:
+            entry._abort()  # refused or cancelled: holds nothing, may be entered again
+            raise
         entry._started()
         return entry
 

@@ -38,6 +38,7 @@ PRELUDE = textwrap.dedent(
     import asyncio, gc, json, sys, tracemalloc
     import slidewin
     from slidewin import BlockedError, Event, Limiter, Metric, limit
+    from slidewin import _core
 
     def package_types():
         seen = {}
@@ -96,7 +97,7 @@ METRIC = textwrap.dedent(
             m.previous(0, now_ns=i * 1000)
             m.buckets(now_ns=i * 1000)
             repr(m)
-            m._noop()
+            _core._noop()
             del m
         m = Metric(1000, 2)
         add = m.add
@@ -127,7 +128,8 @@ LIMITER = textwrap.dedent(
             lim.stats(now_ns=i * 10**6)
             lim.metric.sum(0, now_ns=i * 10**6)
             repr(lim)
-            lim._noop()
+            _core._noop()
+            _core._try_acquire_nogil(lim, now_ns=i * 10**6)
             del lim
         lim = Limiter(qps=10**9, interval_ms=60_000, sample_count=60)
         for i in range(int(1_000_000 * scale)):

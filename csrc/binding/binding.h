@@ -1,0 +1,117 @@
+/* binding.h - shared declarations of the CPython binding (module `slidewin._core`).
+ *
+ * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c), the module in
+ * module.c, argument helpers in args.c, sleeping and waiting in wait.c. Heap types,
+ * multi-phase init, module state.
+ */
+#ifndef SW_BINDING_H
+#define SW_BINDING_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "sw_limiter.h"
+#include "sw_time.h"
+#include "wait.h"
+
+#define NS_PER_MS INT64_C(1000000)
+#define NS_PER_S INT64_C(1000000000)
+
+#define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+
+/* ------------------------------------------------------------------------------------ */
+/* module state                                                                          */
+
+typedef struct {
+    PyTypeObject *Metric_Type;
+    PyTypeObject *Limiter_Type;
+    PyTypeObject *Entry_Type;
+    PyTypeObject *Bucket_Type;
+    PyTypeObject *Stats_Type;
+    PyObject *BlockedError;
+    PyObject *default_names; /* tuple of the default event names */
+    PyObject *default_map;   /* dict name -> index */
+    PyObject *str_aenter;    /* "_aenter" */
+    PyObject *str_aexit;     /* "_aexit" */
+} module_state;
+
+extern struct PyModuleDef slidewin_module;
+
+/** The module state of an instance's type (walking up from Python subclasses), or NULL. */
+module_state *state_of_type(PyTypeObject *tp);
+
+/* ------------------------------------------------------------------------------------ */
+/* object structs                                                                        */
+
+/* Standalone Metric memory: the lock, then the ring (sw_leap_size bytes). */
+struct metric_mem {
+    sw_lock lock;
+    _Alignas(16) unsigned char leap[];
+};
+
+typedef struct {
+    PyObject_HEAD
+    struct sw_window win;
+    struct metric_mem *mem; /* owned core state (standalone), or NULL for a limiter's view */
+    PyObject *owner;        /* the Limiter whose state this views, or NULL */
+    PyObject *names;        /* tuple of event names */
+    PyObject *name_map;     /* dict name -> index */
+    module_state *st;
+    struct fork_link fork;  /* standalone only: its lock is reset across fork() */
+} MetricObject;
+
+typedef struct {
+    PyObject_HEAD
+    struct sw_limiter *lim;    /* owned core state */
+    module_state *st;
+    struct sw_limiter_cfg cfg; /* for repr and properties */
+    struct waitq wq;           /* threads waiting in acquire() for a release() */
+    struct fork_link fork;     /* the core lock and wq, reset across fork() */
+    PyObject *weakreflist;
+} LimiterObject;
+
+/* Entry states: each transition is one atomic step (compare-exchange). */
+enum entry_state {
+    ENTRY_IDLE = 0,     /* made, not entered (also after a refused enter) */
+    ENTRY_ENTERING = 1, /* claimed by one __enter__/__aenter__, deciding or queued */
+    ENTRY_ENTERED = 2,  /* holding its in-flight count */
+    ENTRY_EXITED = 3    /* count given back */
+};
+
+typedef struct {
+    PyObject_HEAD
+    LimiterObject *limiter;
+    int64_t n;
+    int64_t start_ns;
+    atomic_int state; /* enum entry_state */
+} EntryObject;
+
+/* ------------------------------------------------------------------------------------ */
+/* types (specs) and cross-file helpers                                                  */
+
+extern PyType_Spec Metric_spec;
+extern PyType_Spec Limiter_spec;
+extern PyType_Spec Entry_spec;
+extern PyType_Spec BlockedError_spec;
+extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
+
+/** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
+PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);
+
+/** A new Entry of `lim` for n. @return new reference or NULL */
+PyObject *entry_new(LimiterObject *lim, int64_t n);
+
+/** Set BlockedError for a refusal of n by `self`. */
+void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);
+
+
+/* module-level private functions (benchmarks) */
+PyObject *bench_noop(PyObject *m, PyObject *unused);
+PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames);
+
+#endif /* SW_BINDING_H */

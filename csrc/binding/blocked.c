@@ -1,0 +1,245 @@
+/* blocked.c - BlockedError: a limiter refused the request. */
+#include "binding.h"
+#include "args.h"
+
+typedef struct {
+    PyBaseExceptionObject base;
+    PyObject *retry_after;
+    PyObject *limiter;
+} BlockedErrorObject;
+
+static int BlockedError_init(BlockedErrorObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"message", "retry_after", "limiter", NULL};
+    PyObject *message = NULL, *retry_after = Py_None, *limiter = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:BlockedError", kwlist, &message,
+                                     &retry_after, &limiter))
+        return -1;
+    if (retry_after != Py_None) {
+        double v;
+        if (as_nonneg_double(retry_after, "retry_after", 1e300, &v) < 0)
+            return -1;
+    }
+    /* BaseException keeps the positional args (for str() and pickling) */
+    PyObject *bargs = message ? PyTuple_Pack(1, message) : PyTuple_New(0);
+    if (bargs == NULL)
+        return -1;
+    int rc = ((PyTypeObject *)PyExc_Exception)->tp_init((PyObject *)self, bargs, NULL);
+    Py_DECREF(bargs);
+    if (rc < 0)
+        return -1;
+    Py_INCREF(retry_after);
+    Py_XSETREF(self->retry_after, retry_after);
+    Py_INCREF(limiter);
+    Py_XSETREF(self->limiter, limiter);
+    return 0;
+}
+
+static int BlockedError_traverse(BlockedErrorObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->retry_after);
+    Py_VISIT(self->limiter);
+    return ((PyTypeObject *)PyExc_Exception)->tp_traverse((PyObject *)self, visit, arg);
+}
+
+static int BlockedError_clear(BlockedErrorObject *self)
+{
+    Py_CLEAR(self->retry_after);
+    Py_CLEAR(self->limiter);
+    return ((PyTypeObject *)PyExc_Exception)->tp_clear((PyObject *)self);
+}
+
+static void BlockedError_dealloc(BlockedErrorObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    BlockedError_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* The state that pickling and copying carry: the instance dict plus retry_after and limiter.
+ * keep_limiter: a copy keeps the Limiter; a pickle drops a private Limiter (it lives in this
+ * process only and cannot be pickled) to None, and keeps any other value. */
+static PyObject *blocked_state(BlockedErrorObject *self, int keep_limiter)
+{
+    PyObject *state = NULL, *d = PyObject_GetAttrString((PyObject *)self, "__dict__");
+    if (d == NULL)
+        return NULL;
+    state = PyDict_Copy(d);
+    Py_DECREF(d);
+    if (state == NULL)
+        return NULL;
+    PyObject *lim = self->limiter ? self->limiter : Py_None;
+    if (!keep_limiter) {
+        module_state *st = state_of_type(Py_TYPE(self));
+        if (st != NULL && PyObject_TypeCheck(lim, st->Limiter_Type))
+            lim = Py_None;
+    }
+    if (PyDict_SetItemString(state, "retry_after",
+                             self->retry_after ? self->retry_after : Py_None) < 0 ||
+        PyDict_SetItemString(state, "limiter", lim) < 0) {
+        Py_DECREF(state);
+        return NULL;
+    }
+    return state;
+}
+
+/* __reduce__: (type, args, state); the state's retry_after and limiter go back in through
+ * __setstate__ */
+static PyObject *blocked_args(BlockedErrorObject *self);
+
+static PyObject *BlockedError_reduce(BlockedErrorObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *state = blocked_state(self, 0);
+    if (state == NULL)
+        return NULL;
+    PyObject *args = blocked_args(self);
+    if (args == NULL) {
+        Py_DECREF(state);
+        return NULL;
+    }
+    return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(self), args, state);
+}
+
+static PyObject *BlockedError_setstate(BlockedErrorObject *self, PyObject *state)
+{
+    if (state == Py_None)
+        Py_RETURN_NONE;
+    if (!PyDict_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "BlockedError state must be a dict, not %.100s",
+                     type_name_of(state));
+        return NULL;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(state, &pos, &key, &value)) {
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "retry_after") == 0) {
+            double v;
+            if (value != Py_None && as_nonneg_double(value, "retry_after", 1e300, &v) < 0)
+                return NULL;
+            Py_INCREF(value);
+            Py_XSETREF(self->retry_after, value);
+        } else if (PyUnicode_Check(key) &&
+                   PyUnicode_CompareWithASCIIString(key, "limiter") == 0) {
+            Py_INCREF(value);
+            Py_XSETREF(self->limiter, value);
+        } else if (PyObject_SetAttr((PyObject *)self, key, value) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* a copy with `state`: type(self)(*args), then the state */
+static PyObject *blocked_rebuild(BlockedErrorObject *self, PyObject *args, PyObject *state)
+{
+    PyObject *res = PyObject_Call((PyObject *)Py_TYPE(self), args, NULL);
+    if (res == NULL)
+        return NULL;
+    PyObject *r = BlockedError_setstate((BlockedErrorObject *)res, state);
+    if (r == NULL) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return res;
+}
+
+static PyObject *blocked_args(BlockedErrorObject *self)
+{
+    if (self->base.args == NULL)
+        return PyTuple_New(0);
+    Py_INCREF(self->base.args);
+    return self->base.args;
+}
+
+/* __copy__: the same message, retry_after and limiter (the same Limiter object) */
+static PyObject *BlockedError_copy(BlockedErrorObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *args = blocked_args(self), *state = NULL, *res = NULL;
+    if (args == NULL)
+        return NULL;
+    state = blocked_state(self, 1);
+    if (state != NULL)
+        res = blocked_rebuild(self, args, state);
+    Py_DECREF(args);
+    Py_XDECREF(state);
+    return res;
+}
+
+/* __deepcopy__(memo): args and the instance dict deep-copied; the limiter is shared (a
+ * limiter is a resource, like a lock: a deep copy of an error does not make a new one) */
+static PyObject *BlockedError_deepcopy(BlockedErrorObject *self, PyObject *memo)
+{
+    PyObject *copy = NULL, *args = NULL, *state = NULL, *dargs = NULL, *dstate = NULL,
+             *res = NULL;
+    copy = PyImport_ImportModule("copy");
+    if (copy == NULL)
+        goto done;
+    args = blocked_args(self);
+    state = blocked_state(self, 1);
+    if (args == NULL || state == NULL)
+        goto done;
+    PyObject *lim = PyDict_GetItemString(state, "limiter"); /* borrowed */
+    Py_XINCREF(lim);
+    if (PyDict_DelItemString(state, "limiter") < 0) {
+        Py_XDECREF(lim);
+        goto done;
+    }
+    dargs = PyObject_CallMethod(copy, "deepcopy", "OO", args, memo);
+    dstate = dargs ? PyObject_CallMethod(copy, "deepcopy", "OO", state, memo) : NULL;
+    if (dstate == NULL || !PyDict_Check(dstate) || !PyTuple_Check(dargs) ||
+        PyDict_SetItemString(dstate, "limiter", lim ? lim : Py_None) < 0) {
+        Py_XDECREF(lim);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "BlockedError: deepcopy gave an unexpected state");
+        goto done;
+    }
+    Py_XDECREF(lim);
+    res = blocked_rebuild(self, dargs, dstate);
+done:
+    Py_XDECREF(copy);
+    Py_XDECREF(args);
+    Py_XDECREF(state);
+    Py_XDECREF(dargs);
+    Py_XDECREF(dstate);
+    return res;
+}
+
+static PyMethodDef BlockedError_methods[] = {
+    {"__reduce__", (PyCFunction)BlockedError_reduce, METH_NOARGS,
+     "Pickle support: keeps retry_after; a Limiter is dropped to None (not picklable)."},
+    {"__setstate__", (PyCFunction)BlockedError_setstate, METH_O, NULL},
+    {"__copy__", (PyCFunction)BlockedError_copy, METH_NOARGS,
+     "A copy with the same retry_after and limiter."},
+    {"__deepcopy__", (PyCFunction)BlockedError_deepcopy, METH_O,
+     "A deep copy; the limiter is the same object."},
+    {NULL}};
+
+static PyMemberDef BlockedError_members[] = {
+    {"retry_after", T_OBJECT, offsetof(BlockedErrorObject, retry_after), READONLY,
+     "Seconds after which the same request could be admitted, or None when unknown."},
+    {"limiter", T_OBJECT, offsetof(BlockedErrorObject, limiter), READONLY,
+     "The Limiter that refused the request (or None)."},
+    {NULL}};
+
+static PyType_Slot BlockedError_slots[] = {
+    {Py_tp_doc, "BlockedError(message, *, retry_after=None, limiter=None)\n--\n\n"
+                "A limiter refused the request. retry_after: seconds after which the same "
+                "request could be admitted (None when unknown); limiter: the Limiter."},
+    {Py_tp_init, BlockedError_init},
+    {Py_tp_traverse, BlockedError_traverse},
+    {Py_tp_clear, BlockedError_clear},
+    {Py_tp_dealloc, BlockedError_dealloc},
+    {Py_tp_members, BlockedError_members},
+    {Py_tp_methods, BlockedError_methods},
+    {0, NULL}};
+
+PyType_Spec BlockedError_spec = {
+    .name = "slidewin.BlockedError",
+    .basicsize = sizeof(BlockedErrorObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = BlockedError_slots,
+};

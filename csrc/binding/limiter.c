@@ -1,0 +1,687 @@
+/* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
+#include "binding.h"
+#include "args.h"
+
+#include <math.h>
+
+static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
+                                             "warm_up_throttle"};
+
+/* Parse and check the constructor's arguments into a configuration (every message names the
+ * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
+static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg)
+{
+    static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
+                             "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
+                             "sample_count", NULL};
+    PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
+             *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOOOOO:Limiter", kwlist, &o_qps,
+                                     &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
+                                     &o_int, &o_samp))
+        return -1;
+    sw_limiter_cfg_default(cfg);
+    if (o_qps != Py_None && o_conc != Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pass exactly one of qps or concurrency, not both");
+        return -1;
+    }
+    if (o_qps == Py_None && o_conc == Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pass exactly one of qps (a rate per second) or concurrency "
+                        "(requests in flight)");
+        return -1;
+    }
+    if (o_qps != Py_None) {
+        cfg->grade = SW_GRADE_QPS;
+        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
+            return -1;
+    } else {
+        int64_t c;
+        cfg->grade = SW_GRADE_CONCURRENCY;
+        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
+            return -1;
+        cfg->count = (double)c;
+    }
+    if (o_beh != NULL) {
+        if (!PyUnicode_Check(o_beh)) {
+            PyErr_Format(PyExc_TypeError, "behavior must be a str, not %.100s",
+                         type_name_of(o_beh));
+            return -1;
+        }
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (PyUnicode_CompareWithASCIIString(o_beh, behavior_names[i]) == 0)
+                found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "behavior must be one of 'reject', 'warm_up', 'throttle', "
+                         "'warm_up_throttle', got %R", o_beh);
+            return -1;
+        }
+        cfg->behavior = found;
+    }
+    if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT) {
+        PyErr_Format(PyExc_ValueError,
+                     "behavior=%R needs qps; a concurrency limiter only rejects "
+                     "(behavior='reject')", o_beh);
+        return -1;
+    }
+    if (o_warm && as_nonneg_double(o_warm, "warm_up_s", 1.0e9, &cfg->warm_up_s) < 0)
+        return -1;
+    if (o_cold) {
+        if (as_nonneg_double(o_cold, "cold_factor", 1.0e9, &cfg->cold_factor) < 0)
+            return -1;
+        if (!(cfg->cold_factor > 1.0)) {
+            PyErr_Format(PyExc_ValueError, "cold_factor must be > 1, got %R", o_cold);
+            return -1;
+        }
+    }
+    if (cfg->count * cfg->warm_up_s * 2.0 > 9.0e18) {
+        PyErr_SetString(PyExc_ValueError,
+                        "qps * warm_up_s is too large (must be below 4.5e18 tokens)");
+        return -1;
+    }
+    if (o_queue && as_int64(o_queue, "max_queueing_ms", 0, INT64_C(1) << 40,
+                            &cfg->max_queueing_ms) < 0)
+        return -1;
+    if (o_occ && as_int64(o_occ, "occupy_timeout_ms", 0, INT64_C(1) << 40,
+                          &cfg->occupy_timeout_ms) < 0)
+        return -1;
+    int64_t samples = cfg->sample_count;
+    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg->interval_ms) < 0)
+        return -1;
+    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
+        return -1;
+    cfg->sample_count = (uint32_t)samples;
+    if (cfg->interval_ms % samples != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "interval_ms (%lld) must be divisible by sample_count (%lld)",
+                     (long long)cfg->interval_ms, (long long)samples);
+        return -1;
+    }
+    if (cfg->grade == SW_GRADE_QPS &&
+        (cfg->behavior == SW_REJECT || cfg->behavior == SW_WARM_UP)) {
+        double l = cfg->count * (double)cfg->interval_ms / 1000.0;
+        if (l > 0 && l < 1) {
+            PyObject *lo = PyFloat_FromDouble(l);
+            if (lo == NULL)
+                return -1;
+            PyErr_Format(PyExc_ValueError,
+                         "qps=%R with interval_ms=%lld allows %R requests per window, which "
+                         "admits nothing; use behavior='throttle' to pace slow rates, or a "
+                         "longer interval_ms (at least %lld)",
+                         o_qps, (long long)cfg->interval_ms, lo,
+                         (long long)ceil(1000.0 / cfg->count));
+            Py_DECREF(lo);
+            return -1;
+        }
+    }
+    if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK) {
+        /* validated whatever the behavior (API: validated, then ignored) */
+        PyErr_Format(PyExc_ValueError,
+                     "qps, warm_up_s and cold_factor give warm-up token counts beyond 9e18 "
+                     "(about qps * warm_up_s / (cold_factor - 1)); use a smaller warm_up_s or "
+                     "a larger cold_factor");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    struct sw_limiter_cfg cfg;
+    module_state *st = state_of_type(type);
+    if (st == NULL) {
+        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+        return NULL;
+    }
+    if (limiter_parse_cfg(args, kwds, &cfg) < 0)
+        return NULL;
+    size_t size = sw_limiter_size(&cfg);
+    if (size == 0) {
+        PyErr_SetString(PyExc_ValueError, "invalid Limiter configuration");
+        return NULL;
+    }
+    LimiterObject *self = (LimiterObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->st = st;
+    self->cfg = cfg;
+    self->weakreflist = NULL;
+    self->lim = PyMem_Calloc(1, size);
+    if (self->lim == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    int rc = sw_limiter_init(self->lim, &cfg);
+    if (rc != SW_OK) {
+        Py_DECREF(self);
+        return raise_core_error(rc);
+    }
+    struct sw_window w;
+    sw_limiter_window(self->lim, &w);
+    if (waitq_init(&self->wq) < 0 || fork_register(&self->fork, w.lock, &self->wq) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void Limiter_dealloc(LimiterObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    fork_unregister(&self->fork);
+    waitq_destroy(&self->wq);
+    PyMem_Free(self->lim);
+    self->lim = NULL;
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *retry_after_obj(int64_t retry_ns)
+{
+    if (retry_ns < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)retry_ns / 1e9);
+}
+
+void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
+{
+    module_state *st = self->st;
+    PyObject *retry = retry_after_obj(d->verdict == SW_NEVER ? -1 : d->retry_ns);
+    if (retry == NULL)
+        return;
+    PyObject *repr = PyObject_Repr((PyObject *)self);
+    if (repr == NULL) {
+        Py_DECREF(retry);
+        return;
+    }
+    PyObject *msg;
+    if (d->verdict == SW_NEVER)
+        msg = PyUnicode_FromFormat("%U refused n=%lld: it can never admit this request",
+                                   repr, (long long)n);
+    else if (retry != Py_None)
+        msg = PyUnicode_FromFormat("%U refused n=%lld; retry after %R s", repr,
+                                   (long long)n, retry);
+    else
+        msg = PyUnicode_FromFormat("%U refused n=%lld", repr, (long long)n);
+    Py_DECREF(repr);
+    if (msg == NULL) {
+        Py_DECREF(retry);
+        return;
+    }
+    PyObject *args = PyTuple_Pack(1, msg);
+    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", (PyObject *)self);
+    Py_DECREF(msg);
+    Py_DECREF(retry);
+    if (args == NULL || kw == NULL) {
+        Py_XDECREF(args);
+        Py_XDECREF(kw);
+        return;
+    }
+    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
+    Py_DECREF(args);
+    Py_DECREF(kw);
+    if (exc == NULL)
+        return;
+    PyErr_SetObject(st->BlockedError, exc);
+    Py_DECREF(exc);
+}
+
+static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "now_ns"};
+    PyObject *a[2];
+    int64_t n = 1, now = SW_NOW;
+    struct sw_decision d;
+    if (nargs != 0 || kwnames != NULL) {
+        if (parse_fast("try_acquire", args, nargs, kwnames, names, 2, 1, a) < 0 ||
+            parse_n(a[0], 1, &n) < 0 || parse_now(a[1], &now) < 0)
+            return NULL;
+    }
+    sw_limiter_decide(self->lim, n, now, SW_F_TRY, &d);
+    if (d.verdict == SW_PASS)
+        Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+
+
+static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "now_ns", "prioritized"};
+    PyObject *a[3];
+    int64_t n = 1, now = SW_NOW;
+    int prio = 0;
+    struct sw_decision d;
+    if (nargs != 0 || kwnames != NULL) {
+        if (parse_fast("reserve", args, nargs, kwnames, names, 3, 1, a) < 0 ||
+            parse_n(a[0], 1, &n) < 0 || parse_now(a[1], &now) < 0 ||
+            parse_bool(a[2], "prioritized", &prio) < 0)
+            return NULL;
+    }
+    sw_limiter_decide(self->lim, n, now, prio ? SW_F_PRIORITIZED : 0u, &d);
+    if (d.verdict == SW_PASS)
+        return PyLong_FromLongLong(d.wait_ns);
+    Py_RETURN_NONE;
+}
+
+/* _decide(n, flags, now_ns) -> (verdict, wait_ns, retry_ns): the building block of the
+ * asyncio helpers. verdict: 0 pass, 1 block, 2 never. */
+static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t n, flags, now;
+    struct sw_decision d;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_decide(n, flags, now_ns) takes 3 arguments");
+        return NULL;
+    }
+    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 31, &flags) < 0 ||
+        parse_now(args[2], &now) < 0)
+        return NULL;
+    sw_limiter_decide(self->lim, n, now, (unsigned)flags, &d);
+    return Py_BuildValue("(iLL)", d.verdict, (long long)d.wait_ns, (long long)d.retry_ns);
+}
+
+/* _count_block(n): the one BLOCK of a request that retried and finally failed. */
+static PyObject *Limiter_count_block(LimiterObject *self, PyObject *arg)
+{
+    int64_t n;
+    if (parse_n(arg, 1, &n) < 0)
+        return NULL;
+    sw_limiter_count(self->lim, SW_EV_BLOCK, n, SW_NOW);
+    Py_RETURN_NONE;
+}
+
+/* _raise_blocked(n, verdict, retry_ns): raise the BlockedError of a refusal. */
+static PyObject *Limiter_raise_blocked(LimiterObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    int64_t n, verdict, retry;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_raise_blocked(n, verdict, retry_ns) takes 3 arguments");
+        return NULL;
+    }
+    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "verdict", 0, 2, &verdict) < 0 ||
+        as_int64(args[2], "retry_ns", -1, INT64_MAX, &retry) < 0)
+        return NULL;
+    struct sw_decision d = {(int)verdict, 0, 0, retry};
+    raise_blocked(self, n, &d);
+    return NULL;
+}
+
+/* _release_entry(n): give back an entry's in-flight count without counting anything (an
+ * asyncio entry cancelled while queued). */
+static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
+{
+    int64_t n;
+    if (parse_n(arg, 1, &n) < 0)
+        return NULL;
+    sw_limiter_exit(self->lim, n, 0, SW_OUT_NONE, SW_NOW);
+    waitq_notify(&self->wq);
+    Py_RETURN_NONE;
+}
+
+
+/* The loop of acquire(): decide; on refusal sleep until retry_after (or a release) within the
+ * timeout; the admitted request's own wait is always honoured.
+ * @return 0 admitted, -1 with an exception set. */
+static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
+{
+    struct sw_decision d;
+    if (timeout_ns < 0) {
+        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_RETRY, &d);
+        if (d.verdict != SW_PASS) {
+            raise_blocked(self, n, &d);
+            return -1;
+        }
+        return sleep_decision(&d);
+    }
+    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
+    bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
+    for (;;) {
+        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+        uint64_t gen = conc ? waitq_arm(&self->wq) : 0;
+        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
+        if (d.verdict == SW_PASS) {
+            if (conc)
+                waitq_disarm(&self->wq);
+            return sleep_decision(&d);
+        }
+        int64_t now = sw_time_ns();
+        if (d.verdict == SW_NEVER || now >= deadline) {
+            if (conc)
+                waitq_disarm(&self->wq);
+            sw_limiter_count(self->lim, SW_EV_BLOCK, n, SW_NOW);
+            raise_blocked(self, n, &d);
+            return -1;
+        }
+        if (conc) {
+            /* until a release (or the deadline), one slice at most */
+            if (waitq_wait(&self->wq, gen, deadline) < 0)
+                return -1;
+        } else {
+            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
+            int64_t step = d.retry_ns > 0 ? d.retry_ns : NS_PER_MS;
+            int64_t until = sw_sat_add(now, step);
+            if (until > deadline)
+                until = deadline;
+            if (sleep_until(until, false) < 0)
+                return -1;
+        }
+    }
+}
+
+static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "timeout"};
+    PyObject *a[2] = {NULL, NULL};
+    int64_t n = 1, timeout = -1;
+    if (nargs != 0 || kwnames != NULL) {
+        if (parse_fast("acquire", args, nargs, kwnames, names, 2, 1, a) < 0 ||
+            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
+            return NULL;
+    }
+    if (limiter_acquire(self, n, timeout, 0u) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"n"};
+    PyObject *a[1] = {NULL};
+    int64_t n = 1;
+    if (nargs != 0 || kwnames != NULL) {
+        if (parse_fast("release", args, nargs, kwnames, names, 1, 1, a) < 0 ||
+            parse_n(a[0], 1, &n) < 0)
+            return NULL;
+    }
+    int rc = sw_limiter_release(self->lim, n);
+    if (rc == SW_ESTATE) {
+        PyErr_Format(PyExc_ValueError, "release(n=%lld): only %lld in flight", (long long)n,
+                     (long long)sw_limiter_in_flight(self->lim));
+        return NULL;
+    }
+    waitq_notify(&self->wq);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    int64_t now;
+    static const char *const names[] = {"now_ns"};
+    PyObject *a[1] = {NULL};
+    if (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_now(a[0], &now) < 0)
+        return NULL;
+    struct sw_stats s;
+    sw_limiter_stats(self->lim, now, &s);
+    double sec = (double)self->cfg.interval_ms / 1000.0;
+    PyObject *o = PyStructSequence_New(self->st->Stats_Type);
+    if (o == NULL)
+        return NULL;
+    PyObject *v[9];
+    v[0] = PyFloat_FromDouble((double)s.pass / sec);
+    v[1] = PyFloat_FromDouble((double)s.block / sec);
+    v[2] = PyFloat_FromDouble((double)s.success / sec);
+    v[3] = PyFloat_FromDouble((double)s.exception / sec);
+    v[4] = PyFloat_FromDouble(s.success > 0 ? (double)s.rt_sum / (double)s.success : 0.0);
+    v[5] = PyFloat_FromDouble((double)s.min_rt);
+    v[6] = PyLong_FromLongLong(s.in_flight);
+    v[7] = PyLong_FromLongLong(s.waiting);
+    v[8] = PyFloat_FromDouble((double)s.occupied_pass / sec);
+    for (int i = 0; i < 9; i++) {
+        if (v[i] == NULL) {
+            for (int j = 0; j < 9; j++)
+                Py_XDECREF(v[j]);
+            Py_DECREF(o);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 9; i++)
+        PyStructSequence_SET_ITEM(o, i, v[i]);
+    return o;
+}
+
+static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
+{
+    struct sw_window w;
+    sw_limiter_window(self->lim, &w);
+    return metric_new_view(self->st, (PyObject *)self, &w);
+}
+
+static PyObject *Limiter_get_qps(LimiterObject *self, void *Py_UNUSED(c))
+{
+    if (self->cfg.grade != SW_GRADE_QPS)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(self->cfg.count);
+}
+static PyObject *Limiter_get_concurrency(LimiterObject *self, void *Py_UNUSED(c))
+{
+    if (self->cfg.grade != SW_GRADE_CONCURRENCY)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)self->cfg.count);
+}
+static PyObject *Limiter_get_behavior(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(behavior_names[self->cfg.behavior]);
+}
+static PyObject *Limiter_get_warm_up_s(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyFloat_FromDouble(self->cfg.warm_up_s);
+}
+static PyObject *Limiter_get_cold_factor(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyFloat_FromDouble(self->cfg.cold_factor);
+}
+static PyObject *Limiter_get_max_queueing_ms(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(self->cfg.max_queueing_ms);
+}
+static PyObject *Limiter_get_occupy_timeout_ms(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(self->cfg.occupy_timeout_ms);
+}
+static PyObject *Limiter_get_interval_ms(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(self->cfg.interval_ms);
+}
+static PyObject *Limiter_get_sample_count(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(self->cfg.sample_count);
+}
+static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(sw_limiter_in_flight(self->lim));
+}
+
+
+static PyObject *Limiter_repr(LimiterObject *self)
+{
+    const struct sw_limiter_cfg *c = &self->cfg;
+    PyObject *parts = PyList_New(0), *p = NULL, *res = NULL, *sep = NULL, *num = NULL;
+    if (parts == NULL)
+        return NULL;
+#define ADD_PART(expr)                                                                         \
+    do {                                                                                       \
+        p = (expr);                                                                            \
+        if (p == NULL || PyList_Append(parts, p) < 0)                                          \
+            goto done;                                                                         \
+        Py_CLEAR(p);                                                                           \
+    } while (0)
+    if (c->grade == SW_GRADE_CONCURRENCY) {
+        ADD_PART(PyUnicode_FromFormat("concurrency=%lld", (long long)c->count));
+    } else {
+        num = float_repr(c->count);
+        if (num == NULL)
+            goto done;
+        ADD_PART(PyUnicode_FromFormat("qps=%U", num));
+        Py_CLEAR(num);
+        if (c->behavior != SW_REJECT)
+            ADD_PART(PyUnicode_FromFormat("behavior='%s'", behavior_names[c->behavior]));
+        if (c->behavior == SW_WARM_UP || c->behavior == SW_WARM_UP_THROTTLE) {
+            num = float_repr(c->warm_up_s);
+            if (num == NULL)
+                goto done;
+            ADD_PART(PyUnicode_FromFormat("warm_up_s=%U", num));
+            Py_CLEAR(num);
+            num = float_repr(c->cold_factor);
+            if (num == NULL)
+                goto done;
+            ADD_PART(PyUnicode_FromFormat("cold_factor=%U", num));
+            Py_CLEAR(num);
+        }
+        if (c->behavior == SW_THROTTLE || c->behavior == SW_WARM_UP_THROTTLE)
+            ADD_PART(PyUnicode_FromFormat("max_queueing_ms=%lld", (long long)c->max_queueing_ms));
+        if (c->behavior == SW_REJECT && c->occupy_timeout_ms != 500)
+            ADD_PART(PyUnicode_FromFormat("occupy_timeout_ms=%lld",
+                                          (long long)c->occupy_timeout_ms));
+    }
+    if (c->interval_ms != 1000 || c->sample_count != 2) {
+        ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
+        ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
+    }
+    sep = PyUnicode_FromString(", ");
+    if (sep == NULL)
+        goto done;
+    p = PyUnicode_Join(sep, parts);
+    if (p == NULL)
+        goto done;
+    const char *tname = Py_TYPE(self)->tp_name, *dot = strrchr(tname, '.');
+    res = PyUnicode_FromFormat("%s(%U)", dot ? dot + 1 : tname, p);
+#undef ADD_PART
+done:
+    Py_XDECREF(p);
+    Py_XDECREF(num);
+    Py_XDECREF(sep);
+    Py_DECREF(parts);
+    return res;
+}
+
+static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"n"};
+    PyObject *a[1] = {NULL};
+    int64_t n = 1;
+    if (nargs != 0 || kwnames != NULL) {
+        if (parse_fast("entry", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_n(a[0], 1, &n) < 0)
+            return NULL;
+    }
+    return entry_new(self, n);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* benchmark-only module functions (slidewin._core._noop, slidewin._core._try_acquire_nogil) */
+
+PyObject *bench_noop(PyObject *m, PyObject *Py_UNUSED(ignored))
+{
+    (void)m;
+    Py_RETURN_NONE;
+}
+
+/* _try_acquire_nogil(lim, n=1, *, now_ns=None): try_acquire with the GIL released around the
+ * core call (the GIL study). */
+PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    static const char *const names[] = {"lim", "n", "now_ns"};
+    PyObject *a[3];
+    int64_t n = 1, now = SW_NOW;
+    struct sw_decision d;
+    module_state *st = (module_state *)PyModule_GetState(m);
+    if (parse_fast("_try_acquire_nogil", args, nargs, kwnames, names, 3, 2, a) < 0 ||
+        parse_n(a[1], 1, &n) < 0 || parse_now(a[2], &now) < 0)
+        return NULL;
+    if (a[0] == NULL || !PyObject_TypeCheck(a[0], st->Limiter_Type)) {
+        PyErr_Format(PyExc_TypeError, "_try_acquire_nogil() needs a Limiter, not %.100s",
+                     a[0] == NULL ? "nothing" : type_name_of(a[0]));
+        return NULL;
+    }
+    LimiterObject *self = (LimiterObject *)a[0];
+    Py_BEGIN_ALLOW_THREADS
+    sw_limiter_decide(self->lim, n, now, SW_F_TRY, &d);
+    Py_END_ALLOW_THREADS
+    if (d.verdict == SW_PASS)
+        Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static PyGetSetDef Limiter_getset[] = {
+    {"metric", (getter)Limiter_get_metric, NULL,
+     "This limiter's window as a Metric (a live view).", NULL},
+    {"qps", (getter)Limiter_get_qps, NULL, "The rate per second, or None.", NULL},
+    {"concurrency", (getter)Limiter_get_concurrency, NULL, "The in-flight limit, or None.", NULL},
+    {"behavior", (getter)Limiter_get_behavior, NULL, "The controller.", NULL},
+    {"warm_up_s", (getter)Limiter_get_warm_up_s, NULL, "Warm-up period, s.", NULL},
+    {"cold_factor", (getter)Limiter_get_cold_factor, NULL, "Warm-up cold factor.", NULL},
+    {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
+    {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
+     "Longest wait of a prioritized borrow, ms.", NULL},
+    {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", NULL},
+    {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", NULL},
+    {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
+    {NULL}};
+
+static PyMethodDef Limiter_methods[] = {
+    {"try_acquire", (PyCFunction)(void (*)(void))Limiter_try_acquire, FASTKW,
+     "try_acquire(n=1, *, now_ns=None)\n--\n\n"
+     "Admit now or refuse; never waits. Counts PASS or BLOCK."},
+    {"reserve", (PyCFunction)(void (*)(void))Limiter_reserve, FASTKW,
+     "reserve(n=1, *, now_ns=None, prioritized=False)\n--\n\n"
+     "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."},
+    {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, FASTKW,
+     "acquire(n=1, *, timeout=None)\n--\n\n"
+     "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. "
+     "With a timeout, retry until admitted or timeout seconds have passed."},
+    {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
+     "release(n=1)\n--\n\nGive back n in flight."},
+    {"entry", (PyCFunction)(void (*)(void))Limiter_entry, FASTKW,
+     "entry(n=1)\n--\n\nA context manager: acquire; on exit record SUCCESS or EXCEPTION, RT, "
+     "and release."},
+    {"stats", (PyCFunction)(void (*)(void))Limiter_stats, FASTKW,
+     "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
+    {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
+    {"_count_block", (PyCFunction)Limiter_count_block, METH_O, NULL},
+    {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},
+    {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
+    {NULL}};
+
+static PyMemberDef Limiter_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(LimiterObject, weakreflist), READONLY, NULL},
+    {NULL}};
+
+static PyType_Slot Limiter_slots[] = {
+    {Py_tp_doc, "The C base of slidewin.Limiter."},
+    {Py_tp_new, Limiter_new},
+    {Py_tp_traverse, Limiter_traverse},
+    {Py_tp_dealloc, Limiter_dealloc},
+    {Py_tp_repr, Limiter_repr},
+    {Py_tp_methods, Limiter_methods},
+    {Py_tp_getset, Limiter_getset},
+    {Py_tp_members, Limiter_members},
+    {0, NULL}};
+
+PyType_Spec Limiter_spec = {
+    .name = "slidewin._core.Limiter",
+    .basicsize = sizeof(LimiterObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Limiter_slots,
+};

@@ -1,0 +1,494 @@
+/* metric.c - Metric: sliding-window statistics (standalone, or a view of a Limiter's). */
+#include "binding.h"
+#include "args.h"
+
+const char *const default_event_names[SW_EV_DEFAULT_COUNT] = {
+    "pass", "block", "exception", "success", "rt", "occupied_pass"};
+
+static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
+{
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
+        int overflow = 0;
+        long v = PyLong_AsLongAndOverflow(o, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow || v < 0 || v >= (long)self->win.leap->n_events) {
+            PyErr_Format(PyExc_ValueError, "event must be an index in 0..%u or a name in %R, got %R",
+                         self->win.leap->n_events - 1u, self->names, o);
+            return -1;
+        }
+        *out = (uint32_t)v;
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        PyObject *idx = PyDict_GetItemWithError(self->name_map, o);
+        if (idx == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "unknown event %R; the events are %R", o,
+                             self->names);
+            return -1;
+        }
+        *out = (uint32_t)PyLong_AsLong(idx);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "event must be an int, an Event or a str, not %.100s",
+                 type_name_of(o));
+    return -1;
+}
+
+PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win)
+{
+    MetricObject *self = PyObject_GC_New(MetricObject, st->Metric_Type);
+    if (self == NULL)
+        return NULL;
+    self->win = *win;
+    self->mem = NULL;
+    self->fork.linked = false; /* the owner's lock: registered by the owner */
+    Py_INCREF(owner);
+    self->owner = owner;
+    Py_INCREF(st->default_names);
+    self->names = st->default_names;
+    Py_INCREF(st->default_map);
+    self->name_map = st->default_map;
+    self->st = st;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"interval_ms", "sample_count", "events", NULL};
+    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None;
+    PyObject *names = NULL, *map = NULL;
+    MetricObject *self = NULL;
+    int64_t interval = 1000, samples = 2;
+    module_state *st = state_of_type(type);
+    if (st == NULL) {
+        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$O:Metric", kwlist, &o_interval,
+                                     &o_samples, &o_events))
+        return NULL;
+    if (o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0)
+        return NULL;
+    if (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
+        return NULL;
+    if (interval % samples != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "interval_ms (%lld) must be divisible by sample_count (%lld)",
+                     (long long)interval, (long long)samples);
+        return NULL;
+    }
+    if (o_events == Py_None) {
+        names = st->default_names;
+        map = st->default_map;
+        Py_INCREF(names);
+        Py_INCREF(map);
+    } else {
+        if (PyUnicode_Check(o_events) || PyBytes_Check(o_events)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "events must be a sequence of str names, not a single string");
+            return NULL;
+        }
+        if (PyAnySet_Check(o_events)) {
+            /* a set has no order: the indexes of its names would be arbitrary */
+            PyErr_Format(PyExc_TypeError,
+                         "events must be an ordered sequence of str names (a tuple or list), "
+                         "not %.100s", type_name_of(o_events));
+            return NULL;
+        }
+        names = PySequence_Tuple(o_events);
+        if (names == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "events must be a sequence of str names, not %.100s",
+                             type_name_of(o_events));
+            }
+            return NULL;
+        }
+        Py_ssize_t k = PyTuple_GET_SIZE(names);
+        if (k < 1 || k > SW_MAX_EVENTS) {
+            PyErr_Format(PyExc_ValueError, "events must name 1 to %d events, got %zd",
+                         SW_MAX_EVENTS, k);
+            goto fail;
+        }
+        map = PyDict_New();
+        if (map == NULL)
+            goto fail;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            PyObject *nm = PyTuple_GET_ITEM(names, i);
+            if (!PyUnicode_Check(nm)) {
+                PyErr_Format(PyExc_TypeError, "events must be str names, got %.100s at index %zd",
+                             type_name_of(nm), i);
+                goto fail;
+            }
+            if (PyUnicode_GET_LENGTH(nm) == 0) {
+                PyErr_Format(PyExc_ValueError, "events: name at index %zd is empty", i);
+                goto fail;
+            }
+            int has = PyDict_Contains(map, nm);
+            if (has < 0)
+                goto fail;
+            if (has) {
+                PyErr_Format(PyExc_ValueError, "events: duplicate name %R", nm);
+                goto fail;
+            }
+            PyObject *idx = PyLong_FromSsize_t(i);
+            if (idx == NULL || PyDict_SetItem(map, nm, idx) < 0) {
+                Py_XDECREF(idx);
+                goto fail;
+            }
+            Py_DECREF(idx);
+        }
+    }
+    struct sw_leap_cfg cfg;
+    cfg.interval_ms = interval;
+    cfg.sample_count = (uint32_t)samples;
+    cfg.n_events = (uint32_t)PyTuple_GET_SIZE(names);
+    cfg.has_rt = (names == st->default_names);
+    size_t size = sw_leap_size(&cfg);
+    if (size == 0) {
+        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
+        goto fail;
+    }
+    self = (MetricObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        goto fail;
+    self->mem = PyMem_Calloc(1, sizeof(struct metric_mem) + size);
+    if (self->mem == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    self->win.lock = &self->mem->lock;
+    sw_lock_init(self->win.lock);
+    self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
+    self->win.future = NULL;
+    if (sw_leap_init(self->win.leap, &cfg) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
+        goto fail;
+    }
+    self->owner = NULL;
+    self->names = names;
+    self->name_map = map;
+    names = map = NULL;
+    self->st = st;
+    if (fork_register(&self->fork, self->win.lock, NULL) < 0)
+        goto fail;
+    return (PyObject *)self;
+fail:
+    Py_XDECREF(names);
+    Py_XDECREF(map);
+    Py_XDECREF(self);
+    return NULL;
+}
+
+static int Metric_traverse(MetricObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    Py_VISIT(self->names);
+    Py_VISIT(self->name_map);
+    return 0;
+}
+
+static int Metric_clear(MetricObject *self)
+{
+    Py_CLEAR(self->names);
+    Py_CLEAR(self->name_map);
+    /* the owner keeps the viewed memory alive: cleared only in dealloc */
+    return 0;
+}
+
+static void Metric_dealloc(MetricObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Metric_clear(self);
+    Py_CLEAR(self->owner);
+    fork_unregister(&self->fork);
+    if (self->mem != NULL)
+        PyMem_Free(self->mem);
+    self->mem = NULL;
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Metric_add(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"event", "n", "now_ns"};
+    PyObject *a[3];
+    uint32_t ev;
+    int64_t n, now;
+    if (kwnames == NULL && nargs >= 1 && nargs <= 2) {
+        a[0] = args[0];
+        a[1] = nargs > 1 ? args[1] : NULL;
+        a[2] = NULL;
+    } else if (parse_fast("add", args, nargs, kwnames, names, 3, 2, a) < 0) {
+        return NULL;
+    }
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "add() missing required argument 'event'");
+        return NULL;
+    }
+    if (metric_event(self, a[0], &ev) < 0 || parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0)
+        return NULL;
+    int rc = sw_window_add(&self->win, ev, n, now);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *metric_no_rt(MetricObject *self, const char *what)
+{
+    PyErr_Format(PyExc_ValueError,
+                 "%s: this Metric has user-defined events %R and no RT counters", what,
+                 self->names);
+    return NULL;
+}
+
+static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"rt_ms", "now_ns"};
+    PyObject *a[2];
+    int64_t rt, now;
+    if (parse_fast("add_rt", args, nargs, kwnames, names, 2, 1, a) < 0)
+        return NULL;
+    if (!self->win.leap->has_rt)
+        return metric_no_rt(self, "add_rt");
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "add_rt() missing required argument 'rt_ms'");
+        return NULL;
+    }
+    if (as_int64(a[0], "rt_ms", 0, INT64_MAX, &rt) < 0 || parse_now(a[1], &now) < 0)
+        return NULL;
+    int rc = sw_window_add_rt(&self->win, rt, now);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    Py_RETURN_NONE;
+}
+
+/* read(event, *, now_ns=None) */
+static int metric_read(MetricObject *self, const char *fname, int which, PyObject *const *args,
+                       Py_ssize_t nargs, PyObject *kwnames, int64_t *out)
+{
+    static const char *const names[] = {"event", "now_ns"};
+    PyObject *a[2];
+    uint32_t ev;
+    int64_t now;
+    if (kwnames == NULL && nargs == 1) {
+        a[0] = args[0];
+        a[1] = NULL;
+    } else if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0) {
+        return -1;
+    }
+    if (a[0] == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'event'", fname);
+        return -1;
+    }
+    if (metric_event(self, a[0], &ev) < 0 || parse_now(a[1], &now) < 0)
+        return -1;
+    int rc = sw_window_read(&self->win, which, ev, now, out);
+    if (rc != SW_OK) {
+        raise_core_error(rc);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Metric_sum(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    int64_t v;
+    if (metric_read(self, "sum", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
+        return NULL;
+    return PyLong_FromLongLong(v);
+}
+
+static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    int64_t v;
+    if (metric_read(self, "rate", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
+        return NULL;
+    return PyFloat_FromDouble((double)v / ((double)self->win.leap->interval_ms / 1000.0));
+}
+
+static PyObject *Metric_current(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    int64_t v;
+    if (metric_read(self, "current", SW_READ_CURRENT, args, nargs, kwnames, &v) < 0)
+        return NULL;
+    return PyLong_FromLongLong(v);
+}
+
+static PyObject *Metric_previous(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    int64_t v;
+    if (metric_read(self, "previous", SW_READ_PREVIOUS, args, nargs, kwnames, &v) < 0)
+        return NULL;
+    return PyLong_FromLongLong(v);
+}
+
+
+static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    int64_t now, m;
+    if (parse_now_only("min_rt", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    if (!self->win.leap->has_rt)
+        return metric_no_rt(self, "min_rt");
+    sw_window_rt(&self->win, now, &m, NULL, NULL);
+    return PyLong_FromLongLong(m);
+}
+
+static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    int64_t now, rt, ok;
+    if (parse_now_only("avg_rt", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    if (!self->win.leap->has_rt)
+        return metric_no_rt(self, "avg_rt");
+    sw_window_rt(&self->win, now, NULL, &rt, &ok);
+    return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
+}
+
+static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    int64_t now;
+    if (parse_now_only("buckets", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    const struct sw_leap *l = self->win.leap;
+    size_t words = (size_t)l->sample_count * l->stride;
+    int64_t *buf = PyMem_Malloc(words * sizeof(int64_t));
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    uint32_t nb = sw_window_buckets(&self->win, now, buf);
+    PyObject *list = PyList_New((Py_ssize_t)nb);
+    if (list == NULL)
+        goto fail;
+    for (uint32_t i = 0; i < nb; i++) {
+        const int64_t *b = buf + (size_t)i * l->stride;
+        PyObject *counts = PyTuple_New((Py_ssize_t)l->n_events);
+        if (counts == NULL)
+            goto fail;
+        for (uint32_t e = 0; e < l->n_events; e++) {
+            PyObject *c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e]);
+            if (c == NULL) {
+                Py_DECREF(counts);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(counts, e, c);
+        }
+        PyObject *bucket = PyStructSequence_New(self->st->Bucket_Type);
+        PyObject *start = PyLong_FromLongLong(b[SW_SLOT_START]);
+        PyObject *mrt = PyLong_FromLongLong(b[SW_SLOT_MIN_RT]);
+        if (bucket == NULL || start == NULL || mrt == NULL) {
+            Py_XDECREF(bucket);
+            Py_XDECREF(start);
+            Py_XDECREF(mrt);
+            Py_DECREF(counts);
+            goto fail;
+        }
+        PyStructSequence_SET_ITEM(bucket, 0, start);
+        PyStructSequence_SET_ITEM(bucket, 1, counts);
+        PyStructSequence_SET_ITEM(bucket, 2, mrt);
+        PyList_SET_ITEM(list, i, bucket);
+    }
+    PyMem_Free(buf);
+    return list;
+fail:
+    PyMem_Free(buf);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))
+{
+    sw_window_reset(&self->win);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Metric_repr(MetricObject *self)
+{
+    const struct sw_leap *l = self->win.leap;
+    if (self->names == self->st->default_names)
+        return PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u)",
+                                    (long long)l->interval_ms, l->sample_count);
+    return PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R)",
+                                (long long)l->interval_ms, l->sample_count, self->names);
+}
+
+static PyObject *Metric_get_interval(MetricObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(self->win.leap->interval_ms);
+}
+static PyObject *Metric_get_samples(MetricObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(self->win.leap->sample_count);
+}
+static PyObject *Metric_get_window(MetricObject *self, void *Py_UNUSED(c))
+{
+    return PyLong_FromLongLong(self->win.leap->window_ms);
+}
+static PyObject *Metric_get_events(MetricObject *self, void *Py_UNUSED(c))
+{
+    Py_INCREF(self->names);
+    return self->names;
+}
+
+static PyGetSetDef Metric_getset[] = {
+    {"interval_ms", (getter)Metric_get_interval, NULL, "The window length in ms.", NULL},
+    {"sample_count", (getter)Metric_get_samples, NULL, "The number of buckets.", NULL},
+    {"window_ms", (getter)Metric_get_window, NULL, "One bucket's length in ms.", NULL},
+    {"events", (getter)Metric_get_events, NULL, "The event names, by index.", NULL},
+    {NULL}};
+
+static PyMethodDef Metric_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))Metric_add, FASTKW,
+     "add(event, n=1, *, now_ns=None)\n--\n\nCount n of event in the bucket of now."},
+    {"add_rt", (PyCFunction)(void (*)(void))Metric_add_rt, FASTKW,
+     "add_rt(rt_ms, *, now_ns=None)\n--\n\nAdd a response time: RT sum and the bucket's min RT."},
+    {"sum", (PyCFunction)(void (*)(void))Metric_sum, FASTKW,
+     "sum(event, *, now_ns=None)\n--\n\nSum of event over the window's valid buckets."},
+    {"rate", (PyCFunction)(void (*)(void))Metric_rate, FASTKW,
+     "rate(event, *, now_ns=None)\n--\n\nsum / (interval_ms / 1000): per second."},
+    {"current", (PyCFunction)(void (*)(void))Metric_current, FASTKW,
+     "current(event, *, now_ns=None)\n--\n\nCount of event in the bucket containing now."},
+    {"previous", (PyCFunction)(void (*)(void))Metric_previous, FASTKW,
+     "previous(event, *, now_ns=None)\n--\n\nCount of event in the bucket just before, else 0."},
+    {"min_rt", (PyCFunction)(void (*)(void))Metric_min_rt, FASTKW,
+     "min_rt(*, now_ns=None)\n--\n\nMinimum RT in ms over the window (5000 when empty, >= 1)."},
+    {"avg_rt", (PyCFunction)(void (*)(void))Metric_avg_rt, FASTKW,
+     "avg_rt(*, now_ns=None)\n--\n\nRT sum / success over the window, 0.0 without success."},
+    {"buckets", (PyCFunction)(void (*)(void))Metric_buckets, FASTKW,
+     "buckets(*, now_ns=None)\n--\n\nThe window's buckets, oldest first (dense)."},
+    {"reset", (PyCFunction)Metric_reset, METH_NOARGS,
+     "reset()\n--\n\nForget everything, including the newest time seen."},
+    {NULL}};
+
+static PyType_Slot Metric_slots[] = {
+    {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None)\n--\n\n"
+                "Sliding-window statistics: a ring of sample_count buckets over interval_ms."},
+    {Py_tp_new, Metric_new},
+    {Py_tp_traverse, Metric_traverse},
+    {Py_tp_clear, Metric_clear},
+    {Py_tp_dealloc, Metric_dealloc},
+    {Py_tp_repr, Metric_repr},
+    {Py_tp_methods, Metric_methods},
+    {Py_tp_getset, Metric_getset},
+    {0, NULL}};
+
+PyType_Spec Metric_spec = {
+    .name = "slidewin.Metric",
+    .basicsize = sizeof(MetricObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Metric_slots,
+};

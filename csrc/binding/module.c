@@ -1,0 +1,195 @@
+/* module.c - the module `slidewin._core`: state, types, clocks, multi-phase init. */
+#include "binding.h"
+
+module_state *state_of_type(PyTypeObject *tp)
+{
+    /* instances of Python subclasses: walk up to the extension's own type */
+    while (tp != NULL) {
+        if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+            PyHeapTypeObject *ht = (PyHeapTypeObject *)tp;
+            if (ht->ht_module != NULL && PyModule_GetDef(ht->ht_module) == &slidewin_module)
+                return (module_state *)PyModule_GetState(ht->ht_module);
+        }
+        tp = tp->tp_base;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* struct sequences                                                                      */
+
+static PyStructSequence_Field Bucket_fields[] = {
+    {"start_ms", "the bucket's start, ms on the monotonic clock"},
+    {"counts", "a tuple of counts indexed by event"},
+    {"min_rt", "the bucket's minimum RT, ms (5000 when none)"},
+    {NULL, NULL}};
+static PyStructSequence_Desc Bucket_desc = {"slidewin.Bucket", "One bucket of a Metric window.",
+                                            Bucket_fields, 3};
+
+static PyStructSequence_Field Stats_fields[] = {
+    {"pass_qps", "passes per second over the window"},
+    {"block_qps", "blocks per second over the window"},
+    {"success_qps", "successes per second over the window"},
+    {"exception_qps", "exceptions per second over the window"},
+    {"avg_rt_ms", "RT sum / success over the window (0.0 without success)"},
+    {"min_rt_ms", "minimum RT over the window (5000.0 when none)"},
+    {"concurrency", "requests in flight"},
+    {"waiting", "passes granted ahead (prioritized), not yet current"},
+    {"occupied_qps", "prioritized passes borrowed from the next window, per second"},
+    {NULL, NULL}};
+static PyStructSequence_Desc Stats_desc = {"slidewin.Stats", "A Limiter's window statistics.",
+                                           Stats_fields, 9};
+
+/* ------------------------------------------------------------------------------------ */
+/* module                                                                                */
+
+static PyObject *mod_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromLongLong(sw_time_ns());
+}
+static PyObject *mod_coarse_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromLongLong(sw_time_coarse_ns());
+}
+static PyObject *mod_coarse_resolution_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromLongLong(sw_time_coarse_resolution_ns());
+}
+
+static PyMethodDef module_methods[] = {
+    {"clock_ns", mod_clock_ns, METH_NOARGS,
+     "clock_ns()\n--\n\nCLOCK_MONOTONIC in ns (the clock of pacing and RT)."},
+    {"coarse_clock_ns", mod_coarse_clock_ns, METH_NOARGS,
+     "coarse_clock_ns()\n--\n\nCLOCK_MONOTONIC_COARSE in ns (the clock of window math)."},
+    {"coarse_resolution_ns", mod_coarse_resolution_ns, METH_NOARGS,
+     "coarse_resolution_ns()\n--\n\nResolution of the coarse clock in ns."},
+    {"_noop", bench_noop, METH_NOARGS, "_noop()\n--\n\nDo nothing (a benchmark floor)."},
+    {"_try_acquire_nogil", (PyCFunction)(void (*)(void))bench_try_acquire_nogil, FASTKW,
+     "_try_acquire_nogil(lim, n=1, *, now_ns=None)\n--\n\n"
+     "lim.try_acquire() with the GIL released around the core call (the GIL study)."},
+    {NULL}};
+
+static int module_exec(PyObject *m)
+{
+    module_state *st = (module_state *)PyModule_GetState(m);
+    st->Metric_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Metric_spec, NULL);
+    if (st->Metric_Type == NULL || PyModule_AddType(m, st->Metric_Type) < 0)
+        return -1;
+    st->Limiter_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Limiter_spec, NULL);
+    if (st->Limiter_Type == NULL || PyModule_AddType(m, st->Limiter_Type) < 0)
+        return -1;
+    st->Entry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Entry_spec, NULL);
+    if (st->Entry_Type == NULL || PyModule_AddType(m, st->Entry_Type) < 0)
+        return -1;
+    /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
+     * tuple") */
+    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
+    if (bases == NULL)
+        return -1;
+    st->BlockedError = PyType_FromModuleAndSpec(m, &BlockedError_spec, bases);
+    Py_DECREF(bases);
+    if (st->BlockedError == NULL ||
+        PyModule_AddType(m, (PyTypeObject *)st->BlockedError) < 0)
+        return -1;
+    st->Bucket_Type = PyStructSequence_NewType(&Bucket_desc);
+    if (st->Bucket_Type == NULL || PyModule_AddType(m, st->Bucket_Type) < 0)
+        return -1;
+    st->Stats_Type = PyStructSequence_NewType(&Stats_desc);
+    if (st->Stats_Type == NULL || PyModule_AddType(m, st->Stats_Type) < 0)
+        return -1;
+    st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT);
+    st->default_map = PyDict_New();
+    if (st->default_names == NULL || st->default_map == NULL)
+        return -1;
+    for (int i = 0; i < SW_EV_DEFAULT_COUNT; i++) {
+        PyObject *nm = PyUnicode_InternFromString(default_event_names[i]);
+        PyObject *idx = PyLong_FromLong(i);
+        if (nm == NULL || idx == NULL || PyDict_SetItem(st->default_map, nm, idx) < 0) {
+            Py_XDECREF(nm);
+            Py_XDECREF(idx);
+            return -1;
+        }
+        Py_DECREF(idx);
+        PyTuple_SET_ITEM(st->default_names, i, nm);
+    }
+    st->str_aenter = PyUnicode_InternFromString("_aenter");
+    st->str_aexit = PyUnicode_InternFromString("_aexit");
+    if (st->str_aenter == NULL || st->str_aexit == NULL)
+        return -1;
+    Py_INCREF(st->default_names);
+    if (PyModule_AddObject(m, "EVENT_NAMES", st->default_names) < 0) {
+        Py_DECREF(st->default_names);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(m, "F_TRY", SW_F_TRY) < 0 ||
+        PyModule_AddIntConstant(m, "F_PRIORITIZED", SW_F_PRIORITIZED) < 0 ||
+        PyModule_AddIntConstant(m, "F_NO_BLOCK", SW_F_NO_BLOCK) < 0 ||
+        PyModule_AddIntConstant(m, "F_ENTRY", SW_F_ENTRY) < 0 ||
+        PyModule_AddIntConstant(m, "F_RETRY", SW_F_RETRY) < 0 ||
+        PyModule_AddIntConstant(m, "PASS", SW_PASS) < 0 ||
+        PyModule_AddIntConstant(m, "BLOCK", SW_BLOCK) < 0 ||
+        PyModule_AddIntConstant(m, "NEVER", SW_NEVER) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_EVENTS", SW_MAX_EVENTS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_SAMPLES", SW_MAX_SAMPLES) < 0)
+        return -1;
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    module_state *st = (module_state *)PyModule_GetState(m);
+    Py_VISIT(st->Metric_Type);
+    Py_VISIT(st->Limiter_Type);
+    Py_VISIT(st->Entry_Type);
+    Py_VISIT(st->Bucket_Type);
+    Py_VISIT(st->Stats_Type);
+    Py_VISIT(st->BlockedError);
+    Py_VISIT(st->default_names);
+    Py_VISIT(st->default_map);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    module_state *st = (module_state *)PyModule_GetState(m);
+    Py_CLEAR(st->Metric_Type);
+    Py_CLEAR(st->Limiter_Type);
+    Py_CLEAR(st->Entry_Type);
+    Py_CLEAR(st->Bucket_Type);
+    Py_CLEAR(st->Stats_Type);
+    Py_CLEAR(st->BlockedError);
+    Py_CLEAR(st->default_names);
+    Py_CLEAR(st->default_map);
+    Py_CLEAR(st->str_aenter);
+    Py_CLEAR(st->str_aexit);
+    return 0;
+}
+
+static void module_free(void *m)
+{
+    module_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL}};
+
+struct PyModuleDef slidewin_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "slidewin._core",
+    .m_doc = "The C core of slidewin: sliding-window statistics and flow control.",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModuleDef_Init(&slidewin_module);
+}

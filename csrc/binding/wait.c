@@ -1,0 +1,238 @@
+/* wait.c - sleeping and waiting with the GIL released, and fork safety of private locks. */
+#include "wait.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "sw_time.h"
+
+#define NS_PER_S_ INT64_C(1000000000)
+
+static void ts_from_ns(int64_t ns, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(ns / NS_PER_S_);
+    ts->tv_nsec = (long)(ns % NS_PER_S_);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int sleep_until(int64_t deadline_ns, bool spin)
+{
+    for (;;) {
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+        int64_t now = sw_time_ns();
+        if (now >= deadline_ns)
+            return 0;
+        int64_t coarse = spin ? deadline_ns - SPIN_NS : deadline_ns;
+        if (now >= coarse) { /* the last stretch of an admitted wait: spin it */
+            Py_BEGIN_ALLOW_THREADS
+            while (sw_time_ns() < deadline_ns)
+                cpu_relax();
+            Py_END_ALLOW_THREADS
+            return 0;
+        }
+        int64_t until = coarse - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : coarse;
+        struct timespec ts;
+        int rc;
+        ts_from_ns(until, &ts);
+        Py_BEGIN_ALLOW_THREADS
+        rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        Py_END_ALLOW_THREADS
+        if (rc != 0 && rc != EINTR) {
+            errno = rc;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+    }
+}
+
+int sleep_decision(const struct sw_decision *d)
+{
+    if (d->wait_ns <= 0)
+        return 0;
+    return sleep_until(sw_sat_add(d->now_ns, d->wait_ns), true);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* wait queue                                                                            */
+
+static int cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 || pthread_cond_init(cv, &ca) != 0;
+    pthread_condattr_destroy(&ca);
+    return rc ? -1 : 0;
+}
+
+int waitq_init(struct waitq *q)
+{
+    q->ok = 0;
+    atomic_init(&q->waiters, 0);
+    q->generation = 0;
+    if (pthread_mutex_init(&q->mu, NULL) != 0) {
+        PyErr_SetString(PyExc_OSError, "pthread_mutex_init failed");
+        return -1;
+    }
+    if (cond_init_monotonic(&q->cv) < 0) {
+        pthread_mutex_destroy(&q->mu);
+        PyErr_SetString(PyExc_OSError, "pthread_cond_init failed");
+        return -1;
+    }
+    q->ok = 1;
+    return 0;
+}
+
+void waitq_destroy(struct waitq *q)
+{
+    if (q->ok) {
+        pthread_cond_destroy(&q->cv);
+        pthread_mutex_destroy(&q->mu);
+        q->ok = 0;
+    }
+}
+
+void waitq_notify(struct waitq *q)
+{
+    if (atomic_load_explicit(&q->waiters, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&q->mu);
+        q->generation++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+uint64_t waitq_arm(struct waitq *q)
+{
+    uint64_t gen;
+    atomic_fetch_add(&q->waiters, 1);
+    pthread_mutex_lock(&q->mu);
+    gen = q->generation;
+    pthread_mutex_unlock(&q->mu);
+    return gen;
+}
+
+void waitq_disarm(struct waitq *q)
+{
+    atomic_fetch_sub(&q->waiters, 1);
+}
+
+int waitq_wait(struct waitq *q, uint64_t gen, int64_t until_ns)
+{
+    int64_t now = sw_time_ns();
+    if (until_ns - now > WAIT_SLICE_NS)
+        until_ns = now + WAIT_SLICE_NS;
+    struct timespec ts;
+    ts_from_ns(until_ns, &ts);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&q->mu);
+    while (q->generation == gen) {
+        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&q->mu);
+    Py_END_ALLOW_THREADS
+    waitq_disarm(q);
+    return PyErr_CheckSignals() < 0 ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* fork                                                                                  */
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct fork_link registry = {&registry, &registry, NULL, NULL, false, true};
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+static int handlers_rc = 0;
+
+/* prepare: the registry, then every private object's core lock and wait-queue mutex (the
+ * core never takes a wait-queue mutex, nor a wait queue the core lock: no order to break) */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&registry_mu);
+    for (struct fork_link *l = registry.next; l != &registry; l = l->next) {
+        if (atomic_load(&l->shared))
+            continue;
+        if (l->lock != NULL)
+            sw_lock_acquire(l->lock);
+        if (l->wq != NULL && l->wq->ok)
+            pthread_mutex_lock(&l->wq->mu);
+    }
+}
+
+static void fork_parent(void)
+{
+    for (struct fork_link *l = registry.next; l != &registry; l = l->next) {
+        if (atomic_load(&l->shared))
+            continue;
+        if (l->wq != NULL && l->wq->ok)
+            pthread_mutex_unlock(&l->wq->mu);
+        if (l->lock != NULL)
+            sw_lock_release(l->lock);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+/* child: only the forking thread exists; its waiters are gone with their threads */
+static void fork_child(void)
+{
+    for (struct fork_link *l = registry.next; l != &registry; l = l->next) {
+        if (atomic_load(&l->shared))
+            continue;
+        if (l->wq != NULL && l->wq->ok) {
+            atomic_store(&l->wq->waiters, 0);
+            pthread_mutex_unlock(&l->wq->mu);
+            /* the condition variable may still count the parent's sleepers: a fresh one */
+            if (cond_init_monotonic(&l->wq->cv) < 0)
+                pthread_cond_init(&l->wq->cv, NULL);
+        }
+        if (l->lock != NULL)
+            sw_lock_release(l->lock);
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static void install_handlers(void)
+{
+    handlers_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
+{
+    pthread_once(&handlers_once, install_handlers);
+    if (handlers_rc != 0) {
+        PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
+        return -1;
+    }
+    l->lock = lock;
+    l->wq = wq;
+    atomic_init(&l->shared, false);
+    pthread_mutex_lock(&registry_mu);
+    l->prev = registry.prev;
+    l->next = &registry;
+    registry.prev->next = l;
+    registry.prev = l;
+    l->linked = true;
+    pthread_mutex_unlock(&registry_mu);
+    return 0;
+}
+
+void fork_unregister(struct fork_link *l)
+{
+    if (!l->linked)
+        return;
+    pthread_mutex_lock(&registry_mu);
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+    l->linked = false;
+    pthread_mutex_unlock(&registry_mu);
+}
