@@ -84,6 +84,9 @@ typedef struct sw_lock {
 
 /* The token of a lock shared only by the threads of one process. */
 #define SW_LOCK_PRIVATE UINT64_C(1)
+/* In a view (never stored in a lock): "this process's token", resolved at each acquisition,
+ * so an object inherited across fork() locks as the child. */
+#define SW_LOCK_PROCESS UINT64_C(2)
 
 /** Initialise a lock (unlocked). @param l the lock, caller-owned */
 void sw_lock_init(sw_lock *l);

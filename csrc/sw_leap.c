@@ -1,6 +1,8 @@
 /* sw_leap.c - leap array and metric buckets (DESIGN.md §2-3). */
 #include "sw_leap.h"
 
+#include "sw_proc.h"
+
 #include "sw_time.h"
 
 #include <string.h>
@@ -261,7 +263,7 @@ static inline int64_t window_ms_now(int64_t now_ns)
 /* Take a window's lock; rebuild what a process that died holding it may have left. */
 static void window_lock(const struct sw_window *w)
 {
-    if (sw_lock_acquire_as(w->lock, w->token ? w->token : SW_LOCK_PRIVATE)) {
+    if (sw_lock_acquire_as(w->lock, w->token ? sw_token_resolve(w->token) : SW_LOCK_PRIVATE)) {
         sw_leap_repair(w->leap);
         if (w->future != NULL)
             sw_leap_repair(w->future);

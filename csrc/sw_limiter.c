@@ -79,9 +79,9 @@ int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *e
     if (!isfinite(cfg->warm_up_s) || cfg->warm_up_s < 0)
         return fail(err, "warm_up_s", "warm_up_s must be a finite number >= 0, got %.17g",
                     cfg->warm_up_s);
-    if (!isfinite(cfg->cold_factor) || !(cfg->cold_factor > 1.0))
-        return fail(err, "cold_factor", "cold_factor must be a finite number > 1, got %.17g",
-                    cfg->cold_factor);
+    if (!(cfg->cold_factor > 1.0 && cfg->cold_factor <= 1.0e9))
+        return fail(err, "cold_factor", "cold_factor must be a number > 1 and at most 1e9, "
+                    "got %.17g", cfg->cold_factor);
     if (cfg->max_queueing_ms < 0)
         return fail(err, "max_queueing_ms", "max_queueing_ms must be >= 0, got %lld",
                     (long long)cfg->max_queueing_ms);
@@ -248,7 +248,7 @@ void sw_lstate_repair(const struct sw_view *v)
 /* Take the state's lock; repair it when its previous owner died holding it. */
 static inline void lock_state(const struct sw_view *v)
 {
-    if (sw_lock_acquire_as(&v->st->lock, v->token))
+    if (sw_lock_acquire_as(&v->st->lock, sw_token_resolve(v->token)))
         sw_lstate_repair(v);
 }
 
@@ -272,9 +272,10 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
     uint32_t freed = 0;
     if (v->slots == NULL)
         return 0;
+    uint64_t me = sw_token_resolve(v->token);
     for (uint32_t i = 0; i < v->n_slots; i++) {
         uint64_t tok = atomic_load_explicit(&v->slots[i].token, memory_order_acquire);
-        if (tok == 0 || tok == v->token || !sw_proc_token_dead(tok))
+        if (tok == 0 || tok == me || !sw_proc_token_dead(tok))
             continue;
         lock_state(v);
         /* still the same dead owner (another reaper may have freed it meanwhile) */
@@ -290,6 +291,17 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
         unlock_state(v);
     }
     return freed;
+}
+
+void sw_lstate_detach(const struct sw_view *v)
+{
+    if (v->slots == NULL || v->my_slot < 0)
+        return;
+    lock_state(v);
+    struct sw_proc_slot *slot = &v->slots[v->my_slot];
+    if (slot->in_flight == 0)
+        atomic_store_explicit(&slot->token, 0, memory_order_release);
+    unlock_state(v);
 }
 
 static inline bool is_throttle(const struct sw_rule *r)

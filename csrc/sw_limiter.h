@@ -105,7 +105,7 @@ struct sw_proc_slot {
 struct sw_view {
     struct sw_lstate *st;
     const struct sw_rule *rule;
-    uint64_t token;             /* lock token: SW_LOCK_PRIVATE or sw_proc_token() */
+    uint64_t token;             /* lock token: SW_LOCK_PRIVATE, or SW_LOCK_PROCESS */
     struct sw_proc_slot *slots; /* a shared state's process table, or NULL */
     uint32_t n_slots;
     int32_t my_slot;            /* this process's slot, or -1 */
@@ -141,6 +141,10 @@ uint32_t sw_lstate_reap(const struct sw_view *v);
 int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
 /** Restore a node's derived fields after its lock was taken over from a dead process. */
 void sw_node_repair(struct sw_node *node);
+
+/** Detach a view from a shared state: free its process slot when it holds nothing in flight
+ * (otherwise the slot keeps its count until the process dies and is reaped). */
+void sw_lstate_detach(const struct sw_view *v);
 
 /** Bytes a limiter of this configuration needs. @return 0 when cfg is invalid */
 size_t sw_limiter_size(const struct sw_limiter_cfg *cfg);

@@ -24,6 +24,12 @@ uint64_t sw_proc_token(void);
  * @return true when that process is certainly gone */
 bool sw_proc_token_dead(uint64_t token);
 
+/** A view's token as a lock word: SW_LOCK_PROCESS becomes this process's token. */
+static inline uint64_t sw_token_resolve(uint64_t token)
+{
+    return token == SW_LOCK_PROCESS ? sw_proc_token() : token;
+}
+
 /** A counter bumped in the child by every fork() (pthread_atfork), starting at 0: objects
  * that cache per-process things (a process slot) compare it to notice they were forked. */
 uint64_t sw_proc_fork_generation(void);

@@ -141,7 +141,7 @@ static void names_repr(const char *names, uint32_t len, uint32_t n, char *out, s
         i += (uint32_t)l + 1;
     }
     if (used < cap)
-        snprintf(out + used, cap - used, ")");
+        snprintf(out + used, cap - used, n == 1 ? ",)" : ")");
 }
 
 /* Check an existing region against what this process asks for. */

@@ -4,6 +4,8 @@
 - ``Limiter``: flow control with its own statistics: reject, warm_up, throttle,
   warm_up_throttle (by QPS) or a concurrency limit; prioritized requests may borrow from the
   next window. ``limit(...)`` builds one for use as a decorator.
+- ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
+  host, in shared memory; ``unlink(name)`` removes a region's name.
 
 Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
 ``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
@@ -16,6 +18,7 @@ from ._core import (
     clock_ns,
     coarse_clock_ns,
     coarse_resolution_ns,
+    unlink,
 )
 from ._event import Event
 from ._limiter import Limiter, limit
@@ -33,5 +36,6 @@ __all__ = [
     "coarse_clock_ns",
     "coarse_resolution_ns",
     "limit",
+    "unlink",
     "__version__",
 ]

@@ -68,6 +68,7 @@ class Limiter(_core.Limiter):
         occupy_timeout_ms: int = 500,
         interval_ms: int = 1000,
         sample_count: int = 2,
+        shared: Union[None, bool, str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         self = cast(
@@ -83,12 +84,35 @@ class Limiter(_core.Limiter):
                 occupy_timeout_ms=occupy_timeout_ms,
                 interval_ms=interval_ms,
                 sample_count=sample_count,
+                shared=shared,
             ),
         )
         if on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         self._on_block = on_block
         return self
+
+    def __reduce__(self) -> Any:
+        """A limiter shared by name pickles as its settings and the name: unpickled in another
+        process (multiprocessing with spawn, a process pool), it attaches to the same region.
+        A private limiter, or an anonymous one (shared=True), cannot cross processes."""
+        if not isinstance(self.shared, str):
+            raise TypeError(
+                "cannot pickle a %s Limiter: only one shared by name (shared='name') can be "
+                "sent to another process" % ("private" if self.shared is None else "shared=True")
+            )
+        kw = dict(
+            concurrency=self.concurrency,
+            behavior=self.behavior,
+            warm_up_s=self.warm_up_s,
+            cold_factor=self.cold_factor,
+            max_queueing_ms=self.max_queueing_ms,
+            occupy_timeout_ms=self.occupy_timeout_ms,
+            interval_ms=self.interval_ms,
+            sample_count=self.sample_count,
+            shared=self.shared,
+        )
+        return (_rebuild, (type(self), self.qps, kw))
 
     # -- asyncio -------------------------------------------------------------------------
 
@@ -347,6 +371,10 @@ def _wrap_async_generator(lim: Limiter, func: Any, handler: Any) -> Any:
     return agen_wrapper
 
 
+def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
+    return cls(qps, **kw)
+
+
 def limit(
     qps: Union[int, float, None] = None,
     *,
@@ -358,6 +386,7 @@ def limit(
     occupy_timeout_ms: int = 500,
     interval_ms: int = 1000,
     sample_count: int = 2,
+    shared: Union[None, bool, str] = None,
     on_block: Optional[Callable[..., Any]] = None,
 ) -> Limiter:
     """Build a Limiter from the Limiter's arguments; use it as a decorator:
@@ -375,5 +404,6 @@ def limit(
         occupy_timeout_ms=occupy_timeout_ms,
         interval_ms=interval_ms,
         sample_count=sample_count,
+        shared=shared,
         on_block=on_block,
     )

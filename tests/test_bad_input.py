@@ -321,7 +321,13 @@ case("Limiter qps just above max", lambda: Limiter(qps=9.1e15), ValueError,
 case("Limiter warm_up_s above max", lambda: Limiter(qps=10, warm_up_s=2e9), ValueError,
      r"warm_up_s.*1000000000")
 case("Limiter cold_factor exactly 1", lambda: Limiter(qps=10, cold_factor=1.0), ValueError,
-     r"cold_factor must be > 1")
+     r"cold_factor must be a number > 1")
+case("Limiter shared int", lambda: Limiter(qps=10, shared=1), TypeError, r"\bshared\b")
+case("Limiter shared bytes", lambda: Limiter(qps=10, shared=b"x"), TypeError, r"\bshared\b")
+case("Limiter shared bad name", lambda: Limiter(qps=10, shared="a b"), ValueError,
+     r"\bshared\b.*not a valid region name")
+case("Limiter shared too long", lambda: Limiter(qps=10, shared="a" * 201), ValueError,
+     r"\bshared\b")
 case("Limiter warm-up tokens overflow", lambda: Limiter(qps=1e15, cold_factor=1.0000001),
      ValueError, r"qps.*warm_up_s.*cold_factor")
 case("Limiter qps*warm_up_s too large", lambda: Limiter(qps=9e15, warm_up_s=1e9), ValueError,
@@ -617,3 +623,44 @@ def test_events_accepts_ordered_iterables():
     custom = Metric(events=("sent", "dropped"))
     custom.add("dropped", 2, now_ns=0)
     assert custom.sum(1, now_ns=0) == 2 and custom.sum(Event.BLOCK, now_ns=0) == 2
+
+
+# One source of truth: the core's own configuration check says which parameter failed and
+# why; the binding only raises it (these used to disagree at the boundary).
+@pytest.mark.parametrize("kwargs", [
+    dict(qps=0.01463378941977025, interval_ms=68335, sample_count=1),
+    dict(qps=0.013904338153503892, interval_ms=71920, sample_count=1),
+    dict(qps=0.0146, interval_ms=68335, sample_count=1),
+])
+def test_window_limit_boundary_agrees_with_the_core(kwargs):
+    try:
+        lim = Limiter(**kwargs)
+    except ValueError as e:
+        msg = str(e)
+        assert "invalid Limiter configuration" not in msg
+        assert msg.startswith("qps=") and "requests per window" in msg
+    else:
+        # built: the window admits at least one request, as the core computed
+        assert lim.try_acquire(now_ns=10**12)
+
+
+def test_concurrency_up_to_2_53_and_the_message_promises_it():
+    assert Limiter(concurrency=2**53).try_acquire()
+    assert Limiter(concurrency=9 * 10**15 + 1).try_acquire()
+    with pytest.raises(ValueError, match=r"concurrency.*9007199254740992"):
+        Limiter(concurrency=2**53 + 1)
+
+
+@pytest.mark.parametrize("cf", [-3, 0, 0.5, 1, float("nan"), float("inf"), 2e9])
+def test_cold_factor_messages_agree(cf):
+    with pytest.raises(ValueError, match=r"^cold_factor must be a number > 1 and at most 1e9"):
+        Limiter(qps=10, behavior="warm_up", cold_factor=cf)
+
+
+@pytest.mark.parametrize("qps", [1e-16, 1e-300, 5e-324])
+def test_tiny_qps_message_is_well_defined(qps):
+    with pytest.raises(ValueError) as info:
+        Limiter(qps=qps)
+    msg = str(info.value)
+    assert "throttle" in msg and "-9223372036854775808" not in msg
+    assert Limiter(qps=qps, behavior="throttle").reserve(now_ns=10**12) == 0

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -39,11 +40,14 @@ def start(port: int, env: dict, preload: bool) -> subprocess.Popen:
     if preload:
         cmd.append("--preload")
     cmd.append("apps.gunicorn_app:app")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc.log = log  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError("gunicorn exited: " + proc.stdout.read().decode())
+            log.seek(0)
+            raise AssertionError("gunicorn exited: " + log.read().decode(errors="replace"))
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
@@ -63,6 +67,7 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+    proc.log.close()  # type: ignore[attr-defined]
 
 
 def load(port: int, seconds: float, threads: int = 6, cap: int = 4000):

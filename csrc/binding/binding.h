@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "sw_limiter.h"
+#include "sw_proc.h"
+#include "sw_shm.h"
 #include "sw_time.h"
 #include "wait.h"
 
@@ -62,17 +64,39 @@ typedef struct {
     PyObject *name_map;     /* dict name -> index */
     module_state *st;
     struct fork_link fork;  /* standalone only: its lock is reset across fork() */
+    struct sw_shm shm;      /* shared=: the region holding mem (base NULL when private) */
+    PyObject *shared;       /* None, True, or the name or path it was opened with */
 } MetricObject;
 
 typedef struct {
     PyObject_HEAD
-    struct sw_limiter *lim;    /* owned core state */
+    struct sw_limiter *lim;    /* owned core state (private), or NULL (shared) */
     module_state *st;
     struct sw_limiter_cfg cfg; /* for repr and properties */
-    struct waitq wq;           /* threads waiting in acquire() for a release() */
-    struct fork_link fork;     /* the core lock and wq, reset across fork() */
+    struct waitq wq;           /* threads waiting in acquire() for a release() (private) */
+    struct fork_link fork;     /* the core lock and wq, reset across fork() (private) */
     PyObject *weakreflist;
+    struct sw_view view;       /* how decisions reach the state: always through this */
+    struct sw_rule rule;       /* this process's settings (shared; private: lim->rule) */
+    struct sw_shm shm;         /* shared=: the region (base NULL when private) */
+    int is_shared;
+    uint64_t fork_gen;         /* the fork generation view.my_slot was claimed in */
+    PyObject *shared;          /* None, True, or the name or path it was opened with */
 } LimiterObject;
+
+/** Claim this process's slot again after fork() (the parent's slot is the parent's). */
+void limiter_refork(LimiterObject *self);
+
+/** The view every decision goes through (a forked shared limiter claims its own slot). */
+static inline const struct sw_view *limiter_view(LimiterObject *self)
+{
+    if (self->is_shared && self->fork_gen != sw_proc_fork_generation())
+        limiter_refork(self);
+    return &self->view;
+}
+
+/** Wake threads (and, when shared, processes) waiting for a release. */
+void limiter_notify(LimiterObject *self);
 
 /* Entry states: each transition is one atomic step (compare-exchange). */
 enum entry_state {

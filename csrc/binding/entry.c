@@ -52,8 +52,8 @@ static void entry_give_back(EntryObject *self)
     int expected = ENTRY_ENTERED;
     if (self->limiter != NULL &&
         atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        sw_limiter_exit(self->limiter->lim, self->n, 0, SW_OUT_NONE, SW_NOW);
-        waitq_notify(&self->limiter->wq);
+        sw_exit(limiter_view(self->limiter), self->n, 0, SW_OUT_NONE, SW_NOW);
+        limiter_notify(self->limiter);
     }
 }
 
@@ -86,7 +86,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     LimiterObject *lim = self->limiter;
     struct sw_decision d;
-    sw_limiter_decide(lim->lim, self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d);
+    sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d);
     if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE); /* refused: may be tried again */
         raise_blocked(lim, self->n, &d);
@@ -94,9 +94,9 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     }
     if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
         /* interrupted while queued: the request never ran */
-        sw_limiter_exit(lim->lim, self->n, 0, SW_OUT_NONE, SW_NOW);
+        sw_exit(limiter_view(lim), self->n, 0, SW_OUT_NONE, SW_NOW);
         atomic_store(&self->state, ENTRY_EXITED);
-        waitq_notify(&lim->wq);
+        limiter_notify(lim);
         return NULL;
     }
     self->start_ns = sw_time_ns();
@@ -147,8 +147,8 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     } else {
         outcome = SW_OUT_NONE;
     }
-    sw_limiter_exit(self->limiter->lim, self->n, rt, outcome, SW_NOW);
-    waitq_notify(&self->limiter->wq);
+    sw_exit(limiter_view(self->limiter), self->n, rt, outcome, SW_NOW);
+    limiter_notify(self->limiter);
     Py_RETURN_FALSE;
 }
 

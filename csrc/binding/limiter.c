@@ -1,6 +1,9 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "binding.h"
 #include "args.h"
+#include "shared.h"
+
+#include <string.h>
 
 #include <math.h>
 
@@ -9,16 +12,18 @@ static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
 
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
-static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg)
+static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg,
+                             PyObject **o_shared)
 {
     static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
                              "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
-                             "sample_count", NULL};
+                             "sample_count", "shared", NULL};
     PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
              *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOOOOO:Limiter", kwlist, &o_qps,
+    *o_shared = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOOOOOO:Limiter", kwlist, &o_qps,
                                      &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
-                                     &o_int, &o_samp))
+                                     &o_int, &o_samp, o_shared))
         return -1;
     sw_limiter_cfg_default(cfg);
     if (o_qps != Py_None && o_conc != Py_None) {
@@ -69,17 +74,13 @@ static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_c
     }
     if (o_warm && as_nonneg_double(o_warm, "warm_up_s", 1.0e9, &cfg->warm_up_s) < 0)
         return -1;
-    if (o_cold) {
-        if (as_nonneg_double(o_cold, "cold_factor", 1.0e9, &cfg->cold_factor) < 0)
+    /* any finite number here: the core says what is allowed (> 1), one message for all */
+    if (o_cold && as_nonneg_double(o_cold, "cold_factor", INFINITY, &cfg->cold_factor) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
             return -1;
-        if (!(cfg->cold_factor > 1.0)) {
-            PyErr_Format(PyExc_ValueError, "cold_factor must be > 1, got %R", o_cold);
-            return -1;
-        }
-    }
-    if (cfg->count * cfg->warm_up_s * 2.0 > 9.0e18) {
-        PyErr_SetString(PyExc_ValueError,
-                        "qps * warm_up_s is too large (must be below 4.5e18 tokens)");
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "cold_factor must be a number > 1 and at most 1e9, "
+                     "got %R", o_cold);
         return -1;
     }
     if (o_queue && as_int64(o_queue, "max_queueing_ms", 0, INT64_C(1) << 40,
@@ -94,49 +95,79 @@ static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_c
     if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
         return -1;
     cfg->sample_count = (uint32_t)samples;
-    if (cfg->interval_ms % samples != 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "interval_ms (%lld) must be divisible by sample_count (%lld)",
-                     (long long)cfg->interval_ms, (long long)samples);
-        return -1;
-    }
-    if (cfg->grade == SW_GRADE_QPS &&
-        (cfg->behavior == SW_REJECT || cfg->behavior == SW_WARM_UP)) {
-        double l = cfg->count * (double)cfg->interval_ms / 1000.0;
-        if (l > 0 && l < 1) {
-            PyObject *lo = PyFloat_FromDouble(l);
-            if (lo == NULL)
-                return -1;
-            PyErr_Format(PyExc_ValueError,
-                         "qps=%R with interval_ms=%lld allows %R requests per window, which "
-                         "admits nothing; use behavior='throttle' to pace slow rates, or a "
-                         "longer interval_ms (at least %lld)",
-                         o_qps, (long long)cfg->interval_ms, lo,
-                         (long long)ceil(1000.0 / cfg->count));
-            Py_DECREF(lo);
-            return -1;
-        }
-    }
-    if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK) {
-        /* validated whatever the behavior (API: validated, then ignored) */
-        PyErr_Format(PyExc_ValueError,
-                     "qps, warm_up_s and cold_factor give warm-up token counts beyond 9e18 "
-                     "(about qps * warm_up_s / (cold_factor - 1)); use a smaller warm_up_s or "
-                     "a larger cold_factor");
+    /* the combinations (window divisible, a window limit of at least 1, warm-up tokens that
+     * fit): one source of truth, the core's own check, which names the parameter */
+    struct sw_cfg_error err;
+    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
         return -1;
     }
     return 0;
 }
 
+static int lim_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
+}
+
+static int lim_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                              lay->sample_count);
+}
+
+/* Claim this process's slot of a shared limiter (reaping dead processes when all are taken).
+ * @return 0, or -1 with OSError set */
+static int claim_slot(LimiterObject *self)
+{
+    self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    if (self->view.my_slot < 0) {
+        (void)sw_lstate_reap(&self->view);
+        self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    }
+    self->fork_gen = sw_proc_fork_generation();
+    if (self->view.my_slot < 0) {
+        PyErr_Format(PyExc_OSError, "shared region %R: all %u process slots are taken by live "
+                     "processes", self->shared, self->shm.n_slots);
+        return -1;
+    }
+    return 0;
+}
+
+void limiter_refork(LimiterObject *self)
+{
+    self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    if (self->view.my_slot < 0) {
+        (void)sw_lstate_reap(&self->view);
+        self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    }
+    /* with no slot left (more than SW_SHM_MAX_PROCS live processes), this process's
+     * in-flight counts are not given back should it die: rare, and never an over-admission */
+    self->fork_gen = sw_proc_fork_generation();
+}
+
+void limiter_notify(LimiterObject *self)
+{
+    if (self->is_shared)
+        shared_notify(&self->shm);
+    else
+        waitq_notify(&self->wq);
+}
+
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
+    PyObject *o_shared;
+    char path[4096];
     module_state *st = state_of_type(type);
     if (st == NULL) {
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (limiter_parse_cfg(args, kwds, &cfg) < 0)
+    if (limiter_parse_cfg(args, kwds, &cfg, &o_shared) < 0)
+        return NULL;
+    int mode = shared_resolve(o_shared, path, sizeof path);
+    if (mode < 0)
         return NULL;
     size_t size = sw_limiter_size(&cfg);
     if (size == 0) {
@@ -149,22 +180,63 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->st = st;
     self->cfg = cfg;
     self->weakreflist = NULL;
-    self->lim = PyMem_Calloc(1, size);
-    if (self->lim == NULL) {
+    self->shared = mode == 0 ? Py_None : o_shared;
+    Py_INCREF(self->shared);
+    if (waitq_init(&self->wq) < 0) {
         Py_DECREF(self);
-        return PyErr_NoMemory();
+        return NULL;
     }
-    int rc = sw_limiter_init(self->lim, &cfg);
+    if (mode == 0) {
+        self->lim = PyMem_Calloc(1, size);
+        if (self->lim == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        int rc = sw_limiter_init(self->lim, &cfg);
+        if (rc != SW_OK) {
+            Py_DECREF(self);
+            return raise_core_error(rc);
+        }
+        sw_limiter_view(self->lim, &self->view);
+        struct sw_window w;
+        sw_limiter_window(self->lim, &w);
+        if (fork_register(&self->fork, w.lock, &self->wq) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        return (PyObject *)self;
+    }
+    int rc = sw_rule_init(&self->rule, &cfg);
     if (rc != SW_OK) {
         Py_DECREF(self);
         return raise_core_error(rc);
     }
-    struct sw_window w;
-    sw_limiter_window(self->lim, &w);
-    if (waitq_init(&self->wq) < 0 || fork_register(&self->fork, w.lock, &self->wq) < 0) {
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.kind = SW_KIND_LIMITER;
+    lay.interval_ms = cfg.interval_ms;
+    lay.sample_count = cfg.sample_count;
+    lay.n_slots = SW_SHM_MAX_PROCS;
+    lay.state_size = sw_lstate_size(cfg.interval_ms, cfg.sample_count);
+    lay.init_state = lim_init_state;
+    lay.check_state = lim_check_state;
+    if (shared_open(&self->shm, mode, path, &lay) < 0) {
         Py_DECREF(self);
         return NULL;
     }
+    self->is_shared = 1;
+    self->view.st = self->shm.state;
+    self->view.rule = &self->rule;
+    self->view.token = SW_LOCK_PROCESS;
+    self->view.slots = self->shm.slots;
+    self->view.n_slots = self->shm.n_slots;
+    if (claim_slot(self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    /* a fresh attach gives back what dead processes left in flight */
+    self->shm.hdr->next_reap_ms = 0;
+    (void)shared_maybe_reap(self);
     return (PyObject *)self;
 }
 
@@ -182,6 +254,13 @@ static void Limiter_dealloc(LimiterObject *self)
         PyObject_ClearWeakRefs((PyObject *)self);
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
+    if (self->is_shared) {
+        if (self->fork_gen == sw_proc_fork_generation())
+            sw_lstate_detach(&self->view); /* our slot, when it holds nothing in flight */
+        sw_shm_close(&self->shm);
+        self->is_shared = 0;
+    }
+    Py_CLEAR(self->shared);
     PyMem_Free(self->lim);
     self->lim = NULL;
     tp->tp_free((PyObject *)self);
@@ -198,6 +277,8 @@ static PyObject *retry_after_obj(int64_t retry_ns)
 void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
 {
     module_state *st = self->st;
+    if (self->is_shared)
+        (void)shared_maybe_reap(self); /* a dead process's in-flight counts, for the next */
     PyObject *retry = retry_after_obj(d->verdict == SW_NEVER ? -1 : d->retry_ns);
     if (retry == NULL)
         return;
@@ -250,9 +331,11 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
             parse_n(a[0], 1, &n) < 0 || parse_now(a[1], &now) < 0)
             return NULL;
     }
-    sw_limiter_decide(self->lim, n, now, SW_F_TRY, &d);
+    sw_decide(limiter_view(self), n, now, SW_F_TRY, &d);
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
+    if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
+        (void)shared_maybe_reap(self); /* a dead process's counts, for the next call */
     Py_RETURN_FALSE;
 }
 
@@ -272,7 +355,7 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
             parse_bool(a[2], "prioritized", &prio) < 0)
             return NULL;
     }
-    sw_limiter_decide(self->lim, n, now, prio ? SW_F_PRIORITIZED : 0u, &d);
+    sw_decide(limiter_view(self), n, now, prio ? SW_F_PRIORITIZED : 0u, &d);
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
     Py_RETURN_NONE;
@@ -291,7 +374,7 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
     if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 31, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
-    sw_limiter_decide(self->lim, n, now, (unsigned)flags, &d);
+    sw_decide(limiter_view(self), n, now, (unsigned)flags, &d);
     return Py_BuildValue("(iLL)", d.verdict, (long long)d.wait_ns, (long long)d.retry_ns);
 }
 
@@ -301,7 +384,7 @@ static PyObject *Limiter_count_block(LimiterObject *self, PyObject *arg)
     int64_t n;
     if (parse_n(arg, 1, &n) < 0)
         return NULL;
-    sw_limiter_count(self->lim, SW_EV_BLOCK, n, SW_NOW);
+    sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
     Py_RETURN_NONE;
 }
 
@@ -329,8 +412,8 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
     int64_t n;
     if (parse_n(arg, 1, &n) < 0)
         return NULL;
-    sw_limiter_exit(self->lim, n, 0, SW_OUT_NONE, SW_NOW);
-    waitq_notify(&self->wq);
+    sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
+    limiter_notify(self);
     Py_RETURN_NONE;
 }
 
@@ -342,7 +425,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
 {
     struct sw_decision d;
     if (timeout_ns < 0) {
-        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_RETRY, &d);
+        sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, &d);
         if (d.verdict != SW_PASS) {
             raise_blocked(self, n, &d);
             return -1;
@@ -351,28 +434,47 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
     }
     int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
+    bool sh = conc && self->is_shared;
+    bool wq = conc && !self->is_shared;
     for (;;) {
         /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
         if (PyErr_CheckSignals() < 0)
             return -1;
-        uint64_t gen = conc ? waitq_arm(&self->wq) : 0;
-        sw_limiter_decide(self->lim, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
+        uint64_t gen = wq ? waitq_arm(&self->wq) : 0;
+        uint32_t seq = 0;
+        if (sh) {
+            /* a waiter in any process: a release there bumps release_seq and wakes us */
+            atomic_fetch_add(&self->shm.hdr->waiters, 1u);
+            seq = atomic_load(&self->shm.hdr->release_seq);
+        }
+        sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
+        if (d.verdict != SW_PASS && sh && shared_maybe_reap(self))
+            sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
         if (d.verdict == SW_PASS) {
-            if (conc)
+            if (wq)
                 waitq_disarm(&self->wq);
+            if (sh)
+                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
             return sleep_decision(&d);
         }
         int64_t now = sw_time_ns();
         if (d.verdict == SW_NEVER || now >= deadline) {
-            if (conc)
+            if (wq)
                 waitq_disarm(&self->wq);
-            sw_limiter_count(self->lim, SW_EV_BLOCK, n, SW_NOW);
+            if (sh)
+                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
+            sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
             raise_blocked(self, n, &d);
             return -1;
         }
-        if (conc) {
+        if (wq) {
             /* until a release (or the deadline), one slice at most */
             if (waitq_wait(&self->wq, gen, deadline) < 0)
+                return -1;
+        } else if (sh) {
+            int rc = shared_wait(&self->shm, seq, deadline);
+            atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
+            if (rc < 0)
                 return -1;
         } else {
             /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
@@ -413,13 +515,13 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
             parse_n(a[0], 1, &n) < 0)
             return NULL;
     }
-    int rc = sw_limiter_release(self->lim, n);
+    int rc = sw_release(limiter_view(self), n);
     if (rc == SW_ESTATE) {
         PyErr_Format(PyExc_ValueError, "release(n=%lld): only %lld in flight", (long long)n,
-                     (long long)sw_limiter_in_flight(self->lim));
+                     (long long)sw_in_flight(limiter_view(self)));
         return NULL;
     }
-    waitq_notify(&self->wq);
+    limiter_notify(self);
     Py_RETURN_NONE;
 }
 
@@ -432,7 +534,8 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
     if (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_now(a[0], &now) < 0)
         return NULL;
     struct sw_stats s;
-    sw_limiter_stats(self->lim, now, &s);
+    (void)shared_maybe_reap(self);
+    sw_stats_read(limiter_view(self), now, &s);
     double sec = (double)self->cfg.interval_ms / 1000.0;
     PyObject *o = PyStructSequence_New(self->st->Stats_Type);
     if (o == NULL)
@@ -463,7 +566,8 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 {
     struct sw_window w;
-    sw_limiter_window(self->lim, &w);
+    sw_lstate_window(self->view.st, &w);
+    w.token = self->view.token;
     return metric_new_view(self->st, (PyObject *)self, &w);
 }
 
@@ -509,7 +613,7 @@ static PyObject *Limiter_get_sample_count(LimiterObject *self, void *Py_UNUSED(c
 }
 static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromLongLong(sw_limiter_in_flight(self->lim));
+    return PyLong_FromLongLong(sw_in_flight(limiter_view(self)));
 }
 
 
@@ -558,6 +662,8 @@ static PyObject *Limiter_repr(LimiterObject *self)
         ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
         ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
     }
+    if (self->shared != NULL && self->shared != Py_None)
+        ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
     sep = PyUnicode_FromString(", ");
     if (sep == NULL)
         goto done;
@@ -617,11 +723,18 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
     }
     LimiterObject *self = (LimiterObject *)a[0];
     Py_BEGIN_ALLOW_THREADS
-    sw_limiter_decide(self->lim, n, now, SW_F_TRY, &d);
+    sw_decide(limiter_view(self), n, now, SW_F_TRY, &d);
     Py_END_ALLOW_THREADS
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     Py_RETURN_FALSE;
+}
+
+static PyObject *Limiter_get_shared(LimiterObject *self, void *Py_UNUSED(c))
+{
+    PyObject *v = self->shared != NULL ? self->shared : Py_None;
+    Py_INCREF(v);
+    return v;
 }
 
 static PyGetSetDef Limiter_getset[] = {
@@ -638,6 +751,9 @@ static PyGetSetDef Limiter_getset[] = {
     {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", NULL},
     {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", NULL},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
+    {"shared", (getter)Limiter_get_shared, NULL,
+     "How it was opened: None (private), True (anonymous), or the region's name or path.",
+     NULL},
     {NULL}};
 
 static PyMethodDef Limiter_methods[] = {

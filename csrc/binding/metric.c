@@ -1,6 +1,9 @@
 /* metric.c - Metric: sliding-window statistics (standalone, or a view of a Limiter's). */
 #include "binding.h"
 #include "args.h"
+#include "shared.h"
+
+#include <string.h>
 
 const char *const default_event_names[SW_EV_DEFAULT_COUNT] = {
     "pass", "block", "exception", "success", "rt", "occupied_pass"};
@@ -43,6 +46,11 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
         return NULL;
     self->win = *win;
     self->mem = NULL;
+    memset(&self->shm, 0, sizeof self->shm); /* the owner's memory: never unmapped here */
+    /* the owner is a Limiter: its view shares how it was opened */
+    self->shared = ((LimiterObject *)owner)->shared != NULL ? ((LimiterObject *)owner)->shared
+                                                           : Py_None;
+    Py_INCREF(self->shared);
     self->fork.linked = false; /* the owner's lock: registered by the owner */
     Py_INCREF(owner);
     self->owner = owner;
@@ -55,10 +63,76 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
     return (PyObject *)self;
 }
 
+static int metric_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    struct metric_mem *mem = state;
+    sw_lock_init(&mem->lock);
+    return sw_leap_init((struct sw_leap *)(void *)mem->leap, (const struct sw_leap_cfg *)lay->arg);
+}
+
+static int metric_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    struct metric_mem *mem = state;
+    const struct sw_leap_cfg *cfg = lay->arg;
+    const struct sw_leap *l = (const struct sw_leap *)(const void *)mem->leap;
+    if (l->interval_ms != cfg->interval_ms || l->sample_count != cfg->sample_count ||
+        l->n_events != cfg->n_events || l->has_rt != (uint32_t)cfg->has_rt ||
+        l->window_ms != cfg->interval_ms / (int64_t)cfg->sample_count ||
+        l->stride != SW_SLOT_COUNTS + cfg->n_events || !sw_leap_indices_ok(l))
+        return SW_EINVAL;
+    return SW_OK;
+}
+
+/* Open the region of a shared Metric (names: its user-defined events, NULL for the
+ * default ones). @return 0, or -1 with an exception set */
+static int metric_open_shared(MetricObject *self, int mode, const char *path,
+                              struct sw_leap_cfg *cfg, PyObject *names)
+{
+    char events[SW_SHM_EVENTS_BYTES];
+    size_t used = 0;
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    if (names != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+            Py_ssize_t len;
+            const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
+            if (s == NULL)
+                return -1;
+            if (used + (size_t)len + 1 > sizeof events) {
+                PyErr_Format(PyExc_ValueError, "events: the names of a shared Metric must "
+                             "fit in %u bytes (UTF-8, one NUL each)", SW_SHM_EVENTS_BYTES);
+                return -1;
+            }
+            memcpy(events + used, s, (size_t)len + 1);
+            used += (size_t)len + 1;
+        }
+        lay.n_events = cfg->n_events;
+        lay.events = events;
+        lay.events_len = (uint32_t)used;
+    }
+    lay.kind = SW_KIND_METRIC;
+    lay.interval_ms = cfg->interval_ms;
+    lay.sample_count = cfg->sample_count;
+    lay.state_size = sizeof(struct metric_mem) + sw_leap_size(cfg);
+    lay.init_state = metric_init_state;
+    lay.check_state = metric_check_state;
+    lay.arg = cfg;
+    if (shared_open(&self->shm, mode, path, &lay) < 0)
+        return -1;
+    self->mem = self->shm.state;
+    self->win.lock = &self->mem->lock;
+    self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
+    self->win.future = NULL;
+    self->win.token = SW_LOCK_PROCESS;
+    return 0;
+}
+
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"interval_ms", "sample_count", "events", NULL};
-    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None;
+    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", NULL};
+    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None;
+    char path[4096];
+    int mode;
     PyObject *names = NULL, *map = NULL;
     MetricObject *self = NULL;
     int64_t interval = 1000, samples = 2;
@@ -67,8 +141,11 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$O:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OO:Metric", kwlist, &o_interval,
+                                     &o_samples, &o_events, &o_shared))
+        return NULL;
+    mode = shared_resolve(o_shared, path, sizeof path);
+    if (mode < 0)
         return NULL;
     if (o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0)
         return NULL;
@@ -155,6 +232,18 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self = (MetricObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail;
+    self->shared = mode == 0 ? Py_None : o_shared;
+    Py_INCREF(self->shared);
+    if (mode != 0) {
+        if (metric_open_shared(self, mode, path, &cfg, names == st->default_names ? NULL : names)
+            < 0)
+            goto fail;
+        self->owner = NULL;
+        self->names = names;
+        self->name_map = map;
+        self->st = st;
+        return (PyObject *)self;
+    }
     self->mem = PyMem_Calloc(1, sizeof(struct metric_mem) + size);
     if (self->mem == NULL) {
         PyErr_NoMemory();
@@ -207,9 +296,12 @@ static void Metric_dealloc(MetricObject *self)
     Metric_clear(self);
     Py_CLEAR(self->owner);
     fork_unregister(&self->fork);
-    if (self->mem != NULL)
+    if (self->shm.base != NULL)
+        sw_shm_close(&self->shm); /* the region's memory, not ours to free */
+    else if (self->mem != NULL)
         PyMem_Free(self->mem);
     self->mem = NULL;
+    Py_CLEAR(self->shared);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -419,11 +511,24 @@ static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *Metric_repr(MetricObject *self)
 {
     const struct sw_leap *l = self->win.leap;
+    bool sh = self->shared != NULL && self->shared != Py_None;
     if (self->names == self->st->default_names)
-        return PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u)",
-                                    (long long)l->interval_ms, l->sample_count);
-    return PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R)",
-                                (long long)l->interval_ms, l->sample_count, self->names);
+        return sh ? PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, shared=%R)",
+                                         (long long)l->interval_ms, l->sample_count, self->shared)
+                  : PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u)",
+                                         (long long)l->interval_ms, l->sample_count);
+    return sh ? PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R, "
+                                     "shared=%R)", (long long)l->interval_ms, l->sample_count,
+                                     self->names, self->shared)
+              : PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R)",
+                                     (long long)l->interval_ms, l->sample_count, self->names);
+}
+
+static PyObject *Metric_get_shared(MetricObject *self, void *Py_UNUSED(c))
+{
+    PyObject *v = self->shared != NULL ? self->shared : Py_None;
+    Py_INCREF(v);
+    return v;
 }
 
 static PyObject *Metric_get_interval(MetricObject *self, void *Py_UNUSED(c))
@@ -449,6 +554,9 @@ static PyGetSetDef Metric_getset[] = {
     {"sample_count", (getter)Metric_get_samples, NULL, "The number of buckets.", NULL},
     {"window_ms", (getter)Metric_get_window, NULL, "One bucket's length in ms.", NULL},
     {"events", (getter)Metric_get_events, NULL, "The event names, by index.", NULL},
+    {"shared", (getter)Metric_get_shared, NULL,
+     "How it was opened: None (private), True (anonymous), or the region's name or path.",
+     NULL},
     {NULL}};
 
 static PyMethodDef Metric_methods[] = {

@@ -1,5 +1,8 @@
 /* module.c - the module `slidewin._core`: state, types, clocks, multi-phase init. */
 #include "binding.h"
+#include "shared.h"
+
+#include <time.h>
 
 module_state *state_of_type(PyTypeObject *tp)
 {
@@ -56,7 +59,36 @@ static PyObject *mod_coarse_resolution_ns(PyObject *Py_UNUSED(m), PyObject *Py_U
     return PyLong_FromLongLong(sw_time_coarse_resolution_ns());
 }
 
+/* _set_test_hook(us): tests only. Every critical section of this process then sleeps `us`
+ * microseconds between two of its stores, holding the lock (0 removes the hook), so that a
+ * test can kill a process inside a decision. */
+static long test_hook_us;
+static void test_hook(void)
+{
+    struct timespec ts = {test_hook_us / 1000000, (test_hook_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (us < 0 || us > 1000000) {
+        PyErr_SetString(PyExc_ValueError, "_set_test_hook: 0 to 1000000 microseconds");
+        return NULL;
+    }
+    test_hook_us = us;
+    sw_test_in_critical = us > 0 ? test_hook : NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"unlink", shared_unlink, METH_O,
+     "unlink(name)\n--\n\nRemove a shared region's name (or path): True if it existed. "
+     "Processes attached to it go on using it; the next to open the name gets a fresh one."},
+    {"_set_test_hook", mod_set_test_hook, METH_O,
+     "_set_test_hook(us)\n--\n\nTests only: hold every critical section us microseconds."},
     {"clock_ns", mod_clock_ns, METH_NOARGS,
      "clock_ns()\n--\n\nCLOCK_MONOTONIC in ns (the clock of pacing and RT)."},
     {"coarse_clock_ns", mod_coarse_clock_ns, METH_NOARGS,

@@ -338,7 +338,7 @@ static void test_check_errors(void)
     c = cfg_of(SW_GRADE_QPS, SW_REJECT, 9.0e15);
     c.max_queueing_ms = INT64_MAX;
     c.occupy_timeout_ms = INT64_MAX;
-    c.cold_factor = 1e300;
+    c.cold_factor = 1e9;
     c.warm_up_s = 0;
     CHECK_EQ(sw_limiter_check(&c), SW_OK);
     struct sw_limiter *lim = lim_new(&c);

@@ -1,0 +1,165 @@
+/* shared.c - see shared.h. */
+#include "shared.h"
+#include "args.h"
+
+#include "sw_proc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *shm_dir(void)
+{
+    const char *d = getenv("SLIDEWIN_SHM_DIR");
+    return (d != NULL && d[0] != '\0') ? d : "/dev/shm";
+}
+
+static bool name_ok(const char *s, Py_ssize_t len)
+{
+    if (len < 1 || len > SHARED_NAME_MAX)
+        return false;
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+int shared_resolve(PyObject *shared, char *path, size_t cap)
+{
+    if (shared == NULL || shared == Py_None || shared == Py_False)
+        return 0;
+    if (shared == Py_True)
+        return 1;
+    if (!PyUnicode_Check(shared)) {
+        PyErr_Format(PyExc_TypeError,
+                     "shared must be None, True, a name or a path (str), not %.100s",
+                     type_name_of(shared));
+        return -1;
+    }
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(shared, &len);
+    if (s == NULL)
+        return -1;
+    if ((Py_ssize_t)strlen(s) != len) {
+        PyErr_SetString(PyExc_ValueError, "shared must not contain NUL characters");
+        return -1;
+    }
+    if (strchr(s, '/') != NULL) { /* a path */
+        if ((size_t)len + 1 > cap || s[len - 1] == '/') {
+            PyErr_Format(PyExc_ValueError, "shared=%R is not a usable file path", shared);
+            return -1;
+        }
+        memcpy(path, s, (size_t)len + 1);
+        return 2;
+    }
+    if (!name_ok(s, len)) {
+        PyErr_Format(PyExc_ValueError,
+                     "shared=%R is not a valid region name: use 1 to 200 of the characters "
+                     "A-Z a-z 0-9 . _ - (not '.' or '..'), or a path holding '/'", shared);
+        return -1;
+    }
+    int w = snprintf(path, cap, "%s/slidewin-%s", shm_dir(), s);
+    if (w < 0 || (size_t)w >= cap) {
+        PyErr_SetString(PyExc_ValueError, "shared: SLIDEWIN_SHM_DIR is too long");
+        return -1;
+    }
+    return 2;
+}
+
+int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay)
+{
+    struct sw_shm_error err;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mode == 1 ? sw_shm_anonymous(shm, lay, &err) : sw_shm_open(shm, path, lay, &err);
+    Py_END_ALLOW_THREADS
+    if (rc == SW_OK)
+        return 0;
+    if (rc == SW_EOS) {
+        PyObject *exc_type = PyExc_OSError;
+        if (err.sys_errno == EACCES || err.sys_errno == EPERM)
+            exc_type = PyExc_PermissionError;
+        else if (err.sys_errno == ENOENT)
+            exc_type = PyExc_FileNotFoundError;
+        PyObject *args = Py_BuildValue("(is)", err.sys_errno, err.msg);
+        if (args != NULL) {
+            PyErr_SetObject(exc_type, args);
+            Py_DECREF(args);
+        }
+        return -1;
+    }
+    if (rc == SW_ENOMEM) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyErr_SetString(PyExc_ValueError, err.msg);
+    return -1;
+}
+
+bool shared_maybe_reap(LimiterObject *self)
+{
+    if (!self->is_shared)
+        return false;
+    int64_t now_ms = sw_time_coarse_ns() / NS_PER_MS;
+    if (!sw_shm_reap_due(&self->shm, now_ms, REAP_EVERY_MS))
+        return false;
+    uint32_t freed;
+    Py_BEGIN_ALLOW_THREADS
+    freed = sw_lstate_reap(limiter_view(self));
+    Py_END_ALLOW_THREADS
+    if (freed > 0)
+        shared_notify(&self->shm);
+    return freed > 0;
+}
+
+void shared_notify(struct sw_shm *shm)
+{
+    if (atomic_load_explicit(&shm->hdr->waiters, memory_order_acquire) == 0)
+        return;
+    atomic_fetch_add_explicit(&shm->hdr->release_seq, 1u, memory_order_release);
+    sw_futex_wake_all(&shm->hdr->release_seq);
+}
+
+int shared_wait(struct sw_shm *shm, uint32_t seq, int64_t until_ns)
+{
+    int64_t now = sw_time_ns();
+    int64_t step = until_ns - now;
+    if (step > WAIT_SLICE_NS)
+        step = WAIT_SLICE_NS;
+    if (step > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        (void)sw_futex_wait(&shm->hdr->release_seq, seq, step);
+        Py_END_ALLOW_THREADS
+    }
+    return PyErr_CheckSignals();
+}
+
+PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    char path[4096];
+    if (arg == Py_True) {
+        PyErr_SetString(PyExc_ValueError, "unlink() takes a region's name or path; an "
+                        "anonymous region (shared=True) has neither and goes with its processes");
+        return NULL;
+    }
+    int mode = shared_resolve(arg, path, sizeof path);
+    if (mode < 0)
+        return NULL;
+    if (mode != 2) {
+        PyErr_Format(PyExc_TypeError, "unlink() takes a region's name or path (str), not %.100s",
+                     type_name_of(arg));
+        return NULL;
+    }
+    if (unlink(path) == 0)
+        Py_RETURN_TRUE;
+    if (errno == ENOENT)
+        Py_RETURN_FALSE;
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    return NULL;
+}
