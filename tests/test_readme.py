@@ -59,8 +59,10 @@ def test_block_finder_sees_every_python_fence():
 
 
 @pytest.mark.parametrize("line,code", BLOCKS, ids=["README.md:%d" % line for line, _ in BLOCKS])
-def test_readme_block_runs_as_printed(line, code, capsys):
+def test_readme_block_runs_as_printed(line, code, capsys, tmp_path, monkeypatch):
     compiled = compile(code, "README.md:%d" % line, "exec")  # SyntaxError: the block is broken
+    # the shared= examples make their regions in a folder of this test, not in /dev/shm
+    monkeypatch.setenv("SLIDEWIN_SHM_DIR", str(tmp_path))
     exec(compiled, {"__name__": "__readme__"})
     claims = printed_claims(code)
     if any(states for _, states in claims):
