@@ -1,4 +1,4 @@
-/* sw_borrow.c - passes granted ahead of time (DESIGN.md §4). */
+/* sw_borrow.c - passes granted ahead of time (docs/design.md §4). */
 #include "sw_borrow.h"
 
 void sw_borrow_cfg(const struct sw_leap_cfg *window, struct sw_leap_cfg *out)

@@ -1,4 +1,4 @@
-/* sw_borrow.h - the borrow ("future") ring of a borrowable window (DESIGN.md §4).
+/* sw_borrow.h - the borrow ("future") ring of a borrowable window (docs/design.md §4).
  *
  * A future ring is a `struct sw_leap` of the same shape as its window with one event (the
  * passes granted ahead of time). A future bucket is valid only while its start is strictly

@@ -41,7 +41,7 @@ const char *sw_strerror(int code);
 #define SW_MAX_INTERVAL_MS (INT64_C(1) << 40) /* about 34 years */
 #define SW_MIN_RT_INIT 5000        /* Sentinel's statisticMaxRt, ms */
 
-/* The default event set (DESIGN.md §3). */
+/* The default event set (docs/design.md §3). */
 enum sw_event {
     SW_EV_PASS = 0,
     SW_EV_BLOCK = 1,

@@ -1,4 +1,4 @@
-/* sw_leap.c - leap array and metric buckets (DESIGN.md §2-3). */
+/* sw_leap.c - leap array and metric buckets (docs/design.md §2-3). */
 #include "sw_leap.h"
 
 #include "sw_proc.h"

@@ -1,4 +1,4 @@
-/* sw_leap.h - the leap array: a ring of time buckets reset in place (DESIGN.md §2-3).
+/* sw_leap.h - the leap array: a ring of time buckets reset in place (docs/design.md §2-3).
  *
  * A `struct sw_leap` is flat and pointer-free: a header, then `sample_count` slots of
  * `2 + n_events` int64 words each (bucket start in ms, min_rt in ms, then the counters),

@@ -1,4 +1,4 @@
-/* sw_limiter.c - admission decisions: one critical section per decision (DESIGN.md §5-6). */
+/* sw_limiter.c - admission decisions: one critical section per decision (docs/design.md §5, §7). */
 #include "sw_limiter.h"
 
 #include "sw_proc.h"

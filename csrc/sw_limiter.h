@@ -1,7 +1,7 @@
 /* sw_limiter.h - a limiter: a node (statistics) + a controller, behind one lock.
  *
  * Every admission is one critical section: read the clock (when the caller gave none),
- * roll the window, check and count (DESIGN.md §6). Under any number of threads no window
+ * roll the window, check and count (docs/design.md §7). Under any number of threads no window
  * ever admits more than its limit, with or without Python's GIL.
  *
  * State is flat and pointer-free in caller-owned memory (see struct sw_lstate).

@@ -1,4 +1,4 @@
-/* sw_node.h - the statistics of one limited resource (DESIGN.md §3).
+/* sw_node.h - the statistics of one limited resource (docs/design.md §3).
  *
  * A node is flat state in caller-owned memory: the limiter's window (interval_ms /
  * sample_count, 2 x 500 ms by default, optionally borrowable), the minute-level window

@@ -1,4 +1,4 @@
-/* sw_reject.h - the reject controller (Sentinel DefaultController, DESIGN.md §5):
+/* sw_reject.h - the reject controller (Sentinel DefaultController, docs/design.md §5):
  * pass iff current + n <= L. Unlocked helpers: the limiter holds its lock. */
 #ifndef SW_REJECT_H
 #define SW_REJECT_H

@@ -1,4 +1,4 @@
-/* sw_throttle.c - nanosecond pacing with a maximum queueing time (DESIGN.md §5). */
+/* sw_throttle.c - nanosecond pacing with a maximum queueing time (docs/design.md §5). */
 #include "sw_throttle.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* sw_throttle.h - the leaky bucket that paces (Sentinel ThrottlingController, DESIGN.md §5).
+/* sw_throttle.h - the leaky bucket that paces (Sentinel ThrottlingController, docs/design.md §5).
  * Nanosecond pacing; a reservation returns the wait instead of sleeping. Flat state,
  * unlocked: the limiter holds its lock. */
 #ifndef SW_THROTTLE_H

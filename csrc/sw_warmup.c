@@ -1,4 +1,4 @@
-/* sw_warmup.c - warm-up tokens (DESIGN.md §5). */
+/* sw_warmup.c - warm-up tokens (docs/design.md §5). */
 #include "sw_warmup.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /* sw_warmup.h - the warm-up token bucket (Guava SmoothWarmingUp / Sentinel
- * WarmUpController, DESIGN.md §5). Flat state, unlocked: the limiter holds its lock. */
+ * WarmUpController, docs/design.md §5). Flat state, unlocked: the limiter holds its lock. */
 #ifndef SW_WARMUP_H
 #define SW_WARMUP_H
 

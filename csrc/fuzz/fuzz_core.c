@@ -5,7 +5,7 @@
  * sequence of operations (adds, reads, grants, decides with any flags, counts, exits,
  * releases, stats) interleaved with clock moves that go forward, backward and jump.
  *
- * Every result is compared with a small reference model written from DESIGN.md, not from the
+ * Every result is compared with a small reference model written from docs/design.md, not from the
  * core's code: buckets are kept as a list of (start, counters) created at the times the
  * design says a bucket is (re)started, and the controllers follow §4-§5 literally (exact
  * 128-bit arithmetic for pacing). Invariants checked besides: no lost count (while nothing
