@@ -320,7 +320,11 @@ static int64_t ns_until(int64_t at_ms, int64_t now_ns)
 static double warm_rate(const struct sw_rule *r, struct sw_lstate *st, struct sw_node *node,
                         int64_t t)
 {
-    sw_warmup_sync(&r->warm, &st->warm, t, sw_node_previous_second_pass(node, t));
+    /* paying back an oversize request during the last whole second counts as busy: its
+     * passes are spread over the payback, so the tokens keep falling and it warms up */
+    bool busy = st->warm.paid_until_ms != INT64_MIN &&
+                st->warm.paid_until_ms > t - t % 1000 - 1000;
+    sw_warmup_sync(&r->warm, &st->warm, t, sw_node_previous_second_pass(node, t), busy);
     double rate = sw_warmup_rate(&r->warm, &st->warm);
     return rate < r->min_rate ? r->min_rate : rate;
 }

@@ -42,7 +42,7 @@ void sw_warm_state_init(struct sw_warm_state *s)
 }
 
 void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t t,
-                    int64_t previous_pass)
+                    int64_t previous_pass, bool busy)
 {
     int64_t now = t - t % 1000;
     if (s->stored == SW_WARM_FRESH || s->stored < 0)
@@ -51,7 +51,8 @@ void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t 
         return;
     int64_t elapsed = s->last_filled_ms == INT64_MIN ? 0 : now - s->last_filled_ms;
     int64_t old = s->stored, v = old;
-    bool refill = old < w->warning || (old > w->warning && previous_pass < w->cold_pass);
+    bool refill = old < w->warning ||
+                  (old > w->warning && previous_pass < w->cold_pass && !busy);
     if (refill) {
         double nv = (double)old + (double)elapsed * w->q / 1000.0;
         v = nv >= (double)w->max_token ? w->max_token : (int64_t)nv;

@@ -37,9 +37,12 @@ int sw_warmup_check(double q, double warm_up_s, double cold_factor);
 int sw_warmup_init(struct sw_warmup *w, double q, double warm_up_s, double cold_factor);
 /** A fresh state: cold (its first sync stores the settings' max token). */
 void sw_warm_state_init(struct sw_warm_state *s);
-/** Sync tokens at t (ms) once per whole second, given last second's passes. */
+/** Sync tokens at t (ms) once per whole second, given last second's passes.
+ * @param busy the limiter was paying back an oversize request during the last second: it
+ *        was used at its admitted rate, so tokens above the warning level are not refilled
+ *        (as after a second of passes at or above q / cold_factor) */
 void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t t,
-                    int64_t previous_pass);
+                    int64_t previous_pass, bool busy);
 /** The admitted rate per second for the stored tokens (nudged up one ulp); q when below
  * the warning token or without a ramp. Rule (c) is applied by the caller. */
 double sw_warmup_rate(const struct sw_warmup *w, const struct sw_warm_state *s);

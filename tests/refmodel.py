@@ -280,12 +280,14 @@ class LimiterModel:
         prev = self.minute.previous(PASS, now_ns)  # last whole second's passes
         old = self.stored
         new = old
+        # paying back an oversize request during the last whole second counts as busy
+        busy = getattr(self, "paid_until", None) is not None and self.paid_until > cur - 1000
         if self.last_filled is not None:
             elapsed = cur - self.last_filled
             if old < self.warning:
                 new = int(old + elapsed * self.q / 1000)
             elif old > self.warning:
-                if prev < int(self.q) // self.cold_factor:
+                if prev < int(self.q) // self.cold_factor and not busy:
                     new = int(old + elapsed * self.q / 1000)
         new = min(new, self.max_token)
         self.stored = max(0, new - prev)

@@ -558,7 +558,8 @@ static double ml_warm_rate(struct mlim *ml, int64_t t)
     if (ml->last_filled == M_EMPTY || sec > ml->last_filled) {
         int64_t elapsed = ml->last_filled == M_EMPTY ? 0 : sec - ml->last_filled;
         int64_t v = ml->stored;
-        if (v < ml->warning || (v > ml->warning && prev < ml->cold_pass)) {
+        bool busy = ml->paid_until != M_EMPTY && ml->paid_until > sec - 1000;
+        if (v < ml->warning || (v > ml->warning && prev < ml->cold_pass && !busy)) {
             double nv = (double)v + (double)elapsed * ml->cfg.count / 1000.0;
             v = nv >= (double)ml->max_token ? ml->max_token : (int64_t)nv;
         }

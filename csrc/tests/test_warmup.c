@@ -17,33 +17,33 @@ static void test_tokens(void)
     CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0 / 3.0, 1e-12);
     CHECK(sw_warmup_rate(&w, &ws) == nextafter(1.0 / (50 * 0.004 + 0.1), INFINITY)); /* one ulp up */
     /* first sync: nothing elapsed, last second's passes subtracted */
-    sw_warmup_sync(&w, &ws, 123456, 0);
+    sw_warmup_sync(&w, &ws, 123456, 0, false);
     CHECK_EQ(ws.stored, 100);
     CHECK_EQ(ws.last_filled_ms, 123000);
-    sw_warmup_sync(&w, &ws, 123999, 50); /* same second: no sync */
+    sw_warmup_sync(&w, &ws, 123999, 50, false); /* same second: no sync */
     CHECK_EQ(ws.stored, 100);
-    sw_warmup_sync(&w, &ws, 124000, 3); /* 3 is not below 10 // 3: no refill */
+    sw_warmup_sync(&w, &ws, 124000, 3, false); /* 3 is not below 10 // 3: no refill */
     CHECK_EQ(ws.stored, 97);
-    sw_warmup_sync(&w, &ws, 125000, 2); /* 2 < 3: refill (capped at max), then - 2 */
+    sw_warmup_sync(&w, &ws, 125000, 2, false); /* 2 < 3: refill (capped at max), then - 2 */
     CHECK_EQ(ws.stored, 98);
-    sw_warmup_sync(&w, &ws, 126500, 60);
+    sw_warmup_sync(&w, &ws, 126500, 60, false);
     CHECK_EQ(ws.stored, 38);
     CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0, 0); /* below warning: q */
-    sw_warmup_sync(&w, &ws, 127000, 0); /* below warning: refill 1 s * 10 */
+    sw_warmup_sync(&w, &ws, 127000, 0, false); /* below warning: refill 1 s * 10 */
     CHECK_EQ(ws.stored, 48);
-    sw_warmup_sync(&w, &ws, 129000, 0); /* 2 s: + 20 */
+    sw_warmup_sync(&w, &ws, 129000, 0, false); /* 2 s: + 20 */
     CHECK_EQ(ws.stored, 68);
-    sw_warmup_sync(&w, &ws, 130000, 0); /* above warning, 0 < 3: refill */
+    sw_warmup_sync(&w, &ws, 130000, 0, false); /* above warning, 0 < 3: refill */
     CHECK_EQ(ws.stored, 78);
-    sw_warmup_sync(&w, &ws, 1000000, 0); /* long idle: capped at max */
+    sw_warmup_sync(&w, &ws, 1000000, 0, false); /* long idle: capped at max */
     CHECK_EQ(ws.stored, 100);
-    sw_warmup_sync(&w, &ws, 1001000, 1000); /* floor 0 */
+    sw_warmup_sync(&w, &ws, 1001000, 1000, false); /* floor 0 */
     CHECK_EQ(ws.stored, 0);
-    sw_warmup_sync(&w, &ws, 999000, 0); /* time behind: nothing */
+    sw_warmup_sync(&w, &ws, 999000, 0, false); /* time behind: nothing */
     CHECK_EQ(ws.stored, 0);
     /* exactly at warning: no refill either way */
     ws.stored = 50;
-    sw_warmup_sync(&w, &ws, 1002000, 0);
+    sw_warmup_sync(&w, &ws, 1002000, 0, false);
     CHECK_EQ(ws.stored, 50);
     CHECK_NEAR(sw_warmup_rate(&w, &ws), 10.0, 1e-12);
 
