@@ -24,6 +24,7 @@ import slidewin
 from slidewin import Limiter, Metric
 
 import shared_workers as W
+from conftest import skip_unless_ci
 
 SHM = os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm")
 CONTEXTS = ["fork", "spawn"]
@@ -351,7 +352,7 @@ def test_full_tmpfs_is_a_clear_oserror_at_creation(tmp_path):
     if os.geteuid() != 0 or subprocess.run(
             ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
             capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a small tmpfs")
+        skip_unless_ci("needs root to mount a small tmpfs")
     try:
         with pytest.raises(OSError, match="cannot reserve .* No space left"):
             Limiter(qps=1, interval_ms=10000, sample_count=10000, shared=str(mnt / "big"))
