@@ -237,6 +237,12 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
     if (!S_ISREG(sb.st_mode))
         return fail(err, SW_EINVAL, 0, "file", "%s is not a regular file, not a slidewin "
                     "region", path);
+    /* another user's file (in a world-writable folder such as /dev/shm) could be changed
+     * under us after the checks below: only the owner's own regions are used */
+    if (sb.st_uid != geteuid())
+        return fail(err, SW_EOS, EACCES, NULL, "shared region %s belongs to uid %lu, not to "
+                    "this process's uid %lu: run as that user, or use another name", path,
+                    (unsigned long)sb.st_uid, (unsigned long)geteuid());
     if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) || sb.st_size > (off_t)1 << 42)
         return fail(err, SW_EINVAL, 0, "file", "%s is not a slidewin shared region (%lld "
                     "bytes); remove it or use another name", path, (long long)sb.st_size);
