@@ -361,3 +361,14 @@ def test_full_tmpfs_is_a_clear_oserror_at_creation(tmp_path):
         assert small.try_acquire()
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_another_users_region_is_refused_even_if_writable(tmp_path):
+    if os.geteuid() != 0:
+        skip_unless_ci("needs root to give a file to another user")
+    path = tmp_path / "theirs"
+    Limiter(qps=1, shared=str(path))
+    os.chown(path, 65534, 65534)
+    os.chmod(path, 0o666)
+    with pytest.raises(PermissionError, match="belongs to uid 65534"):
+        Limiter(qps=1, shared=str(path))
