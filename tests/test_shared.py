@@ -245,7 +245,7 @@ def test_workers_killed_at_random_instants(name, hook_us):
     ctx = mp.get_context("fork")
     me = Limiter(concurrency=4, shared=name)
     worst = 0.0
-    for _ in range(60 if hook_us else 40):
+    for _ in range(60):
         workers = [ctx.Process(target=W.busy_until_killed, args=(name, hook_us))
                    for _ in range(1 if hook_us else 3)]
         for w in workers:
@@ -266,6 +266,9 @@ def test_workers_killed_at_random_instants(name, hook_us):
         time.sleep(0.01)
     assert me.stats().concurrency == 0
     assert sum(me.try_acquire() for _ in range(6)) == 4
+    again = Limiter(concurrency=4, shared=name)              # the region is still valid:
+    assert again.stats().concurrency == 4                    #   a fresh attach checks it all
+    print("worst stall of a survivor: %.1f ms" % (worst * 1000))
     assert worst < 1.0, worst   # the lock of a killed owner is taken over within ms
 
 
