@@ -5,7 +5,7 @@
     python benchmarks/run.py --quick   # CI smoke run (< 60 s), writes results/quick.*
     python benchmarks/run.py --only decision,threads
 
-Sections: decision, threads, gil, accuracy, memory (plots are drawn by plots.py from
+Sections: decision, threads, gil, accuracy, memory, shared (plots are drawn by plots.py from
 the accuracy results when matplotlib is importable). A full run writes
 ``benchmarks/results/latest.json`` and ``latest.md`` and the PNGs in ``docs/``; a run
 with ``--only`` replaces just those sections in the existing ``latest.json``.
@@ -29,7 +29,7 @@ if HERE not in sys.path:
 
 import cases  # noqa: E402
 
-SECTIONS = ["decision", "threads", "gil", "accuracy", "memory"]
+SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -41,6 +41,9 @@ FULL = {
     "accuracy_s": 1.0,   # real-clock throttle run per rate and method
     "accuracy_runs": 3,
     "memory_n": 10_000,
+    "shared_s": 0.5,      # one measurement of processes hammering a shared limiter
+    "shared_repeats": 7,
+    "shared_procs": [1, 2],
 }
 QUICK = {
     "target_s": 0.002,
@@ -52,6 +55,9 @@ QUICK = {
     "accuracy_s": 0.15,
     "accuracy_runs": 1,
     "memory_n": 1_000,
+    "shared_s": 0.05,
+    "shared_repeats": 1,
+    "shared_procs": [1, 2],
 }
 
 
@@ -108,10 +114,11 @@ def _modules() -> Dict[str, Any]:
     import bench_decision
     import bench_gil
     import bench_memory
+    import bench_shared
     import bench_threads
 
     return {"decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
-            "accuracy": bench_accuracy, "memory": bench_memory}
+            "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared}
 
 
 def headline(results: Dict[str, Any]) -> str:
@@ -149,6 +156,13 @@ def headline(results: Dict[str, Any]) -> str:
             if r["label"] in ("slidewin Metric(1000, 2)", "slidewin Limiter(qps=100)"):
                 rows.append([f"{r['label']}: bytes (tracemalloc)",
                              f"{r['tracemalloc_bytes']:,.0f}", "", ""])
+    sh = secs.get("shared")
+    if sh and not sh.get("skipped"):
+        for t in sh["decision"]["targets"] + sh["processes"]["targets"]:
+            if t["limit"] == "-" or t["measured"] is None:
+                continue
+            rows.append([t["target"], f"{t['measured']:,.2f}x", t["limit"],
+                         "yes" if t["met"] else "**no**"])
     if not rows:
         return ""
     return md_table(["what", "measured", "target", "met"], rows, "lrll")
