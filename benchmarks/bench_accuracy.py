@@ -27,7 +27,7 @@ ABOUT = __doc__.split("\n", 2)[2]
 T0 = 1000 * NS  # simulated runs start at t = 1000 s, a whole second
 MS = 1_000_000
 
-WARMUP_EXPECTED = [3, 3, 3, 3, 3, 4, 4, 4, 5, 5, 6, 7]  # DESIGN.md §5, then 10
+WARMUP_EXPECTED = [3, 3, 3, 3, 3, 4, 4, 4, 5, 5, 6, 7]  # docs/design.md §5, then 10
 
 
 # -------------------------------------------------------------- throttle, real clock
@@ -167,7 +167,7 @@ def warmup_ramp(behavior: str = "warm_up", seconds: int = 20, demand_per_s: int 
 
 
 def throttle_example() -> Dict[str, Any]:
-    """DESIGN.md §5: q=10, queue 500 ms, 7 requests at one instant."""
+    """docs/design.md §5: q=10, queue 500 ms, 7 requests at one instant."""
     from slidewin import Limiter
 
     lim = Limiter(qps=10, behavior="throttle", max_queueing_ms=500)
@@ -296,7 +296,7 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     got = res["warmup"]["warm_up"]
     res["warmup"]["match"] = (got[:len(WARMUP_EXPECTED)] == WARMUP_EXPECTED
                               and all(x == 10 for x in got[len(WARMUP_EXPECTED):]))
-    log(f"  warm-up per second: {got} (matches DESIGN.md: {res['warmup']['match']})")
+    log(f"  warm-up per second: {got} (matches docs/design.md: {res['warmup']['match']})")
     res["boundary"] = boundary(10)
     return res
 
@@ -315,7 +315,7 @@ def _tables(res):
     w = res["warmup"]
     n = len(w["warm_up"])
     h2 = ["second"] + [str(i) for i in range(n)]
-    rows2 = [["expected (DESIGN.md)"] + [str(x) for x in w["expected_first"]]
+    rows2 = [["expected (docs/design.md)"] + [str(x) for x in w["expected_first"]]
              + ["10"] * (n - len(w["expected_first"])),
              ["warm_up"] + [str(x) for x in w["warm_up"]],
              ["warm_up_throttle"] + [str(x) for x in w["warm_up_throttle"]]]
@@ -347,9 +347,9 @@ def _summary(res) -> List[str]:
             f"{m} {v:+.2f}% ({'met' if t['met'][m] else 'not met'})"
             for m, v in t["measured_pct"].items()) + ".",
         f"Throttle example (q=10, queue 500 ms, 7 at once): waits {ex['waits_ms']} ms "
-        f"(DESIGN.md: {ex['expected_ms']}) — {'matches' if ex['match'] else 'DIFFERS'}.",
+        f"(docs/design.md: {ex['expected_ms']}) — {'matches' if ex['match'] else 'DIFFERS'}.",
         f"Warm-up ramp from cold (q=10, W=10 s, cf=3, demand 100/s) "
-        f"{'matches' if res['warmup']['match'] else 'DIFFERS from'} DESIGN.md.",
+        f"{'matches' if res['warmup']['match'] else 'DIFFERS from'} docs/design.md.",
     ]
     return out
 

@@ -2,7 +2,7 @@
 
     python benchmarks/plots.py [benchmarks/results/latest.json] [--out docs]
 
-- ``warmup.png``: admitted per second from cold (warm_up, warm_up_throttle) vs DESIGN.md;
+- ``warmup.png``: admitted per second from cold (warm_up, warm_up_throttle) vs docs/design.md;
 - ``throttle.png``: pacing on the real clock, interval between admissions;
 - ``boundary.png``: sliding vs fixed window at a boundary burst.
 """
@@ -41,7 +41,7 @@ def warmup(acc: Dict[str, Any], path: str) -> None:
     ax.bar([x - 0.2 for x in xs], w["warm_up"], width=0.4, label="warm_up", color="#3b7dd8")
     ax.bar([x + 0.2 for x in xs], w["warm_up_throttle"], width=0.4,
            label="warm_up_throttle", color="#8fb8ee")
-    ax.plot(xs, exp, "k_", markersize=14, mew=2, label="expected (Sentinel, DESIGN.md)")
+    ax.plot(xs, exp, "k_", markersize=14, mew=2, label="expected (Sentinel, docs/design.md)")
     ax.axhline(cfg["qps"], color="grey", ls="--", lw=1, label=f"qps = {cfg['qps']}")
     ax.axhline(cfg["qps"] / cfg["cold_factor"], color="grey", ls=":", lw=1,
                label=f"cold rate: qps / cold_factor = {cfg['qps'] / cfg['cold_factor']:.2f}")
