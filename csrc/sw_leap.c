@@ -154,6 +154,8 @@ int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, i
     leap_slide(l, start);
     int64_t *slot = sw_leap_slot(l, i);
     sw_leap_slot_clear(l, slot, start);
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical(); /* tests: a process killed here leaves a slot ahead of head */
     l->head = start;
     if (future != NULL) {
         const int64_t *fs = sw_leap_find(future, start);
@@ -191,9 +193,12 @@ void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_
     if (rt_ms < slot[SW_SLOT_MIN_RT]) {
         slot[SW_SLOT_MIN_RT] = rt_ms;
         if (l->has_rt) {
-            /* the head's slot is the deque's back: take it out, push it again */
-            l->dq_len--;
-            dq_push(l, (uint32_t)((slot - l->slots) / (ptrdiff_t)l->stride));
+            /* the head's slot is the deque's back: take it out, push it again (checked, so
+             * that a ring repaired or read from a region can never pop an empty deque) */
+            uint32_t i = (uint32_t)((slot - l->slots) / (ptrdiff_t)l->stride);
+            if (l->dq_len > 0 && dq_cmem(l)[dq_pos(l, l->dq_len - 1u)] == i)
+                l->dq_len--;
+            dq_push(l, i);
         }
     }
 }
@@ -264,10 +269,23 @@ static inline int64_t window_ms_now(int64_t now_ns)
 static void window_lock(const struct sw_window *w)
 {
     if (sw_lock_acquire_as(w->lock, w->token ? sw_token_resolve(w->token) : SW_LOCK_PRIVATE)) {
-        sw_leap_repair(w->leap);
-        if (w->future != NULL)
-            sw_leap_repair(w->future);
+        if (w->repair != NULL) {
+            w->repair(w->repair_ctx);
+        } else {
+            sw_leap_repair(w->leap);
+            if (w->future != NULL)
+                sw_leap_repair(w->future);
+        }
     }
+}
+
+void sw_window_check_repair(const struct sw_window *w)
+{
+    window_lock(w);
+    sw_leap_repair(w->leap);
+    if (w->future != NULL)
+        sw_leap_repair(w->future);
+    sw_lock_release(w->lock);
 }
 
 int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now_ns)
@@ -373,6 +391,17 @@ void sw_leap_repair(struct sw_leap *l)
         sw_leap_reset(l);
         return;
     }
+    /* no slot may hold a start after head (a process killed between clearing a slot for a
+     * new bucket and moving head, or inside a reset): such slots are cleared, else the
+     * refresh's fast path would count into a bucket the totals and the deque never saw */
+    for (uint32_t i = 0; i < l->sample_count; i++) {
+        int64_t *slot = sw_leap_slot(l, i);
+        int64_t st = slot[SW_SLOT_START];
+        if (st != SW_LEAP_EMPTY && (l->head == SW_LEAP_EMPTY || st > l->head || st < 0))
+            sw_leap_slot_clear(l, slot, SW_LEAP_EMPTY);
+    }
+    if (l->head != SW_LEAP_EMPTY && (l->newest == SW_LEAP_EMPTY || l->newest < l->head))
+        l->newest = l->head; /* head is never ahead of the newest time seen */
     if (l->newest != SW_LEAP_EMPTY)
         l->newest_idx = sw_leap_index(l, l->newest);
     /* rebuild the totals and the deque from the slots of (head - interval, head] */

@@ -275,8 +275,12 @@ struct sw_window {
     sw_lock *lock;
     struct sw_leap *leap;
     struct sw_leap *future; /* NULL unless borrowable */
-    uint64_t token;         /* lock token: SW_LOCK_PRIVATE (0 means the same), or this
-                               process's sw_proc_token() for a window in a shared region */
+    uint64_t token;         /* lock token: SW_LOCK_PRIVATE (0 means the same), or
+                               SW_LOCK_PROCESS for a window in a shared region */
+    /* what to repair when the lock is taken over from a dead process: NULL repairs the two
+     * rings; a limiter's window repairs the limiter's whole state (its in-flight total) */
+    void (*repair)(const void *ctx);
+    const void *repair_ctx;
 };
 
 /** Add n to event ev at now_ns (SW_NOW: the coarse clock, read under the lock).
@@ -297,6 +301,9 @@ int sw_window_rt(const struct sw_window *w, int64_t now_ns, int64_t *min_rt, int
 uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *out);
 /** Forget everything, the newest time seen included. */
 void sw_window_reset(const struct sw_window *w);
+/** On attaching to a shared window: restore its invariants under the lock (a no-op on a
+ * consistent ring; O(sample_count)). */
+void sw_window_check_repair(const struct sw_window *w);
 
 #ifdef __cplusplus
 }

@@ -221,6 +221,21 @@ void sw_lstate_window(struct sw_lstate *st, struct sw_window *out)
     out->leap = sw_node_sec(node);
     out->future = sw_node_fut(node);
     out->token = SW_LOCK_PRIVATE;
+    out->repair = NULL;
+    out->repair_ctx = NULL;
+}
+
+static void repair_view_cb(const void *view)
+{
+    sw_lstate_repair(view);
+}
+
+void sw_view_window(const struct sw_view *v, struct sw_window *out)
+{
+    sw_lstate_window(v->st, out);
+    out->token = v->token;
+    out->repair = repair_view_cb;
+    out->repair_ctx = v;
 }
 
 void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)
@@ -237,12 +252,20 @@ void sw_lstate_repair(const struct sw_view *v)
         for (uint32_t i = 0; i < v->n_slots; i++)
             if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) != 0)
                 total = sw_sat_add(total, v->slots[i].in_flight);
-        node->in_flight = total < 0 ? 0 : total;
+        node->in_flight = total; /* exact; readers clamp at 0 */
     } else if (node->in_flight < 0) {
         node->in_flight = 0;
     }
     if (v->st->warm.stored < 0)
         v->st->warm.stored = SW_WARM_FRESH;
+}
+
+/* Requests in flight: the total, which a shared state keeps exactly equal to the sum of its
+ * process slots and which can then be below 0 for a while (a slot released elsewhere whose
+ * acquirer was reaped first): read as 0. */
+static inline int64_t in_flight_now(const struct sw_node *node)
+{
+    return node->in_flight < 0 ? 0 : node->in_flight;
 }
 
 /* Take the state's lock; repair it when its previous owner died holding it. */
@@ -283,14 +306,22 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
             struct sw_node *node = sw_lstate_node(v->st);
             int64_t held = v->slots[i].in_flight;
             v->slots[i].in_flight = 0;
-            int64_t left = sw_sat_sub(node->in_flight, held);
-            node->in_flight = left < 0 ? 0 : left;
+            /* exact, not clamped: the total stays the sum of the slots (a slot may be
+             * negative: a release in another process than the acquisition) */
+            node->in_flight = sw_sat_sub(node->in_flight, held);
             atomic_store_explicit(&v->slots[i].token, 0, memory_order_release);
             freed++;
         }
         unlock_state(v);
     }
     return freed;
+}
+
+void sw_lstate_check_repair(const struct sw_view *v)
+{
+    lock_state(v);
+    sw_lstate_repair(v);
+    unlock_state(v);
 }
 
 void sw_lstate_detach(const struct sw_view *v)
@@ -362,7 +393,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if (r->grade == SW_GRADE_CONCURRENCY) {
         if ((double)n > r->count)
             out->verdict = SW_NEVER;
-        else if (sw_reject_fits(node->in_flight, n, r->count))
+        else if (sw_reject_fits(in_flight_now(node), n, r->count))
             out->verdict = SW_PASS;
     } else if (r->count <= 0) {
         out->verdict = SW_NEVER;
@@ -466,7 +497,8 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
             sw_node_add(node, SW_EV_EXCEPTION, n, t);
         }
     }
-    add_in_flight(v, node, -(node->in_flight > n ? n : node->in_flight));
+    int64_t held = in_flight_now(node);
+    add_in_flight(v, node, -(held > n ? n : held));
     unlock_state(v);
     return SW_OK;
 }
@@ -478,7 +510,7 @@ int sw_release(const struct sw_view *v, int64_t n)
         return SW_EINVAL;
     struct sw_node *node = sw_lstate_node(v->st);
     lock_state(v);
-    if (node->in_flight < n)
+    if (in_flight_now(node) < n)
         rc = SW_ESTATE;
     else
         add_in_flight(v, node, -n);
@@ -489,7 +521,7 @@ int sw_release(const struct sw_view *v, int64_t n)
 int64_t sw_in_flight(const struct sw_view *v)
 {
     lock_state(v);
-    int64_t x = sw_lstate_node(v->st)->in_flight;
+    int64_t x = in_flight_now(sw_lstate_node(v->st));
     unlock_state(v);
     return x;
 }
@@ -510,7 +542,7 @@ void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out
     out->exception = sw_leap_sum(sec, fut, SW_EV_EXCEPTION, t);
     out->rt_sum = sw_leap_sum(sec, fut, SW_EV_RT, t);
     out->occupied_pass = sw_leap_sum(sec, fut, SW_EV_OCCUPIED_PASS, t);
-    out->in_flight = node->in_flight;
+    out->in_flight = in_flight_now(node);
     out->waiting = fut != NULL ? sw_borrow_waiting(fut, t) : 0;
     unlock_state(v);
 }

@@ -142,6 +142,9 @@ int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
 /** Restore a node's derived fields after its lock was taken over from a dead process. */
 void sw_node_repair(struct sw_node *node);
 
+/** On attaching to a shared state: under its lock, restore every invariant the hot path
+ * relies on (the repair, O(sample_count + process slots); a no-op on a consistent state). */
+void sw_lstate_check_repair(const struct sw_view *v);
 /** Detach a view from a shared state: free its process slot when it holds nothing in flight
  * (otherwise the slot keeps its count until the process dies and is reaped). */
 void sw_lstate_detach(const struct sw_view *v);
@@ -168,6 +171,10 @@ static inline struct sw_node *sw_limiter_node(struct sw_limiter *lim)
 void sw_lstate_window(struct sw_lstate *st, struct sw_window *out);
 /** A locked view of the limiter's window (for a Metric object). */
 void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out);
+/** A locked view of the window of the state a view uses, locking with the view's token and
+ * repairing the whole state (in-flight total included) if it takes the lock over from a dead
+ * process. `v` must outlive the window. */
+void sw_view_window(const struct sw_view *v, struct sw_window *out);
 
 /* Flags of sw_decide. */
 #define SW_F_TRY 1u          /* never wait: a throttle admits only when the wait is 0 */

@@ -91,6 +91,8 @@ bool sw_proc_token_dead(uint64_t token)
     }
     if (state == 'Z' || state == 'X' || state == 'x')
         return true; /* killed, not yet reaped by its parent */
+    if ((token & UINT64_C(0xffffffff)) == 0)
+        return false; /* made without /proc: no start time to compare, the pid is there */
     return (start & UINT64_C(0xffffffff)) != (token & UINT64_C(0xffffffff));
 }
 

@@ -1,4 +1,7 @@
 /* sw_shm.c - creating, attaching to and checking shared regions (see sw_shm.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_TMPFILE, linkat flags */
+#endif
 #include "sw_shm.h"
 
 #include "sw_proc.h"
@@ -65,6 +68,21 @@ static void read_boot_id(char out[40])
         *nl = '\0';
 }
 
+/* The device and inode of one of this process's namespaces (0, 0 when unknown). */
+static void ns_id(const char *which, uint64_t *dev, uint64_t *ino)
+{
+    struct stat sb;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/ns/%s", which);
+    if (stat(path, &sb) == 0) {
+        *dev = (uint64_t)sb.st_dev;
+        *ino = (uint64_t)sb.st_ino;
+    } else {
+        *dev = 0;
+        *ino = 0;
+    }
+}
+
 static void fill(struct sw_shm *shm, void *base, size_t size)
 {
     shm->base = base;
@@ -101,6 +119,8 @@ static int init_region(void *base, size_t size, const struct sw_shm_layout *lay)
     clock_gettime(CLOCK_REALTIME, &ts);
     h->created_unix_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     read_boot_id(h->boot_id);
+    ns_id("pid", &h->pidns_dev, &h->pidns_ino);
+    ns_id("time", &h->timens_dev, &h->timens_ino);
     sw_lock_init(&h->lock);
     atomic_init(&h->waiters, 0);
     atomic_init(&h->release_seq, 0);
@@ -205,6 +225,22 @@ static int check_region(void *base, size_t size, const char *path,
                     fix);
     if (lay->check_state((char *)base + h->off_state, lay) != SW_OK)
         return fail(err, SW_EINVAL, 0, "file", "%s holds a damaged state; %s", path, fix);
+    /* a dead process's lock and counts are taken back by its pid and start time, which
+     * only mean something inside one PID namespace; CLOCK_MONOTONIC may be offset in
+     * another time namespace */
+    uint64_t dev, ino;
+    ns_id("pid", &dev, &ino);
+    if (h->pidns_ino != 0 && ino != 0 && (h->pidns_ino != ino || h->pidns_dev != dev))
+        return fail(err, SW_EOS, EXDEV, NULL,
+                    "shared region %s was created in another PID namespace (another "
+                    "container?): the processes sharing a region must share a PID namespace "
+                    "(e.g. docker --pid=host, or one pod with shareProcessNamespace), since "
+                    "a dead process's lock and counts are recognised by its pid", path);
+    ns_id("time", &dev, &ino);
+    if (h->timens_ino != 0 && ino != 0 && (h->timens_ino != ino || h->timens_dev != dev))
+        return fail(err, SW_EOS, EXDEV, NULL,
+                    "shared region %s was created in another time namespace: the processes "
+                    "sharing a region must read one CLOCK_MONOTONIC", path);
     return SW_OK;
 }
 
@@ -214,7 +250,10 @@ static void reinit_if_rebooted(void *base, size_t size, const struct sw_shm_layo
     struct sw_shm_header *h = base;
     char now_id[40];
     read_boot_id(now_id);
-    if (now_id[0] == '\0' || strncmp(now_id, h->boot_id, sizeof now_id) == 0)
+    (void)atomic_load_explicit(&h->ready, memory_order_acquire); /* orders the reads below */
+    /* unknown on either side (no /proc): never reinitialise under possible live users */
+    if (now_id[0] == '\0' || h->boot_id[0] == '\0' ||
+        strncmp(now_id, h->boot_id, sizeof now_id) == 0)
         return;
     (void)sw_lock_acquire_as(&h->lock, sw_proc_token());
     if (strncmp(now_id, h->boot_id, sizeof now_id) != 0) {
@@ -262,22 +301,56 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
 
 /* Create the region in a temporary file and publish it under path with link().
  * @return SW_OK (out filled), SW_EEXIST-like: 1 when another process published first */
+/* Open a new, unnamed file in path's folder (O_TMPFILE: nothing is left behind if this
+ * process dies before publishing it); where the folder or /proc cannot do that, a named
+ * temporary file with an unguessable suffix. @return the fd, or -1 with errno; tmp is set
+ * to the temporary name, or emptied for an unnamed file */
+static int open_temp(const char *path, char *tmp, size_t cap)
+{
+    static _Atomic unsigned counter;
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path) : 0;
+    char dir[PATH_MAX];
+    if (dirlen == 0)
+        snprintf(dir, sizeof dir, "%s", slash ? "/" : ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", dirlen, path);
+    tmp[0] = '\0';
+    if (access("/proc/self/fd", X_OK) == 0) {
+        int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+    }
+    for (int attempt = 0; attempt < 16; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        unsigned long salt = (unsigned long)ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20) ^
+                             ((unsigned long)atomic_fetch_add(&counter, 1u) << 40);
+        int w = snprintf(tmp, cap, "%s/.%s.%ld.%lx.tmp", dir, slash ? slash + 1 : path,
+                         (long)getpid(), salt);
+        if (w < 0 || (size_t)w >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* Create the region in a temporary file and publish it under path with a link.
+ * @return SW_OK (out filled, or *lost set when another process published first) or an error */
 static int create_region(struct sw_shm *out, const char *path, const struct sw_shm_layout *lay,
                          struct sw_shm_error *err, int *lost)
 {
-    static _Atomic unsigned counter;
     size_t size = sw_shm_size(lay);
     if (size == 0)
         return fail(err, SW_EINVAL, 0, "sample_count", "the region for %s would be too large",
                     path);
     char tmp[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    int dirlen = slash ? (int)(slash - path + 1) : 0;
-    int w = snprintf(tmp, sizeof tmp, "%.*s.%s.%ld.%u.tmp", dirlen, path,
-                     slash ? slash + 1 : path, (long)getpid(), atomic_fetch_add(&counter, 1u));
-    if (w < 0 || (size_t)w >= sizeof tmp)
-        return fail(err, SW_EOS, ENAMETOOLONG, NULL, "path too long: %s", path);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open_temp(path, tmp, sizeof tmp);
     if (fd < 0)
         return fail(err, SW_EOS, errno, NULL, "cannot create a shared region next to %s: %s",
                     path, strerror(errno));
@@ -295,7 +368,8 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
     }
     base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
-        rc = fail(err, SW_EOS, errno, NULL, "cannot map %s: %s", tmp, strerror(errno));
+        rc = fail(err, SW_EOS, errno, NULL, "cannot map a new region for %s: %s", path,
+                  strerror(errno));
         goto out;
     }
     rc = init_region(base, size, lay);
@@ -303,7 +377,15 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
         fail(err, rc, 0, NULL, "cannot initialise shared region %s", path);
         goto out;
     }
-    if (link(tmp, path) != 0) {
+    int linked;
+    if (tmp[0] == '\0') {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        linked = linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+    } else {
+        linked = link(tmp, path);
+    }
+    if (linked != 0) {
         if (errno == EEXIST) {
             *lost = 1;
             rc = SW_OK;
@@ -313,7 +395,8 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
         }
         goto out;
     }
-    unlink(tmp);
+    if (tmp[0] != '\0')
+        unlink(tmp);
     close(fd);
     fill(out, base, size);
     out->created = 1;
@@ -321,7 +404,8 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
 out:
     if (base != MAP_FAILED)
         munmap(base, size);
-    unlink(tmp);
+    if (tmp[0] != '\0')
+        unlink(tmp);
     close(fd);
     return rc;
 }
@@ -396,15 +480,6 @@ int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token)
             return (int32_t)i;
     }
     return -1;
-}
-
-void sw_shm_free_slot(struct sw_shm *shm, int32_t slot, uint64_t token)
-{
-    if (slot < 0 || (uint32_t)slot >= shm->n_slots)
-        return;
-    /* only an empty slot is freed; its in_flight is read under the state's lock by callers */
-    uint64_t expected = token;
-    atomic_compare_exchange_strong(&shm->slots[slot].token, &expected, 0);
 }
 
 bool sw_shm_reap_due(struct sw_shm *shm, int64_t now_ms, int64_t every_ms)

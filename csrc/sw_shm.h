@@ -63,6 +63,10 @@ struct sw_shm_header {
     uint64_t state_size;
     int64_t created_unix_ns;
     char boot_id[40];         /* /proc/sys/kernel/random/boot_id when (re)initialised */
+    uint64_t pidns_dev;       /* the creator's PID namespace (/proc/self/ns/pid), 0 unknown: */
+    uint64_t pidns_ino;       /*   process identities (pids) only mean something inside it */
+    uint64_t timens_dev;      /* its time namespace (/proc/self/ns/time), 0 unknown: */
+    uint64_t timens_ino;      /*   CLOCK_MONOTONIC may be offset in another one */
     sw_lock lock;             /* guards reinitialisation after a reboot */
     _Atomic uint32_t ready;   /* SW_SHM_READY once initialised */
     _Atomic uint32_t waiters; /* processes waiting on release_seq */
@@ -115,8 +119,6 @@ void sw_shm_close(struct sw_shm *shm);
 
 /** Claim a free process slot for `token`. @return the slot's index, or -1 when all are taken */
 int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token);
-/** Free a slot that holds nothing in flight (its count stays otherwise, for the reaper). */
-void sw_shm_free_slot(struct sw_shm *shm, int32_t slot, uint64_t token);
 
 /** Whether it is time to reap dead processes' slots (at most every `every_ms`); the caller
  * that gets true does it. */

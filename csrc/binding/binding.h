@@ -80,7 +80,7 @@ typedef struct {
     struct sw_rule rule;       /* this process's settings (shared; private: lim->rule) */
     struct sw_shm shm;         /* shared=: the region (base NULL when private) */
     int is_shared;
-    uint64_t fork_gen;         /* the fork generation view.my_slot was claimed in */
+    _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
     PyObject *shared;          /* None, True, or the name or path it was opened with */
 } LimiterObject;
 
@@ -90,7 +90,8 @@ void limiter_refork(LimiterObject *self);
 /** The view every decision goes through (a forked shared limiter claims its own slot). */
 static inline const struct sw_view *limiter_view(LimiterObject *self)
 {
-    if (self->is_shared && self->fork_gen != sw_proc_fork_generation())
+    if (self->is_shared &&
+        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
         limiter_refork(self);
     return &self->view;
 }
@@ -112,6 +113,7 @@ typedef struct {
     int64_t n;
     int64_t start_ns;
     atomic_int state; /* enum entry_state */
+    uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
 } EntryObject;
 
 /* ------------------------------------------------------------------------------------ */

@@ -46,15 +46,30 @@ static int entry_claim(EntryObject *self)
     return -1;
 }
 
+/* End an entered entry: count its outcome and give its in-flight count back — except for an
+ * entry of a shared limiter inherited across fork(): the count is the parent's (which exits
+ * its own copy), so the child only counts the outcome. */
+static void entry_finish(EntryObject *self, int64_t rt, int outcome)
+{
+    LimiterObject *lim = self->limiter;
+    if (lim->is_shared && self->fork_gen != sw_proc_fork_generation()) {
+        if (outcome != SW_OUT_NONE)
+            sw_count(limiter_view(lim), outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS
+                                                                  : SW_EV_EXCEPTION,
+                     self->n, SW_NOW);
+        return;
+    }
+    sw_exit(limiter_view(lim), self->n, rt, outcome, SW_NOW);
+    limiter_notify(lim);
+}
+
 /* If entered, give the in-flight count back without counting anything (exactly once). */
 static void entry_give_back(EntryObject *self)
 {
     int expected = ENTRY_ENTERED;
     if (self->limiter != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        sw_exit(limiter_view(self->limiter), self->n, 0, SW_OUT_NONE, SW_NOW);
-        limiter_notify(self->limiter);
-    }
+        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED))
+        entry_finish(self, 0, SW_OUT_NONE);
 }
 
 static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
@@ -100,6 +115,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     self->start_ns = sw_time_ns();
+    self->fork_gen = sw_proc_fork_generation();
     atomic_store(&self->state, ENTRY_ENTERED);
     Py_INCREF(self);
     return (PyObject *)self;
@@ -110,6 +126,7 @@ static PyObject *Entry_started(EntryObject *self, PyObject *Py_UNUSED(ignored))
 {
     int expected = ENTRY_ENTERING;
     self->start_ns = sw_time_ns();
+    self->fork_gen = sw_proc_fork_generation();
     if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
         PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
                      state_names[expected & 3]);
@@ -147,8 +164,7 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     } else {
         outcome = SW_OUT_NONE;
     }
-    sw_exit(limiter_view(self->limiter), self->n, rt, outcome, SW_NOW);
-    limiter_notify(self->limiter);
+    entry_finish(self, rt, outcome);
     Py_RETURN_FALSE;
 }
 

@@ -3,6 +3,7 @@
 #include "args.h"
 #include "shared.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include <math.h>
@@ -134,16 +135,32 @@ static int claim_slot(LimiterObject *self)
     return 0;
 }
 
+/* fork_gen while one thread of a fork() child claims the child's slot */
+#define FORK_GEN_CLAIMING UINT64_MAX
+
 void limiter_refork(LimiterObject *self)
 {
-    self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    if (self->view.my_slot < 0) {
+    uint64_t now = sw_proc_fork_generation();
+    for (;;) {
+        uint64_t seen = atomic_load_explicit(&self->fork_gen, memory_order_acquire);
+        if (seen == now)
+            return; /* another thread of this process claimed it */
+        if (seen == FORK_GEN_CLAIMING) {
+            sched_yield();
+            continue;
+        }
+        if (atomic_compare_exchange_strong(&self->fork_gen, &seen, FORK_GEN_CLAIMING))
+            break;
+    }
+    int32_t slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    if (slot < 0) {
         (void)sw_lstate_reap(&self->view);
-        self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+        slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
     }
     /* with no slot left (more than SW_SHM_MAX_PROCS live processes), this process's
      * in-flight counts are not given back should it die: rare, and never an over-admission */
-    self->fork_gen = sw_proc_fork_generation();
+    self->view.my_slot = slot;
+    atomic_store_explicit(&self->fork_gen, now, memory_order_release);
 }
 
 void limiter_notify(LimiterObject *self)
@@ -180,8 +197,13 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->st = st;
     self->cfg = cfg;
     self->weakreflist = NULL;
-    self->shared = mode == 0 ? Py_None : o_shared;
-    Py_INCREF(self->shared);
+    if (mode == 0) {
+        self->shared = Py_None;
+        Py_INCREF(Py_None);
+    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     if (waitq_init(&self->wq) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -234,8 +256,11 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
-    /* a fresh attach gives back what dead processes left in flight */
-    self->shm.hdr->next_reap_ms = 0;
+    /* restore every invariant the hot path relies on (a region is input), then give back
+     * what dead processes left in flight when a reap is due */
+    Py_BEGIN_ALLOW_THREADS
+    sw_lstate_check_repair(&self->view);
+    Py_END_ALLOW_THREADS
     (void)shared_maybe_reap(self);
     return (PyObject *)self;
 }
@@ -255,7 +280,7 @@ static void Limiter_dealloc(LimiterObject *self)
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
-        if (self->fork_gen == sw_proc_fork_generation())
+        if (atomic_load(&self->fork_gen) == sw_proc_fork_generation())
             sw_lstate_detach(&self->view); /* our slot, when it holds nothing in flight */
         sw_shm_close(&self->shm);
         self->is_shared = 0;
@@ -566,8 +591,7 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 {
     struct sw_window w;
-    sw_lstate_window(self->view.st, &w);
-    w.token = self->view.token;
+    sw_view_window(limiter_view(self), &w); /* a takeover through it repairs the whole state */
     return metric_new_view(self->st, (PyObject *)self, &w);
 }
 
@@ -722,8 +746,9 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     LimiterObject *self = (LimiterObject *)a[0];
+    const struct sw_view *v = limiter_view(self); /* with the GIL: a fork child's claim */
     Py_BEGIN_ALLOW_THREADS
-    sw_decide(limiter_view(self), n, now, SW_F_TRY, &d);
+    sw_decide(v, n, now, SW_F_TRY, &d);
     Py_END_ALLOW_THREADS
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;

@@ -124,6 +124,11 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
     self->win.future = NULL;
     self->win.token = SW_LOCK_PROCESS;
+    self->win.repair = NULL;
+    /* restore every invariant the hot path relies on (a region is input) */
+    Py_BEGIN_ALLOW_THREADS
+    sw_window_check_repair(&self->win);
+    Py_END_ALLOW_THREADS
     return 0;
 }
 
@@ -232,8 +237,12 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self = (MetricObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail;
-    self->shared = mode == 0 ? Py_None : o_shared;
-    Py_INCREF(self->shared);
+    if (mode == 0) {
+        self->shared = Py_None;
+        Py_INCREF(Py_None);
+    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
+        goto fail;
+    }
     if (mode != 0) {
         if (metric_open_shared(self, mode, path, &cfg, names == st->default_names ? NULL : names)
             < 0)

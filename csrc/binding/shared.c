@@ -50,12 +50,28 @@ int shared_resolve(PyObject *shared, char *path, size_t cap)
         PyErr_SetString(PyExc_ValueError, "shared must not contain NUL characters");
         return -1;
     }
-    if (strchr(s, '/') != NULL) { /* a path */
-        if ((size_t)len + 1 > cap || s[len - 1] == '/') {
-            PyErr_Format(PyExc_ValueError, "shared=%R is not a usable file path", shared);
+    if (strchr(s, '/') != NULL) { /* a path: made absolute, so it names one file whatever
+                                      * the working directory of a process it is sent to */
+        if (s[len - 1] == '/') {
+            PyErr_Format(PyExc_ValueError, "shared=%R is not a usable file path (it names a "
+                         "folder)", shared);
             return -1;
         }
-        memcpy(path, s, (size_t)len + 1);
+        size_t used = 0;
+        if (s[0] != '/') {
+            if (getcwd(path, cap) == NULL) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                return -1;
+            }
+            used = strlen(path);
+            if (used + 1 < cap && (used == 0 || path[used - 1] != '/'))
+                path[used++] = '/';
+        }
+        if (used + (size_t)len + 1 > cap) {
+            PyErr_Format(PyExc_ValueError, "shared=%R: the path is too long", shared);
+            return -1;
+        }
+        memcpy(path + used, s, (size_t)len + 1);
         return 2;
     }
     if (!name_ok(s, len)) {
@@ -70,6 +86,19 @@ int shared_resolve(PyObject *shared, char *path, size_t cap)
         return -1;
     }
     return 2;
+}
+
+PyObject *shared_canonical(PyObject *shared, const char *path)
+{
+    if (PyUnicode_Check(shared)) {
+        const char *s = PyUnicode_AsUTF8(shared);
+        if (s == NULL)
+            return NULL;
+        if (strchr(s, '/') != NULL)
+            return PyUnicode_DecodeFSDefault(path);
+    }
+    Py_INCREF(shared);
+    return shared;
 }
 
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay)
@@ -110,8 +139,9 @@ bool shared_maybe_reap(LimiterObject *self)
     if (!sw_shm_reap_due(&self->shm, now_ms, REAP_EVERY_MS))
         return false;
     uint32_t freed;
+    const struct sw_view *v = limiter_view(self);
     Py_BEGIN_ALLOW_THREADS
-    freed = sw_lstate_reap(limiter_view(self));
+    freed = sw_lstate_reap(v);
     Py_END_ALLOW_THREADS
     if (freed > 0)
         shared_notify(&self->shm);

@@ -15,6 +15,10 @@
  * the file's path in `path`. @return 0/1/2, or -1 with TypeError/ValueError set */
 int shared_resolve(PyObject *shared, char *path, size_t cap);
 
+/** What `.shared` reports: the name, True, or for a path the absolute path it resolved to.
+ * @return a new reference, or NULL with an exception set */
+PyObject *shared_canonical(PyObject *shared, const char *path);
+
 /** Open (or create) a region; errors become ValueError (layout), PermissionError, OSError.
  * @param mode 1 anonymous, 2 file @return 0, or -1 with an exception set */
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay);

@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void test_shm_review(void);
+
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
@@ -355,4 +357,203 @@ void test_shm(void)
     test_creation_race();
     test_dead_owner();
     test_warmup_payback();
+    test_shm_review();
+}
+
+/* ---- regressions from the review of the shared code ---- */
+
+static volatile int hook_armed;
+static void hang_if_armed(void)
+{
+    if (hook_armed)
+        for (;;)
+            pause();
+}
+
+/* A process killed inside the refresh of a new bucket, after the slot's start was written
+ * and before its counts were zeroed and head moved (the state it leaves is written here by
+ * hand, as the review's reproducer does): after the takeover's repair the window admits
+ * exactly what a private twin admits (was: 15 and 20 in a window of 10), and add_rt never
+ * pops an empty deque (was: an out-of-bounds write with sample_count=1). */
+static void crash_in_refresh(uint32_t samples)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    cfg.sample_count = samples;
+    struct sw_limiter *lim = lim_new(&cfg), *twin = lim_new(&cfg);
+    if (lim == NULL || twin == NULL)
+        return;
+    struct sw_decision d;
+    for (int i = 0; i < 5; i++) {
+        sw_limiter_decide(lim, 1, MS(100), SW_F_TRY, &d);
+        sw_limiter_decide(twin, 1, MS(100), SW_F_TRY, &d);
+    }
+    if (samples == 2) {
+        for (int i = 0; i < 5; i++) {
+            sw_limiter_decide(lim, 1, MS(600), SW_F_TRY, &d);
+            sw_limiter_decide(twin, 1, MS(600), SW_F_TRY, &d);
+        }
+    }
+    struct sw_leap *l = sw_node_sec(sw_limiter_node(lim));
+    /* the dead owner's decision at 1100 (2 x 500 ms) or 1000 (1 x 1000 ms): clamped, the
+     * slid-out bucket taken off the totals, the slot's start stored; killed there */
+    int64_t start = samples == 2 ? 1000 : 1000;
+    l->newest = start;
+    l->newest_idx = sw_leap_index(l, start);
+    uint64_t *tot = (uint64_t *)(void *)(l->slots + (size_t)l->sample_count * l->stride);
+    tot[2 * SW_EV_PASS] -= 5;
+    sw_leap_slot(l, (uint32_t)l->newest_idx)[SW_SLOT_START] = start;
+    atomic_store(&lim->st.lock.word, ((uint64_t)4194000u << 32) | 77u); /* a dead owner */
+    if (kill(4194000, 0) == 0) {
+        free(lim);
+        free(twin);
+        return; /* that pid exists here */
+    }
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    v.token = SW_LOCK_PROCESS; /* checks the owner's liveness, as a shared view does */
+    int64_t times[] = {MS(1100), MS(1600), MS(2100), MS(2600)};
+    for (size_t k = 0; k < sizeof times / sizeof times[0]; k++) {
+        int got = 0, want = 0;
+        for (int i = 0; i < 20; i++) {
+            sw_decide(&v, 1, times[k], SW_F_TRY, &d);
+            got += d.verdict == SW_PASS;
+            sw_limiter_decide(twin, 1, times[k], SW_F_TRY, &d);
+            want += d.verdict == SW_PASS;
+        }
+        CHECK_EQ(got, want);
+    }
+    struct sw_window w;
+    sw_view_window(&v, &w);
+    CHECK_EQ(sw_window_add_rt(&w, 7, MS(2700)), SW_OK);
+    CHECK_EQ(sw_window_add_rt(&w, 3, MS(2700)), SW_OK);
+    int64_t min_rt, rt_sum, success;
+    CHECK_EQ(sw_window_rt(&w, MS(2700), &min_rt, &rt_sum, &success), SW_OK);
+    CHECK_EQ(min_rt, 3);
+    free(lim);
+    free(twin);
+}
+
+/* The first process to take a dead owner's lock does it through the limiter's window (a
+ * Metric view): the whole state is repaired, the in-flight total included (was: wedged). */
+static void takeover_through_window(void)
+{
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct sw_view cv;
+        view_of(&s, &rule, &cv);
+        struct sw_decision d;
+        sw_decide(&cv, 1, MS(10), 0, &d); /* holds the 1 */
+        sw_test_in_critical = hang_if_armed;
+        hook_armed = 1;
+        if (write(ready[1], "x", 1) != 1)
+            _exit(2);
+        sw_release(&cv, 1); /* its slot is 0 now, the total not yet: killed here */
+        _exit(0);
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    usleep(20000);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    struct sw_view v;
+    view_of(&s, &rule, &v);
+    struct sw_window w;
+    sw_view_window(&v, &w);
+    int64_t pass = -1;
+    CHECK_EQ(sw_window_read(&w, SW_READ_SUM, SW_EV_PASS, MS(10), &pass), SW_OK);
+    CHECK_EQ(pass, 1);
+    CHECK_EQ(sw_in_flight(&v), 0); /* the total rebuilt from the slots */
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_OK);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_shm_close(&s);
+}
+
+/* A release in another process than the acquisition, then both die: reaping keeps the total
+ * the sum of the slots, so nothing phantom stays in flight (was: clamped to 0, then +1). */
+static void reap_keeps_the_sum(void)
+{
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_view a, b, me;
+    view_of(&s, &rule, &a);
+    view_of(&s, &rule, &b);
+    struct sw_decision d;
+    sw_decide(&a, 1, MS(10), 0, &d);  /* a's slot +1 */
+    CHECK_EQ(sw_release(&b, 1), SW_OK); /* b's slot -1: the total is 0 */
+    /* both "die": their slots now name processes that do not exist */
+    uint64_t dead1 = ((uint64_t)4194301u << 32) | 7u, dead2 = ((uint64_t)4194302u << 32) | 7u;
+    if (kill(4194301, 0) == 0 || kill(4194302, 0) == 0)
+        return; /* those pids exist here: skip */
+    atomic_store(&s.slots[a.my_slot].token, a.my_slot < b.my_slot ? dead1 : dead2);
+    atomic_store(&s.slots[b.my_slot].token, a.my_slot < b.my_slot ? dead2 : dead1);
+    view_of(&s, &rule, &me);
+    CHECK_EQ(sw_lstate_reap(&me), 2);
+    CHECK_EQ(sw_in_flight(&me), 0);
+    CHECK_EQ(sw_decide(&me, 1, MS(10), 0, &d), SW_OK);
+    CHECK_EQ(d.verdict, SW_PASS); /* nothing phantom in flight */
+    sw_shm_close(&s);
+}
+
+/* A crafted region (an RT deque emptied while head is set) is made consistent on attach: the
+ * next add_rt is exact and safe (was: SIGSEGV). */
+static void crafted_deque(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "dq");
+    struct sw_shm_layout lay = lim_layout(1000, 4);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    cfg.sample_count = 4;
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_view v;
+    view_of(&a, &rule, &v);
+    struct sw_window w;
+    sw_view_window(&v, &w);
+    CHECK_EQ(sw_window_add_rt(&w, 9, MS(300)), SW_OK);
+    struct sw_leap *sec = sw_node_sec(sw_lstate_node(a.state));
+    sec->dq_len = 0;    /* the crafted damage */
+    sec->head = MS(1) / 1000 * 0 + 750; /* a slot ahead of head's real bucket: 750 > 250 */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    struct sw_view vb;
+    view_of(&b, &rule, &vb);
+    sw_lstate_check_repair(&vb);
+    struct sw_window wb;
+    sw_view_window(&vb, &wb);
+    CHECK_EQ(sw_window_add_rt(&wb, 4, MS(800)), SW_OK);
+    int64_t min_rt, rt_sum, success;
+    CHECK_EQ(sw_window_rt(&wb, MS(800), &min_rt, &rt_sum, &success), SW_OK);
+    CHECK(min_rt == 4 || min_rt == 9);
+    sw_shm_close(&a);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
+void test_shm_review(void);
+void test_shm_review(void)
+{
+    crash_in_refresh(2);
+    crash_in_refresh(1);
+    takeover_through_window();
+    reap_keeps_the_sum();
+    crafted_deque();
 }

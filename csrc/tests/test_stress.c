@@ -422,6 +422,8 @@ static void stress_adds(void)
     sh.w.leap = leap;
     sh.w.future = NULL;
     sh.w.token = SW_LOCK_PRIVATE;
+    sh.w.repair = NULL;
+    sh.w.repair_ctx = NULL;
     sh.lim = lim;
     atomic_init(&sh.clock_ns, (long long)MS(5000));
     static struct ad_arg args[NTHREADS];
