@@ -144,10 +144,8 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
     st->off_index = k.off_index;
     st->off_entries = k.off_entries;
     st->off_hold = k.off_hold;
-    memset(cells_of(st), 0, (size_t)k.cap * 4u);
-    memset(entry_at(st, 0), 0, (size_t)max_keys * k.entry_size);
-    if (k.hold_cap)
-        memset(holds_of(st), 0, (size_t)k.hold_cap * sizeof(struct sw_khold));
+    /* the index, entries and holdings are zero already (the caller's zeroed memory): their
+     * pages are touched only as keys arrive */
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
     return sw_node_init(sw_keyed_node(st), &nc);
 }
