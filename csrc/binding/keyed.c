@@ -188,7 +188,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
     if (copy == NULL)
         return -1;
     if (value != NULL && value != Py_None) {
-        if (!PyMapping_Check(value) || PyUnicode_Check(value) || PyBytes_Check(value)) {
+        if (!PyDict_Check(value) && !PyObject_HasAttrString(value, "items")) {
             PyErr_Format(PyExc_TypeError, "overrides must be a dict of key -> threshold, not "
                          "%.100s", type_name_of(value));
             goto fail;
