@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define DEFAULT_MAX_KEYS 65536
 /* hash keys at least this long with the GIL released (xxhash's binding uses 64 KiB) */
@@ -369,6 +370,17 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_NoMemory();
             goto fail;
         }
+#ifdef MADV_HUGEPAGE
+        /* a large table is read at random: transparent huge pages spare a TLB miss per
+         * decision (measured at 1,000,000 keys: see the report in docs/keyed.md) */
+        if (size >= ((size_t)8 << 20)) {
+            uintptr_t lo = ((uintptr_t)self->mem + ((uintptr_t)2 << 20) - 1) &
+                           ~(((uintptr_t)2 << 20) - 1);
+            uintptr_t hi = ((uintptr_t)self->mem + size) & ~(((uintptr_t)2 << 20) - 1);
+            if (hi > lo)
+                (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+        }
+#endif
         rc = sw_keyed_init(self->mem, cfg.interval_ms, cfg.sample_count, self->max_keys, false);
         if (rc != SW_OK) {
             raise_core_error(rc);
