@@ -372,7 +372,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
 #ifdef MADV_HUGEPAGE
         /* a large table is read at random: transparent huge pages spare a TLB miss per
-         * decision (measured at 1,000,000 keys: about 2.5x a private decision instead of 6x) */
+         * decision (measured at 1,000,000 keys: about 2.5x a private decision, not 6x) */
         if (size >= ((size_t)8 << 20)) {
             uintptr_t lo = ((uintptr_t)self->mem + ((uintptr_t)2 << 20) - 1) &
                            ~(((uintptr_t)2 << 20) - 1);
