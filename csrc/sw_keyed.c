@@ -757,17 +757,23 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
         st->window_ms != interval_ms / (int64_t)sample_count || st->size != k.size ||
         st->off_node != k.off_node || st->off_index != k.off_index ||
         st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
-        st->n_keys > max_keys || st->n_live > st->n_keys)
+        st->n_keys > max_keys || st->n_live > max_keys)
         return SW_EINVAL;
+    /* other processes may be deciding meanwhile (no lock here): every bound checked is a
+     * constant of the layout, never a count that moves (decisions also check each cell's
+     * index against n_keys under the lock) */
     const uint32_t *cells = cells_of(st);
-    for (uint32_t p = 0; p < st->cap; p++)
-        if (cells[p] > CELL_DEL && ((cells[p] & CELL_IDX_MASK) < 2u ||
-                                    (cells[p] & CELL_IDX_MASK) - 2u >= st->n_keys))
+    for (uint32_t p = 0; p < st->cap; p++) {
+        uint32_t c = cells[p];
+        if (c > CELL_DEL && ((c & CELL_IDX_MASK) < 2u || (c & CELL_IDX_MASK) - 2u >= max_keys))
             return SW_EINVAL;
+    }
     const struct sw_khold *h = holds_of(st);
-    for (uint32_t p = 0; p < st->hold_cap; p++)
-        if (h[p].entry != HOLD_DEL && (h[p].entry > st->n_keys || h[p].slot >= SW_SHM_MAX_PROCS))
+    for (uint32_t p = 0; p < st->hold_cap; p++) {
+        uint32_t e = h[p].entry;
+        if (e != HOLD_DEL && (e > max_keys || h[p].slot >= SW_SHM_MAX_PROCS))
             return SW_EINVAL;
+    }
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
     return sw_node_validate(sw_keyed_node(st), &nc);
 }

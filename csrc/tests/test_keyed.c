@@ -380,7 +380,7 @@ static void test_shared(void)
     cells[0] = 0x7fffu;
     CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
     cells[0] = saved;
-    ks->n_keys = ks->max_keys + 1u;
+    ks->n_keys = ks->max_keys + 1u; /* beyond the layout */
     CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
     sw_shm_close(&s);
     close(ready[0]);
