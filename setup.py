@@ -23,6 +23,7 @@ CORE = [
     "sw_throttle.c",
     "sw_reject.c",
     "sw_limiter.c",
+    "sw_keyed.c",
 ]
 
 debug = os.environ.get("SLIDEWIN_DEBUG", "") not in ("", "0")
@@ -53,7 +54,8 @@ setup(
             sources=BINDING + ["csrc/" + f for f in CORE],
             include_dirs=["csrc", "csrc/binding"],
             depends=["csrc/" + f.replace(".c", ".h") for f in CORE]
-            + sorted(glob.glob("csrc/binding/*.h")),
+            + sorted(glob.glob("csrc/binding/*.h"))
+            + ["csrc/vendor/xxhash.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             undef_macros=undef,

@@ -4,6 +4,8 @@
 - ``Limiter``: flow control with its own statistics: reject, warm_up, throttle,
   warm_up_throttle (by QPS) or a concurrency limit; prioritized requests may borrow from the
   next window. ``limit(...)`` builds one for use as a decorator.
+- ``KeyedLimiter``: one limit per key (user, client IP, tenant) in a bounded table, with
+  per-key overrides; ``@per_user(key=...)`` decorates functions.
 - ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
   host, in shared memory; ``unlink(name)`` removes a region's name.
 
@@ -21,6 +23,7 @@ from ._core import (
     unlink,
 )
 from ._event import Event
+from ._keyed import KeyedLimiter
 from ._limiter import Limiter, limit
 
 __version__ = "0.1.0"
@@ -29,6 +32,7 @@ __all__ = [
     "BlockedError",
     "Bucket",
     "Event",
+    "KeyedLimiter",
     "Limiter",
     "Metric",
     "Stats",

@@ -21,7 +21,7 @@ import math
 
 import pytest
 
-from slidewin import BlockedError, Event, Limiter, Metric
+from slidewin import BlockedError, Event, KeyedLimiter, Limiter, Metric
 
 NAN = float("nan")
 INF = float("inf")
@@ -459,6 +459,80 @@ case("decorate a generator with an async on_block",
      r"on_block.*async.*_sync_generator")
 
 
+# ---- KeyedLimiter(...) and its methods ---------------------------------------------------
+def keyed():
+    return KeyedLimiter(qps=10, max_keys=16)
+
+
+def _set_overrides(lim, value):
+    lim.overrides = value
+
+
+for bad_key in (1.5, None, (1,), [1], bytearray(b"1"), True, object()):
+    for meth in ("try_acquire", "reserve", "acquire", "release", "entry", "in_flight"):
+        case(f"Keyed {meth} key {type(bad_key).__name__}",
+             lambda meth=meth, k=bad_key: getattr(keyed(), meth)(k), TypeError,
+             r"key must be a str, bytes or int")
+case("Keyed try_acquire no key", lambda: keyed().try_acquire(), TypeError, r"key")
+case("Keyed try_acquire n 0", lambda: keyed().try_acquire("a", 0), ValueError, N)
+case("Keyed try_acquire n float", lambda: keyed().try_acquire("a", 1.0), TypeError, N)
+case("Keyed try_acquire now negative", lambda: keyed().try_acquire("a", now_ns=-1), ValueError,
+     "now_ns")
+case("Keyed try_acquire now float", lambda: keyed().try_acquire("a", now_ns=1.0), TypeError,
+     "now_ns")
+case("Keyed try_acquire unknown kw", lambda: keyed().try_acquire("a", prioritized=True),
+     TypeError, "prioritized")
+case("Keyed reserve n negative", lambda: keyed().reserve("a", -1), ValueError, N)
+case("Keyed acquire timeout negative", lambda: keyed().acquire("a", timeout=-1), ValueError,
+     "timeout")
+case("Keyed acquire timeout str", lambda: keyed().acquire("a", timeout="1"), TypeError,
+     "timeout")
+case("Keyed release beyond in flight", lambda: keyed().release("a"), ValueError,
+     r"release.*in flight")
+case("Keyed stats now negative", lambda: keyed().stats(now_ns=-1), ValueError, "now_ns")
+case("Keyed max_keys 0", lambda: KeyedLimiter(qps=1, max_keys=0), ValueError,
+     r"max_keys.*\b0\b")
+case("Keyed max_keys negative", lambda: KeyedLimiter(qps=1, max_keys=-5), ValueError,
+     r"max_keys.*-5")
+case("Keyed max_keys too big", lambda: KeyedLimiter(qps=1, max_keys=2**24 + 1), ValueError,
+     r"max_keys.*16777217")
+case("Keyed max_keys float", lambda: KeyedLimiter(qps=1, max_keys=10.0), TypeError,
+     r"max_keys")
+case("Keyed max_keys str", lambda: KeyedLimiter(qps=1, max_keys="10"), TypeError, r"max_keys")
+case("Keyed overrides bad key", lambda: KeyedLimiter(qps=1, overrides={1.5: 3}), ValueError,
+     r"overrides.*1\.5")
+case("Keyed overrides None key", lambda: KeyedLimiter(qps=1, overrides={None: 3}), ValueError,
+     r"overrides.*None")
+case("Keyed overrides negative", lambda: KeyedLimiter(qps=1, overrides={"vip": -1}),
+     ValueError, r"overrides\['vip'\].*-1")
+case("Keyed overrides nan", lambda: KeyedLimiter(qps=1, overrides={"vip": NAN}), ValueError,
+     r"overrides\['vip'\].*nan")
+case("Keyed overrides str threshold", lambda: KeyedLimiter(qps=1, overrides={"vip": "5"}),
+     ValueError, r"overrides\['vip'\]")
+case("Keyed overrides sub-1 window", lambda: KeyedLimiter(qps=1, overrides={b"k": 0.5}),
+     ValueError, r"overrides\[b'k'\].*throttle")
+case("Keyed overrides concurrency float",
+     lambda: KeyedLimiter(concurrency=2, overrides={7: 1.5}), ValueError, r"overrides\[7\]")
+case("Keyed overrides not a mapping", lambda: KeyedLimiter(qps=1, overrides=[("a", 1)]),
+     TypeError, r"overrides")
+case("Keyed overrides setter bad", lambda: _set_overrides(keyed(), {"a": -2}), ValueError,
+     r"overrides\['a'\]")
+case("Keyed warm_up", lambda: KeyedLimiter(qps=10, behavior="warm_up"), ValueError,
+     r"behavior.*warm_up.*not supported")
+case("Keyed warm_up_throttle", lambda: KeyedLimiter(qps=10, behavior="warm_up_throttle"),
+     ValueError, r"behavior.*warm_up_throttle.*not supported")
+case("Keyed qps and concurrency", lambda: KeyedLimiter(qps=1, concurrency=1), ValueError,
+     r"qps|concurrency")
+case("Keyed sub-1 window", lambda: KeyedLimiter(qps=0.5), ValueError, r"qps.*throttle")
+case("Keyed shared bad", lambda: KeyedLimiter(qps=1, shared=5), TypeError, r"shared")
+case("Keyed shared bad name", lambda: KeyedLimiter(qps=1, shared="a b"), ValueError, r"shared")
+case("Keyed unknown kw", lambda: KeyedLimiter(qps=1, keys=5), TypeError, r"keys")
+case("Keyed on_block", lambda: KeyedLimiter(qps=1, on_block=5), TypeError, r"on_block")
+case("Keyed decorator without key", lambda: keyed()(lambda: None), TypeError, r"key=")
+case("Keyed decorator key not callable", lambda: keyed()(key=5)(lambda: None), TypeError,
+     r"key must be callable")
+
+
 def _held(lim, n):
     assert lim.try_acquire(n)
     return lim
@@ -490,6 +564,14 @@ def test_every_limiter_keyword_has_a_wrong_type_and_an_out_of_range_case():
         assert TypeError in kinds, kw
         if kw != "on_block":
             assert ValueError in kinds, kw
+
+
+def test_every_keyed_limiter_keyword_has_a_bad_input_case():
+    """KeyedLimiter's own keywords (max_keys, overrides) both ways; the shared ones as Limiter."""
+    for kw in ("max_keys", "overrides"):
+        kinds = {exc for name, _, exc, match in CASES if name.startswith("Keyed")
+                 and match and kw in match}
+        assert TypeError in kinds and ValueError in kinds, kw
 
 
 def test_value_error_message_names_value():

@@ -37,7 +37,7 @@ PRELUDE = textwrap.dedent(
     """
     import asyncio, gc, json, sys, tracemalloc
     import slidewin
-    from slidewin import BlockedError, Event, Limiter, Metric, limit
+    from slidewin import BlockedError, Event, KeyedLimiter, Limiter, Metric, limit
     from slidewin import _core
 
     def package_types():
@@ -48,7 +48,9 @@ PRELUDE = textwrap.dedent(
                     seen[id(v)] = v
         m = Metric(1000, 2)
         lim = Limiter(qps=10)
-        for obj in (m.buckets(now_ns=0)[0], lim.stats(now_ns=0), lim.entry(), lim.metric):
+        kl = KeyedLimiter(qps=10)
+        for obj in (m.buckets(now_ns=0)[0], lim.stats(now_ns=0), lim.entry(), lim.metric,
+                    kl.entry("k")):
             seen[id(type(obj))] = type(obj)
         return list(seen.values())
 
@@ -194,6 +196,80 @@ LIMITER = textwrap.dedent(
 )
 
 
+KEYED = textwrap.dedent(
+    """
+    def workload(scale):
+        k = int(100_000 * scale)
+        for i in range(k):
+            kinds = (dict(qps=10), dict(qps=10, behavior="throttle"), dict(concurrency=2))
+            kl = KeyedLimiter(**kinds[i % 3], max_keys=4, overrides={"vip": 5, 7: 3})
+            kl.try_acquire(i % 7, now_ns=i * 10**6)
+            kl.try_acquire(b"x" * (i % 300), now_ns=i * 10**6)
+            kl.try_acquire(str(i), now_ns=i * 10**6)
+            kl.try_acquire(10**30 + i, now_ns=i * 10**6)
+            kl.reserve("vip", now_ns=i * 10**6)
+            kl.stats(now_ns=i * 10**6)
+            kl.overrides = {"a": 1}
+            repr(kl)
+            len(kl)
+            del kl
+        kl = KeyedLimiter(qps=10**9, max_keys=1000)
+        for i in range(int(1_000_000 * scale)):
+            kl.try_acquire(i % 5000, now_ns=i * 10**6)
+        for i in range(k):
+            with kl.entry(i % 100):
+                pass
+        for i in range(int(20_000 * scale)):
+            try:
+                with kl.entry("e"):
+                    raise KeyError(i)
+            except KeyError:
+                pass
+        conc = KeyedLimiter(concurrency=1)
+        for i in range(int(20_000 * scale)):
+            conc.acquire("c", timeout=0)
+            try:
+                conc.acquire("c", timeout=0)
+            except BlockedError as e:
+                assert e.limiter is conc
+            conc.release("c")
+            for bad in (lambda: conc.release("c"), lambda: conc.try_acquire(1.5),
+                        lambda: KeyedLimiter(qps=1, overrides={"a": -1})):
+                try:
+                    bad()
+                except (TypeError, ValueError):
+                    pass
+
+        @kl(key=lambda x: x % 10)
+        def f(x):
+            return x
+
+        @kl(key=lambda x: x % 10)
+        async def g(x):
+            return x
+
+        for i in range(int(20_000 * scale)):
+            f(i)
+
+        async def amain():
+            for i in range(int(20_000 * scale)):
+                await g(i)
+                async with kl.entry("a"):
+                    pass
+                await kl.acquire_async("b", timeout=0)
+                try:
+                    await conc.acquire_async("c", timeout=0)
+                    conc.release("c")
+                except BlockedError:
+                    pass
+
+        asyncio.run(amain())
+
+    run(workload)
+    """
+)
+
+
 def run_leak_check(body):
     proc = subprocess.run(
         [sys.executable, "-c", PRELUDE + body],
@@ -209,7 +285,7 @@ def run_leak_check(body):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("body", [METRIC, LIMITER], ids=["metric", "limiter"])
+@pytest.mark.parametrize("body", [METRIC, LIMITER, KEYED], ids=["metric", "limiter", "keyed"])
 def test_no_leaks(body):
     res = run_leak_check(body)
     # a leak of one reference per object would show as ~100_000

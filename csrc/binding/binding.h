@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "sw_keyed.h"
 #include "sw_limiter.h"
 #include "sw_proc.h"
 #include "sw_shm.h"
@@ -32,6 +33,8 @@ typedef struct {
     PyTypeObject *Metric_Type;
     PyTypeObject *Limiter_Type;
     PyTypeObject *Entry_Type;
+    PyTypeObject *KeyedLimiter_Type;
+    PyTypeObject *KeyedEntry_Type;
     PyTypeObject *Bucket_Type;
     PyTypeObject *Stats_Type;
     PyObject *BlockedError;
@@ -123,6 +126,13 @@ extern PyType_Spec Metric_spec;
 extern PyType_Spec Limiter_spec;
 extern PyType_Spec Entry_spec;
 extern PyType_Spec BlockedError_spec;
+extern PyType_Spec KeyedLimiter_spec;
+extern PyType_Spec KeyedEntry_spec;
+
+/** Parse Limiter's constructor arguments (also KeyedLimiter's, named `fname` in errors).
+ * @return 0, or -1 with an exception set */
+int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
+                         struct sw_limiter_cfg *cfg, PyObject **o_shared);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */

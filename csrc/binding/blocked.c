@@ -74,7 +74,8 @@ static PyObject *blocked_state(BlockedErrorObject *self, int keep_limiter)
     PyObject *lim = self->limiter ? self->limiter : Py_None;
     if (!keep_limiter) {
         module_state *st = state_of_type(Py_TYPE(self));
-        if (st != NULL && PyObject_TypeCheck(lim, st->Limiter_Type))
+        if (st != NULL && (PyObject_TypeCheck(lim, st->Limiter_Type) ||
+                           PyObject_TypeCheck(lim, st->KeyedLimiter_Type)))
             lim = Py_None;
     }
     if (PyDict_SetItemString(state, "retry_after",

@@ -13,8 +13,8 @@ static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
 
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
-static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg,
-                             PyObject **o_shared)
+int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
+                         struct sw_limiter_cfg *cfg, PyObject **o_shared)
 {
     static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
                              "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
@@ -22,7 +22,9 @@ static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_c
     PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
              *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL;
     *o_shared = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOOOOOO:Limiter", kwlist, &o_qps,
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "|O$OOOOOOOOO:%s", fname);
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &o_qps,
                                      &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
                                      &o_int, &o_samp, o_shared))
         return -1;
@@ -104,6 +106,12 @@ static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_c
         return -1;
     }
     return 0;
+}
+
+static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg,
+                             PyObject **o_shared)
+{
+    return limiter_parse_cfg_as("Limiter", args, kwds, cfg, o_shared);
 }
 
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
@@ -585,6 +593,11 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
     }
     for (int i = 0; i < 9; i++)
         PyStructSequence_SET_ITEM(o, i, v[i]);
+    PyStructSequence_SET_ITEM(o, 9, PyLong_FromLong(0)); /* evicted: KeyedLimiter only */
+    if (PyStructSequence_GET_ITEM(o, 9) == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
     return o;
 }
 

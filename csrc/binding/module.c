@@ -39,9 +39,10 @@ static PyStructSequence_Field Stats_fields[] = {
     {"concurrency", "requests in flight"},
     {"waiting", "passes granted ahead (prioritized), not yet current"},
     {"occupied_qps", "prioritized passes borrowed from the next window, per second"},
+    {"evicted", "KeyedLimiter: keys evicted since creation (0 for a Limiter)"},
     {NULL, NULL}};
 static PyStructSequence_Desc Stats_desc = {"slidewin.Stats", "A Limiter's window statistics.",
-                                           Stats_fields, 9};
+                                           Stats_fields, 9}; /* + evicted, an attribute only */
 
 /* ------------------------------------------------------------------------------------ */
 /* module                                                                                */
@@ -113,6 +114,13 @@ static int module_exec(PyObject *m)
     st->Entry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Entry_spec, NULL);
     if (st->Entry_Type == NULL || PyModule_AddType(m, st->Entry_Type) < 0)
         return -1;
+    st->KeyedLimiter_Type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(m, &KeyedLimiter_spec, NULL);
+    if (st->KeyedLimiter_Type == NULL || PyModule_AddType(m, st->KeyedLimiter_Type) < 0)
+        return -1;
+    st->KeyedEntry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &KeyedEntry_spec, NULL);
+    if (st->KeyedEntry_Type == NULL || PyModule_AddType(m, st->KeyedEntry_Type) < 0)
+        return -1;
     /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
      * tuple") */
     PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
@@ -162,7 +170,8 @@ static int module_exec(PyObject *m)
         PyModule_AddIntConstant(m, "BLOCK", SW_BLOCK) < 0 ||
         PyModule_AddIntConstant(m, "NEVER", SW_NEVER) < 0 ||
         PyModule_AddIntConstant(m, "MAX_EVENTS", SW_MAX_EVENTS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_SAMPLES", SW_MAX_SAMPLES) < 0)
+        PyModule_AddIntConstant(m, "MAX_SAMPLES", SW_MAX_SAMPLES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_KEYS", (long)SW_KEYED_MAX_KEYS) < 0)
         return -1;
     return 0;
 }
@@ -173,6 +182,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Metric_Type);
     Py_VISIT(st->Limiter_Type);
     Py_VISIT(st->Entry_Type);
+    Py_VISIT(st->KeyedLimiter_Type);
+    Py_VISIT(st->KeyedEntry_Type);
     Py_VISIT(st->Bucket_Type);
     Py_VISIT(st->Stats_Type);
     Py_VISIT(st->BlockedError);
@@ -187,6 +198,8 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->Metric_Type);
     Py_CLEAR(st->Limiter_Type);
     Py_CLEAR(st->Entry_Type);
+    Py_CLEAR(st->KeyedLimiter_Type);
+    Py_CLEAR(st->KeyedEntry_Type);
     Py_CLEAR(st->Bucket_Type);
     Py_CLEAR(st->Stats_Type);
     Py_CLEAR(st->BlockedError);

@@ -64,5 +64,6 @@ void test_throttle(void);
 void test_stress(void);
 void test_shm(void);
 void test_totals(void);
+void test_keyed(void);
 
 #endif /* SW_TEST_HARNESS_H */

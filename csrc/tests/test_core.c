@@ -552,6 +552,7 @@ int main(void)
     test_throttle();
     test_stress();
     test_shm();
+    test_keyed();
     printf("%ld passed, %ld failed\n", sw_t_passed, sw_t_failed);
     return sw_t_failed == 0 ? 0 : 1;
 }

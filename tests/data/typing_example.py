@@ -28,3 +28,27 @@ try:
 except BlockedError as e:
     ra = e.retry_after
 print(lim.stats().pass_qps + 1.0, slidewin.__version__)
+
+from slidewin import KeyedLimiter
+
+per_user = KeyedLimiter(qps=10, max_keys=1000, overrides={"vip": 100})
+ok2: bool = per_user.try_acquire("user-42", now_ns=5)
+w2 = per_user.reserve(b"k", 2)
+with per_user.entry(42):
+    pass
+n_keys: int = len(per_user)
+ev: int = per_user.stats().evicted
+
+
+@per_user(key=lambda user, *a, **kw: user)
+def handle(user: str) -> int:
+    return len(user)
+
+
+@per_user(key=lambda user, *a, **kw: user)
+async def ahandle(user: str) -> str:
+    await per_user.acquire_async(user, timeout=0.5)
+    return user
+
+z: int = handle("u")
+print(asyncio.run(ahandle("v")), z)

@@ -1,0 +1,878 @@
+/* sw_keyed.c - a bounded table of per-key admission states (see sw_keyed.h). */
+#include "sw_keyed.h"
+
+#include "sw_proc.h"
+#include "sw_shm.h"
+#include "sw_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The maintained XXH3 (vendor/xxhash.h, BSD-2-Clause, vendor/LICENSE-xxhash), inlined here
+ * only: its own code is not held to the core's warning flags. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#define XXH_INLINE_ALL
+#define XXH_NO_STREAM
+#include "vendor/xxhash.h"
+#pragma GCC diagnostic pop
+
+/* The fixed seed: the same in every process and every version of the table layout. */
+#define SW_KEYED_SEED UINT64_C(0x736c69646577696e) /* "slidewin" */
+
+uint64_t sw_keyed_hash(int tag, const void *data, size_t len)
+{
+    unsigned char buf[256];
+    uint64_t h;
+    if (len < sizeof buf) {
+        buf[0] = (unsigned char)tag;
+        if (len > 0)
+            memcpy(buf + 1, data, len);
+        h = XXH3_64bits_withSeed(buf, len + 1, SW_KEYED_SEED);
+    } else {
+        /* a long key: the tag goes into the seed instead of a copied prefix (one fixed
+         * function of tag and bytes all the same) */
+        h = XXH3_64bits_withSeed(data, len, SW_KEYED_SEED ^ ((uint64_t)(unsigned char)tag << 56));
+    }
+    return h == 0 ? 1 : h;
+}
+
+/* ---- layout ---------------------------------------------------------------------------- */
+
+#define CELL_EMPTY 0u
+#define CELL_DEL 1u
+#define CELL_IDX_BITS 25u
+#define CELL_IDX_MASK ((UINT32_C(1) << CELL_IDX_BITS) - 1u)
+#define HOLD_DEL UINT32_MAX
+
+static uint32_t cap_of(uint32_t max_keys)
+{
+    return max_keys + max_keys / 2u + 1u;
+}
+
+static uint32_t hold_cap_of(uint32_t max_keys, bool shared)
+{
+    return shared ? max_keys / 2u + 64u : 0u;
+}
+
+static struct sw_node_cfg node_cfg(int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc;
+    nc.interval_ms = interval_ms;
+    nc.sample_count = sample_count;
+    nc.borrowable = false;
+    return nc;
+}
+
+struct klayout {
+    uint64_t off_node, off_index, off_entries, off_hold, size;
+    uint32_t cap, entry_size, hold_cap;
+};
+
+static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared,
+                      struct klayout *k)
+{
+    if (max_keys < 1 || max_keys > SW_KEYED_MAX_KEYS || sample_count < 1 ||
+        sample_count > SW_MAX_SAMPLES)
+        return false;
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    size_t node = sw_node_size(&nc);
+    if (node == 0)
+        return false;
+    k->cap = cap_of(max_keys);
+    k->entry_size = (uint32_t)(sizeof(struct sw_kentry) + 8u * (uint64_t)sample_count);
+    k->hold_cap = hold_cap_of(max_keys, shared);
+    k->off_node = sw_align8(sizeof(struct sw_kstate));
+    k->off_index = k->off_node + sw_align8(node);
+    k->off_entries = k->off_index + sw_align8((size_t)k->cap * 4u);
+    uint64_t entries = (uint64_t)max_keys * k->entry_size;
+    k->off_hold = k->off_entries + entries;
+    k->size = k->off_hold + (uint64_t)k->hold_cap * sizeof(struct sw_khold);
+    return k->size <= (UINT64_C(1) << 40);
+}
+
+size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared)
+{
+    struct klayout k;
+    if (!layout_of(interval_ms, sample_count, max_keys, shared, &k))
+        return 0;
+    return (size_t)k.size;
+}
+
+static inline uint32_t *cells_of(struct sw_kstate *st)
+{
+    return (uint32_t *)(void *)((char *)st + st->off_index);
+}
+
+static inline struct sw_kentry *entry_at(struct sw_kstate *st, uint32_t i)
+{
+    return (struct sw_kentry *)(void *)((char *)st + st->off_entries +
+                                        (size_t)i * st->entry_size);
+}
+
+static inline struct sw_khold *holds_of(struct sw_kstate *st)
+{
+    return (struct sw_khold *)(void *)((char *)st + st->off_hold);
+}
+
+int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_count,
+                  uint32_t max_keys, bool shared)
+{
+    struct klayout k;
+    if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k))
+        return SW_EINVAL;
+    sw_lock_init(&st->lock);
+    st->max_keys = max_keys;
+    st->n_keys = 0;
+    st->n_live = 0;
+    st->cap = k.cap;
+    st->entry_size = k.entry_size;
+    st->sample_count = sample_count;
+    st->hold_cap = k.hold_cap;
+    st->pad_ = 0;
+    st->interval_ms = interval_ms;
+    st->window_ms = interval_ms / (int64_t)sample_count;
+    st->tick = 0;
+    st->rng = UINT64_C(0x9e3779b97f4a7c15);
+    st->evicted = 0;
+    st->size = k.size;
+    st->off_node = k.off_node;
+    st->off_index = k.off_index;
+    st->off_entries = k.off_entries;
+    st->off_hold = k.off_hold;
+    /* the index, entries and holdings are zero already (the caller's zeroed memory): their
+     * pages are touched only as keys arrive */
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_init(sw_keyed_node(st), &nc);
+}
+
+/* ---- the index ------------------------------------------------------------------------- */
+
+static inline uint32_t home_of(const struct sw_kstate *st, uint64_t fp)
+{
+    return (uint32_t)(((unsigned __int128)fp * st->cap) >> 64);
+}
+
+static inline uint32_t cell_of(uint64_t fp, uint32_t idx)
+{
+    return ((uint32_t)(fp & 127u) << CELL_IDX_BITS) | (idx + 2u);
+}
+
+static inline uint32_t probe_len(const struct sw_kstate *st)
+{
+    return st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE;
+}
+
+/* The entry index of a cell holding a key (UINT32_MAX for empty/deleted/out of range). */
+static inline uint32_t cell_idx(const struct sw_kstate *st, uint32_t c)
+{
+    if (c <= CELL_DEL)
+        return UINT32_MAX;
+    uint32_t i = (c & CELL_IDX_MASK) - 2u;
+    return i < st->n_keys ? i : UINT32_MAX;
+}
+
+/* Look a key up. @param cell_pos receives its cell (found), or the first free cell of its
+ * window (not found; UINT32_MAX when the window has none) @return entry index or UINT32_MAX */
+static uint32_t find(struct sw_kstate *st, uint64_t fp, uint32_t *cell_pos)
+{
+    uint32_t *cells = cells_of(st);
+    uint32_t pos = home_of(st, fp), plen = probe_len(st), free_pos = UINT32_MAX;
+    uint32_t tag = (uint32_t)(fp & 127u) << CELL_IDX_BITS;
+    for (uint32_t d = 0; d < plen; d++) {
+        uint32_t c = cells[pos];
+        if (c == CELL_EMPTY) {
+            if (free_pos == UINT32_MAX)
+                free_pos = pos;
+            break;
+        }
+        if (c == CELL_DEL) {
+            if (free_pos == UINT32_MAX)
+                free_pos = pos;
+        } else if ((c & ~CELL_IDX_MASK) == tag) {
+            uint32_t i = cell_idx(st, c);
+            if (i != UINT32_MAX && entry_at(st, i)->fp == fp) {
+                *cell_pos = pos;
+                return i;
+            }
+        }
+        if (++pos == st->cap)
+            pos = 0;
+    }
+    *cell_pos = free_pos;
+    return UINT32_MAX;
+}
+
+/* ---- per-key windows ------------------------------------------------------------------- */
+
+static inline uint32_t kslot(const struct sw_kstate *st, int64_t start)
+{
+    return (uint32_t)((uint64_t)(start / st->window_ms) % st->sample_count);
+}
+
+static inline int64_t kstart(const struct sw_kstate *st, int64_t t)
+{
+    return t - t % st->window_ms;
+}
+
+/* The window's clamp (DESIGN §2): a time behind the key's newest bucket counts there. */
+static inline int64_t kclamp(const struct sw_kentry *e, int64_t t)
+{
+    return ((e->flags & SW_KE_WINDOW) && t < e->a) ? e->a : t;
+}
+
+static void kwin_fresh(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
+{
+    e->flags = SW_KE_WINDOW;
+    e->a = kstart(st, t);
+    e->total = 0;
+    memset(e->counts, 0, (size_t)st->sample_count * 8u);
+}
+
+/* Roll the key's window to the bucket of t (t clamped): the buckets sliding out leave. */
+static void kwin_advance(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
+{
+    if (!(e->flags & SW_KE_WINDOW)) {
+        kwin_fresh(st, e, t);
+        return;
+    }
+    int64_t cur = kstart(st, t);
+    if (cur <= e->a)
+        return;
+    if (cur - e->a >= st->interval_ms) {
+        memset(e->counts, 0, (size_t)st->sample_count * 8u);
+        e->total = 0;
+    } else {
+        int64_t k = (cur - e->a) / st->window_ms;
+        uint32_t s = kslot(st, e->a);
+        for (int64_t j = 0; j < k; j++) {
+            if (++s == st->sample_count)
+                s = 0;
+            e->total = sw_sat_sub(e->total, e->counts[s]);
+            e->counts[s] = 0;
+        }
+    }
+    e->a = cur;
+}
+
+/* Passes in the key's window at t without changing anything (for eviction). */
+static int64_t kwin_peek(const struct sw_kstate *st, const struct sw_kentry *e, int64_t t)
+{
+    if (!(e->flags & SW_KE_WINDOW))
+        return 0;
+    t = kclamp(e, t);
+    int64_t cur = kstart(st, t);
+    if (cur <= e->a)
+        return e->total;
+    if (cur - e->a >= st->interval_ms)
+        return 0;
+    int64_t k = (cur - e->a) / st->window_ms, left = e->total;
+    uint32_t s = kslot(st, e->a);
+    for (int64_t j = 0; j < k; j++) {
+        if (++s == st->sample_count)
+            s = 0;
+        left = sw_sat_sub(left, e->counts[s]);
+    }
+    return left;
+}
+
+/* sw_reject_retry_ms over a key's window (already rolled to t): the same formula. */
+static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry *e, int64_t t,
+                             int64_t n, double limit)
+{
+    if ((double)n > limit)
+        return -1;
+    int64_t cur = e->a, gone = 0;
+    for (int64_t k = (int64_t)st->sample_count - 1; k >= 0; k--) {
+        int64_t start = cur - k * st->window_ms;
+        if (start >= 0)
+            gone = sw_sat_add(gone, e->counts[kslot(st, start)]);
+        if (sw_reject_fits(e->total - gone, n, limit)) {
+            int64_t at = start + st->interval_ms - t;
+            return at < 0 ? 0 : at;
+        }
+    }
+    return -1;
+}
+
+/* ---- settings ---------------------------------------------------------------------------- */
+
+int sw_krule_init(struct sw_krule *r, const struct sw_limiter_cfg *cfg)
+{
+    if (r == NULL || cfg == NULL || cfg->behavior == SW_WARM_UP ||
+        cfg->behavior == SW_WARM_UP_THROTTLE)
+        return SW_EINVAL;
+    r->over = NULL;
+    r->n_over = 0;
+    return sw_rule_init(&r->base, cfg);
+}
+
+double sw_krule_count(const struct sw_krule *r, uint64_t fp, double *limit)
+{
+    if (r->n_over > 0) {
+        uint32_t lo = 0, hi = r->n_over;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2u;
+            if (r->over[mid].fp < fp)
+                lo = mid + 1u;
+            else
+                hi = mid;
+        }
+        if (lo < r->n_over && r->over[lo].fp == fp) {
+            *limit = r->over[lo].limit;
+            return r->over[lo].count;
+        }
+    }
+    *limit = r->base.limit;
+    return r->base.count;
+}
+
+static inline bool is_throttle(const struct sw_rule *r)
+{
+    return r->grade == SW_GRADE_QPS && r->behavior == SW_THROTTLE;
+}
+
+/* ---- eviction ---------------------------------------------------------------------------- */
+
+/* Whether forgetting the key changes no decision now: its window is empty (reject), its
+ * throttle has let a request's cost go by (throttle), nothing is in flight (concurrency). */
+static bool kidle(const struct sw_kview *v, const struct sw_kentry *e, int64_t now_ns)
+{
+    const struct sw_kstate *st = v->st;
+    if (e->flags & SW_KE_WINDOW)
+        return kwin_peek(st, e, sw_ms_of_ns(now_ns)) == 0;
+    if (e->flags & SW_KE_PACING) {
+        double lim;
+        double rate = sw_krule_count(v->rule, e->fp, &lim);
+        if (!(rate > 0))
+            return true;
+        return sw_sat_sub(now_ns, e->a) >= sw_throttle_cost(rate, 1);
+    }
+    return true;
+}
+
+static inline uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* The best victim among candidates: a free entry; else, never one in flight, the least
+ * recently used idle one, else the least recently used one. @return index or UINT32_MAX */
+static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t n,
+                       int64_t now_ns)
+{
+    struct sw_kstate *st = v->st;
+    uint32_t best = UINT32_MAX, best_idle = UINT32_MAX, age = 0, age_idle = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct sw_kentry *e = entry_at(st, cand[i]);
+        if (e->fp == 0)
+            return cand[i];
+        if (e->in_flight > 0)
+            continue;
+        uint32_t a = (uint32_t)st->tick - e->last_use;
+        if (kidle(v, e, now_ns)) {
+            if (best_idle == UINT32_MAX || a > age_idle) {
+                best_idle = cand[i];
+                age_idle = a;
+            }
+        } else if (best == UINT32_MAX || a > age) {
+            best = cand[i];
+            age = a;
+        }
+    }
+    return best_idle != UINT32_MAX ? best_idle : best;
+}
+
+static void kentry_reset(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
+{
+    e->fp = fp;
+    e->in_flight = 0;
+    e->flags = 0;
+    e->a = 0;
+    e->total = 0;
+    memset(e->counts, 0, (size_t)st->sample_count * 8u);
+}
+
+/* Remove a key's cell (the key being evicted). */
+static void unlink_key(struct sw_kstate *st, uint64_t fp)
+{
+    uint32_t pos;
+    if (find(st, fp, &pos) != UINT32_MAX)
+        cells_of(st)[pos] = CELL_DEL;
+}
+
+/* The entry of a key, inserted when absent (evicting when needed).
+ * @return the index, or UINT32_MAX when the key cannot be held (all candidates in flight) */
+static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, bool insert)
+{
+    struct sw_kstate *st = v->st;
+    uint32_t pos;
+    uint32_t i = find(st, fp, &pos);
+    if (i != UINT32_MAX || !insert)
+        return i;
+    uint32_t cand[SW_KEYED_SAMPLE] = {0};
+    uint32_t nc = 0;
+    if (pos != UINT32_MAX && st->n_keys < st->max_keys) {
+        i = st->n_keys;
+        kentry_reset(st, entry_at(st, i), fp);
+        st->n_keys++;
+        st->n_live++;
+    } else if (pos != UINT32_MAX) {
+        /* full: sample candidates (all entries of a small table) */
+        if (st->max_keys <= SW_KEYED_SAMPLE) {
+            for (uint32_t k = 0; k < st->n_keys; k++)
+                cand[nc++] = k;
+        } else {
+            for (uint32_t k = 0; k < SW_KEYED_SAMPLE; k++)
+                cand[nc++] = (uint32_t)(splitmix(&st->rng) % st->n_keys);
+        }
+        i = choose(v, cand, nc, now_ns);
+        if (i == UINT32_MAX)
+            return UINT32_MAX;
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp != 0) {
+            unlink_key(st, e->fp);
+            st->evicted++;
+        } else {
+            st->n_live++;
+        }
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical();
+        kentry_reset(st, e, fp);
+    } else {
+        /* the key's probe window is full (a long run of neighbours): evict within it, reusing
+         * the victim's cell, which lies on the key's own probe path */
+        uint32_t *cells = cells_of(st);
+        uint32_t p = home_of(st, fp), plen = probe_len(st), where[SW_KEYED_SAMPLE] = {0};
+        for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
+            uint32_t k = cell_idx(st, cells[p]);
+            if (k != UINT32_MAX) {
+                where[nc] = p;
+                cand[nc++] = k;
+            }
+            if (++p == st->cap)
+                p = 0;
+        }
+        i = choose(v, cand, nc, now_ns);
+        if (i == UINT32_MAX)
+            return UINT32_MAX;
+        for (uint32_t k = 0; k < nc; k++)
+            if (cand[k] == i)
+                pos = where[k];
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp != 0)
+            st->evicted++;
+        else
+            st->n_live++;
+        kentry_reset(st, e, fp);
+    }
+    cells_of(st)[pos] = cell_of(fp, i);
+    return i;
+}
+
+/* ---- holdings (shared tables): who holds what in flight --------------------------------- */
+
+static inline uint32_t hold_home(const struct sw_kstate *st, uint32_t entry, uint32_t slot)
+{
+    uint64_t x = ((uint64_t)entry << 32 | slot) * UINT64_C(0x9e3779b97f4a7c15);
+    return (uint32_t)(((unsigned __int128)x * st->hold_cap) >> 64);
+}
+
+/* Add d to (entry, this process)'s holding; a full neighbourhood leaves it unattributed. */
+static void hold_add(const struct sw_kview *v, uint32_t idx, int64_t d)
+{
+    struct sw_kstate *st = v->st;
+    if (st->hold_cap == 0 || v->my_slot < 0)
+        return;
+    struct sw_khold *h = holds_of(st);
+    uint32_t want = idx + 1u, slot = (uint32_t)v->my_slot;
+    uint32_t p = hold_home(st, want, slot), free_pos = UINT32_MAX;
+    uint32_t plen = st->hold_cap < SW_KEYED_HOLD_PROBE ? st->hold_cap : SW_KEYED_HOLD_PROBE;
+    for (uint32_t k = 0; k < plen; k++) {
+        if (h[p].entry == 0) {
+            if (free_pos == UINT32_MAX)
+                free_pos = p;
+            break;
+        }
+        if (h[p].entry == HOLD_DEL) {
+            if (free_pos == UINT32_MAX)
+                free_pos = p;
+        } else if (h[p].entry == want && h[p].slot == slot) {
+            h[p].count = sw_sat_add(h[p].count, d);
+            if (h[p].count <= 0) {
+                h[p].count = 0;
+                h[p].entry = HOLD_DEL;
+            }
+            return;
+        }
+        if (++p == st->hold_cap)
+            p = 0;
+    }
+    if (d > 0 && free_pos != UINT32_MAX) {
+        h[free_pos].slot = slot;
+        h[free_pos].count = d;
+        h[free_pos].entry = want;
+    }
+}
+
+/* Change a key's in-flight count by d (lock held): the key, the table, this process. */
+static void add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kentry *e, int64_t d)
+{
+    struct sw_node *node = sw_keyed_node(v->st);
+    if (v->my_slot >= 0)
+        v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
+    hold_add(v, idx, d);
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    e->in_flight = sw_sat_add(e->in_flight, d);
+    node->in_flight = sw_sat_add(node->in_flight, d);
+}
+
+/* ---- locking ------------------------------------------------------------------------------ */
+
+static inline void lock_table(const struct sw_kview *v)
+{
+    if (sw_lock_acquire_as(&v->st->lock, sw_token_resolve(v->token)))
+        sw_keyed_repair(v);
+}
+
+static inline void unlock_table(const struct sw_kview *v)
+{
+    sw_lock_release(&v->st->lock);
+}
+
+/* ns from now_ns until ms time `at_ms`, never negative (as sw_limiter.c) */
+static int64_t ns_until(int64_t at_ms, int64_t now_ns)
+{
+    int64_t d = sw_sat_sub(sw_sat_mul(at_ms, INT64_C(1000000)), now_ns < 0 ? 0 : now_ns);
+    return d < 0 ? 0 : d;
+}
+
+/* ---- decisions ---------------------------------------------------------------------------- */
+
+int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
+                    unsigned flags, struct sw_decision *out)
+{
+    if (n < 1)
+        return SW_EINVAL;
+    const struct sw_rule *r = &v->rule->base;
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    double limit;
+    double count = sw_krule_count(v->rule, fp, &limit);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
+    /* requests that can never pass: decided without taking an entry */
+    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    lock_table(v);
+    if (now_ns == SW_NOW)
+        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+    out->now_ns = now_ns;
+    int64_t t_ms = sw_ms_of_ns(now_ns);
+    uint32_t i = get_key(v, fp, now_ns, !(never && (conc || thr)));
+    struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+    if (e != NULL)
+        e->last_use = (uint32_t)++st->tick;
+    if (never) {
+        out->verdict = SW_NEVER;
+        if (e != NULL && !conc && !thr)
+            kwin_advance(st, e, kclamp(e, t_ms)); /* the clamp records the time, as ever */
+    } else if (e == NULL) {
+        /* the table is full of keys with requests in flight */
+    } else if (conc) {
+        if (sw_reject_fits(e->in_flight, n, count))
+            out->verdict = SW_PASS;
+    } else if (thr) {
+        if (!(e->flags & SW_KE_PACING)) {
+            e->flags = SW_KE_PACING;
+            e->a = 0;
+        }
+        struct sw_throttle th;
+        th.last_ns = e->a;
+        th.has_last = (e->flags & SW_KE_HAS_LAST) ? 1u : 0u;
+        th.saturated = (e->flags & SW_KE_SATURATED) ? 1u : 0u;
+        int64_t cost = sw_throttle_cost(count, n);
+        if (sw_throttle_reserve(&th, cost, now_ns, r->max_queue_ns, (flags & SW_F_TRY) != 0,
+                                &out->wait_ns, &out->retry_ns))
+            out->verdict = SW_PASS;
+        e->a = th.last_ns;
+        e->flags = SW_KE_PACING | (th.has_last ? SW_KE_HAS_LAST : 0u) |
+                   (th.saturated ? SW_KE_SATURATED : 0u);
+    } else {
+        int64_t t = kclamp(e, t_ms);
+        kwin_advance(st, e, t);
+        if (sw_reject_fits(e->total, n, limit)) {
+            out->verdict = SW_PASS;
+            e->counts[kslot(st, e->a)] = sw_sat_add(e->counts[kslot(st, e->a)], n);
+            if (sw_test_in_critical != NULL)
+                sw_test_in_critical();
+            e->total = sw_sat_add(e->total, n);
+        } else if (flags & SW_F_RETRY) {
+            int64_t ms = kwin_retry_ms(st, e, t, n, limit);
+            out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
+        }
+    }
+    int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
+    if (out->verdict == SW_PASS) {
+        sw_node_add_at(node, SW_EV_PASS, n, tn);
+        if (conc || (flags & SW_F_ENTRY))
+            add_in_flight(v, i, e, n);
+    } else if (!(flags & SW_F_NO_BLOCK)) {
+        sw_node_add_at(node, SW_EV_BLOCK, n, tn);
+    }
+    unlock_table(v);
+    return SW_OK;
+}
+
+int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
+                  int64_t now_ns)
+{
+    if (n < 0 || rt_ms < 0)
+        return SW_EINVAL;
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    lock_table(v);
+    uint32_t pos;
+    uint32_t i = find(st, fp, &pos);
+    struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+    if (outcome != SW_OUT_NONE) {
+        if (now_ns == SW_NOW)
+            now_ns = sw_time_coarse_ns();
+        int64_t t = sw_ms_of_ns(now_ns);
+        if (outcome == SW_OUT_SUCCESS) {
+            sw_node_add(node, SW_EV_SUCCESS, n, t);
+            sw_node_add_rt(node, rt_ms, t);
+        } else {
+            sw_node_add(node, SW_EV_EXCEPTION, n, t);
+        }
+        /* a private limiter's window sees this time too (its clamp) */
+        if (e != NULL && (e->flags & SW_KE_WINDOW))
+            kwin_advance(st, e, kclamp(e, t));
+    }
+    if (e != NULL) {
+        e->last_use = (uint32_t)++st->tick;
+        add_in_flight(v, i, e, -(e->in_flight > n ? n : e->in_flight));
+    }
+    unlock_table(v);
+    return SW_OK;
+}
+
+int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
+{
+    int rc = SW_OK;
+    if (n < 1)
+        return SW_EINVAL;
+    struct sw_kstate *st = v->st;
+    lock_table(v);
+    uint32_t pos;
+    uint32_t i = find(st, fp, &pos);
+    struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+    if (e == NULL || e->in_flight < n) {
+        rc = SW_ESTATE;
+    } else {
+        e->last_use = (uint32_t)++st->tick;
+        add_in_flight(v, i, e, -n);
+    }
+    unlock_table(v);
+    return rc;
+}
+
+int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp)
+{
+    lock_table(v);
+    uint32_t pos;
+    uint32_t i = find(v->st, fp, &pos);
+    int64_t x = i != UINT32_MAX ? entry_at(v->st, i)->in_flight : 0;
+    unlock_table(v);
+    return x;
+}
+
+int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now_ns)
+{
+    if (ev >= SW_EV_DEFAULT_COUNT)
+        return SW_EEVENT;
+    if (n < 0)
+        return SW_EINVAL;
+    lock_table(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    sw_node_add(sw_keyed_node(v->st), ev, n, sw_ms_of_ns(now_ns));
+    unlock_table(v);
+    return SW_OK;
+}
+
+void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
+                    int64_t *evicted, int64_t *keys)
+{
+    struct sw_node *node = sw_keyed_node(v->st);
+    struct sw_leap *sec = sw_node_sec(node);
+    lock_table(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
+    out->min_rt = sw_leap_min_rt(sec, NULL, t);
+    out->pass = sw_leap_sum(sec, NULL, SW_EV_PASS, t);
+    out->block = sw_leap_sum(sec, NULL, SW_EV_BLOCK, t);
+    out->success = sw_leap_sum(sec, NULL, SW_EV_SUCCESS, t);
+    out->exception = sw_leap_sum(sec, NULL, SW_EV_EXCEPTION, t);
+    out->rt_sum = sw_leap_sum(sec, NULL, SW_EV_RT, t);
+    out->occupied_pass = 0;
+    out->in_flight = node->in_flight;
+    out->waiting = 0;
+    *evicted = v->st->evicted;
+    *keys = v->st->n_live;
+    unlock_table(v);
+}
+
+uint32_t sw_keyed_len(const struct sw_kview *v)
+{
+    lock_table(v);
+    uint32_t x = v->st->n_live;
+    unlock_table(v);
+    return x;
+}
+
+/* ---- shared regions: validation, repair, reaping ----------------------------------------- */
+
+int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
+                      uint32_t sample_count, uint32_t max_keys, bool shared)
+{
+    struct klayout k;
+    if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k) ||
+        size < k.size)
+        return SW_EINVAL;
+    if (st->max_keys != max_keys || st->cap != k.cap || st->entry_size != k.entry_size ||
+        st->sample_count != sample_count || st->hold_cap != k.hold_cap ||
+        st->interval_ms != interval_ms ||
+        st->window_ms != interval_ms / (int64_t)sample_count || st->size != k.size ||
+        st->off_node != k.off_node || st->off_index != k.off_index ||
+        st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
+        st->n_keys > max_keys || st->n_live > max_keys)
+        return SW_EINVAL;
+    /* other processes may be deciding meanwhile (no lock here): every bound checked is a
+     * constant of the layout, never a count that moves (decisions also check each cell's
+     * index against n_keys under the lock) */
+    const uint32_t *cells = cells_of(st);
+    for (uint32_t p = 0; p < st->cap; p++) {
+        uint32_t c = cells[p];
+        if (c > CELL_DEL && ((c & CELL_IDX_MASK) < 2u || (c & CELL_IDX_MASK) - 2u >= max_keys))
+            return SW_EINVAL;
+    }
+    const struct sw_khold *h = holds_of(st);
+    for (uint32_t p = 0; p < st->hold_cap; p++) {
+        uint32_t e = h[p].entry;
+        if (e != HOLD_DEL && (e > max_keys || h[p].slot >= SW_SHM_MAX_PROCS))
+            return SW_EINVAL;
+    }
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_validate(sw_keyed_node(st), &nc);
+}
+
+void sw_keyed_repair(const struct sw_kview *v)
+{
+    struct sw_kstate *st = v->st;
+    uint32_t *cells = cells_of(st);
+    if (st->n_keys > st->max_keys)
+        st->n_keys = st->max_keys;
+    memset(cells, 0, (size_t)st->cap * 4u);
+    uint32_t live = 0;
+    int64_t in_flight = 0;
+    for (uint32_t i = 0; i < st->n_keys; i++) {
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp == 0)
+            continue;
+        if (e->in_flight < 0)
+            e->in_flight = 0;
+        if (e->flags & SW_KE_WINDOW) {
+            int64_t total = 0;
+            for (uint32_t s = 0; s < st->sample_count; s++) {
+                if (e->counts[s] < 0)
+                    e->counts[s] = 0;
+                total = sw_sat_add(total, e->counts[s]);
+            }
+            e->total = total;
+            if (e->a < 0)
+                e->a = 0;
+        }
+        uint32_t pos;
+        if (find(st, e->fp, &pos) != UINT32_MAX || pos == UINT32_MAX) {
+            e->fp = 0; /* a duplicate, or no room on its probe path: forgotten */
+            continue;
+        }
+        cells[pos] = cell_of(e->fp, i);
+        live++;
+        in_flight = sw_sat_add(in_flight, e->in_flight);
+    }
+    st->n_live = live;
+    struct sw_khold *h = holds_of(st);
+    for (uint32_t p = 0; p < st->hold_cap; p++) {
+        if (h[p].entry == 0 || h[p].entry == HOLD_DEL)
+            continue;
+        if (h[p].entry > st->n_keys || entry_at(st, h[p].entry - 1u)->fp == 0 ||
+            h[p].slot >= v->n_slots || h[p].count <= 0)
+            h[p].entry = HOLD_DEL;
+    }
+    struct sw_node *node = sw_keyed_node(st);
+    sw_node_repair(node);
+    node->in_flight = in_flight;
+}
+
+uint32_t sw_keyed_reap(const struct sw_kview *v)
+{
+    uint32_t freed = 0;
+    if (v->slots == NULL)
+        return 0;
+    uint64_t me = sw_token_resolve(v->token);
+    struct sw_kstate *st = v->st;
+    for (uint32_t s = 0; s < v->n_slots; s++) {
+        uint64_t tok = atomic_load_explicit(&v->slots[s].token, memory_order_acquire);
+        if (tok == 0 || tok == me || !sw_proc_token_dead(tok))
+            continue;
+        lock_table(v);
+        if (atomic_load_explicit(&v->slots[s].token, memory_order_relaxed) == tok) {
+            struct sw_node *node = sw_keyed_node(st);
+            struct sw_khold *h = holds_of(st);
+            for (uint32_t p = 0; p < st->hold_cap; p++) {
+                if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
+                    continue;
+                if (h[p].entry <= st->n_keys) {
+                    struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
+                    int64_t give = h[p].count < e->in_flight ? h[p].count : e->in_flight;
+                    if (give > 0) {
+                        e->in_flight -= give;
+                        int64_t left = sw_sat_sub(node->in_flight, give);
+                        node->in_flight = left < 0 ? 0 : left;
+                    }
+                }
+                h[p].count = 0;
+                h[p].entry = HOLD_DEL;
+            }
+            v->slots[s].in_flight = 0;
+            atomic_store_explicit(&v->slots[s].token, 0, memory_order_release);
+            freed++;
+        }
+        unlock_table(v);
+    }
+    return freed;
+}
+
+void sw_keyed_detach(const struct sw_kview *v)
+{
+    if (v->slots == NULL || v->my_slot < 0)
+        return;
+    lock_table(v);
+    struct sw_proc_slot *slot = &v->slots[v->my_slot];
+    if (slot->in_flight == 0)
+        atomic_store_explicit(&slot->token, 0, memory_order_release);
+    unlock_table(v);
+}

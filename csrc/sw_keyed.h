@@ -1,0 +1,176 @@
+/* sw_keyed.h - per-key limits (Sentinel's hot parameters) in one bounded table (DESIGN.md §9).
+ *
+ * A keyed table is flat, pointer-free state in caller-owned memory (so it can live in a
+ * shared region, kind SW_KIND_KEYED): a header, the statistics of the whole table (one
+ * sw_node: PASS, BLOCK, SUCCESS, EXCEPTION, RT over the window, the minute window, the
+ * in-flight total), an index of `cap` uint32 cells (open addressing, linear probing over at
+ * most SW_KEYED_PROBE cells), `max_keys` compact per-key entries, and (shared tables only) a
+ * table of in-flight holdings per (key, process) so that a killed process's counts come back.
+ *
+ * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 with a fixed seed over a type-tagged
+ * encoding, the same in every process). A fingerprint is never 0 (0 marks a free entry).
+ *
+ * A per-key entry holds only what admission needs:
+ *   fp, in_flight, last_use (LRU tick), flags (controller mode, throttle bits),
+ *   a   (window mode: the newest bucket start held, ms; pacing mode: the throttle's last_ns),
+ *   total (window mode: passes in the window), counts[sample_count] (window mode: passes per
+ *   bucket, slot of a start s = (s / window_ms) % sample_count, the buckets held being the
+ *   sample_count ones ending at `a`).
+ * 40 + 8 * sample_count bytes: 56 for the default 2 x 500 ms window; with the index
+ * (cap = max_keys * 3 / 2 cells of 4 bytes) 62 bytes a key.
+ *
+ * Settings are per process (`struct sw_krule`: a limiter rule plus per-key overrides); every
+ * decision, with the same settings, is exactly a private Limiter's decision for that key
+ * (the same window clamp, reject check and retry time, throttle pacing, concurrency check).
+ *
+ * Full table: a new key replaces an entry chosen among SW_KEYED_SAMPLE sampled ones (all of
+ * them when max_keys <= SW_KEYED_SAMPLE): never one with requests in flight; the least
+ * recently used one whose window is empty, else the least recently used one. When every
+ * candidate has requests in flight the new key is refused (counted as BLOCK).
+ */
+#ifndef SW_KEYED_H
+#define SW_KEYED_H
+
+#include "sw_limiter.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SW_KEYED_MAX_KEYS (UINT32_C(1) << 24) /* keys a table may hold */
+#define SW_KEYED_PROBE 256u   /* index cells scanned at most per lookup */
+#define SW_KEYED_SAMPLE 16u   /* eviction candidates sampled when the table is full */
+#define SW_KEYED_HOLD_PROBE 64u
+
+/* Key type tags of the encoding hashed by sw_keyed_hash. */
+enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = 'I' };
+
+/** The 64-bit fingerprint of a key: XXH3-64 (fixed seed) over tag byte + data; never 0.
+ * @param tag SW_KEY_* @param data the key's bytes (UTF-8 for str, 8 little-endian bytes of
+ * an int64, the hex digits of a larger int) @param len bytes @return the fingerprint */
+uint64_t sw_keyed_hash(int tag, const void *data, size_t len);
+
+/* One per-key threshold (a process's setting). */
+struct sw_kover {
+    uint64_t fp;
+    double count;   /* qps or concurrency */
+    double limit;   /* count * interval_ms / 1000 (qps) */
+};
+
+/* A process's settings: the rule every key uses, and per-key overrides sorted by fp. */
+struct sw_krule {
+    struct sw_rule base;
+    const struct sw_kover *over; /* sorted by fp, unique, or NULL */
+    uint32_t n_over;
+};
+
+/* Entry flags. */
+#define SW_KE_WINDOW 1u     /* `a`, total, counts hold a window */
+#define SW_KE_PACING 2u     /* `a` holds a throttle's last_ns */
+#define SW_KE_SATURATED 4u  /* the throttle's last_ns hit INT64_MAX */
+#define SW_KE_HAS_LAST 8u   /* the throttle has admitted a request */
+
+struct sw_kentry {
+    uint64_t fp;          /* 0: free */
+    int64_t in_flight;
+    uint32_t last_use;    /* the table's tick at the last use (age = tick - last_use) */
+    uint32_t flags;       /* SW_KE_* */
+    int64_t a;            /* window: newest bucket start (ms); pacing: last_ns */
+    int64_t total;        /* window: passes in the buckets held */
+    int64_t counts[];     /* window: sample_count bucket counts */
+};
+
+/* A holding (shared tables): entry index + 1 (0 free, UINT32_MAX deleted), process slot. */
+struct sw_khold {
+    uint32_t entry;
+    uint32_t slot;
+    int64_t count;
+};
+
+struct sw_kstate {
+    sw_lock lock;
+    uint32_t max_keys;
+    uint32_t n_keys;      /* entries 0..n_keys-1 have been used */
+    uint32_t n_live;      /* entries with fp != 0 (len()) */
+    uint32_t cap;         /* index cells */
+    uint32_t entry_size;  /* bytes of one entry */
+    uint32_t sample_count;
+    uint32_t hold_cap;    /* holding cells (0: private) */
+    uint32_t pad_;
+    int64_t interval_ms;
+    int64_t window_ms;
+    uint64_t tick;        /* LRU clock, bumped by every use */
+    uint64_t rng;         /* eviction sampling */
+    int64_t evicted;      /* keys evicted so far */
+    uint64_t size;        /* total bytes */
+    uint64_t off_node, off_index, off_entries, off_hold;
+};
+
+/* How one process uses a table (process-local, never shared). */
+struct sw_kview {
+    struct sw_kstate *st;
+    const struct sw_krule *rule;
+    uint64_t token;             /* SW_LOCK_PRIVATE or SW_LOCK_PROCESS */
+    struct sw_proc_slot *slots; /* shared: the region's process slots, else NULL */
+    uint32_t n_slots;
+    int32_t my_slot;
+};
+
+/** Bytes a table needs (0 when too large or invalid).
+ * @param shared with the holdings table of a shared region */
+size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared);
+/** Initialise a table in caller-owned zeroed memory of sw_keyed_size() bytes.
+ * @return SW_OK, SW_EINVAL or SW_ERANGE */
+int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_count,
+                  uint32_t max_keys, bool shared);
+/** Check a table read from a shared region: the layout init gives, every index in range
+ * (entries, cells, holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
+int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
+                      uint32_t sample_count, uint32_t max_keys, bool shared);
+/** Restore what a process that died inside a critical section may have left half-written:
+ * per-key derived fields, the index (rebuilt from the entries), the holdings, the node, the
+ * in-flight totals. O(max_keys). Lock held by the caller. */
+void sw_keyed_repair(const struct sw_kview *v);
+/** Give back the in-flight counts (per key) of the dead processes of a shared table.
+ * @return the number of process slots freed */
+uint32_t sw_keyed_reap(const struct sw_kview *v);
+/** Free this process's slot when it holds nothing in flight. */
+void sw_keyed_detach(const struct sw_kview *v);
+
+/** Fill a rule from a limiter configuration (warm-up behaviors: SW_EINVAL). */
+int sw_krule_init(struct sw_krule *r, const struct sw_limiter_cfg *cfg);
+/** The threshold of a key under a rule: its override, else the rule's count.
+ * @param limit receives the window limit @return the count */
+double sw_krule_count(const struct sw_krule *r, uint64_t fp, double *limit);
+
+/** Decide for a key, as sw_decide does for a private limiter (flags SW_F_TRY, SW_F_NO_BLOCK,
+ * SW_F_ENTRY, SW_F_RETRY; prioritized is not supported). A new key takes a free entry or
+ * evicts; when none can be evicted it is refused (BLOCK, retry_ns -1).
+ * @return SW_OK, or SW_EINVAL for n < 1 */
+int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
+                    unsigned flags, struct sw_decision *out);
+/** End an entry of a key: SUCCESS + RT, EXCEPTION, or nothing; release n (never below 0). */
+int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
+                  int64_t now_ns);
+/** Give back n in flight of a key. @return SW_OK, or SW_ESTATE when fewer are in flight */
+int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n);
+/** In flight of one key (0 when absent). */
+int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp);
+/** Count n of event ev for the whole table (a retried request's final BLOCK). */
+int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now_ns);
+/** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */
+void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
+                    int64_t *evicted, int64_t *keys);
+/** Keys held now. */
+uint32_t sw_keyed_len(const struct sw_kview *v);
+
+/** The table's node (statistics). */
+static inline struct sw_node *sw_keyed_node(struct sw_kstate *st)
+{
+    return (struct sw_node *)(void *)((char *)st + st->off_node);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_KEYED_H */

@@ -1,0 +1,398 @@
+/* test_keyed.c - the keyed table: per-key decisions equal a private limiter's, eviction rules,
+ * threads (exact per key), a shared region (a killed holder's per-key counts come back, a
+ * lock taken over mid-insertion is repaired), validation of a damaged region, hashing. */
+#include "limiter_util.h"
+#include "sw_keyed.h"
+#include "sw_proc.h"
+#include "sw_shm.h"
+#include "sw_time.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct ktab {
+    struct sw_kstate *st;
+    struct sw_krule rule;
+    struct sw_kview v;
+};
+
+static int ktab_new(struct ktab *k, const struct sw_limiter_cfg *cfg, uint32_t max_keys)
+{
+    size_t sz = sw_keyed_size(cfg->interval_ms, cfg->sample_count, max_keys, false);
+    CHECK(sz > 0);
+    k->st = calloc(1, sz);
+    if (k->st == NULL)
+        return -1;
+    CHECK_EQ(sw_keyed_init(k->st, cfg->interval_ms, cfg->sample_count, max_keys, false), SW_OK);
+    CHECK_EQ(sw_krule_init(&k->rule, cfg), SW_OK);
+    k->v.st = k->st;
+    k->v.rule = &k->rule;
+    k->v.token = SW_LOCK_PRIVATE;
+    k->v.slots = NULL;
+    k->v.n_slots = 0;
+    k->v.my_slot = -1;
+    return 0;
+}
+
+static uint64_t fp_int(int64_t x)
+{
+    return sw_keyed_hash(SW_KEY_INT, &x, sizeof x);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void test_hash(void)
+{
+    CHECK(sw_keyed_hash(SW_KEY_STR, "1", 1) != sw_keyed_hash(SW_KEY_BYTES, "1", 1));
+    int64_t one = 1;
+    CHECK(sw_keyed_hash(SW_KEY_INT, &one, 8) != sw_keyed_hash(SW_KEY_STR, "1", 1));
+    CHECK_EQ(sw_keyed_hash(SW_KEY_STR, "user-42", 7), sw_keyed_hash(SW_KEY_STR, "user-42", 7));
+    CHECK(sw_keyed_hash(SW_KEY_STR, "", 0) != 0);
+    char big[1000];
+    memset(big, 'x', sizeof big);
+    CHECK(sw_keyed_hash(SW_KEY_STR, big, sizeof big) != sw_keyed_hash(SW_KEY_BYTES, big, sizeof big));
+    /* the table's size: 56-byte entries for the default window, 1.5 index cells a key */
+    size_t sz = sw_keyed_size(1000, 2, 65536, false);
+    CHECK(sz > 0 && sz <= 65536u * 62u + 8192u);
+    CHECK_EQ(sw_keyed_size(1000, 2, 0, false), 0);
+    CHECK_EQ(sw_keyed_size(1000, 2, SW_KEYED_MAX_KEYS + 1u, false), 0);
+}
+
+/* Random operations on K keys (room for all): every verdict, wait and retry time equals the
+ * one of a private limiter per key. */
+static void equivalence(int grade, int behavior, double count, int64_t interval_ms,
+                        uint32_t samples, uint64_t seed)
+{
+    enum { K = 5, OPS = 4000 };
+    struct sw_limiter_cfg cfg = cfg_of(grade, behavior, count);
+    cfg.interval_ms = interval_ms;
+    cfg.sample_count = samples;
+    cfg.max_queueing_ms = 300;
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 8) < 0)
+        return;
+    struct sw_limiter *lim[K];
+    for (int i = 0; i < K; i++)
+        lim[i] = lim_new(&cfg);
+    int64_t now = MS(1000);
+    long mismatches = 0;
+    for (int op = 0; op < OPS; op++) {
+        uint64_t r = rng_next(&seed);
+        int key = (int)(r % K);
+        int64_t n = 1 + (int64_t)((r >> 8) % 3);
+        if (((r >> 16) & 7) == 0)
+            n = (int64_t)count + 1; /* sometimes a request that can never pass */
+        int64_t step = (int64_t)((r >> 20) % 400) * 1000000 - MS(50);
+        now += step; /* sometimes backwards: the clamp */
+        if (now < 0)
+            now = 0;
+        unsigned flags = SW_F_RETRY | (((r >> 32) & 1) ? SW_F_TRY : 0u) |
+                         (((r >> 33) & 3) == 0 ? SW_F_ENTRY : 0u);
+        if (((r >> 36) & 3) == 0) {
+            /* release / exit one in flight */
+            int64_t have = sw_limiter_in_flight(lim[key]);
+            int64_t kh = sw_keyed_in_flight(&k.v, fp_int(key));
+            if (have != kh)
+                mismatches++;
+            if (have > 0) {
+                sw_limiter_exit(lim[key], 1, 3, SW_OUT_SUCCESS, now);
+                sw_keyed_exit(&k.v, fp_int(key), 1, 3, SW_OUT_SUCCESS, now);
+            }
+            continue;
+        }
+        struct sw_decision a, b;
+        sw_limiter_decide(lim[key], n, now, flags, &a);
+        sw_keyed_decide(&k.v, fp_int(key), n, now, flags, &b);
+        if (a.verdict != b.verdict || a.wait_ns != b.wait_ns || a.retry_ns != b.retry_ns) {
+            if (mismatches < 5)
+                printf("  mismatch op %d key %d n %lld now %lld: %d/%lld/%lld vs %d/%lld/%lld\n",
+                       op, key, (long long)n, (long long)now, a.verdict, (long long)a.wait_ns,
+                       (long long)a.retry_ns, b.verdict, (long long)b.wait_ns,
+                       (long long)b.retry_ns);
+            mismatches++;
+        }
+    }
+    CHECK_EQ(mismatches, 0);
+    CHECK_EQ(sw_keyed_len(&k.v), K);
+    for (int i = 0; i < K; i++)
+        free(lim[i]);
+    free(k.st);
+}
+
+static void test_equivalence(void)
+{
+    equivalence(SW_GRADE_QPS, SW_REJECT, 5, 1000, 2, 11);
+    equivalence(SW_GRADE_QPS, SW_REJECT, 7, 1000, 5, 12);
+    equivalence(SW_GRADE_QPS, SW_REJECT, 3, 600, 3, 13);
+    equivalence(SW_GRADE_QPS, SW_REJECT, 40, 100, 1, 14);
+    equivalence(SW_GRADE_QPS, SW_THROTTLE, 10, 1000, 2, 15);
+    equivalence(SW_GRADE_QPS, SW_THROTTLE, 2.5, 1000, 2, 16);
+    equivalence(SW_GRADE_CONCURRENCY, SW_REJECT, 3, 1000, 2, 17);
+}
+
+static void test_eviction(void)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 2);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 3) < 0)
+        return;
+    struct sw_decision d;
+    /* keys 1, 2, 3 busy at t=0 (1 used first) */
+    for (int key = 1; key <= 3; key++) {
+        sw_keyed_decide(&k.v, fp_int(key), 2, MS(0), 0, &d);
+        CHECK_EQ(d.verdict, SW_PASS);
+    }
+    CHECK_EQ(sw_keyed_len(&k.v), 3);
+    /* key 2 used again: key 1 is the least recently used */
+    sw_keyed_decide(&k.v, fp_int(2), 1, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    sw_keyed_decide(&k.v, fp_int(4), 1, MS(20), 0, &d); /* evicts key 1 (none is empty) */
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(sw_keyed_len(&k.v), 3);
+    struct sw_stats s;
+    int64_t ev, keys;
+    sw_keyed_stats(&k.v, MS(20), &s, &ev, &keys);
+    CHECK_EQ(ev, 1);
+    CHECK_EQ(keys, 3);
+    CHECK_EQ(s.pass, 7);
+    CHECK_EQ(s.block, 1);
+    /* key 1 restarts (its limit restarts): evicts key 3 (LRU now: 3, 2, 4) */
+    sw_keyed_decide(&k.v, fp_int(1), 2, MS(30), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    /* at t=1100 key 2's window still holds (it passed at 0 and was refused at 10: its passes
+     * slid out at 1000), keys 4 and 1 passed at 20, 30: key 2's window is empty and it is the
+     * least recently used idle one */
+    sw_keyed_decide(&k.v, fp_int(5), 1, MS(1100), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_keyed_decide(&k.v, fp_int(2), 2, MS(1100), 0, &d); /* key 2 was evicted: fresh again */
+    CHECK_EQ(d.verdict, SW_PASS);
+    free(k.st);
+
+    /* concurrency: keys in flight are never evicted; all in flight -> refused (BLOCK) */
+    cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
+    if (ktab_new(&k, &cfg, 2) < 0)
+        return;
+    sw_keyed_decide(&k.v, fp_int(1), 1, MS(0), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_keyed_decide(&k.v, fp_int(2), 1, MS(0), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_keyed_decide(&k.v, fp_int(3), 1, MS(0), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    sw_keyed_stats(&k.v, MS(0), &s, &ev, &keys);
+    CHECK_EQ(s.block, 1);
+    CHECK_EQ(ev, 0);
+    CHECK_EQ(s.in_flight, 2);
+    CHECK_EQ(sw_keyed_release(&k.v, fp_int(2), 1), SW_OK);
+    CHECK_EQ(sw_keyed_release(&k.v, fp_int(2), 1), SW_ESTATE);
+    sw_keyed_decide(&k.v, fp_int(3), 1, MS(0), 0, &d); /* takes key 2's place */
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(sw_keyed_in_flight(&k.v, fp_int(1)), 1);
+    CHECK_EQ(sw_keyed_in_flight(&k.v, fp_int(3)), 1);
+    free(k.st);
+}
+
+static void test_big_table(void)
+{
+    /* many keys through a table with sampling: bounded, in-flight keys kept */
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 3);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 1000) < 0)
+        return;
+    struct sw_decision d;
+    long pass = 0;
+    for (int64_t key = 0; key < 20000; key++) {
+        sw_keyed_decide(&k.v, fp_int(key), 1, MS(key), key < 10 ? SW_F_ENTRY : 0u, &d);
+        pass += d.verdict == SW_PASS;
+    }
+    CHECK_EQ(pass, 20000);
+    CHECK_EQ(sw_keyed_len(&k.v), 1000);
+    for (int64_t key = 0; key < 10; key++)
+        CHECK_EQ(sw_keyed_in_flight(&k.v, fp_int(key)), 1);
+    struct sw_stats s;
+    int64_t ev, keys;
+    sw_keyed_stats(&k.v, MS(20000), &s, &ev, &keys);
+    CHECK_EQ(ev, 19000);
+    CHECK_EQ(s.in_flight, 10);
+    /* the keys just used are still there with their windows */
+    for (int64_t key = 19990; key < 20000; key++) {
+        sw_keyed_decide(&k.v, fp_int(key), 3, MS(20000), SW_F_TRY, &d);
+        CHECK_EQ(d.verdict, SW_BLOCK);
+    }
+    free(k.st);
+}
+
+/* ---- threads: exact per key ---- */
+
+struct kworker {
+    struct sw_kview *v;
+    uint64_t seed;
+    long pass[4];
+};
+
+static void *kwork(void *arg)
+{
+    struct kworker *w = arg;
+    for (int i = 0; i < 20000; i++) {
+        int key = (int)(rng_next(&w->seed) % 4);
+        struct sw_decision d;
+        sw_keyed_decide(w->v, fp_int(key), 1, MS(5), SW_F_TRY, &d);
+        if (d.verdict == SW_PASS)
+            w->pass[key]++;
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 64) < 0)
+        return;
+    enum { T = 4 };
+    pthread_t th[T];
+    struct kworker w[T];
+    for (int i = 0; i < T; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].v = &k.v;
+        w[i].seed = 77u + (uint64_t)i;
+        pthread_create(&th[i], NULL, kwork, &w[i]);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    for (int key = 0; key < 4; key++) {
+        long total = 0;
+        for (int i = 0; i < T; i++)
+            total += w[i].pass[key];
+        CHECK_EQ(total, 1000); /* exactly the limit per key: 80000 tries over 4 keys */
+    }
+    struct sw_stats s;
+    int64_t ev, keys;
+    sw_keyed_stats(&k.v, MS(5), &s, &ev, &keys);
+    CHECK_EQ(s.pass, 4000);
+    CHECK_EQ(s.pass + s.block, 80000);
+    free(k.st);
+}
+
+/* ---- shared regions ---- */
+
+static int k_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
+}
+
+static int k_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                             lay->sample_count, lay->max_keys, true);
+}
+
+static struct sw_shm_layout k_layout(uint32_t max_keys)
+{
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.kind = SW_KIND_KEYED;
+    lay.interval_ms = 1000;
+    lay.sample_count = 2;
+    lay.max_keys = max_keys;
+    lay.n_slots = SW_SHM_MAX_PROCS;
+    lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
+    lay.init_state = k_init_state;
+    lay.check_state = k_check_state;
+    return lay;
+}
+
+static void kview_of(struct sw_shm *shm, const struct sw_krule *rule, struct sw_kview *v)
+{
+    v->st = shm->state;
+    v->rule = rule;
+    v->token = SW_LOCK_PROCESS;
+    v->slots = shm->slots;
+    v->n_slots = shm->n_slots;
+    v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
+}
+
+static void k_hang(void)
+{
+    for (;;)
+        pause();
+}
+
+static void test_shared(void)
+{
+    struct sw_shm_layout lay = k_layout(100);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 2);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct sw_kview v;
+        kview_of(&s, &rule, &v);
+        struct sw_decision d;
+        sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d); /* holds key 1 fully */
+        sw_keyed_decide(&v, fp_int(2), 1, MS(10), 0, &d); /* and 1 of key 2 */
+        sw_test_in_critical = k_hang;
+        if (write(ready[1], "x", 1) != 1)
+            _exit(2);
+        sw_keyed_decide(&v, fp_int(3), 1, MS(10), 0, &d); /* hangs inside, holding the lock */
+        _exit(0);
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    usleep(20000);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    struct sw_kview v;
+    kview_of(&s, &rule, &v);
+    struct sw_decision d;
+    sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d); /* takes the lock over, repairs */
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(1)), 2);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(2)), 1);
+    CHECK_EQ(sw_keyed_reap(&v), 1);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(1)), 0);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(2)), 0);
+    struct sw_stats st;
+    int64_t ev, keys;
+    sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.in_flight, 0);
+    sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(sw_keyed_release(&v, fp_int(1), 2), SW_OK);
+    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    /* a damaged region is refused: a cell pointing past the entries */
+    struct sw_kstate *ks = s.state;
+    uint32_t *cells = (uint32_t *)(void *)((char *)ks + ks->off_index);
+    uint32_t saved = cells[0];
+    cells[0] = 0x7fffu;
+    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    cells[0] = saved;
+    ks->n_keys = ks->max_keys + 1u; /* beyond the layout */
+    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    sw_shm_close(&s);
+    close(ready[0]);
+    close(ready[1]);
+}
+
+void test_keyed(void)
+{
+    test_hash();
+    test_equivalence();
+    test_eviction();
+    test_big_table();
+    test_threads();
+    test_shared();
+}

@@ -1,0 +1,284 @@
+"""The Python layer of KeyedLimiter: asyncio and the decorator over the C type.
+
+The decisions, the table, ``entry()`` and the blocking ``acquire()`` are C (slidewin._core);
+what needs the event loop or wraps functions is plain Python here, as for Limiter.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
+
+from . import _core
+from ._limiter import _check_timeout, _is_async_callable, _name, _sync_result
+
+__all__ = ["KeyedLimiter"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Key = Union[str, bytes, int]
+_MISSING: Any = object()
+
+_PASS = _core.PASS
+_NEVER = _core.NEVER
+_F_NO_BLOCK = _core.F_NO_BLOCK
+_F_ENTRY = _core.F_ENTRY
+_F_RETRY = _core.F_RETRY
+
+
+class KeyedLimiter(_core.KeyedLimiter):
+    """One limit per key (user, client IP, tenant) in a bounded table.
+
+    KeyedLimiter(qps=None, *, concurrency=None, behavior="reject", max_queueing_ms=500,
+                 interval_ms=1000, sample_count=2, max_keys=65536, overrides=None,
+                 shared=None, on_block=None)
+
+    Each key is limited exactly as a private Limiter with the same settings would limit it
+    (behaviors "reject" and "throttle" with qps, or concurrency). Keys are str, bytes or int.
+    ``overrides`` maps keys to their own threshold (Sentinel's hot items). At most
+    ``max_keys`` keys are held: a new key then takes the place of the least recently used key
+    whose window is empty (else of the least recently used key: its limit restarts); a key
+    with requests in flight is never evicted.
+    """
+
+    __slots__ = ("_on_block",)
+    _on_block: Optional[Callable[..., Any]]
+
+    def __new__(
+        cls,
+        qps: Union[int, float, None] = None,
+        *,
+        concurrency: Optional[int] = None,
+        behavior: str = "reject",
+        warm_up_s: float = 10,
+        cold_factor: float = 3,
+        max_queueing_ms: int = 500,
+        occupy_timeout_ms: int = 500,
+        interval_ms: int = 1000,
+        sample_count: int = 2,
+        max_keys: int = 65536,
+        overrides: Optional[Mapping[Key, Union[int, float]]] = None,
+        shared: Union[None, bool, str] = None,
+        on_block: Optional[Callable[..., Any]] = None,
+    ) -> "KeyedLimiter":
+        self = cast(
+            "KeyedLimiter",
+            super().__new__(
+                cls,
+                qps,
+                concurrency=concurrency,
+                behavior=behavior,
+                warm_up_s=warm_up_s,
+                cold_factor=cold_factor,
+                max_queueing_ms=max_queueing_ms,
+                occupy_timeout_ms=occupy_timeout_ms,
+                interval_ms=interval_ms,
+                sample_count=sample_count,
+                max_keys=max_keys,
+                overrides=overrides,
+                shared=shared,
+            ),
+        )
+        if on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        self._on_block = on_block
+        return self
+
+    def __reduce__(self) -> Any:
+        """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
+        the same region in another process); a private or anonymous one cannot."""
+        if not isinstance(self.shared, str):
+            raise TypeError(
+                "cannot pickle a %s KeyedLimiter: only one shared by name (shared='name') can "
+                "be sent to another process"
+                % ("private" if self.shared is None else "shared=True")
+            )
+        kw = dict(
+            concurrency=self.concurrency,
+            behavior=self.behavior,
+            max_queueing_ms=self.max_queueing_ms,
+            interval_ms=self.interval_ms,
+            sample_count=self.sample_count,
+            max_keys=self.max_keys,
+            overrides=self.overrides,
+            shared=self.shared,
+        )
+        return (_rebuild, (type(self), self.qps, kw))
+
+    # -- asyncio -------------------------------------------------------------------------
+
+    async def acquire_async(
+        self, key: Key, n: int = 1, *, timeout: Optional[float] = None
+    ) -> None:
+        """Like acquire(), sleeping with asyncio: the event loop keeps running."""
+        await self._acquire_async(key, n, _check_timeout(timeout), 0)
+
+    async def _acquire_async(
+        self, key: Key, n: int, timeout: Optional[float], flags: int
+    ) -> None:
+        if timeout is None:
+            verdict, wait_ns, retry_ns = self._decide(key, n, flags | _F_RETRY, None)
+            if verdict != _PASS:
+                self._raise_blocked(key, n, verdict, retry_ns)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                verdict, wait_ns, retry_ns = self._decide(
+                    key, n, flags | _F_NO_BLOCK | _F_RETRY, None
+                )
+                if verdict == _PASS:
+                    break
+                now = time.monotonic()
+                if verdict == _NEVER or now >= deadline:
+                    self._count_block(n)
+                    self._raise_blocked(key, n, verdict, retry_ns)
+                step = retry_ns / 1e9 if retry_ns > 0 else 0.001
+                await asyncio.sleep(min(step, deadline - now))
+        if wait_ns > 0:
+            try:
+                await asyncio.sleep(wait_ns / 1e9)
+            except BaseException:
+                if flags & _F_ENTRY:
+                    self._release_entry(key, n)
+                raise
+
+    async def _aenter(self, entry: Any) -> Any:
+        try:
+            await self._acquire_async(entry.key, entry.n, None, _F_ENTRY)
+        except BaseException:
+            entry._abort()
+            raise
+        entry._started()
+        return entry
+
+    async def _aexit(self, entry: Any, exc_type: Any) -> bool:
+        return bool(entry.__exit__(exc_type, None, None))
+
+    # -- decorator -------------------------------------------------------------------------
+
+    @overload
+    def __call__(
+        self,
+        func: None = None,
+        *,
+        key: Callable[..., Key],
+        on_block: Optional[Callable[..., Any]] = ...,
+    ) -> Callable[[F], F]: ...
+
+    @overload
+    def __call__(
+        self,
+        func: F,
+        *,
+        key: Callable[..., Key],
+        on_block: Optional[Callable[..., Any]] = ...,
+    ) -> F: ...
+
+    def __call__(
+        self,
+        func: Any = None,
+        *,
+        key: Optional[Callable[..., Key]] = None,
+        on_block: Any = _MISSING,
+    ) -> Any:
+        """Decorate a sync or async function: each call runs inside
+        ``self.entry(key(*args, **kwargs))``.
+
+        >>> per_user = KeyedLimiter(qps=10)
+        >>> @per_user(key=lambda request, *a, **kw: request.client_ip)
+        ... def handle(request): ...
+
+        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
+        BlockedError and its result returned (awaited first for an async function).
+        """
+        if func is None:
+            if key is None:
+                raise TypeError(
+                    "a KeyedLimiter decorator needs key=, a function of the call's arguments "
+                    "returning the key: @per_key(key=lambda request, *a, **kw: request.user)"
+                )
+            return lambda f: self.__call__(f, key=key, on_block=on_block)
+        if key is None:
+            raise TypeError(
+                "a KeyedLimiter decorator needs key=: use @per_key(key=lambda *a, **kw: ...)"
+            )
+        if not callable(key):
+            raise TypeError("key must be callable, not %s" % type(key).__name__)
+        if not callable(func):
+            raise TypeError("a KeyedLimiter decorates a callable, not %s" % type(func).__name__)
+        handler = self._on_block if on_block is _MISSING else on_block
+        if handler is not None and not callable(handler):
+            raise TypeError("on_block must be callable, not %s" % type(handler).__name__)
+        if inspect.iscoroutinefunction(func):
+            wrapper = _wrap_coroutine(self, func, key, handler)
+        elif inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            raise TypeError(
+                "a KeyedLimiter decorates functions and coroutine functions, not the generator "
+                "%s; use `with per_key.entry(key):` inside it" % _name(func)
+            )
+        else:
+            if handler is not None and _is_async_callable(handler):
+                raise TypeError(
+                    "on_block %r is an async function, but %s is not: a sync function cannot "
+                    "await it; give a sync on_block, or decorate an async function"
+                    % (handler, _name(func))
+                )
+            wrapper = _wrap_function(self, func, key, handler)
+        wrapper.limiter = self
+        return wrapper
+
+
+def _wrap_function(lim: KeyedLimiter, func: Any, keyfn: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry(keyfn(*args, **kwargs))
+        try:
+            e.__enter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            return _sync_result(func, handler, handler(exc, *args, **kwargs))
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    return wrapper
+
+
+def _wrap_coroutine(lim: KeyedLimiter, func: Any, keyfn: Any, handler: Any) -> Any:
+    entry = lim.entry
+    blocked = _core.BlockedError
+
+    @functools.wraps(func)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry(keyfn(*args, **kwargs))
+        try:
+            await e.__aenter__()
+        except blocked as exc:
+            if handler is None:
+                raise
+            result = handler(exc, *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        try:
+            result = await func(*args, **kwargs)
+        except BaseException as exc:
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    return async_wrapper
+
+
+def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
+    return cls(qps, **kw)
