@@ -6,6 +6,9 @@
   next window. ``limit(...)`` builds one for use as a decorator.
 - ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
   host, in shared memory; ``unlink(name)`` removes a region's name.
+- ``slidewin.asgi.LimitMiddleware`` / ``slidewin.wsgi.LimitMiddleware`` put a limiter in
+  front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
+  trusted_proxies=...)`` is the client's address behind proxies.
 
 Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
 ``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
@@ -22,6 +25,7 @@ from ._core import (
 )
 from ._event import Event
 from ._limiter import Limiter, limit
+from ._web import client_ip
 
 __version__ = "0.1.0"
 
@@ -32,6 +36,7 @@ __all__ = [
     "Limiter",
     "Metric",
     "Stats",
+    "client_ip",
     "clock_ns",
     "coarse_clock_ns",
     "coarse_resolution_ns",
