@@ -19,6 +19,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Set,
     Tuple,
     Union,
 )
@@ -251,7 +252,7 @@ def path_matcher(exempt: Any, where: str) -> Optional[Callable[[str], bool]]:
             "%s: exempt must be a predicate, a path or an iterable of paths, not %s"
             % (where, type(exempt).__name__)
         ) from None
-    exact: set = set()
+    exact: Set[str] = set()
     prefixes: List[str] = []
     for p in items:
         if not isinstance(p, str):
