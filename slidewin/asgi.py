@@ -140,33 +140,38 @@ class LimitMiddleware:
             await self._refuse(send, exc)
             return
 
-        # held until the response is finished; `done` makes the exit happen once
+        # held until the response is finished; `done` makes the exit happen once. finish()
+        # is sync for a slidewin Limiter (its exit is a C call), and returns the awaitable
+        # __aexit__ of any other limiter
         done = False
 
-        async def finish(exc_type: Any) -> None:
+        def finish(exc_type: Any) -> Optional[Awaitable[Any]]:
             nonlocal done
             if done:
-                return
+                return None
             done = True
             if native:
                 entry.__exit__(exc_type, None, None)
-            else:
-                await entry.__aexit__(exc_type, None, None)
+                return None
+            return entry.__aexit__(exc_type, None, None)  # type: ignore[no-any-return]
 
-        extra: Optional[List[Tuple[bytes, bytes]]] = None
+        extra = _encode(_web.admitted_headers(lim, self._keyed)) if self._headers else None
 
         async def send_wrapper(message: Message) -> None:
-            mtype = message["type"]
-            if mtype == "http.response.body":
+            if message["type"] == "http.response.body":
                 try:
                     await send(message)
                 except BaseException:
-                    await finish(_Cancelled)  # the client is gone: the app did not fail
+                    w = finish(_Cancelled)  # the client is gone: the app did not fail
+                    if w is not None:
+                        await w
                     raise
                 if not message.get("more_body", False):
-                    await finish(None)
+                    w = finish(None)
+                    if w is not None:
+                        await w
                 return
-            if mtype == "http.response.start" and extra:
+            if extra is not None and message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = list(message.get("headers") or ()) + extra
             await send(message)
@@ -174,18 +179,22 @@ class LimitMiddleware:
         async def receive_wrapper() -> Message:
             message = await receive()
             if message["type"] == "http.disconnect":
-                await finish(_Cancelled)
+                w = finish(_Cancelled)
+                if w is not None:
+                    await w
             return message
 
-        if self._headers:
-            # r as seen on admission, before later requests change the window
-            extra = _encode(_web.admitted_headers(lim, self._keyed))
         try:
             await self.app(scope, receive_wrapper, send_wrapper)
         except BaseException as exc:
-            await finish(type(exc))
+            w = finish(type(exc))
+            if w is not None:
+                await w
             raise
-        await finish(None)
+        if not done:
+            w = finish(None)
+            if w is not None:
+                await w
 
     async def _refuse(self, send: Send, error: Any) -> None:
         code, hdrs, raw = _web.refusal(
