@@ -8,6 +8,9 @@
   per-key overrides; ``@per_user(key=...)`` decorates functions.
 - ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
   host, in shared memory; ``unlink(name)`` removes a region's name.
+- ``slidewin.asgi.LimitMiddleware`` / ``slidewin.wsgi.LimitMiddleware`` put a limiter in
+  front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
+  trusted_proxies=...)`` is the client's address behind proxies.
 
 Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
 ``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
@@ -25,6 +28,7 @@ from ._core import (
 from ._event import Event
 from ._keyed import KeyedLimiter
 from ._limiter import Limiter, limit
+from ._web import client_ip
 
 __version__ = "0.1.0"
 
@@ -36,6 +40,7 @@ __all__ = [
     "Limiter",
     "Metric",
     "Stats",
+    "client_ip",
     "clock_ns",
     "coarse_clock_ns",
     "coarse_resolution_ns",

@@ -210,6 +210,67 @@ CASES = [
 ]
 
 
+# ---- slidewin.asgi / slidewin.wsgi LimitMiddleware(...), slidewin.client_ip --------------------
+def _web_cases():
+    from slidewin import asgi, client_ip, wsgi
+
+    def app(*args):
+        return None
+
+    for mod in (asgi, wsgi):
+        mw = mod.LimitMiddleware
+        pre = mod.__name__.split(".")[-1] + " "
+        CASES.extend([
+            (pre + "app not callable", lambda mw=mw: mw(5, qps_lim()), TypeError, "app"),
+            (pre + "limiter not a limiter", lambda mw=mw: mw(app, object()), TypeError,
+             "Limiter"),
+            (pre + "limiter None", lambda mw=mw: mw(app, None), TypeError, "Limiter"),
+            (pre + "key not callable", lambda mw=mw: mw(app, qps_lim(), key="ip"), TypeError,
+             "key"),
+            (pre + "key with a Limiter", lambda mw=mw: mw(app, qps_lim(), key=lambda s: 1),
+             ValueError, "key"),
+            (pre + "status 200", lambda mw=mw: mw(app, qps_lim(), status=200), ValueError,
+             "status.*200"),
+            (pre + "status str", lambda mw=mw: mw(app, qps_lim(), status="429"), TypeError,
+             "status"),
+            (pre + "status bool", lambda mw=mw: mw(app, qps_lim(), status=True), TypeError,
+             "status"),
+            (pre + "concurrency_status 600",
+             lambda mw=mw: mw(app, conc_lim(), concurrency_status=600), ValueError,
+             "concurrency_status.*600"),
+            (pre + "concurrency_status float",
+             lambda mw=mw: mw(app, conc_lim(), concurrency_status=503.0), TypeError,
+             "concurrency_status"),
+            (pre + "body int", lambda mw=mw: mw(app, qps_lim(), body=5), TypeError, "body"),
+            (pre + "content_type bytes",
+             lambda mw=mw: mw(app, qps_lim(), content_type=b"text/plain"), TypeError,
+             "content_type"),
+            (pre + "headers str", lambda mw=mw: mw(app, qps_lim(), headers="draft"), TypeError,
+             "headers"),
+            (pre + "exempt int", lambda mw=mw: mw(app, qps_lim(), exempt=5), TypeError,
+             "exempt"),
+            (pre + "exempt path without slash",
+             lambda mw=mw: mw(app, qps_lim(), exempt=["health"]), ValueError, "exempt"),
+            (pre + "exempt holds int", lambda mw=mw: mw(app, qps_lim(), exempt=["/a", 1]),
+             TypeError, "exempt"),
+        ])
+    env = {"REMOTE_ADDR": "10.0.0.1", "HTTP_X_FORWARDED_FOR": "1.2.3.4"}
+    CASES.extend([
+        ("client_ip trusted_proxies bad network",
+         lambda: client_ip(env, trusted_proxies=["10.0.0.0/33"]), ValueError, "trusted_proxies"),
+        ("client_ip trusted_proxies star", lambda: client_ip(env, trusted_proxies="*"),
+         ValueError, "trusted_proxies"),
+        ("client_ip trusted_proxies int", lambda: client_ip(env, trusted_proxies=8), TypeError,
+         "trusted_proxies"),
+        ("client_ip trusted_proxies holds None",
+         lambda: client_ip(env, trusted_proxies=[None]), TypeError, "trusted_proxies"),
+        ("client_ip not a scope", lambda: client_ip({}), TypeError, "scope"),
+    ])
+
+
+_web_cases()
+
+
 def case(name, call, exc, match):
     CASES.append((name, call, exc, match))
 

@@ -52,3 +52,39 @@ async def ahandle(user: str) -> str:
 
 z: int = handle("u")
 print(asyncio.run(ahandle("v")), z)
+
+# ---- in front of web apps ----------------------------------------------------------------
+from typing import Any, Callable, Dict, Iterable, MutableMapping, Optional, Union
+from slidewin import asgi, wsgi, client_ip
+
+
+async def plain_asgi(
+    scope: MutableMapping[str, Any],
+    receive: Callable[[], Any],
+    send: Callable[[MutableMapping[str, Any]], Any],
+) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def user_key(scope: asgi.Scope) -> Union[str, None]:
+    return client_ip(scope, trusted_proxies=("10.0.0.0/8", "::1"))
+
+
+limited: asgi.ASGIApp = asgi.LimitMiddleware(
+    plain_asgi, Limiter(qps=100), exempt=["/health"], status=429, headers=True
+)
+concurrent = asgi.LimitMiddleware(plain_asgi, Limiter(concurrency=8), concurrency_status=503,
+                                  body="busy", content_type="text/plain")
+
+
+def plain_wsgi(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+
+
+wsgi_app: wsgi.WSGIApp = wsgi.LimitMiddleware(
+    plain_wsgi, Limiter(qps=100), exempt=lambda environ: environ["PATH_INFO"] == "/health"
+)
+ip: str = client_ip({"REMOTE_ADDR": "10.0.0.1"}, trusted_proxies="10.0.0.0/8")
+maybe: Optional[str] = user_key({"type": "http", "client": ("1.2.3.4", 1), "headers": []})

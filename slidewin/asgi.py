@@ -1,0 +1,209 @@
+"""A limiter in front of any ASGI 3 app (Starlette, FastAPI, Django's ASGI handler, plain ASGI).
+
+    from slidewin.asgi import LimitMiddleware
+    app = LimitMiddleware(app, Limiter(qps=100))
+    app.add_middleware(LimitMiddleware, limiter=KeyedLimiter(qps=10))   # Starlette, FastAPI
+
+- Only ``http`` scopes are limited; ``lifespan`` and ``websocket`` scopes reach the app
+  untouched.
+- Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
+  (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
+  concurrency limit: ``concurrency_status`` (503), with no ``Retry-After`` (none is known).
+  The app is not called.
+- A throttled request waits its turn with ``asyncio.sleep`` (the loop keeps running) and is
+  then served by the app with its own status.
+- An admitted request holds its admission, as ``async with limiter.entry()`` does, until its
+  response is finished: after the last body chunk has been sent, or the client has gone
+  (``http.disconnect``), or the app raised. Then SUCCESS and the response time are counted,
+  or EXCEPTION when the app raised an ``Exception`` (nothing when cancelled or disconnected).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    List,
+    MutableMapping,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from . import _core, _web
+
+__all__ = ["LimitMiddleware", "Scope", "Message", "Receive", "Send", "ASGIApp"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_WHERE = "LimitMiddleware"
+_Blocked = _core.BlockedError
+_Native = _core.Limiter
+_NO_WAIT = frozenset(("reject", "warm_up"))  # behaviors whose entry never sleeps
+_Cancelled = asyncio.CancelledError
+
+
+class LimitMiddleware:
+    """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
+    concurrency_status=503, body=None, content_type=None, headers=False)
+
+    - ``limiter``: a Limiter (private or ``shared=``), a KeyedLimiter, or anything with the
+      same ``entry()`` (``entry(key)`` for a keyed one).
+    - ``key(scope)``: a KeyedLimiter's key (str, bytes or int) for the request; the default
+      is ``slidewin.client_ip(scope)`` (the peer address: give your own ``key`` with
+      ``trusted_proxies`` behind a proxy). A key of None lets the request through unlimited.
+      Only for a keyed limiter: with a Limiter, ``key`` is a ValueError.
+    - ``exempt``: requests never limited nor counted: a predicate ``exempt(scope) -> bool``,
+      or paths (``"/health"`` exactly, ``"/static/*"`` by prefix).
+    - ``status`` / ``concurrency_status``: the refusals' statuses (400..599).
+    - ``body`` (bytes or str) / ``content_type``: the refusals' body. The default is an RFC
+      9457 problem document (``application/problem+json``).
+    - ``headers=True`` adds the RateLimit header fields of the IETF draft
+      draft-ietf-httpapi-ratelimit-headers-10 (``RateLimit-Policy`` on every limited
+      response; ``RateLimit`` with the remaining quota ``r`` where it is known, and
+      ``r=0;t=<seconds>`` on a refusal). Off by default.
+    """
+
+    __slots__ = (
+        "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
+        "_concurrency_status", "_body", "_content_type", "_headers", "_native",
+    )
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        limiter: Any,
+        *,
+        key: Optional[Callable[[Scope], Union[str, bytes, int, None]]] = None,
+        exempt: Union[None, str, Callable[[Scope], bool], Any] = None,
+        status: int = 429,
+        concurrency_status: int = 503,
+        body: Union[bytes, str, None] = None,
+        content_type: Optional[str] = None,
+        headers: bool = False,
+    ) -> None:
+        if not callable(app):
+            raise TypeError("%s: app must be an ASGI app, not %s" % (_WHERE, type(app).__name__))
+        self.app = app
+        self.limiter = limiter
+        self._keyed = _web.check_limiter(limiter, _WHERE)
+        _web.check_key(key, self._keyed, limiter, _WHERE)
+        self._key: Optional[Callable[[Scope], Any]] = (
+            key if key is not None else (_web.client_ip if self._keyed else None)
+        )
+        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
+            self._exempt: Optional[Callable[[Scope], bool]] = exempt
+            self._exempt_path: Optional[Callable[[str], bool]] = None
+        else:
+            self._exempt = None
+            self._exempt_path = _web.path_matcher(exempt, _WHERE)
+        self._status = _web.check_status(status, "status", _WHERE)
+        self._concurrency_status = _web.check_status(
+            concurrency_status, "concurrency_status", _WHERE
+        )
+        self._body, self._content_type = _web.check_body(body, content_type, _WHERE)
+        if not isinstance(headers, bool):
+            raise TypeError("%s: headers must be a bool, not %s" % (_WHERE, type(headers).__name__))
+        self._headers = headers
+        self._native = isinstance(limiter, _Native)
+
+    def __repr__(self) -> str:
+        return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self._exempt_path is not None and self._exempt_path(scope.get("path", "")):
+            return await self.app(scope, receive, send)
+        if self._exempt is not None and self._exempt(scope):
+            return await self.app(scope, receive, send)
+        lim = self.limiter
+        if self._key is not None:
+            k = self._key(scope)
+            if k is None:
+                return await self.app(scope, receive, send)
+            entry = lim.entry(k)
+        else:
+            entry = lim.entry()
+        native = self._native
+        try:
+            if native and lim.behavior in _NO_WAIT:
+                entry.__enter__()  # decides in C and never sleeps: no coroutine needed
+            else:
+                await entry.__aenter__()
+        except _Blocked as exc:
+            await self._refuse(send, exc)
+            return
+
+        # held until the response is finished; `done` makes the exit happen once. finish()
+        # is sync for a slidewin Limiter (its exit is a C call), and returns the awaitable
+        # __aexit__ of any other limiter
+        done = False
+
+        def finish(exc_type: Any) -> Optional[Awaitable[Any]]:
+            nonlocal done
+            if done:
+                return None
+            done = True
+            if native:
+                entry.__exit__(exc_type, None, None)
+                return None
+            return entry.__aexit__(exc_type, None, None)  # type: ignore[no-any-return]
+
+        extra = _encode(_web.admitted_headers(lim, self._keyed)) if self._headers else None
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                try:
+                    await send(message)
+                except BaseException:
+                    w = finish(_Cancelled)  # the client is gone: the app did not fail
+                    if w is not None:
+                        await w
+                    raise
+                if not message.get("more_body", False):
+                    w = finish(None)
+                    if w is not None:
+                        await w
+                return
+            if extra is not None and message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = list(message.get("headers") or ()) + extra
+            await send(message)
+
+        async def receive_wrapper() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                w = finish(_Cancelled)
+                if w is not None:
+                    await w
+            return message
+
+        try:
+            await self.app(scope, receive_wrapper, send_wrapper)
+        except BaseException as exc:
+            w = finish(type(exc))
+            if w is not None:
+                await w
+            raise
+        if not done:
+            w = finish(None)
+            if w is not None:
+                await w
+
+    async def _refuse(self, send: Send, error: Any) -> None:
+        code, hdrs, raw = _web.refusal(
+            self.limiter, error, self._status, self._concurrency_status, self._body,
+            self._content_type, self._headers,
+        )
+        await send({"type": "http.response.start", "status": code, "headers": _encode(hdrs)})
+        await send({"type": "http.response.body", "body": raw, "more_body": False})
+
+
+def _encode(headers: List[Tuple[str, str]]) -> List[Tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]

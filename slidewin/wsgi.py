@@ -1,0 +1,179 @@
+"""A limiter in front of any WSGI app (Flask, Django, ...): the ASGI middleware's twin.
+
+    from slidewin.wsgi import LimitMiddleware
+    app.wsgi_app = LimitMiddleware(app.wsgi_app, Limiter(qps=100))      # Flask
+    application = LimitMiddleware(get_wsgi_application(), limiter)       # Django (wsgi.py)
+
+- Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
+  (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
+  concurrency limit: ``concurrency_status`` (503). The app is not called.
+- A throttled request waits its turn in its worker thread (the GIL is released while it
+  sleeps) and is then served by the app with its own status.
+- An admitted request holds its admission, as ``with limiter.entry()`` does, until the
+  server closes the response iterable (PEP 3333 ``close()``: after the last chunk, or when
+  the client is gone): a generator response holds its slot while it streams. Then SUCCESS
+  and the response time are counted when the iterable was sent to its end, EXCEPTION when
+  the app (or the iteration) raised an ``Exception``, nothing when it was closed early (the
+  client is gone).
+"""
+from __future__ import annotations
+
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from . import _core, _web
+
+__all__ = ["LimitMiddleware", "Environ", "StartResponse", "WSGIApp"]
+
+Environ = Dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+_WHERE = "LimitMiddleware"
+_Blocked = _core.BlockedError
+
+
+class LimitMiddleware:
+    """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
+    concurrency_status=503, body=None, content_type=None, headers=False)
+
+    The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)`` and
+    ``exempt(environ)`` taking the WSGI environ (paths match ``PATH_INFO``). The limiter's
+    ``entry()`` is used synchronously (a Limiter, shared or not, or a KeyedLimiter).
+    """
+
+    __slots__ = (
+        "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
+        "_concurrency_status", "_body", "_content_type", "_headers",
+    )
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        limiter: Any,
+        *,
+        key: Optional[Callable[[Environ], Union[str, bytes, int, None]]] = None,
+        exempt: Union[None, str, Callable[[Environ], bool], Any] = None,
+        status: int = 429,
+        concurrency_status: int = 503,
+        body: Union[bytes, str, None] = None,
+        content_type: Optional[str] = None,
+        headers: bool = False,
+    ) -> None:
+        if not callable(app):
+            raise TypeError("%s: app must be a WSGI app, not %s" % (_WHERE, type(app).__name__))
+        self.app = app
+        self.limiter = limiter
+        self._keyed = _web.check_limiter(limiter, _WHERE)
+        _web.check_key(key, self._keyed, limiter, _WHERE)
+        self._key: Optional[Callable[[Environ], Any]] = (
+            key if key is not None else (_web.client_ip if self._keyed else None)
+        )
+        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
+            self._exempt: Optional[Callable[[Environ], bool]] = exempt
+            self._exempt_path: Optional[Callable[[str], bool]] = None
+        else:
+            self._exempt = None
+            self._exempt_path = _web.path_matcher(exempt, _WHERE)
+        self._status = _web.check_status(status, "status", _WHERE)
+        self._concurrency_status = _web.check_status(
+            concurrency_status, "concurrency_status", _WHERE
+        )
+        self._body, self._content_type = _web.check_body(body, content_type, _WHERE)
+        if not isinstance(headers, bool):
+            raise TypeError("%s: headers must be a bool, not %s" % (_WHERE, type(headers).__name__))
+        self._headers = headers
+
+    def __repr__(self) -> str:
+        return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if self._exempt_path is not None and self._exempt_path(environ.get("PATH_INFO", "")):
+            return self.app(environ, start_response)
+        if self._exempt is not None and self._exempt(environ):
+            return self.app(environ, start_response)
+        lim = self.limiter
+        if self._key is not None:
+            k = self._key(environ)
+            if k is None:
+                return self.app(environ, start_response)
+            entry = lim.entry(k)
+        else:
+            entry = lim.entry()
+        try:
+            entry.__enter__()
+        except _Blocked as exc:
+            code, hdrs, raw = _web.refusal(
+                lim, exc, self._status, self._concurrency_status, self._body,
+                self._content_type, self._headers,
+            )
+            start_response("%d %s" % (code, _web.reason(code)), hdrs)
+            return [raw]
+        respond = start_response
+        if self._headers:
+            extra = _web.admitted_headers(lim, self._keyed)
+
+            def respond(
+                status: str, headers: List[Tuple[str, str]], exc_info: Any = None
+            ) -> Any:
+                return start_response(status, list(headers) + extra, exc_info)
+
+        try:
+            result = self.app(environ, respond)
+        except BaseException as exc:
+            entry.__exit__(type(exc), exc, None)
+            raise
+        return _Closing(result, entry)
+
+
+class _Closing:
+    """The app's iterable, the entry held until close() (werkzeug's ClosingIterator)."""
+
+    __slots__ = ("_result", "_it", "_entry", "_outcome")
+
+    def __init__(self, result: Iterable[bytes], entry: Any) -> None:
+        self._result = result
+        self._it: Optional[Iterator[bytes]] = None
+        self._entry: Any = entry
+        # what close() counts: nothing while unfinished (closed early: the client is gone),
+        # SUCCESS once exhausted (None), the exception's type when the iteration raised
+        self._outcome: Optional[type] = GeneratorExit
+
+    def __iter__(self) -> "_Closing":
+        if self._it is None:
+            self._it = iter(self._result)
+        return self
+
+    def __next__(self) -> bytes:
+        if self._it is None:
+            self._it = iter(self._result)
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._outcome = None
+            raise
+        except BaseException as exc:
+            self._outcome = type(exc)  # the server closes next; counted then
+            raise
+
+    def close(self) -> None:
+        entry, self._entry = self._entry, None
+        if entry is None:
+            return  # closed before
+        try:
+            close = getattr(self._result, "close", None)
+            if close is not None:
+                close()
+        except BaseException as exc:
+            entry.__exit__(type(exc), exc, None)
+            raise
+        entry.__exit__(self._outcome, None, None)

@@ -1,0 +1,561 @@
+"""slidewin.asgi.LimitMiddleware driven by hand: scopes, receive and send are plain Python.
+
+Real servers (uvicorn) are in tests/test_web_servers.py. The keyed cases use
+fake_keyed.make_keyed: the real KeyedLimiter once merged, else a test double.
+"""
+
+import asyncio
+import json
+import math
+import uuid
+
+import pytest
+
+import slidewin
+from slidewin import Limiter
+from slidewin import _web
+from slidewin.asgi import LimitMiddleware
+
+from fake_keyed import make_keyed
+
+LONG = 60_000  # a window longer than any test: every request of a test falls in one window
+
+
+def long_qps(limit, **kw):
+    """A limiter admitting exactly `limit` requests for the whole test."""
+    return Limiter(limit * 1000 / LONG, interval_ms=LONG, sample_count=1, **kw)
+
+
+def http_scope(path="/", client=("203.0.113.9", 5000), headers=()):
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+            "headers": list(headers), "client": client, "server": ("127.0.0.1", 80)}
+
+
+async def ok_app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+class Conn:
+    """One request's receive/send: the request body, then nothing until `disconnect()`."""
+
+    def __init__(self):
+        self.sent = []
+        self._gone = asyncio.Event()
+        self._first = True
+
+    async def receive(self):
+        if self._first:
+            self._first = False
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message):
+        self.sent.append(message)
+
+    def disconnect(self):
+        self._gone.set()
+
+    @property
+    def status(self):
+        return self.sent[0]["status"]
+
+    @property
+    def headers(self):
+        return {k.decode(): v.decode() for k, v in self.sent[0]["headers"]}
+
+    @property
+    def body(self):
+        return b"".join(m.get("body", b"") for m in self.sent[1:])
+
+
+async def request(mw, **kw):
+    conn = Conn()
+    await mw(http_scope(**kw), conn.receive, conn.send)
+    return conn
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# ---- statuses and headers ---------------------------------------------------------------------
+
+
+def test_admitted_then_429_with_retry_after():
+    lim = long_qps(3)
+    mw = LimitMiddleware(ok_app, lim)
+
+    async def main():
+        return [await request(mw) for _ in range(5)]
+
+    conns = run(main())
+    assert [c.status for c in conns] == [200, 200, 200, 429, 429]
+    assert all(c.body == b"ok" for c in conns[:3])
+    refused = conns[3]
+    # Retry-After is the limiter's retry_after rounded up (asked again just after: a bit less)
+    with pytest.raises(slidewin.BlockedError) as info:
+        lim.acquire(timeout=0)
+    ra = int(refused.headers["retry-after"])
+    assert 1 <= ra <= LONG // 1000
+    assert math.ceil(info.value.retry_after) in (ra, ra - 1)
+    assert refused.headers["content-type"] == "application/problem+json"
+    doc = json.loads(refused.body)
+    assert doc["status"] == 429 and doc["title"] == "Too Many Requests"
+    assert int(refused.headers["content-length"]) == len(refused.body)
+    assert not any(k.startswith("ratelimit") for k in refused.headers)  # off by default
+    assert "retry-after" not in conns[0].headers                        # never on a 2xx
+    assert lim.metric.sum("pass") == 3 and lim.metric.sum("block") == 3  # 2 + acquire's
+    assert lim.metric.sum("success") == 3
+    assert lim.in_flight == 0
+
+
+@pytest.mark.parametrize("retry_after,expected", [
+    (None, 1), (0.0, 1), (1e-9, 1), (0.5, 1), (1.0, 1), (1.000001, 2), (2.5, 3), (59.2, 60),
+])
+def test_retry_after_rounds_up_to_whole_seconds(retry_after, expected):
+    assert _web.retry_after_s(retry_after) == expected
+    err = slidewin.BlockedError("x", retry_after=retry_after)
+    code, headers, _ = _web.refusal(Limiter(qps=1), err, 429, 503, None, "a/b", False)
+    assert code == 429 and ("Retry-After", str(expected)) in headers
+
+
+def test_concurrency_refusal_is_503_without_retry_after():
+    lim = Limiter(concurrency=1)
+    mw = LimitMiddleware(ok_app, lim)
+    entered = lim.entry()
+    entered.__enter__()  # someone else holds the slot
+
+    async def main():
+        return await request(mw)
+
+    c = run(main())
+    assert c.status == 503 and "retry-after" not in c.headers
+    assert json.loads(c.body)["status"] == 503
+    entered.__exit__(None, None, None)
+    assert run(main()).status == 200
+
+
+def test_configured_status_body_content_type():
+    mw = LimitMiddleware(ok_app, Limiter(qps=0), status=418, body="slow down",
+                         content_type="text/x-custom")
+    c = run(request(mw))
+    assert c.status == 418 and c.body == b"slow down"
+    assert c.headers["content-type"] == "text/x-custom" and c.headers["retry-after"] == "1"
+    mw = LimitMiddleware(ok_app, Limiter(concurrency=0), concurrency_status=429, body=b"busy")
+    c = run(request(mw))
+    assert c.status == 429 and c.body == b"busy"
+    assert c.headers["content-type"] == "text/plain; charset=utf-8"
+
+
+def test_ratelimit_headers_draft():
+    lim = long_qps(2)
+    mw = LimitMiddleware(ok_app, lim, headers=True)
+
+    async def main():
+        return [await request(mw) for _ in range(3)]
+
+    a, b, refused = run(main())
+    assert a.headers["ratelimit-policy"] == '"default";q=2;w=60'
+    assert a.headers["ratelimit"] == '"default";r=1'
+    assert b.headers["ratelimit"] == '"default";r=0'
+    ra = int(refused.headers["retry-after"])
+    assert refused.headers["ratelimit"] == '"default";r=0;t=%d' % ra
+    assert "retry-after" not in a.headers
+    # the app's own headers are kept, once
+    assert [k for k, _ in a.sent[0]["headers"]].count(b"content-type") == 1
+
+
+def test_ratelimit_headers_concurrency_and_subsecond_window():
+    mw = LimitMiddleware(ok_app, Limiter(concurrency=4), headers=True)
+    c = run(request(mw))
+    assert c.headers["ratelimit-policy"] == '"default";q=4;qu="concurrent-requests"'
+    assert c.headers["ratelimit"] == '"default";r=3'   # seen while this request held a slot
+    mw = LimitMiddleware(ok_app, Limiter(qps=20, interval_ms=500, sample_count=1), headers=True)
+    c = run(request(mw))
+    assert c.headers["ratelimit-policy"] == '"default";q=10;slidewin-window-ms=500'
+    # a throttle tells its policy; its remaining quota is not a window count
+    mw = LimitMiddleware(ok_app, Limiter(qps=5, behavior="throttle"), headers=True)
+    c = run(request(mw))
+    assert c.headers["ratelimit-policy"] == '"default";q=5;w=1' and "ratelimit" not in c.headers
+
+
+# ---- what is not limited ---------------------------------------------------------------------
+
+
+def test_lifespan_and_websocket_pass_through_untouched():
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((scope, receive, send))
+
+    lim = Limiter(qps=0)  # blocks every http request
+    mw = LimitMiddleware(app, lim)
+
+    async def r():
+        return {}
+
+    async def s(m):
+        pass
+
+    for kind in ("lifespan", "websocket"):
+        scope = {"type": kind}
+        run(mw(scope, r, s))
+        assert seen[-1][0] is scope and seen[-1][1] is r and seen[-1][2] is s
+    assert lim.metric.sum("block") == 0 and lim.metric.sum("pass") == 0
+
+
+def test_lifespan_messages_reach_the_app():
+    log = []
+
+    async def app(scope, receive, send):
+        assert scope["type"] == "lifespan"
+        while True:
+            m = await receive()
+            log.append(m["type"])
+            if m["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    msgs = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    out = []
+
+    async def receive():
+        return next(msgs)
+
+    async def send(m):
+        out.append(m["type"])
+
+    run(LimitMiddleware(app, Limiter(qps=0))({"type": "lifespan"}, receive, send))
+    assert log == ["lifespan.startup", "lifespan.shutdown"]
+    assert out == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_exempt_paths_and_predicate():
+    lim = Limiter(qps=0)
+    mw = LimitMiddleware(ok_app, lim, exempt=["/health", "/static/*"])
+
+    async def main():
+        return [(await request(mw, path=p)).status
+                for p in ("/health", "/static/a.css", "/healthz", "/static", "/")]
+
+    assert run(main()) == [200, 200, 429, 429, 429]
+    assert lim.metric.sum("block") == 3 and lim.metric.sum("pass") == 0
+    mw = LimitMiddleware(ok_app, lim, exempt=lambda scope: scope["method"] == "GET")
+    assert run(request(mw)).status == 200
+    mw = LimitMiddleware(ok_app, lim, exempt="/only")
+    assert run(request(mw, path="/only")).status == 200
+
+
+# ---- the admission is held until the response is finished ---------------------------------
+
+
+def streaming_app(gate):
+    """Sends a start and a first chunk, then waits for `gate` before the last chunk."""
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        await gate.wait()
+        await send({"type": "http.response.body", "body": b"b", "more_body": True})
+        await send({"type": "http.response.body", "body": b"c", "more_body": False})
+        return None
+
+    return app
+
+
+def test_streaming_holds_the_slot_until_the_last_chunk():
+    async def main():
+        lim = Limiter(concurrency=1)
+        gate = asyncio.Event()
+        mw = LimitMiddleware(streaming_app(gate), lim, headers=True)
+        first = Conn()
+        task = asyncio.ensure_future(mw(http_scope(), first.receive, first.send))
+        while len(first.sent) < 2:
+            await asyncio.sleep(0)
+        assert lim.in_flight == 1
+        second = await request(mw)
+        assert second.status == 503
+        gate.set()
+        await task
+        assert lim.in_flight == 0
+        # one start, every chunk as it came, headers added once
+        assert [m["type"] for m in first.sent] == ["http.response.start"] + [
+            "http.response.body"] * 3
+        assert first.body == b"abc"
+        assert [k for k, _ in first.sent[0]["headers"]].count(b"ratelimit-policy") == 1
+        third = await request(mw)
+        assert third.status == 200
+        assert lim.metric.sum("success") == 2 and lim.metric.sum("block") == 1
+
+    run(main())
+
+
+def test_released_after_the_last_chunk_even_if_the_app_goes_on():
+    """Work after the last chunk (Starlette's background tasks) does not hold the slot."""
+
+    async def main():
+        lim = Limiter(concurrency=1)
+        after = asyncio.Event()
+        seen = []
+
+        async def app(scope, receive, send):
+            await ok_app(scope, receive, send)
+            seen.append(lim.in_flight)
+            if len(seen) == 1:
+                await after.wait()
+                raise RuntimeError("background task failed")
+
+        mw = LimitMiddleware(app, lim)
+        conn = Conn()
+        task = asyncio.ensure_future(mw(http_scope(), conn.receive, conn.send))
+        while not seen:
+            await asyncio.sleep(0)
+        assert seen == [0]
+        assert (await request(mw)).status == 200  # the first one's slot is free
+        after.set()
+        with pytest.raises(RuntimeError):
+            await task
+        # the response was finished: counted a success, not the later exception
+        assert lim.metric.sum("success") == 2 and lim.metric.sum("exception") == 0
+
+    run(main())
+
+
+def test_released_on_client_disconnect():
+    async def main():
+        lim = Limiter(concurrency=1)
+
+        async def app(scope, receive, send):
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"a", "more_body": True})
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            # a streaming app notices the disconnect and stops without a last chunk
+
+        mw = LimitMiddleware(app, lim)
+        conn = Conn()
+        task = asyncio.ensure_future(mw(http_scope(), conn.receive, conn.send))
+        while len(conn.sent) < 2:
+            await asyncio.sleep(0)
+        assert lim.in_flight == 1
+        conn.disconnect()
+        await task
+        assert lim.in_flight == 0
+        # client gone: nothing counted (like a CancelledError in entry())
+        assert lim.metric.sum("success") == 0 and lim.metric.sum("exception") == 0
+
+    run(main())
+
+
+def test_released_when_send_fails():
+    async def main():
+        lim = Limiter(concurrency=1)
+        conn = Conn()
+
+        async def broken_send(message):
+            if message["type"] == "http.response.body":
+                raise OSError("connection reset")
+            await conn.send(message)
+
+        mw = LimitMiddleware(ok_app, lim)
+        with pytest.raises(OSError):
+            await mw(http_scope(), conn.receive, broken_send)
+        assert lim.in_flight == 0
+        assert lim.metric.sum("exception") == 0 and lim.metric.sum("success") == 0
+
+    run(main())
+
+
+def test_released_and_counted_on_app_exception():
+    async def boom(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise ValueError("boom")
+
+    lim = Limiter(concurrency=1)
+    mw = LimitMiddleware(boom, lim)
+    with pytest.raises(ValueError):
+        run(request(mw))
+    assert lim.in_flight == 0
+    assert lim.metric.sum("exception") == 1 and lim.metric.sum("success") == 0
+
+
+def test_cancelled_counts_nothing():
+    async def main():
+        lim = Limiter(concurrency=1)
+        mw = LimitMiddleware(streaming_app(asyncio.Event()), lim)
+        conn = Conn()
+        task = asyncio.ensure_future(mw(http_scope(), conn.receive, conn.send))
+        while len(conn.sent) < 2:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert lim.in_flight == 0
+        assert lim.metric.sum("exception") == 0 and lim.metric.sum("success") == 0
+
+    run(main())
+
+
+def test_app_returning_without_a_response_releases():
+    async def silent(scope, receive, send):
+        return None
+
+    lim = Limiter(concurrency=1)
+    run(request(LimitMiddleware(silent, lim)))
+    assert lim.in_flight == 0 and lim.metric.sum("success") == 1
+
+
+def test_qps_limiter_holds_in_flight_while_the_response_runs():
+    async def main():
+        lim = long_qps(10)
+        gate = asyncio.Event()
+        mw = LimitMiddleware(streaming_app(gate), lim)
+        conn = Conn()
+        task = asyncio.ensure_future(mw(http_scope(), conn.receive, conn.send))
+        while len(conn.sent) < 2:
+            await asyncio.sleep(0)
+        assert lim.stats().concurrency == 1  # as entry() shows calls in progress
+        gate.set()
+        await task
+        assert lim.stats().concurrency == 0
+
+    run(main())
+
+
+# ---- throttle -----------------------------------------------------------------------------------
+
+
+def test_throttle_waits_its_turn_without_blocking_the_loop():
+    async def main():
+        # 20 per second: 50 ms apart; 4 requests at once queue up to 150 ms
+        lim = Limiter(qps=20, behavior="throttle", max_queueing_ms=2000)
+        mw = LimitMiddleware(ok_app, lim)
+        ticks = 0
+        stop = False
+
+        async def ticker():
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        t = asyncio.ensure_future(ticker())
+        conns = await asyncio.gather(*(request(mw) for _ in range(4)))
+        stop = True
+        await t
+        return conns, ticks, lim
+
+    conns, ticks, lim = run(main())
+    assert [c.status for c in conns] == [200] * 4     # served late, with their own status
+    assert all("retry-after" not in c.headers for c in conns)
+    assert ticks >= 2                                 # the loop ran while they waited
+    assert lim.metric.sum("pass") == 4 and lim.in_flight == 0
+
+
+def test_throttle_beyond_max_queueing_is_429():
+    async def main():
+        lim = Limiter(qps=1, behavior="throttle", max_queueing_ms=100)
+        mw = LimitMiddleware(ok_app, lim)
+        return await request(mw), await request(mw)
+
+    a, b = run(main())
+    assert a.status == 200 and b.status == 429
+    assert 1 <= int(b.headers["retry-after"]) <= 1  # the next slot is < 1 s away
+
+
+# ---- shared= -------------------------------------------------------------------------------------
+
+
+def test_shared_limiter_counts_across_middlewares():
+    name = "swtest-asgi-%s" % uuid.uuid4().hex[:8]
+    try:
+        a = LimitMiddleware(ok_app, long_qps(3, shared=name))
+        b = LimitMiddleware(ok_app, long_qps(3, shared=name))  # another process would do this
+
+        async def main():
+            return [(await request(mw)).status for mw in (a, b, a, b, a)]
+
+        assert run(main()) == [200, 200, 200, 429, 429]
+    finally:
+        slidewin.unlink(name)
+
+
+# ---- keyed ---------------------------------------------------------------------------------------
+
+
+def test_keyed_default_key_is_the_peer():
+    per_ip = make_keyed(2 * 1000 / LONG, interval_ms=LONG, sample_count=1)
+    mw = LimitMiddleware(ok_app, per_ip)
+    forged = [(b"x-forwarded-for", b"1.1.1.%d" % i) for i in range(1)]
+
+    async def main():
+        out = []
+        for i in range(3):
+            out.append((await request(mw, client=("198.51.100.1", 1000 + i))).status)
+        for i in range(3):
+            hdrs = [(b"x-forwarded-for", b"9.9.9.%d" % i)] + forged
+            out.append((await request(mw, client=("198.51.100.2", 5), headers=hdrs)).status)
+        return out
+
+    assert run(main()) == [200, 200, 429, 200, 200, 429]
+
+
+def test_keyed_custom_key_and_none_passes():
+    per_user = make_keyed(1000 / LONG, interval_ms=LONG, sample_count=1)
+
+    def user(scope):
+        for k, v in scope["headers"]:
+            if k == b"x-user":
+                return v.decode()
+        return None  # anonymous requests are not limited
+
+    mw = LimitMiddleware(ok_app, per_user, key=user)
+
+    async def main():
+        u = [(b"x-user", b"alice")]
+        v = [(b"x-user", b"bob")]
+        return [(await request(mw, headers=h)).status for h in (u, u, v, (), (), v)]
+
+    assert run(main()) == [200, 429, 200, 200, 200, 429]
+
+
+def test_keyed_concurrency_503_and_release():
+    async def main():
+        per_ip = make_keyed(concurrency=1)
+        gate = asyncio.Event()
+        mw = LimitMiddleware(streaming_app(gate), per_ip)
+        conn = Conn()
+        task = asyncio.ensure_future(mw(http_scope(client=("10.0.0.1", 1)), conn.receive,
+                                        conn.send))
+        while len(conn.sent) < 2:
+            await asyncio.sleep(0)
+        busy = await request(mw, client=("10.0.0.1", 2))
+        other = asyncio.ensure_future(request(mw, client=("10.0.0.2", 3)))
+        await asyncio.sleep(0.01)
+        gate.set()
+        await task
+        other_conn = await other
+        again = await request(mw, client=("10.0.0.1", 4))
+        return busy.status, other_conn.status, again.status
+
+    assert run(main()) == (503, 200, 200)
+
+
+def test_keyed_throttle_waits():
+    async def main():
+        per_ip = make_keyed(20, behavior="throttle", max_queueing_ms=2000)
+        mw = LimitMiddleware(ok_app, per_ip)
+        return await asyncio.gather(*(request(mw) for _ in range(3)))
+
+    assert [c.status for c in run(main())] == [200] * 3
+
+
+def test_key_with_a_plain_limiter_is_an_error():
+    with pytest.raises(ValueError, match="key"):
+        LimitMiddleware(ok_app, Limiter(qps=1), key=lambda scope: "x")
