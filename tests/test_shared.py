@@ -375,3 +375,42 @@ def test_another_users_region_is_refused_even_if_writable(tmp_path):
     os.chmod(path, 0o666)
     with pytest.raises(PermissionError, match="belongs to uid 65534"):
         Limiter(qps=1, shared=str(path))
+
+
+def test_an_entry_inherited_across_fork_is_released_once(name):
+    lim = Limiter(concurrency=2, shared=name)
+    other = Limiter(concurrency=2, shared=name)
+    assert other.try_acquire()                  # someone else holds 1
+    r, w = os.pipe()
+    with lim.entry():                           # we hold 1: 2 in flight
+        pid = os.fork()                         # the child leaves the block too
+        if pid == 0:
+            os.close(r)
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert lim.in_flight == 1                   # the child counted, did not release
+    assert lim.try_acquire() and not lim.try_acquire()   # room for exactly one more
+    other.release()
+    lim.release()
+
+
+def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
+    path = str(tmp_path / "ns")
+    Limiter(qps=1, shared=path)
+    code = ("import slidewin,sys\n"
+            "try:\n"
+            "    slidewin.Limiter(qps=1, shared=sys.argv[1])\n"
+            "except OSError as e:\n"
+            "    print('refused:', e)\n")
+    try:
+        proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                               "-c", code, path], capture_output=True, text=True, timeout=60,
+                              cwd="/")
+    except FileNotFoundError:
+        skip_unless_ci("needs unshare (util-linux)")
+    if proc.returncode != 0 and "unshare" in proc.stderr:
+        skip_unless_ci("cannot make a PID namespace here: " + proc.stderr.strip()[:200])
+    assert proc.returncode == 0, proc.stderr
+    assert "refused:" in proc.stdout and "PID namespace" in proc.stdout, proc.stdout
