@@ -346,8 +346,11 @@ return conclude(v, t, wait, retry, false, 0, false)
 # ARGV[11..]: outcome (0 none, 1 success, 2 exception) rt_ms, then pairs lease_id k
 EXIT = PRELUDE + r"""
 local outcome, rt = tonumber(ARGV[11]), tonumber(ARGV[12])
-local t = clamp(now_ms)
-if outcome == 1 and not lean then
+local t = 0
+if outcome ~= 0 then t = clamp(now_ms) end  -- a bare release touches no window
+if outcome == 3 then
+  count('b', n, t)
+elseif outcome == 1 and not lean then
   add_sec('u', n, t)
   local i = refresh(t)
   set('r' .. i, num('r' .. i) + rt)
