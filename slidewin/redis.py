@@ -40,6 +40,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _redis_lua
@@ -297,13 +298,59 @@ def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
     return None
 
 
+_POOLS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
+
+
+def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
+    """A pool with the client's connection settings (host, port, timeouts, TLS, auth) and no
+    retries: redis-py 5+ retries a timed-out or failed call (and its connect) by default,
+    with backoff, which could apply a decision twice or hold a caller for seconds past its
+    timeout. Made at the first decision, one per client pool, shared by its limiters."""
+    with _POOLS_LOCK:
+        mine = _POOLS.get(pool)
+        if mine is None:
+            if is_async:
+                from redis.asyncio import ConnectionPool
+                from redis.asyncio.retry import Retry
+            else:
+                from redis import ConnectionPool
+                from redis.retry import Retry
+            from redis.backoff import NoBackoff
+
+            kw = dict(pool.connection_kwargs)
+            kw["retry"] = Retry(NoBackoff(), 0)
+            kw["retry_on_timeout"] = False
+            kw.pop("retry_on_error", None)
+            mine = ConnectionPool(connection_class=pool.connection_class,
+                                  max_connections=pool.max_connections, **kw)
+            _POOLS[pool] = mine
+            if not is_async:  # closed with the client's pool
+                weakref.finalize(pool, mine.disconnect)
+        return mine
+
+
+def _close_pools(client: Any, cluster: bool) -> None:
+    pools = []
+    if cluster:
+        for node in client.get_nodes():
+            if node.redis_connection is not None:
+                pools.append(node.redis_connection.connection_pool)
+    else:
+        pools.append(client.connection_pool)
+    for p in pools:
+        mine = _POOLS.get(p)
+        if mine is not None:
+            mine.disconnect()
+
+
 def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List[Any]) -> Any:
     if not cluster:
-        return _call_pool(client.connection_pool, script, key, args)
+        return _call_pool(_no_retry_pool(client.connection_pool), script, key, args)
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
-        pool = client.get_redis_connection(node).connection_pool
+        pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
         try:
             return _call_pool(pool, script, key, args, asking)
         except ResponseError as e:
@@ -349,7 +396,8 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
                       args: List[Any]) -> Any:
     if not cluster:
-        return await _async_call_pool(client.connection_pool, script, key, args)
+        return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
+                                      script, key, args)
     # redis.asyncio.cluster routes by the key and follows MOVED/ASK itself
     try:
         return await client.execute_command("EVALSHA", script.sha, 1, key, *args)
@@ -782,6 +830,11 @@ class RedisLimiter(_SyncOps):
         """Delete this limiter's state in Redis (every client starts fresh)."""
         self._client.delete(self.key)
 
+    def close(self) -> None:
+        """Close the connections slidewin opened for this client (its limiters share them;
+        they reconnect if used again). Also done when the client is collected."""
+        _close_pools(self._client, self._cluster)
+
 
 class AsyncRedisLimiter(_Base):
     """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
@@ -890,6 +943,13 @@ class AsyncRedisLimiter(_Base):
 
     async def reset(self) -> None:
         await self._client.delete(self.key)
+
+    async def aclose(self) -> None:
+        """Close the connections slidewin opened for this client (before its event loop
+        closes); its limiters reconnect if used again."""
+        mine = _POOLS.get(getattr(self._client, "connection_pool", None))
+        if mine is not None:
+            await mine.disconnect()
 
 
 def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any],

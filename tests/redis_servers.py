@@ -96,6 +96,9 @@ def r(redis_server):
     c.flushall()
     yield c
     c.close()
+    from slidewin.redis import _close_pools
+
+    _close_pools(c, False)
 
 
 @pytest.fixture

@@ -325,6 +325,7 @@ def test_async_twins(redis_server):
         assert [await per.try_acquire("x", now_ns=SHIFT) for _ in range(3)] == [True, True,
                                                                                   False]
         assert await per.try_acquire("y", now_ns=SHIFT)
+        await lim.aclose()
         await c.aclose()
 
     asyncio.run(main())
