@@ -27,17 +27,35 @@ def need_server():
         skip_unless_ci("redis-py is not installed (pip install 'slidewin[redis]')")
 
 
-def free_port():
+def _free(port):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(cluster=False):
+    """A free loopback port; for a cluster node also its bus port (+10000), so <= 55535."""
+    if not cluster:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    import random
+
+    for _ in range(200):
+        p = random.randint(20000, 55000)
+        if _free(p) and _free(p + 10000):
+            return p
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 class Server:
     """One redis-server; start() again on the same port after stop() (a restart)."""
 
     def __init__(self, *extra, port=None):
-        self.port = port or free_port()
+        self.port = port or free_port(cluster="--cluster-enabled" in extra)
         self.dir = tempfile.mkdtemp(prefix="slidewin-redis-")
         self.extra = list(extra)
         self.proc = None
