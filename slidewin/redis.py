@@ -1,0 +1,1210 @@
+"""One limit across hosts: slidewin's limiters with their state in Redis.
+
+    import redis
+    from slidewin.redis import RedisLimiter, RedisKeyedLimiter
+
+    r = redis.Redis(host="localhost", port=6379)        # or redis.RedisCluster(...)
+    lim = RedisLimiter(r, "api", qps=1000)              # client, name, then Limiter's arguments
+    per_user = RedisKeyedLimiter(r, "per-user", qps=10)
+
+``AsyncRedisLimiter`` / ``AsyncRedisKeyedLimiter`` take a ``redis.asyncio`` client; their
+methods are coroutines.
+
+- The same decisions as the in-process Limiter for the same ``now_ns``; here ``now_ns`` is
+  wall-clock time (ns since the epoch, as ``time.time_ns()``). Omitted, the Redis server's
+  clock (``TIME``) is used, so hosts with skewed clocks share one window.
+- Redis holds the counts and the controllers' state (one hash per limiter, one per key of a
+  keyed limiter); the settings belong to each client. A name used with another
+  ``interval_ms``/``sample_count`` raises ValueError at its first decision.
+- One round trip per decision: one Lua script per behavior, called with EVALSHA (on
+  NOSCRIPT the script is sent once with EVAL). Keys expire once idle.
+- ``on_error="allow"`` (default) | ``"deny"`` | ``"raise"``: what a decision gives when
+  Redis is unreachable, times out or answers nonsense; counted in ``.errors`` and logged at
+  most once a minute per limiter. A call that timed out is never retried (it may have
+  applied): the client's own retry settings are bypassed for decisions.
+- In-flight counts (concurrency limiters, and ``entry()`` on every limiter) are leases that
+  expire after ``lease_ms`` (default 60 s), so a crashed client's slots come back.
+- Constructing contacts no server; the first decision does.
+
+See docs/redis.md.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import inspect
+import logging
+import math
+import os
+import re
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import _redis_lua
+from ._core import BlockedError, Stats
+from ._limiter import Limiter, _check_timeout
+
+try:  # redis-py is an optional extra: pip install "slidewin[redis]"
+    import redis as _redis
+    from redis.exceptions import NoScriptError, RedisError, ResponseError
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _redis = None  # type: ignore[assignment]
+
+    class RedisError(Exception):  # type: ignore[no-redef]
+        pass
+
+    class NoScriptError(RedisError):  # type: ignore[no-redef]
+        pass
+
+    class ResponseError(RedisError):  # type: ignore[no-redef]
+        pass
+
+
+__all__ = [
+    "RedisLimiter",
+    "RedisKeyedLimiter",
+    "AsyncRedisLimiter",
+    "AsyncRedisKeyedLimiter",
+    "RedisReplyError",
+]
+
+log = logging.getLogger("slidewin.redis")
+
+# verdicts of the scripts (and of the C core)
+BLOCK, PASS, NEVER, LAYOUT = 0, 1, 2, 3
+# flags understood by the scripts
+F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 32, 64
+# EXIT outcomes
+_OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK = 0, 1, 2, 3
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._:/-]{1,200}\Z")
+_ON_ERROR = ("allow", "deny", "raise")
+_LOG_EVERY_S = 60.0
+
+
+class RedisReplyError(RedisError):  # type: ignore[misc,valid-type]
+    """Redis answered something a slidewin script never returns (a corrupted or foreign key,
+    a proxy in the way): handled like an unreachable server (``on_error``)."""
+
+
+class _Script:
+    __slots__ = ("source", "sha")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+_SCRIPTS = {
+    "reject": _Script(_redis_lua.REJECT),
+    "concurrency": _Script(_redis_lua.CONCURRENCY),
+    "warm_up": _Script(_redis_lua.WARM_UP),
+    "throttle": _Script(_redis_lua.THROTTLE),
+    "exit": _Script(_redis_lua.EXIT),
+    "stats": _Script(_redis_lua.STATS),
+}
+
+
+def _fmt(x: float) -> str:
+    """A double for Lua's tonumber: repr round-trips exactly (strtod is correctly rounded)."""
+    if isinstance(x, int):
+        return str(x)
+    return repr(float(x))
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError("name must be a str, not %s" % type(name).__name__)
+    if not _NAME_RE.match(name):
+        raise ValueError(
+            "name must match [A-Za-z0-9._:/-]{1,200} (no braces: the name is the key's "
+            "Redis Cluster hash tag), got %r" % (name,)
+        )
+    return name
+
+
+def _check_n(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError("n must be an int, not %s" % type(n).__name__)
+    if n < 1:
+        raise ValueError("n must be >= 1, got %d" % n)
+    return n
+
+
+def _time_args(now_ns: Any) -> Tuple[str, str]:
+    if now_ns is None:
+        return "", ""
+    if isinstance(now_ns, bool) or not isinstance(now_ns, int):
+        raise TypeError("now_ns must be an int (ns since the epoch), not %s"
+                        % type(now_ns).__name__)
+    if now_ns < 0:
+        raise ValueError("now_ns must be >= 0, got %d" % now_ns)
+    if now_ns >= 2**62:
+        raise ValueError("now_ns must be below 2**62, got %d" % now_ns)
+    return str(now_ns // 1_000_000), str(now_ns % 1_000_000)
+
+
+def _is_cluster(client: Any) -> bool:
+    if _redis is None:
+        return False
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        return True
+    try:
+        from redis.asyncio.cluster import RedisCluster as ARedisCluster
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(client, ARedisCluster)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+class _Config:
+    """One client's settings: validated by the C core's own check (a private Limiter with
+    the same arguments), then turned into the script's arguments."""
+
+    def __init__(self, qps: Any, kw: Dict[str, Any], lease_ms: int) -> None:
+        tmpl = Limiter(qps, **kw)  # raises the core's TypeError / ValueError
+        self.template = tmpl
+        self.qps = tmpl.qps
+        self.concurrency = tmpl.concurrency
+        self.behavior = tmpl.behavior
+        self.interval_ms = iv = tmpl.interval_ms
+        self.sample_count = sc = tmpl.sample_count
+        self.max_queueing_ms = tmpl.max_queueing_ms
+        self.occupy_timeout_ms = tmpl.occupy_timeout_ms
+        self.warm_up_s = tmpl.warm_up_s
+        self.cold_factor = tmpl.cold_factor
+        self.layout = "%d/%d" % (iv, sc)
+        self.lease_ms = lease_ms
+        ttl = iv + 1000
+        if self.concurrency is not None:
+            c = self.concurrency
+            self.limit = float(c)
+            self.script = _SCRIPTS["concurrency"]
+            self.params = [_fmt(c)]
+            self.never_n = c  # n above it can never pass
+        else:
+            q = float(self.qps)
+            L = q if iv == 1000 else q * (iv / 1000.0)  # the core's window_limit
+            self.limit = L
+            b = self.behavior
+            warm: List[str] = []
+            if b in ("warm_up", "warm_up_throttle") and q > 0:
+                W, cf = float(self.warm_up_s), float(self.cold_factor)
+                warning = math.floor(math.floor(W * q) / (cf - 1.0))
+                max_token = warning + math.floor(2.0 * W * q / (1.0 + cf))
+                ramp = 1 if max_token > warning else 0
+                slope = (cf - 1.0) / q / float(max_token - warning) if ramp else 0.0
+                cold_pass = math.floor(math.floor(q) / cf)
+                per_window = 1000.0 / iv
+                min_rate = q if q < per_window else per_window
+                warm = [str(warning), str(max_token), str(ramp), _fmt(slope),
+                        str(cold_pass), _fmt(min_rate)]
+                # idle long enough, the tokens are full again (cold): as a fresh key
+                refill_ms = math.ceil((max_token + 1) * 1000.0 / q) + 2000
+                payback_ms = math.ceil(L * 1000.0 / min_rate)
+                ttl += min(refill_ms + payback_ms, 2**40)
+            elif b in ("warm_up", "warm_up_throttle"):
+                warm = ["0", "0", "0", "0", "0", "0"]
+            if b == "reject":
+                self.script = _SCRIPTS["reject"]
+                self.params = [_fmt(L), str(self.occupy_timeout_ms)]
+            elif b == "warm_up":
+                self.script = _SCRIPTS["warm_up"]
+                self.params = [_fmt(q), _fmt(L)] + warm
+            else:
+                self.script = _SCRIPTS["throttle"]
+                maxq = self.max_queueing_ms * 1_000_000
+                self.params = [_fmt(q), str(maxq), "1" if b == "warm_up_throttle" else "0"]
+                self.params += warm
+                ttl += self.max_queueing_ms
+            self.never_n = L if b in ("reject", "warm_up") else None
+        self.ttl_ms = ttl
+        self.is_throttle = self.behavior in ("throttle", "warm_up_throttle")
+        self.minute = self.behavior in ("warm_up", "warm_up_throttle")
+
+    def can_never_pass(self, n: int) -> bool:
+        if self.concurrency is not None:
+            return n > self.concurrency
+        if self.qps == 0:
+            return True
+        return self.never_n is not None and n > self.never_n
+
+    def describe(self) -> str:
+        if self.concurrency is not None:
+            return "concurrency=%d" % self.concurrency
+        return "qps=%r, behavior=%r" % (self.qps, self.behavior)
+
+
+# -- transport: one round trip, never retried after it may have applied --------------------
+
+
+def _get_conn(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py < 5 requires a command name
+        return pool.get_connection("EVALSHA")
+
+
+def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool) -> Any:
+    try:
+        if asking:
+            conn.send_command("ASKING")
+            conn.read_response()
+        conn.send_command("EVALSHA", script.sha, 1, key, *args)
+        return conn.read_response()
+    except NoScriptError:
+        # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
+        # the source once, which also caches it again. Nothing ran, so this is no retry.
+        if asking:
+            conn.send_command("ASKING")
+            conn.read_response()
+        conn.send_command("EVAL", script.source, 1, key, *args)
+        return conn.read_response()
+
+
+def _call_pool(pool: Any, script: _Script, key: Any, args: List[Any], asking: bool = False) -> Any:
+    conn = _get_conn(pool)
+    try:
+        return _send(conn, script, key, args, asking)
+    except ResponseError:
+        raise
+    except BaseException:
+        # a timeout or a broken connection: the reply may still come, so this connection
+        # is out of step; it is closed, never reused, and the call is not repeated
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
+    """('MOVED'|'ASK', host, port) for a cluster redirection, else None."""
+    kind = type(err).__name__
+    text = str(err)
+    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", text)
+    if m:
+        return m.group(1), m.group(3), int(m.group(4))
+    host = getattr(err, "host", None)
+    port = getattr(err, "port", None)
+    if host is not None and port is not None and kind in ("MovedError", "AskError"):
+        return ("MOVED" if kind == "MovedError" else "ASK"), host, int(port)
+    return None
+
+
+_POOLS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_POOLS_LOCK = threading.Lock()
+
+
+def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
+    """A pool with the client's connection settings (host, port, timeouts, TLS, auth) and no
+    retries: redis-py 5+ retries a timed-out or failed call (and its connect) by default,
+    with backoff, which could apply a decision twice or hold a caller for seconds past its
+    timeout. Made at the first decision, one per client pool, shared by its limiters."""
+    with _POOLS_LOCK:
+        mine = _POOLS.get(pool)
+        if mine is None:
+            if is_async:
+                from redis.asyncio import ConnectionPool
+                from redis.asyncio.retry import Retry
+            else:
+                from redis import ConnectionPool
+                from redis.retry import Retry
+            from redis.backoff import NoBackoff
+
+            kw = dict(pool.connection_kwargs)
+            kw["retry"] = Retry(NoBackoff(), 0)
+            kw["retry_on_timeout"] = False
+            kw.pop("retry_on_error", None)
+            mine = ConnectionPool(connection_class=pool.connection_class,
+                                  max_connections=pool.max_connections, **kw)
+            _POOLS[pool] = mine
+            if not is_async:  # closed with the client's pool
+                weakref.finalize(pool, mine.disconnect)
+        return mine
+
+
+def _close_pools(client: Any, cluster: bool) -> None:
+    pools = []
+    if cluster:
+        for node in client.get_nodes():
+            if node.redis_connection is not None:
+                pools.append(node.redis_connection.connection_pool)
+    else:
+        pools.append(client.connection_pool)
+    for p in pools:
+        mine = _POOLS.get(p)
+        if mine is not None:
+            mine.disconnect()
+
+
+def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List[Any]) -> Any:
+    if not cluster:
+        return _call_pool(_no_retry_pool(client.connection_pool), script, key, args)
+    node = client.get_node_from_key(key)
+    asking = False
+    for _ in range(3):
+        pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
+        try:
+            return _call_pool(pool, script, key, args, asking)
+        except ResponseError as e:
+            r = _redirect(e)
+            if r is None:
+                raise
+            # MOVED / ASK: the command did not run there; the cluster client's own slot
+            # table is refreshed (MOVED) or the one-shot target asked (ASK)
+            kind, host, port = r
+            if kind == "MOVED":
+                client.nodes_manager.initialize()
+                node = client.get_node_from_key(key)
+                asking = False
+            else:
+                node = client.get_node(host=host, port=port)
+                if node is None:
+                    client.nodes_manager.initialize()
+                    node = client.get_node(host=host, port=port)
+                    if node is None:
+                        raise
+                asking = True
+    raise RedisReplyError("too many cluster redirections for key %r" % (key,))
+
+
+async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]) -> Any:
+    conn = await pool.get_connection()
+    try:
+        try:
+            await conn.send_command("EVALSHA", script.sha, 1, key, *args)
+            return await conn.read_response()
+        except NoScriptError:
+            await conn.send_command("EVAL", script.source, 1, key, *args)
+            return await conn.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
+        await conn.disconnect()
+        raise
+    finally:
+        await pool.release(conn)
+
+
+async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
+                      args: List[Any]) -> Any:
+    if not cluster:
+        return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
+                                      script, key, args)
+    # redis.asyncio.cluster routes by the key and follows MOVED/ASK itself
+    try:
+        return await client.execute_command("EVALSHA", script.sha, 1, key, *args)
+    except NoScriptError:
+        return await client.execute_command("EVAL", script.source, 1, key, *args)
+
+
+# -- replies -------------------------------------------------------------------------------
+
+
+def _text(x: Any) -> str:
+    if isinstance(x, bytes):
+        return x.decode("utf-8", "replace")
+    return str(x)
+
+
+class _Base:
+    """What the sync and async types share: settings, arguments, replies, on_error."""
+
+    _kind = "RedisLimiter"
+    _is_async = False
+
+    def _setup(self, client: Any, name: Any, qps: Any, kw: Dict[str, Any], on_error: Any,
+               lease_ms: Any, on_block: Any) -> None:
+        if client is None:
+            raise TypeError("client must be a redis-py client, not None")
+        self._name = _check_name(name)
+        if on_error not in _ON_ERROR:
+            raise ValueError("on_error must be one of 'allow', 'deny', 'raise', got %r"
+                             % (on_error,))
+        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int):
+            raise TypeError("lease_ms must be an int, not %s" % type(lease_ms).__name__)
+        if not 1 <= lease_ms <= 2**40:
+            raise ValueError("lease_ms must be in [1, 2**40] ms, got %d" % lease_ms)
+        if on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        self._cfg = _Config(qps, kw, lease_ms)
+        self._client = client
+        self._cluster = _is_cluster(client)
+        self._on_error = on_error
+        self._on_block = on_block
+        self._lock = threading.Lock()
+        self._lease = os.urandom(8).hex()  # this client's lease for try_acquire/reserve
+        self.errors = 0          # decisions that could not reach Redis
+        self.errors_allowed = 0  # ... of which on_error admitted
+        self.errors_denied = 0   # ... of which on_error refused
+        self._last_log = -math.inf
+
+    # settings, read-only
+    name = property(lambda self: self._name)
+    qps = property(lambda self: self._cfg.qps)
+    concurrency = property(lambda self: self._cfg.concurrency)
+    behavior = property(lambda self: self._cfg.behavior)
+    interval_ms = property(lambda self: self._cfg.interval_ms)
+    sample_count = property(lambda self: self._cfg.sample_count)
+    max_queueing_ms = property(lambda self: self._cfg.max_queueing_ms)
+    occupy_timeout_ms = property(lambda self: self._cfg.occupy_timeout_ms)
+    warm_up_s = property(lambda self: self._cfg.warm_up_s)
+    cold_factor = property(lambda self: self._cfg.cold_factor)
+    lease_ms = property(lambda self: self._cfg.lease_ms)
+    on_error = property(lambda self: self._on_error)
+    client = property(lambda self: self._client)
+
+    def __repr__(self) -> str:
+        return "%s(%r, %s, on_error=%r)" % (type(self).__name__, self._name,
+                                             self._cfg.describe(), self._on_error)
+
+    def _args(self, cfg: _Config, n: int, flags: int, now_ns: Any, lease: str) -> List[Any]:
+        ms, sub = _time_args(now_ns)
+        if self._lean:
+            flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
+        return [ms, sub, str(n), str(flags), cfg.layout, str(cfg.ttl_ms),
+                str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
+
+    _lean = False
+
+    def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
+        if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
+            stored = _text(reply[1])
+            raise ValueError(
+                "the Redis limiter %r holds interval_ms/sample_count %s, this client asks "
+                "for interval_ms=%d, sample_count=%d: use the same layout on every client, "
+                "another name, or delete the key once no client uses it"
+                % (self._name, stored, cfg.interval_ms, cfg.sample_count)
+            )
+        if (
+            not isinstance(reply, list)
+            or len(reply) != 3
+            or not all(type(x) is int for x in reply)
+            or reply[0] not in (BLOCK, PASS, NEVER)
+            or reply[1] < 0
+            or reply[2] < -1
+        ):
+            raise RedisReplyError("unexpected reply from Redis for %r: %.200r"
+                                  % (self._name, reply))
+        return reply[0], reply[1], reply[2]
+
+    def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
+        """on_error: the decision when Redis could not decide."""
+        with self._lock:
+            self.errors += 1
+            now = time.monotonic()
+            quiet = now - self._last_log < _LOG_EVERY_S
+            if not quiet:
+                self._last_log = now
+        if not quiet:
+            log.warning("slidewin.redis: %r could not reach Redis (%s: %s); on_error=%r "
+                        "(logged at most once a minute; %d errors so far)", self._name,
+                        type(err).__name__, err, self._on_error, self.errors)
+        if self._on_error == "raise":
+            raise err
+        if self._on_error == "allow":
+            with self._lock:
+                self.errors_allowed += 1
+            return PASS, 0, -1
+        with self._lock:
+            self.errors_denied += 1
+        return BLOCK, 0, -1
+
+    def _blocked(self, n: int, verdict: int, retry_ns: int) -> BlockedError:
+        retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
+        return BlockedError(
+            "%s %r (%s) refused a request of %d" % (type(self).__name__, self._name,
+                                                    self._cfg.describe(), n),
+            retry_after=retry,
+            limiter=self,
+        )
+
+    @staticmethod
+    def _stats(reply: Any, cfg: _Config, name: str) -> Stats:
+        if (not isinstance(reply, list) or len(reply) != 9
+                or not all(type(x) is int and x >= 0 for x in reply)):
+            if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
+                raise ValueError("the Redis limiter %r holds interval_ms/sample_count %s, this "
+                                 "client asks for %s" % (name, _text(reply[1]), cfg.layout))
+            raise RedisReplyError("unexpected stats reply from Redis for %r: %.200r"
+                                  % (name, reply))
+        p, b, x, u, rt, o, m, inflight, waiting = reply
+        sec = cfg.interval_ms / 1000.0
+        return Stats((p / sec, b / sec, u / sec, x / sec, rt / u if u else 0.0, float(m),
+                      inflight, waiting, o / sec))
+
+
+def _elapsed_ms(t0: float) -> int:
+    return max(0, int((time.monotonic() - t0) * 1000))
+
+
+def _outcome(exc_type: Any) -> int:
+    if exc_type is None:
+        return _OUT_SUCCESS
+    if issubclass(exc_type, Exception):
+        return _OUT_EXCEPTION
+    return _OUT_NONE
+
+
+# -- sync ----------------------------------------------------------------------------------
+
+
+class _SyncOps(_Base):
+    def _run(self, script: _Script, key: Any, args: List[Any]) -> Any:
+        return _sync_call(self._client, self._cluster, script, key, args)
+
+    def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
+                   lease: str) -> Tuple[int, int, int]:
+        args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
+        try:
+            reply = self._run(cfg.script, key, args)
+            return self._parse(reply, cfg)
+        except (RedisError, OSError) as e:
+            return self._failed(e, flags)
+
+    def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                 leases: List[Tuple[str, int]], quiet: bool = True) -> None:
+        args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
+        for lid, k in leases:
+            args += [lid, str(k)]
+        try:
+            self._run(_SCRIPTS["exit"], key, args)
+        except (RedisError, OSError) as e:
+            if not quiet:
+                raise
+            # the lease expires on its own (lease_ms); the outcome is lost: counted
+            with self._lock:
+                self.errors += 1
+            log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
+                    flags: int, lease: str) -> int:
+        """The shared loop of acquire() and entry(): returns the wait slept (ns)."""
+        if timeout is None:
+            verdict, wait_ns, retry_ns = self._decide_on(key, cfg, n, flags | F_RETRY, None,
+                                                         lease)
+            if verdict != PASS:
+                raise self._blocked(n, verdict, retry_ns)
+        else:
+            deadline = time.monotonic() + timeout
+            step = 0.001
+            while True:
+                verdict, wait_ns, retry_ns = self._decide_on(
+                    key, cfg, n, flags | F_NO_BLOCK | F_RETRY, None, lease)
+                if verdict == PASS:
+                    break
+                now = time.monotonic()
+                if verdict == NEVER or now >= deadline:
+                    self._exit_on(key, cfg, n, _OUT_BLOCK, 0, [])
+                    raise self._blocked(n, verdict, retry_ns)
+                if retry_ns > 0:
+                    sleep = retry_ns / 1e9
+                else:  # concurrency / warm-up: poll, backing off to 50 ms
+                    sleep, step = step, min(step * 2, 0.05)
+                time.sleep(max(0.0, min(sleep, deadline - now)))
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+        return wait_ns
+
+
+class _SyncEntry:
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held")
+
+    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
+        self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._lease = os.urandom(8).hex()
+        self._held = False
+
+    def __enter__(self) -> "_SyncEntry":
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._held:
+            self._held = False
+            self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
+                               _elapsed_ms(self._t0), [(self._lease, self.n)])
+        return False
+
+
+class _AsyncEntry:
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held")
+
+    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
+        self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._lease = os.urandom(8).hex()
+        self._held = False
+
+    async def __aenter__(self) -> "_AsyncEntry":
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        await self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._held:
+            self._held = False
+            await self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
+                                     _elapsed_ms(self._t0), [(self._lease, self.n)])
+        return False
+
+
+class _Held:
+    """The in-flight count this client holds on its own lease (try_acquire/reserve of a
+    concurrency limiter), per Redis key."""
+
+    def __init__(self) -> None:
+        self.counts: Dict[Any, int] = {}
+
+    def add(self, key: Any, n: int) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def take(self, key: Any, n: int, what: str) -> None:
+        have = self.counts.get(key, 0)
+        if n > have:
+            raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
+                             % (n, what, have))
+        if have == n:
+            del self.counts[key]
+        else:
+            self.counts[key] = have - n
+
+
+def _decorate(lim: Any, entry: Callable[..., Any], func: Any, handler: Any,
+              is_async: bool) -> Any:
+    if not callable(func):
+        raise TypeError("a limiter decorates a callable, not %s" % type(func).__name__)
+    if handler is not None and not callable(handler):
+        raise TypeError("on_block must be callable, not %s" % type(handler).__name__)
+    if inspect.iscoroutinefunction(func):
+        if not is_async:
+            raise TypeError("%s decorates sync functions; use its async twin for the "
+                            "coroutine function %r" % (type(lim).__name__, func))
+
+        @functools.wraps(func)
+        async def awrapper(*args: Any, **kwargs: Any) -> Any:
+            e = entry(args, kwargs)
+            try:
+                await e.__aenter__()
+            except BlockedError as exc:
+                if handler is None:
+                    raise
+                result = handler(exc, *args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+            try:
+                result = await func(*args, **kwargs)
+            except BaseException as exc:
+                await e.__aexit__(type(exc), exc, None)
+                raise
+            await e.__aexit__(None, None, None)
+            return result
+
+        awrapper.limiter = lim  # type: ignore[attr-defined]
+        return awrapper
+    if is_async:
+        raise TypeError("%s decorates coroutine functions (its decisions are awaited); use "
+                        "the sync type for %r" % (type(lim).__name__, func))
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        e = entry(args, kwargs)
+        try:
+            e.__enter__()
+        except BlockedError as exc:
+            if handler is None:
+                raise
+            return handler(exc, *args, **kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            e.__exit__(type(exc), exc, None)
+            raise
+        e.__exit__(None, None, None)
+        return result
+
+    wrapper.limiter = lim  # type: ignore[attr-defined]
+    return wrapper
+
+
+_MISSING: Any = object()
+
+
+class RedisLimiter(_SyncOps):
+    """Limiter's surface with its state in Redis (a sync redis-py client).
+
+    RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
+                 warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
+                 interval_ms=1000, sample_count=2, on_error="allow", lease_ms=60000,
+                 on_block=None)
+    """
+
+    def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                 concurrency: Optional[int] = None, behavior: str = "reject",
+                 warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
+                 occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                 on_error: str = "allow", lease_ms: int = 60_000,
+                 on_block: Optional[Callable[..., Any]] = None) -> None:
+        kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+                  cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
+                  occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
+                  sample_count=sample_count)
+        self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
+        self.key = "slidewin:{%s}" % self._name
+        self._held = _Held()
+
+    def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
+        n = _check_n(n)
+        v, _, _ = self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, self._lease)
+        if v == PASS and self._cfg.concurrency is not None:
+            with self._lock:
+                self._held.add(None, n)
+        return v == PASS
+
+    def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
+                prioritized: bool = False) -> Optional[int]:
+        """The wait in ns (0 = go now), already counted as admitted; None = blocked."""
+        n = _check_n(n)
+        flags = F_PRIO if prioritized else 0
+        v, wait, _ = self._decide_on(self.key, self._cfg, n, flags, now_ns, self._lease)
+        if v != PASS:
+            return None
+        if self._cfg.concurrency is not None:
+            with self._lock:
+                self._held.add(None, n)
+        return wait
+
+    def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
+        """One decision, sleeping its wait; with a timeout, retry until admitted or the
+        timeout passed. Raises BlockedError."""
+        n = _check_n(n)
+        timeout = _check_timeout(timeout)
+        if timeout is not None and self._cfg.can_never_pass(n):
+            timeout = 0.0
+        self._acquire_on(self.key, self._cfg, n, timeout, 0, self._lease)
+        if self._cfg.concurrency is not None:
+            with self._lock:
+                self._held.add(None, n)
+
+    def release(self, n: int = 1) -> None:
+        """Give back n of what this client holds (try_acquire/reserve/acquire of a
+        concurrency limiter)."""
+        n = _check_n(n)
+        with self._lock:
+            self._held.take(None, n, repr(self._name))
+        self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, [(self._lease, n)])
+
+    def entry(self, n: int = 1) -> _SyncEntry:
+        """``with lim.entry(): ...``: acquire, then on exit record SUCCESS (and RT) or
+        EXCEPTION and give back the in-flight lease."""
+        return _SyncEntry(self, self.key, self._cfg, _check_n(n))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block)
+        handler = self._on_block if on_block is _MISSING else on_block
+        return _decorate(self, lambda a, k: self.entry(), func, handler, False)
+
+    def stats(self, now_ns: Optional[int] = None) -> Stats:
+        """The window's rates in Redis (all clients together). Errors propagate."""
+        args = self._args(self._cfg, 1, 0, now_ns, "")
+        return self._stats(self._run(_SCRIPTS["stats"], self.key, args), self._cfg,
+                           self._name)
+
+    def reset(self) -> None:
+        """Delete this limiter's state in Redis (every client starts fresh)."""
+        self._client.delete(self.key)
+
+    def close(self) -> None:
+        """Close the connections slidewin opened for this client (its limiters share them;
+        they reconnect if used again). Also done when the client is collected."""
+        _close_pools(self._client, self._cluster)
+
+
+class AsyncRedisLimiter(_Base):
+    """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
+
+    _is_async = True
+
+    async def _run(self, script: _Script, key: Any, args: List[Any]) -> Any:
+        return await _async_call(self._client, self._cluster, script, key, args)
+
+    async def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
+                         lease: str) -> Tuple[int, int, int]:
+        args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
+        try:
+            reply = await self._run(cfg.script, key, args)
+            return self._parse(reply, cfg)
+        except (RedisError, OSError, asyncio.TimeoutError) as e:
+            return self._failed(e, flags)
+
+    async def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                       leases: List[Tuple[str, int]]) -> None:
+        args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
+        for lid, k in leases:
+            args += [lid, str(k)]
+        try:
+            await self._run(_SCRIPTS["exit"], key, args)
+        except (RedisError, OSError, asyncio.TimeoutError) as e:
+            with self._lock:
+                self.errors += 1
+            log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    async def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
+                          flags: int, lease: str) -> int:
+        if timeout is None:
+            verdict, wait_ns, retry_ns = await self._decide_on(key, cfg, n, flags | F_RETRY,
+                                                               None, lease)
+            if verdict != PASS:
+                raise self._blocked(n, verdict, retry_ns)
+        else:
+            deadline = time.monotonic() + timeout
+            step = 0.001
+            while True:
+                verdict, wait_ns, retry_ns = await self._decide_on(
+                    key, cfg, n, flags | F_NO_BLOCK | F_RETRY, None, lease)
+                if verdict == PASS:
+                    break
+                now = time.monotonic()
+                if verdict == NEVER or now >= deadline:
+                    await self._exit_on(key, cfg, n, _OUT_BLOCK, 0, [])
+                    raise self._blocked(n, verdict, retry_ns)
+                if retry_ns > 0:
+                    sleep = retry_ns / 1e9
+                else:
+                    sleep, step = step, min(step * 2, 0.05)
+                await asyncio.sleep(max(0.0, min(sleep, deadline - now)))
+        if wait_ns > 0:
+            await asyncio.sleep(wait_ns / 1e9)
+        return wait_ns
+
+    async def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        n = _check_n(n)
+        v, _, _ = await self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, self._lease)
+        if v == PASS and self._cfg.concurrency is not None:
+            self._held.add(None, n)
+        return v == PASS
+
+    async def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
+                      prioritized: bool = False) -> Optional[int]:
+        n = _check_n(n)
+        flags = F_PRIO if prioritized else 0
+        v, wait, _ = await self._decide_on(self.key, self._cfg, n, flags, now_ns, self._lease)
+        if v != PASS:
+            return None
+        if self._cfg.concurrency is not None:
+            self._held.add(None, n)
+        return wait
+
+    async def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
+        n = _check_n(n)
+        timeout = _check_timeout(timeout)
+        if timeout is not None and self._cfg.can_never_pass(n):
+            timeout = 0.0
+        await self._acquire_on(self.key, self._cfg, n, timeout, 0, self._lease)
+        if self._cfg.concurrency is not None:
+            self._held.add(None, n)
+
+    acquire_async = acquire
+
+    async def release(self, n: int = 1) -> None:
+        n = _check_n(n)
+        self._held.take(None, n, repr(self._name))
+        await self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, [(self._lease, n)])
+
+    def entry(self, n: int = 1) -> _AsyncEntry:
+        return _AsyncEntry(self, self.key, self._cfg, _check_n(n))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block)
+        handler = self._on_block if on_block is _MISSING else on_block
+        return _decorate(self, lambda a, k: self.entry(), func, handler, True)
+
+    async def stats(self, now_ns: Optional[int] = None) -> Stats:
+        args = self._args(self._cfg, 1, 0, now_ns, "")
+        return self._stats(await self._run(_SCRIPTS["stats"], self.key, args), self._cfg,
+                           self._name)
+
+    async def reset(self) -> None:
+        await self._client.delete(self.key)
+
+    async def aclose(self) -> None:
+        """Close the connections slidewin opened for this client (before its event loop
+        closes); its limiters reconnect if used again."""
+        mine = _POOLS.get(getattr(self._client, "connection_pool", None))
+        if mine is not None:
+            await mine.disconnect()
+
+
+def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any],
+                  on_error: str, lease_ms: int, on_block: Any) -> None:
+    self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
+    self.key = "slidewin:{%s}" % self._name
+    self._held = _Held()
+
+
+def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                  concurrency: Optional[int] = None, behavior: str = "reject",
+                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
+                  occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                  on_error: str = "allow", lease_ms: int = 60_000,
+                  on_block: Optional[Callable[..., Any]] = None) -> None:
+    kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+              cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
+              occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
+              sample_count=sample_count)
+    _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block)
+
+
+AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign]
+
+
+# -- per key ---------------------------------------------------------------------------------
+
+
+def _encode_key(key: Any) -> bytes:
+    """Type-tagged, so "1", b"1" and 1 are different keys (as KeyedLimiter)."""
+    if isinstance(key, str):
+        return b"s" + key.encode("utf-8", "surrogatepass")
+    if isinstance(key, bytes):
+        return b"b" + key
+    if isinstance(key, int) and not isinstance(key, bool):
+        return b"i" + str(key).encode()
+    raise TypeError("a key must be str, bytes or int, not %s" % type(key).__name__)
+
+
+class _KeyedMixin:
+    """Per-key state: one hash per key, each with its own hash tag (keys spread over a
+    cluster's nodes); only what admission needs is stored per key (PASS counts, the pacing
+    time, warm-up tokens, leases). BLOCK, SUCCESS, EXCEPTION and RT of a keyed limiter are
+    counted by this client in ``local_totals()``, not in Redis."""
+
+    _lean = True
+
+    def _keyed_setup(self, overrides: Any) -> None:
+        self._prefix = b"slidewin:k:{" + self._name.encode() + b":"
+        self._kw = dict(concurrency=self._cfg.concurrency, behavior=self._cfg.behavior,
+                        warm_up_s=self._cfg.warm_up_s, cold_factor=self._cfg.cold_factor,
+                        max_queueing_ms=self._cfg.max_queueing_ms,
+                        occupy_timeout_ms=self._cfg.occupy_timeout_ms,
+                        interval_ms=self._cfg.interval_ms, sample_count=self._cfg.sample_count)
+        self._overrides: Dict[bytes, _Config] = {}
+        self._override_values: Dict[Any, Any] = {}
+        self._held = _Held()
+        self._totals = {"pass": 0, "block": 0}
+        if overrides:
+            self.overrides = overrides
+
+    def _rkey(self, key: Any) -> bytes:
+        return self._prefix + _encode_key(key) + b"}"
+
+    def _cfg_of(self, enc: bytes) -> _Config:
+        return self._overrides.get(enc, self._cfg)
+
+    @property
+    def overrides(self) -> Dict[Any, Any]:
+        """Per-key thresholds (qps, or concurrency for a concurrency limiter)."""
+        return dict(self._override_values)
+
+    @overrides.setter
+    def overrides(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            raise TypeError("overrides must be a dict {key: threshold}, not %s"
+                            % type(value).__name__)
+        cfgs: Dict[bytes, _Config] = {}
+        for k, v in value.items():
+            enc = _encode_key(k)
+            kw = dict(self._kw)
+            if self._cfg.concurrency is not None:
+                kw["concurrency"] = v
+                cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
+            else:
+                cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+        self._overrides = cfgs
+        self._override_values = dict(value)
+
+    def _tally(self, v: int, n: int) -> None:
+        with self._lock:
+            if v == PASS:
+                self._totals["pass"] += n
+            else:
+                self._totals["block"] += n
+
+    def local_totals(self) -> Dict[str, int]:
+        """This client's admitted and refused requests over every key."""
+        with self._lock:
+            return dict(self._totals)
+
+
+class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
+    """KeyedLimiter's surface with one Redis hash per key (a sync redis-py client).
+
+    RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
+                      on_error="allow", lease_ms=60000, on_block=None)
+    """
+
+    _kind = "RedisKeyedLimiter"
+
+    def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                 concurrency: Optional[int] = None, behavior: str = "reject",
+                 warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
+                 occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                 overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
+                 lease_ms: int = 60_000, on_block: Optional[Callable[..., Any]] = None) -> None:
+        kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+                  cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
+                  occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
+                  sample_count=sample_count)
+        self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
+        self._keyed_setup(overrides)
+
+    def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
+        rk = self._rkey(key)
+        n = _check_n(n)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        v, wait, retry = self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
+        self._tally(v, n)
+        if v == PASS and cfg.concurrency is not None:
+            with self._lock:
+                self._held.add(rk, n)
+        return v, wait, retry
+
+    def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        return self._one(key, n, F_TRY, now_ns)[0] == PASS
+
+    def reserve(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]:
+        v, wait, _ = self._one(key, n, 0, now_ns)
+        return wait if v == PASS else None
+
+    def acquire(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> None:
+        rk = self._rkey(key)
+        n = _check_n(n)
+        timeout = _check_timeout(timeout)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        if timeout is not None and cfg.can_never_pass(n):
+            timeout = 0.0
+        try:
+            self._acquire_on(rk, cfg, n, timeout, 0, self._lease)
+        except BlockedError:
+            self._tally(BLOCK, n)
+            raise
+        self._tally(PASS, n)
+        if cfg.concurrency is not None:
+            with self._lock:
+                self._held.add(rk, n)
+
+    def release(self, key: Any, n: int = 1) -> None:
+        rk = self._rkey(key)
+        n = _check_n(n)
+        with self._lock:
+            self._held.take(rk, n, "key %r" % (key,))
+        self._exit_on(rk, self._cfg_of(rk[len(self._prefix):-1]), n, _OUT_NONE, 0,
+                      [(self._lease, n)])
+
+    def entry(self, key: Any, n: int = 1) -> _SyncEntry:
+        rk = self._rkey(key)
+        return _SyncEntry(self, rk, self._cfg_of(rk[len(self._prefix):-1]), _check_n(n))
+
+    def __call__(self, func: Any = None, *, key: Any = None, on_block: Any = _MISSING) -> Any:
+        """``@per_user(key=lambda request, *a, **k: request.client_ip)``"""
+        if func is None:
+            return lambda f: self.__call__(f, key=key, on_block=on_block)
+        if key is None or not callable(key):
+            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
+        handler = self._on_block if on_block is _MISSING else on_block
+        return _decorate(self, lambda a, k: self.entry(key(*a, **k)), func, handler,
+                         self._is_async)
+
+    def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:
+        """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
+        the outcomes of keys are counted by each client (``local_totals()``)."""
+        rk = self._rkey(key)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        args = self._args(cfg, 1, 0, now_ns, "")
+        return self._stats(self._run(_SCRIPTS["stats"], rk, args), cfg, self._name)
+
+    def reset(self, key: Any) -> None:
+        self._client.delete(self._rkey(key))
+
+
+class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
+    """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
+
+    _kind = "AsyncRedisKeyedLimiter"
+    __init__ = RedisKeyedLimiter.__init__  # type: ignore[assignment]
+
+    async def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
+        rk = self._rkey(key)
+        n = _check_n(n)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        v, wait, retry = await self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
+        self._tally(v, n)
+        if v == PASS and cfg.concurrency is not None:
+            self._held.add(rk, n)
+        return v, wait, retry
+
+    async def try_acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
+                          now_ns: Optional[int] = None) -> bool:
+        return (await self._one(key, n, F_TRY, now_ns))[0] == PASS
+
+    async def reserve(self, key: Any, n: int = 1, *,  # type: ignore[override]
+                      now_ns: Optional[int] = None) -> Optional[int]:
+        v, wait, _ = await self._one(key, n, 0, now_ns)
+        return wait if v == PASS else None
+
+    async def acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
+                      timeout: Optional[float] = None) -> None:
+        rk = self._rkey(key)
+        n = _check_n(n)
+        timeout = _check_timeout(timeout)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        if timeout is not None and cfg.can_never_pass(n):
+            timeout = 0.0
+        try:
+            await self._acquire_on(rk, cfg, n, timeout, 0, self._lease)
+        except BlockedError:
+            self._tally(BLOCK, n)
+            raise
+        self._tally(PASS, n)
+        if cfg.concurrency is not None:
+            self._held.add(rk, n)
+
+    acquire_async = acquire
+
+    async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
+        rk = self._rkey(key)
+        n = _check_n(n)
+        self._held.take(rk, n, "key %r" % (key,))
+        await self._exit_on(rk, self._cfg_of(rk[len(self._prefix):-1]), n, _OUT_NONE, 0,
+                            [(self._lease, n)])
+
+    def entry(self, key: Any, n: int = 1) -> _AsyncEntry:  # type: ignore[override]
+        rk = self._rkey(key)
+        return _AsyncEntry(self, rk, self._cfg_of(rk[len(self._prefix):-1]), _check_n(n))
+
+    __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
+
+    async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
+        rk = self._rkey(key)
+        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        args = self._args(cfg, 1, 0, now_ns, "")
+        return self._stats(await self._run(_SCRIPTS["stats"], rk, args), cfg, self._name)
+
+    async def reset(self, key: Any) -> None:  # type: ignore[override]
+        await self._client.delete(self._rkey(key))

@@ -1,0 +1,386 @@
+"""slidewin.redis against a real redis-server: the same decisions as the in-process
+Limiter (times shifted to the epoch by a whole number of windows), exact across processes,
+per-key independence, leases, layout checks, expiry, entries and the async twins."""
+
+import asyncio
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from slidewin import BlockedError, Limiter
+
+from redis_servers import need_server, own_server, r, redis_server  # noqa: F401 (fixtures)
+from refmodel import LimiterModel
+
+MS = 1_000_000
+S = 1_000_000_000
+# 1_699_999_200_000 ms: a whole number of hours (every window and whole second below)
+SHIFT = (1_700_000_000_000 // 3_600_000) * 3_600_000 * MS
+
+CONFIGS = [
+    dict(qps=5),
+    dict(qps=3, interval_ms=8000, sample_count=8),
+    dict(qps=10, occupy_timeout_ms=500),
+    dict(qps=10, behavior="warm_up"),
+    dict(qps=2, behavior="warm_up", warm_up_s=3),
+    dict(qps=10, behavior="throttle"),
+    dict(qps=2500, behavior="throttle", max_queueing_ms=2),
+    dict(qps=10, behavior="warm_up_throttle"),
+    dict(qps=0.3, behavior="throttle", max_queueing_ms=5000),
+    dict(concurrency=3),
+    dict(qps=0),
+]
+
+
+def _id(kw):
+    return ",".join("%s=%s" % kv for kv in kw.items())
+
+
+def script(seed, steps=160):
+    """A deterministic mix of operations: (op, n, dt_ms, prioritized)."""
+    import random
+
+    rnd = random.Random(seed)
+    ops = []
+    for _ in range(steps):
+        op = rnd.choice(["try", "try", "reserve", "reserve", "prio", "release"])
+        ops.append((op, rnd.choice([1, 1, 1, 2, 3]), rnd.choice([0, 0, 1, 7, 40, 130, 499,
+                                                                  900, 3000])))
+    return ops
+
+
+def replay(lim, ops, shift, release_ok):
+    t = 0
+    out = []
+    for op, n, dt in ops:
+        t += dt * MS
+        if op == "try":
+            out.append(lim.try_acquire(n, now_ns=t + shift))
+        elif op == "reserve":
+            out.append(lim.reserve(n, now_ns=t + shift))
+        elif op == "prio":
+            out.append(lim.reserve(n, now_ns=t + shift, prioritized=True))
+        elif release_ok[0] >= n:
+            lim.release(n)
+            release_ok[0] -= n
+            out.append("rel")
+            continue
+        else:
+            out.append("skip")
+            continue
+        if out[-1] is not None and out[-1] is not False and "concurrency" in repr(lim):
+            release_ok[0] += n
+    return out
+
+
+@pytest.mark.parametrize("kw", CONFIGS, ids=_id)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_same_decisions_as_private_limiter(r, kw, seed):
+    from slidewin.redis import RedisLimiter
+
+    ops = script(seed)
+    mine = Limiter(**kw)
+    theirs = RedisLimiter(r, "eq", lease_ms=2**40, **kw)  # leases outlive the scenario
+    held_a, held_b = [0], [0]
+    a = replay(mine, ops, 0, held_a)
+    b = replay(theirs, ops, SHIFT, held_b)
+    assert a == b
+    end = sum(dt for _, _, dt in ops) * MS
+    sa, sb = mine.stats(now_ns=end), theirs.stats(now_ns=end + SHIFT)
+    assert sa == sb
+
+
+def test_warm_up_design_sequence(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "warm", qps=10, behavior="warm_up", warm_up_s=10, cold_factor=3)
+    per_second = []
+    for sec in range(16):
+        per_second.append(sum(lim.try_acquire(now_ns=SHIFT + (sec * 1000 + k * 10) * MS)
+                              for k in range(100)))
+    assert per_second == [3, 3, 3, 3, 3, 4, 4, 4, 5, 5, 6, 7, 10, 10, 10, 10]
+
+
+def test_refmodel_agrees_on_throttle_and_prioritized(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "thr", qps=10, behavior="throttle", max_queueing_ms=500)
+    model = LimiterModel(10, behavior="throttle", max_queueing_ms=500)
+    got = [lim.reserve(now_ns=SHIFT + 5 * MS) for _ in range(7)]
+    assert got == [model.reserve(now_ns=5 * MS) for _ in range(7)]
+    assert got == [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS, 500 * MS, None]
+    lim = RedisLimiter(r, "prio", qps=4)
+    model = LimiterModel(4)
+    for t in (100, 200, 300, 400):
+        assert lim.try_acquire(now_ns=SHIFT + t * MS) == model.try_acquire(now_ns=t * MS)
+    # the window is full: a prioritized request borrows from the next bucket (500 ms)
+    assert lim.reserve(now_ns=SHIFT + 450 * MS, prioritized=True) is None  # oldest: nothing
+    assert lim.reserve(now_ns=SHIFT + 950 * MS, prioritized=True) == model.reserve(
+        now_ns=950 * MS, prioritized=True) == 50 * MS
+    assert lim.stats(now_ns=SHIFT + 950 * MS).waiting == 1
+
+
+def test_server_clock_when_now_ns_omitted(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "clock", qps=0.05, interval_ms=60_000, sample_count=1)  # 3 a minute
+    assert [lim.try_acquire() for _ in range(5)] == [True] * 3 + [False] * 2
+    s = lim.stats()
+    assert (s.pass_qps, s.block_qps) == (3 / 60, 2 / 60)
+
+
+def test_layout_mismatch_raises_at_first_decision(r):
+    from slidewin.redis import RedisLimiter
+
+    RedisLimiter(r, "lay", qps=5).try_acquire()
+    other = RedisLimiter(r, "lay", qps=5, interval_ms=2000)  # constructing: no error
+    with pytest.raises(ValueError, match="interval_ms/sample_count 1000/2"):
+        other.try_acquire()
+    # other settings with the same layout share the counts (a rolling deploy)
+    assert RedisLimiter(r, "lay", qps=50, behavior="throttle").try_acquire()
+
+
+def test_constructing_contacts_no_server():
+    pytest.importorskip("redis")
+    import redis
+
+    from slidewin.redis import AsyncRedisLimiter, RedisKeyedLimiter, RedisLimiter
+
+    dead = redis.Redis(port=1, socket_connect_timeout=0.1)
+    RedisLimiter(dead, "x", qps=1)
+    RedisKeyedLimiter(dead, "x", qps=1)
+    AsyncRedisLimiter(dead, "x", qps=1)
+
+
+def test_keys_expire_once_idle(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "idle", qps=5)
+    lim.try_acquire()
+    ttl = r.pttl(lim.key)
+    assert 1000 < ttl <= 2000  # a window and a second
+    thr = RedisLimiter(r, "idle2", qps=5, behavior="throttle", max_queueing_ms=700)
+    thr.try_acquire()
+    assert 2000 < r.pttl(thr.key) <= 2700
+
+
+def test_concurrency_leases_expire(r):
+    from slidewin.redis import RedisLimiter
+
+    a = RedisLimiter(r, "lease", concurrency=1, lease_ms=200)
+    b = RedisLimiter(r, "lease", concurrency=1, lease_ms=200)
+    assert a.try_acquire(now_ns=SHIFT)
+    assert not b.try_acquire(now_ns=SHIFT + 100 * MS)
+    # a crashed without release: its lease runs out
+    assert b.try_acquire(now_ns=SHIFT + 201 * MS)
+    b.release()
+    with pytest.raises(ValueError):
+        b.release()
+
+
+def test_acquire_timeout_waits_for_release_in_another_client(r):
+    from slidewin.redis import RedisLimiter
+
+    a = RedisLimiter(r, "wait", concurrency=1)
+    b = RedisLimiter(r, "wait", concurrency=1)
+    a.acquire()
+    threading.Timer(0.1, a.release).start()
+    t0 = time.monotonic()
+    b.acquire(timeout=2)
+    assert 0.08 < time.monotonic() - t0 < 1.0
+    with pytest.raises(BlockedError) as info:
+        a.acquire(timeout=0.05)
+    assert info.value.limiter is a and info.value.retry_after is None
+    assert b.stats().block_qps == 1.0  # one BLOCK for the request that finally failed
+
+
+def test_entry_and_decorator_record_outcomes(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "entry", qps=100, interval_ms=60_000, sample_count=1)
+    with lim.entry():
+        assert lim.stats().concurrency == 1
+        time.sleep(0.02)
+    with pytest.raises(KeyError):
+        with lim.entry():
+            raise KeyError
+
+    @lim
+    def f(x):
+        return x * 2
+
+    assert f(21) == 42
+    s = lim.stats()
+    assert s.concurrency == 0
+    assert s.success_qps * 60 == 2 and s.exception_qps * 60 == 1
+    assert s.avg_rt_ms >= 10 / 2 and 0 <= s.min_rt_ms <= 5
+    full = RedisLimiter(r, "entry0", qps=0, on_block=lambda e, x: ("blocked", x))
+    assert full(lambda x: x)(1) == ("blocked", 1)
+
+
+def test_blocked_error_retry_after_reject(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "retry", qps=0.2, interval_ms=10_000, sample_count=2)
+    assert lim.try_acquire(2)
+    with pytest.raises(BlockedError) as info:
+        lim.acquire(timeout=0)
+    assert 0 < info.value.retry_after <= 10.0
+
+
+def test_keyed_independence(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "per-user", qps=3, overrides={"vip": 5})
+    t = SHIFT + 10 * MS
+    for key in ("alice", "bob", 1, b"1", "1"):
+        assert [per.try_acquire(key, now_ns=t) for _ in range(4)] == [True] * 3 + [False]
+    assert [per.try_acquire("vip", now_ns=t) for _ in range(6)] == [True] * 5 + [False]
+    assert per.local_totals() == {"pass": 20, "block": 6}
+    keys = r.keys("slidewin:k:*")
+    assert len(keys) == 6
+    assert max(r.memory_usage(k) for k in keys) <= 160
+    with pytest.raises(TypeError):
+        per.try_acquire(1.5)
+    thr = RedisKeyedLimiter(r, "per-thr", qps=10, behavior="throttle")
+    assert [thr.reserve("a", now_ns=t) for _ in range(3)] == [0, 100 * MS, 200 * MS]
+    assert thr.reserve("b", now_ns=t) == 0
+    conc = RedisKeyedLimiter(r, "per-conc", concurrency=1)
+    assert conc.try_acquire("a") and not conc.try_acquire("a") and conc.try_acquire("b")
+    conc.release("a")
+    assert conc.try_acquire("a")
+
+
+def _worker(port, name, t0, per_thread, threads, q):
+    import redis
+
+    from slidewin.redis import RedisLimiter
+
+    client = redis.Redis(port=port)
+    lim = RedisLimiter(client, name, qps=300)
+    counts = []
+
+    def run(k):
+        got = 0
+        for i in range(per_thread):
+            got += lim.try_acquire(now_ns=t0 + ((k * 7919 + i * 104729) % 400) * MS)
+        counts.append(got)
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    q.put(sum(counts))
+
+
+def test_four_processes_never_admit_more_than_the_limit(r, redis_server):
+    from slidewin.redis import RedisLimiter
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    t0 = SHIFT + 50 * MS  # every request within one 500 ms bucket of a fresh window
+    procs = [ctx.Process(target=_worker, args=(redis_server.port, "multi", t0, 60, 3, q))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    total = sum(q.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(10)
+    assert total == 300  # 720 asked: exactly the limit, never 301
+    s = RedisLimiter(r, "multi", qps=300).stats(now_ns=t0 + 450 * MS)
+    assert (s.pass_qps, s.block_qps) == (300, 420)
+
+
+def test_async_twins(redis_server):
+    need_server()
+    from slidewin.redis import AsyncRedisKeyedLimiter, AsyncRedisLimiter, RedisLimiter
+
+    async def main():
+        c = redis_server.async_client()
+        await c.flushall()
+        lim = AsyncRedisLimiter(c, "async", qps=10, behavior="throttle")
+        got = [await lim.reserve(now_ns=SHIFT) for _ in range(7)]
+        assert got == [0, 100 * MS, 200 * MS, 300 * MS, 400 * MS, 500 * MS, None]
+        ref = Limiter(qps=10, behavior="throttle")
+        assert got == [ref.reserve(now_ns=0) for _ in range(7)]
+        conc = AsyncRedisLimiter(c, "async-c", concurrency=1)
+        async with conc.entry():
+            assert not await conc.try_acquire()
+            assert (await conc.stats()).concurrency == 1
+
+        @conc
+        async def work():
+            return 7
+
+        assert await work() == 7
+        assert (await conc.stats()).concurrency == 0
+        per = AsyncRedisKeyedLimiter(c, "async-k", qps=2)
+        assert [await per.try_acquire("x", now_ns=SHIFT) for _ in range(3)] == [True, True,
+                                                                                  False]
+        assert await per.try_acquire("y", now_ns=SHIFT)
+        await lim.aclose()
+        await c.aclose()
+
+    asyncio.run(main())
+
+
+class SameAsPrivate(RuleBasedStateMachine):
+    """A RedisLimiter and a private Limiter given the same operations answer the same."""
+
+    client = None
+
+    @initialize(kw=st.sampled_from(CONFIGS[:10]))
+    def setup(self, kw):
+        from slidewin.redis import RedisLimiter
+
+        self.client.flushall()
+        self.a = Limiter(**kw)
+        self.b = RedisLimiter(self.client, "sm", lease_ms=2**40, **kw)
+        self.t = 0
+        self.held = 0
+        self.conc = "concurrency" in kw
+
+    @rule(dt=st.integers(0, 1200))
+    def advance(self, dt):
+        self.t += dt * MS + dt % 7
+
+    @rule(n=st.integers(1, 3))
+    def try_acquire(self, n):
+        got = self.a.try_acquire(n, now_ns=self.t)
+        assert self.b.try_acquire(n, now_ns=self.t + SHIFT) == got
+        if got and self.conc:
+            self.held += n
+
+    @rule(n=st.integers(1, 3), prioritized=st.booleans())
+    def reserve(self, n, prioritized):
+        got = self.a.reserve(n, now_ns=self.t, prioritized=prioritized)
+        assert self.b.reserve(n, now_ns=self.t + SHIFT, prioritized=prioritized) == got
+        if got is not None and self.conc:
+            self.held += n
+
+    @rule()
+    def release(self):
+        if self.held:
+            self.a.release(1)
+            self.b.release(1)
+            self.held -= 1
+
+    @invariant()
+    def same_stats(self):
+        if hasattr(self, "a"):
+            assert self.a.stats(now_ns=self.t) == self.b.stats(now_ns=self.t + SHIFT)
+
+
+def test_state_machine(r):
+    SameAsPrivate.client = r
+    run = SameAsPrivate.TestCase
+    run.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
+                            suppress_health_check=list(HealthCheck))
+    run().runTest()
