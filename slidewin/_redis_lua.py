@@ -1,7 +1,7 @@
 """The Lua scripts of slidewin.redis: one per behavior, each the common prelude and a body.
 
 The prelude reads the hash, applies the same window rules as the C core and writes back
-only what changed; see docs/redis.md."""
+only what changed; see the README, "Across hosts"."""
 
 PRELUDE = r"""
 -- slidewin.redis: one decision of a limiter whose whole state is the hash KEYS[1].

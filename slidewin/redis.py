@@ -26,7 +26,7 @@ methods are coroutines.
   expire after ``lease_ms`` (default 60 s), so a crashed client's slots come back.
 - Constructing contacts no server; the first decision does.
 
-See docs/redis.md.
+See the README, "Across hosts: slidewin.redis".
 """
 from __future__ import annotations
 
