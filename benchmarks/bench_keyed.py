@@ -445,12 +445,16 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     res = {"rows": rows, "sizes": sizes, "peer_keys": peer_n, "skipped_peers": skipped,
            "repeats": cfg["repeats"]}
     res["memory"] = run_memory(cfg, log)
-    res["targets"] = targets(res, samples)
+    res["targets"] = targets(res)
     return res
 
 
-def targets(res, samples) -> List[Dict[str, Any]]:
+def targets(res) -> List[Dict[str, Any]]:
+    """The issue's targets, from the rows (so they can be recomputed from a results file).
+    Peers are compared with the all-admitted KeyedLimiter case: at 10 000 keys and a few
+    microseconds a call they are all admitted too."""
     by = {r["key"]: r for r in res["rows"]}
+    samples = {r["key"]: r["samples_ns"] for r in res["rows"]}
     out = []
     limits = {}
     sizes = res["sizes"]
@@ -481,14 +485,14 @@ def targets(res, samples) -> List[Dict[str, Any]]:
             if rep:
                 t["vs_timeit"] = by[a]["median_ns"] / rep["median_ns"]
             out.append(t)
-    ref = f"keyed.{res['peer_keys']}.mix"
+    ref = f"keyed.{res['peer_keys']}.admit"
     if ref in by:
         for r in res["rows"]:
             if r["group"] != "peer":
                 continue
             t = ratio(r["key"], ref)
             t.update(target=f"{r['label'].split(' (')[0]} / KeyedLimiter, "
-                            f"{res['peer_keys']:,} keys", limit=">= 50x",
+                            f"{res['peer_keys']:,} keys (all admitted)", limit=">= 50x",
                      met=t["measured"] >= 50, kind="peer")
             out.append(t)
     for m in res["memory"]["rows"]:
