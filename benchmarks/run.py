@@ -5,7 +5,7 @@
     python benchmarks/run.py --quick   # CI smoke run (< 60 s), writes results/quick.*
     python benchmarks/run.py --only decision,threads
 
-Sections: decision, threads, gil, accuracy, memory, shared (plots are drawn by plots.py from
+Sections: decision, threads, gil, accuracy, memory, shared, keyed (plots are drawn by plots.py from
 the accuracy results when matplotlib is importable). A full run writes
 ``benchmarks/results/latest.json`` and ``latest.md`` and the PNGs in ``docs/``; a run
 with ``--only`` replaces just those sections in the existing ``latest.json``.
@@ -29,7 +29,7 @@ if HERE not in sys.path:
 
 import cases  # noqa: E402
 
-SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared"]
+SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -44,6 +44,11 @@ FULL = {
     "shared_s": 0.5,      # one measurement of processes hammering a shared limiter
     "shared_repeats": 7,
     "shared_procs": [1, 2],
+    "keyed_sizes": [10_000, 1_000_000],  # KeyedLimiter tables filled to max_keys
+    "keyed_peer_keys": 10_000,           # keys of the per-key peer comparison
+    "keyed_max_calls": 2_000_000,        # calls per timing at most
+    "keyed_mem_keys": 1_000_000,         # bytes per key: slidewin's table
+    "keyed_mem_peer_keys": 100_000,      # bytes per key: the peers' stores (slower to fill)
 }
 QUICK = {
     "target_s": 0.002,
@@ -58,6 +63,11 @@ QUICK = {
     "shared_s": 0.05,
     "shared_repeats": 1,
     "shared_procs": [1, 2],
+    "keyed_sizes": [10_000, 100_000],
+    "keyed_peer_keys": 2_000,
+    "keyed_max_calls": 200_000,
+    "keyed_mem_keys": 100_000,
+    "keyed_mem_peer_keys": 10_000,
 }
 
 
@@ -113,12 +123,14 @@ def _modules() -> Dict[str, Any]:
     import bench_accuracy
     import bench_decision
     import bench_gil
+    import bench_keyed
     import bench_memory
     import bench_shared
     import bench_threads
 
     return {"decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
-            "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared}
+            "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
+            "keyed": bench_keyed}
 
 
 def headline(results: Dict[str, Any]) -> str:
@@ -163,6 +175,12 @@ def headline(results: Dict[str, Any]) -> str:
                 continue
             rows.append([t["target"], f"{t['measured']:,.2f}x", t["limit"],
                          "yes" if t["met"] else "**no**"])
+    ky = secs.get("keyed")
+    if ky and not ky.get("skipped"):
+        for t in ky["targets"]:
+            v = (f"{t['measured']:,.1f} B" if t.get("kind") == "memory"
+                 else f"{t['measured']:,.2f}x")
+            rows.append([t["target"], v, t["limit"], "yes" if t["met"] else "**no**"])
     if not rows:
         return ""
     return md_table(["what", "measured", "target", "met"], rows, "lrll")
