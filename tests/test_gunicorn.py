@@ -46,13 +46,17 @@ def start(port: int, env: dict, preload: bool) -> subprocess.Popen:
         cmd.append("--preload")
     cmd.append("apps.gunicorn_app:app")
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # cwd: not the checkout's root, whose slidewin/ (no built extension after a plain
+    # `pip install .`) `python -m` would import first
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=HERE)
     proc.log = log  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             log.seek(0)
-            raise AssertionError("gunicorn exited: " + log.read().decode(errors="replace"))
+            out = log.read().decode(errors="replace")
+            log.close()
+            raise AssertionError("gunicorn exited: " + out)
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
@@ -60,6 +64,8 @@ def start(port: int, env: dict, preload: bool) -> subprocess.Popen:
             time.sleep(0.05)
     else:
         proc.kill()
+        proc.wait(5)
+        log.close()
         raise AssertionError("gunicorn did not start")
     time.sleep(0.5)  # let every worker boot (and attach) before the load starts
     return proc
