@@ -13,7 +13,7 @@ methods are coroutines.
 - The same decisions as the in-process Limiter for the same ``now_ns``; here ``now_ns`` is
   wall-clock time (ns since the epoch, as ``time.time_ns()``). Omitted, the Redis server's
   clock (``TIME``) is used, so hosts with skewed clocks share one window.
-- Redis holds the counts and the controllers' state (one hash per limiter, one per key of a
+- Redis holds the counts and the controllers' state (one string per limiter, one per key of a
   keyed limiter); the settings belong to each client. A name used with another
   ``interval_ms``/``sample_count`` raises ValueError at its first decision.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
@@ -990,7 +990,7 @@ def _encode_key(key: Any) -> bytes:
 
 
 class _KeyedMixin:
-    """Per-key state: one hash per key, each with its own hash tag (keys spread over a
+    """Per-key state: one Redis string per key, each with its own hash tag (keys spread over a
     cluster's nodes); only what admission needs is stored per key (PASS counts, the pacing
     time, warm-up tokens, leases). BLOCK, SUCCESS, EXCEPTION and RT of a keyed limiter are
     counted by this client in ``local_totals()``, not in Redis."""
@@ -1053,7 +1053,7 @@ class _KeyedMixin:
 
 
 class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
-    """KeyedLimiter's surface with one Redis hash per key (a sync redis-py client).
+    """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
                       on_error="allow", lease_ms=60000, on_block=None)
