@@ -425,6 +425,9 @@ class _Base:
         if client is None:
             raise TypeError("client must be a redis-py client, not None")
         self._name = _check_name(name)
+        if not isinstance(on_error, str):
+            raise TypeError("on_error must be a str ('allow', 'deny' or 'raise'), not %s"
+                            % type(on_error).__name__)
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be one of 'allow', 'deny', 'raise', got %r"
                              % (on_error,))
@@ -1029,13 +1032,19 @@ class _KeyedMixin:
                             % type(value).__name__)
         cfgs: Dict[bytes, _Config] = {}
         for k, v in value.items():
-            enc = _encode_key(k)
+            try:
+                enc = _encode_key(k)
+            except TypeError as e:
+                raise TypeError("overrides: %s" % e) from None
             kw = dict(self._kw)
-            if self._cfg.concurrency is not None:
-                kw["concurrency"] = v
-                cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
-            else:
-                cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+            try:
+                if self._cfg.concurrency is not None:
+                    kw["concurrency"] = v
+                    cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
+                else:
+                    cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+            except (TypeError, ValueError) as e:
+                raise type(e)("overrides[%r]: %s" % (k, e)) from None
         self._overrides = cfgs
         self._override_values = dict(value)
 
