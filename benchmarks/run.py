@@ -5,7 +5,8 @@
     python benchmarks/run.py --quick   # CI smoke run (< 60 s), writes results/quick.*
     python benchmarks/run.py --only decision,threads
 
-Sections: decision, threads, gil, accuracy, memory, shared (plots are drawn by plots.py from
+Sections: decision, threads, gil, accuracy, memory, shared, redis (skipped without
+redis-server; plots are drawn by plots.py from
 the accuracy results when matplotlib is importable). A full run writes
 ``benchmarks/results/latest.json`` and ``latest.md`` and the PNGs in ``docs/``; a run
 with ``--only`` replaces just those sections in the existing ``latest.json``.
@@ -29,7 +30,7 @@ if HERE not in sys.path:
 
 import cases  # noqa: E402
 
-SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared"]
+SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "redis"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -44,6 +45,8 @@ FULL = {
     "shared_s": 0.5,      # one measurement of processes hammering a shared limiter
     "shared_repeats": 7,
     "shared_procs": [1, 2],
+    "redis_n": 2000,     # calls per case and round against a local redis-server
+    "redis_rounds": 9,
 }
 QUICK = {
     "target_s": 0.002,
@@ -58,6 +61,8 @@ QUICK = {
     "shared_s": 0.05,
     "shared_repeats": 1,
     "shared_procs": [1, 2],
+    "redis_n": 100,
+    "redis_rounds": 2,
 }
 
 
@@ -114,11 +119,13 @@ def _modules() -> Dict[str, Any]:
     import bench_decision
     import bench_gil
     import bench_memory
+    import bench_redis
     import bench_shared
     import bench_threads
 
     return {"decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
-            "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared}
+            "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
+            "redis": bench_redis}
 
 
 def headline(results: Dict[str, Any]) -> str:
@@ -162,6 +169,11 @@ def headline(results: Dict[str, Any]) -> str:
             if t["limit"] == "-" or t["measured"] is None:
                 continue
             rows.append([t["target"], f"{t['measured']:,.2f}x", t["limit"],
+                         "yes" if t["met"] else "**no**"])
+    rd = secs.get("redis")
+    if rd and not rd.get("skipped"):
+        for t in rd["targets"]:
+            rows.append([t["target"], str(t["measured"]), t["limit"],
                          "yes" if t["met"] else "**no**"])
     if not rows:
         return ""
