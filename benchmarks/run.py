@@ -5,7 +5,8 @@
     python benchmarks/run.py --quick   # CI smoke run (< 60 s), writes results/quick.*
     python benchmarks/run.py --only decision,threads
 
-Sections: decision, threads, gil, accuracy, memory, shared, keyed (plots are drawn by plots.py from
+Sections: decision, threads, gil, accuracy, memory, shared, keyed, redis (skipped without
+redis-server; plots are drawn by plots.py from
 the accuracy results when matplotlib is importable). A full run writes
 ``benchmarks/results/latest.json`` and ``latest.md`` and the PNGs in ``docs/``; a run
 with ``--only`` replaces just those sections in the existing ``latest.json``.
@@ -29,7 +30,7 @@ if HERE not in sys.path:
 
 import cases  # noqa: E402
 
-SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed"]
+SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed", "redis"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -49,6 +50,8 @@ FULL = {
     "keyed_max_calls": 2_000_000,        # calls per timing at most
     "keyed_mem_keys": 1_000_000,         # bytes per key: slidewin's table
     "keyed_mem_peer_keys": 100_000,      # bytes per key: the peers' stores (slower to fill)
+    "redis_n": 2000,     # calls per case and round against a local redis-server
+    "redis_rounds": 9,
 }
 QUICK = {
     "target_s": 0.002,
@@ -68,6 +71,8 @@ QUICK = {
     "keyed_max_calls": 200_000,
     "keyed_mem_keys": 100_000,
     "keyed_mem_peer_keys": 10_000,
+    "redis_n": 100,
+    "redis_rounds": 2,
 }
 
 
@@ -125,12 +130,14 @@ def _modules() -> Dict[str, Any]:
     import bench_gil
     import bench_keyed
     import bench_memory
+    import bench_redis
     import bench_shared
     import bench_threads
 
     return {"decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
             "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
             "keyed": bench_keyed}
+            "redis": bench_redis}
 
 
 def headline(results: Dict[str, Any]) -> str:
@@ -181,6 +188,11 @@ def headline(results: Dict[str, Any]) -> str:
             v = (f"{t['measured']:,.1f} B" if t.get("kind") == "memory"
                  else f"{t['measured']:,.2f}x")
             rows.append([t["target"], v, t["limit"], "yes" if t["met"] else "**no**"])
+    rd = secs.get("redis")
+    if rd and not rd.get("skipped"):
+        for t in rd["targets"]:
+            rows.append([t["target"], str(t["measured"]), t["limit"],
+                         "yes" if t["met"] else "**no**"])
     if not rows:
         return ""
     return md_table(["what", "measured", "target", "met"], rows, "lrll")

@@ -1,10 +1,10 @@
 """The Lua scripts of slidewin.redis: one per behavior, each the common prelude and a body.
 
-The prelude reads the hash, applies the same window rules as the C core and writes back
-only what changed; see the README, "Across hosts"."""
+The prelude reads the state (one msgpack map in a string: GET, then SET PX), applies the same
+window rules as the C core and writes it back; see the README, "Across hosts"."""
 
 PRELUDE = r"""
--- slidewin.redis: one decision of a limiter whose whole state is the hash KEYS[1].
+-- slidewin.redis: one decision of a limiter whose whole state is the string KEYS[1].
 -- The same rules as the C core (docs/design.md §2-§5), with the same integers and doubles.
 -- Lua numbers are doubles: time is whole ms since the epoch (exact below 2^53) plus the ns
 -- within the ms; nanoseconds since the epoch are never formed.
@@ -34,15 +34,33 @@ local function has(f) return math.floor(flags / f) % 2 == 1 end
 local lean = has(F_LEAN)
 local minute = not lean or has(F_MINUTE)
 
-local raw = redis.call('HGETALL', K)
+-- The state is one msgpack map (GET, then SET PX: two calls). Times are stored relative to
+-- the newest bucket start nw (itself stored in windows): bucket starts s<i>, fs<i> in
+-- windows, q<j> mn lf pu lm and lease expiries in ms, so they pack in a byte or two.
+local raw = redis.call('GET', K)
 local h = {}
-for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
-if h.lay ~= nil and h.lay ~= layout then return {3, h.lay} end
-local out = {}
-local function get(f) local v = h[f]; if v == nil or v == false then return nil end; return tonumber(v) end
-local function num(f) return get(f) or 0 end
-local function set(f, v) h[f] = v; out[f] = v end
-local function del(f) if h[f] ~= nil then h[f] = false; out[f] = false end end
+if raw then
+  local ok, d = pcall(cmsgpack.unpack, raw)
+  if not ok or type(d) ~= 'table' or type(d.y) ~= 'string' then
+    return redis.error_reply('slidewin: ' .. K .. ' holds no slidewin state')
+  end
+  if d.y ~= layout then return {3, d.y} end
+  h = d
+  h.y = nil
+  local b = 0
+  if h.nw then b = h.nw * WIN; h.nw = b end
+  for f, v in pairs(h) do
+    local c = string.byte(f, 1)
+    if c == 76 then v[2] = v[2] + b  -- L<id> = {n, expiry}
+    elseif c == 115 and f ~= 'st' then h[f] = b - v * WIN
+    elseif c == 102 and string.byte(f, 2) == 115 then h[f] = b + v * WIN
+    elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' then h[f] = b + v end
+  end
+end
+local function get(f) return h[f] end
+local function num(f) return h[f] or 0 end
+local function set(f, v) h[f] = v end
+local function del(f) h[f] = nil end
 
 -- the limiter's window (a ring of SC buckets) and its future ring (§2, §4)
 local newest = get('nw')
@@ -126,38 +144,40 @@ local function ns_until(at_ms)
   return d
 end
 
--- in-flight counts: leases "L<id>" = "<n>:<expiry ms>"; expired ones are dropped
+-- in-flight counts: leases L<id> = {n, expiry ms}; expired ones are dropped
 local in_flight = 0
 for f, v in pairs(h) do
-  if v and string.sub(f, 1, 1) == 'L' then
-    local c = string.find(v, ':', 1, true)
-    local k, exp = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
-    if exp <= now_ms then del(f) else in_flight = in_flight + k end
+  if string.byte(f, 1) == 76 then
+    if v[2] <= now_ms then h[f] = nil else in_flight = in_flight + v[1] end
   end
 end
 local function add_lease(k)
   local f = 'L' .. lease_id
   local old = h[f]
   local have = 0
-  if old then have = tonumber(string.sub(old, 1, string.find(old, ':', 1, true) - 1)) end
-  set(f, string.format('%.0f:%.0f', have + k, now_ms + lease_ms))
+  if old then have = old[1] end
+  h[f] = {have + k, now_ms + lease_ms}
   in_flight = in_flight + k
 end
 
-local function finish(verdict, wait_ns, retry_ns)
-  if h.lay == nil then set('lay', layout) end
-  local hs, hd = {}, {}
-  for f, v in pairs(out) do
-    if v == false then hd[#hd + 1] = f
+local function encode()
+  local b = h.nw or 0
+  for f, v in pairs(h) do
+    if f == 'nw' then h[f] = v / WIN
     else
-      hs[#hs + 1] = f
-      if type(v) == 'number' then hs[#hs + 1] = string.format('%.0f', v) else hs[#hs + 1] = v end
+      local c = string.byte(f, 1)
+      if c == 76 then v[2] = v[2] - b
+      elseif c == 115 and f ~= 'st' then h[f] = (b - v) / WIN
+      elseif c == 102 and string.byte(f, 2) == 115 then h[f] = (v - b) / WIN
+      elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' then h[f] = v - b end
     end
   end
-  if #hd > 0 then redis.call('HDEL', K, unpack(hd)) end
-  if #hs > 0 then redis.call('HSET', K, unpack(hs)) end
+  h.y = layout
+  return cmsgpack.pack(h)
+end
+local function finish(verdict, wait_ns, retry_ns)
   if in_flight > 0 and lease_ms + 1000 > ttl then ttl = lease_ms + 1000 end
-  redis.call('PEXPIRE', K, ttl)
+  redis.call('SET', K, encode(), 'PX', ttl)
   return {verdict, wait_ns, retry_ns}
 end
 """
@@ -365,11 +385,10 @@ for a = 13, #ARGV, 2 do
   local k = tonumber(ARGV[a + 1])
   local old = h[f]
   if old then
-    local c = string.find(old, ':', 1, true)
-    local have = tonumber(string.sub(old, 1, c - 1))
+    local have = old[1]
     local left = have - k
     if left > 0 then
-      set(f, string.format('%.0f', left) .. string.sub(old, c))
+      old[1] = left
       given = given + k
     else
       del(f)

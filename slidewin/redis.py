@@ -13,7 +13,7 @@ methods are coroutines.
 - The same decisions as the in-process Limiter for the same ``now_ns``; here ``now_ns`` is
   wall-clock time (ns since the epoch, as ``time.time_ns()``). Omitted, the Redis server's
   clock (``TIME``) is used, so hosts with skewed clocks share one window.
-- Redis holds the counts and the controllers' state (one hash per limiter, one per key of a
+- Redis holds the counts and the controllers' state (one string per limiter, one per key of a
   keyed limiter); the settings belong to each client. A name used with another
   ``interval_ms``/``sample_count`` raises ValueError at its first decision.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
@@ -106,6 +106,13 @@ _SCRIPTS = {
     "exit": _Script(_redis_lua.EXIT),
     "stats": _Script(_redis_lua.STATS),
 }
+
+
+def _bulk(x: Union[str, bytes]) -> bytes:
+    """One RESP bulk string."""
+    if isinstance(x, str):
+        x = x.encode()
+    return b"$%d\r\n%s\r\n" % (len(x), x)
 
 
 def _fmt(x: float) -> str:
@@ -226,6 +233,13 @@ class _Config:
                 ttl += self.max_queueing_ms
             self.never_n = L if b in ("reject", "warm_up") else None
         self.ttl_ms = ttl
+        # the decision's EVALSHA, packed once: its static arguments as RESP bytes (redis-py
+        # would encode the 15-20 arguments again at every call)
+        nargs = 10 + len(self.params)
+        self.head = b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % (
+            4 + nargs, self.script.sha.encode())
+        self.mid = b"".join(_bulk(x) for x in (self.layout, str(ttl), str(iv), str(sc)))
+        self.tail = b"".join(_bulk(x) for x in [str(lease_ms)] + self.params)
         self.is_throttle = self.behavior in ("throttle", "warm_up_throttle")
         self.minute = self.behavior in ("warm_up", "warm_up_throttle")
 
@@ -252,12 +266,16 @@ def _get_conn(pool: Any) -> Any:
         return pool.get_connection("EVALSHA")
 
 
-def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool) -> Any:
+def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool,
+          packed: Optional[bytes] = None) -> Any:
     try:
         if asking:
             conn.send_command("ASKING")
             conn.read_response()
-        conn.send_command("EVALSHA", script.sha, 1, key, *args)
+        if packed is not None:
+            conn.send_packed_command([packed])
+        else:
+            conn.send_command("EVALSHA", script.sha, 1, key, *args)
         return conn.read_response()
     except NoScriptError:
         # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
@@ -269,10 +287,11 @@ def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool) -
         return conn.read_response()
 
 
-def _call_pool(pool: Any, script: _Script, key: Any, args: List[Any], asking: bool = False) -> Any:
+def _call_pool(pool: Any, script: _Script, key: Any, args: List[Any], asking: bool = False,
+               packed: Optional[bytes] = None) -> Any:
     conn = _get_conn(pool)
     try:
-        return _send(conn, script, key, args, asking)
+        return _send(conn, script, key, args, asking, packed)
     except ResponseError:
         raise
     except BaseException:
@@ -307,6 +326,9 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
     retries: redis-py 5+ retries a timed-out or failed call (and its connect) by default,
     with backoff, which could apply a decision twice or hold a caller for seconds past its
     timeout. Made at the first decision, one per client pool, shared by its limiters."""
+    mine = _POOLS.get(pool)
+    if mine is not None:
+        return mine
     with _POOLS_LOCK:
         mine = _POOLS.get(pool)
         if mine is None:
@@ -344,9 +366,11 @@ def _close_pools(client: Any, cluster: bool) -> None:
             mine.disconnect()
 
 
-def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List[Any]) -> Any:
+def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List[Any],
+               packed: Optional[bytes] = None) -> Any:
     if not cluster:
-        return _call_pool(_no_retry_pool(client.connection_pool), script, key, args)
+        return _call_pool(_no_retry_pool(client.connection_pool), script, key, args,
+                          packed=packed)
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
@@ -375,11 +399,15 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List
     raise RedisReplyError("too many cluster redirections for key %r" % (key,))
 
 
-async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]) -> Any:
+async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
+                           packed: Optional[bytes] = None) -> Any:
     conn = await pool.get_connection()
     try:
         try:
-            await conn.send_command("EVALSHA", script.sha, 1, key, *args)
+            if packed is not None:
+                await conn.send_packed_command([packed])
+            else:
+                await conn.send_command("EVALSHA", script.sha, 1, key, *args)
             return await conn.read_response()
         except NoScriptError:
             await conn.send_command("EVAL", script.source, 1, key, *args)
@@ -394,10 +422,10 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
 
 
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
-                      args: List[Any]) -> Any:
+                      args: List[Any], packed: Optional[bytes] = None) -> Any:
     if not cluster:
         return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
-                                      script, key, args)
+                                      script, key, args, packed)
     # redis.asyncio.cluster routes by the key and follows MOVED/ASK itself
     try:
         return await client.execute_command("EVALSHA", script.sha, 1, key, *args)
@@ -425,6 +453,9 @@ class _Base:
         if client is None:
             raise TypeError("client must be a redis-py client, not None")
         self._name = _check_name(name)
+        if not isinstance(on_error, str):
+            raise TypeError("on_error must be a str ('allow', 'deny' or 'raise'), not %s"
+                            % type(on_error).__name__)
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be one of 'allow', 'deny', 'raise', got %r"
                              % (on_error,))
@@ -473,6 +504,13 @@ class _Base:
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
 
     _lean = False
+
+    def _packed(self, cfg: _Config, key: Any, args: List[Any]) -> Optional[bytes]:
+        """The decision's EVALSHA as bytes (a single node: a cluster client routes itself)."""
+        if self._cluster:
+            return None
+        return b"".join((cfg.head, _bulk(key), _bulk(args[0]), _bulk(args[1]),
+                         _bulk(args[2]), _bulk(args[3]), cfg.mid, _bulk(args[8]), cfg.tail))
 
     def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
@@ -557,14 +595,15 @@ def _outcome(exc_type: Any) -> int:
 
 
 class _SyncOps(_Base):
-    def _run(self, script: _Script, key: Any, args: List[Any]) -> Any:
-        return _sync_call(self._client, self._cluster, script, key, args)
+    def _run(self, script: _Script, key: Any, args: List[Any],
+             packed: Optional[bytes] = None) -> Any:
+        return _sync_call(self._client, self._cluster, script, key, args, packed)
 
     def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                    lease: str) -> Tuple[int, int, int]:
         args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
         try:
-            reply = self._run(cfg.script, key, args)
+            reply = self._run(cfg.script, key, args, self._packed(cfg, key, args))
             return self._parse(reply, cfg)
         except (RedisError, OSError) as e:
             return self._failed(e, flags)
@@ -841,14 +880,15 @@ class AsyncRedisLimiter(_Base):
 
     _is_async = True
 
-    async def _run(self, script: _Script, key: Any, args: List[Any]) -> Any:
-        return await _async_call(self._client, self._cluster, script, key, args)
+    async def _run(self, script: _Script, key: Any, args: List[Any],
+                   packed: Optional[bytes] = None) -> Any:
+        return await _async_call(self._client, self._cluster, script, key, args, packed)
 
     async def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                          lease: str) -> Tuple[int, int, int]:
         args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
         try:
-            reply = await self._run(cfg.script, key, args)
+            reply = await self._run(cfg.script, key, args, self._packed(cfg, key, args))
             return self._parse(reply, cfg)
         except (RedisError, OSError, asyncio.TimeoutError) as e:
             return self._failed(e, flags)
@@ -990,7 +1030,7 @@ def _encode_key(key: Any) -> bytes:
 
 
 class _KeyedMixin:
-    """Per-key state: one hash per key, each with its own hash tag (keys spread over a
+    """Per-key state: one Redis string per key, each with its own hash tag (keys spread over a
     cluster's nodes); only what admission needs is stored per key (PASS counts, the pacing
     time, warm-up tokens, leases). BLOCK, SUCCESS, EXCEPTION and RT of a keyed limiter are
     counted by this client in ``local_totals()``, not in Redis."""
@@ -1029,13 +1069,19 @@ class _KeyedMixin:
                             % type(value).__name__)
         cfgs: Dict[bytes, _Config] = {}
         for k, v in value.items():
-            enc = _encode_key(k)
+            try:
+                enc = _encode_key(k)
+            except TypeError as e:
+                raise TypeError("overrides: %s" % e) from None
             kw = dict(self._kw)
-            if self._cfg.concurrency is not None:
-                kw["concurrency"] = v
-                cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
-            else:
-                cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+            try:
+                if self._cfg.concurrency is not None:
+                    kw["concurrency"] = v
+                    cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
+                else:
+                    cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+            except (TypeError, ValueError) as e:
+                raise type(e)("overrides[%r]: %s" % (k, e)) from None
         self._overrides = cfgs
         self._override_values = dict(value)
 
@@ -1053,7 +1099,7 @@ class _KeyedMixin:
 
 
 class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
-    """KeyedLimiter's surface with one Redis hash per key (a sync redis-py client).
+    """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
                       on_error="allow", lease_ms=60000, on_block=None)

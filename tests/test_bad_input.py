@@ -594,6 +594,107 @@ case("Keyed decorator key not callable", lambda: keyed()(key=5)(lambda: None), T
      r"key must be callable")
 
 
+
+# ---- slidewin.redis: RedisLimiter / RedisKeyedLimiter (constructing contacts no server, and
+# every refusal below comes before a decision would; a client on a dead port would otherwise
+# answer with on_error="allow", which would fail the case) -----------------------------------
+def _redis_cases():
+    try:
+        import redis
+    except ImportError:  # the test extra brings redis-py; without it these rows are skipped
+        return
+    from slidewin.redis import (AsyncRedisKeyedLimiter, AsyncRedisLimiter, RedisKeyedLimiter,
+                                RedisLimiter)
+
+    dead = redis.Redis(port=1, socket_connect_timeout=0.05, socket_timeout=0.05)
+    for cls in (RedisLimiter, RedisKeyedLimiter, AsyncRedisLimiter, AsyncRedisKeyedLimiter):
+        pre = cls.__name__ + " "
+        for label, kw, exc, match in [
+            ("client None", dict(client=None), TypeError, r"client"),
+            ("name int", dict(name=5), TypeError, r"name.*int"),
+            ("name bytes", dict(name=b"api"), TypeError, r"name.*bytes"),
+            ("name empty", dict(name=""), ValueError, r"name.*''"),
+            ("name with space", dict(name="a b"), ValueError, r"name.*'a b'"),
+            ("name with brace", dict(name="a{b}"), ValueError, r"name.*hash tag"),
+            ("name too long", dict(name="a" * 201), ValueError, r"name"),
+            ("on_error unknown", dict(on_error="ignore"), ValueError, r"on_error.*'ignore'"),
+            ("on_error None", dict(on_error=None), TypeError, r"on_error.*NoneType"),
+            ("on_error bool", dict(on_error=True), TypeError, r"on_error.*bool"),
+            ("on_error upper case", dict(on_error="ALLOW"), ValueError, r"on_error"),
+            ("lease_ms 0", dict(lease_ms=0), ValueError, r"lease_ms.*\b0\b"),
+            ("lease_ms negative", dict(lease_ms=-1), ValueError, r"lease_ms.*-1"),
+            ("lease_ms above 2**40", dict(lease_ms=2**40 + 1), ValueError,
+             r"lease_ms.*1099511627777"),
+            ("lease_ms float", dict(lease_ms=1.5), TypeError, r"lease_ms.*float"),
+            ("lease_ms bool", dict(lease_ms=True), TypeError, r"lease_ms.*bool"),
+            ("lease_ms str", dict(lease_ms="60000"), TypeError, r"lease_ms.*str"),
+            ("qps negative", dict(qps=-1), ValueError, r"qps.*-1"),
+            ("qps nan", dict(qps=NAN), ValueError, r"qps"),
+            ("qps str", dict(qps="10"), TypeError, r"qps"),
+            ("qps and concurrency", dict(qps=1, concurrency=1), ValueError,
+             r"qps|concurrency"),
+            ("behavior unknown", dict(behavior="nope"), ValueError, r"behavior.*'nope'"),
+            ("not divisible", dict(sample_count=3), ValueError, r"interval_ms|sample_count"),
+            ("interval_ms float", dict(interval_ms=1000.0), TypeError, r"interval_ms"),
+            ("on_block not callable", dict(on_block=5), TypeError, r"on_block"),
+            ("unknown kw", dict(shared="x"), TypeError, r"shared"),
+        ]:
+            args = dict(client=dead, name="api", qps=10)
+            if "concurrency" in kw:
+                args.pop("qps")
+            args.update(kw)
+            case(pre + label, lambda cls=cls, args=args: cls(**args), exc, match)
+    lim = RedisLimiter(dead, "api", qps=10)
+    conc = RedisLimiter(dead, "api-c", concurrency=2)
+    per = RedisKeyedLimiter(dead, "per", qps=10)
+    per_c = RedisKeyedLimiter(dead, "per-c", concurrency=2)
+    for label, call, exc, match in [
+        ("try_acquire n 0", lambda: lim.try_acquire(0), ValueError, N),
+        ("try_acquire n float", lambda: lim.try_acquire(1.0), TypeError, N),
+        ("try_acquire n bool", lambda: lim.try_acquire(True), TypeError, N),
+        ("try_acquire now negative", lambda: lim.try_acquire(now_ns=-1), ValueError, r"now_ns"),
+        ("try_acquire now 2**62", lambda: lim.try_acquire(now_ns=2**62), ValueError,
+         r"now_ns.*2\*\*62"),
+        ("try_acquire now float", lambda: lim.try_acquire(now_ns=1.0), TypeError, r"now_ns"),
+        ("try_acquire now bool", lambda: lim.try_acquire(now_ns=True), TypeError, r"now_ns"),
+        ("reserve n negative", lambda: lim.reserve(-1), ValueError, N),
+        ("acquire timeout negative", lambda: lim.acquire(timeout=-1), ValueError, r"timeout"),
+        ("acquire timeout str", lambda: lim.acquire(timeout="1"), TypeError, r"timeout"),
+        ("release beyond held", lambda: conc.release(), ValueError, r"release|in flight"),
+        ("entry n 0", lambda: lim.entry(0), ValueError, N),
+        ("stats now negative", lambda: lim.stats(now_ns=-1), ValueError, r"now_ns"),
+        ("decorates a coroutine function", lambda: lim(asyncio.sleep), TypeError, r"async"),
+        ("decorates a non-callable", lambda: lim(5), TypeError, r"callable"),
+        ("Keyed key float", lambda: per.try_acquire(1.5), TypeError, r"key"),
+        ("Keyed key None", lambda: per.try_acquire(None), TypeError, r"key"),
+        ("Keyed key bool", lambda: per.try_acquire(True), TypeError, r"key"),
+        ("Keyed n 0", lambda: per.try_acquire("a", 0), ValueError, N),
+        ("Keyed now negative", lambda: per.reserve("a", now_ns=-5), ValueError, r"now_ns"),
+        ("Keyed release beyond held", lambda: per_c.release("a"), ValueError,
+         r"release|in flight"),
+        ("Keyed decorator without key", lambda: per(lambda: None), TypeError, r"key="),
+        ("Keyed overrides list", lambda: RedisKeyedLimiter(dead, "p", qps=1,
+                                                           overrides=[("a", 1)]),
+         TypeError, r"overrides"),
+        ("Keyed overrides key float", lambda: RedisKeyedLimiter(dead, "p", qps=1,
+                                                                overrides={1.5: 3}),
+         TypeError, r"overrides"),
+        ("Keyed overrides negative", lambda: RedisKeyedLimiter(dead, "p", qps=1,
+                                                               overrides={"vip": -1}),
+         ValueError, r"overrides\['vip'\].*qps"),
+        ("Keyed overrides str threshold",
+         lambda: RedisKeyedLimiter(dead, "p", qps=1, overrides={"vip": "5"}), TypeError,
+         r"overrides\['vip'\]"),
+        ("Keyed concurrency overrides float",
+         lambda: RedisKeyedLimiter(dead, "p", concurrency=2, overrides={7: 1.5}),
+         (TypeError, ValueError), r"overrides\[7\]"),
+    ]:
+        case("Redis " + label, call, exc, match)
+
+
+_redis_cases()
+
+
 def _held(lim, n):
     assert lim.try_acquire(n)
     return lim

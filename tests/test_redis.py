@@ -245,7 +245,7 @@ def test_keyed_independence(r):
     assert per.local_totals() == {"pass": 20, "block": 6}
     keys = r.keys("slidewin:k:*")
     assert len(keys) == 6
-    assert max(r.memory_usage(k) for k in keys) <= 160
+    assert max(r.memory_usage(k) for k in keys) <= 133  # the issue: no more than limits' fixed window
     with pytest.raises(TypeError):
         per.try_acquire(1.5)
     thr = RedisKeyedLimiter(r, "per-thr", qps=10, behavior="throttle")
