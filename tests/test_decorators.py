@@ -75,7 +75,8 @@ def test_generator_holds_the_entry_across_the_iteration():
 
 
 def test_generator_released_on_close_and_on_collection():
-    lim = Limiter(concurrency=1)
+    # a minute's window: the counts read at the end are still in it on a slow (ASan) build
+    lim = Limiter(concurrency=1, interval_ms=60_000, sample_count=60)
     closed = []
 
     @lim
