@@ -562,19 +562,25 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
 {
     if (n < 1)
         return SW_EINVAL;
-    const struct sw_rule *r = &v->rule->base;
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
-    double limit;
-    double count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    /* requests that can never pass: decided without taking an entry */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     out->verdict = SW_BLOCK;
     out->occupied = 0;
     out->wait_ns = 0;
     out->retry_ns = -1;
+    out->shadowed = 0;
     lock_table(v);
+    /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
+    const struct sw_rule *r = &v->rule->base;
+    double limit;
+    double count = sw_krule_count(v->rule, fp, &limit);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
+    /* requests that can never pass: decided without taking an entry */
+    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     if (now_ns == SW_NOW)
         now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
@@ -631,7 +637,30 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         sw_node_add_at(node, SW_EV_BLOCK, n, tn);
     }
     unlock_table(v);
+    if (flags & SW_F_SHADOW) {
+        out->shadowed = out->verdict != SW_PASS;
+        out->verdict = SW_PASS;
+        out->wait_ns = 0;
+        out->retry_ns = -1;
+    }
     return SW_OK;
+}
+
+void sw_keyed_lock(const struct sw_kview *v)
+{
+    lock_table(v);
+}
+
+void sw_keyed_unlock(const struct sw_kview *v)
+{
+    unlock_table(v);
+}
+
+void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out)
+{
+    lock_table(v);
+    sw_node_totals(sw_keyed_node(v->st), out);
+    unlock_table(v);
 }
 
 int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,

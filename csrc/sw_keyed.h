@@ -161,6 +161,13 @@ int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now
 /** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */
 void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
                     int64_t *evicted, int64_t *keys);
+/** Lifetime totals of the whole table (as sw_totals_read). */
+void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out);
+/** Take / release the table's lock (as a decision does). Settings change under it: a
+ * decision reads the rule (and its overrides) under the lock only, so swapping `rule`'s
+ * fields (and freeing old overrides after the unlock) is safe. */
+void sw_keyed_lock(const struct sw_kview *v);
+void sw_keyed_unlock(const struct sw_kview *v);
 /** Keys held now. */
 uint32_t sw_keyed_len(const struct sw_kview *v);
 

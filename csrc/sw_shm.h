@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define SW_SHM_LAYOUT_VERSION 1u
+#define SW_SHM_LAYOUT_VERSION 2u /* 2: lifetime totals in the node, the region's name */
 #define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 
