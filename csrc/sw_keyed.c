@@ -646,6 +646,18 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     return SW_OK;
 }
 
+size_t sw_keyed_node_size(int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_size(&nc);
+}
+
+int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_validate(node, &nc);
+}
+
 void sw_keyed_lock(const struct sw_kview *v)
 {
     lock_table(v);
@@ -773,8 +785,8 @@ uint32_t sw_keyed_len(const struct sw_kview *v)
 
 /* ---- shared regions: validation, repair, reaping ----------------------------------------- */
 
-int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
-                      uint32_t sample_count, uint32_t max_keys, bool shared)
+int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t interval_ms,
+                             uint32_t sample_count, uint32_t max_keys, bool shared)
 {
     struct klayout k;
     if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k) ||
@@ -787,6 +799,15 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
         st->off_node != k.off_node || st->off_index != k.off_index ||
         st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
         st->n_keys > max_keys || st->n_live > max_keys)
+        return SW_EINVAL;
+    return SW_OK;
+}
+
+int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
+                      uint32_t sample_count, uint32_t max_keys, bool shared)
+{
+    if (sw_keyed_validate_header(st, size, interval_ms, sample_count, max_keys, shared) !=
+        SW_OK)
         return SW_EINVAL;
     /* other processes may be deciding meanwhile (no lock here): every bound checked is a
      * constant of the layout, never a count that moves (decisions also check each cell's

@@ -574,14 +574,10 @@ int64_t sw_in_flight(const struct sw_view *v)
     return x;
 }
 
-void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
+static void node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out)
 {
-    struct sw_node *node = sw_lstate_node(v->st);
     struct sw_leap *sec = sw_node_sec(node);
     struct sw_leap *fut = sw_node_fut(node);
-    lock_state(v);
-    if (now_ns == SW_NOW)
-        now_ns = sw_time_coarse_ns();
     int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
     out->min_rt = sw_leap_min_rt(sec, fut, t);
     out->pass = sw_leap_sum(sec, fut, SW_EV_PASS, t);
@@ -592,6 +588,19 @@ void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out
     out->occupied_pass = sw_leap_sum(sec, fut, SW_EV_OCCUPIED_PASS, t);
     out->in_flight = in_flight_now(node);
     out->waiting = fut != NULL ? sw_borrow_waiting(fut, t) : 0;
+}
+
+void sw_node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out)
+{
+    node_stats(node, now_ns == SW_NOW ? sw_time_coarse_ns() : now_ns, out);
+}
+
+void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
+{
+    lock_state(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    node_stats(sw_lstate_node(v->st), now_ns, out);
     unlock_state(v);
 }
 

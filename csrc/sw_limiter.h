@@ -259,6 +259,10 @@ struct sw_totals {
     int64_t occupied_pass; /* prioritized grants borrowed from the next window */
     int64_t rt;            /* ms, summed over the successes */
 };
+/** Read a node's window statistics at now_ns without a lock (a node in caller-owned memory,
+ * e.g. a private copy of a shared region's node: sw_node_repair it first). Updates the
+ * rings' newest time as any read does; in_flight is read as >= 0. */
+void sw_node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out);
 /** A node's totals, read as whole words (callers hold the lock, or accept a racy read). */
 void sw_node_totals(const struct sw_node *node, struct sw_totals *out);
 /** Read a limiter state's totals under its lock. */
