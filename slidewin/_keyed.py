@@ -120,7 +120,9 @@ class KeyedLimiter(_core.KeyedLimiter):
         the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
         changes nothing. The layout (interval_ms, sample_count, max_keys, shared) and name
         cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
-        shared region it changes this process's settings; the shared counts stay."""
+        shared region it changes this process's settings; the shared counts stay. A new
+        on_block serves the functions decorated after the update (a decorator fixes its
+        handler when it decorates)."""
         on_block = settings.pop("on_block", _MISSING)
         if on_block is not _MISSING and on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
