@@ -113,7 +113,21 @@ class KeyedLimiter(_core.KeyedLimiter):
         )
         return (_rebuild, (type(self), self.qps, kw))
 
-    def update(self, **settings: Any) -> None:
+    def update(
+        self,
+        *,
+        qps: Any = _MISSING,
+        concurrency: Any = _MISSING,
+        behavior: Any = _MISSING,
+        warm_up_s: Any = _MISSING,
+        cold_factor: Any = _MISSING,
+        max_queueing_ms: Any = _MISSING,
+        occupy_timeout_ms: Any = _MISSING,
+        shadow: Any = _MISSING,
+        overrides: Any = _MISSING,
+        on_block: Any = _MISSING,
+        **layout: Any,
+    ) -> None:
         """Change the settings in place: any constructor keyword that is a setting (qps or
         concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
         shadow, on_block, overrides). The state is kept: the windows, the throttle's queue and
@@ -123,7 +137,9 @@ class KeyedLimiter(_core.KeyedLimiter):
         shared region it changes this process's settings; the shared counts stay. A new
         on_block serves the functions decorated after the update (a decorator fixes its
         handler when it decorates)."""
-        on_block = settings.pop("on_block", _MISSING)
+        settings = {k: v for k, v in locals().items()
+                    if k not in ("self", "layout", "on_block", "__class__") and v is not _MISSING}
+        settings.update(layout)  # the layout keywords: the C type says they cannot change
         if on_block is not _MISSING and on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         super().update(**settings)
