@@ -562,19 +562,25 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
 {
     if (n < 1)
         return SW_EINVAL;
-    const struct sw_rule *r = &v->rule->base;
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
-    double limit;
-    double count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    /* requests that can never pass: decided without taking an entry */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     out->verdict = SW_BLOCK;
     out->occupied = 0;
     out->wait_ns = 0;
     out->retry_ns = -1;
+    out->shadowed = 0;
     lock_table(v);
+    /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
+    const struct sw_rule *r = &v->rule->base;
+    double limit;
+    double count = sw_krule_count(v->rule, fp, &limit);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
+    /* requests that can never pass: decided without taking an entry */
+    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     if (now_ns == SW_NOW)
         now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
@@ -631,7 +637,42 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         sw_node_add_at(node, SW_EV_BLOCK, n, tn);
     }
     unlock_table(v);
+    if (flags & SW_F_SHADOW) {
+        out->shadowed = out->verdict != SW_PASS;
+        out->verdict = SW_PASS;
+        out->wait_ns = 0;
+        out->retry_ns = -1;
+    }
     return SW_OK;
+}
+
+size_t sw_keyed_node_size(int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_size(&nc);
+}
+
+int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t sample_count)
+{
+    struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
+    return sw_node_validate(node, &nc);
+}
+
+void sw_keyed_lock(const struct sw_kview *v)
+{
+    lock_table(v);
+}
+
+void sw_keyed_unlock(const struct sw_kview *v)
+{
+    unlock_table(v);
+}
+
+void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out)
+{
+    lock_table(v);
+    sw_node_totals(sw_keyed_node(v->st), out);
+    unlock_table(v);
 }
 
 int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
@@ -744,8 +785,8 @@ uint32_t sw_keyed_len(const struct sw_kview *v)
 
 /* ---- shared regions: validation, repair, reaping ----------------------------------------- */
 
-int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
-                      uint32_t sample_count, uint32_t max_keys, bool shared)
+int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t interval_ms,
+                             uint32_t sample_count, uint32_t max_keys, bool shared)
 {
     struct klayout k;
     if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k) ||
@@ -758,6 +799,15 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
         st->off_node != k.off_node || st->off_index != k.off_index ||
         st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
         st->n_keys > max_keys || st->n_live > max_keys)
+        return SW_EINVAL;
+    return SW_OK;
+}
+
+int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
+                      uint32_t sample_count, uint32_t max_keys, bool shared)
+{
+    if (sw_keyed_validate_header(st, size, interval_ms, sample_count, max_keys, shared) !=
+        SW_OK)
         return SW_EINVAL;
     /* other processes may be deciding meanwhile (no lock here): every bound checked is a
      * constant of the layout, never a count that moves (decisions also check each cell's

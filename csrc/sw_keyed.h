@@ -127,6 +127,14 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
  * (entries, cells, holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
                       uint32_t sample_count, uint32_t max_keys, bool shared);
+/** The header part of sw_keyed_validate (the layout fields only; reads nothing else).
+ * @param size the bytes the whole table occupies @return SW_OK or SW_EINVAL */
+int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t interval_ms,
+                             uint32_t sample_count, uint32_t max_keys, bool shared);
+/** Bytes of a table's node (its statistics), at st->off_node. */
+size_t sw_keyed_node_size(int64_t interval_ms, uint32_t sample_count);
+/** Check a copy of a table's node (as sw_node_validate). @return SW_OK, SW_EINVAL, SW_ENOMEM */
+int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t sample_count);
 /** Restore what a process that died inside a critical section may have left half-written:
  * per-key derived fields, the index (rebuilt from the entries), the holdings, the node, the
  * in-flight totals. O(max_keys). Lock held by the caller. */
@@ -161,6 +169,13 @@ int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now
 /** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */
 void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
                     int64_t *evicted, int64_t *keys);
+/** Lifetime totals of the whole table (as sw_totals_read). */
+void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out);
+/** Take / release the table's lock (as a decision does). Settings change under it: a
+ * decision reads the rule (and its overrides) under the lock only, so swapping `rule`'s
+ * fields (and freeing old overrides after the unlock) is safe. */
+void sw_keyed_lock(const struct sw_kview *v);
+void sw_keyed_unlock(const struct sw_kview *v);
 /** Keys held now. */
 uint32_t sw_keyed_len(const struct sw_kview *v);
 

@@ -20,6 +20,7 @@ void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg)
     cfg->occupy_timeout_ms = 500;
     cfg->interval_ms = 1000;
     cfg->sample_count = 2;
+    cfg->shadow = 0;
 }
 
 /* Every state is borrowable (it has the future ring), whatever the behavior: the layout
@@ -147,7 +148,7 @@ int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg)
     rule->occupy_timeout_ms = cfg->occupy_timeout_ms;
     rule->interval_ms = cfg->interval_ms;
     rule->sample_count = cfg->sample_count;
-    rule->pad_ = 0;
+    rule->shadow = cfg->shadow ? 1u : 0u;
     return sw_warmup_init(&rule->warm, cfg->count, cfg->warm_up_s, cfg->cold_factor);
 }
 
@@ -317,6 +318,40 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
     return freed;
 }
 
+void sw_view_lock(const struct sw_view *v)
+{
+    lock_state(v);
+}
+
+void sw_view_unlock(const struct sw_view *v)
+{
+    unlock_state(v);
+}
+
+void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
+{
+    lock_state(v);
+    *dst = *src;
+    unlock_state(v);
+}
+
+void sw_node_totals(const struct sw_node *node, struct sw_totals *out)
+{
+    out->pass = node->totals[SW_EV_PASS];
+    out->block = node->totals[SW_EV_BLOCK];
+    out->exception = node->totals[SW_EV_EXCEPTION];
+    out->success = node->totals[SW_EV_SUCCESS];
+    out->occupied_pass = node->totals[SW_EV_OCCUPIED_PASS];
+    out->rt = node->totals[SW_EV_RT];
+}
+
+void sw_totals_read(const struct sw_view *v, struct sw_totals *out)
+{
+    lock_state(v);
+    sw_node_totals(sw_lstate_node(v->st), out);
+    unlock_state(v);
+}
+
 void sw_lstate_check_repair(const struct sw_view *v)
 {
     lock_state(v);
@@ -382,8 +417,14 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->wait_ns = 0;
     out->retry_ns = -1;
     out->now_ns = now_ns;
+    out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
     lock_state(v);
+    /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
     if (now_ns == SW_NOW)
         now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
@@ -453,6 +494,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
         if (out->occupied) {
             sw_node_add_at(node, SW_EV_OCCUPIED_PASS, n, t);
             sw_borrow_add(sw_node_fut(node), grant_ms, n);
+            sw_node_total_add(node, SW_EV_PASS, n); /* its PASS, counted when granted */
             out->wait_ns = ns_until(grant_ms, now_ns);
         } else {
             sw_node_add_at(node, SW_EV_PASS, n, t);
@@ -463,6 +505,12 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
         sw_node_add_at(node, SW_EV_BLOCK, n, t);
     }
     unlock_state(v);
+    if (flags & SW_F_SHADOW) {
+        out->shadowed = out->verdict != SW_PASS;
+        out->verdict = SW_PASS;
+        out->wait_ns = 0;
+        out->retry_ns = -1;
+    }
     return SW_OK;
 }
 
@@ -526,14 +574,10 @@ int64_t sw_in_flight(const struct sw_view *v)
     return x;
 }
 
-void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
+static void node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out)
 {
-    struct sw_node *node = sw_lstate_node(v->st);
     struct sw_leap *sec = sw_node_sec(node);
     struct sw_leap *fut = sw_node_fut(node);
-    lock_state(v);
-    if (now_ns == SW_NOW)
-        now_ns = sw_time_coarse_ns();
     int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
     out->min_rt = sw_leap_min_rt(sec, fut, t);
     out->pass = sw_leap_sum(sec, fut, SW_EV_PASS, t);
@@ -544,6 +588,19 @@ void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out
     out->occupied_pass = sw_leap_sum(sec, fut, SW_EV_OCCUPIED_PASS, t);
     out->in_flight = in_flight_now(node);
     out->waiting = fut != NULL ? sw_borrow_waiting(fut, t) : 0;
+}
+
+void sw_node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out)
+{
+    node_stats(node, now_ns == SW_NOW ? sw_time_coarse_ns() : now_ns, out);
+}
+
+void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
+{
+    lock_state(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    node_stats(sw_lstate_node(v->st), now_ns, out);
     unlock_state(v);
 }
 
@@ -591,4 +648,11 @@ void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *o
     struct sw_view v;
     sw_limiter_view(lim, &v);
     sw_stats_read(&v, now_ns, out);
+}
+
+void sw_limiter_totals(struct sw_limiter *lim, struct sw_totals *out)
+{
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    sw_totals_read(&v, out);
 }

@@ -36,6 +36,8 @@ struct sw_limiter_cfg {
     int64_t occupy_timeout_ms; /* >= 0 */
     int64_t interval_ms;       /* the window, as sw_leap_cfg */
     uint32_t sample_count;
+    uint32_t shadow;           /* 1: decide and count as configured, admit everything
+                                  (see SW_F_SHADOW) */
 };
 
 /** Fill a configuration with Sentinel's defaults (qps grade, reject, count 0, warm-up 10 s,
@@ -77,7 +79,7 @@ struct sw_rule {
     int64_t occupy_timeout_ms;
     int64_t interval_ms;
     uint32_t sample_count;
-    uint32_t pad_;
+    uint32_t shadow;          /* decisions as with SW_F_SHADOW */
     struct sw_warmup warm;
 };
 
@@ -110,6 +112,17 @@ struct sw_view {
     uint32_t n_slots;
     int32_t my_slot;            /* this process's slot, or -1 */
 };
+
+/** Take a view's state lock (as a decision does: with the view's token, repairing the state
+ * when the lock is taken over from a dead process). O(1), never sleeps for long. */
+void sw_view_lock(const struct sw_view *v);
+/** Release the lock taken by sw_view_lock. */
+void sw_view_unlock(const struct sw_view *v);
+/** Replace a view's settings in place, under the state's lock: a decision sees either the
+ * old rule or the new one, never a mix. The state (windows, warm-up tokens, the throttle's
+ * last slot) is kept; what the new rule reads of it applies from the next decision.
+ * @param dst the rule the view points to (v->rule) @param src the new settings (copied) */
+void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src);
 
 /** Derive the settings from a configuration.
  * @return SW_OK, or SW_EINVAL (cfg fails sw_limiter_check) */
@@ -182,6 +195,11 @@ void sw_view_window(const struct sw_view *v, struct sw_window *out);
 #define SW_F_NO_BLOCK 4u     /* a refusal is not counted (an internal retry) */
 #define SW_F_ENTRY 8u        /* hold an in-flight count when admitted (qps grade too) */
 #define SW_F_RETRY 16u       /* on refusal, compute retry_ns (else it stays -1) */
+#define SW_F_SHADOW 32u      /* shadow: decide and count exactly as without it (a refusal
+                                counts BLOCK and holds nothing, SW_F_NO_BLOCK is ignored: the
+                                decision is final), then admit: verdict SW_PASS, wait_ns 0,
+                                `shadowed` 1 when the verdict would have been a refusal.
+                                A rule with `shadow` set decides so whatever the flags. */
 
 enum sw_verdict {
     SW_PASS = 0,    /* admitted (after wait_ns) */
@@ -197,6 +215,8 @@ struct sw_decision {
                           -1 unknown */
     int64_t now_ns;    /* the time of the decision (the clock read under the lock, or the
                           caller's now_ns): an admitted request proceeds at now_ns + wait_ns */
+    int shadowed;      /* shadow decisions: 1 when the enforcing verdict was a refusal (then
+                          nothing is held in flight), else 0 */
 };
 
 /** Make one admission decision and count it (PASS, BLOCK, or OCCUPIED_PASS + a future PASS).
@@ -230,6 +250,24 @@ struct sw_stats {
 /** Read the window's statistics at now_ns (SW_NOW: the coarse clock). */
 void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out);
 
+/* Lifetime totals since creation (monotonic, never reset). */
+struct sw_totals {
+    int64_t pass;          /* admitted (prioritized grants included, when granted) */
+    int64_t block;         /* refused (a shadow would-be refusal included) */
+    int64_t exception;     /* entries ended by an Exception */
+    int64_t success;       /* entries ended normally */
+    int64_t occupied_pass; /* prioritized grants borrowed from the next window */
+    int64_t rt;            /* ms, summed over the successes */
+};
+/** Read a node's window statistics at now_ns without a lock (a node in caller-owned memory,
+ * e.g. a private copy of a shared region's node: sw_node_repair it first). Updates the
+ * rings' newest time as any read does; in_flight is read as >= 0. */
+void sw_node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out);
+/** A node's totals, read as whole words (callers hold the lock, or accept a racy read). */
+void sw_node_totals(const struct sw_node *node, struct sw_totals *out);
+/** Read a limiter state's totals under its lock. */
+void sw_totals_read(const struct sw_view *v, struct sw_totals *out);
+
 /* The same on a private limiter (through its own view). */
 int sw_limiter_decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
                       struct sw_decision *out);
@@ -239,6 +277,7 @@ int sw_limiter_exit(struct sw_limiter *lim, int64_t n, int64_t rt_ms, int outcom
 int sw_limiter_release(struct sw_limiter *lim, int64_t n);
 int64_t sw_limiter_in_flight(struct sw_limiter *lim);
 void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *out);
+void sw_limiter_totals(struct sw_limiter *lim, struct sw_totals *out);
 
 #ifdef __cplusplus
 }

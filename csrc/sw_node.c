@@ -42,6 +42,8 @@ int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
     node_cfgs(cfg, &sec, &fut, &min);
     size_t off = sw_align8(sizeof(struct sw_node));
     node->in_flight = 0;
+    for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
+        node->totals[e] = 0;
     node->off_sec = (uint32_t)off;
     off += sw_align8(sw_leap_size(&sec));
     node->off_fut = 0;
@@ -72,12 +74,14 @@ void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t)
 {
     sw_leap_add(sw_node_sec(node), sw_node_fut(node), ev, n, t);
     sw_leap_add(sw_node_min(node), NULL, ev, n, t);
+    sw_node_total_add(node, ev, n);
 }
 
 void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t)
 {
     sw_leap_add_rt(sw_node_sec(node), sw_node_fut(node), rt_ms, t);
     sw_leap_add_rt(sw_node_min(node), NULL, rt_ms, t);
+    sw_node_total_add(node, SW_EV_RT, rt_ms);
 }
 
 int64_t sw_node_pass(struct sw_node *node, int64_t t)
@@ -89,6 +93,7 @@ void sw_node_add_at(struct sw_node *node, uint32_t ev, int64_t n, int64_t t)
 {
     sw_leap_add_at(sw_node_sec(node), sw_node_fut(node), ev, n, t);
     sw_leap_add(sw_node_min(node), NULL, ev, n, t);
+    sw_node_total_add(node, ev, n);
 }
 
 int64_t sw_node_pass_at(struct sw_node *node, int64_t t)

@@ -30,6 +30,11 @@ struct sw_node {
     uint32_t off_fut;      /* 0 when not borrowable */
     uint32_t off_min;
     uint32_t size;         /* total bytes */
+    /* lifetime totals per event (PASS .. OCCUPIED_PASS, RT: the ms sum) since the node was
+     * made: monotonic, saturating, never reset (sw_node_reset keeps them). A prioritized
+     * grant counts its PASS here when granted (the window counts it in the bucket it was
+     * granted for). One aligned word each: a reader without the lock sees whole values. */
+    int64_t totals[SW_EV_DEFAULT_COUNT];
 };
 
 /** Bytes a node of this configuration needs. @return 0 when cfg is invalid */
@@ -56,7 +61,13 @@ static inline struct sw_leap *sw_node_min(struct sw_node *node)
     return (struct sw_leap *)(void *)((char *)node + node->off_min);
 }
 
-/** Count n of event ev at t (ms) in both windows. */
+/** Add n (>= 0) to the lifetime total of event ev (saturating). */
+static inline void sw_node_total_add(struct sw_node *node, uint32_t ev, int64_t n)
+{
+    node->totals[ev] = sw_sat_add(node->totals[ev], n);
+}
+
+/** Count n of event ev at t (ms) in both windows and the lifetime total. */
 void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
 /** Record a response time at t in both windows. */
 void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t);

@@ -48,4 +48,10 @@ void sw_node_repair(struct sw_node *node)
     for (int i = 0; i < 3; i++)
         if (rings[i] != NULL)
             sw_leap_repair(rings[i]);
+    /* a total is one aligned word, never half-written: a process killed between a window's
+     * add and the total's add leaves the total at most that one request behind; only a
+     * damaged value (below 0) is put right */
+    for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
+        if (node->totals[e] < 0)
+            node->totals[e] = 0;
 }

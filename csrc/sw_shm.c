@@ -110,6 +110,13 @@ static int init_region(void *base, size_t size, const struct sw_shm_layout *lay)
     h->events_len = lay->events_len;
     if (lay->events_len)
         memcpy(h->events, lay->events, lay->events_len);
+    memset(h->name, 0, sizeof h->name);
+    if (lay->name != NULL) {
+        size_t nl = strnlen(lay->name, sizeof h->name - 1);
+        while (nl > 0 && ((unsigned char)lay->name[nl] & 0xc0u) == 0x80u)
+            nl--; /* cut on a UTF-8 character boundary */
+        memcpy(h->name, lay->name, nl);
+    }
     h->n_slots = lay->n_slots;
     h->creator_pid = (uint32_t)getpid();
     h->off_slots = align64(sizeof *h);
@@ -164,11 +171,9 @@ static void names_repr(const char *names, uint32_t len, uint32_t n, char *out, s
         snprintf(out + used, cap - used, n == 1 ? ",)" : ")");
 }
 
-/* Check an existing region against what this process asks for. */
-static int check_region(void *base, size_t size, const char *path,
-                        const struct sw_shm_layout *lay, struct sw_shm_error *err)
+int sw_shm_check_header(const struct sw_shm_header *h, size_t size, const char *path,
+                        struct sw_shm_error *err)
 {
-    const struct sw_shm_header *h = base;
     const char *fix = "use another name, or remove it with slidewin.unlink() once no process "
                       "uses it";
     if (size < sizeof(struct sw_shm_header) || memcmp(h->magic, "SLIDEWIN", 8) != 0)
@@ -186,10 +191,29 @@ static int check_region(void *base, size_t size, const char *path,
         return fail(err, SW_EINVAL, 0, "file",
                     "%s is truncated or damaged (%zu bytes, its header says %llu); %s", path,
                     size, (unsigned long long)h->total_size, fix);
-    if (atomic_load_explicit(&((struct sw_shm_header *)base)->ready, memory_order_acquire) !=
-        SW_SHM_READY)
+    if (atomic_load_explicit(&((struct sw_shm_header *)(uintptr_t)h)->ready,
+                             memory_order_acquire) != SW_SHM_READY)
         return fail(err, SW_EINVAL, 0, "file", "%s is not an initialised slidewin region; %s",
                     path, fix);
+    if (h->kind < SW_KIND_METRIC || h->kind > SW_KIND_KEYED || h->n_slots > SW_SHM_MAX_PROCS ||
+        h->events_len > SW_SHM_EVENTS_BYTES || h->state_size == 0 ||
+        h->off_slots != align64(sizeof *h) ||
+        h->off_state != align64(h->off_slots + (size_t)h->n_slots * sizeof(struct sw_proc_slot)) ||
+        h->state_size > size || h->off_state > size - h->state_size)
+        return fail(err, SW_EINVAL, 0, "file", "%s has a damaged header; %s", path, fix);
+    return SW_OK;
+}
+
+/* Check an existing region against what this process asks for. */
+static int check_region(void *base, size_t size, const char *path,
+                        const struct sw_shm_layout *lay, struct sw_shm_error *err)
+{
+    const struct sw_shm_header *h = base;
+    const char *fix = "use another name, or remove it with slidewin.unlink() once no process "
+                      "uses it";
+    int hrc = sw_shm_check_header(h, size, path, err);
+    if (hrc != SW_OK)
+        return hrc;
     if (h->kind != lay->kind)
         return fail(err, SW_EINVAL, 0, "kind", "shared region %s holds %s, not %s; %s", path,
                     kind_name(h->kind), kind_name(lay->kind), fix);

@@ -19,9 +19,10 @@
 extern "C" {
 #endif
 
-#define SW_SHM_LAYOUT_VERSION 1u
+#define SW_SHM_LAYOUT_VERSION 2u /* 2: lifetime totals in the node, the region's name */
 #define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
+#define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
 
 enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3 };
 
@@ -34,6 +35,7 @@ struct sw_shm_layout {
     uint32_t n_events;        /* Metric: its events; 0 for a limiter */
     uint32_t events_len;      /* bytes of `events` (NUL-separated names, each ended) */
     const char *events;
+    const char *name;         /* the object's name= (UTF-8), stored by the creator, or NULL */
     uint32_t n_slots;         /* process slots (0 when the kind needs none) */
     uint64_t state_size;      /* bytes of the object's flat state */
     /* initialise a fresh state of state_size bytes (zeroed); validate one read from a
@@ -74,6 +76,8 @@ struct sw_shm_header {
     uint32_t pad_;
     _Atomic int64_t next_reap_ms; /* the next time a process may reap dead slots */
     char events[SW_SHM_EVENTS_BYTES];
+    char name[SW_SHM_NAME_BYTES]; /* the creating object's name= (observers label by it), or
+                                     empty; never changed after creation */
 };
 #define SW_SHM_READY 0x52454459u
 
@@ -113,6 +117,12 @@ int sw_shm_open(struct sw_shm *out, const char *path, const struct sw_shm_layout
  * @return SW_OK or SW_EOS */
 int sw_shm_anonymous(struct sw_shm *out, const struct sw_shm_layout *lay,
                      struct sw_shm_error *err);
+
+/** Check a region's header on its own (what every attach checks first): magic, byte order,
+ * layout version, size (`size`: the file's bytes), initialised, a known kind, offsets in
+ * range. Reads only. @return SW_OK, or SW_EINVAL with err->msg naming path */
+int sw_shm_check_header(const struct sw_shm_header *h, size_t size, const char *path,
+                        struct sw_shm_error *err);
 
 /** Unmap a region (it stays for the other processes). */
 void sw_shm_close(struct sw_shm *shm);

@@ -12,6 +12,10 @@
   front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
   trusted_proxies=...)`` is the client's address behind proxies.
 
+Seeing and steering: ``name=`` on each type and ``limiters()`` (the live named objects of
+this process); ``lim.totals()`` (lifetime counts); ``lim.update(...)`` (new settings, state
+kept); ``shadow=True`` (decide and count, admit everything).
+
 Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
 ``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
 """
@@ -23,6 +27,7 @@ from ._core import (
     clock_ns,
     coarse_clock_ns,
     coarse_resolution_ns,
+    limiters,
     unlink,
 )
 from ._event import Event
@@ -45,6 +50,7 @@ __all__ = [
     "coarse_clock_ns",
     "coarse_resolution_ns",
     "limit",
+    "limiters",
     "unlink",
     "__version__",
 ]

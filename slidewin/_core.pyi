@@ -1,6 +1,12 @@
 """Type stubs of the C extension slidewin._core."""
+import sys
 from types import TracebackType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
+if sys.version_info >= (3, 8):
+    from typing import TypedDict
+else:  # pragma: no cover
+    from typing_extensions import TypedDict
 
 EventLike = Union[int, str]
 
@@ -10,6 +16,9 @@ F_PRIORITIZED: int
 F_NO_BLOCK: int
 F_ENTRY: int
 F_RETRY: int
+F_SHADOW: int
+SHADOWED: int
+LAYOUT_VERSION: int
 PASS: int
 BLOCK: int
 NEVER: int
@@ -17,7 +26,30 @@ MAX_EVENTS: int
 MAX_SAMPLES: int
 MAX_KEYS: int
 
+Totals = TypedDict(
+    "Totals",
+    {"pass": int, "block": int, "exception": int, "success": int, "occupied_pass": int,
+     "rt": int},
+)
+
 def clock_ns() -> int: ...
+def limiters() -> Dict[str, Union["Metric", "Limiter", "KeyedLimiter"]]: ...
+
+# Private helpers for the tools (the Prometheus collector, `python -m slidewin top`): read a
+# region without attaching to it (read-only mapping, no lock, no process slot, no write).
+# read_region(path) -> a dict:
+#   kind: "metric" | "limiter" | "keyed"; name: the creator's name=, else the region's name
+#   (the file name without "slidewin-"); path; version (layout); interval_ms; sample_count;
+#   max_keys (keyed, else 0); created_unix_ns; now_ns (the time the window was read at);
+#   totals: Totals (None for a Metric); in_flight; waiters (processes waiting for a release);
+#   window: counts over the window at now_ns - limiters: pass, block, success, exception,
+#   rt (ms sum), occupied_pass, min_rt, waiting; a Metric: one count per event name (and
+#   min_rt with the default events); keyed only: keys (held now), evicted.
+# A file that is not a current slidewin region is a ValueError (never a crash).
+def read_region(path: str, *, now_ns: Optional[int] = None) -> Dict[str, Any]: ...
+# list_regions(folder=None): the region files slidewin-* of folder (SLIDEWIN_SHM_DIR or
+# /dev/shm) whose header checks out, as sorted absolute paths.
+def list_regions(folder: Optional[str] = None) -> List[str]: ...
 def unlink(name: str) -> bool: ...
 def coarse_clock_ns() -> int: ...
 def coarse_resolution_ns() -> int: ...
@@ -75,9 +107,12 @@ class Metric:
         *,
         events: Optional[Sequence[str]] = None,
         shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
     ) -> None: ...
     @property
     def shared(self) -> Union[None, bool, str]: ...
+    @property
+    def name(self) -> Optional[str]: ...
     def add(self, event: EventLike, n: int = 1, *, now_ns: Optional[int] = None) -> None: ...
     def add_rt(self, rt_ms: int, *, now_ns: Optional[int] = None) -> None: ...
     def sum(self, event: EventLike, *, now_ns: Optional[int] = None) -> int: ...
@@ -116,7 +151,7 @@ class Entry:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
-    def _started(self) -> None: ...
+    def _started(self, hollow: bool = False) -> None: ...
     def _abort(self) -> None: ...
 
 class Limiter:
@@ -133,7 +168,26 @@ class Limiter:
         interval_ms: int = 1000,
         sample_count: int = 2,
         shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
+        shadow: bool = False,
     ) -> "Limiter": ...
+    def totals(self) -> Totals: ...
+    def update(
+        self,
+        *,
+        qps: Union[int, float] = ...,
+        concurrency: int = ...,
+        behavior: str = ...,
+        warm_up_s: float = ...,
+        cold_factor: float = ...,
+        max_queueing_ms: int = ...,
+        occupy_timeout_ms: int = ...,
+        shadow: bool = ...,
+    ) -> None: ...
+    @property
+    def name(self) -> Optional[str]: ...
+    @property
+    def shadow(self) -> bool: ...
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool: ...
     def reserve(
         self, n: int = 1, *, now_ns: Optional[int] = None, prioritized: bool = False
@@ -194,7 +248,7 @@ class KeyedEntry:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
-    def _started(self) -> None: ...
+    def _started(self, hollow: bool = False) -> None: ...
     def _abort(self) -> None: ...
 
 class KeyedLimiter:
@@ -213,7 +267,27 @@ class KeyedLimiter:
         max_keys: int = 65536,
         overrides: Optional[Mapping[Key, Union[int, float]]] = None,
         shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
+        shadow: bool = False,
     ) -> "KeyedLimiter": ...
+    def totals(self) -> Totals: ...
+    def update(
+        self,
+        *,
+        qps: Union[int, float] = ...,
+        concurrency: int = ...,
+        behavior: str = ...,
+        warm_up_s: float = ...,
+        cold_factor: float = ...,
+        max_queueing_ms: int = ...,
+        occupy_timeout_ms: int = ...,
+        shadow: bool = ...,
+        overrides: Optional[Mapping[Key, Union[int, float]]] = ...,
+    ) -> None: ...
+    @property
+    def name(self) -> Optional[str]: ...
+    @property
+    def shadow(self) -> bool: ...
     def try_acquire(self, key: Key, n: int = 1, *, now_ns: Optional[int] = None) -> bool: ...
     def reserve(self, key: Key, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]: ...
     def acquire(self, key: Key, n: int = 1, *, timeout: Optional[float] = None) -> None: ...

@@ -25,6 +25,7 @@ _NEVER = _core.NEVER
 _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
+_SHADOWED = _core.SHADOWED
 
 
 class KeyedLimiter(_core.KeyedLimiter):
@@ -32,7 +33,7 @@ class KeyedLimiter(_core.KeyedLimiter):
 
     KeyedLimiter(qps=None, *, concurrency=None, behavior="reject", max_queueing_ms=500,
                  interval_ms=1000, sample_count=2, max_keys=65536, overrides=None,
-                 shared=None, on_block=None)
+                 shared=None, name=None, shadow=False, on_block=None)
 
     Each key is limited exactly as a private Limiter with the same settings would limit it
     (behaviors "reject" and "throttle" with qps, or concurrency). Keys are str, bytes or int.
@@ -60,6 +61,8 @@ class KeyedLimiter(_core.KeyedLimiter):
         max_keys: int = 65536,
         overrides: Optional[Mapping[Key, Union[int, float]]] = None,
         shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
+        shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "KeyedLimiter":
         self = cast(
@@ -78,6 +81,8 @@ class KeyedLimiter(_core.KeyedLimiter):
                 max_keys=max_keys,
                 overrides=overrides,
                 shared=shared,
+                name=name,
+                shadow=shadow,
             ),
         )
         if on_block is not None and not callable(on_block):
@@ -103,8 +108,43 @@ class KeyedLimiter(_core.KeyedLimiter):
             max_keys=self.max_keys,
             overrides=self.overrides,
             shared=self.shared,
+            name=self.name,
+            shadow=self.shadow,
         )
         return (_rebuild, (type(self), self.qps, kw))
+
+    def update(
+        self,
+        *,
+        qps: Any = _MISSING,
+        concurrency: Any = _MISSING,
+        behavior: Any = _MISSING,
+        warm_up_s: Any = _MISSING,
+        cold_factor: Any = _MISSING,
+        max_queueing_ms: Any = _MISSING,
+        occupy_timeout_ms: Any = _MISSING,
+        shadow: Any = _MISSING,
+        overrides: Any = _MISSING,
+        on_block: Any = _MISSING,
+        **layout: Any,
+    ) -> None:
+        """Change the settings in place: any constructor keyword that is a setting (qps or
+        concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
+        shadow, on_block, overrides). The state is kept: the windows, the throttle's queue and
+        the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
+        changes nothing. The layout (interval_ms, sample_count, max_keys, shared) and name
+        cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
+        shared region it changes this process's settings; the shared counts stay. A new
+        on_block serves the functions decorated after the update (a decorator fixes its
+        handler when it decorates)."""
+        settings = {k: v for k, v in locals().items()
+                    if k not in ("self", "layout", "on_block", "__class__") and v is not _MISSING}
+        settings.update(layout)  # the layout keywords: the C type says they cannot change
+        if on_block is not _MISSING and on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        super().update(**settings)
+        if on_block is not _MISSING:
+            self._on_block = on_block
 
     # -- asyncio -------------------------------------------------------------------------
 
@@ -116,10 +156,10 @@ class KeyedLimiter(_core.KeyedLimiter):
 
     async def _acquire_async(
         self, key: Key, n: int, timeout: Optional[float], flags: int
-    ) -> None:
+    ) -> int:
         if timeout is None:
             verdict, wait_ns, retry_ns = self._decide(key, n, flags | _F_RETRY, None)
-            if verdict != _PASS:
+            if verdict != _PASS and verdict != _SHADOWED:
                 self._raise_blocked(key, n, verdict, retry_ns)
         else:
             deadline = time.monotonic() + timeout
@@ -127,7 +167,7 @@ class KeyedLimiter(_core.KeyedLimiter):
                 verdict, wait_ns, retry_ns = self._decide(
                     key, n, flags | _F_NO_BLOCK | _F_RETRY, None
                 )
-                if verdict == _PASS:
+                if verdict == _PASS or verdict == _SHADOWED:
                     break
                 now = time.monotonic()
                 if verdict == _NEVER or now >= deadline:
@@ -142,14 +182,15 @@ class KeyedLimiter(_core.KeyedLimiter):
                 if flags & _F_ENTRY:
                     self._release_entry(key, n)
                 raise
+        return verdict
 
     async def _aenter(self, entry: Any) -> Any:
         try:
-            await self._acquire_async(entry.key, entry.n, None, _F_ENTRY)
+            verdict = await self._acquire_async(entry.key, entry.n, None, _F_ENTRY)
         except BaseException:
             entry._abort()
             raise
-        entry._started()
+        entry._started(verdict == _SHADOWED)
         return entry
 
     async def _aexit(self, entry: Any, exc_type: Any) -> bool:

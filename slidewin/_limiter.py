@@ -24,6 +24,7 @@ _NEVER = _core.NEVER
 _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
+_SHADOWED = _core.SHADOWED
 
 
 def _check_timeout(timeout: Optional[float]) -> Optional[float]:
@@ -46,7 +47,11 @@ class Limiter(_core.Limiter):
 
     Limiter(qps=None, *, concurrency=None, behavior="reject", warm_up_s=10, cold_factor=3,
             max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000, sample_count=2,
-            on_block=None)
+            shared=None, name=None, shadow=False, on_block=None)
+
+    `name` labels it (``slidewin.limiters()``, observers); a shared one defaults to its
+    region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
+    admits every call (for rolling out a limit: read its block rate before enforcing it).
 
     `on_block`, when given, is what the decorator calls instead of raising BlockedError:
     ``on_block(error, *args, **kwargs)``; its result (awaited if awaitable) is returned. An
@@ -69,6 +74,8 @@ class Limiter(_core.Limiter):
         interval_ms: int = 1000,
         sample_count: int = 2,
         shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
+        shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         self = cast(
@@ -85,6 +92,8 @@ class Limiter(_core.Limiter):
                 interval_ms=interval_ms,
                 sample_count=sample_count,
                 shared=shared,
+                name=name,
+                shadow=shadow,
             ),
         )
         if on_block is not None and not callable(on_block):
@@ -111,8 +120,42 @@ class Limiter(_core.Limiter):
             interval_ms=self.interval_ms,
             sample_count=self.sample_count,
             shared=self.shared,
+            name=self.name,
+            shadow=self.shadow,
         )
         return (_rebuild, (type(self), self.qps, kw))
+
+    def update(
+        self,
+        *,
+        qps: Any = _MISSING,
+        concurrency: Any = _MISSING,
+        behavior: Any = _MISSING,
+        warm_up_s: Any = _MISSING,
+        cold_factor: Any = _MISSING,
+        max_queueing_ms: Any = _MISSING,
+        occupy_timeout_ms: Any = _MISSING,
+        shadow: Any = _MISSING,
+        on_block: Any = _MISSING,
+        **layout: Any,
+    ) -> None:
+        """Change the settings in place: any constructor keyword that is a setting (qps or
+        concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
+        shadow, on_block). The state is kept: the windows, the throttle's queue and
+        the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
+        changes nothing. The layout (interval_ms, sample_count, shared) and name
+        cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
+        shared region it changes this process's settings; the shared counts stay. A new
+        on_block serves the functions decorated after the update (a decorator fixes its
+        handler when it decorates)."""
+        settings = {k: v for k, v in locals().items()
+                    if k not in ("self", "layout", "on_block", "__class__") and v is not _MISSING}
+        settings.update(layout)  # the layout keywords: the C type says they cannot change
+        if on_block is not _MISSING and on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        super().update(**settings)
+        if on_block is not _MISSING:
+            self._on_block = on_block
 
     # -- asyncio -------------------------------------------------------------------------
 
@@ -120,16 +163,18 @@ class Limiter(_core.Limiter):
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await self._acquire_async(n, _check_timeout(timeout), 0)
 
-    async def _acquire_async(self, n: int, timeout: Optional[float], flags: int) -> None:
+    async def _acquire_async(self, n: int, timeout: Optional[float], flags: int) -> int:
+        # returns the verdict: PASS, or SHADOWED (shadow mode: admitted where an enforcing
+        # limiter would have refused; holds nothing, no wait)
         if timeout is None:
             verdict, wait_ns, retry_ns = self._decide(n, flags | _F_RETRY, None)
-            if verdict != _PASS:
+            if verdict != _PASS and verdict != _SHADOWED:
                 self._raise_blocked(n, verdict, retry_ns)
         else:
             deadline = time.monotonic() + timeout
             while True:
                 verdict, wait_ns, retry_ns = self._decide(n, flags | _F_NO_BLOCK | _F_RETRY, None)
-                if verdict == _PASS:
+                if verdict == _PASS or verdict == _SHADOWED:
                     break
                 now = time.monotonic()
                 if verdict == _NEVER or now >= deadline:
@@ -145,15 +190,16 @@ class Limiter(_core.Limiter):
                 if flags & _F_ENTRY:
                     self._release_entry(n)
                 raise
+        return verdict
 
     async def _aenter(self, entry: Any) -> Any:
         # entry.__aenter__ claimed the entry (idle -> entering) in one atomic step
         try:
-            await self._acquire_async(entry.n, None, _F_ENTRY)
+            verdict = await self._acquire_async(entry.n, None, _F_ENTRY)
         except BaseException:
             entry._abort()  # refused or cancelled: holds nothing, may be entered again
             raise
-        entry._started()
+        entry._started(verdict == _SHADOWED)
         return entry
 
     async def _aexit(self, entry: Any, exc_type: Any) -> bool:
@@ -387,6 +433,8 @@ def limit(
     interval_ms: int = 1000,
     sample_count: int = 2,
     shared: Union[None, bool, str] = None,
+    name: Optional[str] = None,
+    shadow: bool = False,
     on_block: Optional[Callable[..., Any]] = None,
 ) -> Limiter:
     """Build a Limiter from the Limiter's arguments; use it as a decorator:
@@ -405,5 +453,7 @@ def limit(
         interval_ms=interval_ms,
         sample_count=sample_count,
         shared=shared,
+        name=name,
+        shadow=shadow,
         on_block=on_block,
     )

@@ -389,6 +389,50 @@ case("Limiter shared bad name", lambda: Limiter(qps=10, shared="a b"), ValueErro
      r"\bshared\b.*not a valid region name")
 case("Limiter shared too long", lambda: Limiter(qps=10, shared="a" * 201), ValueError,
      r"\bshared\b")
+case("Limiter name int", lambda: Limiter(qps=10, name=5), TypeError, r"\bname\b.*str")
+case("Limiter name bytes", lambda: Limiter(qps=10, name=b"x"), TypeError, r"\bname\b")
+case("Limiter name empty", lambda: Limiter(qps=10, name=""), ValueError,
+     r"\bname\b must be a str of 1 to 200")
+case("Limiter name too long", lambda: Limiter(qps=10, name="n" * 201), ValueError,
+     r"\bname\b must be a str of 1 to 200")
+case("Limiter name lone surrogate", lambda: Limiter(qps=10, name="\ud800"), ValueError,
+     r"\bname\b must be encodable")
+case("Limiter shadow int", lambda: Limiter(qps=10, shadow=1), TypeError, r"\bshadow\b.*bool")
+case("Limiter shadow str", lambda: Limiter(qps=10, shadow="yes"), TypeError, r"\bshadow\b")
+case("Limiter shadow None", lambda: Limiter(qps=10, shadow=None), TypeError, r"\bshadow\b")
+case("Metric name int", lambda: Metric(name=1), TypeError, r"\bname\b")
+case("Metric name empty", lambda: Metric(name=""), ValueError, r"\bname\b")
+case("Keyed name int", lambda: KeyedLimiter(qps=1, name=1.5), TypeError, r"\bname\b")
+case("Keyed shadow int", lambda: KeyedLimiter(qps=1, shadow=0), TypeError, r"\bshadow\b")
+case("update positional", lambda: Limiter(qps=1).update(5), TypeError, r"positional")
+case("update unknown", lambda: Limiter(qps=1).update(qpss=5), TypeError, r"qpss")
+case("update qps negative", lambda: Limiter(qps=1).update(qps=-1), ValueError, r"\bqps\b")
+case("update qps str", lambda: Limiter(qps=1).update(qps="5"), TypeError, r"\bqps\b")
+case("update interval_ms", lambda: Limiter(qps=1).update(interval_ms=500), ValueError,
+     r"interval_ms cannot change")
+case("update sample_count", lambda: Limiter(qps=1).update(sample_count=4), ValueError,
+     r"sample_count cannot change")
+case("update shared", lambda: Limiter(qps=1).update(shared=True), ValueError,
+     r"shared cannot change")
+case("update name", lambda: Limiter(qps=1).update(name="x"), ValueError, r"name cannot change")
+case("update qps to concurrency", lambda: Limiter(qps=1).update(concurrency=2), ValueError,
+     r"between qps and concurrency")
+case("update concurrency to qps", lambda: Limiter(concurrency=1).update(qps=2), ValueError,
+     r"between qps and concurrency")
+case("update concurrency behavior", lambda: Limiter(concurrency=1).update(behavior="throttle"),
+     ValueError, r"behavior='throttle' needs qps")
+case("update sub-1 window", lambda: Limiter(qps=5).update(qps=0.5), ValueError,
+     r"qps.*throttle")
+case("update cold_factor", lambda: Limiter(qps=5).update(cold_factor=1), ValueError,
+     r"cold_factor")
+case("update shadow int", lambda: Limiter(qps=5).update(shadow=1), TypeError, r"shadow")
+case("update on_block", lambda: Limiter(qps=5).update(on_block=3), TypeError, r"on_block")
+case("Keyed update max_keys", lambda: KeyedLimiter(qps=1).update(max_keys=5), ValueError,
+     r"max_keys cannot change")
+case("Keyed update warm_up", lambda: KeyedLimiter(qps=1).update(behavior="warm_up"), ValueError,
+     r"not supported per key")
+case("Keyed update overrides bad", lambda: KeyedLimiter(qps=1).update(overrides={"a": -1}),
+     ValueError, r"overrides")
 case("Limiter warm-up tokens overflow", lambda: Limiter(qps=1e15, cold_factor=1.0000001),
      ValueError, r"qps.*warm_up_s.*cold_factor")
 case("Limiter qps*warm_up_s too large", lambda: Limiter(qps=9e15, warm_up_s=1e9), ValueError,
@@ -718,13 +762,14 @@ def test_case_ids_unique():
 
 
 def test_every_limiter_keyword_has_a_wrong_type_and_an_out_of_range_case():
-    """The tables cover each keyword of Limiter(...) both ways (on_block: type only)."""
+    """The tables cover each keyword of Limiter(...) both ways (on_block and shadow: type
+    only; a bool has no out-of-range value)."""
     keywords = [p for p in inspect.signature(Limiter.__new__).parameters if p != "cls"]
     assert "qps" in keywords and "on_block" in keywords
     for kw in keywords:
         kinds = {exc for _, _, exc, match in CASES if match and kw in match}
         assert TypeError in kinds, kw
-        if kw != "on_block":
+        if kw not in ("on_block", "shadow"):
             assert ValueError in kinds, kw
 
 

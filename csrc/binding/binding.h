@@ -42,6 +42,7 @@ typedef struct {
     PyObject *default_map;   /* dict name -> index */
     PyObject *str_aenter;    /* "_aenter" */
     PyObject *str_aexit;     /* "_aexit" */
+    PyObject *registry;      /* dict name -> weakref: the named objects (limiters()) */
 } module_state;
 
 extern struct PyModuleDef slidewin_module;
@@ -69,6 +70,9 @@ typedef struct {
     struct fork_link fork;  /* standalone only: its lock is reset across fork() */
     struct sw_shm shm;      /* shared=: the region holding mem (base NULL when private) */
     PyObject *shared;       /* None, True, or the name or path it was opened with */
+    PyObject *name;         /* name= (or the region's), or NULL */
+    int name_given;
+    PyObject *weakreflist;
 } MetricObject;
 
 typedef struct {
@@ -85,6 +89,8 @@ typedef struct {
     int is_shared;
     _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
     PyObject *shared;          /* None, True, or the name or path it was opened with */
+    PyObject *name;            /* name= (or the region's), or NULL */
+    int name_given;            /* name= was given (repr shows it) */
 } LimiterObject;
 
 /** Claim this process's slot again after fork() (the parent's slot is the parent's). */
@@ -117,6 +123,8 @@ typedef struct {
     int64_t start_ns;
     atomic_int state; /* enum entry_state */
     uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
+    int hollow;        /* shadow mode: admitted although an enforcing limiter would have
+                          refused; holds nothing, counts nothing on exit */
 } EntryObject;
 
 /* ------------------------------------------------------------------------------------ */
@@ -132,8 +140,23 @@ extern PyType_Spec KeyedEntry_spec;
 /** Parse Limiter's constructor arguments (also KeyedLimiter's, named `fname` in errors).
  * @return 0, or -1 with an exception set */
 int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
-                         struct sw_limiter_cfg *cfg, PyObject **o_shared);
+                         struct sw_limiter_cfg *cfg, PyObject **o_shared, PyObject **o_name);
+/** Parse the settings keywords shared by the constructors and update() (NULL: unchanged).
+ * @return 0, or -1 with an exception set */
+int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
+                           PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
+                           PyObject *o_shadow);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
+
+/** update(): sort the keywords into settings (vals, NULL when absent); a layout keyword is
+ * a ValueError, an unknown one a TypeError. @return 0, or -1 with an exception set */
+int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout);
+/** update(): apply the given settings to cfg (grade kept) and check the whole configuration.
+ * @return 0, or -1 with an exception set (cfg may be half-changed: work on a copy) */
+int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
+               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
+               PyObject *o_occ, PyObject *o_shadow);
 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);

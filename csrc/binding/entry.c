@@ -19,6 +19,7 @@ PyObject *entry_new(LimiterObject *lim, int64_t n)
     e->limiter = lim;
     e->n = n;
     e->start_ns = 0;
+    e->hollow = 0;
     atomic_init(&e->state, ENTRY_IDLE);
     PyObject_GC_Track(e);
     return (PyObject *)e;
@@ -52,6 +53,8 @@ static int entry_claim(EntryObject *self)
 static void entry_finish(EntryObject *self, int64_t rt, int outcome)
 {
     LimiterObject *lim = self->limiter;
+    if (self->hollow)
+        return; /* shadow: an enforcing limiter would have refused it: nothing to count */
     if (lim->is_shared && self->fork_gen != sw_proc_fork_generation()) {
         if (outcome != SW_OUT_NONE)
             sw_count(limiter_view(lim), outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS
@@ -107,6 +110,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         raise_blocked(lim, self->n, &d);
         return NULL;
     }
+    self->hollow = d.shadowed;
     if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
         /* interrupted while queued: the request never ran */
         sw_exit(limiter_view(lim), self->n, 0, SW_OUT_NONE, SW_NOW);
@@ -121,10 +125,12 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     return (PyObject *)self;
 }
 
-/* _started(): an asyncio acquisition succeeded (holding in flight): entering -> entered */
-static PyObject *Entry_started(EntryObject *self, PyObject *Py_UNUSED(ignored))
+/* _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow,
+ * a shadow admission that holds nothing): entering -> entered */
+static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int expected = ENTRY_ENTERING;
+    self->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
     self->start_ns = sw_time_ns();
     self->fork_gen = sw_proc_fork_generation();
     if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
@@ -227,7 +233,7 @@ static PyMethodDef Entry_methods[] = {
     {"__exit__", (PyCFunction)(void (*)(void))Entry_exit, METH_FASTCALL, NULL},
     {"__aenter__", (PyCFunction)Entry_aenter, METH_NOARGS, NULL},
     {"__aexit__", (PyCFunction)(void (*)(void))Entry_aexit, METH_FASTCALL, NULL},
-    {"_started", (PyCFunction)Entry_started, METH_NOARGS, NULL},
+    {"_started", (PyCFunction)(void (*)(void))Entry_started, METH_FASTCALL, NULL},
     {"_abort", (PyCFunction)Entry_abort, METH_NOARGS, NULL},
     {NULL}};
 

@@ -7,6 +7,7 @@
  */
 #include "binding.h"
 #include "args.h"
+#include "observe.h"
 #include "shared.h"
 
 #include <stdlib.h>
@@ -34,6 +35,8 @@ typedef struct {
     int is_shared;
     uint64_t fork_gen;
     PyObject *shared;
+    PyObject *name;            /* name= (or the region's), or NULL */
+    int name_given;
 } KeyedObject;
 
 typedef struct {
@@ -44,6 +47,7 @@ typedef struct {
     int64_t n;
     int64_t start_ns;
     atomic_int state; /* enum entry_state */
+    int hollow;       /* shadow: a would-be refusal, holds and counts nothing */
 } KeyedEntryObject;
 
 static const char *const kbehavior_names[] = {"reject", "warm_up", "throttle",
@@ -180,9 +184,17 @@ static int cmp_over(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Check and install per-key thresholds (a Mapping, or None for none). On error the settings
- * are unchanged. @return 0, or -1 with an exception set (ValueError naming the key) */
-static int set_overrides(KeyedObject *self, PyObject *value)
+/* Per-key thresholds checked against a configuration, ready to install. */
+struct overrides {
+    struct sw_kover *arr; /* PyMem-owned, sorted by fp, unique */
+    uint32_t n;
+    PyObject *copy;       /* the dict as given */
+};
+
+/* Check per-key thresholds (a Mapping, or None for none) against cfg.
+ * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
+static int build_overrides(const struct sw_limiter_cfg *cfg, PyObject *value,
+                           struct overrides *out)
 {
     PyObject *copy = PyDict_New(), *items = NULL;
     struct sw_kover *arr = NULL;
@@ -211,7 +223,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
             goto fail;
         }
     }
-    bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
+    bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = PyList_GET_ITEM(items, i);
         PyObject *k, *t;
@@ -242,7 +254,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
                 v = -1; /* too large: refused below */
             }
         }
-        struct sw_limiter_cfg c = self->cfg;
+        struct sw_limiter_cfg c = *cfg;
         c.count = v;
         struct sw_cfg_error err;
         if (!ok || v < 0 || sw_limiter_check_ex(&c, &err) != SW_OK) {
@@ -261,8 +273,8 @@ static int set_overrides(KeyedObject *self, PyObject *value)
             goto fail;
         }
         arr[i].count = v;
-        arr[i].limit = conc ? v : (self->cfg.interval_ms == 1000
-                                       ? v : v * ((double)self->cfg.interval_ms / 1000.0));
+        arr[i].limit = conc ? v : (cfg->interval_ms == 1000
+                                       ? v : v * ((double)cfg->interval_ms / 1000.0));
         if (PyDict_SetItem(copy, k, t) < 0)
             goto fail;
     }
@@ -277,11 +289,9 @@ static int set_overrides(KeyedObject *self, PyObject *value)
         else
             arr[m++] = arr[i];
     }
-    PyMem_Free(self->over);
-    self->over = arr;
-    self->rule.over = m > 0 ? arr : NULL;
-    self->rule.n_over = (uint32_t)m;
-    Py_XSETREF(self->overrides, copy);
+    out->arr = arr;
+    out->n = (uint32_t)m;
+    out->copy = copy;
     Py_XDECREF(items);
     return 0;
 fail:
@@ -289,6 +299,44 @@ fail:
     Py_XDECREF(items);
     Py_DECREF(copy);
     return -1;
+}
+
+static inline const struct sw_kview *kview(KeyedObject *self);
+
+/* Install settings: the rule (when given), the overrides and the configuration, swapped under
+ * the table's lock (decisions read them under it only); the old overrides are freed after.
+ * Takes ownership of ov. */
+static void install_settings(KeyedObject *self, const struct sw_krule *rule,
+                             const struct sw_limiter_cfg *cfg, struct overrides *ov)
+{
+    struct sw_kover *old = self->over;
+    PyObject *old_copy = self->overrides;
+    bool locked = self->view.st != NULL;
+    if (locked)
+        sw_keyed_lock(kview(self));
+    if (rule != NULL)
+        self->rule.base = rule->base;
+    self->over = ov->arr;
+    self->rule.over = ov->n > 0 ? ov->arr : NULL;
+    self->rule.n_over = ov->n;
+    if (cfg != NULL)
+        self->cfg = *cfg;
+    if (locked)
+        sw_keyed_unlock(kview(self));
+    self->overrides = ov->copy;
+    PyMem_Free(old);
+    Py_XDECREF(old_copy);
+}
+
+/* Check and install per-key thresholds. On error the settings are unchanged.
+ * @return 0, or -1 with an exception set */
+static int set_overrides(KeyedObject *self, PyObject *value)
+{
+    struct overrides ov;
+    if (build_overrides(&self->cfg, value, &ov) < 0)
+        return -1;
+    install_settings(self, NULL, NULL, &ov);
+    return 0;
 }
 
 static int k_init_state(void *state, const struct sw_shm_layout *lay)
@@ -305,7 +353,7 @@ static int k_check_state(void *state, const struct sw_shm_layout *lay)
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
-    PyObject *o_shared, *o_max = NULL, *o_over = NULL, *rest = NULL;
+    PyObject *o_shared, *o_name, *name = NULL, *o_max = NULL, *o_over = NULL, *rest = NULL;
     char path[4096];
     module_state *st = state_of_type(type);
     if (st == NULL) {
@@ -324,7 +372,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (o_over && PyDict_DelItemString(rest, "overrides") < 0))
             goto fail0;
     }
-    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared) < 0)
+    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0)
         goto fail0;
     if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
         PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
@@ -339,6 +387,13 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int mode = shared_resolve(o_shared, path, sizeof path);
     if (mode < 0)
         goto fail0;
+    if (name_parse(o_name, &name) < 0)
+        goto fail0;
+    int name_given = name != NULL;
+    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
+        goto fail0;
+    if (name == Py_None)
+        Py_CLEAR(name);
     size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys, mode != 0);
     if (size == 0) {
         PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
@@ -351,6 +406,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail0;
     self->st = st;
     self->cfg = cfg;
+    self->name = name;
+    self->name_given = name_given;
+    name = NULL;
     self->max_keys = (uint32_t)max_keys;
     self->weakreflist = NULL;
     self->shared = mode == 0 ? Py_None : o_shared;
@@ -405,6 +463,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         lay.state_size = size;
         lay.init_state = k_init_state;
         lay.check_state = k_check_state;
+        lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
         if (shared_open(&self->shm, mode, path, &lay) < 0)
             goto fail;
         self->is_shared = 1;
@@ -422,6 +481,8 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->shm.hdr->next_reap_ms = 0;
         (void)keyed_maybe_reap(self);
     }
+    if (registry_add(st, self->name, (PyObject *)self) < 0)
+        goto fail;
     Py_XDECREF(rest);
     Py_XDECREF(o_max);
     Py_XDECREF(o_over);
@@ -429,6 +490,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 fail:
     Py_DECREF(self);
 fail0:
+    Py_XDECREF(name);
     Py_XDECREF(rest);
     Py_XDECREF(o_max);
     Py_XDECREF(o_over);
@@ -456,6 +518,7 @@ static void Keyed_dealloc(KeyedObject *self)
         self->is_shared = 0;
     }
     Py_CLEAR(self->shared);
+    Py_CLEAR(self->name);
     Py_CLEAR(self->overrides);
     PyMem_Free(self->over);
     self->over = NULL;
@@ -650,6 +713,10 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
         parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
+    if (rc == SW_ESTATE && self->cfg.shadow) {
+        sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW); /* as Limiter.release */
+        rc = SW_OK;
+    }
     if (rc == SW_ESTATE) {
         PyErr_Format(PyExc_ValueError, "release(%R, n=%lld): only %lld in flight for this key",
                      a[0], (long long)n, (long long)sw_keyed_in_flight(kview(self), fp));
@@ -723,10 +790,11 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     if (key_fp(args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0 ||
-        as_int64(args[2], "flags", 0, 31, &flags) < 0 || parse_now(args[3], &now) < 0)
+        as_int64(args[2], "flags", 0, 63, &flags) < 0 || parse_now(args[3], &now) < 0)
         return NULL;
     sw_keyed_decide(kview(self), fp, n, now, (unsigned)flags & ~SW_F_PRIORITIZED, &d);
-    return Py_BuildValue("(iLL)", d.verdict, (long long)d.wait_ns, (long long)d.retry_ns);
+    return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
+                         (long long)d.retry_ns);
 }
 
 static PyObject *Keyed_count_block(KeyedObject *self, PyObject *arg)
@@ -751,7 +819,7 @@ static PyObject *Keyed_raise_blocked_m(KeyedObject *self, PyObject *const *args,
     if (parse_n(args[1], 1, &n) < 0 || as_int64(args[2], "verdict", 0, 2, &verdict) < 0 ||
         as_int64(args[3], "retry_ns", -1, INT64_MAX, &retry) < 0)
         return NULL;
-    struct sw_decision d = {(int)verdict, 0, 0, retry, 0};
+    struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
     keyed_raise_blocked(self, args[0], n, &d);
     return NULL;
 }
@@ -872,8 +940,12 @@ static PyObject *Keyed_repr(KeyedObject *self)
         ADD_PART(PyUnicode_FromFormat("max_keys=%u", self->max_keys));
     if (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0)
         ADD_PART(PyUnicode_FromFormat("overrides=%R", self->overrides));
+    if (c->shadow)
+        ADD_PART(PyUnicode_FromString("shadow=True"));
     if (self->shared != NULL && self->shared != Py_None)
         ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
+    if (self->name != NULL && self->name_given)
+        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
     sep = PyUnicode_FromString(", ");
     if (sep == NULL)
         goto done;
@@ -891,7 +963,67 @@ done:
     return res;
 }
 
+static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct sw_totals t;
+    sw_keyed_totals(kview(self), &t);
+    return totals_dict(&t);
+}
+
+/* update(**settings): change this process's settings in place (the table is kept). */
+static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
+{
+    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
+                                           "cold_factor", "max_queueing_ms",
+                                           "occupy_timeout_ms", "shadow", "overrides"};
+    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
+                                         "name", NULL};
+    PyObject *v[9];
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return NULL;
+    }
+    if (update_collect("KeyedLimiter", kwds, settings, v, 9, layout) < 0)
+        return NULL;
+    struct sw_limiter_cfg cfg = self->cfg;
+    if (update_cfg("KeyedLimiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+        return NULL;
+    if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
+        PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
+                     "uses 'reject' or 'throttle' (with qps), or concurrency",
+                     kbehavior_names[cfg.behavior]);
+        return NULL;
+    }
+    struct sw_krule rule;
+    int rc = sw_krule_init(&rule, &cfg);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    struct overrides ov;
+    /* the overrides given, or the current ones checked again against the new settings */
+    if (build_overrides(&cfg, v[8] != NULL ? v[8] : self->overrides, &ov) < 0)
+        return NULL;
+    install_settings(self, &rule, &cfg, &ov);
+    keyed_notify(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Keyed_get_name(KeyedObject *self, void *Py_UNUSED(c))
+{
+    PyObject *v = self->name != NULL ? self->name : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject *Keyed_get_shadow(KeyedObject *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->cfg.shadow != 0);
+}
+
 static PyGetSetDef Keyed_getset[] = {
+    {"name", (getter)Keyed_get_name, NULL,
+     "The name (name=, else the shared region's name), or None.", NULL},
+    {"shadow", (getter)Keyed_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", NULL},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
@@ -909,6 +1041,13 @@ static PyGetSetDef Keyed_getset[] = {
     {NULL}};
 
 static PyMethodDef Keyed_methods[] = {
+    {"totals", (PyCFunction)Keyed_totals, METH_NOARGS,
+     "totals()\n--\n\nLifetime totals of the whole table since creation (monotonic, never "
+     "reset): a dict with pass, block, exception, success, occupied_pass and rt (ms)."},
+    {"update", (PyCFunction)(void (*)(void))Keyed_update, METH_VARARGS | METH_KEYWORDS,
+     "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
+     "max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. "
+     "Shared: this process's settings."},
     {"try_acquire", (PyCFunction)(void (*)(void))Keyed_try_acquire, FASTKW,
      "try_acquire(key, n=1, *, now_ns=None)\n--\n\n"
      "Admit now or refuse, under this key's own limit; never waits."},
@@ -974,6 +1113,7 @@ static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_
     e->fp = fp;
     e->n = n;
     e->start_ns = 0;
+    e->hollow = 0;
     atomic_init(&e->state, ENTRY_IDLE);
     PyObject_GC_Track(e);
     return (PyObject *)e;
@@ -999,7 +1139,8 @@ static void kentry_give_back(KeyedEntryObject *self)
 {
     int expected = ENTRY_ENTERED;
     if (self->lim != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
+        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED) &&
+        !self->hollow) {
         sw_keyed_exit(kview(self->lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
         keyed_notify(self->lim);
     }
@@ -1042,6 +1183,7 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
         keyed_raise_blocked(lim, self->key, self->n, &d);
         return NULL;
     }
+    self->hollow = d.shadowed;
     if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
         sw_keyed_exit(kview(lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
         atomic_store(&self->state, ENTRY_EXITED);
@@ -1054,9 +1196,10 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     return (PyObject *)self;
 }
 
-static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
+static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int expected = ENTRY_ENTERING;
+    self->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
     self->start_ns = sw_time_ns();
     if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
         PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
@@ -1094,8 +1237,10 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     } else {
         outcome = SW_OUT_NONE;
     }
-    sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
-    keyed_notify(self->lim);
+    if (!self->hollow) {
+        sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
+        keyed_notify(self->lim);
+    }
     Py_RETURN_FALSE;
 }
 
@@ -1157,7 +1302,7 @@ static PyMethodDef KEntry_methods[] = {
     {"__exit__", (PyCFunction)(void (*)(void))KEntry_exit, METH_FASTCALL, NULL},
     {"__aenter__", (PyCFunction)KEntry_aenter, METH_NOARGS, NULL},
     {"__aexit__", (PyCFunction)(void (*)(void))KEntry_aexit, METH_FASTCALL, NULL},
-    {"_started", (PyCFunction)KEntry_started, METH_NOARGS, NULL},
+    {"_started", (PyCFunction)(void (*)(void))KEntry_started, METH_FASTCALL, NULL},
     {"_abort", (PyCFunction)KEntry_abort, METH_NOARGS, NULL},
     {NULL}};
 

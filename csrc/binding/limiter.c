@@ -1,6 +1,7 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "binding.h"
 #include "args.h"
+#include "observe.h"
 #include "shared.h"
 
 #include <sched.h>
@@ -13,20 +14,78 @@ static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
 
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
+int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
+                           PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
+                           PyObject *o_shadow)
+{
+    if (o_beh != NULL) {
+        if (!PyUnicode_Check(o_beh)) {
+            PyErr_Format(PyExc_TypeError, "behavior must be a str, not %.100s",
+                         type_name_of(o_beh));
+            return -1;
+        }
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (PyUnicode_CompareWithASCIIString(o_beh, behavior_names[i]) == 0)
+                found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "behavior must be one of 'reject', 'warm_up', 'throttle', "
+                         "'warm_up_throttle', got %R", o_beh);
+            return -1;
+        }
+        cfg->behavior = found;
+    }
+    if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT) {
+        PyErr_Format(PyExc_ValueError,
+                     "behavior='%s' needs qps; a concurrency limiter only rejects "
+                     "(behavior='reject')", behavior_names[cfg->behavior]);
+        return -1;
+    }
+    if (o_warm && as_nonneg_double(o_warm, "warm_up_s", 1.0e9, &cfg->warm_up_s) < 0)
+        return -1;
+    /* any finite number here: the core says what is allowed (> 1), one message for all */
+    if (o_cold && as_nonneg_double(o_cold, "cold_factor", INFINITY, &cfg->cold_factor) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "cold_factor must be a number > 1 and at most 1e9, "
+                     "got %R", o_cold);
+        return -1;
+    }
+    if (o_queue && as_int64(o_queue, "max_queueing_ms", 0, INT64_C(1) << 40,
+                            &cfg->max_queueing_ms) < 0)
+        return -1;
+    if (o_occ && as_int64(o_occ, "occupy_timeout_ms", 0, INT64_C(1) << 40,
+                          &cfg->occupy_timeout_ms) < 0)
+        return -1;
+    if (o_shadow != NULL) {
+        int sh;
+        if (parse_bool(o_shadow, "shadow", &sh) < 0)
+            return -1;
+        cfg->shadow = (uint32_t)sh;
+    }
+    return 0;
+}
+
+/* Parse and check the constructor's arguments into a configuration (every message names the
+ * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
 int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
-                         struct sw_limiter_cfg *cfg, PyObject **o_shared)
+                         struct sw_limiter_cfg *cfg, PyObject **o_shared, PyObject **o_name)
 {
     static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
                              "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
-                             "sample_count", "shared", NULL};
+                             "sample_count", "shared", "name", "shadow", NULL};
     PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
-             *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL;
+             *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL,
+             *o_shadow = NULL;
     *o_shared = Py_None;
+    *o_name = Py_None;
     char fmt[64];
-    snprintf(fmt, sizeof fmt, "|O$OOOOOOOOO:%s", fname);
+    snprintf(fmt, sizeof fmt, "|O$OOOOOOOOOOO:%s", fname);
     if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &o_qps,
                                      &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
-                                     &o_int, &o_samp, o_shared))
+                                     &o_int, &o_samp, o_shared, o_name, &o_shadow))
         return -1;
     sw_limiter_cfg_default(cfg);
     if (o_qps != Py_None && o_conc != Py_None) {
@@ -51,46 +110,7 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
             return -1;
         cfg->count = (double)c;
     }
-    if (o_beh != NULL) {
-        if (!PyUnicode_Check(o_beh)) {
-            PyErr_Format(PyExc_TypeError, "behavior must be a str, not %.100s",
-                         type_name_of(o_beh));
-            return -1;
-        }
-        int found = -1;
-        for (int i = 0; i < 4; i++)
-            if (PyUnicode_CompareWithASCIIString(o_beh, behavior_names[i]) == 0)
-                found = i;
-        if (found < 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "behavior must be one of 'reject', 'warm_up', 'throttle', "
-                         "'warm_up_throttle', got %R", o_beh);
-            return -1;
-        }
-        cfg->behavior = found;
-    }
-    if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT) {
-        PyErr_Format(PyExc_ValueError,
-                     "behavior=%R needs qps; a concurrency limiter only rejects "
-                     "(behavior='reject')", o_beh);
-        return -1;
-    }
-    if (o_warm && as_nonneg_double(o_warm, "warm_up_s", 1.0e9, &cfg->warm_up_s) < 0)
-        return -1;
-    /* any finite number here: the core says what is allowed (> 1), one message for all */
-    if (o_cold && as_nonneg_double(o_cold, "cold_factor", INFINITY, &cfg->cold_factor) < 0) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -1;
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "cold_factor must be a number > 1 and at most 1e9, "
-                     "got %R", o_cold);
-        return -1;
-    }
-    if (o_queue && as_int64(o_queue, "max_queueing_ms", 0, INT64_C(1) << 40,
-                            &cfg->max_queueing_ms) < 0)
-        return -1;
-    if (o_occ && as_int64(o_occ, "occupy_timeout_ms", 0, INT64_C(1) << 40,
-                          &cfg->occupy_timeout_ms) < 0)
+    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     int64_t samples = cfg->sample_count;
     if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg->interval_ms) < 0)
@@ -109,9 +129,9 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
 }
 
 static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg,
-                             PyObject **o_shared)
+                             PyObject **o_shared, PyObject **o_name)
 {
-    return limiter_parse_cfg_as("Limiter", args, kwds, cfg, o_shared);
+    return limiter_parse_cfg_as("Limiter", args, kwds, cfg, o_shared, o_name);
 }
 
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
@@ -182,29 +202,40 @@ void limiter_notify(LimiterObject *self)
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
-    PyObject *o_shared;
+    PyObject *o_shared, *o_name, *name = NULL;
     char path[4096];
     module_state *st = state_of_type(type);
     if (st == NULL) {
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (limiter_parse_cfg(args, kwds, &cfg, &o_shared) < 0)
+    if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
         return NULL;
     int mode = shared_resolve(o_shared, path, sizeof path);
     if (mode < 0)
         return NULL;
+    if (name_parse(o_name, &name) < 0)
+        return NULL;
+    int name_given = name != NULL;
+    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
+        return NULL;
+    if (name == Py_None)
+        Py_CLEAR(name);
     size_t size = sw_limiter_size(&cfg);
     if (size == 0) {
         PyErr_SetString(PyExc_ValueError, "invalid Limiter configuration");
         return NULL;
     }
     LimiterObject *self = (LimiterObject *)type->tp_alloc(type, 0);
-    if (self == NULL)
+    if (self == NULL) {
+        Py_XDECREF(name);
         return NULL;
+    }
     self->st = st;
     self->cfg = cfg;
     self->weakreflist = NULL;
+    self->name = name;
+    self->name_given = name_given;
     if (mode == 0) {
         self->shared = Py_None;
         Py_INCREF(Py_None);
@@ -230,7 +261,8 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         sw_limiter_view(self->lim, &self->view);
         struct sw_window w;
         sw_limiter_window(self->lim, &w);
-        if (fork_register(&self->fork, w.lock, &self->wq) < 0) {
+        if (fork_register(&self->fork, w.lock, &self->wq) < 0 ||
+            registry_add(st, self->name, (PyObject *)self) < 0) {
             Py_DECREF(self);
             return NULL;
         }
@@ -250,6 +282,7 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     lay.state_size = sw_lstate_size(cfg.interval_ms, cfg.sample_count);
     lay.init_state = lim_init_state;
     lay.check_state = lim_check_state;
+    lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     if (shared_open(&self->shm, mode, path, &lay) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -270,6 +303,10 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sw_lstate_check_repair(&self->view);
     Py_END_ALLOW_THREADS
     (void)shared_maybe_reap(self);
+    if (registry_add(st, self->name, (PyObject *)self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -294,6 +331,7 @@ static void Limiter_dealloc(LimiterObject *self)
         self->is_shared = 0;
     }
     Py_CLEAR(self->shared);
+    Py_CLEAR(self->name);
     PyMem_Free(self->lim);
     self->lim = NULL;
     tp->tp_free((PyObject *)self);
@@ -404,11 +442,13 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "_decide(n, flags, now_ns) takes 3 arguments");
         return NULL;
     }
-    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 31, &flags) < 0 ||
+    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
     sw_decide(limiter_view(self), n, now, (unsigned)flags, &d);
-    return Py_BuildValue("(iLL)", d.verdict, (long long)d.wait_ns, (long long)d.retry_ns);
+    /* SHADOWED (3): admitted in shadow mode where an enforcing limiter would have refused */
+    return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
+                         (long long)d.retry_ns);
 }
 
 /* _count_block(n): the one BLOCK of a request that retried and finally failed. */
@@ -433,7 +473,7 @@ static PyObject *Limiter_raise_blocked(LimiterObject *self, PyObject *const *arg
     if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "verdict", 0, 2, &verdict) < 0 ||
         as_int64(args[2], "retry_ns", -1, INT64_MAX, &retry) < 0)
         return NULL;
-    struct sw_decision d = {(int)verdict, 0, 0, retry};
+    struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
     raise_blocked(self, n, &d);
     return NULL;
 }
@@ -549,6 +589,12 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
             return NULL;
     }
     int rc = sw_release(limiter_view(self), n);
+    if (rc == SW_ESTATE && self->cfg.shadow) {
+        /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
+         * give back; never raise, give back what is there (at most n) */
+        sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
+        rc = SW_OK;
+    }
     if (rc == SW_ESTATE) {
         PyErr_Format(PyExc_ValueError, "release(n=%lld): only %lld in flight", (long long)n,
                      (long long)sw_in_flight(limiter_view(self)));
@@ -699,8 +745,12 @@ static PyObject *Limiter_repr(LimiterObject *self)
         ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
         ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
     }
+    if (c->shadow)
+        ADD_PART(PyUnicode_FromString("shadow=True"));
     if (self->shared != NULL && self->shared != Py_None)
         ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
+    if (self->name != NULL && self->name_given)
+        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
     sep = PyUnicode_FromString(", ");
     if (sep == NULL)
         goto done;
@@ -768,6 +818,134 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
     Py_RETURN_FALSE;
 }
 
+static PyObject *Limiter_totals(LimiterObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct sw_totals t;
+    sw_totals_read(limiter_view(self), &t);
+    return totals_dict(&t);
+}
+
+/* Is `key` one of the layout keywords, which update() cannot change? */
+static int is_layout_key(PyObject *key, const char *const *layout)
+{
+    for (; *layout != NULL; layout++)
+        if (key_equals(key, *layout))
+            return 1;
+    return 0;
+}
+
+int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
+{
+    for (Py_ssize_t i = 0; i < n_settings; i++)
+        vals[i] = NULL;
+    if (kwds == NULL)
+        return 0;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwds, &pos, &key, &value)) {
+        Py_ssize_t i;
+        for (i = 0; i < n_settings; i++)
+            if (key_equals(key, settings[i]))
+                break;
+        if (i < n_settings) {
+            vals[i] = value;
+            continue;
+        }
+        if (is_layout_key(key, layout)) {
+            PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of "
+                         "the %s's state (and of its shared region); make a new %s to change it",
+                         key, tname, tname);
+            return -1;
+        }
+        PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R", key);
+        return -1;
+    }
+    return 0;
+}
+
+/* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
+ * unchanged), the grade kept. @return 0, or -1 with an exception set */
+int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
+               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
+               PyObject *o_occ, PyObject *o_shadow)
+{
+    if (o_qps != NULL) {
+        if (cfg->grade != SW_GRADE_QPS) {
+            PyErr_Format(PyExc_ValueError, "update(qps=%R): this %s limits concurrency; a limit "
+                         "cannot change between qps and concurrency (what is in flight would "
+                         "not be accounted for): make a new %s", o_qps, tname, tname);
+            return -1;
+        }
+        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
+            return -1;
+    }
+    if (o_conc != NULL) {
+        if (cfg->grade != SW_GRADE_CONCURRENCY) {
+            PyErr_Format(PyExc_ValueError, "update(concurrency=%R): this %s limits qps; a limit "
+                         "cannot change between qps and concurrency (what is in flight would "
+                         "not be accounted for): make a new %s", o_conc, tname, tname);
+            return -1;
+        }
+        int64_t c;
+        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
+            return -1;
+        cfg->count = (double)c;
+    }
+    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
+        return -1;
+    struct sw_cfg_error err;
+    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* update(**settings): change this process's settings in place; the state is kept. */
+static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *kwds)
+{
+    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
+                                           "cold_factor", "max_queueing_ms",
+                                           "occupy_timeout_ms", "shadow"};
+    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
+                                         NULL};
+    PyObject *v[8];
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return NULL;
+    }
+    if (update_collect("Limiter", kwds, settings, v, 8, layout) < 0)
+        return NULL;
+    struct sw_limiter_cfg cfg = self->cfg;
+    if (update_cfg("Limiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+        return NULL;
+    struct sw_rule rule;
+    int rc = sw_rule_init(&rule, &cfg);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    /* one swap under the state's lock: a decision sees the old rule or the new one */
+    const struct sw_view *view = limiter_view(self);
+    sw_view_lock(view);
+    *(struct sw_rule *)view->rule = rule;
+    self->cfg = cfg;
+    sw_view_unlock(view);
+    limiter_notify(self); /* a higher concurrency may admit a waiter now */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Limiter_get_name(LimiterObject *self, void *Py_UNUSED(c))
+{
+    PyObject *v = self->name != NULL ? self->name : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject *Limiter_get_shadow(LimiterObject *self, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(self->cfg.shadow != 0);
+}
+
 static PyObject *Limiter_get_shared(LimiterObject *self, void *Py_UNUSED(c))
 {
     PyObject *v = self->shared != NULL ? self->shared : Py_None;
@@ -792,9 +970,20 @@ static PyGetSetDef Limiter_getset[] = {
     {"shared", (getter)Limiter_get_shared, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
      NULL},
+    {"name", (getter)Limiter_get_name, NULL,
+     "The name (name=, else the shared region's name), or None.", NULL},
+    {"shadow", (getter)Limiter_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", NULL},
     {NULL}};
 
 static PyMethodDef Limiter_methods[] = {
+    {"totals", (PyCFunction)Limiter_totals, METH_NOARGS,
+     "totals()\n--\n\nLifetime totals since creation (monotonic, never reset): a dict with "
+     "pass, block, exception, success, occupied_pass and rt (ms)."},
+    {"update", (PyCFunction)(void (*)(void))Limiter_update, METH_VARARGS | METH_KEYWORDS,
+     "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
+     "warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the "
+     "throttle's queue and the warm-up tokens are kept. Shared: this process's settings."},
     {"try_acquire", (PyCFunction)(void (*)(void))Limiter_try_acquire, FASTKW,
      "try_acquire(n=1, *, now_ns=None)\n--\n\n"
      "Admit now or refuse; never waits. Counts PASS or BLOCK."},

@@ -1,6 +1,7 @@
 /* metric.c - Metric: sliding-window statistics (standalone, or a view of a Limiter's). */
 #include "binding.h"
 #include "args.h"
+#include "observe.h"
 #include "shared.h"
 
 #include <string.h>
@@ -52,6 +53,11 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
                                                            : Py_None;
     Py_INCREF(self->shared);
     self->fork.linked = false; /* the owner's lock: registered by the owner */
+    /* the owner's name (not registered: the owner is) */
+    self->name = ((LimiterObject *)owner)->name;
+    Py_XINCREF(self->name);
+    self->name_given = 0;
+    self->weakreflist = NULL;
     Py_INCREF(owner);
     self->owner = owner;
     Py_INCREF(st->default_names);
@@ -88,6 +94,7 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 static int metric_open_shared(MetricObject *self, int mode, const char *path,
                               struct sw_leap_cfg *cfg, PyObject *names)
 {
+    const char *objname = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     char events[SW_SHM_EVENTS_BYTES];
     size_t used = 0;
     struct sw_shm_layout lay;
@@ -117,6 +124,7 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     lay.init_state = metric_init_state;
     lay.check_state = metric_check_state;
     lay.arg = cfg;
+    lay.name = objname;
     if (shared_open(&self->shm, mode, path, &lay) < 0)
         return -1;
     self->mem = self->shm.state;
@@ -134,8 +142,9 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
 
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", NULL};
-    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None;
+    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name", NULL};
+    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None,
+             *o_name = Py_None, *name = NULL;
     char path[4096];
     int mode;
     PyObject *names = NULL, *map = NULL;
@@ -146,12 +155,19 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OO:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events, &o_shared))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOO:Metric", kwlist, &o_interval,
+                                     &o_samples, &o_events, &o_shared, &o_name))
         return NULL;
     mode = shared_resolve(o_shared, path, sizeof path);
     if (mode < 0)
         return NULL;
+    if (name_parse(o_name, &name) < 0)
+        return NULL;
+    int name_given = name != NULL;
+    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
+        return NULL;
+    if (name == Py_None)
+        Py_CLEAR(name);
     if (o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0)
         return NULL;
     if (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
@@ -237,6 +253,9 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self = (MetricObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail;
+    self->name = name;
+    self->name_given = name_given;
+    name = NULL;
     if (mode == 0) {
         self->shared = Py_None;
         Py_INCREF(Py_None);
@@ -251,6 +270,10 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->names = names;
         self->name_map = map;
         self->st = st;
+        if (registry_add(st, self->name, (PyObject *)self) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
         return (PyObject *)self;
     }
     self->mem = PyMem_Calloc(1, sizeof(struct metric_mem) + size);
@@ -271,10 +294,12 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name_map = map;
     names = map = NULL;
     self->st = st;
-    if (fork_register(&self->fork, self->win.lock, NULL) < 0)
+    if (fork_register(&self->fork, self->win.lock, NULL) < 0 ||
+        registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     return (PyObject *)self;
 fail:
+    Py_XDECREF(name);
     Py_XDECREF(names);
     Py_XDECREF(map);
     Py_XDECREF(self);
@@ -302,8 +327,11 @@ static void Metric_dealloc(MetricObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     Metric_clear(self);
     Py_CLEAR(self->owner);
+    Py_CLEAR(self->name);
     fork_unregister(&self->fork);
     if (self->shm.base != NULL)
         sw_shm_close(&self->shm); /* the region's memory, not ours to free */
@@ -521,16 +549,24 @@ static PyObject *Metric_repr(MetricObject *self)
 {
     const struct sw_leap *l = self->win.leap;
     bool sh = self->shared != NULL && self->shared != Py_None;
-    if (self->names == self->st->default_names)
-        return sh ? PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, shared=%R)",
-                                         (long long)l->interval_ms, l->sample_count, self->shared)
-                  : PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u)",
-                                         (long long)l->interval_ms, l->sample_count);
-    return sh ? PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R, "
-                                     "shared=%R)", (long long)l->interval_ms, l->sample_count,
-                                     self->names, self->shared)
-              : PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u, events=%R)",
-                                     (long long)l->interval_ms, l->sample_count, self->names);
+    PyObject *r = PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u",
+                                       (long long)l->interval_ms, l->sample_count);
+    if (r != NULL && self->names != self->st->default_names)
+        PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", events=%R", self->names));
+    if (r != NULL && sh)
+        PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", shared=%R", self->shared));
+    if (r != NULL && self->name != NULL && self->name_given)
+        PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", name=%R", self->name));
+    if (r != NULL)
+        PyUnicode_AppendAndDel(&r, PyUnicode_FromString(")"));
+    return r;
+}
+
+static PyObject *Metric_get_name(MetricObject *self, void *Py_UNUSED(c))
+{
+    PyObject *v = self->name != NULL ? self->name : Py_None;
+    Py_INCREF(v);
+    return v;
 }
 
 static PyObject *Metric_get_shared(MetricObject *self, void *Py_UNUSED(c))
@@ -566,6 +602,12 @@ static PyGetSetDef Metric_getset[] = {
     {"shared", (getter)Metric_get_shared, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
      NULL},
+    {"name", (getter)Metric_get_name, NULL,
+     "The name (name=, else the shared region's name), or None.", NULL},
+    {NULL}};
+
+static PyMemberDef Metric_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(MetricObject, weakreflist), READONLY, NULL},
     {NULL}};
 
 static PyMethodDef Metric_methods[] = {
@@ -592,7 +634,8 @@ static PyMethodDef Metric_methods[] = {
     {NULL}};
 
 static PyType_Slot Metric_slots[] = {
-    {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None)\n--\n\n"
+    {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None, shared=None, "
+                "name=None)\n--\n\n"
                 "Sliding-window statistics: a ring of sample_count buckets over interval_ms."},
     {Py_tp_new, Metric_new},
     {Py_tp_traverse, Metric_traverse},
@@ -601,6 +644,7 @@ static PyType_Slot Metric_slots[] = {
     {Py_tp_repr, Metric_repr},
     {Py_tp_methods, Metric_methods},
     {Py_tp_getset, Metric_getset},
+    {Py_tp_members, Metric_members},
     {0, NULL}};
 
 PyType_Spec Metric_spec = {

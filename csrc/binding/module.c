@@ -1,5 +1,6 @@
 /* module.c - the module `slidewin._core`: state, types, clocks, multi-phase init. */
 #include "binding.h"
+#include "observe.h"
 #include "shared.h"
 
 #include <time.h>
@@ -88,6 +89,16 @@ static PyMethodDef module_methods[] = {
     {"unlink", shared_unlink, METH_O,
      "unlink(name)\n--\n\nRemove a shared region's name (or path): True if it existed. "
      "Processes attached to it go on using it; the next to open the name gets a fresh one."},
+    {"limiters", mod_limiters, METH_NOARGS,
+     "limiters()\n--\n\nThe live named Metric, Limiter and KeyedLimiter objects of this "
+     "process: a dict name -> object (the newest object of a name)."},
+    {"read_region", (PyCFunction)(void (*)(void))mod_read_region, FASTKW,
+     "read_region(path, *, now_ns=None)\n--\n\nRead a shared region without attaching to it "
+     "(read-only, no lock, no process slot): a dict of its kind, name, layout, totals, window "
+     "counts at now_ns, in-flight and waiting counts. For observers (Prometheus, top)."},
+    {"list_regions", (PyCFunction)(void (*)(void))mod_list_regions, FASTKW,
+     "list_regions(folder=None)\n--\n\nThe paths of the slidewin regions (files slidewin-*) "
+     "of a folder (default: SLIDEWIN_SHM_DIR or /dev/shm), sorted."},
     {"_set_test_hook", mod_set_test_hook, METH_O,
      "_set_test_hook(us)\n--\n\nTests only: hold every critical section us microseconds."},
     {"clock_ns", mod_clock_ns, METH_NOARGS,
@@ -152,6 +163,9 @@ static int module_exec(PyObject *m)
         Py_DECREF(idx);
         PyTuple_SET_ITEM(st->default_names, i, nm);
     }
+    st->registry = PyDict_New();
+    if (st->registry == NULL)
+        return -1;
     st->str_aenter = PyUnicode_InternFromString("_aenter");
     st->str_aexit = PyUnicode_InternFromString("_aexit");
     if (st->str_aenter == NULL || st->str_aexit == NULL)
@@ -166,6 +180,9 @@ static int module_exec(PyObject *m)
         PyModule_AddIntConstant(m, "F_NO_BLOCK", SW_F_NO_BLOCK) < 0 ||
         PyModule_AddIntConstant(m, "F_ENTRY", SW_F_ENTRY) < 0 ||
         PyModule_AddIntConstant(m, "F_RETRY", SW_F_RETRY) < 0 ||
+        PyModule_AddIntConstant(m, "F_SHADOW", SW_F_SHADOW) < 0 ||
+        PyModule_AddIntConstant(m, "SHADOWED", 3) < 0 ||
+        PyModule_AddIntConstant(m, "LAYOUT_VERSION", SW_SHM_LAYOUT_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "PASS", SW_PASS) < 0 ||
         PyModule_AddIntConstant(m, "BLOCK", SW_BLOCK) < 0 ||
         PyModule_AddIntConstant(m, "NEVER", SW_NEVER) < 0 ||
@@ -189,6 +206,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->BlockedError);
     Py_VISIT(st->default_names);
     Py_VISIT(st->default_map);
+    Py_VISIT(st->registry);
     return 0;
 }
 
@@ -205,6 +223,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->BlockedError);
     Py_CLEAR(st->default_names);
     Py_CLEAR(st->default_map);
+    Py_CLEAR(st->registry);
     Py_CLEAR(st->str_aenter);
     Py_CLEAR(st->str_aexit);
     return 0;

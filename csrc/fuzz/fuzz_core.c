@@ -523,6 +523,7 @@ struct mlim {
     __int128 last_start; /* invariant: admitted starts at least one cost apart */
     bool has_start;
     bool user_pass;      /* PASS added by hand: the window limit invariant is off */
+    int64_t totals[SW_EV_DEFAULT_COUNT]; /* lifetime totals (decisions, exits, counts) */
 };
 
 static double m_window_limit(double count, int64_t interval_ms)
@@ -587,11 +588,33 @@ static void node_add_m(struct mlim *ml, uint32_t ev, int64_t n, int64_t t)
 {
     m_add(&ml->sec, ev, n, t);
     m_add(&ml->min, ev, n, t);
+    ml->totals[ev] = sat_add(ml->totals[ev], n);
 }
 
 /* The model's decision. */
+static void ml_decide_enforcing(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
+                                struct sw_decision *d);
+
+/* Shadow mode: the enforcing twin's decision and counts (a shadow decision is final: its
+ * refusal counts BLOCK whatever SW_F_NO_BLOCK says), then an admission without a wait. */
 static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
                       struct sw_decision *d)
+{
+    bool shadow = (flags & SW_F_SHADOW) != 0 || ml->cfg.shadow;
+    if (shadow)
+        flags &= ~SW_F_NO_BLOCK;
+    ml_decide_enforcing(ml, n, now, flags, d);
+    d->shadowed = 0;
+    if (shadow) {
+        d->shadowed = d->verdict != SW_PASS;
+        d->verdict = SW_PASS;
+        d->wait_ns = 0;
+        d->retry_ns = -1;
+    }
+}
+
+static void ml_decide_enforcing(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
+                                struct sw_decision *d)
 {
     const struct sw_limiter_cfg *c = &ml->cfg;
     d->verdict = SW_BLOCK;
@@ -701,6 +724,7 @@ static void ml_decide(struct mlim *ml, int64_t n, int64_t now, unsigned flags,
         if (d->occupied) {
             node_add_m(ml, SW_EV_OCCUPIED_PASS, n, t);
             m_grant(&ml->sec, grant, n);
+            ml->totals[SW_EV_PASS] = sat_add(ml->totals[SW_EV_PASS], n);
             d->wait_ns = ns_until_m(grant, now);
         } else {
             node_add_m(ml, SW_EV_PASS, n, t);
@@ -751,7 +775,7 @@ static void run_limiter(struct rd *r)
             int64_t n = (a & 0xc0u) == 0xc0u ? (int64_t)(a & 0x3fu) * 37 : (int64_t)(a & 3u) + 1;
             if ((a & 0xf0u) == 0x40u)
                 n = 0; /* EINVAL */
-            unsigned flags = u8(r) & 0x1fu;
+            unsigned flags = u8(r) & 0x3fu; /* SW_F_SHADOW included */
             struct sw_decision d, e;
             int rc = sw_limiter_decide(lim, n, now, flags, &d);
             if (n < 1) {
@@ -770,6 +794,7 @@ static void run_limiter(struct rd *r)
             EXPECT_EQ(d.occupied, e.occupied, "occupied");
             EXPECT_EQ(d.wait_ns, e.wait_ns, "wait_ns");
             EXPECT_EQ(d.retry_ns, e.retry_ns, "retry_ns");
+            EXPECT_EQ(d.shadowed, e.shadowed, "shadowed");
             /* invariants on the core's own answers */
             if (d.wait_ns < 0)
                 FAIL("negative wait");
@@ -834,6 +859,7 @@ static void run_limiter(struct rd *r)
                     node_add_m(ml, SW_EV_SUCCESS, n, t);
                     m_add_rt(&ml->sec, rt, t);
                     m_add_rt(&ml->min, rt, t);
+                    ml->totals[SW_EV_RT] = sat_add(ml->totals[SW_EV_RT], rt);
                 } else {
                     node_add_m(ml, SW_EV_EXCEPTION, n, t);
                 }
@@ -901,6 +927,14 @@ static void run_limiter(struct rd *r)
             FAIL("in flight %lld, model %lld", (long long)sw_limiter_in_flight(lim),
                  (long long)ml->in_flight);
         struct sw_node *node = sw_limiter_node(lim);
+        struct sw_totals tot;
+        sw_limiter_totals(lim, &tot);
+        EXPECT_EQ(tot.pass, ml->totals[SW_EV_PASS], "total pass");
+        EXPECT_EQ(tot.block, ml->totals[SW_EV_BLOCK], "total block");
+        EXPECT_EQ(tot.exception, ml->totals[SW_EV_EXCEPTION], "total exception");
+        EXPECT_EQ(tot.success, ml->totals[SW_EV_SUCCESS], "total success");
+        EXPECT_EQ(tot.occupied_pass, ml->totals[SW_EV_OCCUPIED_PASS], "total occupied");
+        EXPECT_EQ(tot.rt, ml->totals[SW_EV_RT], "total rt");
         check_totals(sw_node_sec(node));
         check_totals(sw_node_min(node));
         if (sw_node_fut(node) != NULL) {

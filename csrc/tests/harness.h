@@ -65,5 +65,6 @@ void test_stress(void);
 void test_shm(void);
 void test_totals(void);
 void test_keyed(void);
+void test_observe(void);
 
 #endif /* SW_TEST_HARNESS_H */

@@ -88,3 +88,17 @@ wsgi_app: wsgi.WSGIApp = wsgi.LimitMiddleware(
 )
 ip: str = client_ip({"REMOTE_ADDR": "10.0.0.1"}, trusted_proxies="10.0.0.0/8")
 maybe: Optional[str] = user_key({"type": "http", "client": ("1.2.3.4", 1), "headers": []})
+
+# seeing and steering (issue 13)
+named = Limiter(qps=100, name="checkout", shadow=True)
+totals: int = named.totals()["pass"] + named.totals()["rt"]
+named.update(qps=200, behavior="throttle", max_queueing_ms=100, shadow=False)
+label: Optional[str] = named.name
+enforcing: bool = not named.shadow
+registry: Dict[str, object] = dict(slidewin.limiters())
+per_named = KeyedLimiter(qps=5, name="per-user")
+per_named.update(overrides={"vip": 50})
+blocks: int = per_named.totals()["block"]
+stats_m = Metric(1000, 2, name="stats")
+region: Dict[str, Any] = slidewin._core.read_region("checkout")
+paths: List[str] = slidewin._core.list_regions()

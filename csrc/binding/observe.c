@@ -1,0 +1,510 @@
+/* observe.c - seeing it: names and the registry of named objects (slidewin.limiters()),
+ * lifetime totals as dicts, and the read-only side for observers: read_region() and
+ * list_regions() (the Prometheus collector and `python -m slidewin top` read regions that
+ * other processes are busy with, without attaching to them).
+ *
+ * read_region() never writes to a region and never takes its lock: it maps the file
+ * read-only, copies the header and the object's statistics (the node: windows, in-flight
+ * count, totals) into private memory, checks the copy as an attach checks a region, repairs
+ * the copy (a copy taken while a writer was inside its critical section may be mid-update:
+ * the repair rebuilds the derived fields, as after a takeover), and reads the copy. The totals
+ * are whole aligned words (never torn); the window read is a consistent snapshot of a moment
+ * give or take the one decision in progress.
+ */
+#include "binding.h"
+#include "args.h"
+#include "observe.h"
+#include "shared.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NAME_MAX_CHARS 200
+
+/* ---- names ----------------------------------------------------------------------------- */
+
+int name_parse(PyObject *o, PyObject **out)
+{
+    *out = NULL;
+    if (o == NULL || o == Py_None)
+        return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "name must be a str or None, not %.100s",
+                     type_name_of(o));
+        return -1;
+    }
+    Py_ssize_t len = PyUnicode_GET_LENGTH(o);
+    if (len < 1 || len > NAME_MAX_CHARS) {
+        PyErr_Format(PyExc_ValueError, "name must be a str of 1 to %d characters, got %R",
+                     NAME_MAX_CHARS, o);
+        return -1;
+    }
+    if (PyUnicode_AsUTF8(o) == NULL) { /* lone surrogates: not storable in a region */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "name must be encodable as UTF-8, got %R", o);
+        return -1;
+    }
+    Py_INCREF(o);
+    *out = o;
+    return 0;
+}
+
+PyObject *name_default(PyObject *o_shared, int mode, const char *path)
+{
+    if (mode != 2)
+        Py_RETURN_NONE;
+    if (PyUnicode_Check(o_shared)) {
+        const char *s = PyUnicode_AsUTF8(o_shared);
+        if (s == NULL)
+            return NULL;
+        if (strchr(s, '/') == NULL) {
+            Py_INCREF(o_shared);
+            return o_shared;
+        }
+    }
+    const char *base = strrchr(path, '/');
+    return PyUnicode_DecodeFSDefault(base != NULL ? base + 1 : path);
+}
+
+int registry_add(module_state *st, PyObject *name, PyObject *obj)
+{
+    if (name == NULL || name == Py_None)
+        return 0;
+    PyObject *ref = PyWeakref_NewRef(obj, NULL);
+    if (ref == NULL)
+        return -1;
+    int rc = PyDict_SetItem(st->registry, name, ref); /* the newest of a name wins */
+    Py_DECREF(ref);
+    return rc;
+}
+
+/* slidewin._core.limiters() -> dict[str, object]: the live named objects of this process */
+PyObject *mod_limiters(PyObject *m, PyObject *Py_UNUSED(unused))
+{
+    module_state *st = (module_state *)PyModule_GetState(m);
+    PyObject *out = PyDict_New(), *items = NULL, *dead = NULL;
+    if (out == NULL)
+        return NULL;
+    items = PyDict_Items(st->registry);
+    dead = PyList_New(0);
+    if (items == NULL || dead == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        PyObject *name = PyTuple_GET_ITEM(it, 0), *ref = PyTuple_GET_ITEM(it, 1);
+#if PY_VERSION_HEX >= 0x030D0000
+        PyObject *obj;
+        if (PyWeakref_GetRef(ref, &obj) < 0)
+            goto fail;
+#else
+        PyObject *obj = PyWeakref_GetObject(ref); /* borrowed; Py_None when dead */
+        if (obj == NULL)
+            goto fail;
+        obj = obj == Py_None ? NULL : obj;
+        Py_XINCREF(obj);
+#endif
+        int bad = obj == NULL ? PyList_Append(dead, it) < 0 : PyDict_SetItem(out, name, obj) < 0;
+        Py_XDECREF(obj);
+        if (bad)
+            goto fail;
+    }
+    /* forget the dead names (only if no newer object took the name meanwhile) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
+        PyObject *it = PyList_GET_ITEM(dead, i);
+        PyObject *cur = PyDict_GetItemWithError(st->registry, PyTuple_GET_ITEM(it, 0));
+        if (cur == NULL && PyErr_Occurred())
+            goto fail;
+        if (cur == PyTuple_GET_ITEM(it, 1) &&
+            PyDict_DelItem(st->registry, PyTuple_GET_ITEM(it, 0)) < 0)
+            goto fail;
+    }
+    Py_DECREF(items);
+    Py_DECREF(dead);
+    return out;
+fail:
+    Py_XDECREF(items);
+    Py_XDECREF(dead);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ---- totals ---------------------------------------------------------------------------- */
+
+PyObject *totals_dict(const struct sw_totals *t)
+{
+    return Py_BuildValue("{sLsLsLsLsLsL}", "pass", (long long)t->pass, "block",
+                         (long long)t->block, "exception", (long long)t->exception, "success",
+                         (long long)t->success, "occupied_pass", (long long)t->occupied_pass,
+                         "rt", (long long)t->rt);
+}
+
+/* ---- read_region ----------------------------------------------------------------------- */
+
+static const char *const kind_names[] = {"", "metric", "limiter", "keyed"};
+
+/* A read-only snapshot of a region: the header and the statistics, copied. */
+struct peek {
+    struct sw_shm_header hdr;
+    unsigned char *copy;   /* the state's first `copied` bytes (limiter, Metric) or the node
+                              (keyed) */
+    size_t copied;
+    uint32_t waiters;
+    struct sw_kstate khdr; /* keyed: the table's header */
+};
+
+static int peek_fail(const char *msg, const char *path)
+{
+    PyErr_Format(PyExc_ValueError, "%s: %s", path, msg);
+    return -1;
+}
+
+/* Map path read-only, check it and copy what the read needs. @return 0, or -1 with an
+ * exception set (ValueError for anything that is not a good region, OSError otherwise) */
+static int peek_region(const char *path, struct peek *pk)
+{
+    struct sw_shm_error err;
+    void *base = MAP_FAILED;
+    size_t size = 0;
+    int rc = -1;
+    memset(pk, 0, sizeof *pk);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        goto done;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        peek_fail("not a regular file, not a slidewin region", path);
+        goto done;
+    }
+    if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) || sb.st_size > (off_t)1 << 42) {
+        peek_fail("not a slidewin shared region (its size)", path);
+        goto done;
+    }
+    size = (size_t)sb.st_size;
+    base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        goto done;
+    }
+    /* everything below reads the copy: the file may change under us */
+    memcpy(&pk->hdr, base, sizeof pk->hdr);
+    if (sw_shm_check_header(&pk->hdr, size, path, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        goto done;
+    }
+    struct sw_shm_header *h = &pk->hdr;
+    pk->waiters = atomic_load_explicit(&((struct sw_shm_header *)base)->waiters,
+                                       memory_order_relaxed);
+    const unsigned char *state = (const unsigned char *)base + h->off_state;
+    if (h->kind == SW_KIND_LIMITER) {
+        size_t need = sw_lstate_size(h->interval_ms, h->sample_count);
+        if (need == 0 || need != h->state_size || h->max_keys != 0 || h->n_events != 0) {
+            peek_fail("a damaged limiter region (its layout)", path);
+            goto done;
+        }
+        pk->copied = need;
+    } else if (h->kind == SW_KIND_KEYED) {
+        size_t total = sw_keyed_size(h->interval_ms, h->sample_count, h->max_keys, true);
+        if (total == 0 || total != h->state_size) {
+            peek_fail("a damaged KeyedLimiter region (its layout)", path);
+            goto done;
+        }
+        memcpy(&pk->khdr, state, sizeof pk->khdr);
+        if (sw_keyed_validate_header(&pk->khdr, total, h->interval_ms, h->sample_count,
+                                     h->max_keys, true) != SW_OK) {
+            peek_fail("a damaged KeyedLimiter region (its table)", path);
+            goto done;
+        }
+        size_t nsz = sw_keyed_node_size(h->interval_ms, h->sample_count);
+        if (nsz == 0 || pk->khdr.off_node > total || nsz > total - pk->khdr.off_node) {
+            peek_fail("a damaged KeyedLimiter region (its node)", path);
+            goto done;
+        }
+        state += pk->khdr.off_node;
+        pk->copied = nsz;
+    } else {
+        struct sw_leap_cfg cfg = {h->interval_ms, h->sample_count,
+                                  h->n_events ? h->n_events : SW_EV_DEFAULT_COUNT,
+                                  h->n_events == 0};
+        size_t lsz = sw_leap_check(&cfg) == SW_OK ? sw_leap_size(&cfg) : 0;
+        if (lsz == 0 || sizeof(struct metric_mem) + lsz != h->state_size) {
+            peek_fail("a damaged Metric region (its layout)", path);
+            goto done;
+        }
+        pk->copied = (size_t)h->state_size;
+    }
+    pk->copy = PyMem_RawMalloc(pk->copied);
+    if (pk->copy == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(pk->copy, state, pk->copied);
+    rc = 0;
+done:
+    if (base != MAP_FAILED)
+        munmap(base, size);
+    close(fd);
+    if (rc < 0) {
+        PyMem_RawFree(pk->copy);
+        pk->copy = NULL;
+    }
+    return rc;
+}
+
+/* Check and repair the copy; fill the statistics. @return 0, or -1 with ValueError */
+static int peek_node_stats(struct peek *pk, const char *path, int64_t now, struct sw_stats *s,
+                           struct sw_totals *t)
+{
+    const struct sw_shm_header *h = &pk->hdr;
+    struct sw_node *node;
+    if (h->kind == SW_KIND_LIMITER) {
+        struct sw_lstate *st = (struct sw_lstate *)(void *)pk->copy;
+        if (sw_lstate_validate(st, pk->copied, h->interval_ms, h->sample_count) != SW_OK)
+            return peek_fail("a damaged limiter region (its state)", path);
+        node = sw_lstate_node(st);
+    } else {
+        node = (struct sw_node *)(void *)pk->copy;
+        if (sw_keyed_node_validate(node, h->interval_ms, h->sample_count) != SW_OK)
+            return peek_fail("a damaged KeyedLimiter region (its statistics)", path);
+    }
+    sw_node_repair(node);
+    sw_node_stats(node, now, s);
+    sw_node_totals(node, t);
+    return 0;
+}
+
+static PyObject *region_name(const struct sw_shm_header *h, const char *path)
+{
+    size_t nl = strnlen(h->name, sizeof h->name);
+    if (nl > 0) {
+        PyObject *o = PyUnicode_DecodeUTF8(h->name, (Py_ssize_t)nl, "replace");
+        if (o != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return o;
+        PyErr_Clear();
+    }
+    const char *base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
+    if (strncmp(base, "slidewin-", 9) == 0 && base[9] != '\0')
+        base += 9;
+    return PyUnicode_DecodeFSDefault(base);
+}
+
+/* read_region(path, *, now_ns=None) -> dict */
+PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    static const char *const names[] = {"path", "now_ns"};
+    PyObject *a[2] = {NULL, NULL};
+    char path[4096];
+    int64_t now;
+    if (parse_fast("read_region", args, nargs, kwnames, names, 2, 1, a) < 0 ||
+        parse_now(a[1], &now) < 0)
+        return NULL;
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "read_region() missing required argument 'path'");
+        return NULL;
+    }
+    PyObject *fs = NULL;
+    if (!PyUnicode_Check(a[0])) {
+        if (!PyUnicode_FSDecoder(a[0], &fs))
+            return NULL;
+    } else {
+        fs = a[0];
+        Py_INCREF(fs);
+    }
+    int mode = shared_resolve(fs, path, sizeof path);
+    Py_DECREF(fs);
+    if (mode < 0)
+        return NULL;
+    if (mode != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_region() takes a region's name or path (str)");
+        return NULL;
+    }
+    struct peek pk;
+    if (peek_region(path, &pk) < 0)
+        return NULL;
+    if (now == SW_NOW)
+        now = sw_time_coarse_ns();
+    const struct sw_shm_header *h = &pk.hdr;
+    PyObject *out = NULL, *window = NULL, *totals = Py_None, *name = NULL, *file = NULL;
+    Py_INCREF(Py_None);
+    long long in_flight = 0, keys = -1, evicted = -1;
+    if (h->kind == SW_KIND_METRIC) {
+        struct metric_mem *mem = (struct metric_mem *)(void *)pk.copy;
+        struct sw_leap *l = (struct sw_leap *)(void *)mem->leap;
+        if (l->interval_ms != h->interval_ms || l->sample_count != h->sample_count ||
+            l->n_events != (h->n_events ? h->n_events : SW_EV_DEFAULT_COUNT) ||
+            l->has_rt != (h->n_events == 0) || l->window_ms != h->interval_ms / h->sample_count ||
+            l->stride != SW_SLOT_COUNTS + l->n_events || !sw_leap_indices_ok(l)) {
+            peek_fail("a damaged Metric region (its window)", path);
+            goto fail;
+        }
+        sw_leap_repair(l);
+        int64_t t = sw_leap_clamp(l, sw_ms_of_ns(now));
+        window = PyDict_New();
+        if (window == NULL)
+            goto fail;
+        const char *ev = h->events;
+        uint32_t off = 0;
+        for (uint32_t e = 0; e < l->n_events; e++) {
+            PyObject *k;
+            if (h->n_events == 0) {
+                k = PyUnicode_FromString(default_event_names[e]);
+            } else {
+                size_t len = off < h->events_len ? strnlen(ev + off, h->events_len - off) : 0;
+                k = PyUnicode_DecodeUTF8(ev + off, (Py_ssize_t)len, "replace");
+                off += (uint32_t)len + 1u;
+            }
+            PyObject *v = PyLong_FromLongLong(sw_leap_sum(l, NULL, e, t));
+            int bad = k == NULL || v == NULL || PyDict_SetItem(window, k, v) < 0;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (bad)
+                goto fail;
+        }
+        if (h->n_events == 0) {
+            PyObject *v = PyLong_FromLongLong(sw_leap_min_rt(l, NULL, t));
+            if (v == NULL || PyDict_SetItemString(window, "min_rt", v) < 0) {
+                Py_XDECREF(v);
+                goto fail;
+            }
+            Py_DECREF(v);
+        }
+    } else {
+        struct sw_stats s;
+        struct sw_totals tt;
+        if (peek_node_stats(&pk, path, now, &s, &tt) < 0)
+            goto fail;
+        Py_SETREF(totals, totals_dict(&tt));
+        if (totals == NULL)
+            goto fail;
+        window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)s.pass, "block",
+                               (long long)s.block, "success", (long long)s.success, "exception",
+                               (long long)s.exception, "rt", (long long)s.rt_sum,
+                               "occupied_pass", (long long)s.occupied_pass, "min_rt",
+                               (long long)s.min_rt, "waiting", (long long)s.waiting);
+        if (window == NULL)
+            goto fail;
+        in_flight = s.in_flight;
+        if (h->kind == SW_KIND_KEYED) {
+            keys = pk.khdr.n_live;
+            evicted = pk.khdr.evicted < 0 ? 0 : pk.khdr.evicted;
+        }
+    }
+    name = region_name(h, path);
+    file = PyUnicode_DecodeFSDefault(path);
+    if (name == NULL || file == NULL)
+        goto fail;
+    out = Py_BuildValue("{sssOsOsIsLsIsIsOsOsLsIsLsL}", "kind", kind_names[h->kind], "name",
+                        name, "path", file, "version", h->version, "interval_ms",
+                        (long long)h->interval_ms, "sample_count", h->sample_count, "max_keys",
+                        h->max_keys, "totals", totals, "window", window, "in_flight",
+                        in_flight, "waiters", pk.waiters, "now_ns", (long long)now,
+                        "created_unix_ns", (long long)h->created_unix_ns);
+    if (out == NULL)
+        goto fail;
+    if (h->kind == SW_KIND_KEYED) {
+        PyObject *k = PyLong_FromLongLong(keys), *e = PyLong_FromLongLong(evicted);
+        int bad = k == NULL || e == NULL || PyDict_SetItemString(out, "keys", k) < 0 ||
+                  PyDict_SetItemString(out, "evicted", e) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(e);
+        if (bad)
+            goto fail;
+    }
+    Py_DECREF(name);
+    Py_DECREF(file);
+    Py_DECREF(window);
+    Py_DECREF(totals);
+    PyMem_RawFree(pk.copy);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(name);
+    Py_XDECREF(file);
+    Py_XDECREF(window);
+    Py_XDECREF(totals);
+    PyMem_RawFree(pk.copy);
+    return NULL;
+}
+
+/* list_regions(folder=None) -> list[str]: the region files `slidewin-*` of a folder
+ * (SLIDEWIN_SHM_DIR or /dev/shm) whose header is a current slidewin region's */
+PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"folder"};
+    PyObject *a[1] = {NULL};
+    if (parse_fast("list_regions", args, nargs, kwnames, names, 1, 1, a) < 0)
+        return NULL;
+    PyObject *fs = NULL;
+    char dir[4096];
+    if (a[0] == NULL || a[0] == Py_None) {
+        const char *d = getenv("SLIDEWIN_SHM_DIR");
+        snprintf(dir, sizeof dir, "%s", (d != NULL && d[0] != '\0') ? d : "/dev/shm");
+    } else {
+        if (!PyUnicode_FSConverter(a[0], &fs))
+            return NULL;
+        if ((size_t)PyBytes_GET_SIZE(fs) >= sizeof dir) {
+            Py_DECREF(fs);
+            PyErr_SetString(PyExc_ValueError, "list_regions: the folder's path is too long");
+            return NULL;
+        }
+        snprintf(dir, sizeof dir, "%s", PyBytes_AS_STRING(fs));
+        Py_DECREF(fs);
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    DIR *dp = opendir(dir);
+    if (dp == NULL) {
+        Py_DECREF(out);
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir);
+        return NULL;
+    }
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        if (strncmp(de->d_name, "slidewin-", 9) != 0 || de->d_name[9] == '\0')
+            continue;
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        struct stat sb;
+        struct sw_shm_header hdr;
+        struct sw_shm_error err;
+        bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                  (uint64_t)sb.st_size >= sizeof hdr &&
+                  pread(fd, &hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr &&
+                  sw_shm_check_header(&hdr, (size_t)sb.st_size, path, &err) == SW_OK;
+        close(fd);
+        if (!ok)
+            continue;
+        PyObject *p = PyUnicode_DecodeFSDefault(path);
+        if (p == NULL || PyList_Append(out, p) < 0) {
+            Py_XDECREF(p);
+            closedir(dp);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(p);
+    }
+    closedir(dp);
+    if (PyList_Sort(out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}

@@ -1,0 +1,26 @@
+/* observe.h - names, the registry of named objects, totals as dicts, and the read-only side
+ * for observers (read_region, list_regions): see observe.c. */
+#ifndef SW_BINDING_OBSERVE_H
+#define SW_BINDING_OBSERVE_H
+
+#include "binding.h"
+
+/** Parse `name=`: None -> *out NULL; a str of 1 to 200 characters -> a new reference.
+ * @return 0, or -1 with TypeError/ValueError set */
+int name_parse(PyObject *o, PyObject **out);
+/** The default name of an object opened with shared=: the region's name, the file's basename
+ * for a path, None for a private or anonymous one. @return a new reference or NULL */
+PyObject *name_default(PyObject *o_shared, int mode, const char *path);
+/** Record a named object in the registry (a weak reference; the newest of a name wins).
+ * @return 0, or -1 with an exception set */
+int registry_add(module_state *st, PyObject *name, PyObject *obj);
+/** The totals as a dict with the keys pass, block, exception, success, occupied_pass, rt. */
+PyObject *totals_dict(const struct sw_totals *t);
+
+PyObject *mod_limiters(PyObject *m, PyObject *unused);
+PyObject *mod_read_region(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+PyObject *mod_list_regions(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
+
+#endif /* SW_BINDING_OBSERVE_H */

@@ -1,0 +1,223 @@
+"""``update(**settings)``: new settings in place, the state kept (explicit ``now_ns``).
+
+Sentinel rebuilds its controllers on a rule change (a warm-up limiter goes cold again);
+slidewin keeps the windows, the throttle's last slot and the warm-up tokens.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import uuid
+
+import pytest
+
+import slidewin
+from slidewin import KeyedLimiter, Limiter
+
+S = 10**9
+MS = 10**6
+
+
+@pytest.fixture
+def name():
+    n = f"swtest-upd-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+    yield n
+    slidewin.unlink(n)
+
+
+def drive(lims, start, seconds, per_second=60):
+    """The same steady traffic into each limiter: `per_second` tries a second. Returns the
+    passes of each, per second, and the time after."""
+    out = [[] for _ in lims]
+    now = start
+    for _ in range(seconds):
+        got = [0] * len(lims)
+        for k in range(per_second):
+            t = now + k * (S // per_second)
+            for i, lim in enumerate(lims):
+                got[i] += lim.try_acquire(now_ns=t)
+        for i in range(len(lims)):
+            out[i].append(got[i])
+        now += S
+    return out, now
+
+
+def test_update_in_the_middle_of_a_warm_up_keeps_the_ramp():
+    kw = dict(qps=50, behavior="warm_up", warm_up_s=10, cold_factor=3)
+    never, updated = Limiter(**kw), Limiter(**kw)
+    (a, b), now = drive([never, updated], 10 * S, 5)
+    assert a == b and a[0] < a[-1] < 50  # ramping, not warm yet
+    updated.update(max_queueing_ms=100, occupy_timeout_ms=200, qps=50.0)
+    fresh = Limiter(**kw)
+    (a, b, f), now = drive([never, updated, fresh], now, 5)
+    assert a == b  # the tokens carried over: the same ramp as a limiter never updated
+    assert sum(f) < sum(b)  # a freshly built limiter (Sentinel's rebuild) starts cold
+    assert f[0] < b[0]
+
+
+def test_raising_qps_during_a_warm_up_continues_from_the_tokens_held():
+    kw = dict(qps=50, behavior="warm_up", warm_up_s=10)
+    lim = Limiter(**kw)
+    (p,), now = drive([lim], 10 * S, 5, per_second=200)
+    lim.update(qps=100)
+    fresh = Limiter(qps=100, behavior="warm_up", warm_up_s=10)
+    (q, f), now = drive([lim, fresh], now, 3, per_second=200)
+    assert q[0] >= p[-1]  # no drop back to the cold rate
+    assert sum(q) > sum(f)
+
+
+def test_the_window_carries_over():
+    lim = Limiter(qps=5)
+    assert sum(lim.try_acquire(now_ns=S) for _ in range(8)) == 5
+    lim.update(qps=8)
+    assert sum(lim.try_acquire(now_ns=S) for _ in range(8)) == 3  # 8 in the window now
+    lim.update(qps=2)
+    assert not lim.try_acquire(now_ns=S)
+    assert lim.stats(now_ns=S).pass_qps == 8.0
+    assert repr(lim) == "Limiter(qps=2.0)" and lim.qps == 2.0
+
+
+def test_the_throttles_last_slot_carries_over():
+    lim = Limiter(qps=10, behavior="throttle", max_queueing_ms=1000)
+    assert [lim.reserve(now_ns=S) for _ in range(3)] == [0, 100 * MS, 200 * MS]
+    lim.update(qps=5)  # the queue stays: the next slot follows the last one, at the new pace
+    assert lim.reserve(now_ns=S) == 400 * MS
+    lim.update(max_queueing_ms=300)
+    assert lim.reserve(now_ns=S) is None  # 600 ms would exceed the new queue
+    fresh = Limiter(qps=5, behavior="throttle", max_queueing_ms=300)
+    assert fresh.reserve(now_ns=S) == 0  # what a rebuilt controller would do
+
+
+def test_behavior_change_and_concurrency_change():
+    lim = Limiter(qps=4)
+    for _ in range(4):
+        assert lim.try_acquire(now_ns=S)
+    lim.update(behavior="throttle", max_queueing_ms=0)
+    assert lim.behavior == "throttle"
+    assert lim.try_acquire(now_ns=2 * S)
+    assert not lim.try_acquire(now_ns=2 * S)  # paced at 250 ms
+    conc = Limiter(concurrency=1)
+    assert conc.try_acquire()
+    assert not conc.try_acquire()
+    conc.update(concurrency=3)
+    assert conc.try_acquire() and conc.try_acquire() and not conc.try_acquire()
+    assert conc.in_flight == 3
+    conc.update(concurrency=1)  # what is in flight stays in flight
+    assert conc.in_flight == 3 and not conc.try_acquire()
+
+
+def test_update_wakes_a_waiter_when_the_limit_rises():
+    lim = Limiter(concurrency=1)
+    assert lim.try_acquire()
+    done = threading.Event()
+
+    def waiter():
+        lim.acquire(timeout=10)
+        done.set()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    lim.update(concurrency=2)
+    assert done.wait(10)
+    t.join()
+
+
+@pytest.mark.parametrize("bad", [
+    {"qps": -1}, {"qps": "5"}, {"behavior": "fast"}, {"cold_factor": 1}, {"warm_up_s": -1},
+    {"max_queueing_ms": 1.5}, {"interval_ms": 500}, {"concurrency": 2}, {"qps": 0.5},
+    {"shadow": 1}, {"qps": 3, "cold_factor": 0.5}, {"nonsense": 1}, {"on_block": 5},
+])
+def test_an_invalid_update_changes_nothing(bad):
+    lim = Limiter(qps=3, cold_factor=2)
+    lim.try_acquire(now_ns=S)
+    before = (repr(lim), lim.totals(), lim.qps, lim.behavior, lim.cold_factor)
+    with pytest.raises((ValueError, TypeError)):
+        lim.update(**bad)
+    assert (repr(lim), lim.totals(), lim.qps, lim.behavior, lim.cold_factor) == before
+    assert lim.try_acquire(now_ns=S) and lim.try_acquire(now_ns=S)
+    assert not lim.try_acquire(now_ns=S)
+
+
+def test_update_on_block_serves_functions_decorated_after_it():
+    lim = Limiter(qps=0)
+
+    @lim
+    def before():
+        return "ran"
+
+    lim.update(on_block=lambda e: "fallback")
+
+    @lim
+    def after():
+        return "ran"
+
+    with pytest.raises(slidewin.BlockedError):
+        before()  # a decorator's handler is fixed when it decorates
+    assert after() == "fallback"
+
+
+def test_keyed_update_keeps_every_key():
+    per = KeyedLimiter(qps=2, overrides={"vip": 5})
+    assert sum(per.try_acquire("a", now_ns=S) for _ in range(3)) == 2
+    assert sum(per.try_acquire("vip", now_ns=S) for _ in range(6)) == 5
+    per.update(qps=3)  # the overrides stay, checked again
+    assert per.try_acquire("a", now_ns=S) and not per.try_acquire("a", now_ns=S)
+    assert per.overrides == {"vip": 5}
+    per.update(overrides={"vip": 7})
+    assert sum(per.try_acquire("vip", now_ns=S) for _ in range(5)) == 2
+    with pytest.raises(ValueError):
+        per.update(qps=3, overrides={"x": -1})
+    assert per.qps == 3.0 and per.overrides == {"vip": 7}
+    with pytest.raises(ValueError):
+        per.update(max_keys=10)
+    assert len(per) == 2 and per.totals()["pass"] == 2 + 5 + 1 + 2
+
+
+def _child_decides(name, ready, go, out):
+    lim = Limiter(qps=5, shared=name)
+    ready.set()
+    go.wait(30)
+    out.put([lim.qps, sum(lim.try_acquire(now_ns=3 * S) for _ in range(10))])
+
+
+def test_update_on_a_shared_region_changes_only_this_process(name):
+    ctx = mp.get_context("fork")
+    ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    mine = Limiter(qps=5, shared=name)
+    p = ctx.Process(target=_child_decides, args=(name, ready, go, out))
+    p.start()
+    assert ready.wait(30)
+    assert sum(mine.try_acquire(now_ns=3 * S) for _ in range(3)) == 3
+    mine.update(qps=100)
+    go.set()
+    qps, admitted = out.get(timeout=30)
+    p.join(30)
+    assert qps == 5.0
+    assert admitted == 2  # the child decides with its own qps=5 over the shared counts (3)
+    assert sum(mine.try_acquire(now_ns=3 * S) for _ in range(10)) == 10  # mine: 100
+    t = mine.totals()
+    assert (t["pass"], t["block"]) == (3 + 2 + 10, 8)
+
+
+def test_updates_while_threads_decide():
+    lim = Limiter(concurrency=1)
+    stop = threading.Event()
+    peak = [0]
+
+    def work():
+        while not stop.is_set():
+            if lim.try_acquire():
+                peak[0] = max(peak[0], lim.in_flight)
+                lim.release()
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(2000):
+        lim.update(concurrency=1 + i % 2)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert peak[0] <= 2 and lim.in_flight == 0
