@@ -136,8 +136,7 @@ def _modules() -> Dict[str, Any]:
 
     return {"decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
             "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
-            "keyed": bench_keyed}
-            "redis": bench_redis}
+            "keyed": bench_keyed, "redis": bench_redis}
 
 
 def headline(results: Dict[str, Any]) -> str:

@@ -1,0 +1,20 @@
+"""The benchmark scripts at least parse (CI's smoke run executes them; this catches a broken
+merge in seconds, in every pytest run)."""
+
+import glob
+import os
+import py_compile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "*.py")))
+
+
+def test_there_are_benchmarks():
+    assert any(s.endswith("run.py") for s in SCRIPTS)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[os.path.basename(s) for s in SCRIPTS])
+def test_benchmark_script_compiles(path, tmp_path):
+    py_compile.compile(path, cfile=str(tmp_path / "x.pyc"), doraise=True)
