@@ -266,7 +266,10 @@ static int build_overrides(const struct sw_limiter_cfg *cfg, PyObject *value,
                                            conc ? "an int in [0, 2**53]"
                                                 : "a finite number in [0, 9e15]", t);
             if (msg != NULL) {
-                PyErr_Format(PyExc_ValueError, "overrides[%R]: threshold %R is out of range: %U",
+                PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
+                                                    "range: %U"
+                                                  : "overrides[%R]: threshold %R is not a "
+                                                    "number: %U",
                              k, t, msg);
                 Py_DECREF(msg);
             }
