@@ -230,6 +230,11 @@ def live(args: argparse.Namespace) -> int:
                         "   [q]uit", curses.A_REVERSE)
         scr.refresh()
 
+    # the terminal's size, not LINES / COLUMNS: curses prefers those, and they are often
+    # stale copies inherited from a parent (a test runner, a shell resized since), which
+    # would also defeat resizing
+    os.environ.pop("LINES", None)
+    os.environ.pop("COLUMNS", None)
     curses.wrapper(run)
     return 0
 
