@@ -33,7 +33,7 @@ scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, Iterator, Optional, Set
+from typing import Iterable, Iterator, List, Optional, Set
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -46,39 +46,43 @@ OUTCOMES = ("pass", "block", "exception", "success")
 _LABELS = ["limiter", "kind"]
 
 
-def _families() -> Dict[str, Metric]:
-    c = CounterMetricFamily
-    g = GaugeMetricFamily
-    return {
-        "requests": c("slidewin_requests", "Requests decided since the limiter was created, "
-                      "by outcome (pass, block) and completion (success, exception).",
-                      labels=_LABELS + ["outcome"]),
-        "occupied": c("slidewin_occupied", "Prioritized passes borrowed from the next window "
-                      "since the limiter was created.", labels=_LABELS),
-        "rt": c("slidewin_rt_milliseconds", "Sum of the recorded response times (ms) since "
-                "the limiter was created.", labels=_LABELS),
-        "in_flight": g("slidewin_in_flight", "Requests holding the limiter now (entered, not "
-                       "yet exited).", labels=_LABELS),
-        "waiting": g("slidewin_waiting", "Prioritized passes granted ahead, waiting for "
-                     "their window.", labels=_LABELS),
-        "waiters": g("slidewin_waiting_processes", "Processes blocked waiting for a release "
-                     "(shared regions).", labels=_LABELS),
-        "pass_rate": g("slidewin_window_pass_per_second", "Passes per second over the "
-                       "sliding window.", labels=_LABELS),
-        "block_rate": g("slidewin_window_block_per_second", "Blocks per second over the "
-                        "sliding window.", labels=_LABELS),
-        "success_rate": g("slidewin_window_success_per_second", "Successes per second over "
-                          "the sliding window.", labels=_LABELS),
-        "exception_rate": g("slidewin_window_exception_per_second", "Exceptions per second "
-                            "over the sliding window.", labels=_LABELS),
-        "avg_rt": g("slidewin_window_avg_rt_milliseconds", "Average response time (ms) of the "
-                    "successes over the sliding window.", labels=_LABELS),
-        "keys": g("slidewin_keys", "Keys a keyed limiter holds now.", labels=_LABELS),
-        "evicted": c("slidewin_evicted", "Keys a keyed limiter evicted since it was created.",
-                     labels=_LABELS),
-        "events": g("slidewin_metric_window_events", "A Metric's counts over its sliding "
-                    "window, by event.", labels=["metric", "event"]),
-    }
+class _Families:
+    """The families of one scrape, empty until filled."""
+
+    def __init__(self) -> None:
+        c = CounterMetricFamily
+        g = GaugeMetricFamily
+        lab = _LABELS
+        self.requests = c("slidewin_requests", "Requests decided since the limiter was "
+                          "created, by outcome (pass, block) and completion (success, "
+                          "exception).", labels=lab + ["outcome"])
+        self.occupied = c("slidewin_occupied", "Prioritized passes borrowed from the next "
+                          "window since the limiter was created.", labels=lab)
+        self.rt = c("slidewin_rt_milliseconds", "Sum of the recorded response times (ms) "
+                    "since the limiter was created.", labels=lab)
+        self.evicted = c("slidewin_evicted", "Keys a keyed limiter evicted since it was "
+                         "created.", labels=lab)
+        self.in_flight = g("slidewin_in_flight", "Requests holding the limiter now "
+                           "(entered, not yet exited).", labels=lab)
+        self.waiting = g("slidewin_waiting", "Prioritized passes granted ahead, waiting for "
+                         "their window.", labels=lab)
+        self.waiters = g("slidewin_waiting_processes", "Processes blocked waiting for a "
+                         "release (shared regions).", labels=lab)
+        self.rates = {
+            count: g(f"slidewin_window_{count}_per_second", f"{title} per second over the "
+                     "sliding window.", labels=lab)
+            for count, title in (("pass", "Passes"), ("block", "Blocks"),
+                                 ("success", "Successes"), ("exception", "Exceptions"))}
+        self.avg_rt = g("slidewin_window_avg_rt_milliseconds", "Average response time (ms) "
+                        "of the successes over the sliding window.", labels=lab)
+        self.keys = g("slidewin_keys", "Keys a keyed limiter holds now.", labels=lab)
+        self.events = g("slidewin_metric_window_events", "A Metric's counts over its "
+                        "sliding window, by event.", labels=["metric", "event"])
+
+    def all(self) -> List[Metric]:
+        return [self.requests, self.occupied, self.rt, self.in_flight, self.waiting,
+                self.waiters, *self.rates.values(), self.avg_rt, self.keys, self.evicted,
+                self.events]
 
 
 class Collector:
@@ -104,10 +108,10 @@ class Collector:
 
     def describe(self) -> Iterable[Metric]:
         # the names, without reading anything: registering costs no scrape
-        return list(_families().values())
+        return _Families().all()
 
     def collect(self) -> Iterator[Metric]:
-        fam = _families()
+        fam = _Families()
         rows = _observe.read_all(regions=self.regions, local=self.local, folder=self.folder)
         taken: Set[str] = set()
         for row in rows:
@@ -115,31 +119,29 @@ class Collector:
                 continue  # damaged or foreign: left out (`python -m slidewin top` shows it)
             name = _unique(row, taken)
             if row.kind == "metric":
-                for event, count in row.window.items():
-                    fam["events"].add_metric([name, event], count)
+                for event, n in row.window.items():
+                    fam.events.add_metric([name, event], n)
                 continue
             labels = [name, row.kind]
             created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
             totals = row.totals or {}
             for outcome in OUTCOMES:
-                fam["requests"].add_metric(labels + [outcome], totals.get(outcome, 0),
-                                           created=created)
-            fam["occupied"].add_metric(labels, totals.get("occupied_pass", 0), created=created)
-            fam["rt"].add_metric(labels, totals.get("rt", 0), created=created)
-            fam["in_flight"].add_metric(labels, row.in_flight)
-            fam["waiting"].add_metric(labels, row.waiting)
+                fam.requests.add_metric(labels + [outcome], totals.get(outcome, 0),
+                                        created=created)
+            fam.occupied.add_metric(labels, totals.get("occupied_pass", 0), created=created)
+            fam.rt.add_metric(labels, totals.get("rt", 0), created=created)
+            fam.in_flight.add_metric(labels, row.in_flight)
+            fam.waiting.add_metric(labels, row.waiting)
             if row.waiters is not None:
-                fam["waiters"].add_metric(labels, row.waiters)
-            for key, count in (("pass_rate", "pass"), ("block_rate", "block"),
-                               ("success_rate", "success"),
-                               ("exception_rate", "exception")):
-                fam[key].add_metric(labels, row.window_rate(count) or 0.0)
-            fam["avg_rt"].add_metric(labels, row.avg_rt_ms or 0.0)
+                fam.waiters.add_metric(labels, row.waiters)
+            for count, family in fam.rates.items():
+                family.add_metric(labels, row.window_rate(count) or 0.0)
+            fam.avg_rt.add_metric(labels, row.avg_rt_ms or 0.0)
             if row.keys is not None:
-                fam["keys"].add_metric(labels, row.keys)
+                fam.keys.add_metric(labels, row.keys)
             if row.evicted is not None:
-                fam["evicted"].add_metric(labels, row.evicted, created=created)
-        for f in fam.values():
+                fam.evicted.add_metric(labels, row.evicted, created=created)
+        for f in fam.all():
             if f.samples:
                 yield f
 
