@@ -85,6 +85,9 @@ def columns(live: bool) -> List[Column]:
         ("KIND", "<", lambda r, x: r.kind),
         ("PASS/s", ">", lambda r, x: rate(r, 0, x)),
         ("BLOCK/s", ">", lambda r, x: rate(r, 1, x)),
+        ("IN_FLIGHT", ">", lambda r, x: "-" if r.kind == "metric" else str(r.in_flight)),
+        ("WAITING", ">", lambda r, x: "-" if r.kind == "metric" else str(r.waiting)),
+        ("AVG_RT_MS", ">", lambda r, x: _num(r.avg_rt_ms)),
     ]
     if live:
         cols += [
@@ -92,9 +95,6 @@ def columns(live: bool) -> List[Column]:
             ("WIN_BLOCK/s", ">", lambda r, x: _num(r.window_rate("block"))),
         ]
     cols += [
-        ("IN_FLIGHT", ">", lambda r, x: "-" if r.kind == "metric" else str(r.in_flight)),
-        ("WAITING", ">", lambda r, x: "-" if r.kind == "metric" else str(r.waiting)),
-        ("AVG_RT_MS", ">", lambda r, x: _num(r.avg_rt_ms)),
         ("PASS_TOTAL", ">", lambda r, x: _int(r.totals["pass"] if r.totals else None)),
         ("BLOCK_TOTAL", ">", lambda r, x: _int(r.totals["block"] if r.totals else None)),
         ("KEYS", ">", lambda r, x: _int(r.keys)),
@@ -119,26 +119,37 @@ def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[R
     return sorted(rows, key=lambda r: (r.error is not None, -measure(r), r.name, r.path or ""))
 
 
-def table(rows: Sequence[Reading], rates: Rates, live: bool) -> List[str]:
-    """The header line and one line per row, columns padded to their widest cell."""
+def table(rows: Sequence[Reading], rates: Rates, live: bool,
+          width: Optional[int] = None) -> List[str]:
+    """The header line and one line per row, columns padded to their widest cell (one space
+    between them instead of two when that makes the table fit width). A Metric's row ends
+    with its window's counts, an unreadable region's with the reason."""
     cols = columns(live)
     none = (None, None)
     cells = [[c[0] for c in cols]]
-    errors: Dict[int, str] = {}
+    notes: Dict[int, str] = {}
     for r in rows:
         if r.error is not None:
-            errors[len(cells)] = r.error
+            notes[len(cells)] = f"unreadable: {r.error}"
             cells.append([r.name, "?"])
             continue
         x = rates.get(r.path or "", none)
+        if r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
+            # events of its own: the rate columns have nothing to show, the note has them
+            notes[len(cells)] = "window: " + " ".join(f"{k}={v}" for k, v in r.window.items())
+            cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
+            continue
         cells.append([c[2](r, x) for c in cols])
     widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
+    gap = "  "
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        gap = " "
     lines = []
     for n, line in enumerate(cells):
         parts = [f"{v:{cols[i][1]}{widths[i]}}" for i, v in enumerate(line)]
-        if n in errors:
-            parts.append(f"unreadable: {errors[n]}")
-        lines.append("  ".join(parts).rstrip())
+        if n in notes:
+            parts.append(notes[n])
+        lines.append(gap.join(parts).rstrip())
     return lines
 
 
@@ -219,7 +230,7 @@ def live(args: argparse.Namespace) -> int:
             put(scr, 2, f"no slidewin regions in {folder}: a Limiter, KeyedLimiter or Metric "
                         "made with shared=\"name\" shows here")
         else:
-            lines = table(shown, rates, live=True)
+            lines = table(shown, rates, live=True, width=scr.getmaxyx()[1] - 1)
             put(scr, 2, lines[0], curses.A_REVERSE)
             room = max(0, h - 5)
             for i, line in enumerate(lines[1:1 + room]):
