@@ -5,6 +5,9 @@ A service receives bursts of requests (about --load per second, with spikes), a 
 --qps admits them, and every admitted request records a response time. Each row shows what
 the sliding window saw during that second. Time is simulated with `now_ns`, so the numbers
 are exact and repeatable (--seed); rows appear once a second unless --fast.
+
+`python -m slidewin top` shows every shared region of the host live (`--once`: one table);
+see `python -m slidewin top --help`.
 """
 from __future__ import annotations
 
@@ -20,7 +23,17 @@ NS = 1_000_000_000
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m slidewin", description=__doc__.splitlines()[0])
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["top"]:
+        from . import _top
+
+        return _top.main(args[1:])
+    p = argparse.ArgumentParser(
+        prog="python -m slidewin",
+        description=__doc__.splitlines()[0],
+        epilog="python -m slidewin top [--once] [--folder DIR] [--interval S]: every shared "
+               "region of the host, live (see python -m slidewin top --help)",
+    )
     p.add_argument("--seconds", type=int, default=8, help="seconds to simulate (default 8)")
     p.add_argument("--qps", type=float, default=100.0, help="the limiter's qps (default 100)")
     p.add_argument("--load", type=float, default=150.0, help="mean offered load per second")
@@ -32,7 +45,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--fast", action="store_true", help="print at once instead of once a second")
-    a = p.parse_args(argv)
+    a = p.parse_args(args)
     if a.seconds < 1 or a.load <= 0 or a.qps < 0:
         p.error("--seconds must be >= 1, --load > 0 and --qps >= 0")
 

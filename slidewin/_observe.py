@@ -1,0 +1,202 @@
+"""What the observers read: one `Reading` per shared region of the host or named object of
+this process, for the Prometheus collector (slidewin.prometheus) and `python -m slidewin top`.
+
+Regions are read with `_core.read_region` (a read-only copy: no lock, no process slot, no
+write), so a reader never slows the processes deciding on them and sees one set of counts per
+region however many processes map it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+
+from . import _core
+
+# the window counts a limiter's region (and a Metric with the default events) holds
+LIMITER_COUNTS = ("pass", "block", "exception", "success", "occupied_pass", "rt")
+
+
+class Reading:
+    """One region or one named object of this process, at one moment.
+
+    kind: "limiter", "keyed" or "metric"; source: "region" (a file of the folder) or "local"
+    (an object of this process that no region read covers). totals: the lifetime totals
+    (None for a Metric). window: the counts over the window (a Metric: one per event).
+    keys / evicted: a KeyedLimiter's, else None. waiters: processes blocked waiting for a
+    release (regions only, else None). error: why a region could not be read (the other
+    fields are then empty)."""
+
+    __slots__ = ("name", "kind", "source", "path", "totals", "window", "window_s",
+                 "in_flight", "waiting", "waiters", "keys", "evicted", "created_unix_ns",
+                 "error")
+
+    def __init__(self, name: str, kind: str, source: str, path: Optional[str] = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.source = source
+        self.path = path
+        self.totals: Optional[Dict[str, int]] = None
+        self.window: Dict[str, int] = {}
+        self.window_s = 1.0
+        self.in_flight = 0
+        self.waiting = 0
+        self.waiters: Optional[int] = None
+        self.keys: Optional[int] = None
+        self.evicted: Optional[int] = None
+        self.created_unix_ns: Optional[int] = None
+        self.error: Optional[str] = None
+
+    def window_rate(self, count: str) -> Optional[float]:
+        """A window count per second (None when the window does not hold that count)."""
+        v = self.window.get(count)
+        return None if v is None else v / self.window_s
+
+    @property
+    def avg_rt_ms(self) -> Optional[float]:
+        """The window's RT sum over its successes (Sentinel's avgRt); 0 without successes."""
+        if "rt" not in self.window or "success" not in self.window:
+            return None
+        ok = self.window["success"]
+        return self.window["rt"] / ok if ok > 0 else 0.0
+
+    def __repr__(self) -> str:  # for test failures
+        return (f"Reading({self.name!r}, {self.kind!r}, {self.source!r}, totals={self.totals}, "
+                f"window={self.window}, in_flight={self.in_flight}, error={self.error!r})")
+
+
+def region_name_of(path: str) -> str:
+    """A region's name from its file name (`slidewin-<name>`), for rows that cannot be read."""
+    base = os.path.basename(path)
+    return base[len("slidewin-"):] if base.startswith("slidewin-") else base
+
+
+def list_regions(folder: Optional[str] = None) -> List[str]:
+    """The region files of folder (SLIDEWIN_SHM_DIR or /dev/shm); a folder that does not
+    exist or cannot be listed holds none."""
+    try:
+        return _core.list_regions(folder)
+    except OSError:
+        return []
+
+
+def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
+    """One region as a Reading: None when its file is gone (removed between the listing and
+    the read), a Reading with `error` set when it is damaged or unreadable."""
+    try:
+        r = _core.read_region(path, now_ns=now_ns)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        row = Reading(region_name_of(path), "?", "region", path)
+        row.error = str(e) or type(e).__name__
+        return row
+    return _from_region(r, path)
+
+
+def _from_region(r: Dict[str, Any], path: str) -> Reading:
+    row = Reading(str(r.get("name") or region_name_of(path)), str(r["kind"]), "region",
+                  str(r.get("path") or path))
+    row.totals = dict(r["totals"]) if r.get("totals") is not None else None
+    row.window = {k: int(v) for k, v in r["window"].items()}
+    row.window_s = max(int(r["interval_ms"]), 1) / 1000.0
+    row.in_flight = int(r.get("in_flight") or 0)
+    row.waiting = int(row.window.pop("waiting", 0))
+    row.window.pop("min_rt", None)
+    row.waiters = int(r.get("waiters") or 0)
+    if r["kind"] == "keyed":
+        row.keys = int(r.get("keys") or 0)
+        row.evicted = int(r.get("evicted") or 0)
+    row.created_unix_ns = r.get("created_unix_ns")
+    return row
+
+
+def read_regions(folder: Optional[str] = None,
+                 now_ns: Optional[int] = None) -> List[Reading]:
+    """Every region of folder, in file order; vanished files left out, damaged ones as
+    error rows."""
+    rows = []
+    for path in list_regions(folder):
+        row = read_region(path, now_ns)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def file_id(path: str) -> Optional[Tuple[int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _shm_dir() -> str:
+    return os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+
+
+def region_path_of(obj: Any) -> Optional[str]:
+    """The file of a shared object's region (None for a private or anonymous one)."""
+    shared = getattr(obj, "shared", None)
+    if not isinstance(shared, str):
+        return None
+    if "/" in shared:
+        return shared
+    return os.path.join(_shm_dir(), "slidewin-" + shared)
+
+
+def read_local(skip_files: Optional[Set[Tuple[int, int]]] = None) -> Iterator[Reading]:
+    """The live named objects of this process (`slidewin.limiters()`), but those whose region
+    file is in skip_files (as (st_dev, st_ino): already read as a region). An object that
+    fails to read (a bug, or a region gone bad) is left out."""
+    skip_files = skip_files or set()
+    for name, obj in sorted(_core.limiters().items()):
+        path = region_path_of(obj)
+        if path is not None and file_id(path) in skip_files:
+            continue
+        try:
+            row = _from_object(name, obj)
+        except Exception:  # an observer never breaks the observed program's scrape
+            continue
+        row.path = path
+        yield row
+
+
+def _from_object(name: str, obj: Any) -> Reading:
+    if isinstance(obj, _core.Metric):
+        row = Reading(name, "metric", "local")
+        row.window = {ev: int(obj.sum(ev)) for ev in obj.events}
+        row.window_s = max(obj.interval_ms, 1) / 1000.0
+        return row
+    kind = "limiter" if isinstance(obj, _core.Limiter) else "keyed"
+    row = Reading(name, kind, "local")
+    row.totals = dict(obj.totals())
+    st = obj.stats()
+    row.window_s = max(obj.interval_ms, 1) / 1000.0
+    if kind == "limiter":
+        m = obj.metric
+        row.window = {ev: int(m.sum(ev)) for ev in LIMITER_COUNTS}
+    else:  # Stats holds rates over the window: back to counts, as a region read gives them
+        w = row.window_s
+        ok = round(st.success_qps * w)
+        row.window = {"pass": round(st.pass_qps * w), "block": round(st.block_qps * w),
+                      "success": ok, "exception": round(st.exception_qps * w),
+                      "occupied_pass": round(st.occupied_qps * w),
+                      "rt": round(st.avg_rt_ms * ok)}
+    row.in_flight = int(st.concurrency)
+    row.waiting = int(st.waiting)
+    if kind == "keyed":
+        row.keys = len(obj)
+        row.evicted = int(st.evicted)
+    return row
+
+
+def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] = None,
+             now_ns: Optional[int] = None) -> List[Reading]:
+    """The regions of folder (when regions) then this process's named objects not already
+    read as a region (when local)."""
+    rows: List[Reading] = read_regions(folder, now_ns) if regions else []
+    if local:
+        seen = {file_id(r.path) for r in rows if r.path is not None}
+        seen.discard(None)
+        rows.extend(read_local(seen))  # type: ignore[arg-type]
+    return rows

@@ -1,0 +1,350 @@
+"""slidewin.prometheus.Collector: the exposition, parsed back with prometheus_client's own
+parser, against lim.totals() — private named objects, shared regions other processes are
+busy with (one series per region whatever the number of processes), keyed limiters, and
+regions that vanish or are damaged while a scrape reads them."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+# prometheus_client is in the test extra: a missing one is an error here, not a skip
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import slidewin
+from slidewin import KeyedLimiter, Limiter, Metric, _core
+from slidewin.prometheus import Collector
+
+S = 10**9
+OUTCOMES = ("pass", "block", "exception", "success")
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """A private SLIDEWIN_SHM_DIR: the collector sees only this test's regions."""
+    monkeypatch.setenv("SLIDEWIN_SHM_DIR", str(tmp_path))
+    return tmp_path
+
+
+def scrape(collector=None, **kwargs):
+    """{sample name: {frozenset(labels.items()): value}} of one scrape, through the text
+    exposition and prometheus_client's parser."""
+    reg = CollectorRegistry()
+    reg.register(collector if collector is not None else Collector(**kwargs))
+    text = generate_latest(reg).decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[frozenset(s.labels.items())] = s.value
+    return out
+
+
+def series(samples, name, **labels):
+    """The samples of `name` whose labels include `labels`, as {limiter: value}."""
+    got = {}
+    for key, value in samples.get(name, {}).items():
+        d = dict(key)
+        if all(d.get(k) == v for k, v in labels.items()):
+            got[d.get("limiter", d.get("metric"))] = value
+    return got
+
+
+def requests(samples, limiter):
+    return {o: series(samples, "slidewin_requests_total", limiter=limiter, outcome=o)
+            .get(limiter) for o in OUTCOMES}
+
+
+def run_entries(lim, ok, failing, now_ns):
+    for _ in range(ok):
+        with lim.entry():
+            pass
+    for _ in range(failing):
+        try:
+            with lim.entry():
+                raise KeyError("boom")
+        except KeyError:
+            pass
+
+
+def test_private_named_limiters_equal_their_totals(folder):
+    lim = Limiter(qps=5, name="checkout")
+    for _ in range(8):
+        lim.try_acquire(now_ns=S)
+    conc = Limiter(concurrency=3, name="db")
+    run_entries(conc, ok=4, failing=2, now_ns=None)
+    held = conc.entry()
+    held.__enter__()
+    try:
+        s = scrape()
+        for lim_, name in ((lim, "checkout"), (conc, "db")):
+            t = lim_.totals()
+            assert requests(s, name) == {o: float(t[o]) for o in OUTCOMES}
+            assert series(s, "slidewin_occupied_total")[name] == t["occupied_pass"]
+            assert series(s, "slidewin_rt_milliseconds_total")[name] == t["rt"]
+        assert requests(s, "checkout") == {"pass": 5, "block": 3, "exception": 0, "success": 0}
+        assert requests(s, "db") == {"pass": 7, "block": 0, "exception": 2, "success": 4}
+        assert series(s, "slidewin_in_flight") == {"checkout": 0, "db": 1}
+        assert series(s, "slidewin_waiting") == {"checkout": 0, "db": 0}
+        assert series(s, "slidewin_requests_total", kind="limiter", outcome="pass") == {
+            "checkout": 5, "db": 7}
+        # private objects have no region: no process waiters, no keys
+        assert "slidewin_waiting_processes" not in s and "slidewin_keys" not in s
+    finally:
+        held.__exit__(None, None, None)
+    assert series(scrape(), "slidewin_in_flight")["db"] == 0
+
+
+def test_window_gauges(folder):
+    lim = Limiter(qps=10, name="win", interval_ms=1000, sample_count=2)
+    now = time.monotonic_ns()
+    for _ in range(4):
+        lim.try_acquire(now_ns=now)
+    lim.metric.add("success", 2, now_ns=now)
+    lim.metric.add_rt(30, now_ns=now)
+    s = scrape()
+    st = lim.stats()
+    assert series(s, "slidewin_window_pass_per_second")["win"] == st.pass_qps == 4
+    assert series(s, "slidewin_window_block_per_second")["win"] == st.block_qps == 0
+    assert series(s, "slidewin_window_success_per_second")["win"] == st.success_qps == 2
+    assert series(s, "slidewin_window_avg_rt_milliseconds")["win"] == st.avg_rt_ms == 15
+
+
+def test_unnamed_private_objects_are_not_exported(folder):
+    anon = Limiter(qps=5)
+    anon.try_acquire()
+    named = Limiter(qps=5, name="named")  # limiters() holds weak references: keep it alive
+    named.try_acquire()
+    s = scrape()
+    assert set(series(s, "slidewin_requests_total", outcome="pass")) == {"named"}
+
+
+def test_the_contract_example(folder):
+    """API.md: REGISTRY.register(Collector()); requests_total{limiter,outcome} equals
+    totals()[outcome]. A fresh registry stands in for the process-wide REGISTRY."""
+    reg = CollectorRegistry(auto_describe=True)
+    c = Collector()
+    reg.register(c)
+    with pytest.raises(ValueError):  # describe() gives the names: a second one is refused
+        reg.register(Collector())
+    lim = Limiter(qps=100, name="checkout")
+    lim.try_acquire()
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
+    assert fams["slidewin_requests"].type == "counter"
+    assert fams["slidewin_in_flight"].type == "gauge"
+    (sample,) = [x for x in fams["slidewin_requests"].samples
+                 if x.name == "slidewin_requests_total" and x.labels["outcome"] == "pass"]
+    assert sample.labels["limiter"] == "checkout" and sample.value == lim.totals()["pass"]
+    assert "folder=None" in repr(c)
+
+
+def test_keyed_private_and_shared(folder):
+    per = KeyedLimiter(qps=2, max_keys=4, name="per-user")
+    for key in ["a", "a", "a", "b", "c", "d", "e", "f"]:  # 6 keys in a table of 4: evictions
+        per.try_acquire(key, now_ns=S)
+    sh = KeyedLimiter(concurrency=1, shared="tenants", max_keys=8)
+    sh.try_acquire("t1")
+    sh.try_acquire("t1")
+    sh.try_acquire("t2")
+    s = scrape()
+    for lim, name in ((per, "per-user"), (sh, "tenants")):
+        assert requests(s, name) == {o: float(lim.totals()[o]) for o in OUTCOMES}
+        assert series(s, "slidewin_keys")[name] == len(lim)
+        assert series(s, "slidewin_evicted_total")[name] == lim.stats().evicted
+    assert series(s, "slidewin_requests_total", kind="keyed", outcome="block") == {
+        "per-user": 1, "tenants": 1}
+    assert series(s, "slidewin_evicted_total")["per-user"] >= 2
+    assert series(s, "slidewin_in_flight")["tenants"] == 2
+    assert series(s, "slidewin_waiting_processes")["tenants"] == 0
+
+
+def test_metrics_export_their_window(folder):
+    m = Metric(1000, 2, events=("hit", "miss"), shared="cache")
+    m.add("hit", 3)
+    m.add("miss")
+    local = Metric(name="local-metric")
+    local.add("pass", 2)
+    Metric().add("pass")  # unnamed private: not exported
+    s = scrape()
+    events = s["slidewin_metric_window_events"]
+    assert events[frozenset({"metric": "cache", "event": "hit"}.items())] == 3
+    assert events[frozenset({"metric": "cache", "event": "miss"}.items())] == 1
+    assert events[frozenset({"metric": "local-metric", "event": "pass"}.items())] == 2
+    assert {dict(k)["metric"] for k in events} == {"cache", "local-metric"}
+    assert "cache" not in series(s, "slidewin_requests_total")
+
+
+def _hammer(name, seconds, out):
+    """A worker: try_acquire and entries (some failing) on the shared region; puts its own
+    count of each outcome in out."""
+    lim = Limiter(qps=400, shared=name)
+    counts = dict.fromkeys(OUTCOMES, 0)
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        i += 1
+        try:
+            with lim.entry():
+                if i % 5 == 0:
+                    raise RuntimeError
+            counts["success"] += 1
+            counts["pass"] += 1
+        except RuntimeError:
+            counts["exception"] += 1
+            counts["pass"] += 1
+        except slidewin.BlockedError:
+            counts["block"] += 1
+            time.sleep(0.0005)
+    out.put(counts)
+
+
+def test_shared_region_busy_in_other_processes_is_one_series(folder):
+    """Three processes on one region, a fourth (this one) scraping: one series for the region
+    (no per-process series to sum), monotonic between scrapes, and at the end equal to the
+    region's totals and to the sum of what the workers counted themselves."""
+    mine = Limiter(qps=400, shared="busy", name="busy")  # this process maps it too
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=("busy", 1.5, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    try:
+        last = None
+        scrapes = 0
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            s = scrape()
+            got = series(s, "slidewin_requests_total", outcome="pass")
+            assert list(got) == ["busy"]  # one series, whatever the processes
+            now = requests(s, "busy")
+            if last is not None:
+                assert all(now[o] >= last[o] for o in OUTCOMES)
+            assert 0 <= series(s, "slidewin_in_flight")["busy"] <= 3
+            last = now
+            scrapes += 1
+        results = [out.get(timeout=60) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert scrapes > 0
+    want = {o: sum(r[o] for r in results) for o in OUTCOMES}
+    assert want["pass"] > 0 and want["block"] > 0 and want["exception"] > 0
+    final = requests(scrape(), "busy")
+    assert final == {o: float(mine.totals()[o]) for o in OUTCOMES}
+    assert final == {o: float(want[o]) for o in OUTCOMES}
+    # a collector in any worker reads the same: here, one that only reads the regions
+    assert requests(scrape(local=False), "busy") == final
+
+
+def test_sources_and_folder(folder, tmp_path_factory):
+    other = tmp_path_factory.mktemp("other")
+    alive = [Limiter(qps=5, shared="in-dir"), Limiter(qps=5, name="private"),
+             Limiter(qps=5, shared=True, name="anonymous"),  # no file: exported as local
+             Limiter(qps=5, shared=str(other / "slidewin-elsewhere"), name="elsewhere")]
+    for lim in alive:
+        lim.try_acquire()
+
+    names = lambda s: set(series(s, "slidewin_requests_total", outcome="pass"))  # noqa: E731
+    assert names(scrape()) == {"in-dir", "private", "anonymous", "elsewhere"}
+    assert names(scrape(local=False)) == {"in-dir"}
+    assert names(scrape(regions=False)) == {"in-dir", "private", "anonymous", "elsewhere"}
+    assert names(scrape(local=False, folder=str(other))) == {"elsewhere"}
+    assert names(scrape(regions=False, local=False)) == set()
+    assert names(scrape(local=False, folder=str(folder / "missing"))) == set()
+
+
+def test_same_names_get_distinct_labels(folder):
+    Limiter(qps=5, shared="one", name="api").try_acquire()
+    Limiter(qps=5, shared="two", name="api").try_acquire()
+    got = series(scrape(local=False), "slidewin_requests_total", outcome="pass")
+    assert len(got) == 2 and "api" in got and all(v == 1 for v in got.values())
+
+
+def _make_regions(names):
+    for name in names:
+        Limiter(qps=5, shared=name).try_acquire()
+
+
+def test_a_region_removed_or_damaged_mid_collect_is_skipped(folder, monkeypatch):
+    # made by another process, which has left: no process maps them (this one mapping a
+    # region cut short under it would take a SIGBUS on its next decision, as any mmap user)
+    p = mp.get_context("fork").Process(target=_make_regions, args=(("a", "b", "c", "d"),))
+    p.start()
+    p.join(30)
+    assert p.exitcode == 0 and len(_core.list_regions()) == 4
+    real = _core.read_region
+
+    def between_list_and_read(path, **kw):
+        if path.endswith("slidewin-b"):  # removed
+            os.unlink(path)
+        if path.endswith("slidewin-c"):  # cut short: a ValueError from the real read
+            with open(path, "r+b") as f:
+                f.truncate(os.path.getsize(path) // 2)
+        if path.endswith("slidewin-d"):  # any other failure of one read
+            raise OSError(5, "Input/output error")
+        return real(path, **kw)
+
+    monkeypatch.setattr(_core, "read_region", between_list_and_read)
+    s = scrape(local=False)
+    assert set(series(s, "slidewin_requests_total", outcome="pass")) == {"a"}
+    assert requests(s, "a")["pass"] == 1
+
+
+def test_regions_deleted_while_scraping(folder):
+    """A process creating and unlinking regions in a loop while this one scrapes: every
+    scrape succeeds."""
+    ctx = mp.get_context("fork")
+
+    def churn():
+        end = time.monotonic() + 1.0
+        i = 0
+        while time.monotonic() < end:
+            lim = Limiter(qps=5, shared=f"churn-{i % 4}")
+            lim.try_acquire()
+            slidewin.unlink(f"churn-{(i + 2) % 4}")
+            i += 1
+
+    p = ctx.Process(target=churn)
+    p.start()
+    try:
+        scrapes = 0
+        deadline = time.monotonic() + 0.8
+        while time.monotonic() < deadline:
+            got = series(scrape(local=False), "slidewin_requests_total", outcome="pass")
+            assert set(got) <= {f"churn-{i}" for i in range(4)}
+            scrapes += 1
+    finally:
+        p.join(30)
+    assert p.exitcode == 0 and scrapes > 0
+
+
+# --- docs/observe.md (the README section to be): its python blocks run as printed ---------
+
+_DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                    "observe.md")
+
+
+def _doc_blocks():
+    from test_readme import python_blocks
+
+    if not os.path.exists(_DOC):  # merged into README.md: tests/test_readme.py runs them
+        return []
+    with open(_DOC, encoding="utf-8") as f:
+        return python_blocks(f.read())
+
+
+@pytest.mark.parametrize("line,code", _doc_blocks(), ids=lambda v: str(v)[:12])
+def test_doc_blocks_run(folder, line, code, capsys):
+    from test_readme import printed_claims
+
+    exec(compile(code, f"docs/observe.md:{line}", "exec"), {"__name__": "observe_doc"})
+    printed = capsys.readouterr().out.splitlines()
+    claims = printed_claims(code)
+    assert len(printed) == len(claims)
+    for (comment, states_value), out in zip(claims, printed):
+        if states_value:
+            assert comment.startswith(out.strip()), (comment, out)
