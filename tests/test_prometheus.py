@@ -320,31 +320,3 @@ def test_regions_deleted_while_scraping(folder):
     finally:
         p.join(30)
     assert p.exitcode == 0 and scrapes > 0
-
-
-# --- docs/observe.md (the README section to be): its python blocks run as printed ---------
-
-_DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
-                    "observe.md")
-
-
-def _doc_blocks():
-    from test_readme import python_blocks
-
-    if not os.path.exists(_DOC):  # merged into README.md: tests/test_readme.py runs them
-        return []
-    with open(_DOC, encoding="utf-8") as f:
-        return python_blocks(f.read())
-
-
-@pytest.mark.parametrize("line,code", _doc_blocks(), ids=lambda v: str(v)[:12])
-def test_doc_blocks_run(folder, line, code, capsys):
-    from test_readme import printed_claims
-
-    exec(compile(code, f"docs/observe.md:{line}", "exec"), {"__name__": "observe_doc"})
-    printed = capsys.readouterr().out.splitlines()
-    claims = printed_claims(code)
-    assert len(printed) == len(claims)
-    for (comment, states_value), out in zip(claims, printed):
-        if states_value:
-            assert comment.startswith(out.strip()), (comment, out)

@@ -6,6 +6,7 @@ defines any stand-in it uses. The blocks assert their own results; where a block
 comment that shows a value (`print(x)  # 1.0: ...`) must start with what the line printed.
 Signature listings that are not runnable code belong in another fence (```text).
 """
+import gc
 import os
 import re
 
@@ -63,7 +64,14 @@ def test_readme_block_runs_as_printed(line, code, capsys, tmp_path, monkeypatch)
     compiled = compile(code, "README.md:%d" % line, "exec")  # SyntaxError: the block is broken
     # the shared= examples make their regions in a folder of this test, not in /dev/shm
     monkeypatch.setenv("SLIDEWIN_SHM_DIR", str(tmp_path))
-    exec(compiled, {"__name__": "__readme__"})
+    namespace = {"__name__": "__readme__"}
+    try:
+        exec(compiled, namespace)
+    finally:
+        # the block's objects go now (named limiters leave slidewin.limiters(), regions are
+        # unmapped), not whenever the garbage collector gets to their cycles
+        namespace.clear()
+        gc.collect()
     claims = printed_claims(code)
     if any(states for _, states in claims):
         out = capsys.readouterr().out.splitlines()
