@@ -129,7 +129,7 @@ def test_refmodel_agrees_on_throttle_and_prioritized(r):
 def test_server_clock_when_now_ns_omitted(r):
     from slidewin.redis import RedisLimiter
 
-    lim = RedisLimiter(r, "clock", qps=0.05, interval_ms=60_000, sample_count=1)  # 3 a minute
+    lim = RedisLimiter(r, "clock", qps=0.05, interval_ms=60_000, sample_count=60)  # 3 a minute
     assert [lim.try_acquire() for _ in range(5)] == [True] * 3 + [False] * 2
     s = lim.stats()
     assert (s.pass_qps, s.block_qps) == (3 / 60, 2 / 60)
@@ -203,7 +203,7 @@ def test_acquire_timeout_waits_for_release_in_another_client(r):
 def test_entry_and_decorator_record_outcomes(r):
     from slidewin.redis import RedisLimiter
 
-    lim = RedisLimiter(r, "entry", qps=100, interval_ms=60_000, sample_count=1)
+    lim = RedisLimiter(r, "entry", qps=100, interval_ms=60_000, sample_count=60)
     with lim.entry():
         assert lim.stats().concurrency == 1
         time.sleep(0.02)

@@ -69,7 +69,8 @@ def test_script_flush_reloads_once(own_server):
 def test_paused_server_times_out_without_retry(own_server):
     import redis
 
-    lim = _lim(own_server, on_error="deny", qps=100, interval_ms=60_000, sample_count=1)
+    # 1 s buckets over a minute: the pass stays in the window across a minute boundary
+    lim = _lim(own_server, on_error="deny", qps=100, interval_ms=60_000, sample_count=60)
     assert lim.try_acquire()
     ctl = own_server.client()
     ctl.config_resetstat()
