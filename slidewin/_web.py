@@ -118,9 +118,13 @@ def _parse_ip(text: str) -> Optional[_Address]:
     elif text.count(":") == 1:  # IPv4 with a port
         text = text.split(":", 1)[0]
     try:
-        return ipaddress.ip_address(text)
+        addr = ipaddress.ip_address(text)
     except ValueError:
         return None
+    # an IPv4 client seen through a dual-stack (IPv6) socket, or written so by a proxy:
+    # the same client as its IPv4 form, matched against IPv4 networks
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return mapped if mapped is not None else addr
 
 
 def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
@@ -168,6 +172,10 @@ def client_ip(scope_or_environ: Mapping[str, Any], trusted_proxies: TrustedProxi
     that is unknown (no ``client``, no ``REMOTE_ADDR``) and not trusted gives ``""``.
     """
     peer, forwarded = _peer_and_forwarded(scope_or_environ)
+    if peer.startswith("::ffff:") or peer.startswith("::FFFF:"):
+        mapped = _parse_ip(peer)  # an IPv4 peer on a dual-stack socket: its IPv4 form
+        if mapped is not None and mapped.version == 4:
+            peer = str(mapped)
     if trusted_proxies == ():
         return peer
     nets, unix = _trusted_of(trusted_proxies)
@@ -340,6 +348,10 @@ def _policy_name(limiter: Any) -> str:
     name = getattr(limiter, "name", None)
     if not isinstance(name, str) or not name:
         name = "default"
+    # a structured-field string holds printable ASCII only: other characters are escaped
+    # as \uXXXX (a header value must stay Latin-1, or the server answers 500)
+    name = name.encode("ascii", "backslashreplace").decode("ascii")
+    name = "".join(c if " " <= c <= "~" else "?" for c in name)
     return '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
 
 

@@ -559,3 +559,12 @@ def test_keyed_throttle_waits():
 def test_key_with_a_plain_limiter_is_an_error():
     with pytest.raises(ValueError, match="key"):
         LimitMiddleware(ok_app, Limiter(qps=1), key=lambda scope: "x")
+
+
+def test_ratelimit_headers_with_a_name_outside_latin1():
+    """A limiter named in another script still gets its headers (escaped), never a 500."""
+    from slidewin._web import policy_header
+
+    value = policy_header(Limiter(qps=2, name="загрузки"))
+    value.encode("latin-1")                       # a valid header value
+    assert value.startswith('"\\\\u0437')            # escaped, as a structured-field string

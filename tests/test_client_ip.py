@@ -136,3 +136,14 @@ def test_not_a_scope_or_environ():
 def test_exported():
     assert "client_ip" in slidewin.__all__
     assert slidewin.client_ip is client_ip
+
+
+def test_ipv4_mapped_ipv6_is_the_ipv4_client():
+    """A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d: the same client, and a
+    trusted IPv4 proxy network matches it."""
+    scope = {"type": "http", "client": ("::ffff:10.0.0.2", 5000),
+             "headers": [(b"x-forwarded-for", b"203.0.113.9, ::ffff:10.0.0.7")]}
+    assert client_ip(scope, trusted_proxies="10.0.0.0/8") == "203.0.113.9"
+    assert client_ip({"type": "http", "client": ("::ffff:1.2.3.4", 1), "headers": []}) == "1.2.3.4"
+    environ = {"REMOTE_ADDR": "::ffff:10.0.0.2", "HTTP_X_FORWARDED_FOR": "::ffff:1.2.3.4"}
+    assert client_ip(environ, trusted_proxies=("10.0.0.0/8",)) == "1.2.3.4"

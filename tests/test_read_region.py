@@ -166,3 +166,38 @@ def test_list_regions_of_an_explicit_folder(tmp_path):
     assert _core.list_regions(str(tmp_path)) == [str(tmp_path / "slidewin-one")]
     with pytest.raises(OSError):
         _core.list_regions(str(tmp_path / "missing"))
+
+
+def test_a_region_shrinking_while_read_is_an_error_never_a_crash(tmp_path, monkeypatch):
+    """read_region reads with pread, not a mapping: a file truncated under it (by anyone who
+    can write the folder) gives a short read, never a SIGBUS in the reading process."""
+    import shutil
+    import time
+
+    from slidewin import Limiter, _core
+
+    monkeypatch.setenv("SLIDEWIN_SHM_DIR", str(tmp_path))
+    Limiter(qps=5, shared="orig").try_acquire()
+    src, dst = tmp_path / "slidewin-orig", tmp_path / "slidewin-evil"
+    shutil.copy(src, dst)
+    data = src.read_bytes()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                with open(dst, "r+b") as f:
+                    f.truncate(0)
+                    f.write(data)
+        finally:
+            os._exit(0)
+    good = bad = 0
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        try:
+            _core.read_region(str(dst))
+            good += 1
+        except (ValueError, OSError):
+            bad += 1
+    os.waitpid(pid, 0)
+    assert good + bad > 0          # and this process is alive to count them

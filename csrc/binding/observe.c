@@ -164,17 +164,39 @@ static int peek_fail(const char *msg, const char *path)
     return -1;
 }
 
-/* Map path read-only, check it and copy what the read needs. @return 0, or -1 with an
- * exception set (ValueError for anything that is not a good region, OSError otherwise) */
+/* Read exactly len bytes at off (a file that shrinks under us gives a short read, never a
+ * SIGBUS as a mapping would). @return 0, or -1 on a short read or an error */
+static int pread_all(int fd, void *buf, size_t len, off_t off)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t got = pread(fd, p, len, off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        p += got;
+        len -= (size_t)got;
+        off += got;
+    }
+    return 0;
+}
+
+/* Read path (pread, never mapped: it may shrink or change under us), check it and copy what
+ * the read needs. @return 0, or -1 with an exception set (ValueError for anything that is
+ * not a good region, OSError otherwise) */
 static int peek_region(const char *path, struct peek *pk)
 {
     struct sw_shm_error err;
-    void *base = MAP_FAILED;
     size_t size = 0;
     int rc = -1;
     memset(pk, 0, sizeof *pk);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
+        if (errno == ELOOP) {
+            peek_fail("a symbolic link, not a slidewin region", path);
+            return -1;
+        }
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
         return -1;
     }
@@ -192,21 +214,18 @@ static int peek_region(const char *path, struct peek *pk)
         goto done;
     }
     size = (size_t)sb.st_size;
-    base = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    /* everything below reads copies: the file may change under us */
+    if (pread_all(fd, &pk->hdr, sizeof pk->hdr, 0) != 0) {
+        peek_fail("truncated while being read", path);
         goto done;
     }
-    /* everything below reads the copy: the file may change under us */
-    memcpy(&pk->hdr, base, sizeof pk->hdr);
     if (sw_shm_check_header(&pk->hdr, size, path, &err) != SW_OK) {
         PyErr_SetString(PyExc_ValueError, err.msg);
         goto done;
     }
     struct sw_shm_header *h = &pk->hdr;
-    pk->waiters = atomic_load_explicit(&((struct sw_shm_header *)base)->waiters,
-                                       memory_order_relaxed);
-    const unsigned char *state = (const unsigned char *)base + h->off_state;
+    pk->waiters = atomic_load_explicit(&h->waiters, memory_order_relaxed);
+    off_t state_off = (off_t)h->off_state;
     if (h->kind == SW_KIND_LIMITER) {
         size_t need = sw_lstate_size(h->interval_ms, h->sample_count);
         if (need == 0 || need != h->state_size || h->max_keys != 0 || h->n_events != 0) {
@@ -220,7 +239,10 @@ static int peek_region(const char *path, struct peek *pk)
             peek_fail("a damaged KeyedLimiter region (its layout)", path);
             goto done;
         }
-        memcpy(&pk->khdr, state, sizeof pk->khdr);
+        if (pread_all(fd, &pk->khdr, sizeof pk->khdr, state_off) != 0) {
+            peek_fail("truncated while being read", path);
+            goto done;
+        }
         if (sw_keyed_validate_header(&pk->khdr, total, h->interval_ms, h->sample_count,
                                      h->max_keys, true) != SW_OK) {
             peek_fail("a damaged KeyedLimiter region (its table)", path);
@@ -231,7 +253,7 @@ static int peek_region(const char *path, struct peek *pk)
             peek_fail("a damaged KeyedLimiter region (its node)", path);
             goto done;
         }
-        state += pk->khdr.off_node;
+        state_off += (off_t)pk->khdr.off_node;
         pk->copied = nsz;
     } else {
         struct sw_leap_cfg cfg = {h->interval_ms, h->sample_count,
@@ -249,11 +271,12 @@ static int peek_region(const char *path, struct peek *pk)
         PyErr_NoMemory();
         goto done;
     }
-    memcpy(pk->copy, state, pk->copied);
+    if (pread_all(fd, pk->copy, pk->copied, state_off) != 0) {
+        peek_fail("truncated while being read", path);
+        goto done;
+    }
     rc = 0;
 done:
-    if (base != MAP_FAILED)
-        munmap(base, size);
     close(fd);
     if (rc < 0) {
         PyMem_RawFree(pk->copy);
