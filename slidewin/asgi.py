@@ -174,7 +174,14 @@ class LimitMiddleware:
             if extra is not None and message["type"] == "http.response.start":
                 message = dict(message)
                 message["headers"] = list(message.get("headers") or ()) + extra
-            await send(message)
+            try:
+                await send(message)
+            except BaseException:
+                if message["type"] == "http.response.start":
+                    w = finish(_Cancelled)  # the client left before the headers: not the app
+                    if w is not None:
+                        await w
+                raise
 
         async def receive_wrapper() -> Message:
             message = await receive()

@@ -568,3 +568,29 @@ def test_ratelimit_headers_with_a_name_outside_latin1():
     value = policy_header(Limiter(qps=2, name="загрузки"))
     value.encode("latin-1")                       # a valid header value
     assert value.startswith('"\\\\u0437')            # escaped, as a structured-field string
+
+
+def test_client_gone_before_the_headers_is_not_an_app_exception():
+    import asyncio
+
+    from slidewin.asgi import LimitMiddleware
+
+    lim = Limiter(concurrency=2)
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x"})
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        raise OSError("connection reset by peer")
+
+    mw = LimitMiddleware(app, lim)
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [],
+             "client": ("1.2.3.4", 1)}
+    with pytest.raises(OSError):
+        asyncio.run(mw(scope, receive, send))
+    assert lim.in_flight == 0
+    assert lim.totals()["exception"] == 0 and lim.totals()["success"] == 0
