@@ -1,4 +1,4 @@
-/* sw_keyed.h - per-key limits (Sentinel's hot parameters) in one bounded table (DESIGN.md §9).
+/* sw_keyed.h - per-key limits (Sentinel's hot parameters) in one bounded table (docs/design.md §11).
  *
  * A keyed table is flat, pointer-free state in caller-owned memory (so it can live in a
  * shared region, kind SW_KIND_KEYED): a header, the statistics of the whole table (one

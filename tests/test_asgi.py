@@ -1,7 +1,6 @@
 """slidewin.asgi.LimitMiddleware driven by hand: scopes, receive and send are plain Python.
 
-Real servers (uvicorn) are in tests/test_web_servers.py. The keyed cases use
-fake_keyed.make_keyed: the real KeyedLimiter once merged, else a test double.
+Real servers (uvicorn) are in tests/test_web_servers.py. The keyed cases run on slidewin.KeyedLimiter.
 """
 
 import asyncio
@@ -16,7 +15,7 @@ from slidewin import Limiter
 from slidewin import _web
 from slidewin.asgi import LimitMiddleware
 
-from fake_keyed import make_keyed
+from slidewin import KeyedLimiter
 
 LONG = 60_000  # a window longer than any test: every request of a test falls in one window
 
@@ -490,7 +489,7 @@ def test_shared_limiter_counts_across_middlewares():
 
 
 def test_keyed_default_key_is_the_peer():
-    per_ip = make_keyed(2 * 1000 / LONG, interval_ms=LONG, sample_count=1)
+    per_ip = KeyedLimiter(2 * 1000 / LONG, interval_ms=LONG, sample_count=1)
     mw = LimitMiddleware(ok_app, per_ip)
     forged = [(b"x-forwarded-for", b"1.1.1.%d" % i) for i in range(1)]
 
@@ -507,7 +506,7 @@ def test_keyed_default_key_is_the_peer():
 
 
 def test_keyed_custom_key_and_none_passes():
-    per_user = make_keyed(1000 / LONG, interval_ms=LONG, sample_count=1)
+    per_user = KeyedLimiter(1000 / LONG, interval_ms=LONG, sample_count=1)
 
     def user(scope):
         for k, v in scope["headers"]:
@@ -527,7 +526,7 @@ def test_keyed_custom_key_and_none_passes():
 
 def test_keyed_concurrency_503_and_release():
     async def main():
-        per_ip = make_keyed(concurrency=1)
+        per_ip = KeyedLimiter(concurrency=1)
         gate = asyncio.Event()
         mw = LimitMiddleware(streaming_app(gate), per_ip)
         conn = Conn()
@@ -549,7 +548,7 @@ def test_keyed_concurrency_503_and_release():
 
 def test_keyed_throttle_waits():
     async def main():
-        per_ip = make_keyed(20, behavior="throttle", max_queueing_ms=2000)
+        per_ip = KeyedLimiter(20, behavior="throttle", max_queueing_ms=2000)
         mw = LimitMiddleware(ok_app, per_ip)
         return await asyncio.gather(*(request(mw) for _ in range(3)))
 

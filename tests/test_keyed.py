@@ -1,4 +1,4 @@
-"""KeyedLimiter: one limit per key in a bounded table (API.md, "Per key: KeyedLimiter")."""
+"""KeyedLimiter: one limit per key in a bounded table (README, "Per key: KeyedLimiter")."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_unnamed_private_objects_are_not_exported(folder):
 
 
 def test_the_contract_example(folder):
-    """API.md: REGISTRY.register(Collector()); requests_total{limiter,outcome} equals
+    """The README's contract: REGISTRY.register(Collector()); requests_total{limiter,outcome} equals
     totals()[outcome]. A fresh registry stands in for the process-wide REGISTRY."""
     reg = CollectorRegistry(auto_describe=True)
     c = Collector()

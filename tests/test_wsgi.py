@@ -1,8 +1,7 @@
 """slidewin.wsgi.LimitMiddleware driven by hand: an environ, a start_response, and the
 server's part (iterate the response, then close it) done by `serve()`.
 
-Real servers (gunicorn + Flask) are in tests/test_web_servers.py. The keyed cases use
-fake_keyed.make_keyed: the real KeyedLimiter once merged, else a test double.
+Real servers (gunicorn + Flask) are in tests/test_web_servers.py. The keyed cases run on slidewin.KeyedLimiter.
 """
 
 import json
@@ -16,7 +15,7 @@ import slidewin
 from slidewin import Limiter
 from slidewin.wsgi import LimitMiddleware
 
-from fake_keyed import make_keyed
+from slidewin import KeyedLimiter
 
 LONG = 60_000
 
@@ -247,7 +246,7 @@ def test_shared_limiter():
 
 
 def test_keyed_default_key_ignores_forged_forwarded_for():
-    per_ip = make_keyed(1000 / LONG, interval_ms=LONG, sample_count=1)
+    per_ip = KeyedLimiter(1000 / LONG, interval_ms=LONG, sample_count=1)
     mw = LimitMiddleware(ok_app, per_ip)
     got = [serve(mw, peer="198.51.100.1", HTTP_X_FORWARDED_FOR="9.9.9.%d" % i).status
            for i in range(3)]
@@ -256,7 +255,7 @@ def test_keyed_default_key_ignores_forged_forwarded_for():
 
 
 def test_keyed_behind_a_trusted_proxy():
-    per_ip = make_keyed(1000 / LONG, interval_ms=LONG, sample_count=1)
+    per_ip = KeyedLimiter(1000 / LONG, interval_ms=LONG, sample_count=1)
     mw = LimitMiddleware(ok_app, per_ip, key=lambda env: slidewin.client_ip(
         env, trusted_proxies=("10.0.0.0/8",)))
     got = [serve(mw, peer="10.0.0.1", HTTP_X_FORWARDED_FOR=xff).status for xff in (
@@ -268,7 +267,7 @@ def test_keyed_behind_a_trusted_proxy():
 
 
 def test_keyed_concurrency():
-    per_ip = make_keyed(concurrency=1)
+    per_ip = KeyedLimiter(concurrency=1)
 
     def streaming(environ, start_response):
         start_response("200 OK", [])
@@ -284,6 +283,6 @@ def test_keyed_concurrency():
 
 
 def test_keyed_throttle_serves_late():
-    per_ip = make_keyed(50, behavior="throttle", max_queueing_ms=2000)
+    per_ip = KeyedLimiter(50, behavior="throttle", max_queueing_ms=2000)
     mw = LimitMiddleware(ok_app, per_ip)
     assert [serve(mw).status for _ in range(3)] == [200] * 3

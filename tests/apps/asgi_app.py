@@ -13,12 +13,12 @@ import json
 import slidewin
 from slidewin.asgi import LimitMiddleware
 
-from fake_keyed import make_keyed
+from slidewin import KeyedLimiter
 from apps.web_common import HOUR_MS, LIMIT, hour_limiter, log, stats_of
 
 qps = hour_limiter(LIMIT)
-per_peer = make_keyed(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
-per_client = make_keyed(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
+per_peer = KeyedLimiter(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
+per_client = KeyedLimiter(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
 
 
 async def text(send, body, status=200):
