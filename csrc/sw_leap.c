@@ -123,6 +123,12 @@ static void leap_slide(struct sw_leap *l, int64_t start)
         l->dq_len = 0;
         return;
     }
+    /* the head's bucket stays in the window (it is newer than every bucket that slides
+     * out): from now on the totals hold it */
+    const int64_t *hs = sw_leap_head_slot_(l);
+    if (hs != NULL)
+        for (uint32_t e = 0; e < l->n_events; e++)
+            sw_leap_total_add_(l, e, hs[SW_SLOT_COUNTS + e]);
     /* bucket s slides out when s + interval starts; both share a slot */
     uint32_t i = sw_leap_index(l, l->head);
     for (int64_t s = l->head + l->window_ms; s <= start; s += l->window_ms) {
@@ -159,10 +165,8 @@ int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, i
     l->head = start;
     if (future != NULL) {
         const int64_t *fs = sw_leap_find(future, start);
-        if (fs != NULL) {
-            slot[SW_SLOT_COUNTS + SW_EV_PASS] = fs[SW_SLOT_COUNTS];
-            sw_leap_total_add_(l, SW_EV_PASS, fs[SW_SLOT_COUNTS]);
-        }
+        if (fs != NULL)
+            slot[SW_SLOT_COUNTS + SW_EV_PASS] = fs[SW_SLOT_COUNTS]; /* the head's: no total */
     }
     if (l->has_rt)
         dq_push(l, i);
@@ -187,9 +191,7 @@ void sw_leap_add_rt(struct sw_leap *l, const struct sw_leap *future, int64_t rt_
 {
     t = sw_leap_clamp(l, t);
     int64_t *slot = sw_leap_refresh(l, future, t);
-    int64_t old = slot[SW_SLOT_COUNTS + SW_EV_RT], v = sw_sat_add(old, rt_ms);
-    slot[SW_SLOT_COUNTS + SW_EV_RT] = v;
-    sw_leap_total_add_(l, SW_EV_RT, v - old);
+    slot[SW_SLOT_COUNTS + SW_EV_RT] = sw_sat_add(slot[SW_SLOT_COUNTS + SW_EV_RT], rt_ms);
     if (rt_ms < slot[SW_SLOT_MIN_RT]) {
         slot[SW_SLOT_MIN_RT] = rt_ms;
         if (l->has_rt) {
@@ -404,7 +406,8 @@ void sw_leap_repair(struct sw_leap *l)
         l->newest = l->head; /* head is never ahead of the newest time seen */
     if (l->newest != SW_LEAP_EMPTY)
         l->newest_idx = sw_leap_index(l, l->newest);
-    /* rebuild the totals and the deque from the slots of (head - interval, head] */
+    /* rebuild the totals (the head's slot excepted) and the deque from the slots of
+     * (head - interval, head] */
     memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
     l->dq_first = 0;
     l->dq_len = 0;
@@ -419,8 +422,9 @@ void sw_leap_repair(struct sw_leap *l)
         const int64_t *slot = sw_leap_cslot(l, i);
         if (slot[SW_SLOT_START] != s)
             continue;
-        for (uint32_t e = 0; e < l->n_events; e++)
-            sw_leap_total_add_(l, e, slot[SW_SLOT_COUNTS + e]);
+        if (s != l->head)
+            for (uint32_t e = 0; e < l->n_events; e++)
+                sw_leap_total_add_(l, e, slot[SW_SLOT_COUNTS + e]);
         if (l->has_rt)
             dq_push(l, i);
     }

@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
+_Static_assert(offsetof(struct sw_lstate, lock) == 64,
+               "a limiter state's lock starts its second 64-byte line");
+_Static_assert(sizeof(struct sw_lstate) % 64 == SW_NODE_LINE_OFFSET,
+               "the node follows the lock on its line");
+
 void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg)
 {
     cfg->grade = SW_GRADE_QPS;
@@ -169,6 +174,8 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
     if (st == NULL || total == 0)
         return SW_EINVAL;
     sw_lock_init(&st->lock);
+    st->pad_[0] = 0;
+    st->pad_[1] = 0;
     st->off_node = (uint32_t)sw_align8(sizeof(struct sw_lstate));
     st->size = (uint32_t)total;
     sw_warm_state_init(&st->warm);

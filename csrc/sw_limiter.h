@@ -83,12 +83,19 @@ struct sw_rule {
     struct sw_warmup warm;
 };
 
+/* The state's layout is laid out for processes sharing it (docs/design.md, "Region
+ * layout"): what a decision only reads comes first, on a 64-byte line of its own; the lock
+ * starts the second line, which the node's first words complete (its lifetime totals and
+ * in-flight count), so the lock and everything an admission writes besides the current
+ * buckets of the two windows share one cache line. In a region the state starts on a
+ * 64-byte boundary. */
 struct sw_lstate {
-    sw_lock lock;
     uint32_t off_node;        /* byte offset of the node from the state's start */
     uint32_t size;            /* total bytes of the state, node included */
     struct sw_warm_state warm;
     struct sw_throttle thr;
+    uint64_t pad_[2];         /* zero: puts the lock at byte 64 */
+    sw_lock lock;
 };
 
 struct sw_limiter {

@@ -15,7 +15,16 @@ static void node_cfgs(const struct sw_node_cfg *cfg, struct sw_leap_cfg *sec,
     min->has_rt = true;
 }
 
-size_t sw_node_size(const struct sw_node_cfg *cfg)
+/* The offset, at or after off, of a ring that starts a 64-byte line when the node lies
+ * SW_NODE_LINE_OFFSET bytes past one. */
+static size_t ring_offset(size_t off)
+{
+    return ((off + SW_NODE_LINE_OFFSET + 63u) & ~(size_t)63u) - SW_NODE_LINE_OFFSET;
+}
+
+/* The layout: each ring's offset, and the total (0 when cfg is invalid). */
+static size_t node_layout(const struct sw_node_cfg *cfg, size_t *off_sec, size_t *off_fut,
+                          size_t *off_min)
 {
     struct sw_leap_cfg sec, fut, min;
     if (cfg == NULL)
@@ -25,35 +34,43 @@ size_t sw_node_size(const struct sw_node_cfg *cfg)
            c = sw_leap_size(&min);
     if (a == 0 || b == 0 || c == 0)
         return 0;
-    size_t total = sw_align8(sizeof(struct sw_node)) + sw_align8(a) + sw_align8(c);
-    if (cfg->borrowable)
-        total += sw_align8(b);
-    return total;
+    size_t off = ring_offset(sizeof(struct sw_node));
+    *off_sec = off;
+    off += sw_align8(a);
+    *off_fut = 0;
+    if (cfg->borrowable) {
+        off = ring_offset(off);
+        *off_fut = off;
+        off += sw_align8(b);
+    }
+    off = ring_offset(off);
+    *off_min = off;
+    return off + sw_align8(c);
+}
+
+size_t sw_node_size(const struct sw_node_cfg *cfg)
+{
+    size_t a, b, c;
+    return node_layout(cfg, &a, &b, &c);
 }
 
 int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
 {
     struct sw_leap_cfg sec, fut, min;
-    size_t total = sw_node_size(cfg);
+    size_t off_sec, off_fut, off_min;
+    size_t total = node_layout(cfg, &off_sec, &off_fut, &off_min);
     if (node == NULL || total == 0)
         return SW_EINVAL;
     if (total > UINT32_MAX)
         return SW_ERANGE;
     node_cfgs(cfg, &sec, &fut, &min);
-    size_t off = sw_align8(sizeof(struct sw_node));
     node->in_flight = 0;
     for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
         node->totals[e] = 0;
-    node->off_sec = (uint32_t)off;
-    off += sw_align8(sw_leap_size(&sec));
-    node->off_fut = 0;
-    if (cfg->borrowable) {
-        node->off_fut = (uint32_t)off;
-        off += sw_align8(sw_leap_size(&fut));
-    }
-    node->off_min = (uint32_t)off;
-    off += sw_align8(sw_leap_size(&min));
-    node->size = (uint32_t)off;
+    node->off_sec = (uint32_t)off_sec;
+    node->off_fut = (uint32_t)off_fut;
+    node->off_min = (uint32_t)off_min;
+    node->size = (uint32_t)total;
     int rc = sw_leap_init(sw_node_sec(node), &sec);
     if (rc == SW_OK && cfg->borrowable)
         rc = sw_leap_init(sw_node_fut(node), &fut);
