@@ -279,6 +279,15 @@ static void window_lock(const struct sw_window *w)
                 sw_leap_repair(w->future);
         }
     }
+    if (w->enter != NULL)
+        w->enter(w->hot_ctx);
+}
+
+static void window_unlock(const struct sw_window *w)
+{
+    if (w->leave != NULL)
+        w->leave(w->hot_ctx);
+    sw_lock_release(w->lock);
 }
 
 void sw_window_check_repair(const struct sw_window *w)
@@ -287,7 +296,7 @@ void sw_window_check_repair(const struct sw_window *w)
     sw_leap_repair(w->leap);
     if (w->future != NULL)
         sw_leap_repair(w->future);
-    sw_lock_release(w->lock);
+    window_unlock(w);
 }
 
 int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now_ns)
@@ -298,7 +307,7 @@ int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now
         return SW_EINVAL;
     window_lock(w);
     sw_leap_add(w->leap, w->future, ev, n, window_ms_now(now_ns));
-    sw_lock_release(w->lock);
+    window_unlock(w);
     return SW_OK;
 }
 
@@ -310,7 +319,7 @@ int sw_window_add_rt(const struct sw_window *w, int64_t rt_ms, int64_t now_ns)
         return SW_EINVAL;
     window_lock(w);
     sw_leap_add_rt(w->leap, w->future, rt_ms, window_ms_now(now_ns));
-    sw_lock_release(w->lock);
+    window_unlock(w);
     return SW_OK;
 }
 
@@ -326,7 +335,7 @@ int sw_window_read(const struct sw_window *w, int which, uint32_t ev, int64_t no
     case SW_READ_PREVIOUS: *out = sw_leap_previous(w->leap, ev, t); break;
     default: *out = sw_leap_sum(w->leap, w->future, ev, t); break;
     }
-    sw_lock_release(w->lock);
+    window_unlock(w);
     return SW_OK;
 }
 
@@ -345,7 +354,7 @@ int sw_window_rt(const struct sw_window *w, int64_t now_ns, int64_t *min_rt, int
         *rt_sum = sw_leap_sum(w->leap, w->future, SW_EV_RT, t);
     if (success != NULL)
         *success = sw_leap_sum(w->leap, w->future, SW_EV_SUCCESS, t);
-    sw_lock_release(w->lock);
+    window_unlock(w);
     return SW_OK;
 }
 
@@ -353,7 +362,7 @@ uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *o
 {
     window_lock(w);
     uint32_t n = sw_leap_buckets(w->leap, w->future, window_ms_now(now_ns), out);
-    sw_lock_release(w->lock);
+    window_unlock(w);
     return n;
 }
 
@@ -363,7 +372,7 @@ void sw_window_reset(const struct sw_window *w)
     sw_leap_reset(w->leap);
     if (w->future != NULL)
         sw_leap_reset(w->future);
-    sw_lock_release(w->lock);
+    window_unlock(w);
 }
 
 bool sw_leap_indices_ok(const struct sw_leap *l)

@@ -170,17 +170,13 @@ static inline const int64_t *sw_leap_head_slot_(const struct sw_leap *l)
     return slot[SW_SLOT_START] == l->head ? slot : NULL;
 }
 
-/** Sum of event ev over the buckets in the window of the newest bucket held,
- * (head - interval_ms, head], saturated to int64: the running total of the buckets before
- * the head plus the head's own count; O(1), changes nothing.
- * @param l the ring @param ev event index < n_events @return the sum (0 when empty) */
-static inline int64_t sw_leap_held_sum(const struct sw_leap *l, uint32_t ev)
+/** The running total of event ev (the window's buckets before the head) plus `d`, saturated
+ * to int64. @param l the ring @param ev event index < n_events @param d the head's count */
+static inline int64_t sw_leap_sum_with_head(const struct sw_leap *l, uint32_t ev, int64_t d)
 {
     const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
     uint64_t lo = w[0], hi = w[1];
-    const int64_t *head = sw_leap_head_slot_(l);
-    if (head != NULL) {
-        int64_t d = head[SW_SLOT_COUNTS + ev];
+    {
         uint64_t s = lo + (uint64_t)d;
         hi += (d < 0 ? UINT64_MAX : 0u) + (s < lo ? 1u : 0u);
         lo = s;
@@ -190,6 +186,24 @@ static inline int64_t sw_leap_held_sum(const struct sw_leap *l, uint32_t ev)
     if (hi == UINT64_MAX && lo > (uint64_t)INT64_MAX)
         return -(int64_t)~lo - 1;
     return (hi >> 63) ? INT64_MIN : INT64_MAX;
+}
+
+/** Sum of event ev over the buckets in the window of the newest bucket held,
+ * (head - interval_ms, head], saturated to int64: the running total of the buckets before
+ * the head plus the head's own count; O(1), changes nothing.
+ * @param l the ring @param ev event index < n_events @return the sum (0 when empty) */
+static inline int64_t sw_leap_held_sum(const struct sw_leap *l, uint32_t ev)
+{
+    const int64_t *head = sw_leap_head_slot_(l);
+    return sw_leap_sum_with_head(l, ev, head != NULL ? head[SW_SLOT_COUNTS + ev] : 0);
+}
+
+/** Whether t lies in the newest bucket and that bucket is the head, held in its slot: a
+ * count at t then goes to the head's slot with nothing to refresh. */
+static inline bool sw_leap_at_head(const struct sw_leap *l, int64_t t)
+{
+    return sw_leap_in_newest(l, t) && l->head == l->newest &&
+           l->slots[(size_t)l->newest_idx * l->stride + SW_SLOT_START] == l->newest;
 }
 
 /** Min of min_rt over the same buckets (not clamped to 1), SW_MIN_RT_INIT when none or
@@ -304,6 +318,13 @@ struct sw_window {
     struct sw_leap *future; /* NULL unless borrowable */
     uint64_t token;         /* lock token: SW_LOCK_PRIVATE (0 means the same), or
                                SW_LOCK_PROCESS for a window in a shared region */
+    /* called with the lock held, right after taking it (enter) and right before releasing
+     * it (leave), with hot_ctx: a limiter's window settles the counts that its decisions
+     * keep on the lock's cache line (sw_lstate_enter / sw_lstate_leave). NULL for a plain
+     * ring. */
+    void (*enter)(const void *ctx);
+    void (*leave)(const void *ctx);
+    const void *hot_ctx;
     /* what to repair when the lock is taken over from a dead process: NULL repairs the two
      * rings; a limiter's window repairs the limiter's whole state (its in-flight total) */
     void (*repair)(const void *ctx);

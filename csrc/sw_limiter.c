@@ -11,8 +11,8 @@
 
 _Static_assert(offsetof(struct sw_lstate, lock) == 64,
                "a limiter state's lock starts its second 64-byte line");
-_Static_assert(sizeof(struct sw_lstate) % 64 == SW_NODE_LINE_OFFSET,
-               "the node follows the lock on its line");
+_Static_assert(sizeof(struct sw_lstate) == 128 && SW_NODE_LINE_OFFSET == 0,
+               "the lock's line ends the state's header; the node starts a line");
 
 void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg)
 {
@@ -176,6 +176,9 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
     sw_lock_init(&st->lock);
     st->pad_[0] = 0;
     st->pad_[1] = 0;
+    st->pad2_ = 0;
+    for (int i = 0; i < SW_HOT_WORDS; i++)
+        st->hot[i] = 0;
     st->off_node = (uint32_t)sw_align8(sizeof(struct sw_lstate));
     st->size = (uint32_t)total;
     sw_warm_state_init(&st->warm);
@@ -222,6 +225,80 @@ void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out)
     out->my_slot = -1;
 }
 
+/* ---- the counts on the lock's line (struct sw_lstate) ---- */
+
+/* the events kept there, at +0 and +1 of each group */
+static const uint32_t hot_ev[2] = {SW_EV_PASS, SW_EV_BLOCK};
+
+static inline void hot_hook(void)
+{
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical(); /* tests: a process killed between two steps */
+}
+
+/* raise *w to v: redoing it changes nothing */
+static inline void raise_to(int64_t *w, int64_t v)
+{
+    if (v > *w)
+        *w = v;
+}
+
+void sw_lstate_enter(struct sw_lstate *st)
+{
+    struct sw_node *node = sw_lstate_node(st);
+    struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
+    /* 1. raise the head buckets and the totals to the counts kept on the lock's line */
+    for (int k = 0; k < 2; k++) {
+        int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
+        if (slot != NULL)
+            for (int e = 0; e < 2; e++)
+                raise_to(&slot[SW_SLOT_COUNTS + hot_ev[e]], st->hot[2 * k + e]);
+        hot_hook();
+    }
+    for (int e = 0; e < 2; e++)
+        raise_to(&node->totals[hot_ev[e]], st->hot[SW_HOT_LIFE + e]);
+    /* 2. zero them (each is stored elsewhere now): a head may move from here on */
+    atomic_signal_fence(memory_order_seq_cst);
+    hot_hook();
+    for (int i = 0; i < SW_HOT_WORDS; i++) {
+        st->hot[i] = 0;
+        if (i == SW_HOT_WORDS / 2)
+            hot_hook();
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+void sw_lstate_leave(struct sw_lstate *st)
+{
+    struct sw_node *node = sw_lstate_node(st);
+    struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
+    atomic_signal_fence(memory_order_seq_cst);
+    for (int k = 0; k < 2; k++) {
+        const int64_t *slot = sw_leap_head_slot_(rings[k]);
+        for (int e = 0; e < 2; e++)
+            st->hot[2 * k + e] = slot != NULL ? slot[SW_SLOT_COUNTS + hot_ev[e]] : 0;
+        hot_hook();
+    }
+    for (int e = 0; e < 2; e++)
+        st->hot[SW_HOT_LIFE + e] = node->totals[hot_ev[e]];
+}
+
+void sw_lstate_settle(struct sw_lstate *st)
+{
+    sw_lstate_enter(st);
+    sw_lstate_leave(st);
+}
+
+static void lstate_enter_cb(const void *st)
+{
+    sw_lstate_enter((struct sw_lstate *)(uintptr_t)st);
+}
+
+static void lstate_leave_cb(const void *st)
+{
+    sw_lstate_leave((struct sw_lstate *)(uintptr_t)st);
+}
+
 void sw_lstate_window(struct sw_lstate *st, struct sw_window *out)
 {
     struct sw_node *node = sw_lstate_node(st);
@@ -231,6 +308,9 @@ void sw_lstate_window(struct sw_lstate *st, struct sw_window *out)
     out->token = SW_LOCK_PRIVATE;
     out->repair = NULL;
     out->repair_ctx = NULL;
+    out->enter = lstate_enter_cb;
+    out->leave = lstate_leave_cb;
+    out->hot_ctx = st;
 }
 
 static void repair_view_cb(const void *view)
@@ -255,6 +335,8 @@ void sw_lstate_repair(const struct sw_view *v)
 {
     struct sw_node *node = sw_lstate_node(v->st);
     sw_node_repair(node);
+    /* the counts on the lock's line: redo what the dead process may have been doing */
+    sw_lstate_settle(v->st);
     if (v->slots != NULL) {
         int64_t total = 0;
         for (uint32_t i = 0; i < v->n_slots; i++)
@@ -286,6 +368,19 @@ static inline void lock_state(const struct sw_view *v)
 static inline void unlock_state(const struct sw_view *v)
 {
     sw_lock_release(&v->st->lock);
+}
+
+/* The same around work on the node's windows or totals (see struct sw_lstate). */
+static inline void lock_node(const struct sw_view *v)
+{
+    lock_state(v);
+    sw_lstate_enter(v->st);
+}
+
+static inline void unlock_node(const struct sw_view *v)
+{
+    sw_lstate_leave(v->st);
+    unlock_state(v);
 }
 
 /* Change the in-flight count by d (lock held): the total, and this process's slot. */
@@ -354,9 +449,9 @@ void sw_node_totals(const struct sw_node *node, struct sw_totals *out)
 
 void sw_totals_read(const struct sw_view *v, struct sw_totals *out)
 {
-    lock_state(v);
+    lock_node(v);
     sw_node_totals(sw_lstate_node(v->st), out);
-    unlock_state(v);
+    unlock_node(v);
 }
 
 void sw_lstate_check_repair(const struct sw_view *v)
@@ -435,7 +530,54 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if (now_ns == SW_NOW)
         now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
-    int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+
+    /* Fast path: a rejecting QPS decision, or a concurrency one, at the head bucket of both
+     * windows counts on the lock's line only (struct sw_lstate): one cache line written
+     * (and the in-flight count when it holds one). A refusal that needs more (a borrow, a
+     * retry time) takes the general path. */
+    int64_t ms = sw_ms_of_ns(now_ns);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    if ((conc || (r->behavior == SW_REJECT && r->count > 0)) &&
+        sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
+        int k = -1; /* the event counted: 0 PASS, 1 BLOCK */
+        if (conc) {
+            if ((double)n > r->count) {
+                out->verdict = SW_NEVER;
+                k = 1;
+            } else if (sw_reject_fits(in_flight_now(node), n, r->count)) {
+                out->verdict = SW_PASS;
+                k = 0;
+            } else {
+                k = 1;
+            }
+        } else if ((double)n > r->limit) {
+            out->verdict = SW_NEVER;
+            k = 1;
+        } else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
+                                                        st->hot[SW_HOT_SEC]),
+                                  n, r->limit)) {
+            out->verdict = SW_PASS;
+            k = 0;
+        } else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) &&
+                   !(flags & SW_F_RETRY)) {
+            k = 1;
+        }
+        if (k >= 0) {
+            if (k == 0 || !(flags & SW_F_NO_BLOCK)) {
+                st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+                st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+                st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+            }
+            if (k == 0 && (conc || (flags & SW_F_ENTRY)))
+                add_in_flight(v, node, n);
+            unlock_state(v);
+            goto done;
+        }
+        out->verdict = SW_BLOCK;
+    }
+
+    sw_lstate_enter(st);
+    int64_t t = sw_leap_clamp(sw_node_sec(node), ms);
     int64_t grant_ms = 0;
 
     if (r->grade == SW_GRADE_CONCURRENCY) {
@@ -459,8 +601,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
                 out->verdict = SW_PASS;
                 out->occupied = 1;
             } else if (flags & SW_F_RETRY) {
-                int64_t ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
-                out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
+                int64_t wait_ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
+                out->retry_ns = wait_ms < 0 ? -1 : ns_until(t + wait_ms, now_ns);
             }
             break;
         }
@@ -511,7 +653,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     } else if (!(flags & SW_F_NO_BLOCK)) {
         sw_node_add_at(node, SW_EV_BLOCK, n, t);
     }
-    unlock_state(v);
+    unlock_node(v);
+done:
     if (flags & SW_F_SHADOW) {
         out->shadowed = out->verdict != SW_PASS;
         out->verdict = SW_PASS;
@@ -527,11 +670,11 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
         return SW_EEVENT;
     if (n < 0)
         return SW_EINVAL;
-    lock_state(v);
+    lock_node(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     sw_node_add(sw_lstate_node(v->st), ev, n, sw_ms_of_ns(now_ns));
-    unlock_state(v);
+    unlock_node(v);
     return SW_OK;
 }
 
@@ -540,8 +683,10 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
     struct sw_node *node = sw_lstate_node(v->st);
-    lock_state(v);
-    if (outcome != SW_OUT_NONE) {
+    if (outcome == SW_OUT_NONE) {
+        lock_state(v); /* the in-flight count only: not on the lock's line */
+    } else {
+        lock_node(v);
         if (now_ns == SW_NOW)
             now_ns = sw_time_coarse_ns();
         int64_t t = sw_ms_of_ns(now_ns);
@@ -554,7 +699,10 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
     }
     int64_t held = in_flight_now(node);
     add_in_flight(v, node, -(held > n ? n : held));
-    unlock_state(v);
+    if (outcome == SW_OUT_NONE)
+        unlock_state(v);
+    else
+        unlock_node(v);
     return SW_OK;
 }
 
@@ -604,11 +752,11 @@ void sw_node_stats(struct sw_node *node, int64_t now_ns, struct sw_stats *out)
 
 void sw_stats_read(const struct sw_view *v, int64_t now_ns, struct sw_stats *out)
 {
-    lock_state(v);
+    lock_node(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     node_stats(sw_lstate_node(v->st), now_ns, out);
-    unlock_state(v);
+    unlock_node(v);
 }
 
 /* ---- a private limiter through its own view ---- */

@@ -83,12 +83,22 @@ struct sw_rule {
     struct sw_warmup warm;
 };
 
-/* The state's layout is laid out for processes sharing it (docs/design.md, "Region
- * layout"): what a decision only reads comes first, on a 64-byte line of its own; the lock
- * starts the second line, which the node's first words complete (its lifetime totals and
- * in-flight count), so the lock and everything an admission writes besides the current
- * buckets of the two windows share one cache line. In a region the state starts on a
- * 64-byte boundary. */
+/* The state is laid out for processes sharing it (docs/design.md, "Region layout"): two
+ * 64-byte lines (a region puts the state on a 64-byte boundary), then the node.
+ * - Line 0: what a rejecting QPS decision only reads (the node's offset) and what the other
+ *   behaviors write (warm-up tokens, the throttle's last slot).
+ * - Line 1: the lock, and `hot`: the counts such a decision writes, so that a decision in
+ *   the current bucket writes one cache line, the lock's. hot[] holds, for the head bucket
+ *   of the limiter's window (SW_HOT_SEC), of the minute window (SW_HOT_MIN) and for the
+ *   lifetime totals (SW_HOT_LIFE), the PASS and BLOCK counts (+0, +1) as absolute values:
+ *   the true count is max(the slot's or total's own word, hot[]). A decision at the head
+ *   of both windows raises hot[] only (sw_decide's fast path); every other operation first
+ *   raises the words in the rings and totals to hot[] and zeroes hot[] (sw_lstate_enter),
+ *   works on the node as usual, then loads hot[] back from it (sw_lstate_leave). Each step
+ *   only raises a word to a maximum or lowers hot[] to a value already stored elsewhere,
+ *   so a process killed at any point leaves max(...) exact, and the repair (sw_lstate_repair)
+ *   redoes the same steps. The node's windows are never read without sw_lstate_enter. */
+enum { SW_HOT_SEC = 0, SW_HOT_MIN = 2, SW_HOT_LIFE = 4, SW_HOT_WORDS = 6 };
 struct sw_lstate {
     uint32_t off_node;        /* byte offset of the node from the state's start */
     uint32_t size;            /* total bytes of the state, node included */
@@ -96,8 +106,9 @@ struct sw_lstate {
     struct sw_throttle thr;
     uint64_t pad_[2];         /* zero: puts the lock at byte 64 */
     sw_lock lock;
+    int64_t hot[SW_HOT_WORDS];
+    uint64_t pad2_;           /* zero: the node starts on a line */
 };
-
 struct sw_limiter {
     struct sw_rule rule;
     struct sw_lstate st;      /* last: its node follows it */
@@ -147,8 +158,18 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
 int sw_lstate_validate(struct sw_lstate *st, size_t size, int64_t interval_ms,
                        uint32_t sample_count);
 /** Restore what a process that died inside a critical section may have left half-written
- * (derived totals, the in-flight total from the process slots). Lock held by the caller. */
+ * (derived totals, the counts on the lock's line, the in-flight total from the process
+ * slots). Lock held by the caller. */
 void sw_lstate_repair(const struct sw_view *v);
+/** With the lock held, before reading or changing the node's windows or totals: raise them to
+ * the counts kept on the lock's line, and zero those (see struct sw_lstate). */
+void sw_lstate_enter(struct sw_lstate *st);
+/** With the lock held, after sw_lstate_enter and the work on the node: load the counts of the
+ * windows' head buckets and the totals back onto the lock's line. */
+void sw_lstate_leave(struct sw_lstate *st);
+/** Settle a copy of a state (e.g. read from a region, no lock): the node's windows and
+ * totals then hold every count (sw_lstate_enter + sw_lstate_leave). */
+void sw_lstate_settle(struct sw_lstate *st);
 /** Give back the in-flight counts of the dead processes of a shared state's table.
  * Checks liveness outside the lock (reads /proc), then moves each dead slot's count out of
  * the total under the lock, and frees the slot.

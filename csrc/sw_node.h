@@ -29,8 +29,8 @@ struct sw_node {
      * made: monotonic, saturating, never reset (sw_node_reset keeps them). A prioritized
      * grant counts its PASS here when granted (the window counts it in the bucket it was
      * granted for). One aligned word each: a reader without the lock sees whole values.
-     * First, with in_flight: the words a decision writes (a limiter state puts them on its
-     * lock's cache line). */
+     * In a limiter state, PASS and BLOCK may be behind the counts on the lock's line
+     * (struct sw_lstate). */
     int64_t totals[SW_EV_DEFAULT_COUNT];
     int64_t in_flight;     /* requests in flight (entry() or concurrency admissions) */
     uint32_t off_sec;      /* byte offsets from the node's start */
@@ -39,11 +39,11 @@ struct sw_node {
     uint32_t size;         /* total bytes */
 };
 
-/* Where a node is placed relative to 64-byte lines: a limiter state puts its node 8 bytes
- * past a line's start (after its lock). The rings are laid out to start on lines when it is
- * so (their 64-byte headers, read by every decision, then never share a line with a bucket
- * that decisions write); elsewhere that only costs a few bytes of padding. */
-#define SW_NODE_LINE_OFFSET 8u
+/* Where a node is placed relative to 64-byte lines: a limiter state puts its node on a
+ * line's start. The rings are laid out to start on lines when it is so (their 64-byte
+ * headers, read by every decision, then never share a line with a bucket that is written);
+ * elsewhere that only costs a few bytes of padding. */
+#define SW_NODE_LINE_OFFSET 0u
 
 /** Bytes a node of this configuration needs. @return 0 when cfg is invalid */
 size_t sw_node_size(const struct sw_node_cfg *cfg);

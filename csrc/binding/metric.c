@@ -133,6 +133,9 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     self->win.future = NULL;
     self->win.token = SW_LOCK_PROCESS;
     self->win.repair = NULL;
+    self->win.enter = NULL;
+    self->win.leave = NULL;
+    self->win.hot_ctx = NULL;
     /* restore every invariant the hot path relies on (a region is input) */
     Py_BEGIN_ALLOW_THREADS
     sw_window_check_repair(&self->win);
@@ -285,6 +288,11 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     sw_lock_init(self->win.lock);
     self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
     self->win.future = NULL;
+    self->win.token = SW_LOCK_PRIVATE;
+    self->win.repair = NULL;
+    self->win.enter = NULL;
+    self->win.leave = NULL;
+    self->win.hot_ctx = NULL;
     if (sw_leap_init(self->win.leap, &cfg) != SW_OK) {
         PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
         goto fail;

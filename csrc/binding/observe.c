@@ -296,6 +296,8 @@ static int peek_node_stats(struct peek *pk, const char *path, int64_t now, struc
         if (sw_lstate_validate(st, pk->copied, h->interval_ms, h->sample_count) != SW_OK)
             return peek_fail("a damaged limiter region (its state)", path);
         node = sw_lstate_node(st);
+        sw_node_repair(node);
+        sw_lstate_settle(st); /* the counts kept on the lock's line, into the node */
     } else {
         node = (struct sw_node *)(void *)pk->copy;
         if (sw_keyed_node_validate(node, h->interval_ms, h->sample_count) != SW_OK)

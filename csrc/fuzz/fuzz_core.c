@@ -362,7 +362,7 @@ static void run_window(struct rd *r)
         EXPECT_EQ(sw_leap_init(fut, &fcfg), SW_OK, "future init");
     sw_lock lock;
     sw_lock_init(&lock);
-    struct sw_window win = {&lock, leap, fut, SW_LOCK_PRIVATE, NULL, NULL};
+    struct sw_window win = {&lock, leap, fut, SW_LOCK_PRIVATE, NULL, NULL, NULL, NULL, NULL};
     struct mleap *m = malloc(sizeof *m);
     if (m == NULL)
         abort();

@@ -37,6 +37,12 @@ static inline void ring_open(struct ring *r, int64_t interval_ms, uint32_t sampl
     r->w.lock = &r->lock;
     r->w.leap = r->leap;
     r->w.future = r->fut;
+    r->w.token = SW_LOCK_PRIVATE;
+    r->w.repair = NULL;
+    r->w.repair_ctx = NULL;
+    r->w.enter = NULL;
+    r->w.leave = NULL;
+    r->w.hot_ctx = NULL;
 }
 
 static inline void ring_close(struct ring *r)

@@ -548,9 +548,103 @@ static void crafted_deque(void)
     unlink(path);
 }
 
+/* A decision at the head of both windows counts on the lock's line only; the next other
+ * operation moves those counts into the windows and the totals in steps (sw_lstate_enter,
+ * sw_lstate_leave). A process killed at any of those steps loses and doubles nothing: the
+ * next locker takes the lock over and redoes them. Round k kills the child at the k-th test
+ * hook call inside such an operation, until one completes before its k-th call. */
+static volatile int hang_countdown;
+static void hang_at_countdown(void)
+{
+    if (hang_countdown > 0 && --hang_countdown == 0)
+        for (;;)
+            pause();
+}
+
+static void kill_while_settling(void)
+{
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 100);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    int completed = 0;
+    for (int k = 1; k < 64 && !completed; k++) {
+        struct sw_shm s;
+        struct sw_shm_error err;
+        CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+        int ready[2];
+        CHECK_EQ(pipe(ready), 0);
+        pid_t kid = fork();
+        if (kid == 0) {
+            struct sw_view v;
+            view_of(&s, &rule, &v);
+            struct sw_decision d;
+            for (int i = 0; i < 30; i++) /* 30 passes (the first takes the general path) */
+                sw_decide(&v, 1, MS(1100), SW_F_TRY, &d);
+            for (int i = 0; i < 5; i++) /* 5 x 200 refused (never fits): 1000 blocks */
+                sw_decide(&v, 200, MS(1200), SW_F_TRY, &d);
+            hang_countdown = k;
+            sw_test_in_critical = hang_at_countdown;
+            if (write(ready[1], "x", 1) != 1)
+                _exit(2);
+            /* the next bucket of the limiter's window, the same second: the general path
+             * moves the 30 + 1000 into the rings and totals, then counts this pass */
+            sw_decide(&v, 1, MS(1600), SW_F_TRY, &d);
+            if (write(ready[1], "d", 1) != 1)
+                _exit(2);
+            for (;;)
+                pause();
+        }
+        char c;
+        CHECK_EQ(read(ready[0], &c, 1), 1);
+        usleep(20000);
+        kill(kid, SIGKILL);
+        waitpid(kid, NULL, 0);
+        CHECK_EQ(fcntl(ready[0], F_SETFL, O_NONBLOCK), 0);
+        completed = read(ready[0], &c, 1) == 1 && c == 'd';
+        if (completed && getenv("SW_STRESS_VERBOSE"))
+            printf("  kill_while_settling: %d steps killed at\n", k - 1);
+        close(ready[0]);
+        close(ready[1]);
+        struct sw_view v;
+        view_of(&s, &rule, &v);
+        struct sw_totals tot;
+        sw_totals_read(&v, &tot); /* takes the lock over when the child died holding it */
+        if (completed)
+            CHECK_EQ(tot.pass, 31);
+        CHECK(tot.pass == 30 || tot.pass == 31); /* the last pass: counted or not, once */
+        CHECK_EQ(tot.block, 1000);
+        struct sw_stats st;
+        sw_stats_read(&v, MS(1600), &st); /* the limiter's window: buckets 1000 and 1500 */
+        CHECK_EQ(st.pass, tot.pass);
+        CHECK_EQ(st.block, 1000);
+        sw_view_lock(&v);
+        sw_lstate_enter(v.st);
+        struct sw_leap *min = sw_node_min(sw_lstate_node(v.st));
+        CHECK_EQ(sw_leap_sum(min, NULL, SW_EV_PASS, 1600), tot.pass);
+        CHECK_EQ(sw_leap_sum(min, NULL, SW_EV_BLOCK, 1600), 1000);
+        sw_lstate_leave(v.st);
+        sw_view_unlock(&v);
+        /* and it goes on exactly: 100 a window, tot.pass already in it */
+        struct sw_decision d;
+        int64_t more = 0;
+        for (int i = 0; i < 200; i++) {
+            CHECK_EQ(sw_decide(&v, 1, MS(1700), SW_F_TRY, &d), SW_OK);
+            more += d.verdict == SW_PASS;
+        }
+        CHECK_EQ(more, 100 - tot.pass);
+        sw_totals_read(&v, &tot);
+        CHECK_EQ(tot.pass, 100);
+        CHECK_EQ(tot.block, 1000 + 200 - more);
+        sw_shm_close(&s);
+    }
+    CHECK(completed); /* every step was tried */
+}
+
 void test_shm_review(void);
 void test_shm_review(void)
 {
+    kill_while_settling();
     crash_in_refresh(2);
     crash_in_refresh(1);
     takeover_through_window();
