@@ -30,7 +30,7 @@ void sw_lock_init(sw_lock *l)
 
 bool sw_lock_acquire_slow(sw_lock *l, uint64_t token)
 {
-    unsigned spins = 0;
+    unsigned spins = 64u, pauses = 0, backoff = 1u;
     for (;;) {
         uint64_t owner = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (owner == 0u) {
@@ -40,10 +40,20 @@ bool sw_lock_acquire_slow(sw_lock *l, uint64_t token)
                 return false;
             continue;
         }
+        if (pauses < 256u) {
+            /* held: wait a little before looking again, longer each time (every look takes
+             * a copy of the lock's cache line from its owner, who then has to take it back
+             * to write it: in a shared region, that line also holds the counts). A few
+             * microseconds in all, then yield. */
+            for (unsigned i = 0; i < backoff; i++)
+                sw_cpu_relax();
+            pauses += backoff;
+            if (backoff < 16u)
+                backoff *= 2u;
+            continue;
+        }
         spins++;
-        if (spins < 64u) {
-            sw_cpu_relax();
-        } else if (spins < 2048u) {
+        if (spins < 2048u) {
             sched_yield();
         } else {
             /* held for a while (about a millisecond of yields): the owner is preempted,
