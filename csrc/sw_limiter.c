@@ -383,6 +383,23 @@ static inline void unlock_node(const struct sw_view *v)
     unlock_state(v);
 }
 
+/* Lock for counting an event other than PASS and BLOCK at *now_ns (SW_NOW: the coarse clock,
+ * read under the lock and stored back): when both windows are at their head bucket there, no
+ * bucket starts and no word on the lock's line is concerned, so the counts on it may stay
+ * (no sw_lstate_enter). @return whether sw_lstate_enter ran (then unlock with unlock_node) */
+static inline bool lock_for_other_event(const struct sw_view *v, int64_t *now_ns)
+{
+    lock_state(v);
+    if (*now_ns == SW_NOW)
+        *now_ns = sw_time_coarse_ns();
+    struct sw_node *node = sw_lstate_node(v->st);
+    int64_t ms = sw_ms_of_ns(*now_ns);
+    if (sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms))
+        return false;
+    sw_lstate_enter(v->st);
+    return true;
+}
+
 /* Change the in-flight count by d (lock held): the total, and this process's slot. */
 static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
 {
@@ -670,11 +687,18 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
         return SW_EEVENT;
     if (n < 0)
         return SW_EINVAL;
-    lock_node(v);
+    bool entered = true;
+    if (ev == SW_EV_PASS || ev == SW_EV_BLOCK)
+        lock_node(v);
+    else
+        entered = lock_for_other_event(v, &now_ns);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     sw_node_add(sw_lstate_node(v->st), ev, n, sw_ms_of_ns(now_ns));
-    unlock_node(v);
+    if (entered)
+        unlock_node(v);
+    else
+        unlock_state(v);
     return SW_OK;
 }
 
@@ -683,12 +707,11 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
     struct sw_node *node = sw_lstate_node(v->st);
+    bool entered = false;
     if (outcome == SW_OUT_NONE) {
         lock_state(v); /* the in-flight count only: not on the lock's line */
     } else {
-        lock_node(v);
-        if (now_ns == SW_NOW)
-            now_ns = sw_time_coarse_ns();
+        entered = lock_for_other_event(v, &now_ns);
         int64_t t = sw_ms_of_ns(now_ns);
         if (outcome == SW_OUT_SUCCESS) {
             sw_node_add(node, SW_EV_SUCCESS, n, t);
@@ -699,10 +722,10 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
     }
     int64_t held = in_flight_now(node);
     add_in_flight(v, node, -(held > n ? n : held));
-    if (outcome == SW_OUT_NONE)
-        unlock_state(v);
-    else
+    if (entered)
         unlock_node(v);
+    else
+        unlock_state(v);
     return SW_OK;
 }
 
