@@ -6,16 +6,16 @@ what needs the event loop or wraps functions is plain Python here, as for Limite
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, Union, cast, overload
+from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
 from . import _core
 from ._limiter import (
     _MISSING,
     _acquire_async,
+    _aenter_for,
     _check_sync_handler,
     _check_timeout,
     _decorator_handler,
-    _enter_async,
     _exit_async,
     _name,
     _new,
@@ -111,11 +111,9 @@ class KeyedLimiter(_core.KeyedLimiter):
         self, key: Key, n: int = 1, *, timeout: Optional[float] = None
     ) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
-        await _acquire_async(self, key, n, _check_timeout(timeout), 0)
+        await _acquire_async(self, key, n, _check_timeout(timeout))
 
-    def _aenter(self, entry: Any) -> Awaitable[Any]:  # called by entry.__aenter__
-        return _enter_async(self, entry, entry.key)
-
+    _aenter = _aenter_for(keyed=True)  # called by entry.__aenter__
     _aexit = _exit_async  # called by entry.__aexit__
 
     # -- decorator -------------------------------------------------------------------------

@@ -109,26 +109,30 @@ def _at(key: Any, n: int) -> Tuple[Any, ...]:
     return (n,) if key is _NO_KEY else (key, n)
 
 
-async def _acquire_async(
-    lim: Any, key: Any, n: int, timeout: Optional[float], flags: int
-) -> int:
-    # returns the verdict: PASS, or SHADOWED (shadow mode: admitted where an enforcing
-    # limiter would have refused; holds nothing, no wait)
-    verdict: int
+def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
+    """The decision of an async acquire without a timeout: (verdict, the ns to sleep before
+    going on), or BlockedError. The verdict is PASS, or SHADOWED (shadow mode: admitted where
+    an enforcing limiter would have refused; holds nothing, no wait)."""
+    # every async entry comes this way: the two calls are spelled out, as
+    # lim._decide(*_at(key, n), ...) measured some 0.2 us slower an entry
+    if key is _NO_KEY:
+        verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_RETRY, None)
+    else:
+        verdict, wait_ns, retry_ns = lim._decide(key, n, flags | _F_RETRY, None)
+    if verdict != _PASS and verdict != _SHADOWED:
+        lim._raise_blocked(*_at(key, n), verdict, retry_ns)
+    return verdict, wait_ns
+
+
+async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
+    """acquire_async() of a Limiter (key=_NO_KEY) or a KeyedLimiter."""
     if timeout is None:
-        # every async entry comes this way: spelled out, as lim._decide(*_at(key, n), ...)
-        # measured some 0.2 us slower a call
-        if key is _NO_KEY:
-            verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_RETRY, None)
-        else:
-            verdict, wait_ns, retry_ns = lim._decide(key, n, flags | _F_RETRY, None)
-        if verdict != _PASS and verdict != _SHADOWED:
-            lim._raise_blocked(*_at(key, n), verdict, retry_ns)
+        wait_ns = _decide_now(lim, key, n, 0)[1]
     else:
         at = _at(key, n)
         deadline = time.monotonic() + timeout
         while True:
-            verdict, wait_ns, retry_ns = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY, None)
+            verdict, wait_ns, retry_ns = lim._decide(*at, _F_NO_BLOCK | _F_RETRY, None)
             if verdict == _PASS or verdict == _SHADOWED:
                 break
             now = time.monotonic()
@@ -139,24 +143,32 @@ async def _acquire_async(
             step = retry_ns / 1e9 if retry_ns > 0 else 0.001
             await asyncio.sleep(min(step, deadline - now))
     if wait_ns > 0:
+        await asyncio.sleep(wait_ns / 1e9)
+
+
+def _aenter_for(keyed: bool) -> Callable[[Any, Any], Awaitable[Any]]:
+    """The _aenter method of a Limiter (keyed=False) or a KeyedLimiter: entry.__aenter__
+    calls it once it has claimed the entry (idle -> entering) in one atomic step. One
+    coroutine, no further one, per async entry: that is its whole cost in Python."""
+
+    async def _aenter(lim: Any, entry: Any) -> Any:
+        key = entry.key if keyed else _NO_KEY
+        n = entry.n
         try:
-            await asyncio.sleep(wait_ns / 1e9)
+            verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
+            if wait_ns > 0:
+                try:
+                    await asyncio.sleep(wait_ns / 1e9)
+                except BaseException:
+                    lim._release_entry(*_at(key, n))  # cancelled: give the slot back
+                    raise
         except BaseException:
-            if flags & _F_ENTRY:
-                lim._release_entry(*_at(key, n))
+            entry._abort()  # refused or cancelled: holds nothing, may be entered again
             raise
-    return verdict
+        entry._started(verdict == _SHADOWED)
+        return entry
 
-
-async def _enter_async(lim: Any, entry: Any, key: Any) -> Any:
-    """entry.__aenter__'s work, after it claimed the entry (idle -> entering) in one step."""
-    try:
-        verdict = await _acquire_async(lim, key, entry.n, None, _F_ENTRY)
-    except BaseException:
-        entry._abort()  # refused or cancelled: holds nothing, may be entered again
-        raise
-    entry._started(verdict == _SHADOWED)
-    return entry
+    return _aenter
 
 
 async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
@@ -239,11 +251,9 @@ class Limiter(_core.Limiter):
 
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
-        await _acquire_async(self, _NO_KEY, n, _check_timeout(timeout), 0)
+        await _acquire_async(self, _NO_KEY, n, _check_timeout(timeout))
 
-    def _aenter(self, entry: Any) -> Awaitable[Any]:  # called by entry.__aenter__
-        return _enter_async(self, entry, _NO_KEY)
-
+    _aenter = _aenter_for(keyed=False)  # called by entry.__aenter__
     _aexit = _exit_async  # called by entry.__aexit__
 
     # -- decorator -------------------------------------------------------------------------
