@@ -595,32 +595,45 @@ def test_client_gone_before_the_headers_is_not_an_app_exception():
     assert lim.totals()["exception"] == 0 and lim.totals()["success"] == 0
 
 
-# ---- Redis limiters: the asyncio ones only ---------------------------------------------------
+# ---- Redis limiters: each middleware takes its own kind (slidewin.wsgi's cases too) ---------
 
 
 class _NoClient:
     """Stands for a redis-py client: constructing a Redis limiter contacts no server."""
 
 
-@pytest.mark.parametrize("name, use", [("RedisLimiter", "AsyncRedisLimiter"),
-                                       ("RedisKeyedLimiter", "AsyncRedisKeyedLimiter")])
-def test_a_sync_redis_limiter_is_refused_at_construction(name, use):
-    """Its entry() has no `async with`: refused when the middleware is built, not at the
-    first request, naming the parameter and the type to use."""
+@pytest.mark.parametrize("server, name, use", [
+    ("asgi", "RedisLimiter", "AsyncRedisLimiter"),
+    ("asgi", "RedisKeyedLimiter", "AsyncRedisKeyedLimiter"),
+    ("wsgi", "AsyncRedisLimiter", "RedisLimiter"),
+    ("wsgi", "AsyncRedisKeyedLimiter", "RedisKeyedLimiter"),
+])
+def test_a_redis_limiter_of_the_other_kind_is_refused_at_construction(server, name, use):
+    """A sync one's entry() has no `async with`, an async one's no `with`: refused when the
+    middleware is built, not at the first request, naming the parameter and the type to use."""
+    import importlib
+
     import slidewin.redis
 
-    lim = getattr(slidewin.redis, name)(_NoClient(), "asgi-sync", qps=10)
-    with pytest.raises(TypeError, match=r"limiter is a %s\b.*use slidewin\.redis\.%s\b"
+    middleware = importlib.import_module("slidewin." + server).LimitMiddleware
+    lim = getattr(slidewin.redis, name)(_NoClient(), "other-kind", qps=10)
+    with pytest.raises(TypeError, match=r"limiter is an? %s\b.*use slidewin\.redis\.%s\b"
                        % (name, use)):
-        LimitMiddleware(ok_app, lim)
+        middleware(ok_app, lim)
 
 
-@pytest.mark.parametrize("name", ["AsyncRedisLimiter", "AsyncRedisKeyedLimiter"])
-def test_an_async_redis_limiter_is_accepted(name):
+@pytest.mark.parametrize("server, name", [
+    ("asgi", "AsyncRedisLimiter"), ("asgi", "AsyncRedisKeyedLimiter"),
+    ("wsgi", "RedisLimiter"), ("wsgi", "RedisKeyedLimiter"),
+])
+def test_a_redis_limiter_of_the_right_kind_is_accepted(server, name):
+    import importlib
+
     import slidewin.redis
 
-    lim = getattr(slidewin.redis, name)(_NoClient(), "asgi-async", qps=10)
-    mw = LimitMiddleware(ok_app, lim)
+    middleware = importlib.import_module("slidewin." + server).LimitMiddleware
+    lim = getattr(slidewin.redis, name)(_NoClient(), "right-kind", qps=10)
+    mw = middleware(ok_app, lim)
     assert mw.limiter is lim and mw._keyed == ("Keyed" in name)
 
 

@@ -287,31 +287,3 @@ def test_keyed_throttle_serves_late():
     mw = LimitMiddleware(ok_app, per_ip)
     assert [serve(mw).status for _ in range(3)] == [200] * 3
 
-
-# ---- Redis limiters: the sync ones only ------------------------------------------------------
-
-
-class _NoClient:
-    """Stands for a redis-py client: constructing a Redis limiter contacts no server."""
-
-
-@pytest.mark.parametrize("name, use", [("AsyncRedisLimiter", "RedisLimiter"),
-                                       ("AsyncRedisKeyedLimiter", "RedisKeyedLimiter")])
-def test_an_async_redis_limiter_is_refused_at_construction(name, use):
-    """Its entry() needs an event loop: refused when the middleware is built, naming the
-    parameter and the type to use."""
-    import slidewin.redis
-
-    lim = getattr(slidewin.redis, name)(_NoClient(), "wsgi-async", qps=10)
-    with pytest.raises(TypeError, match=r"limiter is an %s\b.*use slidewin\.redis\.%s\b"
-                       % (name, use)):
-        LimitMiddleware(ok_app, lim)
-
-
-@pytest.mark.parametrize("name", ["RedisLimiter", "RedisKeyedLimiter"])
-def test_a_sync_redis_limiter_is_accepted(name):
-    import slidewin.redis
-
-    lim = getattr(slidewin.redis, name)(_NoClient(), "wsgi-sync", qps=10)
-    mw = LimitMiddleware(ok_app, lim)
-    assert mw.limiter is lim and mw._keyed == ("Keyed" in name)
