@@ -286,4 +286,3 @@ def test_keyed_throttle_serves_late():
     per_ip = KeyedLimiter(50, behavior="throttle", max_queueing_ms=2000)
     mw = LimitMiddleware(ok_app, per_ip)
     assert [serve(mw).status for _ in range(3)] == [200] * 3
-
