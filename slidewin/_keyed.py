@@ -5,27 +5,31 @@ what needs the event loop or wraps functions is plain Python here, as for Limite
 """
 from __future__ import annotations
 
-import asyncio
-import functools
 import inspect
-import time
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
 from . import _core
-from ._limiter import _check_timeout, _is_async_callable, _name, _sync_result
+from ._limiter import (
+    _MISSING,
+    _acquire_async,
+    _aenter_for,
+    _check_sync_handler,
+    _check_timeout,
+    _decorator_handler,
+    _exit_async,
+    _name,
+    _new,
+    _rebuild,  # noqa: F401 (pickles made before it moved name slidewin._keyed._rebuild)
+    _reduce,
+    _update,
+    _wrap_coroutine,
+    _wrap_function,
+)
 
 __all__ = ["KeyedLimiter"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes, int]
-_MISSING: Any = object()
-
-_PASS = _core.PASS
-_NEVER = _core.NEVER
-_F_NO_BLOCK = _core.F_NO_BLOCK
-_F_ENTRY = _core.F_ENTRY
-_F_RETRY = _core.F_RETRY
-_SHADOWED = _core.SHADOWED
 
 
 class KeyedLimiter(_core.KeyedLimiter):
@@ -65,53 +69,15 @@ class KeyedLimiter(_core.KeyedLimiter):
         shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "KeyedLimiter":
-        self = cast(
-            "KeyedLimiter",
-            super().__new__(
-                cls,
-                qps,
-                concurrency=concurrency,
-                behavior=behavior,
-                warm_up_s=warm_up_s,
-                cold_factor=cold_factor,
-                max_queueing_ms=max_queueing_ms,
-                occupy_timeout_ms=occupy_timeout_ms,
-                interval_ms=interval_ms,
-                sample_count=sample_count,
-                max_keys=max_keys,
-                overrides=overrides,
-                shared=shared,
-                name=name,
-                shadow=shadow,
-            ),
-        )
-        if on_block is not None and not callable(on_block):
-            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
-        self._on_block = on_block
-        return self
+        return cast("KeyedLimiter", _new(super(), cls, locals()))
 
     def __reduce__(self) -> Any:
         """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
         the same region in another process); a private or anonymous one cannot."""
-        if not isinstance(self.shared, str):
-            raise TypeError(
-                "cannot pickle a %s KeyedLimiter: only one shared by name (shared='name') can "
-                "be sent to another process"
-                % ("private" if self.shared is None else "shared=True")
-            )
-        kw = dict(
-            concurrency=self.concurrency,
-            behavior=self.behavior,
-            max_queueing_ms=self.max_queueing_ms,
-            interval_ms=self.interval_ms,
-            sample_count=self.sample_count,
-            max_keys=self.max_keys,
-            overrides=self.overrides,
-            shared=self.shared,
-            name=self.name,
-            shadow=self.shadow,
-        )
-        return (_rebuild, (type(self), self.qps, kw))
+        return _reduce(self, "KeyedLimiter", (
+            "concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
+            "max_keys", "overrides", "shared", "name", "shadow",
+        ))
 
     def update(
         self,
@@ -137,14 +103,7 @@ class KeyedLimiter(_core.KeyedLimiter):
         shared region it changes this process's settings; the shared counts stay. A new
         on_block serves the functions decorated after the update (a decorator fixes its
         handler when it decorates)."""
-        settings = {k: v for k, v in locals().items()
-                    if k not in ("self", "layout", "on_block", "__class__") and v is not _MISSING}
-        settings.update(layout)  # the layout keywords: the C type says they cannot change
-        if on_block is not _MISSING and on_block is not None and not callable(on_block):
-            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
-        super().update(**settings)
-        if on_block is not _MISSING:
-            self._on_block = on_block
+        _update(self, super().update, locals())
 
     # -- asyncio -------------------------------------------------------------------------
 
@@ -152,49 +111,10 @@ class KeyedLimiter(_core.KeyedLimiter):
         self, key: Key, n: int = 1, *, timeout: Optional[float] = None
     ) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
-        await self._acquire_async(key, n, _check_timeout(timeout), 0)
+        await _acquire_async(self, key, n, _check_timeout(timeout))
 
-    async def _acquire_async(
-        self, key: Key, n: int, timeout: Optional[float], flags: int
-    ) -> int:
-        if timeout is None:
-            verdict, wait_ns, retry_ns = self._decide(key, n, flags | _F_RETRY, None)
-            if verdict != _PASS and verdict != _SHADOWED:
-                self._raise_blocked(key, n, verdict, retry_ns)
-        else:
-            deadline = time.monotonic() + timeout
-            while True:
-                verdict, wait_ns, retry_ns = self._decide(
-                    key, n, flags | _F_NO_BLOCK | _F_RETRY, None
-                )
-                if verdict == _PASS or verdict == _SHADOWED:
-                    break
-                now = time.monotonic()
-                if verdict == _NEVER or now >= deadline:
-                    self._count_block(n)
-                    self._raise_blocked(key, n, verdict, retry_ns)
-                step = retry_ns / 1e9 if retry_ns > 0 else 0.001
-                await asyncio.sleep(min(step, deadline - now))
-        if wait_ns > 0:
-            try:
-                await asyncio.sleep(wait_ns / 1e9)
-            except BaseException:
-                if flags & _F_ENTRY:
-                    self._release_entry(key, n)
-                raise
-        return verdict
-
-    async def _aenter(self, entry: Any) -> Any:
-        try:
-            verdict = await self._acquire_async(entry.key, entry.n, None, _F_ENTRY)
-        except BaseException:
-            entry._abort()
-            raise
-        entry._started(verdict == _SHADOWED)
-        return entry
-
-    async def _aexit(self, entry: Any, exc_type: Any) -> bool:
-        return bool(entry.__exit__(exc_type, None, None))
+    _aenter = _aenter_for(keyed=True)  # called by entry.__aenter__
+    _aexit = _exit_async  # called by entry.__aexit__
 
     # -- decorator -------------------------------------------------------------------------
 
@@ -246,80 +166,17 @@ class KeyedLimiter(_core.KeyedLimiter):
             )
         if not callable(key):
             raise TypeError("key must be callable, not %s" % type(key).__name__)
-        if not callable(func):
-            raise TypeError("a KeyedLimiter decorates a callable, not %s" % type(func).__name__)
-        handler = self._on_block if on_block is _MISSING else on_block
-        if handler is not None and not callable(handler):
-            raise TypeError("on_block must be callable, not %s" % type(handler).__name__)
+        handler = _decorator_handler(self, "KeyedLimiter", func, on_block)
         if inspect.iscoroutinefunction(func):
-            wrapper = _wrap_coroutine(self, func, key, handler)
+            wrapper = _wrap_coroutine(self, func, handler, key)
         elif inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
             raise TypeError(
                 "a KeyedLimiter decorates functions and coroutine functions, not the generator "
                 "%s; use `with per_key.entry(key):` inside it" % _name(func)
             )
         else:
-            if handler is not None and _is_async_callable(handler):
-                raise TypeError(
-                    "on_block %r is an async function, but %s is not: a sync function cannot "
-                    "await it; give a sync on_block, or decorate an async function"
-                    % (handler, _name(func))
-                )
-            wrapper = _wrap_function(self, func, key, handler)
+            _check_sync_handler(handler, func)
+            wrapper = _wrap_function(self, func, handler, key)
         wrapper.limiter = self
         return wrapper
 
-
-def _wrap_function(lim: KeyedLimiter, func: Any, keyfn: Any, handler: Any) -> Any:
-    entry = lim.entry
-    blocked = _core.BlockedError
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        e = entry(keyfn(*args, **kwargs))
-        try:
-            e.__enter__()
-        except blocked as exc:
-            if handler is None:
-                raise
-            return _sync_result(func, handler, handler(exc, *args, **kwargs))
-        try:
-            result = func(*args, **kwargs)
-        except BaseException as exc:
-            e.__exit__(type(exc), exc, None)
-            raise
-        e.__exit__(None, None, None)
-        return result
-
-    return wrapper
-
-
-def _wrap_coroutine(lim: KeyedLimiter, func: Any, keyfn: Any, handler: Any) -> Any:
-    entry = lim.entry
-    blocked = _core.BlockedError
-
-    @functools.wraps(func)
-    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-        e = entry(keyfn(*args, **kwargs))
-        try:
-            await e.__aenter__()
-        except blocked as exc:
-            if handler is None:
-                raise
-            result = handler(exc, *args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        try:
-            result = await func(*args, **kwargs)
-        except BaseException as exc:
-            e.__exit__(type(exc), exc, None)
-            raise
-        e.__exit__(None, None, None)
-        return result
-
-    return async_wrapper
-
-
-def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
-    return cls(qps, **kw)

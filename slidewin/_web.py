@@ -1,8 +1,9 @@
 """What the ASGI and WSGI middleware share: the client's address, and how a refusal is told.
 
 ``client_ip(scope_or_environ, trusted_proxies=())`` reads an ASGI scope or a WSGI environ.
-The rest is private to slidewin.asgi and slidewin.wsgi: which limiter kind is at hand, the
-refusal's status, headers and body, the optional RateLimit header fields, and ``exempt``.
+The rest is private to slidewin.asgi and slidewin.wsgi: the middleware's arguments, checked
+once (``Middleware``), which limiter kind is at hand, the refusal's status, headers and body,
+the optional RateLimit header fields, and ``exempt``.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import http
 import ipaddress
 import json
 import math
+import sys
 from typing import (
     Any,
     Callable,
@@ -218,14 +220,41 @@ def is_keyed(limiter: Any) -> bool:
     return hasattr(limiter, "max_keys")
 
 
-def check_limiter(limiter: Any, where: str) -> bool:
-    """Validate the middleware's limiter; True when it is keyed."""
+def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
+    """Validate the middleware's limiter (`is_async`: for ASGI); True when it is keyed."""
     if not callable(getattr(limiter, "entry", None)):
         raise TypeError(
             "%s takes a slidewin Limiter or KeyedLimiter (anything with entry()), not %s"
             % (where, type(limiter).__name__)
         )
+    _check_redis_kind(limiter, where, is_async)
     return is_keyed(limiter)
+
+
+def _check_redis_kind(limiter: Any, where: str, is_async: bool) -> None:
+    """A Redis limiter of the wrong kind for the server is refused here, not at the first
+    request: a sync one's entry() has no ``async with`` (and its waits would stall the event
+    loop), an async one's has no ``with``."""
+    # a Redis limiter exists only once slidewin.redis is imported: never import it (nor
+    # redis-py, an optional extra) here
+    redis = sys.modules.get("slidewin.redis")
+    if redis is None:
+        return
+    keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
+    if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
+        raise TypeError(
+            "%s: limiter is a %s, whose entry() is sync; an ASGI app needs the asyncio one: "
+            "use slidewin.redis.%s (with a redis.asyncio client)"
+            % (where, type(limiter).__name__,
+               "AsyncRedisKeyedLimiter" if keyed else "AsyncRedisLimiter")
+        )
+    if not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
+        raise TypeError(
+            "%s: limiter is an %s, whose entry() needs an event loop (async with); a WSGI app "
+            "is served without one: use slidewin.redis.%s (with a sync redis client)"
+            % (where, type(limiter).__name__,
+               "RedisKeyedLimiter" if keyed else "RedisLimiter")
+        )
 
 
 def check_key(key: Any, keyed: bool, limiter: Any, where: str) -> None:
@@ -242,6 +271,62 @@ def check_key(key: Any, keyed: bool, limiter: Any, where: str) -> None:
 
 def is_concurrency(limiter: Any) -> bool:
     return getattr(limiter, "concurrency", None) is not None
+
+
+# ---- the middleware's arguments -------------------------------------------------------------
+
+
+class Middleware:
+    """What slidewin.asgi.LimitMiddleware and slidewin.wsgi.LimitMiddleware share: their
+    arguments, checked and kept here. A subclass names its app's kind (``_APP``) and whether
+    it serves asyncio (``_ASYNC``)."""
+
+    __slots__ = (
+        "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
+        "_concurrency_status", "_body", "_content_type", "_headers",
+    )
+    _APP = "an app"
+    _ASYNC = False
+    _WHERE = "LimitMiddleware"
+
+    def __init__(
+        self,
+        app: Any,
+        limiter: Any,
+        key: Any,
+        exempt: Any,
+        status: Any,
+        concurrency_status: Any,
+        body: Any,
+        content_type: Any,
+        headers: Any,
+    ) -> None:
+        where = self._WHERE
+        if not callable(app):
+            raise TypeError("%s: app must be %s, not %s" % (where, self._APP, type(app).__name__))
+        self.app = app
+        self.limiter = limiter
+        self._keyed = check_limiter(limiter, where, self._ASYNC)
+        check_key(key, self._keyed, limiter, where)
+        # key(scope) / key(environ); a KeyedLimiter's default is the peer address
+        self._key: Optional[Callable[[Any], Any]] = (
+            key if key is not None else (client_ip if self._keyed else None)
+        )
+        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
+            self._exempt: Optional[Callable[[Any], bool]] = exempt
+            self._exempt_path: Optional[Callable[[str], bool]] = None
+        else:
+            self._exempt = None
+            self._exempt_path = path_matcher(exempt, where)
+        self._status = check_status(status, "status", where)
+        self._concurrency_status = check_status(concurrency_status, "concurrency_status", where)
+        self._body, self._content_type = check_body(body, content_type, where)
+        if not isinstance(headers, bool):
+            raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
+        self._headers = headers
+
+    def __repr__(self) -> str:
+        return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
 
 # ---- exempt ---------------------------------------------------------------------------------

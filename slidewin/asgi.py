@@ -41,19 +41,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_WHERE = "LimitMiddleware"
 _Blocked = _core.BlockedError
 _Native = _core.Limiter
 _NO_WAIT = frozenset(("reject", "warm_up"))  # behaviors whose entry never sleeps
 _Cancelled = asyncio.CancelledError
 
 
-class LimitMiddleware:
+class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
     concurrency_status=503, body=None, content_type=None, headers=False)
 
     - ``limiter``: a Limiter (private or ``shared=``), a KeyedLimiter, or anything with the
-      same ``entry()`` (``entry(key)`` for a keyed one).
+      same ``entry()`` (``entry(key)`` for a keyed one). Across hosts, the asyncio ones:
+      ``AsyncRedisLimiter``, ``AsyncRedisKeyedLimiter`` (a sync Redis one is a TypeError).
     - ``key(scope)``: a KeyedLimiter's key (str, bytes or int) for the request; the default
       is ``slidewin.client_ip(scope)`` (the peer address: give your own ``key`` with
       ``trusted_proxies`` behind a proxy). A key of None lets the request through unlimited.
@@ -69,10 +69,10 @@ class LimitMiddleware:
       ``r=0;t=<seconds>`` on a refusal). Off by default.
     """
 
-    __slots__ = (
-        "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
-        "_concurrency_status", "_body", "_content_type", "_headers", "_native",
-    )
+    __slots__ = ("_native",)
+    app: ASGIApp
+    _APP = "an ASGI app"
+    _ASYNC = True
 
     def __init__(
         self,
@@ -87,33 +87,10 @@ class LimitMiddleware:
         content_type: Optional[str] = None,
         headers: bool = False,
     ) -> None:
-        if not callable(app):
-            raise TypeError("%s: app must be an ASGI app, not %s" % (_WHERE, type(app).__name__))
-        self.app = app
-        self.limiter = limiter
-        self._keyed = _web.check_limiter(limiter, _WHERE)
-        _web.check_key(key, self._keyed, limiter, _WHERE)
-        self._key: Optional[Callable[[Scope], Any]] = (
-            key if key is not None else (_web.client_ip if self._keyed else None)
+        super().__init__(
+            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers
         )
-        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
-            self._exempt: Optional[Callable[[Scope], bool]] = exempt
-            self._exempt_path: Optional[Callable[[str], bool]] = None
-        else:
-            self._exempt = None
-            self._exempt_path = _web.path_matcher(exempt, _WHERE)
-        self._status = _web.check_status(status, "status", _WHERE)
-        self._concurrency_status = _web.check_status(
-            concurrency_status, "concurrency_status", _WHERE
-        )
-        self._body, self._content_type = _web.check_body(body, content_type, _WHERE)
-        if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s" % (_WHERE, type(headers).__name__))
-        self._headers = headers
         self._native = isinstance(limiter, _Native)
-
-    def __repr__(self) -> str:
-        return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

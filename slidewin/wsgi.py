@@ -38,23 +38,22 @@ Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_WHERE = "LimitMiddleware"
 _Blocked = _core.BlockedError
 
 
-class LimitMiddleware:
+class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
     concurrency_status=503, body=None, content_type=None, headers=False)
 
     The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)`` and
     ``exempt(environ)`` taking the WSGI environ (paths match ``PATH_INFO``). The limiter's
-    ``entry()`` is used synchronously (a Limiter, shared or not, or a KeyedLimiter).
+    ``entry()`` is used synchronously (a Limiter, shared or not, a KeyedLimiter, or across
+    hosts a ``RedisLimiter`` or ``RedisKeyedLimiter``: an asyncio Redis one is a TypeError).
     """
 
-    __slots__ = (
-        "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
-        "_concurrency_status", "_body", "_content_type", "_headers",
-    )
+    __slots__ = ()
+    app: WSGIApp
+    _APP = "a WSGI app"
 
     def __init__(
         self,
@@ -69,32 +68,9 @@ class LimitMiddleware:
         content_type: Optional[str] = None,
         headers: bool = False,
     ) -> None:
-        if not callable(app):
-            raise TypeError("%s: app must be a WSGI app, not %s" % (_WHERE, type(app).__name__))
-        self.app = app
-        self.limiter = limiter
-        self._keyed = _web.check_limiter(limiter, _WHERE)
-        _web.check_key(key, self._keyed, limiter, _WHERE)
-        self._key: Optional[Callable[[Environ], Any]] = (
-            key if key is not None else (_web.client_ip if self._keyed else None)
+        super().__init__(
+            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers
         )
-        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
-            self._exempt: Optional[Callable[[Environ], bool]] = exempt
-            self._exempt_path: Optional[Callable[[str], bool]] = None
-        else:
-            self._exempt = None
-            self._exempt_path = _web.path_matcher(exempt, _WHERE)
-        self._status = _web.check_status(status, "status", _WHERE)
-        self._concurrency_status = _web.check_status(
-            concurrency_status, "concurrency_status", _WHERE
-        )
-        self._body, self._content_type = _web.check_body(body, content_type, _WHERE)
-        if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s" % (_WHERE, type(headers).__name__))
-        self._headers = headers
-
-    def __repr__(self) -> str:
-        return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self._exempt_path is not None and self._exempt_path(environ.get("PATH_INFO", "")):

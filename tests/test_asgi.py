@@ -593,3 +593,86 @@ def test_client_gone_before_the_headers_is_not_an_app_exception():
         asyncio.run(mw(scope, receive, send))
     assert lim.in_flight == 0
     assert lim.totals()["exception"] == 0 and lim.totals()["success"] == 0
+
+
+# ---- Redis limiters: each middleware takes its own kind (slidewin.wsgi's cases too) ---------
+
+
+class _NoClient:
+    """Stands for a redis-py client: constructing a Redis limiter contacts no server."""
+
+
+@pytest.mark.parametrize("server, name, use", [
+    ("asgi", "RedisLimiter", "AsyncRedisLimiter"),
+    ("asgi", "RedisKeyedLimiter", "AsyncRedisKeyedLimiter"),
+    ("wsgi", "AsyncRedisLimiter", "RedisLimiter"),
+    ("wsgi", "AsyncRedisKeyedLimiter", "RedisKeyedLimiter"),
+])
+def test_a_redis_limiter_of_the_other_kind_is_refused_at_construction(server, name, use):
+    """A sync one's entry() has no `async with`, an async one's no `with`: refused when the
+    middleware is built, not at the first request, naming the parameter and the type to use."""
+    import importlib
+
+    import slidewin.redis
+
+    middleware = importlib.import_module("slidewin." + server).LimitMiddleware
+    lim = getattr(slidewin.redis, name)(_NoClient(), "other-kind", qps=10)
+    with pytest.raises(TypeError, match=r"limiter is an? %s\b.*use slidewin\.redis\.%s\b"
+                       % (name, use)):
+        middleware(ok_app, lim)
+
+
+@pytest.mark.parametrize("server, name", [
+    ("asgi", "AsyncRedisLimiter"), ("asgi", "AsyncRedisKeyedLimiter"),
+    ("wsgi", "RedisLimiter"), ("wsgi", "RedisKeyedLimiter"),
+])
+def test_a_redis_limiter_of_the_right_kind_is_accepted(server, name):
+    import importlib
+
+    import slidewin.redis
+
+    middleware = importlib.import_module("slidewin." + server).LimitMiddleware
+    lim = getattr(slidewin.redis, name)(_NoClient(), "right-kind", qps=10)
+    mw = middleware(ok_app, lim)
+    assert mw.limiter is lim and mw._keyed == ("Keyed" in name)
+
+
+def test_the_middleware_needs_neither_redis_nor_slidewin_redis():
+    """redis-py is an optional extra: without it both middlewares import and serve, and
+    telling a Redis limiter apart imports nothing."""
+    import subprocess
+    import sys
+
+    code = r"""
+import asyncio, sys
+sys.modules["redis"] = None                # as if redis-py were not installed
+from slidewin import Limiter
+from slidewin import asgi, wsgi
+
+async def app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+sent = []
+async def send(message):
+    sent.append(message)
+async def receive():
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+mw = asgi.LimitMiddleware(app, Limiter(qps=1))
+for _ in range(2):
+    asyncio.run(mw({"type": "http", "path": "/", "headers": [], "client": ("1.2.3.4", 1)},
+                   receive, send))
+wmw = wsgi.LimitMiddleware(lambda e, sr: (sr("200 OK", []), [b"ok"])[1], Limiter(qps=1))
+statuses = []
+for _ in range(2):
+    wmw({"PATH_INFO": "/", "REMOTE_ADDR": "1.2.3.4"}, lambda s, h, e=None: statuses.append(s))
+print([m["status"] for m in sent if "status" in m], statuses,
+      "slidewin.redis" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+    assert out.returncode == 0, out.stdout
+    assert out.stdout.split("\n")[-2] == (
+        "[200, 429] ['200 OK', '429 Too Many Requests'] False"
+    ), out.stdout

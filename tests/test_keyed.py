@@ -253,3 +253,33 @@ def test_bytes_per_key_at_max_keys():
     tracemalloc.stop()
     assert len(kl) == 65536
     assert size / 65536 <= 64, size / 65536
+
+
+@pytest.mark.parametrize("kind", ["Limiter", "KeyedLimiter"])
+def test_async_entry_cancelled_while_queued_gives_its_slot_back(kind):
+    """Both kinds share this path: an entry a throttle queues holds its slot while it sleeps;
+    cancelled then, it holds nothing, counts nothing more, and may be entered again."""
+    lim = getattr(slidewin, kind)(qps=2, behavior="throttle", max_queueing_ms=5000)
+    args = ("k",) if kind == "KeyedLimiter" else ()
+
+    def in_flight():
+        return lim.in_flight("k") if args else lim.in_flight
+
+    async def main():
+        async with lim.entry(*args):  # passes at once; the next waits its turn (~0.5 s)
+            pass
+        queued = lim.entry(*args)
+        task = asyncio.ensure_future(queued.__aenter__())
+        await asyncio.sleep(0.05)
+        assert in_flight() == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert in_flight() == 0
+        assert lim.totals()["success"] == 1
+        async with queued:  # idle again
+            assert in_flight() == 1
+        assert in_flight() == 0
+        assert lim.totals()["success"] == 2
+
+    asyncio.run(main())
