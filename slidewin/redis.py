@@ -38,6 +38,8 @@ import logging
 import math
 import os
 import re
+import select
+import socket
 import threading
 import time
 import weakref
@@ -266,37 +268,174 @@ def _get_conn(pool: Any) -> Any:
         return pool.get_connection("EVALSHA")
 
 
-def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool,
-          packed: Optional[bytes] = None) -> Any:
+def _pack(parts: List[Any]) -> bytes:
+    """A command as RESP bytes."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
+
+
+_ASKING = _pack(["ASKING"])
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
+    """One RESP reply at buf[pos:]: (value, end). An error reply is a ResponseError instance
+    (returned, not raised: the connection is still in step). Raises _Incomplete when more
+    bytes are needed, RedisReplyError on what no slidewin script returns."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _Incomplete
+    t = buf[pos]
+    if t == 58:  # ':' integer
+        return int(buf[pos + 1:end]), end + 2
+    if t == 42:  # '*' array
+        n = int(buf[pos + 1:end])
+        pos = end + 2
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            v, pos = _parse(buf, pos)
+            items.append(v)
+        return items, pos
+    if t == 36:  # '$' bulk string
+        n = int(buf[pos + 1:end])
+        if n < 0:
+            return None, end + 2
+        stop = end + 2 + n
+        if len(buf) < stop + 2:
+            raise _Incomplete
+        return buf[end + 2:stop], stop + 2
+    if t == 45:  # '-' error
+        text = buf[pos + 1:end].decode("utf-8", "replace")
+        if text.startswith("NOSCRIPT"):
+            return NoScriptError(text), end + 2
+        return ResponseError(text), end + 2
+    if t == 43:  # '+' simple string
+        return buf[pos + 1:end], end + 2
+    if t == 95:  # '_' RESP3 null
+        return None, end + 2
+    raise RedisReplyError("unexpected RESP type %r from Redis" % (chr(t),))
+
+
+def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
+    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
+    ConnectionError; the caller closes the connection on any exception."""
     try:
-        if asking:
-            conn.send_command("ASKING")
-            conn.read_response()
-        if packed is not None:
-            conn.send_packed_command([packed])
-        else:
-            conn.send_command("EVALSHA", script.sha, 1, key, *args)
-        return conn.read_response()
-    except NoScriptError:
+        sock.sendall(data)
+        buf = sock.recv(65536)
+        while True:
+            if not buf:
+                raise _redis.ConnectionError("Connection closed by server.")
+            try:
+                out = []
+                pos = 0
+                for _ in range(count):
+                    v, pos = _parse(buf, pos)
+                    out.append(v)
+            except _Incomplete:
+                more = sock.recv(65536)
+                if not more:
+                    raise _redis.ConnectionError("Connection closed by server.") from None
+                buf += more
+                continue
+            if pos != len(buf):  # more than was asked: out of step
+                raise RedisReplyError("Redis sent more than one reply")
+            return out
+    except socket.timeout:
+        raise _redis.TimeoutError("Timeout reading from socket") from None
+    except (ValueError, IndexError) as e:  # a garbled length or type byte
+        raise RedisReplyError("unreadable reply from Redis: %s" % e) from None
+    except OSError as e:
+        if isinstance(e, RedisError):
+            raise
+        raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
+
+
+def _call_conn(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool,
+               packed: bytes) -> Any:
+    """One script call on a connection's socket, written and read here (redis-py's
+    command machinery costs tens of microseconds a call; a decision is one small fixed
+    command and one small reply)."""
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    elif select.select((sock,), (), (), 0)[0]:
+        # readable while idle: closed by the server (a restart, an idle timeout) or out of
+        # step. Nothing was sent on it yet, so a new connection is no retry.
+        conn.disconnect()
+        conn.connect()
+        sock = conn._sock
+    if asking:
+        ok, reply = _exchange(sock, _ASKING + packed, 2)
+        if isinstance(ok, ResponseError):
+            raise ok
+    else:
+        reply = _exchange(sock, packed, 1)[0]
+    if isinstance(reply, NoScriptError):
         # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
         # the source once, which also caches it again. Nothing ran, so this is no retry.
+        cmd = _pack(["EVAL", script.source, "1", key] + list(args))
         if asking:
-            conn.send_command("ASKING")
-            conn.read_response()
-        conn.send_command("EVAL", script.source, 1, key, *args)
-        return conn.read_response()
+            ok, reply = _exchange(sock, _ASKING + cmd, 2)
+        else:
+            reply = _exchange(sock, cmd, 1)[0]
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
 
 
 def _call_pool(pool: Any, script: _Script, key: Any, args: List[Any], asking: bool = False,
                packed: Optional[bytes] = None) -> Any:
-    conn = _get_conn(pool)
+    if packed is None:
+        packed = _pack(["EVALSHA", script.sha, "1", key] + list(args))
+    # idle connections are kept here, out of the pool (checked out once, reused)
+    idle = pool._slidewin_idle
+    if pool._slidewin_pid != os.getpid():  # forked: the parent's connections are not ours
+        del idle[:]
+        pool._slidewin_pid = os.getpid()
     try:
-        return _send(conn, script, key, args, asking, packed)
+        conn = idle.pop()
+    except IndexError:
+        conn = _get_conn(pool)
+    if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection: redis-py's way
+        return _call_generic(pool, conn, script, key, args, asking, packed)
+    try:
+        reply = _call_conn(conn, script, key, args, asking, packed)
     except ResponseError:
+        idle.append(conn)  # an error reply: the connection is in step
         raise
     except BaseException:
         # a timeout or a broken connection: the reply may still come, so this connection
         # is out of step; it is closed, never reused, and the call is not repeated
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    idle.append(conn)
+    return reply
+
+
+def _call_generic(pool: Any, conn: Any, script: _Script, key: Any, args: List[Any],
+                  asking: bool, packed: bytes) -> Any:
+    try:
+        if asking:
+            conn.send_command("ASKING")
+            conn.read_response()
+        try:
+            conn.send_packed_command([packed])
+            return conn.read_response()
+        except NoScriptError:
+            if asking:
+                conn.send_command("ASKING")
+                conn.read_response()
+            conn.send_command("EVAL", script.source, 1, key, *args)
+            return conn.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
         conn.disconnect()
         raise
     finally:
@@ -346,6 +485,8 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
             kw.pop("retry_on_error", None)
             mine = ConnectionPool(connection_class=pool.connection_class,
                                   max_connections=pool.max_connections, **kw)
+            mine._slidewin_idle = []  # see _call_pool
+            mine._slidewin_pid = os.getpid()
             _POOLS[pool] = mine
             if not is_async:  # closed with the client's pool
                 weakref.finalize(pool, mine.disconnect)
@@ -376,7 +517,7 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List
     for _ in range(3):
         pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
         try:
-            return _call_pool(pool, script, key, args, asking)
+            return _call_pool(pool, script, key, args, asking, packed)
         except ResponseError as e:
             r = _redirect(e)
             if r is None:
@@ -506,9 +647,7 @@ class _Base:
     _lean = False
 
     def _packed(self, cfg: _Config, key: Any, args: List[Any]) -> Optional[bytes]:
-        """The decision's EVALSHA as bytes (a single node: a cluster client routes itself)."""
-        if self._cluster:
-            return None
+        """The decision's EVALSHA as bytes."""
         return b"".join((cfg.head, _bulk(key), _bulk(args[0]), _bulk(args[1]),
                          _bulk(args[2]), _bulk(args[3]), cfg.mid, _bulk(args[8]), cfg.tail))
 
