@@ -54,38 +54,44 @@ local function decode(raw)  -- the sections as a table D, or nil for what no cli
   end
   local mask = V[2]
   if mask == nil or mask >= 128 then return nil end
-  local D = {iv = 1000, sc = 2}
-  local p = 3
-  if mask >= 64 then D.iv = V[3]; D.sc = V[4]; p = 5; mask = mask - 64 end
-  local sc = D.sc
-  if sc == nil or D.iv == nil or sc < 1 or sc > 64 or D.iv < 1 then return nil end
-  local c, b = {}, {}
-  D.c, D.b = c, b
+  local iv, sc, p = 1000, 2, 3
+  if mask >= 64 then iv = V[3]; sc = V[4]; p = 5; mask = mask - 64 end
+  if sc == nil or iv == nil or sc < 1 or sc > 64 or iv < 1 then return nil end
+  -- every field made at once (one allocation), the absent ones then cleared
+  local D = {iv = iv, sc = sc, c = 0, b = 0, nwi = 0, mni = 0, wc = 0, wp = 0, st = 0, lfi = 0,
+             pu = 0, lm = 0, ln = 0}
+  -- c[k], b[k]: the counts of the bucket k - 1 back from the newest
   if mask % 2 == 1 then
     D.nwi = V[p]
-    for k = 0, sc - 1 do c[k] = V[p + 1 + k] end
+    D.c = {unpack(V, p + 1, p + sc)}
     p = p + 1 + sc
   else
-    for k = 0, sc - 1 do c[k] = 0 end
+    D.nwi = nil
+    local c = {}
+    for k = 1, sc do c[k] = 0 end
+    D.c = c
   end
   if mask % 4 >= 2 then
     if D.nwi == nil then return nil end
-    for k = 0, sc - 1 do b[k] = V[p + k] end
+    D.b = {unpack(V, p, p + sc - 1)}
     p = p + sc
   else
-    for k = 0, sc - 1 do b[k] = 0 end
+    local b = {}
+    for k = 1, sc do b[k] = 0 end
+    D.b = b
   end
-  if mask % 8 >= 4 then D.mni = V[p]; D.wc = V[p + 1]; D.wp = V[p + 2]; p = p + 3 end
-  if mask % 16 >= 8 then D.st = V[p]; D.lfi = V[p + 1]; p = p + 2 end
-  if mask % 32 >= 16 then D.pu = V[p]; p = p + 1 end
-  if mask >= 32 then D.lm = V[p]; D.ln = V[p + 1]; p = p + 2 end
+  if mask % 8 >= 4 then D.mni = V[p]; D.wc = V[p + 1]; D.wp = V[p + 2]; p = p + 3
+  else D.mni = nil end
+  if mask % 16 >= 8 then D.st = V[p]; D.lfi = V[p + 1]; p = p + 2 else D.st = nil end
+  if mask % 32 >= 16 then D.pu = V[p]; p = p + 1 else D.pu = nil end
+  if mask >= 32 then D.lm = V[p]; D.ln = V[p + 1]; p = p + 2 else D.lm = nil end
   if p ~= nv + 1 then return nil end
   return D
 end
 local function fresh(IV, SC)
-  local D = {iv = IV, sc = SC, c = {}, b = {}}
-  for k = 0, SC - 1 do D.c[k] = 0; D.b[k] = 0 end
-  return D
+  local c, b = {}, {}
+  for k = 1, SC do c[k] = 0; b[k] = 0 end
+  return {iv = IV, sc = SC, c = c, b = b}
 end
 local function encode_compact(D, IV, SC)
   local out = {0}
@@ -97,11 +103,11 @@ local function encode_compact(D, IV, SC)
     out[o + 1] = D.nwi
     local c, b = D.c, D.b
     local anyb = false
-    for k = 0, SC - 1 do out[o + 2 + k] = c[k]; if b[k] > 0 then anyb = true end end
+    for k = 1, SC do out[o + 1 + k] = c[k]; if b[k] > 0 then anyb = true end end
     o = o + 1 + SC
     if anyb then
       mask = mask + 2
-      for k = 0, SC - 1 do out[o + 1 + k] = b[k] end
+      for k = 1, SC do out[o + k] = b[k] end
       o = o + SC
     end
   end
@@ -152,8 +158,8 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
         t = nwi * WIN
       elseif ti > nwi then
         local d, c, b = ti - nwi, D.c, D.b
-        for k = SC - 1, 0, -1 do
-          if k >= d then c[k] = c[k - d]; b[k] = b[k - d] else c[k] = 0; b[k] = 0 end
+        for k = SC, 1, -1 do
+          if k > d then c[k] = c[k - d]; b[k] = b[k - d] else c[k] = 0; b[k] = 0 end
         end
         D.nwi = ti
       end
@@ -164,7 +170,7 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
 FAST_CLOSE = r"""
       if go then
         if v == 1 then
-          D.c[0] = D.c[0] + n
+          D.c[1] = D.c[1] + n
           if not lean or fl % 128 >= 64 then  -- the minute window's passes
             local si = (t - t % 1000) / 1000
             local mni = D.mni
@@ -177,7 +183,7 @@ FAST_CLOSE = r"""
             D.wc = D.wc + n
           end
         elseif not lean and fl % 8 < 4 then
-          D.b[0] = D.b[0] + n
+          D.b[1] = D.b[1] + n
         end
         redis.call('SET', K, encode_compact(D, IV, SC), 'PX', ttl)
         return {v, wait, retry}
@@ -220,11 +226,12 @@ local function to_table(D)
     t.nw = D.nwi * WIN
     for k = 0, SC - 1 do
       local s = (D.nwi - k) * WIN
-      if s >= 0 and (D.c[k] > 0 or D.b[k] > 0) then
+      local c, b = D.c[k + 1], D.b[k + 1]
+      if s >= 0 and (c > 0 or b > 0) then
         local i = (D.nwi - k) % SC
         t['s' .. i] = s
-        if D.c[k] > 0 then t['p' .. i] = D.c[k] end
-        if D.b[k] > 0 then t['b' .. i] = D.b[k] end
+        if c > 0 then t['p' .. i] = c end
+        if b > 0 then t['b' .. i] = b end
       end
     end
   end
@@ -254,7 +261,7 @@ local function from_table(t)
     if COMPACT[f] == nil or not nat(v) then return nil end
   end
   local D = {c = {}, b = {}}
-  for k = 0, SC - 1 do D.c[k] = 0; D.b[k] = 0 end
+  for k = 1, SC do D.c[k] = 0; D.b[k] = 0 end
   if t.nw ~= nil then
     local nwi = t.nw / WIN
     if nwi ~= math.floor(nwi) then return nil end
@@ -264,7 +271,7 @@ local function from_table(t)
       if s ~= nil then
         local k = (t.nw - s) / WIN
         if k ~= math.floor(k) or k < 0 or (s / WIN) % SC ~= i then return nil end
-        if k < SC then D.c[k] = t['p' .. i] or 0; D.b[k] = t['b' .. i] or 0 end
+        if k < SC then D.c[k + 1] = t['p' .. i] or 0; D.b[k + 1] = t['b' .. i] or 0 end
       elseif t['p' .. i] ~= nil or t['b' .. i] ~= nil then
         return nil
       end
@@ -518,7 +525,7 @@ end
 REJECT = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
       local L = tonumber(ARGV[11])
       local pass = 0
-      for k = 0, SC - 1 do pass = pass + D.c[k] end
+      for k = 1, SC do pass = pass + D.c[k] end
       if n > L then
         v = 2
       elseif pass + n <= L then
@@ -628,7 +635,7 @@ WARM_UP = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
       local allowed = rate
       if IV ~= 1000 then allowed = rate * (IV / 1000) end
       local pass = 0
-      for k = 0, SC - 1 do pass = pass + D.c[k] end
+      for k = 1, SC do pass = pass + D.c[k] end
       if n > L then
         v = 2
       elseif pu ~= nil and t < pu then
