@@ -444,14 +444,13 @@ def test_default_keys_are_compact(r, redis_server):
     assert len(r.get(key)) <= 12
     # on redis-server, no more than limits' fixed window counter (an integer, INCRBY then
     # EXPIRE) under its key name: an embedded string of one allocation next to the key.
-    # (Valkey lays keys out otherwise: there an integer is 8 bytes smaller than any string.)
-    ref = "LIMITS:LIMITER/bench-fw/1000000/1/second"
-    r.incrby(ref, 12345)
-    r.pexpire(ref, 60_000)
+    # (Valkey embeds the key and the expiry in the value's object, and its MEMORY USAGE of a
+    # key rewritten in place varies with what the key held before: not compared there.)
     if redis_server.kind == "redis":
+        ref = "LIMITS:LIMITER/bench-fw/1000000/1/second"
+        r.incrby(ref, 12345)
+        r.pexpire(ref, 60_000)
         assert r.memory_usage(key) <= r.memory_usage(ref)
-    else:
-        assert r.memory_usage(key) <= r.memory_usage(ref) + 8
     assert len(r.get(lim.key)) <= 24  # and the BLOCK counts and last second's passes
     assert lim.stats().block_qps > 0
 
