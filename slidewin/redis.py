@@ -566,7 +566,10 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
                 await conn.send_command("EVALSHA", script.sha, 1, key, *args)
             return await conn.read_response()
         except NoScriptError:
-            await conn.send_command("EVAL", script.source, 1, key, *args)
+            if packed is not None:
+                await conn.send_packed_command([_eval_of(packed, script)])
+            else:
+                await conn.send_command("EVAL", script.source, 1, key, *args)
             return await conn.read_response()
     except ResponseError:
         raise
@@ -673,11 +676,6 @@ class _Base:
             t = _bulk(ms) + _bulk(sub)
         return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _small_bulk(n),
                          _SMALL[flags], cfg.mid, _bulk(lease), cfg.tail))
-
-    def _packed(self, cfg: _Config, key: Any, args: List[Any]) -> Optional[bytes]:
-        """The decision's EVALSHA as bytes."""
-        return b"".join((cfg.head, _bulk(key), _bulk(args[0]), _bulk(args[1]),
-                         _bulk(args[2]), _bulk(args[3]), cfg.mid, _bulk(args[8]), cfg.tail))
 
     def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
         if type(reply) is list and len(reply) == 3:  # the usual reply, checked quickly
@@ -1058,9 +1056,12 @@ class AsyncRedisLimiter(_Base):
 
     async def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                          lease: str) -> Tuple[int, int, int]:
-        args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
         try:
-            reply = await self._run(cfg.script, key, args, self._packed(cfg, key, args))
+            if self._cluster:  # the cluster client routes it: its arguments
+                args, packed = self._args(cfg, n, flags, now_ns, lease) + cfg.params, None
+            else:  # the same bytes as the sync types send
+                args, packed = [], self._packed_decision(cfg, key, n, flags, now_ns, lease)
+            reply = await self._run(cfg.script, key, args, packed)
             return self._parse(reply, cfg)
         except (RedisError, OSError, asyncio.TimeoutError) as e:
             return self._failed(e, flags)
