@@ -376,6 +376,17 @@ def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
         raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
 
 
+def _readable(conn: Any, sock: Any) -> bool:
+    """Whether an idle connection's socket has something to read: poll (select has an fd
+    limit), its poll object kept with the connection while the socket is the same."""
+    cached = conn.__dict__.get("_slidewin_poll")
+    if cached is None or cached[0] is not sock:
+        p = select.poll()
+        p.register(sock, select.POLLIN)
+        cached = conn.__dict__["_slidewin_poll"] = (sock, p)
+    return bool(cached[1].poll(0))
+
+
 def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     """One script call on a connection's socket, written and read here (redis-py's
     command machinery costs tens of microseconds a call; a decision is one small fixed
@@ -384,7 +395,7 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     if sock is None:
         conn.connect()
         sock = conn._sock
-    elif select.select((sock,), (), (), 0)[0]:
+    elif _readable(conn, sock):
         # readable while idle: closed by the server (a restart, an idle timeout) or out of
         # step. Nothing was sent on it yet, so a new connection is no retry.
         conn.disconnect()
