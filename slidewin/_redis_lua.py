@@ -118,6 +118,10 @@ local function encode_compact(D, IV, SC)
   if D.pu ~= nil then mask = mask + 16; out[o + 1] = D.pu; o = o + 1 end
   if D.lm ~= nil then mask = mask + 32; out[o + 1] = D.lm; out[o + 2] = D.ln; o = o + 2 end
   out[1] = mask
+  for i = 2, o do  -- whole numbers below 2^53 only (else the map form holds them)
+    local x = out[i]
+    if x < 0 or x >= TWO53 or x ~= math.floor(x) then return nil end
+  end
   return cmsgpack.pack(unpack(out, 1, o))
 end
 """
@@ -185,8 +189,11 @@ FAST_CLOSE = r"""
         elseif not lean and fl % 8 < 4 then
           D.b[1] = D.b[1] + n
         end
-        redis.call('SET', K, encode_compact(D, IV, SC), 'PX', ttl)
-        return {v, wait, retry}
+        local enc = encode_compact(D, IV, SC)
+        if enc then  -- else a number outgrew it: the table model stores the map form
+          redis.call('SET', K, enc, 'PX', ttl)
+          return {v, wait, retry}
+        end
       end
     end
   end
@@ -451,7 +458,10 @@ end
 local encode_msgpack = encode
 encode = function()
   local D = from_table(h)
-  if D then return encode_compact(D, IV, SC) end
+  if D then
+    local e = encode_compact(D, IV, SC)
+    if e then return e end
+  end
   return encode_msgpack()
 end
 local function finish(verdict, wait_ns, retry_ns)

@@ -480,3 +480,20 @@ def test_foreign_or_corrupt_state_is_an_error_never_a_crash(r, value, behavior):
     r.hset(lim.key, "f", "v")  # another type under the key
     with pytest.raises(redis.exceptions.ResponseError):
         lim.try_acquire()
+
+
+def test_counts_beyond_the_compact_form(r):
+    """A count no compact number holds (n = 2**53, refused but counted as BLOCK) moves the
+    state to the map form: the limiter goes on, same as the in-process one."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "huge", qps=5, on_error="raise")
+    mine = Limiter(qps=5)
+    t = SHIFT + 10 * MS
+    for n in (1, 2**53, 1, 2**53, 3, 1):
+        assert lim.try_acquire(n, now_ns=t) == mine.try_acquire(n, now_ns=t - SHIFT)
+    assert r.get(lim.key)[0] >= 0x80  # the map form
+    assert lim.stats(now_ns=t) == mine.stats(now_ns=t - SHIFT)
+    t += 3 * S  # the big counts leave the window: the compact form again
+    assert lim.try_acquire(now_ns=t) == mine.try_acquire(now_ns=t - SHIFT)
+    assert r.get(lim.key)[0] < 0x80
