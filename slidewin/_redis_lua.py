@@ -1,9 +1,9 @@
 """The Lua scripts of slidewin.redis: one per behavior.
 
-Each is HEAD (the time, the GET), for reject and throttle a straight-line path for the common
-decision on a compact state, then the table model (GENERIC) and the behavior's body: the
-same window rules as the C core on every field of the state by name; see the README, "Across
-hosts"."""
+Each is HEAD (the time, the GET, the compact state's codec), for reject, throttle and warm_up
+a straight-line path for the common decision on a compact state, then the table model
+(GENERIC) and the behavior's body: the same window rules as the C core on every field of the
+state by name; see the README, "Across hosts", and docs/design.md, "Across hosts: Redis"."""
 
 HEAD = r"""
 -- slidewin.redis: one decision of a limiter whose whole state is the string KEYS[1].

@@ -17,7 +17,8 @@ methods are coroutines.
   keyed limiter); the settings belong to each client. A name used with another
   ``interval_ms``/``sample_count`` raises ValueError at its first decision.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
-  NOSCRIPT the script is sent once with EVAL). Keys expire once idle.
+  NOSCRIPT the script is sent once with EVAL), written on the connection's socket and its
+  reply read here. Keys expire once idle.
 - ``on_error="allow"`` (default) | ``"deny"`` | ``"raise"``: what a decision gives when
   Redis is unreachable, times out or answers nonsense; counted in ``.errors`` and logged at
   most once a minute per limiter. A call that timed out is never retried (it may have
