@@ -57,10 +57,9 @@ local function decode(raw)  -- the sections as a table D, or nil for what no cli
   local iv, sc, p = 1000, 2, 3
   if mask >= 64 then iv = V[3]; sc = V[4]; p = 5; mask = mask - 64 end
   if sc == nil or iv == nil or sc < 1 or sc > 64 or iv < 1 then return nil end
-  -- every field made at once (one allocation), the absent ones then cleared
-  local D = {iv = iv, sc = sc, c = 0, b = 0, nwi = 0, mni = 0, wc = 0, wp = 0, st = 0, lfi = 0,
-             pu = 0, lm = 0, ln = 0}
-  -- c[k], b[k]: the counts of the bucket k - 1 back from the newest
+  -- c[k], b[k]: the counts of the bucket k - 1 back from the newest; b false while no
+  -- bucket has a BLOCK count (the fields made at once: one allocation)
+  local D = {iv = iv, sc = sc, c = false, b = false, nwi = false}
   if mask % 2 == 1 then
     D.nwi = V[p]
     D.c = {unpack(V, p + 1, p + sc)}
@@ -75,35 +74,33 @@ local function decode(raw)  -- the sections as a table D, or nil for what no cli
     if D.nwi == nil then return nil end
     D.b = {unpack(V, p, p + sc - 1)}
     p = p + sc
-  else
-    local b = {}
-    for k = 1, sc do b[k] = 0 end
-    D.b = b
   end
-  if mask % 8 >= 4 then D.mni = V[p]; D.wc = V[p + 1]; D.wp = V[p + 2]; p = p + 3
-  else D.mni = nil end
-  if mask % 16 >= 8 then D.st = V[p]; D.lfi = V[p + 1]; p = p + 2 else D.st = nil end
-  if mask % 32 >= 16 then D.pu = V[p]; p = p + 1 else D.pu = nil end
-  if mask >= 32 then D.lm = V[p]; D.ln = V[p + 1]; p = p + 2 else D.lm = nil end
+  if mask % 8 >= 4 then D.mni = V[p]; D.wc = V[p + 1]; D.wp = V[p + 2]; p = p + 3 end
+  if mask % 16 >= 8 then D.st = V[p]; D.lfi = V[p + 1]; p = p + 2 end
+  if mask % 32 >= 16 then D.pu = V[p]; p = p + 1 end
+  if mask >= 32 then D.lm = V[p]; D.ln = V[p + 1]; p = p + 2 end
   if p ~= nv + 1 then return nil end
   return D
 end
 local function fresh(IV, SC)
-  local c, b = {}, {}
-  for k = 1, SC do c[k] = 0; b[k] = 0 end
-  return {iv = IV, sc = SC, c = c, b = b}
+  local c = {}
+  for k = 1, SC do c[k] = 0 end
+  return {iv = IV, sc = SC, c = c, b = false, nwi = false}
 end
 local function encode_compact(D, IV, SC)
   local out = {0}
   local o = 1
   local mask = 0
   if IV ~= 1000 or SC ~= 2 then mask = 64; out[2] = IV; out[3] = SC; o = 3 end
-  if D.nwi ~= nil then
+  if D.nwi then
     mask = mask + 1
     out[o + 1] = D.nwi
     local c, b = D.c, D.b
     local anyb = false
-    for k = 1, SC do out[o + 1 + k] = c[k]; if b[k] > 0 then anyb = true end end
+    for k = 1, SC do out[o + 1 + k] = c[k] end
+    if b then
+      for k = 1, SC do if b[k] > 0 then anyb = true end end
+    end
     o = o + 1 + SC
     if anyb then
       mask = mask + 2
@@ -156,14 +153,19 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
       local t = now_ms
       local ti = (t - t % WIN) / WIN
       local nwi = D.nwi
-      if nwi == nil then
+      if not nwi then
         D.nwi = ti
       elseif ti < nwi then
         t = nwi * WIN
       elseif ti > nwi then
         local d, c, b = ti - nwi, D.c, D.b
         for k = SC, 1, -1 do
-          if k > d then c[k] = c[k - d]; b[k] = b[k - d] else c[k] = 0; b[k] = 0 end
+          if k > d then c[k] = c[k - d] else c[k] = 0 end
+        end
+        if b then
+          for k = SC, 1, -1 do
+            if k > d then b[k] = b[k - d] else b[k] = 0 end
+          end
         end
         D.nwi = ti
       end
@@ -187,7 +189,13 @@ FAST_CLOSE = r"""
             D.wc = D.wc + n
           end
         elseif not lean and fl % 8 < 4 then
-          D.b[1] = D.b[1] + n
+          local b = D.b
+          if not b then
+            b = {}
+            for k = 1, SC do b[k] = 0 end
+            D.b = b
+          end
+          b[1] = b[1] + n
         end
         local enc = encode_compact(D, IV, SC)
         if enc then  -- else a number outgrew it: the table model stores the map form
@@ -229,11 +237,11 @@ local minute = not lean or has(F_MINUTE)
 -- the compact state as the table model and back (the table's times are absolute ms here)
 local function to_table(D)
   local t = {}
-  if D.nwi ~= nil then
+  if D.nwi then
     t.nw = D.nwi * WIN
     for k = 0, SC - 1 do
       local s = (D.nwi - k) * WIN
-      local c, b = D.c[k + 1], D.b[k + 1]
+      local c, b = D.c[k + 1], D.b and D.b[k + 1] or 0
       if s >= 0 and (c > 0 or b > 0) then
         local i = (D.nwi - k) % SC
         t['s' .. i] = s
