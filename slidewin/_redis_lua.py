@@ -1,15 +1,18 @@
-"""The Lua scripts of slidewin.redis: one per behavior, each the common prelude and a body.
+"""The Lua scripts of slidewin.redis: one per behavior.
 
-The prelude reads the state (one msgpack map in a string: GET, then SET PX), applies the same
-window rules as the C core and writes it back; see the README, "Across hosts"."""
+Each is HEAD (the time, the GET, the compact state's codec), for reject, throttle and warm_up
+a straight-line path for the common decision on a compact state, then the table model
+(GENERIC) and the behavior's body: the same window rules as the C core on every field of the
+state by name; see the README, "Across hosts", and docs/design.md, "Across hosts: Redis"."""
 
-PRELUDE = r"""
+HEAD = r"""
 -- slidewin.redis: one decision of a limiter whose whole state is the string KEYS[1].
 -- The same rules as the C core (docs/design.md §2-§5), with the same integers and doubles.
 -- Lua numbers are doubles: time is whole ms since the epoch (exact below 2^53) plus the ns
 -- within the ms; nanoseconds since the epoch are never formed.
 -- ARGV: now_ms now_sub n flags layout ttl_ms interval_ms sample_count lease_id lease_ms
 --       then the behavior's parameters (see the BEHAVIOR section at the end).
+-- Three commands: TIME (unless now_ms is given), GET, SET PX.
 local K = KEYS[1]
 local now_ms, sub
 if ARGV[1] == '' then
@@ -20,6 +23,199 @@ if ARGV[1] == '' then
 else
   now_ms = tonumber(ARGV[1]); sub = tonumber(ARGV[2])
 end
+local raw = redis.call('GET', K)
+
+-- The compact state: msgpack integers one after another (decoded and encoded in C by
+-- cmsgpack, a byte for 0-127, 3 for up to 65535, 5 for up to 2^32), written whenever the
+-- state holds no more than these sections:
+--   a header: bits 0-5 which sections follow, bit 6 an explicit layout (else 1000 ms / 2)
+--   [interval_ms sample_count] if bit 6
+--   1  window: newest bucket's index (start / bucket ms), then the PASS count of each
+--      bucket from the newest back (sample_count numbers)
+--   2  BLOCK counts, the same buckets (sample_count numbers)
+--   4  minute: newest second's index, its passes, the previous second's passes
+--   8  warm-up: stored tokens, index of the second last synced
+--   16 warm-up: paused until (ms)
+--   32 throttle: latest passed time (ms, ns within the ms)
+-- The header is below 128, so the first byte never reads as a msgpack map (the other form,
+-- kept for states with leases, future buckets or outcome counts: the table model below).
+-- A default reject key holds 4 numbers: 10-12 bytes.
+local TWO53 = 9007199254740992
+local function bad_state()
+  return redis.error_reply('slidewin: ' .. K .. ' holds no slidewin state')
+end
+local function decode(raw)  -- the sections as a table D, or nil for what no client wrote
+  local V = {pcall(cmsgpack.unpack, raw)}
+  if not V[1] then return nil end
+  local nv = #V
+  for i = 2, nv do
+    local x = V[i]
+    if type(x) ~= 'number' or x < 0 or x >= TWO53 or x ~= math.floor(x) then return nil end
+  end
+  local mask = V[2]
+  if mask == nil or mask >= 128 then return nil end
+  local iv, sc, p = 1000, 2, 3
+  if mask >= 64 then iv = V[3]; sc = V[4]; p = 5; mask = mask - 64 end
+  if sc == nil or iv == nil or sc < 1 or sc > 64 or iv < 1 then return nil end
+  -- c[k], b[k]: the counts of the bucket k - 1 back from the newest; b false while no
+  -- bucket has a BLOCK count (the fields made at once: one allocation)
+  local D = {iv = iv, sc = sc, c = false, b = false, nwi = false}
+  if mask % 2 == 1 then
+    D.nwi = V[p]
+    D.c = {unpack(V, p + 1, p + sc)}
+    p = p + 1 + sc
+  else
+    D.nwi = nil
+    local c = {}
+    for k = 1, sc do c[k] = 0 end
+    D.c = c
+  end
+  if mask % 4 >= 2 then
+    if D.nwi == nil then return nil end
+    D.b = {unpack(V, p, p + sc - 1)}
+    p = p + sc
+  end
+  if mask % 8 >= 4 then D.mni = V[p]; D.wc = V[p + 1]; D.wp = V[p + 2]; p = p + 3 end
+  if mask % 16 >= 8 then D.st = V[p]; D.lfi = V[p + 1]; p = p + 2 end
+  if mask % 32 >= 16 then D.pu = V[p]; p = p + 1 end
+  if mask >= 32 then D.lm = V[p]; D.ln = V[p + 1]; p = p + 2 end
+  if p ~= nv + 1 then return nil end
+  return D
+end
+local function fresh(IV, SC)
+  local c = {}
+  for k = 1, SC do c[k] = 0 end
+  return {iv = IV, sc = SC, c = c, b = false, nwi = false}
+end
+local function encode_compact(D, IV, SC)
+  local out = {0}
+  local o = 1
+  local mask = 0
+  if IV ~= 1000 or SC ~= 2 then mask = 64; out[2] = IV; out[3] = SC; o = 3 end
+  if D.nwi then
+    mask = mask + 1
+    out[o + 1] = D.nwi
+    local c, b = D.c, D.b
+    local anyb = false
+    for k = 1, SC do out[o + 1 + k] = c[k] end
+    if b then
+      for k = 1, SC do if b[k] > 0 then anyb = true end end
+    end
+    o = o + 1 + SC
+    if anyb then
+      mask = mask + 2
+      for k = 1, SC do out[o + k] = b[k] end
+      o = o + SC
+    end
+  end
+  if D.mni ~= nil then
+    mask = mask + 4; out[o + 1] = D.mni; out[o + 2] = D.wc; out[o + 3] = D.wp; o = o + 3
+  end
+  if D.st ~= nil then mask = mask + 8; out[o + 1] = D.st; out[o + 2] = D.lfi; o = o + 2 end
+  if D.pu ~= nil then mask = mask + 16; out[o + 1] = D.pu; o = o + 1 end
+  if D.lm ~= nil then mask = mask + 32; out[o + 1] = D.lm; out[o + 2] = D.ln; o = o + 2 end
+  out[1] = mask
+  for i = 2, o do  -- whole numbers below 2^53 only (else the map form holds them)
+    local x = out[i]
+    if x < 0 or x >= TWO53 or x ~= math.floor(x) then return nil end
+  end
+  return cmsgpack.pack(unpack(out, 1, o))
+end
+"""
+
+
+def _fast(cond: str, body: str) -> str:
+    """The straight-line path of a behavior: its condition and body between the shared
+    opening (decode, clamp) and closing (count, SET)."""
+    return FAST_OPEN.replace("%(cond)s", cond) + body + FAST_CLOSE
+
+
+FAST_OPEN = r"""
+do  -- the straight-line path: a compact state (or none) and no lease (entry())
+  local fl, SC = tonumber(ARGV[4]), tonumber(ARGV[8])
+  if fl % 16 < 8 and SC <= 64 and %(cond)s then
+    local IV = tonumber(ARGV[7])
+    local D
+    if not raw then
+      D = fresh(IV, SC)
+    else
+      local c1 = string.byte(raw, 1)
+      if c1 ~= nil and c1 < 128 then
+        D = decode(raw)
+        if D ~= nil and (D.iv ~= IV or D.sc ~= SC) then D = nil end  -- reported below
+      end
+    end
+    if D ~= nil then
+      local n, ttl = tonumber(ARGV[3]), tonumber(ARGV[6])
+      local WIN = IV / SC
+      local lean = fl % 64 >= 32
+      -- clamp: a time before the newest bucket counts in the newest bucket
+      local t = now_ms
+      local ti = (t - t % WIN) / WIN
+      local nwi = D.nwi
+      if not nwi then
+        D.nwi = ti
+      elseif ti < nwi then
+        t = nwi * WIN
+      elseif ti > nwi then
+        local d, c, b = ti - nwi, D.c, D.b
+        for k = SC, 1, -1 do
+          if k > d then c[k] = c[k - d] else c[k] = 0 end
+        end
+        if b then
+          for k = SC, 1, -1 do
+            if k > d then b[k] = b[k - d] else b[k] = 0 end
+          end
+        end
+        D.nwi = ti
+      end
+      local v, wait, retry = 0, 0, -1
+      local go = true
+"""
+
+FAST_CLOSE = r"""
+      if go then
+        if v == 1 then
+          D.c[1] = D.c[1] + n
+          if not lean or fl % 128 >= 64 then  -- the minute window's passes
+            local si = (t - t % 1000) / 1000
+            local mni = D.mni
+            if mni == nil then
+              D.mni = si; D.wc = 0; D.wp = 0
+            elseif si > mni then
+              if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
+              D.wc = 0; D.mni = si
+            end
+            D.wc = D.wc + n
+          end
+        elseif not lean and fl % 8 < 4 then
+          local b = D.b
+          if not b then
+            b = {}
+            for k = 1, SC do b[k] = 0 end
+            D.b = b
+          end
+          b[1] = b[1] + n
+        end
+        local enc = encode_compact(D, IV, SC)
+        if enc then  -- else a number outgrew it: the table model stores the map form
+          redis.call('SET', K, enc, 'PX', ttl)
+          return {v, wait, retry}
+        end
+      end
+    end
+  end
+end
+"""
+
+GENERIC = r"""
+
+-- slidewin.redis: one decision of a limiter whose whole state is the string KEYS[1].
+-- The same rules as the C core (docs/design.md §2-§5), with the same integers and doubles.
+-- Lua numbers are doubles: time is whole ms since the epoch (exact below 2^53) plus the ns
+-- within the ms; nanoseconds since the epoch are never formed.
+-- ARGV: now_ms now_sub n flags layout ttl_ms interval_ms sample_count lease_id lease_ms
+--       then the behavior's parameters (see the BEHAVIOR section at the end).
 local n = tonumber(ARGV[3])
 local flags = tonumber(ARGV[4])
 local layout = ARGV[5]
@@ -34,16 +230,108 @@ local function has(f) return math.floor(flags / f) % 2 == 1 end
 local lean = has(F_LEAN)
 local minute = not lean or has(F_MINUTE)
 
--- The state is one msgpack map (GET, then SET PX: two calls). Times are stored relative to
--- the newest bucket start nw (itself stored in windows): bucket starts s<i>, fs<i> in
--- windows, q<j> mn lf pu lm and lease expiries in ms, so they pack in a byte or two.
-local raw = redis.call('GET', K)
-local h = {}
-if raw then
-  local ok, d = pcall(cmsgpack.unpack, raw)
-  if not ok or type(d) ~= 'table' or type(d.y) ~= 'string' then
-    return redis.error_reply('slidewin: ' .. K .. ' holds no slidewin state')
+-- The table model: every field of the state by name, times in ms. Stored compact when it
+-- fits (above), else as one msgpack map with times relative to the newest bucket start nw
+-- (itself in windows): bucket starts s<i>, fs<i> in windows, q<j> mn lf pu lm and lease
+-- expiries in ms, so they pack in a byte or two.
+-- the compact state as the table model and back (the table's times are absolute ms here)
+local function to_table(D)
+  local t = {}
+  if D.nwi then
+    t.nw = D.nwi * WIN
+    for k = 0, SC - 1 do
+      local s = (D.nwi - k) * WIN
+      local c, b = D.c[k + 1], D.b and D.b[k + 1] or 0
+      if s >= 0 and (c > 0 or b > 0) then
+        local i = (D.nwi - k) % SC
+        t['s' .. i] = s
+        if c > 0 then t['p' .. i] = c end
+        if b > 0 then t['b' .. i] = b end
+      end
+    end
   end
+  if D.mni ~= nil then
+    t.mn = D.mni * 1000
+    if D.wc > 0 then t['q' .. (D.mni % 2)] = D.mni * 1000; t['w' .. (D.mni % 2)] = D.wc end
+    if D.wp > 0 and D.mni >= 1 then
+      local j = (D.mni - 1) % 2
+      t['q' .. j] = (D.mni - 1) * 1000; t['w' .. j] = D.wp
+    end
+  end
+  if D.st ~= nil then t.st = D.st; t.lf = D.lfi * 1000 end
+  if D.pu ~= nil then t.pu = D.pu end
+  if D.lm ~= nil then t.lm = D.lm; t.ln = D.ln end
+  return t
+end
+local function nat(x)  -- a whole number the varints hold exactly
+  return type(x) == 'number' and x >= 0 and x < TWO53 and x == math.floor(x)
+end
+local COMPACT = {nw = 1, mn = 1, st = 1, lf = 1, pu = 1, lm = 1, ln = 1}
+for i = 0, SC - 1 do COMPACT['s' .. i] = 1; COMPACT['p' .. i] = 1; COMPACT['b' .. i] = 1 end
+COMPACT.q0 = 1; COMPACT.q1 = 1; COMPACT.w0 = 1; COMPACT.w1 = 1
+-- the compact state of the table, or nil when it holds more (msgpack then)
+local function from_table(t)
+  if SC > 64 then return nil end
+  for f, v in pairs(t) do
+    if COMPACT[f] == nil or not nat(v) then return nil end
+  end
+  local D = {c = {}, b = {}}
+  for k = 1, SC do D.c[k] = 0; D.b[k] = 0 end
+  if t.nw ~= nil then
+    local nwi = t.nw / WIN
+    if nwi ~= math.floor(nwi) then return nil end
+    D.nwi = nwi
+    for i = 0, SC - 1 do
+      local s = t['s' .. i]
+      if s ~= nil then
+        local k = (t.nw - s) / WIN
+        if k ~= math.floor(k) or k < 0 or (s / WIN) % SC ~= i then return nil end
+        if k < SC then D.c[k + 1] = t['p' .. i] or 0; D.b[k + 1] = t['b' .. i] or 0 end
+      elseif t['p' .. i] ~= nil or t['b' .. i] ~= nil then
+        return nil
+      end
+    end
+  else
+    for i = 0, SC - 1 do
+      if t['s' .. i] ~= nil or t['p' .. i] ~= nil or t['b' .. i] ~= nil then return nil end
+    end
+  end
+  if t.mn ~= nil then
+    if t.mn % 1000 ~= 0 then return nil end
+    D.mni = t.mn / 1000
+    D.wc, D.wp = 0, 0
+    for j = 0, 1 do
+      local q, w = t['q' .. j], t['w' .. j]
+      if q == nil then
+        if w ~= nil then return nil end
+      elseif q == t.mn then D.wc = w or 0
+      elseif q == t.mn - 1000 then D.wp = w or 0
+      elseif q > t.mn or q % 1000 ~= 0 or (q / 1000) % 2 ~= j then return nil
+      end
+    end
+  elseif t.q0 ~= nil or t.q1 ~= nil or t.w0 ~= nil or t.w1 ~= nil then
+    return nil
+  end
+  if t.st ~= nil or t.lf ~= nil then
+    if t.st == nil or t.lf == nil or t.lf % 1000 ~= 0 then return nil end
+    D.st = t.st; D.lfi = t.lf / 1000
+  end
+  D.pu = t.pu
+  if t.lm ~= nil or t.ln ~= nil then
+    if t.lm == nil or t.ln == nil then return nil end
+    D.lm = t.lm; D.ln = t.ln
+  end
+  return D
+end
+local h = {}
+if raw and string.byte(raw, 1) ~= nil and string.byte(raw, 1) < 128 then
+  local D = decode(raw)
+  if D == nil then return bad_state() end
+  if D.iv ~= IV or D.sc ~= SC then return {3, string.format('%d/%d', D.iv, D.sc)} end
+  h = to_table(D)
+elseif raw then
+  local ok, d = pcall(cmsgpack.unpack, raw)
+  if not ok or type(d) ~= 'table' or type(d.y) ~= 'string' then return bad_state() end
   if d.y ~= layout then return {3, d.y} end
   h = d
   h.y = nil
@@ -175,6 +463,15 @@ local function encode()
   h.y = layout
   return cmsgpack.pack(h)
 end
+local encode_msgpack = encode
+encode = function()
+  local D = from_table(h)
+  if D then
+    local e = encode_compact(D, IV, SC)
+    if e then return e end
+  end
+  return encode_msgpack()
+end
 local function finish(verdict, wait_ns, retry_ns)
   if in_flight > 0 and lease_ms + 1000 > ttl then ttl = lease_ms + 1000 end
   redis.call('SET', K, encode(), 'PX', ttl)
@@ -243,7 +540,18 @@ end
 """
 
 # ARGV[11..]: L occupy_timeout_ms
-REJECT = PRELUDE + _COMMON + r"""
+REJECT = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
+      local L = tonumber(ARGV[11])
+      local pass = 0
+      for k = 1, SC do pass = pass + D.c[k] end
+      if n > L then
+        v = 2
+      elseif pass + n <= L then
+        v = 1
+      elseif fl % 32 >= 16 or (fl % 4 >= 2 and fl % 2 == 0) then
+        go = false  -- retry_after, or a prioritized wait: the table model
+      end
+""") + GENERIC + _COMMON + r"""
 local L, occ = tonumber(ARGV[11]), tonumber(ARGV[12])
 local t = clamp(now_ms)
 local v, retry, occupied, grant = 0, -1, false, 0
@@ -292,7 +600,7 @@ return conclude(v, t, 0, retry, occupied, grant, false)
 """
 
 # ARGV[11]: concurrency
-CONCURRENCY = PRELUDE + _COMMON + r"""
+CONCURRENCY = HEAD + GENERIC + _COMMON + r"""
 local c = tonumber(ARGV[11])
 local t = clamp(now_ms)
 local v = 0
@@ -301,7 +609,65 @@ return conclude(v, t, 0, -1, false, 0, true)
 """
 
 # ARGV[11..]: q L warning max_token ramp slope cold_pass min_rate
-WARM_UP = PRELUDE + _COMMON + r"""
+WARM_UP = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
+      local q, L = tonumber(ARGV[11]), tonumber(ARGV[12])
+      local warning, maxt = tonumber(ARGV[13]), tonumber(ARGV[14])
+      -- the warm-up tokens, synced once per whole second (warm_rate below)
+      local pu = D.pu
+      local sec = t - t % 1000
+      local busy = pu ~= nil and pu > sec - 1000
+      local si = sec / 1000
+      local mni = D.mni
+      if mni == nil then
+        D.mni = si; D.wc = 0; D.wp = 0
+      elseif si > mni then
+        if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
+        D.wc = 0; D.mni = si
+      end
+      local prev = D.wp  -- the last whole second's passes
+      local stored, lf = D.st, D.lfi
+      if stored == nil then stored = maxt end
+      if lf ~= nil then lf = lf * 1000 end
+      if not (lf ~= nil and sec <= lf) then
+        local elapsed = 0
+        if lf ~= nil then elapsed = sec - lf end
+        local x = stored
+        if stored < warning or (stored > warning and prev < tonumber(ARGV[17]) and not busy) then
+          local nv = stored + elapsed * q / 1000
+          if nv >= maxt then x = maxt else x = math.floor(nv) end
+        end
+        if x > maxt then x = maxt end
+        x = x - prev
+        if x < 0 then x = 0 end
+        stored = x
+        D.st = x; D.lfi = si
+      end
+      local rate = q
+      if ARGV[15] == '1' and stored >= warning then
+        local x = 1.0 / ((stored - warning) * tonumber(ARGV[16]) + 1.0 / q)
+        local _, e = math.frexp(x)
+        rate = x + math.ldexp(1, e - 53)
+      end
+      local min_rate = tonumber(ARGV[18])
+      if rate < min_rate then rate = min_rate end
+      local allowed = rate
+      if IV ~= 1000 then allowed = rate * (IV / 1000) end
+      local pass = 0
+      for k = 1, SC do pass = pass + D.c[k] end
+      if n > L then
+        v = 2
+      elseif pu ~= nil and t < pu then
+        if fl % 32 >= 16 then
+          retry = (pu - now_ms) * 1000000 - sub
+          if retry < 0 then retry = 0 end
+        end
+      elseif pass + n <= allowed then
+        v = 1
+      elseif pass == 0 then
+        v = 1
+        D.pu = t + math.ceil(n * 1000 / rate)
+      end
+""") + GENERIC + _COMMON + r"""
 local q, L = tonumber(ARGV[11]), tonumber(ARGV[12])
 local t = clamp(now_ms)
 local v, retry = 0, -1
@@ -329,7 +695,27 @@ return conclude(v, t, 0, retry, false, 0, false)
 """
 
 # ARGV[11..]: q max_queue_ns warm(0/1) [warning max_token ramp slope cold_pass min_rate]
-THROTTLE = PRELUDE + _COMMON + r"""
+THROTTLE = HEAD + _fast("ARGV[13] ~= '1' and tonumber(ARGV[11]) > 0", r"""
+      local q, maxq = tonumber(ARGV[11]), tonumber(ARGV[12])
+      local cost = math.floor(1e9 * n / q + 0.5)
+      local lm, ln = D.lm, D.ln
+      if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
+        D.lm = now_ms; D.ln = sub
+        v = 1
+      else
+        local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
+        if fl % 2 == 1 then
+          retry = w
+        elseif w > maxq then
+          retry = w - maxq
+        else
+          local total = ln + cost
+          local carry = math.floor(total / 1000000)
+          D.lm = lm + carry; D.ln = total - carry * 1000000
+          v = 1; wait = w
+        end
+      end
+""") + GENERIC + _COMMON + r"""
 local q, maxq, warm = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13] == '1'
 local t = clamp(now_ms)
 local v, wait, retry = 0, 0, -1
@@ -364,7 +750,7 @@ return conclude(v, t, wait, retry, false, 0, false)
 """
 
 # ARGV[11..]: outcome (0 none, 1 success, 2 exception) rt_ms, then pairs lease_id k
-EXIT = PRELUDE + r"""
+EXIT = HEAD + GENERIC + r"""
 local outcome, rt = tonumber(ARGV[11]), tonumber(ARGV[12])
 local t = 0
 if outcome ~= 0 then t = clamp(now_ms) end  -- a bare release touches no window
@@ -401,7 +787,7 @@ return finish(1, given, 0)
 """
 
 # the window's sums at now: pass block exception success rt occupied min_rt in_flight waiting
-STATS = PRELUDE + r"""
+STATS = HEAD + GENERIC + r"""
 local t = clamp(now_ms)
 refresh(t)
 local r = {}

@@ -17,7 +17,8 @@ methods are coroutines.
   keyed limiter); the settings belong to each client. A name used with another
   ``interval_ms``/``sample_count`` raises ValueError at its first decision.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
-  NOSCRIPT the script is sent once with EVAL). Keys expire once idle.
+  NOSCRIPT the script is sent once with EVAL), written on the connection's socket and its
+  reply read here. Keys expire once idle.
 - ``on_error="allow"`` (default) | ``"deny"`` | ``"raise"``: what a decision gives when
   Redis is unreachable, times out or answers nonsense; counted in ``.errors`` and logged at
   most once a minute per limiter. A call that timed out is never retried (it may have
@@ -38,6 +39,8 @@ import logging
 import math
 import os
 import re
+import select
+import socket
 import threading
 import time
 import weakref
@@ -266,37 +269,202 @@ def _get_conn(pool: Any) -> Any:
         return pool.get_connection("EVALSHA")
 
 
-def _send(conn: Any, script: _Script, key: Any, args: List[Any], asking: bool,
-          packed: Optional[bytes] = None) -> Any:
+def _pack(parts: List[Any]) -> bytes:
+    """A command as RESP bytes."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
+
+
+_ASKING = _pack(["ASKING"])
+# an EVALSHA's "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" after its "*N\r\n"
+_EVALSHA_LEN = 4 + 9 + 5 + 40 + 2
+
+
+def _eval_of(packed: bytes, script: _Script) -> bytes:
+    """The EVAL of a packed EVALSHA: the same keys and arguments, the script's source."""
+    i = packed.index(b"\r\n") + 2
+    return packed[:i] + b"$4\r\nEVAL\r\n" + _bulk(script.source) + packed[i + _EVALSHA_LEN:]
+
+
+def _small_bulk(i: int) -> bytes:
+    s = b"%d" % i
+    return b"$%d\r\n%s\r\n" % (len(s), s)
+
+
+_SMALL = [_small_bulk(i) for i in range(256)]  # n and flags, packed once
+_NO_TIME = b"$0\r\n\r\n$0\r\n\r\n"  # now_ms and sub empty: the server's TIME
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
+    """One RESP reply at buf[pos:]: (value, end). An error reply is a ResponseError instance
+    (returned, not raised: the connection is still in step). Raises _Incomplete when more
+    bytes are needed, RedisReplyError on what no slidewin script returns."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _Incomplete
+    t = buf[pos]
+    if t == 58:  # ':' integer
+        return int(buf[pos + 1:end]), end + 2
+    if t == 42:  # '*' array
+        n = int(buf[pos + 1:end])
+        pos = end + 2
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            v, pos = _parse(buf, pos)
+            items.append(v)
+        return items, pos
+    if t == 36:  # '$' bulk string
+        n = int(buf[pos + 1:end])
+        if n < 0:
+            return None, end + 2
+        stop = end + 2 + n
+        if len(buf) < stop + 2:
+            raise _Incomplete
+        return buf[end + 2:stop], stop + 2
+    if t == 45:  # '-' error
+        text = buf[pos + 1:end].decode("utf-8", "replace")
+        if text.startswith("NOSCRIPT"):
+            return NoScriptError(text), end + 2
+        return ResponseError(text), end + 2
+    if t == 43:  # '+' simple string
+        return buf[pos + 1:end], end + 2
+    if t == 95:  # '_' RESP3 null
+        return None, end + 2
+    raise RedisReplyError("unexpected RESP type %r from Redis" % (chr(t),))
+
+
+def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
+    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
+    ConnectionError; the caller closes the connection on any exception."""
     try:
-        if asking:
-            conn.send_command("ASKING")
-            conn.read_response()
-        if packed is not None:
-            conn.send_packed_command([packed])
-        else:
-            conn.send_command("EVALSHA", script.sha, 1, key, *args)
-        return conn.read_response()
-    except NoScriptError:
+        sock.sendall(data)
+        buf = sock.recv(65536)
+        if count == 1 and buf[:5] == b"*3\r\n:":  # a decision's [verdict, wait, retry]
+            parts = buf.split(b"\r\n")
+            if (len(parts) == 5 and not parts[4] and parts[2][:1] == b":"
+                    and parts[3][:1] == b":"):
+                return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
+        while True:
+            if not buf:
+                raise _redis.ConnectionError("Connection closed by server.")
+            try:
+                out = []
+                pos = 0
+                for _ in range(count):
+                    v, pos = _parse(buf, pos)
+                    out.append(v)
+            except _Incomplete:
+                more = sock.recv(65536)
+                if not more:
+                    raise _redis.ConnectionError("Connection closed by server.") from None
+                buf += more
+                continue
+            if pos != len(buf):  # more than was asked: out of step
+                raise RedisReplyError("Redis sent more than one reply")
+            return out
+    except socket.timeout:
+        raise _redis.TimeoutError("Timeout reading from socket") from None
+    except (ValueError, IndexError) as e:  # a garbled length or type byte
+        raise RedisReplyError("unreadable reply from Redis: %s" % e) from None
+    except OSError as e:
+        if isinstance(e, RedisError):
+            raise
+        raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
+
+
+def _readable(conn: Any, sock: Any) -> bool:
+    """Whether an idle connection's socket has something to read: poll (select has an fd
+    limit), its poll object kept with the connection while the socket is the same."""
+    cached = conn.__dict__.get("_slidewin_poll")
+    if cached is None or cached[0] is not sock:
+        p = select.poll()
+        p.register(sock, select.POLLIN)
+        cached = conn.__dict__["_slidewin_poll"] = (sock, p)
+    return bool(cached[1].poll(0))
+
+
+def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+    """One script call on a connection's socket, written and read here (redis-py's
+    command machinery costs tens of microseconds a call; a decision is one small fixed
+    command and one small reply)."""
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    elif _readable(conn, sock):
+        # readable while idle: closed by the server (a restart, an idle timeout) or out of
+        # step. Nothing was sent on it yet, so a new connection is no retry.
+        conn.disconnect()
+        conn.connect()
+        sock = conn._sock
+    if asking:
+        ok, reply = _exchange(sock, _ASKING + packed, 2)
+        if isinstance(ok, ResponseError):
+            raise ok
+    else:
+        reply = _exchange(sock, packed, 1)[0]
+    if isinstance(reply, NoScriptError):
         # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
         # the source once, which also caches it again. Nothing ran, so this is no retry.
+        cmd = _eval_of(packed, script)
         if asking:
-            conn.send_command("ASKING")
-            conn.read_response()
-        conn.send_command("EVAL", script.source, 1, key, *args)
-        return conn.read_response()
+            ok, reply = _exchange(sock, _ASKING + cmd, 2)
+        else:
+            reply = _exchange(sock, cmd, 1)[0]
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
 
 
-def _call_pool(pool: Any, script: _Script, key: Any, args: List[Any], asking: bool = False,
-               packed: Optional[bytes] = None) -> Any:
-    conn = _get_conn(pool)
+def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
+    # idle connections are kept here, out of the pool (checked out once, reused)
+    idle = pool._slidewin_idle
+    if pool._slidewin_pid != os.getpid():  # forked: the parent's connections are not ours
+        del idle[:]
+        pool._slidewin_pid = os.getpid()
     try:
-        return _send(conn, script, key, args, asking, packed)
+        conn = idle.pop()
+    except IndexError:
+        conn = _get_conn(pool)
+    if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection: redis-py's way
+        return _call_generic(pool, conn, script, asking, packed)
+    try:
+        reply = _call_conn(conn, script, asking, packed)
     except ResponseError:
+        idle.append(conn)  # an error reply: the connection is in step
         raise
     except BaseException:
         # a timeout or a broken connection: the reply may still come, so this connection
         # is out of step; it is closed, never reused, and the call is not repeated
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    idle.append(conn)
+    return reply
+
+
+def _call_generic(pool: Any, conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+    try:
+        if asking:
+            conn.send_command("ASKING")
+            conn.read_response()
+        try:
+            conn.send_packed_command([packed])
+            return conn.read_response()
+        except NoScriptError:
+            if asking:
+                conn.send_command("ASKING")
+                conn.read_response()
+            conn.send_packed_command([_eval_of(packed, script)])
+            return conn.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
         conn.disconnect()
         raise
     finally:
@@ -346,6 +514,8 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
             kw.pop("retry_on_error", None)
             mine = ConnectionPool(connection_class=pool.connection_class,
                                   max_connections=pool.max_connections, **kw)
+            mine._slidewin_idle = []  # see _call_pool
+            mine._slidewin_pid = os.getpid()
             _POOLS[pool] = mine
             if not is_async:  # closed with the client's pool
                 weakref.finalize(pool, mine.disconnect)
@@ -366,17 +536,15 @@ def _close_pools(client: Any, cluster: bool) -> None:
             mine.disconnect()
 
 
-def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, args: List[Any],
-               packed: Optional[bytes] = None) -> Any:
+def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
-        return _call_pool(_no_retry_pool(client.connection_pool), script, key, args,
-                          packed=packed)
+        return _call_pool(_no_retry_pool(client.connection_pool), script, packed)
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
         pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
         try:
-            return _call_pool(pool, script, key, args, asking)
+            return _call_pool(pool, script, packed, asking)
         except ResponseError as e:
             r = _redirect(e)
             if r is None:
@@ -410,7 +578,10 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
                 await conn.send_command("EVALSHA", script.sha, 1, key, *args)
             return await conn.read_response()
         except NoScriptError:
-            await conn.send_command("EVAL", script.source, 1, key, *args)
+            if packed is not None:
+                await conn.send_packed_command([_eval_of(packed, script)])
+            else:
+                await conn.send_command("EVAL", script.source, 1, key, *args)
             return await conn.read_response()
     except ResponseError:
         raise
@@ -505,14 +676,25 @@ class _Base:
 
     _lean = False
 
-    def _packed(self, cfg: _Config, key: Any, args: List[Any]) -> Optional[bytes]:
-        """The decision's EVALSHA as bytes (a single node: a cluster client routes itself)."""
-        if self._cluster:
-            return None
-        return b"".join((cfg.head, _bulk(key), _bulk(args[0]), _bulk(args[1]),
-                         _bulk(args[2]), _bulk(args[3]), cfg.mid, _bulk(args[8]), cfg.tail))
+    def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
+                         lease: str) -> bytes:
+        """The decision's EVALSHA as RESP bytes, its constant parts packed once (_Config)."""
+        if self._lean:
+            flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
+        if now_ns is None:
+            t = _NO_TIME
+        else:
+            ms, sub = _time_args(now_ns)
+            t = _bulk(ms) + _bulk(sub)
+        return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _small_bulk(n),
+                         _SMALL[flags], cfg.mid, _bulk(lease), cfg.tail))
 
     def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
+        if type(reply) is list and len(reply) == 3:  # the usual reply, checked quickly
+            v, wait, retry = reply
+            if (type(v) is int and type(wait) is int and type(retry) is int
+                    and 0 <= v <= 2 and wait >= 0 and retry >= -1):
+                return v, wait, retry
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
             stored = _text(reply[1])
             raise ValueError(
@@ -595,15 +777,15 @@ def _outcome(exc_type: Any) -> int:
 
 
 class _SyncOps(_Base):
-    def _run(self, script: _Script, key: Any, args: List[Any],
-             packed: Optional[bytes] = None) -> Any:
-        return _sync_call(self._client, self._cluster, script, key, args, packed)
+    def _run(self, script: _Script, key: Any, args: List[Any]) -> Any:
+        return _sync_call(self._client, self._cluster, script, key,
+                          _pack(["EVALSHA", script.sha, "1", key] + args))
 
     def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                    lease: str) -> Tuple[int, int, int]:
-        args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
         try:
-            reply = self._run(cfg.script, key, args, self._packed(cfg, key, args))
+            packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
+            reply = _sync_call(self._client, self._cluster, cfg.script, key, packed)
             return self._parse(reply, cfg)
         except (RedisError, OSError) as e:
             return self._failed(e, flags)
@@ -886,9 +1068,12 @@ class AsyncRedisLimiter(_Base):
 
     async def _decide_on(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                          lease: str) -> Tuple[int, int, int]:
-        args = self._args(cfg, n, flags, now_ns, lease) + cfg.params
         try:
-            reply = await self._run(cfg.script, key, args, self._packed(cfg, key, args))
+            if self._cluster:  # the cluster client routes it: its arguments
+                args, packed = self._args(cfg, n, flags, now_ns, lease) + cfg.params, None
+            else:  # the same bytes as the sync types send
+                args, packed = [], self._packed_decision(cfg, key, n, flags, now_ns, lease)
+            reply = await self._run(cfg.script, key, args, packed)
             return self._parse(reply, cfg)
         except (RedisError, OSError, asyncio.TimeoutError) as e:
             return self._failed(e, flags)
@@ -1054,8 +1239,11 @@ class _KeyedMixin:
     def _rkey(self, key: Any) -> bytes:
         return self._prefix + _encode_key(key) + b"}"
 
-    def _cfg_of(self, enc: bytes) -> _Config:
-        return self._overrides.get(enc, self._cfg)
+    def _cfg_for(self, rk: bytes) -> _Config:
+        """The settings of a Redis key of this limiter (its overrides, else the limiter's)."""
+        if not self._overrides:
+            return self._cfg
+        return self._overrides.get(rk[len(self._prefix):-1], self._cfg)
 
     @property
     def overrides(self) -> Dict[Any, Any]:
@@ -1123,7 +1311,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
     def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
         rk = self._rkey(key)
         n = _check_n(n)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         v, wait, retry = self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
         self._tally(v, n)
         if v == PASS and cfg.concurrency is not None:
@@ -1142,7 +1330,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         rk = self._rkey(key)
         n = _check_n(n)
         timeout = _check_timeout(timeout)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         if timeout is not None and cfg.can_never_pass(n):
             timeout = 0.0
         try:
@@ -1160,12 +1348,12 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         n = _check_n(n)
         with self._lock:
             self._held.take(rk, n, "key %r" % (key,))
-        self._exit_on(rk, self._cfg_of(rk[len(self._prefix):-1]), n, _OUT_NONE, 0,
+        self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0,
                       [(self._lease, n)])
 
     def entry(self, key: Any, n: int = 1) -> _SyncEntry:
         rk = self._rkey(key)
-        return _SyncEntry(self, rk, self._cfg_of(rk[len(self._prefix):-1]), _check_n(n))
+        return _SyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
 
     def __call__(self, func: Any = None, *, key: Any = None, on_block: Any = _MISSING) -> Any:
         """``@per_user(key=lambda request, *a, **k: request.client_ip)``"""
@@ -1181,7 +1369,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
         the outcomes of keys are counted by each client (``local_totals()``)."""
         rk = self._rkey(key)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         args = self._args(cfg, 1, 0, now_ns, "")
         return self._stats(self._run(_SCRIPTS["stats"], rk, args), cfg, self._name)
 
@@ -1198,7 +1386,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
     async def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
         rk = self._rkey(key)
         n = _check_n(n)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         v, wait, retry = await self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
         self._tally(v, n)
         if v == PASS and cfg.concurrency is not None:
@@ -1219,7 +1407,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         n = _check_n(n)
         timeout = _check_timeout(timeout)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         if timeout is not None and cfg.can_never_pass(n):
             timeout = 0.0
         try:
@@ -1237,18 +1425,18 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         n = _check_n(n)
         self._held.take(rk, n, "key %r" % (key,))
-        await self._exit_on(rk, self._cfg_of(rk[len(self._prefix):-1]), n, _OUT_NONE, 0,
+        await self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0,
                             [(self._lease, n)])
 
     def entry(self, key: Any, n: int = 1) -> _AsyncEntry:  # type: ignore[override]
         rk = self._rkey(key)
-        return _AsyncEntry(self, rk, self._cfg_of(rk[len(self._prefix):-1]), _check_n(n))
+        return _AsyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
 
     __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
 
     async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
         rk = self._rkey(key)
-        cfg = self._cfg_of(rk[len(self._prefix):-1])
+        cfg = self._cfg_for(rk)
         args = self._args(cfg, 1, 0, now_ns, "")
         return self._stats(await self._run(_SCRIPTS["stats"], rk, args), cfg, self._name)
 

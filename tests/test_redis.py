@@ -386,3 +386,114 @@ def test_state_machine(r):
     run.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
                             suppress_health_check=list(HealthCheck))
     run().runTest()
+
+
+KEYED_CONFIGS = [
+    dict(qps=5),
+    dict(qps=3, interval_ms=8000, sample_count=8),
+    dict(qps=10, behavior="warm_up"),
+    dict(qps=2, behavior="warm_up", warm_up_s=3),
+    dict(qps=10, behavior="throttle"),
+    dict(qps=10, behavior="warm_up_throttle"),
+]
+
+
+@pytest.mark.parametrize("kw", KEYED_CONFIGS, ids=_id)
+def test_keyed_same_decisions_as_private_keyed_limiter(r, kw):
+    """The per-key path (compact state, only what admission needs) against KeyedLimiter."""
+    import random
+
+    from slidewin import KeyedLimiter
+    from slidewin.redis import RedisKeyedLimiter
+
+    rnd = random.Random(7)
+    if "warm_up" in kw.get("behavior", ""):  # KeyedLimiter has no warm-up: a Limiter per key
+        per_key = {k: Limiter(**kw) for k in ("a", "b", 3)}
+        mine_try = lambda k, n, t: per_key[k].try_acquire(n, now_ns=t)  # noqa: E731
+        mine_res = lambda k, n, t: per_key[k].reserve(n, now_ns=t)  # noqa: E731
+    else:
+        mine = KeyedLimiter(**kw)
+        mine_try = lambda k, n, t: mine.try_acquire(k, n, now_ns=t)  # noqa: E731
+        mine_res = lambda k, n, t: mine.reserve(k, n, now_ns=t)  # noqa: E731
+    theirs = RedisKeyedLimiter(r, "keq", **kw)
+    t = 0
+    for _ in range(300):
+        t += rnd.choice([0, 0, 1, 7, 40, 130, 499, 900, 3000]) * MS + rnd.randrange(7)
+        key = rnd.choice(["a", "b", 3])
+        n = rnd.choice([1, 1, 2, 3])
+        if rnd.random() < 0.5:
+            got = (mine_try(key, n, t), theirs.try_acquire(key, n, now_ns=t + SHIFT))
+        else:
+            got = (mine_res(key, n, t), theirs.reserve(key, n, now_ns=t + SHIFT))
+        assert got[0] == got[1], (key, n, t)
+    keys = r.keys("slidewin:k:{keq:*")
+    assert keys and all(r.get(k)[0] < 0x80 for k in keys)  # the compact form
+
+
+def test_default_keys_are_compact(r, redis_server):
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    per = RedisKeyedLimiter(r, "cmp", qps=1e9)
+    lim = RedisLimiter(r, "cmp1", qps=100)
+    for _ in range(300):
+        per.try_acquire("user-1")
+        lim.try_acquire()
+    (key,) = r.keys("slidewin:k:{cmp:*")
+    # header, newest bucket's index, two counts below 65536: at most 12 bytes, and an embedded
+    # string of one allocation next to the key
+    assert len(r.get(key)) <= 12
+    # on redis-server, no more than limits' fixed window counter (an integer, INCRBY then
+    # EXPIRE) under its key name: an embedded string of one allocation next to the key.
+    # (Valkey embeds the key and the expiry in the value's object, and its MEMORY USAGE of a
+    # key rewritten in place varies with what the key held before: not compared there.)
+    if redis_server.kind == "redis":
+        ref = "LIMITS:LIMITER/bench-fw/1000000/1/second"
+        r.incrby(ref, 12345)
+        r.pexpire(ref, 60_000)
+        assert r.memory_usage(key) <= r.memory_usage(ref)
+    assert len(r.get(lim.key)) <= 24  # and the BLOCK counts and last second's passes
+    assert lim.stats().block_qps > 0
+
+
+@pytest.mark.parametrize("value", [b"hello", b"\x01", b"\x01\x05", b"", b"\x00\x00",
+                                   b"\x41\xcd\x03\xe8\x02", b"\xff\xfe", b"\x81\xa1y\x01",
+                                   b"\x7f" * 40, b"\x01\xd3\x80" + b"\x00" * 7 + b"\x01\x01"])
+@pytest.mark.parametrize("behavior", ["reject", "throttle", "warm_up"])
+def test_foreign_or_corrupt_state_is_an_error_never_a_crash(r, value, behavior):
+    """A value no client wrote under the key: a clear error (on_error), never a script crash
+    or a silently wrong limiter; reset() starts afresh."""
+    import redis
+
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "bad", qps=5, behavior=behavior, on_error="raise")
+    r.set(lim.key, value)
+    with pytest.raises(redis.exceptions.ResponseError, match="holds no slidewin state"):
+        lim.try_acquire()
+    with pytest.raises(redis.exceptions.ResponseError, match="holds no slidewin state"):
+        lim.stats()
+    allow = RedisLimiter(r, "bad", qps=5, behavior=behavior)
+    assert allow.try_acquire() and allow.errors == 1  # on_error="allow"
+    lim.reset()
+    assert lim.try_acquire()
+    r.delete(lim.key)
+    r.hset(lim.key, "f", "v")  # another type under the key
+    with pytest.raises(redis.exceptions.ResponseError):
+        lim.try_acquire()
+
+
+def test_counts_beyond_the_compact_form(r):
+    """A count no compact number holds (n = 2**53, refused but counted as BLOCK) moves the
+    state to the map form: the limiter goes on, same as the in-process one."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "huge", qps=5, on_error="raise")
+    mine = Limiter(qps=5)
+    t = SHIFT + 10 * MS
+    for n in (1, 2**53, 1, 2**53, 3, 1):
+        assert lim.try_acquire(n, now_ns=t) == mine.try_acquire(n, now_ns=t - SHIFT)
+    assert r.get(lim.key)[0] >= 0x80  # the map form
+    assert lim.stats(now_ns=t) == mine.stats(now_ns=t - SHIFT)
+    t += 3 * S  # the big counts leave the window: the compact form again
+    assert lim.try_acquire(now_ns=t) == mine.try_acquire(now_ns=t - SHIFT)
+    assert r.get(lim.key)[0] < 0x80

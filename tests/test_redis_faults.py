@@ -141,3 +141,26 @@ def test_async_killed_server_on_error(own_server):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_async_script_flush_reloads_once(own_server):
+    import asyncio
+
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        c = own_server.async_client(socket_timeout=0.3, socket_connect_timeout=0.3)
+        lim = AsyncRedisLimiter(c, "af", qps=100, on_error="raise")
+        assert await lim.try_acquire()
+        ctl = own_server.client()
+        ctl.script_flush()
+        ctl.config_resetstat()
+        assert all([await lim.try_acquire() for _ in range(5)])
+        stats = ctl.info("commandstats")
+        assert stats["cmdstat_eval"]["calls"] == 1  # the one reload
+        assert stats["cmdstat_evalsha"]["calls"] == 5
+        assert (await lim.stats()).pass_qps == 6
+        await lim.aclose()
+        await c.aclose()
+
+    asyncio.run(main())
