@@ -137,7 +137,7 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
     st->interval_ms = interval_ms;
     st->window_ms = interval_ms / (int64_t)sample_count;
     st->tick = 0;
-    st->rng = UINT64_C(0x9e3779b97f4a7c15);
+    st->sweep = 0;
     st->evicted = 0;
     st->size = k.size;
     st->off_node = k.off_node;
@@ -412,22 +412,60 @@ static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
     e->flags = 0;
 }
 
-/* Free entry i (its key evicted): probes go past it, unless the entry after it is empty;
- * then it and the free entries right before it end probes again (no key lies beyond them). */
+/* Whether a free entry marked SW_KE_TOMB must stay marked: a key after it (before the next
+ * empty entry, within a probe window) has its home at or before it, so its lookups go past. */
+static bool tomb_needed(struct sw_kstate *st, uint32_t t)
+{
+    uint32_t plen = probe_len(st), q = t;
+    for (uint32_t d = 1; d < plen; d++) {
+        if (++q == st->cap)
+            q = 0;
+        struct sw_kentry *e = entry_at(st, q);
+        if (is_empty(e))
+            return false;
+        if (e->fp == 0)
+            continue;
+        uint32_t h = home_of(st, e->fp);
+        uint32_t from_home = q >= h ? q - h : q + st->cap - h;
+        if (from_home >= d)
+            return true;
+    }
+    return false;
+}
+
+/* Make a free entry that no lookup needs to go past empty, then the marked entries right
+ * before it (each now followed by an empty one). Each write leaves a valid table. */
+static void tomb_clear(struct sw_kstate *st, uint32_t i)
+{
+    for (uint32_t k = 0; k < st->cap; k++) {
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp != 0 || !(e->flags & SW_KE_TOMB))
+            break;
+        e->flags = 0;
+        i = i == 0 ? st->cap - 1u : i - 1u;
+    }
+}
+
+/* Free entry i (its key evicted): marked for probes to go past, or empty when none needs to. */
 static void kentry_free(struct sw_kstate *st, uint32_t i)
 {
     struct sw_kentry *e = entry_at(st, i);
     e->flags = SW_KE_TOMB;
     e->fp = 0;
-    uint32_t next = i + 1u == st->cap ? 0u : i + 1u;
-    if (!is_empty(entry_at(st, next)))
-        return;
-    for (uint32_t k = 0; k < st->cap; k++) {
-        e = entry_at(st, i);
-        if (e->fp != 0 || !(e->flags & SW_KE_TOMB))
-            break;
-        e->flags = 0;
-        i = i == 0 ? st->cap - 1u : i - 1u;
+    if (!tomb_needed(st, i))
+        tomb_clear(st, i);
+}
+
+/* Look at a few marked entries in turn (a cursor over the table): those no lookup needs any
+ * more (the keys that needed them have gone) become empty, so that marks do not pile up. */
+static void tomb_sweep(struct sw_kstate *st)
+{
+    for (uint32_t k = 0; k < SW_KEYED_SWEEP; k++) {
+        uint32_t i = (uint32_t)(st->sweep % st->cap);
+        st->sweep = i + 1u;
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp == 0 && (e->flags & SW_KE_TOMB) && !tomb_needed(st, i))
+            tomb_clear(st, i);
     }
 }
 
@@ -449,19 +487,28 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         st->n_live++;
         return fr;
     }
+    /* candidates whose place leaves no free entry that probes must go past: on the path
+     * before its first empty entry (the new key takes their entry), or the last key of a
+     * run (its entry becomes empty); any key of the window in a small table (exact LRU), or
+     * when the window has none of those */
     uint32_t cand[SW_KEYED_SAMPLE] = {0}, dist[SW_KEYED_SAMPLE] = {0}, nc = 0;
-    uint32_t p = home_of(st, fp), plen = probe_len(st);
-    for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
-        if (entry_at(st, p)->fp != 0) {
-            dist[nc] = d;
-            cand[nc++] = p;
+    uint32_t plen = probe_len(st);
+    for (int any = st->max_keys <= SW_KEYED_SAMPLE; nc == 0 && any < 2; any++) {
+        uint32_t p = home_of(st, fp);
+        for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
+            uint32_t next = p + 1u == st->cap ? 0u : p + 1u;
+            if (entry_at(st, p)->fp != 0 &&
+                (any || d < stop || is_empty(entry_at(st, next)))) {
+                dist[nc] = d;
+                cand[nc++] = p;
+            }
+            p = next;
         }
-        if (++p == st->cap)
-            p = 0;
     }
     i = choose(v, cand, nc, now_ns);
     if (i == UINT32_MAX)
         return UINT32_MAX;
+    tomb_sweep(st);
     uint32_t di = 0;
     for (uint32_t k = 0; k < nc; k++)
         if (cand[k] == i)

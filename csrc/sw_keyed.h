@@ -30,11 +30,13 @@
  * (the same window clamp, reject check and retry time, throttle pacing, concurrency check).
  *
  * Full table (max_keys keys held), or a key whose probe window has no free entry: a new key
- * replaces an entry chosen among the first SW_KEYED_SAMPLE keys of its probe window (every
- * key when max_keys <= SW_KEYED_SAMPLE, whose window is the whole table): never one with
- * requests in flight; the least recently used one whose window is empty, else the least
- * recently used one. When every candidate has requests in flight the new key is refused
- * (counted as BLOCK).
+ * replaces an entry chosen among the first SW_KEYED_SAMPLE keys of its probe window that
+ * leave no free entry for probes to go past (keys on its path before the first empty entry,
+ * whose entry it takes, and keys ending a run, whose entry becomes empty); every key of the
+ * window when max_keys <= SW_KEYED_SAMPLE (the window is then the whole table) or when none
+ * qualifies. Never one with requests in flight; the least recently used one whose window is
+ * empty, else the least recently used one. When every candidate has requests in flight the
+ * new key is refused (counted as BLOCK).
  */
 #ifndef SW_KEYED_H
 #define SW_KEYED_H
@@ -49,6 +51,7 @@ extern "C" {
 #define SW_KEYED_PROBE 256u   /* entries scanned at most per lookup */
 #define SW_KEYED_SAMPLE 16u   /* eviction candidates sampled when the table is full */
 #define SW_KEYED_HOLD_PROBE 64u
+#define SW_KEYED_SWEEP 4u     /* free marks an eviction checks in turn */
 #define SW_KEYED_SUM_MAX 2u   /* up to this many buckets an entry sums its counts */
 
 /* Key type tags of the encoding hashed by sw_keyed_hash. */
@@ -109,7 +112,7 @@ struct sw_kstate {
     int64_t interval_ms;
     int64_t window_ms;
     uint64_t tick;        /* LRU clock, bumped by every use */
-    uint64_t rng;         /* unused (0x9e3779b97f4a7c15) */
+    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
     int64_t evicted;      /* keys evicted so far */
     uint64_t size;        /* total bytes */
     uint64_t off_node, off_resv_, off_entries, off_hold; /* off_resv_: 0 */
