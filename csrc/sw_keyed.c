@@ -487,25 +487,31 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         st->n_live++;
         return fr;
     }
-    /* candidates whose place leaves no free entry that probes must go past: on the path
-     * before its first empty entry (the new key takes their entry), or the last key of a
-     * run (its entry becomes empty); any key of the window in a small table (exact LRU), or
-     * when the window has none of those */
+    /* candidates whose place leaves no free entry that probes must go past: first the keys
+     * on its path before its first empty entry (the new key takes the victim's entry: the
+     * runs stay as they were); when none of them can go (none, or all in flight), also keys
+     * that end a run (the victim's entry becomes empty); then any key of the window, as in
+     * a small table (exact LRU: every key is a candidate there) */
     uint32_t cand[SW_KEYED_SAMPLE] = {0}, dist[SW_KEYED_SAMPLE] = {0}, nc = 0;
     uint32_t plen = probe_len(st);
-    for (int any = st->max_keys <= SW_KEYED_SAMPLE; nc == 0 && any < 2; any++) {
+    i = UINT32_MAX;
+    for (int pass = st->max_keys <= SW_KEYED_SAMPLE ? 2 : 0; i == UINT32_MAX && pass < 3;
+         pass++) {
         uint32_t p = home_of(st, fp);
+        nc = 0;
         for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
             uint32_t next = p + 1u == st->cap ? 0u : p + 1u;
+            if (pass == 0 && d >= stop)
+                break;
             if (entry_at(st, p)->fp != 0 &&
-                (any || d < stop || is_empty(entry_at(st, next)))) {
+                (pass == 2 || d < stop || is_empty(entry_at(st, next)))) {
                 dist[nc] = d;
                 cand[nc++] = p;
             }
             p = next;
         }
+        i = choose(v, cand, nc, now_ns);
     }
-    i = choose(v, cand, nc, now_ns);
     if (i == UINT32_MAX)
         return UINT32_MAX;
     tomb_sweep(st);
