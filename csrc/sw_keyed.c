@@ -469,11 +469,11 @@ static void tomb_sweep(struct sw_kstate *st)
     }
 }
 
-/* The entry of a key, inserted when absent (evicting when needed). A new key goes into a
- * free entry of its probe path while the table holds fewer than max_keys keys; else (or when
- * its path has no free entry) it replaces a victim among the first SW_KEYED_SAMPLE keys of its
- * path (every key of a small table): the victim's own entry when it lies on the path before
- * the first empty entry, else the path's first free entry (the victim's is freed).
+/* The entry of a key, inserted when absent (evicting when needed). A new key goes into the
+ * first free entry of its probe path while the table holds fewer than max_keys keys; else (or
+ * when its path has no free entry) it replaces a victim among up to SW_KEYED_SAMPLE keys of
+ * its probe window (below): the victim's own entry when it lies on the path before the first
+ * empty entry, else the path's first free entry (the victim's is freed).
  * @return the entry, or UINT32_MAX when the key cannot be held (all candidates in flight) */
 static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, bool insert)
 {
@@ -514,7 +514,6 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
     }
     if (i == UINT32_MAX)
         return UINT32_MAX;
-    tomb_sweep(st);
     uint32_t di = 0;
     for (uint32_t k = 0; k < nc; k++)
         if (cand[k] == i)
@@ -523,13 +522,16 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
     if (di < stop || fr == UINT32_MAX) {
         /* on the path (a path without a free entry has no empty one either) */
         kentry_take(st, entry_at(st, i), fp);
-        return i;
+    } else {
+        kentry_free(st, i);
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical();
+        kentry_take(st, entry_at(st, fr), fp);
+        i = fr;
     }
-    kentry_free(st, i);
-    if (sw_test_in_critical != NULL)
-        sw_test_in_critical();
-    kentry_take(st, entry_at(st, fr), fp);
-    return fr;
+    /* after the new key is in place: a mark its lookups go past is needed again */
+    tomb_sweep(st);
+    return i;
 }
 
 /* ---- holdings (shared tables): who holds what in flight --------------------------------- */
