@@ -88,11 +88,11 @@ static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_k
     if (node == 0)
         return false;
     k->cap = cap_of(max_keys);
-    k->entry_size = (uint32_t)(sizeof(struct sw_kentry) +
-                               8u * ((uint64_t)sample_count + (keeps_total(sample_count) ? 1u : 0u)));
+    uint64_t words = (uint64_t)sample_count + (keeps_total(sample_count) ? 1u : 0u);
+    k->entry_size = (uint32_t)(sizeof(struct sw_kentry) + 8u * words);
     k->hold_cap = hold_cap_of(max_keys, shared);
     k->off_node = sw_align8(sizeof(struct sw_kstate));
-    /* entries start on a cache line (of the table; the table itself is page-aligned) */
+    /* the entries at a multiple of 64 bytes (on cache lines when the table starts on one) */
     k->off_entries = (k->off_node + sw_align8(node) + 63u) & ~(uint64_t)63u;
     uint64_t entries = (uint64_t)k->cap * k->entry_size;
     k->off_hold = k->off_entries + entries;

@@ -30,13 +30,14 @@
  * (the same window clamp, reject check and retry time, throttle pacing, concurrency check).
  *
  * Full table (max_keys keys held), or a key whose probe window has no free entry: a new key
- * replaces an entry chosen among the first SW_KEYED_SAMPLE keys of its probe window that
- * leave no free entry for probes to go past (keys on its path before the first empty entry,
- * whose entry it takes, and keys ending a run, whose entry becomes empty); every key of the
- * window when max_keys <= SW_KEYED_SAMPLE (the window is then the whole table) or when none
- * qualifies. Never one with requests in flight; the least recently used one whose window is
- * empty, else the least recently used one. When every candidate has requests in flight the
- * new key is refused (counted as BLOCK).
+ * replaces a victim among up to SW_KEYED_SAMPLE keys of its probe window, taken in turn from
+ * the keys on its path before the first empty entry (it takes the victim's entry), then also
+ * the keys ending a run (the victim's entry becomes empty), then the first keys of the
+ * window whatever their place (the victim's entry may stay marked), moving on only when no
+ * candidate of a turn can go; every key when max_keys <= SW_KEYED_SAMPLE (the window is then
+ * the whole table: exact LRU). Never one with requests in flight; the least recently used
+ * one whose window is empty, else the least recently used one. When every candidate has
+ * requests in flight the new key is refused (counted as BLOCK).
  */
 #ifndef SW_KEYED_H
 #define SW_KEYED_H
@@ -49,7 +50,7 @@ extern "C" {
 
 #define SW_KEYED_MAX_KEYS (UINT32_C(1) << 24) /* keys a table may hold */
 #define SW_KEYED_PROBE 256u   /* entries scanned at most per lookup */
-#define SW_KEYED_SAMPLE 16u   /* eviction candidates sampled when the table is full */
+#define SW_KEYED_SAMPLE 16u   /* eviction candidates at most */
 #define SW_KEYED_HOLD_PROBE 64u
 #define SW_KEYED_SWEEP 4u     /* free marks an eviction checks in turn */
 #define SW_KEYED_SUM_MAX 2u   /* up to this many buckets an entry sums its counts */
