@@ -6,7 +6,7 @@ order rotated every round, GC off while timing, median and min - max of the roun
 - **Per key vs private.** ``try_acquire(key)`` with short str keys (``f"user-{i}"``, built
   before any timing, in a shuffled order of ``i``: the list is visited front to back, the
   ids in random order) on a table filled to ``max_keys`` (keys inserted in id order, so
-  neither the index cells nor the entries are visited in memory order), at 10 000 and
+  the entries, placed by hash, are not visited in memory order), at 10 000 and
   1 000 000 keys. Next to it, a private ``Limiter.try_acquire()`` called from the same loop
   over the same key list (the same loop, the same fetch of a key, the same verdict test;
   only the call differs): the target ratio. A ``timeit``-style private ``try_acquire()``

@@ -43,20 +43,24 @@ uint64_t sw_keyed_hash(int tag, const void *data, size_t len)
 
 /* ---- layout ---------------------------------------------------------------------------- */
 
-#define CELL_EMPTY 0u
-#define CELL_DEL 1u
-#define CELL_IDX_BITS 25u
-#define CELL_IDX_MASK ((UINT32_C(1) << CELL_IDX_BITS) - 1u)
 #define HOLD_DEL UINT32_MAX
 
+/* Entries of a table of max_keys keys: 1.3 a key (a load factor of at most 0.77; 62.4 bytes
+ * a key with the default window's 48-byte entries). */
 static uint32_t cap_of(uint32_t max_keys)
 {
-    return max_keys + max_keys / 2u + 1u;
+    return max_keys + (uint32_t)(((uint64_t)max_keys * 3u) / 10u) + 1u;
 }
 
 static uint32_t hold_cap_of(uint32_t max_keys, bool shared)
 {
     return shared ? max_keys / 2u + 64u : 0u;
+}
+
+/* Whether an entry keeps its window's total (else it is the sum of its counts). */
+static inline bool keeps_total(uint32_t sample_count)
+{
+    return sample_count > SW_KEYED_SUM_MAX;
 }
 
 static struct sw_node_cfg node_cfg(int64_t interval_ms, uint32_t sample_count)
@@ -69,7 +73,7 @@ static struct sw_node_cfg node_cfg(int64_t interval_ms, uint32_t sample_count)
 }
 
 struct klayout {
-    uint64_t off_node, off_index, off_entries, off_hold, size;
+    uint64_t off_node, off_entries, off_hold, size;
     uint32_t cap, entry_size, hold_cap;
 };
 
@@ -84,12 +88,13 @@ static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_k
     if (node == 0)
         return false;
     k->cap = cap_of(max_keys);
-    k->entry_size = (uint32_t)(sizeof(struct sw_kentry) + 8u * (uint64_t)sample_count);
+    uint64_t words = (uint64_t)sample_count + (keeps_total(sample_count) ? 1u : 0u);
+    k->entry_size = (uint32_t)(sizeof(struct sw_kentry) + 8u * words);
     k->hold_cap = hold_cap_of(max_keys, shared);
     k->off_node = sw_align8(sizeof(struct sw_kstate));
-    k->off_index = k->off_node + sw_align8(node);
-    k->off_entries = k->off_index + sw_align8((size_t)k->cap * 4u);
-    uint64_t entries = (uint64_t)max_keys * k->entry_size;
+    /* the entries at a multiple of 64 bytes (on cache lines when the table starts on one) */
+    k->off_entries = (k->off_node + sw_align8(node) + 63u) & ~(uint64_t)63u;
+    uint64_t entries = (uint64_t)k->cap * k->entry_size;
     k->off_hold = k->off_entries + entries;
     k->size = k->off_hold + (uint64_t)k->hold_cap * sizeof(struct sw_khold);
     return k->size <= (UINT64_C(1) << 40);
@@ -101,11 +106,6 @@ size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_ke
     if (!layout_of(interval_ms, sample_count, max_keys, shared, &k))
         return 0;
     return (size_t)k.size;
-}
-
-static inline uint32_t *cells_of(struct sw_kstate *st)
-{
-    return (uint32_t *)(void *)((char *)st + st->off_index);
 }
 
 static inline struct sw_kentry *entry_at(struct sw_kstate *st, uint32_t i)
@@ -127,7 +127,7 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
         return SW_EINVAL;
     sw_lock_init(&st->lock);
     st->max_keys = max_keys;
-    st->n_keys = 0;
+    st->resv_ = 0;
     st->n_live = 0;
     st->cap = k.cap;
     st->entry_size = k.entry_size;
@@ -137,29 +137,24 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
     st->interval_ms = interval_ms;
     st->window_ms = interval_ms / (int64_t)sample_count;
     st->tick = 0;
-    st->rng = UINT64_C(0x9e3779b97f4a7c15);
+    st->sweep = 0;
     st->evicted = 0;
     st->size = k.size;
     st->off_node = k.off_node;
-    st->off_index = k.off_index;
+    st->off_resv_ = 0;
     st->off_entries = k.off_entries;
     st->off_hold = k.off_hold;
-    /* the index, entries and holdings are zero already (the caller's zeroed memory): their
-     * pages are touched only as keys arrive */
+    /* the entries and holdings are zero already (the caller's zeroed memory): their pages
+     * are touched only as keys arrive */
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
     return sw_node_init(sw_keyed_node(st), &nc);
 }
 
-/* ---- the index ------------------------------------------------------------------------- */
+/* ---- the table: open addressing, the probed entry is the key's ---------------------------- */
 
 static inline uint32_t home_of(const struct sw_kstate *st, uint64_t fp)
 {
     return (uint32_t)(((unsigned __int128)fp * st->cap) >> 64);
-}
-
-static inline uint32_t cell_of(uint64_t fp, uint32_t idx)
-{
-    return ((uint32_t)(fp & 127u) << CELL_IDX_BITS) | (idx + 2u);
 }
 
 static inline uint32_t probe_len(const struct sw_kstate *st)
@@ -167,44 +162,40 @@ static inline uint32_t probe_len(const struct sw_kstate *st)
     return st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE;
 }
 
-/* The entry index of a cell holding a key (UINT32_MAX for empty/deleted/out of range). */
-static inline uint32_t cell_idx(const struct sw_kstate *st, uint32_t c)
+/* An entry that ends a probe: never used, or emptied where no probe goes past. */
+static inline bool is_empty(const struct sw_kentry *e)
 {
-    if (c <= CELL_DEL)
-        return UINT32_MAX;
-    uint32_t i = (c & CELL_IDX_MASK) - 2u;
-    return i < st->n_keys ? i : UINT32_MAX;
+    return e->fp == 0 && !(e->flags & SW_KE_TOMB);
 }
 
-/* Look a key up. @param cell_pos receives its cell (found), or the first free cell of its
- * window (not found; UINT32_MAX when the window has none) @return entry index or UINT32_MAX */
-static uint32_t find(struct sw_kstate *st, uint64_t fp, uint32_t *cell_pos)
+/* Look a key up. @param free_pos receives the first free entry of its probe path (not
+ * found; UINT32_MAX when the path has none) @param stop receives the distance from the
+ * key's home of the first empty entry (probe_len when none) @return its entry or UINT32_MAX */
+static uint32_t find(struct sw_kstate *st, uint64_t fp, uint32_t *free_pos, uint32_t *stop)
 {
-    uint32_t *cells = cells_of(st);
-    uint32_t pos = home_of(st, fp), plen = probe_len(st), free_pos = UINT32_MAX;
-    uint32_t tag = (uint32_t)(fp & 127u) << CELL_IDX_BITS;
-    for (uint32_t d = 0; d < plen; d++) {
-        uint32_t c = cells[pos];
-        if (c == CELL_EMPTY) {
-            if (free_pos == UINT32_MAX)
-                free_pos = pos;
-            break;
-        }
-        if (c == CELL_DEL) {
-            if (free_pos == UINT32_MAX)
-                free_pos = pos;
-        } else if ((c & ~CELL_IDX_MASK) == tag) {
-            uint32_t i = cell_idx(st, c);
-            if (i != UINT32_MAX && entry_at(st, i)->fp == fp) {
-                *cell_pos = pos;
-                return i;
-            }
+    uint32_t pos = home_of(st, fp), plen = probe_len(st), fr = UINT32_MAX, d;
+    for (d = 0; d < plen; d++) {
+        struct sw_kentry *e = entry_at(st, pos);
+        if (e->fp == fp)
+            return pos;
+        if (e->fp == 0) {
+            if (fr == UINT32_MAX)
+                fr = pos;
+            if (!(e->flags & SW_KE_TOMB))
+                break;
         }
         if (++pos == st->cap)
             pos = 0;
     }
-    *cell_pos = free_pos;
+    *free_pos = fr;
+    *stop = d;
     return UINT32_MAX;
+}
+
+static inline uint32_t lookup(struct sw_kstate *st, uint64_t fp)
+{
+    uint32_t fr, stop;
+    return find(st, fp, &fr, &stop);
 }
 
 /* ---- per-key windows ------------------------------------------------------------------- */
@@ -225,12 +216,34 @@ static inline int64_t kclamp(const struct sw_kentry *e, int64_t t)
     return ((e->flags & SW_KE_WINDOW) && t < e->a) ? e->a : t;
 }
 
+/* Passes in the buckets a key holds: the sum of its counts, or the total it keeps. */
+static inline int64_t ktotal(const struct sw_kstate *st, const struct sw_kentry *e)
+{
+    if (keeps_total(st->sample_count))
+        return e->counts[st->sample_count];
+    int64_t t = 0;
+    for (uint32_t s = 0; s < st->sample_count; s++)
+        t = sw_sat_add(t, e->counts[s]);
+    return t;
+}
+
+static inline void kset_total(const struct sw_kstate *st, struct sw_kentry *e, int64_t v)
+{
+    if (keeps_total(st->sample_count))
+        e->counts[st->sample_count] = v;
+}
+
+static void kwin_clear(struct sw_kstate *st, struct sw_kentry *e)
+{
+    memset(e->counts, 0, (size_t)st->sample_count * 8u);
+    kset_total(st, e, 0);
+}
+
 static void kwin_fresh(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
 {
     e->flags = SW_KE_WINDOW;
     e->a = kstart(st, t);
-    e->total = 0;
-    memset(e->counts, 0, (size_t)st->sample_count * 8u);
+    kwin_clear(st, e);
 }
 
 /* Roll the key's window to the bucket of t (t clamped): the buckets sliding out leave. */
@@ -244,15 +257,17 @@ static void kwin_advance(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
     if (cur <= e->a)
         return;
     if (cur - e->a >= st->interval_ms) {
-        memset(e->counts, 0, (size_t)st->sample_count * 8u);
-        e->total = 0;
+        kwin_clear(st, e);
     } else {
         int64_t k = (cur - e->a) / st->window_ms;
         uint32_t s = kslot(st, e->a);
+        bool keep = keeps_total(st->sample_count);
         for (int64_t j = 0; j < k; j++) {
             if (++s == st->sample_count)
                 s = 0;
-            e->total = sw_sat_sub(e->total, e->counts[s]);
+            if (keep)
+                e->counts[st->sample_count] =
+                    sw_sat_sub(e->counts[st->sample_count], e->counts[s]);
             e->counts[s] = 0;
         }
     }
@@ -267,10 +282,10 @@ static int64_t kwin_peek(const struct sw_kstate *st, const struct sw_kentry *e, 
     t = kclamp(e, t);
     int64_t cur = kstart(st, t);
     if (cur <= e->a)
-        return e->total;
+        return ktotal(st, e);
     if (cur - e->a >= st->interval_ms)
         return 0;
-    int64_t k = (cur - e->a) / st->window_ms, left = e->total;
+    int64_t k = (cur - e->a) / st->window_ms, left = ktotal(st, e);
     uint32_t s = kslot(st, e->a);
     for (int64_t j = 0; j < k; j++) {
         if (++s == st->sample_count)
@@ -286,12 +301,12 @@ static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry 
 {
     if ((double)n > limit)
         return -1;
-    int64_t cur = e->a, gone = 0;
+    int64_t cur = e->a, gone = 0, total = ktotal(st, e);
     for (int64_t k = (int64_t)st->sample_count - 1; k >= 0; k--) {
         int64_t start = cur - k * st->window_ms;
         if (start >= 0)
             gone = sw_sat_add(gone, e->counts[kslot(st, start)]);
-        if (sw_reject_fits(e->total - gone, n, limit)) {
+        if (sw_reject_fits(total - gone, n, limit)) {
             int64_t at = start + st->interval_ms - t;
             return at < 0 ? 0 : at;
         }
@@ -355,14 +370,6 @@ static bool kidle(const struct sw_kview *v, const struct sw_kentry *e, int64_t n
     return true;
 }
 
-static inline uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 /* The best victim among candidates: a free entry; else, never one in flight, the least
  * recently used idle one, else the least recently used one. @return index or UINT32_MAX */
 static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t n,
@@ -390,90 +397,140 @@ static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t 
     return best_idle != UINT32_MAX ? best_idle : best;
 }
 
-static void kentry_reset(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
+/* Give entry e to key fp, fresh. Its state is cleared before fp is written: a process killed
+ * in between leaves the old key (reset, nothing in flight) or a free entry still marked as
+ * one that probes go past. */
+static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
 {
-    e->fp = fp;
     e->in_flight = 0;
-    e->flags = 0;
     e->a = 0;
-    e->total = 0;
-    memset(e->counts, 0, (size_t)st->sample_count * 8u);
+    memset(e->counts, 0, (size_t)(st->entry_size - sizeof(struct sw_kentry)));
+    e->flags &= SW_KE_TOMB;
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    e->fp = fp;
+    e->flags = 0;
 }
 
-/* Remove a key's cell (the key being evicted). */
-static void unlink_key(struct sw_kstate *st, uint64_t fp)
+/* Whether a free entry marked SW_KE_TOMB must stay marked: a key after it (before the next
+ * empty entry, within a probe window) has its home at or before it, so its lookups go past. */
+static bool tomb_needed(struct sw_kstate *st, uint32_t t)
 {
-    uint32_t pos;
-    if (find(st, fp, &pos) != UINT32_MAX)
-        cells_of(st)[pos] = CELL_DEL;
+    uint32_t plen = probe_len(st), q = t;
+    for (uint32_t d = 1; d < plen; d++) {
+        if (++q == st->cap)
+            q = 0;
+        struct sw_kentry *e = entry_at(st, q);
+        if (is_empty(e))
+            return false;
+        if (e->fp == 0)
+            continue;
+        uint32_t h = home_of(st, e->fp);
+        uint32_t from_home = q >= h ? q - h : q + st->cap - h;
+        if (from_home >= d)
+            return true;
+    }
+    return false;
 }
 
-/* The entry of a key, inserted when absent (evicting when needed).
- * @return the index, or UINT32_MAX when the key cannot be held (all candidates in flight) */
+/* Make a free entry that no lookup needs to go past empty, then the marked entries right
+ * before it (each now followed by an empty one). Each write leaves a valid table. */
+static void tomb_clear(struct sw_kstate *st, uint32_t i)
+{
+    for (uint32_t k = 0; k < st->cap; k++) {
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp != 0 || !(e->flags & SW_KE_TOMB))
+            break;
+        e->flags = 0;
+        i = i == 0 ? st->cap - 1u : i - 1u;
+    }
+}
+
+/* Free entry i (its key evicted): marked for probes to go past, or empty when none needs to. */
+static void kentry_free(struct sw_kstate *st, uint32_t i)
+{
+    struct sw_kentry *e = entry_at(st, i);
+    e->flags = SW_KE_TOMB;
+    e->fp = 0;
+    if (!tomb_needed(st, i))
+        tomb_clear(st, i);
+}
+
+/* Look at a few marked entries in turn (a cursor over the table): those no lookup needs any
+ * more (the keys that needed them have gone) become empty, so that marks do not pile up. */
+static void tomb_sweep(struct sw_kstate *st)
+{
+    for (uint32_t k = 0; k < SW_KEYED_SWEEP; k++) {
+        uint32_t i = (uint32_t)(st->sweep % st->cap);
+        st->sweep = i + 1u;
+        struct sw_kentry *e = entry_at(st, i);
+        if (e->fp == 0 && (e->flags & SW_KE_TOMB) && !tomb_needed(st, i))
+            tomb_clear(st, i);
+    }
+}
+
+/* The entry of a key, inserted when absent (evicting when needed). A new key goes into the
+ * first free entry of its probe path while the table holds fewer than max_keys keys; else (or
+ * when its path has no free entry) it replaces a victim among up to SW_KEYED_SAMPLE keys of
+ * its probe window (below): the victim's own entry when it lies on the path before the first
+ * empty entry, else the path's first free entry (the victim's is freed).
+ * @return the entry, or UINT32_MAX when the key cannot be held (all candidates in flight) */
 static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, bool insert)
 {
     struct sw_kstate *st = v->st;
-    uint32_t pos;
-    uint32_t i = find(st, fp, &pos);
+    uint32_t fr, stop;
+    uint32_t i = find(st, fp, &fr, &stop);
     if (i != UINT32_MAX || !insert)
         return i;
-    uint32_t cand[SW_KEYED_SAMPLE] = {0};
-    uint32_t nc = 0;
-    if (pos != UINT32_MAX && st->n_keys < st->max_keys) {
-        i = st->n_keys;
-        kentry_reset(st, entry_at(st, i), fp);
-        st->n_keys++;
+    if (fr != UINT32_MAX && st->n_live < st->max_keys) {
+        kentry_take(st, entry_at(st, fr), fp);
         st->n_live++;
-    } else if (pos != UINT32_MAX) {
-        /* full: sample candidates (all entries of a small table) */
-        if (st->max_keys <= SW_KEYED_SAMPLE) {
-            for (uint32_t k = 0; k < st->n_keys; k++)
-                cand[nc++] = k;
-        } else {
-            for (uint32_t k = 0; k < SW_KEYED_SAMPLE; k++)
-                cand[nc++] = (uint32_t)(splitmix(&st->rng) % st->n_keys);
+        return fr;
+    }
+    /* candidates whose place leaves no free entry that probes must go past: first the keys
+     * on its path before its first empty entry (the new key takes the victim's entry: the
+     * runs stay as they were); when none of them can go (none, or all in flight), also keys
+     * that end a run (the victim's entry becomes empty); then any key of the window, as in
+     * a small table (exact LRU: every key is a candidate there) */
+    uint32_t cand[SW_KEYED_SAMPLE] = {0}, dist[SW_KEYED_SAMPLE] = {0}, nc = 0;
+    uint32_t plen = probe_len(st);
+    i = UINT32_MAX;
+    for (int pass = st->max_keys <= SW_KEYED_SAMPLE ? 2 : 0; i == UINT32_MAX && pass < 3;
+         pass++) {
+        uint32_t p = home_of(st, fp);
+        nc = 0;
+        for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
+            uint32_t next = p + 1u == st->cap ? 0u : p + 1u;
+            if (pass == 0 && d >= stop)
+                break;
+            if (entry_at(st, p)->fp != 0 &&
+                (pass == 2 || d < stop || is_empty(entry_at(st, next)))) {
+                dist[nc] = d;
+                cand[nc++] = p;
+            }
+            p = next;
         }
         i = choose(v, cand, nc, now_ns);
-        if (i == UINT32_MAX)
-            return UINT32_MAX;
-        struct sw_kentry *e = entry_at(st, i);
-        if (e->fp != 0) {
-            unlink_key(st, e->fp);
-            st->evicted++;
-        } else {
-            st->n_live++;
-        }
+    }
+    if (i == UINT32_MAX)
+        return UINT32_MAX;
+    uint32_t di = 0;
+    for (uint32_t k = 0; k < nc; k++)
+        if (cand[k] == i)
+            di = dist[k];
+    st->evicted++;
+    if (di < stop || fr == UINT32_MAX) {
+        /* on the path (a path without a free entry has no empty one either) */
+        kentry_take(st, entry_at(st, i), fp);
+    } else {
+        kentry_free(st, i);
         if (sw_test_in_critical != NULL)
             sw_test_in_critical();
-        kentry_reset(st, e, fp);
-    } else {
-        /* the key's probe window is full (a long run of neighbours): evict within it, reusing
-         * the victim's cell, which lies on the key's own probe path */
-        uint32_t *cells = cells_of(st);
-        uint32_t p = home_of(st, fp), plen = probe_len(st), where[SW_KEYED_SAMPLE] = {0};
-        for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
-            uint32_t k = cell_idx(st, cells[p]);
-            if (k != UINT32_MAX) {
-                where[nc] = p;
-                cand[nc++] = k;
-            }
-            if (++p == st->cap)
-                p = 0;
-        }
-        i = choose(v, cand, nc, now_ns);
-        if (i == UINT32_MAX)
-            return UINT32_MAX;
-        for (uint32_t k = 0; k < nc; k++)
-            if (cand[k] == i)
-                pos = where[k];
-        struct sw_kentry *e = entry_at(st, i);
-        if (e->fp != 0)
-            st->evicted++;
-        else
-            st->n_live++;
-        kentry_reset(st, e, fp);
+        kentry_take(st, entry_at(st, fr), fp);
+        i = fr;
     }
-    cells_of(st)[pos] = cell_of(fp, i);
+    /* after the new key is in place: a mark its lookups go past is needed again */
+    tomb_sweep(st);
     return i;
 }
 
@@ -564,6 +621,11 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         return SW_EINVAL;
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
+    /* the key's home entry (and the line after it) is fetched while the lock is taken and
+     * the clock read: its address needs only layout constants, no lock */
+    const char *home = (const char *)entry_at(st, home_of(st, fp));
+    __builtin_prefetch(home, 1, 3);
+    __builtin_prefetch(home + 64, 1, 3);
     out->verdict = SW_BLOCK;
     out->occupied = 0;
     out->wait_ns = 0;
@@ -617,12 +679,13 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     } else {
         int64_t t = kclamp(e, t_ms);
         kwin_advance(st, e, t);
-        if (sw_reject_fits(e->total, n, limit)) {
+        if (sw_reject_fits(ktotal(st, e), n, limit)) {
             out->verdict = SW_PASS;
             e->counts[kslot(st, e->a)] = sw_sat_add(e->counts[kslot(st, e->a)], n);
             if (sw_test_in_critical != NULL)
                 sw_test_in_critical();
-            e->total = sw_sat_add(e->total, n);
+            if (keeps_total(st->sample_count))
+                e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
         } else if (flags & SW_F_RETRY) {
             int64_t ms = kwin_retry_ms(st, e, t, n, limit);
             out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
@@ -683,8 +746,7 @@ int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_m
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     lock_table(v);
-    uint32_t pos;
-    uint32_t i = find(st, fp, &pos);
+    uint32_t i = lookup(st, fp);
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (outcome != SW_OUT_NONE) {
         if (now_ns == SW_NOW)
@@ -715,8 +777,7 @@ int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
         return SW_EINVAL;
     struct sw_kstate *st = v->st;
     lock_table(v);
-    uint32_t pos;
-    uint32_t i = find(st, fp, &pos);
+    uint32_t i = lookup(st, fp);
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (e == NULL || e->in_flight < n) {
         rc = SW_ESTATE;
@@ -731,8 +792,7 @@ int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
 int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp)
 {
     lock_table(v);
-    uint32_t pos;
-    uint32_t i = find(v->st, fp, &pos);
+    uint32_t i = lookup(v->st, fp);
     int64_t x = i != UINT32_MAX ? entry_at(v->st, i)->in_flight : 0;
     unlock_table(v);
     return x;
@@ -796,9 +856,9 @@ int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t in
         st->sample_count != sample_count || st->hold_cap != k.hold_cap ||
         st->interval_ms != interval_ms ||
         st->window_ms != interval_ms / (int64_t)sample_count || st->size != k.size ||
-        st->off_node != k.off_node || st->off_index != k.off_index ||
+        st->off_node != k.off_node || st->off_resv_ != 0 ||
         st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
-        st->n_keys > max_keys || st->n_live > max_keys)
+        st->n_live > max_keys)
         return SW_EINVAL;
     return SW_OK;
 }
@@ -810,37 +870,55 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
         SW_OK)
         return SW_EINVAL;
     /* other processes may be deciding meanwhile (no lock here): every bound checked is a
-     * constant of the layout, never a count that moves (decisions also check each cell's
-     * index against n_keys under the lock) */
-    const uint32_t *cells = cells_of(st);
-    for (uint32_t p = 0; p < st->cap; p++) {
-        uint32_t c = cells[p];
-        if (c > CELL_DEL && ((c & CELL_IDX_MASK) < 2u || (c & CELL_IDX_MASK) - 2u >= max_keys))
-            return SW_EINVAL;
-    }
+     * constant of the layout, never a count that moves. The entries hold no index (any bit
+     * pattern is a state a decision handles); the holdings name entries. */
     const struct sw_khold *h = holds_of(st);
     for (uint32_t p = 0; p < st->hold_cap; p++) {
         uint32_t e = h[p].entry;
-        if (e != HOLD_DEL && (e > max_keys || h[p].slot >= SW_SHM_MAX_PROCS))
+        if (e != HOLD_DEL && (e > st->cap || h[p].slot >= SW_SHM_MAX_PROCS))
             return SW_EINVAL;
     }
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
     return sw_node_validate(sw_keyed_node(st), &nc);
 }
 
+/* Whether the key in entry i is where a lookup finds it: within its probe window, no empty
+ * entry before it on its path, and no earlier entry of the same key. */
+static bool reachable(struct sw_kstate *st, uint32_t i)
+{
+    uint64_t fp = entry_at(st, i)->fp;
+    uint32_t pos = home_of(st, fp), plen = probe_len(st);
+    for (uint32_t d = 0; d < plen; d++) {
+        if (pos == i)
+            return true;
+        struct sw_kentry *e = entry_at(st, pos);
+        if (e->fp == fp || is_empty(e))
+            return false;
+        if (++pos == st->cap)
+            pos = 0;
+    }
+    return false;
+}
+
 void sw_keyed_repair(const struct sw_kview *v)
 {
     struct sw_kstate *st = v->st;
-    uint32_t *cells = cells_of(st);
-    if (st->n_keys > st->max_keys)
-        st->n_keys = st->max_keys;
-    memset(cells, 0, (size_t)st->cap * 4u);
     uint32_t live = 0;
     int64_t in_flight = 0;
-    for (uint32_t i = 0; i < st->n_keys; i++) {
+    /* a key lost here (a duplicate, out of its window, or beyond max_keys: never from a
+     * process killed mid-decision, only from damage) frees its entry for probes to go past */
+    for (uint32_t i = 0; i < st->cap; i++) {
         struct sw_kentry *e = entry_at(st, i);
-        if (e->fp == 0)
+        if (e->fp == 0) {
+            e->flags &= SW_KE_TOMB;
             continue;
+        }
+        e->flags &= ~SW_KE_TOMB;
+        if (live >= st->max_keys || !reachable(st, i)) {
+            e->flags = SW_KE_TOMB;
+            e->fp = 0;
+            continue;
+        }
         if (e->in_flight < 0)
             e->in_flight = 0;
         if (e->flags & SW_KE_WINDOW) {
@@ -850,16 +928,10 @@ void sw_keyed_repair(const struct sw_kview *v)
                     e->counts[s] = 0;
                 total = sw_sat_add(total, e->counts[s]);
             }
-            e->total = total;
+            kset_total(st, e, total);
             if (e->a < 0)
                 e->a = 0;
         }
-        uint32_t pos;
-        if (find(st, e->fp, &pos) != UINT32_MAX || pos == UINT32_MAX) {
-            e->fp = 0; /* a duplicate, or no room on its probe path: forgotten */
-            continue;
-        }
-        cells[pos] = cell_of(e->fp, i);
         live++;
         in_flight = sw_sat_add(in_flight, e->in_flight);
     }
@@ -868,7 +940,7 @@ void sw_keyed_repair(const struct sw_kview *v)
     for (uint32_t p = 0; p < st->hold_cap; p++) {
         if (h[p].entry == 0 || h[p].entry == HOLD_DEL)
             continue;
-        if (h[p].entry > st->n_keys || entry_at(st, h[p].entry - 1u)->fp == 0 ||
+        if (h[p].entry > st->cap || entry_at(st, h[p].entry - 1u)->fp == 0 ||
             h[p].slot >= v->n_slots || h[p].count <= 0)
             h[p].entry = HOLD_DEL;
     }
@@ -895,7 +967,7 @@ uint32_t sw_keyed_reap(const struct sw_kview *v)
             for (uint32_t p = 0; p < st->hold_cap; p++) {
                 if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
                     continue;
-                if (h[p].entry <= st->n_keys) {
+                if (h[p].entry <= st->cap) {
                     struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
                     int64_t give = h[p].count < e->in_flight ? h[p].count : e->in_flight;
                     if (give > 0) {

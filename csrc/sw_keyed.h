@@ -3,30 +3,41 @@
  * A keyed table is flat, pointer-free state in caller-owned memory (so it can live in a
  * shared region, kind SW_KIND_KEYED): a header, the statistics of the whole table (one
  * sw_node: PASS, BLOCK, SUCCESS, EXCEPTION, RT over the window, the minute window, the
- * in-flight total), an index of `cap` uint32 cells (open addressing, linear probing over at
- * most SW_KEYED_PROBE cells), `max_keys` compact per-key entries, and (shared tables only) a
+ * in-flight total), `cap` per-key entries (about 1.3 x max_keys), and (shared tables only) a
  * table of in-flight holdings per (key, process) so that a killed process's counts come back.
  *
  * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 with a fixed seed over a type-tagged
  * encoding, the same in every process). A fingerprint is never 0 (0 marks a free entry).
  *
+ * The entries are the hash table itself (open addressing, linear probing over at most
+ * SW_KEYED_PROBE entries from a key's home): the entry a lookup probes is the key's, so a
+ * decision on a key not in cache costs one memory miss (plus the next line at most). An
+ * entry never moves while its key is held (holdings name entries by number). A free entry is
+ * empty (ends a probe) or marked SW_KE_TOMB (probes go past it: a key lay beyond it).
+ *
  * A per-key entry holds only what admission needs:
  *   fp, in_flight, last_use (LRU tick), flags (controller mode, throttle bits),
  *   a   (window mode: the newest bucket start held, ms; pacing mode: the throttle's last_ns),
- *   total (window mode: passes in the window), counts[sample_count] (window mode: passes per
- *   bucket, slot of a start s = (s / window_ms) % sample_count, the buckets held being the
- *   sample_count ones ending at `a`).
- * 40 + 8 * sample_count bytes: 56 for the default 2 x 500 ms window; with the index
- * (cap = max_keys * 3 / 2 cells of 4 bytes) 62 bytes a key.
+ *   counts[sample_count] (window mode: passes per bucket, slot of a start s =
+ *   (s / window_ms) % sample_count, the buckets held being the sample_count ones ending at
+ *   `a`), then, when sample_count > SW_KEYED_SUM_MAX, the passes of all of them (else that
+ *   total is summed when needed).
+ * 32 + 8 * sample_count bytes (+ 8 for the total): 48 for the default 2 x 500 ms window,
+ * 1.3 entries a key: 62.4 bytes a key. Every count is 64 bits, as a private limiter's.
  *
  * Settings are per process (`struct sw_krule`: a limiter rule plus per-key overrides); every
  * decision, with the same settings, is exactly a private Limiter's decision for that key
  * (the same window clamp, reject check and retry time, throttle pacing, concurrency check).
  *
- * Full table: a new key replaces an entry chosen among SW_KEYED_SAMPLE sampled ones (all of
- * them when max_keys <= SW_KEYED_SAMPLE): never one with requests in flight; the least
- * recently used one whose window is empty, else the least recently used one. When every
- * candidate has requests in flight the new key is refused (counted as BLOCK).
+ * Full table (max_keys keys held), or a key whose probe window has no free entry: a new key
+ * replaces a victim among up to SW_KEYED_SAMPLE keys of its probe window, taken in turn from
+ * the keys on its path before the first empty entry (it takes the victim's entry), then also
+ * the keys ending a run (the victim's entry becomes empty), then the first keys of the
+ * window whatever their place (the victim's entry may stay marked), moving on only when no
+ * candidate of a turn can go; every key when max_keys <= SW_KEYED_SAMPLE (the window is then
+ * the whole table: exact LRU). Never one with requests in flight; the least recently used
+ * one whose window is empty, else the least recently used one. When every candidate has
+ * requests in flight the new key is refused (counted as BLOCK).
  */
 #ifndef SW_KEYED_H
 #define SW_KEYED_H
@@ -38,9 +49,11 @@ extern "C" {
 #endif
 
 #define SW_KEYED_MAX_KEYS (UINT32_C(1) << 24) /* keys a table may hold */
-#define SW_KEYED_PROBE 256u   /* index cells scanned at most per lookup */
-#define SW_KEYED_SAMPLE 16u   /* eviction candidates sampled when the table is full */
+#define SW_KEYED_PROBE 256u   /* entries scanned at most per lookup */
+#define SW_KEYED_SAMPLE 16u   /* eviction candidates at most */
 #define SW_KEYED_HOLD_PROBE 64u
+#define SW_KEYED_SWEEP 4u     /* free marks an eviction checks in turn */
+#define SW_KEYED_SUM_MAX 2u   /* up to this many buckets an entry sums its counts */
 
 /* Key type tags of the encoding hashed by sw_keyed_hash. */
 enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = 'I' };
@@ -69,6 +82,7 @@ struct sw_krule {
 #define SW_KE_PACING 2u     /* `a` holds a throttle's last_ns */
 #define SW_KE_SATURATED 4u  /* the throttle's last_ns hit INT64_MAX */
 #define SW_KE_HAS_LAST 8u   /* the throttle has admitted a request */
+#define SW_KE_TOMB 16u      /* a free entry (fp 0) that probes go past */
 
 struct sw_kentry {
     uint64_t fp;          /* 0: free */
@@ -76,8 +90,7 @@ struct sw_kentry {
     uint32_t last_use;    /* the table's tick at the last use (age = tick - last_use) */
     uint32_t flags;       /* SW_KE_* */
     int64_t a;            /* window: newest bucket start (ms); pacing: last_ns */
-    int64_t total;        /* window: passes in the buckets held */
-    int64_t counts[];     /* window: sample_count bucket counts */
+    int64_t counts[];     /* window: sample_count bucket counts (then the total, see above) */
 };
 
 /* A holding (shared tables): entry index + 1 (0 free, UINT32_MAX deleted), process slot. */
@@ -90,9 +103,9 @@ struct sw_khold {
 struct sw_kstate {
     sw_lock lock;
     uint32_t max_keys;
-    uint32_t n_keys;      /* entries 0..n_keys-1 have been used */
-    uint32_t n_live;      /* entries with fp != 0 (len()) */
-    uint32_t cap;         /* index cells */
+    uint32_t resv_;       /* 0 */
+    uint32_t n_live;      /* entries holding a key (len()), at most max_keys */
+    uint32_t cap;         /* entries */
     uint32_t entry_size;  /* bytes of one entry */
     uint32_t sample_count;
     uint32_t hold_cap;    /* holding cells (0: private) */
@@ -100,10 +113,10 @@ struct sw_kstate {
     int64_t interval_ms;
     int64_t window_ms;
     uint64_t tick;        /* LRU clock, bumped by every use */
-    uint64_t rng;         /* eviction sampling */
+    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
     int64_t evicted;      /* keys evicted so far */
     uint64_t size;        /* total bytes */
-    uint64_t off_node, off_index, off_entries, off_hold;
+    uint64_t off_node, off_resv_, off_entries, off_hold; /* off_resv_: 0 */
 };
 
 /* How one process uses a table (process-local, never shared). */
@@ -124,7 +137,7 @@ size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_ke
 int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_count,
                   uint32_t max_keys, bool shared);
 /** Check a table read from a shared region: the layout init gives, every index in range
- * (entries, cells, holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
+ * (holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
                       uint32_t sample_count, uint32_t max_keys, bool shared);
 /** The header part of sw_keyed_validate (the layout fields only; reads nothing else).
@@ -136,8 +149,8 @@ size_t sw_keyed_node_size(int64_t interval_ms, uint32_t sample_count);
 /** Check a copy of a table's node (as sw_node_validate). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t sample_count);
 /** Restore what a process that died inside a critical section may have left half-written:
- * per-key derived fields, the index (rebuilt from the entries), the holdings, the node, the
- * in-flight totals. O(max_keys). Lock held by the caller. */
+ * per-key derived fields, free-entry marks, keys a lookup would not find (damage only), the
+ * holdings, the node, the in-flight totals. O(max_keys). Lock held by the caller. */
 void sw_keyed_repair(const struct sw_kview *v);
 /** Give back the in-flight counts (per key) of the dead processes of a shared table.
  * @return the number of process slots freed */
