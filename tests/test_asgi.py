@@ -671,7 +671,8 @@ print([m["status"] for m in sent if "status" in m], statuses,
       "slidewin.redis" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+                         stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                         cwd=os.path.dirname(os.path.abspath(__file__)))  # not the source root
     assert out.returncode == 0, out.stdout
     assert out.stdout.split("\n")[-2] == (
         "[200, 429] ['200 OK', '429 Too Many Requests'] False"
