@@ -548,6 +548,45 @@ static void crafted_deque(void)
     unlink(path);
 }
 
+/* A region is input: a count below 0 (no operation ever stores one) in a bucket of the
+ * window would let the limiter admit that many more than its limit; the repair on attaching
+ * puts it back to 0. Before: all 20 admitted, against a limit of 10. */
+static void crafted_negative_count(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "neg");
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_view v;
+    view_of(&a, &rule, &v);
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(&v, 1, MS(600), SW_F_TRY, &d), SW_OK);  /* bucket 500 */
+    CHECK_EQ(sw_decide(&v, 1, MS(1100), SW_F_TRY, &d), SW_OK); /* bucket 1000, the head */
+    struct sw_node *node = sw_lstate_node(a.state);
+    int64_t *old = sw_leap_slot(sw_node_sec(node), sw_leap_index(sw_node_sec(node), 500));
+    CHECK_EQ(old[SW_SLOT_START], 500);
+    old[SW_SLOT_COUNTS + SW_EV_PASS] = -1000; /* the crafted damage */
+    ((struct sw_lstate *)a.state)->hot[SW_HOT_SEC] = -1000; /* and on the lock's line */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    struct sw_view vb;
+    view_of(&b, &rule, &vb);
+    sw_lstate_check_repair(&vb);
+    int passed = 0;
+    for (int i = 0; i < 20; i++) {
+        CHECK_EQ(sw_decide(&vb, 1, MS(1200), SW_F_TRY, &d), SW_OK);
+        passed += d.verdict == SW_PASS;
+    }
+    CHECK_EQ(passed, 9); /* bucket 500's 1 counted as 0, bucket 1000's 1 */
+    sw_shm_close(&a);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
 /* ---- observers: a state copied without its lock (sw_lstate_copy) ---- */
 
 /* Copies from a live state; with `inject` set, the first `inject` whole-state copies are torn:
@@ -755,6 +794,7 @@ void test_shm_review(void);
 void test_shm_review(void)
 {
     observer_torn_copy();
+    crafted_negative_count();
     kill_while_settling();
     crash_in_refresh(2);
     crash_in_refresh(1);
