@@ -410,6 +410,11 @@ void sw_leap_repair(struct sw_leap *l)
         int64_t st = slot[SW_SLOT_START];
         if (st != SW_LEAP_EMPTY && (l->head == SW_LEAP_EMPTY || st > l->head || st < 0))
             sw_leap_slot_clear(l, slot, SW_LEAP_EMPTY);
+        /* no operation stores a count below 0: one read from a region would let a limiter
+         * admit that many more than its limit */
+        for (uint32_t e = 0; e < l->n_events; e++)
+            if (slot[SW_SLOT_COUNTS + e] < 0)
+                slot[SW_SLOT_COUNTS + e] = 0;
     }
     if (l->head != SW_LEAP_EMPTY && (l->newest == SW_LEAP_EMPTY || l->newest < l->head))
         l->newest = l->head; /* head is never ahead of the newest time seen */

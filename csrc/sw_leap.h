@@ -305,7 +305,8 @@ uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_
  * shared region is input). O(sample_count) for the min_rt deque. */
 bool sw_leap_indices_ok(const struct sw_leap *l);
 /** Rebuild the running totals and the min_rt deque from the slots (after a process died
- * inside a critical section); a ring whose indices are out of range starts afresh. */
+ * inside a critical section); a ring whose indices are out of range starts afresh, and a
+ * count below 0 (damage: never stored) becomes 0. */
 void sw_leap_repair(struct sw_leap *l);
 
 /* ---- a locked view: what the binding's Metric type calls ---- */

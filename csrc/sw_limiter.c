@@ -5,6 +5,7 @@
 #include "sw_time.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -176,7 +177,7 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
     sw_lock_init(&st->lock);
     st->pad_[0] = 0;
     st->pad_[1] = 0;
-    st->pad2_ = 0;
+    atomic_init(&st->hot_seq, 0u);
     for (int i = 0; i < SW_HOT_WORDS; i++)
         st->hot[i] = 0;
     st->off_node = (uint32_t)sw_align8(sizeof(struct sw_lstate));
@@ -247,6 +248,10 @@ void sw_lstate_enter(struct sw_lstate *st)
 {
     struct sw_node *node = sw_lstate_node(st);
     struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
+    /* 0. tell observers (sw_lstate_copy) that the heads may move from here on */
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     /* 1. raise the head buckets and the totals to the counts kept on the lock's line */
     for (int k = 0; k < 2; k++) {
         int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
@@ -281,12 +286,51 @@ void sw_lstate_leave(struct sw_lstate *st)
     }
     for (int e = 0; e < 2; e++)
         st->hot[SW_HOT_LIFE + e] = node->totals[hot_ev[e]];
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
 }
 
 void sw_lstate_settle(struct sw_lstate *st)
 {
     sw_lstate_enter(st);
     sw_lstate_leave(st);
+}
+
+void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok)
+{
+    if (!hot_ok)
+        for (int i = SW_HOT_SEC; i < SW_HOT_LIFE; i++)
+            st->hot[i] = 0;
+    sw_lstate_settle(st);
+}
+
+int sw_lstate_copy(struct sw_lstate *dst, size_t size,
+                   int (*read)(void *ctx, size_t off, size_t len, void *dst), void *ctx,
+                   unsigned tries, bool *hot_ok)
+{
+    const size_t seq_off = offsetof(struct sw_lstate, hot_seq);
+    *hot_ok = false;
+    if (size < sizeof(struct sw_lstate))
+        return -1;
+    for (unsigned k = 0; k == 0 || k < tries; k++) {
+        uint64_t before, after;
+        if (k > 0)
+            sched_yield();
+        if (read(ctx, seq_off, sizeof before, &before) != 0 || read(ctx, 0, size, dst) != 0 ||
+            read(ctx, seq_off, sizeof after, &after) != 0)
+            return -1;
+        if (before != after)
+            continue;
+        /* odd and unchanged: an operation is under way, or was until its process died (or
+         * the lock was let go): then the state no longer changes and the copy is whole */
+        uint64_t owner = atomic_load_explicit(&dst->lock.word, memory_order_relaxed);
+        if (!(before & 1u) || owner == 0u ||
+            ((owner >> 32) != 0u && sw_proc_token_dead(owner))) {
+            *hot_ok = true;
+            return 0;
+        }
+    }
+    return 0;
 }
 
 static void lstate_enter_cb(const void *st)

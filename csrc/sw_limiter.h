@@ -107,7 +107,12 @@ struct sw_lstate {
     uint64_t pad_[2];         /* zero: puts the lock at byte 64 */
     sw_lock lock;
     int64_t hot[SW_HOT_WORDS];
-    uint64_t pad2_;           /* zero: the node starts on a line */
+    /* for observers reading the state without the lock (sw_lstate_copy): odd from the start
+     * of sw_lstate_enter to the end of sw_lstate_leave, and a new value each time. While it
+     * stays even, no head bucket moves and hot[] holds the heads' counts (only a decision at
+     * the heads changes it, raising it); a copy taken across a change may pair hot[] with a
+     * newer head. A hint only: a process killed inside leaves it odd until the next settle. */
+    _Atomic uint64_t hot_seq;
 };
 struct sw_limiter {
     struct sw_rule rule;
@@ -170,6 +175,27 @@ void sw_lstate_leave(struct sw_lstate *st);
 /** Settle a copy of a state (e.g. read from a region, no lock): the node's windows and
  * totals then hold every count (sw_lstate_enter + sw_lstate_leave). */
 void sw_lstate_settle(struct sw_lstate *st);
+/** Copy a state that other processes may be changing (an observer: no lock). The whole state
+ * is copied between two reads of its hot_seq, again (after a sched_yield) while they differ or
+ * are odd, up to `tries` times.
+ * @param dst caller-owned memory of `size` bytes (aligned for struct sw_lstate)
+ * @param size the state's size (its header says it; validate the copy afterwards)
+ * @param read copies len bytes from offset off of the state into dst; 0 on success
+ * @param ctx passed to read
+ * @param tries copies at most (at least 1)
+ * @param hot_ok set to whether the copy's hot[] belongs with its windows' heads: the two
+ *        reads were equal and even, or equal and odd with the lock free or its owner dead
+ *        (the state no longer changes); pass it to sw_lstate_settle_copy
+ * @return 0, or -1 when read failed or size < sizeof(struct sw_lstate) */
+int sw_lstate_copy(struct sw_lstate *dst, size_t size,
+                   int (*read)(void *ctx, size_t off, size_t len, void *dst), void *ctx,
+                   unsigned tries, bool *hot_ok);
+/** sw_lstate_settle for a copy made by sw_lstate_copy (validated): when !hot_ok, the head
+ * buckets' counts on the lock's line are left out (they may be an older bucket's: the copy's
+ * windows then miss the decisions counted there since the last settle, rather than add an
+ * older bucket's counts to a newer one); the lifetime totals' (only ever rising) are always
+ * settled. @param st the copy @param hot_ok as sw_lstate_copy set it */
+void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok);
 /** Give back the in-flight counts of the dead processes of a shared state's table.
  * Checks liveness outside the lock (reads /proc), then moves each dead slot's count out of
  * the total under the lock, and frees the slot.

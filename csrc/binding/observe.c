@@ -154,6 +154,7 @@ struct peek {
     unsigned char *copy;   /* the state's first `copied` bytes (limiter, Metric) or the node
                               (keyed) */
     size_t copied;
+    bool hot_ok;           /* limiter: the copy's hot[] goes with its heads (sw_lstate_copy) */
     uint32_t waiters;
     struct sw_kstate khdr; /* keyed: the table's header */
 };
@@ -180,6 +181,17 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
         off += got;
     }
     return 0;
+}
+
+struct pread_at {
+    int fd;
+    off_t base;
+};
+
+static int pread_cb(void *ctx, size_t off, size_t len, void *dst)
+{
+    const struct pread_at *at = ctx;
+    return pread_all(at->fd, dst, len, at->base + (off_t)off);
 }
 
 /* Read path (pread, never mapped: it may shrink or change under us), check it and copy what
@@ -271,7 +283,15 @@ static int peek_region(const char *path, struct peek *pk)
         PyErr_NoMemory();
         goto done;
     }
-    if (pread_all(fd, pk->copy, pk->copied, state_off) != 0) {
+    if (h->kind == SW_KIND_LIMITER) {
+        /* copied while no other process moves a head bucket (see sw_lstate_copy) */
+        struct pread_at at = {fd, state_off};
+        if (sw_lstate_copy((struct sw_lstate *)(void *)pk->copy, pk->copied, pread_cb, &at,
+                           16u, &pk->hot_ok) != 0) {
+            peek_fail("truncated while being read", path);
+            goto done;
+        }
+    } else if (pread_all(fd, pk->copy, pk->copied, state_off) != 0) {
         peek_fail("truncated while being read", path);
         goto done;
     }
@@ -297,7 +317,7 @@ static int peek_node_stats(struct peek *pk, const char *path, int64_t now, struc
             return peek_fail("a damaged limiter region (its state)", path);
         node = sw_lstate_node(st);
         sw_node_repair(node);
-        sw_lstate_settle(st); /* the counts kept on the lock's line, into the node */
+        sw_lstate_settle_copy(st, pk->hot_ok); /* the counts on the lock's line, into the node */
     } else {
         node = (struct sw_node *)(void *)pk->copy;
         if (sw_keyed_node_validate(node, h->interval_ms, h->sample_count) != SW_OK)

@@ -548,6 +548,141 @@ static void crafted_deque(void)
     unlink(path);
 }
 
+/* A region is input: a count below 0 (no operation ever stores one) in a bucket of the
+ * window would let the limiter admit that many more than its limit; the repair on attaching
+ * puts it back to 0. Before: all 20 admitted, against a limit of 10. */
+static void crafted_negative_count(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "neg");
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_view v;
+    view_of(&a, &rule, &v);
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(&v, 1, MS(600), SW_F_TRY, &d), SW_OK);  /* bucket 500 */
+    CHECK_EQ(sw_decide(&v, 1, MS(1100), SW_F_TRY, &d), SW_OK); /* bucket 1000, the head */
+    struct sw_node *node = sw_lstate_node(a.state);
+    int64_t *old = sw_leap_slot(sw_node_sec(node), sw_leap_index(sw_node_sec(node), 500));
+    CHECK_EQ(old[SW_SLOT_START], 500);
+    old[SW_SLOT_COUNTS + SW_EV_PASS] = -1000; /* the crafted damage */
+    ((struct sw_lstate *)a.state)->hot[SW_HOT_SEC] = -1000; /* and on the lock's line */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    struct sw_view vb;
+    view_of(&b, &rule, &vb);
+    sw_lstate_check_repair(&vb);
+    int passed = 0;
+    for (int i = 0; i < 20; i++) {
+        CHECK_EQ(sw_decide(&vb, 1, MS(1200), SW_F_TRY, &d), SW_OK);
+        passed += d.verdict == SW_PASS;
+    }
+    CHECK_EQ(passed, 9); /* bucket 500's 1 counted as 0, bucket 1000's 1 */
+    sw_shm_close(&a);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
+/* ---- observers: a state copied without its lock (sw_lstate_copy) ---- */
+
+/* Copies from a live state; with `inject` set, the first `inject` whole-state copies are torn:
+ * the lock's line (hot[]) is copied, then a decision in a new bucket runs (it moves the head
+ * buckets and loads hot[] anew), then the node is copied. */
+struct torn_src {
+    struct sw_view *v;
+    int inject;
+    int64_t at_ns; /* the injected decision's time, one bucket later each time */
+};
+
+static int torn_read(void *ctx, size_t off, size_t len, void *dst)
+{
+    struct torn_src *src = ctx;
+    const char *base = (const char *)src->v->st;
+    if (off != 0 || len <= sizeof(struct sw_lstate) || src->inject == 0) {
+        memcpy(dst, base + off, len);
+        return 0;
+    }
+    src->inject--;
+    memcpy(dst, base, sizeof(struct sw_lstate));
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(src->v, 1, src->at_ns, SW_F_TRY, &d), SW_OK);
+    CHECK_EQ(d.verdict, SW_PASS);
+    src->at_ns += MS(500);
+    memcpy((char *)dst + sizeof(struct sw_lstate), base + sizeof(struct sw_lstate),
+           len - sizeof(struct sw_lstate));
+    return 0;
+}
+
+/* What read_region does with a copy: check it, repair it, settle it, read it at t. */
+static void copy_stats(struct sw_view *v, struct torn_src *src, unsigned tries, bool *hot_ok,
+                       int64_t t_ns, struct sw_stats *st, struct sw_totals *tot,
+                       int64_t *min_pass)
+{
+    size_t size = v->st->size;
+    struct sw_lstate *copy = aligned_alloc(64, (size + 63u) & ~(size_t)63u);
+    CHECK(copy != NULL);
+    if (copy == NULL)
+        abort();
+    CHECK_EQ(sw_lstate_copy(copy, size, torn_read, src, tries, hot_ok), 0);
+    struct sw_node *node = sw_lstate_node(copy);
+    CHECK_EQ(sw_lstate_validate(copy, size, v->rule->interval_ms, v->rule->sample_count), SW_OK);
+    sw_node_repair(node);
+    sw_lstate_settle_copy(copy, *hot_ok);
+    sw_node_stats(node, t_ns, st);
+    sw_node_totals(node, tot);
+    *min_pass = sw_leap_sum(sw_node_min(node), NULL, SW_EV_PASS, sw_ms_of_ns(t_ns));
+    free(copy);
+}
+
+/* A copy whose lock line is older than its node (a decision in a new bucket ran between the
+ * two) must not add the old head bucket's counts, kept on the lock's line, to the new one:
+ * it is taken again. Before: the window read 100 passes in a bucket that held 1. */
+static void observer_torn_copy(void)
+{
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_view v;
+    view_of(&s, &rule, &v);
+    struct sw_decision d;
+    for (int i = 0; i < 100; i++) /* bucket 1000: 100 passes, 99 on the lock's line only */
+        CHECK_EQ(sw_decide(&v, 1, MS(1100), SW_F_TRY, &d), SW_OK);
+    struct torn_src src = {&v, 1, MS(2100)};
+    bool hot_ok = false;
+    struct sw_stats st;
+    struct sw_totals tot;
+    int64_t min_pass;
+    copy_stats(&v, &src, 16, &hot_ok, MS(2100), &st, &tot, &min_pass);
+    CHECK_EQ(src.inject, 0);  /* the first copy was torn */
+    CHECK(hot_ok);            /* the second was not */
+    CHECK_EQ(st.pass, 1);     /* the window at 2100: bucket 2000 only */
+    CHECK_EQ(tot.pass, 101);
+    CHECK_EQ(min_pass, 101);  /* minute bucket 1000 and 2000 */
+
+    /* torn every time: the copy's head counts on the lock's line are left out, never added
+     * to a newer bucket; the lifetime totals (only rising) still settle */
+    src.inject = 3;
+    src.at_ns = MS(3100);
+    for (int i = 0; i < 50; i++) /* bucket 2500 (the window 2000..2999): 50 on the line */
+        CHECK_EQ(sw_decide(&v, 1, MS(2600), SW_F_TRY, &d), SW_OK);
+    copy_stats(&v, &src, 3, &hot_ok, MS(4100), &st, &tot, &min_pass);
+    CHECK_EQ(src.inject, 0);
+    CHECK(!hot_ok);
+    /* each injected decision started a bucket (the general path: stored in the node) */
+    CHECK_EQ(st.pass, 2);     /* buckets 3500 and 4000: 1 each */
+    CHECK_EQ(tot.pass, 154);
+    CHECK_EQ(min_pass, 154);  /* not 155: minute bucket 3000's 2 (on the line) into 4000 */
+    sw_shm_close(&s);
+}
+
 /* A decision at the head of both windows counts on the lock's line only; the next other
  * operation moves those counts into the windows and the totals in steps (sw_lstate_enter,
  * sw_lstate_leave). A process killed at any of those steps loses and doubles nothing: the
@@ -608,8 +743,22 @@ static void kill_while_settling(void)
         close(ready[1]);
         struct sw_view v;
         view_of(&s, &rule, &v);
+        /* an observer first: the copy of a state left by a dead process is whole */
+        struct torn_src src = {&v, 0, 0};
+        bool hot_ok = false;
+        struct sw_stats cst;
+        struct sw_totals ctot;
+        int64_t cmin;
+        copy_stats(&v, &src, 4, &hot_ok, MS(1600), &cst, &ctot, &cmin);
+        CHECK(hot_ok);
+        CHECK(ctot.pass == 30 || ctot.pass == 31);
+        CHECK_EQ(ctot.block, 1000);
+        CHECK_EQ(cst.pass, ctot.pass);
+        CHECK_EQ(cst.block, 1000);
+        CHECK_EQ(cmin, ctot.pass);
         struct sw_totals tot;
         sw_totals_read(&v, &tot); /* takes the lock over when the child died holding it */
+        CHECK_EQ(tot.pass, ctot.pass);
         if (completed)
             CHECK_EQ(tot.pass, 31);
         CHECK(tot.pass == 30 || tot.pass == 31); /* the last pass: counted or not, once */
@@ -644,6 +793,8 @@ static void kill_while_settling(void)
 void test_shm_review(void);
 void test_shm_review(void)
 {
+    observer_torn_copy();
+    crafted_negative_count();
     kill_while_settling();
     crash_in_refresh(2);
     crash_in_refresh(1);
