@@ -397,9 +397,15 @@ static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t 
     return best_idle != UINT32_MAX ? best_idle : best;
 }
 
+/* Keep the stores before it before the stores after it (a process may be killed between any
+ * two stores; the compiler must not reorder them: the test hook, being conditional, does not
+ * stop it). */
+#define STORE_ORDER() atomic_signal_fence(memory_order_seq_cst)
+
 /* Give entry e to key fp, fresh. Its state is cleared before fp is written: a process killed
  * in between leaves the old key (reset, nothing in flight) or a free entry still marked as
- * one that probes go past. */
+ * one that probes go past. The mark goes only once fp is written (a free entry unmarked for
+ * an instant would end the probes of the keys behind it). */
 static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
 {
     e->in_flight = 0;
@@ -408,7 +414,9 @@ static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
     e->flags &= SW_KE_TOMB;
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
+    STORE_ORDER();
     e->fp = fp;
+    STORE_ORDER();
     e->flags = 0;
 }
 
@@ -441,6 +449,7 @@ static void tomb_clear(struct sw_kstate *st, uint32_t i)
         struct sw_kentry *e = entry_at(st, i);
         if (e->fp != 0 || !(e->flags & SW_KE_TOMB))
             break;
+        STORE_ORDER();
         e->flags = 0;
         i = i == 0 ? st->cap - 1u : i - 1u;
     }
@@ -451,7 +460,9 @@ static void kentry_free(struct sw_kstate *st, uint32_t i)
 {
     struct sw_kentry *e = entry_at(st, i);
     e->flags = SW_KE_TOMB;
+    STORE_ORDER();
     e->fp = 0;
+    STORE_ORDER();
     if (!tomb_needed(st, i))
         tomb_clear(st, i);
 }
@@ -526,6 +537,7 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         kentry_free(st, i);
         if (sw_test_in_critical != NULL)
             sw_test_in_critical();
+        STORE_ORDER();
         kentry_take(st, entry_at(st, fr), fp);
         i = fr;
     }
@@ -916,6 +928,7 @@ void sw_keyed_repair(const struct sw_kview *v)
         e->flags &= ~SW_KE_TOMB;
         if (live >= st->max_keys || !reachable(st, i)) {
             e->flags = SW_KE_TOMB;
+            STORE_ORDER();
             e->fp = 0;
             continue;
         }
