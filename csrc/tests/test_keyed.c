@@ -696,6 +696,66 @@ static void test_shared(void)
     close(ready[1]);
 }
 
+/* A process killed between its holding and the key's count (taking or giving back in flight
+ * of a key another process holds too): once the lock is taken over and the dead process
+ * reaped, the key holds exactly the other process's count (none lost, none leaked). */
+static void kill_mid_hold(bool giving_back)
+{
+    struct sw_shm_layout lay = k_layout(100);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_kview v;
+    kview_of(&s, &rule, &v);
+    struct sw_decision d;
+    sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
+    CHECK_EQ(d.verdict, SW_PASS);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct sw_kview cv;
+        kview_of(&s, &rule, &cv);
+        struct sw_decision cd;
+        if (giving_back)
+            sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
+        sw_test_in_critical = k_hang;
+        if (write(ready[1], "x", 1) != 1)
+            _exit(2);
+        if (giving_back)
+            sw_keyed_exit(&cv, fp_int(7), 1, 0, SW_OUT_NONE, MS(10)); /* hangs: gives 1 back */
+        else
+            sw_keyed_decide(&cv, fp_int(7), 1, MS(10), 0, &cd); /* hangs: takes 1 */
+        _exit(0);
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    usleep(20000);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    (void)sw_keyed_in_flight(&v, fp_int(7)); /* takes the lock over, repairs */
+    CHECK_EQ(sw_keyed_reap(&v), 1);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 1);
+    struct sw_stats st;
+    int64_t ev, keys;
+    sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.in_flight, 1);
+    CHECK_EQ(sw_keyed_release(&v, fp_int(7), 1), SW_OK);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 0);
+    sw_shm_close(&s);
+    close(ready[0]);
+    close(ready[1]);
+}
+
+static void test_shared_kill_mid_hold(void)
+{
+    kill_mid_hold(false);
+    kill_mid_hold(true);
+}
+
 /* A process killed in the middle of an eviction (the victim's entry freed or being given to
  * the new key): the next process takes the lock over, repairs, and the table stays usable. */
 static void test_shared_kill_mid_eviction(void)
@@ -766,4 +826,5 @@ void test_keyed(void)
     test_threads();
     test_shared();
     test_shared_kill_mid_eviction();
+    test_shared_kill_mid_hold();
 }
