@@ -597,10 +597,20 @@ static void add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kent
     struct sw_node *node = sw_keyed_node(v->st);
     if (v->my_slot >= 0)
         v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
-    hold_add(v, idx, d);
+    /* a holding is never behind its share of the key's count: taking, the holding goes
+     * first; giving back, the count. A process killed in between leaves its holding ahead,
+     * by its own change only, and the reap gives back no more than the others leave */
+    if (d > 0)
+        hold_add(v, idx, d);
+    else
+        e->in_flight = sw_sat_add(e->in_flight, d);
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
-    e->in_flight = sw_sat_add(e->in_flight, d);
+    STORE_ORDER();
+    if (d > 0)
+        e->in_flight = sw_sat_add(e->in_flight, d);
+    else
+        hold_add(v, idx, d);
     node->in_flight = sw_sat_add(node->in_flight, d);
 }
 
@@ -962,36 +972,82 @@ void sw_keyed_repair(const struct sw_kview *v)
     node->in_flight = in_flight;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Give back the holdings of dead slot s (lock held). A holding gives back its count, but
+ * never more than its entry holds beyond the other slots' holdings of it: a process killed
+ * between its holding and the key's count left the holding ahead (add_in_flight). */
+static void reap_slot(const struct sw_kview *v, uint32_t s)
+{
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    struct sw_khold *h = holds_of(st);
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < st->hold_cap; p++)
+        n += h[p].entry != 0 && h[p].entry != HOLD_DEL && h[p].entry <= st->cap &&
+             h[p].slot == s;
+    /* the entries s holds (sorted, unique) and what the other slots hold of each */
+    uint32_t *ents = n > 0 ? malloc((size_t)n * sizeof *ents) : NULL;
+    int64_t *others = n > 0 ? calloc(n, sizeof *others) : NULL;
+    if (ents != NULL && others != NULL) {
+        uint32_t k = 0;
+        for (uint32_t p = 0; p < st->hold_cap && k < n; p++)
+            if (h[p].entry != 0 && h[p].entry != HOLD_DEL && h[p].entry <= st->cap &&
+                h[p].slot == s)
+                ents[k++] = h[p].entry;
+        qsort(ents, k, sizeof *ents, cmp_u32);
+        n = 0;
+        for (uint32_t j = 0; j < k; j++)
+            if (n == 0 || ents[n - 1] != ents[j])
+                ents[n++] = ents[j];
+        for (uint32_t p = 0; p < st->hold_cap; p++) {
+            if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot == s || h[p].count <= 0)
+                continue;
+            uint32_t *at = bsearch(&h[p].entry, ents, n, sizeof *ents, cmp_u32);
+            if (at != NULL)
+                others[at - ents] = sw_sat_add(others[at - ents], h[p].count);
+        }
+    } else {
+        n = 0; /* no memory: each holding gives back its count (at most the key's) */
+    }
+    for (uint32_t p = 0; p < st->hold_cap; p++) {
+        if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
+            continue;
+        if (h[p].entry <= st->cap) {
+            struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
+            uint32_t *at = n > 0 ? bsearch(&h[p].entry, ents, n, sizeof *ents, cmp_u32) : NULL;
+            int64_t room = sw_sat_sub(e->in_flight, at != NULL ? others[at - ents] : 0);
+            int64_t give = h[p].count < room ? h[p].count : room;
+            if (give > 0) {
+                e->in_flight -= give;
+                int64_t left = sw_sat_sub(node->in_flight, give);
+                node->in_flight = left < 0 ? 0 : left;
+            }
+        }
+        h[p].count = 0;
+        h[p].entry = HOLD_DEL;
+    }
+    free(ents);
+    free(others);
+}
+
 uint32_t sw_keyed_reap(const struct sw_kview *v)
 {
     uint32_t freed = 0;
     if (v->slots == NULL)
         return 0;
     uint64_t me = sw_token_resolve(v->token);
-    struct sw_kstate *st = v->st;
     for (uint32_t s = 0; s < v->n_slots; s++) {
         uint64_t tok = atomic_load_explicit(&v->slots[s].token, memory_order_acquire);
         if (tok == 0 || tok == me || !sw_proc_token_dead(tok))
             continue;
         lock_table(v);
         if (atomic_load_explicit(&v->slots[s].token, memory_order_relaxed) == tok) {
-            struct sw_node *node = sw_keyed_node(st);
-            struct sw_khold *h = holds_of(st);
-            for (uint32_t p = 0; p < st->hold_cap; p++) {
-                if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
-                    continue;
-                if (h[p].entry <= st->cap) {
-                    struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
-                    int64_t give = h[p].count < e->in_flight ? h[p].count : e->in_flight;
-                    if (give > 0) {
-                        e->in_flight -= give;
-                        int64_t left = sw_sat_sub(node->in_flight, give);
-                        node->in_flight = left < 0 ? 0 : left;
-                    }
-                }
-                h[p].count = 0;
-                h[p].entry = HOLD_DEL;
-            }
+            reap_slot(v, s);
             v->slots[s].in_flight = 0;
             atomic_store_explicit(&v->slots[s].token, 0, memory_order_release);
             freed++;
