@@ -367,6 +367,8 @@ static void test_repair_damage(void)
 
 /* ---- a process killed at any instruction ---- */
 
+
+
 /* The k-th fingerprint (k >= 1) whose home is entry h of st's table. */
 static uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t k)
 {
@@ -535,6 +537,73 @@ static void test_kill_anywhere(void)
     }
     CHECK_EQ(bad, 0);
     CHECK(steps > 1000);
+}
+
+/* A region is untrusted: attaching validates only the layout, so decisions meet entries with
+ * any bit pattern (extreme window starts, counts, in-flight) and must stay defined (no
+ * overflow: the asan build's UBSan stops at one), bounded, and in range. */
+static void test_crafted_entries(void)
+{
+    static const int64_t wild[] = {INT64_MIN, INT64_MIN + 1, -1, INT64_MAX, INT64_MAX - 1,
+                                   INT64_MAX / 2, INT64_MIN / 2};
+    static const int modes[][2] = {{SW_GRADE_QPS, SW_REJECT},
+                                   {SW_GRADE_CONCURRENCY, SW_REJECT},
+                                   {SW_GRADE_QPS, SW_THROTTLE}};
+    static const uint32_t samples[] = {1, 2, 4};
+    for (int m = 0; m < 3; m++) {
+        for (int si = 0; si < 3; si++) {
+            struct sw_limiter_cfg cfg = cfg_of(modes[m][0], modes[m][1], 3);
+            cfg.sample_count = samples[si];
+            cfg.max_queueing_ms = 500;
+            struct ktab k;
+            if (ktab_new(&k, &cfg, 4) < 0)
+                return;
+            struct sw_decision d;
+            int crafted = 0;
+            for (size_t w = 0; w < sizeof wild / sizeof wild[0]; w++) {
+                for (int field = 0; field < 3; field++) {
+                    int64_t key = (int64_t)w;
+                    sw_keyed_decide(&k.v, fp_int(key), 1, MS(1000), SW_F_ENTRY, &d);
+                    struct sw_kentry *e = NULL;
+                    for (uint32_t i = 0; i < k.st->cap; i++)
+                        if (kentry_of(k.st, i)->fp == fp_int(key))
+                            e = kentry_of(k.st, i);
+                    if (e == NULL)
+                        continue; /* refused: every candidate in flight (crafted counts) */
+                    crafted++;
+                    if (field == 0)
+                        e->a = wild[w];
+                    else if (field == 1)
+                        e->in_flight = wild[w];
+                    else
+                        for (uint32_t c = 0; c < (k.st->entry_size - 32u) / 8u; c++)
+                            e->counts[c] = wild[(w + c) % 7];
+                    static const int64_t times[] = {0, MS(1000), MS(3000), INT64_MAX};
+                    for (int t = 0; t < 4; t++) {
+                        sw_keyed_decide(&k.v, fp_int(key), 1, times[t], SW_F_RETRY, &d);
+                        sw_keyed_decide(&k.v, fp_int(key), 2, times[t], SW_F_TRY | SW_F_ENTRY,
+                                        &d);
+                        sw_keyed_exit(&k.v, fp_int(key), 1, 3, SW_OUT_SUCCESS, times[t]);
+                        (void)sw_keyed_release(&k.v, fp_int(key), 1);
+                        /* new keys: the crafted one may be the eviction's candidate */
+                        sw_keyed_decide(&k.v, fp_int(100 + t + 4 * (int64_t)w), 1, times[t], 0,
+                                        &d);
+                    }
+                    CHECK(sw_keyed_len(&k.v) <= 4u);
+                }
+            }
+            CHECK(crafted >= 3);
+            sw_keyed_lock(&k.v);
+            sw_keyed_repair(&k.v);
+            sw_keyed_unlock(&k.v);
+            for (uint32_t i = 0; i < k.st->cap; i++) {
+                struct sw_kentry *e = kentry_of(k.st, i);
+                if (e->fp != 0)
+                    CHECK(e->in_flight >= 0 && e->a >= 0);
+            }
+            free(k.st);
+        }
+    }
 }
 
 /* ---- threads: exact per key ---- */
@@ -823,6 +892,7 @@ void test_keyed(void)
     test_churn();
     test_repair_damage();
     test_kill_anywhere();
+    test_crafted_entries();
     test_threads();
     test_shared();
     test_shared_kill_mid_eviction();
