@@ -256,10 +256,11 @@ static void kwin_advance(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
     int64_t cur = kstart(st, t);
     if (cur <= e->a)
         return;
-    if (cur - e->a >= st->interval_ms) {
+    int64_t gap = sw_sat_sub(cur, e->a); /* `a` may be anything in a region */
+    if (gap >= st->interval_ms) {
         kwin_clear(st, e);
     } else {
-        int64_t k = (cur - e->a) / st->window_ms;
+        int64_t k = gap / st->window_ms;
         uint32_t s = kslot(st, e->a);
         bool keep = keeps_total(st->sample_count);
         for (int64_t j = 0; j < k; j++) {
@@ -283,9 +284,10 @@ static int64_t kwin_peek(const struct sw_kstate *st, const struct sw_kentry *e, 
     int64_t cur = kstart(st, t);
     if (cur <= e->a)
         return ktotal(st, e);
-    if (cur - e->a >= st->interval_ms)
+    int64_t gap = sw_sat_sub(cur, e->a);
+    if (gap >= st->interval_ms)
         return 0;
-    int64_t k = (cur - e->a) / st->window_ms, left = ktotal(st, e);
+    int64_t k = gap / st->window_ms, left = ktotal(st, e);
     uint32_t s = kslot(st, e->a);
     for (int64_t j = 0; j < k; j++) {
         if (++s == st->sample_count)
@@ -303,11 +305,11 @@ static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry 
         return -1;
     int64_t cur = e->a, gone = 0, total = ktotal(st, e);
     for (int64_t k = (int64_t)st->sample_count - 1; k >= 0; k--) {
-        int64_t start = cur - k * st->window_ms;
+        int64_t start = sw_sat_sub(cur, k * st->window_ms);
         if (start >= 0)
             gone = sw_sat_add(gone, e->counts[kslot(st, start)]);
-        if (sw_reject_fits(total - gone, n, limit)) {
-            int64_t at = start + st->interval_ms - t;
+        if (sw_reject_fits(sw_sat_sub(total, gone), n, limit)) {
+            int64_t at = sw_sat_sub(sw_sat_add(start, st->interval_ms), t);
             return at < 0 ? 0 : at;
         }
     }
@@ -710,7 +712,7 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
                 e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
         } else if (flags & SW_F_RETRY) {
             int64_t ms = kwin_retry_ms(st, e, t, n, limit);
-            out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
+            out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
         }
     }
     int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
@@ -786,7 +788,7 @@ int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_m
     }
     if (e != NULL) {
         e->last_use = (uint32_t)++st->tick;
-        add_in_flight(v, i, e, -(e->in_flight > n ? n : e->in_flight));
+        add_in_flight(v, i, e, -(e->in_flight > n ? n : e->in_flight > 0 ? e->in_flight : 0));
     }
     unlock_table(v);
     return SW_OK;
