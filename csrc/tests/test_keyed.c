@@ -539,6 +539,119 @@ static void test_kill_anywhere(void)
     CHECK(steps > 1000);
 }
 
+/* Whether every key held is where a lookup finds it (no empty entry between its home and it,
+ * within the probe window, no earlier copy) and n_live counts them. */
+static bool table_sound(struct sw_kstate *st)
+{
+    uint32_t plen = st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE, live = 0;
+    for (uint32_t i = 0; i < st->cap; i++) {
+        uint64_t fp = kentry_of(st, i)->fp;
+        if (fp == 0)
+            continue;
+        live++;
+        uint32_t p = (uint32_t)(((unsigned __int128)fp * st->cap) >> 64), d = 0;
+        for (; d < plen && p != i; d++) {
+            const struct sw_kentry *e = kentry_of(st, p);
+            if (e->fp == fp || (e->fp == 0 && !(e->flags & SW_KE_TOMB)))
+                return false;
+            if (++p == st->cap)
+                p = 0;
+        }
+        if (d == plen)
+            return false;
+    }
+    return live == st->n_live;
+}
+
+static bool key_held(struct sw_kstate *st, uint64_t fp)
+{
+    for (uint32_t i = 0; i < st->cap; i++)
+        if (kentry_of(st, i)->fp == fp)
+            return true;
+    return false;
+}
+
+/* Keys crowded on a few homes (long runs, wrap-around at the table's end, free marks) in
+ * tables of 1 to 40 keys, against a model: every key held is found, in-flight counts are
+ * exact, `evicted` is the keys that left, and (max_keys <= SW_KEYED_SAMPLE: every key a
+ * candidate) the victim is the least recently used key not in flight, a key is refused only
+ * when every key is in flight. */
+static void crowded(uint32_t max_keys, uint32_t n_keys, uint32_t homes, uint64_t seed)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, max_keys) < 0)
+        return;
+    struct sw_kstate *st = k.st;
+    uint64_t fps[64];
+    int64_t in[64] = {0};
+    uint64_t used[64] = {0}, tick = 0;
+    long inserted = 0, bad = 0;
+    for (uint32_t j = 0; j < n_keys; j++)
+        fps[j] = fp_home(st, (st->cap - 2u + (uint32_t)(rng_next(&seed) % homes)) % st->cap,
+                         1u + j);
+    for (int op = 0; op < 6000; op++) {
+        uint64_t r = rng_next(&seed);
+        uint32_t j = (uint32_t)(r % n_keys);
+        if ((r >> 16) % 4 == 0) {
+            if (in[j] > 0) {
+                bad += sw_keyed_release(&k.v, fps[j], 1) != SW_OK;
+                in[j]--;
+                used[j] = ++tick;
+            }
+            continue;
+        }
+        bool was = key_held(st, fps[j]);
+        int64_t lru = -1;
+        if (!was && max_keys <= SW_KEYED_SAMPLE && st->n_live == max_keys)
+            for (uint32_t q = 0; q < n_keys; q++)
+                if (in[q] == 0 && key_held(st, fps[q]) && (lru < 0 || used[q] < used[lru]))
+                    lru = q;
+        struct sw_decision d;
+        sw_keyed_decide(&k.v, fps[j], 1, MS(op), 0, &d);
+        bool now = key_held(st, fps[j]);
+        inserted += !was && now;
+        if (now)
+            used[j] = ++tick;
+        if (d.verdict == SW_PASS)
+            in[j]++;
+        if (lru >= 0)
+            bad += key_held(st, fps[lru]) || !now; /* the LRU key went, the new one came */
+        if (max_keys <= SW_KEYED_SAMPLE && !now && st->n_live == max_keys) {
+            bool any_free = false; /* refused: every key held is in flight */
+            for (uint32_t q = 0; q < n_keys; q++)
+                any_free |= in[q] == 0 && key_held(st, fps[q]);
+            bad += any_free;
+        }
+        if ((r >> 24) % 64 == 0) /* all given back now and then */
+            for (uint32_t q = 0; q < n_keys; q++)
+                for (; in[q] > 0; in[q]--) {
+                    bad += sw_keyed_release(&k.v, fps[q], 1) != SW_OK;
+                    used[q] = ++tick;
+                }
+        if (op % 50 == 0) {
+            bad += !table_sound(st);
+            for (uint32_t q = 0; q < n_keys; q++)
+                bad += sw_keyed_in_flight(&k.v, fps[q]) != in[q];
+        }
+    }
+    bad += !table_sound(st);
+    CHECK_EQ(st->evicted, inserted - (long)st->n_live);
+    if (bad != 0)
+        printf("  crowded(%u keys, %u homes): %ld wrong\n", max_keys, homes, bad);
+    CHECK_EQ(bad, 0);
+    free(k.st);
+}
+
+static void test_crowded(void)
+{
+    static const uint32_t sizes[][3] = {{1, 3, 1},  {1, 5, 2},  {2, 6, 1},  {3, 10, 2},
+                                        {5, 20, 1}, {8, 30, 3}, {16, 40, 2}, {16, 40, 16},
+                                        {17, 50, 1}, {24, 60, 3}, {40, 64, 5}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        crowded(sizes[i][0], sizes[i][1], sizes[i][2], 11u + i);
+}
+
 /* A region is untrusted: attaching validates only the layout, so decisions meet entries with
  * any bit pattern (extreme window starts, counts, in-flight) and must stay defined (no
  * overflow: the asan build's UBSan stops at one), bounded, and in range. */
@@ -892,6 +1005,7 @@ void test_keyed(void)
     test_big_table();
     test_churn();
     test_repair_damage();
+    test_crowded();
     test_kill_anywhere();
     test_crafted_entries();
     test_threads();
