@@ -256,10 +256,11 @@ static void kwin_advance(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
     int64_t cur = kstart(st, t);
     if (cur <= e->a)
         return;
-    if (cur - e->a >= st->interval_ms) {
+    int64_t gap = sw_sat_sub(cur, e->a); /* `a` may be anything in a region */
+    if (gap >= st->interval_ms) {
         kwin_clear(st, e);
     } else {
-        int64_t k = (cur - e->a) / st->window_ms;
+        int64_t k = gap / st->window_ms;
         uint32_t s = kslot(st, e->a);
         bool keep = keeps_total(st->sample_count);
         for (int64_t j = 0; j < k; j++) {
@@ -283,9 +284,10 @@ static int64_t kwin_peek(const struct sw_kstate *st, const struct sw_kentry *e, 
     int64_t cur = kstart(st, t);
     if (cur <= e->a)
         return ktotal(st, e);
-    if (cur - e->a >= st->interval_ms)
+    int64_t gap = sw_sat_sub(cur, e->a);
+    if (gap >= st->interval_ms)
         return 0;
-    int64_t k = (cur - e->a) / st->window_ms, left = ktotal(st, e);
+    int64_t k = gap / st->window_ms, left = ktotal(st, e);
     uint32_t s = kslot(st, e->a);
     for (int64_t j = 0; j < k; j++) {
         if (++s == st->sample_count)
@@ -303,11 +305,11 @@ static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry 
         return -1;
     int64_t cur = e->a, gone = 0, total = ktotal(st, e);
     for (int64_t k = (int64_t)st->sample_count - 1; k >= 0; k--) {
-        int64_t start = cur - k * st->window_ms;
+        int64_t start = sw_sat_sub(cur, k * st->window_ms);
         if (start >= 0)
             gone = sw_sat_add(gone, e->counts[kslot(st, start)]);
-        if (sw_reject_fits(total - gone, n, limit)) {
-            int64_t at = start + st->interval_ms - t;
+        if (sw_reject_fits(sw_sat_sub(total, gone), n, limit)) {
+            int64_t at = sw_sat_sub(sw_sat_add(start, st->interval_ms), t);
             return at < 0 ? 0 : at;
         }
     }
@@ -397,9 +399,15 @@ static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t 
     return best_idle != UINT32_MAX ? best_idle : best;
 }
 
+/* Keep the stores before it before the stores after it (a process may be killed between any
+ * two stores; the compiler must not reorder them: the test hook, being conditional, does not
+ * stop it). */
+#define STORE_ORDER() atomic_signal_fence(memory_order_seq_cst)
+
 /* Give entry e to key fp, fresh. Its state is cleared before fp is written: a process killed
  * in between leaves the old key (reset, nothing in flight) or a free entry still marked as
- * one that probes go past. */
+ * one that probes go past. The mark goes only once fp is written (a free entry unmarked for
+ * an instant would end the probes of the keys behind it). */
 static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
 {
     e->in_flight = 0;
@@ -408,7 +416,9 @@ static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
     e->flags &= SW_KE_TOMB;
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
+    STORE_ORDER();
     e->fp = fp;
+    STORE_ORDER();
     e->flags = 0;
 }
 
@@ -441,6 +451,7 @@ static void tomb_clear(struct sw_kstate *st, uint32_t i)
         struct sw_kentry *e = entry_at(st, i);
         if (e->fp != 0 || !(e->flags & SW_KE_TOMB))
             break;
+        STORE_ORDER();
         e->flags = 0;
         i = i == 0 ? st->cap - 1u : i - 1u;
     }
@@ -451,7 +462,9 @@ static void kentry_free(struct sw_kstate *st, uint32_t i)
 {
     struct sw_kentry *e = entry_at(st, i);
     e->flags = SW_KE_TOMB;
+    STORE_ORDER();
     e->fp = 0;
+    STORE_ORDER();
     if (!tomb_needed(st, i))
         tomb_clear(st, i);
 }
@@ -526,6 +539,7 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         kentry_free(st, i);
         if (sw_test_in_critical != NULL)
             sw_test_in_critical();
+        STORE_ORDER();
         kentry_take(st, entry_at(st, fr), fp);
         i = fr;
     }
@@ -585,10 +599,20 @@ static void add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kent
     struct sw_node *node = sw_keyed_node(v->st);
     if (v->my_slot >= 0)
         v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
-    hold_add(v, idx, d);
+    /* a holding is never behind its share of the key's count: taking, the holding goes
+     * first; giving back, the count. A process killed in between leaves its holding ahead,
+     * by its own change only, and the reap gives back no more than the others leave */
+    if (d > 0)
+        hold_add(v, idx, d);
+    else
+        e->in_flight = sw_sat_add(e->in_flight, d);
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
-    e->in_flight = sw_sat_add(e->in_flight, d);
+    STORE_ORDER();
+    if (d > 0)
+        e->in_flight = sw_sat_add(e->in_flight, d);
+    else
+        hold_add(v, idx, d);
     node->in_flight = sw_sat_add(node->in_flight, d);
 }
 
@@ -688,7 +712,7 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
                 e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
         } else if (flags & SW_F_RETRY) {
             int64_t ms = kwin_retry_ms(st, e, t, n, limit);
-            out->retry_ns = ms < 0 ? -1 : ns_until(t + ms, now_ns);
+            out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
         }
     }
     int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
@@ -764,7 +788,7 @@ int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_m
     }
     if (e != NULL) {
         e->last_use = (uint32_t)++st->tick;
-        add_in_flight(v, i, e, -(e->in_flight > n ? n : e->in_flight));
+        add_in_flight(v, i, e, -(e->in_flight > n ? n : e->in_flight > 0 ? e->in_flight : 0));
     }
     unlock_table(v);
     return SW_OK;
@@ -916,6 +940,7 @@ void sw_keyed_repair(const struct sw_kview *v)
         e->flags &= ~SW_KE_TOMB;
         if (live >= st->max_keys || !reachable(st, i)) {
             e->flags = SW_KE_TOMB;
+            STORE_ORDER();
             e->fp = 0;
             continue;
         }
@@ -949,36 +974,82 @@ void sw_keyed_repair(const struct sw_kview *v)
     node->in_flight = in_flight;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Give back the holdings of dead slot s (lock held). A holding gives back its count, but
+ * never more than its entry holds beyond the other slots' holdings of it: a process killed
+ * between its holding and the key's count left the holding ahead (add_in_flight). */
+static void reap_slot(const struct sw_kview *v, uint32_t s)
+{
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    struct sw_khold *h = holds_of(st);
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < st->hold_cap; p++)
+        n += h[p].entry != 0 && h[p].entry != HOLD_DEL && h[p].entry <= st->cap &&
+             h[p].slot == s;
+    /* the entries s holds (sorted, unique) and what the other slots hold of each */
+    uint32_t *ents = n > 0 ? malloc((size_t)n * sizeof *ents) : NULL;
+    int64_t *others = n > 0 ? calloc(n, sizeof *others) : NULL;
+    if (ents != NULL && others != NULL) {
+        uint32_t k = 0;
+        for (uint32_t p = 0; p < st->hold_cap && k < n; p++)
+            if (h[p].entry != 0 && h[p].entry != HOLD_DEL && h[p].entry <= st->cap &&
+                h[p].slot == s)
+                ents[k++] = h[p].entry;
+        qsort(ents, k, sizeof *ents, cmp_u32);
+        n = 0;
+        for (uint32_t j = 0; j < k; j++)
+            if (n == 0 || ents[n - 1] != ents[j])
+                ents[n++] = ents[j];
+        for (uint32_t p = 0; p < st->hold_cap; p++) {
+            if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot == s || h[p].count <= 0)
+                continue;
+            uint32_t *at = bsearch(&h[p].entry, ents, n, sizeof *ents, cmp_u32);
+            if (at != NULL)
+                others[at - ents] = sw_sat_add(others[at - ents], h[p].count);
+        }
+    } else {
+        n = 0; /* no memory: each holding gives back its count (at most the key's) */
+    }
+    for (uint32_t p = 0; p < st->hold_cap; p++) {
+        if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
+            continue;
+        if (h[p].entry <= st->cap) {
+            struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
+            uint32_t *at = n > 0 ? bsearch(&h[p].entry, ents, n, sizeof *ents, cmp_u32) : NULL;
+            int64_t room = sw_sat_sub(e->in_flight, at != NULL ? others[at - ents] : 0);
+            int64_t give = h[p].count < room ? h[p].count : room;
+            if (give > 0) {
+                e->in_flight -= give;
+                int64_t left = sw_sat_sub(node->in_flight, give);
+                node->in_flight = left < 0 ? 0 : left;
+            }
+        }
+        h[p].count = 0;
+        h[p].entry = HOLD_DEL;
+    }
+    free(ents);
+    free(others);
+}
+
 uint32_t sw_keyed_reap(const struct sw_kview *v)
 {
     uint32_t freed = 0;
     if (v->slots == NULL)
         return 0;
     uint64_t me = sw_token_resolve(v->token);
-    struct sw_kstate *st = v->st;
     for (uint32_t s = 0; s < v->n_slots; s++) {
         uint64_t tok = atomic_load_explicit(&v->slots[s].token, memory_order_acquire);
         if (tok == 0 || tok == me || !sw_proc_token_dead(tok))
             continue;
         lock_table(v);
         if (atomic_load_explicit(&v->slots[s].token, memory_order_relaxed) == tok) {
-            struct sw_node *node = sw_keyed_node(st);
-            struct sw_khold *h = holds_of(st);
-            for (uint32_t p = 0; p < st->hold_cap; p++) {
-                if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].slot != s)
-                    continue;
-                if (h[p].entry <= st->cap) {
-                    struct sw_kentry *e = entry_at(st, h[p].entry - 1u);
-                    int64_t give = h[p].count < e->in_flight ? h[p].count : e->in_flight;
-                    if (give > 0) {
-                        e->in_flight -= give;
-                        int64_t left = sw_sat_sub(node->in_flight, give);
-                        node->in_flight = left < 0 ? 0 : left;
-                    }
-                }
-                h[p].count = 0;
-                h[p].entry = HOLD_DEL;
-            }
+            reap_slot(v, s);
             v->slots[s].in_flight = 0;
             atomic_store_explicit(&v->slots[s].token, 0, memory_order_release);
             freed++;

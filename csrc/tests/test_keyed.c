@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -363,6 +365,361 @@ static void test_repair_damage(void)
     free(k.st);
 }
 
+/* ---- a process killed at any instruction ---- */
+
+
+
+/* The k-th fingerprint (k >= 1) whose home is entry h of st's table. */
+static uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t k)
+{
+    unsigned __int128 base = (((unsigned __int128)h << 64) + st->cap - 1u) / st->cap;
+    return (uint64_t)base + k;
+}
+
+static struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
+{
+    return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
+}
+
+/* Keys held in flight (fingerprint, count) that must survive anything. */
+struct kheld {
+    uint64_t fp[64];
+    int64_t n[64];
+    uint32_t count;
+};
+
+static void kheld_of(struct sw_kstate *st, struct kheld *h)
+{
+    h->count = 0;
+    for (uint32_t i = 0; i < st->cap && h->count < 64u; i++) {
+        struct sw_kentry *e = kentry_of(st, i);
+        if (e->fp != 0 && e->in_flight > 0) {
+            h->fp[h->count] = e->fp;
+            h->n[h->count++] = e->in_flight;
+        }
+    }
+}
+
+/* Repair a copy of the table as a process taking the lock over would; @return whether every
+ * held key is still there with its count, and the table is consistent. */
+static bool kcopy_ok(const struct sw_kview *v, size_t size, const struct kheld *held,
+                     struct sw_kstate *copy)
+{
+    memcpy(copy, v->st, size);
+    struct sw_kview cv = *v;
+    cv.st = copy;
+    sw_keyed_repair(&cv);
+    for (uint32_t k = 0; k < held->count; k++) {
+        bool found = false;
+        for (uint32_t i = 0; i < copy->cap; i++) {
+            struct sw_kentry *e = kentry_of(copy, i);
+            found |= e->fp == held->fp[k] && e->in_flight == held->n[k];
+        }
+        if (!found)
+            return false;
+    }
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < copy->cap; i++)
+        live += kentry_of(copy, i)->fp != 0;
+    return live == copy->n_live && live <= copy->max_keys;
+}
+
+/* Decide for key fp in a child stopped after every instruction (ptrace): at every stop, a copy
+ * of the table, repaired, still holds every key held in flight (SIGKILL at any instruction).
+ * @return the instructions stepped (0: ptrace unavailable) */
+static long kill_anywhere(const struct sw_kview *v, size_t size, uint64_t fp, long *bad)
+{
+    struct kheld held;
+    kheld_of(v->st, &held);
+    struct sw_kstate *copy = malloc(size);
+    CHECK(copy != NULL);
+    if (copy == NULL)
+        return 0;
+    pid_t kid = fork();
+    if (kid == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+            _exit(3);
+        raise(SIGSTOP);
+        struct sw_decision d;
+        sw_keyed_decide(v, fp, 1, MS(50), 0, &d);
+        _exit(0);
+    }
+    long steps = 0;
+    int status;
+    if (waitpid(kid, &status, 0) != kid || !WIFSTOPPED(status)) {
+        free(copy);
+        return 0; /* no tracing here */
+    }
+    for (;;) {
+        if (!kcopy_ok(v, size, &held, copy) && (*bad)++ == 0)
+            printf("  a kill at step %ld loses a key held in flight\n", steps);
+        if (ptrace(PTRACE_SINGLESTEP, kid, NULL, NULL) != 0)
+            break;
+        if (waitpid(kid, &status, 0) != kid || !WIFSTOPPED(status))
+            break;
+        steps++;
+    }
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    if (!kcopy_ok(v, size, &held, copy))
+        (*bad)++;
+    free(copy);
+    return steps;
+}
+
+/* A table in memory the traced child writes and the parent reads (MAP_SHARED). */
+static struct sw_kstate *kshared_new(uint32_t max_keys, size_t *size)
+{
+    *size = sw_keyed_size(1000, 2, max_keys, false);
+    void *p = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p == MAP_FAILED)
+        return NULL;
+    CHECK_EQ(sw_keyed_init(p, 1000, 2, max_keys, false), SW_OK);
+    return p;
+}
+
+static void test_kill_anywhere(void)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_decision d;
+    long bad = 0, steps = 0;
+    /* 1. a new key takes a free mark that a key held in flight lies behind */
+    size_t size;
+    struct sw_kstate *st = kshared_new(20, &size);
+    if (st == NULL)
+        return;
+    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1};
+    sw_keyed_decide(&v, fp_home(st, 5, 1), 1, MS(10), 0, &d); /* entry 5 */
+    sw_keyed_decide(&v, fp_home(st, 5, 2), 1, MS(10), 0, &d); /* entry 6, home 5 */
+    CHECK_EQ(sw_keyed_release(&v, fp_home(st, 5, 1), 1), SW_OK);
+    struct sw_kentry *e5 = kentry_of(st, 5);
+    CHECK_EQ(e5->fp, fp_home(st, 5, 1));
+    e5->flags = SW_KE_TOMB; /* as an eviction leaves it */
+    e5->fp = 0;
+    st->n_live--;
+    long s1 = kill_anywhere(&v, size, fp_home(st, 5, 3), &bad);
+    if (s1 == 0) {
+        printf("  (ptrace unavailable: kill-anywhere checks skipped)\n");
+        munmap(st, size);
+        return;
+    }
+    steps += s1;
+    CHECK_EQ(bad, 0);
+    munmap(st, size);
+    /* 2. random small tables, keys crowded on a few homes: each step of a decision (a take,
+     * an eviction freeing a victim off the path, emptying marks, the sweep) */
+    uint64_t seed = 4242;
+    for (int round = 0; round < 24; round++) {
+        uint32_t max_keys = 3u + (uint32_t)(rng_next(&seed) % 22u);
+        st = kshared_new(max_keys, &size);
+        if (st == NULL)
+            return;
+        v.st = st;
+        uint32_t homes = 1u + (uint32_t)(rng_next(&seed) % 4u);
+        for (int op = 0; op < 300; op++) {
+            uint64_t r = rng_next(&seed);
+            uint64_t fp = fp_home(st, (uint32_t)((st->cap - 2u + r % homes) % st->cap),
+                                  1u + (r >> 8) % 40u);
+            if ((r >> 20) % 3 == 0 && sw_keyed_in_flight(&v, fp) > 0)
+                sw_keyed_release(&v, fp, 1);
+            else
+                sw_keyed_decide(&v, fp, 1, MS(10), 0, &d);
+        }
+        uint64_t r = rng_next(&seed);
+        steps += kill_anywhere(&v, size,
+                               fp_home(st, (uint32_t)((st->cap - 2u + r % homes) % st->cap),
+                                       41u + r % 5u),
+                               &bad);
+        munmap(st, size);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(steps > 1000);
+}
+
+/* Whether every key held is where a lookup finds it (no empty entry between its home and it,
+ * within the probe window, no earlier copy) and n_live counts them. */
+static bool table_sound(struct sw_kstate *st)
+{
+    uint32_t plen = st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE, live = 0;
+    for (uint32_t i = 0; i < st->cap; i++) {
+        uint64_t fp = kentry_of(st, i)->fp;
+        if (fp == 0)
+            continue;
+        live++;
+        uint32_t p = (uint32_t)(((unsigned __int128)fp * st->cap) >> 64), d = 0;
+        for (; d < plen && p != i; d++) {
+            const struct sw_kentry *e = kentry_of(st, p);
+            if (e->fp == fp || (e->fp == 0 && !(e->flags & SW_KE_TOMB)))
+                return false;
+            if (++p == st->cap)
+                p = 0;
+        }
+        if (d == plen)
+            return false;
+    }
+    return live == st->n_live;
+}
+
+static bool key_held(struct sw_kstate *st, uint64_t fp)
+{
+    for (uint32_t i = 0; i < st->cap; i++)
+        if (kentry_of(st, i)->fp == fp)
+            return true;
+    return false;
+}
+
+/* Keys crowded on a few homes (long runs, wrap-around at the table's end, free marks) in
+ * tables of 1 to 40 keys, against a model: every key held is found, in-flight counts are
+ * exact, `evicted` is the keys that left, and (max_keys <= SW_KEYED_SAMPLE: every key a
+ * candidate) the victim is the least recently used key not in flight, a key is refused only
+ * when every key is in flight. */
+static void crowded(uint32_t max_keys, uint32_t n_keys, uint32_t homes, uint64_t seed)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, max_keys) < 0)
+        return;
+    struct sw_kstate *st = k.st;
+    uint64_t fps[64];
+    int64_t in[64] = {0};
+    uint64_t used[64] = {0}, tick = 0;
+    long inserted = 0, bad = 0;
+    for (uint32_t j = 0; j < n_keys; j++)
+        fps[j] = fp_home(st, (st->cap - 2u + (uint32_t)(rng_next(&seed) % homes)) % st->cap,
+                         1u + j);
+    for (int op = 0; op < 6000; op++) {
+        uint64_t r = rng_next(&seed);
+        uint32_t j = (uint32_t)(r % n_keys);
+        if ((r >> 16) % 4 == 0) {
+            if (in[j] > 0) {
+                bad += sw_keyed_release(&k.v, fps[j], 1) != SW_OK;
+                in[j]--;
+                used[j] = ++tick;
+            }
+            continue;
+        }
+        bool was = key_held(st, fps[j]);
+        int64_t lru = -1;
+        if (!was && max_keys <= SW_KEYED_SAMPLE && st->n_live == max_keys)
+            for (uint32_t q = 0; q < n_keys; q++)
+                if (in[q] == 0 && key_held(st, fps[q]) && (lru < 0 || used[q] < used[lru]))
+                    lru = q;
+        struct sw_decision d;
+        sw_keyed_decide(&k.v, fps[j], 1, MS(op), 0, &d);
+        bool now = key_held(st, fps[j]);
+        inserted += !was && now;
+        if (now)
+            used[j] = ++tick;
+        if (d.verdict == SW_PASS)
+            in[j]++;
+        if (lru >= 0)
+            bad += key_held(st, fps[lru]) || !now; /* the LRU key went, the new one came */
+        if (max_keys <= SW_KEYED_SAMPLE && !now && st->n_live == max_keys) {
+            bool any_free = false; /* refused: every key held is in flight */
+            for (uint32_t q = 0; q < n_keys; q++)
+                any_free |= in[q] == 0 && key_held(st, fps[q]);
+            bad += any_free;
+        }
+        if ((r >> 24) % 64 == 0) /* all given back now and then */
+            for (uint32_t q = 0; q < n_keys; q++)
+                for (; in[q] > 0; in[q]--) {
+                    bad += sw_keyed_release(&k.v, fps[q], 1) != SW_OK;
+                    used[q] = ++tick;
+                }
+        if (op % 50 == 0) {
+            bad += !table_sound(st);
+            for (uint32_t q = 0; q < n_keys; q++)
+                bad += sw_keyed_in_flight(&k.v, fps[q]) != in[q];
+        }
+    }
+    bad += !table_sound(st);
+    CHECK_EQ(st->evicted, inserted - (long)st->n_live);
+    if (bad != 0)
+        printf("  crowded(%u keys, %u homes): %ld wrong\n", max_keys, homes, bad);
+    CHECK_EQ(bad, 0);
+    free(k.st);
+}
+
+static void test_crowded(void)
+{
+    static const uint32_t sizes[][3] = {{1, 3, 1},  {1, 5, 2},  {2, 6, 1},  {3, 10, 2},
+                                        {5, 20, 1}, {8, 30, 3}, {16, 40, 2}, {16, 40, 16},
+                                        {17, 50, 1}, {24, 60, 3}, {40, 64, 5}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        crowded(sizes[i][0], sizes[i][1], sizes[i][2], 11u + i);
+}
+
+/* A region is untrusted: attaching validates only the layout, so decisions meet entries with
+ * any bit pattern (extreme window starts, counts, in-flight) and must stay defined (no
+ * overflow: the asan build's UBSan stops at one), bounded, and in range. */
+static void test_crafted_entries(void)
+{
+    static const int64_t wild[] = {INT64_MIN, INT64_MIN + 1, -1, INT64_MAX, INT64_MAX - 1,
+                                   INT64_MAX / 2, INT64_MIN / 2};
+    static const int modes[][2] = {{SW_GRADE_QPS, SW_REJECT},
+                                   {SW_GRADE_CONCURRENCY, SW_REJECT},
+                                   {SW_GRADE_QPS, SW_THROTTLE}};
+    static const uint32_t samples[] = {1, 2, 4};
+    for (int m = 0; m < 3; m++) {
+        for (int si = 0; si < 3; si++) {
+            struct sw_limiter_cfg cfg = cfg_of(modes[m][0], modes[m][1], 3);
+            cfg.sample_count = samples[si];
+            cfg.max_queueing_ms = 500;
+            struct ktab k;
+            if (ktab_new(&k, &cfg, 4) < 0)
+                return;
+            struct sw_decision d;
+            int crafted = 0;
+            for (size_t w = 0; w < sizeof wild / sizeof wild[0]; w++) {
+                for (int field = 0; field < 3; field++) {
+                    int64_t key = (int64_t)w;
+                    sw_keyed_decide(&k.v, fp_int(key), 1, MS(1000), SW_F_ENTRY, &d);
+                    struct sw_kentry *e = NULL;
+                    for (uint32_t i = 0; i < k.st->cap; i++)
+                        if (kentry_of(k.st, i)->fp == fp_int(key))
+                            e = kentry_of(k.st, i);
+                    if (e == NULL)
+                        continue; /* refused: every candidate in flight (crafted counts) */
+                    crafted++;
+                    if (field == 0)
+                        e->a = wild[w];
+                    else if (field == 1)
+                        e->in_flight = wild[w];
+                    else
+                        for (uint32_t c = 0; c < (k.st->entry_size - 32u) / 8u; c++)
+                            e->counts[c] = wild[(w + c) % 7];
+                    static const int64_t times[] = {0, MS(1000), MS(3000), INT64_MAX};
+                    for (int t = 0; t < 4; t++) {
+                        sw_keyed_decide(&k.v, fp_int(key), 1, times[t], SW_F_RETRY, &d);
+                        sw_keyed_decide(&k.v, fp_int(key), 2, times[t], SW_F_TRY | SW_F_ENTRY,
+                                        &d);
+                        sw_keyed_exit(&k.v, fp_int(key), 1, 3, SW_OUT_SUCCESS, times[t]);
+                        (void)sw_keyed_release(&k.v, fp_int(key), 1);
+                        /* new keys: the crafted one may be the eviction's candidate */
+                        int64_t other = 100 + t + 4 * (int64_t)w;
+                        sw_keyed_decide(&k.v, fp_int(other), 1, times[t], 0, &d);
+                        (void)sw_keyed_release(&k.v, fp_int(other), 1); /* (concurrency) */
+                    }
+                    CHECK(sw_keyed_len(&k.v) <= 4u);
+                }
+            }
+            CHECK(crafted >= 7);
+            sw_keyed_lock(&k.v);
+            sw_keyed_repair(&k.v);
+            sw_keyed_unlock(&k.v);
+            for (uint32_t i = 0; i < k.st->cap; i++) {
+                struct sw_kentry *e = kentry_of(k.st, i);
+                if (e->fp != 0)
+                    CHECK(e->in_flight >= 0 && e->a >= 0);
+            }
+            free(k.st);
+        }
+    }
+}
+
 /* ---- threads: exact per key ---- */
 
 struct kworker {
@@ -522,6 +879,66 @@ static void test_shared(void)
     close(ready[1]);
 }
 
+/* A process killed between its holding and the key's count (taking or giving back in flight
+ * of a key another process holds too): once the lock is taken over and the dead process
+ * reaped, the key holds exactly the other process's count (none lost, none leaked). */
+static void kill_mid_hold(bool giving_back)
+{
+    struct sw_shm_layout lay = k_layout(100);
+    struct sw_shm s;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_kview v;
+    kview_of(&s, &rule, &v);
+    struct sw_decision d;
+    sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
+    CHECK_EQ(d.verdict, SW_PASS);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct sw_kview cv;
+        kview_of(&s, &rule, &cv);
+        struct sw_decision cd;
+        if (giving_back)
+            sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
+        sw_test_in_critical = k_hang;
+        if (write(ready[1], "x", 1) != 1)
+            _exit(2);
+        if (giving_back)
+            sw_keyed_exit(&cv, fp_int(7), 1, 0, SW_OUT_NONE, MS(10)); /* hangs: gives 1 back */
+        else
+            sw_keyed_decide(&cv, fp_int(7), 1, MS(10), 0, &cd); /* hangs: takes 1 */
+        _exit(0);
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    usleep(20000);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    (void)sw_keyed_in_flight(&v, fp_int(7)); /* takes the lock over, repairs */
+    CHECK_EQ(sw_keyed_reap(&v), 1);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 1);
+    struct sw_stats st;
+    int64_t ev, keys;
+    sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.in_flight, 1);
+    CHECK_EQ(sw_keyed_release(&v, fp_int(7), 1), SW_OK);
+    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 0);
+    sw_shm_close(&s);
+    close(ready[0]);
+    close(ready[1]);
+}
+
+static void test_shared_kill_mid_hold(void)
+{
+    kill_mid_hold(false);
+    kill_mid_hold(true);
+}
+
 /* A process killed in the middle of an eviction (the victim's entry freed or being given to
  * the new key): the next process takes the lock over, repairs, and the table stays usable. */
 static void test_shared_kill_mid_eviction(void)
@@ -588,7 +1005,11 @@ void test_keyed(void)
     test_big_table();
     test_churn();
     test_repair_damage();
+    test_crowded();
+    test_kill_anywhere();
+    test_crafted_entries();
     test_threads();
     test_shared();
     test_shared_kill_mid_eviction();
+    test_shared_kill_mid_hold();
 }
