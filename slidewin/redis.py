@@ -597,11 +597,18 @@ async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
     if not cluster:
         return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
                                       script, key, args, packed)
-    # redis.asyncio.cluster routes by the key and follows MOVED/ASK itself
+    # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
+    # call without one is retried on TimeoutError / ConnectionError by the cluster client,
+    # which could apply a decision twice and hold the caller past its timeout.
+    if getattr(client, "_initialize", False):
+        await client.initialize()
+    node = client.get_node_from_key(key)
     try:
-        return await client.execute_command("EVALSHA", script.sha, 1, key, *args)
+        return await client.execute_command("EVALSHA", script.sha, 1, key, *args,
+                                            target_nodes=node)
     except NoScriptError:
-        return await client.execute_command("EVAL", script.source, 1, key, *args)
+        return await client.execute_command("EVAL", script.source, 1, key, *args,
+                                            target_nodes=node)
 
 
 # -- replies -------------------------------------------------------------------------------

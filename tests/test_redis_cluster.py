@@ -38,6 +38,21 @@ def cluster():
             s.stop()
 
 
+def _migrate(cluster, rc, key):
+    """Move the slot of key (and key) to another master, behind the clients' backs."""
+    slot = rc.keyslot(key)
+    src = next(s for s in cluster if s.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
+    dst = next(s for s in cluster if s is not src)
+    sc, dc = src.client(), dst.client()
+    src_id, dst_id = (c.execute_command("CLUSTER", "MYID").decode() for c in (sc, dc))
+    dc.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+    sc.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+    sc.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", key)
+    for s in cluster:
+        s.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    return slot, src, dst, sc, dc
+
+
 def test_keyed_limiter_spreads_keys_and_follows_moved(cluster):
     import redis
 
@@ -54,16 +69,7 @@ def test_keyed_limiter_spreads_keys_and_follows_moved(cluster):
     lim = RedisLimiter(rc, "api", qps=3)
     assert lim.try_acquire(2, now_ns=SHIFT)
     # migrate the slot of the limiter's key to another master, behind the client's back
-    slot = rc.keyslot(lim.key)
-    src = next(s for s in cluster if s.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
-    dst = next(s for s in cluster if s is not src)
-    sc, dc = src.client(), dst.client()
-    src_id, dst_id = (c.execute_command("CLUSTER", "MYID").decode() for c in (sc, dc))
-    dc.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
-    sc.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
-    sc.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", lim.key)
-    for s in cluster:
-        s.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    slot, src, dst, sc, dc = _migrate(cluster, rc, lim.key)
     assert dc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 1
     assert sc.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     # the client still sends to the old node: MOVED, followed; the count moved with the key
@@ -73,3 +79,44 @@ def test_keyed_limiter_spreads_keys_and_follows_moved(cluster):
     assert rc.get_node_from_key(lim.key).port == dst.port
     lim.close()
     rc.close()
+
+
+def test_async_cluster_timeout_is_not_retried(cluster):
+    """A decision on a redis.asyncio RedisCluster that times out gives on_error within the
+    client's socket_timeout: the cluster client's own retries (on TimeoutError) would send
+    it again, and could apply it twice."""
+    import asyncio
+
+    import redis
+    import redis.asyncio
+
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        rc = redis.asyncio.RedisCluster(host="127.0.0.1", port=cluster[0].port,
+                                        socket_timeout=0.3, socket_connect_timeout=0.3)
+        lim = AsyncRedisLimiter(rc, "async-t", qps=100, interval_ms=60_000, sample_count=60,
+                                on_error="deny")
+        assert await lim.try_acquire()
+        slot = redis.RedisCluster(host="127.0.0.1", port=cluster[0].port).keyslot(lim.key)
+        owner = next(s for s in cluster
+                     if s.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
+        ctl = owner.client()
+        ctl.execute_command("CLIENT", "PAUSE", "1500", "WRITE")
+        t0 = time.monotonic()
+        assert await lim.try_acquire() is False  # on_error="deny": it timed out
+        assert time.monotonic() - t0 < 1.0  # one socket_timeout, not one per retry
+        assert lim.errors == 1
+        time.sleep(1.6)
+        ctl.ping()
+        assert await lim.try_acquire() is True  # back: the cluster client works again
+        assert lim.errors == 1
+        # MOVED after a slot migration is followed (the node named is the one asked first)
+        m = AsyncRedisLimiter(rc, "async-m", qps=3, on_error="raise")
+        assert await m.try_acquire(2, now_ns=SHIFT)
+        _migrate(cluster, redis.RedisCluster(host="127.0.0.1", port=cluster[0].port), m.key)
+        assert await m.try_acquire(now_ns=SHIFT) is True
+        assert await m.try_acquire(now_ns=SHIFT) is False  # the count moved with the key
+        await rc.aclose()
+
+    asyncio.run(main())
