@@ -336,9 +336,29 @@ elseif raw then
   h = d
   h.y = nil
   local b = 0
-  if h.nw then b = h.nw * WIN; h.nw = b end
+  local nw = h.nw
+  if nw ~= nil then
+    -- the newest bucket (in windows): a time in ms the doubles hold exactly
+    if type(nw) ~= 'number' or nw < 0 or nw ~= math.floor(nw) or nw * WIN >= TWO53 then
+      return bad_state()
+    end
+    b = nw * WIN; h.nw = b
+  end
+  local HUGE = math.huge
   for f, v in pairs(h) do
+    -- every field a finite number, a lease {n, expiry}: else no client wrote it
+    if type(f) ~= 'string' then return bad_state() end
     local c = string.byte(f, 1)
+    if c == 76 then
+      if type(v) ~= 'table' then return bad_state() end
+      local k, e = v[1], v[2]
+      if type(k) ~= 'number' or type(e) ~= 'number' or not (k >= 0 and k < HUGE)
+          or not (e > -HUGE and e < HUGE) then
+        return bad_state()
+      end
+    elseif type(v) ~= 'number' or not (v > -HUGE and v < HUGE) then
+      return bad_state()
+    end
     if c == 76 then v[2] = v[2] + b  -- L<id> = {n, expiry}
     elseif c == 115 and f ~= 'st' then h[f] = b - v * WIN
     elseif c == 102 and string.byte(f, 2) == 115 then h[f] = b + v * WIN

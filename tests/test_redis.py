@@ -457,7 +457,18 @@ def test_default_keys_are_compact(r, redis_server):
 
 @pytest.mark.parametrize("value", [b"hello", b"\x01", b"\x01\x05", b"", b"\x00\x00",
                                    b"\x41\xcd\x03\xe8\x02", b"\xff\xfe", b"\x81\xa1y\x01",
-                                   b"\x7f" * 40, b"\x01\xd3\x80" + b"\x00" * 7 + b"\x01\x01"])
+                                   b"\x7f" * 40, b"\x01\xd3\x80" + b"\x00" * 7 + b"\x01\x01",
+                                   # the map form with this layout, a field of another type
+                                   # or out of range
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xa1x",
+                                   b"\x82\xa1y\xa61000/2\xa4Labc\x05",
+                                   b"\x82\xa1y\xa61000/2\xa4Labc\x91\x01",
+                                   b"\x83\xa1y\xa61000/2\xa2nw\x01\xa2s0\x81\xa1a\x01",
+                                   b"\x84\xa1y\xa61000/2\xa2nw\x01\xa2s0\x00\xa2p0\xa2zz",
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xcb~7\xe4<\x88\x00u\x9c",
+                                   b"\x82\xa1y\xa61000/2\xa2st\xa1q",
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xff",
+                                   b"\x82\xa1y\xa61000/2\x01\x02"])
 @pytest.mark.parametrize("behavior", ["reject", "throttle", "warm_up"])
 def test_foreign_or_corrupt_state_is_an_error_never_a_crash(r, value, behavior):
     """A value no client wrote under the key: a clear error (on_error), never a script crash
