@@ -52,7 +52,7 @@ from ._limiter import Limiter, _check_timeout
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
     import redis as _redis
-    from redis.exceptions import NoScriptError, RedisError, ResponseError
+    from redis.exceptions import NoScriptError, ReadOnlyError, RedisError, ResponseError
 except ImportError:  # pragma: no cover - exercised only without the extra
     _redis = None  # type: ignore[assignment]
 
@@ -63,6 +63,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         pass
 
     class ResponseError(RedisError):  # type: ignore[no-redef]
+        pass
+
+    class ReadOnlyError(ResponseError):  # type: ignore[no-redef]
         pass
 
 
@@ -435,8 +438,14 @@ def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) 
         return _call_generic(pool, conn, script, asking, packed)
     try:
         reply = _call_conn(conn, script, asking, packed)
-    except ResponseError:
-        idle.append(conn)  # an error reply: the connection is in step
+    except ResponseError as e:
+        if str(e).startswith("READONLY"):
+            # a replica now (a failover): a new connection finds the primary again (DNS,
+            # Sentinel), as redis-py's Sentinel connections do
+            conn.disconnect()
+            pool.release(conn)
+        else:
+            idle.append(conn)  # an error reply: the connection is in step
         raise
     except BaseException:
         # a timeout or a broken connection: the reply may still come, so this connection
@@ -583,7 +592,9 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
             else:
                 await conn.send_command("EVAL", script.source, 1, key, *args)
             return await conn.read_response()
-    except ResponseError:
+    except ResponseError as e:
+        if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+            await conn.disconnect()
         raise
     except BaseException:
         await conn.disconnect()
