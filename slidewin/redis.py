@@ -237,6 +237,12 @@ class _Config:
                 self.params = [_fmt(q), str(maxq), "1" if b == "warm_up_throttle" else "0"]
                 self.params += warm
                 ttl += self.max_queueing_ms
+                if q > 0:
+                    # the key outlives the next request's slot (one request's cost at the
+                    # slowest rate after the latest pass): expired sooner, it would admit
+                    # early when a request is more than a window and a second apart
+                    slowest = q / float(self.cold_factor) if b == "warm_up_throttle" else q
+                    ttl += min(math.ceil(1000.0 / slowest), 2**40)
             self.never_n = L if b in ("reject", "warm_up") else None
         self.ttl_ms = ttl
         # the decision's EVALSHA, packed once: its static arguments as RESP bytes (redis-py

@@ -167,7 +167,20 @@ def test_keys_expire_once_idle(r):
     assert 1000 < ttl <= 2000  # a window and a second
     thr = RedisLimiter(r, "idle2", qps=5, behavior="throttle", max_queueing_ms=700)
     thr.try_acquire()
-    assert 2000 < r.pttl(thr.key) <= 2700
+    assert 2000 < r.pttl(thr.key) <= 2900  # and the queue, and one request's cost (200 ms)
+
+
+def test_slow_throttle_key_outlives_its_next_slot(r):
+    """A throttle slower than one request per window + 1 s (0.4 qps: 2.5 s apart) keeps
+    its key until the next request's slot: expired earlier, it would admit too soon."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "slow", qps=0.4, behavior="throttle", max_queueing_ms=0)
+    mine = Limiter(qps=0.4, behavior="throttle", max_queueing_ms=0)
+    assert lim.try_acquire() and mine.try_acquire(now_ns=0)
+    assert r.pttl(lim.key) > 2500
+    time.sleep(2.2)  # the server's clock: the key's expiry is real time
+    assert lim.try_acquire() is mine.try_acquire(now_ns=2200 * MS) is False
 
 
 def test_concurrency_leases_expire(r):
