@@ -144,6 +144,8 @@ def _check_n(n: Any) -> int:
         raise TypeError("n must be an int, not %s" % type(n).__name__)
     if n < 1:
         raise ValueError("n must be >= 1, got %d" % n)
+    if n > 2**63 - 1:  # as the in-process types
+        raise ValueError("n must be between 1 and %d, got %d" % (2**63 - 1, n))
     return n
 
 

@@ -521,3 +521,21 @@ def test_counts_beyond_the_compact_form(r):
     t += 3 * S  # the big counts leave the window: the compact form again
     assert lim.try_acquire(now_ns=t) == mine.try_acquire(now_ns=t - SHIFT)
     assert r.get(lim.key)[0] < 0x80
+
+
+def test_n_out_of_range_is_the_in_process_error(r):
+    """n as the in-process types take it: 1 to 2**63 - 1, else the same ValueError (never
+    a number sent to the script that the doubles cannot hold)."""
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    lim, per, mine = RedisLimiter(r, "n", qps=5), RedisKeyedLimiter(r, "nk", qps=5), Limiter(5)
+    for n in (0, -1, 2**63, 2**64):
+        with pytest.raises(ValueError) as theirs:
+            mine.try_acquire(n)
+        for call in (lambda: lim.try_acquire(n), lambda: lim.reserve(n),
+                     lambda: lim.acquire(n), lambda: per.try_acquire("a", n)):
+            with pytest.raises(ValueError) as got:
+                call()
+            assert str(got.value) == str(theirs.value)
+    assert r.keys("slidewin:*") == []
+    assert lim.try_acquire(2**63 - 1) is False and lim.try_acquire()
