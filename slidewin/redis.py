@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, cast
 
 from . import _redis_lua
 from ._core import BlockedError, Stats
@@ -91,7 +91,7 @@ _ON_ERROR = ("allow", "deny", "raise")
 _LOG_EVERY_S = 60.0
 
 
-class RedisReplyError(RedisError):  # type: ignore[misc,valid-type]
+class RedisReplyError(RedisError):
     """Redis answered something a slidewin script never returns (a corrupted or foreign key,
     a proxy in the way): handled like an unreachable server (``on_error``)."""
 
@@ -203,9 +203,9 @@ class _Config:
             self.limit = float(c)
             self.script = _SCRIPTS["concurrency"]
             self.params = [_fmt(c)]
-            self.never_n = c  # n above it can never pass
+            self.never_n: Optional[float] = c  # n above it can never pass
         else:
-            q = float(self.qps)
+            q = float(cast(float, self.qps))  # not None without concurrency
             L = q if iv == 1000 else q * (iv / 1000.0)  # the core's window_limit
             self.limit = L
             b = self.behavior
@@ -517,19 +517,21 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
     with _POOLS_LOCK:
         mine = _POOLS.get(pool)
         if mine is None:
+            pool_cls: Any
+            retry_cls: Any
             if is_async:
-                from redis.asyncio import ConnectionPool
-                from redis.asyncio.retry import Retry
+                from redis.asyncio import ConnectionPool as pool_cls
+                from redis.asyncio.retry import Retry as retry_cls
             else:
-                from redis import ConnectionPool
-                from redis.retry import Retry
+                from redis import ConnectionPool as pool_cls
+                from redis.retry import Retry as retry_cls
             from redis.backoff import NoBackoff
 
             kw = dict(pool.connection_kwargs)
-            kw["retry"] = Retry(NoBackoff(), 0)
+            kw["retry"] = retry_cls(NoBackoff(), 0)
             kw["retry_on_timeout"] = False
             kw.pop("retry_on_error", None)
-            mine = ConnectionPool(connection_class=pool.connection_class,
+            mine = pool_cls(connection_class=pool.connection_class,
                                   max_connections=pool.max_connections, **kw)
             mine._slidewin_idle = []  # see _call_pool
             mine._slidewin_pid = os.getpid()
@@ -877,7 +879,7 @@ class _SyncEntry:
         self._t0 = time.monotonic()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self._held:
             self._held = False
             self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
@@ -1087,6 +1089,8 @@ class AsyncRedisLimiter(_Base):
     """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _is_async = True
+    key: str  # set by __init__ (_init_limiter)
+    _held: "_Held"
 
     async def _run(self, script: _Script, key: Any, args: List[Any],
                    packed: Optional[bytes] = None) -> Any:
@@ -1223,7 +1227,7 @@ def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None
     _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block)
 
 
-AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign]
+AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignment]
 
 
 # -- per key ---------------------------------------------------------------------------------
@@ -1247,6 +1251,10 @@ class _KeyedMixin:
     counted by this client in ``local_totals()``, not in Redis."""
 
     _lean = True
+    # set by _Base._setup (the class this one is mixed with)
+    _name: str
+    _cfg: _Config
+    _lock: threading.Lock
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = b"slidewin:k:{" + self._name.encode() + b":"
@@ -1407,7 +1415,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _kind = "AsyncRedisKeyedLimiter"
-    __init__ = RedisKeyedLimiter.__init__  # type: ignore[assignment]
+    __init__ = RedisKeyedLimiter.__init__
 
     async def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
         rk = self._rkey(key)
@@ -1445,7 +1453,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         if cfg.concurrency is not None:
             self._held.add(rk, n)
 
-    acquire_async = acquire
+    acquire_async = acquire  # type: ignore[assignment]
 
     async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
         rk = self._rkey(key)
@@ -1458,7 +1466,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         return _AsyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
 
-    __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
+    __call__ = RedisKeyedLimiter.__call__
 
     async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
         rk = self._rkey(key)
