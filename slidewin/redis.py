@@ -86,6 +86,7 @@ F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 
 # EXIT outcomes
 _OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK = 0, 1, 2, 3
 
+_NS_MAX = 9223372036854774784  # the largest double below 2**63: the scripts saturate there
 _NAME_RE = re.compile(r"[A-Za-z0-9._:/-]{1,200}\Z")
 _ON_ERROR = ("allow", "deny", "raise")
 _LOG_EVERY_S = 60.0
@@ -783,6 +784,8 @@ class _Base:
                                  "client asks for %s" % (name, _text(reply[1]), cfg.layout))
             raise RedisReplyError("unexpected stats reply from Redis for %r: %.200r"
                                   % (name, reply))
+        if max(reply) >= _NS_MAX:  # saturated by the script: the core's int64 maximum
+            reply = [2**63 - 1 if x >= _NS_MAX else x for x in reply]
         p, b, x, u, rt, o, m, inflight, waiting = reply
         sec = cfg.interval_ms / 1000.0
         return Stats((p / sec, b / sec, u / sec, x / sec, rt / u if u else 0.0, float(m),

@@ -539,3 +539,36 @@ def test_n_out_of_range_is_the_in_process_error(r):
             assert str(got.value) == str(theirs.value)
     assert r.keys("slidewin:*") == []
     assert lim.try_acquire(2**63 - 1) is False and lim.try_acquire()
+
+
+@pytest.mark.parametrize("behavior", ["throttle", "warm_up_throttle"])
+def test_throttle_retry_beyond_int64_is_saturated(r, behavior):
+    """A request whose pacing cost overflows int64 ns (n / qps beyond ~292 years): refused
+    with a saturated retry, as in process; never a reply Redis mangles (the script's double
+    above 2**63 becoming -2**63), which on_error="allow" would have admitted."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "sat-" + behavior, qps=333, behavior=behavior)
+    mine = Limiter(qps=333, behavior=behavior)
+    t = SHIFT + 10 * MS
+    assert lim.try_acquire(now_ns=t) and mine.try_acquire(now_ns=t - SHIFT)
+    for n in (2**53, 2**62):
+        assert lim.try_acquire(n, now_ns=t) is mine.try_acquire(n, now_ns=t - SHIFT) is False
+        assert lim.reserve(n, now_ns=t) is mine.reserve(n, now_ns=t - SHIFT) is None
+    with pytest.raises(BlockedError) as got:
+        lim.acquire(2**60)
+    assert got.value.retry_after > 9.2e9  # s: int64 ns, saturated
+    assert lim.errors == 0
+
+
+def test_stats_of_counts_beyond_int64_saturate(r):
+    """BLOCK counts summing past 2**63 (refused requests of n near 2**63): stats() gives the
+    in-process saturated answer, not an unreadable reply."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "sat-stats", qps=5, on_error="raise")
+    mine = Limiter(qps=5)
+    t = 10 * MS
+    for n in (1, 2**62, 2**62, 2**63 - 1, 1):
+        assert lim.try_acquire(n, now_ns=t + SHIFT) == mine.try_acquire(n, now_ns=t)
+    assert lim.stats(now_ns=t + SHIFT) == mine.stats(now_ns=t)
