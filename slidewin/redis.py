@@ -556,6 +556,28 @@ def _close_pools(client: Any, cluster: bool) -> None:
             mine.disconnect()
 
 
+_REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
+
+
+def _refresh_slots(client: Any, node: Any) -> None:
+    """After a connection error or timeout on a Cluster node (dead, or failed over to its
+    replica): the cluster client's slot table is read again, the failed node asked last, as
+    redis-py's own commands do; at most once a second per client. A refresh that fails is
+    left to the next decision's error."""
+    now = time.monotonic()
+    if now - _REFRESHED.get(client, -math.inf) < 1.0:
+        return
+    _REFRESHED[client] = now
+    nm = client.nodes_manager
+    try:
+        move = getattr(nm, "move_node_to_end_of_cached_nodes", None)  # redis-py 6+
+        if move is not None:
+            move(node.name)
+        nm.initialize()
+    except Exception as e:  # the whole cluster unreachable, say
+        log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
+
+
 def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
         return _call_pool(_no_retry_pool(client.connection_pool), script, packed)
@@ -565,6 +587,9 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: by
         pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
         try:
             return _call_pool(pool, script, packed, asking)
+        except (_redis.ConnectionError, _redis.TimeoutError):
+            _refresh_slots(client, node)  # not retried: the next decision uses it
+            raise
         except ResponseError as e:
             r = _redirect(e)
             if r is None:

@@ -120,3 +120,64 @@ def test_async_cluster_timeout_is_not_retried(cluster):
         await rc.aclose()
 
     asyncio.run(main())
+
+
+def test_master_failover_is_followed():
+    """The master holding a limiter's key dies and its replica takes over: after the
+    decisions that met the dead node (on_error), the cluster client's slot table is read
+    again and decisions go to the new master, sync and async alike."""
+    import asyncio
+
+    import redis
+    import redis.asyncio
+
+    from slidewin.redis import AsyncRedisLimiter, RedisLimiter
+
+    need_server()
+    nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "1000",
+                    "--cluster-replica-validity-factor", "0").start() for _ in range(6)]
+    try:
+        subprocess.run([CLI, "--cluster", "create"]
+                       + ["127.0.0.1:%d" % s.port for s in nodes]
+                       + ["--cluster-replicas", "1", "--cluster-yes"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+        deadline = time.monotonic() + 20
+        while not all(b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO")
+                      for s in nodes):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.1)
+        kw = dict(socket_timeout=0.5, socket_connect_timeout=0.5)
+        rc = redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, **kw)
+        lim = RedisLimiter(rc, "fo", qps=1000)
+
+        async def main():
+            arc = redis.asyncio.RedisCluster(host="127.0.0.1", port=nodes[0].port, **kw)
+            alim = AsyncRedisLimiter(arc, "fo", qps=1000)
+            assert lim.try_acquire() and await alim.try_acquire()
+            owner = rc.get_node_from_key(lim.key)
+            next(s for s in nodes if s.port == owner.port).kill()
+            deadline = time.monotonic() + 30
+            done = set()
+            while len(done) < 2:
+                assert time.monotonic() < deadline, "not followed: %s" % done
+                for name, before, decide in (
+                        ("sync", lim.errors, lambda: lim.try_acquire()),
+                        ("async", alim.errors, alim.try_acquire)):
+                    got = decide()
+                    if asyncio.iscoroutine(got):
+                        got = await got
+                    if (lim if name == "sync" else alim).errors == before:
+                        done.add(name)  # answered by Redis again
+                time.sleep(0.1)
+            assert lim.errors > 0 and alim.errors > 0
+            assert rc.get_node_from_key(lim.key).port != owner.port
+            await arc.aclose()
+
+        asyncio.run(main())
+        lim.close()
+        rc.close()
+    finally:
+        for s in nodes:
+            s.stop()
