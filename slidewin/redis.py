@@ -614,7 +614,10 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: by
 
 async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
                            packed: Optional[bytes] = None) -> Any:
-    conn = await pool.get_connection()
+    try:
+        conn = await pool.get_connection()
+    except TypeError:  # redis-py < 5.1 requires a command name
+        conn = await pool.get_connection("EVALSHA")
     try:
         try:
             if packed is not None:
