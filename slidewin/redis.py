@@ -52,7 +52,8 @@ from ._limiter import Limiter, _check_timeout
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
     import redis as _redis
-    from redis.exceptions import NoScriptError, ReadOnlyError, RedisError, ResponseError
+    from redis.exceptions import (NoScriptError, ReadOnlyError, RedisClusterException,
+                                  RedisError, ResponseError)
 except ImportError:  # pragma: no cover - exercised only without the extra
     _redis = None  # type: ignore[assignment]
 
@@ -66,6 +67,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         pass
 
     class ReadOnlyError(ResponseError):  # type: ignore[no-redef]
+        pass
+
+    class RedisClusterException(Exception):  # type: ignore[no-redef]
         pass
 
 
@@ -86,6 +90,9 @@ F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 
 # EXIT outcomes
 _OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK = 0, 1, 2, 3
 
+# what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
+# errors, and a Cluster client's "no reachable node" (not a RedisError)
+_UNREACHABLE = (RedisError, OSError, RedisClusterException)
 _NS_MAX = 9223372036854774784  # the largest double below 2**63: the scripts saturate there
 _NAME_RE = re.compile(r"[A-Za-z0-9._:/-]{1,200}\Z")
 _ON_ERROR = ("allow", "deny", "raise")
@@ -533,7 +540,7 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
             kw["retry_on_timeout"] = False
             kw.pop("retry_on_error", None)
             mine = pool_cls(connection_class=pool.connection_class,
-                                  max_connections=pool.max_connections, **kw)
+                            max_connections=pool.max_connections, **kw)
             mine._slidewin_idle = []  # see _call_pool
             mine._slidewin_pid = os.getpid()
             _POOLS[pool] = mine
@@ -846,7 +853,7 @@ class _SyncOps(_Base):
             packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
             reply = _sync_call(self._client, self._cluster, cfg.script, key, packed)
             return self._parse(reply, cfg)
-        except (RedisError, OSError) as e:
+        except _UNREACHABLE as e:
             return self._failed(e, flags)
 
     def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
@@ -856,7 +863,7 @@ class _SyncOps(_Base):
             args += [lid, str(k)]
         try:
             self._run(_SCRIPTS["exit"], key, args)
-        except (RedisError, OSError) as e:
+        except _UNREACHABLE as e:
             if not quiet:
                 raise
             # the lease expires on its own (lease_ms); the outcome is lost: counted
@@ -1136,7 +1143,7 @@ class AsyncRedisLimiter(_Base):
                 args, packed = [], self._packed_decision(cfg, key, n, flags, now_ns, lease)
             reply = await self._run(cfg.script, key, args, packed)
             return self._parse(reply, cfg)
-        except (RedisError, OSError, asyncio.TimeoutError) as e:
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             return self._failed(e, flags)
 
     async def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
@@ -1146,7 +1153,7 @@ class AsyncRedisLimiter(_Base):
             args += [lid, str(k)]
         try:
             await self._run(_SCRIPTS["exit"], key, args)
-        except (RedisError, OSError, asyncio.TimeoutError) as e:
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             with self._lock:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)

@@ -173,7 +173,17 @@ def test_master_failover_is_followed():
                 time.sleep(0.1)
             assert lim.errors > 0 and alim.errors > 0
             assert rc.get_node_from_key(lim.key).port != owner.port
-            await arc.aclose()
+            # the whole cluster gone: on_error, not the cluster client's own exception
+            for s in nodes:
+                s.kill()
+            for _ in range(3):
+                errors = (lim.errors, alim.errors)
+                assert lim.try_acquire() and await alim.try_acquire()  # on_error="allow"
+                assert (lim.errors, alim.errors) == (errors[0] + 1, errors[1] + 1)
+            try:
+                await arc.aclose()
+            except Exception:  # noqa: S110 (closing a client of a dead cluster)
+                pass
 
         asyncio.run(main())
         lim.close()
