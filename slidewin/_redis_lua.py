@@ -41,6 +41,9 @@ local raw = redis.call('GET', K)
 -- kept for states with leases, future buckets or outcome counts: the table model below).
 -- A default reject key holds 4 numbers: 10-12 bytes.
 local TWO53 = 9007199254740992
+-- the largest double below 2^63: a wait or retry in ns beyond it saturates here (as the C
+-- core's int64 does); above it, Redis's conversion of the reply to an integer overflows
+local NS_MAX = 9223372036854774784
 local function bad_state()
   return redis.error_reply('slidewin: ' .. K .. ' holds no slidewin state')
 end
@@ -336,9 +339,29 @@ elseif raw then
   h = d
   h.y = nil
   local b = 0
-  if h.nw then b = h.nw * WIN; h.nw = b end
+  local nw = h.nw
+  if nw ~= nil then
+    -- the newest bucket (in windows): a time in ms the doubles hold exactly
+    if type(nw) ~= 'number' or nw < 0 or nw ~= math.floor(nw) or nw * WIN >= TWO53 then
+      return bad_state()
+    end
+    b = nw * WIN; h.nw = b
+  end
+  local HUGE = math.huge
   for f, v in pairs(h) do
+    -- every field a finite number, a lease {n, expiry}: else no client wrote it
+    if type(f) ~= 'string' then return bad_state() end
     local c = string.byte(f, 1)
+    if c == 76 then
+      if type(v) ~= 'table' then return bad_state() end
+      local k, e = v[1], v[2]
+      if type(k) ~= 'number' or type(e) ~= 'number' or not (k >= 0 and k < HUGE)
+          or not (e > -HUGE and e < HUGE) then
+        return bad_state()
+      end
+    elseif type(v) ~= 'number' or not (v > -HUGE and v < HUGE) then
+      return bad_state()
+    end
     if c == 76 then v[2] = v[2] + b  -- L<id> = {n, expiry}
     elseif c == 115 and f ~= 'st' then h[f] = b - v * WIN
     elseif c == 102 and string.byte(f, 2) == 115 then h[f] = b + v * WIN
@@ -706,8 +729,10 @@ THROTTLE = HEAD + _fast("ARGV[13] ~= '1' and tonumber(ARGV[11]) > 0", r"""
         local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
         if fl % 2 == 1 then
           retry = w
+          if retry > NS_MAX then retry = NS_MAX end
         elseif w > maxq then
           retry = w - maxq
+          if retry > NS_MAX then retry = NS_MAX end
         else
           local total = ln + cost
           local carry = math.floor(total / 1000000)
@@ -736,8 +761,10 @@ else
     local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
     if has(F_TRY) then
       retry = w
+      if retry > NS_MAX then retry = NS_MAX end
     elseif w > maxq then
       retry = w - maxq
+      if retry > NS_MAX then retry = NS_MAX end
     else
       local total = ln + cost
       local carry = math.floor(total / 1000000)
@@ -810,6 +837,9 @@ end
 r[#r + 1] = m
 r[#r + 1] = in_flight
 r[#r + 1] = waiting
+for k = 1, #r do  -- sums past int64 saturate (read back as 2^63 - 1, the core's)
+  if r[k] > NS_MAX then r[k] = NS_MAX end
+end
 finish(1, 0, 0)
 return r
 """

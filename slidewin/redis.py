@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, cast
 
 from . import _redis_lua
 from ._core import BlockedError, Stats
@@ -52,7 +52,8 @@ from ._limiter import Limiter, _check_timeout
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
     import redis as _redis
-    from redis.exceptions import NoScriptError, RedisError, ResponseError
+    from redis.exceptions import (NoScriptError, ReadOnlyError, RedisClusterException,
+                                  RedisError, ResponseError)
 except ImportError:  # pragma: no cover - exercised only without the extra
     _redis = None  # type: ignore[assignment]
 
@@ -63,6 +64,12 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         pass
 
     class ResponseError(RedisError):  # type: ignore[no-redef]
+        pass
+
+    class ReadOnlyError(ResponseError):  # type: ignore[no-redef]
+        pass
+
+    class RedisClusterException(Exception):  # type: ignore[no-redef]
         pass
 
 
@@ -83,12 +90,16 @@ F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 
 # EXIT outcomes
 _OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK = 0, 1, 2, 3
 
+# what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
+# errors, and a Cluster client's "no reachable node" (not a RedisError)
+_UNREACHABLE = (RedisError, OSError, RedisClusterException)
+_NS_MAX = 9223372036854774784  # the largest double below 2**63: the scripts saturate there
 _NAME_RE = re.compile(r"[A-Za-z0-9._:/-]{1,200}\Z")
 _ON_ERROR = ("allow", "deny", "raise")
 _LOG_EVERY_S = 60.0
 
 
-class RedisReplyError(RedisError):  # type: ignore[misc,valid-type]
+class RedisReplyError(RedisError):
     """Redis answered something a slidewin script never returns (a corrupted or foreign key,
     a proxy in the way): handled like an unreachable server (``on_error``)."""
 
@@ -141,6 +152,8 @@ def _check_n(n: Any) -> int:
         raise TypeError("n must be an int, not %s" % type(n).__name__)
     if n < 1:
         raise ValueError("n must be >= 1, got %d" % n)
+    if n > 2**63 - 1:  # as the in-process types
+        raise ValueError("n must be between 1 and %d, got %d" % (2**63 - 1, n))
     return n
 
 
@@ -198,9 +211,9 @@ class _Config:
             self.limit = float(c)
             self.script = _SCRIPTS["concurrency"]
             self.params = [_fmt(c)]
-            self.never_n = c  # n above it can never pass
+            self.never_n: Optional[float] = c  # n above it can never pass
         else:
-            q = float(self.qps)
+            q = float(cast(float, self.qps))  # not None without concurrency
             L = q if iv == 1000 else q * (iv / 1000.0)  # the core's window_limit
             self.limit = L
             b = self.behavior
@@ -234,6 +247,12 @@ class _Config:
                 self.params = [_fmt(q), str(maxq), "1" if b == "warm_up_throttle" else "0"]
                 self.params += warm
                 ttl += self.max_queueing_ms
+                if q > 0:
+                    # the key outlives the next request's slot (one request's cost at the
+                    # slowest rate after the latest pass): expired sooner, it would admit
+                    # early when a request is more than a window and a second apart
+                    slowest = q / float(self.cold_factor) if b == "warm_up_throttle" else q
+                    ttl += min(math.ceil(1000.0 / slowest), 2**40)
             self.never_n = L if b in ("reject", "warm_up") else None
         self.ttl_ms = ttl
         # the decision's EVALSHA, packed once: its static arguments as RESP bytes (redis-py
@@ -435,8 +454,14 @@ def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) 
         return _call_generic(pool, conn, script, asking, packed)
     try:
         reply = _call_conn(conn, script, asking, packed)
-    except ResponseError:
-        idle.append(conn)  # an error reply: the connection is in step
+    except ResponseError as e:
+        if str(e).startswith("READONLY"):
+            # a replica now (a failover): a new connection finds the primary again (DNS,
+            # Sentinel), as redis-py's Sentinel connections do
+            conn.disconnect()
+            pool.release(conn)
+        else:
+            idle.append(conn)  # an error reply: the connection is in step
         raise
     except BaseException:
         # a timeout or a broken connection: the reply may still come, so this connection
@@ -500,20 +525,22 @@ def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
     with _POOLS_LOCK:
         mine = _POOLS.get(pool)
         if mine is None:
+            pool_cls: Any
+            retry_cls: Any
             if is_async:
-                from redis.asyncio import ConnectionPool
-                from redis.asyncio.retry import Retry
+                from redis.asyncio import ConnectionPool as pool_cls
+                from redis.asyncio.retry import Retry as retry_cls
             else:
-                from redis import ConnectionPool
-                from redis.retry import Retry
+                from redis import ConnectionPool as pool_cls
+                from redis.retry import Retry as retry_cls
             from redis.backoff import NoBackoff
 
             kw = dict(pool.connection_kwargs)
-            kw["retry"] = Retry(NoBackoff(), 0)
+            kw["retry"] = retry_cls(NoBackoff(), 0)
             kw["retry_on_timeout"] = False
             kw.pop("retry_on_error", None)
-            mine = ConnectionPool(connection_class=pool.connection_class,
-                                  max_connections=pool.max_connections, **kw)
+            mine = pool_cls(connection_class=pool.connection_class,
+                            max_connections=pool.max_connections, **kw)
             mine._slidewin_idle = []  # see _call_pool
             mine._slidewin_pid = os.getpid()
             _POOLS[pool] = mine
@@ -536,6 +563,28 @@ def _close_pools(client: Any, cluster: bool) -> None:
             mine.disconnect()
 
 
+_REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
+
+
+def _refresh_slots(client: Any, node: Any) -> None:
+    """After a connection error or timeout on a Cluster node (dead, or failed over to its
+    replica): the cluster client's slot table is read again, the failed node asked last, as
+    redis-py's own commands do; at most once a second per client. A refresh that fails is
+    left to the next decision's error."""
+    now = time.monotonic()
+    if now - _REFRESHED.get(client, -math.inf) < 1.0:
+        return
+    _REFRESHED[client] = now
+    nm = client.nodes_manager
+    try:
+        move = getattr(nm, "move_node_to_end_of_cached_nodes", None)  # redis-py 6+
+        if move is not None:
+            move(node.name)
+        nm.initialize()
+    except Exception as e:  # the whole cluster unreachable, say
+        log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
+
+
 def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
         return _call_pool(_no_retry_pool(client.connection_pool), script, packed)
@@ -545,6 +594,9 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: by
         pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
         try:
             return _call_pool(pool, script, packed, asking)
+        except (_redis.ConnectionError, _redis.TimeoutError):
+            _refresh_slots(client, node)  # not retried: the next decision uses it
+            raise
         except ResponseError as e:
             r = _redirect(e)
             if r is None:
@@ -569,7 +621,10 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: by
 
 async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
                            packed: Optional[bytes] = None) -> Any:
-    conn = await pool.get_connection()
+    try:
+        conn = await pool.get_connection()
+    except TypeError:  # redis-py < 5.1 requires a command name
+        conn = await pool.get_connection("EVALSHA")
     try:
         try:
             if packed is not None:
@@ -583,7 +638,9 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
             else:
                 await conn.send_command("EVAL", script.source, 1, key, *args)
             return await conn.read_response()
-    except ResponseError:
+    except ResponseError as e:
+        if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+            await conn.disconnect()
         raise
     except BaseException:
         await conn.disconnect()
@@ -597,11 +654,18 @@ async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
     if not cluster:
         return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
                                       script, key, args, packed)
-    # redis.asyncio.cluster routes by the key and follows MOVED/ASK itself
+    # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
+    # call without one is retried on TimeoutError / ConnectionError by the cluster client,
+    # which could apply a decision twice and hold the caller past its timeout.
+    if getattr(client, "_initialize", False):
+        await client.initialize()
+    node = client.get_node_from_key(key)
     try:
-        return await client.execute_command("EVALSHA", script.sha, 1, key, *args)
+        return await client.execute_command("EVALSHA", script.sha, 1, key, *args,
+                                            target_nodes=node)
     except NoScriptError:
-        return await client.execute_command("EVAL", script.source, 1, key, *args)
+        return await client.execute_command("EVAL", script.source, 1, key, *args,
+                                            target_nodes=node)
 
 
 # -- replies -------------------------------------------------------------------------------
@@ -755,6 +819,8 @@ class _Base:
                                  "client asks for %s" % (name, _text(reply[1]), cfg.layout))
             raise RedisReplyError("unexpected stats reply from Redis for %r: %.200r"
                                   % (name, reply))
+        if max(reply) >= _NS_MAX:  # saturated by the script: the core's int64 maximum
+            reply = [2**63 - 1 if x >= _NS_MAX else x for x in reply]
         p, b, x, u, rt, o, m, inflight, waiting = reply
         sec = cfg.interval_ms / 1000.0
         return Stats((p / sec, b / sec, u / sec, x / sec, rt / u if u else 0.0, float(m),
@@ -787,7 +853,7 @@ class _SyncOps(_Base):
             packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
             reply = _sync_call(self._client, self._cluster, cfg.script, key, packed)
             return self._parse(reply, cfg)
-        except (RedisError, OSError) as e:
+        except _UNREACHABLE as e:
             return self._failed(e, flags)
 
     def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
@@ -797,7 +863,7 @@ class _SyncOps(_Base):
             args += [lid, str(k)]
         try:
             self._run(_SCRIPTS["exit"], key, args)
-        except (RedisError, OSError) as e:
+        except _UNREACHABLE as e:
             if not quiet:
                 raise
             # the lease expires on its own (lease_ms); the outcome is lost: counted
@@ -851,7 +917,7 @@ class _SyncEntry:
         self._t0 = time.monotonic()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self._held:
             self._held = False
             self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
@@ -1061,6 +1127,8 @@ class AsyncRedisLimiter(_Base):
     """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _is_async = True
+    key: str  # set by __init__ (_init_limiter)
+    _held: "_Held"
 
     async def _run(self, script: _Script, key: Any, args: List[Any],
                    packed: Optional[bytes] = None) -> Any:
@@ -1075,7 +1143,7 @@ class AsyncRedisLimiter(_Base):
                 args, packed = [], self._packed_decision(cfg, key, n, flags, now_ns, lease)
             reply = await self._run(cfg.script, key, args, packed)
             return self._parse(reply, cfg)
-        except (RedisError, OSError, asyncio.TimeoutError) as e:
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             return self._failed(e, flags)
 
     async def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
@@ -1085,7 +1153,7 @@ class AsyncRedisLimiter(_Base):
             args += [lid, str(k)]
         try:
             await self._run(_SCRIPTS["exit"], key, args)
-        except (RedisError, OSError, asyncio.TimeoutError) as e:
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             with self._lock:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
@@ -1197,7 +1265,7 @@ def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None
     _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block)
 
 
-AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign]
+AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignment]
 
 
 # -- per key ---------------------------------------------------------------------------------
@@ -1221,6 +1289,10 @@ class _KeyedMixin:
     counted by this client in ``local_totals()``, not in Redis."""
 
     _lean = True
+    # set by _Base._setup (the class this one is mixed with)
+    _name: str
+    _cfg: _Config
+    _lock: threading.Lock
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = b"slidewin:k:{" + self._name.encode() + b":"
@@ -1381,7 +1453,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _kind = "AsyncRedisKeyedLimiter"
-    __init__ = RedisKeyedLimiter.__init__  # type: ignore[assignment]
+    __init__ = RedisKeyedLimiter.__init__
 
     async def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
         rk = self._rkey(key)
@@ -1419,7 +1491,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         if cfg.concurrency is not None:
             self._held.add(rk, n)
 
-    acquire_async = acquire
+    acquire_async = acquire  # type: ignore[assignment]
 
     async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
         rk = self._rkey(key)
@@ -1432,7 +1504,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         return _AsyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
 
-    __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
+    __call__ = RedisKeyedLimiter.__call__
 
     async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
         rk = self._rkey(key)

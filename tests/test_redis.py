@@ -167,7 +167,20 @@ def test_keys_expire_once_idle(r):
     assert 1000 < ttl <= 2000  # a window and a second
     thr = RedisLimiter(r, "idle2", qps=5, behavior="throttle", max_queueing_ms=700)
     thr.try_acquire()
-    assert 2000 < r.pttl(thr.key) <= 2700
+    assert 2000 < r.pttl(thr.key) <= 2900  # and the queue, and one request's cost (200 ms)
+
+
+def test_slow_throttle_key_outlives_its_next_slot(r):
+    """A throttle slower than one request per window + 1 s (0.4 qps: 2.5 s apart) keeps
+    its key until the next request's slot: expired earlier, it would admit too soon."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "slow", qps=0.4, behavior="throttle", max_queueing_ms=0)
+    mine = Limiter(qps=0.4, behavior="throttle", max_queueing_ms=0)
+    assert lim.try_acquire() and mine.try_acquire(now_ns=0)
+    assert r.pttl(lim.key) > 2500
+    time.sleep(2.2)  # the server's clock: the key's expiry is real time
+    assert lim.try_acquire() is mine.try_acquire(now_ns=2200 * MS) is False
 
 
 def test_concurrency_leases_expire(r):
@@ -457,7 +470,18 @@ def test_default_keys_are_compact(r, redis_server):
 
 @pytest.mark.parametrize("value", [b"hello", b"\x01", b"\x01\x05", b"", b"\x00\x00",
                                    b"\x41\xcd\x03\xe8\x02", b"\xff\xfe", b"\x81\xa1y\x01",
-                                   b"\x7f" * 40, b"\x01\xd3\x80" + b"\x00" * 7 + b"\x01\x01"])
+                                   b"\x7f" * 40, b"\x01\xd3\x80" + b"\x00" * 7 + b"\x01\x01",
+                                   # the map form with this layout, a field of another type
+                                   # or out of range
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xa1x",
+                                   b"\x82\xa1y\xa61000/2\xa4Labc\x05",
+                                   b"\x82\xa1y\xa61000/2\xa4Labc\x91\x01",
+                                   b"\x83\xa1y\xa61000/2\xa2nw\x01\xa2s0\x81\xa1a\x01",
+                                   b"\x84\xa1y\xa61000/2\xa2nw\x01\xa2s0\x00\xa2p0\xa2zz",
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xcb~7\xe4<\x88\x00u\x9c",
+                                   b"\x82\xa1y\xa61000/2\xa2st\xa1q",
+                                   b"\x82\xa1y\xa61000/2\xa2nw\xff",
+                                   b"\x82\xa1y\xa61000/2\x01\x02"])
 @pytest.mark.parametrize("behavior", ["reject", "throttle", "warm_up"])
 def test_foreign_or_corrupt_state_is_an_error_never_a_crash(r, value, behavior):
     """A value no client wrote under the key: a clear error (on_error), never a script crash
@@ -497,3 +521,54 @@ def test_counts_beyond_the_compact_form(r):
     t += 3 * S  # the big counts leave the window: the compact form again
     assert lim.try_acquire(now_ns=t) == mine.try_acquire(now_ns=t - SHIFT)
     assert r.get(lim.key)[0] < 0x80
+
+
+def test_n_out_of_range_is_the_in_process_error(r):
+    """n as the in-process types take it: 1 to 2**63 - 1, else the same ValueError (never
+    a number sent to the script that the doubles cannot hold)."""
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    lim, per, mine = RedisLimiter(r, "n", qps=5), RedisKeyedLimiter(r, "nk", qps=5), Limiter(5)
+    for n in (0, -1, 2**63, 2**64):
+        with pytest.raises(ValueError) as theirs:
+            mine.try_acquire(n)
+        for call in (lambda: lim.try_acquire(n), lambda: lim.reserve(n),
+                     lambda: lim.acquire(n), lambda: per.try_acquire("a", n)):
+            with pytest.raises(ValueError) as got:
+                call()
+            assert str(got.value) == str(theirs.value)
+    assert r.keys("slidewin:*") == []
+    assert lim.try_acquire(2**63 - 1) is False and lim.try_acquire()
+
+
+@pytest.mark.parametrize("behavior", ["throttle", "warm_up_throttle"])
+def test_throttle_retry_beyond_int64_is_saturated(r, behavior):
+    """A request whose pacing cost overflows int64 ns (n / qps beyond ~292 years): refused
+    with a saturated retry, as in process; never a reply Redis mangles (the script's double
+    above 2**63 becoming -2**63), which on_error="allow" would have admitted."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "sat-" + behavior, qps=333, behavior=behavior)
+    mine = Limiter(qps=333, behavior=behavior)
+    t = SHIFT + 10 * MS
+    assert lim.try_acquire(now_ns=t) and mine.try_acquire(now_ns=t - SHIFT)
+    for n in (2**53, 2**62):
+        assert lim.try_acquire(n, now_ns=t) is mine.try_acquire(n, now_ns=t - SHIFT) is False
+        assert lim.reserve(n, now_ns=t) is mine.reserve(n, now_ns=t - SHIFT) is None
+    with pytest.raises(BlockedError) as got:
+        lim.acquire(2**60)
+    assert got.value.retry_after > 9.2e9  # s: int64 ns, saturated
+    assert lim.errors == 0
+
+
+def test_stats_of_counts_beyond_int64_saturate(r):
+    """BLOCK counts summing past 2**63 (refused requests of n near 2**63): stats() gives the
+    in-process saturated answer, not an unreadable reply."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "sat-stats", qps=5, on_error="raise")
+    mine = Limiter(qps=5)
+    t = 10 * MS
+    for n in (1, 2**62, 2**62, 2**63 - 1, 1):
+        assert lim.try_acquire(n, now_ns=t + SHIFT) == mine.try_acquire(n, now_ns=t)
+    assert lim.stats(now_ns=t + SHIFT) == mine.stats(now_ns=t)

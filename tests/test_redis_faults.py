@@ -164,3 +164,45 @@ def test_async_script_flush_reloads_once(own_server):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_readonly_replica_connection_is_replaced(own_server):
+    """A server turned replica (a failover) answers READONLY: the decision gives on_error
+    and the connection is closed, so the next decision connects anew (through DNS or
+    Sentinel, to the new primary) instead of asking the replica forever."""
+    import asyncio
+
+    from redis_servers import Server
+
+    from slidewin.redis import AsyncRedisLimiter, RedisLimiter
+
+    other = Server(kind=own_server.kind).start()
+    ctl = own_server.client()
+
+    def names():
+        return {x["name"] for x in ctl.client_list()}
+
+    async def main():
+        c = own_server.client(socket_timeout=0.3, client_name="sw-sync")
+        ac = own_server.async_client(socket_timeout=0.3, client_name="sw-async")
+        lim = RedisLimiter(c, "ro", qps=100)
+        alim = AsyncRedisLimiter(ac, "aro", qps=100)
+        assert lim.try_acquire() and await alim.try_acquire()
+        assert {"sw-sync", "sw-async"} <= names()
+        ctl.replicaof("127.0.0.1", other.port)
+        assert lim.try_acquire() and await alim.try_acquire()  # on_error="allow"
+        assert (lim.errors, alim.errors) == (1, 1)
+        time.sleep(0.05)
+        assert not {"sw-sync", "sw-async"} & names()  # closed, not kept for the next one
+        ctl.replicaof("no", "one")
+        assert lim.try_acquire() and await alim.try_acquire()
+        assert (lim.errors, alim.errors) == (1, 1)
+        lim.close()
+        c.close()
+        await alim.aclose()
+        await ac.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        other.stop()
