@@ -640,6 +640,7 @@ def test_a_redis_limiter_of_the_right_kind_is_accepted(server, name):
 def test_the_middleware_needs_neither_redis_nor_slidewin_redis():
     """redis-py is an optional extra: without it both middlewares import and serve, and
     telling a Redis limiter apart imports nothing."""
+    import os
     import subprocess
     import sys
 
