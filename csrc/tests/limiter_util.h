@@ -6,6 +6,7 @@
 #include "sw_limiter.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* A limiter in fresh heap memory (checked), or NULL. Free with free(). */
 static inline struct sw_limiter *lim_new(const struct sw_limiter_cfg *cfg)
@@ -46,6 +47,22 @@ static inline int decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsi
         d = &tmp;
     int rc = sw_limiter_decide(lim, n, now_ns, flags, d);
     return rc == SW_OK ? d->verdict : -1;
+}
+
+/* One decision of a fresh limiter of `cfg` (its first); returns the verdict (or -1 on an
+ * error code, or when the limiter could not be made: d zeroed then). */
+static inline int decide_fresh(const struct sw_limiter_cfg *cfg, int64_t n, int64_t now_ns,
+                               unsigned flags, struct sw_decision *d)
+{
+    struct sw_limiter *lim = lim_new(cfg);
+    if (lim == NULL) {
+        if (d != NULL)
+            memset(d, 0, sizeof *d);
+        return -1;
+    }
+    int v = decide(lim, n, now_ns, flags, d);
+    free(lim);
+    return v;
 }
 
 #endif /* SW_TEST_LIMITER_UTIL_H */

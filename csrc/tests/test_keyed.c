@@ -2,9 +2,9 @@
  * threads (exact per key), a shared region (a killed holder's per-key counts come back, a
  * lock taken over mid-insertion is repaired), validation of a damaged region, hashing. */
 #include "limiter_util.h"
+#include "shm_util.h"
 #include "sw_keyed.h"
 #include "sw_proc.h"
-#include "sw_shm.h"
 #include "sw_time.h"
 
 #include <pthread.h>
@@ -245,14 +245,20 @@ static uint32_t count_tombs(struct ktab *k)
     return n;
 }
 
+/* A repair (as a takeover does it), then the table holds `len` keys. */
+static void check_repair_keeps(struct sw_kview *v, uint32_t len)
+{
+    sw_keyed_lock(v);
+    sw_keyed_repair(v);
+    sw_keyed_unlock(v);
+    CHECK_EQ(sw_keyed_len(v), len);
+}
+
 static void check_table(struct ktab *k, uint32_t want_len)
 {
     uint32_t before = sw_keyed_len(&k->v);
     CHECK_EQ(before, want_len);
-    sw_keyed_lock(&k->v);
-    sw_keyed_repair(&k->v);
-    sw_keyed_unlock(&k->v);
-    CHECK_EQ(sw_keyed_len(&k->v), before);
+    check_repair_keeps(&k->v, before);
 }
 
 /* @param max_keys table size @param n_keys distinct keys @return free marks seen */
@@ -344,10 +350,7 @@ static void test_repair_damage(void)
     first->counts[0] = -5;
     memcpy(free_e, first, st->entry_size);
     free_e->flags = SW_KE_WINDOW;
-    sw_keyed_lock(&k.v);
-    sw_keyed_repair(&k.v);
-    sw_keyed_unlock(&k.v);
-    CHECK_EQ(sw_keyed_len(&k.v), 40);
+    check_repair_keeps(&k.v, 40);
     CHECK_EQ(first->flags & SW_KE_TOMB, 0u);
     CHECK(first->counts[0] >= 0);
     uint32_t copies = 0;
@@ -810,41 +813,36 @@ static void kview_of(struct sw_shm *shm, const struct sw_krule *rule, struct sw_
     v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
 }
 
-static void k_hang(void)
+/* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
+ * rule (checked). */
+static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_krule *rule,
+                         uint32_t max_keys, int grade, double count)
 {
-    for (;;)
-        pause();
+    *lay = k_layout(max_keys);
+    shm_anon(s, lay);
+    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
+    CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
 }
 
 static void test_shared(void)
 {
-    struct sw_shm_layout lay = k_layout(100);
+    struct sw_shm_layout lay;
     struct sw_shm s;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 2);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
-    int ready[2];
-    CHECK_EQ(pipe(ready), 0);
-    pid_t kid = fork();
-    if (kid == 0) {
+    kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 2);
+    struct victim kid;
+    if (victim_fork(&kid)) {
         struct sw_kview v;
         kview_of(&s, &rule, &v);
         struct sw_decision d;
         sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d); /* holds key 1 fully */
         sw_keyed_decide(&v, fp_int(2), 1, MS(10), 0, &d); /* and 1 of key 2 */
-        sw_test_in_critical = k_hang;
-        if (write(ready[1], "x", 1) != 1)
-            _exit(2);
+        victim_arm(victim_hang);
         sw_keyed_decide(&v, fp_int(3), 1, MS(10), 0, &d); /* hangs inside, holding the lock */
         _exit(0);
     }
-    char c;
-    CHECK_EQ(read(ready[0], &c, 1), 1);
-    usleep(20000);
-    kill(kid, SIGKILL);
-    waitpid(kid, NULL, 0);
+    victim_wait(&kid);
+    victim_kill(&kid);
     struct sw_kview v;
     kview_of(&s, &rule, &v);
     struct sw_decision d;
@@ -875,8 +873,6 @@ static void test_shared(void)
     ks->n_live = ks->max_keys + 1u; /* beyond the layout */
     CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
     sw_shm_close(&s);
-    close(ready[0]);
-    close(ready[1]);
 }
 
 /* A process killed between its holding and the key's count (taking or giving back in flight
@@ -884,41 +880,31 @@ static void test_shared(void)
  * reaped, the key holds exactly the other process's count (none lost, none leaked). */
 static void kill_mid_hold(bool giving_back)
 {
-    struct sw_shm_layout lay = k_layout(100);
+    struct sw_shm_layout lay;
     struct sw_shm s;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 5);
     struct sw_kview v;
     kview_of(&s, &rule, &v);
     struct sw_decision d;
     sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
     CHECK_EQ(d.verdict, SW_PASS);
-    int ready[2];
-    CHECK_EQ(pipe(ready), 0);
-    pid_t kid = fork();
-    if (kid == 0) {
+    struct victim kid;
+    if (victim_fork(&kid)) {
         struct sw_kview cv;
         kview_of(&s, &rule, &cv);
         struct sw_decision cd;
         if (giving_back)
             sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
-        sw_test_in_critical = k_hang;
-        if (write(ready[1], "x", 1) != 1)
-            _exit(2);
+        victim_arm(victim_hang);
         if (giving_back)
             sw_keyed_exit(&cv, fp_int(7), 1, 0, SW_OUT_NONE, MS(10)); /* hangs: gives 1 back */
         else
             sw_keyed_decide(&cv, fp_int(7), 1, MS(10), 0, &cd); /* hangs: takes 1 */
         _exit(0);
     }
-    char c;
-    CHECK_EQ(read(ready[0], &c, 1), 1);
-    usleep(20000);
-    kill(kid, SIGKILL);
-    waitpid(kid, NULL, 0);
+    victim_wait(&kid);
+    victim_kill(&kid);
     (void)sw_keyed_in_flight(&v, fp_int(7)); /* takes the lock over, repairs */
     CHECK_EQ(sw_keyed_reap(&v), 1);
     CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 1);
@@ -929,8 +915,6 @@ static void kill_mid_hold(bool giving_back)
     CHECK_EQ(sw_keyed_release(&v, fp_int(7), 1), SW_OK);
     CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 0);
     sw_shm_close(&s);
-    close(ready[0]);
-    close(ready[1]);
 }
 
 static void test_shared_kill_mid_hold(void)
@@ -943,13 +927,10 @@ static void test_shared_kill_mid_hold(void)
  * the new key): the next process takes the lock over, repairs, and the table stays usable. */
 static void test_shared_kill_mid_eviction(void)
 {
-    struct sw_shm_layout lay = k_layout(8);
+    struct sw_shm_layout lay;
     struct sw_shm s;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_anonymous(&s, &lay, &err), SW_OK);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    kregion_open(&s, &lay, &rule, 8, SW_GRADE_QPS, 10);
     struct sw_kview v;
     kview_of(&s, &rule, &v);
     struct sw_decision d;
@@ -957,34 +938,22 @@ static void test_shared_kill_mid_eviction(void)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
     CHECK_EQ(sw_keyed_len(&v), 8u);
     for (int round = 0; round < 6; round++) {
-        int ready[2];
-        CHECK_EQ(pipe(ready), 0);
-        pid_t kid = fork();
-        if (kid == 0) {
+        struct victim kid;
+        if (victim_fork(&kid)) {
             struct sw_kview cv;
             kview_of(&s, &rule, &cv);
-            sw_test_in_critical = k_hang;
-            if (write(ready[1], "x", 1) != 1)
-                _exit(2);
+            victim_arm(victim_hang);
             sw_keyed_decide(&cv, fp_int(100 + round), 1, MS(20), 0, &d); /* evicts: hangs */
             _exit(0);
         }
-        char c;
-        CHECK_EQ(read(ready[0], &c, 1), 1);
-        usleep(20000);
-        kill(kid, SIGKILL);
-        waitpid(kid, NULL, 0);
-        close(ready[0]);
-        close(ready[1]);
+        victim_wait(&kid);
+        victim_kill(&kid);
         sw_keyed_decide(&v, fp_int(200 + round), 1, MS(30), 0, &d); /* takes over, repairs */
         CHECK_EQ(d.verdict, SW_PASS);
         uint32_t len = sw_keyed_len(&v);
         CHECK(len >= 7u && len <= 8u);
         CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
-        sw_keyed_lock(&v);
-        sw_keyed_repair(&v);
-        sw_keyed_unlock(&v);
-        CHECK_EQ(sw_keyed_len(&v), len); /* every key held is found */
+        check_repair_keeps(&v, len); /* every key held is found */
     }
     for (int64_t key = 1000; key < 1050; key++)
         sw_keyed_decide(&v, fp_int(key), 1, MS(40), 0, &d);

@@ -43,6 +43,18 @@ static void run_threads(void *(*fn)(void *), void *args, size_t arg_size)
         CHECK_EQ(pthread_join(th[i], NULL), 0);
 }
 
+/* Zero the workers' arguments (an array), give each the shared state and its index, and
+ * run them. */
+#define RUN_WORKERS(fn, args, shared)                                                       \
+    do {                                                                                    \
+        memset(args, 0, sizeof args);                                                       \
+        for (int i_ = 0; i_ < NTHREADS; i_++) {                                             \
+            (args)[i_].sh = (shared);                                                       \
+            (args)[i_].id = i_;                                                             \
+        }                                                                                   \
+        run_threads(fn, args, sizeof(args)[0]);                                             \
+    } while (0)
+
 /* ---- 1. phased reject, explicit times ---- */
 
 #define PH_PHASES 40
@@ -99,12 +111,7 @@ static void stress_phased(void)
     struct ph_shared sh = {.lim = lim, .flags_mask = SW_F_TRY | SW_F_ENTRY};
     pthread_barrier_init(&sh.barrier, NULL, NTHREADS);
     static struct ph_arg args[NTHREADS];
-    memset(args, 0, sizeof args);
-    for (int i = 0; i < NTHREADS; i++) {
-        args[i].sh = &sh;
-        args[i].id = i;
-    }
-    run_threads(ph_worker, args, sizeof args[0]);
+    RUN_WORKERS(ph_worker, args, &sh);
     pthread_barrier_destroy(&sh.barrier);
 
     int64_t pass[PH_PHASES] = {0}, total_pass = 0, total_block = 0, calls = 0, entries = 0;
@@ -328,12 +335,7 @@ static void stress_throttle(void)
     sh.lim = lim;
     atomic_init(&sh.clock_ns, (long long)MS(1000));
     static struct th_arg args[NTHREADS];
-    memset(args, 0, sizeof args);
-    for (int i = 0; i < NTHREADS; i++) {
-        args[i].sh = &sh;
-        args[i].id = i;
-    }
-    run_threads(th_worker, args, sizeof args[0]);
+    RUN_WORKERS(th_worker, args, &sh);
     int64_t *all = malloc(sizeof(int64_t) * NTHREADS * TH_CALLS);
     int n = 0, bad_wait = 0;
     for (int i = 0; i < NTHREADS; i++) {
@@ -429,12 +431,7 @@ static void stress_adds(void)
     sh.lim = lim;
     atomic_init(&sh.clock_ns, (long long)MS(5000));
     static struct ad_arg args[NTHREADS];
-    memset(args, 0, sizeof args);
-    for (int i = 0; i < NTHREADS; i++) {
-        args[i].sh = &sh;
-        args[i].id = i;
-    }
-    run_threads(ad_worker, args, sizeof args[0]);
+    RUN_WORKERS(ad_worker, args, &sh);
     /* the run spans 4 x 40000 x 0.1 ms = 16 s: all inside the 60 s window */
     int64_t end_ms = sw_ms_of_ns((int64_t)atomic_load(&sh.clock_ns));
     int64_t success = 0;
@@ -512,12 +509,7 @@ static void stress_concurrency(void)
     sh.lim = lim;
     atomic_init(&sh.observed, 0);
     static struct cc_arg args[NTHREADS];
-    memset(args, 0, sizeof args);
-    for (int i = 0; i < NTHREADS; i++) {
-        args[i].sh = &sh;
-        args[i].id = i;
-    }
-    run_threads(cc_worker, args, sizeof args[0]);
+    RUN_WORKERS(cc_worker, args, &sh);
     int passes = 0, over = 0, rel = 0, max_seen = 0;
     for (int i = 0; i < NTHREADS; i++) {
         passes += args[i].passes;

@@ -218,11 +218,7 @@ static void test_warm_up_throttle(void)
 
     /* q = 0: never */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 0);
-    lim = lim_new(&c);
-    if (lim == NULL)
-        return;
-    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_NEVER);
-    free(lim);
+    CHECK_EQ(decide_fresh(&c, 1, 0, 0, &d), SW_NEVER);
 }
 
 void test_warmup(void)
