@@ -15,40 +15,34 @@
 extern long sw_t_passed;
 extern long sw_t_failed;
 
-#define CHECK(cond)                                                                         \
+/* One check counted; on failure, one line printed (printf's arguments). */
+#define SW_T_RECORD(ok, ...)                                                                \
     do {                                                                                    \
-        if (cond) {                                                                         \
+        if (ok) {                                                                           \
             sw_t_passed++;                                                                  \
         } else {                                                                            \
             sw_t_failed++;                                                                  \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                          \
+            printf(__VA_ARGS__);                                                            \
         }                                                                                   \
     } while (0)
+
+#define CHECK(cond) SW_T_RECORD(cond, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond)
 
 /* Integer equality: prints both values on failure. */
 #define CHECK_EQ(got, expected)                                                             \
     do {                                                                                    \
         long long got_ = (long long)(got), exp_ = (long long)(expected);                    \
-        if (got_ == exp_) {                                                                 \
-            sw_t_passed++;                                                                  \
-        } else {                                                                            \
-            sw_t_failed++;                                                                  \
-            printf("FAIL %s:%d: %s == %s: got %lld, expected %lld\n", __FILE__, __LINE__,   \
-                   #got, #expected, got_, exp_);                                            \
-        }                                                                                   \
+        SW_T_RECORD(got_ == exp_, "FAIL %s:%d: %s == %s: got %lld, expected %lld\n",        \
+                    __FILE__, __LINE__, #got, #expected, got_, exp_);                       \
     } while (0)
 
 /* Floating point equality within an absolute tolerance. */
 #define CHECK_NEAR(got, expected, tol)                                                      \
     do {                                                                                    \
         double gotd_ = (double)(got), expd_ = (double)(expected);                           \
-        if (fabs(gotd_ - expd_) <= (tol)) {                                                 \
-            sw_t_passed++;                                                                  \
-        } else {                                                                            \
-            sw_t_failed++;                                                                  \
-            printf("FAIL %s:%d: %s ~= %s: got %.17g, expected %.17g\n", __FILE__, __LINE__, \
-                   #got, #expected, gotd_, expd_);                                          \
-        }                                                                                   \
+        SW_T_RECORD(fabs(gotd_ - expd_) <= (tol),                                           \
+                    "FAIL %s:%d: %s ~= %s: got %.17g, expected %.17g\n", __FILE__, __LINE__, \
+                    #got, #expected, gotd_, expd_);                                         \
     } while (0)
 
 #define MS(x) ((int64_t)(x) * INT64_C(1000000)) /* ms -> ns */
