@@ -127,6 +127,90 @@ typedef struct {
                           refused; holds nothing, counts nothing on exit */
 } EntryObject;
 
+/* What Entry (entry.c) and KeyedEntry (keyed.c) share. Both name their common fields alike
+ * (n, start_ns, state, hollow); each keeps its own owner pointer (the Limiter or the
+ * KeyedLimiter) and passes it in. The steps of __enter__ and __exit__ (the hot path) are
+ * inline; the asyncio ones are entry.c's. */
+
+/* the states' names, by enum entry_state (errors and repr) */
+extern const char *const entry_state_names[4];
+
+/* A new entry's common fields: n, not started, not hollow, idle. */
+#define ENTRY_INIT(e, n_)                                                                      \
+    do {                                                                                       \
+        (e)->n = (n_);                                                                         \
+        (e)->start_ns = 0;                                                                     \
+        (e)->hollow = 0;                                                                       \
+        atomic_init(&(e)->state, ENTRY_IDLE);                                                  \
+    } while (0)
+
+/* Claim an idle entry for one enter. owner NULL: the GC broke a cycle; exited, entered: the
+ * message when it is not idle. @return 0, or -1 with RuntimeError set */
+static inline int entry_claim_as(atomic_int *state, const void *owner, const char *exited,
+                                 const char *entered)
+{
+    int expected = ENTRY_IDLE;
+    if (owner == NULL) { /* only after the GC broke a cycle */
+        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
+        return -1;
+    }
+    if (atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERING))
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, expected == ENTRY_EXITED ? exited : entered);
+    return -1;
+}
+
+/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ms since
+ * *start_ns, read after the step), SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE.
+ * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
+static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
+                                     PyObject *const *args, Py_ssize_t nargs, int64_t *rt)
+{
+    int expected = ENTRY_ENTERED;
+    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_EXITED)) {
+        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
+                     entry_state_names[expected & 3]);
+        return -1;
+    }
+    PyObject *et = nargs > 0 ? args[0] : Py_None;
+    *rt = 0;
+    if (et == Py_None) {
+        int64_t el = sw_time_ns() - *start_ns;
+        *rt = el > 0 ? el / NS_PER_MS : 0;
+        return SW_OUT_SUCCESS;
+    }
+    if (PyType_Check(et) &&
+        PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
+        return SW_OUT_EXCEPTION;
+    return SW_OUT_NONE;
+}
+
+/* tp_dealloc of an entry: its tp_clear gives back an in-flight count never exited. */
+static inline void entry_dealloc_with(PyObject *self, inquiry clear)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(tp);
+}
+
+/** _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
+ * shadow admission holding nothing): entering -> entered. @return None, or NULL with
+ * RuntimeError set */
+PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
+                           PyObject *const *args, Py_ssize_t nargs);
+/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
+PyObject *entry_abort_as(atomic_int *state);
+/** __aenter__ after the claim: owner._aenter(self), the coroutine that ends the transition
+ * (back to idle when it cannot be made). @return new reference or NULL */
+PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
+/** __aexit__(et, ...): owner._aexit(self, et). @return new reference or NULL */
+PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
+                           Py_ssize_t nargs);
+/** The `limiter` property: owner, or None after the GC broke a cycle. */
+PyObject *entry_owner_or_none(PyObject *owner);
+
 /* ------------------------------------------------------------------------------------ */
 /* types (specs) and cross-file helpers                                                  */
 

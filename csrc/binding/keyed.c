@@ -1100,9 +1100,7 @@ PyType_Spec KeyedLimiter_spec = {
     .slots = Keyed_slots,
 };
 
-/* ---- entries (mirror entry.c: one compare-exchange per state change) ------------------- */
-
-static const char *const kstate_names[] = {"new", "entering", "entered", "exited"};
+/* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
 
 static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n)
 {
@@ -1114,28 +1112,17 @@ static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_
     e->lim = lim;
     e->key = key;
     e->fp = fp;
-    e->n = n;
-    e->start_ns = 0;
-    e->hollow = 0;
-    atomic_init(&e->state, ENTRY_IDLE);
+    ENTRY_INIT(e, n);
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
 
-static int kentry_claim(KeyedEntryObject *self)
+static inline int kentry_claim(KeyedEntryObject *self)
 {
-    int expected = ENTRY_IDLE;
-    if (self->lim == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return -1;
-    }
-    if (atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERING))
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError, expected == ENTRY_EXITED
-                    ? "an entry can be entered only once: this one has exited; make a new "
-                      "one per request with per_key.entry(key)"
-                    : "an entry can be entered only once: this one is already entered");
-    return -1;
+    return entry_claim_as(&self->state, self->lim,
+                          "an entry can be entered only once: this one has exited; make a new "
+                          "one per request with per_key.entry(key)",
+                          "an entry can be entered only once: this one is already entered");
 }
 
 static void kentry_give_back(KeyedEntryObject *self)
@@ -1167,11 +1154,7 @@ static int KEntry_clear(KeyedEntryObject *self)
 
 static void KEntry_dealloc(KeyedEntryObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    KEntry_clear(self);
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
+    entry_dealloc_with((PyObject *)self, (inquiry)KEntry_clear);
 }
 
 static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -1201,45 +1184,20 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
 
 static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int expected = ENTRY_ENTERING;
-    self->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    self->start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
-        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     kstate_names[expected & 3]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
 }
 
 static PyObject *KEntry_abort(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
 {
-    int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(&self->state, &expected, ENTRY_IDLE);
-    Py_RETURN_NONE;
+    return entry_abort_as(&self->state);
 }
 
 static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
-                     kstate_names[expected & 3]);
+    int64_t rt;
+    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
+    if (outcome < 0)
         return NULL;
-    }
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    int outcome;
-    int64_t rt = 0;
-    if (et == Py_None) {
-        outcome = SW_OUT_SUCCESS;
-        int64_t el = sw_time_ns() - self->start_ns;
-        rt = el > 0 ? el / NS_PER_MS : 0;
-    } else if (PyType_Check(et) &&
-               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
-        outcome = SW_OUT_EXCEPTION;
-    } else {
-        outcome = SW_OUT_NONE;
-    }
     if (!self->hollow) {
         sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
         keyed_notify(self->lim);
@@ -1251,22 +1209,12 @@ static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignor
 {
     if (kentry_claim(self) < 0)
         return NULL;
-    PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self->lim, self->lim->st->str_aenter,
-                                             (PyObject *)self, NULL);
-    if (r == NULL)
-        atomic_store(&self->state, ENTRY_IDLE);
-    return r;
+    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
 }
 
 static PyObject *KEntry_aexit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    if (self->lim == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return NULL;
-    }
-    return PyObject_CallMethodObjArgs((PyObject *)self->lim, self->lim->st->str_aexit,
-                                      (PyObject *)self, et, NULL);
+    return entry_aexit_call((PyObject *)self, (PyObject *)self->lim, args, nargs);
 }
 
 static PyObject *KEntry_get_n(KeyedEntryObject *self, void *Py_UNUSED(c))
@@ -1281,16 +1229,14 @@ static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
 }
 static PyObject *KEntry_get_limiter(KeyedEntryObject *self, void *Py_UNUSED(c))
 {
-    PyObject *l = self->lim != NULL ? (PyObject *)self->lim : Py_None;
-    Py_INCREF(l);
-    return l;
+    return entry_owner_or_none((PyObject *)self->lim);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
 {
     return PyUnicode_FromFormat("<slidewin keyed entry key=%R n=%lld %s of %R>",
                                 self->key ? self->key : Py_None, (long long)self->n,
-                                kstate_names[atomic_load(&self->state) & 3],
+                                entry_state_names[atomic_load(&self->state) & 3],
                                 self->lim ? (PyObject *)self->lim : Py_None);
 }
 
