@@ -1,8 +1,8 @@
 /* binding.h - shared declarations of the CPython binding (module `slidewin._core`).
  *
- * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c), the module in
- * module.c, argument helpers in args.c, sleeping and waiting in wait.c. Heap types,
- * multi-phase init, module state.
+ * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c, keyed.c), what the
+ * two limiter types share in limiting.c, the module in module.c, argument helpers in args.c,
+ * sleeping and waiting in wait.c. Heap types, multi-phase init, module state.
  */
 #ifndef SW_BINDING_H
 #define SW_BINDING_H
@@ -241,6 +241,47 @@ int update_collect(const char *tname, PyObject *kwds, const char *const *setting
 int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
                PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
                PyObject *o_occ, PyObject *o_shadow);
+
+/* ---- what Limiter and KeyedLimiter share (limiting.c) ---- */
+
+/* the behaviours' names, by enum sw_behavior */
+extern const char *const behavior_names[4];
+
+/* Properties read from an object's struct sw_limiter_cfg: the closure of their PyGetSetDef is
+ * the field's offset, CFG_AT(LimiterObject) */
+#define CFG_AT(type) ((void *)offsetof(type, cfg))
+PyObject *cfg_get_qps(PyObject *self, void *at);         /* None unless a qps limit */
+PyObject *cfg_get_concurrency(PyObject *self, void *at); /* None unless a concurrency limit */
+PyObject *cfg_get_behavior(PyObject *self, void *at);
+PyObject *cfg_get_warm_up_s(PyObject *self, void *at);
+PyObject *cfg_get_cold_factor(PyObject *self, void *at);
+PyObject *cfg_get_max_queueing_ms(PyObject *self, void *at);
+PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *at);
+PyObject *cfg_get_interval_ms(PyObject *self, void *at);
+PyObject *cfg_get_sample_count(PyObject *self, void *at);
+PyObject *cfg_get_shadow(PyObject *self, void *at);
+/** A property reading an object field (closure: its offset, `(void *)offsetof(type, field)`);
+ * None for NULL. */
+PyObject *get_object_or_none(PyObject *self, void *at);
+
+/** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0, or -1 */
+int repr_add(PyObject *parts, PyObject *part);
+/** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
+ * occupy, occupy_timeout_ms= when not the default), the window when not the default.
+ * @return 0, or -1 with an exception set */
+int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy);
+/** The repr "Type(part, ...)": parts (stolen) then shadow=, shared=, name= (when given).
+ * @return new reference or NULL */
+PyObject *repr_finish(PyObject *self, PyObject *parts, int shadow, PyObject *shared,
+                      PyObject *name, int name_given);
+
+/** Set BlockedError for the refusal of n by `self` (of `key`, or NULL for a Limiter). */
+void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
+                   const struct sw_decision *d);
+/** stats(): a Stats of the window's counts (rates per second of interval_ms) and evicted.
+ * @return new reference or NULL */
+PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
+                    int64_t evicted);
 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);

@@ -536,50 +536,9 @@ static void Keyed_dealloc(KeyedObject *self)
 static void keyed_raise_blocked(KeyedObject *self, PyObject *key, int64_t n,
                                 const struct sw_decision *d)
 {
-    module_state *st = self->st;
     if (self->is_shared)
         (void)keyed_maybe_reap(self);
-    PyObject *retry;
-    if (d->verdict == SW_NEVER || d->retry_ns < 0) {
-        retry = Py_None;
-        Py_INCREF(retry);
-    } else {
-        retry = PyFloat_FromDouble((double)d->retry_ns / 1e9);
-        if (retry == NULL)
-            return;
-    }
-    PyObject *repr = PyObject_Repr((PyObject *)self), *msg = NULL;
-    if (repr != NULL) {
-        if (d->verdict == SW_NEVER)
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld: it can never admit this "
-                                       "request", repr, key, (long long)n);
-        else if (retry != Py_None)
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld; retry after %R s", repr, key,
-                                       (long long)n, retry);
-        else
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld", repr, key, (long long)n);
-        Py_DECREF(repr);
-    }
-    if (msg == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *args = PyTuple_Pack(1, msg);
-    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", (PyObject *)self);
-    Py_DECREF(msg);
-    Py_DECREF(retry);
-    if (args == NULL || kw == NULL) {
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        return;
-    }
-    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
-    Py_DECREF(args);
-    Py_DECREF(kw);
-    if (exc == NULL)
-        return;
-    PyErr_SetObject(st->BlockedError, exc);
-    Py_DECREF(exc);
+    blocked_raise(self->st, (PyObject *)self, key, n, d);
 }
 
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -749,32 +708,9 @@ static PyObject *Keyed_stats(KeyedObject *self, PyObject *const *args, Py_ssize_
     struct sw_stats s;
     (void)keyed_maybe_reap(self);
     sw_keyed_stats(kview(self), now, &s, &evicted, &keys);
-    double sec = (double)self->cfg.interval_ms / 1000.0;
-    PyObject *o = PyStructSequence_New(self->st->Stats_Type);
-    if (o == NULL)
-        return NULL;
-    PyObject *v[10];
-    v[0] = PyFloat_FromDouble((double)s.pass / sec);
-    v[1] = PyFloat_FromDouble((double)s.block / sec);
-    v[2] = PyFloat_FromDouble((double)s.success / sec);
-    v[3] = PyFloat_FromDouble((double)s.exception / sec);
-    v[4] = PyFloat_FromDouble(s.success > 0 ? (double)s.rt_sum / (double)s.success : 0.0);
-    v[5] = PyFloat_FromDouble((double)s.min_rt);
-    v[6] = PyLong_FromLongLong(s.in_flight);
-    v[7] = PyLong_FromLongLong(0);
-    v[8] = PyFloat_FromDouble(0.0);
-    v[9] = PyLong_FromLongLong(evicted);
-    for (int i = 0; i < 10; i++) {
-        if (v[i] == NULL) {
-            for (int j = 0; j < 10; j++)
-                Py_XDECREF(v[j]);
-            Py_DECREF(o);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 10; i++)
-        PyStructSequence_SET_ITEM(o, i, v[i]);
-    return o;
+    s.waiting = 0; /* no throttle queue and no borrowing per key */
+    s.occupied_pass = 0;
+    return stats_new(self->st, &s, self->cfg.interval_ms, evicted);
 }
 
 static Py_ssize_t Keyed_len(KeyedObject *self)
@@ -870,100 +806,25 @@ static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUS
     return set_overrides(self, value);
 }
 
-static PyObject *Keyed_get_qps(KeyedObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(self->cfg.count);
-}
-static PyObject *Keyed_get_concurrency(KeyedObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)self->cfg.count);
-}
-static PyObject *Keyed_get_behavior(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(kbehavior_names[self->cfg.behavior]);
-}
-static PyObject *Keyed_get_max_queueing_ms(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.max_queueing_ms);
-}
-static PyObject *Keyed_get_interval_ms(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.interval_ms);
-}
-static PyObject *Keyed_get_sample_count(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->cfg.sample_count);
-}
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(self->max_keys);
 }
-static PyObject *Keyed_get_shared(KeyedObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
 static PyObject *Keyed_repr(KeyedObject *self)
 {
-    const struct sw_limiter_cfg *c = &self->cfg;
-    PyObject *parts = PyList_New(0), *p = NULL, *res = NULL, *sep = NULL, *num = NULL;
+    PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-#define ADD_PART(expr)                                                                         \
-    do {                                                                                       \
-        p = (expr);                                                                            \
-        if (p == NULL || PyList_Append(parts, p) < 0)                                          \
-            goto done;                                                                         \
-        Py_CLEAR(p);                                                                           \
-    } while (0)
-    if (c->grade == SW_GRADE_CONCURRENCY) {
-        ADD_PART(PyUnicode_FromFormat("concurrency=%lld", (long long)c->count));
-    } else {
-        num = float_repr(c->count);
-        if (num == NULL)
-            goto done;
-        ADD_PART(PyUnicode_FromFormat("qps=%U", num));
-        Py_CLEAR(num);
-        if (c->behavior == SW_THROTTLE) {
-            ADD_PART(PyUnicode_FromString("behavior='throttle'"));
-            ADD_PART(PyUnicode_FromFormat("max_queueing_ms=%lld", (long long)c->max_queueing_ms));
-        }
+    if (repr_settings(parts, &self->cfg, 0) < 0 ||
+        (self->max_keys != DEFAULT_MAX_KEYS &&
+         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
+        (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0 &&
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", self->overrides)) < 0)) {
+        Py_DECREF(parts);
+        return NULL;
     }
-    if (c->interval_ms != 1000 || c->sample_count != 2) {
-        ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
-        ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
-    }
-    if (self->max_keys != DEFAULT_MAX_KEYS)
-        ADD_PART(PyUnicode_FromFormat("max_keys=%u", self->max_keys));
-    if (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0)
-        ADD_PART(PyUnicode_FromFormat("overrides=%R", self->overrides));
-    if (c->shadow)
-        ADD_PART(PyUnicode_FromString("shadow=True"));
-    if (self->shared != NULL && self->shared != Py_None)
-        ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
-    if (self->name != NULL && self->name_given)
-        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
-    sep = PyUnicode_FromString(", ");
-    if (sep == NULL)
-        goto done;
-    p = PyUnicode_Join(sep, parts);
-    if (p == NULL)
-        goto done;
-    const char *tname = Py_TYPE(self)->tp_name, *dot = strrchr(tname, '.');
-    res = PyUnicode_FromFormat("%s(%U)", dot ? dot + 1 : tname, p);
-#undef ADD_PART
-done:
-    Py_XDECREF(p);
-    Py_XDECREF(num);
-    Py_XDECREF(sep);
-    Py_DECREF(parts);
-    return res;
+    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+                       self->name_given);
 }
 
 static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
@@ -1010,38 +871,27 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
-static PyObject *Keyed_get_name(KeyedObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->name != NULL ? self->name : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
-static PyObject *Keyed_get_shadow(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyBool_FromLong(self->cfg.shadow != 0);
-}
-
+#define CFG CFG_AT(KeyedObject)
 static PyGetSetDef Keyed_getset[] = {
-    {"name", (getter)Keyed_get_name, NULL,
-     "The name (name=, else the shared region's name), or None.", NULL},
-    {"shadow", (getter)Keyed_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
+    {"name", get_object_or_none, NULL,
+     "The name (name=, else the shared region's name), or None.",
+     (void *)offsetof(KeyedObject, name)},
+    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
-    {"qps", (getter)Keyed_get_qps, NULL, "The rate per second of each key, or None.", NULL},
-    {"concurrency", (getter)Keyed_get_concurrency, NULL, "The in-flight limit of each key, or None.",
-     NULL},
-    {"behavior", (getter)Keyed_get_behavior, NULL, "The controller of each key.", NULL},
-    {"max_queueing_ms", (getter)Keyed_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
-    {"interval_ms", (getter)Keyed_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", (getter)Keyed_get_sample_count, NULL, "Buckets in the window.", NULL},
+    {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", CFG},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
+    {"behavior", cfg_get_behavior, NULL, "The controller of each key.", CFG},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
-    {"shared", (getter)Keyed_get_shared, NULL,
+    {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     NULL},
+     (void *)offsetof(KeyedObject, shared)},
     {NULL}};
+#undef CFG
 
 static PyMethodDef Keyed_methods[] = {
     {"totals", (PyCFunction)Keyed_totals, METH_NOARGS,

@@ -9,9 +9,6 @@
 
 #include <math.h>
 
-static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
-                                             "warm_up_throttle"};
-
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
 int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
@@ -338,56 +335,11 @@ static void Limiter_dealloc(LimiterObject *self)
     Py_DECREF(tp);
 }
 
-static PyObject *retry_after_obj(int64_t retry_ns)
-{
-    if (retry_ns < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)retry_ns / 1e9);
-}
-
 void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
 {
-    module_state *st = self->st;
     if (self->is_shared)
         (void)shared_maybe_reap(self); /* a dead process's in-flight counts, for the next */
-    PyObject *retry = retry_after_obj(d->verdict == SW_NEVER ? -1 : d->retry_ns);
-    if (retry == NULL)
-        return;
-    PyObject *repr = PyObject_Repr((PyObject *)self);
-    if (repr == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *msg;
-    if (d->verdict == SW_NEVER)
-        msg = PyUnicode_FromFormat("%U refused n=%lld: it can never admit this request",
-                                   repr, (long long)n);
-    else if (retry != Py_None)
-        msg = PyUnicode_FromFormat("%U refused n=%lld; retry after %R s", repr,
-                                   (long long)n, retry);
-    else
-        msg = PyUnicode_FromFormat("%U refused n=%lld", repr, (long long)n);
-    Py_DECREF(repr);
-    if (msg == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *args = PyTuple_Pack(1, msg);
-    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", (PyObject *)self);
-    Py_DECREF(msg);
-    Py_DECREF(retry);
-    if (args == NULL || kw == NULL) {
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        return;
-    }
-    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
-    Py_DECREF(args);
-    Py_DECREF(kw);
-    if (exc == NULL)
-        return;
-    PyErr_SetObject(st->BlockedError, exc);
-    Py_DECREF(exc);
+    blocked_raise(self->st, (PyObject *)self, NULL, n, d);
 }
 
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
@@ -615,36 +567,7 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
     struct sw_stats s;
     (void)shared_maybe_reap(self);
     sw_stats_read(limiter_view(self), now, &s);
-    double sec = (double)self->cfg.interval_ms / 1000.0;
-    PyObject *o = PyStructSequence_New(self->st->Stats_Type);
-    if (o == NULL)
-        return NULL;
-    PyObject *v[9];
-    v[0] = PyFloat_FromDouble((double)s.pass / sec);
-    v[1] = PyFloat_FromDouble((double)s.block / sec);
-    v[2] = PyFloat_FromDouble((double)s.success / sec);
-    v[3] = PyFloat_FromDouble((double)s.exception / sec);
-    v[4] = PyFloat_FromDouble(s.success > 0 ? (double)s.rt_sum / (double)s.success : 0.0);
-    v[5] = PyFloat_FromDouble((double)s.min_rt);
-    v[6] = PyLong_FromLongLong(s.in_flight);
-    v[7] = PyLong_FromLongLong(s.waiting);
-    v[8] = PyFloat_FromDouble((double)s.occupied_pass / sec);
-    for (int i = 0; i < 9; i++) {
-        if (v[i] == NULL) {
-            for (int j = 0; j < 9; j++)
-                Py_XDECREF(v[j]);
-            Py_DECREF(o);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 9; i++)
-        PyStructSequence_SET_ITEM(o, i, v[i]);
-    PyStructSequence_SET_ITEM(o, 9, PyLong_FromLong(0)); /* evicted: KeyedLimiter only */
-    if (PyStructSequence_GET_ITEM(o, 9) == NULL) {
-        Py_DECREF(o);
-        return NULL;
-    }
-    return o;
+    return stats_new(self->st, &s, self->cfg.interval_ms, 0); /* evicted: KeyedLimiter only */
 }
 
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
@@ -654,46 +577,6 @@ static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
     return metric_new_view(self->st, (PyObject *)self, &w);
 }
 
-static PyObject *Limiter_get_qps(LimiterObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(self->cfg.count);
-}
-static PyObject *Limiter_get_concurrency(LimiterObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)self->cfg.count);
-}
-static PyObject *Limiter_get_behavior(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(behavior_names[self->cfg.behavior]);
-}
-static PyObject *Limiter_get_warm_up_s(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyFloat_FromDouble(self->cfg.warm_up_s);
-}
-static PyObject *Limiter_get_cold_factor(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyFloat_FromDouble(self->cfg.cold_factor);
-}
-static PyObject *Limiter_get_max_queueing_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.max_queueing_ms);
-}
-static PyObject *Limiter_get_occupy_timeout_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.occupy_timeout_ms);
-}
-static PyObject *Limiter_get_interval_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.interval_ms);
-}
-static PyObject *Limiter_get_sample_count(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->cfg.sample_count);
-}
 static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromLongLong(sw_in_flight(limiter_view(self)));
@@ -702,70 +585,15 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 
 static PyObject *Limiter_repr(LimiterObject *self)
 {
-    const struct sw_limiter_cfg *c = &self->cfg;
-    PyObject *parts = PyList_New(0), *p = NULL, *res = NULL, *sep = NULL, *num = NULL;
+    PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-#define ADD_PART(expr)                                                                         \
-    do {                                                                                       \
-        p = (expr);                                                                            \
-        if (p == NULL || PyList_Append(parts, p) < 0)                                          \
-            goto done;                                                                         \
-        Py_CLEAR(p);                                                                           \
-    } while (0)
-    if (c->grade == SW_GRADE_CONCURRENCY) {
-        ADD_PART(PyUnicode_FromFormat("concurrency=%lld", (long long)c->count));
-    } else {
-        num = float_repr(c->count);
-        if (num == NULL)
-            goto done;
-        ADD_PART(PyUnicode_FromFormat("qps=%U", num));
-        Py_CLEAR(num);
-        if (c->behavior != SW_REJECT)
-            ADD_PART(PyUnicode_FromFormat("behavior='%s'", behavior_names[c->behavior]));
-        if (c->behavior == SW_WARM_UP || c->behavior == SW_WARM_UP_THROTTLE) {
-            num = float_repr(c->warm_up_s);
-            if (num == NULL)
-                goto done;
-            ADD_PART(PyUnicode_FromFormat("warm_up_s=%U", num));
-            Py_CLEAR(num);
-            num = float_repr(c->cold_factor);
-            if (num == NULL)
-                goto done;
-            ADD_PART(PyUnicode_FromFormat("cold_factor=%U", num));
-            Py_CLEAR(num);
-        }
-        if (c->behavior == SW_THROTTLE || c->behavior == SW_WARM_UP_THROTTLE)
-            ADD_PART(PyUnicode_FromFormat("max_queueing_ms=%lld", (long long)c->max_queueing_ms));
-        if (c->behavior == SW_REJECT && c->occupy_timeout_ms != 500)
-            ADD_PART(PyUnicode_FromFormat("occupy_timeout_ms=%lld",
-                                          (long long)c->occupy_timeout_ms));
+    if (repr_settings(parts, &self->cfg, 1) < 0) {
+        Py_DECREF(parts);
+        return NULL;
     }
-    if (c->interval_ms != 1000 || c->sample_count != 2) {
-        ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
-        ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
-    }
-    if (c->shadow)
-        ADD_PART(PyUnicode_FromString("shadow=True"));
-    if (self->shared != NULL && self->shared != Py_None)
-        ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
-    if (self->name != NULL && self->name_given)
-        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
-    sep = PyUnicode_FromString(", ");
-    if (sep == NULL)
-        goto done;
-    p = PyUnicode_Join(sep, parts);
-    if (p == NULL)
-        goto done;
-    const char *tname = Py_TYPE(self)->tp_name, *dot = strrchr(tname, '.');
-    res = PyUnicode_FromFormat("%s(%U)", dot ? dot + 1 : tname, p);
-#undef ADD_PART
-done:
-    Py_XDECREF(p);
-    Py_XDECREF(num);
-    Py_XDECREF(sep);
-    Py_DECREF(parts);
-    return res;
+    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+                       self->name_given);
 }
 
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -934,47 +762,30 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
     Py_RETURN_NONE;
 }
 
-static PyObject *Limiter_get_name(LimiterObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->name != NULL ? self->name : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
-static PyObject *Limiter_get_shadow(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyBool_FromLong(self->cfg.shadow != 0);
-}
-
-static PyObject *Limiter_get_shared(LimiterObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
+#define CFG CFG_AT(LimiterObject)
 static PyGetSetDef Limiter_getset[] = {
     {"metric", (getter)Limiter_get_metric, NULL,
      "This limiter's window as a Metric (a live view).", NULL},
-    {"qps", (getter)Limiter_get_qps, NULL, "The rate per second, or None.", NULL},
-    {"concurrency", (getter)Limiter_get_concurrency, NULL, "The in-flight limit, or None.", NULL},
-    {"behavior", (getter)Limiter_get_behavior, NULL, "The controller.", NULL},
-    {"warm_up_s", (getter)Limiter_get_warm_up_s, NULL, "Warm-up period, s.", NULL},
-    {"cold_factor", (getter)Limiter_get_cold_factor, NULL, "Warm-up cold factor.", NULL},
-    {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
-    {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
-     "Longest wait of a prioritized borrow, ms.", NULL},
-    {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", NULL},
+    {"qps", cfg_get_qps, NULL, "The rate per second, or None.", CFG},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit, or None.", CFG},
+    {"behavior", cfg_get_behavior, NULL, "The controller.", CFG},
+    {"warm_up_s", cfg_get_warm_up_s, NULL, "Warm-up period, s.", CFG},
+    {"cold_factor", cfg_get_cold_factor, NULL, "Warm-up cold factor.", CFG},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"occupy_timeout_ms", cfg_get_occupy_timeout_ms, NULL,
+     "Longest wait of a prioritized borrow, ms.", CFG},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
-    {"shared", (getter)Limiter_get_shared, NULL,
+    {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     NULL},
-    {"name", (getter)Limiter_get_name, NULL,
-     "The name (name=, else the shared region's name), or None.", NULL},
-    {"shadow", (getter)Limiter_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
+     (void *)offsetof(LimiterObject, shared)},
+    {"name", get_object_or_none, NULL,
+     "The name (name=, else the shared region's name), or None.",
+     (void *)offsetof(LimiterObject, name)},
+    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
     {NULL}};
+#undef CFG
 
 static PyMethodDef Limiter_methods[] = {
     {"totals", (PyCFunction)Limiter_totals, METH_NOARGS,
