@@ -283,6 +283,21 @@ void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
 PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
                     int64_t evicted);
 
+/* acquire(timeout=) of either limiter type: decide; on refusal sleep until retry_after (or,
+ * for a concurrency limit, a release) within the timeout; the admitted request's own wait is
+ * always honoured. */
+struct acquire_loop {
+    void (*decide)(void *ctx, struct sw_decision *d); /* one decision, SW_NOW, with the flags
+                                                       * | SW_F_NO_BLOCK | SW_F_RETRY */
+    bool (*reap)(void *ctx); /* shm only: give back dead processes' counts (any given back?) */
+    void *ctx;
+    struct waitq *wq;  /* a private concurrency limit: its releases wake the loop, or NULL */
+    struct sw_shm *shm; /* a shared concurrency limit: releases in any process, or NULL */
+};
+/** @return 0 admitted (its wait slept), 1 refused (d: the last decision; nothing counted,
+ * nothing raised), or -1 with an exception set */
+int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
+
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);
 

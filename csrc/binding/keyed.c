@@ -582,7 +582,27 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-/* The loop of acquire() (as Limiter's). @return 0 admitted, -1 with an exception set. */
+/* acquire_loop's questions to a KeyedLimiter */
+struct keyed_ask {
+    KeyedObject *self;
+    uint64_t fp;
+    int64_t n;
+    unsigned flags;
+};
+
+static void keyed_ask_decide(void *ctx, struct sw_decision *d)
+{
+    struct keyed_ask *a = ctx;
+    sw_keyed_decide(kview(a->self), a->fp, a->n, SW_NOW,
+                    a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+}
+
+static bool keyed_ask_reap(void *ctx)
+{
+    return keyed_maybe_reap(((struct keyed_ask *)ctx)->self);
+}
+
+/* acquire() (as Limiter's). @return 0 admitted, -1 with an exception set. */
 static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
                          int64_t timeout_ns, unsigned flags)
 {
@@ -595,56 +615,18 @@ static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t 
         }
         return sleep_decision(&d);
     }
-    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
-    bool sh = conc && self->is_shared;
-    bool wq = conc && !self->is_shared;
-    for (;;) {
-        if (PyErr_CheckSignals() < 0)
-            return -1;
-        uint64_t gen = wq ? waitq_arm(&self->wq) : 0;
-        uint32_t seq = 0;
-        if (sh) {
-            atomic_fetch_add(&self->shm.hdr->waiters, 1u);
-            seq = atomic_load(&self->shm.hdr->release_seq);
-        }
-        sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict != SW_PASS && sh && keyed_maybe_reap(self))
-            sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict == SW_PASS) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            return sleep_decision(&d);
-        }
-        int64_t now = sw_time_ns();
-        if (d.verdict == SW_NEVER || now >= deadline) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
-            keyed_raise_blocked(self, key, n, &d);
-            return -1;
-        }
-        if (wq) {
-            if (waitq_wait(&self->wq, gen, deadline) < 0)
-                return -1;
-        } else if (sh) {
-            int rc = shared_wait(&self->shm, seq, deadline);
-            atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            if (rc < 0)
-                return -1;
-        } else {
-            int64_t step = d.retry_ns > 0 ? d.retry_ns : NS_PER_MS;
-            int64_t until = sw_sat_add(now, step);
-            if (until > deadline)
-                until = deadline;
-            if (sleep_until(until, false) < 0)
-                return -1;
-        }
+    struct keyed_ask ask = {self, fp, n, flags};
+    struct acquire_loop loop = {keyed_ask_decide, keyed_ask_reap, &ask,
+                                conc && !self->is_shared ? &self->wq : NULL,
+                                conc && self->is_shared ? &self->shm : NULL};
+    int rc = acquire_loop(&loop, timeout_ns, &d);
+    if (rc == 1) {
+        sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
+        keyed_raise_blocked(self, key, n, &d);
+        return -1;
     }
+    return rc;
 }
 
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,

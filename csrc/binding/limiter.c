@@ -443,8 +443,25 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
 }
 
 
-/* The loop of acquire(): decide; on refusal sleep until retry_after (or a release) within the
- * timeout; the admitted request's own wait is always honoured.
+/* acquire_loop's questions to a Limiter */
+struct lim_ask {
+    LimiterObject *self;
+    int64_t n;
+    unsigned flags;
+};
+
+static void lim_ask_decide(void *ctx, struct sw_decision *d)
+{
+    struct lim_ask *a = ctx;
+    sw_decide(limiter_view(a->self), a->n, SW_NOW, a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+}
+
+static bool lim_ask_reap(void *ctx)
+{
+    return shared_maybe_reap(((struct lim_ask *)ctx)->self);
+}
+
+/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop).
  * @return 0 admitted, -1 with an exception set. */
 static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
 {
@@ -457,60 +474,18 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
         }
         return sleep_decision(&d);
     }
-    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
-    bool sh = conc && self->is_shared;
-    bool wq = conc && !self->is_shared;
-    for (;;) {
-        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
-        if (PyErr_CheckSignals() < 0)
-            return -1;
-        uint64_t gen = wq ? waitq_arm(&self->wq) : 0;
-        uint32_t seq = 0;
-        if (sh) {
-            /* a waiter in any process: a release there bumps release_seq and wakes us */
-            atomic_fetch_add(&self->shm.hdr->waiters, 1u);
-            seq = atomic_load(&self->shm.hdr->release_seq);
-        }
-        sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict != SW_PASS && sh && shared_maybe_reap(self))
-            sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict == SW_PASS) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            return sleep_decision(&d);
-        }
-        int64_t now = sw_time_ns();
-        if (d.verdict == SW_NEVER || now >= deadline) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
-            raise_blocked(self, n, &d);
-            return -1;
-        }
-        if (wq) {
-            /* until a release (or the deadline), one slice at most */
-            if (waitq_wait(&self->wq, gen, deadline) < 0)
-                return -1;
-        } else if (sh) {
-            int rc = shared_wait(&self->shm, seq, deadline);
-            atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            if (rc < 0)
-                return -1;
-        } else {
-            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
-            int64_t step = d.retry_ns > 0 ? d.retry_ns : NS_PER_MS;
-            int64_t until = sw_sat_add(now, step);
-            if (until > deadline)
-                until = deadline;
-            if (sleep_until(until, false) < 0)
-                return -1;
-        }
+    struct lim_ask ask = {self, n, flags};
+    struct acquire_loop loop = {lim_ask_decide, lim_ask_reap, &ask,
+                                conc && !self->is_shared ? &self->wq : NULL,
+                                conc && self->is_shared ? &self->shm : NULL};
+    int rc = acquire_loop(&loop, timeout_ns, &d);
+    if (rc == 1) {
+        sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
+        raise_blocked(self, n, &d);
+        return -1;
     }
+    return rc;
 }
 
 static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,

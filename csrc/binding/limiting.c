@@ -239,3 +239,60 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
         PyStructSequence_SET_ITEM(o, i, v[i]);
     return o;
 }
+
+/* ---- acquire() with a timeout ---------------------------------------------------------- */
+
+int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d)
+{
+    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
+    struct waitq *wq = l->wq;
+    struct sw_shm *shm = l->shm;
+    for (;;) {
+        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+        uint64_t gen = wq ? waitq_arm(wq) : 0;
+        uint32_t seq = 0;
+        if (shm) {
+            /* a waiter in any process: a release there bumps release_seq and wakes us */
+            atomic_fetch_add(&shm->hdr->waiters, 1u);
+            seq = atomic_load(&shm->hdr->release_seq);
+        }
+        l->decide(l->ctx, d);
+        if (d->verdict != SW_PASS && shm && l->reap(l->ctx))
+            l->decide(l->ctx, d);
+        if (d->verdict == SW_PASS) {
+            if (wq)
+                waitq_disarm(wq);
+            if (shm)
+                atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            return sleep_decision(d);
+        }
+        int64_t now = sw_time_ns();
+        if (d->verdict == SW_NEVER || now >= deadline) {
+            if (wq)
+                waitq_disarm(wq);
+            if (shm)
+                atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            return 1;
+        }
+        if (wq) {
+            /* until a release (or the deadline), one slice at most */
+            if (waitq_wait(wq, gen, deadline) < 0)
+                return -1;
+        } else if (shm) {
+            int rc = shared_wait(shm, seq, deadline);
+            atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            if (rc < 0)
+                return -1;
+        } else {
+            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
+            int64_t step = d->retry_ns > 0 ? d->retry_ns : NS_PER_MS;
+            int64_t until = sw_sat_add(now, step);
+            if (until > deadline)
+                until = deadline;
+            if (sleep_until(until, false) < 0)
+                return -1;
+        }
+    }
+}
