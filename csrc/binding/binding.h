@@ -232,15 +232,18 @@ int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject
                            PyObject *o_shadow);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 
-/** update(): sort the keywords into settings (vals, NULL when absent); a layout keyword is
- * a ValueError, an unknown one a TypeError. @return 0, or -1 with an exception set */
-int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
-                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout);
-/** update(): apply the given settings to cfg (grade kept) and check the whole configuration.
+/* The settings update() of either limiter type changes in cfg, first in its list, in this
+ * order (a type's own follow) */
+#define UPDATE_CFG_SETTINGS                                                                    \
+    "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",           \
+        "occupy_timeout_ms", "shadow"
+/** update(**kwds) of a limiter type named tname: keywords only, sorted into settings (vals,
+ * NULL when absent; a layout keyword is a ValueError, an unknown one a TypeError), then the
+ * UPDATE_CFG_SETTINGS given applied to cfg (grade kept) and the whole configuration checked.
  * @return 0, or -1 with an exception set (cfg may be half-changed: work on a copy) */
-int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
-               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
-               PyObject *o_occ, PyObject *o_shadow);
+int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
+                 PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                 struct sw_limiter_cfg *cfg);
 
 /* ---- what Limiter and KeyedLimiter share (limiting.c) ---- */
 

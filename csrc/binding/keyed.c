@@ -161,21 +161,15 @@ static void keyed_notify(KeyedObject *self)
         waitq_notify(&self->wq);
 }
 
+static uint32_t keyed_reap(const void *view)
+{
+    return sw_keyed_reap(view);
+}
+
 static bool keyed_maybe_reap(KeyedObject *self)
 {
-    if (!self->is_shared)
-        return false;
-    int64_t now_ms = sw_time_coarse_ns() / NS_PER_MS;
-    if (!sw_shm_reap_due(&self->shm, now_ms, REAP_EVERY_MS))
-        return false;
-    uint32_t freed;
-    const struct sw_kview *v = kview(self);
-    Py_BEGIN_ALLOW_THREADS
-    freed = sw_keyed_reap(v);
-    Py_END_ALLOW_THREADS
-    if (freed > 0)
-        shared_notify(&self->shm);
-    return freed > 0;
+    return self->is_shared && shared_reap_due(&self->shm) &&
+           shared_reap(&self->shm, keyed_reap, kview(self));
 }
 
 static int cmp_over(const void *a, const void *b)
@@ -353,6 +347,17 @@ static int k_check_state(void *state, const struct sw_shm_layout *lay)
                              lay->sample_count, lay->max_keys, true);
 }
 
+/* Warm-up is not per key. @return 0, or -1 with ValueError set */
+static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
+{
+    if (cfg->behavior != SW_WARM_UP && cfg->behavior != SW_WARM_UP_THROTTLE)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
+                 "uses 'reject' or 'throttle' (with qps), or concurrency",
+                 kbehavior_names[cfg->behavior]);
+    return -1;
+}
+
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
@@ -375,28 +380,17 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (o_over && PyDict_DelItemString(rest, "overrides") < 0))
             goto fail0;
     }
-    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0)
+    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||
+        keyed_check_behavior(&cfg) < 0)
         goto fail0;
-    if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
-        PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
-                     "uses 'reject' or 'throttle' (with qps), or concurrency",
-                     kbehavior_names[cfg.behavior]);
-        goto fail0;
-    }
     int64_t max_keys = DEFAULT_MAX_KEYS;
     if (o_max != NULL && o_max != Py_None &&
         as_int64(o_max, "max_keys", 1, (int64_t)SW_KEYED_MAX_KEYS, &max_keys) < 0)
         goto fail0;
-    int mode = shared_resolve(o_shared, path, sizeof path);
+    int name_given;
+    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         goto fail0;
-    if (name_parse(o_name, &name) < 0)
-        goto fail0;
-    int name_given = name != NULL;
-    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
-        goto fail0;
-    if (name == Py_None)
-        Py_CLEAR(name);
     size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys, mode != 0);
     if (size == 0) {
         PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
@@ -819,27 +813,14 @@ static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
 /* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
-                                           "cold_factor", "max_queueing_ms",
-                                           "occupy_timeout_ms", "shadow", "overrides"};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides"};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
                                          "name", NULL};
     PyObject *v[9];
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return NULL;
-    }
-    if (update_collect("KeyedLimiter", kwds, settings, v, 9, layout) < 0)
-        return NULL;
     struct sw_limiter_cfg cfg = self->cfg;
-    if (update_cfg("KeyedLimiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+    if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
+        keyed_check_behavior(&cfg) < 0)
         return NULL;
-    if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
-        PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
-                     "uses 'reject' or 'throttle' (with qps), or concurrency",
-                     kbehavior_names[cfg.behavior]);
-        return NULL;
-    }
     struct sw_krule rule;
     int rc = sw_krule_init(&rule, &cfg);
     if (rc != SW_OK)

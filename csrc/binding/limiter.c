@@ -208,16 +208,10 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
         return NULL;
-    int mode = shared_resolve(o_shared, path, sizeof path);
+    int name_given;
+    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if (name_parse(o_name, &name) < 0)
-        return NULL;
-    int name_given = name != NULL;
-    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
-        return NULL;
-    if (name == Py_None)
-        Py_CLEAR(name);
     size_t size = sw_limiter_size(&cfg);
     if (size == 0) {
         PyErr_SetString(PyExc_ValueError, "invalid Limiter configuration");
@@ -637,7 +631,7 @@ static int is_layout_key(PyObject *key, const char *const *layout)
     return 0;
 }
 
-int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
+static int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
                    PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
 {
     for (Py_ssize_t i = 0; i < n_settings; i++)
@@ -669,7 +663,7 @@ int update_collect(const char *tname, PyObject *kwds, const char *const *setting
 
 /* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
  * unchanged), the grade kept. @return 0, or -1 with an exception set */
-int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
+static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
                PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
                PyObject *o_occ, PyObject *o_shadow)
 {
@@ -705,23 +699,29 @@ int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, P
     return 0;
 }
 
+int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
+                 PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                 struct sw_limiter_cfg *cfg)
+{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return -1;
+    }
+    if (update_collect(tname, kwds, settings, vals, n_settings, layout) < 0)
+        return -1;
+    return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
+                      vals[6], vals[7]);
+}
+
 /* update(**settings): change this process's settings in place; the state is kept. */
 static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
-                                           "cold_factor", "max_queueing_ms",
-                                           "occupy_timeout_ms", "shadow"};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
     PyObject *v[8];
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return NULL;
-    }
-    if (update_collect("Limiter", kwds, settings, v, 8, layout) < 0)
-        return NULL;
     struct sw_limiter_cfg cfg = self->cfg;
-    if (update_cfg("Limiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+    if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
         return NULL;
     struct sw_rule rule;
     int rc = sw_rule_init(&rule, &cfg);
