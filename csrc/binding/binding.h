@@ -50,6 +50,17 @@ extern struct PyModuleDef slidewin_module;
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
 module_state *state_of_type(PyTypeObject *tp);
 
+/* The start of tp_dealloc of a GC type with weak references: untracked, the weak references
+ * cleared. @return its type, to release last */
+static inline PyTypeObject *dealloc_start(PyObject *self, PyObject *weakreflist)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (weakreflist != NULL)
+        PyObject_ClearWeakRefs(self);
+    return tp;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* object structs                                                                        */
 

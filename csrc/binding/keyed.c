@@ -502,10 +502,7 @@ static int Keyed_traverse(KeyedObject *self, visitproc visit, void *arg)
 
 static void Keyed_dealloc(KeyedObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
@@ -559,17 +556,29 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
     Py_RETURN_FALSE;
 }
 
+/* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
+ * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
+ * the caller. @return 0, or -1 with an exception set */
+static inline int parse_key_n(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
+                              PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
+{
+    if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
+        parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
+        return -1;
+    return key_fp(a[0], fp);
+}
+
 static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
     static const char *const names[] = {"key", "n", "now_ns"};
     PyObject *a[3];
-    int64_t n = 1, now = SW_NOW;
+    int64_t n, now;
     uint64_t fp;
-    struct sw_decision d;
-    if (parse_fast("reserve", args, nargs, kwnames, names, 3, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || parse_now(a[2], &now) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
         return NULL;
+    struct sw_decision d;
     sw_keyed_decide(kview(self), fp, n, now, 0u, &d);
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
@@ -628,10 +637,9 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
 {
     static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n = 1, timeout = -1;
+    int64_t n, timeout = -1;
     uint64_t fp;
-    if (parse_fast("acquire", args, nargs, kwnames, names, 3, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
         return NULL;
     if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
         return NULL;
@@ -645,10 +653,9 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
 {
     static const char *const names[] = {"key", "n"};
     PyObject *a[2];
-    int64_t n = 1;
+    int64_t n;
     uint64_t fp;
-    if (parse_fast("release", args, nargs, kwnames, names, 2, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
     if (rc == SW_ESTATE && self->cfg.shadow) {
@@ -762,10 +769,9 @@ static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_
 {
     static const char *const names[] = {"key", "n"};
     PyObject *a[2];
-    int64_t n = 1;
+    int64_t n;
     uint64_t fp;
-    if (parse_fast("entry", args, nargs, kwnames, names, 2, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("entry", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     return kentry_new(self, a[0], fp, n);
 }

@@ -65,6 +65,19 @@ int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject
     return 0;
 }
 
+/* qps= (a rate per second) or concurrency= (requests in flight), as cfg->grade says, into
+ * cfg->count. @return 0, or -1 with an exception set */
+static int parse_count(struct sw_limiter_cfg *cfg, PyObject *o)
+{
+    if (cfg->grade == SW_GRADE_QPS)
+        return as_nonneg_double(o, "qps", 9.0e15, &cfg->count);
+    int64_t c;
+    if (as_int64(o, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
+        return -1;
+    cfg->count = (double)c;
+    return 0;
+}
+
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
 int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
@@ -96,17 +109,9 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
                         "(requests in flight)");
         return -1;
     }
-    if (o_qps != Py_None) {
-        cfg->grade = SW_GRADE_QPS;
-        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
-            return -1;
-    } else {
-        int64_t c;
-        cfg->grade = SW_GRADE_CONCURRENCY;
-        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
-            return -1;
-        cfg->count = (double)c;
-    }
+    cfg->grade = o_qps != Py_None ? SW_GRADE_QPS : SW_GRADE_CONCURRENCY;
+    if (parse_count(cfg, o_qps != Py_None ? o_qps : o_conc) < 0)
+        return -1;
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     int64_t samples = cfg->sample_count;
@@ -309,10 +314,7 @@ static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
 
 static void Limiter_dealloc(LimiterObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
@@ -501,14 +503,9 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
 static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
-    static const char *const names[] = {"n"};
-    PyObject *a[1] = {NULL};
-    int64_t n = 1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("release", args, nargs, kwnames, names, 1, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0)
-            return NULL;
-    }
+    int64_t n;
+    if (parse_n_only("release", args, nargs, kwnames, &n) < 0)
+        return NULL;
     int rc = sw_release(limiter_view(self), n);
     if (rc == SW_ESTATE && self->cfg.shadow) {
         /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
@@ -568,13 +565,9 @@ static PyObject *Limiter_repr(LimiterObject *self)
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"n"};
-    PyObject *a[1] = {NULL};
-    int64_t n = 1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("entry", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_n(a[0], 1, &n) < 0)
-            return NULL;
-    }
+    int64_t n;
+    if (parse_n_only("entry", args, nargs, kwnames, &n) < 0)
+        return NULL;
     return entry_new(self, n);
 }
 
@@ -661,34 +654,30 @@ static int update_collect(const char *tname, PyObject *kwds, const char *const *
     return 0;
 }
 
+/* update(qps=) or update(concurrency=) (the grade): a new count, for a limit of that grade
+ * only. @return 0, or -1 with an exception set */
+static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade, PyObject *o)
+{
+    const char *name = grade == SW_GRADE_QPS ? "qps" : "concurrency";
+    if (cfg->grade != grade) {
+        PyErr_Format(PyExc_ValueError, "update(%s=%R): this %s limits %s; a limit cannot change "
+                     "between qps and concurrency (what is in flight would not be accounted "
+                     "for): make a new %s", name, o, tname,
+                     grade == SW_GRADE_QPS ? "concurrency" : "qps", tname);
+        return -1;
+    }
+    return parse_count(cfg, o);
+}
+
 /* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
  * unchanged), the grade kept. @return 0, or -1 with an exception set */
 static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
                PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
                PyObject *o_occ, PyObject *o_shadow)
 {
-    if (o_qps != NULL) {
-        if (cfg->grade != SW_GRADE_QPS) {
-            PyErr_Format(PyExc_ValueError, "update(qps=%R): this %s limits concurrency; a limit "
-                         "cannot change between qps and concurrency (what is in flight would "
-                         "not be accounted for): make a new %s", o_qps, tname, tname);
-            return -1;
-        }
-        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
-            return -1;
-    }
-    if (o_conc != NULL) {
-        if (cfg->grade != SW_GRADE_CONCURRENCY) {
-            PyErr_Format(PyExc_ValueError, "update(concurrency=%R): this %s limits qps; a limit "
-                         "cannot change between qps and concurrency (what is in flight would "
-                         "not be accounted for): make a new %s", o_conc, tname, tname);
-            return -1;
-        }
-        int64_t c;
-        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
-            return -1;
-        cfg->count = (double)c;
-    }
+    if ((o_qps != NULL && update_count(tname, cfg, SW_GRADE_QPS, o_qps) < 0) ||
+        (o_conc != NULL && update_count(tname, cfg, SW_GRADE_CONCURRENCY, o_conc) < 0))
+        return -1;
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     struct sw_cfg_error err;

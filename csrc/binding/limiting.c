@@ -36,35 +36,19 @@ PyObject *cfg_get_behavior(PyObject *self, void *at)
     return PyUnicode_FromString(behavior_names[cfg_at(self, at)->behavior]);
 }
 
-PyObject *cfg_get_warm_up_s(PyObject *self, void *at)
-{
-    return PyFloat_FromDouble(cfg_at(self, at)->warm_up_s);
-}
-
-PyObject *cfg_get_cold_factor(PyObject *self, void *at)
-{
-    return PyFloat_FromDouble(cfg_at(self, at)->cold_factor);
-}
-
-PyObject *cfg_get_max_queueing_ms(PyObject *self, void *at)
-{
-    return PyLong_FromLongLong(cfg_at(self, at)->max_queueing_ms);
-}
-
-PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *at)
-{
-    return PyLong_FromLongLong(cfg_at(self, at)->occupy_timeout_ms);
-}
-
-PyObject *cfg_get_interval_ms(PyObject *self, void *at)
-{
-    return PyLong_FromLongLong(cfg_at(self, at)->interval_ms);
-}
-
-PyObject *cfg_get_sample_count(PyObject *self, void *at)
-{
-    return PyLong_FromUnsignedLong(cfg_at(self, at)->sample_count);
-}
+/* the plain ones: one field, one conversion */
+#define CFG_GETTER(field, convert)                                                             \
+    PyObject *cfg_get_##field(PyObject *self, void *at)                                        \
+    {                                                                                          \
+        return convert(cfg_at(self, at)->field);                                               \
+    }
+CFG_GETTER(warm_up_s, PyFloat_FromDouble)
+CFG_GETTER(cold_factor, PyFloat_FromDouble)
+CFG_GETTER(max_queueing_ms, PyLong_FromLongLong)
+CFG_GETTER(occupy_timeout_ms, PyLong_FromLongLong)
+CFG_GETTER(interval_ms, PyLong_FromLongLong)
+CFG_GETTER(sample_count, PyLong_FromUnsignedLong)
+#undef CFG_GETTER
 
 PyObject *cfg_get_shadow(PyObject *self, void *at)
 {

@@ -327,10 +327,7 @@ static int Metric_clear(MetricObject *self)
 
 static void Metric_dealloc(MetricObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     Metric_clear(self);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->name);
