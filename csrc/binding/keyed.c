@@ -172,6 +172,19 @@ static bool keyed_maybe_reap(KeyedObject *self)
            shared_reap(&self->shm, keyed_reap, kview(self));
 }
 
+/* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
+ * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
+ * the caller. @return 0, or -1 with an exception set */
+static inline int parse_key_n(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
+                              PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
+{
+    if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
+        parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
+        return -1;
+    return key_fp(a[0], fp);
+}
+
 static int cmp_over(const void *a, const void *b)
 {
     uint64_t x = ((const struct sw_kover *)a)->fp, y = ((const struct sw_kover *)b)->fp;
@@ -554,19 +567,6 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
     if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
         (void)keyed_maybe_reap(self);
     Py_RETURN_FALSE;
-}
-
-/* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
- * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
- * the caller. @return 0, or -1 with an exception set */
-static inline int parse_key_n(const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
-                              PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
-{
-    if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
-        parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
-        return -1;
-    return key_fp(a[0], fp);
 }
 
 static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
