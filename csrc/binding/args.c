@@ -31,20 +31,35 @@ int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64_t *out
     return 0;
 }
 
-int as_nonneg_double(PyObject *o, const char *name, double hi, double *out)
+/* An int or float (not bool) as a double; *overflow: an int too large for one (*v unset).
+ * wrong_type: the TypeError's format (the name, then the type's name).
+ * @return 0, or -1 with an exception set */
+static int number_as_double(PyObject *o, const char *wrong_type, const char *name, double *v,
+                            int *overflow)
 {
+    *overflow = 0;
     if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int or float, not %.100s", name,
-                     type_name_of(o));
+        PyErr_Format(PyExc_TypeError, wrong_type, name, type_name_of(o));
         return -1;
     }
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) {
+    *v = PyFloat_AsDouble(o);
+    if (*v == -1.0 && PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError))
             return -1;
         PyErr_Clear();
-        v = NAN; /* an int too large for a double: out of range either way */
+        *overflow = 1;
     }
+    return 0;
+}
+
+int as_nonneg_double(PyObject *o, const char *name, double hi, double *out)
+{
+    double v;
+    int overflow;
+    if (number_as_double(o, "%s must be an int or float, not %.100s", name, &v, &overflow) < 0)
+        return -1;
+    if (overflow)
+        v = NAN; /* an int too large for a double: out of range either way */
     if (!isfinite(v) || v < 0 || v > hi) {
         /* (PyErr_Format has no %g: print the bound with Python's own float formatting) */
         char *bound = PyOS_double_to_string(hi, 'r', 0, 0, NULL);
@@ -127,16 +142,12 @@ int parse_timeout(PyObject *o, int64_t *out)
         *out = -1;
         return 0;
     }
-    if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "timeout must be None or a number of seconds, not %.100s",
-                     type_name_of(o));
+    double v;
+    int overflow;
+    if (number_as_double(o, "%s must be None or a number of seconds, not %.100s", "timeout", &v,
+                         &overflow) < 0)
         return -1;
-    }
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return -1;
-        PyErr_Clear();
+    if (overflow) {
         v = -1.0;
         if (PyLong_Check(o)) {
             PyObject *zero = PyLong_FromLong(0);

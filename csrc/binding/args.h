@@ -86,6 +86,21 @@ static inline int parse_n(PyObject *o, int64_t lo, int64_t *out)
     return as_int64(o, "n", lo, INT64_MAX, out);
 }
 
+/* The one parameter n=1 of a method (nothing given: 1, at once).
+ * @return 0, or -1 with an exception set */
+static inline int parse_n_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames, int64_t *n)
+{
+    static const char *const names[] = {"n"};
+    PyObject *a[1] = {NULL};
+    *n = 1;
+    if (nargs == 0 && kwnames == NULL)
+        return 0;
+    if (parse_fast(fname, args, nargs, kwnames, names, 1, 1, a) < 0)
+        return -1;
+    return parse_n(a[0], 1, n);
+}
+
 /* A keyword name equals an ASCII parameter name (compact ASCII strings compared by length
  * and bytes, about 2 ns; anything else by the general comparison). */
 static inline int key_equals(PyObject *key, const char *name)

@@ -1,8 +1,8 @@
 /* binding.h - shared declarations of the CPython binding (module `slidewin._core`).
  *
- * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c), the module in
- * module.c, argument helpers in args.c, sleeping and waiting in wait.c. Heap types,
- * multi-phase init, module state.
+ * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c, keyed.c), what the
+ * two limiter types share in limiting.c, the module in module.c, argument helpers in args.c,
+ * sleeping and waiting in wait.c. Heap types, multi-phase init, module state.
  */
 #ifndef SW_BINDING_H
 #define SW_BINDING_H
@@ -49,6 +49,17 @@ extern struct PyModuleDef slidewin_module;
 
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
 module_state *state_of_type(PyTypeObject *tp);
+
+/* The start of tp_dealloc of a GC type with weak references: untracked, the weak references
+ * cleared. @return its type, to release last */
+static inline PyTypeObject *dealloc_start(PyObject *self, PyObject *weakreflist)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (weakreflist != NULL)
+        PyObject_ClearWeakRefs(self);
+    return tp;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* object structs                                                                        */
@@ -127,6 +138,90 @@ typedef struct {
                           refused; holds nothing, counts nothing on exit */
 } EntryObject;
 
+/* What Entry (entry.c) and KeyedEntry (keyed.c) share. Both name their common fields alike
+ * (n, start_ns, state, hollow); each keeps its own owner pointer (the Limiter or the
+ * KeyedLimiter) and passes it in. The steps of __enter__ and __exit__ (the hot path) are
+ * inline; the asyncio ones are entry.c's. */
+
+/* the states' names, by enum entry_state (errors and repr) */
+extern const char *const entry_state_names[4];
+
+/* A new entry's common fields: n, not started, not hollow, idle. */
+#define ENTRY_INIT(e, n_)                                                                      \
+    do {                                                                                       \
+        (e)->n = (n_);                                                                         \
+        (e)->start_ns = 0;                                                                     \
+        (e)->hollow = 0;                                                                       \
+        atomic_init(&(e)->state, ENTRY_IDLE);                                                  \
+    } while (0)
+
+/* Claim an idle entry for one enter. owner NULL: the GC broke a cycle; exited, entered: the
+ * message when it is not idle. @return 0, or -1 with RuntimeError set */
+static inline int entry_claim_as(atomic_int *state, const void *owner, const char *exited,
+                                 const char *entered)
+{
+    int expected = ENTRY_IDLE;
+    if (owner == NULL) { /* only after the GC broke a cycle */
+        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
+        return -1;
+    }
+    if (atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERING))
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, expected == ENTRY_EXITED ? exited : entered);
+    return -1;
+}
+
+/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ms since
+ * *start_ns, read after the step), SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE.
+ * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
+static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
+                                     PyObject *const *args, Py_ssize_t nargs, int64_t *rt)
+{
+    int expected = ENTRY_ENTERED;
+    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_EXITED)) {
+        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
+                     entry_state_names[expected & 3]);
+        return -1;
+    }
+    PyObject *et = nargs > 0 ? args[0] : Py_None;
+    *rt = 0;
+    if (et == Py_None) {
+        int64_t el = sw_time_ns() - *start_ns;
+        *rt = el > 0 ? el / NS_PER_MS : 0;
+        return SW_OUT_SUCCESS;
+    }
+    if (PyType_Check(et) &&
+        PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
+        return SW_OUT_EXCEPTION;
+    return SW_OUT_NONE;
+}
+
+/* tp_dealloc of an entry: its tp_clear gives back an in-flight count never exited. */
+static inline void entry_dealloc_with(PyObject *self, inquiry clear)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(tp);
+}
+
+/** _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
+ * shadow admission holding nothing): entering -> entered. @return None, or NULL with
+ * RuntimeError set */
+PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
+                           PyObject *const *args, Py_ssize_t nargs);
+/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
+PyObject *entry_abort_as(atomic_int *state);
+/** __aenter__ after the claim: owner._aenter(self), the coroutine that ends the transition
+ * (back to idle when it cannot be made). @return new reference or NULL */
+PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
+/** __aexit__(et, ...): owner._aexit(self, et). @return new reference or NULL */
+PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
+                           Py_ssize_t nargs);
+/** The `limiter` property: owner, or None after the GC broke a cycle. */
+PyObject *entry_owner_or_none(PyObject *owner);
+
 /* ------------------------------------------------------------------------------------ */
 /* types (specs) and cross-file helpers                                                  */
 
@@ -148,15 +243,74 @@ int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject
                            PyObject *o_shadow);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 
-/** update(): sort the keywords into settings (vals, NULL when absent); a layout keyword is
- * a ValueError, an unknown one a TypeError. @return 0, or -1 with an exception set */
-int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
-                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout);
-/** update(): apply the given settings to cfg (grade kept) and check the whole configuration.
+/* The settings update() of either limiter type changes in cfg, first in its list, in this
+ * order (a type's own follow) */
+#define UPDATE_CFG_SETTINGS                                                                    \
+    "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",           \
+        "occupy_timeout_ms", "shadow"
+/** update(**kwds) of a limiter type named tname: keywords only, sorted into settings (vals,
+ * NULL when absent; a layout keyword is a ValueError, an unknown one a TypeError), then the
+ * UPDATE_CFG_SETTINGS given applied to cfg (grade kept) and the whole configuration checked.
  * @return 0, or -1 with an exception set (cfg may be half-changed: work on a copy) */
-int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
-               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
-               PyObject *o_occ, PyObject *o_shadow);
+int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
+                 PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                 struct sw_limiter_cfg *cfg);
+
+/* ---- what Limiter and KeyedLimiter share (limiting.c) ---- */
+
+/* the behaviours' names, by enum sw_behavior */
+extern const char *const behavior_names[4];
+
+/* Properties read from an object's struct sw_limiter_cfg: the closure of their PyGetSetDef is
+ * the field's offset, CFG_AT(LimiterObject) */
+#define CFG_AT(type) ((void *)offsetof(type, cfg))
+PyObject *cfg_get_qps(PyObject *self, void *at);         /* None unless a qps limit */
+PyObject *cfg_get_concurrency(PyObject *self, void *at); /* None unless a concurrency limit */
+PyObject *cfg_get_behavior(PyObject *self, void *at);
+PyObject *cfg_get_warm_up_s(PyObject *self, void *at);
+PyObject *cfg_get_cold_factor(PyObject *self, void *at);
+PyObject *cfg_get_max_queueing_ms(PyObject *self, void *at);
+PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *at);
+PyObject *cfg_get_interval_ms(PyObject *self, void *at);
+PyObject *cfg_get_sample_count(PyObject *self, void *at);
+PyObject *cfg_get_shadow(PyObject *self, void *at);
+/** A property reading an object field (closure: its offset, `(void *)offsetof(type, field)`);
+ * None for NULL. */
+PyObject *get_object_or_none(PyObject *self, void *at);
+
+/** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0, or -1 */
+int repr_add(PyObject *parts, PyObject *part);
+/** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
+ * occupy, occupy_timeout_ms= when not the default), the window when not the default.
+ * @return 0, or -1 with an exception set */
+int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy);
+/** The repr "Type(part, ...)": parts (stolen) then shadow=, shared=, name= (when given).
+ * @return new reference or NULL */
+PyObject *repr_finish(PyObject *self, PyObject *parts, int shadow, PyObject *shared,
+                      PyObject *name, int name_given);
+
+/** Set BlockedError for the refusal of n by `self` (of `key`, or NULL for a Limiter). */
+void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
+                   const struct sw_decision *d);
+/** stats(): a Stats of the window's counts (rates per second of interval_ms) and evicted.
+ * @return new reference or NULL */
+PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
+                    int64_t evicted);
+
+/* acquire(timeout=) of either limiter type: decide; on refusal sleep until retry_after (or,
+ * for a concurrency limit, a release) within the timeout; the admitted request's own wait is
+ * always honoured. */
+struct acquire_loop {
+    void (*decide)(void *ctx, struct sw_decision *d); /* one decision, SW_NOW, with the flags
+                                                       * | SW_F_NO_BLOCK | SW_F_RETRY */
+    bool (*reap)(void *ctx); /* shm only: give back dead processes' counts (any given back?) */
+    void *ctx;
+    struct waitq *wq;  /* a private concurrency limit: its releases wake the loop, or NULL */
+    struct sw_shm *shm; /* a shared concurrency limit: releases in any process, or NULL */
+};
+/** @return 0 admitted (its wait slept), 1 refused (d: the last decision; nothing counted,
+ * nothing raised), or -1 with an exception set */
+int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);

@@ -1,4 +1,5 @@
-/* entry.c - Entry: `with lim.entry(n):` / `async with lim.entry(n):` in C (the hot path).
+/* entry.c - Entry: `with lim.entry(n):` / `async with lim.entry(n):` in C (the hot path), and
+ * the entry steps KeyedEntry shares (binding.h).
  *
  * An Entry belongs to one `with` block. Its state moves idle -> entering -> entered ->
  * exited, each step one compare-exchange, so two threads that share one Entry by mistake
@@ -8,7 +9,7 @@
 #include "binding.h"
 #include "args.h"
 
-static const char *const state_names[] = {"new", "entering", "entered", "exited"};
+const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
 
 PyObject *entry_new(LimiterObject *lim, int64_t n)
 {
@@ -17,34 +18,20 @@ PyObject *entry_new(LimiterObject *lim, int64_t n)
         return NULL;
     Py_INCREF(lim);
     e->limiter = lim;
-    e->n = n;
-    e->start_ns = 0;
-    e->hollow = 0;
-    atomic_init(&e->state, ENTRY_IDLE);
+    ENTRY_INIT(e, n);
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
 
 /* Claim an idle entry for one enter. @return 0, or -1 with RuntimeError set */
-static int entry_claim(EntryObject *self)
+static inline int entry_claim(EntryObject *self)
 {
-    int expected = ENTRY_IDLE;
-    if (self->limiter == NULL) { /* only after the GC broke a cycle */
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return -1;
-    }
-    if (atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERING))
-        return 0;
-    if (expected == ENTRY_EXITED)
-        PyErr_SetString(PyExc_RuntimeError,
-                        "an entry can be entered only once: this one has exited; "
-                        "make a new one per request with lim.entry()");
-    else
-        PyErr_SetString(PyExc_RuntimeError,
-                        "an entry can be entered only once: this one is already entered "
-                        "(an entry belongs to one `with` block; make one per request with "
-                        "lim.entry())");
-    return -1;
+    return entry_claim_as(&self->state, self->limiter,
+                          "an entry can be entered only once: this one has exited; "
+                          "make a new one per request with lim.entry()",
+                          "an entry can be entered only once: this one is already entered "
+                          "(an entry belongs to one `with` block; make one per request with "
+                          "lim.entry())");
 }
 
 /* End an entered entry: count its outcome and give its in-flight count back — except for an
@@ -91,11 +78,7 @@ static int Entry_clear(EntryObject *self)
 
 static void Entry_dealloc(EntryObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Entry_clear(self); /* entered and never exited: give the in-flight count back */
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
+    entry_dealloc_with((PyObject *)self, (inquiry)Entry_clear);
 }
 
 static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -125,51 +108,77 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     return (PyObject *)self;
 }
 
-/* _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow,
- * a shadow admission that holds nothing): entering -> entered */
-static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
+                           PyObject *const *args, Py_ssize_t nargs)
 {
     int expected = ENTRY_ENTERING;
-    self->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    self->start_ns = sw_time_ns();
-    self->fork_gen = sw_proc_fork_generation();
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
+    *hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
+    *start_ns = sw_time_ns();
+    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERED)) {
         PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     state_names[expected & 3]);
+                     entry_state_names[expected & 3]);
         return NULL;
     }
     Py_RETURN_NONE;
 }
 
-/* _abort(): an asyncio acquisition failed (holding nothing): entering -> idle */
-static PyObject *Entry_abort(EntryObject *self, PyObject *Py_UNUSED(ignored))
+PyObject *entry_abort_as(atomic_int *state)
 {
     int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(&self->state, &expected, ENTRY_IDLE);
+    atomic_compare_exchange_strong(state, &expected, ENTRY_IDLE);
     Py_RETURN_NONE;
+}
+
+PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
+{
+    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
+    PyObject *r = st == NULL ? NULL
+                             : PyObject_CallMethodObjArgs(owner, st->str_aenter, self, NULL);
+    if (r == NULL)
+        atomic_store(state, ENTRY_IDLE);
+    return r;
+}
+
+PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
+                           Py_ssize_t nargs)
+{
+    PyObject *et = nargs > 0 ? args[0] : Py_None;
+    if (owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
+        return NULL;
+    }
+    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
+    if (st == NULL)
+        return NULL;
+    return PyObject_CallMethodObjArgs(owner, st->str_aexit, self, et, NULL);
+}
+
+PyObject *entry_owner_or_none(PyObject *owner)
+{
+    if (owner == NULL)
+        Py_RETURN_NONE; /* only after the GC broke a cycle */
+    Py_INCREF(owner);
+    return owner;
+}
+
+/* _started(hollow=False) */
+static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    self->fork_gen = sw_proc_fork_generation();
+    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
+}
+
+static PyObject *Entry_abort(EntryObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return entry_abort_as(&self->state);
 }
 
 static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
-                     state_names[expected & 3]);
+    int64_t rt;
+    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
+    if (outcome < 0)
         return NULL;
-    }
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    int outcome;
-    int64_t rt = 0;
-    if (et == Py_None) {
-        outcome = SW_OUT_SUCCESS;
-        int64_t el = sw_time_ns() - self->start_ns;
-        rt = el > 0 ? el / NS_PER_MS : 0;
-    } else if (PyType_Check(et) &&
-               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
-        outcome = SW_OUT_EXCEPTION;
-    } else {
-        outcome = SW_OUT_NONE;
-    }
     entry_finish(self, rt, outcome);
     Py_RETURN_FALSE;
 }
@@ -179,19 +188,12 @@ static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     /* as __enter__: checked and claimed in one step; the coroutine ends the transition */
     if (entry_claim(self) < 0)
         return NULL;
-    PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self->limiter,
-                                             self->limiter->st->str_aenter, (PyObject *)self,
-                                             NULL);
-    if (r == NULL)
-        atomic_store(&self->state, ENTRY_IDLE);
-    return r;
+    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->limiter);
 }
 
 static PyObject *Entry_aexit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    return PyObject_CallMethodObjArgs((PyObject *)self->limiter, self->limiter->st->str_aexit,
-                                      (PyObject *)self, et, NULL);
+    return entry_aexit_call((PyObject *)self, (PyObject *)self->limiter, args, nargs);
 }
 
 static PyObject *Entry_get_n(EntryObject *self, void *Py_UNUSED(c))
@@ -200,16 +202,13 @@ static PyObject *Entry_get_n(EntryObject *self, void *Py_UNUSED(c))
 }
 static PyObject *Entry_get_limiter(EntryObject *self, void *Py_UNUSED(c))
 {
-    if (self->limiter == NULL)
-        Py_RETURN_NONE; /* only after the GC broke a cycle */
-    Py_INCREF(self->limiter);
-    return (PyObject *)self->limiter;
+    return entry_owner_or_none((PyObject *)self->limiter);
 }
 
 static PyObject *Entry_repr(EntryObject *self)
 {
     return PyUnicode_FromFormat("<slidewin entry n=%lld %s of %R>", (long long)self->n,
-                                state_names[atomic_load(&self->state) & 3],
+                                entry_state_names[atomic_load(&self->state) & 3],
                                 self->limiter ? (PyObject *)self->limiter : Py_None);
 }
 

@@ -161,21 +161,28 @@ static void keyed_notify(KeyedObject *self)
         waitq_notify(&self->wq);
 }
 
+static uint32_t keyed_reap(const void *view)
+{
+    return sw_keyed_reap(view);
+}
+
 static bool keyed_maybe_reap(KeyedObject *self)
 {
-    if (!self->is_shared)
-        return false;
-    int64_t now_ms = sw_time_coarse_ns() / NS_PER_MS;
-    if (!sw_shm_reap_due(&self->shm, now_ms, REAP_EVERY_MS))
-        return false;
-    uint32_t freed;
-    const struct sw_kview *v = kview(self);
-    Py_BEGIN_ALLOW_THREADS
-    freed = sw_keyed_reap(v);
-    Py_END_ALLOW_THREADS
-    if (freed > 0)
-        shared_notify(&self->shm);
-    return freed > 0;
+    return self->is_shared && shared_reap_due(&self->shm) &&
+           shared_reap(&self->shm, keyed_reap, kview(self));
+}
+
+/* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
+ * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
+ * the caller. @return 0, or -1 with an exception set */
+static inline int parse_key_n(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
+                              PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
+{
+    if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
+        parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
+        return -1;
+    return key_fp(a[0], fp);
 }
 
 static int cmp_over(const void *a, const void *b)
@@ -353,6 +360,17 @@ static int k_check_state(void *state, const struct sw_shm_layout *lay)
                              lay->sample_count, lay->max_keys, true);
 }
 
+/* Warm-up is not per key. @return 0, or -1 with ValueError set */
+static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
+{
+    if (cfg->behavior != SW_WARM_UP && cfg->behavior != SW_WARM_UP_THROTTLE)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
+                 "uses 'reject' or 'throttle' (with qps), or concurrency",
+                 kbehavior_names[cfg->behavior]);
+    return -1;
+}
+
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
@@ -375,28 +393,17 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (o_over && PyDict_DelItemString(rest, "overrides") < 0))
             goto fail0;
     }
-    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0)
+    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||
+        keyed_check_behavior(&cfg) < 0)
         goto fail0;
-    if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
-        PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
-                     "uses 'reject' or 'throttle' (with qps), or concurrency",
-                     kbehavior_names[cfg.behavior]);
-        goto fail0;
-    }
     int64_t max_keys = DEFAULT_MAX_KEYS;
     if (o_max != NULL && o_max != Py_None &&
         as_int64(o_max, "max_keys", 1, (int64_t)SW_KEYED_MAX_KEYS, &max_keys) < 0)
         goto fail0;
-    int mode = shared_resolve(o_shared, path, sizeof path);
+    int name_given;
+    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         goto fail0;
-    if (name_parse(o_name, &name) < 0)
-        goto fail0;
-    int name_given = name != NULL;
-    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
-        goto fail0;
-    if (name == Py_None)
-        Py_CLEAR(name);
     size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys, mode != 0);
     if (size == 0) {
         PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
@@ -508,10 +515,7 @@ static int Keyed_traverse(KeyedObject *self, visitproc visit, void *arg)
 
 static void Keyed_dealloc(KeyedObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
@@ -536,50 +540,9 @@ static void Keyed_dealloc(KeyedObject *self)
 static void keyed_raise_blocked(KeyedObject *self, PyObject *key, int64_t n,
                                 const struct sw_decision *d)
 {
-    module_state *st = self->st;
     if (self->is_shared)
         (void)keyed_maybe_reap(self);
-    PyObject *retry;
-    if (d->verdict == SW_NEVER || d->retry_ns < 0) {
-        retry = Py_None;
-        Py_INCREF(retry);
-    } else {
-        retry = PyFloat_FromDouble((double)d->retry_ns / 1e9);
-        if (retry == NULL)
-            return;
-    }
-    PyObject *repr = PyObject_Repr((PyObject *)self), *msg = NULL;
-    if (repr != NULL) {
-        if (d->verdict == SW_NEVER)
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld: it can never admit this "
-                                       "request", repr, key, (long long)n);
-        else if (retry != Py_None)
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld; retry after %R s", repr, key,
-                                       (long long)n, retry);
-        else
-            msg = PyUnicode_FromFormat("%U refused key %R n=%lld", repr, key, (long long)n);
-        Py_DECREF(repr);
-    }
-    if (msg == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *args = PyTuple_Pack(1, msg);
-    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", (PyObject *)self);
-    Py_DECREF(msg);
-    Py_DECREF(retry);
-    if (args == NULL || kw == NULL) {
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        return;
-    }
-    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
-    Py_DECREF(args);
-    Py_DECREF(kw);
-    if (exc == NULL)
-        return;
-    PyErr_SetObject(st->BlockedError, exc);
-    Py_DECREF(exc);
+    blocked_raise(self->st, (PyObject *)self, key, n, d);
 }
 
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -611,19 +574,38 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
 {
     static const char *const names[] = {"key", "n", "now_ns"};
     PyObject *a[3];
-    int64_t n = 1, now = SW_NOW;
+    int64_t n, now;
     uint64_t fp;
-    struct sw_decision d;
-    if (parse_fast("reserve", args, nargs, kwnames, names, 3, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || parse_now(a[2], &now) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
         return NULL;
+    struct sw_decision d;
     sw_keyed_decide(kview(self), fp, n, now, 0u, &d);
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
     Py_RETURN_NONE;
 }
 
-/* The loop of acquire() (as Limiter's). @return 0 admitted, -1 with an exception set. */
+/* acquire_loop's questions to a KeyedLimiter */
+struct keyed_ask {
+    KeyedObject *self;
+    uint64_t fp;
+    int64_t n;
+    unsigned flags;
+};
+
+static void keyed_ask_decide(void *ctx, struct sw_decision *d)
+{
+    struct keyed_ask *a = ctx;
+    sw_keyed_decide(kview(a->self), a->fp, a->n, SW_NOW,
+                    a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+}
+
+static bool keyed_ask_reap(void *ctx)
+{
+    return keyed_maybe_reap(((struct keyed_ask *)ctx)->self);
+}
+
+/* acquire() (as Limiter's). @return 0 admitted, -1 with an exception set. */
 static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
                          int64_t timeout_ns, unsigned flags)
 {
@@ -636,56 +618,18 @@ static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t 
         }
         return sleep_decision(&d);
     }
-    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
-    bool sh = conc && self->is_shared;
-    bool wq = conc && !self->is_shared;
-    for (;;) {
-        if (PyErr_CheckSignals() < 0)
-            return -1;
-        uint64_t gen = wq ? waitq_arm(&self->wq) : 0;
-        uint32_t seq = 0;
-        if (sh) {
-            atomic_fetch_add(&self->shm.hdr->waiters, 1u);
-            seq = atomic_load(&self->shm.hdr->release_seq);
-        }
-        sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict != SW_PASS && sh && keyed_maybe_reap(self))
-            sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict == SW_PASS) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            return sleep_decision(&d);
-        }
-        int64_t now = sw_time_ns();
-        if (d.verdict == SW_NEVER || now >= deadline) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
-            keyed_raise_blocked(self, key, n, &d);
-            return -1;
-        }
-        if (wq) {
-            if (waitq_wait(&self->wq, gen, deadline) < 0)
-                return -1;
-        } else if (sh) {
-            int rc = shared_wait(&self->shm, seq, deadline);
-            atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            if (rc < 0)
-                return -1;
-        } else {
-            int64_t step = d.retry_ns > 0 ? d.retry_ns : NS_PER_MS;
-            int64_t until = sw_sat_add(now, step);
-            if (until > deadline)
-                until = deadline;
-            if (sleep_until(until, false) < 0)
-                return -1;
-        }
+    struct keyed_ask ask = {self, fp, n, flags};
+    struct acquire_loop loop = {keyed_ask_decide, keyed_ask_reap, &ask,
+                                conc && !self->is_shared ? &self->wq : NULL,
+                                conc && self->is_shared ? &self->shm : NULL};
+    int rc = acquire_loop(&loop, timeout_ns, &d);
+    if (rc == 1) {
+        sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
+        keyed_raise_blocked(self, key, n, &d);
+        return -1;
     }
+    return rc;
 }
 
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -693,10 +637,9 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
 {
     static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n = 1, timeout = -1;
+    int64_t n, timeout = -1;
     uint64_t fp;
-    if (parse_fast("acquire", args, nargs, kwnames, names, 3, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
         return NULL;
     if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
         return NULL;
@@ -710,10 +653,9 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
 {
     static const char *const names[] = {"key", "n"};
     PyObject *a[2];
-    int64_t n = 1;
+    int64_t n;
     uint64_t fp;
-    if (parse_fast("release", args, nargs, kwnames, names, 2, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
     if (rc == SW_ESTATE && self->cfg.shadow) {
@@ -749,32 +691,9 @@ static PyObject *Keyed_stats(KeyedObject *self, PyObject *const *args, Py_ssize_
     struct sw_stats s;
     (void)keyed_maybe_reap(self);
     sw_keyed_stats(kview(self), now, &s, &evicted, &keys);
-    double sec = (double)self->cfg.interval_ms / 1000.0;
-    PyObject *o = PyStructSequence_New(self->st->Stats_Type);
-    if (o == NULL)
-        return NULL;
-    PyObject *v[10];
-    v[0] = PyFloat_FromDouble((double)s.pass / sec);
-    v[1] = PyFloat_FromDouble((double)s.block / sec);
-    v[2] = PyFloat_FromDouble((double)s.success / sec);
-    v[3] = PyFloat_FromDouble((double)s.exception / sec);
-    v[4] = PyFloat_FromDouble(s.success > 0 ? (double)s.rt_sum / (double)s.success : 0.0);
-    v[5] = PyFloat_FromDouble((double)s.min_rt);
-    v[6] = PyLong_FromLongLong(s.in_flight);
-    v[7] = PyLong_FromLongLong(0);
-    v[8] = PyFloat_FromDouble(0.0);
-    v[9] = PyLong_FromLongLong(evicted);
-    for (int i = 0; i < 10; i++) {
-        if (v[i] == NULL) {
-            for (int j = 0; j < 10; j++)
-                Py_XDECREF(v[j]);
-            Py_DECREF(o);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 10; i++)
-        PyStructSequence_SET_ITEM(o, i, v[i]);
-    return o;
+    s.waiting = 0; /* no throttle queue and no borrowing per key */
+    s.occupied_pass = 0;
+    return stats_new(self->st, &s, self->cfg.interval_ms, evicted);
 }
 
 static Py_ssize_t Keyed_len(KeyedObject *self)
@@ -850,10 +769,9 @@ static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_
 {
     static const char *const names[] = {"key", "n"};
     PyObject *a[2];
-    int64_t n = 1;
+    int64_t n;
     uint64_t fp;
-    if (parse_fast("entry", args, nargs, kwnames, names, 2, 2, a) < 0 ||
-        parse_n(a[1], 1, &n) < 0 || key_fp(a[0], &fp) < 0)
+    if (parse_key_n("entry", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     return kentry_new(self, a[0], fp, n);
 }
@@ -870,100 +788,25 @@ static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUS
     return set_overrides(self, value);
 }
 
-static PyObject *Keyed_get_qps(KeyedObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(self->cfg.count);
-}
-static PyObject *Keyed_get_concurrency(KeyedObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)self->cfg.count);
-}
-static PyObject *Keyed_get_behavior(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(kbehavior_names[self->cfg.behavior]);
-}
-static PyObject *Keyed_get_max_queueing_ms(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.max_queueing_ms);
-}
-static PyObject *Keyed_get_interval_ms(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.interval_ms);
-}
-static PyObject *Keyed_get_sample_count(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->cfg.sample_count);
-}
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(self->max_keys);
 }
-static PyObject *Keyed_get_shared(KeyedObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
 static PyObject *Keyed_repr(KeyedObject *self)
 {
-    const struct sw_limiter_cfg *c = &self->cfg;
-    PyObject *parts = PyList_New(0), *p = NULL, *res = NULL, *sep = NULL, *num = NULL;
+    PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-#define ADD_PART(expr)                                                                         \
-    do {                                                                                       \
-        p = (expr);                                                                            \
-        if (p == NULL || PyList_Append(parts, p) < 0)                                          \
-            goto done;                                                                         \
-        Py_CLEAR(p);                                                                           \
-    } while (0)
-    if (c->grade == SW_GRADE_CONCURRENCY) {
-        ADD_PART(PyUnicode_FromFormat("concurrency=%lld", (long long)c->count));
-    } else {
-        num = float_repr(c->count);
-        if (num == NULL)
-            goto done;
-        ADD_PART(PyUnicode_FromFormat("qps=%U", num));
-        Py_CLEAR(num);
-        if (c->behavior == SW_THROTTLE) {
-            ADD_PART(PyUnicode_FromString("behavior='throttle'"));
-            ADD_PART(PyUnicode_FromFormat("max_queueing_ms=%lld", (long long)c->max_queueing_ms));
-        }
+    if (repr_settings(parts, &self->cfg, 0) < 0 ||
+        (self->max_keys != DEFAULT_MAX_KEYS &&
+         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
+        (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0 &&
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", self->overrides)) < 0)) {
+        Py_DECREF(parts);
+        return NULL;
     }
-    if (c->interval_ms != 1000 || c->sample_count != 2) {
-        ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
-        ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
-    }
-    if (self->max_keys != DEFAULT_MAX_KEYS)
-        ADD_PART(PyUnicode_FromFormat("max_keys=%u", self->max_keys));
-    if (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0)
-        ADD_PART(PyUnicode_FromFormat("overrides=%R", self->overrides));
-    if (c->shadow)
-        ADD_PART(PyUnicode_FromString("shadow=True"));
-    if (self->shared != NULL && self->shared != Py_None)
-        ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
-    if (self->name != NULL && self->name_given)
-        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
-    sep = PyUnicode_FromString(", ");
-    if (sep == NULL)
-        goto done;
-    p = PyUnicode_Join(sep, parts);
-    if (p == NULL)
-        goto done;
-    const char *tname = Py_TYPE(self)->tp_name, *dot = strrchr(tname, '.');
-    res = PyUnicode_FromFormat("%s(%U)", dot ? dot + 1 : tname, p);
-#undef ADD_PART
-done:
-    Py_XDECREF(p);
-    Py_XDECREF(num);
-    Py_XDECREF(sep);
-    Py_DECREF(parts);
-    return res;
+    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+                       self->name_given);
 }
 
 static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
@@ -976,27 +819,14 @@ static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
 /* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
-                                           "cold_factor", "max_queueing_ms",
-                                           "occupy_timeout_ms", "shadow", "overrides"};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides"};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
                                          "name", NULL};
     PyObject *v[9];
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return NULL;
-    }
-    if (update_collect("KeyedLimiter", kwds, settings, v, 9, layout) < 0)
-        return NULL;
     struct sw_limiter_cfg cfg = self->cfg;
-    if (update_cfg("KeyedLimiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+    if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
+        keyed_check_behavior(&cfg) < 0)
         return NULL;
-    if (cfg.behavior == SW_WARM_UP || cfg.behavior == SW_WARM_UP_THROTTLE) {
-        PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
-                     "uses 'reject' or 'throttle' (with qps), or concurrency",
-                     kbehavior_names[cfg.behavior]);
-        return NULL;
-    }
     struct sw_krule rule;
     int rc = sw_krule_init(&rule, &cfg);
     if (rc != SW_OK)
@@ -1010,38 +840,27 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
     Py_RETURN_NONE;
 }
 
-static PyObject *Keyed_get_name(KeyedObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->name != NULL ? self->name : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
-static PyObject *Keyed_get_shadow(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyBool_FromLong(self->cfg.shadow != 0);
-}
-
+#define CFG CFG_AT(KeyedObject)
 static PyGetSetDef Keyed_getset[] = {
-    {"name", (getter)Keyed_get_name, NULL,
-     "The name (name=, else the shared region's name), or None.", NULL},
-    {"shadow", (getter)Keyed_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
+    {"name", get_object_or_none, NULL,
+     "The name (name=, else the shared region's name), or None.",
+     (void *)offsetof(KeyedObject, name)},
+    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
-    {"qps", (getter)Keyed_get_qps, NULL, "The rate per second of each key, or None.", NULL},
-    {"concurrency", (getter)Keyed_get_concurrency, NULL, "The in-flight limit of each key, or None.",
-     NULL},
-    {"behavior", (getter)Keyed_get_behavior, NULL, "The controller of each key.", NULL},
-    {"max_queueing_ms", (getter)Keyed_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
-    {"interval_ms", (getter)Keyed_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", (getter)Keyed_get_sample_count, NULL, "Buckets in the window.", NULL},
+    {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", CFG},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
+    {"behavior", cfg_get_behavior, NULL, "The controller of each key.", CFG},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
-    {"shared", (getter)Keyed_get_shared, NULL,
+    {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     NULL},
+     (void *)offsetof(KeyedObject, shared)},
     {NULL}};
+#undef CFG
 
 static PyMethodDef Keyed_methods[] = {
     {"totals", (PyCFunction)Keyed_totals, METH_NOARGS,
@@ -1100,9 +919,7 @@ PyType_Spec KeyedLimiter_spec = {
     .slots = Keyed_slots,
 };
 
-/* ---- entries (mirror entry.c: one compare-exchange per state change) ------------------- */
-
-static const char *const kstate_names[] = {"new", "entering", "entered", "exited"};
+/* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
 
 static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n)
 {
@@ -1114,28 +931,17 @@ static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_
     e->lim = lim;
     e->key = key;
     e->fp = fp;
-    e->n = n;
-    e->start_ns = 0;
-    e->hollow = 0;
-    atomic_init(&e->state, ENTRY_IDLE);
+    ENTRY_INIT(e, n);
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
 
-static int kentry_claim(KeyedEntryObject *self)
+static inline int kentry_claim(KeyedEntryObject *self)
 {
-    int expected = ENTRY_IDLE;
-    if (self->lim == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return -1;
-    }
-    if (atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERING))
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError, expected == ENTRY_EXITED
-                    ? "an entry can be entered only once: this one has exited; make a new "
-                      "one per request with per_key.entry(key)"
-                    : "an entry can be entered only once: this one is already entered");
-    return -1;
+    return entry_claim_as(&self->state, self->lim,
+                          "an entry can be entered only once: this one has exited; make a new "
+                          "one per request with per_key.entry(key)",
+                          "an entry can be entered only once: this one is already entered");
 }
 
 static void kentry_give_back(KeyedEntryObject *self)
@@ -1167,11 +973,7 @@ static int KEntry_clear(KeyedEntryObject *self)
 
 static void KEntry_dealloc(KeyedEntryObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    KEntry_clear(self);
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
+    entry_dealloc_with((PyObject *)self, (inquiry)KEntry_clear);
 }
 
 static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -1201,45 +1003,20 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
 
 static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int expected = ENTRY_ENTERING;
-    self->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    self->start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_ENTERED)) {
-        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     kstate_names[expected & 3]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
 }
 
 static PyObject *KEntry_abort(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
 {
-    int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(&self->state, &expected, ENTRY_IDLE);
-    Py_RETURN_NONE;
+    return entry_abort_as(&self->state);
 }
 
 static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
-                     kstate_names[expected & 3]);
+    int64_t rt;
+    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
+    if (outcome < 0)
         return NULL;
-    }
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    int outcome;
-    int64_t rt = 0;
-    if (et == Py_None) {
-        outcome = SW_OUT_SUCCESS;
-        int64_t el = sw_time_ns() - self->start_ns;
-        rt = el > 0 ? el / NS_PER_MS : 0;
-    } else if (PyType_Check(et) &&
-               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
-        outcome = SW_OUT_EXCEPTION;
-    } else {
-        outcome = SW_OUT_NONE;
-    }
     if (!self->hollow) {
         sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
         keyed_notify(self->lim);
@@ -1251,22 +1028,12 @@ static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignor
 {
     if (kentry_claim(self) < 0)
         return NULL;
-    PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self->lim, self->lim->st->str_aenter,
-                                             (PyObject *)self, NULL);
-    if (r == NULL)
-        atomic_store(&self->state, ENTRY_IDLE);
-    return r;
+    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
 }
 
 static PyObject *KEntry_aexit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    if (self->lim == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return NULL;
-    }
-    return PyObject_CallMethodObjArgs((PyObject *)self->lim, self->lim->st->str_aexit,
-                                      (PyObject *)self, et, NULL);
+    return entry_aexit_call((PyObject *)self, (PyObject *)self->lim, args, nargs);
 }
 
 static PyObject *KEntry_get_n(KeyedEntryObject *self, void *Py_UNUSED(c))
@@ -1281,16 +1048,14 @@ static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
 }
 static PyObject *KEntry_get_limiter(KeyedEntryObject *self, void *Py_UNUSED(c))
 {
-    PyObject *l = self->lim != NULL ? (PyObject *)self->lim : Py_None;
-    Py_INCREF(l);
-    return l;
+    return entry_owner_or_none((PyObject *)self->lim);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
 {
     return PyUnicode_FromFormat("<slidewin keyed entry key=%R n=%lld %s of %R>",
                                 self->key ? self->key : Py_None, (long long)self->n,
-                                kstate_names[atomic_load(&self->state) & 3],
+                                entry_state_names[atomic_load(&self->state) & 3],
                                 self->lim ? (PyObject *)self->lim : Py_None);
 }
 

@@ -9,9 +9,6 @@
 
 #include <math.h>
 
-static const char *const behavior_names[] = {"reject", "warm_up", "throttle",
-                                             "warm_up_throttle"};
-
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
 int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
@@ -68,6 +65,19 @@ int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject
     return 0;
 }
 
+/* qps= (a rate per second) or concurrency= (requests in flight), as cfg->grade says, into
+ * cfg->count. @return 0, or -1 with an exception set */
+static int parse_count(struct sw_limiter_cfg *cfg, PyObject *o)
+{
+    if (cfg->grade == SW_GRADE_QPS)
+        return as_nonneg_double(o, "qps", 9.0e15, &cfg->count);
+    int64_t c;
+    if (as_int64(o, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
+        return -1;
+    cfg->count = (double)c;
+    return 0;
+}
+
 /* Parse and check the constructor's arguments into a configuration (every message names the
  * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
 int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
@@ -99,17 +109,9 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
                         "(requests in flight)");
         return -1;
     }
-    if (o_qps != Py_None) {
-        cfg->grade = SW_GRADE_QPS;
-        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
-            return -1;
-    } else {
-        int64_t c;
-        cfg->grade = SW_GRADE_CONCURRENCY;
-        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
-            return -1;
-        cfg->count = (double)c;
-    }
+    cfg->grade = o_qps != Py_None ? SW_GRADE_QPS : SW_GRADE_CONCURRENCY;
+    if (parse_count(cfg, o_qps != Py_None ? o_qps : o_conc) < 0)
+        return -1;
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     int64_t samples = cfg->sample_count;
@@ -211,16 +213,10 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
         return NULL;
-    int mode = shared_resolve(o_shared, path, sizeof path);
+    int name_given;
+    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if (name_parse(o_name, &name) < 0)
-        return NULL;
-    int name_given = name != NULL;
-    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
-        return NULL;
-    if (name == Py_None)
-        Py_CLEAR(name);
     size_t size = sw_limiter_size(&cfg);
     if (size == 0) {
         PyErr_SetString(PyExc_ValueError, "invalid Limiter configuration");
@@ -318,10 +314,7 @@ static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
 
 static void Limiter_dealloc(LimiterObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
@@ -338,56 +331,11 @@ static void Limiter_dealloc(LimiterObject *self)
     Py_DECREF(tp);
 }
 
-static PyObject *retry_after_obj(int64_t retry_ns)
-{
-    if (retry_ns < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)retry_ns / 1e9);
-}
-
 void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
 {
-    module_state *st = self->st;
     if (self->is_shared)
         (void)shared_maybe_reap(self); /* a dead process's in-flight counts, for the next */
-    PyObject *retry = retry_after_obj(d->verdict == SW_NEVER ? -1 : d->retry_ns);
-    if (retry == NULL)
-        return;
-    PyObject *repr = PyObject_Repr((PyObject *)self);
-    if (repr == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *msg;
-    if (d->verdict == SW_NEVER)
-        msg = PyUnicode_FromFormat("%U refused n=%lld: it can never admit this request",
-                                   repr, (long long)n);
-    else if (retry != Py_None)
-        msg = PyUnicode_FromFormat("%U refused n=%lld; retry after %R s", repr,
-                                   (long long)n, retry);
-    else
-        msg = PyUnicode_FromFormat("%U refused n=%lld", repr, (long long)n);
-    Py_DECREF(repr);
-    if (msg == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *args = PyTuple_Pack(1, msg);
-    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", (PyObject *)self);
-    Py_DECREF(msg);
-    Py_DECREF(retry);
-    if (args == NULL || kw == NULL) {
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        return;
-    }
-    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
-    Py_DECREF(args);
-    Py_DECREF(kw);
-    if (exc == NULL)
-        return;
-    PyErr_SetObject(st->BlockedError, exc);
-    Py_DECREF(exc);
+    blocked_raise(self->st, (PyObject *)self, NULL, n, d);
 }
 
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
@@ -491,8 +439,25 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
 }
 
 
-/* The loop of acquire(): decide; on refusal sleep until retry_after (or a release) within the
- * timeout; the admitted request's own wait is always honoured.
+/* acquire_loop's questions to a Limiter */
+struct lim_ask {
+    LimiterObject *self;
+    int64_t n;
+    unsigned flags;
+};
+
+static void lim_ask_decide(void *ctx, struct sw_decision *d)
+{
+    struct lim_ask *a = ctx;
+    sw_decide(limiter_view(a->self), a->n, SW_NOW, a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+}
+
+static bool lim_ask_reap(void *ctx)
+{
+    return shared_maybe_reap(((struct lim_ask *)ctx)->self);
+}
+
+/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop).
  * @return 0 admitted, -1 with an exception set. */
 static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
 {
@@ -505,60 +470,18 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
         }
         return sleep_decision(&d);
     }
-    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
-    bool sh = conc && self->is_shared;
-    bool wq = conc && !self->is_shared;
-    for (;;) {
-        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
-        if (PyErr_CheckSignals() < 0)
-            return -1;
-        uint64_t gen = wq ? waitq_arm(&self->wq) : 0;
-        uint32_t seq = 0;
-        if (sh) {
-            /* a waiter in any process: a release there bumps release_seq and wakes us */
-            atomic_fetch_add(&self->shm.hdr->waiters, 1u);
-            seq = atomic_load(&self->shm.hdr->release_seq);
-        }
-        sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict != SW_PASS && sh && shared_maybe_reap(self))
-            sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_NO_BLOCK | SW_F_RETRY, &d);
-        if (d.verdict == SW_PASS) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            return sleep_decision(&d);
-        }
-        int64_t now = sw_time_ns();
-        if (d.verdict == SW_NEVER || now >= deadline) {
-            if (wq)
-                waitq_disarm(&self->wq);
-            if (sh)
-                atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
-            raise_blocked(self, n, &d);
-            return -1;
-        }
-        if (wq) {
-            /* until a release (or the deadline), one slice at most */
-            if (waitq_wait(&self->wq, gen, deadline) < 0)
-                return -1;
-        } else if (sh) {
-            int rc = shared_wait(&self->shm, seq, deadline);
-            atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-            if (rc < 0)
-                return -1;
-        } else {
-            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
-            int64_t step = d.retry_ns > 0 ? d.retry_ns : NS_PER_MS;
-            int64_t until = sw_sat_add(now, step);
-            if (until > deadline)
-                until = deadline;
-            if (sleep_until(until, false) < 0)
-                return -1;
-        }
+    struct lim_ask ask = {self, n, flags};
+    struct acquire_loop loop = {lim_ask_decide, lim_ask_reap, &ask,
+                                conc && !self->is_shared ? &self->wq : NULL,
+                                conc && self->is_shared ? &self->shm : NULL};
+    int rc = acquire_loop(&loop, timeout_ns, &d);
+    if (rc == 1) {
+        sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
+        raise_blocked(self, n, &d);
+        return -1;
     }
+    return rc;
 }
 
 static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -580,14 +503,9 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
 static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
-    static const char *const names[] = {"n"};
-    PyObject *a[1] = {NULL};
-    int64_t n = 1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("release", args, nargs, kwnames, names, 1, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0)
-            return NULL;
-    }
+    int64_t n;
+    if (parse_n_only("release", args, nargs, kwnames, &n) < 0)
+        return NULL;
     int rc = sw_release(limiter_view(self), n);
     if (rc == SW_ESTATE && self->cfg.shadow) {
         /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
@@ -615,36 +533,7 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
     struct sw_stats s;
     (void)shared_maybe_reap(self);
     sw_stats_read(limiter_view(self), now, &s);
-    double sec = (double)self->cfg.interval_ms / 1000.0;
-    PyObject *o = PyStructSequence_New(self->st->Stats_Type);
-    if (o == NULL)
-        return NULL;
-    PyObject *v[9];
-    v[0] = PyFloat_FromDouble((double)s.pass / sec);
-    v[1] = PyFloat_FromDouble((double)s.block / sec);
-    v[2] = PyFloat_FromDouble((double)s.success / sec);
-    v[3] = PyFloat_FromDouble((double)s.exception / sec);
-    v[4] = PyFloat_FromDouble(s.success > 0 ? (double)s.rt_sum / (double)s.success : 0.0);
-    v[5] = PyFloat_FromDouble((double)s.min_rt);
-    v[6] = PyLong_FromLongLong(s.in_flight);
-    v[7] = PyLong_FromLongLong(s.waiting);
-    v[8] = PyFloat_FromDouble((double)s.occupied_pass / sec);
-    for (int i = 0; i < 9; i++) {
-        if (v[i] == NULL) {
-            for (int j = 0; j < 9; j++)
-                Py_XDECREF(v[j]);
-            Py_DECREF(o);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 9; i++)
-        PyStructSequence_SET_ITEM(o, i, v[i]);
-    PyStructSequence_SET_ITEM(o, 9, PyLong_FromLong(0)); /* evicted: KeyedLimiter only */
-    if (PyStructSequence_GET_ITEM(o, 9) == NULL) {
-        Py_DECREF(o);
-        return NULL;
-    }
-    return o;
+    return stats_new(self->st, &s, self->cfg.interval_ms, 0); /* evicted: KeyedLimiter only */
 }
 
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
@@ -654,46 +543,6 @@ static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
     return metric_new_view(self->st, (PyObject *)self, &w);
 }
 
-static PyObject *Limiter_get_qps(LimiterObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(self->cfg.count);
-}
-static PyObject *Limiter_get_concurrency(LimiterObject *self, void *Py_UNUSED(c))
-{
-    if (self->cfg.grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)self->cfg.count);
-}
-static PyObject *Limiter_get_behavior(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(behavior_names[self->cfg.behavior]);
-}
-static PyObject *Limiter_get_warm_up_s(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyFloat_FromDouble(self->cfg.warm_up_s);
-}
-static PyObject *Limiter_get_cold_factor(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyFloat_FromDouble(self->cfg.cold_factor);
-}
-static PyObject *Limiter_get_max_queueing_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.max_queueing_ms);
-}
-static PyObject *Limiter_get_occupy_timeout_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.occupy_timeout_ms);
-}
-static PyObject *Limiter_get_interval_ms(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->cfg.interval_ms);
-}
-static PyObject *Limiter_get_sample_count(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->cfg.sample_count);
-}
 static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromLongLong(sw_in_flight(limiter_view(self)));
@@ -702,82 +551,23 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 
 static PyObject *Limiter_repr(LimiterObject *self)
 {
-    const struct sw_limiter_cfg *c = &self->cfg;
-    PyObject *parts = PyList_New(0), *p = NULL, *res = NULL, *sep = NULL, *num = NULL;
+    PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-#define ADD_PART(expr)                                                                         \
-    do {                                                                                       \
-        p = (expr);                                                                            \
-        if (p == NULL || PyList_Append(parts, p) < 0)                                          \
-            goto done;                                                                         \
-        Py_CLEAR(p);                                                                           \
-    } while (0)
-    if (c->grade == SW_GRADE_CONCURRENCY) {
-        ADD_PART(PyUnicode_FromFormat("concurrency=%lld", (long long)c->count));
-    } else {
-        num = float_repr(c->count);
-        if (num == NULL)
-            goto done;
-        ADD_PART(PyUnicode_FromFormat("qps=%U", num));
-        Py_CLEAR(num);
-        if (c->behavior != SW_REJECT)
-            ADD_PART(PyUnicode_FromFormat("behavior='%s'", behavior_names[c->behavior]));
-        if (c->behavior == SW_WARM_UP || c->behavior == SW_WARM_UP_THROTTLE) {
-            num = float_repr(c->warm_up_s);
-            if (num == NULL)
-                goto done;
-            ADD_PART(PyUnicode_FromFormat("warm_up_s=%U", num));
-            Py_CLEAR(num);
-            num = float_repr(c->cold_factor);
-            if (num == NULL)
-                goto done;
-            ADD_PART(PyUnicode_FromFormat("cold_factor=%U", num));
-            Py_CLEAR(num);
-        }
-        if (c->behavior == SW_THROTTLE || c->behavior == SW_WARM_UP_THROTTLE)
-            ADD_PART(PyUnicode_FromFormat("max_queueing_ms=%lld", (long long)c->max_queueing_ms));
-        if (c->behavior == SW_REJECT && c->occupy_timeout_ms != 500)
-            ADD_PART(PyUnicode_FromFormat("occupy_timeout_ms=%lld",
-                                          (long long)c->occupy_timeout_ms));
+    if (repr_settings(parts, &self->cfg, 1) < 0) {
+        Py_DECREF(parts);
+        return NULL;
     }
-    if (c->interval_ms != 1000 || c->sample_count != 2) {
-        ADD_PART(PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms));
-        ADD_PART(PyUnicode_FromFormat("sample_count=%u", c->sample_count));
-    }
-    if (c->shadow)
-        ADD_PART(PyUnicode_FromString("shadow=True"));
-    if (self->shared != NULL && self->shared != Py_None)
-        ADD_PART(PyUnicode_FromFormat("shared=%R", self->shared));
-    if (self->name != NULL && self->name_given)
-        ADD_PART(PyUnicode_FromFormat("name=%R", self->name));
-    sep = PyUnicode_FromString(", ");
-    if (sep == NULL)
-        goto done;
-    p = PyUnicode_Join(sep, parts);
-    if (p == NULL)
-        goto done;
-    const char *tname = Py_TYPE(self)->tp_name, *dot = strrchr(tname, '.');
-    res = PyUnicode_FromFormat("%s(%U)", dot ? dot + 1 : tname, p);
-#undef ADD_PART
-done:
-    Py_XDECREF(p);
-    Py_XDECREF(num);
-    Py_XDECREF(sep);
-    Py_DECREF(parts);
-    return res;
+    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+                       self->name_given);
 }
 
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"n"};
-    PyObject *a[1] = {NULL};
-    int64_t n = 1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("entry", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_n(a[0], 1, &n) < 0)
-            return NULL;
-    }
+    int64_t n;
+    if (parse_n_only("entry", args, nargs, kwnames, &n) < 0)
+        return NULL;
     return entry_new(self, n);
 }
 
@@ -834,7 +624,7 @@ static int is_layout_key(PyObject *key, const char *const *layout)
     return 0;
 }
 
-int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
+static int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
                    PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
 {
     for (Py_ssize_t i = 0; i < n_settings; i++)
@@ -864,34 +654,30 @@ int update_collect(const char *tname, PyObject *kwds, const char *const *setting
     return 0;
 }
 
+/* update(qps=) or update(concurrency=) (the grade): a new count, for a limit of that grade
+ * only. @return 0, or -1 with an exception set */
+static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade, PyObject *o)
+{
+    const char *name = grade == SW_GRADE_QPS ? "qps" : "concurrency";
+    if (cfg->grade != grade) {
+        PyErr_Format(PyExc_ValueError, "update(%s=%R): this %s limits %s; a limit cannot change "
+                     "between qps and concurrency (what is in flight would not be accounted "
+                     "for): make a new %s", name, o, tname,
+                     grade == SW_GRADE_QPS ? "concurrency" : "qps", tname);
+        return -1;
+    }
+    return parse_count(cfg, o);
+}
+
 /* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
  * unchanged), the grade kept. @return 0, or -1 with an exception set */
-int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
+static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
                PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
                PyObject *o_occ, PyObject *o_shadow)
 {
-    if (o_qps != NULL) {
-        if (cfg->grade != SW_GRADE_QPS) {
-            PyErr_Format(PyExc_ValueError, "update(qps=%R): this %s limits concurrency; a limit "
-                         "cannot change between qps and concurrency (what is in flight would "
-                         "not be accounted for): make a new %s", o_qps, tname, tname);
-            return -1;
-        }
-        if (as_nonneg_double(o_qps, "qps", 9.0e15, &cfg->count) < 0)
-            return -1;
-    }
-    if (o_conc != NULL) {
-        if (cfg->grade != SW_GRADE_CONCURRENCY) {
-            PyErr_Format(PyExc_ValueError, "update(concurrency=%R): this %s limits qps; a limit "
-                         "cannot change between qps and concurrency (what is in flight would "
-                         "not be accounted for): make a new %s", o_conc, tname, tname);
-            return -1;
-        }
-        int64_t c;
-        if (as_int64(o_conc, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
-            return -1;
-        cfg->count = (double)c;
-    }
+    if ((o_qps != NULL && update_count(tname, cfg, SW_GRADE_QPS, o_qps) < 0) ||
+        (o_conc != NULL && update_count(tname, cfg, SW_GRADE_CONCURRENCY, o_conc) < 0))
+        return -1;
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     struct sw_cfg_error err;
@@ -902,23 +688,29 @@ int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, P
     return 0;
 }
 
+int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
+                 PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                 struct sw_limiter_cfg *cfg)
+{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return -1;
+    }
+    if (update_collect(tname, kwds, settings, vals, n_settings, layout) < 0)
+        return -1;
+    return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
+                      vals[6], vals[7]);
+}
+
 /* update(**settings): change this process's settings in place; the state is kept. */
 static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"qps", "concurrency", "behavior", "warm_up_s",
-                                           "cold_factor", "max_queueing_ms",
-                                           "occupy_timeout_ms", "shadow"};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
     PyObject *v[8];
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return NULL;
-    }
-    if (update_collect("Limiter", kwds, settings, v, 8, layout) < 0)
-        return NULL;
     struct sw_limiter_cfg cfg = self->cfg;
-    if (update_cfg("Limiter", &cfg, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]) < 0)
+    if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
         return NULL;
     struct sw_rule rule;
     int rc = sw_rule_init(&rule, &cfg);
@@ -934,47 +726,30 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
     Py_RETURN_NONE;
 }
 
-static PyObject *Limiter_get_name(LimiterObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->name != NULL ? self->name : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
-static PyObject *Limiter_get_shadow(LimiterObject *self, void *Py_UNUSED(c))
-{
-    return PyBool_FromLong(self->cfg.shadow != 0);
-}
-
-static PyObject *Limiter_get_shared(LimiterObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    Py_INCREF(v);
-    return v;
-}
-
+#define CFG CFG_AT(LimiterObject)
 static PyGetSetDef Limiter_getset[] = {
     {"metric", (getter)Limiter_get_metric, NULL,
      "This limiter's window as a Metric (a live view).", NULL},
-    {"qps", (getter)Limiter_get_qps, NULL, "The rate per second, or None.", NULL},
-    {"concurrency", (getter)Limiter_get_concurrency, NULL, "The in-flight limit, or None.", NULL},
-    {"behavior", (getter)Limiter_get_behavior, NULL, "The controller.", NULL},
-    {"warm_up_s", (getter)Limiter_get_warm_up_s, NULL, "Warm-up period, s.", NULL},
-    {"cold_factor", (getter)Limiter_get_cold_factor, NULL, "Warm-up cold factor.", NULL},
-    {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
-    {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
-     "Longest wait of a prioritized borrow, ms.", NULL},
-    {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", NULL},
+    {"qps", cfg_get_qps, NULL, "The rate per second, or None.", CFG},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit, or None.", CFG},
+    {"behavior", cfg_get_behavior, NULL, "The controller.", CFG},
+    {"warm_up_s", cfg_get_warm_up_s, NULL, "Warm-up period, s.", CFG},
+    {"cold_factor", cfg_get_cold_factor, NULL, "Warm-up cold factor.", CFG},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"occupy_timeout_ms", cfg_get_occupy_timeout_ms, NULL,
+     "Longest wait of a prioritized borrow, ms.", CFG},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
-    {"shared", (getter)Limiter_get_shared, NULL,
+    {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     NULL},
-    {"name", (getter)Limiter_get_name, NULL,
-     "The name (name=, else the shared region's name), or None.", NULL},
-    {"shadow", (getter)Limiter_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
+     (void *)offsetof(LimiterObject, shared)},
+    {"name", get_object_or_none, NULL,
+     "The name (name=, else the shared region's name), or None.",
+     (void *)offsetof(LimiterObject, name)},
+    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
     {NULL}};
+#undef CFG
 
 static PyMethodDef Limiter_methods[] = {
     {"totals", (PyCFunction)Limiter_totals, METH_NOARGS,

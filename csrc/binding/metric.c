@@ -161,16 +161,10 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOO:Metric", kwlist, &o_interval,
                                      &o_samples, &o_events, &o_shared, &o_name))
         return NULL;
-    mode = shared_resolve(o_shared, path, sizeof path);
+    int name_given;
+    mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if (name_parse(o_name, &name) < 0)
-        return NULL;
-    int name_given = name != NULL;
-    if (name == NULL && (name = name_default(o_shared, mode, path)) == NULL)
-        return NULL;
-    if (name == Py_None)
-        Py_CLEAR(name);
     if (o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0)
         return NULL;
     if (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
@@ -333,10 +327,7 @@ static int Metric_clear(MetricObject *self)
 
 static void Metric_dealloc(MetricObject *self)
 {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (self->weakreflist != NULL)
-        PyObject_ClearWeakRefs((PyObject *)self);
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     Metric_clear(self);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->name);

@@ -29,7 +29,7 @@
 
 /* ---- names ----------------------------------------------------------------------------- */
 
-int name_parse(PyObject *o, PyObject **out)
+static int name_parse(PyObject *o, PyObject **out)
 {
     *out = NULL;
     if (o == NULL || o == Py_None)
@@ -55,7 +55,7 @@ int name_parse(PyObject *o, PyObject **out)
     return 0;
 }
 
-PyObject *name_default(PyObject *o_shared, int mode, const char *path)
+static PyObject *name_default(PyObject *o_shared, int mode, const char *path)
 {
     if (mode != 2)
         Py_RETURN_NONE;
@@ -70,6 +70,21 @@ PyObject *name_default(PyObject *o_shared, int mode, const char *path)
     }
     const char *base = strrchr(path, '/');
     return PyUnicode_DecodeFSDefault(base != NULL ? base + 1 : path);
+}
+
+int shared_and_name(PyObject *o_shared, PyObject *o_name, char *path, size_t cap,
+                    PyObject **name, int *name_given)
+{
+    *name = NULL;
+    int mode = shared_resolve(o_shared, path, cap);
+    if (mode < 0 || name_parse(o_name, name) < 0)
+        return -1;
+    *name_given = *name != NULL;
+    if (*name == NULL && (*name = name_default(o_shared, mode, path)) == NULL)
+        return -1;
+    if (*name == Py_None)
+        Py_CLEAR(*name);
+    return mode;
 }
 
 int registry_add(module_state *st, PyObject *name, PyObject *obj)

@@ -5,12 +5,13 @@
 
 #include "binding.h"
 
-/** Parse `name=`: None -> *out NULL; a str of 1 to 200 characters -> a new reference.
- * @return 0, or -1 with TypeError/ValueError set */
-int name_parse(PyObject *o, PyObject **out);
-/** The default name of an object opened with shared=: the region's name, the file's basename
- * for a path, None for a private or anonymous one. @return a new reference or NULL */
-PyObject *name_default(PyObject *o_shared, int mode, const char *path);
+/** Resolve `shared=` (as shared_resolve, into path) then `name=`: None, or a str of 1 to 200
+ * characters. *name: the name given, else the default of an object opened with shared= (the
+ * region's name, the file's basename for a path), NULL for none (a private or anonymous
+ * one), a new reference; *name_given: whether name= was given.
+ * @return the mode (0/1/2), or -1 with TypeError/ValueError set */
+int shared_and_name(PyObject *o_shared, PyObject *o_name, char *path, size_t cap,
+                    PyObject **name, int *name_given);
 /** Record a named object in the registry (a weak reference; the newest of a name wins).
  * @return 0, or -1 with an exception set */
 int registry_add(module_state *st, PyObject *name, PyObject *obj);

@@ -131,21 +131,31 @@ int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_
     return -1;
 }
 
-bool shared_maybe_reap(LimiterObject *self)
+bool shared_reap_due(struct sw_shm *shm)
 {
-    if (!self->is_shared)
-        return false;
-    int64_t now_ms = sw_time_coarse_ns() / NS_PER_MS;
-    if (!sw_shm_reap_due(&self->shm, now_ms, REAP_EVERY_MS))
-        return false;
+    return sw_shm_reap_due(shm, sw_time_coarse_ns() / NS_PER_MS, REAP_EVERY_MS);
+}
+
+bool shared_reap(struct sw_shm *shm, uint32_t (*reap)(const void *view), const void *view)
+{
     uint32_t freed;
-    const struct sw_view *v = limiter_view(self);
     Py_BEGIN_ALLOW_THREADS
-    freed = sw_lstate_reap(v);
+    freed = reap(view);
     Py_END_ALLOW_THREADS
     if (freed > 0)
-        shared_notify(&self->shm);
+        shared_notify(shm);
     return freed > 0;
+}
+
+static uint32_t limiter_reap(const void *view)
+{
+    return sw_lstate_reap(view);
+}
+
+bool shared_maybe_reap(LimiterObject *self)
+{
+    return self->is_shared && shared_reap_due(&self->shm) &&
+           shared_reap(&self->shm, limiter_reap, limiter_view(self));
 }
 
 void shared_notify(struct sw_shm *shm)

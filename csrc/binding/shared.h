@@ -23,7 +23,12 @@ PyObject *shared_canonical(PyObject *shared, const char *path);
  * @param mode 1 anonymous, 2 file @return 0, or -1 with an exception set */
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay);
 
-/** Reap dead processes' slots of a shared limiter when due (rate-limited across processes).
+/** Is a reap of dead processes' slots due (rate-limited across processes)? */
+bool shared_reap_due(struct sw_shm *shm);
+/** Reap dead processes' slots now: reap(view) with the GIL released, then wake the waiters
+ * when anything was given back. @return whether anything was given back */
+bool shared_reap(struct sw_shm *shm, uint32_t (*reap)(const void *view), const void *view);
+/** Reap dead processes' slots of a shared limiter when due.
  * @return whether anything was given back */
 bool shared_maybe_reap(LimiterObject *self);
 
