@@ -26,18 +26,10 @@
 
 uint64_t sw_keyed_hash(int tag, const void *data, size_t len)
 {
-    unsigned char buf[256];
-    uint64_t h;
-    if (len < sizeof buf) {
-        buf[0] = (unsigned char)tag;
-        if (len > 0)
-            memcpy(buf + 1, data, len);
-        h = XXH3_64bits_withSeed(buf, len + 1, SW_KEYED_SEED);
-    } else {
-        /* a long key: the tag goes into the seed instead of a copied prefix (one fixed
-         * function of tag and bytes all the same) */
-        h = XXH3_64bits_withSeed(data, len, SW_KEYED_SEED ^ ((uint64_t)(unsigned char)tag << 56));
-    }
+    /* the tag goes into the seed (no copy of the key with a tag byte in front: XXH3 reads
+     * the caller's bytes in place); every (tag, bytes) pair is still its own input */
+    uint64_t h = XXH3_64bits_withSeed(data, len,
+                                      SW_KEYED_SEED ^ ((uint64_t)(unsigned char)tag << 56));
     return h == 0 ? 1 : h;
 }
 
@@ -658,8 +650,9 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     lock_table(v);
     /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
     const struct sw_rule *r = &v->rule->base;
-    double limit;
-    double count = sw_krule_count(v->rule, fp, &limit);
+    double limit = r->limit, count = r->count;
+    if (v->rule->n_over > 0)
+        count = sw_krule_count(v->rule, fp, &limit);
     bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
     if (r->shadow)
         flags |= SW_F_SHADOW;
@@ -671,6 +664,8 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
     int64_t t_ms = sw_ms_of_ns(now_ns);
+    struct sw_leap *sec = sw_node_sec(node);
+    int64_t tn = sw_leap_clamp(sec, t_ms);
     uint32_t i = get_key(v, fp, now_ns, !(never && (conc || thr)));
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (e != NULL)
@@ -702,10 +697,19 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
                    (th.saturated ? SW_KE_SATURATED : 0u);
     } else {
         int64_t t = kclamp(e, t_ms);
-        kwin_advance(st, e, t);
+        uint32_t slot;
+        if ((e->flags & SW_KE_WINDOW) && e->a == sec->newest && sw_leap_in_newest(sec, t) &&
+            (uint32_t)sec->newest_idx < st->sample_count) {
+            /* t in the key's newest bucket, which is the table's newest: nothing rolls, and
+             * the table's ring knows the bucket's slot (no division) */
+            slot = (uint32_t)sec->newest_idx;
+        } else {
+            kwin_advance(st, e, t);
+            slot = kslot(st, e->a);
+        }
         if (sw_reject_fits(ktotal(st, e), n, limit)) {
             out->verdict = SW_PASS;
-            e->counts[kslot(st, e->a)] = sw_sat_add(e->counts[kslot(st, e->a)], n);
+            e->counts[slot] = sw_sat_add(e->counts[slot], n);
             if (sw_test_in_critical != NULL)
                 sw_test_in_critical();
             if (keeps_total(st->sample_count))
@@ -715,7 +719,6 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
             out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
         }
     }
-    int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
     if (out->verdict == SW_PASS) {
         sw_node_add_at(node, SW_EV_PASS, n, tn);
         if (conc || (flags & SW_F_ENTRY))

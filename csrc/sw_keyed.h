@@ -6,8 +6,8 @@
  * in-flight total), `cap` per-key entries (about 1.3 x max_keys), and (shared tables only) a
  * table of in-flight holdings per (key, process) so that a killed process's counts come back.
  *
- * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 with a fixed seed over a type-tagged
- * encoding, the same in every process). A fingerprint is never 0 (0 marks a free entry).
+ * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 with a fixed seed per type tag over
+ * the key's encoding, the same in every process). A fingerprint is never 0 (0 marks a free entry).
  *
  * The entries are the hash table itself (open addressing, linear probing over at most
  * SW_KEYED_PROBE entries from a key's home): the entry a lookup probes is the key's, so a
@@ -58,7 +58,8 @@ extern "C" {
 /* Key type tags of the encoding hashed by sw_keyed_hash. */
 enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = 'I' };
 
-/** The 64-bit fingerprint of a key: XXH3-64 (fixed seed) over tag byte + data; never 0.
+/** The 64-bit fingerprint of a key: XXH3-64 of the data, seeded with a fixed seed whose top
+ * byte is xor-ed with the tag; never 0.
  * @param tag SW_KEY_* @param data the key's bytes (UTF-8 for str, 8 little-endian bytes of
  * an int64, the hex digits of a larger int) @param len bytes @return the fingerprint */
 uint64_t sw_keyed_hash(int tag, const void *data, size_t len);

@@ -106,8 +106,27 @@ int64_t sw_node_pass(struct sw_node *node, int64_t t)
     return sw_leap_sum(sw_node_sec(node), sw_node_fut(node), SW_EV_PASS, t);
 }
 
+/* The slot of t when t lies in the ring's newest bucket and that slot holds it (what
+ * sw_leap_refresh returns then, without a call), else NULL. */
+static inline int64_t *newest_slot(struct sw_leap *l, int64_t t)
+{
+    if (!sw_leap_in_newest(l, t))
+        return NULL;
+    int64_t *slot = l->slots + (size_t)l->newest_idx * l->stride;
+    return slot[SW_SLOT_START] == l->newest ? slot : NULL;
+}
+
 void sw_node_add_at(struct sw_node *node, uint32_t ev, int64_t n, int64_t t)
 {
+    /* the usual case: t in both windows' newest buckets (t is clamped on the second
+     * window, so the minute window's clamp would keep it too) */
+    int64_t *a = newest_slot(sw_node_sec(node), t), *b = newest_slot(sw_node_min(node), t);
+    if (a != NULL && b != NULL) {
+        a[SW_SLOT_COUNTS + ev] = sw_sat_add(a[SW_SLOT_COUNTS + ev], n);
+        b[SW_SLOT_COUNTS + ev] = sw_sat_add(b[SW_SLOT_COUNTS + ev], n);
+        sw_node_total_add(node, ev, n);
+        return;
+    }
     sw_leap_add_at(sw_node_sec(node), sw_node_fut(node), ev, n, t);
     sw_leap_add(sw_node_min(node), NULL, ev, n, t);
     sw_node_total_add(node, ev, n);
