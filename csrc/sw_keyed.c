@@ -21,7 +21,8 @@
 #include "vendor/xxhash.h"
 #pragma GCC diagnostic pop
 
-/* The fixed seed: the same in every process and every version of the table layout. */
+/* The fixed seed, the same in every process (each key type xor-s its tag into the top byte;
+ * layout version 4 and later). */
 #define SW_KEYED_SEED UINT64_C(0x736c69646577696e) /* "slidewin" */
 
 uint64_t sw_keyed_hash(int tag, const void *data, size_t len)

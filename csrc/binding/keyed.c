@@ -2,8 +2,8 @@
  * its entries (`with per_user.entry(key):`).
  *
  * Keys (str, bytes, int) are hashed here, before the table's lock is taken (sw_keyed_hash:
- * XXH3 with a fixed seed over a type-tagged encoding). Decisions keep the GIL (O(1) work, as
- * Limiter's); waits release it and run the signal handlers.
+ * XXH3 with a fixed seed per key type over the key's bytes). Decisions keep the GIL (O(1)
+ * work, as Limiter's); waits release it and run the signal handlers.
  */
 #include "binding.h"
 #include "args.h"
