@@ -94,5 +94,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def _run() -> int:
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader went away (`python -m slidewin top --once | head`): no traceback, the
+        # exit code of a process killed by SIGPIPE, and stdout pointed at /dev/null so that
+        # the interpreter's own flush at exit does not fail again
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())

@@ -35,7 +35,14 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator, List, Optional, Set
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+try:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+except ModuleNotFoundError as e:  # the optional extra is missing: say how to install it
+    if e.name is None or e.name.split(".")[0] != "prometheus_client":
+        raise
+    raise ModuleNotFoundError(
+        'slidewin.prometheus needs prometheus_client: pip install "slidewin[prometheus]"',
+        name=e.name) from e
 
 from . import _observe
 

@@ -320,3 +320,24 @@ def test_regions_deleted_while_scraping(folder):
     finally:
         p.join(30)
     assert p.exitcode == 0 and scrapes > 0
+
+
+def test_missing_extra_names_the_install_that_fixes_it():
+    """Without prometheus_client, importing slidewin.prometheus says which pip install fixes it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'prometheus_client':\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "try:\n"
+            "    import slidewin.prometheus\n"
+            "except ModuleNotFoundError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd="/")
+    assert r.returncode == 0, r.stderr
+    assert 'pip install "slidewin[prometheus]"' in r.stdout, r.stdout

@@ -335,3 +335,18 @@ def test_live_view_in_tmux(folder, workers, tmp_path):
         assert err.read_text() == ""
     finally:
         t.kill()
+
+
+def test_once_into_a_closed_pipe_ends_quietly(folder, tmp_path):
+    """`python -m slidewin top --once | head -1` (and the demo into `head`): the reader closes
+    the pipe early; the command ends without a BrokenPipeError traceback on stderr."""
+    keep = [Limiter(qps=5, shared=f"pipe{i}") for i in range(200)]  # a table past 4 KiB
+    for args in (["top", "--once"], ["--seconds", "30", "--fast"]):
+        proc = subprocess.Popen([sys.executable, "-m", "slidewin", *args], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=60)
+        assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+        assert proc.returncode in (0, 141), (args, proc.returncode, err.decode())
+    del keep
