@@ -5,8 +5,12 @@
 #include "sw_shm.h"
 #include "sw_time.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 /* The maintained XXH3 (vendor/xxhash.h, BSD-2-Clause, vendor/LICENSE-xxhash), inlined here
  * only: its own code is not held to the core's warning flags. */
@@ -21,18 +25,50 @@
 #include "vendor/xxhash.h"
 #pragma GCC diagnostic pop
 
-/* The fixed seed, the same in every process (each key type xor-s its tag into the top byte;
- * layout version 4 and later). */
-#define SW_KEYED_SEED UINT64_C(0x736c69646577696e) /* "slidewin" */
-
-uint64_t sw_keyed_hash(int tag, const void *data, size_t len)
+uint64_t sw_keyed_hash(uint64_t seed, int tag, const void *data, size_t len)
 {
     /* the tag goes into the seed (no copy of the key with a tag byte in front: XXH3 reads
      * the caller's bytes in place); every (tag, bytes) pair is still its own input */
-    uint64_t h = XXH3_64bits_withSeed(data, len,
-                                      SW_KEYED_SEED ^ ((uint64_t)(unsigned char)tag << 56));
+    uint64_t h = XXH3_64bits_withSeed(data, len, seed ^ ((uint64_t)(unsigned char)tag << 56));
     return h == 0 ? 1 : h;
 }
+
+int sw_keyed_random_seed(uint64_t *out)
+{
+    uint64_t x = 0;
+    size_t got = 0;
+    while (got < sizeof x) {
+        ssize_t r = getrandom((char *)&x + got, sizeof x - got, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < sizeof x) {
+        /* no getrandom(2) (ENOSYS: a kernel before 3.17, a seccomp filter): the device */
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return SW_EOS;
+        got = 0;
+        while (got < sizeof x) {
+            ssize_t r = read(fd, (char *)&x + got, sizeof x - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+        close(fd);
+        if (got < sizeof x)
+            return SW_EOS;
+    }
+    *out = x != 0 ? x : 1; /* 0 marks no seed */
+    return SW_OK;
+}
+
+static inline void lock_table(const struct sw_kview *v);
+static inline void unlock_table(const struct sw_kview *v);
 
 /* ---- layout ---------------------------------------------------------------------------- */
 
@@ -116,8 +152,11 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
                   uint32_t max_keys, bool shared)
 {
     struct klayout k;
+    uint64_t seed;
     if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k))
         return SW_EINVAL;
+    if (sw_keyed_random_seed(&seed) != SW_OK)
+        return SW_EOS;
     sw_lock_init(&st->lock);
     st->max_keys = max_keys;
     st->resv_ = 0;
@@ -134,13 +173,27 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
     st->evicted = 0;
     st->size = k.size;
     st->off_node = k.off_node;
-    st->off_resv_ = 0;
+    st->seed = seed;
     st->off_entries = k.off_entries;
     st->off_hold = k.off_hold;
     /* the entries and holdings are zero already (the caller's zeroed memory): their pages
      * are touched only as keys arrive */
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
     return sw_node_init(sw_keyed_node(st), &nc);
+}
+
+int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed)
+{
+    int rc = SW_OK;
+    if (seed == 0)
+        return SW_EINVAL;
+    lock_table(v);
+    if (v->st->n_live != 0)
+        rc = SW_ESTATE;
+    else
+        v->st->seed = seed;
+    unlock_table(v);
+    return rc;
 }
 
 /* ---- the table: open addressing, the probed entry is the key's ---------------------------- */
@@ -365,33 +418,6 @@ static bool kidle(const struct sw_kview *v, const struct sw_kentry *e, int64_t n
     return true;
 }
 
-/* The best victim among candidates: a free entry; else, never one in flight, the least
- * recently used idle one, else the least recently used one. @return index or UINT32_MAX */
-static uint32_t choose(const struct sw_kview *v, const uint32_t *cand, uint32_t n,
-                       int64_t now_ns)
-{
-    struct sw_kstate *st = v->st;
-    uint32_t best = UINT32_MAX, best_idle = UINT32_MAX, age = 0, age_idle = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        struct sw_kentry *e = entry_at(st, cand[i]);
-        if (e->fp == 0)
-            return cand[i];
-        if (e->in_flight > 0)
-            continue;
-        uint32_t a = (uint32_t)st->tick - e->last_use;
-        if (kidle(v, e, now_ns)) {
-            if (best_idle == UINT32_MAX || a > age_idle) {
-                best_idle = cand[i];
-                age_idle = a;
-            }
-        } else if (best == UINT32_MAX || a > age) {
-            best = cand[i];
-            age = a;
-        }
-    }
-    return best_idle != UINT32_MAX ? best_idle : best;
-}
-
 /* Keep the stores before it before the stores after it (a process may be killed between any
  * two stores; the compiler must not reorder them: the test hook, being conditional, does not
  * stop it). */
@@ -450,36 +476,95 @@ static void tomb_clear(struct sw_kstate *st, uint32_t i)
     }
 }
 
-/* Free entry i (its key evicted): marked for probes to go past, or empty when none needs to. */
-static void kentry_free(struct sw_kstate *st, uint32_t i)
+/* Move the key of entry j (nothing in flight: no holding names it) into the free entry i
+ * before it on its path. A process killed in between leaves the key twice (the repair keeps
+ * the first, which lookups find) or once; never half a key. */
+static void kentry_move(struct sw_kstate *st, uint32_t i, uint32_t j)
+{
+    struct sw_kentry *dst = entry_at(st, i), *src = entry_at(st, j);
+    dst->in_flight = src->in_flight;
+    dst->last_use = src->last_use;
+    dst->a = src->a;
+    memcpy(dst->counts, src->counts, (size_t)(st->entry_size - sizeof(struct sw_kentry)));
+    dst->flags = src->flags | SW_KE_TOMB; /* still free: probes go past */
+    STORE_ORDER();
+    dst->fp = src->fp;
+    STORE_ORDER();
+    dst->flags = src->flags;
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    STORE_ORDER();
+    src->flags = SW_KE_TOMB;
+    STORE_ORDER();
+    src->fp = 0;
+}
+
+/* Fill the hole left by free entry i (marked) as linear probing's deletion does: the
+ * keys after it (up to the next empty entry) whose lookups go past it move up into it, the
+ * hole moving with them. A key with requests in flight never moves (holdings name entries
+ * by number). The last hole stays marked for probes to go past while a key after it needs
+ * that (one in flight), else it is emptied. Each write leaves a valid table.
+ * @param end the scan stops there (the new key's home: its path, up to the free entry it
+ * is about to take, stays as it is) @param keep an entry that does not move (the new key's,
+ * whose number the decision holds), or UINT32_MAX */
+static void hole_fill(struct sw_kstate *st, uint32_t i, uint32_t end, uint32_t keep)
+{
+    uint32_t plen = probe_len(st), j = i, gap = 0;
+    for (uint32_t k = 1; k < plen; k++) {
+        if (++j == st->cap)
+            j = 0;
+        if (j == end)
+            break;
+        gap++;
+        struct sw_kentry *x = entry_at(st, j);
+        if (is_empty(x))
+            break;
+        if (x->fp == 0)
+            continue; /* a marked free entry: the run goes on */
+        uint32_t h = home_of(st, x->fp);
+        uint32_t from_home = j >= h ? j - h : j + st->cap - h;
+        if (from_home < gap)
+            continue; /* its home is after the hole: its lookups do not go past it */
+        if (x->in_flight != 0 || j == keep)
+            continue; /* stays: a key further on may fill the hole */
+        kentry_move(st, i, j);
+        i = j;
+        gap = 0;
+    }
+    if (!tomb_needed(st, i))
+        tomb_clear(st, i);
+}
+
+/* Free entry i (its key evicted) and fill the hole (hole_fill). */
+static void kentry_free(struct sw_kstate *st, uint32_t i, uint32_t end)
 {
     struct sw_kentry *e = entry_at(st, i);
     e->flags = SW_KE_TOMB;
     STORE_ORDER();
     e->fp = 0;
     STORE_ORDER();
-    if (!tomb_needed(st, i))
-        tomb_clear(st, i);
+    hole_fill(st, i, end, UINT32_MAX);
 }
 
 /* Look at a few marked entries in turn (a cursor over the table): those no lookup needs any
  * more (the keys that needed them have gone) become empty, so that marks do not pile up. */
-static void tomb_sweep(struct sw_kstate *st)
+static void tomb_sweep(struct sw_kstate *st, uint32_t keep)
 {
     for (uint32_t k = 0; k < SW_KEYED_SWEEP; k++) {
         uint32_t i = (uint32_t)(st->sweep % st->cap);
         st->sweep = i + 1u;
         struct sw_kentry *e = entry_at(st, i);
-        if (e->fp == 0 && (e->flags & SW_KE_TOMB) && !tomb_needed(st, i))
-            tomb_clear(st, i);
+        if (e->fp == 0 && (e->flags & SW_KE_TOMB))
+            hole_fill(st, i, i, keep); /* the keys that went past it move up, or it empties */
     }
 }
 
 /* The entry of a key, inserted when absent (evicting when needed). A new key goes into the
  * first free entry of its probe path while the table holds fewer than max_keys keys; else (or
- * when its path has no free entry) it replaces a victim among up to SW_KEYED_SAMPLE keys of
- * its probe window (below): the victim's own entry when it lies on the path before the first
- * empty entry, else the path's first free entry (the victim's is freed).
+ * when its path has no free entry) it replaces the least recently used of a sample of the
+ * keys of its probe window (idle ones first, never one in flight: see sw_keyed.h): the
+ * victim's own entry when it lies on the path before the first empty entry, else the path's
+ * first free entry (the victim's is freed).
  * @return the entry, or UINT32_MAX when the key cannot be held (all candidates in flight) */
 static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, bool insert)
 {
@@ -493,43 +578,51 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         st->n_live++;
         return fr;
     }
-    /* candidates whose place leaves no free entry that probes must go past: first the keys
-     * on its path before its first empty entry (the new key takes the victim's entry: the
-     * runs stay as they were); when none of them can go (none, or all in flight), also keys
-     * that end a run (the victim's entry becomes empty); then any key of the window, as in
-     * a small table (exact LRU: every key is a candidate there) */
-    uint32_t cand[SW_KEYED_SAMPLE] = {0}, dist[SW_KEYED_SAMPLE] = {0}, nc = 0;
-    uint32_t plen = probe_len(st);
-    i = UINT32_MAX;
-    for (int pass = st->max_keys <= SW_KEYED_SAMPLE ? 2 : 0; i == UINT32_MAX && pass < 3;
-         pass++) {
-        uint32_t p = home_of(st, fp);
-        nc = 0;
-        for (uint32_t d = 0; d < plen && nc < SW_KEYED_SAMPLE; d++) {
-            uint32_t next = p + 1u == st->cap ? 0u : p + 1u;
-            if (pass == 0 && d >= stop)
-                break;
-            if (entry_at(st, p)->fp != 0 &&
-                (pass == 2 || d < stop || is_empty(entry_at(st, next)))) {
-                dist[nc] = d;
-                cand[nc++] = p;
+    /* the candidates: the first SW_KEYED_EVICT_SAMPLE keys that may go (not in flight) from
+     * the key's home on, wherever they lie in its probe window (a victim off the key's path
+     * is freed and the keys behind it move up: kentry_free). The keys around a key's home
+     * are a random sample of the table's (the hash is seeded at random), so a key used
+     * recently survives a flood of new keys: it is rarely the oldest of 8 (and never when
+     * fewer than 7 keys came since). A small table: every key (exact LRU). */
+    uint32_t want = st->max_keys <= SW_KEYED_SAMPLE ? UINT32_MAX : SW_KEYED_EVICT_SAMPLE;
+    uint32_t plen = probe_len(st), p = home_of(st, fp), seen = 0;
+    uint32_t best = UINT32_MAX, best_d = 0, age = 0;
+    uint32_t idle = UINT32_MAX, idle_d = 0, age_idle = 0;
+    uint32_t tick = (uint32_t)st->tick;
+    for (uint32_t d = 0; d < plen && seen < want; d++) {
+        struct sw_kentry *e = entry_at(st, p);
+        if (e->fp != 0 && e->in_flight <= 0) {
+            uint32_t a = tick - e->last_use;
+            seen++;
+            if (kidle(v, e, now_ns)) {
+                if (idle == UINT32_MAX || a > age_idle) {
+                    idle = p;
+                    idle_d = d;
+                    age_idle = a;
+                }
+            } else if (best == UINT32_MAX || a > age) {
+                best = p;
+                best_d = d;
+                age = a;
             }
-            p = next;
         }
-        i = choose(v, cand, nc, now_ns);
+        if (++p == st->cap)
+            p = 0;
+    }
+    uint32_t di = best_d;
+    i = best;
+    if (idle != UINT32_MAX) {
+        i = idle;
+        di = idle_d;
     }
     if (i == UINT32_MAX)
         return UINT32_MAX;
-    uint32_t di = 0;
-    for (uint32_t k = 0; k < nc; k++)
-        if (cand[k] == i)
-            di = dist[k];
     st->evicted++;
     if (di < stop || fr == UINT32_MAX) {
         /* on the path (a path without a free entry has no empty one either) */
         kentry_take(st, entry_at(st, i), fp);
     } else {
-        kentry_free(st, i);
+        kentry_free(st, i, home_of(st, fp));
         if (sw_test_in_critical != NULL)
             sw_test_in_critical();
         STORE_ORDER();
@@ -537,7 +630,7 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
         i = fr;
     }
     /* after the new key is in place: a mark its lookups go past is needed again */
-    tomb_sweep(st);
+    tomb_sweep(st, i);
     return i;
 }
 
@@ -884,7 +977,7 @@ int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t in
         st->sample_count != sample_count || st->hold_cap != k.hold_cap ||
         st->interval_ms != interval_ms ||
         st->window_ms != interval_ms / (int64_t)sample_count || st->size != k.size ||
-        st->off_node != k.off_node || st->off_resv_ != 0 ||
+        st->off_node != k.off_node || st->seed == 0 ||
         st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
         st->n_live > max_keys)
         return SW_EINVAL;

@@ -6,8 +6,11 @@
  * in-flight total), `cap` per-key entries (about 1.3 x max_keys), and (shared tables only) a
  * table of in-flight holdings per (key, process) so that a killed process's counts come back.
  *
- * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 with a fixed seed per type tag over
- * the key's encoding, the same in every process). A fingerprint is never 0 (0 marks a free entry).
+ * Keys are 64-bit fingerprints (sw_keyed_hash: XXH3 over the key's encoding, seeded with the
+ * table's seed, its top byte xor-ed with the key's type tag). The seed is drawn at random for
+ * each table (sw_keyed_init) and kept in its header, so every process attached to a shared
+ * table uses the same one, and nobody who cannot read the table can compute keys that land
+ * next to each other in it. A fingerprint is never 0 (0 marks a free entry).
  *
  * The entries are the hash table itself (open addressing, linear probing over at most
  * SW_KEYED_PROBE entries from a key's home): the entry a lookup probes is the key's, so a
@@ -30,14 +33,14 @@
  * (the same window clamp, reject check and retry time, throttle pacing, concurrency check).
  *
  * Full table (max_keys keys held), or a key whose probe window has no free entry: a new key
- * replaces a victim among up to SW_KEYED_SAMPLE keys of its probe window, taken in turn from
- * the keys on its path before the first empty entry (it takes the victim's entry), then also
- * the keys ending a run (the victim's entry becomes empty), then the first keys of the
- * window whatever their place (the victim's entry may stay marked), moving on only when no
- * candidate of a turn can go; every key when max_keys <= SW_KEYED_SAMPLE (the window is then
- * the whole table: exact LRU). Never one with requests in flight; the least recently used
- * one whose window is empty, else the least recently used one. When every candidate has
- * requests in flight the new key is refused (counted as BLOCK).
+ * replaces a victim. The candidates are the first SW_KEYED_EVICT_SAMPLE keys without requests
+ * in flight from the new key's home on (further in its probe window while fewer have been
+ * seen; every key of the window when max_keys <= SW_KEYED_SAMPLE: the window is then the
+ * whole table, exact LRU). Never one with requests in flight; the least recently used one
+ * whose window is empty, else the least recently used one (approximate LRU, as Redis samples
+ * keys). The new key takes the victim's entry when it lies on the new key's path (before
+ * its first empty entry), else the path's first free entry (the victim's entry is freed).
+ * When every key of the window has requests in flight the new key is refused (BLOCK).
  */
 #ifndef SW_KEYED_H
 #define SW_KEYED_H
@@ -50,7 +53,8 @@ extern "C" {
 
 #define SW_KEYED_MAX_KEYS (UINT32_C(1) << 24) /* keys a table may hold */
 #define SW_KEYED_PROBE 256u   /* entries scanned at most per lookup */
-#define SW_KEYED_SAMPLE 16u   /* eviction candidates at most */
+#define SW_KEYED_SAMPLE 64u   /* up to this many keys, eviction is exact LRU */
+#define SW_KEYED_EVICT_SAMPLE 8u /* keys an eviction compares (not in flight) */
 #define SW_KEYED_HOLD_PROBE 64u
 #define SW_KEYED_SWEEP 4u     /* free marks an eviction checks in turn */
 #define SW_KEYED_SUM_MAX 2u   /* up to this many buckets an entry sums its counts */
@@ -58,11 +62,14 @@ extern "C" {
 /* Key type tags of the encoding hashed by sw_keyed_hash. */
 enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = 'I' };
 
-/** The 64-bit fingerprint of a key: XXH3-64 of the data, seeded with a fixed seed whose top
- * byte is xor-ed with the tag; never 0.
- * @param tag SW_KEY_* @param data the key's bytes (UTF-8 for str, 8 little-endian bytes of
- * an int64, the hex digits of a larger int) @param len bytes @return the fingerprint */
-uint64_t sw_keyed_hash(int tag, const void *data, size_t len);
+/** The 64-bit fingerprint of a key: XXH3-64 of the data, seeded with the table's seed whose
+ * top byte is xor-ed with the tag; never 0.
+ * @param seed the table's (st->seed) @param tag SW_KEY_* @param data the key's bytes (UTF-8
+ * for str, 8 little-endian bytes of an int64, the hex digits of a larger int) @param len
+ * bytes @return the fingerprint */
+uint64_t sw_keyed_hash(uint64_t seed, int tag, const void *data, size_t len);
+/** A random seed (getrandom(2), else /dev/urandom; never 0). @return SW_OK or SW_EOS */
+int sw_keyed_random_seed(uint64_t *out);
 
 /* One per-key threshold (a process's setting). */
 struct sw_kover {
@@ -117,7 +124,9 @@ struct sw_kstate {
     uint64_t sweep;       /* the next entry whose free mark an eviction checks */
     int64_t evicted;      /* keys evicted so far */
     uint64_t size;        /* total bytes */
-    uint64_t off_node, off_resv_, off_entries, off_hold; /* off_resv_: 0 */
+    uint64_t off_node;
+    uint64_t seed;        /* the key hash's seed: random per table (never 0), see above */
+    uint64_t off_entries, off_hold;
 };
 
 /* How one process uses a table (process-local, never shared). */
@@ -133,10 +142,13 @@ struct sw_kview {
 /** Bytes a table needs (0 when too large or invalid).
  * @param shared with the holdings table of a shared region */
 size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared);
-/** Initialise a table in caller-owned zeroed memory of sw_keyed_size() bytes.
- * @return SW_OK, SW_EINVAL or SW_ERANGE */
+/** Initialise a table in caller-owned zeroed memory of sw_keyed_size() bytes, with a random
+ * seed (sw_keyed_random_seed). @return SW_OK, SW_EINVAL, SW_ERANGE, or SW_EOS (no random) */
 int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_count,
                   uint32_t max_keys, bool shared);
+/** Give an empty table another seed (tests: a table whose seed an attacker knows).
+ * @return SW_OK, SW_EINVAL (seed 0) or SW_ESTATE (the table holds keys) */
+int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed);
 /** Check a table read from a shared region: the layout init gives, every index in range
  * (holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,

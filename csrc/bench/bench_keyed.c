@@ -111,7 +111,7 @@ int main(void)
     for (uint32_t i = 0; i < KEYS; i++) {
         char key[32];
         int len = snprintf(key, sizeof key, "user-%u", i);
-        fps[i] = sw_keyed_hash(SW_KEY_STR, key, (size_t)len);
+        fps[i] = sw_keyed_hash(st->seed, SW_KEY_STR, key, (size_t)len);
         sw_keyed_decide(&v, fps[i], 1, now, SW_F_TRY, &d); /* inserted in id order */
     }
     for (size_t i = KEYS - 1; i > 0; i--) {
