@@ -2,7 +2,7 @@
  * its entries (`with per_user.entry(key):`).
  *
  * Keys (str, bytes, int) are hashed here, before the table's lock is taken (sw_keyed_hash:
- * XXH3 with a fixed seed per key type over the key's bytes). Decisions keep the GIL (O(1)
+ * XXH3 over the key's bytes with the table's random seed, read once: self->seed). Decisions keep the GIL (O(1)
  * work, as Limiter's); waits release it and run the signal handlers.
  */
 #include "binding.h"
@@ -21,12 +21,17 @@
 typedef struct {
     PyObject_HEAD
     struct sw_kstate *mem;     /* owned table (private), or NULL (shared) */
+    _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
     module_state *st;
     struct sw_limiter_cfg cfg;
     uint32_t max_keys;
+    /* the settings: written under the table's lock only and read under it (decisions in the
+     * core; getters, repr and update take a snapshot under it), so that no thread frees what
+     * another reads, with or without the GIL */
     struct sw_krule rule;      /* this process's settings; rule.over points into `over` */
     struct sw_kover *over;     /* PyMem-owned, sorted by fp */
     PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
+    uint64_t settings_gen;     /* bumped by every change of the settings */
     struct waitq wq;
     struct fork_link fork;
     PyObject *weakreflist;
@@ -55,16 +60,16 @@ static const char *const kbehavior_names[] = {"reject", "warm_up", "throttle",
 
 /* ---- keys ------------------------------------------------------------------------------ */
 
-static uint64_t hash_bytes(int tag, const char *s, Py_ssize_t len)
+static uint64_t hash_bytes(uint64_t seed, int tag, const char *s, Py_ssize_t len)
 {
     uint64_t h;
     if (len >= HASH_NOGIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        h = sw_keyed_hash(tag, s, (size_t)len);
+        h = sw_keyed_hash(seed, tag, s, (size_t)len);
         Py_END_ALLOW_THREADS
         return h;
     }
-    return sw_keyed_hash(tag, s, (size_t)len);
+    return sw_keyed_hash(seed, tag, s, (size_t)len);
 }
 
 /* A key's fingerprint. str: its UTF-8 (lone surrogates kept, "surrogatepass"); bytes: its
@@ -72,19 +77,20 @@ static uint64_t hash_bytes(int tag, const char *s, Py_ssize_t len)
  * digits ("-0x1f..."), each under its own tag: "1", b"1" and 1 are three keys.
  * @param what the parameter named in errors @param exc the exception of a wrong type
  * @return 0, or -1 with an exception set */
-static int key_fp_as(PyObject *key, uint64_t *out, PyObject *exc, const char *what)
+static int key_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
+                     const char *what)
 {
     if (PyUnicode_Check(key)) {
         Py_ssize_t len;
         if (PyUnicode_IS_COMPACT_ASCII(key)) {
             /* ASCII is its own UTF-8: the characters right after the object header */
             len = PyUnicode_GET_LENGTH(key);
-            *out = hash_bytes(SW_KEY_STR, (const char *)PyUnicode_DATA(key), len);
+            *out = hash_bytes(seed, SW_KEY_STR, (const char *)PyUnicode_DATA(key), len);
             return 0;
         }
         const char *s = PyUnicode_AsUTF8AndSize(key, &len);
         if (s != NULL) {
-            *out = hash_bytes(SW_KEY_STR, s, len);
+            *out = hash_bytes(seed, SW_KEY_STR, s, len);
             return 0;
         }
         if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
@@ -93,12 +99,12 @@ static int key_fp_as(PyObject *key, uint64_t *out, PyObject *exc, const char *wh
         PyObject *b = PyUnicode_AsEncodedString(key, "utf-8", "surrogatepass");
         if (b == NULL)
             return -1;
-        *out = hash_bytes(SW_KEY_STR, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+        *out = hash_bytes(seed, SW_KEY_STR, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
         Py_DECREF(b);
         return 0;
     }
     if (PyBytes_Check(key)) {
-        *out = hash_bytes(SW_KEY_BYTES, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        *out = hash_bytes(seed, SW_KEY_BYTES, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
         return 0;
     }
     if (PyLong_Check(key) && !PyBool_Check(key)) {
@@ -111,7 +117,7 @@ static int key_fp_as(PyObject *key, uint64_t *out, PyObject *exc, const char *wh
             uint64_t u = (uint64_t)v;
             for (int i = 0; i < 8; i++)
                 b[i] = (unsigned char)(u >> (8 * i));
-            *out = sw_keyed_hash(SW_KEY_INT, b, 8);
+            *out = sw_keyed_hash(seed, SW_KEY_INT, b, 8);
             return 0;
         }
         PyObject *h = PyNumber_ToBase(key, 16);
@@ -123,7 +129,7 @@ static int key_fp_as(PyObject *key, uint64_t *out, PyObject *exc, const char *wh
             Py_DECREF(h);
             return -1;
         }
-        *out = hash_bytes(SW_KEY_BIGINT, s, len);
+        *out = hash_bytes(seed, SW_KEY_BIGINT, s, len);
         Py_DECREF(h);
         return 0;
     }
@@ -131,13 +137,18 @@ static int key_fp_as(PyObject *key, uint64_t *out, PyObject *exc, const char *wh
     return -1;
 }
 
-static inline int key_fp(PyObject *key, uint64_t *out)
+static inline int key_fp(uint64_t seed, PyObject *key, uint64_t *out)
 {
     if (key == NULL) {
         PyErr_SetString(PyExc_TypeError, "missing required argument 'key'");
         return -1;
     }
-    return key_fp_as(key, out, PyExc_TypeError, "key");
+    return key_fp_as(seed, key, out, PyExc_TypeError, "key");
+}
+
+static inline uint64_t seed_of(KeyedObject *self)
+{
+    return atomic_load_explicit(&self->seed, memory_order_relaxed);
 }
 
 /* ---- the object ------------------------------------------------------------------------ */
@@ -181,14 +192,15 @@ static bool keyed_maybe_reap(KeyedObject *self)
 /* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
  * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
  * the caller. @return 0, or -1 with an exception set */
-static inline int parse_key_n(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const *args,
+                              Py_ssize_t nargs,
                               PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
                               PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
 {
     if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
         parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
         return -1;
-    return key_fp(a[0], fp);
+    return key_fp(seed, a[0], fp);
 }
 
 static int cmp_over(const void *a, const void *b)
@@ -206,7 +218,7 @@ struct overrides {
 
 /* Check per-key thresholds (a Mapping, or None for none) against cfg.
  * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
-static int build_overrides(const struct sw_limiter_cfg *cfg, PyObject *value,
+static int build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
                            struct overrides *out)
 {
     PyObject *copy = PyDict_New(), *items = NULL;
@@ -246,7 +258,7 @@ static int build_overrides(const struct sw_limiter_cfg *cfg, PyObject *value,
         }
         k = PyTuple_GET_ITEM(it, 0);
         t = PyTuple_GET_ITEM(it, 1);
-        if (key_fp_as(k, &arr[i].fp, PyExc_ValueError, "an overrides key") < 0) {
+        if (key_fp_as(seed, k, &arr[i].fp, PyExc_ValueError, "an overrides key") < 0) {
             if (PyErr_ExceptionMatches(PyExc_ValueError)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_ValueError, "overrides: key %R must be a str, bytes or int, "
@@ -319,40 +331,84 @@ fail:
 
 static inline const struct sw_kview *kview(KeyedObject *self);
 
-/* Install settings: the rule (when given), the overrides and the configuration, swapped under
- * the table's lock (decisions read them under it only); the old overrides are freed after.
- * Takes ownership of ov. */
-static void install_settings(KeyedObject *self, const struct sw_krule *rule,
-                             const struct sw_limiter_cfg *cfg, struct overrides *ov)
+static void overrides_free(struct overrides *ov)
 {
-    struct sw_kover *old = self->over;
-    PyObject *old_copy = self->overrides;
+    PyMem_Free(ov->arr);
+    Py_CLEAR(ov->copy);
+}
+
+/* A snapshot of the settings, taken under the table's lock (before the table exists, only
+ * the constructor sees the object): the configuration, a new reference to the overrides
+ * dict, the generation. Any pointer may be NULL. */
+static void settings_get(KeyedObject *self, struct sw_limiter_cfg *cfg, PyObject **over,
+                         uint64_t *gen)
+{
     bool locked = self->view.st != NULL;
     if (locked)
         sw_keyed_lock(kview(self));
+    if (cfg != NULL)
+        *cfg = self->cfg;
+    if (over != NULL) {
+        *over = self->overrides;
+        Py_XINCREF(*over);
+    }
+    if (gen != NULL)
+        *gen = self->settings_gen;
+    if (locked)
+        sw_keyed_unlock(kview(self));
+}
+
+/* Install settings checked against the snapshot of generation `gen`: the rule (when given),
+ * the overrides and the configuration, swapped under the table's lock (decisions read them
+ * under it only) unless another change came in since the snapshot; what they replace is
+ * freed after the unlock (read under the lock: two threads never free the same thing).
+ * Takes ownership of ov. @return 0 installed, 1 the settings changed meanwhile (nothing
+ * installed: check against a new snapshot and try again) */
+static int install_settings(KeyedObject *self, const struct sw_krule *rule,
+                            const struct sw_limiter_cfg *cfg, struct overrides *ov,
+                            uint64_t gen)
+{
+    struct overrides old;
+    bool locked = self->view.st != NULL;
+    if (locked)
+        sw_keyed_lock(kview(self));
+    if (self->settings_gen != gen) {
+        if (locked)
+            sw_keyed_unlock(kview(self));
+        overrides_free(ov);
+        return 1;
+    }
+    old.arr = self->over;
+    old.copy = self->overrides;
     if (rule != NULL)
         self->rule.base = rule->base;
     self->over = ov->arr;
     self->rule.over = ov->n > 0 ? ov->arr : NULL;
     self->rule.n_over = ov->n;
+    self->overrides = ov->copy;
     if (cfg != NULL)
         self->cfg = *cfg;
+    self->settings_gen++;
     if (locked)
         sw_keyed_unlock(kview(self));
-    self->overrides = ov->copy;
-    PyMem_Free(old);
-    Py_XDECREF(old_copy);
+    overrides_free(&old);
+    return 0;
 }
 
 /* Check and install per-key thresholds. On error the settings are unchanged.
  * @return 0, or -1 with an exception set */
 static int set_overrides(KeyedObject *self, PyObject *value)
 {
-    struct overrides ov;
-    if (build_overrides(&self->cfg, value, &ov) < 0)
-        return -1;
-    install_settings(self, NULL, NULL, &ov);
-    return 0;
+    for (;;) {
+        struct sw_limiter_cfg cfg;
+        uint64_t gen;
+        struct overrides ov;
+        settings_get(self, &cfg, NULL, &gen);
+        if (build_overrides(&cfg, seed_of(self), value, &ov) < 0)
+            return -1;
+        if (install_settings(self, NULL, NULL, &ov, gen) == 0)
+            return 0;
+    }
 }
 
 static int k_init_state(void *state, const struct sw_shm_layout *lay)
@@ -436,8 +492,12 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         raise_core_error(rc);
         goto fail;
     }
-    if (set_overrides(self, o_over) < 0)
+    /* the overrides checked before a region is created or attached (their fingerprints
+     * need the table's seed: built again below) */
+    struct overrides ov0;
+    if (build_overrides(&cfg, 1, o_over, &ov0) < 0)
         goto fail;
+    overrides_free(&ov0);
     if (mode == 0) {
         self->mem = PyMem_RawCalloc(1, size);
         if (self->mem == NULL) {
@@ -461,6 +521,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         }
         self->view.st = self->mem;
+        atomic_store_explicit(&self->seed, self->mem->seed, memory_order_relaxed);
         self->view.rule = &self->rule;
         self->view.token = SW_LOCK_PRIVATE;
         self->view.slots = NULL;
@@ -484,6 +545,8 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         self->is_shared = 1;
         self->view.st = self->shm.state;
+        /* the creator's seed, checked (never 0) by k_check_state; it never changes after */
+        atomic_store_explicit(&self->seed, self->view.st->seed, memory_order_relaxed);
         self->view.rule = &self->rule;
         self->view.token = SW_LOCK_PROCESS;
         self->view.slots = self->shm.slots;
@@ -497,7 +560,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->shm.hdr->next_reap_ms = 0;
         (void)keyed_maybe_reap(self);
     }
-    if (registry_add(st, self->name, (PyObject *)self) < 0)
+    if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     Py_XDECREF(rest);
     Py_XDECREF(o_max);
@@ -565,7 +628,7 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
                parse_n(a[1], 1, &n) < 0 || parse_now(a[2], &now) < 0) {
         return NULL;
     }
-    if (key_fp(a[0], &fp) < 0)
+    if (key_fp(seed_of(self), a[0], &fp) < 0)
         return NULL;
     sw_keyed_decide(kview(self), fp, n, now, SW_F_TRY, &d);
     if (d.verdict == SW_PASS)
@@ -582,7 +645,7 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     PyObject *a[3];
     int64_t n, now;
     uint64_t fp;
-    if (parse_key_n("reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
+    if (parse_key_n(seed_of(self), "reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
         return NULL;
     struct sw_decision d;
     sw_keyed_decide(kview(self), fp, n, now, 0u, &d);
@@ -645,7 +708,7 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
     PyObject *a[3];
     int64_t n, timeout = -1;
     uint64_t fp;
-    if (parse_key_n("acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
+    if (parse_key_n(seed_of(self), "acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
         return NULL;
     if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
         return NULL;
@@ -661,10 +724,13 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
     PyObject *a[2];
     int64_t n;
     uint64_t fp;
-    if (parse_key_n("release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
+    if (parse_key_n(seed_of(self), "release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
-    if (rc == SW_ESTATE && self->cfg.shadow) {
+    struct sw_limiter_cfg cfg;
+    if (rc == SW_ESTATE)
+        settings_get(self, &cfg, NULL, NULL);
+    if (rc == SW_ESTATE && cfg.shadow) {
         sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW); /* as Limiter.release */
         rc = SW_OK;
     }
@@ -680,7 +746,7 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
 static PyObject *Keyed_in_flight(KeyedObject *self, PyObject *key)
 {
     uint64_t fp;
-    if (key_fp(key, &fp) < 0)
+    if (key_fp(seed_of(self), key, &fp) < 0)
         return NULL;
     return PyLong_FromLongLong(sw_keyed_in_flight(kview(self), fp));
 }
@@ -717,7 +783,7 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "_decide(key, n, flags, now_ns) takes 4 arguments");
         return NULL;
     }
-    if (key_fp(args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0 ||
+    if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0 ||
         as_int64(args[2], "flags", 0, 63, &flags) < 0 || parse_now(args[3], &now) < 0)
         return NULL;
     sw_keyed_decide(kview(self), fp, n, now, (unsigned)flags & ~SW_F_PRIORITIZED, &d);
@@ -761,7 +827,7 @@ static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, P
         PyErr_SetString(PyExc_TypeError, "_release_entry(key, n) takes 2 arguments");
         return NULL;
     }
-    if (key_fp(args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0)
+    if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0)
         return NULL;
     sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW);
     keyed_notify(self);
@@ -777,22 +843,93 @@ static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_
     PyObject *a[2];
     int64_t n;
     uint64_t fp;
-    if (parse_key_n("entry", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
+    if (parse_key_n(seed_of(self), "entry", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     return kentry_new(self, a[0], fp, n);
+}
+
+/* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);
+ * tests only (an attacker's computation, the seeds of two tables). */
+static PyObject *Keyed_fingerprint(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    uint64_t fp, seed = seed_of(self);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_fingerprint(key, seed=None) takes 1 or 2 arguments");
+        return NULL;
+    }
+    if (nargs == 2 && args[1] != Py_None) {
+        seed = PyLong_AsUnsignedLongLong(args[1]);
+        if (seed == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (key_fp(seed, args[0], &fp) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(fp);
+}
+
+/* _set_seed(seed): give an empty private table another seed (tests only: a table whose seed
+ * an attacker knows). Not with decisions running in other threads. */
+static PyObject *Keyed_set_seed(KeyedObject *self, PyObject *arg)
+{
+    uint64_t seed = PyLong_AsUnsignedLongLong(arg);
+    if (seed == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->is_shared) {
+        PyErr_SetString(PyExc_ValueError, "_set_seed: a shared table keeps its creator's seed");
+        return NULL;
+    }
+    PyObject *cur;
+    settings_get(self, NULL, &cur, NULL);
+    int has_over = cur != NULL && PyDict_GET_SIZE(cur) > 0;
+    Py_XDECREF(cur);
+    if (has_over) {
+        PyErr_SetString(PyExc_ValueError, "_set_seed: the table has overrides (their "
+                        "fingerprints use the seed)");
+        return NULL;
+    }
+    int rc = sw_keyed_set_seed(kview(self), seed);
+    if (rc == SW_EINVAL) {
+        PyErr_SetString(PyExc_ValueError, "_set_seed: the seed must not be 0");
+        return NULL;
+    }
+    if (rc != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, "_set_seed: the table is not empty");
+        return NULL;
+    }
+    atomic_store_explicit(&self->seed, seed, memory_order_relaxed);
+    Py_RETURN_NONE;
 }
 
 /* ---- properties and repr --------------------------------------------------------------- */
 
 static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
 {
-    return PyDict_Copy(self->overrides);
+    PyObject *over, *copy;
+    settings_get(self, NULL, &over, NULL);
+    copy = PyDict_Copy(over);
+    Py_DECREF(over);
+    return copy;
 }
 
 static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUSED(c))
 {
-    return set_overrides(self, value);
+    return set_overrides(self, value); /* del: none */
 }
+
+/* The settings' getters read a snapshot (settings_get) */
+#define KEYED_CFG_GETTER(field)                                                                \
+    static PyObject *Keyed_get_##field(KeyedObject *self, void *Py_UNUSED(c))                  \
+    {                                                                                          \
+        struct sw_limiter_cfg snap;                                                            \
+        settings_get(self, &snap, NULL, NULL);                                                 \
+        return cfg_get_##field((PyObject *)(void *)&snap, (void *)0);                          \
+    }
+KEYED_CFG_GETTER(shadow)
+KEYED_CFG_GETTER(qps)
+KEYED_CFG_GETTER(concurrency)
+KEYED_CFG_GETTER(behavior)
+KEYED_CFG_GETTER(max_queueing_ms)
+#undef KEYED_CFG_GETTER
 
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
@@ -800,18 +937,25 @@ static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 }
 static PyObject *Keyed_repr(KeyedObject *self)
 {
+    struct sw_limiter_cfg cfg;
+    PyObject *over;
+    settings_get(self, &cfg, &over, NULL);
     PyObject *parts = PyList_New(0);
-    if (parts == NULL)
+    if (parts == NULL) {
+        Py_XDECREF(over);
         return NULL;
-    if (repr_settings(parts, &self->cfg, 0) < 0 ||
+    }
+    if (repr_settings(parts, &cfg, 0) < 0 ||
         (self->max_keys != DEFAULT_MAX_KEYS &&
          repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
-        (self->overrides != NULL && PyDict_GET_SIZE(self->overrides) > 0 &&
-         repr_add(parts, PyUnicode_FromFormat("overrides=%R", self->overrides)) < 0)) {
+        (over != NULL && PyDict_GET_SIZE(over) > 0 &&
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0)) {
+        Py_XDECREF(over);
         Py_DECREF(parts);
         return NULL;
     }
-    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+    Py_XDECREF(over);
+    return repr_finish((PyObject *)self, parts, cfg.shadow, self->shared, self->name,
                        self->name_given);
 }
 
@@ -829,19 +973,35 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
                                          "name", NULL};
     PyObject *v[9];
-    struct sw_limiter_cfg cfg = self->cfg;
-    if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
-        keyed_check_behavior(&cfg) < 0)
-        return NULL;
-    struct sw_krule rule;
-    int rc = sw_krule_init(&rule, &cfg);
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    struct overrides ov;
-    /* the overrides given, or the current ones checked again against the new settings */
-    if (build_overrides(&cfg, v[8] != NULL ? v[8] : self->overrides, &ov) < 0)
-        return NULL;
-    install_settings(self, &rule, &cfg, &ov);
+    /* checked against a snapshot of the settings and installed unless they changed
+     * meanwhile (another thread's update, while this one ran a value's __float__ or a
+     * mapping's items()): then checked again against the new ones, so that no update is
+     * lost */
+    for (;;) {
+        struct sw_limiter_cfg cfg;
+        PyObject *cur;
+        uint64_t gen;
+        settings_get(self, &cfg, &cur, &gen);
+        if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
+            keyed_check_behavior(&cfg) < 0) {
+            Py_XDECREF(cur);
+            return NULL;
+        }
+        struct sw_krule rule;
+        int rc = sw_krule_init(&rule, &cfg);
+        if (rc != SW_OK) {
+            Py_XDECREF(cur);
+            return raise_core_error(rc);
+        }
+        struct overrides ov;
+        /* the overrides given, or the current ones checked again against the new settings */
+        rc = build_overrides(&cfg, seed_of(self), v[8] != NULL ? v[8] : cur, &ov);
+        Py_XDECREF(cur);
+        if (rc < 0)
+            return NULL;
+        if (install_settings(self, &rule, &cfg, &ov, gen) == 0)
+            break;
+    }
     keyed_notify(self);
     Py_RETURN_NONE;
 }
@@ -851,14 +1011,15 @@ static PyGetSetDef Keyed_getset[] = {
     {"name", get_object_or_none, NULL,
      "The name (name=, else the shared region's name), or None.",
      (void *)offsetof(KeyedObject, name)},
-    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
+    {"shadow", (getter)Keyed_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", CFG},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
-    {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", CFG},
-    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
-    {"behavior", cfg_get_behavior, NULL, "The controller of each key.", CFG},
-    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"qps", (getter)Keyed_get_qps, NULL, "The rate per second of each key, or None.", CFG},
+    {"concurrency", (getter)Keyed_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
+    {"behavior", (getter)Keyed_get_behavior, NULL, "The controller of each key.", CFG},
+    {"max_queueing_ms", (getter)Keyed_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
     {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
     {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
@@ -899,6 +1060,8 @@ static PyMethodDef Keyed_methods[] = {
     {"_count_block", (PyCFunction)Keyed_count_block, METH_O, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Keyed_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
+    {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
+    {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
     {NULL}};
 
 static PyMemberDef Keyed_members[] = {
