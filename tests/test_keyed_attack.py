@@ -178,3 +178,45 @@ def test_set_seed_only_on_an_empty_private_table():
     kl.try_acquire("x", now_ns=T)
     with pytest.raises(ValueError, match="empty"):
         kl._set_seed(PUBLIC_SEED)
+
+
+# ---- shared regions: the seed is the creator's, in the region's header ---------------------
+
+def _find_seed(data: bytes, fp_alice: int) -> int:
+    """The offset of the table's seed in a region's bytes: the 8 bytes that hash "alice" to
+    the fingerprint the binding computes."""
+    for off in range(0, len(data) - 8, 8):
+        seed = int.from_bytes(data[off:off + 8], "little")
+        if seed and fingerprint("alice", seed) == fp_alice:
+            return off
+    raise AssertionError("no seed in the region")
+
+
+def test_a_shared_region_keeps_its_creators_random_seed(tmp_path):
+    import sys
+    from slidewin import _core
+
+    path = tmp_path / "k"
+    a = KeyedLimiter(qps=5, max_keys=16, shared=str(path))
+    b = KeyedLimiter(qps=5, max_keys=16, shared=str(path))
+    other = KeyedLimiter(qps=5, max_keys=16, shared=str(tmp_path / "k2"))
+    fp = a._fingerprint("alice")
+    assert b._fingerprint("alice") == fp          # every user of the region hashes alike
+    assert other._fingerprint("alice") != fp      # another region: another seed
+    assert fp != fingerprint("alice")             # not the public seed
+    with pytest.raises(ValueError, match="shared"):
+        a._set_seed(PUBLIC_SEED)
+    assert a.try_acquire("alice", 5, now_ns=T)
+    assert not b.try_acquire("alice", now_ns=T)   # the same key for both
+    data = path.read_bytes()
+    off = _find_seed(data, fp)
+    del a, b
+    # a region whose seed is 0 (damaged, or written by a version without one) is refused
+    path.write_bytes(data[:off] + bytes(8) + data[off + 8:])
+    with pytest.raises(ValueError):
+        KeyedLimiter(qps=5, max_keys=16, shared=str(path))
+    # a region of layout version 4 (a fixed seed) is refused by its version
+    assert _core.LAYOUT_VERSION >= 5
+    path.write_bytes(data[:8] + (4).to_bytes(4, sys.byteorder) + data[12:])
+    with pytest.raises(ValueError, match="incompatible.*version 4"):
+        KeyedLimiter(qps=5, max_keys=16, shared=str(path))
