@@ -104,3 +104,45 @@ def test_an_update_running_python_code_does_not_undo_another():
     assert kl.try_acquire("k", 20, now_ns=T)
     assert not kl.try_acquire("k", now_ns=T)
     assert kl.try_acquire("vip", 40, now_ns=T)
+
+
+def test_limiter_updates_and_reads_while_deciding():
+    """Limiter.update() swaps its rule and settings under the state's lock; the getters and
+    repr read them under it: counts stay exact while another thread updates in a loop."""
+    from slidewin import Limiter
+
+    lim = Limiter(qps=10)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def updater():
+        try:
+            while not stop.is_set():
+                lim.update(qps=10, shadow=False)
+                assert lim.qps == 10 and "qps=10" in repr(lim) and lim.shadow is False
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    passed = [0]
+    lock = threading.Lock()
+
+    def decider():
+        mine = sum(lim.try_acquire(now_ns=T) for _ in range(20_000))
+        with lock:
+            passed[0] += mine
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        u = threading.Thread(target=updater)
+        ds = [threading.Thread(target=decider) for _ in range(4)]
+        for t in [u, *ds]:
+            t.start()
+        for t in ds:
+            t.join(timeout=120)
+        stop.set()
+        u.join(timeout=120)
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors
+    assert passed[0] == 10

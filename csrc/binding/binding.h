@@ -90,7 +90,8 @@ typedef struct {
     PyObject_HEAD
     struct sw_limiter *lim;    /* owned core state (private), or NULL (shared) */
     module_state *st;
-    struct sw_limiter_cfg cfg; /* for repr and properties */
+    struct sw_limiter_cfg cfg; /* for repr and properties (written under the state's lock) */
+    uint64_t settings_gen;     /* bumped by every update(), under the state's lock */
     struct waitq wq;           /* threads waiting in acquire() for a release() (private) */
     struct fork_link fork;     /* the core lock and wq, reset across fork() (private) */
     PyObject *weakreflist;

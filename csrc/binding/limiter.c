@@ -193,6 +193,8 @@ void limiter_refork(LimiterObject *self)
     atomic_store_explicit(&self->fork_gen, now, memory_order_release);
 }
 
+static struct sw_limiter_cfg limiter_cfg(LimiterObject *self);
+
 void limiter_notify(LimiterObject *self)
 {
     if (self->is_shared)
@@ -507,7 +509,7 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
     if (parse_n_only("release", args, nargs, kwnames, &n) < 0)
         return NULL;
     int rc = sw_release(limiter_view(self), n);
-    if (rc == SW_ESTATE && self->cfg.shadow) {
+    if (rc == SW_ESTATE && limiter_cfg(self).shadow) {
         /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
          * give back; never raise, give back what is there (at most n) */
         sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
@@ -549,16 +551,43 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 }
 
 
+/* The settings, read under the state's lock (update() writes them under it). */
+static struct sw_limiter_cfg limiter_cfg(LimiterObject *self)
+{
+    const struct sw_view *view = limiter_view(self);
+    sw_view_lock(view);
+    struct sw_limiter_cfg cfg = self->cfg;
+    sw_view_unlock(view);
+    return cfg;
+}
+
+#define LIMITER_CFG_GETTER(field)                                                              \
+    static PyObject *Limiter_get_##field(LimiterObject *self, void *Py_UNUSED(c))              \
+    {                                                                                          \
+        struct sw_limiter_cfg snap = limiter_cfg(self);                                        \
+        return cfg_get_##field((PyObject *)(void *)&snap, (void *)0);                          \
+    }
+LIMITER_CFG_GETTER(qps)
+LIMITER_CFG_GETTER(concurrency)
+LIMITER_CFG_GETTER(behavior)
+LIMITER_CFG_GETTER(warm_up_s)
+LIMITER_CFG_GETTER(cold_factor)
+LIMITER_CFG_GETTER(max_queueing_ms)
+LIMITER_CFG_GETTER(occupy_timeout_ms)
+LIMITER_CFG_GETTER(shadow)
+#undef LIMITER_CFG_GETTER
+
 static PyObject *Limiter_repr(LimiterObject *self)
 {
+    struct sw_limiter_cfg cfg = limiter_cfg(self);
     PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-    if (repr_settings(parts, &self->cfg, 1) < 0) {
+    if (repr_settings(parts, &cfg, 1) < 0) {
         Py_DECREF(parts);
         return NULL;
     }
-    return repr_finish((PyObject *)self, parts, self->cfg.shadow, self->shared, self->name,
+    return repr_finish((PyObject *)self, parts, cfg.shadow, self->shared, self->name,
                        self->name_given);
 }
 
@@ -709,19 +738,33 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
     PyObject *v[8];
-    struct sw_limiter_cfg cfg = self->cfg;
-    if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
-        return NULL;
-    struct sw_rule rule;
-    int rc = sw_rule_init(&rule, &cfg);
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    /* one swap under the state's lock: a decision sees the old rule or the new one */
     const struct sw_view *view = limiter_view(self);
-    sw_view_lock(view);
-    *(struct sw_rule *)view->rule = rule;
-    self->cfg = cfg;
-    sw_view_unlock(view);
+    /* checked against a snapshot taken under the state's lock, and installed in one swap
+     * under it unless another update() landed meanwhile (then checked again): no torn read
+     * and no lost update, with or without the GIL */
+    for (;;) {
+        sw_view_lock(view);
+        struct sw_limiter_cfg cfg = self->cfg;
+        uint64_t gen = self->settings_gen;
+        sw_view_unlock(view);
+        if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
+            return NULL;
+        struct sw_rule rule;
+        int rc = sw_rule_init(&rule, &cfg);
+        if (rc != SW_OK)
+            return raise_core_error(rc);
+        /* one swap under the state's lock: a decision sees the old rule or the new one */
+        sw_view_lock(view);
+        bool same = self->settings_gen == gen;
+        if (same) {
+            *(struct sw_rule *)view->rule = rule;
+            self->cfg = cfg;
+            self->settings_gen++;
+        }
+        sw_view_unlock(view);
+        if (same)
+            break;
+    }
     limiter_notify(self); /* a higher concurrency may admit a waiter now */
     Py_RETURN_NONE;
 }
@@ -730,13 +773,13 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
 static PyGetSetDef Limiter_getset[] = {
     {"metric", (getter)Limiter_get_metric, NULL,
      "This limiter's window as a Metric (a live view).", NULL},
-    {"qps", cfg_get_qps, NULL, "The rate per second, or None.", CFG},
-    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit, or None.", CFG},
-    {"behavior", cfg_get_behavior, NULL, "The controller.", CFG},
-    {"warm_up_s", cfg_get_warm_up_s, NULL, "Warm-up period, s.", CFG},
-    {"cold_factor", cfg_get_cold_factor, NULL, "Warm-up cold factor.", CFG},
-    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
-    {"occupy_timeout_ms", cfg_get_occupy_timeout_ms, NULL,
+    {"qps", (getter)Limiter_get_qps, NULL, "The rate per second, or None.", CFG},
+    {"concurrency", (getter)Limiter_get_concurrency, NULL, "The in-flight limit, or None.", CFG},
+    {"behavior", (getter)Limiter_get_behavior, NULL, "The controller.", CFG},
+    {"warm_up_s", (getter)Limiter_get_warm_up_s, NULL, "Warm-up period, s.", CFG},
+    {"cold_factor", (getter)Limiter_get_cold_factor, NULL, "Warm-up cold factor.", CFG},
+    {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
+    {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
      "Longest wait of a prioritized borrow, ms.", CFG},
     {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
     {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
@@ -747,7 +790,8 @@ static PyGetSetDef Limiter_getset[] = {
     {"name", get_object_or_none, NULL,
      "The name (name=, else the shared region's name), or None.",
      (void *)offsetof(LimiterObject, name)},
-    {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", CFG},
+    {"shadow", (getter)Limiter_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", CFG},
     {NULL}};
 #undef CFG
 
