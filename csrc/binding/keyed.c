@@ -10,6 +10,7 @@
 #include "observe.h"
 #include "shared.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,7 +39,7 @@ typedef struct {
     struct sw_kview view;
     struct sw_shm shm;
     int is_shared;
-    uint64_t fork_gen;
+    _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
     PyObject *shared;
     PyObject *name;            /* name= (or the region's), or NULL */
     int name_given;
@@ -153,19 +154,44 @@ static inline uint64_t seed_of(KeyedObject *self)
 
 /* ---- the object ------------------------------------------------------------------------ */
 
+/* fork_gen while one thread (of a fork() child) claims the process's slot */
+#define KFORK_GEN_CLAIMING UINT64_MAX
+
+/* Claim this process's slot (reaping dead processes when all are taken); -1 when none. */
+static void keyed_claim(KeyedObject *self)
+{
+    int32_t slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    if (slot < 0) {
+        (void)sw_keyed_reap(&self->view);
+        slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    }
+    self->view.my_slot = slot;
+}
+
+/* Claim it again in a fork() child (as limiter_refork): one thread claims, the others wait for it,
+ * so two threads of a fork() child never claim two slots nor write my_slot together. */
 static void keyed_refork(KeyedObject *self)
 {
-    self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    if (self->view.my_slot < 0) {
-        (void)sw_keyed_reap(&self->view);
-        self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
+    uint64_t now = sw_proc_fork_generation();
+    for (;;) {
+        uint64_t seen = atomic_load_explicit(&self->fork_gen, memory_order_acquire);
+        if (seen == now)
+            return;
+        if (seen == KFORK_GEN_CLAIMING) {
+            sched_yield();
+            continue;
+        }
+        if (atomic_compare_exchange_strong(&self->fork_gen, &seen, KFORK_GEN_CLAIMING))
+            break;
     }
-    self->fork_gen = sw_proc_fork_generation();
+    keyed_claim(self);
+    atomic_store_explicit(&self->fork_gen, now, memory_order_release);
 }
 
 static inline const struct sw_kview *kview(KeyedObject *self)
 {
-    if (self->is_shared && self->fork_gen != sw_proc_fork_generation())
+    if (self->is_shared &&
+        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
         keyed_refork(self);
     return &self->view;
 }
@@ -551,7 +577,8 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.token = SW_LOCK_PROCESS;
         self->view.slots = self->shm.slots;
         self->view.n_slots = self->shm.n_slots;
-        keyed_refork(self);
+        keyed_claim(self);
+        atomic_store(&self->fork_gen, sw_proc_fork_generation());
         if (self->view.my_slot < 0) {
             PyErr_Format(PyExc_OSError, "shared region %R: all %u process slots are taken by "
                          "live processes", self->shared, self->shm.n_slots);
@@ -588,7 +615,7 @@ static void Keyed_dealloc(KeyedObject *self)
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
-        if (self->fork_gen == sw_proc_fork_generation())
+        if (atomic_load(&self->fork_gen) == sw_proc_fork_generation())
             sw_keyed_detach(&self->view);
         sw_shm_close(&self->shm);
         self->is_shared = 0;
