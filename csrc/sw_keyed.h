@@ -15,7 +15,8 @@
  * The entries are the hash table itself (open addressing, linear probing over at most
  * SW_KEYED_PROBE entries from a key's home): the entry a lookup probes is the key's, so a
  * decision on a key not in cache costs one memory miss (plus the next line at most). An
- * entry never moves while its key is held (holdings name entries by number). A free entry is
+ * entry never moves while its key has requests in flight (holdings name entries by number;
+ * an idle key may move up into the hole an eviction left before it). A free entry is
  * empty (ends a probe) or marked SW_KE_TOMB (probes go past it: a key lay beyond it).
  *
  * A per-key entry holds only what admission needs:
