@@ -129,9 +129,13 @@ static void leap_slide(struct sw_leap *l, int64_t start)
     if (hs != NULL)
         for (uint32_t e = 0; e < l->n_events; e++)
             sw_leap_total_add_(l, e, hs[SW_SLOT_COUNTS + e]);
-    /* bucket s slides out when s + interval starts; both share a slot */
+    /* bucket s slides out when s + interval starts; both share a slot. Counted in steps
+     * (fewer than sample_count: start - head < interval): `s += window_ms` could overflow
+     * next to INT64_MAX and never end */
     uint32_t i = sw_leap_index(l, l->head);
-    for (int64_t s = l->head + l->window_ms; s <= start; s += l->window_ms) {
+    int64_t steps = (start - l->head) / l->window_ms;
+    for (int64_t k = 1; k <= steps; k++) {
+        int64_t s = l->head + k * l->window_ms; /* <= start: no overflow */
         i = i + 1u == l->sample_count ? 0u : i + 1u;
         const int64_t *slot = sw_leap_cslot(l, i);
         if (slot[SW_SLOT_START] == s - l->interval_ms)
@@ -377,12 +381,16 @@ void sw_window_reset(const struct sw_window *w)
 
 bool sw_leap_indices_ok(const struct sw_leap *l)
 {
-    if (l->sample_count == 0)
+    if (l->sample_count == 0 || l->window_ms <= 0)
         return false;
+    /* times are bucket starts in [0, SW_LEAP_T_MAX]: the arithmetic on them (a bucket
+     * ahead, a window back) then never overflows */
     if (l->newest != SW_LEAP_EMPTY &&
-        (l->newest < 0 || l->newest_idx < 0 || l->newest_idx >= (int64_t)l->sample_count))
+        (l->newest < 0 || l->newest > SW_LEAP_T_MAX || l->newest % l->window_ms != 0 ||
+         l->newest_idx < 0 || l->newest_idx >= (int64_t)l->sample_count))
         return false;
-    if (l->head != SW_LEAP_EMPTY && l->head < 0)
+    if (l->head != SW_LEAP_EMPTY &&
+        (l->head < 0 || l->head > SW_LEAP_T_MAX || l->head % l->window_ms != 0))
         return false;
     if (l->dq_first >= l->sample_count || l->dq_len > l->sample_count)
         return false;
@@ -427,9 +435,10 @@ void sw_leap_repair(struct sw_leap *l)
     l->dq_len = 0;
     if (l->head == SW_LEAP_EMPTY)
         return;
-    int64_t first = l->head - l->interval_ms + l->window_ms;
-    for (int64_t s = first < 0 ? l->head % l->window_ms : first; s <= l->head;
-         s += l->window_ms) {
+    /* the sample_count bucket starts of the window, oldest first (a counted loop: no
+     * step can overflow, whatever the head) */
+    for (int64_t k = (int64_t)l->sample_count - 1; k >= 0; k--) {
+        int64_t s = l->head - k * l->window_ms;
         if (s < 0)
             continue;
         uint32_t i = sw_leap_index(l, s);

@@ -46,6 +46,10 @@ struct sw_leap_cfg {
 
 /* Marker of a slot that never held a bucket, and of "no newest bucket yet". */
 #define SW_LEAP_EMPTY INT64_MIN
+/* The latest time (ms) a ring holds: every time comes from a nanosecond clock (at most
+ * INT64_MAX / 1e6 ms), a grant lies at most one interval ahead. A ring read from a region
+ * with a later head or newest bucket is damaged (sw_leap_indices_ok). */
+#define SW_LEAP_T_MAX (INT64_MAX / INT64_C(1000000) + 2 * SW_MAX_INTERVAL_MS)
 
 struct sw_leap {
     int64_t interval_ms;
@@ -301,8 +305,9 @@ int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t 
 uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_t t,
                          int64_t *out);
 
-/** Whether every index the ring uses as an array subscript is in range (a ring read from a
- * shared region is input). O(sample_count) for the min_rt deque. */
+/** Whether every index the ring uses as an array subscript is in range and its head and
+ * newest bucket are bucket starts in [0, SW_LEAP_T_MAX] (a ring read from a shared region is
+ * input). O(sample_count) for the min_rt deque. */
 bool sw_leap_indices_ok(const struct sw_leap *l);
 /** Rebuild the running totals and the min_rt deque from the slots (after a process died
  * inside a critical section); a ring whose indices are out of range starts afresh, and a

@@ -375,6 +375,40 @@ void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)
     sw_lstate_window(&lim->st, out);
 }
 
+/* A shared state's in-flight total below 0 by `deficit` (a slot's count released in another
+ * process, whose acquirer's count was then reaped; or a region's damage): the negative slots
+ * are raised toward 0 by as much in all, so the slots add up to 0 and the total is 0. Left
+ * below 0, the total would admit `deficit` more than the limit (a total read as 0 while
+ * every acquisition raises it from below). Lock held. */
+static void cancel_deficit(const struct sw_view *v, int64_t deficit)
+{
+    for (uint32_t i = 0; i < v->n_slots && deficit > 0; i++) {
+        int64_t held = v->slots[i].in_flight;
+        if (held >= 0)
+            continue;
+        int64_t up = held == INT64_MIN ? INT64_MAX : -held;
+        if (up > deficit)
+            up = deficit;
+        v->slots[i].in_flight = held + up;
+        deficit -= up;
+    }
+}
+
+/* A dead process's slot released more than it acquired (held < 0: it gave back counts
+ * acquired elsewhere): those acquirers' slots are overstated by as much; lower the positive
+ * slots by -held in all, so a later reap of theirs takes nothing out twice. Lock held. */
+static void cancel_surplus(const struct sw_view *v, uint32_t except, int64_t surplus)
+{
+    for (uint32_t i = 0; i < v->n_slots && surplus > 0; i++) {
+        int64_t held = v->slots[i].in_flight;
+        if (i == except || held <= 0)
+            continue;
+        int64_t down = held > surplus ? surplus : held;
+        v->slots[i].in_flight = held - down;
+        surplus -= down;
+    }
+}
+
 void sw_lstate_repair(const struct sw_view *v)
 {
     struct sw_node *node = sw_lstate_node(v->st);
@@ -382,11 +416,20 @@ void sw_lstate_repair(const struct sw_view *v)
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
     if (v->slots != NULL) {
+        /* the slots are input too: a free slot holds nothing (a process claiming it would
+         * start from its count), and the total is never below 0 (see cancel_deficit) */
         int64_t total = 0;
-        for (uint32_t i = 0; i < v->n_slots; i++)
+        for (uint32_t i = 0; i < v->n_slots; i++) {
             if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) != 0)
                 total = sw_sat_add(total, v->slots[i].in_flight);
-        node->in_flight = total; /* exact; readers clamp at 0 */
+            else
+                v->slots[i].in_flight = 0;
+        }
+        if (total < 0) {
+            cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
+            total = 0;
+        }
+        node->in_flight = total; /* the sum of the slots, >= 0 */
     } else if (node->in_flight < 0) {
         node->in_flight = 0;
     }
@@ -394,9 +437,9 @@ void sw_lstate_repair(const struct sw_view *v)
         v->st->warm.stored = SW_WARM_FRESH;
 }
 
-/* Requests in flight: the total, which a shared state keeps exactly equal to the sum of its
- * process slots and which can then be below 0 for a while (a slot released elsewhere whose
- * acquirer was reaped first): read as 0. */
+/* Requests in flight: the total, which a shared state keeps equal to the sum of its process
+ * slots and never below 0 (the reap and the repair cancel a deficit); a total below 0 (a
+ * damaged private state) reads as 0. */
 static inline int64_t in_flight_now(const struct sw_node *node)
 {
     return node->in_flight < 0 ? 0 : node->in_flight;
@@ -470,9 +513,21 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
             struct sw_node *node = sw_lstate_node(v->st);
             int64_t held = v->slots[i].in_flight;
             v->slots[i].in_flight = 0;
-            /* exact, not clamped: the total stays the sum of the slots (a slot may be
-             * negative: a release in another process than the acquisition) */
-            node->in_flight = sw_sat_sub(node->in_flight, held);
+            /* the total stays the sum of the slots and never goes below 0. A slot may be
+             * negative (a release in another process than the acquisition): the total was
+             * right while that process lived, and stays; the acquirers' slots are lowered
+             * instead (cancel_surplus). A positive one leaves the total; were the total to
+             * go below 0, the negative slots take the deficit (cancel_deficit). */
+            int64_t total = node->in_flight;
+            if (held < 0)
+                cancel_surplus(v, i, held == INT64_MIN ? INT64_MAX : -held);
+            else
+                total = sw_sat_sub(total, held);
+            if (total < 0) {
+                cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
+                total = 0;
+            }
+            node->in_flight = total;
             atomic_store_explicit(&v->slots[i].token, 0, memory_order_release);
             freed++;
         }

@@ -12,6 +12,7 @@
 #include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -268,8 +269,27 @@ static int check_region(void *base, size_t size, const char *path,
     return SW_OK;
 }
 
-/* After a reboot the monotonic clock restarted: a region from before it is reinitialised. */
-static void reinit_if_rebooted(void *base, size_t size, const struct sw_shm_layout *lay)
+/* Whether a process of this boot holds one of the region's process slots. */
+static bool slot_held_by_live_process(const void *base)
+{
+    const struct sw_shm_header *h = base;
+    const struct sw_proc_slot *slots =
+        (const struct sw_proc_slot *)(const void *)((const char *)base + h->off_slots);
+    for (uint32_t i = 0; i < h->n_slots; i++) {
+        uint64_t tok = atomic_load_explicit(&slots[i].token, memory_order_relaxed);
+        if (tok != 0 && !sw_proc_token_dead(tok))
+            return true;
+    }
+    return false;
+}
+
+/* After a reboot the monotonic clock restarted: a region from before it is reinitialised.
+ * Its users take the state's lock and nothing else: the new state is made aside, then copied
+ * in under that lock (its lock word excepted), so no user ever sees a half-made state (was:
+ * zeroed under live users, a division by a zeroed window in one of them). A slot held by a
+ * live process of this boot means the header's boot id is what is wrong (damage): the state
+ * is then kept, only the boot id is corrected. @return SW_OK or SW_ENOMEM */
+static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
 {
     struct sw_shm_header *h = base;
     char now_id[40];
@@ -278,17 +298,33 @@ static void reinit_if_rebooted(void *base, size_t size, const struct sw_shm_layo
     /* unknown on either side (no /proc): never reinitialise under possible live users */
     if (now_id[0] == '\0' || h->boot_id[0] == '\0' ||
         strncmp(now_id, h->boot_id, sizeof now_id) == 0)
-        return;
-    (void)sw_lock_acquire_as(&h->lock, sw_proc_token());
-    if (strncmp(now_id, h->boot_id, sizeof now_id) != 0) {
-        memset((char *)base + h->off_slots, 0, (size_t)(h->off_state - h->off_slots));
-        memset((char *)base + h->off_state, 0, (size_t)h->state_size);
-        (void)lay->init_state((char *)base + h->off_state, lay);
-        atomic_store(&h->next_reap_ms, 0);
+        return SW_OK;
+    void *fresh = calloc(1, (size_t)h->state_size);
+    if (fresh == NULL)
+        return SW_ENOMEM;
+    int rc = lay->init_state(fresh, lay);
+    char *state = (char *)base + h->off_state;
+    uint64_t me = sw_proc_token();
+    (void)sw_lock_acquire_as(&h->lock, me); /* one reinitialiser at a time */
+    if (rc == SW_OK && strncmp(now_id, h->boot_id, sizeof now_id) != 0) {
+        sw_lock *sl = lay->state_lock != NULL ? lay->state_lock(state) : NULL;
+        if (sl != NULL)
+            (void)sw_lock_acquire_as(sl, me);
+        if (!slot_held_by_live_process(base)) {
+            size_t lo = sl != NULL ? (size_t)((char *)sl - state) : (size_t)h->state_size;
+            size_t hi = sl != NULL ? lo + sizeof *sl : (size_t)h->state_size;
+            memset((char *)base + h->off_slots, 0, (size_t)(h->off_state - h->off_slots));
+            memcpy(state, fresh, lo); /* the lock word stays ours until released */
+            memcpy(state + hi, (char *)fresh + hi, (size_t)h->state_size - hi);
+            atomic_store(&h->next_reap_ms, 0);
+        }
         memcpy(h->boot_id, now_id, sizeof now_id);
+        if (sl != NULL)
+            sw_lock_release(sl);
     }
     sw_lock_release(&h->lock);
-    (void)size;
+    free(fresh);
+    return rc == SW_OK ? SW_OK : SW_ENOMEM;
 }
 
 static int attach_fd(struct sw_shm *out, int fd, const char *path,
@@ -318,7 +354,11 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
         munmap(base, size);
         return rc;
     }
-    reinit_if_rebooted(base, size, lay);
+    if (reinit_if_rebooted(base, lay) != SW_OK) {
+        munmap(base, size);
+        return fail(err, SW_ENOMEM, ENOMEM, NULL, "cannot reinitialise %s: out of memory",
+                    path);
+    }
     fill(out, base, size);
     return SW_OK;
 }

@@ -7,7 +7,9 @@
  * half-made region, and the loser of a creation race attaches to the winner's. Attaching
  * checks everything the header says (magic, layout version, size, kind, the window's layout)
  * and the state's own layout: a region is input, like any file. A region written before the
- * last boot (its monotonic times are meaningless) is reinitialised.
+ * last boot (its monotonic times are meaningless) is reinitialised, under the state's lock;
+ * unless a live process of this boot holds one of its process slots (then only the header's
+ * boot id was wrong: the state is this boot's and is kept).
  * Linux only (futexes, /proc).
  */
 #ifndef SW_SHM_H
@@ -47,6 +49,9 @@ struct sw_shm_layout {
      * region: both return SW_OK or an error */
     int (*init_state)(void *state, const struct sw_shm_layout *lay);
     int (*check_state)(void *state, const struct sw_shm_layout *lay);
+    /* the lock every user of the state takes (a reinitialisation after a reboot takes it
+     * too), or NULL when the state has none */
+    sw_lock *(*state_lock)(void *state);
     void *arg;                /* for the callbacks */
 };
 

@@ -442,6 +442,11 @@ static int k_init_state(void *state, const struct sw_shm_layout *lay)
     return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
 }
 
+static sw_lock *k_state_lock(void *state)
+{
+    return &((struct sw_kstate *)state)->lock;
+}
+
 static int k_check_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
@@ -566,6 +571,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         lay.state_size = size;
         lay.init_state = k_init_state;
         lay.check_state = k_check_state;
+        lay.state_lock = k_state_lock;
         lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
         if (shared_open(&self->shm, mode, path, &lay) < 0)
             goto fail;

@@ -141,6 +141,11 @@ static int lim_init_state(void *state, const struct sw_shm_layout *lay)
     return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
 }
 
+static sw_lock *lim_state_lock(void *state)
+{
+    return &((struct sw_lstate *)state)->lock;
+}
+
 static int lim_check_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
@@ -280,6 +285,7 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     lay.state_size = sw_lstate_size(cfg.interval_ms, cfg.sample_count);
     lay.init_state = lim_init_state;
     lay.check_state = lim_check_state;
+    lay.state_lock = lim_state_lock;
     lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     if (shared_open(&self->shm, mode, path, &lay) < 0) {
         Py_DECREF(self);

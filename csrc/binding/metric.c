@@ -76,6 +76,11 @@ static int metric_init_state(void *state, const struct sw_shm_layout *lay)
     return sw_leap_init((struct sw_leap *)(void *)mem->leap, (const struct sw_leap_cfg *)lay->arg);
 }
 
+static sw_lock *metric_state_lock(void *state)
+{
+    return &((struct metric_mem *)state)->lock;
+}
+
 static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 {
     struct metric_mem *mem = state;
@@ -123,6 +128,7 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     lay.state_size = sizeof(struct metric_mem) + sw_leap_size(cfg);
     lay.init_state = metric_init_state;
     lay.check_state = metric_check_state;
+    lay.state_lock = metric_state_lock;
     lay.arg = cfg;
     lay.name = objname;
     if (shared_open(&self->shm, mode, path, &lay) < 0)

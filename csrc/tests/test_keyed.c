@@ -929,6 +929,11 @@ static int k_init_state(void *state, const struct sw_shm_layout *lay)
     return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
 }
 
+static sw_lock *k_state_lock(void *state)
+{
+    return &((struct sw_kstate *)state)->lock;
+}
+
 static int k_check_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
@@ -947,6 +952,7 @@ static struct sw_shm_layout k_layout(uint32_t max_keys)
     lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
     lay.init_state = k_init_state;
     lay.check_state = k_check_state;
+    lay.state_lock = k_state_lock;
     return lay;
 }
 

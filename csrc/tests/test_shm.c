@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,11 @@ void test_shm_review(void);
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
+}
+
+static sw_lock *lim_state_lock(void *state)
+{
+    return &((struct sw_lstate *)state)->lock;
 }
 
 static int lim_check_state(void *state, const struct sw_shm_layout *lay)
@@ -39,6 +45,7 @@ static struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samples)
     lay.state_size = sw_lstate_size(interval_ms, samples);
     lay.init_state = lim_init_state;
     lay.check_state = lim_check_state;
+    lay.state_lock = lim_state_lock;
     return lay;
 }
 
@@ -770,9 +777,223 @@ static void kill_while_settling(void)
     CHECK(completed); /* every step was tried */
 }
 
+/* ---- crafted regions (issue 18) ---- */
+
+/* A bucket start within one window of INT64_MAX. */
+static int64_t near_max(int64_t window_ms)
+{
+    return INT64_MAX - INT64_MAX % window_ms;
+}
+
+/* A ring head (and newest bucket, and its slot) within a window of INT64_MAX: refused on
+ * attaching, as damaged, in time. Before: the attach's repair stepped `s += window_ms` past
+ * INT64_MAX and never ended, holding the state's lock (killed here by the alarm). The same
+ * for the borrow ring and the minute ring, and a head that is not a bucket start. */
+static void crafted_head_near_max(void)
+{
+    for (int which = 0; which < 4; which++) {
+        struct crafted c;
+        crafted_open(&c, "max", 2);
+        struct sw_decision d;
+        CHECK_EQ(sw_decide(&c.v, 1, MS(600), SW_F_TRY, &d), SW_OK);
+        struct sw_node *node = sw_lstate_node(c.a.state);
+        struct sw_leap *l = which == 1 ? sw_node_fut(node) : which == 2 ? sw_node_min(node)
+                                                                        : sw_node_sec(node);
+        int64_t h = which == 3 ? 501 : near_max(l->window_ms);
+        if (which != 1) {
+            int64_t *slot = sw_leap_slot(l, (uint32_t)l->newest_idx);
+            slot[SW_SLOT_START] = h;
+        }
+        l->head = h;
+        l->newest = h;
+        l->newest_idx = (int64_t)(((uint64_t)h / (uint64_t)l->window_ms) % l->sample_count);
+        alarm(60); /* a hang fails (SIGALRM) instead of wedging the run */
+        struct sw_shm_error err;
+        int rc = sw_shm_open(&c.b, c.path, &c.lay, &err);
+        if (rc == SW_OK) { /* before the fix: attached, then the repair loops */
+            view_of(&c.b, &c.rule, &c.vb);
+            sw_lstate_check_repair(&c.vb);
+            sw_shm_close(&c.b);
+        }
+        alarm(0);
+        CHECK_EQ(rc, SW_EINVAL);
+        CHECK(strstr(err.msg, "damaged state") != NULL);
+        /* a private ring with such a head is started afresh by a repair, in time */
+        alarm(60);
+        sw_leap_repair(l);
+        alarm(0);
+        CHECK(l->head == SW_LEAP_EMPTY || l->head <= SW_LEAP_T_MAX);
+        sw_shm_close(&c.a);
+        unlink(c.path);
+    }
+}
+
+/* A process slot below 0 (no release leaves the slots' sum below 0): on attaching, the
+ * total is not below 0, so a concurrency limit of 5 admits 5. Before: the slot's -100 went
+ * into the total, read as 0 while each admission raised it: 105 admitted. And a dead
+ * process's negative slot, reaped, adds nothing in flight (before: +100, nothing admitted). */
+static void crafted_negative_in_flight(void)
+{
+    for (int dead = 0; dead < 2; dead++) {
+        char path[128];
+        tmp_path(path, sizeof path, "nif");
+        struct sw_shm_layout lay = lim_layout(1000, 2);
+        struct sw_shm a, b;
+        struct sw_shm_error err;
+        CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+        struct sw_rule rule;
+        rule_of(&rule, SW_GRADE_CONCURRENCY, 5);
+        struct sw_view va, vb;
+        view_of(&a, &rule, &va);
+        CHECK(va.my_slot >= 0);
+        if (!dead) {
+            a.slots[va.my_slot].in_flight = -100; /* the crafted damage, a live process's */
+        } else {
+            uint64_t gone = ((uint64_t)4194301u << 32) | 7u;
+            if (kill(4194301, 0) == 0) { /* that pid exists here: skip */
+                sw_shm_close(&a);
+                unlink(path);
+                continue;
+            }
+            atomic_store(&a.slots[va.my_slot].token, gone);
+            a.slots[va.my_slot].in_flight = -100;
+            sw_lstate_node(a.state)->in_flight = -100; /* the sum of the slots */
+        }
+        CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+        view_of(&b, &rule, &vb);
+        if (dead)
+            CHECK_EQ(sw_lstate_reap(&vb), 1);
+        else
+            sw_lstate_check_repair(&vb);
+        int passed = 0;
+        for (int i = 0; i < 20; i++) {
+            struct sw_decision d;
+            CHECK_EQ(sw_decide(&vb, 1, MS(100), SW_F_TRY, &d), SW_OK);
+            passed += d.verdict == SW_PASS;
+        }
+        CHECK_EQ(passed, 5);
+        CHECK_EQ(sw_in_flight(&vb), 5);
+        sw_shm_close(&a);
+        sw_shm_close(&b);
+        unlink(path);
+    }
+}
+
+/* Write a boot id that is not this boot's into a region's header. */
+static void fake_boot_id(struct sw_shm *s)
+{
+    memset(s->hdr->boot_id, 0, sizeof s->hdr->boot_id);
+    snprintf(s->hdr->boot_id, sizeof s->hdr->boot_id, "00000000-0000-0000-0000-000000000000");
+}
+
+struct attacher {
+    const char *path;
+    const struct sw_shm_layout *lay;
+    struct sw_shm shm;
+    int rc;
+    _Atomic int done;
+};
+
+static void *attach_thread(void *arg)
+{
+    struct attacher *t = arg;
+    struct sw_shm_error err;
+    t->rc = sw_shm_open(&t->shm, t->path, t->lay, &err);
+    atomic_store(&t->done, 1);
+    return NULL;
+}
+
+/* A region whose header names another boot is reinitialised under the state's lock: while a
+ * user holds the lock, the attacher waits, and the user's state is not touched under it.
+ * Before: reinitialised at once under the user (its counts zeroed while it held the lock; a
+ * user mid-decision divided by a zeroed window: SIGFPE). */
+static void reinit_takes_the_state_lock(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "boot");
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_rule rule;
+    rule_of(&rule, SW_GRADE_QPS, 10);
+    struct sw_view v; /* no process slot: nothing says a live process uses it */
+    view_of(&a, &rule, &v);
+    atomic_store(&a.slots[v.my_slot].token, 0);
+    v.slots = NULL;
+    v.my_slot = -1;
+    struct sw_decision d;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sw_decide(&v, 1, MS(100), SW_F_TRY, &d), SW_OK);
+    fake_boot_id(&a);
+    sw_view_lock(&v); /* a user inside its critical section */
+    struct attacher t = {path, &lay, {0}, -1, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, attach_thread, &t), 0);
+    /* give the attacher ample time to reach the state: it must wait for the lock */
+    for (int i = 0; i < 50 && !atomic_load(&t.done); i++)
+        usleep(10000);
+    CHECK_EQ(atomic_load(&t.done), 0);
+    struct sw_lstate *st = a.state;
+    int64_t life = sw_lstate_node(st)->totals[SW_EV_PASS];
+    if (st->hot[SW_HOT_LIFE] > life)
+        life = st->hot[SW_HOT_LIFE]; /* the count is the larger (struct sw_lstate) */
+    CHECK_EQ(life, 3); /* untouched under the lock */
+    sw_view_unlock(&v);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(t.rc, SW_OK);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    struct sw_totals tot;
+    sw_totals_read(&v, &tot);
+    CHECK_EQ(tot.pass, 0); /* reinitialised after the user let go */
+    CHECK_EQ(atomic_load(&st->lock.word), 0); /* and the lock free */
+    sw_shm_close(&t.shm);
+    sw_shm_close(&a);
+    unlink(path);
+}
+
+/* A region in use by a live process of this boot (it holds a process slot) whose header
+ * names another boot: the boot id is what is wrong; the state is kept (before: wiped, the
+ * live process's 3 in flight lost: 3 more admitted than the limit). */
+static void reinit_keeps_a_live_region(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "boot2");
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_rule rule;
+    rule_of(&rule, SW_GRADE_CONCURRENCY, 5);
+    struct sw_view va, vb;
+    view_of(&a, &rule, &va);
+    struct sw_decision d;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sw_decide(&va, 1, MS(100), SW_F_TRY, &d), SW_OK);
+    fake_boot_id(&a);
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    view_of(&b, &rule, &vb);
+    sw_lstate_check_repair(&vb);
+    CHECK_EQ(sw_in_flight(&vb), 3);
+    int passed = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(sw_decide(&vb, 1, MS(100), SW_F_TRY, &d), SW_OK);
+        passed += d.verdict == SW_PASS;
+    }
+    CHECK_EQ(passed, 2);
+    sw_shm_close(&a);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
 void test_shm_review(void);
 void test_shm_review(void)
 {
+    crafted_head_near_max();
+    crafted_negative_in_flight();
+    reinit_takes_the_state_lock();
+    reinit_keeps_a_live_region();
     observer_torn_copy();
     crafted_negative_count();
     kill_while_settling();
