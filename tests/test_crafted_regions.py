@@ -131,7 +131,7 @@ def test_hard_links_are_listed_and_scraped_once(folder, monkeypatch):
     reg.register(Collector(local=False))
     text = generate_latest(reg).decode()
     assert len(reads) == 1
-    assert 'slidewin_requests_total{limiter="api",outcome="pass"} 1.0' in text
+    assert 'slidewin_requests_total{kind="limiter",limiter="api",outcome="pass"} 1.0' in text
 
 
 # ---- a ring head near INT64_MAX ---------------------------------------------------------

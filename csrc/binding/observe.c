@@ -236,6 +236,20 @@ static int peek_region(const char *path, struct peek *pk)
         peek_fail("not a regular file, not a slidewin region", path);
         goto done;
     }
+    /* only this user's regions (the opened file's owner, not the path's: no race): another
+     * user's file in a shared folder such as /dev/shm is not ours to report */
+    if (sb.st_uid != geteuid()) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s belongs to uid %lu, not to this process's uid %lu: "
+                 "observers read only the regions of their own user", path,
+                 (unsigned long)sb.st_uid, (unsigned long)geteuid());
+        PyObject *args = Py_BuildValue("(is)", EACCES, msg);
+        if (args != NULL) {
+            PyErr_SetObject(PyExc_PermissionError, args);
+            Py_DECREF(args);
+        }
+        goto done;
+    }
     if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) || sb.st_size > (off_t)1 << 42) {
         peek_fail("not a slidewin shared region (its size)", path);
         goto done;
@@ -499,8 +513,34 @@ fail:
     return NULL;
 }
 
+/* A region file found by list_regions: its identity and one of its names. */
+struct seen {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+};
+
+/* By file, then name: the names of one file next to each other, the first one first. */
+static int seen_cmp(const void *pa, const void *pb)
+{
+    const struct seen *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->ino != b->ino)
+        return a->ino < b->ino ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+static void seen_free(struct seen *seen, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(seen[k].path);
+    PyMem_RawFree(seen);
+}
+
 /* list_regions(folder=None) -> list[str]: the region files `slidewin-*` of a folder
- * (SLIDEWIN_SHM_DIR or /dev/shm) whose header is a current slidewin region's */
+ * (SLIDEWIN_SHM_DIR or /dev/shm) whose header is a current slidewin region's, owned by this
+ * process's effective uid; a file with several names (hard links) once, by its first name */
 PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
@@ -533,6 +573,9 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir);
         return NULL;
     }
+    struct seen *seen = NULL;
+    size_t n_seen = 0, cap_seen = 0;
+    uid_t me = geteuid();
     struct dirent *de;
     while ((de = readdir(dp)) != NULL) {
         if (strncmp(de->d_name, "slidewin-", 9) != 0 || de->d_name[9] == '\0')
@@ -545,26 +588,56 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
         struct stat sb;
         struct sw_shm_header hdr;
         struct sw_shm_error err;
-        bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == me &&
                   (uint64_t)sb.st_size >= sizeof hdr &&
                   pread(fd, &hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr &&
                   sw_shm_check_header(&hdr, (size_t)sb.st_size, path, &err) == SW_OK;
         close(fd);
         if (!ok)
             continue;
-        PyObject *p = PyUnicode_DecodeFSDefault(path);
+        if (n_seen == cap_seen) {
+            size_t nc = cap_seen ? 2 * cap_seen : 16;
+            struct seen *ns = PyMem_RawRealloc(seen, nc * sizeof *seen);
+            if (ns == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            seen = ns;
+            cap_seen = nc;
+        }
+        seen[n_seen].dev = sb.st_dev;
+        seen[n_seen].ino = sb.st_ino;
+        seen[n_seen].path = strdup(path);
+        if (seen[n_seen].path == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        n_seen++;
+    }
+    closedir(dp);
+    dp = NULL;
+    if (n_seen > 0)
+        qsort(seen, n_seen, sizeof *seen, seen_cmp);
+    for (size_t k = 0; k < n_seen; k++) {
+        if (k > 0 && seen[k].dev == seen[k - 1].dev && seen[k].ino == seen[k - 1].ino)
+            continue; /* another name of the same file */
+        PyObject *p = PyUnicode_DecodeFSDefault(seen[k].path);
         if (p == NULL || PyList_Append(out, p) < 0) {
             Py_XDECREF(p);
-            closedir(dp);
-            Py_DECREF(out);
-            return NULL;
+            goto fail;
         }
         Py_DECREF(p);
     }
-    closedir(dp);
+    seen_free(seen, n_seen);
     if (PyList_Sort(out) < 0) {
         Py_DECREF(out);
         return NULL;
     }
     return out;
+fail:
+    if (dp != NULL)
+        closedir(dp);
+    seen_free(seen, n_seen);
+    Py_DECREF(out);
+    return NULL;
 }

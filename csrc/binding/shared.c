@@ -5,8 +5,10 @@
 #include "sw_proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *shm_dir(void)
@@ -199,6 +201,64 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
     if (mode != 2) {
         PyErr_Format(PyExc_TypeError, "unlink() takes a region's name or path (str), not %.100s",
                      type_name_of(arg));
+        return NULL;
+    }
+    /* only a slidewin region of this user goes: the opened file is checked (a regular file,
+     * ours, with the magic of a region of any layout version: an upgrade removes the old
+     * ones), then the name is removed only while it still names that file */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            Py_RETURN_FALSE;
+        if (errno == ELOOP) {
+            PyErr_Format(PyExc_ValueError, "unlink(): %s is a symbolic link, not a slidewin "
+                         "region: not removed", path);
+            return NULL;
+        }
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        return NULL;
+    }
+    struct stat sb, now;
+    char magic[8];
+    const char *why = NULL;
+    if (fstat(fd, &sb) != 0) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode))
+        why = "not a regular file";
+    else if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) ||
+             pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+             memcmp(magic, "SLIDEWIN", sizeof magic) != 0)
+        why = "no region header";
+    close(fd);
+    if (why != NULL) {
+        PyErr_Format(PyExc_ValueError, "unlink(): %s is not a slidewin region (%s): not "
+                     "removed", path, why);
+        return NULL;
+    }
+    if (sb.st_uid != geteuid()) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "unlink(): shared region %s belongs to uid %lu, not to this "
+                 "process's uid %lu: not removed", path, (unsigned long)sb.st_uid,
+                 (unsigned long)geteuid());
+        PyObject *args = Py_BuildValue("(is)", EACCES, msg);
+        if (args != NULL) {
+            PyErr_SetObject(PyExc_PermissionError, args);
+            Py_DECREF(args);
+        }
+        return NULL;
+    }
+    if (lstat(path, &now) != 0) {
+        if (errno == ENOENT)
+            Py_RETURN_FALSE;
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+        return NULL;
+    }
+    if (now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
+        PyErr_Format(PyExc_ValueError, "unlink(): %s was replaced while being checked: not "
+                     "removed", path);
         return NULL;
     }
     if (unlink(path) == 0)
