@@ -71,8 +71,9 @@ def region_name_of(path: str) -> str:
 
 
 def list_regions(folder: Optional[str] = None) -> List[str]:
-    """The region files of folder (SLIDEWIN_SHM_DIR or /dev/shm); a folder that does not
-    exist or cannot be listed holds none."""
+    """The region files of folder (SLIDEWIN_SHM_DIR or /dev/shm) owned by this process's
+    effective uid, each file once (hard links); a folder that does not exist or cannot be
+    listed holds none."""
     try:
         return _core.list_regions(folder)
     except OSError:

@@ -88,7 +88,9 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
 static PyMethodDef module_methods[] = {
     {"unlink", shared_unlink, METH_O,
      "unlink(name)\n--\n\nRemove a shared region's name (or path): True if it existed. "
-     "Processes attached to it go on using it; the next to open the name gets a fresh one."},
+     "Processes attached to it go on using it; the next to open the name gets a fresh one. "
+     "Only a slidewin region of this user is removed: another file is a ValueError, another "
+     "user's region a PermissionError."},
     {"limiters", mod_limiters, METH_NOARGS,
      "limiters()\n--\n\nThe live named Metric, Limiter and KeyedLimiter objects of this "
      "process: a dict name -> object (the newest object of a name)."},

@@ -3,6 +3,10 @@
  * list_regions() (the Prometheus collector and `python -m slidewin top` read regions that
  * other processes are busy with, without attaching to them).
  *
+ * Observers read only the regions of this process's effective uid (the opened file's owner:
+ * another user's file in a shared folder is skipped by list_regions and refused by
+ * read_region), each file once (hard links), and never more than the region's own state.
+ *
  * read_region() never writes to a region and never takes its lock: it maps the file
  * read-only, copies the header and the object's statistics (the node: windows, in-flight
  * count, totals) into private memory, checks the copy as an attach checks a region, repairs
