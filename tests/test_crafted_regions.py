@@ -93,7 +93,7 @@ def test_collector_and_top_do_not_show_another_users_label(folder):
     assert [r.name for r in rows] == ["api"]
     out = subprocess.run([sys.executable, "-m", "slidewin", "top", "--once"],
                          capture_output=True, text=True, timeout=HANG_DEADLINE_S,
-                         env=dict(os.environ))
+                         env=dict(os.environ), cwd=str(folder))  # outside the checkout
     assert out.returncode == 0, out.stderr
     assert "api" in out.stdout and "evil" not in out.stdout
     del _top
@@ -158,8 +158,9 @@ def run_py(code, folder):
     """Run code in a fresh interpreter with a deadline: a hang is a failure, not a wedge."""
     env = dict(os.environ, SLIDEWIN_SHM_DIR=str(folder))
     try:
+        # run outside the checkout (see conftest.py: the installed slidewin is the one tested)
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=HANG_DEADLINE_S, env=env)
+                              timeout=HANG_DEADLINE_S, env=env, cwd=str(folder))
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung for {HANG_DEADLINE_S} s (killed): {code}")
 
