@@ -18,6 +18,8 @@
 """
 from __future__ import annotations
 
+import sys
+
 from typing import (
     Any,
     Callable,
@@ -108,7 +110,49 @@ class LimitMiddleware(_web.Middleware):
         except BaseException as exc:
             entry.__exit__(type(exc), exc, None)
             raise
+        wrapper = environ.get("wsgi.file_wrapper")
+        if wrapper is not None and type(result) is not list and _is_file(result, wrapper):
+            # the server's own file wrapper, returned as it is: the server recognises it
+            # (isinstance) and sends the file with sendfile(); its close() ends the entry
+            try:
+                result.close = _CloseHook(entry, getattr(result, "close", None))
+                return result
+            except (AttributeError, TypeError):
+                pass  # its close cannot be replaced (a C type, __slots__): wrapped below
         return _Closing(result, entry)
+
+
+def _is_file(result: Any, wrapper: Any) -> bool:
+    """Is `result` an instance of the server's wsgi.file_wrapper (when that is a type:
+    PEP 3333 lets it be any callable)?"""
+    return isinstance(wrapper, type) and isinstance(result, wrapper)
+
+
+class _CloseHook:
+    """The close() of a server's file wrapper, returned as it is: closes the file, then
+    ends the entry. The server may send the file with sendfile() and never iterate, so the
+    end cannot be seen: closed normally counts SUCCESS; closed while an exception propagates
+    (the server's `finally` after a failed send: the client is gone) counts nothing."""
+
+    __slots__ = ("_entry", "_close")
+
+    def __init__(self, entry: Any, close: Optional[Callable[[], Any]]) -> None:
+        self._entry: Any = entry
+        self._close = close
+
+    def __call__(self) -> None:
+        entry, self._entry = self._entry, None
+        close, self._close = self._close, None  # (drops the cycle wrapper -> hook -> wrapper)
+        if entry is None:
+            return  # closed before
+        outcome: Optional[type] = GeneratorExit if sys.exc_info()[0] is not None else None
+        try:
+            if close is not None:
+                close()
+        except BaseException as exc:
+            entry.__exit__(type(exc), exc, None)
+            raise
+        entry.__exit__(outcome, None, None)
 
 
 class _Closing:

@@ -5,6 +5,7 @@ Real servers (gunicorn + Flask) are in tests/test_web_servers.py. The keyed case
 """
 
 import json
+import os
 import math
 import threading
 import uuid
@@ -286,3 +287,113 @@ def test_keyed_throttle_serves_late():
     per_ip = KeyedLimiter(50, behavior="throttle", max_queueing_ms=2000)
     mw = LimitMiddleware(ok_app, per_ip)
     assert [serve(mw).status for _ in range(3)] == [200] * 3
+
+
+# ---- issue 18: the server's file wrapper (sendfile) ----------------------------------------------
+
+
+class FileWrapper:
+    """A server's wsgi.file_wrapper as gunicorn's: close() is the file's, set on the instance."""
+
+    def __init__(self, filelike, blksize=8192):
+        self.filelike = filelike
+        self.blksize = blksize
+        if hasattr(filelike, "close"):
+            self.close = filelike.close
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        data = self.filelike.read(self.blksize)
+        if data:
+            return data
+        raise StopIteration
+
+
+class SlottedWrapper:
+    """A file wrapper whose close() cannot be replaced (a C type, __slots__)."""
+
+    __slots__ = ("filelike",)
+
+    def __init__(self, filelike, blksize=8192):
+        self.filelike = filelike
+
+    def __iter__(self):
+        return iter([self.filelike.read()])
+
+    def close(self):
+        self.filelike.close()
+
+
+def file_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+    return environ["wsgi.file_wrapper"](open(environ["test.path"], "rb"), 4096)
+
+
+def test_the_servers_file_wrapper_is_returned_as_it_is(tmp_path):
+    """gunicorn sends a response with sendfile only when it `isinstance(respiter,
+    environ["wsgi.file_wrapper"])`: the middleware must hand the app's wrapper back itself."""
+    path = tmp_path / "big"
+    path.write_bytes(b"x" * 100_000)
+    lim = Limiter(concurrency=2)
+    made = []
+
+    def app(environ, start_response):
+        made.append(file_app(environ, start_response))
+        return made[-1]
+
+    # stacked, with the headers: every layer keeps the wrapper
+    mw = LimitMiddleware(LimitMiddleware(app, lim, headers=True), long_qps(10))
+    r = Response()
+    result = mw(environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
+                r.start_response)
+    assert result is made[0] and isinstance(result, FileWrapper)
+    assert r.headers["ratelimit-policy"] == '"default";q=2;qu="concurrent-requests"'
+    assert lim.in_flight == 1                       # held while the server sends the file
+    assert os.path.getsize(path) == os.fstat(result.filelike.fileno()).st_size
+    result.close()                                  # the server is done: released, counted
+    assert lim.in_flight == 0 and mw.limiter.in_flight == 0
+    assert result.filelike.closed
+    assert lim.metric.sum("success") == 1 and mw.limiter.metric.sum("success") == 1
+    result.close()                                  # a second close changes nothing
+    assert lim.in_flight == 0 and lim.metric.sum("success") == 1
+
+
+def test_file_wrapper_closed_while_an_error_propagates_counts_nothing(tmp_path):
+    """The server closes the wrapper in a finally: when its sendfile failed (the client gone),
+    the slot comes back and nothing is counted, as for any response closed early."""
+    path = tmp_path / "f"
+    path.write_bytes(b"y" * 10)
+    lim = Limiter(concurrency=1)
+    result = LimitMiddleware(file_app, lim)(
+        environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
+        Response().start_response)
+    assert isinstance(result, FileWrapper)
+    with pytest.raises(BrokenPipeError):
+        try:
+            raise BrokenPipeError("client gone")
+        finally:
+            result.close()
+    assert lim.in_flight == 0
+    assert lim.metric.sum("success") == 0 and lim.metric.sum("exception") == 0
+
+
+def test_a_file_wrapper_that_cannot_take_a_close_is_still_counted(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"z" * 10)
+    lim = Limiter(concurrency=1)
+    r = serve(LimitMiddleware(file_app, lim),
+              **{"wsgi.file_wrapper": SlottedWrapper, "test.path": str(path)})
+    assert r.body == b"z" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
+
+
+def test_a_file_wrapper_that_is_a_function_is_no_type(tmp_path):
+    """PEP 3333: wsgi.file_wrapper is any callable; not a type, nothing to recognise."""
+    path = tmp_path / "f"
+    path.write_bytes(b"w" * 10)
+    lim = Limiter(concurrency=1)
+    r = serve(LimitMiddleware(file_app, lim),
+              **{"wsgi.file_wrapper": lambda f, size=8192: iter([f.read()]),
+                 "test.path": str(path)})
+    assert r.body == b"w" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
