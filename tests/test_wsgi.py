@@ -390,10 +390,14 @@ def test_a_file_wrapper_that_cannot_take_a_close_is_still_counted(tmp_path):
 
 def test_a_file_wrapper_that_is_a_function_is_no_type(tmp_path):
     """PEP 3333: wsgi.file_wrapper is any callable; not a type, nothing to recognise."""
+
+    def read_all(f, size=8192):
+        with f:
+            return [f.read()]
+
     path = tmp_path / "f"
     path.write_bytes(b"w" * 10)
     lim = Limiter(concurrency=1)
     r = serve(LimitMiddleware(file_app, lim),
-              **{"wsgi.file_wrapper": lambda f, size=8192: iter([f.read()]),
-                 "test.path": str(path)})
+              **{"wsgi.file_wrapper": read_all, "test.path": str(path)})
     assert r.body == b"w" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
