@@ -244,6 +244,28 @@ def check_stream(server, path, asgi):
     assert server.get(path)[0] == 200
 
 
+def check_sendfile(server, size=50 * 2**20):
+    """A 50 MB send_file through the middleware: gunicorn still sends it with sendfile (it
+    recognises its own wsgi.file_wrapper, which the middleware hands back as it is), and the
+    download's slot comes back after it."""
+    with open(os.path.join(server.dir, "big.bin"), "wb") as f:
+        f.truncate(size)
+    try:
+        status, headers, body = server.get("/file")
+    finally:
+        os.unlink(os.path.join(server.dir, "big.bin"))
+    assert status == 200 and len(body) == size
+    assert headers["ratelimit-policy"].endswith(';q=2;qu="concurrent-requests"')
+    s = server.wait_for("the download counted", lambda s: s["file"]["success"] == 1)["file"]
+    assert s["in_flight"] == 0 and s["pass"] == 1
+    try:
+        with open(os.path.join(server.dir, "sendfile.log")) as f:
+            sent = [int(line.split()[1]) for line in f]
+    except FileNotFoundError:
+        sent = []
+    assert sum(sent) == size, "gunicorn did not use sendfile: %r" % (sent,)
+
+
 def test_uvicorn_starlette():
     need("uvicorn", "uvicorn")
     need("starlette", "starlette")
@@ -287,6 +309,8 @@ def test_gunicorn_flask():
         with Server(gunicorn("apps.flask_app:app"), SLIDEWIN_TEST_REGION=region) as server:
             check_counts(server, "/")
             check_stream(server, "/stream", asgi=False)
+            check_sendfile(server)
     finally:
         slidewin.unlink(region + "-qps")
         slidewin.unlink(region + "-stream")
+        slidewin.unlink(region + "-file")
