@@ -678,3 +678,174 @@ print([m["status"] for m in sent if "status" in m], statuses,
     assert out.stdout.split("\n")[-2] == (
         "[200, 429] ['200 OK', '429 Too Many Requests'] False"
     ), out.stdout
+
+
+# ---- issue 18: on_block, the key's own threshold, a limit of 0, content_type, no address ---------
+
+
+def test_on_block_adds_headers_to_the_default_refusal_and_logs():
+    seen = []
+
+    def on_block(error, scope):
+        seen.append((type(error).__name__, scope["path"]))
+        return None, [("Access-Control-Allow-Origin", "https://app.example")], None
+
+    mw = LimitMiddleware(ok_app, long_qps(1), on_block=on_block)
+
+    async def main():
+        return [await request(mw, path="/x") for _ in range(2)]
+
+    ok, refused = run(main())
+    assert ok.status == 200 and seen == [("BlockedError", "/x")]
+    assert refused.status == 429
+    assert refused.headers["access-control-allow-origin"] == "https://app.example"
+    assert int(refused.headers["retry-after"]) >= 1                 # the default's, kept
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert json.loads(refused.body)["status"] == 429
+
+
+def test_on_block_async_with_its_own_status_body_and_type():
+    async def on_block(error, scope):
+        await asyncio.sleep(0)
+        body = json.dumps({"error": "slow_down", "retry_after": error.retry_after})
+        return 420, [("Content-Type", "application/json"), ("X-Trace", "t1")], body
+
+    mw = LimitMiddleware(ok_app, long_qps(0.5 * 60), on_block=on_block)
+
+    async def main():
+        for _ in range(30):
+            await request(mw)
+        return await request(mw)
+
+    c = run(main())
+    assert c.status == 420 and c.headers["content-type"] == "application/json"
+    assert c.headers["x-trace"] == "t1" and "retry-after" in c.headers
+    assert json.loads(c.body)["error"] == "slow_down"
+    assert int(c.headers["content-length"]) == len(c.body)
+    assert [k for k, _ in c.sent[0]["headers"]].count(b"content-type") == 1
+
+
+def test_on_block_returning_an_asgi_response():
+    """A framework's response (anything called as an ASGI app): sent as it is, with the
+    refusal's Retry-After and RateLimit fields added where it has none."""
+    from starlette.responses import JSONResponse
+
+    def on_block(error, scope):
+        return JSONResponse({"detail": "busy"}, status_code=503,
+                            headers={"Access-Control-Allow-Origin": "*"})
+
+    lim = Limiter(concurrency=1)
+    mw = LimitMiddleware(ok_app, lim, on_block=on_block, headers=True)
+    held = lim.entry()
+    held.__enter__()
+    try:
+        c = run(request(mw))
+    finally:
+        held.__exit__(None, None, None)
+    assert c.status == 503 and json.loads(c.body) == {"detail": "busy"}
+    assert c.headers["access-control-allow-origin"] == "*"
+    assert c.headers["ratelimit-policy"] == '"default";q=1;qu="concurrent-requests"'
+    assert c.headers["ratelimit"] == '"default";r=0'
+    assert "retry-after" not in c.headers
+
+    ra = LimitMiddleware(ok_app, Limiter(qps=1), on_block=lambda e, s: JSONResponse(
+        {}, status_code=429, headers={"Retry-After": "7"}))
+    c = run(request(ra)), run(request(ra))
+    assert c[1].status == 429 and c[1].headers["retry-after"] == "7"   # its own, not doubled
+    assert [k for k, _ in c[1].sent[0]["headers"]].count(b"retry-after") == 1
+
+
+@pytest.mark.parametrize("bad,exc", [
+    (42, TypeError), ("429", TypeError), ((429, [], b"", 1), TypeError),
+    ((200, [], b""), ValueError), ((429, [("X-A", "a\r\nSet-Cookie: x=1")], b""), ValueError),
+    ((429, [("X-A", "\u20ac")], b""), ValueError), ((429, [("X A", "1")], b""), ValueError),
+    ((429, "X-A: 1", b""), TypeError), ((429, [], 3.5), TypeError),
+])
+def test_on_block_bad_result_is_an_error_naming_it(bad, exc):
+    mw = LimitMiddleware(ok_app, Limiter(qps=0), on_block=lambda e, s: bad)
+    with pytest.raises(exc, match="on_block"):
+        run(request(mw))
+
+
+def test_on_block_must_be_callable():
+    with pytest.raises(TypeError, match="on_block"):
+        LimitMiddleware(ok_app, Limiter(qps=1), on_block="nope")
+
+
+def test_cors_middleware_outside_the_limiter_covers_its_refusals():
+    """The order the README recommends: CORS outside (added after, in Starlette), so a
+    browser can read the 429 and its Retry-After; with the limiter outside, the refusal has
+    no Access-Control-Allow-Origin (the browser reports a CORS error) unless on_block adds it."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    origin = [(b"origin", b"https://app.example")]
+    inner = CORSMiddleware(LimitMiddleware(ok_app, Limiter(qps=0)),
+                           allow_origins=["https://app.example"],
+                           expose_headers=["Retry-After", "RateLimit", "RateLimit-Policy"])
+    c = run(request(inner, headers=origin))
+    assert c.status == 429 and c.headers["access-control-allow-origin"] == "https://app.example"
+    assert "Retry-After" in c.headers["access-control-expose-headers"]
+    outer = LimitMiddleware(CORSMiddleware(ok_app, allow_origins=["https://app.example"]),
+                            Limiter(qps=0))
+    c = run(request(outer, headers=origin))
+    assert c.status == 429 and "access-control-allow-origin" not in c.headers
+
+
+def test_headers_report_the_keys_own_threshold():
+    per = KeyedLimiter(1000 / LONG, interval_ms=LONG, sample_count=1,
+                       overrides={"vip": 5000 / LONG, "10.0.0.9": 3000 / LONG})
+    mw = LimitMiddleware(ok_app, per, headers=True,
+                         key=lambda scope: scope["path"].strip("/") or None)
+
+    async def main():
+        return [await request(mw, path=p) for p in ("/vip", "/anon", "/anon")]
+
+    vip, anon, refused = run(main())
+    assert vip.headers["ratelimit-policy"] == '"default";q=5;w=60'
+    assert anon.headers["ratelimit-policy"] == '"default";q=1;w=60'
+    assert refused.status == 429 and refused.headers["ratelimit-policy"] == '"default";q=1;w=60'
+    # the default key (the peer address) too
+    mw = LimitMiddleware(ok_app, per, headers=True)
+    c = run(request(mw, client=("10.0.0.9", 1)))
+    assert c.headers["ratelimit-policy"] == '"default";q=3;w=60'
+
+
+def test_a_limit_of_zero_advertises_no_retry():
+    """A key (or limiter) whose limit is 0 is never admitted: no Retry-After (nor t=)."""
+    per = KeyedLimiter(qps=5, overrides={"banned": 0})
+    mw = LimitMiddleware(ok_app, per, headers=True, key=lambda scope: scope["path"][1:])
+    c = run(request(mw, path="/banned"))
+    assert c.status == 429 and "retry-after" not in c.headers
+    assert c.headers["ratelimit"] == '"default";r=0'
+    assert c.headers["ratelimit-policy"] == '"default";q=0;w=1'
+    c = run(request(LimitMiddleware(ok_app, Limiter(qps=0))))
+    assert c.status == 429 and "retry-after" not in c.headers
+    # a warm-up refusal (retry_after unknown, the limit not 0) still says 1
+    err = slidewin.BlockedError("x", retry_after=None)
+    code, headers, _ = _web.refusal(Limiter(qps=1), err, 429, 503, None, "a/b", False)
+    assert ("Retry-After", "1") in headers
+
+
+@pytest.mark.parametrize("ctype", [
+    "text/plain\r\nSet-Cookie: a=1", "text/plain\n", "text/\x00plain", "text/plain; x=\u20ac",
+    "",
+])
+def test_content_type_is_checked_at_construction(ctype):
+    with pytest.raises(ValueError, match="content_type"):
+        LimitMiddleware(ok_app, Limiter(qps=0), content_type=ctype)
+
+
+def test_content_type_latin1_is_accepted():
+    c = run(request(LimitMiddleware(ok_app, Limiter(qps=0), body=b"x",
+                                    content_type="text/plain; x=\xe9")))
+    assert c.status == 429 and c.sent[0]["headers"][0] == (b"content-type", b"text/plain; x=\xe9")
+
+
+def test_default_key_without_a_client_address_is_a_configuration_error():
+    """A Unix socket (scope client None): every client would share the key ""."""
+    mw = LimitMiddleware(ok_app, KeyedLimiter(qps=1))
+    with pytest.raises(ValueError, match="key="):
+        run(request(mw, client=None))
+    # a key of the user's own is the user's to choose
+    mw = LimitMiddleware(ok_app, KeyedLimiter(qps=1), key=lambda s: slidewin.client_ip(s) or None)
+    assert run(request(mw, client=None)).status == 200

@@ -147,3 +147,78 @@ def test_ipv4_mapped_ipv6_is_the_ipv4_client():
     assert client_ip({"type": "http", "client": ("::ffff:1.2.3.4", 1), "headers": []}) == "1.2.3.4"
     environ = {"REMOTE_ADDR": "::ffff:10.0.0.2", "HTTP_X_FORWARDED_FOR": "::ffff:1.2.3.4"}
     assert client_ip(environ, trusted_proxies=("10.0.0.0/8",)) == "1.2.3.4"
+
+
+# ---- RFC 7239 Forwarded (header="forwarded") -----------------------------------------------------
+
+
+def fwd_both(peer, value, trusted=PROXIES):
+    """client_ip with header="forwarded" on a scope and an environ of the same request."""
+    s = {"type": "http", "client": (peer, 1) if peer else None,
+         "headers": [(b"forwarded", v.encode("latin-1"))
+                     for v in (value if isinstance(value, list) else [value])]}
+    e = {"wsgi.version": (1, 0), "REMOTE_ADDR": peer or "",
+         "HTTP_FORWARDED": ", ".join(value) if isinstance(value, list) else value}
+    a = client_ip(s, trusted_proxies=trusted, header="forwarded")
+    w = client_ip(e, trusted_proxies=trusted, header="forwarded")
+    assert a == w, (a, w)
+    return a
+
+
+FORWARDED = [
+    ("203.0.113.9", "for=1.2.3.4", "203.0.113.9"),                       # untrusted peer
+    ("10.1.2.3", "for=198.51.100.5", "198.51.100.5"),
+    ("10.1.2.3", "for=198.51.100.5;proto=https;by=10.1.2.3", "198.51.100.5"),
+    ("10.1.2.3", "For=198.51.100.5", "198.51.100.5"),                     # names: any case
+    ("10.1.2.3", 'for="198.51.100.5:4711"', "198.51.100.5"),               # quoted, a port
+    ("10.1.2.3", 'for="[2001:db8:cafe::17]:4711"', "2001:db8:cafe::17"),
+    ("10.1.2.3", 'for="[2001:db8:cafe::17]"', "2001:db8:cafe::17"),
+    ("10.1.2.3", "for=6.6.6.6, for=198.51.100.5", "198.51.100.5"),         # forged leftmost
+    ("10.1.2.3", "for=6.6.6.6, for=198.51.100.5, for=10.9.9.9", "198.51.100.5"),
+    ("10.1.2.3", "for=6.6.6.6,for=198.51.100.5", "198.51.100.5"),
+    ("10.1.2.3", ["for=6.6.6.6", "for=198.51.100.5"], "198.51.100.5"),      # several lines
+    ("10.1.2.3", "for=10.0.0.1, for=10.0.0.2", "10.0.0.1"),                # all trusted
+    ("10.1.2.3", "for=1.1.1.1, for=unknown", "10.1.2.3"),                  # unknown: ends
+    ("10.1.2.3", "for=1.1.1.1, for=_hidden, for=10.5.5.5", "10.5.5.5"),     # obfuscated
+    ("10.1.2.3", "for=1.1.1.1, proto=https", "10.1.2.3"),                  # no for=: ends
+    ("10.1.2.3", 'for="1.1.1.1, for=2.2.2.2"', "10.1.2.3"),                # a comma quoted
+    ("10.1.2.3", 'for="198.51.100.5', "10.1.2.3"),                         # unbalanced quote
+    ("10.1.2.3", "for=1.1.1.1;for=2.2.2.2", "10.1.2.3"),                   # for= twice
+    ("10.1.2.3", "for=1.1.1.1, , for=198.51.100.5, ", "198.51.100.5"),      # empty elements
+    ("10.1.2.3", 'for=1.1.1.1;x="a;b,c", for=198.51.100.7', "198.51.100.7"),
+    ("10.1.2.3", "", "10.1.2.3"),
+]
+
+
+@pytest.mark.parametrize("peer,value,expected", FORWARDED)
+def test_forwarded(peer, value, expected):
+    assert fwd_both(peer, value) == expected
+
+
+def test_forwarded_header_is_read_only_when_asked():
+    """A proxy writes one of the two headers; the other arrives as the client wrote it. So
+    the default (X-Forwarded-For) never reads Forwarded, and header="forwarded" never reads
+    X-Forwarded-For: a forged header of the other kind changes nothing."""
+    s = scope("10.1.2.3", "198.51.100.5", extra=[(b"forwarded", b"for=6.6.6.6")])
+    assert client_ip(s, trusted_proxies=PROXIES) == "198.51.100.5"
+    s = scope("10.1.2.3", "6.6.6.6", extra=[(b"forwarded", b"for=198.51.100.5")])
+    assert client_ip(s, trusted_proxies=PROXIES, header="forwarded") == "198.51.100.5"
+    assert client_ip(scope("10.1.2.3", "6.6.6.6"), trusted_proxies=PROXIES,
+                     header="forwarded") == "10.1.2.3"
+    # behind a Unix socket proxy
+    assert fwd_both(None, "for=6.6.6.6, for=198.51.100.5", trusted=("unix",)) == "198.51.100.5"
+
+
+def test_other_header_names():
+    s = scope("10.1.2.3", extra=[(b"x-real-ip", b"198.51.100.5")])
+    assert client_ip(s, trusted_proxies=PROXIES, header="X-Real-IP") == "198.51.100.5"
+    e = {"REMOTE_ADDR": "10.1.2.3", "HTTP_X_REAL_IP": "198.51.100.5"}
+    assert client_ip(e, trusted_proxies=PROXIES, header="x-real-ip") == "198.51.100.5"
+
+
+@pytest.mark.parametrize("bad,exc", [("x_real_ip", ValueError), ("", ValueError),
+                                     ("a b", ValueError), (b"forwarded", TypeError),
+                                     (None, TypeError)])
+def test_bad_header(bad, exc):
+    with pytest.raises(exc, match="header"):
+        client_ip(scope("10.1.2.3", "1.2.3.4"), trusted_proxies=PROXIES, header=bad)

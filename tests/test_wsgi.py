@@ -401,3 +401,84 @@ def test_a_file_wrapper_that_is_a_function_is_no_type(tmp_path):
     r = serve(LimitMiddleware(file_app, lim),
               **{"wsgi.file_wrapper": read_all, "test.path": str(path)})
     assert r.body == b"w" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
+
+
+# ---- issue 18: on_block, thresholds, non-ASCII exempt paths, content_type, no address -----------
+
+
+def test_on_block_tuple_adds_cors_headers_and_keeps_retry_after():
+    seen = []
+
+    def on_block(error, env):
+        seen.append(env["PATH_INFO"])
+        return None, [("Access-Control-Allow-Origin", "*")], None
+
+    mw = LimitMiddleware(ok_app, long_qps(1), on_block=on_block)
+    assert serve(mw, path="/a").status == 200
+    r = serve(mw, path="/b")
+    assert seen == ["/b"] and r.status == 429 and r.headers["access-control-allow-origin"] == "*"
+    assert int(r.headers["retry-after"]) >= 1 and json.loads(r.body)["status"] == 429
+
+
+def test_on_block_returning_a_wsgi_response():
+    from werkzeug.wrappers import Response as WerkzeugResponse
+
+    def on_block(error, env):
+        return WerkzeugResponse('{"error":"slow down"}', status=429,
+                                mimetype="application/json",
+                                headers={"Access-Control-Allow-Origin": "*"})
+
+    mw = LimitMiddleware(ok_app, long_qps(1), on_block=on_block, headers=True)
+    serve(mw)
+    r = serve(mw)
+    assert r.status == 429 and r.body == b'{"error":"slow down"}'
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["access-control-allow-origin"] == "*"
+    assert int(r.headers["retry-after"]) >= 1
+    assert r.headers["ratelimit"] == '"default";r=0;t=%s' % r.headers["retry-after"]
+
+
+def test_on_block_is_sync_for_wsgi():
+    async def on_block(error, env):
+        return None
+
+    with pytest.raises(TypeError, match="on_block"):
+        LimitMiddleware(ok_app, Limiter(qps=0), on_block=on_block)
+
+
+def test_headers_report_the_keys_own_threshold():
+    per = KeyedLimiter(1000 / LONG, interval_ms=LONG, sample_count=1,
+                       overrides={"198.51.100.1": 4000 / LONG, "0": 0})
+    mw = LimitMiddleware(ok_app, per, headers=True)
+    r = serve(mw, peer="198.51.100.1")
+    assert r.headers["ratelimit-policy"] == '"default";q=4;w=60'
+    assert serve(mw, peer="198.51.100.2").headers["ratelimit-policy"] == '"default";q=1;w=60'
+    r = serve(LimitMiddleware(ok_app, per, headers=True, key=lambda env: "0"))
+    assert r.status == 429 and "retry-after" not in r.headers          # a limit of 0
+    assert r.headers["ratelimit"] == '"default";r=0'
+
+
+def test_exempt_paths_outside_ascii_match_the_pep3333_path_info():
+    """PEP 3333: PATH_INFO holds the path's bytes decoded as latin-1 (gunicorn, waitress)."""
+    lim = Limiter(qps=0)
+    mw = LimitMiddleware(ok_app, lim, exempt=["/café", "/静的/*"])
+    wsgi = lambda p: p.encode("utf-8").decode("latin-1")  # noqa: E731
+    assert serve(mw, path=wsgi("/café")).status == 200
+    assert serve(mw, path=wsgi("/静的/x.css")).status == 200
+    assert serve(mw, path=wsgi("/cafe")).status == 429
+    assert serve(mw, path="/caf\xe9").status == 429    # the byte 0xE9 alone is another path
+    with pytest.raises(ValueError, match="exempt"):
+        LimitMiddleware(ok_app, lim, exempt=["/\ud800"])
+
+
+@pytest.mark.parametrize("ctype", ["a/b\r\nX: y", "a/b; c=\u20ac"])
+def test_content_type_is_checked_at_construction(ctype):
+    with pytest.raises(ValueError, match="content_type"):
+        LimitMiddleware(ok_app, Limiter(qps=0), body="no", content_type=ctype)
+
+
+def test_default_key_without_a_client_address_is_a_configuration_error():
+    """gunicorn on a Unix socket: REMOTE_ADDR is empty for every client."""
+    mw = LimitMiddleware(ok_app, KeyedLimiter(qps=1))
+    with pytest.raises(ValueError, match="key="):
+        serve(mw, peer="")
