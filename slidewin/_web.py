@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import http
+import inspect
 import ipaddress
 import json
 import math
+import re
 import sys
+import time
 from typing import (
     Any,
     Callable,
@@ -136,11 +139,42 @@ def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
     return False
 
 
-def _peer_and_forwarded(scope_or_environ: Mapping[str, Any]) -> Tuple[str, Optional[str]]:
-    """(peer address or "", the X-Forwarded-For value or None) of a scope or an environ."""
+_XFF = "x-forwarded-for"
+# RFC 9110 token; "_" left out: a WSGI environ spells "-" and "_" alike (HTTP_X_REAL_IP)
+_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^`|~-]+\Z")
+
+
+@functools.lru_cache(maxsize=16)
+def _header_keys(header: str) -> Tuple[bytes, str, bool]:
+    """(ASGI header name, WSGI environ key, is RFC 7239 Forwarded) of a header name."""
+    if not _TOKEN.match(header):
+        raise ValueError(
+            "header %r is not a header name (letters, digits and '-': \"x-forwarded-for\", "
+            "\"forwarded\", \"x-real-ip\"; '_' is refused, as WSGI cannot tell it from '-')"
+            % (header,)
+        )
+    name = header.lower()
+    return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
+
+
+_XFF_KEYS = _header_keys(_XFF)
+
+
+def _keys_of(header: Any) -> Tuple[bytes, str, bool]:
+    if header is _XFF:
+        return _XFF_KEYS
+    if not isinstance(header, str):
+        raise TypeError("header must be a str (a header name), not %s" % type(header).__name__)
+    return _header_keys(header)
+
+
+def _peer_and_forwarded(
+    scope_or_environ: Mapping[str, Any], keys: Tuple[bytes, str, bool] = _XFF_KEYS
+) -> Tuple[str, Optional[str]]:
+    """(peer address or "", the forwarding header's value or None) of a scope or an environ."""
     if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
         peer = scope_or_environ.get("REMOTE_ADDR") or ""
-        return peer, scope_or_environ.get("HTTP_X_FORWARDED_FOR")
+        return peer, scope_or_environ.get(keys[1])
     if "type" not in scope_or_environ and "client" not in scope_or_environ:
         raise TypeError(
             "client_ip() takes an ASGI scope (with 'client' and 'headers') or a WSGI environ "
@@ -148,32 +182,112 @@ def _peer_and_forwarded(scope_or_environ: Mapping[str, Any]) -> Tuple[str, Optio
         )
     client = scope_or_environ.get("client")
     peer = client[0] if client else ""
+    name = keys[0]
     values = [
         v.decode("latin-1")
         for k, v in scope_or_environ.get("headers") or ()
-        if k.lower() == b"x-forwarded-for"
+        if k.lower() == name
     ]
     return peer, (",".join(values) if values else None)
 
 
-def client_ip(scope_or_environ: Mapping[str, Any], trusted_proxies: TrustedProxies = ()) -> str:
+def _forwarded_nodes(value: str) -> List[Optional[str]]:
+    """The ``for=`` node of each element of an RFC 7239 ``Forwarded`` value, left to right:
+    None for an element that has no ``for=``, has it twice, or does not parse (an unbalanced
+    quote, a pair without ``=``); empty elements are left out. Quoted strings may hold ``,``
+    and ``;``."""
+    elements: List[List[str]] = []
+    pairs: List[str] = []
+    buf: List[str] = []
+    quoted = False
+    i, n = 0, len(value)
+    while i < n:
+        c = value[i]
+        if quoted:
+            if c == "\\" and i + 1 < n:
+                buf.append(value[i + 1])  # a quoted-pair: the character itself
+                i += 2
+                continue
+            if c == '"':
+                quoted = False
+            buf.append(c)
+        elif c == '"':
+            quoted = True
+            buf.append(c)
+        elif c == ";":
+            pairs.append("".join(buf))
+            buf = []
+        elif c == ",":
+            pairs.append("".join(buf))
+            elements.append(pairs)
+            pairs, buf = [], []
+        else:
+            buf.append(c)
+        i += 1
+    pairs.append("".join(buf))
+    elements.append(pairs)
+    out: List[Optional[str]] = []
+    for k, element in enumerate(elements):
+        if all(not p.strip() for p in element):
+            continue  # "a,,b": an empty element is no hop
+        if quoted and k == len(elements) - 1:
+            out.append(None)  # the quote opened here never closed
+            continue
+        node: Optional[str] = None
+        count = 0
+        for pair in element:
+            pair = pair.strip()
+            if not pair:
+                continue
+            name, eq, val = pair.partition("=")
+            if not eq:
+                count = 2  # not a pair: the element does not parse
+                break
+            if name.strip().lower() != "for":
+                continue
+            count += 1
+            val = val.strip()
+            if val.startswith('"'):
+                if len(val) < 2 or not val.endswith('"'):
+                    count = 2
+                    break
+                val = val[1:-1]
+            node = val
+        out.append(node if count == 1 else None)
+    return out
+
+
+def client_ip(
+    scope_or_environ: Mapping[str, Any],
+    trusted_proxies: TrustedProxies = (),
+    *,
+    header: str = _XFF,
+) -> str:
     """The client's address of an ASGI scope or a WSGI environ.
 
     The peer (``scope["client"][0]`` / ``environ["REMOTE_ADDR"]``) when it is not a trusted
-    proxy. When it is one, ``X-Forwarded-For`` is read right to left, skipping the trusted
-    proxies: the first address that is not one is the client. Never the leftmost value
-    (which the client writes) unless every hop to its right is trusted.
+    proxy. When it is one, the forwarding header (``X-Forwarded-For``) is read right to
+    left, skipping the trusted proxies: the first address that is not one is the client.
+    Never the leftmost value (which the client writes) unless every hop to its right is
+    trusted.
 
     ``trusted_proxies``: addresses and networks (``"10.0.0.0/8"``, ``"::1"``, ipaddress
     objects, one or an iterable of them); ``"unix"`` trusts a peer that has no IP address (a
     Unix socket). A bad entry is a ValueError naming trusted_proxies.
 
-    An entry of the header that is not an address (``unknown``, garbage) ends the walk: the
-    last trusted hop is returned, as the client cannot be told. Forwarded entries are
-    returned normalised (``str(ipaddress.ip_address(...))``; a port is dropped). A peer
-    that is unknown (no ``client``, no ``REMOTE_ADDR``) and not trusted gives ``""``.
+    ``header``: the header your proxies write, and only that one is read (the other
+    arrives as the client wrote it): ``"x-forwarded-for"`` (the default), ``"forwarded"``
+    (RFC 7239: the ``for=`` of each element, quoted or not, ``[v6]:port`` included), or
+    another name holding a list of addresses (``"x-real-ip"``).
+
+    An entry of the header that is not an address (``unknown``, an obfuscated ``_name``, an
+    element without ``for=``, garbage) ends the walk: the last trusted hop is returned, as
+    the client cannot be told. Forwarded entries are returned normalised
+    (``str(ipaddress.ip_address(...))``; a port is dropped). A peer that is unknown (no
+    ``client``, no ``REMOTE_ADDR``: a Unix socket) and not trusted gives ``""``.
     """
-    peer, forwarded = _peer_and_forwarded(scope_or_environ)
+    keys = _keys_of(header)
+    peer, forwarded = _peer_and_forwarded(scope_or_environ, keys)
     if peer.startswith("::ffff:") or peer.startswith("::FFFF:"):
         mapped = _parse_ip(peer)  # an IPv4 peer on a dual-stack socket: its IPv4 form
         if mapped is not None and mapped.version == 4:
@@ -189,11 +303,14 @@ def client_ip(scope_or_environ: Mapping[str, Any], trusted_proxies: TrustedProxi
             return peer
     elif not unix:
         return peer
+    nodes: List[Optional[str]]
+    if keys[2]:
+        nodes = _forwarded_nodes(forwarded)
+    else:
+        nodes = [item for item in forwarded.split(",") if item.strip()]  # "a,,b": no hop
     last = peer
-    for item in reversed(forwarded.split(",")):
-        if not item.strip():
-            continue  # "a,,b": an empty element is no hop
-        addr = _parse_ip(item)
+    for item in reversed(nodes):
+        addr = _parse_ip(item) if item is not None else None
         if addr is None:
             return last
         last = str(addr)
@@ -276,6 +393,9 @@ def is_concurrency(limiter: Any) -> bool:
 # ---- the middleware's arguments -------------------------------------------------------------
 
 
+_OVERRIDES_TTL_S = 1.0  # how long a copy of a KeyedLimiter's overrides serves the headers
+
+
 class Middleware:
     """What slidewin.asgi.LimitMiddleware and slidewin.wsgi.LimitMiddleware share: their
     arguments, checked and kept here. A subclass names its app's kind (``_APP``) and whether
@@ -283,7 +403,8 @@ class Middleware:
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
-        "_concurrency_status", "_body", "_content_type", "_headers",
+        "_concurrency_status", "_body", "_content_type", "_body_type", "_headers",
+        "_on_block", "_overrides", "_overrides_at",
     )
     _APP = "an app"
     _ASYNC = False
@@ -300,6 +421,7 @@ class Middleware:
         body: Any,
         content_type: Any,
         headers: Any,
+        on_block: Any = None,
     ) -> None:
         where = self._WHERE
         if not callable(app):
@@ -310,31 +432,108 @@ class Middleware:
         check_key(key, self._keyed, limiter, where)
         # key(scope) / key(environ); a KeyedLimiter's default is the peer address
         self._key: Optional[Callable[[Any], Any]] = (
-            key if key is not None else (client_ip if self._keyed else None)
+            key if key is not None else (self._peer_key if self._keyed else None)
         )
         if exempt is not None and callable(exempt) and not isinstance(exempt, str):
             self._exempt: Optional[Callable[[Any], bool]] = exempt
             self._exempt_path: Optional[Callable[[str], bool]] = None
         else:
             self._exempt = None
-            self._exempt_path = path_matcher(exempt, where)
+            self._exempt_path = path_matcher(exempt, where, wsgi=not self._ASYNC)
         self._status = check_status(status, "status", where)
         self._concurrency_status = check_status(concurrency_status, "concurrency_status", where)
         self._body, self._content_type = check_body(body, content_type, where)
+        # the type of a body on_block gives without one of its own
+        self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
         if not isinstance(headers, bool):
             raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
         self._headers = headers
+        if on_block is not None and not callable(on_block):
+            raise TypeError(
+                "%s: on_block must be callable, on_block(error, %s), not %s"
+                % (where, "scope" if self._ASYNC else "environ", type(on_block).__name__)
+            )
+        if on_block is not None and not self._ASYNC and inspect.iscoroutinefunction(on_block):
+            raise TypeError(
+                "%s: on_block is a coroutine function; a WSGI server has no event loop to run "
+                "it: give a plain function" % where
+            )
+        self._on_block: Optional[Callable[..., Any]] = on_block
+        self._overrides: Optional[Mapping[Any, Any]] = None
+        self._overrides_at = -math.inf
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
+
+    def _peer_key(self, scope_or_environ: Mapping[str, Any]) -> str:
+        """The default key of a KeyedLimiter: the peer address. A request without one (a Unix
+        socket) is a configuration error: every client would share the key ""."""
+        ip = client_ip(scope_or_environ)
+        if not ip:
+            raise ValueError(
+                "%s: the request has no client address (served on a Unix socket?), so the "
+                "default key, the peer address, would put every client under one key; give "
+                "key= (behind a proxy on the socket: key=lambda %s: slidewin.client_ip(%s, "
+                "trusted_proxies=\"unix\"))"
+                % ((self._WHERE,) + (("scope",) * 2 if self._ASYNC else ("environ",) * 2))
+            )
+        return ip
+
+    def _threshold(self, key: Any) -> Any:
+        """The limit the request was decided by: the key's override, else the limiter's qps
+        (or concurrency). A KeyedLimiter's overrides are copied at most once a second."""
+        lim = self.limiter
+        if key is not None and self._keyed:
+            now = time.monotonic()
+            if now - self._overrides_at >= _OVERRIDES_TTL_S:
+                ov = getattr(lim, "overrides", None)
+                self._overrides = ov if isinstance(ov, Mapping) and ov else None
+                self._overrides_at = now
+            ov = self._overrides
+            if ov is not None:
+                try:
+                    v = ov.get(key)
+                except TypeError:
+                    v = None
+                if v is not None:
+                    return v
+        return own_threshold(lim)
+
+    def _refusal_fields(self, error: Any, key: Any) -> Tuple[int, List[Tuple[str, str]]]:
+        """The refusal's status and its rate-limit fields (Retry-After, RateLimit-*)."""
+        lim = self.limiter
+        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
+        # "unknown" when there is no retry_after
+        threshold = (
+            self._threshold(key)
+            if self._headers or getattr(error, "retry_after", None) is None
+            else _OWN
+        )
+        return refusal_fields(
+            lim, error, self._status, self._concurrency_status, self._headers, threshold
+        )
+
+    def _admitted_headers(self, key: Any) -> List[Tuple[str, str]]:
+        return admitted_headers(self.limiter, self._keyed, self._threshold(key))
+
+    def _custom(
+        self, result: Any, code: int, fields: List[Tuple[str, str]]
+    ) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        """on_block's (status, headers, body): the refusal it describes."""
+        return custom_refusal(
+            result, code, fields, self._body, self._content_type, self._body_type,
+            self._WHERE,
+        )
 
 
 # ---- exempt ---------------------------------------------------------------------------------
 
 
-def path_matcher(exempt: Any, where: str) -> Optional[Callable[[str], bool]]:
+def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callable[[str], bool]]:
     """exempt as paths: a str or an iterable of str; "/x" matches exactly, "/x/*" any path
-    starting with "/x/". None when exempt is None; a callable is handled by the caller."""
+    starting with "/x/". None when exempt is None; a callable is handled by the caller.
+    `wsgi`: the paths are matched against PATH_INFO, which PEP 3333 makes the path's bytes
+    decoded as latin-1: the paths are kept in that form (UTF-8 bytes as latin-1)."""
     if exempt is None:
         return None
     paths = (exempt,) if isinstance(exempt, str) else exempt
@@ -357,6 +556,14 @@ def path_matcher(exempt: Any, where: str) -> Optional[Callable[[str], bool]]:
                 "%s: exempt holds %r; a path starts with '/' (\"/health\", \"/static/*\")"
                 % (where, p)
             )
+        if wsgi:
+            try:
+                p = p.encode("utf-8", "surrogateescape").decode("latin-1")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    "%s: exempt holds %r, which has no UTF-8 form (a lone surrogate)"
+                    % (where, p)
+                ) from None
         if p.endswith("*"):
             prefixes.append(p[:-1])
         else:
@@ -416,7 +623,25 @@ def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes
         raise TypeError(
             "%s: content_type must be a str, not %s" % (where, type(ctype).__name__)
         )
+    if not ctype.strip():
+        raise ValueError("%s: content_type is empty" % where)
+    check_field_value(ctype, "content_type", where)
     return raw, ctype
+
+
+# a header field value (RFC 9110): visible ASCII, obs-text (Latin-1), space and tab
+_BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+
+
+def check_field_value(value: str, what: str, where: str) -> None:
+    """A header value the server can send: Latin-1, no CR, LF or other control character
+    (one would split the header: response splitting; a server answers 500 to it)."""
+    bad = _BAD_VALUE.search(value)
+    if bad is not None:
+        raise ValueError(
+            "%s: %s %r holds %r at %d; a header value is Latin-1 text without control "
+            "characters (no CR or LF)" % (where, what, value, bad.group(), bad.start())
+        )
 
 
 def retry_after_s(retry_after: Optional[float]) -> int:
@@ -424,6 +649,15 @@ def retry_after_s(retry_after: Optional[float]) -> int:
     if retry_after is None or retry_after != retry_after:
         return 1
     return max(1, math.ceil(retry_after))
+
+
+_OWN = object()  # refusal's threshold: the limiter's own
+
+
+def own_threshold(limiter: Any) -> Any:
+    """The limiter's limit: its concurrency, else its qps (None when it has neither)."""
+    conc = getattr(limiter, "concurrency", None)
+    return conc if conc is not None else getattr(limiter, "qps", None)
 
 
 # ---- RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10) -------------------------
@@ -440,14 +674,17 @@ def _policy_name(limiter: Any) -> str:
     return '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def policy_header(limiter: Any) -> str:
+def policy_header(limiter: Any, threshold: Any = _OWN) -> str:
     """``RateLimit-Policy``: the quota ``q`` per window ``w`` (whole seconds; a window that is
-    not is told by ``slidewin-window-ms``), or a concurrency quota."""
+    not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
+    of the request's key (a KeyedLimiter's override), else the limiter's own."""
     name = _policy_name(limiter)
     conc = getattr(limiter, "concurrency", None)
+    if threshold is _OWN or threshold is None:
+        threshold = conc if conc is not None else getattr(limiter, "qps", None)
     if conc is not None:
-        return '%s;q=%d;qu="concurrent-requests"' % (name, conc)
-    qps = getattr(limiter, "qps", None) or 0.0
+        return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
+    qps = threshold or 0.0
     interval_ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
     quota = int(math.floor(qps * interval_ms / 1000.0 + 1e-9))
     if interval_ms % 1000 == 0:
@@ -470,12 +707,43 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
     return max(0, quota - limiter.metric.sum(Event.PASS))
 
 
-def admitted_headers(limiter: Any, keyed: bool) -> List[Tuple[str, str]]:
-    out = [("RateLimit-Policy", policy_header(limiter))]
+def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[Tuple[str, str]]:
+    out = [("RateLimit-Policy", policy_header(limiter, threshold))]
     r = remaining(limiter, keyed)
     if r is not None:
         out.append(("RateLimit", "%s;r=%d" % (_policy_name(limiter), r)))
     return out
+
+
+def refusal_fields(
+    limiter: Any,
+    error: Any,
+    status: int,
+    concurrency_status: int,
+    headers: bool,
+    threshold: Any = _OWN,
+) -> Tuple[int, List[Tuple[str, str]]]:
+    """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
+    pass (a QPS refusal; a concurrency one only with a known retry_after), none when the
+    request's limit is 0 (it is never admitted); the RateLimit fields with `headers`."""
+    conc = is_concurrency(limiter)
+    code = concurrency_status if conc else status
+    if threshold is _OWN:
+        threshold = own_threshold(limiter)
+    never = threshold is not None and threshold == 0
+    out: List[Tuple[str, str]] = []
+    retry_after = getattr(error, "retry_after", None)
+    seconds: Optional[int] = None
+    if not never and (not conc or retry_after is not None):
+        seconds = retry_after_s(retry_after)
+        out.append(("Retry-After", str(seconds)))
+    if headers:
+        out.append(("RateLimit-Policy", policy_header(limiter, threshold)))
+        item = "%s;r=0" % _policy_name(limiter)
+        if seconds is not None:
+            item += ";t=%d" % seconds
+        out.append(("RateLimit", item))
+    return code, out
 
 
 def refusal(
@@ -486,21 +754,93 @@ def refusal(
     body: Optional[bytes],
     content_type: str,
     headers: bool,
+    threshold: Any = _OWN,
 ) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, body) of a refused request."""
-    conc = is_concurrency(limiter)
-    code = concurrency_status if conc else status
+    code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
     raw = problem(code) if body is None else body
-    out = [("Content-Type", content_type), ("Content-Length", str(len(raw)))]
-    retry_after = getattr(error, "retry_after", None)
-    seconds: Optional[int] = None
-    if not conc or retry_after is not None:
-        seconds = retry_after_s(retry_after)
-        out.append(("Retry-After", str(seconds)))
-    if headers:
-        out.append(("RateLimit-Policy", policy_header(limiter)))
-        item = "%s;r=0" % _policy_name(limiter)
-        if seconds is not None:
-            item += ";t=%d" % seconds
-        out.append(("RateLimit", item))
-    return code, out, raw
+    return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
+
+
+# ---- on_block ---------------------------------------------------------------------------------
+
+
+def custom_refusal(
+    result: Any,
+    code: int,
+    fields: List[Tuple[str, str]],
+    body: Optional[bytes],
+    content_type: str,
+    body_type: str,
+    where: str,
+) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """The refusal on_block described as ``(status, headers, body)``: ``status`` None keeps
+    the refusal's; ``headers`` (name, value) pairs are added, replacing the refusal's fields
+    of the same name; ``body`` None keeps the refusal's body and type, else it is sent with
+    the Content-Type of `headers`, or `body_type`. Content-Length is always computed."""
+    if not isinstance(result, tuple) or len(result) != 3:
+        raise TypeError(
+            "%s: on_block returned %s; it returns None (the default refusal), a (status, "
+            "headers, body) tuple, or a response (an app, which the middleware calls)"
+            % (where, _describe(result))
+        )
+    status, hdrs, new_body = result
+    if status is not None:
+        code = check_status(status, "on_block's status", where)
+    if hdrs is None:
+        hdrs = ()
+    if isinstance(hdrs, (str, bytes)) or not isinstance(hdrs, Iterable):
+        raise TypeError(
+            "%s: on_block's headers must be (name, value) pairs of str, not %s"
+            % (where, type(hdrs).__name__)
+        )
+    given: List[Tuple[str, str]] = []
+    ctype: Optional[str] = None
+    for pair in hdrs:
+        if (not isinstance(pair, tuple) or len(pair) != 2
+                or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
+            raise TypeError(
+                "%s: on_block's headers hold %r; each is a (name, value) pair of str"
+                % (where, pair)
+            )
+        name, value = pair
+        if not _TOKEN.match(name):
+            raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
+        check_field_value(value, "on_block's header %s" % name, where)
+        low = name.lower()
+        if low == "content-type":
+            ctype = value
+        elif low != "content-length":
+            given.append((name, value))
+    if new_body is None:
+        raw = problem(code) if body is None else body
+        if ctype is None:
+            ctype = content_type
+    elif isinstance(new_body, str):
+        raw = new_body.encode("utf-8")
+    elif isinstance(new_body, (bytes, bytearray, memoryview)):
+        raw = bytes(new_body)
+    else:
+        raise TypeError(
+            "%s: on_block's body must be bytes, str or None, not %s"
+            % (where, type(new_body).__name__)
+        )
+    if ctype is None:
+        ctype = body_type
+    names = {n.lower() for n, _ in given}
+    kept = [(n, v) for n, v in fields if n.lower() not in names]
+    return code, [("Content-Type", ctype), ("Content-Length", str(len(raw)))] + kept + given, raw
+
+
+def _describe(result: Any) -> str:
+    if isinstance(result, tuple):
+        return "a tuple of %d" % len(result)
+    return "a %s" % type(result).__name__
+
+
+def missing_fields(
+    present: Iterable[str], fields: List[Tuple[str, str]]
+) -> List[Tuple[str, str]]:
+    """The refusal's fields a response from on_block does not set itself."""
+    names = {n.lower() for n in present}
+    return [(n, v) for n, v in fields if n.lower() not in names]

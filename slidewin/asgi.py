@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import (
     Any,
     Awaitable,
@@ -49,24 +50,34 @@ _Cancelled = asyncio.CancelledError
 
 class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=False)
+    concurrency_status=503, body=None, content_type=None, headers=False, on_block=None)
 
     - ``limiter``: a Limiter (private or ``shared=``), a KeyedLimiter, or anything with the
       same ``entry()`` (``entry(key)`` for a keyed one). Across hosts, the asyncio ones:
       ``AsyncRedisLimiter``, ``AsyncRedisKeyedLimiter`` (a sync Redis one is a TypeError).
     - ``key(scope)``: a KeyedLimiter's key (str, bytes or int) for the request; the default
       is ``slidewin.client_ip(scope)`` (the peer address: give your own ``key`` with
-      ``trusted_proxies`` behind a proxy). A key of None lets the request through unlimited.
-      Only for a keyed limiter: with a Limiter, ``key`` is a ValueError.
+      ``trusted_proxies`` behind a proxy; a request without an address, on a Unix socket,
+      is then a ValueError asking for ``key``). A key of None lets the request through
+      unlimited. Only for a keyed limiter: with a Limiter, ``key`` is a ValueError.
     - ``exempt``: requests never limited nor counted: a predicate ``exempt(scope) -> bool``,
       or paths (``"/health"`` exactly, ``"/static/*"`` by prefix).
     - ``status`` / ``concurrency_status``: the refusals' statuses (400..599).
     - ``body`` (bytes or str) / ``content_type``: the refusals' body. The default is an RFC
-      9457 problem document (``application/problem+json``).
+      9457 problem document (``application/problem+json``). ``content_type`` is a header
+      value: Latin-1, no CR/LF (else a ValueError here).
+    - ``on_block(error, scope)``, sync or async, is called on each refusal (the BlockedError
+      has ``retry_after``) and returns None (the refusal as configured: log, count),
+      ``(status, headers, body)`` (None keeps the refusal's status / body; the headers are
+      added, e.g. CORS), or a response: an ASGI app (a Starlette ``Response``), called with
+      the request's receive and send. The refusal's Retry-After and RateLimit fields are
+      added to whatever is sent, unless it sets them itself.
     - ``headers=True`` adds the RateLimit header fields of the IETF draft
       draft-ietf-httpapi-ratelimit-headers-10 (``RateLimit-Policy`` on every limited
       response; ``RateLimit`` with the remaining quota ``r`` where it is known, and
-      ``r=0;t=<seconds>`` on a refusal). Off by default.
+      ``r=0;t=<seconds>`` on a refusal), with the quota of the request's key (its
+      override). Off by default. A limit of 0 (``qps=0``, an override of 0) never admits:
+      its refusals carry no ``Retry-After``.
     """
 
     __slots__ = ("_native",)
@@ -86,9 +97,11 @@ class LimitMiddleware(_web.Middleware):
         body: Union[bytes, str, None] = None,
         content_type: Optional[str] = None,
         headers: bool = False,
+        on_block: Optional[Callable[[Any, Scope], Any]] = None,
     ) -> None:
         super().__init__(
-            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers
+            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers,
+            on_block,
         )
         self._native = isinstance(limiter, _Native)
 
@@ -100,6 +113,7 @@ class LimitMiddleware(_web.Middleware):
         if self._exempt is not None and self._exempt(scope):
             return await self.app(scope, receive, send)
         lim = self.limiter
+        k = None
         if self._key is not None:
             k = self._key(scope)
             if k is None:
@@ -114,7 +128,7 @@ class LimitMiddleware(_web.Middleware):
             else:
                 await entry.__aenter__()
         except _Blocked as exc:
-            await self._refuse(send, exc)
+            await self._refuse(scope, receive, send, exc, k)
             return
 
         # held until the response is finished; `done` makes the exit happen once. finish()
@@ -132,7 +146,7 @@ class LimitMiddleware(_web.Middleware):
                 return None
             return entry.__aexit__(exc_type, None, None)  # type: ignore[no-any-return]
 
-        extra = _encode(_web.admitted_headers(lim, self._keyed)) if self._headers else None
+        extra = _encode(self._admitted_headers(k)) if self._headers else None
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.body":
@@ -180,13 +194,47 @@ class LimitMiddleware(_web.Middleware):
             if w is not None:
                 await w
 
-    async def _refuse(self, send: Send, error: Any) -> None:
-        code, hdrs, raw = _web.refusal(
-            self.limiter, error, self._status, self._concurrency_status, self._body,
-            self._content_type, self._headers,
-        )
-        await send({"type": "http.response.start", "status": code, "headers": _encode(hdrs)})
-        await send({"type": "http.response.body", "body": raw, "more_body": False})
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, error: Any, key: Any
+    ) -> None:
+        code, fields = self._refusal_fields(error, key)
+        if self._on_block is not None:
+            result = self._on_block(error, scope)
+            if inspect.isawaitable(result):
+                result = await result
+            if result is not None:
+                if callable(result) and not isinstance(result, tuple):
+                    await result(scope, receive, _adding(send, fields))  # a response
+                    return
+                code, hdrs, raw = self._custom(result, code, fields)
+                await _send(send, code, hdrs, raw)
+                return
+        if self._body is None:
+            raw = _web.problem(code)
+        else:
+            raw = self._body
+        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
+        await _send(send, code, hdrs + fields, raw)
+
+
+async def _send(send: Send, code: int, hdrs: List[Tuple[str, str]], raw: bytes) -> None:
+    await send({"type": "http.response.start", "status": code, "headers": _encode(hdrs)})
+    await send({"type": "http.response.body", "body": raw, "more_body": False})
+
+
+def _adding(send: Send, fields: List[Tuple[str, str]]) -> Send:
+    """send, adding to the response's start the refusal's fields it does not set."""
+
+    async def adding(message: Message) -> None:
+        if message["type"] == "http.response.start" and fields:
+            present = [k.decode("latin-1") for k, _ in message.get("headers") or ()]
+            extra = _web.missing_fields(present, fields)
+            if extra:
+                message = dict(message)
+                message["headers"] = list(message.get("headers") or ()) + _encode(extra)
+        await send(message)
+
+    return adding
 
 
 def _encode(headers: List[Tuple[str, str]]) -> List[Tuple[bytes, bytes]]:

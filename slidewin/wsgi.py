@@ -15,11 +15,16 @@
   and the response time are counted when the iterable was sent to its end, EXCEPTION when
   the app (or the iteration) raised an ``Exception``, nothing when it was closed early (the
   client is gone).
+- The server's own ``wsgi.file_wrapper`` is handed back as it is, so the server still
+  sends it with sendfile (gunicorn checks ``isinstance(result, wsgi.file_wrapper)``): its
+  ``close()`` ends the entry, counting SUCCESS, or nothing when the server closes it while
+  an exception propagates (a failed send). A wrapper whose ``close`` cannot be replaced
+  (a C type) is wrapped as any other response.
 """
 from __future__ import annotations
 
+import inspect
 import sys
-
 from typing import (
     Any,
     Callable,
@@ -45,12 +50,16 @@ _Blocked = _core.BlockedError
 
 class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=False)
+    concurrency_status=503, body=None, content_type=None, headers=False, on_block=None)
 
-    The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)`` and
-    ``exempt(environ)`` taking the WSGI environ (paths match ``PATH_INFO``). The limiter's
-    ``entry()`` is used synchronously (a Limiter, shared or not, a KeyedLimiter, or across
-    hosts a ``RedisLimiter`` or ``RedisKeyedLimiter``: an asyncio Redis one is a TypeError).
+    The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)``,
+    ``exempt(environ)`` and ``on_block(error, environ)`` taking the WSGI environ (paths match
+    ``PATH_INFO``, which PEP 3333 makes the path's bytes as latin-1: a path outside ASCII
+    is given as text, ``"/café"``, and matched in that form). ``on_block`` is a plain
+    function; the response it may return is a WSGI app (a Flask/werkzeug ``Response``).
+    The limiter's ``entry()`` is used synchronously (a Limiter, shared or not, a
+    KeyedLimiter, or across hosts a ``RedisLimiter`` or ``RedisKeyedLimiter``: an asyncio
+    Redis one is a TypeError).
     """
 
     __slots__ = ()
@@ -69,9 +78,11 @@ class LimitMiddleware(_web.Middleware):
         body: Union[bytes, str, None] = None,
         content_type: Optional[str] = None,
         headers: bool = False,
+        on_block: Optional[Callable[[Any, Environ], Any]] = None,
     ) -> None:
         super().__init__(
-            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers
+            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers,
+            on_block,
         )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -80,6 +91,7 @@ class LimitMiddleware(_web.Middleware):
         if self._exempt is not None and self._exempt(environ):
             return self.app(environ, start_response)
         lim = self.limiter
+        k = None
         if self._key is not None:
             k = self._key(environ)
             if k is None:
@@ -90,15 +102,10 @@ class LimitMiddleware(_web.Middleware):
         try:
             entry.__enter__()
         except _Blocked as exc:
-            code, hdrs, raw = _web.refusal(
-                lim, exc, self._status, self._concurrency_status, self._body,
-                self._content_type, self._headers,
-            )
-            start_response("%d %s" % (code, _web.reason(code)), hdrs)
-            return [raw]
+            return self._refuse(environ, start_response, exc, k)
         respond = start_response
         if self._headers:
-            extra = _web.admitted_headers(lim, self._keyed)
+            extra = self._admitted_headers(k)
 
             def respond(
                 status: str, headers: List[Tuple[str, str]], exc_info: Any = None
@@ -115,11 +122,48 @@ class LimitMiddleware(_web.Middleware):
             # the server's own file wrapper, returned as it is: the server recognises it
             # (isinstance) and sends the file with sendfile(); its close() ends the entry
             try:
-                result.close = _CloseHook(entry, getattr(result, "close", None))
+                result.close = _CloseHook(  # type: ignore[attr-defined]
+                    entry, getattr(result, "close", None))
                 return result
             except (AttributeError, TypeError):
                 pass  # its close cannot be replaced (a C type, __slots__): wrapped below
         return _Closing(result, entry)
+
+    def _refuse(
+        self, environ: Environ, start_response: StartResponse, error: Any, key: Any
+    ) -> Iterable[bytes]:
+        code, fields = self._refusal_fields(error, key)
+        if self._on_block is not None:
+            result = self._on_block(error, environ)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()  # a coroutine never awaited: no warning on top of the error
+                raise TypeError(
+                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
+                    "to run it: give a plain function" % self._WHERE
+                )
+            if result is not None:
+                if callable(result) and not isinstance(result, tuple):
+                    response: Iterable[bytes] = result(environ, _adding(start_response, fields))
+                    return response  # a response: the app's own iterable
+                code, hdrs, raw = self._custom(result, code, fields)
+                start_response("%d %s" % (code, _web.reason(code)), hdrs)
+                return [raw]
+        raw = _web.problem(code) if self._body is None else self._body
+        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
+        start_response("%d %s" % (code, _web.reason(code)), hdrs + fields)
+        return [raw]
+
+
+def _adding(start_response: StartResponse, fields: List[Tuple[str, str]]) -> StartResponse:
+    """start_response, adding the refusal's fields the response does not set."""
+
+    def adding(status: str, headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
+        extra = _web.missing_fields([k for k, _ in headers], fields)
+        return start_response(status, list(headers) + extra, exc_info)
+
+    return adding
 
 
 def _is_file(result: Any, wrapper: Any) -> bool:
