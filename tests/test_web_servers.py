@@ -138,6 +138,41 @@ class Server:
             return []
 
 
+class UnixServer(Server):
+    """The same, on a Unix socket in its folder (uvicorn --uds)."""
+
+    def __init__(self, target, **env):
+        super().__init__(lambda port: [], **env)
+        self.sock = os.path.join(self.dir, "s")
+        self.argv = [sys.executable, "-m", "uvicorn", "--uds", self.sock, "--app-dir", HERE,
+                     "--no-proxy-headers", "--lifespan", "on", "--log-level", "warning",
+                     "--no-access-log", target]
+
+    def __enter__(self):
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=HERE, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError("server did not start: " + self.output())
+            time.sleep(0.05)
+        return self
+
+    def get(self, path, headers=None):
+        conn = http.client.HTTPConnection("localhost", timeout=30)
+        conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.sock.settimeout(30)
+        conn.sock.connect(self.sock)
+        try:
+            conn.request("GET", path, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+
 def uvicorn(target):
     return lambda port: [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port",
                          str(port), "--app-dir", HERE, "--no-proxy-headers", "--lifespan", "on",
@@ -314,3 +349,24 @@ def test_gunicorn_flask():
         slidewin.unlink(region + "-qps")
         slidewin.unlink(region + "-stream")
         slidewin.unlink(region + "-file")
+
+
+def test_uvicorn_on_a_unix_socket():
+    """No client address (scope["client"] is None): the default key is a configuration error
+    (every client would share one key); behind a proxy on the socket that writes RFC 7239
+    Forwarded, client_ip(trusted_proxies="unix", header="forwarded") keys each client."""
+    need("uvicorn", "uvicorn")
+    with UnixServer("apps.asgi_app:app") as server:
+        status, _, _ = server.get("/peer")
+        assert status == 500
+        assert "ValueError" in server.output() and "key=" in server.output()
+
+        def forwarded(value):
+            status, _, body = server.get("/forwarded", {"Forwarded": value})
+            return status, body.decode() if status == 200 else None
+
+        keep_clear_of_the_window_edge()
+        assert forwarded('for=1.1.1.1, for="198.51.100.7:4711";proto=https') == (
+            200, "198.51.100.7")
+        assert forwarded("for=2.2.2.2, for=198.51.100.7")[0] == 429  # forged leftmost
+        assert forwarded('for="[2001:db8::7]"') == (200, "2001:db8::7")

@@ -5,6 +5,8 @@
 - /peer: a per-client limit (1 per hour per key) keyed by the default key, the peer address;
 - /proxied: the same keyed by client_ip(scope, trusted_proxies=("127.0.0.1",)): the test
   connects from 127.0.0.1, acting as the proxy;
+- /forwarded: the same keyed by client_ip(scope, trusted_proxies="unix", header="forwarded"):
+  served on a Unix socket (uvicorn --uds), the test acts as the proxy writing Forwarded;
 - /stats: the limiters' counts, unlimited; lifespan writes lifespan.log.
 """
 
@@ -19,6 +21,7 @@ from apps.web_common import HOUR_MS, LIMIT, hour_limiter, log, stats_of
 qps = hour_limiter(LIMIT)
 per_peer = KeyedLimiter(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
 per_client = KeyedLimiter(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
+per_forwarded = KeyedLimiter(1000 / HOUR_MS, interval_ms=HOUR_MS, sample_count=1)
 
 
 async def text(send, body, status=200):
@@ -37,12 +40,20 @@ async def whoami(scope, receive, send):
     await text(send, ip.encode())
 
 
+async def forwarded_for(scope, receive, send):
+    ip = slidewin.client_ip(scope, trusted_proxies="unix", header="forwarded")
+    await text(send, ip.encode())
+
+
 routes = {
     "/qps": LimitMiddleware(hello, qps),
     "/peer": LimitMiddleware(whoami, per_peer),
     "/proxied": LimitMiddleware(
         whoami, per_client,
         key=lambda scope: slidewin.client_ip(scope, trusted_proxies=("127.0.0.1",))),
+    "/forwarded": LimitMiddleware(
+        forwarded_for, per_forwarded,
+        key=lambda scope: slidewin.client_ip(scope, trusted_proxies="unix", header="forwarded")),
 }
 
 
