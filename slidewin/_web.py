@@ -835,7 +835,7 @@ def custom_refusal(
 def _describe(result: Any) -> str:
     if isinstance(result, tuple):
         return "a tuple of %d" % len(result)
-    return "a %s" % type(result).__name__
+    return "an object of type %s" % type(result).__name__
 
 
 def missing_fields(
