@@ -9,7 +9,8 @@
 - Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
   (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
   concurrency limit: ``concurrency_status`` (503), with no ``Retry-After`` (none is known).
-  The app is not called.
+  A limit of 0 (``qps=0``, a key's override of 0) never admits: no ``Retry-After``. The
+  app is not called; ``on_block`` may shape the refusal.
 - A throttled request waits its turn with ``asyncio.sleep`` (the loop keeps running) and is
   then served by the app with its own status.
 - An admitted request holds its admission, as ``async with limiter.entry()`` does, until its

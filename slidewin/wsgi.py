@@ -6,7 +6,9 @@
 
 - Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
   (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
-  concurrency limit: ``concurrency_status`` (503). The app is not called.
+  concurrency limit: ``concurrency_status`` (503). A limit of 0 (``qps=0``, a key's
+  override of 0) never admits: no ``Retry-After``. The app is not called; ``on_block`` may
+  shape the refusal.
 - A throttled request waits its turn in its worker thread (the GIL is released while it
   sleeps) and is then served by the app with its own status.
 - An admitted request holds its admission, as ``with limiter.entry()`` does, until the
