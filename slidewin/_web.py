@@ -595,6 +595,7 @@ def reason(status: int) -> str:
         return "Error"
 
 
+@functools.lru_cache(maxsize=32)
 def problem(status: int) -> bytes:
     """The default body: RFC 9457 problem details."""
     detail = {
@@ -629,6 +630,8 @@ def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes
     return raw, ctype
 
 
+# a header field name (RFC 9110 token) and value (visible ASCII, obs-text, space and tab)
+_FIELD_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z")
 # a header field value (RFC 9110): visible ASCII, obs-text (Latin-1), space and tab
 _BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 
@@ -804,7 +807,7 @@ def custom_refusal(
                 % (where, pair)
             )
         name, value = pair
-        if not _TOKEN.match(name):
+        if not _FIELD_NAME.match(name):
             raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
         check_field_value(value, "on_block's header %s" % name, where)
         low = name.lower()
