@@ -572,3 +572,101 @@ def test_stats_of_counts_beyond_int64_saturate(r):
     for n in (1, 2**62, 2**62, 2**63 - 1, 1):
         assert lim.try_acquire(n, now_ns=t + SHIFT) == mine.try_acquire(n, now_ns=t)
     assert lim.stats(now_ns=t + SHIFT) == mine.stats(now_ns=t)
+
+
+# -- a clock that steps (issue 18): recover within one window -----------------------------
+
+STEP_BEHAVIORS = ["reject", "warm_up", "throttle", "warm_up_throttle", "concurrency"]
+
+
+def _stepper(r, behavior, name, **kw):
+    from slidewin.redis import RedisLimiter
+
+    if behavior == "concurrency":
+        return RedisLimiter(r, name, concurrency=3, lease_ms=5000, **kw)
+    return RedisLimiter(r, name, qps=10, behavior=behavior, warm_up_s=1, **kw)
+
+
+def _admits(lim, t):
+    """One decision at t: admitted (a held concurrency slot is given back)."""
+    got = lim.reserve(now_ns=t)
+    if got is not None and lim.concurrency is not None:
+        lim.release()
+    return got is not None
+
+
+def _saturate(lim, t):
+    for _ in range(200):
+        if lim.reserve(now_ns=t) is None:
+            return
+    raise AssertionError("never refused")
+
+
+@pytest.mark.parametrize("behavior", STEP_BEHAVIORS)
+def test_server_clock_stepping_back_recovers_within_a_window(r, behavior):
+    """A server restarted (or failed over to a replica) whose clock is 10 s behind: the
+    window must not stay frozen for those 10 s (it did: every request counted in the newest
+    bucket, 10 s ahead). Within one window of the new clock (or lease_ms, for leases taken
+    before the step) the limiter admits again."""
+    lim = _stepper(r, behavior, "step-" + behavior)
+    t = SHIFT + 5 * S
+    _saturate(lim, t)
+    assert not _admits(lim, t)
+    back = t - 10 * S
+    later = lim.lease_ms if behavior == "concurrency" else lim.interval_ms
+    assert _admits(lim, back + (later + 1) * MS)
+    # and it goes on as a limiter on the new clock: saturated, refused again
+    _saturate(lim, back + (later + 2) * MS)
+    assert not _admits(lim, back + (later + 2) * MS)
+
+
+@pytest.mark.parametrize("behavior", STEP_BEHAVIORS)
+def test_a_decision_an_hour_ahead_does_not_lock_the_key(r, behavior):
+    """One client's now_ns an hour ahead, then traffic on the right clock: the key must not
+    stay locked for the hour."""
+    lim = _stepper(r, behavior, "ahead-" + behavior)
+    t = SHIFT + 5 * S
+    _saturate(lim, t + 3600 * S)
+    later = lim.lease_ms if behavior == "concurrency" else lim.interval_ms
+    assert _admits(lim, t + (later + 1) * MS)
+    _saturate(lim, t + (later + 2) * MS)
+    assert not _admits(lim, t + (later + 2) * MS)
+
+
+def test_stats_after_a_step_back_read_the_new_clock(r):
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "step-stats", qps=10)
+    t = SHIFT + 5 * S
+    _saturate(lim, t)
+    assert lim.stats(now_ns=t).pass_qps == 10
+    assert lim.stats(now_ns=t - 10 * S).pass_qps == 0  # stale: another clock's window
+
+
+def test_keyed_clock_step_back(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "kstep", qps=2)
+    t = SHIFT + 5 * S
+    assert [per.try_acquire("u", now_ns=t) for _ in range(3)] == [True, True, False]
+    back = t - 10 * S
+    assert per.try_acquire("u", now_ns=back + 1001 * MS)
+
+
+# -- key size (issue 18) ------------------------------------------------------------------
+
+
+def test_key_size_is_capped(r):
+    from slidewin.redis import MAX_KEY_BYTES, RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "kcap", qps=2)
+    assert MAX_KEY_BYTES == 1024
+    assert per.try_acquire("k" * 1023)  # 1 byte of type tag + 1023
+    for key in ("k" * 1024, b"k" * 1024, "é" * 600, 10**1100):
+        with pytest.raises(ValueError, match=r"key .*1024 bytes"):
+            per.try_acquire(key)
+        with pytest.raises(ValueError, match=r"key .*1024 bytes"):
+            per.entry(key)
+    with pytest.raises(ValueError, match=r"overrides.*1024 bytes"):
+        per.overrides = {"x" * 2000: 5}
+    assert r.keys("slidewin:k:{kcap:s" + "k" * 1024 + "*") == []

@@ -206,3 +206,144 @@ def test_readonly_replica_connection_is_replaced(own_server):
         asyncio.run(main())
     finally:
         other.stop()
+
+
+@pytest.mark.parametrize("how", ["try_acquire", "entry"])
+def test_decision_timed_out_in_a_stopped_server_holds_no_slot_for_long(own_server, how):
+    """SIGSTOP the server while concurrency decisions time out: the server runs them when it
+    resumes, after their callers gave up. Those leases belong to nobody; they must not keep
+    the limiter shut for long (they did for lease_ms, 60 s by default)."""
+    import os
+    import signal
+
+    from slidewin import BlockedError
+
+    lim = _lim(own_server, name="stop", on_error="deny", qps=None, concurrency=5)
+    assert lim.try_acquire()
+    lim.release()
+    os.kill(own_server.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        for _ in range(5):
+            if how == "try_acquire":
+                assert lim.try_acquire() is False  # timed out: on_error="deny"
+            else:
+                with pytest.raises(BlockedError):
+                    with lim.entry():
+                        pass
+        assert lim.errors == 5
+        time.sleep(max(0.0, 3.0 - (time.monotonic() - t0)))
+    finally:
+        os.kill(own_server.proc.pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    while not lim.try_acquire():
+        assert time.monotonic() - resumed < 10, "the late leases still hold every slot"
+        time.sleep(0.1)
+    lim.release()
+
+
+def test_held_leases_are_renewed_and_orphans_expire(own_server):
+    """A lease lives lease_ms unless its holder renews it: an entry held three times longer
+    than lease_ms keeps its slot; a crashed holder's slot comes back within lease_ms."""
+    from slidewin.redis import RedisLimiter
+
+    c = own_server.client(socket_timeout=2)
+    lim = RedisLimiter(c, "renew", concurrency=1, lease_ms=600, on_error="raise")
+    other = RedisLimiter(c, "renew", concurrency=1, lease_ms=600, on_error="raise")
+    with lim.entry():
+        for _ in range(6):
+            time.sleep(0.3)
+            assert other.try_acquire() is False  # still held: renewed
+    assert other.try_acquire()
+    other.release()
+    assert lim.try_acquire()
+    time.sleep(1.0)
+    assert other.try_acquire() is False  # held by try_acquire: renewed too
+    lim.release()
+    assert other.try_acquire()
+    other.release()
+    # a lease nobody renews (a crashed client): gone within lease_ms
+    import subprocess
+    import sys
+
+    code = ("import os, redis; from slidewin.redis import RedisLimiter; "
+            "lim = RedisLimiter(redis.Redis(port=%d), 'renew', concurrency=1, lease_ms=600); "
+            "assert lim.try_acquire(); os._exit(0)" % own_server.port)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    assert other.try_acquire() is False
+    t0 = time.monotonic()
+    while not other.try_acquire():
+        assert time.monotonic() - t0 < 3
+        time.sleep(0.05)
+
+
+def test_server_errors_are_named_for_what_they_are(own_server, caplog):
+    """WRONGTYPE, OOM and READONLY are answers of a reachable server: each is raised as
+    what it is (on_error="raise") and logged as what it is, never "could not reach Redis"."""
+    import redis
+
+    from slidewin.redis import AsyncRedisLimiter, RedisLimiter, RedisStateError
+
+    caplog.set_level(logging.WARNING, logger="slidewin.redis")
+    c = own_server.client(socket_timeout=1)
+    rais = RedisLimiter(c, "wt", qps=5, on_error="raise")
+    allow = RedisLimiter(c, "wt", qps=5)
+    c.hset(rais.key, "f", "v")  # another application's hash under the name
+    with pytest.raises(RedisStateError, match=r"slidewin:\{wt\}.*(hash|WRONGTYPE)"):
+        rais.try_acquire()
+    with pytest.raises(RedisStateError):
+        rais.stats()
+    assert allow.try_acquire() and allow.errors == 1
+    c.delete(rais.key)
+
+    c.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            rais.try_acquire()
+        oom = RedisLimiter(c, "oom", qps=5, on_error="deny")
+        assert oom.try_acquire() is False and oom.errors == 1
+
+        async def amain():
+            ac = own_server.async_client(socket_timeout=1)
+            alim = AsyncRedisLimiter(ac, "aoom", qps=5, on_error="raise")
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                await alim.try_acquire()
+            await ac.aclose()
+
+        import asyncio
+
+        asyncio.run(amain())
+    finally:
+        c.config_set("maxmemory", "0")
+
+    text = "\n".join(caplog.messages)
+    assert "could not reach Redis" not in text
+    assert "WRONGTYPE" in text or "holds a hash" in text
+    assert "out of memory" in text
+
+
+def test_readonly_is_logged_as_a_replica(own_server, caplog):
+    from redis_servers import Server
+
+    from slidewin.redis import RedisLimiter
+
+    caplog.set_level(logging.WARNING, logger="slidewin.redis")
+    other = Server(kind=own_server.kind).start()
+    try:
+        ctl = own_server.client()
+        lim = RedisLimiter(own_server.client(socket_timeout=1), "ro2", qps=5)
+        ctl.replicaof("127.0.0.1", other.port)
+        assert lim.try_acquire() and lim.errors == 1
+        ctl.replicaof("no", "one")
+    finally:
+        other.stop()
+    text = "\n".join(caplog.messages)
+    assert "could not reach Redis" not in text and "replica" in text
+
+
+def test_unreachable_is_still_could_not_reach(own_server, caplog):
+    caplog.set_level(logging.WARNING, logger="slidewin.redis")
+    lim = _lim(own_server, name="gone")
+    own_server.kill()
+    assert lim.try_acquire() and lim.errors == 1
+    assert any("could not reach Redis" in m for m in caplog.messages)
