@@ -219,19 +219,38 @@ def test_decision_timed_out_in_a_stopped_server_holds_no_slot_for_long(own_serve
     from slidewin import BlockedError
 
     lim = _lim(own_server, name="stop", on_error="deny", qps=None, concurrency=5)
-    assert lim.try_acquire()
-    lim.release()
+    barrier = threading.Barrier(5)
+    failed = []
+
+    def together(fn):
+        ts = [threading.Thread(target=fn) for _ in range(5)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+
+    def warm():  # five connections, each in use at once: the pool keeps them
+        with lim.entry():
+            barrier.wait(10)
+
+    def decide():
+        barrier.wait(10)
+        if how == "try_acquire":
+            failed.append(lim.try_acquire() is False)  # timed out: on_error="deny"
+        else:
+            try:
+                with lim.entry():
+                    failed.append(False)
+            except BlockedError:
+                failed.append(True)
+
+    together(warm)
+    assert lim.stats().concurrency == 0
     os.kill(own_server.proc.pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
-        for _ in range(5):
-            if how == "try_acquire":
-                assert lim.try_acquire() is False  # timed out: on_error="deny"
-            else:
-                with pytest.raises(BlockedError):
-                    with lim.entry():
-                        pass
-        assert lim.errors == 5
+        together(decide)
+        assert failed == [True] * 5 and lim.errors == 5
         time.sleep(max(0.0, 3.0 - (time.monotonic() - t0)))
     finally:
         os.kill(own_server.proc.pid, signal.SIGCONT)
