@@ -32,6 +32,7 @@ See the README, "Across hosts: slidewin.redis".
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import inspect
@@ -39,7 +40,6 @@ import logging
 import math
 import os
 import re
-import select
 import socket
 import threading
 import time
@@ -317,6 +317,28 @@ class _Incomplete(Exception):
     pass
 
 
+try:  # redis-py's own mapping of error replies to its exceptions (READONLY, OOM, NOSCRIPT...)
+    from redis._parsers.base import BaseParser as _BaseParser
+except ImportError:  # pragma: no cover - redis-py < 5 (or without the extra)
+    try:
+        from redis.connection import BaseParser as _BaseParser  # type: ignore[no-redef]
+    except ImportError:
+        _BaseParser = None  # type: ignore[assignment,misc]
+
+
+def _error_reply(text: str) -> Exception:
+    """An error reply as redis-py's parser gives it: ReadOnlyError, OutOfMemoryError,
+    NoScriptError, BusyLoadingError..., else a ResponseError with the whole text."""
+    if _BaseParser is not None:
+        try:
+            return cast(Exception, _BaseParser.parse_error(text))
+        except Exception:  # pragma: no cover - an older parser's signature
+            pass
+    if text.startswith("NOSCRIPT"):
+        return NoScriptError(text)
+    return ResponseError(text)
+
+
 def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
     """One RESP reply at buf[pos:]: (value, end). An error reply is a ResponseError instance
     (returned, not raised: the connection is still in step). Raises _Incomplete when more
@@ -346,10 +368,7 @@ def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
             raise _Incomplete
         return buf[end + 2:stop], stop + 2
     if t == 45:  # '-' error
-        text = buf[pos + 1:end].decode("utf-8", "replace")
-        if text.startswith("NOSCRIPT"):
-            return NoScriptError(text), end + 2
-        return ResponseError(text), end + 2
+        return _error_reply(buf[pos + 1:end].decode("utf-8", "replace")), end + 2
     if t == 43:  # '+' simple string
         return buf[pos + 1:end], end + 2
     if t == 95:  # '_' RESP3 null
@@ -396,29 +415,13 @@ def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
         raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
 
 
-def _readable(conn: Any, sock: Any) -> bool:
-    """Whether an idle connection's socket has something to read: poll (select has an fd
-    limit), its poll object kept with the connection while the socket is the same."""
-    cached = conn.__dict__.get("_slidewin_poll")
-    if cached is None or cached[0] is not sock:
-        p = select.poll()
-        p.register(sock, select.POLLIN)
-        cached = conn.__dict__["_slidewin_poll"] = (sock, p)
-    return bool(cached[1].poll(0))
-
-
 def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     """One script call on a connection's socket, written and read here (redis-py's
     command machinery costs tens of microseconds a call; a decision is one small fixed
-    command and one small reply)."""
+    command and one small reply). The pool checked the connection (a server that closed
+    it idle, say by a restart, gave a new connection, never a failed decision)."""
     sock = conn._sock
     if sock is None:
-        conn.connect()
-        sock = conn._sock
-    elif _readable(conn, sock):
-        # readable while idle: closed by the server (a restart, an idle timeout) or out of
-        # step. Nothing was sent on it yet, so a new connection is no retry.
-        conn.disconnect()
         conn.connect()
         sock = conn._sock
     if asking:
@@ -440,37 +443,125 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     return reply
 
 
+# -- the client's own pool, its retries off for a decision's connect -----------------------
+#
+# A decision takes a connection from the client's pool and gives it back at once, as a
+# redis-py command does: a BlockingConnectionPool is waited on (its timeout), and the process
+# never holds more connections than the pool's max_connections. redis-py retries a failed
+# connect with backoff (10 times in redis-py 6+): harmless for a connect, but it would hold a
+# caller for seconds while Redis is down, where on_error must answer. The pool's retry policy
+# is given a subclass that connects once while a slidewin call is under way (_DECIDING); the
+# client's own commands keep their retries. The decision itself is never retried: slidewin
+# writes and reads it on the socket itself.
+
+_DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_deciding",
+                                                                   default=False)
+_GUARDED: Dict[type, type] = {}
+
+
+def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
+    with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
+    return fail(err, 1) if with_count else fail(err)
+
+
+def _guarded_class(base: type) -> type:
+    cls = _GUARDED.get(base)
+    if cls is not None:
+        return cls
+    call = getattr(base, "call_with_retry")
+    if inspect.iscoroutinefunction(call):
+        async def acall_with_retry(self: Any, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+            if not _DECIDING.get():
+                return await call(self, do, fail, *a, **k)
+            try:
+                return await do()
+            except Exception as e:
+                res = _call_fail(fail, e, a, k)
+                if inspect.isawaitable(res):
+                    await res
+                raise
+
+        body: Dict[str, Any] = {"call_with_retry": acall_with_retry}
+    else:
+        def call_with_retry(self: Any, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+            if not _DECIDING.get():
+                return call(self, do, fail, *a, **k)
+            try:
+                return do()
+            except Exception as e:
+                _call_fail(fail, e, a, k)
+                raise
+
+        body = {"call_with_retry": call_with_retry}
+    body["_slidewin_guarded"] = True
+    cls = _GUARDED[base] = type(base.__name__, (base,), body)
+    return cls
+
+
+def _guard(retry: Any) -> Any:
+    """The same retry policy, connecting once during a slidewin call."""
+    if retry is None or getattr(retry, "_slidewin_guarded", False):
+        return retry
+    try:
+        new = object.__new__(_guarded_class(type(retry)))
+        new.__dict__.update(retry.__dict__)
+    except (TypeError, AttributeError):  # pragma: no cover - a retry object of its own kind
+        return retry
+    return new
+
+
+def _guard_pool(pool: Any) -> None:
+    """New connections of the pool get the guarded policy (redis-py copies it into each)."""
+    kw = getattr(pool, "connection_kwargs", None)
+    if kw is not None:
+        r = kw.get("retry")
+        if r is not None and not getattr(r, "_slidewin_guarded", False):
+            kw["retry"] = _guard(r)
+
+
+def _guard_conn(conn: Any) -> None:
+    r = getattr(conn, "retry", None)
+    if r is not None and not getattr(r, "_slidewin_guarded", False):
+        conn.retry = _guard(r)
+
+
+def _get_conn(pool: Any) -> Any:
+    """A connection of the client's pool, waited for as the pool waits (a
+    BlockingConnectionPool: up to its timeout, then redis-py's ConnectionError)."""
+    _guard_pool(pool)
+    try:
+        conn = pool.get_connection()
+    except TypeError:  # redis-py < 5 requires a command name
+        conn = pool.get_connection("EVALSHA")
+    _guard_conn(conn)
+    return conn
+
+
 def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
-    # idle connections are kept here, out of the pool (checked out once, reused)
-    idle = pool._slidewin_idle
-    if pool._slidewin_pid != os.getpid():  # forked: the parent's connections are not ours
-        del idle[:]
-        pool._slidewin_pid = os.getpid()
+    token = _DECIDING.set(True)
     try:
-        conn = idle.pop()
-    except IndexError:
         conn = _get_conn(pool)
-    if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection: redis-py's way
-        return _call_generic(pool, conn, script, asking, packed)
-    try:
-        reply = _call_conn(conn, script, asking, packed)
-    except ResponseError as e:
-        if str(e).startswith("READONLY"):
-            # a replica now (a failover): a new connection finds the primary again (DNS,
-            # Sentinel), as redis-py's Sentinel connections do
+        if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection
+            return _call_generic(pool, conn, script, asking, packed)
+        try:
+            reply = _call_conn(conn, script, asking, packed)
+        except ResponseError as e:
+            if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
+                # a replica now (a failover): a new connection finds the primary again
+                # (DNS, Sentinel), as redis-py's Sentinel connections do
+                conn.disconnect()
+            pool.release(conn)  # an error reply: the connection is in step
+            raise
+        except BaseException:
+            # a timeout or a broken connection: the reply may still come, so this
+            # connection is out of step; it is closed, and the call is not repeated
             conn.disconnect()
             pool.release(conn)
-        else:
-            idle.append(conn)  # an error reply: the connection is in step
-        raise
-    except BaseException:
-        # a timeout or a broken connection: the reply may still come, so this connection
-        # is out of step; it is closed, never reused, and the call is not repeated
-        conn.disconnect()
+            raise
         pool.release(conn)
-        raise
-    idle.append(conn)
-    return reply
+        return reply
+    finally:
+        _DECIDING.reset(token)
 
 
 def _call_generic(pool: Any, conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
@@ -510,57 +601,9 @@ def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
     return None
 
 
-_POOLS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-_POOLS_LOCK = threading.Lock()
-
-
-def _no_retry_pool(pool: Any, is_async: bool = False) -> Any:
-    """A pool with the client's connection settings (host, port, timeouts, TLS, auth) and no
-    retries: redis-py 5+ retries a timed-out or failed call (and its connect) by default,
-    with backoff, which could apply a decision twice or hold a caller for seconds past its
-    timeout. Made at the first decision, one per client pool, shared by its limiters."""
-    mine = _POOLS.get(pool)
-    if mine is not None:
-        return mine
-    with _POOLS_LOCK:
-        mine = _POOLS.get(pool)
-        if mine is None:
-            pool_cls: Any
-            retry_cls: Any
-            if is_async:
-                from redis.asyncio import ConnectionPool as pool_cls
-                from redis.asyncio.retry import Retry as retry_cls
-            else:
-                from redis import ConnectionPool as pool_cls
-                from redis.retry import Retry as retry_cls
-            from redis.backoff import NoBackoff
-
-            kw = dict(pool.connection_kwargs)
-            kw["retry"] = retry_cls(NoBackoff(), 0)
-            kw["retry_on_timeout"] = False
-            kw.pop("retry_on_error", None)
-            mine = pool_cls(connection_class=pool.connection_class,
-                            max_connections=pool.max_connections, **kw)
-            mine._slidewin_idle = []  # see _call_pool
-            mine._slidewin_pid = os.getpid()
-            _POOLS[pool] = mine
-            if not is_async:  # closed with the client's pool
-                weakref.finalize(pool, mine.disconnect)
-        return mine
-
-
 def _close_pools(client: Any, cluster: bool) -> None:
-    pools = []
-    if cluster:
-        for node in client.get_nodes():
-            if node.redis_connection is not None:
-                pools.append(node.redis_connection.connection_pool)
-    else:
-        pools.append(client.connection_pool)
-    for p in pools:
-        mine = _POOLS.get(p)
-        if mine is not None:
-            mine.disconnect()
+    """Nothing to close: decisions use the client's own pool (kept for callers of
+    earlier versions)."""
 
 
 _REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
@@ -587,11 +630,11 @@ def _refresh_slots(client: Any, node: Any) -> None:
 
 def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
-        return _call_pool(_no_retry_pool(client.connection_pool), script, packed)
+        return _call_pool(client.connection_pool, script, packed)
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
-        pool = _no_retry_pool(client.get_redis_connection(node).connection_pool)
+        pool = client.get_redis_connection(node).connection_pool
         try:
             return _call_pool(pool, script, packed, asking)
         except (_redis.ConnectionError, _redis.TimeoutError):
@@ -621,39 +664,44 @@ def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: by
 
 async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
                            packed: Optional[bytes] = None) -> Any:
+    token = _DECIDING.set(True)
     try:
-        conn = await pool.get_connection()
-    except TypeError:  # redis-py < 5.1 requires a command name
-        conn = await pool.get_connection("EVALSHA")
-    try:
+        _guard_pool(pool)
         try:
-            if packed is not None:
-                await conn.send_packed_command([packed])
-            else:
-                await conn.send_command("EVALSHA", script.sha, 1, key, *args)
-            return await conn.read_response()
-        except NoScriptError:
-            if packed is not None:
-                await conn.send_packed_command([_eval_of(packed, script)])
-            else:
-                await conn.send_command("EVAL", script.source, 1, key, *args)
-            return await conn.read_response()
-    except ResponseError as e:
-        if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+            conn = await pool.get_connection()
+        except TypeError:  # redis-py < 5.1 requires a command name
+            conn = await pool.get_connection("EVALSHA")
+        _guard_conn(conn)
+        try:
+            try:
+                if packed is not None:
+                    await conn.send_packed_command([packed])
+                else:
+                    await conn.send_command("EVALSHA", script.sha, 1, key, *args)
+                return await conn.read_response()
+            except NoScriptError:
+                if packed is not None:
+                    await conn.send_packed_command([_eval_of(packed, script)])
+                else:
+                    await conn.send_command("EVAL", script.source, 1, key, *args)
+                return await conn.read_response()
+        except ResponseError as e:
+            if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+                await conn.disconnect()
+            raise
+        except BaseException:
             await conn.disconnect()
-        raise
-    except BaseException:
-        await conn.disconnect()
-        raise
+            raise
+        finally:
+            await pool.release(conn)
     finally:
-        await pool.release(conn)
+        _DECIDING.reset(token)
 
 
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
                       args: List[Any], packed: Optional[bytes] = None) -> Any:
     if not cluster:
-        return await _async_call_pool(_no_retry_pool(client.connection_pool, True),
-                                      script, key, args, packed)
+        return await _async_call_pool(client.connection_pool, script, key, args, packed)
     # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
     # call without one is retried on TimeoutError / ConnectionError by the cluster client,
     # which could apply a decision twice and hold the caller past its timeout.
@@ -1118,9 +1166,8 @@ class RedisLimiter(_SyncOps):
         self._client.delete(self.key)
 
     def close(self) -> None:
-        """Close the connections slidewin opened for this client (its limiters share them;
-        they reconnect if used again). Also done when the client is collected."""
-        _close_pools(self._client, self._cluster)
+        """Nothing to close: decisions use the client's own pool (close the client). Kept
+        for callers of earlier versions."""
 
 
 class AsyncRedisLimiter(_Base):
@@ -1238,11 +1285,8 @@ class AsyncRedisLimiter(_Base):
         await self._client.delete(self.key)
 
     async def aclose(self) -> None:
-        """Close the connections slidewin opened for this client (before its event loop
-        closes); its limiters reconnect if used again."""
-        mine = _POOLS.get(getattr(self._client, "connection_pool", None))
-        if mine is not None:
-            await mine.disconnect()
+        """Nothing to close: decisions use the client's own pool (close the client). Kept
+        for callers of earlier versions."""
 
 
 def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any],

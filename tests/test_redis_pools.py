@@ -61,6 +61,7 @@ def test_blocking_pool_is_waited_on_and_never_exceeded(own_server):
     assert 1 <= seen[0] <= 2
     assert len(_ours(ctl, "sw-pool")) <= 2
     c.close()
+    pool.disconnect()
 
 
 def test_blocking_pool_timeout_is_its_own(own_server):
@@ -85,6 +86,7 @@ def test_blocking_pool_timeout_is_its_own(own_server):
         pool.release(held)
     assert lim.try_acquire() and lim.errors == 1
     c.close()
+    pool.disconnect()
 
 
 def test_async_blocking_pool_is_waited_on_and_never_exceeded(own_server):
@@ -114,6 +116,7 @@ def test_async_blocking_pool_is_waited_on_and_never_exceeded(own_server):
         assert int(await c.get("abp-own")) == 8 * 40
         assert len(_ours(ctl, "sw-apool")) <= 2
         await c.aclose()
+        await pool.aclose()
 
     asyncio.run(main())
 
@@ -153,6 +156,7 @@ def test_decisions_do_not_hold_pool_connections(own_server, kind):
             assert lim.try_acquire()
             assert c.ping()
         c.close()
+        pool.disconnect()
         return
 
     async def main():
@@ -164,5 +168,6 @@ def test_decisions_do_not_hold_pool_connections(own_server, kind):
             assert await lim.try_acquire()
             assert await c.ping()
         await c.aclose()
+        await pool.aclose()
 
     asyncio.run(main())
