@@ -79,6 +79,8 @@ __all__ = [
     "AsyncRedisLimiter",
     "AsyncRedisKeyedLimiter",
     "RedisReplyError",
+    "RedisStateError",
+    "MAX_KEY_BYTES",
 ]
 
 log = logging.getLogger("slidewin.redis")
@@ -100,8 +102,54 @@ _LOG_EVERY_S = 60.0
 
 
 class RedisReplyError(RedisError):
-    """Redis answered something a slidewin script never returns (a corrupted or foreign key,
-    a proxy in the way): handled like an unreachable server (``on_error``)."""
+    """Redis answered something a slidewin script never returns (a proxy in the way, a
+    server of another kind): handled per ``on_error``."""
+
+
+class RedisStateError(RedisReplyError, ResponseError):
+    """The limiter's key holds a value no slidewin client wrote: another type (WRONGTYPE),
+    or a string of another application. Handled per ``on_error``; ``reset()`` (or deleting
+    the key) starts afresh. A ResponseError, as the server's error reply it comes from."""
+
+
+MAX_KEY_BYTES = 1024  # a keyed limiter's key, encoded (str as UTF-8, int as its digits)
+
+
+def _named(err: BaseException, key: Any) -> BaseException:
+    """An error reply about the key's value, named for what it is (RedisStateError)."""
+    if not isinstance(err, ResponseError) or isinstance(err, RedisStateError):
+        return err
+    text = str(err)
+    k = _text(key)
+    if text.startswith("WRONGTYPE") or text.startswith("Operation against a key holding"):
+        return RedisStateError(
+            "the key %r holds another type of value (WRONGTYPE), not a slidewin state: "
+            "another application's key? Delete it, reset(), or use another name" % (k,))
+    if "holds no slidewin state" in text:
+        return RedisStateError(
+            "the key %r holds no slidewin state (a value no slidewin client wrote: another "
+            "application's key?); delete it, reset(), or use another name" % (k,))
+    return err
+
+
+def _what(err: BaseException) -> str:
+    """What an error means for a decision, in the log's words."""
+    if isinstance(err, RedisStateError):
+        return "found a value no slidewin client wrote under its key"
+    if isinstance(err, ReadOnlyError):
+        return ("was answered READONLY: the server is a replica (a failover?); the "
+                "connection is closed, the next decision connects anew")
+    if _redis is not None and isinstance(err, _redis.exceptions.OutOfMemoryError):
+        return "was refused: the Redis server is out of memory (maxmemory, OOM)"
+    if _redis is not None and isinstance(err, _redis.exceptions.BusyLoadingError):
+        return "was refused: the Redis server is loading its data set"
+    if isinstance(err, NoScriptError):
+        return "was refused: the server does not keep slidewin's script (NOSCRIPT after EVAL)"
+    if isinstance(err, ResponseError):
+        return "was refused by Redis with an error reply"
+    if isinstance(err, RedisReplyError):
+        return "got a reply no slidewin script returns"
+    return "could not reach Redis"
 
 
 class _Script:
@@ -629,6 +677,17 @@ def _refresh_slots(client: Any, node: Any) -> None:
 
 
 def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
+    try:
+        return _sync_call_on(client, cluster, script, key, packed)
+    except ResponseError as e:
+        named = _named(e, key)
+        if named is e:
+            raise
+        raise named from e
+
+
+def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
+                  packed: bytes) -> Any:
     if not cluster:
         return _call_pool(client.connection_pool, script, packed)
     node = client.get_node_from_key(key)
@@ -700,6 +759,17 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
 
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
                       args: List[Any], packed: Optional[bytes] = None) -> Any:
+    try:
+        return await _async_call_on(client, cluster, script, key, args, packed)
+    except ResponseError as e:
+        named = _named(e, key)
+        if named is e:
+            raise
+        raise named from e
+
+
+async def _async_call_on(client: Any, cluster: bool, script: _Script, key: Any,
+                         args: List[Any], packed: Optional[bytes] = None) -> Any:
     if not cluster:
         return await _async_call_pool(client.connection_pool, script, key, args, packed)
     # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
@@ -836,9 +906,9 @@ class _Base:
             if not quiet:
                 self._last_log = now
         if not quiet:
-            log.warning("slidewin.redis: %r could not reach Redis (%s: %s); on_error=%r "
+            log.warning("slidewin.redis: a decision of %r %s (%s: %s); on_error=%r "
                         "(logged at most once a minute; %d errors so far)", self._name,
-                        type(err).__name__, err, self._on_error, self.errors)
+                        _what(err), type(err).__name__, err, self._on_error, self.errors)
         if self._on_error == "raise":
             raise err
         if self._on_error == "allow":
@@ -1318,12 +1388,23 @@ AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignm
 def _encode_key(key: Any) -> bytes:
     """Type-tagged, so "1", b"1" and 1 are different keys (as KeyedLimiter)."""
     if isinstance(key, str):
-        return b"s" + key.encode("utf-8", "surrogatepass")
-    if isinstance(key, bytes):
-        return b"b" + key
-    if isinstance(key, int) and not isinstance(key, bool):
-        return b"i" + str(key).encode()
-    raise TypeError("a key must be str, bytes or int, not %s" % type(key).__name__)
+        body = key.encode("utf-8", "surrogatepass")
+        tag = b"s"
+    elif isinstance(key, bytes):
+        body, tag = key, b"b"
+    elif isinstance(key, int) and not isinstance(key, bool):
+        if key.bit_length() > 3500:  # far beyond the cap, and str() has a digit limit
+            raise ValueError("key must be at most %d bytes once encoded (an int: its "
+                             "digits), got an int of %d bits" % (MAX_KEY_BYTES,
+                                                                 key.bit_length()))
+        body, tag = str(key).encode(), b"i"
+    else:
+        raise TypeError("a key must be str, bytes or int, not %s" % type(key).__name__)
+    if len(body) > MAX_KEY_BYTES:
+        # it is stored (in the Redis key's name) and sent with every decision
+        raise ValueError("key must be at most %d bytes once encoded (str as UTF-8, int as "
+                         "its digits), got %d bytes" % (MAX_KEY_BYTES, len(body)))
+    return tag + body
 
 
 class _KeyedMixin:
@@ -1375,8 +1456,8 @@ class _KeyedMixin:
         for k, v in value.items():
             try:
                 enc = _encode_key(k)
-            except TypeError as e:
-                raise TypeError("overrides: %s" % e) from None
+            except (TypeError, ValueError) as e:
+                raise type(e)("overrides: %s" % e) from None
             kw = dict(self._kw)
             try:
                 if self._cfg.concurrency is not None:
