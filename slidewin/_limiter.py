@@ -381,7 +381,10 @@ def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None) -> Any:
     return wrapper
 
 
-def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None) -> Any:
+def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
+                    aexit: bool = False) -> Any:
+    """aexit: the entry's exit is awaited (``__aexit__``: a Redis limiter's entries, whose
+    exit is a round trip); a Limiter's entry exits in C, without a coroutine."""
     entry = lim.entry
     blocked = _core.BlockedError
 
@@ -397,15 +400,21 @@ def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None) -> Any
         try:
             result = await func(*args, **kwargs)
         except BaseException as exc:
-            e.__exit__(type(exc), exc, None)
+            if aexit:
+                await e.__aexit__(type(exc), exc, None)
+            else:
+                e.__exit__(type(exc), exc, None)
             raise
-        e.__exit__(None, None, None)
+        if aexit:
+            await e.__aexit__(None, None, None)
+        else:
+            e.__exit__(None, None, None)
         return result
 
     return async_wrapper
 
 
-def _wrap_generator(lim: Limiter, func: Any, handler: Any) -> Any:
+def _wrap_generator(lim: Any, func: Any, handler: Any) -> Any:
     entry = lim.entry
     blocked = _core.BlockedError
 
@@ -434,7 +443,7 @@ def _wrap_generator(lim: Limiter, func: Any, handler: Any) -> Any:
     return gen_wrapper
 
 
-def _wrap_async_generator(lim: Limiter, func: Any, handler: Any) -> Any:
+def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False) -> Any:
     entry = lim.entry
     blocked = _core.BlockedError
 
@@ -475,11 +484,55 @@ def _wrap_async_generator(lim: Limiter, func: Any, handler: Any) -> Any:
             except StopAsyncIteration:
                 pass
         except BaseException as exc:  # GeneratorExit (aclose, collection) included
-            e.__exit__(type(exc), exc, None)
+            if aexit:
+                await e.__aexit__(type(exc), exc, None)
+            else:
+                e.__exit__(type(exc), exc, None)
             raise
-        e.__exit__(None, None, None)
+        if aexit:
+            await e.__aexit__(None, None, None)
+        else:
+            e.__exit__(None, None, None)
 
     return agen_wrapper
+
+
+def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any = None,
+                      is_async: Optional[bool] = None) -> Any:
+    """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too): the
+    same kinds, on_block checks and wrappers. ``keyfn``: a keyed limiter's key function
+    (then no generator, as KeyedLimiter). ``is_async``: None for a limiter whose entries
+    enter both ways (Limiter); True for one whose decisions are awaited (entries entered
+    and exited with ``async with``: coroutine functions and async generators only); False
+    for one whose decisions block (sync functions and generators only)."""
+    handler = _decorator_handler(lim, kind, func, on_block)
+    agen = inspect.isasyncgenfunction(func)
+    coro = not agen and inspect.iscoroutinefunction(func)
+    if is_async is not None and is_async != (agen or coro):
+        if is_async:
+            raise TypeError("%s decorates coroutine functions and async generators (its "
+                            "decisions are awaited); use its sync twin for %s"
+                            % (kind, _name(func)))
+        raise TypeError("%s decorates sync functions and generators; use its async twin "
+                        "for %s" % (kind, _name(func)))
+    gen = not (agen or coro) and inspect.isgeneratorfunction(func)
+    if keyfn is not None and (agen or gen):
+        raise TypeError("a keyed limiter decorates functions and coroutine functions, not the "
+                        "generator %s; use `with per_key.entry(key):` inside it"
+                        % _name(func))
+    aexit = bool(is_async)
+    if agen:
+        wrapper = _wrap_async_generator(lim, func, handler, aexit)
+    elif coro:
+        wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit)
+    else:
+        _check_sync_handler(handler, func)
+        if gen:
+            wrapper = _wrap_generator(lim, func, handler)
+        else:
+            wrapper = _wrap_function(lim, func, handler, keyfn)
+    wrapper.limiter = lim
+    return wrapper
 
 
 def limit(

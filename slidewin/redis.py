@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import hashlib
 import inspect
 import logging
@@ -48,7 +47,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, c
 
 from . import _redis_lua
 from ._core import BlockedError, Stats
-from ._limiter import Limiter, _check_timeout
+from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
     import redis as _redis
@@ -1088,67 +1087,6 @@ class _Held:
             self.counts[key] = have - n
 
 
-def _decorate(lim: Any, entry: Callable[..., Any], func: Any, handler: Any,
-              is_async: bool) -> Any:
-    if not callable(func):
-        raise TypeError("a limiter decorates a callable, not %s" % type(func).__name__)
-    if handler is not None and not callable(handler):
-        raise TypeError("on_block must be callable, not %s" % type(handler).__name__)
-    if inspect.iscoroutinefunction(func):
-        if not is_async:
-            raise TypeError("%s decorates sync functions; use its async twin for the "
-                            "coroutine function %r" % (type(lim).__name__, func))
-
-        @functools.wraps(func)
-        async def awrapper(*args: Any, **kwargs: Any) -> Any:
-            e = entry(args, kwargs)
-            try:
-                await e.__aenter__()
-            except BlockedError as exc:
-                if handler is None:
-                    raise
-                result = handler(exc, *args, **kwargs)
-                if inspect.isawaitable(result):
-                    result = await result
-                return result
-            try:
-                result = await func(*args, **kwargs)
-            except BaseException as exc:
-                await e.__aexit__(type(exc), exc, None)
-                raise
-            await e.__aexit__(None, None, None)
-            return result
-
-        awrapper.limiter = lim  # type: ignore[attr-defined]
-        return awrapper
-    if is_async:
-        raise TypeError("%s decorates coroutine functions (its decisions are awaited); use "
-                        "the sync type for %r" % (type(lim).__name__, func))
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        e = entry(args, kwargs)
-        try:
-            e.__enter__()
-        except BlockedError as exc:
-            if handler is None:
-                raise
-            return handler(exc, *args, **kwargs)
-        try:
-            result = func(*args, **kwargs)
-        except BaseException as exc:
-            e.__exit__(type(exc), exc, None)
-            raise
-        e.__exit__(None, None, None)
-        return result
-
-    wrapper.limiter = lim  # type: ignore[attr-defined]
-    return wrapper
-
-
-_MISSING: Any = object()
-
-
 class RedisLimiter(_SyncOps):
     """Limiter's surface with its state in Redis (a sync redis-py client).
 
@@ -1222,8 +1160,7 @@ class RedisLimiter(_SyncOps):
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        handler = self._on_block if on_block is _MISSING else on_block
-        return _decorate(self, lambda a, k: self.entry(), func, handler, False)
+        return _decorate_entries(self, type(self).__name__, func, on_block, None, False)
 
     def stats(self, now_ns: Optional[int] = None) -> Stats:
         """The window's rates in Redis (all clients together). Errors propagate."""
@@ -1343,8 +1280,7 @@ class AsyncRedisLimiter(_Base):
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        handler = self._on_block if on_block is _MISSING else on_block
-        return _decorate(self, lambda a, k: self.entry(), func, handler, True)
+        return _decorate_entries(self, type(self).__name__, func, on_block, None, True)
 
     async def stats(self, now_ns: Optional[int] = None) -> Stats:
         args = self._args(self._cfg, 1, 0, now_ns, "")
@@ -1558,9 +1494,8 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
             return lambda f: self.__call__(f, key=key, on_block=on_block)
         if key is None or not callable(key):
             raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
-        handler = self._on_block if on_block is _MISSING else on_block
-        return _decorate(self, lambda a, k: self.entry(key(*a, **k)), func, handler,
-                         self._is_async)
+        return _decorate_entries(self, type(self).__name__, func, on_block, key,
+                                 self._is_async)
 
     def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:
         """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
