@@ -156,6 +156,17 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
       local t = now_ms
       local ti = (t - t % WIN) / WIN
       local nwi = D.nwi
+      -- more than a window ahead of now: another clock's state (a server restarted or
+      -- failed over with its clock behind, a client's now_ns from another clock); the
+      -- window starts afresh, the minute and the warm-up's last sync come back to now
+      if nwi and (nwi - ti) * WIN > IV then
+        for k = 1, SC do D.c[k] = 0 end
+        D.b = false
+        nwi = false
+      end
+      local sec0 = now_ms - now_ms % 1000
+      if D.mni ~= nil and D.mni * 1000 > sec0 + IV then D.mni = nil; D.wc = nil; D.wp = nil end
+      if D.lfi ~= nil and D.lfi * 1000 > sec0 + IV then D.lfi = sec0 / 1000 end
       if not nwi then
         D.nwi = ti
       elseif ti < nwi then
@@ -354,9 +365,10 @@ elseif raw then
     local c = string.byte(f, 1)
     if c == 76 then
       if type(v) ~= 'table' then return bad_state() end
-      local k, e = v[1], v[2]
+      local k, e, l = v[1], v[2], v[3]  -- n, expiry, and the lease's own lease_ms
       if type(k) ~= 'number' or type(e) ~= 'number' or not (k >= 0 and k < HUGE)
-          or not (e > -HUGE and e < HUGE) then
+          or not (e > -HUGE and e < HUGE)
+          or (l ~= nil and (type(l) ~= 'number' or not (l >= 0 and l < HUGE))) then
         return bad_state()
       end
     elseif type(v) ~= 'number' or not (v > -HUGE and v < HUGE) then
@@ -367,6 +379,27 @@ elseif raw then
     elseif c == 102 and string.byte(f, 2) == 115 then h[f] = b + v * WIN
     elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' then h[f] = b + v end
   end
+end
+-- more than a window ahead of now: another clock's state (a server restarted or failed over
+-- with its clock behind, a client's now_ns from another clock). The window (and the future
+-- ring, and the outcome counts) starts afresh; the minute and the warm-up's last sync come
+-- back to now; the throttle's pace, the warm-up's pause and the leases are clamped below
+-- (by the behavior, and in the lease loop). Else the limiter stayed frozen until the clock
+-- caught up.
+do
+  local cur = now_ms - now_ms % WIN
+  if h.nw ~= nil and h.nw > cur + IV then
+    for f, _ in pairs(h) do
+      if f == 'nw' or string.find(f, '^[sbpxuorm]%d+$') or string.find(f, '^f[sp]%d+$') then
+        h[f] = nil
+      end
+    end
+  end
+  local sec = now_ms - now_ms % 1000
+  if h.mn ~= nil and h.mn > sec + IV then
+    h.mn = nil; h.q0 = nil; h.q1 = nil; h.w0 = nil; h.w1 = nil
+  end
+  if h.lf ~= nil and h.lf > sec + IV then h.lf = sec end
 end
 local function get(f) return h[f] end
 local function num(f) return h[f] or 0 end
@@ -455,10 +488,13 @@ local function ns_until(at_ms)
   return d
 end
 
--- in-flight counts: leases L<id> = {n, expiry ms}; expired ones are dropped
+-- in-flight counts: leases L<id> = {n, expiry ms, lease_ms}; expired ones are dropped. An
+-- expiry further ahead than its lease_ms is another clock's: clamped to now + lease_ms.
 local in_flight = 0
 for f, v in pairs(h) do
   if string.byte(f, 1) == 76 then
+    local most = now_ms + (v[3] or lease_ms)
+    if v[2] > most then v[2] = most end
     if v[2] <= now_ms then h[f] = nil else in_flight = in_flight + v[1] end
   end
 end
@@ -467,7 +503,7 @@ local function add_lease(k)
   local old = h[f]
   local have = 0
   if old then have = old[1] end
-  h[f] = {have + k, now_ms + lease_ms}
+  h[f] = {have + k, now_ms + lease_ms, lease_ms}
   in_flight = in_flight + k
 end
 
@@ -637,6 +673,9 @@ WARM_UP = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
       local warning, maxt = tonumber(ARGV[13]), tonumber(ARGV[14])
       -- the warm-up tokens, synced once per whole second (warm_rate below)
       local pu = D.pu
+      if pu ~= nil and pu > now_ms + IV + math.ceil(L * 1000 / tonumber(ARGV[18])) then
+        pu = nil; D.pu = nil  -- another clock's pause (see the window's above)
+      end
       local sec = t - t % 1000
       local busy = pu ~= nil and pu > sec - 1000
       local si = sec / 1000
@@ -697,6 +736,10 @@ local v, retry = 0, -1
 if q <= 0 then
   v = 2
 else
+  local pu0 = get('pu')
+  if pu0 ~= nil and pu0 > now_ms + IV + math.ceil(L * 1000 / tonumber(ARGV[18])) then
+    del('pu')  -- another clock's pause
+  end
   local rate = warm_rate(t, q, tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15]),
                          tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18]))
   local allowed = window_limit(rate)
@@ -722,6 +765,9 @@ THROTTLE = HEAD + _fast("ARGV[13] ~= '1' and tonumber(ARGV[11]) > 0", r"""
       local q, maxq = tonumber(ARGV[11]), tonumber(ARGV[12])
       local cost = math.floor(1e9 * n / q + 0.5)
       local lm, ln = D.lm, D.ln
+      if lm ~= nil and (lm - now_ms) * 1000000 + (ln - sub) > maxq + IV * 1000000 then
+        lm = nil; D.lm = nil; D.ln = nil  -- another clock's pace (beyond any queue)
+      end
       if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
         D.lm = now_ms; D.ln = sub
         v = 1
@@ -754,6 +800,9 @@ else
   end
   local cost = math.floor(1e9 * n / rate + 0.5)
   local lm, ln = get('lm'), get('ln')
+  if lm ~= nil and (lm - now_ms) * 1000000 + (ln - sub) > maxq + IV * 1000000 then
+    lm = nil; del('lm'); del('ln')  -- another clock's pace (beyond any queue)
+  end
   if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
     set('lm', now_ms); set('ln', sub)
     v = 1
@@ -776,9 +825,20 @@ end
 return conclude(v, t, wait, retry, false, 0, false)
 """
 
-# ARGV[11..]: outcome (0 none, 1 success, 2 exception) rt_ms, then pairs lease_id k
+# ARGV[11..]: outcome (0 none, 1 success, 2 exception, 3 block, 4 renew) rt_ms, then pairs
+# lease_id k. Renew: each lease named that still exists expires lease_ms from now (never
+# made: a lease that is gone stays gone); the reply's second number is how many.
 EXIT = HEAD + GENERIC + r"""
 local outcome, rt = tonumber(ARGV[11]), tonumber(ARGV[12])
+if outcome == 4 then
+  local renewed = 0
+  for a = 13, #ARGV, 2 do
+    local old = h['L' .. ARGV[a]]
+    if old then old[2] = now_ms + lease_ms; old[3] = lease_ms; renewed = renewed + 1 end
+  end
+  if renewed == 0 and not raw then return {1, 0, 0} end  -- nothing there: write nothing
+  return finish(1, renewed, 0)
+end
 local t = 0
 if outcome ~= 0 then t = clamp(now_ms) end  -- a bare release touches no window
 if outcome == 3 then
