@@ -24,7 +24,9 @@ methods are coroutines.
   most once a minute per limiter. A call that timed out is never retried (it may have
   applied): the client's own retry settings are bypassed for decisions.
 - In-flight counts (concurrency limiters, and ``entry()`` on every limiter) are leases that
-  expire after ``lease_ms`` (default 60 s), so a crashed client's slots come back.
+  expire ``lease_ms`` (default 5 s) after they were taken or last renewed; this process
+  renews the leases it holds (a daemon thread, or a task on the event loop), so a crashed
+  client's slots, and those of a decision that ran after its caller timed out, come back.
 - Constructing contacts no server; the first decision does.
 
 See the README, "Across hosts: slidewin.redis".
@@ -35,6 +37,7 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
+import itertools
 import logging
 import math
 import os
@@ -89,7 +92,7 @@ BLOCK, PASS, NEVER, LAYOUT = 0, 1, 2, 3
 # flags understood by the scripts
 F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 32, 64
 # EXIT outcomes
-_OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK = 0, 1, 2, 3
+_OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK, _OUT_RENEW = 0, 1, 2, 3, 4
 
 # what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
 # errors, and a Cluster client's "no reachable node" (not a RedisError)
@@ -823,7 +826,10 @@ class _Base:
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
-        self._lease = os.urandom(8).hex()  # this client's lease for try_acquire/reserve
+        # this client's lease id; a concurrency limiter's admissions take one each (its
+        # prefix and a number: a late duplicate of one, or its renewal, names it alone)
+        self._lease = os.urandom(8).hex()
+        self._seq = itertools.count(1)
         self.errors = 0          # decisions that could not reach Redis
         self.errors_allowed = 0  # ... of which on_error admitted
         self.errors_denied = 0   # ... of which on_error refused
@@ -847,6 +853,31 @@ class _Base:
     def __repr__(self) -> str:
         return "%s(%r, %s, on_error=%r)" % (type(self).__name__, self._name,
                                              self._cfg.describe(), self._on_error)
+
+    def _lease_for(self, cfg: _Config) -> str:
+        """The lease an admission takes: one of its own for a concurrency limiter (each
+        renewed and released by name), else this client's (unused: no lease is taken)."""
+        if cfg.concurrency is None:
+            return self._lease
+        return "%s.%x" % (self._lease, next(self._seq))
+
+    def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
+              now_ns: Any) -> None:
+        """An admission of a concurrency limiter: held (release()) and renewed while held
+        (on the server's clock only)."""
+        tok = None
+        if now_ns is None:
+            tok = (_arenewer() if self._is_async else _RENEWER).add(self, key, cfg, lease)
+        with self._lock:
+            self._held.add(hkey, lease, n, tok)
+
+    def _unhold(self, hkey: Any, n: int, what: str) -> List[Tuple[str, int]]:
+        with self._lock:
+            pairs, done = self._held.take(hkey, n, what)
+        renewer = _arenewer() if self._is_async else _RENEWER
+        for tok in done:
+            renewer.remove(tok)
+        return pairs
 
     def _args(self, cfg: _Config, n: int, flags: int, now_ns: Any, lease: str) -> List[Any]:
         ms, sub = _time_args(now_ns)
@@ -979,7 +1010,7 @@ class _SyncOps(_Base):
         for lid, k in leases:
             args += [lid, str(k)]
         try:
-            self._run(_SCRIPTS["exit"], key, args)
+            _check_exit_reply(self._run(_SCRIPTS["exit"], key, args), self._name)
         except _UNREACHABLE as e:
             if not quiet:
                 raise
@@ -987,6 +1018,16 @@ class _SyncOps(_Base):
             with self._lock:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> bool:
+        """Renew this client's leases on a key (the renewal thread); False if it failed."""
+        try:
+            _check_exit_reply(self._run(_SCRIPTS["exit"], key, _renew_args(self, cfg, ids)),
+                              self._name)
+            return True
+        except Exception as e:  # the next renewal tries again; the leases may run out
+            log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
+            return False
 
     def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
                     flags: int, lease: str) -> int:
@@ -1019,7 +1060,7 @@ class _SyncOps(_Base):
 
 
 class _SyncEntry:
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held")
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
         self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
@@ -1031,19 +1072,21 @@ class _SyncEntry:
             raise RuntimeError("this entry is already entered")
         self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
         self._held = True
+        self._tok = _RENEWER.add(self._lim, self._key, self._cfg, self._lease)
         self._t0 = time.monotonic()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self._held:
             self._held = False
+            _RENEWER.remove(self._tok)
             self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
                                _elapsed_ms(self._t0), [(self._lease, self.n)])
         return False
 
 
 class _AsyncEntry:
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held")
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
         self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
@@ -1055,36 +1098,198 @@ class _AsyncEntry:
             raise RuntimeError("this entry is already entered")
         await self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
         self._held = True
+        self._tok = _arenewer().add(self._lim, self._key, self._cfg, self._lease)
         self._t0 = time.monotonic()
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         if self._held:
             self._held = False
+            _arenewer().remove(self._tok)
             await self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
                                      _elapsed_ms(self._t0), [(self._lease, self.n)])
         return False
 
 
 class _Held:
-    """The in-flight count this client holds on its own lease (try_acquire/reserve of a
-    concurrency limiter), per Redis key."""
+    """What this client holds in flight on its own leases (try_acquire/reserve/acquire of a
+    concurrency limiter), per Redis key: [lease id, n, renewal token] each, released newest
+    first."""
 
     def __init__(self) -> None:
-        self.counts: Dict[Any, int] = {}
+        self.counts: Dict[Any, List[List[Any]]] = {}
 
-    def add(self, key: Any, n: int) -> None:
-        self.counts[key] = self.counts.get(key, 0) + n
+    def add(self, key: Any, lease: str, n: int, token: Any) -> None:
+        self.counts.setdefault(key, []).append([lease, n, token])
 
-    def take(self, key: Any, n: int, what: str) -> None:
-        have = self.counts.get(key, 0)
+    def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
+        """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
+        leases = self.counts.get(key, [])
+        have = sum(x[1] for x in leases)
         if n > have:
             raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
                              % (n, what, have))
-        if have == n:
-            del self.counts[key]
-        else:
-            self.counts[key] = have - n
+        pairs: List[Tuple[str, int]] = []
+        done: List[Any] = []
+        while n:
+            last = leases[-1]
+            k = min(n, last[1])
+            pairs.append((last[0], k))
+            last[1] -= k
+            n -= k
+            if not last[1]:
+                leases.pop()
+                done.append(last[2])
+        if not leases:
+            self.counts.pop(key, None)
+        return pairs, done
+
+
+# -- lease renewal ---------------------------------------------------------------------------
+#
+# A lease expires lease_ms after it was taken or last renewed. The holder renews it about
+# every lease_ms / 3 while it holds it (an entry between enter and exit, an admission of a
+# concurrency limiter until release()), one EXIT call per key for all its due leases. A lease
+# nobody renews -- a crashed client's, or the one a decision made when it ran after its
+# caller had timed out and gone on -- is gone lease_ms after it was taken. Leases taken with
+# an explicit now_ns are on the caller's clock: not renewed.
+
+_TICK = 0.25  # s: how late a renewal may be, at most
+
+
+def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], float]:
+    """The due leases grouped by (limiter, key, settings), and the next due time."""
+    groups: Dict[Any, Any] = {}
+    nxt = math.inf
+    for tok, v in leases.items():
+        if v[4] <= now:
+            g = groups.get((id(v[0]), v[1], id(v[2])))
+            if g is None:
+                g = groups[(id(v[0]), v[1], id(v[2]))] = (v[0], v[1], v[2], [])
+            g[3].append((tok, v[3]))
+        elif v[4] < nxt:
+            nxt = v[4]
+    return groups, nxt
+
+
+def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
+    args = lim._args(cfg, 1, 0, None, "") + [str(_OUT_RENEW), "0"]
+    for lid in ids:
+        args += [lid, "0"]
+    return args
+
+
+class _Renewer:
+    """The leases this process holds through sync clients, renewed by one daemon thread
+    (started with the first lease, ended when none is left)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
+        self.seq = itertools.count(1)
+        self.thread: Optional[threading.Thread] = None
+        self.pid = os.getpid()
+
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> int:
+        tok = next(self.seq)
+        due = time.monotonic() + cfg.lease_ms / 3000.0
+        with self.lock:
+            if self.pid != os.getpid():  # forked: the parent's leases and thread are not ours
+                self.leases.clear()
+                self.thread = None
+                self.pid = os.getpid()
+            self.leases[tok] = [lim, key, cfg, lease, due]
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, daemon=True,
+                                               name="slidewin.redis leases")
+                self.thread.start()
+        return tok
+
+    def remove(self, tok: Any) -> None:
+        if tok is not None:
+            with self.lock:
+                self.leases.pop(tok, None)
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                if not self.leases or self.pid != os.getpid():
+                    if self.thread is threading.current_thread():
+                        self.thread = None
+                    return
+                now = time.monotonic()
+                groups, nxt = _due(self.leases, now)
+            for lim, key, cfg, items in groups.values():
+                ok = lim._renew(key, cfg, [lid for _, lid in items])
+                period = cfg.lease_ms / 3000.0
+                again = time.monotonic() + (period if ok else min(period, _TICK))
+                with self.lock:
+                    for tok, _ in items:
+                        v = self.leases.get(tok)
+                        if v is not None:
+                            v[4] = again
+            if not groups:
+                time.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
+
+
+_RENEWER = _Renewer()
+
+
+class _AsyncRenewer:
+    """The leases held through async clients on one event loop, renewed by one task (made
+    with the first lease, done when none is left)."""
+
+    def __init__(self) -> None:
+        self.leases: Dict[int, List[Any]] = {}
+        self.task: Optional["asyncio.Task[None]"] = None
+
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> int:
+        tok = next(_RENEWER.seq)
+        self.leases[tok] = [lim, key, cfg, lease, time.monotonic() + cfg.lease_ms / 3000.0]
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        return tok
+
+    def remove(self, tok: Any) -> None:
+        if tok is not None:
+            self.leases.pop(tok, None)
+
+    async def _run(self) -> None:
+        try:
+            while self.leases:
+                now = time.monotonic()
+                groups, nxt = _due(self.leases, now)
+                for lim, key, cfg, items in groups.values():
+                    ok = await lim._renew(key, cfg, [lid for _, lid in items])
+                    period = cfg.lease_ms / 3000.0
+                    again = time.monotonic() + (period if ok else min(period, _TICK))
+                    for tok, _ in items:
+                        v = self.leases.get(tok)
+                        if v is not None:
+                            v[4] = again
+                if not groups:
+                    await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
+        finally:
+            self.task = None
+
+
+_ARENEWERS: "weakref.WeakKeyDictionary[Any, _AsyncRenewer]" = weakref.WeakKeyDictionary()
+
+
+def _arenewer() -> _AsyncRenewer:
+    loop = asyncio.get_running_loop()
+    r = _ARENEWERS.get(loop)
+    if r is None:
+        r = _ARENEWERS[loop] = _AsyncRenewer()
+    return r
+
+
+def _check_exit_reply(reply: Any, name: str) -> int:
+    """The EXIT script's reply [1, count, 0]: the count (released or renewed)."""
+    if (type(reply) is not list or len(reply) != 3 or not all(type(x) is int for x in reply)
+            or reply[0] != 1 or reply[1] < 0):
+        raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (name, reply))
+    return cast(int, reply[1])
 
 
 class RedisLimiter(_SyncOps):
@@ -1092,7 +1297,7 @@ class RedisLimiter(_SyncOps):
 
     RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
                  warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-                 interval_ms=1000, sample_count=2, on_error="allow", lease_ms=60000,
+                 interval_ms=1000, sample_count=2, on_error="allow", lease_ms=5000,
                  on_block=None)
     """
 
@@ -1100,7 +1305,7 @@ class RedisLimiter(_SyncOps):
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
                  occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
-                 on_error: str = "allow", lease_ms: int = 60_000,
+                 on_error: str = "allow", lease_ms: int = 5_000,
                  on_block: Optional[Callable[..., Any]] = None) -> None:
         kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
@@ -1113,10 +1318,10 @@ class RedisLimiter(_SyncOps):
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
         n = _check_n(n)
-        v, _, _ = self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, self._lease)
+        lease = self._lease_for(self._cfg)
+        v, _, _ = self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, lease)
         if v == PASS and self._cfg.concurrency is not None:
-            with self._lock:
-                self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, now_ns)
         return v == PASS
 
     def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
@@ -1124,12 +1329,12 @@ class RedisLimiter(_SyncOps):
         """The wait in ns (0 = go now), already counted as admitted; None = blocked."""
         n = _check_n(n)
         flags = F_PRIO if prioritized else 0
-        v, wait, _ = self._decide_on(self.key, self._cfg, n, flags, now_ns, self._lease)
+        lease = self._lease_for(self._cfg)
+        v, wait, _ = self._decide_on(self.key, self._cfg, n, flags, now_ns, lease)
         if v != PASS:
             return None
         if self._cfg.concurrency is not None:
-            with self._lock:
-                self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, now_ns)
         return wait
 
     def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
@@ -1139,18 +1344,17 @@ class RedisLimiter(_SyncOps):
         timeout = _check_timeout(timeout)
         if timeout is not None and self._cfg.can_never_pass(n):
             timeout = 0.0
-        self._acquire_on(self.key, self._cfg, n, timeout, 0, self._lease)
+        lease = self._lease_for(self._cfg)
+        self._acquire_on(self.key, self._cfg, n, timeout, 0, lease)
         if self._cfg.concurrency is not None:
-            with self._lock:
-                self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, None)
 
     def release(self, n: int = 1) -> None:
         """Give back n of what this client holds (try_acquire/reserve/acquire of a
         concurrency limiter)."""
         n = _check_n(n)
-        with self._lock:
-            self._held.take(None, n, repr(self._name))
-        self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, [(self._lease, n)])
+        pairs = self._unhold(None, n, repr(self._name))
+        self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, pairs)
 
     def entry(self, n: int = 1) -> _SyncEntry:
         """``with lim.entry(): ...``: acquire, then on exit record SUCCESS (and RT) or
@@ -1206,11 +1410,20 @@ class AsyncRedisLimiter(_Base):
         for lid, k in leases:
             args += [lid, str(k)]
         try:
-            await self._run(_SCRIPTS["exit"], key, args)
+            _check_exit_reply(await self._run(_SCRIPTS["exit"], key, args), self._name)
         except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             with self._lock:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    async def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> bool:
+        try:
+            _check_exit_reply(await self._run(_SCRIPTS["exit"], key,
+                                              _renew_args(self, cfg, ids)), self._name)
+            return True
+        except Exception as e:
+            log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
+            return False
 
     async def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
                           flags: int, lease: str) -> int:
@@ -1242,20 +1455,22 @@ class AsyncRedisLimiter(_Base):
 
     async def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         n = _check_n(n)
-        v, _, _ = await self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, self._lease)
+        lease = self._lease_for(self._cfg)
+        v, _, _ = await self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, lease)
         if v == PASS and self._cfg.concurrency is not None:
-            self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, now_ns)
         return v == PASS
 
     async def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
                       prioritized: bool = False) -> Optional[int]:
         n = _check_n(n)
         flags = F_PRIO if prioritized else 0
-        v, wait, _ = await self._decide_on(self.key, self._cfg, n, flags, now_ns, self._lease)
+        lease = self._lease_for(self._cfg)
+        v, wait, _ = await self._decide_on(self.key, self._cfg, n, flags, now_ns, lease)
         if v != PASS:
             return None
         if self._cfg.concurrency is not None:
-            self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, now_ns)
         return wait
 
     async def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
@@ -1263,16 +1478,17 @@ class AsyncRedisLimiter(_Base):
         timeout = _check_timeout(timeout)
         if timeout is not None and self._cfg.can_never_pass(n):
             timeout = 0.0
-        await self._acquire_on(self.key, self._cfg, n, timeout, 0, self._lease)
+        lease = self._lease_for(self._cfg)
+        await self._acquire_on(self.key, self._cfg, n, timeout, 0, lease)
         if self._cfg.concurrency is not None:
-            self._held.add(None, n)
+            self._hold(None, self.key, self._cfg, lease, n, None)
 
     acquire_async = acquire
 
     async def release(self, n: int = 1) -> None:
         n = _check_n(n)
-        self._held.take(None, n, repr(self._name))
-        await self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, [(self._lease, n)])
+        pairs = self._unhold(None, n, repr(self._name))
+        await self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, pairs)
 
     def entry(self, n: int = 1) -> _AsyncEntry:
         return _AsyncEntry(self, self.key, self._cfg, _check_n(n))
@@ -1306,7 +1522,7 @@ def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None
                   concurrency: Optional[int] = None, behavior: str = "reject",
                   warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
                   occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
-                  on_error: str = "allow", lease_ms: int = 60_000,
+                  on_error: str = "allow", lease_ms: int = 5_000,
                   on_block: Optional[Callable[..., Any]] = None) -> None:
     kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
               cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
@@ -1423,7 +1639,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
     """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
-                      on_error="allow", lease_ms=60000, on_block=None)
+                      on_error="allow", lease_ms=5000, on_block=None)
     """
 
     _kind = "RedisKeyedLimiter"
@@ -1433,7 +1649,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
                  occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
-                 lease_ms: int = 60_000, on_block: Optional[Callable[..., Any]] = None) -> None:
+                 lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None) -> None:
         kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
@@ -1445,11 +1661,11 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         rk = self._rkey(key)
         n = _check_n(n)
         cfg = self._cfg_for(rk)
-        v, wait, retry = self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
+        lease = self._lease_for(cfg)
+        v, wait, retry = self._decide_on(rk, cfg, n, flags, now_ns, lease)
         self._tally(v, n)
         if v == PASS and cfg.concurrency is not None:
-            with self._lock:
-                self._held.add(rk, n)
+            self._hold(rk, rk, cfg, lease, n, now_ns)
         return v, wait, retry
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
@@ -1466,23 +1682,21 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         cfg = self._cfg_for(rk)
         if timeout is not None and cfg.can_never_pass(n):
             timeout = 0.0
+        lease = self._lease_for(cfg)
         try:
-            self._acquire_on(rk, cfg, n, timeout, 0, self._lease)
+            self._acquire_on(rk, cfg, n, timeout, 0, lease)
         except BlockedError:
             self._tally(BLOCK, n)
             raise
         self._tally(PASS, n)
         if cfg.concurrency is not None:
-            with self._lock:
-                self._held.add(rk, n)
+            self._hold(rk, rk, cfg, lease, n, None)
 
     def release(self, key: Any, n: int = 1) -> None:
         rk = self._rkey(key)
         n = _check_n(n)
-        with self._lock:
-            self._held.take(rk, n, "key %r" % (key,))
-        self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0,
-                      [(self._lease, n)])
+        pairs = self._unhold(rk, n, "key %r" % (key,))
+        self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0, pairs)
 
     def entry(self, key: Any, n: int = 1) -> _SyncEntry:
         rk = self._rkey(key)
@@ -1519,10 +1733,11 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         n = _check_n(n)
         cfg = self._cfg_for(rk)
-        v, wait, retry = await self._decide_on(rk, cfg, n, flags, now_ns, self._lease)
+        lease = self._lease_for(cfg)
+        v, wait, retry = await self._decide_on(rk, cfg, n, flags, now_ns, lease)
         self._tally(v, n)
         if v == PASS and cfg.concurrency is not None:
-            self._held.add(rk, n)
+            self._hold(rk, rk, cfg, lease, n, now_ns)
         return v, wait, retry
 
     async def try_acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
@@ -1542,23 +1757,23 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         cfg = self._cfg_for(rk)
         if timeout is not None and cfg.can_never_pass(n):
             timeout = 0.0
+        lease = self._lease_for(cfg)
         try:
-            await self._acquire_on(rk, cfg, n, timeout, 0, self._lease)
+            await self._acquire_on(rk, cfg, n, timeout, 0, lease)
         except BlockedError:
             self._tally(BLOCK, n)
             raise
         self._tally(PASS, n)
         if cfg.concurrency is not None:
-            self._held.add(rk, n)
+            self._hold(rk, rk, cfg, lease, n, None)
 
     acquire_async = acquire  # type: ignore[assignment]
 
     async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
         rk = self._rkey(key)
         n = _check_n(n)
-        self._held.take(rk, n, "key %r" % (key,))
-        await self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0,
-                            [(self._lease, n)])
+        pairs = self._unhold(rk, n, "key %r" % (key,))
+        await self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0, pairs)
 
     def entry(self, key: Any, n: int = 1) -> _AsyncEntry:  # type: ignore[override]
         rk = self._rkey(key)
