@@ -218,7 +218,7 @@ def test_decision_timed_out_in_a_stopped_server_holds_no_slot_for_long(own_serve
 
     from slidewin import BlockedError
 
-    lim = _lim(own_server, name="stop", on_error="deny", qps=None, concurrency=5)
+    lim = _lim(own_server, name="stop", on_error="deny", qps=None, concurrency=3)
     barrier = threading.Barrier(5)
     failed = []
 
@@ -229,8 +229,12 @@ def test_decision_timed_out_in_a_stopped_server_holds_no_slot_for_long(own_serve
         for t in ts:
             t.join(30)
 
-    def warm():  # five connections, each in use at once: the pool keeps them
-        with lim.entry():
+    from slidewin.redis import RedisLimiter
+
+    warmer = RedisLimiter(lim.client, "warm", concurrency=5)
+
+    def warm():  # five connections, each in use at once: the client's pool keeps them
+        with warmer.entry():
             barrier.wait(10)
 
     def decide():
@@ -255,6 +259,9 @@ def test_decision_timed_out_in_a_stopped_server_holds_no_slot_for_long(own_serve
     finally:
         os.kill(own_server.proc.pid, signal.SIGCONT)
     resumed = time.monotonic()
+    time.sleep(0.3)
+    # the decisions ran once the server resumed: their leases hold every slot
+    assert lim.stats().concurrency == 3
     while not lim.try_acquire():
         assert time.monotonic() - resumed < 10, "the late leases still hold every slot"
         time.sleep(0.1)
