@@ -331,13 +331,6 @@ class _Config:
 # -- transport: one round trip, never retried after it may have applied --------------------
 
 
-def _get_conn(pool: Any) -> Any:
-    try:
-        return pool.get_connection()
-    except TypeError:  # redis-py < 5 requires a command name
-        return pool.get_connection("EVALSHA")
-
-
 def _pack(parts: List[Any]) -> bytes:
     """A command as RESP bytes."""
     return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
@@ -553,7 +546,7 @@ def _guard(retry: Any) -> Any:
     if retry is None or getattr(retry, "_slidewin_guarded", False):
         return retry
     try:
-        new = object.__new__(_guarded_class(type(retry)))
+        new: Any = object.__new__(_guarded_class(type(retry)))
         new.__dict__.update(retry.__dict__)
     except (TypeError, AttributeError):  # pragma: no cover - a retry object of its own kind
         return retry
@@ -802,6 +795,7 @@ class _Base:
 
     _kind = "RedisLimiter"
     _is_async = False
+    _held: "_Held"
 
     def _setup(self, client: Any, name: Any, qps: Any, kw: Dict[str, Any], on_error: Any,
                lease_ms: Any, on_block: Any) -> None:
@@ -1159,7 +1153,7 @@ _TICK = 0.25  # s: how late a renewal may be, at most
 
 def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], float]:
     """The due leases grouped by (limiter, key, settings), and the next due time."""
-    groups: Dict[Any, Any] = {}
+    groups: Dict[Any, Tuple[Any, Any, Any, List[Tuple[int, str]]]] = {}
     nxt = math.inf
     for tok, v in leases.items():
         if v[4] <= now:
