@@ -286,19 +286,7 @@ class Limiter(_core.Limiter):
         """
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        handler = _decorator_handler(self, "Limiter", func, on_block)
-        if inspect.isasyncgenfunction(func):
-            wrapper = _wrap_async_generator(self, func, handler)
-        elif inspect.iscoroutinefunction(func):
-            wrapper = _wrap_coroutine(self, func, handler)
-        else:
-            _check_sync_handler(handler, func)
-            if inspect.isgeneratorfunction(func):
-                wrapper = _wrap_generator(self, func, handler)
-            else:
-                wrapper = _wrap_function(self, func, handler)
-        wrapper.limiter = self
-        return wrapper
+        return _decorate_entries(self, "Limiter", func, on_block)
 
 
 def _name(func: Any) -> str:
