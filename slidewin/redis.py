@@ -19,10 +19,16 @@ methods are coroutines.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
   NOSCRIPT the script is sent once with EVAL), written on the connection's socket and its
   reply read here. Keys expire once idle.
+- Decisions use the client's own connection pool (a BlockingConnectionPool is waited on;
+  never more connections than its max_connections); a connect made for a decision is tried
+  once (the pool's retry policy skips its retries during slidewin's calls only).
 - ``on_error="allow"`` (default) | ``"deny"`` | ``"raise"``: what a decision gives when
-  Redis is unreachable, times out or answers nonsense; counted in ``.errors`` and logged at
-  most once a minute per limiter. A call that timed out is never retried (it may have
-  applied): the client's own retry settings are bypassed for decisions.
+  Redis is unreachable, times out, answers an error (OOM, READONLY, a key of another type:
+  RedisStateError) or nonsense (RedisReplyError); counted in ``.errors`` and logged, named
+  for what it is, at most once a minute per limiter. A call that timed out is never retried
+  (it may have applied, even after its caller gave up: a stalled server runs it when it
+  resumes).
+- A keyed limiter's key is at most MAX_KEY_BYTES (1024) bytes once encoded.
 - In-flight counts (concurrency limiters, and ``entry()`` on every limiter) are leases that
   expire ``lease_ms`` (default 5 s) after they were taken or last renewed; this process
   renews the leases it holds (a daemon thread, or a task on the event loop), so a crashed
@@ -1227,6 +1233,17 @@ class _Renewer:
 
 
 _RENEWER = _Renewer()
+
+
+def _after_fork() -> None:  # the child holds none of the parent's leases (nor its lock)
+    _RENEWER.lock = threading.Lock()
+    _RENEWER.leases.clear()
+    _RENEWER.thread = None
+    _RENEWER.pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class _AsyncRenewer:

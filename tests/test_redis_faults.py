@@ -274,16 +274,16 @@ def test_held_leases_are_renewed_and_orphans_expire(own_server):
     from slidewin.redis import RedisLimiter
 
     c = own_server.client(socket_timeout=2)
-    lim = RedisLimiter(c, "renew", concurrency=1, lease_ms=600, on_error="raise")
-    other = RedisLimiter(c, "renew", concurrency=1, lease_ms=600, on_error="raise")
+    lim = RedisLimiter(c, "renew", concurrency=1, lease_ms=1000, on_error="raise")
+    other = RedisLimiter(c, "renew", concurrency=1, lease_ms=1000, on_error="raise")
     with lim.entry():
         for _ in range(6):
-            time.sleep(0.3)
+            time.sleep(0.5)
             assert other.try_acquire() is False  # still held: renewed
     assert other.try_acquire()
     other.release()
     assert lim.try_acquire()
-    time.sleep(1.0)
+    time.sleep(2.5)
     assert other.try_acquire() is False  # held by try_acquire: renewed too
     lim.release()
     assert other.try_acquire()
@@ -293,7 +293,7 @@ def test_held_leases_are_renewed_and_orphans_expire(own_server):
     import sys
 
     code = ("import os, redis; from slidewin.redis import RedisLimiter; "
-            "lim = RedisLimiter(redis.Redis(port=%d), 'renew', concurrency=1, lease_ms=600); "
+            "lim = RedisLimiter(redis.Redis(port=%d), 'renew', concurrency=1, lease_ms=1000); "
             "assert lim.try_acquire(); os._exit(0)" % own_server.port)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
     assert other.try_acquire() is False
@@ -373,3 +373,27 @@ def test_unreachable_is_still_could_not_reach(own_server, caplog):
     own_server.kill()
     assert lim.try_acquire() and lim.errors == 1
     assert any("could not reach Redis" in m for m in caplog.messages)
+
+
+def test_async_held_leases_are_renewed(own_server):
+    import asyncio
+
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        c = own_server.async_client(socket_timeout=2)
+        lim = AsyncRedisLimiter(c, "arenew", concurrency=1, lease_ms=1000, on_error="raise")
+        other = AsyncRedisLimiter(c, "arenew", concurrency=1, lease_ms=1000, on_error="raise")
+        async with lim.entry():
+            for _ in range(6):
+                await asyncio.sleep(0.5)
+                assert await other.try_acquire() is False  # still held: renewed
+        assert await other.try_acquire()
+        await asyncio.sleep(2.5)  # held by try_acquire: renewed too
+        assert await lim.try_acquire() is False
+        await other.release()
+        assert await lim.try_acquire()
+        await lim.release()
+        await c.aclose()
+
+    asyncio.run(main())
