@@ -710,6 +710,16 @@ static inline void lock_table(const struct sw_kview *v)
         sw_keyed_repair(v);
 }
 
+/* lock_table for a call site that can give up (sw_lock_wait_hook): the same cost when the
+ * lock is free. @return false when it gave up (the lock is not held) */
+static inline bool lock_table_or_give_up(const struct sw_kview *v)
+{
+    int got = sw_lock_acquire_or_give_up(&v->st->lock, sw_token_resolve(v->token));
+    if (got == SW_LOCK_TOOK_OVER)
+        sw_keyed_repair(v);
+    return got != SW_LOCK_GAVE_UP;
+}
+
 static inline void unlock_table(const struct sw_kview *v)
 {
     sw_lock_release(&v->st->lock);
@@ -741,7 +751,8 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     out->wait_ns = 0;
     out->retry_ns = -1;
     out->shadowed = 0;
-    lock_table(v);
+    if (!lock_table_or_give_up(v))
+        return SW_EBUSY;
     /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
     const struct sw_rule *r = &v->rule->base;
     double limit = r->limit, count = r->count;

@@ -294,13 +294,21 @@ static void window_unlock(const struct sw_window *w)
     sw_lock_release(w->lock);
 }
 
-void sw_window_check_repair(const struct sw_window *w)
+int sw_window_check_repair(const struct sw_window *w)
 {
-    window_lock(w);
+    int got = sw_lock_acquire_or_give_up(w->lock, w->token ? sw_token_resolve(w->token)
+                                                           : SW_LOCK_PRIVATE);
+    if (got == SW_LOCK_GAVE_UP)
+        return SW_EBUSY;
+    if (got == SW_LOCK_TOOK_OVER && w->repair != NULL)
+        w->repair(w->repair_ctx);
+    if (w->enter != NULL)
+        w->enter(w->hot_ctx);
     sw_leap_repair(w->leap);
     if (w->future != NULL)
         sw_leap_repair(w->future);
     window_unlock(w);
+    return SW_OK;
 }
 
 int sw_window_add(const struct sw_window *w, uint32_t ev, int64_t n, int64_t now_ns)

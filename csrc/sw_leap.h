@@ -356,8 +356,9 @@ uint32_t sw_window_buckets(const struct sw_window *w, int64_t now_ns, int64_t *o
 /** Forget everything, the newest time seen included. */
 void sw_window_reset(const struct sw_window *w);
 /** On attaching to a shared window: restore its invariants under the lock (a no-op on a
- * consistent ring; O(sample_count)). */
-void sw_window_check_repair(const struct sw_window *w);
+ * consistent ring; O(sample_count)).
+ * @return SW_OK, or SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook) */
+int sw_window_check_repair(const struct sw_window *w);
 
 #ifdef __cplusplus
 }

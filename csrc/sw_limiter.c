@@ -452,6 +452,16 @@ static inline void lock_state(const struct sw_view *v)
         sw_lstate_repair(v);
 }
 
+/* lock_state for a call site that can give up (sw_lock_wait_hook): the same cost when the
+ * lock is free. @return false when it gave up (the lock is not held) */
+static inline bool lock_state_or_give_up(const struct sw_view *v)
+{
+    int got = sw_lock_acquire_or_give_up(&v->st->lock, sw_token_resolve(v->token));
+    if (got == SW_LOCK_TOOK_OVER)
+        sw_lstate_repair(v);
+    return got != SW_LOCK_GAVE_UP;
+}
+
 static inline void unlock_state(const struct sw_view *v)
 {
     sw_lock_release(&v->st->lock);
@@ -570,11 +580,13 @@ void sw_totals_read(const struct sw_view *v, struct sw_totals *out)
     unlock_node(v);
 }
 
-void sw_lstate_check_repair(const struct sw_view *v)
+int sw_lstate_check_repair(const struct sw_view *v)
 {
-    lock_state(v);
+    if (!lock_state_or_give_up(v))
+        return SW_EBUSY;
     sw_lstate_repair(v);
     unlock_state(v);
+    return SW_OK;
 }
 
 void sw_lstate_detach(const struct sw_view *v)
@@ -637,7 +649,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->now_ns = now_ns;
     out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
-    lock_state(v);
+    if (!lock_state_or_give_up(v))
+        return SW_EBUSY;
     /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
     if (r->shadow)
         flags |= SW_F_SHADOW;

@@ -210,8 +210,9 @@ int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
 void sw_node_repair(struct sw_node *node);
 
 /** On attaching to a shared state: under its lock, restore every invariant the hot path
- * relies on (the repair, O(sample_count + process slots); a no-op on a consistent state). */
-void sw_lstate_check_repair(const struct sw_view *v);
+ * relies on (the repair, O(sample_count + process slots); a no-op on a consistent state).
+ * @return SW_OK, or SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook) */
+int sw_lstate_check_repair(const struct sw_view *v);
 /** Detach a view from a shared state: free its process slot when it holds nothing in flight
  * (otherwise the slot keeps its count until the process dies and is reaped). */
 void sw_lstate_detach(const struct sw_view *v);

@@ -78,22 +78,29 @@ uint64_t sw_proc_token(void)
     return t;
 }
 
-bool sw_proc_token_dead(uint64_t token)
+int sw_proc_token_state(uint64_t token)
 {
     long pid = (long)(token >> 32);
     if (pid <= 0)
-        return false;
+        return SW_PROC_RUNNING;
     char state;
     uint64_t start;
     if (read_stat(pid, &state, &start) != 0) {
         /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's) */
-        return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? SW_PROC_GONE : SW_PROC_RUNNING;
     }
     if (state == 'Z' || state == 'X' || state == 'x')
-        return true; /* killed, not yet reaped by its parent */
-    if ((token & UINT64_C(0xffffffff)) == 0)
-        return false; /* made without /proc: no start time to compare, the pid is there */
-    return (start & UINT64_C(0xffffffff)) != (token & UINT64_C(0xffffffff));
+        return SW_PROC_GONE; /* killed, not yet reaped by its parent */
+    if ((token & UINT64_C(0xffffffff)) != 0 &&
+        (start & UINT64_C(0xffffffff)) != (token & UINT64_C(0xffffffff)))
+        return SW_PROC_GONE; /* the pid is another process's now */
+    /* (made without /proc: no start time to compare, the pid is there) */
+    return state == 'T' || state == 't' ? SW_PROC_STOPPED : SW_PROC_RUNNING;
+}
+
+bool sw_proc_token_dead(uint64_t token)
+{
+    return sw_proc_token_state(token) == SW_PROC_GONE;
 }
 
 uint64_t sw_proc_fork_generation(void)

@@ -24,6 +24,14 @@ uint64_t sw_proc_token(void);
  * @return true when that process is certainly gone */
 bool sw_proc_token_dead(uint64_t token);
 
+/* What sw_proc_token_state finds. */
+enum { SW_PROC_GONE = 0, SW_PROC_RUNNING = 1, SW_PROC_STOPPED = 2 };
+
+/** The state of the process a token names: SW_PROC_GONE as sw_proc_token_dead;
+ * SW_PROC_STOPPED when it is stopped (SIGSTOP, the cgroup freezer: 'T'; traced: 't');
+ * SW_PROC_RUNNING otherwise (running, sleeping, or unknown). Reads /proc: slow paths only. */
+int sw_proc_token_state(uint64_t token);
+
 /** A view's token as a lock word: SW_LOCK_PROCESS becomes this process's token. */
 static inline uint64_t sw_token_resolve(uint64_t token)
 {

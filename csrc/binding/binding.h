@@ -308,10 +308,11 @@ struct acquire_loop {
     void *ctx;
     struct waitq *wq;  /* a private concurrency limit: its releases wake the loop, or NULL */
     struct sw_shm *shm; /* a shared concurrency limit: releases in any process, or NULL */
+    bool lock_expired;  /* set: refused because another process's lock never came in time */
 };
 /** @return 0 admitted (its wait slept), 1 refused (d: the last decision; nothing counted,
  * nothing raised), or -1 with an exception set */
-int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
+int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);
@@ -322,6 +323,10 @@ PyObject *entry_new(LimiterObject *lim, int64_t n);
 /** Set BlockedError for a refusal of n by `self`. */
 void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);
 
+
+/* A core decision that gave up waiting for another process's lock (wait.h): handle it with
+ * lock_gave_up(). Off the path of a decision that got its lock. */
+#define GAVE_UP(rc) (__builtin_expect((rc) == SW_EBUSY, 0))
 
 /* module-level private functions (benchmarks) */
 PyObject *bench_noop(PyObject *m, PyObject *unused);

@@ -87,7 +87,11 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     LimiterObject *lim = self->limiter;
     struct sw_decision d;
-    sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d);
+    if (GAVE_UP(sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d))) {
+        atomic_store(&self->state, ENTRY_IDLE);
+        (void)lock_gave_up();
+        return NULL;
+    }
     if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE); /* refused: may be tried again */
         raise_blocked(lim, self->n, &d);

@@ -663,7 +663,8 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
     }
     if (key_fp(seed_of(self), a[0], &fp) < 0)
         return NULL;
-    sw_keyed_decide(kview(self), fp, n, now, SW_F_TRY, &d);
+    if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, now, SW_F_TRY, &d)) && lock_gave_up() < 0)
+        return NULL;
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
@@ -681,7 +682,8 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     if (parse_key_n(seed_of(self), "reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
         return NULL;
     struct sw_decision d;
-    sw_keyed_decide(kview(self), fp, n, now, 0u, &d);
+    if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, now, 0u, &d)) && lock_gave_up() < 0)
+        return NULL;
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
     Py_RETURN_NONE;
@@ -698,8 +700,9 @@ struct keyed_ask {
 static void keyed_ask_decide(void *ctx, struct sw_decision *d)
 {
     struct keyed_ask *a = ctx;
-    sw_keyed_decide(kview(a->self), a->fp, a->n, SW_NOW,
-                    a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+    if (GAVE_UP(sw_keyed_decide(kview(a->self), a->fp, a->n, SW_NOW,
+                                a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
+        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
 }
 
 static bool keyed_ask_reap(void *ctx)
@@ -713,7 +716,9 @@ static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t 
 {
     struct sw_decision d;
     if (timeout_ns < 0) {
-        sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, &d);
+        if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, &d)) &&
+            lock_gave_up() < 0)
+            return -1;
         if (d.verdict != SW_PASS) {
             keyed_raise_blocked(self, key, n, &d);
             return -1;
@@ -727,7 +732,8 @@ static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t 
                                 conc && self->is_shared ? &self->shm : NULL};
     int rc = acquire_loop(&loop, timeout_ns, &d);
     if (rc == 1) {
-        sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
+        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
+            sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
         keyed_raise_blocked(self, key, n, &d);
         return -1;
     }
@@ -819,7 +825,10 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
     if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0 ||
         as_int64(args[2], "flags", 0, 63, &flags) < 0 || parse_now(args[3], &now) < 0)
         return NULL;
-    sw_keyed_decide(kview(self), fp, n, now, (unsigned)flags & ~SW_F_PRIORITIZED, &d);
+    if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, now, (unsigned)flags & ~SW_F_PRIORITIZED,
+                                &d)) &&
+        lock_gave_up() < 0)
+        return NULL;
     return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
                          (long long)d.retry_ns);
 }
@@ -1184,7 +1193,12 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
         return NULL;
     KeyedObject *lim = self->lim;
     struct sw_decision d;
-    sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d);
+    if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY,
+                                &d))) {
+        atomic_store(&self->state, ENTRY_IDLE);
+        (void)lock_gave_up();
+        return NULL;
+    }
     if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE);
         keyed_raise_blocked(lim, self->key, self->n, &d);

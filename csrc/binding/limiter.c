@@ -303,9 +303,14 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     /* restore every invariant the hot path relies on (a region is input), then give back
      * what dead processes left in flight when a reap is due */
-    Py_BEGIN_ALLOW_THREADS
-    sw_lstate_check_repair(&self->view);
-    Py_END_ALLOW_THREADS
+    if (GAVE_UP(sw_lstate_check_repair(&self->view))) {
+        (void)lock_gave_up();
+        /* the slot just claimed holds nothing: free it without the lock that never came */
+        atomic_store(&self->view.slots[self->view.my_slot].token, 0);
+        self->view.my_slot = -1;
+        Py_DECREF(self);
+        return NULL;
+    }
     (void)shared_maybe_reap(self);
     if (registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
@@ -358,7 +363,8 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
             parse_n(a[0], 1, &n) < 0 || parse_now(a[1], &now) < 0)
             return NULL;
     }
-    sw_decide(limiter_view(self), n, now, SW_F_TRY, &d);
+    if (GAVE_UP(sw_decide(limiter_view(self), n, now, SW_F_TRY, &d)) && lock_gave_up() < 0)
+        return NULL;
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
@@ -382,7 +388,9 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
             parse_bool(a[2], "prioritized", &prio) < 0)
             return NULL;
     }
-    sw_decide(limiter_view(self), n, now, prio ? SW_F_PRIORITIZED : 0u, &d);
+    if (GAVE_UP(sw_decide(limiter_view(self), n, now, prio ? SW_F_PRIORITIZED : 0u, &d)) &&
+        lock_gave_up() < 0)
+        return NULL;
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
     Py_RETURN_NONE;
@@ -401,7 +409,9 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
     if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
-    sw_decide(limiter_view(self), n, now, (unsigned)flags, &d);
+    if (GAVE_UP(sw_decide(limiter_view(self), n, now, (unsigned)flags, &d)) &&
+        lock_gave_up() < 0)
+        return NULL;
     /* SHADOWED (3): admitted in shadow mode where an enforcing limiter would have refused */
     return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
                          (long long)d.retry_ns);
@@ -457,7 +467,9 @@ struct lim_ask {
 static void lim_ask_decide(void *ctx, struct sw_decision *d)
 {
     struct lim_ask *a = ctx;
-    sw_decide(limiter_view(a->self), a->n, SW_NOW, a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d);
+    if (GAVE_UP(sw_decide(limiter_view(a->self), a->n, SW_NOW,
+                          a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
+        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
 }
 
 static bool lim_ask_reap(void *ctx)
@@ -471,7 +483,9 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
 {
     struct sw_decision d;
     if (timeout_ns < 0) {
-        sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, &d);
+        if (GAVE_UP(sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, &d)) &&
+            lock_gave_up() < 0)
+            return -1;
         if (d.verdict != SW_PASS) {
             raise_blocked(self, n, &d);
             return -1;
@@ -485,7 +499,8 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
                                 conc && self->is_shared ? &self->shm : NULL};
     int rc = acquire_loop(&loop, timeout_ns, &d);
     if (rc == 1) {
-        sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
+        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
+            sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
         raise_blocked(self, n, &d);
         return -1;
     }

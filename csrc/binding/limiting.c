@@ -226,9 +226,21 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
 
 /* ---- acquire() with a timeout ---------------------------------------------------------- */
 
-int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d)
+static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_decision *d);
+
+int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d)
 {
     int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
+    l->lock_expired = false;
+    /* a wait for another process's lock (a stopped holder) ends at the deadline too */
+    int64_t outer = lock_wait_deadline(deadline);
+    int rc = acquire_loop_in(l, deadline, d);
+    lock_wait_deadline(outer);
+    return rc;
+}
+
+static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_decision *d)
+{
     struct waitq *wq = l->wq;
     struct sw_shm *shm = l->shm;
     for (;;) {
@@ -243,8 +255,16 @@ int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_dec
             seq = atomic_load(&shm->hdr->release_seq);
         }
         l->decide(l->ctx, d);
-        if (d->verdict != SW_PASS && shm && l->reap(l->ctx))
+        if (d->verdict != SW_PASS && shm && !PyErr_Occurred() && sw_time_ns() < deadline &&
+            l->reap(l->ctx))
             l->decide(l->ctx, d);
+        if (PyErr_Occurred()) { /* a signal handler's exception while waiting for a lock */
+            if (wq)
+                waitq_disarm(wq);
+            if (shm)
+                atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            return -1;
+        }
         if (d->verdict == SW_PASS) {
             if (wq)
                 waitq_disarm(wq);
@@ -254,6 +274,7 @@ int acquire_loop(const struct acquire_loop *l, int64_t timeout_ns, struct sw_dec
         }
         int64_t now = sw_time_ns();
         if (d->verdict == SW_NEVER || now >= deadline) {
+            l->lock_expired = d->verdict != SW_NEVER && lock_wait_expired();
             if (wq)
                 waitq_disarm(wq);
             if (shm)

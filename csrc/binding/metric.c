@@ -143,9 +143,8 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     self->win.leave = NULL;
     self->win.hot_ctx = NULL;
     /* restore every invariant the hot path relies on (a region is input) */
-    Py_BEGIN_ALLOW_THREADS
-    sw_window_check_repair(&self->win);
-    Py_END_ALLOW_THREADS
+    if (GAVE_UP(sw_window_check_repair(&self->win))) /* the hook releases the GIL */
+        return lock_gave_up() < 0 ? -1 : 0;
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "observe.h"
 #include "shared.h"
 
+#include <signal.h>
 #include <time.h>
 
 module_state *state_of_type(PyTypeObject *tp)
@@ -63,8 +64,14 @@ static PyObject *mod_coarse_resolution_ns(PyObject *Py_UNUSED(m), PyObject *Py_U
 
 /* _set_test_hook(us): tests only. Every critical section of this process then sleeps `us`
  * microseconds between two of its stores, holding the lock (0 removes the hook), so that a
- * test can kill a process inside a decision. */
+ * test can kill a process inside a decision. -1: the next critical section stops the process
+ * (SIGSTOP, once), holding the lock, as `docker pause` or a debugger may. */
 static long test_hook_us;
+static void test_hook_stop(void)
+{
+    sw_test_in_critical = NULL;
+    raise(SIGSTOP);
+}
 static void test_hook(void)
 {
     struct timespec ts = {test_hook_us / 1000000, (test_hook_us % 1000000) * 1000};
@@ -76,12 +83,12 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
     long us = PyLong_AsLong(arg);
     if (us == -1 && PyErr_Occurred())
         return NULL;
-    if (us < 0 || us > 1000000) {
-        PyErr_SetString(PyExc_ValueError, "_set_test_hook: 0 to 1000000 microseconds");
+    if (us < -1 || us > 1000000) {
+        PyErr_SetString(PyExc_ValueError, "_set_test_hook: 0 to 1000000 microseconds, or -1");
         return NULL;
     }
     test_hook_us = us;
-    sw_test_in_critical = us > 0 ? test_hook : NULL;
+    sw_test_in_critical = us == -1 ? test_hook_stop : us > 0 ? test_hook : NULL;
     Py_RETURN_NONE;
 }
 
@@ -117,6 +124,7 @@ static PyMethodDef module_methods[] = {
 
 static int module_exec(PyObject *m)
 {
+    lock_wait_install();
     module_state *st = (module_state *)PyModule_GetState(m);
     st->Metric_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Metric_spec, NULL);
     if (st->Metric_Type == NULL || PyModule_AddType(m, st->Metric_Type) < 0)

@@ -2,6 +2,7 @@
 #include "wait.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "sw_time.h"
@@ -59,6 +60,89 @@ int sleep_decision(const struct sw_decision *d)
     if (d->wait_ns <= 0)
         return 0;
     return sleep_until(sw_sat_add(d->now_ns, d->wait_ns), true);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* another process's lock                                                                */
+
+static _Thread_local int64_t lock_deadline;  /* 0: none */
+static _Thread_local int lock_timed_out;     /* the last give-up was at the deadline */
+static _Thread_local bool lock_expired;      /* lock_gave_up returned 1 since last asked */
+
+bool lock_wait_expired(void)
+{
+    bool e = lock_expired;
+    lock_expired = false;
+    return e;
+}
+
+int64_t lock_wait_deadline(int64_t deadline_ns)
+{
+    int64_t old = lock_deadline;
+    lock_deadline = deadline_ns;
+    return old;
+}
+
+/* Longest a lock wait goes without the GIL before it runs the signal handlers. */
+#define LOCK_SLICE_NS (20 * INT64_C(1000000))
+
+static int lock_hook(const struct sw_lock_wait *w)
+{
+    int gil = PyGILState_Check();
+    PyThreadState *ts = gil ? PyEval_SaveThread() : NULL;
+    int64_t now = sw_time_ns(), end = now + LOCK_SLICE_NS;
+    if (lock_deadline != 0 && w->may_give_up && lock_deadline < end)
+        end = lock_deadline;
+    /* until the word changes (released, or taken by another): 50 us naps, growing to 1 ms
+     * while the owner stays (a stopped one may stay for minutes) */
+    long nap_ns = 50000;
+    while (atomic_load_explicit(&w->lock->word, memory_order_relaxed) == w->owner && now < end) {
+        struct timespec nap = {0, nap_ns};
+        nanosleep(&nap, NULL);
+        if (nap_ns < 1000000)
+            nap_ns *= 2;
+        now = sw_time_ns();
+    }
+    if (!gil)
+        return 0; /* no GIL: no handler to run, no exception to raise; the core goes on */
+    PyEval_RestoreThread(ts);
+    if (!w->may_give_up)
+        return 0;
+    if (PyErr_CheckSignals() < 0)
+        return 1;
+    if (w->stuck) {
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "a shared region's lock has been held for %.1f s by process %lu, which is "
+                 "alive and not stopped, so it is not in it: the region is damaged (or was "
+                 "written by hand); remove it with slidewin.unlink() once no process uses it",
+                 (double)w->held_ns / 1e9, (unsigned long)(w->owner >> 32));
+        PyErr_SetString(PyExc_OSError, msg);
+        return 1;
+    }
+    if (lock_deadline != 0 && sw_time_ns() >= lock_deadline) {
+        lock_timed_out = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void lock_wait_install(void)
+{
+    sw_lock_wait_hook = lock_hook;
+}
+
+int lock_gave_up(void)
+{
+    if (lock_timed_out && !PyErr_Occurred()) {
+        lock_timed_out = 0;
+        lock_expired = true;
+        return 1;
+    }
+    lock_timed_out = 0;
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_OSError, "gave up waiting for a shared region's lock");
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -38,6 +38,24 @@ int sleep_until(int64_t deadline_ns, bool spin);
  * drift from a second read), spinning the last stretch. @return 0, or -1 with an exception */
 int sleep_decision(const struct sw_decision *d);
 
+/* Waiting for another process's lock (a shared region's). The core calls lock_wait_hook once
+ * a lock has been held about a millisecond by another process (stopped, or not in it): the
+ * hook releases the GIL while it waits, and, with the GIL re-taken, runs the signal handlers
+ * and checks the calling thread's deadline (lock_wait_deadline). A call site that can give up
+ * (a decision, an attach) then does when a handler raised, the deadline passed or the owner
+ * is stuck (SW_LOCK_STUCK_NS: OSError), and the binding sees SW_EBUSY. Every other wait
+ * (a release, a count, a read) goes on, the GIL released, until the lock comes. */
+
+/** Install the hook (module init). */
+void lock_wait_install(void);
+/** This thread's deadline (sw_time_ns) for lock waits, 0 for none; returns the previous one. */
+int64_t lock_wait_deadline(int64_t deadline_ns);
+/** After a core call returned SW_EBUSY: 1 when it gave up at this thread's deadline (nothing
+ * raised), else -1 with the exception set (a signal handler's, or OSError). */
+int lock_gave_up(void);
+/** Whether lock_gave_up has returned 1 on this thread since the last call (then cleared). */
+bool lock_wait_expired(void);
+
 /* A private wait queue: threads waiting in acquire() for a release(). */
 struct waitq {
     pthread_mutex_t mu;

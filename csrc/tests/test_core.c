@@ -518,7 +518,7 @@ void test_node(void)
 
 void test_misc(void)
 {
-    int codes[] = {SW_OK, SW_EINVAL, SW_ENOMEM, SW_ERANGE, SW_ENORT, SW_EEVENT, SW_ESTATE, SW_EOS};
+    int codes[] = {SW_OK, SW_EINVAL, SW_ENOMEM, SW_ERANGE, SW_ENORT, SW_EEVENT, SW_ESTATE, SW_EOS, SW_EBUSY};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = sw_strerror(codes[i]);
         CHECK(s != NULL && s[0] != '\0' && strcmp(s, "unknown error") != 0);
@@ -527,7 +527,7 @@ void test_misc(void)
     }
     CHECK(strcmp(sw_strerror(SW_OK), "success") == 0);
     CHECK(strcmp(sw_strerror(-1), "unknown error") == 0);
-    CHECK(strcmp(sw_strerror(8), "unknown error") == 0);
+    CHECK(strcmp(sw_strerror(9), "unknown error") == 0);
     CHECK(strcmp(sw_strerror(INT32_MAX), "unknown error") == 0);
 
     int64_t a = sw_time_ns(), b = sw_time_ns();

@@ -11,9 +11,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 void test_shm_review(void);
@@ -339,6 +341,85 @@ static void test_dead_owner(void)
     sw_shm_close(&s);
 }
 
+/* Issue 18 item 3: a lock holder that is stopped (SIGSTOP) inside the lock. A waiter's hook is
+ * called (the owner seen stopped) and a call site that may give up does, having done nothing;
+ * once the holder is killed, the lock is taken over. Item 6: a lock word naming a live process
+ * that does not hold it: a call site that may give up does once the owner is stuck. */
+static int hook_calls, hook_saw_stopped;
+static int give_up_hook(const struct sw_lock_wait *w)
+{
+    hook_calls++;
+    if (w->stopped)
+        hook_saw_stopped++;
+    struct timespec nap = {0, 1000000};
+    nanosleep(&nap, NULL);
+    return hook_calls >= 20;
+}
+
+static void test_stopped_and_stuck_owner(void)
+{
+    struct sw_shm s;
+    struct sw_rule rule;
+    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 2);
+    struct sw_view v;
+    view_of(&s, &rule, &v);
+    struct sw_lstate *st = s.state;
+    pid_t kid = fork();
+    if (kid == 0) {
+        (void)sw_lock_acquire_as(&st->lock, sw_proc_token());
+        raise(SIGSTOP); /* stopped inside the lock */
+        sw_lock_release(&st->lock);
+        _exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, WUNTRACED), kid);
+    CHECK(WIFSTOPPED(status));
+    struct sw_decision d;
+    sw_lock_wait_hook = give_up_hook;
+    CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_EBUSY); /* gave up, nothing counted */
+    CHECK(hook_calls >= 20 && hook_saw_stopped == hook_calls);
+    CHECK_EQ(sw_lstate_check_repair(&v), SW_EBUSY);
+    sw_lock_wait_hook = NULL;
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+    CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_OK); /* taken over from the dead holder */
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(sw_in_flight(&v), 1);
+    /* a live, running process that does not hold the lock (crafted word): stuck after
+     * SW_LOCK_STUCK_NS, then a call site that may give up does (no hook set) */
+    pid_t sleeper = fork();
+    if (sleeper == 0) {
+        for (;;)
+            pause();
+    }
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)sleeper);
+    struct timespec settle = {0, 20000000};
+    nanosleep(&settle, NULL); /* let the child reach pause(): its start time is readable now */
+    FILE *f = fopen(path, "r");
+    unsigned long long start = 0;
+    if (f != NULL && fgets(buf, sizeof buf, f) != NULL) {
+        char *p = strrchr(buf, ')');
+        for (int field = 2; p != NULL && field < 22; field++)
+            p = strchr(p + 1, ' ');
+        if (p != NULL)
+            start = strtoull(p + 1, NULL, 10);
+    }
+    if (f != NULL)
+        fclose(f);
+    CHECK(start != 0);
+    atomic_store(&st->lock.word, ((uint64_t)sleeper << 32) | (start & 0xffffffffu));
+    int64_t t0 = sw_time_ns();
+    CHECK_EQ(sw_lstate_check_repair(&v), SW_EBUSY);
+    int64_t took = sw_time_ns() - t0;
+    CHECK(took >= SW_LOCK_STUCK_NS && took < SW_LOCK_STUCK_NS + MS(30000));
+    kill(sleeper, SIGKILL);
+    waitpid(sleeper, &status, 0);
+    CHECK_EQ(sw_lstate_check_repair(&v), SW_OK); /* its owner is gone now: taken over */
+    CHECK_EQ(sw_in_flight(&v), 1);
+    sw_shm_close(&s);
+}
+
 static void test_tokens(void)
 {
     uint64_t me = sw_proc_token();
@@ -388,6 +469,7 @@ void test_shm(void)
     test_bad_files();
     test_creation_race();
     test_dead_owner();
+    test_stopped_and_stuck_owner();
     test_warmup_payback();
     test_shm_review();
 }

@@ -1,0 +1,320 @@
+"""Processes around a shared region: a lock holder that is stopped (SIGSTOP, docker pause),
+a lock word naming a live process that does not hold it, PID namespaces (a region left by a
+namespace that is gone, a /proc that is not the process's own), and process slots (one per
+process and region, whatever the number of objects).
+
+Every scenario runs in subprocesses with a deadline: a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import pytest
+
+import slidewin
+from slidewin import Limiter
+
+from conftest import skip_unless_ci
+
+SHM = os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm")
+DEADLINE = 60  # seconds: a scenario taking longer hangs
+
+
+@pytest.fixture
+def name():
+    n = f"swprocs-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+    yield n
+    slidewin.unlink(n)
+
+
+def region_path(name: str) -> str:
+    return os.path.join(SHM, "slidewin-" + name)
+
+
+def py(code: str, *args: str, **kw) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, **kw)
+    p.lines = queue.Queue()
+
+    def pump():
+        for line in p.stdout:
+            p.lines.put(line)
+        p.lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return p
+
+
+def proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def start_time(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def wait_line(p: subprocess.Popen, want: str, deadline: float) -> str:
+    """Read p's stdout until a line starting with `want` (fail at the deadline: a hang)."""
+    while True:
+        try:
+            line = p.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            pytest.fail(f"no {want!r} from the process in time (hung)")
+        assert line is not None, f"the process ended before {want!r}: {p.stderr.read()[-2000:]}"
+        if line.startswith(want):
+            return line.strip()
+
+
+HOLDER = """
+import sys, slidewin
+from slidewin import _core
+lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
+print("attached", flush=True)
+sys.stdin.readline()
+_core._set_test_hook(-1)   # stop this process (SIGSTOP) inside the next critical section
+lim.try_acquire()
+print("resumed", flush=True)
+sys.stdin.readline()
+"""
+
+WAITER = """
+import signal, sys, threading, time, slidewin
+lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
+print("attached", flush=True)
+sys.stdin.readline()                          # the holder is stopped inside the lock now
+ticks = [0]
+stop = False
+def spin():
+    while not stop:
+        ticks[0] += 1
+t = threading.Thread(target=spin, daemon=True)
+t.start()
+time.sleep(0.05)
+# 1. a timeout is honoured, and the other thread runs meanwhile (the GIL is released)
+before = ticks[0]
+t0 = time.monotonic()
+try:
+    lim.acquire(timeout=0.5)
+    got = True
+except slidewin.BlockedError:
+    got = False
+took = time.monotonic() - t0
+print("timeout", got, round(took, 2), ticks[0] - before, flush=True)
+# 2. a signal handler runs, and its exception comes out of try_acquire
+class Alarm(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    lim.try_acquire()
+    print("alarm not raised", flush=True)
+except Alarm:
+    print("alarm raised", flush=True)
+stop = True
+print("waiting", flush=True)
+sys.stdin.readline()                          # the holder was resumed or killed
+print("after", lim.try_acquire(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("then", ["SIGCONT", "SIGKILL"])
+def test_a_stopped_lock_holder_leaves_threads_timeouts_and_signals_running(name, then):
+    deadline = time.monotonic() + DEADLINE
+    waiter = py(WAITER, name)
+    holder = py(HOLDER, name)
+    try:
+        wait_line(waiter, "attached", deadline)
+        wait_line(holder, "attached", deadline)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        while proc_state(holder.pid) != "T":           # stopped inside the lock
+            assert time.monotonic() < deadline, "the holder never stopped"
+            time.sleep(0.01)
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        line = wait_line(waiter, "timeout", deadline).split()
+        assert line[1] == "False"                      # not admitted: the lock never came
+        assert float(line[2]) < 30                     # returned, not hung (generous)
+        assert int(line[3]) > 0                        # the other thread ran meanwhile
+        assert wait_line(waiter, "alarm", deadline) == "alarm raised"
+        wait_line(waiter, "waiting", deadline)
+        os.kill(holder.pid, getattr(signal, then))
+        if then == "SIGCONT":
+            assert wait_line(holder, "resumed", deadline) == "resumed"
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        assert wait_line(waiter, "after", deadline) == "after True"   # everything recovers
+        assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
+    finally:
+        for p in (waiter, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
+
+
+# ------------------------------------------------------------ a lock word naming a live pid
+
+def craft_lock_word(name: str, token: int) -> None:
+    """Write `token` into the lock word of a shared Limiter's state (at byte 64 of it)."""
+    with open(region_path(name), "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        (off_state,) = struct.unpack_from("=Q", m, 72)
+        struct.pack_into("=Q", m, off_state + 64, token)
+
+
+CRAFTED = """
+import sys, time, slidewin
+t0 = time.monotonic()
+try:
+    lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
+    print("attached", flush=True)
+except OSError as e:
+    print("refused", round(time.monotonic() - t0, 1), e, flush=True)
+"""
+
+
+def test_a_lock_word_naming_a_live_process_does_not_hang_attach(name):
+    Limiter(qps=1e9, shared=name)                     # the region exists
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff))
+        try:
+            proc = subprocess.run([sys.executable, "-c", CRAFTED, name], capture_output=True,
+                                  text=True, timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            pytest.fail("attach hung on a lock word naming a live process")
+        out, err = proc.stdout, proc.stderr
+        assert out.startswith("refused"), (out, err)
+        assert str(sleeper.pid) in out and "lock" in out, out
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+# ------------------------------------------------------------------------- PID namespaces
+
+def unshare(args: list, code: str, *argv: str) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(["unshare", *args, sys.executable, "-c", textwrap.dedent(code),
+                               *argv], capture_output=True, text=True, timeout=DEADLINE,
+                              cwd="/")
+    except FileNotFoundError:
+        skip_unless_ci("needs unshare (util-linux)")
+    if proc.returncode != 0 and "unshare" in proc.stderr:
+        skip_unless_ci("cannot make a PID namespace here: " + proc.stderr.strip()[:200])
+    return proc
+
+
+HOLD_AND_EXIT = """
+import os, sys, slidewin
+lim = slidewin.Limiter(concurrency=5, shared=sys.argv[1])
+for _ in range(3):
+    assert lim.try_acquire()
+print("held", lim.in_flight, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
+    proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
+    assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
+    lim = Limiter(concurrency=5, shared=name)         # OSError errno 18 before the fix
+    assert lim.in_flight == 0                         # the namespace's counts are gone
+    assert sum(lim.try_acquire() for _ in range(10)) == 5
+    # and another namespace (a restarted container) can take it over again
+    proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
+    assert "PID namespace" in proc.stderr and proc.returncode != 0, proc.stderr  # we are alive
+    del lim
+    import gc
+    gc.collect()
+    proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
+    assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
+
+
+def test_a_proc_that_is_not_the_processs_own_is_refused(name):
+    code = """
+    import sys, slidewin
+    try:
+        slidewin.Limiter(qps=1, shared=sys.argv[1])
+        print("accepted")
+    except (OSError, ValueError) as e:
+        print("refused:", e)
+    """
+    proc = unshare(["--pid", "--fork"], code, name)    # no --mount-proc: the host's /proc
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("refused:") and "/proc" in proc.stdout, proc.stdout
+
+
+# ------------------------------------------------------------------------- process slots
+
+def test_two_thousand_limiters_on_one_name_in_one_process(name):
+    lims = [Limiter(concurrency=10**6, shared=name) for _ in range(2000)]
+    for lim in lims:
+        assert lim.try_acquire()
+    assert lims[0].in_flight == 2000
+    for lim in lims:
+        lim.release()
+    assert lims[-1].in_flight == 0
+
+
+MANY_NAMES = """
+import sys, slidewin
+base = sys.argv[1]
+# 130 endpoints limited on one name (as 130 @limit(shared=...) of a web app), and 30 names
+lims = [slidewin.Limiter(concurrency=10**6, shared=base) for i in range(130)]
+lims += [slidewin.Limiter(concurrency=1000, shared=f"{base}-{i}") for i in range(30)]
+for lim in lims:
+    assert lim.try_acquire()
+print("ok", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_many_processes_on_many_names(name):
+    deadline = time.monotonic() + DEADLINE
+    procs = [py(MANY_NAMES, name) for _ in range(9)]   # 9 x 130 > 1024 slots per object
+    try:
+        for p in procs:
+            assert wait_line(p, "ok", deadline) == "ok"
+        assert Limiter(concurrency=10**6, shared=name).in_flight == 9 * 130
+        for i in range(30):
+            assert Limiter(concurrency=1000, shared=f"{name}-{i}").in_flight == 9
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
+        for i in range(30):
+            slidewin.unlink(f"{name}-{i}")
+
+
+def test_a_dropped_objects_in_flight_count_comes_back(name):
+    import gc
+
+    keep = Limiter(concurrency=2, shared=name)
+    dropped = Limiter(concurrency=2, shared=name)
+    assert dropped.try_acquire() and dropped.try_acquire()
+    assert keep.in_flight == 2 and not keep.try_acquire()
+    del dropped
+    gc.collect()
+    assert keep.in_flight == 0
+    assert keep.try_acquire()
+    keep.release()
