@@ -98,6 +98,18 @@ int sw_proc_token_state(uint64_t token)
     return state == 'T' || state == 't' ? SW_PROC_STOPPED : SW_PROC_RUNNING;
 }
 
+int sw_proc_is_own(void)
+{
+    char buf[32];
+    ssize_t got = readlink("/proc/self", buf, sizeof buf - 1);
+    if (got <= 0)
+        return -1;
+    buf[got] = '\0';
+    char *end = NULL;
+    long pid = strtol(buf, &end, 10);
+    return end != buf && *end == '\0' && pid == (long)getpid() ? 1 : 0;
+}
+
 bool sw_proc_token_dead(uint64_t token)
 {
     return sw_proc_token_state(token) == SW_PROC_GONE;

@@ -32,6 +32,12 @@ enum { SW_PROC_GONE = 0, SW_PROC_RUNNING = 1, SW_PROC_STOPPED = 2 };
  * SW_PROC_RUNNING otherwise (running, sleeping, or unknown). Reads /proc: slow paths only. */
 int sw_proc_token_state(uint64_t token);
 
+/** Whether /proc is this process's own: its /proc/self names this process's pid. A process in
+ * a PID namespace that sees another namespace's /proc (unshare --pid without --mount-proc, a
+ * container given the host's /proc) would judge liveness by the wrong processes.
+ * @return 1 its own, 0 another namespace's, -1 no /proc (liveness then uses kill()) */
+int sw_proc_is_own(void);
+
 /** A view's token as a lock word: SW_LOCK_PROCESS becomes this process's token. */
 static inline uint64_t sw_token_resolve(uint64_t token)
 {

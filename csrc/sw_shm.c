@@ -537,6 +537,10 @@ void sw_shm_close(struct sw_shm *shm)
 
 int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token)
 {
+    /* one slot per process: every object of this process on the region shares it */
+    for (uint32_t i = 0; i < shm->n_slots; i++)
+        if (atomic_load_explicit(&shm->slots[i].token, memory_order_acquire) == token)
+            return (int32_t)i;
     for (uint32_t i = 0; i < shm->n_slots; i++) {
         uint64_t expected = 0;
         if (atomic_load_explicit(&shm->slots[i].token, memory_order_relaxed) == 0 &&

@@ -137,7 +137,9 @@ int sw_shm_check_header(const struct sw_shm_header *h, size_t size, const char *
 /** Unmap a region (it stays for the other processes). */
 void sw_shm_close(struct sw_shm *shm);
 
-/** Claim a free process slot for `token`. @return the slot's index, or -1 when all are taken */
+/** This process's slot: the one `token` already holds (every object of a process on a region
+ * shares it, and keeps it until the process dies and is reaped), else a free one claimed.
+ * @return the slot's index, or -1 when all are taken */
 int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token);
 
 /** Whether it is time to reap dead processes' slots (at most every `every_ms`); the caller

@@ -621,8 +621,8 @@ static void Keyed_dealloc(KeyedObject *self)
     fork_unregister(&self->fork);
     waitq_destroy(&self->wq);
     if (self->is_shared) {
-        if (atomic_load(&self->fork_gen) == sw_proc_fork_generation())
-            sw_keyed_detach(&self->view);
+        /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
+         * it stays until the process dies and is reaped */
         sw_shm_close(&self->shm);
         self->is_shared = 0;
     }

@@ -107,6 +107,15 @@ int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_
 {
     struct sw_shm_error err;
     int rc;
+    if (sw_proc_is_own() == 0) {
+        PyErr_Format(PyExc_OSError, "shared=: this process's /proc is not its own (/proc/self "
+                     "is not pid %ld: a PID namespace without its own /proc, e.g. unshare "
+                     "--pid without --mount-proc, or the host's /proc mounted in a container); "
+                     "the liveness of the processes sharing a region would be judged by other "
+                     "processes, so shared regions are refused here: mount a /proc of this "
+                     "namespace", (long)getpid());
+        return -1;
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = mode == 1 ? sw_shm_anonymous(shm, lay, &err) : sw_shm_open(shm, path, lay, &err);
     Py_END_ALLOW_THREADS
