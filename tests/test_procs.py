@@ -232,6 +232,8 @@ os._exit(0)
 """
 
 
+@pytest.mark.xfail(strict=True, reason="issue 18 item 4, not done yet: a region from a PID "
+                   "namespace that is gone is still refused (EXDEV)")
 def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
@@ -306,6 +308,8 @@ def test_many_processes_on_many_names(name):
             slidewin.unlink(f"{name}-{i}")
 
 
+@pytest.mark.xfail(strict=True, reason="issue 18 item 5, not done yet: a dropped object's "
+                   "in-flight counts stay in its process's slot until the process exits")
 def test_a_dropped_objects_in_flight_count_comes_back(name):
     import gc
 
