@@ -19,7 +19,63 @@ kept); ``shadow=True`` (decide and count, admit everything).
 Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
 ``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
 """
-from ._core import (
+__version__ = "0.1.0"
+
+
+def _load_installed_core() -> None:
+    """Import the installed extension when this package is a source checkout without one.
+
+    ``pip install .`` builds ``_core`` into site-packages; ``python -m slidewin`` or ``python
+    -c "import slidewin"`` run from the checkout's root then find the checkout's
+    ``slidewin/`` first (the current directory leads ``sys.path``), which has no ``_core``.
+    The installed copy of the same version is taken instead; any other case is the usual
+    ``ModuleNotFoundError``, with a hint.
+    """
+    import importlib.machinery
+    import importlib.metadata
+    import importlib.util
+    import os
+    import sys
+
+    hint = ("slidewin is imported from a source checkout whose extension is not built "
+            f"({os.path.dirname(os.path.abspath(__file__))}): build it in place with "
+            "`pip install -e .`, or run from another directory")
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = []  # (version, path) of each installed slidewin that has a built _core
+    for dist in importlib.metadata.distributions():  # a checkout's own egg-info has none
+        if (dist.metadata["Name"] or "").lower() != "slidewin":
+            continue
+        for f in dist.files or []:
+            if str(f).startswith("slidewin/_core") and str(f).endswith(suffixes):
+                found.append((dist.version, str(dist.locate_file(f))))
+    same = [path for version, path in found if version == __version__ and os.path.isfile(path)]
+    if not same:
+        versions = ", ".join(sorted({version for version, _ in found})) or "none"
+        raise ModuleNotFoundError(
+            f"{hint} (installed with an extension: {versions}; this checkout: {__version__})",
+            name=__name__ + "._core")
+    spec = importlib.util.spec_from_file_location(__name__ + "._core", same[0])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
+    setattr(sys.modules[__name__], "_core", module)
+
+
+try:
+    import importlib as _importlib
+
+    _importlib.import_module(__name__ + "._core")
+except ModuleNotFoundError as _e:
+    if _e.name != __name__ + "._core":
+        raise
+    _load_installed_core()
+
+from ._core import (  # noqa: E402
     BlockedError,
     Bucket,
     Metric,
@@ -30,12 +86,10 @@ from ._core import (
     limiters,
     unlink,
 )
-from ._event import Event
-from ._keyed import KeyedLimiter
-from ._limiter import Limiter, limit
-from ._web import client_ip
-
-__version__ = "0.1.0"
+from ._event import Event  # noqa: E402
+from ._keyed import KeyedLimiter  # noqa: E402
+from ._limiter import Limiter, limit  # noqa: E402
+from ._web import client_ip  # noqa: E402
 
 __all__ = [
     "BlockedError",
