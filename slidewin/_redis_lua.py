@@ -152,21 +152,18 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
       local n, ttl = tonumber(ARGV[3]), tonumber(ARGV[6])
       local WIN = IV / SC
       local lean = fl % 64 >= 32
+      local go = true  -- false: the table model decides (below)
       -- clamp: a time before the newest bucket counts in the newest bucket
       local t = now_ms
       local ti = (t - t % WIN) / WIN
       local nwi = D.nwi
-      -- more than a window ahead of now: another clock's state (a server restarted or
-      -- failed over with its clock behind, a client's now_ns from another clock); the
-      -- window starts afresh, the minute and the warm-up's last sync come back to now
-      if nwi and (nwi - ti) * WIN > IV then
-        for k = 1, SC do D.c[k] = 0 end
-        D.b = false
-        nwi = false
-      end
+      -- more than a window ahead of now: another clock's state (a step back, or two
+      -- clocks apart): the table model decides (GENERIC, "another clock")
       local sec0 = now_ms - now_ms % 1000
-      if D.mni ~= nil and D.mni * 1000 > sec0 + IV then D.mni = nil; D.wc = nil; D.wp = nil end
-      if D.lfi ~= nil and D.lfi * 1000 > sec0 + IV then D.lfi = sec0 / 1000 end
+      if (nwi and (nwi - ti) * WIN > IV) or (D.mni ~= nil and D.mni * 1000 > sec0 + IV)
+          or (D.lfi ~= nil and D.lfi * 1000 > sec0 + IV) then
+        go = false
+      end
       if not nwi then
         D.nwi = ti
       elseif ti < nwi then
@@ -184,7 +181,6 @@ do  -- the straight-line path: a compact state (or none) and no lease (entry())
         D.nwi = ti
       end
       local v, wait, retry = 0, 0, -1
-      local go = true
 """
 
 FAST_CLOSE = r"""
@@ -377,30 +373,52 @@ elseif raw then
     if c == 76 then v[2] = v[2] + b  -- L<id> = {n, expiry}
     elseif c == 115 and f ~= 'st' then h[f] = b - v * WIN
     elseif c == 102 and string.byte(f, 2) == 115 then h[f] = b + v * WIN
-    elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' then h[f] = b + v end
+    elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' or f == 'ca' then
+      h[f] = b + v
+    end
   end
 end
--- more than a window ahead of now: another clock's state (a server restarted or failed over
--- with its clock behind, a client's now_ns from another clock). The window (and the future
--- ring, and the outcome counts) starts afresh; the minute and the warm-up's last sync come
--- back to now; the throttle's pace, the warm-up's pause and the leases are clamped below
--- (by the behavior, and in the lease loop). Else the limiter stayed frozen until the clock
--- caught up.
+-- Another clock: the state more than a window ahead of now (its newest bucket, minute, or
+-- warm-up sync). A server restarted or failed over with its clock behind, a client's now_ns
+-- an hour ahead -- or two clocks apart taking turns (two hosts' now_ns, the server's clock
+-- and a host's). Hysteresis: the first decision behind notes when (ca, ms on its clock) and
+-- counts as the core does (in the newest bucket: the limit holds across both clocks); only
+-- when decisions have stayed behind for a whole window of their clock does the window (and
+-- the future ring, the outcome counts) start afresh, the minute and the warm-up's last sync
+-- come back to now, and the throttle's pace and the warm-up's pause beyond any queue or
+-- pause are dropped (by the behavior, clock_restart). A decision not behind clears ca.
+-- STATS (VIEW_ONLY) reads a state that is behind as started afresh and writes nothing.
+local VIEW_ONLY = false
+local clock_behind, clock_restart = false, false
 do
   local cur = now_ms - now_ms % WIN
-  if h.nw ~= nil and h.nw > cur + IV then
+  local sec = now_ms - now_ms % 1000
+  clock_behind = (h.nw ~= nil and h.nw > cur + IV) or (h.mn ~= nil and h.mn > sec + IV)
+    or (h.lf ~= nil and h.lf > sec + IV)
+  local ca = h.ca
+  if ca ~= nil and ca > now_ms then ca = now_ms end  -- noted on a clock ahead of this one
+  if not clock_behind then
+    h.ca = nil
+  elseif VIEW_ONLY or (ca ~= nil and now_ms - ca >= IV) then
+    clock_restart = true
+    h.ca = nil
     for f, _ in pairs(h) do
       if f == 'nw' or string.find(f, '^[sbpxuorm]%d+$') or string.find(f, '^f[sp]%d+$') then
         h[f] = nil
       end
     end
+    if h.mn ~= nil and h.mn > sec + IV then
+      h.mn = nil; h.q0 = nil; h.q1 = nil; h.w0 = nil; h.w1 = nil
+    end
+    if h.lf ~= nil and h.lf > sec + IV then h.lf = sec end
+  else
+    h.ca = ca or now_ms
   end
-  local sec = now_ms - now_ms % 1000
-  if h.mn ~= nil and h.mn > sec + IV then
-    h.mn = nil; h.q0 = nil; h.q1 = nil; h.w0 = nil; h.w1 = nil
-  end
-  if h.lf ~= nil and h.lf > sec + IV then h.lf = sec end
 end
+-- a pace or pause further ahead than any queue or pause: dropped when the clock restarts,
+-- or when nothing else is behind (kept while the window is, so the limit holds)
+local function another_clocks(x, beyond) return x ~= nil and x > beyond
+  and (clock_restart or not clock_behind) end
 local function get(f) return h[f] end
 local function num(f) return h[f] or 0 end
 local function set(f, v) h[f] = v end
@@ -516,7 +534,9 @@ local function encode()
       if c == 76 then v[2] = v[2] - b
       elseif c == 115 and f ~= 'st' then h[f] = (b - v) / WIN
       elseif c == 102 and string.byte(f, 2) == 115 then h[f] = (v - b) / WIN
-      elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' then h[f] = v - b end
+      elseif c == 113 or f == 'mn' or f == 'lf' or f == 'pu' or f == 'lm' or f == 'ca' then
+        h[f] = v - b
+      end
     end
   end
   h.y = layout
@@ -674,7 +694,7 @@ WARM_UP = HEAD + _fast("tonumber(ARGV[11]) > 0", r"""
       -- the warm-up tokens, synced once per whole second (warm_rate below)
       local pu = D.pu
       if pu ~= nil and pu > now_ms + IV + math.ceil(L * 1000 / tonumber(ARGV[18])) then
-        pu = nil; D.pu = nil  -- another clock's pause (see the window's above)
+        go = false  -- another clock's pause: the table model decides
       end
       local sec = t - t % 1000
       local busy = pu ~= nil and pu > sec - 1000
@@ -736,8 +756,7 @@ local v, retry = 0, -1
 if q <= 0 then
   v = 2
 else
-  local pu0 = get('pu')
-  if pu0 ~= nil and pu0 > now_ms + IV + math.ceil(L * 1000 / tonumber(ARGV[18])) then
+  if another_clocks(get('pu'), now_ms + IV + math.ceil(L * 1000 / tonumber(ARGV[18]))) then
     del('pu')  -- another clock's pause
   end
   local rate = warm_rate(t, q, tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15]),
@@ -766,7 +785,7 @@ THROTTLE = HEAD + _fast("ARGV[13] ~= '1' and tonumber(ARGV[11]) > 0", r"""
       local cost = math.floor(1e9 * n / q + 0.5)
       local lm, ln = D.lm, D.ln
       if lm ~= nil and (lm - now_ms) * 1000000 + (ln - sub) > maxq + IV * 1000000 then
-        lm = nil; D.lm = nil; D.ln = nil  -- another clock's pace (beyond any queue)
+        go = false  -- another clock's pace (beyond any queue): the table model decides
       end
       if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
         D.lm = now_ms; D.ln = sub
@@ -800,7 +819,7 @@ else
   end
   local cost = math.floor(1e9 * n / rate + 0.5)
   local lm, ln = get('lm'), get('ln')
-  if lm ~= nil and (lm - now_ms) * 1000000 + (ln - sub) > maxq + IV * 1000000 then
+  if lm ~= nil and another_clocks((lm - now_ms) * 1000000 + (ln - sub), maxq + IV * 1000000) then
     lm = nil; del('lm'); del('ln')  -- another clock's pace (beyond any queue)
   end
   if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
@@ -874,7 +893,7 @@ return finish(1, given, 0)
 """
 
 # the window's sums at now: pass block exception success rt occupied min_rt in_flight waiting
-STATS = HEAD + GENERIC + r"""
+STATS = HEAD + GENERIC.replace("local VIEW_ONLY = false", "local VIEW_ONLY = true", 1) + r"""
 local t = clamp(now_ms)
 refresh(t)
 local r = {}
@@ -900,6 +919,6 @@ r[#r + 1] = waiting
 for k = 1, #r do  -- sums past int64 saturate (read back as 2^63 - 1, the core's)
   if r[k] > NS_MAX then r[k] = NS_MAX end
 end
-finish(1, 0, 0)
+if not (VIEW_ONLY and clock_restart) then finish(1, 0, 0) end  -- a view: writes nothing
 return r
 """

@@ -652,6 +652,7 @@ def test_keyed_clock_step_back(r):
     t = SHIFT + 5 * S
     assert [per.try_acquire("u", now_ns=t) for _ in range(3)] == [True, True, False]
     back = t - 10 * S
+    per.try_acquire("u", now_ns=back)  # the first decision after the step (traffic goes on)
     assert per.try_acquire("u", now_ns=back + 1001 * MS)
 
 
@@ -673,3 +674,59 @@ def test_key_size_is_capped(r):
     with pytest.raises(ValueError, match=r"overrides.*1024 bytes"):
         per.overrides = {"x" * 2000: 5}
     assert r.keys("slidewin:k:{kcap:s" + "k" * 1025 + "*") == []
+
+
+# -- two clocks apart (issue 18 review): the limit holds --------------------------------
+
+ALTERNATE = ["reject", "warm_up", "throttle", "warm_up_throttle", "keyed"]
+
+
+@pytest.mark.parametrize("behavior", ALTERNATE)
+def test_two_clocks_seconds_apart_keep_the_limit(r, behavior):
+    """Decisions alternating between two clocks 3 s apart (two app hosts' now_ns, or the
+    server's clock and one host's): the state is always more than a window ahead of one of
+    them. That must not switch the limit off (it did: every decision started the window
+    afresh, 200 of 200 admitted); at most the limit (+1) per window of the clock ahead."""
+    from slidewin.redis import RedisKeyedLimiter
+
+    if behavior == "keyed":
+        per = RedisKeyedLimiter(r, "alt-keyed", qps=10)
+        decide = lambda t: per.reserve("u", now_ns=t) is not None  # noqa: E731
+    else:
+        lim = _stepper(r, behavior, "alt-" + behavior)
+        decide = lambda t: lim.reserve(now_ns=t) is not None  # noqa: E731
+    t0 = SHIFT + 5 * S
+    admitted = 0
+    for k in range(100):  # 1 s of each clock: 10 ms apart
+        t = t0 + k * 10 * MS
+        admitted += decide(t + 3 * S)
+        admitted += decide(t)
+    # two windows touched (each clock's second); a throttle may also queue max_queueing_ms
+    bound = 2 * (10 + 1) + (5 if "throttle" in behavior else 0)
+    assert admitted <= bound
+
+
+def test_server_clock_and_a_client_clock_ahead_keep_the_limit(r):
+    """The reviewer's case: the server's clock and now_ns = time.time_ns() + 3 s."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "alt-server", qps=10)
+    start = time.monotonic()
+    admitted = 0
+    for _ in range(50):
+        admitted += lim.try_acquire()
+        admitted += lim.try_acquire(now_ns=time.time_ns() + 3 * S)
+    windows = int(time.monotonic() - start) + 2
+    assert admitted <= windows * (10 + 1)
+
+
+def test_a_step_back_of_less_than_a_window_stays_clamped(r):
+    """A decision behind the state by less than a window counts in the newest bucket (the
+    clamping of the C core): no fresh window."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "alt-small", qps=10)
+    t = SHIFT + 5 * S
+    _saturate(lim, t)
+    assert not lim.try_acquire(now_ns=t - 900 * MS)
+    assert not lim.try_acquire(now_ns=t)
