@@ -826,10 +826,10 @@ class _Base:
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
-        # this client's lease id; a concurrency limiter's admissions take one each (its
-        # prefix and a number: a late duplicate of one, or its renewal, names it alone)
+        # this client's lease id (entries); a concurrency limiter's admissions take a random
+        # one each (_lease_for: unique across forked processes too, where a prefix and a
+        # counter would repeat in every gunicorn --preload worker)
         self._lease = os.urandom(8).hex()
-        self._seq = itertools.count(1)
         self.errors = 0          # decisions that could not reach Redis
         self.errors_allowed = 0  # ... of which on_error admitted
         self.errors_denied = 0   # ... of which on_error refused
@@ -859,7 +859,7 @@ class _Base:
         renewed and released by name), else this client's (unused: no lease is taken)."""
         if cfg.concurrency is None:
             return self._lease
-        return "%s.%x" % (self._lease, next(self._seq))
+        return os.urandom(8).hex()
 
     def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
               now_ns: Any) -> None:
@@ -1118,12 +1118,21 @@ class _Held:
 
     def __init__(self) -> None:
         self.counts: Dict[Any, List[List[Any]]] = {}
+        self.pid = os.getpid()
+
+    def _forked(self) -> None:
+        """In a forked child the parent's admissions are the parent's: none held here."""
+        if self.pid != os.getpid():
+            self.counts.clear()
+            self.pid = os.getpid()
 
     def add(self, key: Any, lease: str, n: int, token: Any) -> None:
+        self._forked()
         self.counts.setdefault(key, []).append([lease, n, token])
 
     def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
         """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
+        self._forked()
         leases = self.counts.get(key, [])
         have = sum(x[1] for x in leases)
         if n > have:

@@ -730,3 +730,67 @@ def test_a_step_back_of_less_than_a_window_stays_clamped(r):
     _saturate(lim, t)
     assert not lim.try_acquire(now_ns=t - 900 * MS)
     assert not lim.try_acquire(now_ns=t)
+
+
+# -- forked processes (issue 18 review): lease ids are unique -----------------------------
+
+
+def _fork_run(fn):
+    """fn() in a forked child; its exit status (0: fn returned True)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if fn() else 3
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_forked_children_take_lease_ids_of_their_own(r):
+    """gunicorn --preload: workers forked from one parent, each with the parent's limiter.
+    Child A takes a slot and dies; child B's admission must not name A's lease (it did: the
+    same prefix and counter, B's renewals kept A's dead slot alive). After A's lease_ms only
+    B's slot is in flight. A child also holds none of its parent's admissions."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "fork-leases", concurrency=3, lease_ms=1000)
+    assert lim.try_acquire()  # the parent's own slot
+    lim.release()
+    lim.try_acquire()  # held by the parent: a child must not release it
+    ids = []
+    read, write = os.pipe()
+
+    def take():
+        ok = lim.try_acquire()
+        os.write(write, (lim._held.counts[next(iter(lim._held.counts))][-1][0] + "\n").encode())
+        return ok
+
+    def take_and_hold():
+        if not take():
+            os._exit(4)
+        time.sleep(2.5)  # renewed meanwhile; A's lease is long gone
+        if lim.stats().concurrency != 2:  # the parent's and B's
+            os._exit(5)
+        try:
+            lim.release(2)  # the parent's is not this child's
+            os._exit(6)
+        except ValueError:
+            pass
+        lim.release()
+        return True
+
+    lim.release()  # the parent's slot free again before the children run
+    assert _fork_run(take) == 0  # A: takes a slot and exits without releasing
+    lim.try_acquire()
+    assert _fork_run(take_and_hold) == 0  # 5: A's dead slot kept; 6: released the parent's
+    os.close(write)
+    with os.fdopen(read) as f:
+        ids = f.read().split()
+    assert len(ids) == 2 and ids[0] != ids[1]
+    lim.release()
