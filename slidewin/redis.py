@@ -121,6 +121,7 @@ class RedisStateError(RedisReplyError, ResponseError):
 
 
 MAX_KEY_BYTES = 1024  # a keyed limiter's key, encoded (str as UTF-8, int as its digits)
+MIN_LEASE_MS = 100  # the shortest lease: renewed every lease_ms / 3
 
 
 def _named(err: BaseException, key: Any) -> BaseException:
@@ -816,8 +817,9 @@ class _Base:
                              % (on_error,))
         if isinstance(lease_ms, bool) or not isinstance(lease_ms, int):
             raise TypeError("lease_ms must be an int, not %s" % type(lease_ms).__name__)
-        if not 1 <= lease_ms <= 2**40:
-            raise ValueError("lease_ms must be in [1, 2**40] ms, got %d" % lease_ms)
+        if not MIN_LEASE_MS <= lease_ms <= 2**40:  # renewed every lease_ms / 3
+            raise ValueError("lease_ms must be in [%d, 2**40] ms, got %d"
+                             % (MIN_LEASE_MS, lease_ms))
         if on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         self._cfg = _Config(qps, kw, lease_ms)

@@ -667,6 +667,9 @@ def _redis_cases():
             ("on_error upper case", dict(on_error="ALLOW"), ValueError, r"on_error"),
             ("lease_ms 0", dict(lease_ms=0), ValueError, r"lease_ms.*\b0\b"),
             ("lease_ms negative", dict(lease_ms=-1), ValueError, r"lease_ms.*-1"),
+            # renewed every lease_ms / 3: 1 ms busy-loops the renewal thread
+            ("lease_ms 1", dict(lease_ms=1), ValueError, r"lease_ms.*\[100, .*\b1$"),
+            ("lease_ms 99", dict(lease_ms=99), ValueError, r"lease_ms.*\[100, .*\b99$"),
             ("lease_ms above 2**40", dict(lease_ms=2**40 + 1), ValueError,
              r"lease_ms.*1099511627777"),
             ("lease_ms float", dict(lease_ms=1.5), TypeError, r"lease_ms.*float"),
