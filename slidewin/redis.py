@@ -1032,8 +1032,9 @@ class _SyncOps(_Base):
             return False
 
     def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
-                    flags: int, lease: str) -> int:
-        """The shared loop of acquire() and entry(): returns the wait slept (ns)."""
+                    flags: int, lease: str, sleep_wait: bool = True) -> int:
+        """The shared loop of acquire() and entry(): returns the wait slept (ns), or to
+        sleep (sleep_wait False: entry() registers its lease for renewal first)."""
         if timeout is None:
             verdict, wait_ns, retry_ns = self._decide_on(key, cfg, n, flags | F_RETRY, None,
                                                          lease)
@@ -1056,7 +1057,7 @@ class _SyncOps(_Base):
                 else:  # concurrency / warm-up: poll, backing off to 50 ms
                     sleep, step = step, min(step * 2, 0.05)
                 time.sleep(max(0.0, min(sleep, deadline - now)))
-        if wait_ns > 0:
+        if wait_ns > 0 and sleep_wait:
             time.sleep(wait_ns / 1e9)
         return wait_ns
 
@@ -1072,9 +1073,19 @@ class _SyncEntry:
     def __enter__(self) -> "_SyncEntry":
         if self._held:
             raise RuntimeError("this entry is already entered")
-        self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
-        self._held = True
+        wait_ns = self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY,
+                                        self._lease, False)
+        # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = _RENEWER.add(self._lim, self._key, self._cfg, self._lease)
+        if wait_ns > 0:
+            try:
+                time.sleep(wait_ns / 1e9)
+            except BaseException:  # interrupted before the body: given back
+                _RENEWER.remove(self._tok)
+                self._lim._exit_on(self._key, self._cfg, self.n, _OUT_NONE, 0,
+                                   [(self._lease, self.n)])
+                raise
+        self._held = True
         self._t0 = time.monotonic()
         return self
 
@@ -1098,9 +1109,19 @@ class _AsyncEntry:
     async def __aenter__(self) -> "_AsyncEntry":
         if self._held:
             raise RuntimeError("this entry is already entered")
-        await self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY, self._lease)
-        self._held = True
+        wait_ns = await self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY,
+                                              self._lease, False)
+        # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = _arenewer().add(self._lim, self._key, self._cfg, self._lease)
+        if wait_ns > 0:
+            try:
+                await asyncio.sleep(wait_ns / 1e9)
+            except BaseException:  # cancelled before the body: given back
+                _arenewer().remove(self._tok)
+                await self._lim._exit_on(self._key, self._cfg, self.n, _OUT_NONE, 0,
+                                         [(self._lease, self.n)])
+                raise
+        self._held = True
         self._t0 = time.monotonic()
         return self
 
@@ -1448,7 +1469,7 @@ class AsyncRedisLimiter(_Base):
             return False
 
     async def _acquire_on(self, key: Any, cfg: _Config, n: int, timeout: Optional[float],
-                          flags: int, lease: str) -> int:
+                          flags: int, lease: str, sleep_wait: bool = True) -> int:
         if timeout is None:
             verdict, wait_ns, retry_ns = await self._decide_on(key, cfg, n, flags | F_RETRY,
                                                                None, lease)
@@ -1471,7 +1492,7 @@ class AsyncRedisLimiter(_Base):
                 else:
                     sleep, step = step, min(step * 2, 0.05)
                 await asyncio.sleep(max(0.0, min(sleep, deadline - now)))
-        if wait_ns > 0:
+        if wait_ns > 0 and sleep_wait:
             await asyncio.sleep(wait_ns / 1e9)
         return wait_ns
 

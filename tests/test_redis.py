@@ -794,3 +794,76 @@ def test_forked_children_take_lease_ids_of_their_own(r):
         ids = f.read().split()
     assert len(ids) == 2 and ids[0] != ids[1]
     lim.release()
+
+
+# -- a throttled entry's lease (issue 18 review) -------------------------------------------
+
+
+def test_a_throttled_entry_holds_its_lease_while_it_waits(r):
+    """An entry the throttle queues sleeps its wait holding a lease taken by the decision; it
+    must be renewed from the decision on (it was renewed only after the wait: a wait above
+    two thirds of lease_ms let it expire, and in-flight undercounted)."""
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "entry-wait", qps=1, behavior="throttle", max_queueing_ms=2000,
+                       lease_ms=600)
+    a = lim.entry()
+    a.__enter__()  # no wait
+    seen = []
+    b_in = threading.Event()
+    done = threading.Event()
+
+    def b_body():
+        with lim.entry():  # waits about 1 s (the throttle's pace)
+            b_in.set()
+            done.wait(10)
+
+    th = threading.Thread(target=b_body)
+    th.start()
+    try:
+        for _ in range(20):  # during the wait and after (0.1 s apart)
+            time.sleep(0.1)
+            seen.append(lim.stats().concurrency)
+        assert b_in.wait(10)
+        seen.append(lim.stats().concurrency)
+    finally:
+        done.set()
+        th.join(10)
+        a.__exit__(None, None, None)
+    assert min(seen) == 2, seen  # A's and B's, during B's wait and after it
+    assert lim.stats().concurrency == 0
+
+
+def test_an_async_throttled_entry_holds_its_lease_while_it_waits(redis_server):
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        client = redis_server.async_client()
+        lim = AsyncRedisLimiter(client, "aentry-wait", qps=1, behavior="throttle",
+                                max_queueing_ms=2000, lease_ms=600)
+        await lim.reset()
+        a = lim.entry()
+        await a.__aenter__()
+        b_in = asyncio.Event()
+        done = asyncio.Event()
+
+        async def b_body():
+            async with lim.entry():
+                b_in.set()
+                await done.wait()
+
+        task = asyncio.ensure_future(b_body())
+        seen = []
+        try:
+            for _ in range(20):
+                await asyncio.sleep(0.1)
+                seen.append((await lim.stats()).concurrency)
+            await asyncio.wait_for(b_in.wait(), 10)
+        finally:
+            done.set()
+            await task
+            await a.__aexit__(None, None, None)
+        assert min(seen) == 2, seen
+        await client.aclose()
+
+    asyncio.run(main())
