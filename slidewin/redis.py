@@ -43,6 +43,7 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
+import functools
 import itertools
 import logging
 import math
@@ -869,16 +870,16 @@ class _Base:
         (on the server's clock only)."""
         tok = None
         if now_ns is None:
-            tok = (_arenewer() if self._is_async else _RENEWER).add(self, key, cfg, lease)
+            tok = (_arenewer() if self._is_async else _renewer(self._client)).add(
+                self, key, cfg, lease)
         with self._lock:
             self._held.add(hkey, lease, n, tok)
 
     def _unhold(self, hkey: Any, n: int, what: str) -> List[Tuple[str, int]]:
         with self._lock:
             pairs, done = self._held.take(hkey, n, what)
-        renewer = _arenewer() if self._is_async else _RENEWER
         for tok in done:
-            renewer.remove(tok)
+            _unrenew(tok)
         return pairs
 
     def _args(self, cfg: _Config, n: int, flags: int, now_ns: Any, lease: str) -> List[Any]:
@@ -1076,12 +1077,13 @@ class _SyncEntry:
         wait_ns = self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY,
                                         self._lease, False)
         # renewed from the decision on: a throttle's wait may outlast the lease
-        self._tok = _RENEWER.add(self._lim, self._key, self._cfg, self._lease)
+        self._tok = _renewer(self._lim._client).add(self._lim, self._key, self._cfg,
+                                                    self._lease)
         if wait_ns > 0:
             try:
                 time.sleep(wait_ns / 1e9)
             except BaseException:  # interrupted before the body: given back
-                _RENEWER.remove(self._tok)
+                _unrenew(self._tok)
                 self._lim._exit_on(self._key, self._cfg, self.n, _OUT_NONE, 0,
                                    [(self._lease, self.n)])
                 raise
@@ -1092,7 +1094,7 @@ class _SyncEntry:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self._held:
             self._held = False
-            _RENEWER.remove(self._tok)
+            _unrenew(self._tok)
             self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
                                _elapsed_ms(self._t0), [(self._lease, self.n)])
         return False
@@ -1117,7 +1119,7 @@ class _AsyncEntry:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
             except BaseException:  # cancelled before the body: given back
-                _arenewer().remove(self._tok)
+                _unrenew(self._tok)
                 await self._lim._exit_on(self._key, self._cfg, self.n, _OUT_NONE, 0,
                                          [(self._lease, self.n)])
                 raise
@@ -1128,7 +1130,7 @@ class _AsyncEntry:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         if self._held:
             self._held = False
-            _arenewer().remove(self._tok)
+            _unrenew(self._tok)
             await self._lim._exit_on(self._key, self._cfg, self.n, _outcome(exc_type),
                                      _elapsed_ms(self._t0), [(self._lease, self.n)])
         return False
@@ -1212,40 +1214,35 @@ def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
 
 
 class _Renewer:
-    """The leases this process holds through sync clients, renewed by one daemon thread
-    (started with the first lease, ended when none is left)."""
+    """The leases this process holds through one sync client, renewed by a daemon thread of
+    their own (started with the first lease, ended when none is left): a renewal blocked on
+    one client's server (stalled, or its pool exhausted) delays no other client's."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
-        self.seq = itertools.count(1)
         self.thread: Optional[threading.Thread] = None
-        self.pid = os.getpid()
 
-    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> int:
-        tok = next(self.seq)
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
+        tok = next(_SEQ)
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
-            if self.pid != os.getpid():  # forked: the parent's leases and thread are not ours
-                self.leases.clear()
-                self.thread = None
-                self.pid = os.getpid()
             self.leases[tok] = [lim, key, cfg, lease, due]
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, daemon=True,
                                                name="slidewin.redis leases")
                 self.thread.start()
-        return tok
+        return (self, tok)
 
-    def remove(self, tok: Any) -> None:
-        if tok is not None:
-            with self.lock:
-                self.leases.pop(tok, None)
+    def remove(self, tok: int) -> None:
+        with self.lock:
+            self.leases.pop(tok, None)
 
     def _run(self) -> None:
+        pid = os.getpid()
         while True:
             with self.lock:
-                if not self.leases or self.pid != os.getpid():
+                if not self.leases or pid != os.getpid():
                     if self.thread is threading.current_thread():
                         self.thread = None
                     return
@@ -1264,55 +1261,93 @@ class _Renewer:
                 time.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
 
 
-_RENEWER = _Renewer()
+_SEQ = itertools.count(1)  # renewal tokens
+# one renewer per sync client (a client that takes no weak reference: the shared one)
+_RENEWERS: "weakref.WeakKeyDictionary[Any, _Renewer]" = weakref.WeakKeyDictionary()
+_RENEWERS_LOCK = threading.Lock()
+_SHARED_RENEWER = _Renewer()
 
 
-def _after_fork() -> None:  # the child holds none of the parent's leases (nor its lock)
-    _RENEWER.lock = threading.Lock()
-    _RENEWER.leases.clear()
-    _RENEWER.thread = None
-    _RENEWER.pid = os.getpid()
+def _renewer(client: Any) -> _Renewer:
+    with _RENEWERS_LOCK:
+        try:
+            r = _RENEWERS.get(client)
+            if r is None:
+                r = _RENEWERS[client] = _Renewer()
+        except TypeError:  # not weakly referenceable (nor hashable)
+            r = _SHARED_RENEWER
+        return r
+
+
+def _unrenew(tok: Any) -> None:
+    """Stop renewing the lease of a token of _Renewer.add or _AsyncRenewer.add."""
+    if tok is not None:
+        tok[0].remove(tok[1])
+
+
+def _after_fork() -> None:  # the child holds none of the parent's leases (nor its locks)
+    global _RENEWERS_LOCK, _SHARED_RENEWER, _RENEWERS
+    _RENEWERS_LOCK = threading.Lock()
+    _RENEWERS = weakref.WeakKeyDictionary()
+    _SHARED_RENEWER = _Renewer()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
+    busy.pop(cid, None)
+
+
 class _AsyncRenewer:
     """The leases held through async clients on one event loop, renewed by one task (made
-    with the first lease, done when none is left)."""
+    with the first lease, done when none is left); each client's renewals in turn, the
+    clients' at once (a stalled server delays only its own client's)."""
 
     def __init__(self) -> None:
         self.leases: Dict[int, List[Any]] = {}
         self.task: Optional["asyncio.Task[None]"] = None
 
-    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> int:
-        tok = next(_RENEWER.seq)
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
+        tok = next(_SEQ)
         self.leases[tok] = [lim, key, cfg, lease, time.monotonic() + cfg.lease_ms / 3000.0]
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._run())
-        return tok
+        return (self, tok)
 
-    def remove(self, tok: Any) -> None:
-        if tok is not None:
-            self.leases.pop(tok, None)
+    def remove(self, tok: int) -> None:
+        self.leases.pop(tok, None)
+
+    async def _client_renewals(self, groups: List[Any]) -> None:
+        for lim, key, cfg, items in groups:
+            ok = await lim._renew(key, cfg, [lid for _, lid in items])
+            period = cfg.lease_ms / 3000.0
+            again = time.monotonic() + (period if ok else min(period, _TICK))
+            for tok, _ in items:
+                v = self.leases.get(tok)
+                if v is not None:
+                    v[4] = again
 
     async def _run(self) -> None:
+        busy: Dict[int, "asyncio.Task[None]"] = {}  # id(client) -> its renewals under way
         try:
             while self.leases:
                 now = time.monotonic()
                 groups, nxt = _due(self.leases, now)
-                for lim, key, cfg, items in groups.values():
-                    ok = await lim._renew(key, cfg, [lid for _, lid in items])
-                    period = cfg.lease_ms / 3000.0
-                    again = time.monotonic() + (period if ok else min(period, _TICK))
-                    for tok, _ in items:
-                        v = self.leases.get(tok)
-                        if v is not None:
-                            v[4] = again
-                if not groups:
-                    await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
+                per: Dict[int, List[Any]] = {}
+                for g in groups.values():
+                    cid = id(g[0]._client)
+                    if cid not in busy:  # a client still renewing: its leases wait
+                        per.setdefault(cid, []).append(g)
+                for cid, gs in per.items():
+                    task = busy[cid] = asyncio.ensure_future(self._client_renewals(gs))
+                    task.add_done_callback(functools.partial(_forget, busy, cid))
+                await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic()))
+                                    if not per else 0.001)
         finally:
+            for t in list(busy.values()):
+                t.cancel()
             self.task = None
 
 
