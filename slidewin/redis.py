@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
+import functools
 import hashlib
 import inspect
-import functools
 import itertools
 import logging
 import math
@@ -501,64 +502,98 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
 # never holds more connections than the pool's max_connections. redis-py retries a failed
 # connect with backoff (10 times in redis-py 6+): harmless for a connect, but it would hold a
 # caller for seconds while Redis is down, where on_error must answer. The pool's retry policy
-# is given a subclass that connects once while a slidewin call is under way (_DECIDING); the
-# client's own commands keep their retries. The decision itself is never retried: slidewin
+# is wrapped in one that delegates to it, except that it connects once while a slidewin call
+# is under way (_DECIDING); the client's own commands keep their retries (and later changes
+# to the client's policy). The decision itself is never retried: slidewin
 # writes and reads it on the socket itself.
 
 _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_deciding",
                                                                    default=False)
-_GUARDED: Dict[type, type] = {}
-
-
 def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
     with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
     return fail(err, 1) if with_count else fail(err)
 
 
-def _guarded_class(base: type) -> type:
-    cls = _GUARDED.get(base)
-    if cls is not None:
-        return cls
-    call = getattr(base, "call_with_retry")
-    if inspect.iscoroutinefunction(call):
-        async def acall_with_retry(self: Any, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
-            if not _DECIDING.get():
-                return await call(self, do, fail, *a, **k)
-            try:
-                return await do()
-            except Exception as e:
+def _would_retry(retry: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> bool:
+    """Whether the policy would have retried err (redis-py's rule: one of its supported
+    errors, and the caller's is_retryable agrees): only then is the failure handler told."""
+    supported = getattr(retry, "_supported_errors", None)
+    if isinstance(supported, tuple) and not isinstance(err, supported):
+        return False
+    is_retryable = k.get("is_retryable", a[0] if a else None)
+    return not (is_retryable is not None and not is_retryable(err))
+
+
+class _GuardedRetry:
+    """The client's retry policy itself (every attribute and change reaches it), except that
+    a connect under way for a slidewin call is tried once."""
+
+    _slidewin_guarded = True
+    __slots__ = ("_retry",)
+
+    def __init__(self, retry: Any) -> None:
+        object.__setattr__(self, "_retry", retry)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, "_retry"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._retry, name, value)
+
+    def __eq__(self, other: Any) -> bool:
+        return bool(self._retry == getattr(other, "_retry", other))
+
+    def __hash__(self) -> int:
+        return hash(self._retry)
+
+    def __copy__(self) -> Any:
+        return type(self)(self._retry)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:  # redis-py copies it per connection
+        return type(self)(copy.deepcopy(self._retry, memo))
+
+    def __repr__(self) -> str:
+        return "<slidewin guarded %r>" % (self._retry,)
+
+    def call_with_retry(self, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+        if not _DECIDING.get():
+            return self._retry.call_with_retry(do, fail, *a, **k)
+        try:
+            return do()
+        except Exception as e:
+            if _would_retry(self._retry, e, a, k):
+                _call_fail(fail, e, a, k)
+            raise
+
+
+class _AsyncGuardedRetry(_GuardedRetry):
+    __slots__ = ()
+
+    async def call_with_retry(self, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+        if not _DECIDING.get():
+            return await self._retry.call_with_retry(do, fail, *a, **k)
+        try:
+            return await do()
+        except Exception as e:
+            if _would_retry(self._retry, e, a, k):
                 res = _call_fail(fail, e, a, k)
                 if inspect.isawaitable(res):
                     await res
-                raise
-
-        body: Dict[str, Any] = {"call_with_retry": acall_with_retry}
-    else:
-        def call_with_retry(self: Any, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
-            if not _DECIDING.get():
-                return call(self, do, fail, *a, **k)
-            try:
-                return do()
-            except Exception as e:
-                _call_fail(fail, e, a, k)
-                raise
-
-        body = {"call_with_retry": call_with_retry}
-    body["_slidewin_guarded"] = True
-    cls = _GUARDED[base] = type(base.__name__, (base,), body)
-    return cls
+            raise
 
 
 def _guard(retry: Any) -> Any:
-    """The same retry policy, connecting once during a slidewin call."""
+    """The same retry policy (delegated to), connecting once during a slidewin call."""
     if retry is None or getattr(retry, "_slidewin_guarded", False):
         return retry
-    try:
-        new: Any = object.__new__(_guarded_class(type(retry)))
-        new.__dict__.update(retry.__dict__)
-    except (TypeError, AttributeError):  # pragma: no cover - a retry object of its own kind
+    call = getattr(retry, "call_with_retry", None)
+    if call is None:  # pragma: no cover - not a redis-py policy
         return retry
-    return new
+    if inspect.iscoroutinefunction(call):
+        return _AsyncGuardedRetry(retry)
+    return _GuardedRetry(retry)
 
 
 def _guard_pool(pool: Any) -> None:

@@ -171,3 +171,103 @@ def test_decisions_do_not_hold_pool_connections(own_server, kind):
         await pool.aclose()
 
     asyncio.run(main())
+
+
+class _CountingBackoff:
+    """A backoff that counts the retries it is asked for (a class attribute: redis-py copies
+    the retry policy, and its backoff, into every connection)."""
+
+    calls = 0
+
+    def reset(self):
+        pass
+
+    def compute(self, failures):
+        type(self).calls += 1
+        return 0
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_clients_own_commands_keep_their_retries(own_server, kind):
+    """A decision connects once; the client's own commands keep the client's retry policy,
+    as it is now: a change to the client's Retry (get_retry(), taken before a decision) made
+    after a decision reaches new connections (a copy of it did not)."""
+    import redis
+    import redis.asyncio
+    import redis.asyncio.retry
+
+    from slidewin.redis import AsyncRedisLimiter, RedisLimiter
+
+    port = own_server.port
+    own_server.kill()  # nothing listens: every connect fails
+    if kind == "sync":
+        retry = redis.retry.Retry(_CountingBackoff(), 3)
+        c = redis.Redis(port=port, retry=retry, socket_connect_timeout=0.3)
+        retry = c.get_retry()  # redis-py's copy of it: the client's policy
+        lim = RedisLimiter(c, "ret", qps=5, on_error="deny")
+        _CountingBackoff.calls = 0
+        assert lim.try_acquire() is False
+        assert _CountingBackoff.calls == 0  # the decision: one connect
+        with pytest.raises(redis.ConnectionError):
+            c.ping()
+        assert _CountingBackoff.calls >= 3  # the client's command: its retries
+        retry.update_retries(0)  # the user's policy, changed
+        c.connection_pool.reset()  # new connections (each copies the policy it is made with)
+        _CountingBackoff.calls = 0
+        with pytest.raises(redis.ConnectionError):
+            c.ping()
+        assert _CountingBackoff.calls == 0
+        return
+
+    async def main():
+        retry = redis.asyncio.retry.Retry(_CountingBackoff(), 3)
+        c = redis.asyncio.Redis(port=port, retry=retry, socket_connect_timeout=0.3)
+        retry = c.get_retry()
+        lim = AsyncRedisLimiter(c, "aret", qps=5, on_error="deny")
+        _CountingBackoff.calls = 0
+        assert await lim.try_acquire() is False
+        assert _CountingBackoff.calls == 0
+        with pytest.raises(redis.ConnectionError):
+            await c.ping()
+        assert _CountingBackoff.calls >= 3
+        retry.update_retries(0)
+        c.connection_pool.reset()
+        _CountingBackoff.calls = 0
+        with pytest.raises(redis.ConnectionError):
+            await c.ping()
+        assert _CountingBackoff.calls == 0
+        await c.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_decision_reports_to_fail_only_what_the_policy_retries():
+    """During a decision the guarded policy connects once and calls the connection's failure
+    handler only for an error the client's policy would have retried (redis-py's own rule)."""
+    import redis.retry
+    from redis.backoff import NoBackoff
+
+    from slidewin.redis import _DECIDING, _guard
+
+    g = _guard(redis.retry.Retry(NoBackoff(), 3))
+    failed = []
+
+    def boom(exc):
+        def do():
+            raise exc
+        return do
+
+    token = _DECIDING.set(True)
+    try:
+        with pytest.raises(ValueError):
+            g.call_with_retry(boom(ValueError("not a retried error")), failed.append)
+        assert failed == []
+        with pytest.raises(redis.ConnectionError):
+            g.call_with_retry(boom(redis.ConnectionError("down")), failed.append)
+        assert len(failed) == 1
+        with pytest.raises(redis.ConnectionError):  # the caller's is_retryable says no
+            g.call_with_retry(boom(redis.ConnectionError("down")), failed.append,
+                              lambda e: False)
+        assert len(failed) == 1
+    finally:
+        _DECIDING.reset(token)
