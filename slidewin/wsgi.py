@@ -177,8 +177,9 @@ def _is_file(result: Any, wrapper: Any) -> bool:
 class _CloseHook:
     """The close() of a server's file wrapper, returned as it is: closes the file, then
     ends the entry. The server may send the file with sendfile() and never iterate, so the
-    end cannot be seen: closed normally counts SUCCESS; closed while an exception propagates
-    (the server's `finally` after a failed send: the client is gone) counts nothing."""
+    end cannot be seen: closed normally counts SUCCESS; closed while an OSError propagates
+    (the server's `finally` after a failed send: the client is gone) counts nothing. Any
+    other exception in flight is not the send's: SUCCESS."""
 
     __slots__ = ("_entry", "_close")
 
@@ -191,7 +192,8 @@ class _CloseHook:
         close, self._close = self._close, None  # (drops the cycle wrapper -> hook -> wrapper)
         if entry is None:
             return  # closed before
-        outcome: Optional[type] = GeneratorExit if sys.exc_info()[0] is not None else None
+        failed_send = isinstance(sys.exc_info()[1], OSError)
+        outcome: Optional[type] = GeneratorExit if failed_send else None
         try:
             if close is not None:
                 close()

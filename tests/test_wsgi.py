@@ -379,6 +379,24 @@ def test_file_wrapper_closed_while_an_error_propagates_counts_nothing(tmp_path):
     assert lim.metric.sum("success") == 0 and lim.metric.sum("exception") == 0
 
 
+def test_file_wrapper_closed_while_handling_another_error_counts_success(tmp_path):
+    """Only a failed send (an OSError in flight: the client gone) makes the close an early
+    one; a close from inside an unrelated exception handler (a server's own bookkeeping, an
+    app's except block) is a response sent: counted SUCCESS."""
+    path = tmp_path / "f"
+    path.write_bytes(b"y" * 10)
+    lim = Limiter(concurrency=1)
+    result = LimitMiddleware(file_app, lim)(
+        environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
+        Response().start_response)
+    assert isinstance(result, FileWrapper)
+    try:
+        raise KeyError("a server's own lookup, handled")
+    except KeyError:
+        result.close()
+    assert lim.in_flight == 0 and lim.metric.sum("success") == 1
+
+
 def test_a_file_wrapper_that_cannot_take_a_close_is_still_counted(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"z" * 10)
