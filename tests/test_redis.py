@@ -867,3 +867,34 @@ def test_an_async_throttled_entry_holds_its_lease_while_it_waits(redis_server):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_throttled_entry_cancelled_in_its_wait_gives_its_lease_back(redis_server):
+    """Cancelled while it sleeps the throttle's wait (renewed by then): its slot is given back
+    at once, not renewed for ever, nor left to expire."""
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        client = redis_server.async_client()
+        lim = AsyncRedisLimiter(client, "aentry-cancel", qps=1, behavior="throttle",
+                                max_queueing_ms=5000, lease_ms=60_000)
+        await lim.reset()
+        a = lim.entry()
+        await a.__aenter__()
+
+        async def b_body():
+            async with lim.entry():  # waits about 1 s
+                raise AssertionError("entered")
+
+        task = asyncio.ensure_future(b_body())
+        await asyncio.sleep(0.3)
+        assert (await lim.stats()).concurrency == 2
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await lim.stats()).concurrency == 1
+        await a.__aexit__(None, None, None)
+        assert (await lim.stats()).concurrency == 0
+        await client.aclose()
+
+    asyncio.run(main())
