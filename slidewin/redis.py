@@ -31,7 +31,8 @@ methods are coroutines.
 - A keyed limiter's key is at most MAX_KEY_BYTES (1024) bytes once encoded.
 - In-flight counts (concurrency limiters, and ``entry()`` on every limiter) are leases that
   expire ``lease_ms`` (default 5 s) after they were taken or last renewed; this process
-  renews the leases it holds (a daemon thread, or a task on the event loop), so a crashed
+  renews the leases it holds (a daemon thread per client, or a task on the event loop;
+  ``lease_ms`` is at least 100), so a crashed
   client's slots, and those of a decision that ran after its caller timed out, come back.
 - Constructing contacts no server; the first decision does.
 
