@@ -374,7 +374,9 @@ try:  # redis-py's own mapping of error replies to its exceptions (READONLY, OOM
     from redis._parsers.base import BaseParser as _BaseParser
 except ImportError:  # pragma: no cover - redis-py < 5 (or without the extra)
     try:
-        from redis.connection import BaseParser as _BaseParser  # type: ignore[no-redef]
+        from redis.connection import (  # type: ignore[no-redef,attr-defined,unused-ignore]
+            BaseParser as _BaseParser,
+        )
     except ImportError:
         _BaseParser = None  # type: ignore[assignment,misc]
 
@@ -384,7 +386,7 @@ def _error_reply(text: str) -> Exception:
     NoScriptError, BusyLoadingError..., else a ResponseError with the whole text."""
     if _BaseParser is not None:
         try:
-            return cast(Exception, _BaseParser.parse_error(text))
+            return cast(Exception, _BaseParser.parse_error(text))  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:  # pragma: no cover - an older parser's signature
             pass
     if text.startswith("NOSCRIPT"):
@@ -1243,7 +1245,7 @@ def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], floa
 
 
 def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
-    args = lim._args(cfg, 1, 0, None, "") + [str(_OUT_RENEW), "0"]
+    args: List[Any] = lim._args(cfg, 1, 0, None, "") + [str(_OUT_RENEW), "0"]
     for lid in ids:
         args += [lid, "0"]
     return args
