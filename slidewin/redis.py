@@ -386,7 +386,8 @@ def _error_reply(text: str) -> Exception:
     NoScriptError, BusyLoadingError..., else a ResponseError with the whole text."""
     if _BaseParser is not None:
         try:
-            return cast(Exception, _BaseParser.parse_error(text))  # type: ignore[no-untyped-call,unused-ignore]
+            err = _BaseParser.parse_error(text)  # type: ignore[no-untyped-call,unused-ignore]
+            return cast(Exception, err)
         except Exception:  # pragma: no cover - an older parser's signature
             pass
     if text.startswith("NOSCRIPT"):
