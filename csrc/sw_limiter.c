@@ -224,6 +224,7 @@ void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out)
     out->slots = NULL;
     out->n_slots = 0;
     out->my_slot = -1;
+    out->held = NULL;
 }
 
 /* ---- the counts on the lock's line (struct sw_lstate) ---- */
@@ -500,8 +501,13 @@ static inline bool lock_for_other_event(const struct sw_view *v, int64_t *now_ns
 /* Change the in-flight count by d (lock held): the total, and this process's slot. */
 static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
 {
-    if (v->my_slot >= 0)
+    if (v->my_slot >= 0) {
         v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
+        if (v->held != NULL) {
+            int64_t h = sw_sat_add(*v->held, d);
+            *v->held = h < 0 ? 0 : h;
+        }
+    }
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
     node->in_flight = sw_sat_add(node->in_flight, d);
@@ -587,6 +593,29 @@ int sw_lstate_check_repair(const struct sw_view *v)
     sw_lstate_repair(v);
     unlock_state(v);
     return SW_OK;
+}
+
+int64_t sw_lstate_give_back_locked(const struct sw_view *v, int64_t others)
+{
+    if (v->slots == NULL || v->my_slot < 0 || v->held == NULL)
+        return 0;
+    struct sw_proc_slot *slot = &v->slots[v->my_slot];
+    int64_t room = sw_sat_sub(slot->in_flight, others < 0 ? 0 : others);
+    int64_t take = *v->held < room ? *v->held : room;
+    *v->held = 0;
+    /* only this process's own slot (a slot reaped and claimed again is another's) */
+    if (take <= 0 || atomic_load_explicit(&slot->token, memory_order_relaxed) !=
+                         sw_token_resolve(v->token))
+        return 0;
+    struct sw_node *node = sw_lstate_node(v->st);
+    slot->in_flight -= take;
+    int64_t total = sw_sat_sub(node->in_flight, take);
+    if (total < 0) { /* counts released in another process: see cancel_deficit */
+        cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
+        total = 0;
+    }
+    node->in_flight = total;
+    return take;
 }
 
 void sw_lstate_detach(const struct sw_view *v)

@@ -134,6 +134,9 @@ struct sw_view {
     struct sw_proc_slot *slots; /* a shared state's process table, or NULL */
     uint32_t n_slots;
     int32_t my_slot;            /* this process's slot, or -1 */
+    int64_t *held;              /* what the view's object holds of my_slot's count (>= 0: a
+                                   release of more is another object's), given back when the
+                                   object goes, or NULL; changed with the slot, under the lock */
 };
 
 /** Take a view's state lock (as a decision does: with the view's token, repairing the state
@@ -216,6 +219,13 @@ int sw_lstate_check_repair(const struct sw_view *v);
 /** Detach a view from a shared state: free its process slot when it holds nothing in flight
  * (otherwise the slot keeps its count until the process dies and is reaped). */
 void sw_lstate_detach(const struct sw_view *v);
+
+/** Give back what a view's object still holds in flight as it goes, lock held (sw_view_lock):
+ * *v->held, at most what this process's slot holds beyond `others` (what the process's other
+ * objects on the region hold: their counts stay), out of the slot and the total (never below
+ * 0: a deficit is cancelled as the reap does); *v->held becomes 0.
+ * @return the count given back */
+int64_t sw_lstate_give_back_locked(const struct sw_view *v, int64_t others);
 
 /** Bytes a limiter of this configuration needs. @return 0 when cfg is invalid */
 size_t sw_limiter_size(const struct sw_limiter_cfg *cfg);

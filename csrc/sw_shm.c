@@ -205,9 +205,25 @@ int sw_shm_check_header(const struct sw_shm_header *h, size_t size, const char *
     return SW_OK;
 }
 
-/* Check an existing region against what this process asks for. */
+/* Whether a region's header names another PID or time namespace than this process's: a
+ * dead process's lock and counts are taken back by its pid and start time, which only mean
+ * something inside one PID namespace; CLOCK_MONOTONIC may be offset in another time
+ * namespace. Unknown ids (0) on either side compare equal. */
+static bool foreign_ns(const struct sw_shm_header *h)
+{
+    uint64_t dev, ino;
+    ns_id("pid", &dev, &ino);
+    if (h->pidns_ino != 0 && ino != 0 && (h->pidns_ino != ino || h->pidns_dev != dev))
+        return true;
+    ns_id("time", &dev, &ino);
+    return h->timens_ino != 0 && ino != 0 && (h->timens_ino != ino || h->timens_dev != dev);
+}
+
+/* Check an existing region against what this process asks for; *foreign is set when it was
+ * made in another PID or time namespace (see adopt_or_refuse). */
 static int check_region(void *base, size_t size, const char *path,
-                        const struct sw_shm_layout *lay, struct sw_shm_error *err)
+                        const struct sw_shm_layout *lay, struct sw_shm_error *err,
+                        bool *foreign)
 {
     const struct sw_shm_header *h = base;
     const char *fix = "use another name, or remove it with slidewin.unlink() once no process "
@@ -250,22 +266,7 @@ static int check_region(void *base, size_t size, const char *path,
                     fix);
     if (lay->check_state((char *)base + h->off_state, lay) != SW_OK)
         return fail(err, SW_EINVAL, 0, "file", "%s holds a damaged state; %s", path, fix);
-    /* a dead process's lock and counts are taken back by its pid and start time, which
-     * only mean something inside one PID namespace; CLOCK_MONOTONIC may be offset in
-     * another time namespace */
-    uint64_t dev, ino;
-    ns_id("pid", &dev, &ino);
-    if (h->pidns_ino != 0 && ino != 0 && (h->pidns_ino != ino || h->pidns_dev != dev))
-        return fail(err, SW_EOS, EXDEV, NULL,
-                    "shared region %s was created in another PID namespace (another "
-                    "container?): the processes sharing a region must share a PID namespace "
-                    "(e.g. docker --pid=host, or one pod with shareProcessNamespace), since "
-                    "a dead process's lock and counts are recognised by its pid", path);
-    ns_id("time", &dev, &ino);
-    if (h->timens_ino != 0 && ino != 0 && (h->timens_ino != ino || h->timens_dev != dev))
-        return fail(err, SW_EOS, EXDEV, NULL,
-                    "shared region %s was created in another time namespace: the processes "
-                    "sharing a region must read one CLOCK_MONOTONIC", path);
+    *foreign = foreign_ns(h);
     return SW_OK;
 }
 
@@ -327,6 +328,111 @@ static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
     return rc == SW_OK ? SW_OK : SW_ENOMEM;
 }
 
+/* Who maps a region: every process mapping it holds a shared OFD lock on its byte USERS_BYTE,
+ * taken on the descriptor it mapped and kept by the mapping after the descriptor is closed
+ * (an OFD lock goes with the open file description, which the mapping references: the kernel
+ * drops it when the last mapping goes, a fork() child's included, or the process dies).
+ * Byte JUDGE_BYTE orders attaching (shared, while the header is checked) against adopting
+ * (exclusive): an attach never sees a half-adopted region, and two adopters never race. */
+#define USERS_BYTE 0
+#define JUDGE_BYTE 1
+#define JUDGE_WAIT_NS INT64_C(5000000000) /* an adopter takes milliseconds */
+
+/* F_OFD_SETLK of one byte (F_RDLCK, F_WRLCK, F_UNLCK). @return 0 or an errno (EAGAIN: held
+ * by another open file description) */
+static int ofd_lock(int fd, int byte, short type)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    for (;;) {
+        if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+            return 0;
+        if (errno != EINTR)
+            return errno == EACCES ? EAGAIN : errno;
+    }
+}
+
+/* ofd_lock, waiting up to JUDGE_WAIT_NS while another holds it. @return 0 or an errno */
+static int ofd_lock_wait(int fd, int byte, short type)
+{
+    for (int64_t slept = 0;; slept += 1000000) {
+        int e = ofd_lock(fd, byte, type);
+        if (e != EAGAIN || slept >= JUDGE_WAIT_NS)
+            return e;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A region made in another PID or time namespace (a container that is gone, or one that
+ * lives): under the exclusive judge lock, when no process maps it any more (the exclusive
+ * users lock is free), it is reinitialised in place for this namespace, as if new (the counts
+ * of the processes that are gone go with them); when a process still maps it, it is refused.
+ * Called holding no lock of fd; on SW_OK the shared users lock is held.
+ * @return SW_OK, SW_ENOMEM, or SW_EOS with err set */
+static int adopt_or_refuse(int fd, void *base, size_t size, const char *path,
+                           const struct sw_shm_layout *lay, struct sw_shm_error *err)
+{
+    struct sw_shm_header *h = base;
+    int e = ofd_lock_wait(fd, JUDGE_BYTE, F_WRLCK);
+    if (e != 0)
+        return fail(err, SW_EOS, e, NULL, "cannot open shared region %s: another process has "
+                    "been taking it over for %lld s (%s)", path,
+                    (long long)(JUDGE_WAIT_NS / 1000000000), strerror(e));
+    int rc = SW_OK;
+    bool foreign = false;
+    /* another attacher may have adopted it meanwhile: check it again */
+    rc = check_region(base, size, path, lay, err, &foreign);
+    if (rc != SW_OK)
+        goto out;
+    if (foreign) {
+        e = ofd_lock(fd, USERS_BYTE, F_WRLCK);
+        if (e != 0) {
+            rc = fail(err, SW_EOS, e == EAGAIN ? EBUSY : e, NULL,
+                      "shared region %s was created in another PID namespace (pid:[%llu], "
+                      "another container?) and a process there still uses it: the processes "
+                      "sharing a region must share a PID namespace (e.g. docker --pid=host, "
+                      "or one pod with shareProcessNamespace), since a dead process's lock and "
+                      "counts are recognised by its pid; once no process of that namespace "
+                      "maps it, it is taken over", path, (unsigned long long)h->pidns_ino);
+            goto out;
+        }
+        void *fresh = calloc(1, (size_t)h->state_size);
+        if (fresh == NULL || lay->init_state(fresh, lay) != SW_OK) {
+            free(fresh);
+            (void)ofd_lock(fd, USERS_BYTE, F_UNLCK);
+            rc = fail(err, SW_ENOMEM, ENOMEM, NULL, "cannot take over %s: out of memory",
+                      path);
+            goto out;
+        }
+        /* nobody maps it (observers read without locks and check what they read): the whole
+         * state, the process slots and the header's identities are this namespace's now */
+        memset((char *)base + h->off_slots, 0, (size_t)(h->off_state - h->off_slots));
+        memcpy((char *)base + h->off_state, fresh, (size_t)h->state_size);
+        free(fresh);
+        h->creator_pid = (uint32_t)getpid();
+        read_boot_id(h->boot_id);
+        ns_id("pid", &h->pidns_dev, &h->pidns_ino);
+        ns_id("time", &h->timens_dev, &h->timens_ino);
+        sw_lock_init(&h->lock);
+        atomic_store(&h->waiters, 0);
+        atomic_store(&h->next_reap_ms, 0);
+        atomic_thread_fence(memory_order_seq_cst);
+        e = ofd_lock(fd, USERS_BYTE, F_RDLCK); /* downgraded: never fails */
+    } else {
+        e = ofd_lock(fd, USERS_BYTE, F_RDLCK);
+    }
+    if (e != 0)
+        rc = fail(err, SW_EOS, e, NULL, "cannot lock shared region %s: %s", path, strerror(e));
+out:
+    (void)ofd_lock(fd, JUDGE_BYTE, F_UNLCK);
+    return rc;
+}
+
 static int attach_fd(struct sw_shm *out, int fd, const char *path,
                      const struct sw_shm_layout *lay, struct sw_shm_error *err)
 {
@@ -349,7 +455,38 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
     void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
         return fail(err, SW_EOS, errno, NULL, "cannot map %s: %s", path, strerror(errno));
-    int rc = check_region(base, size, path, lay, err);
+    /* the shared judge lock while checking: no adopter changes the header meanwhile */
+    int e = ofd_lock_wait(fd, JUDGE_BYTE, F_RDLCK);
+    bool locks = e == 0;
+    if (e != 0 && e != EAGAIN && e != EINVAL && e != ENOLCK && e != ENOSYS && e != EOPNOTSUPP) {
+        munmap(base, size);
+        return fail(err, SW_EOS, e, NULL, "cannot lock shared region %s: %s", path,
+                    strerror(e));
+    }
+    if (e == EAGAIN) {
+        munmap(base, size);
+        return fail(err, SW_EOS, e, NULL, "cannot open shared region %s: another process has "
+                    "been taking it over for %lld s", path,
+                    (long long)(JUDGE_WAIT_NS / 1000000000));
+    }
+    bool foreign = false;
+    int rc = check_region(base, size, path, lay, err, &foreign);
+    if (rc == SW_OK && !foreign && locks && (e = ofd_lock(fd, USERS_BYTE, F_RDLCK)) != 0)
+        rc = fail(err, SW_EOS, e, NULL, "cannot lock shared region %s: %s", path,
+                  strerror(e));
+    if (locks)
+        (void)ofd_lock(fd, JUDGE_BYTE, F_UNLCK);
+    if (rc == SW_OK && foreign) {
+        if (locks)
+            rc = adopt_or_refuse(fd, base, size, path, lay, err);
+        else /* no OFD locks here: nothing tells whether a process still uses it */
+            rc = fail(err, SW_EOS, EXDEV, NULL,
+                      "shared region %s was created in another PID or time namespace (another "
+                      "container?) and this system cannot tell whether a process there still "
+                      "uses it (no OFD locks): the processes sharing a region must share a PID "
+                      "and time namespace; remove it with slidewin.unlink() once none does",
+                      path);
+    }
     if (rc != SW_OK) {
         munmap(base, size);
         return rc;
@@ -360,6 +497,8 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
                     path);
     }
     fill(out, base, size);
+    out->dev = (uint64_t)sb.st_dev;
+    out->ino = (uint64_t)sb.st_ino;
     return SW_OK;
 }
 
@@ -441,6 +580,10 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
         fail(err, rc, 0, NULL, "cannot initialise shared region %s", path);
         goto out;
     }
+    (void)ofd_lock(fd, USERS_BYTE, F_RDLCK); /* a user from before it is published */
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        memset(&sb, 0, sizeof sb);
     int linked;
     if (tmp[0] == '\0') {
         char proc[64];
@@ -463,6 +606,8 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
         unlink(tmp);
     close(fd);
     fill(out, base, size);
+    out->dev = (uint64_t)sb.st_dev;
+    out->ino = (uint64_t)sb.st_ino;
     out->created = 1;
     return SW_OK;
 out:

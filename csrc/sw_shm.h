@@ -101,6 +101,7 @@ struct sw_shm {
     uint32_t n_slots;
     int anonymous;
     int created;              /* this call created it */
+    uint64_t dev, ino;        /* the file's (two mappings of one file in a process), else 0 */
 };
 
 /* Why an open failed. */

@@ -232,8 +232,6 @@ os._exit(0)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 4, not done yet: a region from a PID "
-                   "namespace that is gone is still refused (EXDEV)")
 def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
@@ -308,8 +306,6 @@ def test_many_processes_on_many_names(name):
             slidewin.unlink(f"{name}-{i}")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 5, not done yet: a dropped object's "
-                   "in-flight counts stay in its process's slot until the process exits")
 def test_a_dropped_objects_in_flight_count_comes_back(name):
     import gc
 
@@ -322,3 +318,31 @@ def test_a_dropped_objects_in_flight_count_comes_back(name):
     assert keep.in_flight == 0
     assert keep.try_acquire()
     keep.release()
+
+
+def test_a_fork_childs_copy_gives_back_nothing_of_the_parents(name):
+    import gc
+
+    lim = Limiter(concurrency=3, shared=name)
+    assert lim.try_acquire() and lim.try_acquire()
+    pid = os.fork()
+    if pid == 0:                                     # the child drops its copy of lim
+        code = 1
+        try:
+            del lim
+            gc.collect()
+            other = Limiter(concurrency=3, shared=name)
+            code = 0 if other.in_flight == 2 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert lim.in_flight == 2                        # the parent's counts stay the parent's
+    # released by another object of the process: dropping the acquirer gives back nothing more
+    other = Limiter(concurrency=3, shared=name)
+    other.release(2)
+    assert other.in_flight == 0 and other.try_acquire()
+    del lim
+    gc.collect()
+    assert other.in_flight == 1                      # other's own count stays
+    other.release()

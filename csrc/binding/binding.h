@@ -100,6 +100,8 @@ typedef struct {
     struct sw_shm shm;         /* shared=: the region (base NULL when private) */
     int is_shared;
     _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
+    int64_t held;              /* shared: what this object holds in flight in the process's
+                                  slot (view.held), given back when it goes */
     PyObject *shared;          /* None, True, or the name or path it was opened with */
     PyObject *name;            /* name= (or the region's), or NULL */
     int name_given;            /* name= was given (repr shows it) */

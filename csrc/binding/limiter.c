@@ -195,6 +195,7 @@ void limiter_refork(LimiterObject *self)
     /* with no slot left (more than SW_SHM_MAX_PROCS live processes), this process's
      * in-flight counts are not given back should it die: rare, and never an over-admission */
     self->view.my_slot = slot;
+    self->held = 0; /* what the object held is the parent's (its copy gives it back) */
     atomic_store_explicit(&self->fork_gen, now, memory_order_release);
 }
 
@@ -297,6 +298,8 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->view.token = SW_LOCK_PROCESS;
     self->view.slots = self->shm.slots;
     self->view.n_slots = self->shm.n_slots;
+    self->held = 0;
+    self->view.held = &self->held;
     if (claim_slot(self) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -312,11 +315,26 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     (void)shared_maybe_reap(self);
+    fork_register_shared(&self->fork); /* found by the others' held_on_region */
     if (registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
         return NULL;
     }
     return (PyObject *)self;
+}
+
+/* What another live object of this process holds in the process's slot of self's region (its
+ * held is changed under the region's lock, which the caller holds). */
+static int64_t held_on_region(const struct fork_link *l, const void *ctx)
+{
+    const LimiterObject *me = ctx;
+    const LimiterObject *o =
+        (const LimiterObject *)(const void *)((const char *)l - offsetof(LimiterObject, fork));
+    if (!atomic_load(&l->shared) || !o->is_shared || me->shm.anonymous ||
+        o->shm.anonymous || o->shm.dev != me->shm.dev || o->shm.ino != me->shm.ino ||
+        atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        return 0;
+    return o->held > 0 ? o->held : 0;
 }
 
 static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
@@ -332,7 +350,19 @@ static void Limiter_dealloc(LimiterObject *self)
     waitq_destroy(&self->wq);
     if (self->is_shared) {
         /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
-         * it stays until the process dies and is reaped */
+         * it stays until the process dies and is reaped; what this object still holds in
+         * flight (acquired, never released) is given back now, unless the object is a fork()
+         * child's copy that never decided (then it is the parent's) */
+        if (self->view.my_slot >= 0 &&
+            atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
+                sw_proc_fork_generation()) {
+            sw_view_lock(&self->view);
+            int64_t back = sw_lstate_give_back_locked(&self->view,
+                                                      fork_sum(held_on_region, self));
+            sw_view_unlock(&self->view);
+            if (back > 0)
+                shared_notify(&self->shm);
+        }
         sw_shm_close(&self->shm);
         self->is_shared = 0;
     }

@@ -309,6 +309,30 @@ int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
     return 0;
 }
 
+void fork_register_shared(struct fork_link *l)
+{
+    l->lock = NULL;
+    l->wq = NULL;
+    atomic_init(&l->shared, true);
+    pthread_mutex_lock(&registry_mu);
+    l->prev = registry.prev;
+    l->next = &registry;
+    registry.prev->next = l;
+    registry.prev = l;
+    l->linked = true;
+    pthread_mutex_unlock(&registry_mu);
+}
+
+int64_t fork_sum(int64_t (*fn)(const struct fork_link *l, const void *ctx), const void *ctx)
+{
+    int64_t sum = 0;
+    pthread_mutex_lock(&registry_mu);
+    for (struct fork_link *l = registry.next; l != &registry; l = l->next)
+        sum = sw_sat_add(sum, fn(l, ctx));
+    pthread_mutex_unlock(&registry_mu);
+    return sum;
+}
+
 void fork_unregister(struct fork_link *l)
 {
     if (!l->linked)

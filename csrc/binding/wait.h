@@ -93,6 +93,11 @@ struct fork_link {
 /** Add an object's locks to the registry (installs the fork handlers once).
  * @return 0, or -1 with an exception set */
 int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq);
+/** Add an object living in shared memory (no private lock: the handlers skip it), so that
+ * fork_sum finds it. Never fails. */
+void fork_register_shared(struct fork_link *l);
+/** The sum of fn(link, ctx) over the registered objects, under the registry's mutex. */
+int64_t fork_sum(int64_t (*fn)(const struct fork_link *l, const void *ctx), const void *ctx);
 /** Remove it (safe to call when not registered). */
 void fork_unregister(struct fork_link *l);
 

@@ -1370,7 +1370,7 @@ static void run_region(struct rd *r)
     struct sw_shm_error err;
     if (sw_shm_open(&a, path, &lay, &err) != SW_OK)
         FAIL("cannot create %s: %s", path, err.msg);
-    struct sw_view va = {a.state, &rule, SW_LOCK_PROCESS, a.slots, a.n_slots, -1};
+    struct sw_view va = {a.state, &rule, SW_LOCK_PROCESS, a.slots, a.n_slots, -1, NULL};
     va.my_slot = sw_shm_claim_slot(&a, sw_proc_token());
     struct fz_map map;
     fz_map_of(&a, &map);
@@ -1393,7 +1393,7 @@ static void run_region(struct rd *r)
                 FAIL("attach: %d %s", rc, err.msg);
             break; /* refused: the region stays as crafted */
         }
-        struct sw_view vb = {b.state, &rule, SW_LOCK_PROCESS, b.slots, b.n_slots, -1};
+        struct sw_view vb = {b.state, &rule, SW_LOCK_PROCESS, b.slots, b.n_slots, -1, NULL};
         vb.my_slot = sw_shm_claim_slot(&b, sw_proc_token());
         sw_lstate_check_repair(&vb);
         int64_t held = sw_in_flight(&vb);

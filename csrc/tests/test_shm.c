@@ -80,6 +80,7 @@ static void view_of(struct sw_shm *shm, const struct sw_rule *rule, struct sw_vi
     v->slots = shm->slots;
     v->n_slots = shm->n_slots;
     v->my_slot = sw_shm_claim_slot(shm, v->token);
+    v->held = NULL;
 }
 
 static void test_create_attach(void)
