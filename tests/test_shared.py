@@ -397,8 +397,9 @@ def test_an_entry_inherited_across_fork_is_released_once(name):
 
 
 def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
+    # refused while a process here maps it (one nobody maps is taken over: test_procs.py)
     path = str(tmp_path / "ns")
-    Limiter(qps=1, shared=path)
+    keep = Limiter(qps=1, shared=path)  # noqa: F841
     code = ("import slidewin,sys\n"
             "try:\n"
             "    slidewin.Limiter(qps=1, shared=sys.argv[1])\n"
@@ -414,3 +415,4 @@ def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
         skip_unless_ci("cannot make a PID namespace here: " + proc.stderr.strip()[:200])
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and "PID namespace" in proc.stdout, proc.stdout
+    assert "still uses it" in proc.stdout, proc.stdout

@@ -464,6 +464,87 @@ static void test_warmup_payback(void)
     free(lim);
 }
 
+/* issue 18 item 4: a region of another PID namespace (its header's namespace id crafted) is
+ * refused while a mapping of it lives (EBUSY, naming the namespace), and taken over, as new
+ * and for this namespace, once none does (was: refused with EXDEV for ever). The OFD lock a
+ * user holds is kept by its mapping (the descriptor is closed after the attach). */
+static void foreign_namespace_taken_over(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "ns");
+    unlink(path);
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
+    struct sw_rule rule;
+    CHECK_EQ(sw_rule_init(&rule, &cfg), SW_OK);
+    struct sw_view v;
+    view_of(&a, &rule, &v);
+    struct sw_decision d;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(sw_decide(&v, 1, MS(100), SW_F_ENTRY, &d), SW_OK);
+    CHECK_EQ(sw_in_flight(&v), 3);
+    uint64_t mine = a.hdr->pidns_ino;
+    if (mine == 0) { /* no /proc/self/ns here: nothing to test */
+        sw_shm_close(&a);
+        unlink(path);
+        return;
+    }
+    a.hdr->pidns_ino = mine + 1; /* "another namespace" */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_EOS); /* a maps it: refused */
+    CHECK_EQ(err.sys_errno, EBUSY);
+    CHECK(strstr(err.msg, "PID namespace") != NULL && strstr(err.msg, "still uses") != NULL);
+    sw_shm_close(&a); /* its last mapping: nobody uses it */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    CHECK_EQ(b.created, 0);
+    CHECK_EQ(b.hdr->pidns_ino, mine); /* this namespace's now */
+    view_of(&b, &rule, &v);
+    CHECK_EQ(sw_in_flight(&v), 0); /* the gone namespace's counts went with it */
+    /* and while b maps it, another namespace's attach is refused again */
+    b.hdr->pidns_ino = mine + 1;
+    struct sw_shm c;
+    CHECK_EQ(sw_shm_open(&c, path, &lay, &err), SW_EOS);
+    CHECK_EQ(err.sys_errno, EBUSY);
+    b.hdr->pidns_ino = mine;
+    CHECK_EQ(sw_shm_open(&c, path, &lay, &err), SW_OK); /* this namespace: attached */
+    sw_shm_close(&c);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
+/* issue 18 item 5: a view's object gives back what it holds, not what the process's other
+ * objects hold, nor what it released for them. */
+static void give_back_per_object(void)
+{
+    struct sw_shm s;
+    struct sw_rule rule;
+    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 10);
+    struct sw_view a, b;
+    int64_t ha = 0, hb = 0;
+    view_of(&s, &rule, &a);
+    view_of(&s, &rule, &b);
+    a.held = &ha;
+    b.held = &hb;
+    struct sw_decision d;
+    for (int i = 0; i < 3; i++)
+        sw_decide(&a, 1, MS(10), SW_F_ENTRY, &d);
+    sw_decide(&b, 1, MS(10), SW_F_ENTRY, &d);
+    CHECK_EQ(ha, 3);
+    CHECK_EQ(hb, 1);
+    CHECK_EQ(sw_release(&b, 2), SW_OK); /* b gives back its own and one of a's */
+    CHECK_EQ(hb, 0);                     /* never below 0 */
+    CHECK_EQ(sw_in_flight(&a), 2);
+    sw_decide(&b, 1, MS(10), SW_F_ENTRY, &d); /* b holds 1 again: 3 in all */
+    sw_view_lock(&a);
+    CHECK_EQ(sw_lstate_give_back_locked(&a, hb), 2); /* a's 3, less the one b released */
+    sw_view_unlock(&a);
+    CHECK_EQ(ha, 0);
+    CHECK_EQ(sw_in_flight(&b), 1); /* b's own stays */
+    sw_shm_close(&s);
+}
+
 void test_shm(void)
 {
     test_tokens();
@@ -474,6 +555,8 @@ void test_shm(void)
     test_stopped_and_stuck_owner();
     test_warmup_payback();
     test_shm_review();
+    foreign_namespace_taken_over();
+    give_back_per_object();
 }
 
 /* ---- regressions from the review of the shared code ---- */
