@@ -421,7 +421,7 @@ static int adopt_or_refuse(int fd, void *base, size_t size, const char *path,
         sw_lock_init(&h->lock);
         atomic_store(&h->waiters, 0);
         atomic_store(&h->next_reap_ms, 0);
-        atomic_thread_fence(memory_order_seq_cst);
+        /* the lock calls below order these writes before any later attach reads them */
         e = ofd_lock(fd, USERS_BYTE, F_RDLCK); /* downgraded: never fails */
     } else {
         e = ofd_lock(fd, USERS_BYTE, F_RDLCK);
