@@ -1174,6 +1174,59 @@ static void test_shared_kill_mid_eviction(void)
     sw_shm_close(&s);
 }
 
+static int no_random(uint64_t *out)
+{
+    (void)out;
+    return SW_EOS; /* as getrandom(2) and /dev/urandom both failing (a seccomp filter) */
+}
+
+/* A region from another boot, reinitialised by an attach that finds no random source (no
+ * seed for the new table): the attach fails with an error that says so, the region is left
+ * as it was (boot id included, so the next attach tries again), and nothing divides by a
+ * zeroed window. Before: the failure was reported as "out of memory". */
+static void test_reinit_without_random(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sw-test-%ld-kboot", (long)getpid());
+    unlink(path);
+    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1}; /* holds no slot */
+    struct sw_decision d;
+    for (int64_t key = 0; key < 3; key++)
+        sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
+    struct sw_kstate *st = a.state;
+    uint64_t seed = st->seed;
+    memset(a.hdr->boot_id, 0, sizeof a.hdr->boot_id);
+    snprintf(a.hdr->boot_id, sizeof a.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
+    sw_test_random_seed = no_random;
+    int rc = sw_shm_open(&b, path, &lay, &err);
+    sw_test_random_seed = NULL;
+    CHECK_EQ(rc, SW_EOS);
+    CHECK(strstr(err.msg, "random") != NULL);
+    if (rc == SW_OK)
+        sw_shm_close(&b);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") == 0);
+    CHECK_EQ(st->n_live, 3u); /* untouched */
+    CHECK_EQ(st->seed, seed);
+    CHECK(st->window_ms > 0 && st->cap > 0);
+    /* the next attach, with a random source, reinitialises */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    CHECK_EQ(st->n_live, 0u);
+    CHECK(st->seed != 0 && st->window_ms > 0);
+    sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_shm_close(&b);
+    sw_shm_close(&a);
+    unlink(path);
+}
+
 void test_keyed(void)
 {
     test_hash();
@@ -1191,4 +1244,5 @@ void test_keyed(void)
     test_shared();
     test_shared_kill_mid_eviction();
     test_shared_kill_mid_hold();
+    test_reinit_without_random();
 }
