@@ -972,6 +972,107 @@ static void test_threads(void)
     free(k.st);
 }
 
+/* ---- settings swapped while threads decide (what the binding's update() and overrides
+ * setter do: a new rule and overrides array installed under the table's lock, the old array
+ * freed after the unlock) ---- */
+
+struct kswap {
+    struct ktab *k;
+    _Atomic int stop;
+    long swaps;
+    int bad; /* what went wrong in the thread (checked after the join) */
+};
+
+/* Overrides of keys 0 and 1 (10 and 20), with key 3 at the base threshold (7) in every other
+ * array: a key's threshold is the same in every array, so its passes are exact. */
+static struct sw_kover *kswap_over(const struct sw_limiter_cfg *cfg, bool with3, uint32_t *n)
+{
+    struct sw_kover *o = calloc(3, sizeof *o); /* no CHECK: called from threads */
+    if (o == NULL)
+        return NULL;
+    double counts[3] = {10, 20, 7};
+    *n = 0;
+    for (int64_t key = 0; key < 4; key++) {
+        if (key == 2 || (key == 3 && !with3))
+            continue;
+        o[*n].fp = fp_int(key);
+        o[*n].count = counts[key == 3 ? 2 : key];
+        o[*n].limit = o[*n].count * (double)cfg->interval_ms / 1000.0;
+        (*n)++;
+    }
+    for (uint32_t i = 1; i < *n; i++) /* sorted by fp */
+        for (uint32_t j = i; j > 0 && o[j - 1].fp > o[j].fp; j--) {
+            struct sw_kover t = o[j];
+            o[j] = o[j - 1];
+            o[j - 1] = t;
+        }
+    return o;
+}
+
+static void *kswapper(void *arg)
+{
+    struct kswap *w = arg;
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 7);
+    while (!atomic_load(&w->stop)) {
+        struct sw_krule fresh;
+        uint32_t n;
+        struct sw_kover *o = kswap_over(&cfg, w->swaps % 2 == 0, &n);
+        if (o == NULL || sw_krule_init(&fresh, &cfg) != SW_OK) {
+            w->bad = 1;
+            free(o);
+            return NULL;
+        }
+        sw_keyed_lock(&w->k->v);
+        const struct sw_kover *old = w->k->rule.over;
+        w->k->rule.base = fresh.base;
+        w->k->rule.over = o;
+        w->k->rule.n_over = n;
+        sw_keyed_unlock(&w->k->v);
+        free((void *)old); /* freed after the unlock: no decision reads it any more */
+        w->swaps++;
+    }
+    return NULL;
+}
+
+static void test_threads_swap_settings(void)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 7);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 64) < 0)
+        return;
+    uint32_t n;
+    k.rule.over = kswap_over(&cfg, false, &n);
+    CHECK(k.rule.over != NULL);
+    k.rule.n_over = n;
+    struct kswap sw = {&k, 0, 0, 0};
+    enum { T = 3 };
+    pthread_t th[T], swapper;
+    struct kworker w[T];
+    CHECK_EQ(pthread_create(&swapper, NULL, kswapper, &sw), 0);
+    for (int i = 0; i < T; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].v = &k.v;
+        w[i].seed = 500u + (uint64_t)i;
+        CHECK_EQ(pthread_create(&th[i], NULL, kwork, &w[i]), 0);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&sw.stop, 1);
+    pthread_join(swapper, NULL);
+    /* the window's limit is count * interval_ms / 1000 passes */
+    double want[4] = {10, 20, 7, 7};
+    for (int key = 0; key < 4; key++) {
+        long total = 0;
+        for (int i = 0; i < T; i++)
+            total += w[i].pass[key];
+        CHECK_EQ(total, (long)(want[key] * (double)cfg.interval_ms / 1000.0));
+    }
+    CHECK(sw.swaps > 0);
+    CHECK_EQ(sw.bad, 0);
+    free((void *)k.rule.over);
+    free(k.st);
+}
+
 /* ---- shared regions ---- */
 
 static int k_init_state(void *state, const struct sw_shm_layout *lay)
@@ -1241,6 +1342,7 @@ void test_keyed(void)
     test_crafted_keys();
     test_hot_key_flood();
     test_threads();
+    test_threads_swap_settings();
     test_shared();
     test_shared_kill_mid_eviction();
     test_shared_kill_mid_hold();
