@@ -33,12 +33,18 @@ uint64_t sw_keyed_hash(uint64_t seed, int tag, const void *data, size_t len)
     return h == 0 ? 1 : h;
 }
 
+int (*volatile sw_test_random_seed)(uint64_t *out) = NULL;
+
 int sw_keyed_random_seed(uint64_t *out)
 {
+    if (sw_test_random_seed != NULL)
+        return sw_test_random_seed(out);
     uint64_t x = 0;
     size_t got = 0;
     while (got < sizeof x) {
-        ssize_t r = getrandom((char *)&x + got, sizeof x - got, 0);
+        /* never wait for the pool (early boot): EAGAIN falls back to the device, which does
+         * not block */
+        ssize_t r = getrandom((char *)&x + got, sizeof x - got, GRND_NONBLOCK);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -46,7 +52,8 @@ int sw_keyed_random_seed(uint64_t *out)
         got += (size_t)r;
     }
     if (got < sizeof x) {
-        /* no getrandom(2) (ENOSYS: a kernel before 3.17, a seccomp filter): the device */
+        /* no getrandom(2) (ENOSYS: a kernel before 3.17, a seccomp filter; EAGAIN: the pool
+         * is not ready yet): the device */
         int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return SW_EOS;

@@ -69,8 +69,11 @@ enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = '
  * for str, 8 little-endian bytes of an int64, the hex digits of a larger int) @param len
  * bytes @return the fingerprint */
 uint64_t sw_keyed_hash(uint64_t seed, int tag, const void *data, size_t len);
-/** A random seed (getrandom(2), else /dev/urandom; never 0). @return SW_OK or SW_EOS */
+/** A random seed (getrandom(2) without waiting for the pool, else /dev/urandom; never 0).
+ * @return SW_OK or SW_EOS */
 int sw_keyed_random_seed(uint64_t *out);
+/** Tests: when set, sw_keyed_random_seed returns what this returns (a failing source). */
+extern int (*volatile sw_test_random_seed)(uint64_t *out);
 
 /* One per-key threshold (a process's setting). */
 struct sw_kover {

@@ -289,7 +289,9 @@ static bool slot_held_by_live_process(const void *base)
  * in under that lock (its lock word excepted), so no user ever sees a half-made state (was:
  * zeroed under live users, a division by a zeroed window in one of them). A slot held by a
  * live process of this boot means the header's boot id is what is wrong (damage): the state
- * is then kept, only the boot id is corrected. @return SW_OK or SW_ENOMEM */
+ * is then kept, only the boot id is corrected. A new state that cannot be made (no memory;
+ * SW_EOS: no random bytes for a table's seed) leaves the region and its boot id as they are
+ * (the next attach tries again). @return SW_OK, SW_ENOMEM or init_state's error */
 static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
 {
     struct sw_shm_header *h = base;
@@ -325,7 +327,7 @@ static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
     }
     sw_lock_release(&h->lock);
     free(fresh);
-    return rc == SW_OK ? SW_OK : SW_ENOMEM;
+    return rc;
 }
 
 /* Who maps a region: every process mapping it holds a shared OFD lock on its byte USERS_BYTE,
@@ -491,10 +493,15 @@ static int attach_fd(struct sw_shm *out, int fd, const char *path,
         munmap(base, size);
         return rc;
     }
-    if (reinit_if_rebooted(base, lay) != SW_OK) {
+    rc = reinit_if_rebooted(base, lay);
+    if (rc != SW_OK) {
         munmap(base, size);
-        return fail(err, SW_ENOMEM, ENOMEM, NULL, "cannot reinitialise %s: out of memory",
-                    path);
+        if (rc == SW_EOS)
+            return fail(err, SW_EOS, ENOSYS, NULL, "cannot reinitialise %s (made before the "
+                        "last reboot): no random bytes for its key hash's seed (getrandom(2) "
+                        "and /dev/urandom both failed: a seccomp filter?)", path);
+        return fail(err, rc, rc == SW_ENOMEM ? ENOMEM : 0, NULL, "cannot reinitialise %s%s",
+                    path, rc == SW_ENOMEM ? ": out of memory" : "");
     }
     fill(out, base, size);
     out->dev = (uint64_t)sb.st_dev;
@@ -577,7 +584,9 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
     }
     rc = init_region(base, size, lay);
     if (rc != SW_OK) {
-        fail(err, rc, 0, NULL, "cannot initialise shared region %s", path);
+        fail(err, rc, rc == SW_EOS ? ENOSYS : 0, NULL, "cannot initialise shared region %s%s",
+             path, rc == SW_EOS ? ": no random bytes for its key hash's seed (getrandom(2) "
+             "and /dev/urandom both failed: a seccomp filter?)" : "");
         goto out;
     }
     (void)ofd_lock(fd, USERS_BYTE, F_RDLCK); /* a user from before it is published */
@@ -662,7 +671,10 @@ int sw_shm_anonymous(struct sw_shm *out, const struct sw_shm_layout *lay,
     int rc = init_region(base, size, lay);
     if (rc != SW_OK) {
         munmap(base, size);
-        return fail(err, rc, 0, NULL, "cannot initialise an anonymous shared region");
+        return fail(err, rc, rc == SW_EOS ? ENOSYS : 0, NULL,
+                    "cannot initialise an anonymous shared region%s", rc == SW_EOS ? ": no "
+                    "random bytes for its key hash's seed (getrandom(2) and /dev/urandom both "
+                    "failed: a seccomp filter?)" : "");
     }
     fill(out, base, size);
     out->anonymous = 1;

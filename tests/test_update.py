@@ -221,3 +221,75 @@ def test_updates_while_threads_decide():
     for t in threads:
         t.join(30)
     assert peak[0] <= 2 and lim.in_flight == 0
+
+
+# A driver process: makes the objects, starts a peer that hangs inside a decision holding the
+# region's lock (the test hook, 1 s at each step, then SIGSTOP), reads the settings and the
+# repr, and leaves with os._exit (a detach could wait for the lock).
+_STOPPED_PEER_DRIVER = r"""
+import multiprocessing as mp, os, signal, sys, time
+import slidewin
+from slidewin import _core
+
+def peer(kind, name, ready):
+    fd = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(fd, 1)  # the test reads the driver's output to its end: not this process's
+    lim = (slidewin.KeyedLimiter(qps=5, shared=name) if kind == "keyed"
+           else slidewin.Limiter(qps=5, shared=name))
+    _core._set_test_hook(1000000)
+    ready.set()
+    while True:
+        if kind == "keyed":
+            lim.try_acquire("k")
+        else:
+            lim.try_acquire()
+
+kind, name = sys.argv[1], sys.argv[2]
+if kind == "keyed":
+    lim = slidewin.KeyedLimiter(qps=5, shared=name, overrides={"vip": 50})
+else:
+    lim = slidewin.Limiter(qps=5, shared=name)
+ctx = mp.get_context("fork")
+ready = ctx.Event()
+p = ctx.Process(target=peer, args=(kind, name, ready), daemon=True)
+p.start()
+print(p.pid, flush=True)
+ready.wait(30)
+time.sleep(0.3)  # the peer is inside its decision (the lock held 1 s at each step)
+os.kill(p.pid, signal.SIGSTOP)
+out = [repr(lim), lim.qps, lim.behavior, lim.shadow, lim.interval_ms]
+if kind == "keyed":
+    out.append(lim.overrides)
+print(out, flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("kind", ["limiter", "keyed"])
+def test_settings_read_while_a_stopped_peer_holds_the_lock(kind, name):
+    """Reading settings or repr() of a shared object takes no cross-process lock: a peer
+    stopped (SIGSTOP) while holding the region's lock does not block a log line (before:
+    `lim.qps` and repr() waited for the region's lock, forever)."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_PEER_DRIVER, kind, name],
+                            stdout=subprocess.PIPE, text=True)
+    peer_pid = int(proc.stdout.readline())
+    try:
+        out, _ = proc.communicate(timeout=60)  # a generous deadline: only a hang fails
+    except subprocess.TimeoutExpired:
+        out = None
+    finally:
+        for pid in (peer_pid, proc.pid):
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        proc.communicate()
+    assert out is not None, "reading the settings waited for a stopped peer's lock"
+    assert "qps=5" in out and "5.0" in out
+    if kind == "keyed":
+        assert "'vip': 50" in out

@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -90,8 +91,14 @@ typedef struct {
     PyObject_HEAD
     struct sw_limiter *lim;    /* owned core state (private), or NULL (shared) */
     module_state *st;
-    struct sw_limiter_cfg cfg; /* for repr and properties (written under the state's lock) */
-    uint64_t settings_gen;     /* bumped by every update(), under the state's lock */
+    /* the settings for repr and properties: written under the state's lock and cfg_mu, read
+     * under cfg_mu only (a process-local mutex: a peer stopped holding the region's lock
+     * never blocks a getter or a repr) */
+    struct sw_limiter_cfg cfg;
+    uint64_t settings_gen;     /* bumped by every update(), under both */
+    pthread_mutex_t cfg_mu;
+    int grade;                 /* as constructed: never changes (read without a lock) */
+    int64_t interval_ms;       /* as constructed: never changes (read without a lock) */
     struct waitq wq;           /* threads waiting in acquire() for a release() (private) */
     struct fork_link fork;     /* the core lock and wq, reset across fork() (private) */
     PyObject *weakreflist;

@@ -25,10 +25,14 @@ typedef struct {
     _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
     module_state *st;
     struct sw_limiter_cfg cfg;
+    int grade;                 /* as constructed: never changes (read without a lock) */
+    int64_t interval_ms;       /* as constructed: never changes (read without a lock) */
     uint32_t max_keys;
-    /* the settings: written under the table's lock only and read under it (decisions in the
-     * core; getters, repr and update take a snapshot under it), so that no thread frees what
-     * another reads, with or without the GIL */
+    /* the settings: written under the table's lock (decisions read the rule under it, in the
+     * core) and cfg_mu, a process-local mutex taken after it; getters, repr and update's
+     * snapshot take cfg_mu only (a peer stopped holding a region's lock never blocks them),
+     * so that no thread frees what another reads, with or without the GIL */
+    pthread_mutex_t cfg_mu;
     struct sw_krule rule;      /* this process's settings; rule.over points into `over` */
     struct sw_kover *over;     /* PyMem-owned, sorted by fp */
     PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
@@ -363,15 +367,13 @@ static void overrides_free(struct overrides *ov)
     Py_CLEAR(ov->copy);
 }
 
-/* A snapshot of the settings, taken under the table's lock (before the table exists, only
- * the constructor sees the object): the configuration, a new reference to the overrides
- * dict, the generation. Any pointer may be NULL. */
+/* A snapshot of the settings, taken under cfg_mu (never the table's lock: no wait for
+ * another process): the configuration, a new reference to the overrides dict, the
+ * generation. Any pointer may be NULL. */
 static void settings_get(KeyedObject *self, struct sw_limiter_cfg *cfg, PyObject **over,
                          uint64_t *gen)
 {
-    bool locked = self->view.st != NULL;
-    if (locked)
-        sw_keyed_lock(kview(self));
+    pthread_mutex_lock(&self->cfg_mu);
     if (cfg != NULL)
         *cfg = self->cfg;
     if (over != NULL) {
@@ -380,14 +382,14 @@ static void settings_get(KeyedObject *self, struct sw_limiter_cfg *cfg, PyObject
     }
     if (gen != NULL)
         *gen = self->settings_gen;
-    if (locked)
-        sw_keyed_unlock(kview(self));
+    pthread_mutex_unlock(&self->cfg_mu);
 }
 
 /* Install settings checked against the snapshot of generation `gen`: the rule (when given),
  * the overrides and the configuration, swapped under the table's lock (decisions read them
- * under it only) unless another change came in since the snapshot; what they replace is
- * freed after the unlock (read under the lock: two threads never free the same thing).
+ * under it only) and cfg_mu (taken after it; getters read under it only) unless another
+ * change came in since the snapshot; what they replace is freed after the unlock (read under
+ * the locks: two threads never free the same thing).
  * Takes ownership of ov. @return 0 installed, 1 the settings changed meanwhile (nothing
  * installed: check against a new snapshot and try again) */
 static int install_settings(KeyedObject *self, const struct sw_krule *rule,
@@ -398,7 +400,9 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
     bool locked = self->view.st != NULL;
     if (locked)
         sw_keyed_lock(kview(self));
+    pthread_mutex_lock(&self->cfg_mu);
     if (self->settings_gen != gen) {
+        pthread_mutex_unlock(&self->cfg_mu);
         if (locked)
             sw_keyed_unlock(kview(self));
         overrides_free(ov);
@@ -415,6 +419,7 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
     if (cfg != NULL)
         self->cfg = *cfg;
     self->settings_gen++;
+    pthread_mutex_unlock(&self->cfg_mu);
     if (locked)
         sw_keyed_unlock(kview(self));
     overrides_free(&old);
@@ -507,8 +512,11 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail0;
+    pthread_mutex_init(&self->cfg_mu, NULL);
     self->st = st;
     self->cfg = cfg;
+    self->grade = cfg.grade;
+    self->interval_ms = cfg.interval_ms;
     self->name = name;
     self->name_given = name_given;
     name = NULL;
@@ -631,6 +639,7 @@ static void Keyed_dealloc(KeyedObject *self)
     Py_CLEAR(self->overrides);
     PyMem_Free(self->over);
     self->over = NULL;
+    pthread_mutex_destroy(&self->cfg_mu);
     PyMem_RawFree(self->mem);
     self->mem = NULL;
     tp->tp_free((PyObject *)self);
@@ -667,7 +676,7 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
         return NULL;
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
-    if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
+    if (self->is_shared && self->grade == SW_GRADE_CONCURRENCY)
         (void)keyed_maybe_reap(self);
     Py_RETURN_FALSE;
 }
@@ -725,7 +734,7 @@ static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t 
         }
         return sleep_decision(&d);
     }
-    bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
+    bool conc = self->grade == SW_GRADE_CONCURRENCY;
     struct keyed_ask ask = {self, fp, n, flags};
     struct acquire_loop loop = {keyed_ask_decide, keyed_ask_reap, &ask,
                                 conc && !self->is_shared ? &self->wq : NULL,
@@ -804,7 +813,7 @@ static PyObject *Keyed_stats(KeyedObject *self, PyObject *const *args, Py_ssize_
     sw_keyed_stats(kview(self), now, &s, &evicted, &keys);
     s.waiting = 0; /* no throttle queue and no borrowing per key */
     s.occupied_pass = 0;
-    return stats_new(self->st, &s, self->cfg.interval_ms, evicted);
+    return stats_new(self->st, &s, self->interval_ms, evicted);
 }
 
 static Py_ssize_t Keyed_len(KeyedObject *self)
@@ -971,6 +980,8 @@ KEYED_CFG_GETTER(qps)
 KEYED_CFG_GETTER(concurrency)
 KEYED_CFG_GETTER(behavior)
 KEYED_CFG_GETTER(max_queueing_ms)
+KEYED_CFG_GETTER(interval_ms)
+KEYED_CFG_GETTER(sample_count)
 #undef KEYED_CFG_GETTER
 
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
@@ -1062,8 +1073,8 @@ static PyGetSetDef Keyed_getset[] = {
     {"concurrency", (getter)Keyed_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
     {"behavior", (getter)Keyed_get_behavior, NULL, "The controller of each key.", CFG},
     {"max_queueing_ms", (getter)Keyed_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
-    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
-    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
+    {"interval_ms", (getter)Keyed_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", (getter)Keyed_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",

@@ -235,8 +235,11 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_XDECREF(name);
         return NULL;
     }
+    pthread_mutex_init(&self->cfg_mu, NULL);
     self->st = st;
     self->cfg = cfg;
+    self->grade = cfg.grade;
+    self->interval_ms = cfg.interval_ms;
     self->weakreflist = NULL;
     self->name = name;
     self->name_given = name_given;
@@ -368,6 +371,7 @@ static void Limiter_dealloc(LimiterObject *self)
     }
     Py_CLEAR(self->shared);
     Py_CLEAR(self->name);
+    pthread_mutex_destroy(&self->cfg_mu);
     PyMem_Free(self->lim);
     self->lim = NULL;
     tp->tp_free((PyObject *)self);
@@ -397,7 +401,7 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
         return NULL;
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
-    if (self->is_shared && self->cfg.grade == SW_GRADE_CONCURRENCY)
+    if (self->is_shared && self->grade == SW_GRADE_CONCURRENCY)
         (void)shared_maybe_reap(self); /* a dead process's counts, for the next call */
     Py_RETURN_FALSE;
 }
@@ -522,7 +526,7 @@ static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, u
         }
         return sleep_decision(&d);
     }
-    bool conc = self->cfg.grade == SW_GRADE_CONCURRENCY;
+    bool conc = self->grade == SW_GRADE_CONCURRENCY;
     struct lim_ask ask = {self, n, flags};
     struct acquire_loop loop = {lim_ask_decide, lim_ask_reap, &ask,
                                 conc && !self->is_shared ? &self->wq : NULL,
@@ -586,7 +590,7 @@ static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ss
     struct sw_stats s;
     (void)shared_maybe_reap(self);
     sw_stats_read(limiter_view(self), now, &s);
-    return stats_new(self->st, &s, self->cfg.interval_ms, 0); /* evicted: KeyedLimiter only */
+    return stats_new(self->st, &s, self->interval_ms, 0); /* evicted: KeyedLimiter only */
 }
 
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
@@ -602,13 +606,13 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 }
 
 
-/* The settings, read under the state's lock (update() writes them under it). */
+/* The settings, read under the object's own mutex only (update() writes them under it and
+ * the state's lock): never waits for another process. */
 static struct sw_limiter_cfg limiter_cfg(LimiterObject *self)
 {
-    const struct sw_view *view = limiter_view(self);
-    sw_view_lock(view);
+    pthread_mutex_lock(&self->cfg_mu);
     struct sw_limiter_cfg cfg = self->cfg;
-    sw_view_unlock(view);
+    pthread_mutex_unlock(&self->cfg_mu);
     return cfg;
 }
 
@@ -626,6 +630,8 @@ LIMITER_CFG_GETTER(cold_factor)
 LIMITER_CFG_GETTER(max_queueing_ms)
 LIMITER_CFG_GETTER(occupy_timeout_ms)
 LIMITER_CFG_GETTER(shadow)
+LIMITER_CFG_GETTER(interval_ms)
+LIMITER_CFG_GETTER(sample_count)
 #undef LIMITER_CFG_GETTER
 
 static PyObject *Limiter_repr(LimiterObject *self)
@@ -790,14 +796,14 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
                                          NULL};
     PyObject *v[8];
     const struct sw_view *view = limiter_view(self);
-    /* checked against a snapshot taken under the state's lock, and installed in one swap
-     * under it unless another update() landed meanwhile (then checked again): no torn read
-     * and no lost update, with or without the GIL */
+    /* checked against a snapshot (cfg_mu), and installed in one swap under the state's lock
+     * (decisions read the rule under it) and cfg_mu unless another update() landed meanwhile
+     * (then checked again): no torn read and no lost update, with or without the GIL */
     for (;;) {
-        sw_view_lock(view);
+        pthread_mutex_lock(&self->cfg_mu);
         struct sw_limiter_cfg cfg = self->cfg;
         uint64_t gen = self->settings_gen;
-        sw_view_unlock(view);
+        pthread_mutex_unlock(&self->cfg_mu);
         if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
             return NULL;
         struct sw_rule rule;
@@ -806,12 +812,14 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
             return raise_core_error(rc);
         /* one swap under the state's lock: a decision sees the old rule or the new one */
         sw_view_lock(view);
+        pthread_mutex_lock(&self->cfg_mu); /* always after the state's lock */
         bool same = self->settings_gen == gen;
         if (same) {
             *(struct sw_rule *)view->rule = rule;
             self->cfg = cfg;
             self->settings_gen++;
         }
+        pthread_mutex_unlock(&self->cfg_mu);
         sw_view_unlock(view);
         if (same)
             break;
@@ -832,8 +840,8 @@ static PyGetSetDef Limiter_getset[] = {
     {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
     {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
      "Longest wait of a prioritized borrow, ms.", CFG},
-    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", CFG},
-    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", CFG},
+    {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", CFG},
+    {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", CFG},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",

@@ -531,47 +531,91 @@ static struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
     return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
 }
 
-/* Keys held in flight (fingerprint, count) that must survive anything. */
-struct kheld {
-    uint64_t fp[64];
-    int64_t n[64];
+/* Every key of a table with its counts (in flight, window or pacing state): after a kill
+ * anywhere and a repair, each must be found by a lookup with the same counts, except the one
+ * key a decision may evict (never one held in flight). */
+#define KSNAP_MAX 64
+#define KSNAP_WORDS 8
+struct ksnap {
+    uint64_t fp[KSNAP_MAX];
+    int64_t in_flight[KSNAP_MAX];
+    int64_t a[KSNAP_MAX];
+    int64_t c[KSNAP_MAX][KSNAP_WORDS];
     uint32_t count;
 };
 
-static void kheld_of(struct sw_kstate *st, struct kheld *h)
+static size_t kcount_bytes(const struct sw_kstate *st)
+{
+    size_t n = (size_t)st->entry_size - sizeof(struct sw_kentry);
+    CHECK(n <= KSNAP_WORDS * 8u);
+    return n <= KSNAP_WORDS * 8u ? n : KSNAP_WORDS * 8u;
+}
+
+static void ksnap_of(struct sw_kstate *st, struct ksnap *h)
 {
     h->count = 0;
-    for (uint32_t i = 0; i < st->cap && h->count < 64u; i++) {
+    memset(h->c, 0, sizeof h->c);
+    for (uint32_t i = 0; i < st->cap; i++) {
         struct sw_kentry *e = kentry_of(st, i);
-        if (e->fp != 0 && e->in_flight > 0) {
+        CHECK(e->fp == 0 || h->count < KSNAP_MAX);
+        if (e->fp != 0 && h->count < KSNAP_MAX) {
             h->fp[h->count] = e->fp;
-            h->n[h->count++] = e->in_flight;
+            h->in_flight[h->count] = e->in_flight;
+            h->a[h->count] = e->a;
+            memcpy(h->c[h->count], e->counts, kcount_bytes(st));
+            h->count++;
         }
     }
 }
 
+/* A lookup as the core does it: the key's probe path from its home up to an empty entry.
+ * @return the entry holding fp, or NULL */
+static struct sw_kentry *klookup(struct sw_kstate *st, uint64_t fp)
+{
+    uint32_t plen = st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE;
+    uint32_t p = (uint32_t)(((unsigned __int128)fp * st->cap) >> 64);
+    for (uint32_t d = 0; d < plen; d++) {
+        struct sw_kentry *e = kentry_of(st, p);
+        if (e->fp == fp)
+            return e;
+        if (e->fp == 0 && !(e->flags & SW_KE_TOMB))
+            return NULL;
+        if (++p == st->cap)
+            p = 0;
+    }
+    return NULL;
+}
+
+/* Whether every key of the snapshot is found in st with its counts, but for at most one key
+ * not in flight (the victim of an eviction: gone, or its entry being taken over by the new
+ * key), and n_live counts the keys. */
+static bool ksnap_kept(struct sw_kstate *st, const struct ksnap *h)
+{
+    uint32_t victims = 0;
+    for (uint32_t k = 0; k < h->count; k++) {
+        struct sw_kentry *e = klookup(st, h->fp[k]);
+        /* the victim is gone, or cleared where the new key takes its entry over */
+        if (e == NULL || e->in_flight != h->in_flight[k] || e->a != h->a[k] ||
+            memcmp(e->counts, h->c[k], kcount_bytes(st)) != 0)
+            if (h->in_flight[k] != 0 || ++victims > 1)
+                return false;
+    }
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < st->cap; i++)
+        live += kentry_of(st, i)->fp != 0;
+    return live == st->n_live && live <= st->max_keys;
+}
+
 /* Repair a copy of the table as a process taking the lock over would; @return whether every
- * held key is still there with its count, and the table is consistent. */
-static bool kcopy_ok(const struct sw_kview *v, size_t size, const struct kheld *held,
+ * key is still found with its counts (ksnap_kept) and the table is consistent. */
+static bool kcopy_ok(const struct sw_kview *v, size_t size, const struct ksnap *held,
                      struct sw_kstate *copy)
 {
     memcpy(copy, v->st, size);
     struct sw_kview cv = *v;
     cv.st = copy;
     sw_keyed_repair(&cv);
-    for (uint32_t k = 0; k < held->count; k++) {
-        bool found = false;
-        for (uint32_t i = 0; i < copy->cap; i++) {
-            struct sw_kentry *e = kentry_of(copy, i);
-            found |= e->fp == held->fp[k] && e->in_flight == held->n[k];
-        }
-        if (!found)
-            return false;
-    }
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < copy->cap; i++)
-        live += kentry_of(copy, i)->fp != 0;
-    return live == copy->n_live && live <= copy->max_keys;
+    return ksnap_kept(copy, held);
 }
 
 /* Decide for key fp in a child stopped after every instruction (ptrace): at every stop, a copy
@@ -579,8 +623,8 @@ static bool kcopy_ok(const struct sw_kview *v, size_t size, const struct kheld *
  * @return the instructions stepped (0: ptrace unavailable) */
 static long kill_anywhere(const struct sw_kview *v, size_t size, uint64_t fp, long *bad)
 {
-    struct kheld held;
-    kheld_of(v->st, &held);
+    struct ksnap held;
+    ksnap_of(v->st, &held);
     struct sw_kstate *copy = malloc(size);
     CHECK(copy != NULL);
     if (copy == NULL)
@@ -602,7 +646,7 @@ static long kill_anywhere(const struct sw_kview *v, size_t size, uint64_t fp, lo
     }
     for (;;) {
         if (!kcopy_ok(v, size, &held, copy) && (*bad)++ == 0)
-            printf("  a kill at step %ld loses a key held in flight\n", steps);
+            printf("  a kill at step %ld loses a key or its counts\n", steps);
         if (ptrace(PTRACE_SINGLESTEP, kid, NULL, NULL) != 0)
             break;
         if (waitpid(kid, &status, 0) != kid || !WIFSTOPPED(status))
@@ -662,7 +706,13 @@ static void test_kill_anywhere(void)
     /* 2. random small tables, keys crowded on a few homes: each step of a decision (a take,
      * an eviction freeing a victim off the path, emptying marks, the sweep) */
     uint64_t seed = 4242;
-    for (int round = 0; round < 24; round++) {
+    struct sw_limiter_cfg qcfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 5);
+    struct sw_krule qrule;
+    CHECK_EQ(sw_krule_init(&qrule, &qcfg), SW_OK);
+    for (int round = 0; round < 48; round++) {
+        /* a concurrency table (keys held in flight never move) and a QPS table (every key
+         * idle: moved by evictions and sweeps, its window counts must go with it) */
+        v.rule = round % 2 ? &qrule : &rule;
         uint32_t max_keys = 3u + (uint32_t)(rng_next(&seed) % 22u);
         st = kshared_new(max_keys, &size);
         if (st == NULL)
@@ -922,6 +972,107 @@ static void test_threads(void)
     free(k.st);
 }
 
+/* ---- settings swapped while threads decide (what the binding's update() and overrides
+ * setter do: a new rule and overrides array installed under the table's lock, the old array
+ * freed after the unlock) ---- */
+
+struct kswap {
+    struct ktab *k;
+    _Atomic int stop;
+    long swaps;
+    int bad; /* what went wrong in the thread (checked after the join) */
+};
+
+/* Overrides of keys 0 and 1 (10 and 20), with key 3 at the base threshold (7) in every other
+ * array: a key's threshold is the same in every array, so its passes are exact. */
+static struct sw_kover *kswap_over(const struct sw_limiter_cfg *cfg, bool with3, uint32_t *n)
+{
+    struct sw_kover *o = calloc(3, sizeof *o); /* no CHECK: called from threads */
+    if (o == NULL)
+        return NULL;
+    double counts[3] = {10, 20, 7};
+    *n = 0;
+    for (int64_t key = 0; key < 4; key++) {
+        if (key == 2 || (key == 3 && !with3))
+            continue;
+        o[*n].fp = fp_int(key);
+        o[*n].count = counts[key == 3 ? 2 : key];
+        o[*n].limit = o[*n].count * (double)cfg->interval_ms / 1000.0;
+        (*n)++;
+    }
+    for (uint32_t i = 1; i < *n; i++) /* sorted by fp */
+        for (uint32_t j = i; j > 0 && o[j - 1].fp > o[j].fp; j--) {
+            struct sw_kover t = o[j];
+            o[j] = o[j - 1];
+            o[j - 1] = t;
+        }
+    return o;
+}
+
+static void *kswapper(void *arg)
+{
+    struct kswap *w = arg;
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 7);
+    while (!atomic_load(&w->stop)) {
+        struct sw_krule fresh;
+        uint32_t n;
+        struct sw_kover *o = kswap_over(&cfg, w->swaps % 2 == 0, &n);
+        if (o == NULL || sw_krule_init(&fresh, &cfg) != SW_OK) {
+            w->bad = 1;
+            free(o);
+            return NULL;
+        }
+        sw_keyed_lock(&w->k->v);
+        const struct sw_kover *old = w->k->rule.over;
+        w->k->rule.base = fresh.base;
+        w->k->rule.over = o;
+        w->k->rule.n_over = n;
+        sw_keyed_unlock(&w->k->v);
+        free((void *)old); /* freed after the unlock: no decision reads it any more */
+        w->swaps++;
+    }
+    return NULL;
+}
+
+static void test_threads_swap_settings(void)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 7);
+    struct ktab k;
+    if (ktab_new(&k, &cfg, 64) < 0)
+        return;
+    uint32_t n;
+    k.rule.over = kswap_over(&cfg, false, &n);
+    CHECK(k.rule.over != NULL);
+    k.rule.n_over = n;
+    struct kswap sw = {&k, 0, 0, 0};
+    enum { T = 3 };
+    pthread_t th[T], swapper;
+    struct kworker w[T];
+    CHECK_EQ(pthread_create(&swapper, NULL, kswapper, &sw), 0);
+    for (int i = 0; i < T; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].v = &k.v;
+        w[i].seed = 500u + (uint64_t)i;
+        CHECK_EQ(pthread_create(&th[i], NULL, kwork, &w[i]), 0);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&sw.stop, 1);
+    pthread_join(swapper, NULL);
+    /* the window's limit is count * interval_ms / 1000 passes */
+    double want[4] = {10, 20, 7, 7};
+    for (int key = 0; key < 4; key++) {
+        long total = 0;
+        for (int i = 0; i < T; i++)
+            total += w[i].pass[key];
+        CHECK_EQ(total, (long)(want[key] * (double)cfg.interval_ms / 1000.0));
+    }
+    CHECK(sw.swaps > 0);
+    CHECK_EQ(sw.bad, 0);
+    free((void *)k.rule.over);
+    free(k.st);
+}
+
 /* ---- shared regions ---- */
 
 static int k_init_state(void *state, const struct sw_shm_layout *lay)
@@ -1091,6 +1242,8 @@ static void test_shared_kill_mid_eviction(void)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
     CHECK_EQ(sw_keyed_len(&v), 8u);
     for (int round = 0; round < 6; round++) {
+        struct ksnap snap; /* every key with its counts: each must come through the kill */
+        ksnap_of(s.state, &snap);
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
@@ -1101,7 +1254,10 @@ static void test_shared_kill_mid_eviction(void)
         }
         victim_wait(&kid);
         victim_kill(&kid);
-        sw_keyed_decide(&v, fp_int(200 + round), 1, MS(30), 0, &d); /* takes over, repairs */
+        sw_keyed_lock(&v); /* takes the lock over, repairs */
+        CHECK(ksnap_kept(s.state, &snap)); /* but for the victim, every key and its counts */
+        sw_keyed_unlock(&v);
+        sw_keyed_decide(&v, fp_int(200 + round), 1, MS(30), 0, &d);
         CHECK_EQ(d.verdict, SW_PASS);
         uint32_t len = sw_keyed_len(&v);
         CHECK(len >= 7u && len <= 8u);
@@ -1119,6 +1275,59 @@ static void test_shared_kill_mid_eviction(void)
     sw_shm_close(&s);
 }
 
+static int no_random(uint64_t *out)
+{
+    (void)out;
+    return SW_EOS; /* as getrandom(2) and /dev/urandom both failing (a seccomp filter) */
+}
+
+/* A region from another boot, reinitialised by an attach that finds no random source (no
+ * seed for the new table): the attach fails with an error that says so, the region is left
+ * as it was (boot id included, so the next attach tries again), and nothing divides by a
+ * zeroed window. Before: the failure was reported as "out of memory". */
+static void test_reinit_without_random(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sw-test-%ld-kboot", (long)getpid());
+    unlink(path);
+    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1}; /* holds no slot */
+    struct sw_decision d;
+    for (int64_t key = 0; key < 3; key++)
+        sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
+    struct sw_kstate *st = a.state;
+    uint64_t seed = st->seed;
+    memset(a.hdr->boot_id, 0, sizeof a.hdr->boot_id);
+    snprintf(a.hdr->boot_id, sizeof a.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
+    sw_test_random_seed = no_random;
+    int rc = sw_shm_open(&b, path, &lay, &err);
+    sw_test_random_seed = NULL;
+    CHECK_EQ(rc, SW_EOS);
+    CHECK(strstr(err.msg, "random") != NULL);
+    if (rc == SW_OK)
+        sw_shm_close(&b);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") == 0);
+    CHECK_EQ(st->n_live, 3u); /* untouched */
+    CHECK_EQ(st->seed, seed);
+    CHECK(st->window_ms > 0 && st->cap > 0);
+    /* the next attach, with a random source, reinitialises */
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    CHECK_EQ(st->n_live, 0u);
+    CHECK(st->seed != 0 && st->window_ms > 0);
+    sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_shm_close(&b);
+    sw_shm_close(&a);
+    unlink(path);
+}
+
 void test_keyed(void)
 {
     test_hash();
@@ -1133,7 +1342,9 @@ void test_keyed(void)
     test_crafted_keys();
     test_hot_key_flood();
     test_threads();
+    test_threads_swap_settings();
     test_shared();
     test_shared_kill_mid_eviction();
     test_shared_kill_mid_hold();
+    test_reinit_without_random();
 }
