@@ -53,9 +53,16 @@ def series(samples, name, **labels):
     return got
 
 
+def by_outcome(samples, outcome, **labels):
+    """series() of the family that holds outcome: decisions (pass, block, shadow_block) or
+    completions (success, exception)."""
+    family = ("slidewin_completions_total" if outcome in ("success", "exception")
+              else "slidewin_decisions_total")
+    return series(samples, family, outcome=outcome, **labels)
+
+
 def requests(samples, limiter):
-    return {o: series(samples, "slidewin_requests_total", limiter=limiter, outcome=o)
-            .get(limiter) for o in OUTCOMES}
+    return {o: by_outcome(samples, o, limiter=limiter).get(limiter) for o in OUTCOMES}
 
 
 def run_entries(lim, ok, failing, now_ns):
@@ -83,13 +90,13 @@ def test_private_named_limiters_equal_their_totals(folder):
         for lim_, name in ((lim, "checkout"), (conc, "db")):
             t = lim_.totals()
             assert requests(s, name) == {o: float(t[o]) for o in OUTCOMES}
-            assert series(s, "slidewin_occupied_total")[name] == t["occupied_pass"]
-            assert series(s, "slidewin_rt_milliseconds_total")[name] == t["rt"]
+            assert series(s, "slidewin_occupied_passes_total")[name] == t["occupied_pass"]
+            assert series(s, "slidewin_rt_seconds_total")[name] == t["rt"] / 1000
         assert requests(s, "checkout") == {"pass": 5, "block": 3, "exception": 0, "success": 0}
         assert requests(s, "db") == {"pass": 7, "block": 0, "exception": 2, "success": 4}
         assert series(s, "slidewin_in_flight") == {"checkout": 0, "db": 1}
         assert series(s, "slidewin_waiting") == {"checkout": 0, "db": 0}
-        assert series(s, "slidewin_requests_total", kind="limiter", outcome="pass") == {
+        assert by_outcome(s, "pass", kind="limiter") == {
             "checkout": 5, "db": 7}
         # private objects have no region: no process waiters, no keys
         assert "slidewin_waiting_processes" not in s and "slidewin_keys" not in s
@@ -107,10 +114,12 @@ def test_window_gauges(folder):
     lim.metric.add_rt(30, now_ns=now)
     s = scrape()
     st = lim.stats()
-    assert series(s, "slidewin_window_pass_per_second")["win"] == st.pass_qps == 4
-    assert series(s, "slidewin_window_block_per_second")["win"] == st.block_qps == 0
-    assert series(s, "slidewin_window_success_per_second")["win"] == st.success_qps == 2
-    assert series(s, "slidewin_window_avg_rt_milliseconds")["win"] == st.avg_rt_ms == 15
+    dec, comp = "slidewin_window_decisions_per_second", "slidewin_window_completions_per_second"
+    assert series(s, dec, outcome="pass")["win"] == st.pass_qps == 4
+    assert series(s, dec, outcome="block")["win"] == st.block_qps == 0
+    assert series(s, comp, outcome="success")["win"] == st.success_qps == 2
+    assert series(s, comp, outcome="exception")["win"] == st.exception_qps == 0
+    assert series(s, "slidewin_window_avg_rt_seconds")["win"] == st.avg_rt_ms / 1000 == 0.015
 
 
 def test_unnamed_private_objects_are_not_exported(folder):
@@ -119,11 +128,11 @@ def test_unnamed_private_objects_are_not_exported(folder):
     named = Limiter(qps=5, name="named")  # limiters() holds weak references: keep it alive
     named.try_acquire()
     s = scrape()
-    assert set(series(s, "slidewin_requests_total", outcome="pass")) == {"named"}
+    assert set(by_outcome(s, "pass")) == {"named"}
 
 
 def test_the_contract_example(folder):
-    """The README's contract: REGISTRY.register(Collector()); requests_total{limiter,outcome} equals
+    """The README's contract: REGISTRY.register(Collector()); decisions_total{limiter,outcome} equals
     totals()[outcome]. A fresh registry stands in for the process-wide REGISTRY."""
     reg = CollectorRegistry(auto_describe=True)
     c = Collector()
@@ -133,10 +142,11 @@ def test_the_contract_example(folder):
     lim = Limiter(qps=100, name="checkout")
     lim.try_acquire()
     fams = {f.name: f for f in text_string_to_metric_families(generate_latest(reg).decode())}
-    assert fams["slidewin_requests"].type == "counter"
+    assert fams["slidewin_decisions"].type == "counter"
+    assert fams["slidewin_completions"].type == "counter"
     assert fams["slidewin_in_flight"].type == "gauge"
-    (sample,) = [x for x in fams["slidewin_requests"].samples
-                 if x.name == "slidewin_requests_total" and x.labels["outcome"] == "pass"]
+    (sample,) = [x for x in fams["slidewin_decisions"].samples
+                 if x.name == "slidewin_decisions_total" and x.labels["outcome"] == "pass"]
     assert sample.labels["limiter"] == "checkout" and sample.value == lim.totals()["pass"]
     assert "folder=None" in repr(c)
 
@@ -154,7 +164,7 @@ def test_keyed_private_and_shared(folder):
         assert requests(s, name) == {o: float(lim.totals()[o]) for o in OUTCOMES}
         assert series(s, "slidewin_keys")[name] == len(lim)
         assert series(s, "slidewin_evicted_total")[name] == lim.stats().evicted
-    assert series(s, "slidewin_requests_total", kind="keyed", outcome="block") == {
+    assert by_outcome(s, "block", kind="keyed") == {
         "per-user": 1, "tenants": 1}
     assert series(s, "slidewin_evicted_total")["per-user"] >= 2
     assert series(s, "slidewin_in_flight")["tenants"] == 2
@@ -174,7 +184,7 @@ def test_metrics_export_their_window(folder):
     assert events[frozenset({"metric": "cache", "event": "miss"}.items())] == 1
     assert events[frozenset({"metric": "local-metric", "event": "pass"}.items())] == 2
     assert {dict(k)["metric"] for k in events} == {"cache", "local-metric"}
-    assert "cache" not in series(s, "slidewin_requests_total")
+    assert "cache" not in series(s, "slidewin_decisions_total")
 
 
 def _hammer(name, seconds, out):
@@ -217,7 +227,7 @@ def test_shared_region_busy_in_other_processes_is_one_series(folder):
         deadline = time.monotonic() + 1.2
         while time.monotonic() < deadline:
             s = scrape()
-            got = series(s, "slidewin_requests_total", outcome="pass")
+            got = by_outcome(s, "pass")
             assert list(got) == ["busy"]  # one series, whatever the processes
             now = requests(s, "busy")
             if last is not None:
@@ -248,7 +258,7 @@ def test_sources_and_folder(folder, tmp_path_factory):
     for lim in alive:
         lim.try_acquire()
 
-    names = lambda s: set(series(s, "slidewin_requests_total", outcome="pass"))  # noqa: E731
+    names = lambda s: set(by_outcome(s, "pass"))  # noqa: E731
     assert names(scrape()) == {"in-dir", "private", "anonymous", "elsewhere"}
     assert names(scrape(local=False)) == {"in-dir"}
     assert names(scrape(regions=False)) == {"in-dir", "private", "anonymous", "elsewhere"}
@@ -260,7 +270,7 @@ def test_sources_and_folder(folder, tmp_path_factory):
 def test_same_names_get_distinct_labels(folder):
     Limiter(qps=5, shared="one", name="api").try_acquire()
     Limiter(qps=5, shared="two", name="api").try_acquire()
-    got = series(scrape(local=False), "slidewin_requests_total", outcome="pass")
+    got = by_outcome(scrape(local=False), "pass")
     assert len(got) == 2 and "api" in got and all(v == 1 for v in got.values())
 
 
@@ -290,7 +300,7 @@ def test_a_region_removed_or_damaged_mid_collect_is_skipped(folder, monkeypatch)
 
     monkeypatch.setattr(_core, "read_region", between_list_and_read)
     s = scrape(local=False)
-    assert set(series(s, "slidewin_requests_total", outcome="pass")) == {"a"}
+    assert set(by_outcome(s, "pass")) == {"a"}
     assert requests(s, "a")["pass"] == 1
 
 
@@ -314,7 +324,7 @@ def test_regions_deleted_while_scraping(folder):
         scrapes = 0
         deadline = time.monotonic() + 0.8
         while time.monotonic() < deadline:
-            got = series(scrape(local=False), "slidewin_requests_total", outcome="pass")
+            got = by_outcome(scrape(local=False), "pass")
             assert set(got) <= {f"churn-{i}" for i in range(4)}
             scrapes += 1
     finally:
@@ -341,3 +351,135 @@ def test_missing_extra_names_the_install_that_fixes_it():
                        cwd="/")
     assert r.returncode == 0, r.stderr
     assert 'pip install "slidewin[prometheus]"' in r.stdout, r.stdout
+
+
+# -- by the conventions (issue 19): one quantity per family, seconds, shadow refusals apart --
+
+def exposition(collector):
+    reg = CollectorRegistry()
+    reg.register(collector)
+    return reg
+
+
+def test_decisions_and_completions_are_separate_families_that_sum_without_double_counting(
+        folder):
+    lim = Limiter(qps=5, name="sum")
+    calls = 0
+    for _ in range(3):  # 3 successes
+        with lim.entry():
+            calls += 1
+    try:
+        with lim.entry():  # 1 exception
+            calls += 1
+            raise KeyError
+    except KeyError:
+        pass
+    for _ in range(4):  # 1 pass, 3 blocks
+        lim.try_acquire()
+        calls += 1
+    s = scrape()
+    decisions = series_by_label(s, "slidewin_decisions_total", "outcome", limiter="sum")
+    completions = series_by_label(s, "slidewin_completions_total", "outcome", limiter="sum")
+    assert decisions == {"pass": 5, "block": 3, "shadow_block": 0}
+    assert sum(decisions.values()) == calls  # every call decided once
+    assert completions == {"success": 3, "exception": 1}
+    assert "slidewin_requests_total" not in s  # the old mixed family is gone
+
+
+def series_by_label(samples, name, label, **labels):
+    got = {}
+    for key, value in samples.get(name, {}).items():
+        d = dict(key)
+        if all(d.get(k) == v for k, v in labels.items()):
+            got[d[label]] = value
+    return got
+
+
+def test_times_are_in_seconds(folder):
+    lim = Limiter(concurrency=2, name="rt")
+    now = time.monotonic_ns()
+    lim.metric.add("success", 4, now_ns=now)
+    lim.metric.add_rt(250, now_ns=now)  # 250 ms over 4 successes
+    s = scrape()
+    assert series(s, "slidewin_rt_seconds_total")["rt"] == lim.totals()["rt"] / 1000 == 0.25
+    assert series(s, "slidewin_window_avg_rt_seconds")["rt"] == 0.0625
+    assert not [n for n in s if "milli" in n]
+
+
+@pytest.mark.parametrize("shared", [None, "shadow-region"])
+def test_shadow_refusals_are_their_own_outcome(folder, shared):
+    """A shadow limiter's would-be refusals are outcome="shadow_block": an alert on
+    outcome="block" does not fire during a shadow rollout, and an enforcing twin's blocks
+    equal the shadow's shadow_blocks."""
+    kw = {"shared": shared} if shared else {"name": "shadowed"}
+    name = shared or "shadowed"
+    shadow = Limiter(qps=3, shadow=True, **kw)
+    twin = Limiter(qps=3, name="enforcing")
+    for i in range(10):
+        assert shadow.try_acquire(now_ns=S + i) is True
+        twin.try_acquire(now_ns=S + i)
+    s = scrape()
+    got = series_by_label(s, "slidewin_decisions_total", "outcome", limiter=name)
+    assert got == {"pass": 3, "block": 0, "shadow_block": 7}
+    assert series_by_label(s, "slidewin_decisions_total", "outcome", limiter="enforcing") == {
+        "pass": 3, "block": 7, "shadow_block": 0}
+    assert shadow.totals()["shadow_block"] == 7 and twin.totals()["shadow_block"] == 0
+    # the same limiter enforcing again: its new refusals are plain blocks
+    shadow.update(shadow=False)
+    assert shadow.try_acquire(now_ns=S + 20) is False
+    got = series_by_label(scrape(), "slidewin_decisions_total", "outcome", limiter=name)
+    assert got == {"pass": 3, "block": 1, "shadow_block": 7}
+
+
+def test_shadow_refusals_of_a_keyed_limiter(folder):
+    per = KeyedLimiter(qps=2, shadow=True, name="per-key")
+    for _ in range(5):
+        assert per.try_acquire("k", now_ns=S) is True
+    s = scrape()
+    assert series_by_label(s, "slidewin_decisions_total", "outcome", limiter="per-key") == {
+        "pass": 2, "block": 0, "shadow_block": 3}
+    assert per.totals()["shadow_block"] == 3
+
+
+def test_exposition_passes_prometheus_client_checks(folder):
+    """The text format and OpenMetrics, parsed back by prometheus_client's own parsers;
+    counters end in _total, every family has a HELP, units are in the names."""
+    from prometheus_client.openmetrics.exposition import generate_latest as om_latest
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as om_parse)
+
+    lim = Limiter(qps=2, name="api", shadow=True)
+    with lim.entry():
+        pass
+    lim.try_acquire()
+    lim.try_acquire()
+    KeyedLimiter(qps=1, name="keys").try_acquire("a")
+    Metric(name="m").add("pass")
+    keep = [lim]  # noqa: F841
+    reg = exposition(Collector())
+    text = generate_latest(reg).decode()
+    fams = list(text_string_to_metric_families(text))
+    assert fams
+    for line in text.splitlines():
+        if line.startswith("# TYPE slidewin_"):
+            _, _, name, typ = line.split()
+            assert ("# HELP " + name + " ") in text
+            if typ == "counter":
+                assert name.endswith("_total"), name
+    om_text = om_latest(reg).decode()
+    assert om_text.endswith("# EOF\n")
+    om_fams = {f.name: f for f in om_parse(om_text)}
+    for f in fams:
+        assert f.documentation, f.name
+    names = {f.name for f in om_fams.values()}
+    assert {"slidewin_decisions", "slidewin_completions", "slidewin_rt_seconds",
+            "slidewin_window_avg_rt_seconds"} <= names
+    for f in om_fams.values():
+        if f.name.endswith("_seconds") or f.name.endswith("seconds"):
+            assert f.unit in ("", "seconds")
+        assert f.documentation
+    # a gauge never carries _total, a counter's samples always do (OpenMetrics rule)
+    for f in om_fams.values():
+        for smp in f.samples:
+            if f.type == "counter":
+                assert smp.name.endswith(("_total", "_created")), smp.name

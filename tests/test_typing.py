@@ -29,3 +29,30 @@ def test_mypy_rejects_a_wrong_type() -> None:
     )
     assert proc.returncode != 0
     assert "Incompatible types" in proc.stdout
+
+
+def test_limiters_is_typed_with_the_public_classes() -> None:
+    # slidewin.limiters() holds the objects users made: slidewin.Limiter / KeyedLimiter
+    # (with acquire_async, entry's timeout...) and Metric, not the private _core bases
+    code = (
+        "import slidewin\n"
+        "async def f() -> None:\n"
+        "    for obj in slidewin.limiters().values():\n"
+        "        if isinstance(obj, slidewin.Metric):\n"
+        "            continue\n"
+        "        reveal_type(obj)\n"
+        "        if isinstance(obj, slidewin.KeyedLimiter):\n"
+        "            await obj.acquire_async('user-1', timeout=1.0)\n"
+        "        else:\n"
+        "            await obj.acquire_async(1, timeout=1.0)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout
+    assert "slidewin._limiter.Limiter" in proc.stdout, proc.stdout
+    assert "slidewin._keyed.KeyedLimiter" in proc.stdout, proc.stdout
