@@ -116,7 +116,7 @@ def test_once_against_busy_regions(folder, workers, tmp_path):
     after = {r.name: r for r in _observe.read_regions()}
     head, rows = parse(r.stdout.splitlines())
     assert head == ["NAME", "KIND", "PASS/s", "BLOCK/s", "IN_FLIGHT", "WAITING", "AVG_RT_MS",
-                    "PASS_TOTAL", "BLOCK_TOTAL", "KEYS"]
+                    "PASS_TOTAL", "BLOCK_TOTAL", "SHADOW_TOTAL", "KEYS"]
     by = {row["NAME"]: row for row in rows}
     assert set(by) == {"zulu-fast", "alpha-slow", "users", "hits", "pool"}
     assert {n: row["KIND"] for n, row in by.items()} == {
@@ -149,7 +149,7 @@ def test_json(folder, workers, tmp_path):
     assert by["users"]["kind"] == "keyed" and by["users"]["keys"] >= 1
     assert by["hits"]["totals"] is None and set(by["hits"]["window"]) == {"hit", "miss"}
     assert set(by["zulu-fast"]["totals"]) == {"pass", "block", "exception", "success",
-                                              "occupied_pass", "rt"}
+                                              "occupied_pass", "rt", "shadow_block"}
     assert by["zulu-fast"]["path"] == str(folder / "slidewin-zulu-fast")
 
 
@@ -216,8 +216,8 @@ def test_rates_between_refreshes(folder):
         lim.try_acquire()
     time.sleep(0.05)
     rows, rates = sampler.sample()
-    (p, b), = rates.values()
-    assert p > 0 and b == 0
+    (p, b, sh), = rates.values()
+    assert p > 0 and b == 0 and sh == 0
     # a region made anew under the same name: no rate from the old one's totals
     del lim, rows
     _core.unlink("r")
@@ -225,6 +225,31 @@ def test_rates_between_refreshes(folder):
     again.try_acquire()
     _, rates = sampler.sample()
     assert rates == {}
+
+
+def test_shadow_refusals_apart_from_blocks(folder, tmp_path):
+    """A shadow limiter's would-be refusals show as SHADOW_TOTAL (and shadow/s between
+    refreshes), not as blocks: BLOCK_TOTAL and block/s count enforced refusals only."""
+    shadow = Limiter(qps=3, shadow=True, shared="dry-run")
+    enforcing = Limiter(qps=3, shared="enforced")
+    sampler = _top.Sampler(None)
+    sampler.sample()
+    for i in range(10):
+        assert shadow.try_acquire(now_ns=S + i)
+        enforcing.try_acquire(now_ns=S + i)
+    time.sleep(0.05)
+    rows, rates = sampler.sample()
+    by_path = {r.name: rates[r.path] for r in rows}
+    assert by_path["dry-run"][1:] == (0.0, by_path["dry-run"][2]) and by_path["dry-run"][2] > 0
+    assert by_path["enforced"][1] > 0 and by_path["enforced"][2] == 0
+    _, got = parse(top("--once", cwd=tmp_path).stdout.splitlines())
+    by = {row["NAME"]: row for row in got}
+    assert (by["dry-run"]["PASS_TOTAL"], by["dry-run"]["BLOCK_TOTAL"],
+            by["dry-run"]["SHADOW_TOTAL"]) == ("3", "0", "7")
+    assert (by["enforced"]["PASS_TOTAL"], by["enforced"]["BLOCK_TOTAL"],
+            by["enforced"]["SHADOW_TOTAL"]) == ("3", "7", "0")
+    js = {r["name"]: r for r in json.loads(top("--json", cwd=tmp_path).stdout)}
+    assert js["dry-run"]["totals"]["shadow_block"] == 7
 
 
 # --- the live view in a real terminal (tmux) -----------------------------------------------
