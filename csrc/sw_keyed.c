@@ -837,6 +837,8 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
             add_in_flight(v, i, e, n);
     } else if (!(flags & SW_F_NO_BLOCK)) {
         sw_node_add_at(node, SW_EV_BLOCK, n, tn);
+        if (flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
     unlock_table(v);
     if (flags & SW_F_SHADOW) {

@@ -577,6 +577,7 @@ void sw_node_totals(const struct sw_node *node, struct sw_totals *out)
     out->success = node->totals[SW_EV_SUCCESS];
     out->occupied_pass = node->totals[SW_EV_OCCUPIED_PASS];
     out->rt = node->totals[SW_EV_RT];
+    out->shadow_block = node->shadow_block;
 }
 
 void sw_totals_read(const struct sw_view *v, struct sw_totals *out)
@@ -725,6 +726,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
                 st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
                 st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
                 st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+                if (k == 1 && (flags & SW_F_SHADOW))
+                    node->shadow_block = sw_sat_add(node->shadow_block, n);
             }
             if (k == 0 && (conc || (flags & SW_F_ENTRY)))
                 add_in_flight(v, node, n);
@@ -810,6 +813,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
             add_in_flight(v, node, n);
     } else if (!(flags & SW_F_NO_BLOCK)) {
         sw_node_add_at(node, SW_EV_BLOCK, n, t);
+        if (flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
     unlock_node(v);
 done:

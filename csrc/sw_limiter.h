@@ -323,6 +323,8 @@ struct sw_totals {
     int64_t success;       /* entries ended normally */
     int64_t occupied_pass; /* prioritized grants borrowed from the next window */
     int64_t rt;            /* ms, summed over the successes */
+    int64_t shadow_block;  /* shadow decisions an enforcing limiter would have refused (a
+                              part of `block`) */
 };
 /** Read a node's window statistics at now_ns without a lock (a node in caller-owned memory,
  * e.g. a private copy of a shared region's node: sw_node_repair it first). Updates the

@@ -34,6 +34,10 @@ static size_t node_layout(const struct sw_node_cfg *cfg, size_t *off_sec, size_t
            c = sw_leap_size(&min);
     if (a == 0 || b == 0 || c == 0)
         return 0;
+    /* the node's fields take less than a 64-byte line beyond the first: adding one did not
+     * move the rings (a region's layout stays that of SW_SHM_LAYOUT_VERSION) */
+    _Static_assert(sizeof(struct sw_node) <= 128 && sizeof(struct sw_node) > 64,
+                   "the rings of a node start at byte 128");
     size_t off = ring_offset(sizeof(struct sw_node));
     *off_sec = off;
     off += sw_align8(a);
@@ -67,6 +71,7 @@ int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
     node->in_flight = 0;
     for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
         node->totals[e] = 0;
+    node->shadow_block = 0;
     node->off_sec = (uint32_t)off_sec;
     node->off_fut = (uint32_t)off_fut;
     node->off_min = (uint32_t)off_min;

@@ -37,6 +37,11 @@ struct sw_node {
     uint32_t off_fut;      /* 0 when not borrowable */
     uint32_t off_min;
     uint32_t size;         /* total bytes */
+    /* lifetime count of shadow decisions that an enforcing limiter would have refused
+     * (counted in totals[BLOCK] too), as the other totals. Written only on such a refusal,
+     * so enforcing limiters never touch it. It lies in the padding before the first ring
+     * (the layout is unchanged: a region made before it holds 0 there). */
+    int64_t shadow_block;
 };
 
 /* Where a node is placed relative to 64-byte lines: a limiter state puts its node on a

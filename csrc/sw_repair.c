@@ -54,4 +54,6 @@ void sw_node_repair(struct sw_node *node)
     for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
         if (node->totals[e] < 0)
             node->totals[e] = 0;
+    if (node->shadow_block < 0)
+        node->shadow_block = 0;
 }

@@ -29,7 +29,7 @@ MAX_KEYS: int
 Totals = TypedDict(
     "Totals",
     {"pass": int, "block": int, "exception": int, "success": int, "occupied_pass": int,
-     "rt": int},
+     "rt": int, "shadow_block": int},
 )
 
 def clock_ns() -> int: ...

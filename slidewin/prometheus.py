@@ -14,16 +14,22 @@ process that maps it, so each shared limiter is one series however many worker p
 not exported (they have no label to go by).
 
 Series (label ``limiter``: the ``name=``, a shared region's name by default; ``kind``:
-limiter or keyed):
+limiter or keyed), one quantity per family so that a sum over a label never double-counts,
+times in seconds (docs/metrics.md):
 
-- ``slidewin_requests_total{outcome=pass|block|exception|success}``: the lifetime totals, equal
-  to ``lim.totals()[outcome]``; ``slidewin_occupied_total`` (prioritized passes borrowed from
-  the next window); ``slidewin_rt_milliseconds_total`` (the RT sum);
+- ``slidewin_decisions_total{outcome=pass|block|shadow_block}``: every decision once.
+  ``block`` counts enforced refusals only; ``shadow_block`` the requests a ``shadow=True``
+  limiter admitted where an enforcing one would have refused (``totals()["block"]`` holds
+  both, ``totals()["shadow_block"]`` the latter);
+- ``slidewin_completions_total{outcome=success|exception}``: entries that ended;
+- ``slidewin_occupied_passes_total`` (prioritized passes borrowed from the next window),
+  ``slidewin_rt_seconds_total`` (the response times of the successes, summed);
 - gauges ``slidewin_in_flight``, ``slidewin_waiting`` (prioritized passes waiting for their
   window, ``stats().waiting``), ``slidewin_waiting_processes`` (regions: processes blocked
-  waiting for a release), and over the sliding window ``slidewin_window_pass_per_second``,
-  ``..._block_per_second``, ``..._success_per_second``, ``..._exception_per_second``,
-  ``slidewin_window_avg_rt_milliseconds``;
+  waiting for a release), and over the sliding window (``stats()``: a shadow limiter's
+  would-be refusals are blocks there) ``slidewin_window_decisions_per_second{outcome=pass|
+  block}``, ``slidewin_window_completions_per_second{outcome=success|exception}``,
+  ``slidewin_window_avg_rt_seconds``;
 - keyed: ``slidewin_keys`` (keys held) and ``slidewin_evicted_total``;
 - a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window).
 
@@ -48,7 +54,8 @@ from . import _observe
 
 __all__ = ["Collector"]
 
-OUTCOMES = ("pass", "block", "exception", "success")
+DECISIONS = ("pass", "block", "shadow_block")
+COMPLETIONS = ("success", "exception")
 
 _LABELS = ["limiter", "kind"]
 
@@ -60,13 +67,17 @@ class _Families:
         c = CounterMetricFamily
         g = GaugeMetricFamily
         lab = _LABELS
-        self.requests = c("slidewin_requests", "Requests decided since the limiter was "
-                          "created, by outcome (pass, block) and completion (success, "
-                          "exception).", labels=lab + ["outcome"])
-        self.occupied = c("slidewin_occupied", "Prioritized passes borrowed from the next "
-                          "window since the limiter was created.", labels=lab)
-        self.rt = c("slidewin_rt_milliseconds", "Sum of the recorded response times (ms) "
-                    "since the limiter was created.", labels=lab)
+        self.decisions = c("slidewin_decisions", "Decisions since the limiter was created, "
+                           "by outcome: pass (admitted), block (refused), shadow_block "
+                           "(admitted by shadow mode where an enforcing limiter would have "
+                           "refused).", labels=lab + ["outcome"])
+        self.completions = c("slidewin_completions", "Entries that ended since the limiter "
+                             "was created, by outcome: success or exception.",
+                             labels=lab + ["outcome"])
+        self.occupied = c("slidewin_occupied_passes", "Prioritized passes borrowed from the "
+                          "next window since the limiter was created.", labels=lab)
+        self.rt = c("slidewin_rt_seconds", "Sum of the response times of the successes, in "
+                    "seconds, since the limiter was created.", labels=lab)
         self.evicted = c("slidewin_evicted", "Keys a keyed limiter evicted since it was "
                          "created.", labels=lab)
         self.in_flight = g("slidewin_in_flight", "Requests holding the limiter now "
@@ -75,21 +86,23 @@ class _Families:
                          "their window.", labels=lab)
         self.waiters = g("slidewin_waiting_processes", "Processes blocked waiting for a "
                          "release (shared regions).", labels=lab)
-        self.rates = {
-            count: g(f"slidewin_window_{count}_per_second", f"{title} per second over the "
-                     "sliding window.", labels=lab)
-            for count, title in (("pass", "Passes"), ("block", "Blocks"),
-                                 ("success", "Successes"), ("exception", "Exceptions"))}
-        self.avg_rt = g("slidewin_window_avg_rt_milliseconds", "Average response time (ms) "
+        self.window_decisions = g(
+            "slidewin_window_decisions_per_second", "Decisions per second over the sliding "
+            "window, by outcome: pass or block (a shadow limiter's would-be refusals "
+            "included, as in stats()).", labels=lab + ["outcome"])
+        self.window_completions = g(
+            "slidewin_window_completions_per_second", "Completed entries per second over the "
+            "sliding window, by outcome: success or exception.", labels=lab + ["outcome"])
+        self.avg_rt = g("slidewin_window_avg_rt_seconds", "Average response time, in seconds, "
                         "of the successes over the sliding window.", labels=lab)
         self.keys = g("slidewin_keys", "Keys a keyed limiter holds now.", labels=lab)
         self.events = g("slidewin_metric_window_events", "A Metric's counts over its "
                         "sliding window, by event.", labels=["metric", "event"])
 
     def all(self) -> List[Metric]:
-        return [self.requests, self.occupied, self.rt, self.in_flight, self.waiting,
-                self.waiters, *self.rates.values(), self.avg_rt, self.keys, self.evicted,
-                self.events]
+        return [self.decisions, self.completions, self.occupied, self.rt, self.in_flight,
+                self.waiting, self.waiters, self.window_decisions, self.window_completions,
+                self.avg_rt, self.keys, self.evicted, self.events]
 
 
 class Collector:
@@ -132,18 +145,28 @@ class Collector:
             labels = [name, row.kind]
             created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
             totals = row.totals or {}
-            for outcome in OUTCOMES:
-                fam.requests.add_metric(labels + [outcome], totals.get(outcome, 0),
-                                        created=created)
+            shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
+            decided = {"pass": totals.get("pass", 0),
+                       "block": totals.get("block", 0) - shadow, "shadow_block": shadow}
+            for outcome in DECISIONS:
+                fam.decisions.add_metric(labels + [outcome], decided[outcome],
+                                         created=created)
+            for outcome in COMPLETIONS:
+                fam.completions.add_metric(labels + [outcome], totals.get(outcome, 0),
+                                           created=created)
             fam.occupied.add_metric(labels, totals.get("occupied_pass", 0), created=created)
-            fam.rt.add_metric(labels, totals.get("rt", 0), created=created)
+            fam.rt.add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
             fam.in_flight.add_metric(labels, row.in_flight)
             fam.waiting.add_metric(labels, row.waiting)
             if row.waiters is not None:
                 fam.waiters.add_metric(labels, row.waiters)
-            for count, family in fam.rates.items():
-                family.add_metric(labels, row.window_rate(count) or 0.0)
-            fam.avg_rt.add_metric(labels, row.avg_rt_ms or 0.0)
+            for outcome in ("pass", "block"):
+                fam.window_decisions.add_metric(labels + [outcome],
+                                                row.window_rate(outcome) or 0.0)
+            for outcome in COMPLETIONS:
+                fam.window_completions.add_metric(labels + [outcome],
+                                                  row.window_rate(outcome) or 0.0)
+            fam.avg_rt.add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
             if row.keys is not None:
                 fam.keys.add_metric(labels, row.keys)
             if row.evicted is not None:

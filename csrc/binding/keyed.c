@@ -1085,7 +1085,9 @@ static PyGetSetDef Keyed_getset[] = {
 static PyMethodDef Keyed_methods[] = {
     {"totals", (PyCFunction)Keyed_totals, METH_NOARGS,
      "totals()\n--\n\nLifetime totals of the whole table since creation (monotonic, never "
-     "reset): a dict with pass, block, exception, success, occupied_pass and rt (ms)."},
+     "reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and "
+     "shadow_block (shadow decisions an enforcing limiter would have refused, a part of "
+     "block)."},
     {"update", (PyCFunction)(void (*)(void))Keyed_update, METH_VARARGS | METH_KEYWORDS,
      "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
      "max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. "

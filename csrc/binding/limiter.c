@@ -857,7 +857,8 @@ static PyGetSetDef Limiter_getset[] = {
 static PyMethodDef Limiter_methods[] = {
     {"totals", (PyCFunction)Limiter_totals, METH_NOARGS,
      "totals()\n--\n\nLifetime totals since creation (monotonic, never reset): a dict with "
-     "pass, block, exception, success, occupied_pass and rt (ms)."},
+     "pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow "
+     "decisions an enforcing limiter would have refused, a part of block)."},
     {"update", (PyCFunction)(void (*)(void))Limiter_update, METH_VARARGS | METH_KEYWORDS,
      "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
      "warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the "

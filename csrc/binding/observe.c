@@ -157,10 +157,10 @@ fail:
 
 PyObject *totals_dict(const struct sw_totals *t)
 {
-    return Py_BuildValue("{sLsLsLsLsLsL}", "pass", (long long)t->pass, "block",
+    return Py_BuildValue("{sLsLsLsLsLsLsL}", "pass", (long long)t->pass, "block",
                          (long long)t->block, "exception", (long long)t->exception, "success",
                          (long long)t->success, "occupied_pass", (long long)t->occupied_pass,
-                         "rt", (long long)t->rt);
+                         "rt", (long long)t->rt, "shadow_block", (long long)t->shadow_block);
 }
 
 /* ---- read_region ----------------------------------------------------------------------- */

@@ -153,6 +153,10 @@ static void shadow_twin(int grade, int behavior, double count)
     struct sw_totals ta, tb;
     totals_of(twin, &ta);
     totals_of(sh, &tb);
+    /* the shadow's would-be refusals are its shadow_block: every block of the twin */
+    CHECK_EQ(ta.shadow_block, 0);
+    CHECK_EQ(tb.shadow_block, ta.block);
+    tb.shadow_block = 0;
     CHECK(memcmp(&ta, &tb, sizeof ta) == 0);
     CHECK_EQ(sw_limiter_in_flight(twin), sw_limiter_in_flight(sh));
     CHECK(memcmp(&twin->st.thr, &sh->st.thr, sizeof twin->st.thr) == 0);
