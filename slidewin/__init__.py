@@ -83,12 +83,19 @@ from ._core import (  # noqa: E402
     clock_ns,
     coarse_clock_ns,
     coarse_resolution_ns,
-    limiters,
     unlink,
 )
 from ._event import Event  # noqa: E402
 from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
+
+import typing as _typing  # noqa: E402
+
+if _typing.TYPE_CHECKING:  # the objects users made: the public classes, not _core's bases
+    def limiters() -> _typing.Dict[str, _typing.Union[Metric, Limiter, KeyedLimiter]]:
+        """The live named objects of this process, by name."""
+else:
+    from ._core import limiters  # noqa: E402
 from ._web import client_ip  # noqa: E402
 
 __all__ = [

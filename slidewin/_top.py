@@ -25,7 +25,10 @@ from ._observe import Reading
 SORTS = {"p": "pass", "b": "block", "i": "in_flight", "n": "name"}
 SORT_TITLES = {"pass": "pass/s", "block": "block/s", "in_flight": "in-flight", "name": "name"}
 
-Rates = Dict[str, Tuple[Optional[float], Optional[float]]]  # path -> (pass/s, block/s)
+# path -> (pass/s, block/s, shadow/s): block/s counts enforced refusals only, shadow/s a
+# shadow limiter's would-be refusals
+Rate = Tuple[Optional[float], Optional[float], Optional[float]]
+Rates = Dict[str, Rate]
 
 
 def folder_of(folder: Optional[str]) -> str:
@@ -54,11 +57,21 @@ class Sampler:
                 continue
             dt = t - prev[0]
             p = r.totals["pass"] - prev[2]["pass"]
-            b = r.totals["block"] - prev[2]["block"]
-            if p >= 0 and b >= 0:
-                rates[r.path] = (p / dt, b / dt)
+            sh = shadow_blocks(r.totals) - shadow_blocks(prev[2])
+            b = enforced_blocks(r.totals) - enforced_blocks(prev[2])
+            if p >= 0 and b >= 0 and sh >= 0:
+                rates[r.path] = (p / dt, b / dt, sh / dt)
         self._last = seen
         return rows, rates
+
+
+def shadow_blocks(totals: Dict[str, int]) -> int:
+    """A shadow limiter's would-be refusals (a part of totals["block"])."""
+    return min(max(totals.get("shadow_block", 0), 0), totals["block"])
+
+
+def enforced_blocks(totals: Dict[str, int]) -> int:
+    return totals["block"] - shadow_blocks(totals)
 
 
 def _num(v: Optional[float], fmt: str = "{:.1f}") -> str:
@@ -69,13 +82,15 @@ def _int(v: Optional[int]) -> str:
     return "-" if v is None else str(v)
 
 
-Column = Tuple[str, str, Callable[[Reading, Tuple[Optional[float], Optional[float]]], str]]
+Column = Tuple[str, str, Callable[[Reading, Rate], str]]
 
 
 def columns(live: bool) -> List[Column]:
     """(title, alignment, cell) for each column; live adds the window's rates next to the
-    rates between refreshes (--once shows the window's as PASS/s and BLOCK/s)."""
-    def rate(r: Reading, i: int, rates: Tuple[Optional[float], Optional[float]]) -> str:
+    rates between refreshes (--once shows the window's as PASS/s and BLOCK/s). BLOCK_TOTAL
+    and the live BLOCK/s count enforced refusals; SHADOW_TOTAL and SHADOW/s a shadow
+    limiter's would-be refusals (the window's BLOCK/s, as stats(), holds both)."""
+    def rate(r: Reading, i: int, rates: Rate) -> str:
         if live:
             return _num(rates[i])
         return _num(r.window_rate("pass" if i == 0 else "block"))
@@ -85,6 +100,10 @@ def columns(live: bool) -> List[Column]:
         ("KIND", "<", lambda r, x: r.kind),
         ("PASS/s", ">", lambda r, x: rate(r, 0, x)),
         ("BLOCK/s", ">", lambda r, x: rate(r, 1, x)),
+    ]
+    if live:
+        cols += [("SHADOW/s", ">", lambda r, x: _num(x[2]))]
+    cols += [
         ("IN_FLIGHT", ">", lambda r, x: "-" if r.kind == "metric" else str(r.in_flight)),
         ("WAITING", ">", lambda r, x: "-" if r.kind == "metric" else str(r.waiting)),
         ("AVG_RT_MS", ">", lambda r, x: _num(r.avg_rt_ms)),
@@ -96,7 +115,10 @@ def columns(live: bool) -> List[Column]:
         ]
     cols += [
         ("PASS_TOTAL", ">", lambda r, x: _int(r.totals["pass"] if r.totals else None)),
-        ("BLOCK_TOTAL", ">", lambda r, x: _int(r.totals["block"] if r.totals else None)),
+        ("BLOCK_TOTAL", ">", lambda r, x: _int(enforced_blocks(r.totals) if r.totals
+                                                else None)),
+        ("SHADOW_TOTAL", ">", lambda r, x: _int(shadow_blocks(r.totals) if r.totals
+                                                 else None)),
         ("KEYS", ">", lambda r, x: _int(r.keys)),
     ]
     return cols
@@ -109,7 +131,7 @@ def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[R
         if key == "in_flight":
             return float(r.in_flight)
         i = 0 if key == "pass" else 1
-        v = rates.get(r.path or "", (None, None))[i] if live else None
+        v = rates.get(r.path or "", (None, None, None))[i] if live else None
         if v is None:
             v = r.window_rate(key)
         return v or 0.0
@@ -125,7 +147,7 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
     between them instead of two when that makes the table fit width). A Metric's row ends
     with its window's counts, an unreadable region's with the reason."""
     cols = columns(live)
-    none = (None, None)
+    none: Rate = (None, None, None)
     cells = [[c[0] for c in cols]]
     notes: Dict[int, str] = {}
     for r in rows:
