@@ -16,7 +16,7 @@ import slidewin
 from slidewin import KeyedLimiter, Limiter, Metric, _core
 
 S = 10**9
-TOTALS = {"pass", "block", "exception", "success", "occupied_pass", "rt"}
+TOTALS = {"pass", "block", "exception", "success", "occupied_pass", "rt", "shadow_block"}
 
 
 @pytest.fixture

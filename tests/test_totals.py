@@ -16,7 +16,7 @@ import pytest
 import slidewin
 from slidewin import Event, KeyedLimiter, Limiter
 
-KEYS = {"pass", "block", "exception", "success", "occupied_pass", "rt"}
+KEYS = {"pass", "block", "exception", "success", "occupied_pass", "rt", "shadow_block"}
 S = 10**9
 MS = 10**6
 
