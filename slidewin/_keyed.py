@@ -19,6 +19,7 @@ from ._limiter import (
     _exit_async,
     _name,
     _new,
+    _repr,
     _rebuild,  # noqa: F401 (pickles made before it moved name slidewin._keyed._rebuild)
     _reduce,
     _update,
@@ -35,9 +36,13 @@ Key = Union[str, bytes, int]
 class KeyedLimiter(_core.KeyedLimiter):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
-    KeyedLimiter(qps=None, *, concurrency=None, behavior="reject", max_queueing_ms=500,
-                 interval_ms=1000, sample_count=2, max_keys=65536, overrides=None,
-                 shared=None, name=None, shadow=False, on_block=None)
+    KeyedLimiter(qps=None, *, rate=None, concurrency=None, behavior="reject",
+                 max_queueing_ms=500, interval_ms=1000, sample_count=2, max_keys=65536,
+                 overrides=None, shared=None, name=None, shadow=False, on_block=None)
+
+    ``rate="100/minute"`` is the alternative to ``qps``, as on Limiter: that count per key
+    in the window, the window being the period. ``overrides`` stay thresholds per second
+    (qps), as ``qps`` is.
 
     Each key is limited exactly as a private Limiter with the same settings would limit it
     (behaviors "reject" and "throttle" with qps, or concurrency). Keys are str, bytes or int.
@@ -47,21 +52,23 @@ class KeyedLimiter(_core.KeyedLimiter):
     with requests in flight is never evicted.
     """
 
-    __slots__ = ("_on_block",)
+    __slots__ = ("_on_block", "_rate")
     _on_block: Optional[Callable[..., Any]]
+    _rate: Optional[str]
 
     def __new__(
         cls,
         qps: Union[int, float, None] = None,
         *,
+        rate: Optional[str] = None,
         concurrency: Optional[int] = None,
         behavior: str = "reject",
         warm_up_s: float = 10,
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: int = 1000,
-        sample_count: int = 2,
+        interval_ms: Optional[int] = None,
+        sample_count: Optional[int] = None,
         max_keys: int = 65536,
         overrides: Optional[Mapping[Key, Union[int, float]]] = None,
         shared: Union[None, bool, str] = None,
@@ -70,6 +77,14 @@ class KeyedLimiter(_core.KeyedLimiter):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "KeyedLimiter":
         return cast("KeyedLimiter", _new(super(), cls, locals()))
+
+    @property
+    def rate(self) -> Optional[str]:
+        """The ``rate=`` this limiter was built (or last updated) with, else None."""
+        return getattr(self, "_rate", None)
+
+    def __repr__(self) -> str:
+        return _repr(self, super().__repr__())
 
     def __reduce__(self) -> Any:
         """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
@@ -83,6 +98,7 @@ class KeyedLimiter(_core.KeyedLimiter):
         self,
         *,
         qps: Any = _MISSING,
+        rate: Any = _MISSING,
         concurrency: Any = _MISSING,
         behavior: Any = _MISSING,
         warm_up_s: Any = _MISSING,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import re
 import time
 from typing import (
     Any,
@@ -24,7 +25,7 @@ from typing import (
     overload,
 )
 
-from . import _core
+from . import _core, _rate
 
 __all__ = ["Limiter", "limit"]
 
@@ -66,22 +67,54 @@ def _check_on_block(on_block: Any) -> Any:
 def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over the C type's (`base`: super()): `args` is the locals() of the Python
     __new__, the C type's arguments plus `on_block`."""
+    args = dict(args)
+    rate = _rate.resolve(args)  # rate= becomes qps, interval_ms, sample_count
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
     self._on_block = _check_on_block(args["on_block"])
+    self._rate = rate
     return self
+
+
+def _repr(lim: Any, text: str) -> str:
+    """The C type's repr, with ``rate='100/minute'`` in place of the qps and interval_ms that
+    it set (while the limiter still runs on that rate)."""
+    rate = getattr(lim, "_rate", None)
+    if rate is None:
+        return text
+    text = re.sub(r"\bqps=[^,)]*", lambda m: "rate=%r" % (rate,), text, 1)
+    return re.sub(r", interval_ms=\d+", "", text, 1)
 
 
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
     """update() over the C type's: `args` is the locals() of the Python update(), the settings
     not given being _MISSING, plus the `layout` keywords and `on_block`."""
     settings = {k: v for k, v in args.items()
-                if k not in ("self", "layout", "on_block", "__class__") and v is not _MISSING}
+                if k not in ("self", "layout", "on_block", "rate", "__class__")
+                and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
     on_block = args["on_block"]
     if on_block is not _MISSING:
         _check_on_block(on_block)
+    rate = args.get("rate", _MISSING)
+    if rate is not _MISSING and rate is not None:
+        clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
+        if clash:
+            raise ValueError("rate=%r and %s cannot be given together: rate sets qps; pass one "
+                             "or the other" % (rate, " and ".join(
+                                 "%s=%r" % (k, settings[k]) for k in clash)))
+        count, period_ms = _rate.parse_rate(rate)
+        if period_ms != lim.interval_ms:
+            raise ValueError(
+                "rate=%r has a period of %d ms but this limiter's window is interval_ms=%d, "
+                "which cannot change: give a rate over %d ms, or build a new limiter"
+                % (rate, period_ms, lim.interval_ms, lim.interval_ms))
+        settings["qps"] = _rate.qps_for(count, period_ms)
     base_update(**settings)
+    if rate is not _MISSING and rate is not None:
+        lim._rate = rate
+    elif "qps" in settings or "concurrency" in settings:
+        lim._rate = None
     if on_block is not _MISSING:
         lim._on_block = on_block
 
@@ -93,10 +126,18 @@ def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
             "cannot pickle a %s %s: only one shared by name (shared='name') can be sent to "
             "another process" % ("private" if lim.shared is None else "shared=True", kind)
         )
-    return (_rebuild, (type(lim), lim.qps, {name: getattr(lim, name) for name in names}))
+    kw = {name: getattr(lim, name) for name in names}
+    rate = getattr(lim, "_rate", None)
+    if rate is not None:
+        kw["rate"] = rate
+    return (_rebuild, (type(lim), lim.qps, kw))
 
 
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
+    rate = getattr(kw, "get", lambda k: None)("rate")
+    if rate is not None:  # a limiter built with rate=: rebuilt with the same rate
+        kw = {k: v for k, v in kw.items() if k != "interval_ms"}
+        return cls(None, **kw)
     return cls(qps, **kw)
 
 
@@ -178,9 +219,15 @@ async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
 class Limiter(_core.Limiter):
     """Flow control with its own sliding-window statistics.
 
-    Limiter(qps=None, *, concurrency=None, behavior="reject", warm_up_s=10, cold_factor=3,
-            max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000, sample_count=2,
-            shared=None, name=None, shadow=False, on_block=None)
+    Limiter(qps=None, *, rate=None, concurrency=None, behavior="reject", warm_up_s=10,
+            cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000,
+            sample_count=2, shared=None, name=None, shadow=False, on_block=None)
+
+    ``rate="100/minute"`` (also "5/second", "1000/hour", "10000/day", "30/5minutes",
+    "100 per minute") is the alternative to ``qps``: at most that count in the window, the
+    window being the period (``interval_ms``) in ``sample_count`` steps (60 unless given).
+    It cannot be combined with ``qps``, ``interval_ms`` or ``concurrency``. Mind that ``qps``
+    is per second: ``qps=100, interval_ms=60_000`` allows 6000 a minute.
 
     `name` labels it (``slidewin.limiters()``, observers); a shared one defaults to its
     region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
@@ -191,27 +238,37 @@ class Limiter(_core.Limiter):
     async on_block serves async functions only (see ``__call__``).
     """
 
-    __slots__ = ("_on_block",)
+    __slots__ = ("_on_block", "_rate")
     _on_block: Optional[Callable[..., Any]]
+    _rate: Optional[str]
 
     def __new__(
         cls,
         qps: Union[int, float, None] = None,
         *,
+        rate: Optional[str] = None,
         concurrency: Optional[int] = None,
         behavior: str = "reject",
         warm_up_s: float = 10,
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: int = 1000,
-        sample_count: int = 2,
+        interval_ms: Optional[int] = None,
+        sample_count: Optional[int] = None,
         shared: Union[None, bool, str] = None,
         name: Optional[str] = None,
         shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         return cast("Limiter", _new(super(), cls, locals()))
+
+    @property
+    def rate(self) -> Optional[str]:
+        """The ``rate=`` this limiter was built (or last updated) with, else None."""
+        return getattr(self, "_rate", None)
+
+    def __repr__(self) -> str:
+        return _repr(self, super().__repr__())
 
     def __reduce__(self) -> Any:
         """A limiter shared by name pickles as its settings and the name: unpickled in another
@@ -226,6 +283,7 @@ class Limiter(_core.Limiter):
         self,
         *,
         qps: Any = _MISSING,
+        rate: Any = _MISSING,
         concurrency: Any = _MISSING,
         behavior: Any = _MISSING,
         warm_up_s: Any = _MISSING,
@@ -236,8 +294,8 @@ class Limiter(_core.Limiter):
         on_block: Any = _MISSING,
         **layout: Any,
     ) -> None:
-        """Change the settings in place: any constructor keyword that is a setting (qps or
-        concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
+        """Change the settings in place: any constructor keyword that is a setting (qps,
+        rate (over the same period as the window) or concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
         shadow, on_block). The state is kept: the windows, the throttle's queue and
         the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
         changes nothing. The layout (interval_ms, sample_count, shared) and name
@@ -526,14 +584,15 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
 def limit(
     qps: Union[int, float, None] = None,
     *,
+    rate: Optional[str] = None,
     concurrency: Optional[int] = None,
     behavior: str = "reject",
     warm_up_s: float = 10,
     cold_factor: float = 3,
     max_queueing_ms: int = 500,
     occupy_timeout_ms: int = 500,
-    interval_ms: int = 1000,
-    sample_count: int = 2,
+    interval_ms: Optional[int] = None,
+    sample_count: Optional[int] = None,
     shared: Union[None, bool, str] = None,
     name: Optional[str] = None,
     shadow: bool = False,
@@ -543,5 +602,7 @@ def limit(
 
     >>> @limit(qps=10, behavior="throttle")
     ... async def call_api(): ...
+    >>> @limit(rate="100/minute")
+    ... def send_mail(): ...
     """
     return Limiter(**locals())

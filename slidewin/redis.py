@@ -254,6 +254,7 @@ class _Config:
     def __init__(self, qps: Any, kw: Dict[str, Any], lease_ms: int) -> None:
         tmpl = Limiter(qps, **kw)  # raises the core's TypeError / ValueError
         self.template = tmpl
+        self.rate = tmpl.rate  # rate= (already turned into qps, interval_ms, sample_count)
         self.qps = tmpl.qps
         self.concurrency = tmpl.concurrency
         self.behavior = tmpl.behavior
@@ -335,6 +336,8 @@ class _Config:
     def describe(self) -> str:
         if self.concurrency is not None:
             return "concurrency=%d" % self.concurrency
+        if self.rate is not None:
+            return "rate=%r, behavior=%r" % (self.rate, self.behavior)
         return "qps=%r, behavior=%r" % (self.qps, self.behavior)
 
 
@@ -880,6 +883,7 @@ class _Base:
     # settings, read-only
     name = property(lambda self: self._name)
     qps = property(lambda self: self._cfg.qps)
+    rate = property(lambda self: self._cfg.rate)
     concurrency = property(lambda self: self._cfg.concurrency)
     behavior = property(lambda self: self._cfg.behavior)
     interval_ms = property(lambda self: self._cfg.interval_ms)
@@ -1419,12 +1423,14 @@ class RedisLimiter(_SyncOps):
     """
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                 rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
+                 sample_count: Optional[int] = None,
                  on_error: str = "allow", lease_ms: int = 5_000,
                  on_block: Optional[Callable[..., Any]] = None) -> None:
-        kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+        kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
                   sample_count=sample_count)
@@ -1636,12 +1642,14 @@ def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any
 
 
 def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                  rate: Optional[str] = None,
                   concurrency: Optional[int] = None, behavior: str = "reject",
                   warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                  occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                  occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
+                  sample_count: Optional[int] = None,
                   on_error: str = "allow", lease_ms: int = 5_000,
                   on_block: Optional[Callable[..., Any]] = None) -> None:
-    kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+    kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
               cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
               occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
               sample_count=sample_count)
@@ -1762,12 +1770,14 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
     _kind = "RedisKeyedLimiter"
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+                 rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: int = 1000, sample_count: int = 2,
+                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
+                 sample_count: Optional[int] = None,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
                  lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None) -> None:
-        kw = dict(concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
+        kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
                   sample_count=sample_count)

@@ -102,3 +102,19 @@ blocks: int = per_named.totals()["block"]
 stats_m = Metric(1000, 2, name="stats")
 region: Dict[str, Any] = slidewin._core.read_region("checkout")
 paths: List[str] = slidewin._core.list_regions()
+
+
+def _rates() -> None:
+    from slidewin import KeyedLimiter, Limiter, limit
+
+    per_minute = Limiter(rate="100/minute")
+    r: Optional[str] = per_minute.rate
+    per_user = KeyedLimiter(rate="10/second", sample_count=10)
+    per_user.update(rate="20/second")
+
+    @limit(rate="1000/day")
+    def job() -> int:
+        return 1
+
+    n: int = job()
+    del r, n

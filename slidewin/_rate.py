@@ -1,0 +1,92 @@
+"""``rate="100/minute"``: limits as users write them, turned into qps, interval_ms and
+sample_count.
+
+A rate is a count per period. The window is the period (``interval_ms``) and, unless
+``sample_count`` is given, it slides in 60 steps (the largest divisor of the period up to
+60 when 60 does not divide it, e.g. 50 for one second). ``qps`` is the count per second,
+nudged up by at most a few ulps so that the core's window limit, ``qps * interval_ms /
+1000`` in doubles, is never below the count (``7/day`` must admit 7, not 6).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, Optional, Tuple
+
+__all__ = ["parse_rate", "resolve"]
+
+_UNITS = {
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hr": 3_600_000, "hrs": 3_600_000, "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+_RATE = re.compile(r"\s*(\d+)\s*(?:/|\s+per\s+)\s*(\d+)?\s*([a-z]+)\s*", re.IGNORECASE)
+MAX_PERIOD_MS = 2**40  # the core's largest interval_ms
+DEFAULT_SAMPLES = 60
+FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a number and '
+         'a unit: second, minute, hour, day (plural or s, sec, min, h, hr, d too), e.g. '
+         '"100/minute", "5/second", "10000/day", "30/5minutes", "100 per hour"')
+
+
+def parse_rate(rate: Any) -> Tuple[int, int]:
+    """``(count, period_ms)`` of a rate string; TypeError/ValueError naming ``rate``."""
+    if not isinstance(rate, str):
+        raise TypeError("rate must be a str such as '100/minute', not %s" % type(rate).__name__)
+    m = _RATE.fullmatch(rate)
+    unit = _UNITS.get(m.group(3).lower()) if m else None
+    if m is None or unit is None:
+        raise ValueError("rate must be %s; got %r" % (FORMS, rate))
+    count, mult = int(m.group(1)), int(m.group(2) or 1)
+    period_ms = mult * unit
+    if mult < 1 or period_ms > MAX_PERIOD_MS:
+        raise ValueError("rate %r: the period must be from 1 ms to 2**40 ms (about 34 years), "
+                         "got %d ms" % (rate, period_ms))
+    if count > 9 * 10**15:
+        raise ValueError("rate %r: the count must be at most 9e15, got %d" % (rate, count))
+    return count, period_ms
+
+
+def qps_for(count: int, period_ms: int) -> float:
+    """The qps whose window limit over ``period_ms`` (computed as the core computes it) is the
+    smallest double not below ``count``."""
+    q = count * 1000 / period_ms
+    if period_ms == 1000 or count == 0:
+        return float(count) if period_ms == 1000 else 0.0
+    scale = period_ms / 1000.0
+    while q * scale < count:  # a few ulps at most
+        q = math.nextafter(q, math.inf)
+    return q
+
+
+def default_samples(period_ms: int) -> int:
+    for sc in range(DEFAULT_SAMPLES, 0, -1):
+        if period_ms % sc == 0:
+            return sc
+    return 1  # unreachable: 1 divides everything
+
+
+def resolve(args: Dict[str, Any]) -> Optional[str]:
+    """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
+    ``sample_count``; None there meaning "the default") and return the rate string, or None
+    when no rate was given. Removes the ``rate`` key."""
+    rate: Optional[str] = args.pop("rate", None)
+    if rate is None:
+        if args.get("interval_ms") is None:
+            args["interval_ms"] = 1000
+        if args.get("sample_count") is None:
+            args["sample_count"] = 2
+        return None
+    clash = [k for k in ("qps", "interval_ms", "concurrency") if args.get(k) is not None]
+    if clash:
+        raise ValueError("rate=%r and %s cannot be given together: rate sets qps and "
+                         "interval_ms (the count per period, the window the period); pass one "
+                         "or the other" % (rate, " and ".join("%s=%r" % (k, args[k])
+                                                              for k in clash)))
+    count, period_ms = parse_rate(rate)
+    args["qps"] = qps_for(count, period_ms)
+    args["interval_ms"] = period_ms
+    if args.get("sample_count") is None:
+        args["sample_count"] = default_samples(period_ms)
+    return rate
