@@ -179,3 +179,16 @@ def test_unchanged_defaults_without_rate():
     assert (lim.interval_ms, lim.sample_count, lim.rate) == (1000, 2, None)
     assert repr(lim) == "Limiter(qps=5.0)"
     slidewin.Limiter(qps=5, interval_ms=2000)  # interval_ms alone as before
+
+
+def test_the_docs_page_runs():
+    import os
+    import re
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("flask")
+    page = os.path.join(os.path.dirname(__file__), "..", "docs", "rates-and-routes.md")
+    blocks = re.findall(r"```python\n(.*?)```", open(page).read(), re.S)
+    assert len(blocks) >= 5
+    for i, code in enumerate(blocks):
+        exec(compile(code, "docs/rates-and-routes.md block %d" % i, "exec"), {"__name__": "docs"})
