@@ -9,6 +9,7 @@ import inspect
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
 from . import _core
+from . import _rate as _ratespec
 from ._limiter import (
     _MISSING,
     _acquire_async,
@@ -67,8 +68,8 @@ class KeyedLimiter(_core.KeyedLimiter):
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: Optional[int] = None,
-        sample_count: Optional[int] = None,
+        interval_ms: int = _ratespec.INTERVAL_MS,
+        sample_count: int = _ratespec.SAMPLE_COUNT,
         max_keys: int = 65536,
         overrides: Optional[Mapping[Key, Union[int, float]]] = None,
         shared: Union[None, bool, str] = None,

@@ -26,6 +26,7 @@ from typing import (
 )
 
 from . import _core, _rate
+from . import _rate as _ratespec
 
 __all__ = ["Limiter", "limit"]
 
@@ -253,8 +254,8 @@ class Limiter(_core.Limiter):
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: Optional[int] = None,
-        sample_count: Optional[int] = None,
+        interval_ms: int = _ratespec.INTERVAL_MS,
+        sample_count: int = _ratespec.SAMPLE_COUNT,
         shared: Union[None, bool, str] = None,
         name: Optional[str] = None,
         shadow: bool = False,
@@ -591,8 +592,8 @@ def limit(
     cold_factor: float = 3,
     max_queueing_ms: int = 500,
     occupy_timeout_ms: int = 500,
-    interval_ms: Optional[int] = None,
-    sample_count: Optional[int] = None,
+    interval_ms: int = _ratespec.INTERVAL_MS,
+    sample_count: int = _ratespec.SAMPLE_COUNT,
     shared: Union[None, bool, str] = None,
     name: Optional[str] = None,
     shadow: bool = False,

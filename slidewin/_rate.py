@@ -13,7 +13,18 @@ import math
 import re
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["parse_rate", "resolve"]
+__all__ = ["parse_rate", "resolve", "INTERVAL_MS", "SAMPLE_COUNT"]
+
+
+class _Default(int):
+    """A keyword's default value, told apart (by identity) from the same value given: rate=
+    with interval_ms=1000 given is an error, with the default it is not."""
+
+    __slots__ = ()
+
+
+INTERVAL_MS: int = _Default(1000)
+SAMPLE_COUNT: int = _Default(2)
 
 _UNITS = {
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -69,16 +80,20 @@ def default_samples(period_ms: int) -> int:
 
 def resolve(args: Dict[str, Any]) -> Optional[str]:
     """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
-    ``sample_count``; None there meaning "the default") and return the rate string, or None
-    when no rate was given. Removes the ``rate`` key."""
+    ``sample_count``; INTERVAL_MS / SAMPLE_COUNT there meaning "not given") and return the
+    rate string, or None when no rate was given. Removes the ``rate`` key."""
     rate: Optional[str] = args.pop("rate", None)
+    iv_given = args.get("interval_ms", INTERVAL_MS) is not INTERVAL_MS
+    sc_given = args.get("sample_count", SAMPLE_COUNT) is not SAMPLE_COUNT
+    if not iv_given:
+        args["interval_ms"] = 1000
+    if not sc_given:
+        args["sample_count"] = 2
     if rate is None:
-        if args.get("interval_ms") is None:
-            args["interval_ms"] = 1000
-        if args.get("sample_count") is None:
-            args["sample_count"] = 2
         return None
-    clash = [k for k in ("qps", "interval_ms", "concurrency") if args.get(k) is not None]
+    clash = [k for k in ("qps", "concurrency") if args.get(k) is not None]
+    if iv_given:
+        clash.append("interval_ms")
     if clash:
         raise ValueError("rate=%r and %s cannot be given together: rate sets qps and "
                          "interval_ms (the count per period, the window the period); pass one "
@@ -87,6 +102,6 @@ def resolve(args: Dict[str, Any]) -> Optional[str]:
     count, period_ms = parse_rate(rate)
     args["qps"] = qps_for(count, period_ms)
     args["interval_ms"] = period_ms
-    if args.get("sample_count") is None:
+    if not sc_given:
         args["sample_count"] = default_samples(period_ms)
     return rate

@@ -57,7 +57,7 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union, cast
 
-from . import _redis_lua
+from . import _rate, _redis_lua
 from ._core import BlockedError, Stats
 from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
 
@@ -1426,8 +1426,8 @@ class RedisLimiter(_SyncOps):
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
-                 sample_count: Optional[int] = None,
+                 occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
+                 sample_count: int = _rate.SAMPLE_COUNT,
                  on_error: str = "allow", lease_ms: int = 5_000,
                  on_block: Optional[Callable[..., Any]] = None) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
@@ -1645,8 +1645,8 @@ def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None
                   rate: Optional[str] = None,
                   concurrency: Optional[int] = None, behavior: str = "reject",
                   warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                  occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
-                  sample_count: Optional[int] = None,
+                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
+                  sample_count: int = _rate.SAMPLE_COUNT,
                   on_error: str = "allow", lease_ms: int = 5_000,
                   on_block: Optional[Callable[..., Any]] = None) -> None:
     kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
@@ -1773,8 +1773,8 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
-                 sample_count: Optional[int] = None,
+                 occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
+                 sample_count: int = _rate.SAMPLE_COUNT,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
                  lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,

@@ -377,6 +377,13 @@ for kw in ("qps", "warm_up_s", "cold_factor"):
             continue  # qps=None means "not a qps limiter"
         case(f"Limiter {kw}={bad!r}", lambda kw=kw, bad=bad, base=base: Limiter(**base, **{kw: bad}),
              TypeError, r"\b%s\b" % kw)
+case("Limiter rate int", lambda: Limiter(rate=100), TypeError, r"\brate\b.*int")
+case("Limiter rate unknown period", lambda: Limiter(rate="100/week"), ValueError,
+     r"\brate\b.*100/minute")
+case("Limiter rate and qps", lambda: Limiter(rate="1/minute", qps=1), ValueError,
+     r"\brate\b.*\bqps=1")
+case("Limiter rate and interval_ms", lambda: Limiter(rate="1/minute", interval_ms=1000),
+     ValueError, r"\brate\b.*\binterval_ms=1000")
 case("Limiter qps just above max", lambda: Limiter(qps=9.1e15), ValueError,
      r"qps.*9000000000000000.*9100000000000000")
 case("Limiter warm_up_s above max", lambda: Limiter(qps=10, warm_up_s=2e9), ValueError,

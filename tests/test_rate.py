@@ -188,7 +188,8 @@ def test_the_docs_page_runs():
     pytest.importorskip("fastapi")
     pytest.importorskip("flask")
     page = os.path.join(os.path.dirname(__file__), "..", "docs", "rates-and-routes.md")
-    blocks = re.findall(r"```python\n(.*?)```", open(page).read(), re.S)
+    with open(page, encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     assert len(blocks) >= 5
     for i, code in enumerate(blocks):
         exec(compile(code, "docs/rates-and-routes.md block %d" % i, "exec"), {"__name__": "docs"})
