@@ -202,8 +202,10 @@ def test_many_async_waiters_are_woken_not_polling():
         return before
 
     before = run(main())
-    assert before <= 100 + 5, before        # one try each on arrival
-    assert lim.decisions <= 3 * 100 + 10    # then about one (and a baton) per admission
+    # two tries each on arrival (before queuing, and once queued: a release in between is
+    # not lost), then about one (and a baton) per admission
+    assert before <= 2 * 100 + 5, before
+    assert lim.decisions <= 4 * 100 + 10, lim.decisions
     assert lim.in_flight == 0
 
 
@@ -300,7 +302,7 @@ def test_shared_release_in_another_process_wakes_an_async_waiter(name):
 
         run(main(), deadline=60)
         # woken by the release, not polling (1 ms polls over 0.5 s: ~10 000 decisions)
-        assert lim.decisions <= 3 * 21 + 20, lim.decisions
+        assert lim.decisions <= 4 * 21 + 20, lim.decisions
         assert lim.in_flight == 0
     finally:
         go.set()
@@ -323,7 +325,7 @@ def test_shared_many_async_waiters_are_woken(name):
         await asyncio.gather(*tasks)
 
     run(main())
-    assert lim.decisions <= 3 * 50 + 20, lim.decisions
+    assert lim.decisions <= 4 * 50 + 20, lim.decisions
     assert lim.in_flight == 0
 
 
