@@ -4,14 +4,14 @@ One FIFO queue per limiter (made at its first waiting task). A task that is refu
 sleeps on a future of its own event loop:
 
 - a release (``release()``, an entry's exit, an ``update()``) wakes the first task not yet
-  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``);
+  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters;
 - a task that is admitted wakes the next one (the baton), so a release of several slots
   admits several tasks, one after the other; a refused one keeps its place;
 - the first task alone sleeps until the core's ``retry_after`` (a rate limit) or polls with a
   growing step (warm-up, whose retry time is unknown); the others wait for the baton;
 - a shared limiter: one helper thread per limiter, only while tasks wait, sleeps on the
   region's release sequence (a futex, the GIL released) and wakes the first task when any
-  process releases; the first task also retries every ``_SHARED_RECHECK_S`` (a process that
+  process releases (this one included: one path, one wake-up a release); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
   died holding slots is reaped then);
 - a task that leaves without being admitted (timeout, cancellation) after it was woken, or
   while first, passes the wake-up on: none is lost.
@@ -94,8 +94,9 @@ class _Waiters:
         w = _Waiter(loop)
         with self._mu:
             if not self._q:
-                lim._set_waker(self.wake)
-                if self._shared and not self._watching:
+                if not self._shared:
+                    lim._set_waker(self.wake)  # shared: the helper sees every release
+                elif not self._watching:
                     seq = lim._watch(1)  # from now on every release bumps the sequence
                     self._watching = True
                     threading.Thread(target=self._watch, args=(lim, seq),
@@ -115,7 +116,7 @@ class _Waiters:
         with self._mu:
             first = self._q[0] is w
             self._q.remove(w)
-            if not self._q:
+            if not self._q and not self._shared:
                 lim._set_waker(None)
             pass_on = self._q and (admitted or w.woken or first)
         if pass_on:
@@ -164,7 +165,7 @@ class _Waiters:
                 now = time.monotonic()
                 if verdict == _NEVER or now >= deadline:
                     break
-                sleep: Optional[float] = deadline - now
+                sleep = deadline - now
                 if is_first:
                     if retry_ns > 0:
                         step = retry_ns / 1e9

@@ -302,7 +302,7 @@ def test_shared_release_in_another_process_wakes_an_async_waiter(name):
 
         run(main(), deadline=60)
         # woken by the release, not polling (1 ms polls over 0.5 s: ~10 000 decisions)
-        assert lim.decisions <= 4 * 21 + 20, lim.decisions
+        assert lim.decisions <= 6 * 21 + 20, lim.decisions
         assert lim.in_flight == 0
     finally:
         go.set()
@@ -325,7 +325,9 @@ def test_shared_many_async_waiters_are_woken(name):
         await asyncio.gather(*tasks)
 
     run(main())
-    assert lim.decisions <= 4 * 50 + 20, lim.decisions
+    # about 2 on arrival, 1 when woken, 1 by the baton of the one before, and the first's
+    # 0.25 s rechecks; polling at 1 ms over the 0.3 s of waiting alone would make ~15 000
+    assert lim.decisions <= 6 * 50 + 20, lim.decisions
     assert lim.in_flight == 0
 
 
