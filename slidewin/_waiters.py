@@ -19,6 +19,7 @@ sleeps on a future of its own event loop:
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import weakref
@@ -186,8 +187,28 @@ class _Waiters:
         raise AssertionError("unreachable")  # _raise_blocked raises
 
 
+_ALL: "weakref.WeakSet[_Waiters]" = weakref.WeakSet()
+
+
 def waiters_of(lim: Any) -> _Waiters:
     q: Optional[_Waiters] = lim._waitq
     if q is None:
         q = lim._waitq = _Waiters(lim)
+        _ALL.add(q)
     return q
+
+
+def _after_fork_in_child() -> None:
+    """fork(): the parent's tasks and helper threads are not the child's; its queues start
+    empty (the parent's helper keeps its own count of the region's watchers)."""
+    for q in list(_ALL):
+        q._mu = threading.Lock()
+        q._q.clear()
+        q._watching = False
+        lim = q._lim()
+        if lim is not None:
+            lim._set_waker(None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

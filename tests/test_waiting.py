@@ -209,6 +209,43 @@ def test_many_async_waiters_are_woken_not_polling():
     assert lim.in_flight == 0
 
 
+def test_release_from_another_thread_wakes_an_async_waiter():
+    lim = Counting(concurrency=1)
+    lim.acquire()
+
+    async def main():
+        waiter = asyncio.ensure_future(lim.acquire_async(timeout=30))
+        await asyncio.sleep(0.3)
+        t = threading.Thread(target=lim.release)
+        t.start()
+        await waiter
+        t.join(10)
+
+    run(main())
+    assert lim.decisions <= 4, lim.decisions  # woken once, not polling
+    lim.release()
+    assert lim.in_flight == 0
+
+
+def test_update_to_a_higher_concurrency_admits_waiters():
+    lim = Counting(concurrency=1)
+    lim.acquire()
+
+    async def waiter():
+        async with lim.entry(timeout=30):
+            await asyncio.sleep(0.05)
+
+    async def main():
+        tasks = [asyncio.ensure_future(waiter()) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        lim.update(concurrency=4)  # three slots more: the three pass without a release
+        await asyncio.wait_for(asyncio.gather(*tasks), 0.2 + 30)
+        return lim.in_flight
+
+    assert run(main()) == 1
+    assert lim.decisions <= 3 * 5, lim.decisions
+
+
 def test_threads_wait_with_timeout_on_entry():
     lim = Limiter(concurrency=3)
     inside = 0
