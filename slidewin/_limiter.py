@@ -27,6 +27,7 @@ from typing import (
 
 from . import _core, _rate
 from . import _rate as _ratespec
+from ._waiters import waiters_of
 
 __all__ = ["Limiter", "limit"]
 
@@ -166,10 +167,27 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
+async def _admit_waiting(lim: Any, n: int, flags: int, timeout: float) -> Tuple[int, int]:
+    """The decision of a Limiter's async acquire with a timeout: (verdict, the ns to sleep
+    before going on), or BlockedError once `timeout` has passed (one BLOCK counted). A refused
+    task waits in the limiter's queue, woken by releases (slidewin._waiters), not polling."""
+    deadline = time.monotonic() + timeout
+    first = lim._decide(n, flags | _F_NO_BLOCK | _F_RETRY, None)
+    verdict = first[0]
+    if verdict == _PASS or verdict == _SHADOWED:
+        return verdict, first[1]
+    if verdict == _NEVER or timeout <= 0:
+        lim._count_block(n)
+        lim._raise_blocked(n, verdict, first[2])
+    return await waiters_of(lim).admit(lim, n, flags, deadline, first)
+
+
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
     """acquire_async() of a Limiter (key=_NO_KEY) or a KeyedLimiter."""
     if timeout is None:
         wait_ns = _decide_now(lim, key, n, 0)[1]
+    elif key is _NO_KEY:
+        wait_ns = (await _admit_waiting(lim, n, 0, timeout))[1]
     else:
         at = _at(key, n)
         deadline = time.monotonic() + timeout
@@ -197,7 +215,11 @@ def _aenter_for(keyed: bool) -> Callable[[Any, Any], Awaitable[Any]]:
         key = entry.key if keyed else _NO_KEY
         n = entry.n
         try:
-            verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
+            timeout = None if keyed else entry.timeout
+            if timeout is None:
+                verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
+            else:
+                verdict, wait_ns = await _admit_waiting(lim, n, _F_ENTRY, timeout)
             if wait_ns > 0:
                 try:
                     await asyncio.sleep(wait_ns / 1e9)
@@ -239,9 +261,10 @@ class Limiter(_core.Limiter):
     async on_block serves async functions only (see ``__call__``).
     """
 
-    __slots__ = ("_on_block", "_rate")
+    __slots__ = ("_on_block", "_rate", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _rate: Optional[str]
+    _waitq: Any  # the queue of asyncio tasks waiting for admission (slidewin._waiters)
 
     def __new__(
         cls,
@@ -261,7 +284,9 @@ class Limiter(_core.Limiter):
         shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
-        return cast("Limiter", _new(super(), cls, locals()))
+        self = cast("Limiter", _new(super(), cls, locals()))
+        self._waitq = None
+        return self
 
     @property
     def rate(self) -> Optional[str]:
@@ -322,10 +347,12 @@ class Limiter(_core.Limiter):
 
     @overload
     def __call__(
-        self, func: None = None, *, on_block: Optional[Callable[..., Any]] = ...
+        self, func: None = None, *, on_block: Optional[Callable[..., Any]] = ...,
+        timeout: Optional[float] = ...
     ) -> Callable[[F], F]: ...
 
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
         """Decorate a function: each call (or each iteration) runs inside ``self.entry()``.
 
         - sync or async function: the entry is held while the call runs;
@@ -342,10 +369,14 @@ class Limiter(_core.Limiter):
         generator, the wrapper yields what it returns (an iterable, or an async iterable for
         an async generator; None yields nothing). An async ``on_block`` cannot be awaited by
         a sync function or generator: that combination is a TypeError here.
+
+        ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
+        ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
         """
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
-        return _decorate_entries(self, "Limiter", func, on_block)
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, "Limiter", func, on_block, timeout=timeout)
 
 
 def _name(func: Any) -> str:
@@ -399,13 +430,21 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
     return result
 
 
+def _entry_maker(lim: Any, timeout: Optional[float]) -> Any:
+    """What a wrapper calls for its entry: lim.entry, or with the decorator's timeout."""
+    if timeout is None:
+        return lim.entry
+    return functools.partial(lim.entry, timeout=timeout)
+
+
 # The wrappers, one per kind of function: each is the decorated call's whole overhead, so each
 # spells out its entry in its own syntax (await, yield from, async for) rather than sharing a
 # helper that would cost a call. `keyfn`: a KeyedLimiter's key function, None for a Limiter.
 
 
-def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None) -> Any:
-    entry = lim.entry
+def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None,
+                   timeout: Optional[float] = None) -> Any:
+    entry = _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -429,10 +468,10 @@ def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None) -> Any:
 
 
 def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
-                    aexit: bool = False) -> Any:
+                    aexit: bool = False, timeout: Optional[float] = None) -> Any:
     """aexit: the entry's exit is awaited (``__aexit__``: a Redis limiter's entries, whose
     exit is a round trip); a Limiter's entry exits in C, without a coroutine."""
-    entry = lim.entry
+    entry = _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -461,8 +500,9 @@ def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
     return async_wrapper
 
 
-def _wrap_generator(lim: Any, func: Any, handler: Any) -> Any:
-    entry = lim.entry
+def _wrap_generator(lim: Any, func: Any, handler: Any,
+                    timeout: Optional[float] = None) -> Any:
+    entry = _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -490,8 +530,9 @@ def _wrap_generator(lim: Any, func: Any, handler: Any) -> Any:
     return gen_wrapper
 
 
-def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False) -> Any:
-    entry = lim.entry
+def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False,
+                          timeout: Optional[float] = None) -> Any:
+    entry = _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -545,7 +586,7 @@ def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False
 
 
 def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any = None,
-                      is_async: Optional[bool] = None) -> Any:
+                      is_async: Optional[bool] = None, timeout: Optional[float] = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too): the
     same kinds, on_block checks and wrappers. ``keyfn``: a keyed limiter's key function
     (then no generator, as KeyedLimiter). ``is_async``: None for a limiter whose entries
@@ -569,15 +610,15 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         % _name(func))
     aexit = bool(is_async)
     if agen:
-        wrapper = _wrap_async_generator(lim, func, handler, aexit)
+        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout)
     elif coro:
-        wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit)
+        wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
     else:
         _check_sync_handler(handler, func)
         if gen:
-            wrapper = _wrap_generator(lim, func, handler)
+            wrapper = _wrap_generator(lim, func, handler, timeout)
         else:
-            wrapper = _wrap_function(lim, func, handler, keyfn)
+            wrapper = _wrap_function(lim, func, handler, keyfn, timeout)
     wrapper.limiter = lim
     return wrapper
 

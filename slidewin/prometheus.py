@@ -22,6 +22,10 @@ times in seconds (docs/metrics.md):
   limiter admitted where an enforcing one would have refused (``totals()["block"]`` holds
   both, ``totals()["shadow_block"]`` the latter);
 - ``slidewin_completions_total{outcome=success|exception}``: entries that ended;
+- ``slidewin_requests_total{outcome=pass|block|exception|success}``: each equal to
+  ``totals()[outcome]`` (a shadow limiter's would-be refusals are in ``block`` there, as in
+  ``totals()``); it holds decisions and completions together, so never sum it over
+  ``outcome``;
 - ``slidewin_occupied_passes_total`` (prioritized passes borrowed from the next window),
   ``slidewin_rt_seconds_total`` (the response times of the successes, summed);
 - gauges ``slidewin_in_flight``, ``slidewin_waiting`` (prioritized passes waiting for their
@@ -74,6 +78,11 @@ class _Families:
         self.completions = c("slidewin_completions", "Entries that ended since the limiter "
                              "was created, by outcome: success or exception.",
                              labels=lab + ["outcome"])
+        self.requests = c("slidewin_requests", "Lifetime totals by outcome, each equal to "
+                          "totals()[outcome] (pass, block, exception, success): decisions and "
+                          "completions in one family, so never sum it over outcome; "
+                          "slidewin_decisions_total and slidewin_completions_total split "
+                          "them.", labels=lab + ["outcome"])
         self.occupied = c("slidewin_occupied_passes", "Prioritized passes borrowed from the "
                           "next window since the limiter was created.", labels=lab)
         self.rt = c("slidewin_rt_seconds", "Sum of the response times of the successes, in "
@@ -100,7 +109,7 @@ class _Families:
                         "sliding window, by event.", labels=["metric", "event"])
 
     def all(self) -> List[Metric]:
-        return [self.decisions, self.completions, self.occupied, self.rt, self.in_flight,
+        return [self.decisions, self.completions, self.requests, self.occupied, self.rt, self.in_flight,
                 self.waiting, self.waiters, self.window_decisions, self.window_completions,
                 self.avg_rt, self.keys, self.evicted, self.events]
 
@@ -154,6 +163,9 @@ class Collector:
             for outcome in COMPLETIONS:
                 fam.completions.add_metric(labels + [outcome], totals.get(outcome, 0),
                                            created=created)
+            for outcome in ("pass", "block", "exception", "success"):
+                fam.requests.add_metric(labels + [outcome], totals.get(outcome, 0),
+                                        created=created)
             fam.occupied.add_metric(labels, totals.get("occupied_pass", 0), created=created)
             fam.rt.add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
             fam.in_flight.add_metric(labels, row.in_flight)

@@ -383,7 +383,10 @@ def test_decisions_and_completions_are_separate_families_that_sum_without_double
     assert decisions == {"pass": 5, "block": 3, "shadow_block": 0}
     assert sum(decisions.values()) == calls  # every call decided once
     assert completions == {"success": 3, "exception": 1}
-    assert "slidewin_requests_total" not in s  # the old mixed family is gone
+    # the contract's combined family stays, each series equal to totals()[outcome]
+    requests = {dict(k)["outcome"]: v for k, v in s["slidewin_requests_total"].items()}
+    totals = lim.totals()
+    assert requests == {o: totals[o] for o in ("pass", "block", "exception", "success")}
 
 
 def series_by_label(samples, name, label, **labels):

@@ -112,6 +112,8 @@ typedef struct {
     PyObject *shared;          /* None, True, or the name or path it was opened with */
     PyObject *name;            /* name= (or the region's), or NULL */
     int name_given;            /* name= was given (repr shows it) */
+    PyObject *waker;           /* set by the asyncio waiter queue while tasks wait (called
+                                  with no argument by every release), or NULL */
 } LimiterObject;
 
 /** Claim this process's slot again after fork() (the parent's slot is the parent's). */
@@ -146,6 +148,7 @@ typedef struct {
     uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
     int hollow;        /* shadow mode: admitted although an enforcing limiter would have
                           refused; holds nothing, counts nothing on exit */
+    int64_t timeout_ns; /* entry(timeout=): how long to wait for admission; -1: none */
 } EntryObject;
 
 /* What Entry (entry.c) and KeyedEntry (keyed.c) share. Both name their common fields alike
@@ -318,6 +321,7 @@ struct acquire_loop {
     struct waitq *wq;  /* a private concurrency limit: its releases wake the loop, or NULL */
     struct sw_shm *shm; /* a shared concurrency limit: releases in any process, or NULL */
     bool lock_expired;  /* set: refused because another process's lock never came in time */
+    bool defer_wait;    /* set: an admitted request's wait is not slept (the caller sleeps it) */
 };
 /** @return 0 admitted (its wait slept), 1 refused (d: the last decision; nothing counted,
  * nothing raised), or -1 with an exception set */
@@ -326,8 +330,15 @@ int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision 
 /** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);
 
-/** A new Entry of `lim` for n. @return new reference or NULL */
-PyObject *entry_new(LimiterObject *lim, int64_t n);
+/** A new Entry of `lim` for n, waiting up to timeout_ns (-1: no wait) to enter.
+ * @return new reference or NULL */
+PyObject *entry_new(LimiterObject *lim, int64_t n, int64_t timeout_ns);
+
+/** acquire() of a Limiter: with timeout_ns < 0 one decision, else the retry loop.
+ * defer_wait: an admitted request's wait is not slept but left in *d for the caller.
+ * @return 0 admitted (d: its decision), -1 with an exception set (BlockedError counted) */
+int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
+                      bool defer_wait, struct sw_decision *d);
 
 /** Set BlockedError for a refusal of n by `self`. */
 void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);

@@ -11,7 +11,7 @@
 
 const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
 
-PyObject *entry_new(LimiterObject *lim, int64_t n)
+PyObject *entry_new(LimiterObject *lim, int64_t n, int64_t timeout_ns)
 {
     EntryObject *e = PyObject_GC_New(EntryObject, lim->st->Entry_Type);
     if (e == NULL)
@@ -19,6 +19,7 @@ PyObject *entry_new(LimiterObject *lim, int64_t n)
     Py_INCREF(lim);
     e->limiter = lim;
     ENTRY_INIT(e, n);
+    e->timeout_ns = timeout_ns;
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
@@ -87,12 +88,19 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     LimiterObject *lim = self->limiter;
     struct sw_decision d;
-    if (GAVE_UP(sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY, &d))) {
+    if (self->timeout_ns >= 0) {
+        /* entry(timeout=): acquire()'s loop of retries, woken by releases; refused at the
+         * end: one BLOCK counted, BlockedError raised */
+        if (limiter_acquire_d(lim, self->n, self->timeout_ns, SW_F_ENTRY, true, &d) < 0) {
+            atomic_store(&self->state, ENTRY_IDLE);
+            return NULL;
+        }
+    } else if (GAVE_UP(sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY,
+                                 &d))) {
         atomic_store(&self->state, ENTRY_IDLE);
         (void)lock_gave_up();
         return NULL;
-    }
-    if (d.verdict != SW_PASS) {
+    } else if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE); /* refused: may be tried again */
         raise_blocked(lim, self->n, &d);
         return NULL;
@@ -204,6 +212,12 @@ static PyObject *Entry_get_n(EntryObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromLongLong(self->n);
 }
+static PyObject *Entry_get_timeout(EntryObject *self, void *Py_UNUSED(c))
+{
+    if (self->timeout_ns < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)self->timeout_ns / 1e9);
+}
 static PyObject *Entry_get_limiter(EntryObject *self, void *Py_UNUSED(c))
 {
     return entry_owner_or_none((PyObject *)self->limiter);
@@ -229,6 +243,8 @@ static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static PyGetSetDef Entry_getset[] = {
     {"n", (getter)Entry_get_n, NULL, "The request size.", NULL},
     {"limiter", (getter)Entry_get_limiter, NULL, "The Limiter.", NULL},
+    {"timeout", (getter)Entry_get_timeout, NULL,
+     "The longest wait for admission, s (entry(timeout=)), or None: refused at once.", NULL},
     {NULL}};
 
 static PyMethodDef Entry_methods[] = {

@@ -207,6 +207,20 @@ void limiter_notify(LimiterObject *self)
         shared_notify(&self->shm);
     else
         waitq_notify(&self->wq);
+    if (self->waker != NULL) {
+        /* asyncio tasks wait: their queue wakes the first (it takes its own lock, posts to
+         * the task's loop); an error there must not turn a release into a failure */
+        PyObject *w = self->waker, *r;
+        Py_INCREF(w);
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        r = PyObject_CallNoArgs(w);
+        if (r == NULL)
+            PyErr_WriteUnraisable(w);
+        Py_XDECREF(r);
+        PyErr_Restore(et, ev, tb);
+        Py_DECREF(w);
+    }
 }
 
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -371,6 +385,7 @@ static void Limiter_dealloc(LimiterObject *self)
     }
     Py_CLEAR(self->shared);
     Py_CLEAR(self->name);
+    Py_CLEAR(self->waker);
     pthread_mutex_destroy(&self->cfg_mu);
     PyMem_Free(self->lim);
     self->lim = NULL;
@@ -511,34 +526,41 @@ static bool lim_ask_reap(void *ctx)
     return shared_maybe_reap(((struct lim_ask *)ctx)->self);
 }
 
-/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop).
- * @return 0 admitted, -1 with an exception set. */
-static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
+/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
+int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
+                      bool defer_wait, struct sw_decision *d)
 {
-    struct sw_decision d;
     if (timeout_ns < 0) {
-        if (GAVE_UP(sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, &d)) &&
+        if (GAVE_UP(sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, d)) &&
             lock_gave_up() < 0)
             return -1;
-        if (d.verdict != SW_PASS) {
-            raise_blocked(self, n, &d);
+        if (d->verdict != SW_PASS) {
+            raise_blocked(self, n, d);
             return -1;
         }
-        return sleep_decision(&d);
+        return defer_wait ? 0 : sleep_decision(d);
     }
     bool conc = self->grade == SW_GRADE_CONCURRENCY;
     struct lim_ask ask = {self, n, flags};
     struct acquire_loop loop = {lim_ask_decide, lim_ask_reap, &ask,
                                 conc && !self->is_shared ? &self->wq : NULL,
-                                conc && self->is_shared ? &self->shm : NULL};
-    int rc = acquire_loop(&loop, timeout_ns, &d);
+                                conc && self->is_shared ? &self->shm : NULL, false,
+                                defer_wait};
+    int rc = acquire_loop(&loop, timeout_ns, d);
     if (rc == 1) {
         if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
             sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
-        raise_blocked(self, n, &d);
+        raise_blocked(self, n, d);
         return -1;
     }
     return rc;
+}
+
+/* @return 0 admitted, -1 with an exception set. */
+static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
+{
+    struct sw_decision d;
+    return limiter_acquire_d(self, n, timeout_ns, flags, false, &d);
 }
 
 static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -651,10 +673,84 @@ static PyObject *Limiter_repr(LimiterObject *self)
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t n;
-    if (parse_n_only("entry", args, nargs, kwnames, &n) < 0)
+    int64_t n = 1, timeout = -1;
+    if (nargs != 0 || kwnames != NULL) {
+        static const char *const names[] = {"n", "timeout"};
+        PyObject *a[2] = {NULL, NULL};
+        if (parse_fast("entry", args, nargs, kwnames, names, 2, 1, a) < 0 ||
+            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
+            return NULL;
+    }
+    return entry_new(self, n, timeout);
+}
+
+/* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
+
+/* _set_waker(callable or None): called by every release while set */
+static PyObject *Limiter_set_waker(LimiterObject *self, PyObject *arg)
+{
+    PyObject *old = self->waker;
+    if (arg == Py_None) {
+        self->waker = NULL;
+    } else {
+        Py_INCREF(arg);
+        self->waker = arg;
+    }
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+/* _watch(delta): count (+1) or uncount (-1) a watcher of the region's releases, so that every
+ * release in any process bumps the release sequence and wakes it. Shared limiters only. */
+static PyObject *Limiter_watch(LimiterObject *self, PyObject *arg)
+{
+    long delta = PyLong_AsLong(arg);
+    if (delta == -1 && PyErr_Occurred())
         return NULL;
-    return entry_new(self, n);
+    if (!self->is_shared || (delta != 1 && delta != -1)) {
+        PyErr_SetString(PyExc_ValueError, "_watch(+1 or -1) of a shared limiter");
+        return NULL;
+    }
+    if (delta > 0)
+        atomic_fetch_add(&self->shm.hdr->waiters, 1u);
+    else
+        atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
+    return PyLong_FromUnsignedLong(atomic_load(&self->shm.hdr->release_seq));
+}
+
+/* _release_wait(seq, timeout_ns) -> seq: sleep, the GIL released, until the region's release
+ * sequence differs from seq or timeout_ns has passed; the sequence then. (Between a
+ * _watch(+1) and its _watch(-1).) */
+static PyObject *Limiter_release_wait(LimiterObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs)
+{
+    int64_t seq, timeout;
+    if (nargs != 2 || !self->is_shared) {
+        PyErr_SetString(PyExc_TypeError, "_release_wait(seq, timeout_ns) of a shared limiter");
+        return NULL;
+    }
+    if (as_int64(args[0], "seq", 0, UINT32_MAX, &seq) < 0 ||
+        as_int64(args[1], "timeout_ns", 0, INT64_MAX, &timeout) < 0)
+        return NULL;
+    _Atomic uint32_t *word = &self->shm.hdr->release_seq;
+    uint32_t cur;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t end = sw_sat_add(sw_time_ns(), timeout);
+    for (;;) {
+        cur = atomic_load(word);
+        int64_t left = end - sw_time_ns();
+        if (cur != (uint32_t)seq || left <= 0)
+            break;
+        (void)sw_futex_wait(word, (uint32_t)seq, left);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLong(cur);
+}
+
+/* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */
+static PyObject *Limiter_reap(LimiterObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(shared_maybe_reap(self));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -876,14 +972,19 @@ static PyMethodDef Limiter_methods[] = {
     {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
      "release(n=1)\n--\n\nGive back n in flight."},
     {"entry", (PyCFunction)(void (*)(void))Limiter_entry, FASTKW,
-     "entry(n=1)\n--\n\nA context manager: acquire; on exit record SUCCESS or EXCEPTION, RT, "
-     "and release."},
+     "entry(n=1, *, timeout=None)\n--\n\nA context manager: acquire (as acquire(n, "
+     "timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit "
+     "record SUCCESS or EXCEPTION, RT, and release."},
     {"stats", (PyCFunction)(void (*)(void))Limiter_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
     {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)Limiter_count_block, METH_O, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
+    {"_set_waker", (PyCFunction)Limiter_set_waker, METH_O, NULL},
+    {"_watch", (PyCFunction)Limiter_watch, METH_O, NULL},
+    {"_release_wait", (PyCFunction)(void (*)(void))Limiter_release_wait, METH_FASTCALL, NULL},
+    {"_reap", (PyCFunction)Limiter_reap, METH_NOARGS, NULL},
     {NULL}};
 
 static PyMemberDef Limiter_members[] = {

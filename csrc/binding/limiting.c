@@ -270,7 +270,7 @@ static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_d
                 waitq_disarm(wq);
             if (shm)
                 atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            return sleep_decision(d);
+            return l->defer_wait ? 0 : sleep_decision(d);
         }
         int64_t now = sw_time_ns();
         if (d->verdict == SW_NEVER || now >= deadline) {

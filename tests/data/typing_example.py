@@ -12,6 +12,19 @@ ok: bool = lim.try_acquire()
 w = lim.reserve(2, now_ns=5)
 with lim.entry():
     pass
+gate = Limiter(concurrency=4)
+with gate.entry(1, timeout=0.5) as waited:
+    t_out: "float | None" = waited.timeout
+
+
+@gate(timeout=2)
+async def waits_for_a_slot(x: int) -> int:
+    async with gate.entry(timeout=1.5):
+        x += 1
+    return x
+
+
+waited_x: int = asyncio.run(waits_for_a_slot(3))
 
 @lim
 def f(x: int) -> int:

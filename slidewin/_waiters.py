@@ -1,0 +1,214 @@
+"""Asyncio tasks waiting for a Limiter's admission: woken, not polling.
+
+One FIFO queue per limiter (made at its first waiting task). A task that is refused queues and
+sleeps on a future of its own event loop:
+
+- a release (``release()``, an entry's exit, an ``update()``) wakes the first task not yet
+  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters;
+- a task that is admitted wakes the next one (the baton), so a release of several slots
+  admits several tasks, one after the other; a refused one keeps its place;
+- the first task alone sleeps until the core's ``retry_after`` (a rate limit) or polls with a
+  growing step (warm-up, whose retry time is unknown); the others wait for the baton;
+- a shared limiter: one helper thread per limiter, only while tasks wait, sleeps on the
+  region's release sequence (a futex, the GIL released) and wakes the first task when any
+  process releases (this one included: one path, one wake-up a release); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
+  died holding slots is reaped then);
+- a task that leaves without being admitted (timeout, cancellation) after it was woken, or
+  while first, passes the wake-up on: none is lost.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any, Deque, Optional, Tuple
+
+from . import _core
+
+_PASS = _core.PASS
+_NEVER = _core.NEVER
+_SHADOWED = _core.SHADOWED
+_F_NO_BLOCK = _core.F_NO_BLOCK
+_F_RETRY = _core.F_RETRY
+
+_SHARED_RECHECK_S = 0.25  # the first waiter of a shared concurrency limit retries this often
+_POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's poll, doubling ...
+_POLL_MAX_S = 0.05        # ... up to this
+_WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wait this often
+
+_get_running_loop = asyncio._get_running_loop  # no exception when there is none
+
+
+def _set(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _Waiter:
+    __slots__ = ("loop", "fut", "woken")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.fut: "asyncio.Future[None]" = loop.create_future()
+        self.woken = False
+
+
+class _Waiters:
+    """The queue of one limiter's waiting tasks (see the module's docstring)."""
+
+    __slots__ = ("_lim", "_q", "_mu", "_shared", "_watching", "__weakref__")
+
+    def __init__(self, lim: Any) -> None:
+        self._lim = weakref.ref(lim)  # the limiter holds the queue, not the other way round
+        self._q: Deque[_Waiter] = deque()
+        self._mu = threading.Lock()
+        self._shared = lim.shared is not None
+        self._watching = False
+
+    # -- waking (any thread) ------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Wake the first waiter not yet woken (a release, or the baton)."""
+        with self._mu:
+            for w in self._q:
+                if not w.woken:
+                    w.woken = True
+                    self._post(w)
+                    return
+
+    @staticmethod
+    def _post(w: _Waiter) -> None:
+        if _get_running_loop() is w.loop:
+            _set(w.fut)
+        else:
+            try:
+                w.loop.call_soon_threadsafe(_set, w.fut)
+            except RuntimeError:  # its loop is closed: the task is gone with it
+                pass
+
+    # -- the queue (the waiting task's loop) --------------------------------------------
+
+    def _add(self, lim: Any, loop: asyncio.AbstractEventLoop) -> _Waiter:
+        w = _Waiter(loop)
+        with self._mu:
+            if not self._q:
+                if not self._shared:
+                    lim._set_waker(self.wake)  # shared: the helper sees every release
+                elif not self._watching:
+                    seq = lim._watch(1)  # from now on every release bumps the sequence
+                    self._watching = True
+                    threading.Thread(target=self._watch, args=(lim, seq),
+                                     name="slidewin-waiters", daemon=True).start()
+            self._q.append(w)
+        return w
+
+    def _rearm(self, w: _Waiter) -> bool:
+        """A new future for the next sleep, before the next decision (a wake-up after the
+        decision then sets it). Returns whether w is first."""
+        with self._mu:
+            w.fut = w.loop.create_future()
+            w.woken = False
+            return self._q[0] is w
+
+    def _remove(self, lim: Any, w: _Waiter, admitted: bool) -> None:
+        with self._mu:
+            first = self._q[0] is w
+            self._q.remove(w)
+            if not self._q and not self._shared:
+                lim._set_waker(None)
+            pass_on = self._q and (admitted or w.woken or first)
+        if pass_on:
+            self.wake()  # the baton, or a wake-up this waiter will not use
+
+    def _watch(self, lim: Any, seq: int) -> None:
+        """The helper thread of a shared limiter: releases in any process wake the first."""
+        try:
+            while True:
+                new = lim._release_wait(seq, _WATCH_SLICE_NS)
+                with self._mu:
+                    if not self._q:
+                        self._watching = False
+                        lim._watch(-1)
+                        return
+                if new != seq:
+                    seq = new
+                    self.wake()
+        except BaseException:  # interpreter shutdown: the tasks go with it
+            with self._mu:
+                self._watching = False
+            raise
+
+    # -- the wait ---------------------------------------------------------------------------
+
+    async def admit(self, lim: Any, n: int, flags: int, deadline: float,
+                    first: Tuple[int, int, int]) -> Tuple[int, int]:
+        """Queue, and wait until admitted: (verdict, the ns to sleep before going on), or
+        BlockedError at the deadline (time.monotonic()), one BLOCK counted. `first`: the
+        refusal that made the task wait."""
+        loop = asyncio.get_running_loop()
+        w = self._add(lim, loop)
+        admitted = False
+        poll = _POLL_MIN_S
+        verdict, wait_ns, retry_ns = first
+        try:
+            while True:
+                is_first = self._rearm(w)
+                verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_NO_BLOCK | _F_RETRY,
+                                                         None)
+                if verdict == _PASS or verdict == _SHADOWED:
+                    admitted = True
+                    return verdict, wait_ns
+                if verdict != _NEVER and self._shared and lim._reap():
+                    continue  # a dead process's slots came back
+                now = time.monotonic()
+                if verdict == _NEVER or now >= deadline:
+                    break
+                sleep = deadline - now
+                if is_first:
+                    if retry_ns > 0:
+                        step = retry_ns / 1e9
+                    elif lim.concurrency is not None:
+                        step = _SHARED_RECHECK_S if self._shared else sleep
+                    else:
+                        step, poll = poll, min(poll * 2, _POLL_MAX_S)
+                    sleep = min(sleep, step)
+                timer = loop.call_later(sleep, _set, w.fut)
+                try:
+                    await w.fut
+                finally:
+                    timer.cancel()
+        finally:
+            self._remove(lim, w, admitted)
+        lim._count_block(n)
+        lim._raise_blocked(n, verdict, retry_ns)
+        raise AssertionError("unreachable")  # _raise_blocked raises
+
+
+_ALL: "weakref.WeakSet[_Waiters]" = weakref.WeakSet()
+
+
+def waiters_of(lim: Any) -> _Waiters:
+    q: Optional[_Waiters] = lim._waitq
+    if q is None:
+        q = lim._waitq = _Waiters(lim)
+        _ALL.add(q)
+    return q
+
+
+def _after_fork_in_child() -> None:
+    """fork(): the parent's tasks and helper threads are not the child's; its queues start
+    empty (the parent's helper keeps its own count of the region's watchers)."""
+    for q in list(_ALL):
+        q._mu = threading.Lock()
+        q._q.clear()
+        q._watching = False
+        lim = q._lim()
+        if lim is not None:
+            lim._set_waker(None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
