@@ -84,8 +84,8 @@ def _repr(lim: Any, text: str) -> str:
     rate = getattr(lim, "_rate", None)
     if rate is None:
         return text
-    text = re.sub(r"\bqps=[^,)]*", lambda m: "rate=%r" % (rate,), text, 1)
-    return re.sub(r", interval_ms=\d+", "", text, 1)
+    text = re.sub(r"\bqps=[^,)]*", lambda m: "rate=%r" % (rate,), text, count=1)
+    return re.sub(r", interval_ms=\d+", "", text, count=1)
 
 
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
