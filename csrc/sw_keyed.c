@@ -686,12 +686,119 @@ static void hold_add(const struct sw_kview *v, uint32_t idx, int64_t d)
     }
 }
 
+/* ---- what one object holds (process memory, struct sw_kheld) ----------------------------- */
+
+static inline uint32_t kheld_home(uint64_t fp, uint32_t cap)
+{
+    return (uint32_t)((fp * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & (cap - 1u);
+}
+
+/* Move the cells into `cap` new ones (a power of 2 above n). @return false without memory */
+static bool kheld_resize(struct sw_kheld *h, uint32_t cap)
+{
+    uint64_t *fp = calloc(cap, sizeof *fp);
+    int64_t *count = malloc((size_t)cap * sizeof *count);
+    if (fp == NULL || count == NULL) {
+        free(fp);
+        free(count);
+        return false;
+    }
+    for (uint32_t i = 0; i < h->cap; i++) {
+        if (h->fp[i] == 0)
+            continue;
+        uint32_t p = kheld_home(h->fp[i], cap);
+        while (fp[p] != 0)
+            p = (p + 1u) & (cap - 1u);
+        fp[p] = h->fp[i];
+        count[p] = h->count[i];
+    }
+    free(h->fp);
+    free(h->count);
+    h->fp = fp;
+    h->count = count;
+    h->cap = cap;
+    return true;
+}
+
+/* The cell of fp, or UINT32_MAX. */
+static uint32_t kheld_find(const struct sw_kheld *h, uint64_t fp)
+{
+    if (h->n == 0)
+        return UINT32_MAX;
+    for (uint32_t p = kheld_home(fp, h->cap);; p = (p + 1u) & (h->cap - 1u)) {
+        if (h->fp[p] == fp)
+            return p;
+        if (h->fp[p] == 0)
+            return UINT32_MAX;
+    }
+}
+
+/* Free cell p (linear probing: the cells after it that would no longer be found move up). */
+static void kheld_remove(struct sw_kheld *h, uint32_t p)
+{
+    uint32_t mask = h->cap - 1u;
+    for (uint32_t q = (p + 1u) & mask; h->fp[q] != 0; q = (q + 1u) & mask) {
+        uint32_t home = kheld_home(h->fp[q], h->cap);
+        /* q's key may fill the hole at p when p lies on its path from home to q */
+        if (((q - home) & mask) >= ((q - p) & mask)) {
+            h->fp[p] = h->fp[q];
+            h->count[p] = h->count[q];
+            p = q;
+        }
+    }
+    h->fp[p] = 0;
+    h->n--;
+    /* a small map stays (no allocation per admission); a large one shrinks as it empties */
+    if (h->cap > 64u && h->n * 8u < h->cap)
+        (void)kheld_resize(h, h->cap / 2u);
+}
+
+/* Add d to what the object holds of fp (never below 0: a release of more gave back another
+ * holder's). Without memory for a new cell the count is left unattributed (never given
+ * back: at worst what the object held stays until the process exits). */
+static void kheld_add(struct sw_kheld *h, uint64_t fp, int64_t d)
+{
+    uint32_t p = kheld_find(h, fp);
+    if (p != UINT32_MAX) {
+        h->count[p] = sw_sat_add(h->count[p], d);
+        if (h->count[p] <= 0)
+            kheld_remove(h, p);
+        return;
+    }
+    if (d <= 0)
+        return;
+    if ((h->n + 1u) * 4u > h->cap * 3u &&
+        (h->cap >= (UINT32_C(1) << 30) || !kheld_resize(h, h->cap == 0 ? 8u : h->cap * 2u)))
+        return;
+    for (p = kheld_home(fp, h->cap); h->fp[p] != 0; p = (p + 1u) & (h->cap - 1u)) {
+    }
+    h->fp[p] = fp;
+    h->count[p] = d;
+    h->n++;
+}
+
+int64_t sw_kheld_get(const struct sw_kheld *h, uint64_t fp)
+{
+    uint32_t p = kheld_find(h, fp);
+    return p != UINT32_MAX ? h->count[p] : 0;
+}
+
+void sw_kheld_clear(struct sw_kheld *h)
+{
+    free(h->fp);
+    free(h->count);
+    memset(h, 0, sizeof *h);
+}
+
 /* Change a key's in-flight count by d (lock held): the key, the table, this process. */
 static void add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kentry *e, int64_t d)
 {
     struct sw_node *node = sw_keyed_node(v->st);
-    if (v->my_slot >= 0)
+    if (v->my_slot >= 0) {
         v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
+        if (v->held != NULL && d != 0)
+            kheld_add(v->held, e->fp, d);
+    }
     /* a holding is never behind its share of the key's count: taking, the holding goes
      * first; giving back, the count. A process killed in between leaves its holding ahead,
      * by its own change only, and the reap gives back no more than the others leave */
@@ -1174,6 +1281,93 @@ uint32_t sw_keyed_reap(const struct sw_kview *v)
         unlock_table(v);
     }
     return freed;
+}
+
+/* One key an object gives back (sw_keyed_give_back_locked). */
+struct kback {
+    uint32_t ent;   /* entry index + 1 */
+    int64_t count;  /* what the object holds */
+    int64_t others; /* what the process's other objects hold */
+    int64_t mine;   /* this process's holding */
+    int64_t theirs; /* the other processes' holdings */
+};
+
+static int cmp_kback(const void *a, const void *b)
+{
+    uint32_t x = ((const struct kback *)a)->ent, y = ((const struct kback *)b)->ent;
+    return x < y ? -1 : x > y;
+}
+
+int64_t sw_keyed_give_back_locked(const struct sw_kview *v,
+                                  int64_t (*others)(uint64_t fp, void *ctx), void *ctx)
+{
+    struct sw_kheld *held = v->held;
+    int64_t total = 0;
+    if (held == NULL || held->n == 0)
+        return 0;
+    struct sw_kstate *st = v->st;
+    struct kback *kb = NULL;
+    /* only this process's own slot (a slot reaped and claimed again is another's) */
+    if (v->slots == NULL || v->my_slot < 0 || st->hold_cap == 0 ||
+        atomic_load_explicit(&v->slots[v->my_slot].token, memory_order_relaxed) !=
+            sw_token_resolve(v->token) ||
+        (kb = calloc(held->n, sizeof *kb)) == NULL)
+        goto out;
+    uint32_t k = 0;
+    for (uint32_t p = 0; p < held->cap; p++) {
+        if (held->fp[p] == 0)
+            continue;
+        uint32_t i = lookup(st, held->fp[p]); /* gone (evicted once at 0): nothing to give */
+        if (i == UINT32_MAX || k == held->n)
+            continue;
+        kb[k].ent = i + 1u;
+        kb[k].count = held->count[p];
+        kb[k].others = others != NULL ? others(held->fp[p], ctx) : 0;
+        k++;
+    }
+    qsort(kb, k, sizeof *kb, cmp_kback);
+    /* one pass over the holdings: this process's and the others' of each of those keys */
+    const struct sw_khold *h = holds_of(st);
+    uint32_t me = (uint32_t)v->my_slot;
+    for (uint32_t p = 0; p < st->hold_cap && k > 0; p++) {
+        if (h[p].entry == 0 || h[p].entry == HOLD_DEL || h[p].count <= 0)
+            continue;
+        struct kback key = {h[p].entry, 0, 0, 0, 0};
+        struct kback *at = bsearch(&key, kb, k, sizeof *kb, cmp_kback);
+        if (at == NULL)
+            continue;
+        if (h[p].slot == me)
+            at->mine = sw_sat_add(at->mine, h[p].count);
+        else
+            at->theirs = sw_sat_add(at->theirs, h[p].count);
+    }
+    struct sw_node *node = sw_keyed_node(st);
+    struct sw_proc_slot *slot = &v->slots[me];
+    for (uint32_t j = 0; j < k; j++) {
+        struct sw_kentry *e = entry_at(st, kb[j].ent - 1u);
+        int64_t o = kb[j].others < 0 ? 0 : kb[j].others;
+        int64_t room = sw_sat_sub(kb[j].mine, o);
+        int64_t key_room = sw_sat_sub(sw_sat_sub(e->in_flight, kb[j].theirs), o);
+        if (key_room < room)
+            room = key_room;
+        int64_t take = kb[j].count < room ? kb[j].count : room;
+        if (take <= 0)
+            continue;
+        /* as a release: the key's count first, then the holding (add_in_flight) */
+        e->in_flight -= take;
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical();
+        STORE_ORDER();
+        hold_add(v, kb[j].ent - 1u, -take);
+        slot->in_flight = sw_sat_sub(slot->in_flight, take);
+        int64_t left = sw_sat_sub(node->in_flight, take);
+        node->in_flight = left < 0 ? 0 : left;
+        total = sw_sat_add(total, take);
+    }
+out:
+    free(kb);
+    sw_kheld_clear(held);
+    return total;
 }
 
 void sw_keyed_detach(const struct sw_kview *v)

@@ -133,6 +133,17 @@ struct sw_kstate {
     uint64_t off_entries, off_hold;
 };
 
+/* What one object of a process holds in flight per key of a shared table (process memory,
+ * never shared): an open-addressing map fingerprint -> count (> 0), changed with the
+ * process's holdings under the table's lock, its cells freed as counts reach 0 (bounded by
+ * what the object holds). Zeroed: empty. */
+struct sw_kheld {
+    uint64_t *fp;   /* cells: 0 free */
+    int64_t *count;
+    uint32_t cap;   /* cells: 0 or a power of 2 */
+    uint32_t n;     /* cells used */
+};
+
 /* How one process uses a table (process-local, never shared). */
 struct sw_kview {
     struct sw_kstate *st;
@@ -141,6 +152,8 @@ struct sw_kview {
     struct sw_proc_slot *slots; /* shared: the region's process slots, else NULL */
     uint32_t n_slots;
     int32_t my_slot;
+    struct sw_kheld *held;      /* shared: what the view's object holds (given back when it
+                                   goes), or NULL; changed with the slot, under the lock */
 };
 
 /** Bytes a table needs (0 when too large or invalid).
@@ -174,6 +187,21 @@ void sw_keyed_repair(const struct sw_kview *v);
 uint32_t sw_keyed_reap(const struct sw_kview *v);
 /** Free this process's slot when it holds nothing in flight. */
 void sw_keyed_detach(const struct sw_kview *v);
+
+/** What an object holds in flight of a key (0 when nothing). */
+int64_t sw_kheld_get(const struct sw_kheld *h, uint64_t fp);
+/** Forget everything (a fork() child's copy: the counts are the parent's); frees the cells. */
+void sw_kheld_clear(struct sw_kheld *h);
+/** Give back what a view's object still holds in flight as it goes, lock held (sw_keyed_lock):
+ * per key, its count, at most what this process's holding of the key keeps beyond
+ * `others(fp, ctx)` (what the process's other live objects hold of it: their counts stay),
+ * and at most what the key's count keeps beyond every other process's holding and those
+ * (counts released for it by another object or process are not given back twice); out of
+ * the key, the process's holding and slot, and the total. Then *v->held is cleared. Gives
+ * back nothing when this process no longer owns its slot, or without memory for the walk.
+ * @return the count given back */
+int64_t sw_keyed_give_back_locked(const struct sw_kview *v,
+                                  int64_t (*others)(uint64_t fp, void *ctx), void *ctx);
 
 /** Fill a rule from a limiter configuration (warm-up behaviors: SW_EINVAL). */
 int sw_krule_init(struct sw_krule *r, const struct sw_limiter_cfg *cfg);

@@ -346,3 +346,108 @@ def test_a_fork_childs_copy_gives_back_nothing_of_the_parents(name):
     gc.collect()
     assert other.in_flight == 1                      # other's own count stays
     other.release()
+
+
+def test_a_dropped_keyed_limiters_in_flight_counts_come_back(name):
+    import gc
+
+    from slidewin import KeyedLimiter
+
+    keep = KeyedLimiter(concurrency=2, shared=name)
+    dropped = KeyedLimiter(concurrency=2, shared=name)
+    assert keep.try_acquire("b")                     # keep's own count on "b"
+    assert dropped.try_acquire("a") and dropped.try_acquire("a", 1)
+    dropped.acquire("b")
+    assert dropped.try_acquire(7)
+    dropped.release(7)                               # released: nothing held on 7
+    assert keep.in_flight("a") == 2 and keep.in_flight("b") == 2
+    assert not keep.try_acquire("a")
+    del dropped
+    gc.collect()
+    assert keep.in_flight("a") == 0                  # the dropped object's counts come back
+    assert keep.in_flight("b") == 1                  # keep's own count stays
+    assert keep.in_flight(7) == 0
+    assert keep.try_acquire("a") and keep.try_acquire("a")
+    keep.release("a", 2)
+    keep.release("b")
+    assert keep.in_flight("b") == 0
+
+
+def test_a_dropped_keyed_limiter_gives_back_nothing_released_for_it(name):
+    import gc
+
+    from slidewin import KeyedLimiter
+
+    dropped = KeyedLimiter(concurrency=5, shared=name)
+    other = KeyedLimiter(concurrency=5, shared=name)
+    assert dropped.try_acquire("a", 2)
+    other.release("a", 2)                            # released for it by another object
+    assert other.try_acquire("a", 3)                 # other's own 3
+    del dropped
+    gc.collect()
+    assert other.in_flight("a") == 3                 # other's own counts stay
+    other.release("a", 3)
+
+
+def test_a_keyed_entry_keeps_its_limiter_alive(name):
+    import gc
+    import weakref
+
+    from slidewin import KeyedLimiter
+
+    other = KeyedLimiter(concurrency=2, shared=name)
+    lim = KeyedLimiter(concurrency=2, shared=name)
+    e = lim.entry("a")
+    e.__enter__()
+    ref = weakref.ref(lim)
+    del lim
+    gc.collect()
+    assert ref() is not None and e.limiter is ref()  # an open entry keeps its limiter
+    assert other.in_flight("a") == 1
+    del e                                            # the entry, dropped open, gives back
+    gc.collect()
+    assert ref() is None
+    assert other.in_flight("a") == 0
+
+
+def test_a_fork_childs_keyed_copy_gives_back_only_its_own(name):
+    import gc
+
+    from slidewin import KeyedLimiter
+
+    lim = KeyedLimiter(concurrency=5, shared=name)
+    assert lim.try_acquire("a", 2) and lim.try_acquire("b")
+    pid = os.fork()
+    if pid == 0:                                     # the child's copy: its own count too
+        code = 1
+        try:
+            other = KeyedLimiter(concurrency=5, shared=name)
+            ok = lim.try_acquire("a") and lim.try_acquire("c", 2)
+            ok = ok and other.in_flight("a") == 3 and other.in_flight("c") == 2
+            del lim
+            gc.collect()
+            ok = ok and (other.in_flight("a"), other.in_flight("b"), other.in_flight("c")) \
+                == (2, 1, 0)
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert (lim.in_flight("a"), lim.in_flight("b")) == (2, 1)   # the parent's stay
+    # a child that never decided drops its copy: nothing of the parent's goes
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            del lim
+            gc.collect()
+            other = KeyedLimiter(concurrency=5, shared=name)
+            code = 0 if (other.in_flight("a"), other.in_flight("b")) == (2, 1) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert (lim.in_flight("a"), lim.in_flight("b")) == (2, 1)
+    del lim
+    gc.collect()
+    assert KeyedLimiter(concurrency=5, shared=name).in_flight("a") == 0

@@ -105,7 +105,7 @@ int main(void)
         sw_keyed_init(st, cfg.interval_ms, cfg.sample_count, KEYS, false) != SW_OK ||
         sw_krule_init(&rule, &cfg) != SW_OK)
         return 1;
-    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1};
+    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1, NULL};
     struct sw_decision d;
     int64_t now = INT64_C(5000000000);
     for (uint32_t i = 0; i < KEYS; i++) {

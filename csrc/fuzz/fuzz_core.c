@@ -1043,7 +1043,7 @@ static void run_keyed(struct rd *r)
     if (st == NULL)
         abort();
     EXPECT_EQ(sw_keyed_init(st, c.interval_ms, c.sample_count, max_keys, false), SW_OK, "init");
-    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1};
+    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1, NULL};
     /* keys crowded on `homes` homes just before the table's end (runs wrap around) */
     uint64_t fps[K_KEYS];
     for (uint32_t j = 0; j < n_keys; j++) {

@@ -39,6 +39,7 @@ static int ktab_new(struct ktab *k, const struct sw_limiter_cfg *cfg, uint32_t m
     k->v.slots = NULL;
     k->v.n_slots = 0;
     k->v.my_slot = -1;
+    k->v.held = NULL;
     return 0;
 }
 
@@ -685,7 +686,7 @@ static void test_kill_anywhere(void)
     struct sw_kstate *st = kshared_new(20, &size);
     if (st == NULL)
         return;
-    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1};
+    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1, NULL};
     sw_keyed_decide(&v, fp_home(st, 5, 1), 1, MS(10), 0, &d); /* entry 5 */
     sw_keyed_decide(&v, fp_home(st, 5, 2), 1, MS(10), 0, &d); /* entry 6, home 5 */
     CHECK_EQ(sw_keyed_release(&v, fp_home(st, 5, 1), 1), SW_OK);
@@ -1115,6 +1116,7 @@ static void kview_of(struct sw_shm *shm, const struct sw_krule *rule, struct sw_
     v->slots = shm->slots;
     v->n_slots = shm->n_slots;
     v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
+    v->held = NULL;
 }
 
 /* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
@@ -1176,6 +1178,94 @@ static void test_shared(void)
     CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
     ks->n_live = ks->max_keys + 1u; /* beyond the layout */
     CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    sw_shm_close(&s);
+}
+
+/* what the process's other objects hold (give_back_per_key): b's record */
+static int64_t others_b(uint64_t fp, void *ctx)
+{
+    return sw_kheld_get(ctx, fp);
+}
+
+/* issue 18 item 5: an object of a shared table gives back, per key, what it holds; not what
+ * the process's other objects hold, nor what another object or process released for it
+ * (then the other process's count stays); the record follows claims, exits and releases. */
+static void give_back_per_key(void)
+{
+    struct sw_shm_layout lay;
+    struct sw_shm s;
+    struct sw_krule rule;
+    kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 10);
+    struct sw_kview a, b, p2, p3;
+    struct sw_kheld ha, hb;
+    memset(&ha, 0, sizeof ha);
+    memset(&hb, 0, sizeof hb);
+    kview_of(&s, &rule, &a);
+    kview_of(&s, &rule, &b);
+    kview_of(&s, &rule, &p2);
+    kview_of(&s, &rule, &p3);
+    CHECK_EQ(a.my_slot, b.my_slot); /* one slot a process */
+    p2.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as other processes' */
+    p3.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 2u);
+    CHECK(p2.my_slot >= 0 && p2.my_slot != a.my_slot);
+    CHECK(p3.my_slot >= 0 && p3.my_slot != a.my_slot && p3.my_slot != p2.my_slot);
+    a.held = &ha;
+    b.held = &hb;
+    struct sw_decision d;
+    CHECK_EQ(sw_keyed_decide(&a, fp_int(1), 3, MS(10), 0, &d), SW_OK); /* a: 3 on key 1 */
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_keyed_decide(&a, fp_int(2), 2, MS(10), SW_F_ENTRY, &d);         /* 2 on key 2 */
+    sw_keyed_decide(&a, fp_int(4), 1, MS(10), 0, &d);
+    CHECK_EQ(sw_keyed_exit(&a, fp_int(4), 1, 0, SW_OUT_SUCCESS, MS(10)), SW_OK); /* none */
+    sw_keyed_decide(&b, fp_int(2), 1, MS(10), 0, &d);                  /* b: 1 on key 2 */
+    sw_keyed_decide(&a, fp_int(3), 2, MS(10), 0, &d);                  /* a: 2 on key 3 */
+    sw_keyed_decide(&p2, fp_int(3), 1, MS(10), 0, &d);                 /* p2: 1 on key 3 */
+    CHECK_EQ(sw_keyed_release(&p3, fp_int(3), 2), SW_OK); /* p3 releases a's 2 of key 3 */
+    sw_keyed_decide(&a, fp_int(5), 2, MS(10), 0, &d);                  /* a: 2 on key 5 */
+    CHECK_EQ(sw_keyed_release(&b, fp_int(5), 2), SW_OK); /* b releases them */
+    sw_keyed_decide(&b, fp_int(5), 1, MS(10), 0, &d);                  /* b: 1 on key 5 */
+    CHECK_EQ(sw_kheld_get(&ha, fp_int(1)), 3);
+    CHECK_EQ(sw_kheld_get(&ha, fp_int(2)), 2);
+    CHECK_EQ(sw_kheld_get(&ha, fp_int(3)), 2);
+    CHECK_EQ(sw_kheld_get(&ha, fp_int(4)), 0);
+    CHECK_EQ(sw_kheld_get(&ha, fp_int(5)), 2);
+    CHECK_EQ(sw_kheld_get(&hb, fp_int(5)), 1); /* never below 0: 0, then 1 */
+    CHECK_EQ(hb.n, 2u);
+    sw_keyed_lock(&a);
+    CHECK_EQ(sw_keyed_give_back_locked(&a, others_b, &hb), 5); /* 3 of key 1, 2 of key 2 */
+    sw_keyed_unlock(&a);
+    CHECK_EQ(ha.n, 0u);
+    CHECK_EQ(sw_keyed_in_flight(&b, fp_int(1)), 0);
+    CHECK_EQ(sw_keyed_in_flight(&b, fp_int(2)), 1); /* b's own */
+    CHECK_EQ(sw_keyed_in_flight(&b, fp_int(3)), 1); /* the other process's */
+    CHECK_EQ(sw_keyed_in_flight(&b, fp_int(5)), 1); /* b's own */
+    struct sw_stats st;
+    int64_t ev, keys;
+    sw_keyed_stats(&b, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.in_flight, 3);
+    CHECK_EQ(s.slots[a.my_slot].in_flight, 4); /* b's 2, and key 3's 2 (p3's slot is -2) */
+    CHECK_EQ(sw_keyed_release(&b, fp_int(2), 1), SW_OK);
+    CHECK_EQ(sw_keyed_release(&b, fp_int(5), 1), SW_OK);
+    CHECK_EQ(sw_keyed_release(&p2, fp_int(3), 1), SW_OK);
+    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    /* many keys: the record grows, then shrinks as they are released */
+    for (int64_t i = 0; i < 90; i++)
+        sw_keyed_decide(&a, fp_int(100 + i), 1, MS(10), 0, &d);
+    CHECK_EQ(ha.n, 90u);
+    for (int64_t i = 0; i < 90; i += 2)
+        CHECK_EQ(sw_keyed_release(&a, fp_int(100 + i), 1), SW_OK);
+    CHECK_EQ(ha.n, 45u);
+    for (int64_t i = 1; i < 90; i += 2)
+        CHECK_EQ(sw_kheld_get(&ha, fp_int(100 + i)), 1);
+    for (int64_t i = 1; i < 80; i += 2)
+        CHECK_EQ(sw_keyed_release(&a, fp_int(100 + i), 1), SW_OK);
+    CHECK(ha.cap <= 64u);
+    sw_keyed_lock(&a);
+    CHECK_EQ(sw_keyed_give_back_locked(&a, NULL, NULL), 5);
+    sw_keyed_unlock(&a);
+    sw_keyed_stats(&b, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.in_flight, 0);
+    sw_kheld_clear(&hb);
     sw_shm_close(&s);
 }
 
@@ -1297,7 +1387,7 @@ static void test_reinit_without_random(void)
     struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
     struct sw_krule rule;
     CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
-    struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1}; /* holds no slot */
+    struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1, NULL}; /* holds no slot */
     struct sw_decision d;
     for (int64_t key = 0; key < 3; key++)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
@@ -1346,5 +1436,6 @@ void test_keyed(void)
     test_shared();
     test_shared_kill_mid_eviction();
     test_shared_kill_mid_hold();
+    give_back_per_key();
     test_reinit_without_random();
 }

@@ -301,7 +301,7 @@ static void test_keyed_totals_shadow(void)
     CHECK_EQ(sw_keyed_init(st, c.interval_ms, c.sample_count, 16, false), SW_OK);
     struct sw_krule rule;
     CHECK_EQ(sw_krule_init(&rule, &c), SW_OK);
-    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1};
+    struct sw_kview v = {st, &rule, SW_LOCK_PRIVATE, NULL, 0, -1, NULL};
     struct sw_decision d;
     CHECK_EQ(sw_keyed_decide(&v, 11, 1, MS(10), 0, &d), SW_OK);
     CHECK_EQ(d.verdict, SW_PASS);
