@@ -44,6 +44,8 @@ typedef struct {
     struct sw_shm shm;
     int is_shared;
     _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
+    struct sw_kheld held;      /* shared: what this object holds in flight per key (in the
+                                  process's holdings), given back when it goes; view.held */
     PyObject *shared;
     PyObject *name;            /* name= (or the region's), or NULL */
     int name_given;
@@ -189,6 +191,8 @@ static void keyed_refork(KeyedObject *self)
             break;
     }
     keyed_claim(self);
+    sw_kheld_clear(&self->held); /* what the object held is the parent's (its copy gives it
+                                    back); no other object reads it before fork_gen is now */
     atomic_store_explicit(&self->fork_gen, now, memory_order_release);
 }
 
@@ -591,6 +595,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.token = SW_LOCK_PROCESS;
         self->view.slots = self->shm.slots;
         self->view.n_slots = self->shm.n_slots;
+        self->view.held = &self->held;
         keyed_claim(self);
         atomic_store(&self->fork_gen, sw_proc_fork_generation());
         if (self->view.my_slot < 0) {
@@ -600,6 +605,8 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
         self->shm.hdr->next_reap_ms = 0;
         (void)keyed_maybe_reap(self);
+        self->fork.kind = FORK_KIND_KEYED;
+        fork_register_shared(&self->fork); /* found by the others' keyed_others */
     }
     if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
@@ -623,6 +630,32 @@ static int Keyed_traverse(KeyedObject *self, visitproc visit, void *arg)
     return 0;
 }
 
+/* What another live object of this process holds of a key on self's region (its record is
+ * changed under the table's lock, which the caller holds). */
+struct keyed_of_key {
+    const KeyedObject *me;
+    uint64_t fp;
+};
+
+static int64_t held_of_key(const struct fork_link *l, const void *ctx)
+{
+    const struct keyed_of_key *k = ctx;
+    const KeyedObject *o =
+        (const KeyedObject *)(const void *)((const char *)l - offsetof(KeyedObject, fork));
+    if (l->kind != FORK_KIND_KEYED || !atomic_load(&l->shared) || !o->is_shared ||
+        k->me->shm.anonymous || o->shm.anonymous || o->shm.dev != k->me->shm.dev ||
+        o->shm.ino != k->me->shm.ino ||
+        atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        return 0;
+    return sw_kheld_get(&o->held, k->fp);
+}
+
+static int64_t keyed_others(uint64_t fp, void *ctx)
+{
+    struct keyed_of_key k = {ctx, fp};
+    return fork_sum(held_of_key, &k);
+}
+
 static void Keyed_dealloc(KeyedObject *self)
 {
     PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
@@ -630,7 +663,19 @@ static void Keyed_dealloc(KeyedObject *self)
     waitq_destroy(&self->wq);
     if (self->is_shared) {
         /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
-         * it stays until the process dies and is reaped */
+         * it stays until the process dies and is reaped; what this object still holds in
+         * flight per key (acquired, never released) is given back now, unless the object is
+         * a fork() child's copy that never decided (then it is the parent's) */
+        if (self->view.my_slot >= 0 && self->held.n > 0 &&
+            atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
+                sw_proc_fork_generation()) {
+            sw_keyed_lock(&self->view);
+            int64_t back = sw_keyed_give_back_locked(&self->view, keyed_others, self);
+            sw_keyed_unlock(&self->view);
+            if (back > 0)
+                shared_notify(&self->shm);
+        }
+        sw_kheld_clear(&self->held);
         sw_shm_close(&self->shm);
         self->is_shared = 0;
     }

@@ -347,7 +347,8 @@ static int64_t held_on_region(const struct fork_link *l, const void *ctx)
     const LimiterObject *me = ctx;
     const LimiterObject *o =
         (const LimiterObject *)(const void *)((const char *)l - offsetof(LimiterObject, fork));
-    if (!atomic_load(&l->shared) || !o->is_shared || me->shm.anonymous ||
+    if (l->kind != FORK_KIND_DEFAULT || !atomic_load(&l->shared) || !o->is_shared ||
+        me->shm.anonymous ||
         o->shm.anonymous || o->shm.dev != me->shm.dev || o->shm.ino != me->shm.ino ||
         atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
         return 0;

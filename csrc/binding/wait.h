@@ -88,7 +88,9 @@ struct fork_link {
     struct waitq *wq;   /* the wait queue, or NULL */
     atomic_bool shared; /* lives in memory shared across processes: the handlers skip it */
     bool linked;
+    unsigned char kind; /* FORK_KIND_*: the object the link is in (for fork_sum's callers) */
 };
+enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1 };
 
 /** Add an object's locks to the registry (installs the fork handlers once).
  * @return 0, or -1 with an exception set */
