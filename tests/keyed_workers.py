@@ -8,11 +8,14 @@ import time
 import slidewin
 
 T0 = 10**12  # a fixed decision time (ns): the windows are deterministic
+KEEP: list = []  # limiters kept alive: a dropped one gives back what it holds in flight
 
 
 def hammer_keys(name: str, kwargs: dict, keys: list, tries: int, now_ns: int) -> dict:
-    """try_acquire every key `tries` times at one instant; the admitted count per key."""
+    """try_acquire every key `tries` times at one instant; the admitted count per key. The
+    limiter is kept (with its in-flight counts) for as long as the worker lives."""
     kl = slidewin.KeyedLimiter(**kwargs, shared=name)
+    KEEP.append(kl)
     got = {repr(k): 0 for k in keys}
     for _ in range(tries):
         for k in keys:
