@@ -201,6 +201,17 @@ def test_the_clients_own_commands_keep_their_retries(own_server, kind):
     port = own_server.port
     own_server.kill()  # nothing listens: every connect fails
     if kind == "sync":
+        # what this redis-py retries for a ping to nowhere, on a client slidewin never saw
+        # (redis-py 8 retries the connect through the policy; 7 does not)
+        control = redis.Redis(port=port, retry=redis.retry.Retry(_CountingBackoff(), 3),
+                              socket_connect_timeout=0.3)
+        _CountingBackoff.calls = 0
+        with pytest.raises(redis.ConnectionError):
+            control.ping()
+        baseline = _CountingBackoff.calls
+        control.close()
+        if int(redis.__version__.split(".")[0]) >= 8:
+            assert baseline >= 3  # the check below means something there
         retry = redis.retry.Retry(_CountingBackoff(), 3)
         c = redis.Redis(port=port, retry=retry, socket_connect_timeout=0.3)
         retry = c.get_retry()  # redis-py's copy of it: the client's policy
@@ -210,7 +221,7 @@ def test_the_clients_own_commands_keep_their_retries(own_server, kind):
         assert _CountingBackoff.calls == 0  # the decision: one connect
         with pytest.raises(redis.ConnectionError):
             c.ping()
-        assert _CountingBackoff.calls >= 3  # the client's command: its retries
+        assert _CountingBackoff.calls == baseline  # the client's command: its own retries
         retry.update_retries(0)  # the user's policy, changed
         c.connection_pool.reset()  # new connections (each copies the policy it is made with)
         _CountingBackoff.calls = 0
@@ -220,6 +231,14 @@ def test_the_clients_own_commands_keep_their_retries(own_server, kind):
         return
 
     async def main():
+        control = redis.asyncio.Redis(port=port,
+                                      retry=redis.asyncio.retry.Retry(_CountingBackoff(), 3),
+                                      socket_connect_timeout=0.3)
+        _CountingBackoff.calls = 0
+        with pytest.raises(redis.ConnectionError):
+            await control.ping()
+        baseline = _CountingBackoff.calls
+        await control.aclose()
         retry = redis.asyncio.retry.Retry(_CountingBackoff(), 3)
         c = redis.asyncio.Redis(port=port, retry=retry, socket_connect_timeout=0.3)
         retry = c.get_retry()
@@ -229,7 +248,7 @@ def test_the_clients_own_commands_keep_their_retries(own_server, kind):
         assert _CountingBackoff.calls == 0
         with pytest.raises(redis.ConnectionError):
             await c.ping()
-        assert _CountingBackoff.calls >= 3
+        assert _CountingBackoff.calls == baseline
         retry.update_retries(0)
         c.connection_pool.reset()
         _CountingBackoff.calls = 0
