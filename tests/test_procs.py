@@ -451,3 +451,58 @@ def test_a_fork_childs_keyed_copy_gives_back_only_its_own(name):
     del lim
     gc.collect()
     assert KeyedLimiter(concurrency=5, shared=name).in_flight("a") == 0
+
+
+# ------------------------------------------- a lock wait without the GIL, subinterpreters
+
+SUBINTERP_WAITER = """
+import sys, slidewin
+from slidewin import _core
+try:
+    import _interpreters as interps
+except ImportError:
+    try:
+        import _xxsubinterpreters as interps
+    except ImportError:
+        print("nosub", flush=True)
+        sys.exit(0)
+lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
+interps.create()          # from now on PyGILState_Check() answers 1 whatever the truth
+print("attached", flush=True)
+sys.stdin.readline()      # the holder is stopped inside the lock now
+print("waiting", flush=True)
+# waits without the GIL in the lock hook until the holder is killed (was: SIGABRT,
+# "PyEval_SaveThread: ... GIL is released")
+print("after", _core._try_acquire_nogil(lim, 1), flush=True)
+"""
+
+
+def test_a_lock_wait_without_the_gil_survives_a_subinterpreter(name):
+    deadline = time.monotonic() + DEADLINE
+    waiter = py(SUBINTERP_WAITER, name)
+    holder = py(HOLDER, name)
+    try:
+        first = waiter.lines.get(timeout=DEADLINE)
+        if first is not None and first.startswith("nosub"):
+            pytest.skip("this Python has neither _interpreters nor _xxsubinterpreters")
+        assert first is not None and first.startswith("attached"), waiter.stderr.read()[-2000:]
+        wait_line(holder, "attached", deadline)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        while proc_state(holder.pid) != "T":           # stopped inside the lock
+            assert time.monotonic() < deadline, "the holder never stopped"
+            time.sleep(0.01)
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        wait_line(waiter, "waiting", deadline)
+        time.sleep(0.3)                                # the waiter naps in the lock hook
+        os.kill(holder.pid, signal.SIGKILL)
+        assert wait_line(waiter, "after", deadline) == "after True"
+        assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
+    finally:
+        for p in (waiter, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()

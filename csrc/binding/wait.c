@@ -86,9 +86,22 @@ int64_t lock_wait_deadline(int64_t deadline_ns)
 /* Longest a lock wait goes without the GIL before it runs the signal handlers. */
 #define LOCK_SLICE_NS (20 * INT64_C(1000000))
 
+/* Whether this thread holds the GIL. Not PyGILState_Check(): once a subinterpreter exists it
+ * answers 1 always, and the core's waits without the GIL (attach, the reap,
+ * _try_acquire_nogil) would then release a GIL they do not hold (a fatal error). A thread
+ * state is current exactly while its thread holds the GIL. */
+static int holds_gil(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked() != NULL;
+#else
+    return _PyThreadState_UncheckedGet() != NULL;
+#endif
+}
+
 static int lock_hook(const struct sw_lock_wait *w)
 {
-    int gil = PyGILState_Check();
+    int gil = holds_gil();
     PyThreadState *ts = gil ? PyEval_SaveThread() : NULL;
     int64_t now = sw_time_ns(), end = now + LOCK_SLICE_NS;
     if (lock_deadline != 0 && w->may_give_up && lock_deadline < end)
