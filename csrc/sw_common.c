@@ -38,6 +38,7 @@ int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
     uint64_t seen = 0;       /* the process owner being waited for, and since when */
     int64_t seen_since = 0, next_look = 0;
     int state = SW_PROC_RUNNING;
+    char letter = '?';
     for (;;) {
         uint64_t owner = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (owner == 0u) {
@@ -80,7 +81,10 @@ int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
         }
         if (now >= next_look) {
             next_look = now + 1000000;
-            state = sw_proc_token_state(owner);
+            state = sw_proc_token_state_letter(owner, &letter);
+            if (state == SW_PROC_RUNNING && now - seen_since > SW_LOCK_STUCK_NS &&
+                sw_proc_frozen(owner))
+                state = SW_PROC_STOPPED; /* docker pause, the cgroup freezer: it shows 'S' */
             if (state == SW_PROC_GONE) {
                 if (atomic_compare_exchange_strong_explicit(&l->word, &owner, token,
                                                             memory_order_acquire,
@@ -91,7 +95,7 @@ int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
         }
         struct sw_lock_wait w = {l, owner, now - seen_since, state == SW_PROC_STOPPED,
                                  state != SW_PROC_STOPPED && now - seen_since > SW_LOCK_STUCK_NS,
-                                 may_give_up};
+                                 may_give_up, letter};
         int (*hook)(const struct sw_lock_wait *) = sw_lock_wait_hook;
         if (hook != NULL) {
             if (hook(&w) != 0 && may_give_up)

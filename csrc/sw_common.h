@@ -110,6 +110,7 @@ struct sw_lock_wait {
     bool stopped;       /* the owner is stopped (SIGSTOP, a debugger) */
     bool stuck;         /* held longer than SW_LOCK_STUCK_NS by a live owner not stopped */
     bool may_give_up;   /* the call site can give up (the hook's non-zero return is obeyed) */
+    char owner_state;   /* the owner's /proc state letter when last looked at ('?' unknown) */
 };
 
 /* Called (when set) by a waiter for another process's lock held past about a millisecond,

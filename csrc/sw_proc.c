@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +79,11 @@ uint64_t sw_proc_token(void)
     return t;
 }
 
-int sw_proc_token_state(uint64_t token)
+int sw_proc_token_state_letter(uint64_t token, char *letter)
 {
     long pid = (long)(token >> 32);
+    if (letter != NULL)
+        *letter = '?';
     if (pid <= 0)
         return SW_PROC_RUNNING;
     char state;
@@ -89,13 +92,109 @@ int sw_proc_token_state(uint64_t token)
         /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's) */
         return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? SW_PROC_GONE : SW_PROC_RUNNING;
     }
+    if (letter != NULL)
+        *letter = state;
     if (state == 'Z' || state == 'X' || state == 'x')
         return SW_PROC_GONE; /* killed, not yet reaped by its parent */
     if ((token & UINT64_C(0xffffffff)) != 0 &&
         (start & UINT64_C(0xffffffff)) != (token & UINT64_C(0xffffffff)))
         return SW_PROC_GONE; /* the pid is another process's now */
-    /* (made without /proc: no start time to compare, the pid is there) */
-    return state == 'T' || state == 't' ? SW_PROC_STOPPED : SW_PROC_RUNNING;
+    /* (made without /proc: no start time to compare, the pid is there). 'D': in the kernel,
+     * uninterruptible (a task frozen by the cgroup v1 freezer shows it): not in user code */
+    return state == 'T' || state == 't' || state == 'D' ? SW_PROC_STOPPED : SW_PROC_RUNNING;
+}
+
+int sw_proc_token_state(uint64_t token)
+{
+    return sw_proc_token_state_letter(token, NULL);
+}
+
+/* Read a small file into buf (NUL-terminated). @return its length, or -1 */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, size - 1);
+    close(fd);
+    if (got < 0)
+        return -1;
+    buf[got] = '\0';
+    return got;
+}
+
+/* The mount point of the cgroup v2 hierarchy (want_v1_freezer false) or of the v1 freezer
+ * hierarchy, and that mount's root, from /proc/self/mountinfo. @return 0 found, -1 not */
+static int cgroup_mount(bool want_v1_freezer, char *mnt, size_t mnt_size, char *root,
+                        size_t root_size)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+        return -1;
+    char line[1024];
+    int found = -1;
+    while (found != 0 && fgets(line, sizeof line, f) != NULL) {
+        /* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+        char *sep = strstr(line, " - ");
+        if (sep == NULL)
+            continue;
+        char fstype[32], superopts[256] = "";
+        if (sscanf(sep + 3, "%31s %*s %255s", fstype, superopts) < 1)
+            continue;
+        bool hit = want_v1_freezer ? strcmp(fstype, "cgroup") == 0 &&
+                                         strstr(superopts, "freezer") != NULL
+                                   : strcmp(fstype, "cgroup2") == 0;
+        if (!hit)
+            continue;
+        char r[256], m[256];
+        if (sscanf(line, "%*s %*s %*s %255s %255s", r, m) != 2)
+            continue;
+        snprintf(mnt, mnt_size, "%s", m);
+        snprintf(root, root_size, "%s", r);
+        found = 0;
+    }
+    fclose(f);
+    return found;
+}
+
+bool sw_proc_frozen(uint64_t token)
+{
+    long pid = (long)(token >> 32);
+    if (pid <= 0)
+        return false;
+    char path[64], groups[2048];
+    snprintf(path, sizeof path, "/proc/%ld/cgroup", pid);
+    if (read_small(path, groups, sizeof groups) <= 0)
+        return false;
+    for (char *line = groups; line != NULL && *line != '\0';) {
+        char *next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        /* "hierarchy-id:controllers:path": v2 is "0::path", v1's freezer names "freezer" */
+        char *c1 = strchr(line, ':'), *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+        if (c2 != NULL) {
+            bool v2 = c2 == c1 + 1 && strncmp(line, "0:", 2) == 0;
+            *c2 = '\0';
+            bool v1 = !v2 && strstr(c1 + 1, "freezer") != NULL;
+            const char *cg = c2 + 1;
+            char mnt[256], root[256], file[1024], buf[512];
+            if ((v1 || v2) && cgroup_mount(v1, mnt, sizeof mnt, root, sizeof root) == 0) {
+                size_t rl = strlen(root);
+                if (strcmp(root, "/") != 0 && strncmp(cg, root, rl) == 0)
+                    cg += rl; /* the mount shows a sub-tree: the path below it */
+                snprintf(file, sizeof file, "%s%s%s/%s", mnt, *cg == '/' ? "" : "/", cg,
+                         v2 ? "cgroup.events" : "freezer.state");
+                if (read_small(file, buf, sizeof buf) > 0) {
+                    if (v2 && (strncmp(buf, "frozen 1", 8) == 0 || strstr(buf, "\nfrozen 1")))
+                        return true;
+                    if (v1 && (strncmp(buf, "FROZEN", 6) == 0 || strncmp(buf, "FREEZING", 8) == 0))
+                        return true;
+                }
+            }
+        }
+        line = next;
+    }
+    return false;
 }
 
 int sw_proc_is_own(void)

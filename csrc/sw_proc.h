@@ -31,6 +31,14 @@ enum { SW_PROC_GONE = 0, SW_PROC_RUNNING = 1, SW_PROC_STOPPED = 2 };
  * SW_PROC_STOPPED when it is stopped (SIGSTOP, the cgroup freezer: 'T'; traced: 't');
  * SW_PROC_RUNNING otherwise (running, sleeping, or unknown). Reads /proc: slow paths only. */
 int sw_proc_token_state(uint64_t token);
+/** sw_proc_token_state, and the state letter of /proc/<pid>/stat in *letter ('?' unknown).
+ * 'D' (in the kernel, uninterruptible; a cgroup v1 frozen task) counts as stopped. */
+int sw_proc_token_state_letter(uint64_t token, char *letter);
+/** Whether the process a token names is frozen by the cgroup freezer (docker pause): its
+ * cgroup v2 cgroup.events says "frozen 1", or its v1 freezer.state FROZEN/FREEZING. A frozen
+ * task shows 'S' (v2), so its state letter alone calls it running. Reads /proc and /sys a few
+ * times: call it only once an owner has held a lock for seconds. */
+bool sw_proc_frozen(uint64_t token);
 
 /** Whether /proc is this process's own: its /proc/self names this process's pid. A process in
  * a PID namespace that sees another namespace's /proc (unshare --pid without --mount-proc, a

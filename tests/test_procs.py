@@ -203,6 +203,9 @@ def test_a_lock_word_naming_a_live_process_does_not_hang_attach(name):
         out, err = proc.stdout, proc.stderr
         assert out.startswith("refused"), (out, err)
         assert str(sleeper.pid) in out and "lock" in out, out
+        # the owner is alive: it may be in use, so never the advice to unlink it
+        assert f"held by live pid {sleeper.pid} (state S)" in out, out
+        assert "unlink" not in out, out
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -506,3 +509,98 @@ def test_a_lock_wait_without_the_gil_survives_a_subinterpreter(name):
                 p.wait()
             for f in (p.stdin, p.stdout, p.stderr):
                 f.close()
+
+
+# ---------------------------------------------------- a holder frozen by the cgroup freezer
+
+FROZEN_WAITER = """
+import sys, time, slidewin
+lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
+print("attached", flush=True)
+sys.stdin.readline()      # the holder is frozen inside the lock now
+try:
+    lim.acquire(timeout=7)                 # past the 5 s after which a live owner is stuck
+    print("got", flush=True)
+except slidewin.BlockedError:
+    print("timeout", flush=True)
+except OSError as e:
+    print("oserror", e, flush=True)
+sys.stdin.readline()      # the holder is thawed
+print("after", lim.try_acquire(), flush=True)
+"""
+
+
+def read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(name):
+    """docker pause freezes a container's cgroup: its tasks show 'S', not 'T'."""
+    root = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if parts[parts.index("-") + 1] == "cgroup2":
+                root = parts[4]
+                break
+    group = os.path.join(root or "/sys/fs/cgroup", f"slidewin-test-{os.getpid()}")
+    try:
+        os.mkdir(group)
+    except OSError as e:
+        pytest.skip(f"no writable cgroup v2 here: {e}")
+    deadline = time.monotonic() + DEADLINE
+    waiter = py(FROZEN_WAITER, name)
+    holder = py(HOLDER, name)
+    frozen = False
+    try:
+        if not os.path.exists(os.path.join(group, "cgroup.freeze")):
+            pytest.skip("this cgroup v2 has no freezer (cgroup.freeze)")
+        wait_line(waiter, "attached", deadline)
+        wait_line(holder, "attached", deadline)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        while proc_state(holder.pid) != "T":           # stopped inside the lock
+            assert time.monotonic() < deadline, "the holder never stopped"
+            time.sleep(0.01)
+        try:
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(holder.pid))
+            with open(os.path.join(group, "cgroup.freeze"), "w") as f:
+                f.write("1")
+        except OSError as e:
+            pytest.skip(f"cannot freeze a cgroup v2 here: {e}")
+        frozen = True
+        os.kill(holder.pid, signal.SIGCONT)            # frozen: it stays in the lock
+        while "frozen 1" not in read_text(os.path.join(group, "cgroup.events")):
+            assert time.monotonic() < deadline, "the cgroup never froze"
+            time.sleep(0.01)
+        while proc_state(holder.pid) == "T":
+            assert time.monotonic() < deadline, "the frozen holder stayed 'T'"
+            time.sleep(0.01)
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        assert wait_line(waiter, "", deadline) == "timeout"   # waited, not "damaged"
+        with open(os.path.join(group, "cgroup.freeze"), "w") as f:
+            f.write("0")
+        frozen = False
+        assert wait_line(holder, "resumed", deadline) == "resumed"
+        waiter.stdin.write("go\n")
+        waiter.stdin.flush()
+        assert wait_line(waiter, "after", deadline) == "after True"
+    finally:
+        if frozen:
+            with open(os.path.join(group, "cgroup.freeze"), "w") as f:
+                f.write("0")
+        for p in (waiter, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
+        for _ in range(100):
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                time.sleep(0.05)

@@ -125,11 +125,14 @@ static int lock_hook(const struct sw_lock_wait *w)
         return 1;
     if (w->stuck) {
         char msg[320];
+        /* the owner is alive, so the region may be in use: never advise removing it (the
+         * processes would split across two regions, each allowing the whole limit) */
         snprintf(msg, sizeof msg,
-                 "a shared region's lock has been held for %.1f s by process %lu, which is "
-                 "alive and not stopped, so it is not in it: the region is damaged (or was "
-                 "written by hand); remove it with slidewin.unlink() once no process uses it",
-                 (double)w->held_ns / 1e9, (unsigned long)(w->owner >> 32));
+                 "a shared region's lock is held by live pid %lu (state %c) for more than "
+                 "%.0f s (%.1f s seen), which is not stopped, so it is not in it: that process "
+                 "is hung, or the region is damaged",
+                 (unsigned long)(w->owner >> 32), w->owner_state,
+                 (double)SW_LOCK_STUCK_NS / 1e9, (double)w->held_ns / 1e9);
         PyErr_SetString(PyExc_OSError, msg);
         return 1;
     }
