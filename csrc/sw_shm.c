@@ -404,11 +404,18 @@ static int adopt_or_refuse(int fd, void *base, size_t size, const char *path,
             goto out;
         }
         void *fresh = calloc(1, (size_t)h->state_size);
-        if (fresh == NULL || lay->init_state(fresh, lay) != SW_OK) {
+        int irc = fresh == NULL ? SW_ENOMEM : lay->init_state(fresh, lay);
+        if (irc != SW_OK) {
             free(fresh);
             (void)ofd_lock(fd, USERS_BYTE, F_UNLCK);
-            rc = fail(err, SW_ENOMEM, ENOMEM, NULL, "cannot take over %s: out of memory",
-                      path);
+            if (irc == SW_EOS)
+                rc = fail(err, SW_EOS, ENOSYS, NULL, "cannot take over %s (made in another "
+                          "PID namespace): no random bytes for its key hash's seed "
+                          "(getrandom(2) and /dev/urandom both failed: a seccomp filter?)",
+                          path);
+            else
+                rc = fail(err, irc, irc == SW_ENOMEM ? ENOMEM : 0, NULL, "cannot take over %s%s",
+                          path, irc == SW_ENOMEM ? ": out of memory" : "");
             goto out;
         }
         /* nobody maps it (observers read without locks and check what they read): the whole

@@ -1371,6 +1371,32 @@ static int no_random(uint64_t *out)
     return SW_EOS; /* as getrandom(2) and /dev/urandom both failing (a seccomp filter) */
 }
 
+/* A region left by another PID namespace, taken over by an attach that finds no random
+ * source: the attach fails naming the cause. Before: "cannot take over ...: out of memory". */
+static void test_takeover_without_random(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sw-test-%ld-kns", (long)getpid());
+    unlink(path);
+    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm a, b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    a.hdr->pidns_ino ^= UINT64_C(0x5a5a5a); /* made in another PID namespace */
+    sw_shm_close(&a);                       /* nobody maps it now: it is taken over */
+    sw_test_random_seed = no_random;
+    int rc = sw_shm_open(&b, path, &lay, &err);
+    sw_test_random_seed = NULL;
+    CHECK_EQ(rc, SW_EOS);
+    CHECK(strstr(err.msg, "random") != NULL);
+    CHECK(strstr(err.msg, "out of memory") == NULL);
+    if (rc == SW_OK)
+        sw_shm_close(&b);
+    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK); /* with a random source, it is */
+    sw_shm_close(&b);
+    unlink(path);
+}
+
 /* A region from another boot, reinitialised by an attach that finds no random source (no
  * seed for the new table): the attach fails with an error that says so, the region is left
  * as it was (boot id included, so the next attach tries again), and nothing divides by a
@@ -1438,4 +1464,5 @@ void test_keyed(void)
     test_shared_kill_mid_hold();
     give_back_per_key();
     test_reinit_without_random();
+    test_takeover_without_random();
 }
