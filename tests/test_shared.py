@@ -416,3 +416,11 @@ def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "refused:" in proc.stdout and "PID namespace" in proc.stdout, proc.stdout
     assert "still uses it" in proc.stdout, proc.stdout
+
+
+def test_layout_version_names_the_shared_users_lock_rule():
+    """Version 6: every process using a region holds the shared OFD lock on it (an older
+    slidewin that does not would be taken over under its feet), so an older one is refused."""
+    from slidewin import _core
+
+    assert _core.LAYOUT_VERSION == 6
