@@ -8,6 +8,7 @@
 #include "sw_time.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -980,8 +981,8 @@ static void test_threads(void)
 struct kswap {
     struct ktab *k;
     _Atomic int stop;
-    long swaps;
-    int bad; /* what went wrong in the thread (checked after the join) */
+    _Atomic long swaps;
+    _Atomic int bad; /* what went wrong in the thread (checked after the join) */
 };
 
 /* Overrides of keys 0 and 1 (10 and 20), with key 3 at the base threshold (7) in every other
@@ -1017,7 +1018,7 @@ static void *kswapper(void *arg)
     while (!atomic_load(&w->stop)) {
         struct sw_krule fresh;
         uint32_t n;
-        struct sw_kover *o = kswap_over(&cfg, w->swaps % 2 == 0, &n);
+        struct sw_kover *o = kswap_over(&cfg, atomic_load(&w->swaps) % 2 == 0, &n);
         if (o == NULL || sw_krule_init(&fresh, &cfg) != SW_OK) {
             w->bad = 1;
             free(o);
@@ -1030,7 +1031,7 @@ static void *kswapper(void *arg)
         w->k->rule.n_over = n;
         sw_keyed_unlock(&w->k->v);
         free((void *)old); /* freed after the unlock: no decision reads it any more */
-        w->swaps++;
+        atomic_fetch_add(&w->swaps, 1);
     }
     return NULL;
 }
@@ -1050,6 +1051,10 @@ static void test_threads_swap_settings(void)
     pthread_t th[T], swapper;
     struct kworker w[T];
     CHECK_EQ(pthread_create(&swapper, NULL, kswapper, &sw), 0);
+    /* the deciders start once the swapper runs (on a loaded machine it could otherwise get
+     * its first slice after they are done, and the test would prove nothing) */
+    while (atomic_load(&sw.swaps) == 0 && !sw.bad)
+        sched_yield();
     for (int i = 0; i < T; i++) {
         memset(&w[i], 0, sizeof w[i]);
         w[i].v = &k.v;
@@ -1068,7 +1073,7 @@ static void test_threads_swap_settings(void)
             total += w[i].pass[key];
         CHECK_EQ(total, (long)(want[key] * (double)cfg.interval_ms / 1000.0));
     }
-    CHECK(sw.swaps > 0);
+    CHECK(atomic_load(&sw.swaps) > 1);
     CHECK_EQ(sw.bad, 0);
     free((void *)k.rule.over);
     free(k.st);
