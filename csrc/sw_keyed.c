@@ -974,6 +974,11 @@ void sw_keyed_lock(const struct sw_kview *v)
     lock_table(v);
 }
 
+bool sw_keyed_lock_or_give_up(const struct sw_kview *v)
+{
+    return lock_table_or_give_up(v);
+}
+
 void sw_keyed_unlock(const struct sw_kview *v)
 {
     unlock_table(v);

@@ -233,6 +233,9 @@ void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out);
  * decision reads the rule (and its overrides) under the lock only, so swapping `rule`'s
  * fields (and freeing old overrides after the unlock) is safe. */
 void sw_keyed_lock(const struct sw_kview *v);
+/** sw_keyed_lock for a caller that can give up (sw_lock_wait_hook; a destructor).
+ * @return false when it gave up (the lock is not held) */
+bool sw_keyed_lock_or_give_up(const struct sw_kview *v);
 void sw_keyed_unlock(const struct sw_kview *v);
 /** Keys held now. */
 uint32_t sw_keyed_len(const struct sw_kview *v);

@@ -557,6 +557,11 @@ void sw_view_lock(const struct sw_view *v)
     lock_state(v);
 }
 
+bool sw_view_lock_or_give_up(const struct sw_view *v)
+{
+    return lock_state_or_give_up(v);
+}
+
 void sw_view_unlock(const struct sw_view *v)
 {
     unlock_state(v);
@@ -881,7 +886,8 @@ int sw_release(const struct sw_view *v, int64_t n)
     if (n < 1)
         return SW_EINVAL;
     struct sw_node *node = sw_lstate_node(v->st);
-    lock_state(v);
+    if (!lock_state_or_give_up(v))
+        return SW_EBUSY; /* the count stays held: the caller may try again */
     if (in_flight_now(node) < n)
         rc = SW_ESTATE;
     else

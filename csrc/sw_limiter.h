@@ -142,6 +142,9 @@ struct sw_view {
 /** Take a view's state lock (as a decision does: with the view's token, repairing the state
  * when the lock is taken over from a dead process). O(1), never sleeps for long. */
 void sw_view_lock(const struct sw_view *v);
+/** sw_view_lock for a caller that can give up (sw_lock_wait_hook; a destructor).
+ * @return false when it gave up (the lock is not held) */
+bool sw_view_lock_or_give_up(const struct sw_view *v);
 /** Release the lock taken by sw_view_lock. */
 void sw_view_unlock(const struct sw_view *v);
 /** Replace a view's settings in place, under the state's lock: a decision sees either the
@@ -302,7 +305,8 @@ enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
  * flight (never below 0).
  * @param rt_ms the response time (SUCCESS only) @return SW_OK or SW_EINVAL */
 int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns);
-/** Give back n in flight. @return SW_OK, or SW_ESTATE when fewer than n are in flight */
+/** Give back n in flight. @return SW_OK, SW_ESTATE when fewer than n are in flight, or
+ * SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook: nothing given back) */
 int sw_release(const struct sw_view *v, int64_t n);
 /** Requests in flight now. */
 int64_t sw_in_flight(const struct sw_view *v);

@@ -5,6 +5,7 @@
 #include "sw_shm.h"
 
 #include "sw_proc.h"
+#include "sw_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -284,6 +285,49 @@ static bool slot_held_by_live_process(const void *base)
     return false;
 }
 
+/* Take one of a region's lock words while reinitialising it after a reboot. With a slot held by
+ * a live process of this boot, as any lock. Else every token in it is from the other boot (a
+ * pid of this boot that matches one is not the holder) or a reinitialiser of this boot's, which
+ * holds it for microseconds: a word that names the same owner for SW_LOCK_STUCK_NS (or a dead
+ * one) is forced open (was: waited for forever, a crafted word hung every attach). The hook,
+ * when set, does the naps (without the GIL). */
+static void lock_after_reboot(const void *base, sw_lock *l, uint64_t me)
+{
+    if (slot_held_by_live_process(base)) {
+        (void)sw_lock_acquire_as(l, me);
+        return;
+    }
+    uint64_t seen = 0u;
+    int64_t since = 0;
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&l->word, memory_order_relaxed);
+        if (w == 0u) {
+            if (atomic_compare_exchange_weak_explicit(&l->word, &w, me, memory_order_acquire,
+                                                      memory_order_relaxed))
+                return;
+            continue;
+        }
+        int64_t now = sw_time_ns();
+        if (w != seen) {
+            seen = w;
+            since = now;
+        } else if (now - since > SW_LOCK_STUCK_NS || sw_proc_token_dead(w)) {
+            if (atomic_compare_exchange_strong_explicit(&l->word, &w, me, memory_order_acquire,
+                                                        memory_order_relaxed))
+                return;
+            continue;
+        }
+        struct sw_lock_wait wt = {l, w, now - since, false, false, false, '?'};
+        int (*hook)(const struct sw_lock_wait *) = sw_lock_wait_hook;
+        if (hook != NULL) {
+            (void)hook(&wt);
+        } else {
+            struct timespec nap = {0, 50000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
 /* After a reboot the monotonic clock restarted: a region from before it is reinitialised.
  * Its users take the state's lock and nothing else: the new state is made aside, then copied
  * in under that lock (its lock word excepted), so no user ever sees a half-made state (was:
@@ -308,11 +352,11 @@ static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
     int rc = lay->init_state(fresh, lay);
     char *state = (char *)base + h->off_state;
     uint64_t me = sw_proc_token();
-    (void)sw_lock_acquire_as(&h->lock, me); /* one reinitialiser at a time */
+    lock_after_reboot(base, &h->lock, me); /* one reinitialiser at a time */
     if (rc == SW_OK && strncmp(now_id, h->boot_id, sizeof now_id) != 0) {
         sw_lock *sl = lay->state_lock != NULL ? lay->state_lock(state) : NULL;
         if (sl != NULL)
-            (void)sw_lock_acquire_as(sl, me);
+            lock_after_reboot(base, sl, me);
         if (!slot_held_by_live_process(base)) {
             size_t lo = sl != NULL ? (size_t)((char *)sl - state) : (size_t)h->state_size;
             size_t hi = sl != NULL ? lo + sizeof *sl : (size_t)h->state_size;

@@ -604,3 +604,57 @@ def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+RELEASER = """
+import sys, time, slidewin
+name = sys.argv[1]
+lim = slidewin.Limiter(concurrency=5, shared=name)
+other = slidewin.Limiter(concurrency=5, shared=name)   # a second object on the region
+assert lim.try_acquire() and lim.try_acquire() and other.try_acquire()
+print("held", lim.in_flight, flush=True)
+sys.stdin.readline()                                    # the lock word is crafted
+t0 = time.monotonic()
+try:
+    lim.release()
+    print("released", flush=True)
+except OSError as e:
+    print("refused", round(time.monotonic() - t0, 1), e, flush=True)
+del other                                               # its dealloc: never blocks forever
+print("dropped", flush=True)
+sys.stdin.readline()                                    # the fake owner is dead
+lim.release()                                           # the count held: retry it
+print("after", lim.in_flight, flush=True)
+"""
+
+
+def test_release_and_dealloc_give_up_on_a_lock_word_naming_a_live_process(name):
+    Limiter(concurrency=5, shared=name)               # the region exists
+    sleeper = subprocess.Popen(["sleep", "600"])
+    p = py(RELEASER, name)
+    deadline = time.monotonic() + DEADLINE
+    try:
+        assert wait_line(p, "held", deadline) == "held 3"
+        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff))
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        # before the fix: release() waited forever (no give-up, no signal handlers)
+        line = wait_line(p, "re", time.monotonic() + 20)
+        assert line.startswith("refused"), line
+        assert f"held by live pid {sleeper.pid}" in line, line
+        wait_line(p, "dropped", time.monotonic() + 20)   # the dealloc gave up too
+        sleeper.kill()
+        sleeper.wait()
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        # nothing lost, nothing doubled: 3 held, the refused release kept its count, the
+        # dropped object left its count for the reap, then one release
+        assert wait_line(p, "after", deadline) == "after 2"
+        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
+    finally:
+        for q in (p, sleeper):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            f.close()

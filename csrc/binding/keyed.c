@@ -669,11 +669,16 @@ static void Keyed_dealloc(KeyedObject *self)
         if (self->view.my_slot >= 0 && self->held.n > 0 &&
             atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
                 sw_proc_fork_generation()) {
-            sw_keyed_lock(&self->view);
-            int64_t back = sw_keyed_give_back_locked(&self->view, keyed_others, self);
-            sw_keyed_unlock(&self->view);
-            if (back > 0)
-                shared_notify(&self->shm);
+            /* a lock that never comes (a live process that is not in it, stuck) is given
+             * up on: the counts then stay for the reap (a destructor never blocks forever) */
+            struct dealloc_wait dw;
+            dealloc_wait_begin(&dw);
+            if (dealloc_wait_end(&dw, sw_keyed_lock_or_give_up(&self->view))) {
+                int64_t back = sw_keyed_give_back_locked(&self->view, keyed_others, self);
+                sw_keyed_unlock(&self->view);
+                if (back > 0)
+                    shared_notify(&self->shm);
+            }
         }
         sw_kheld_clear(&self->held);
         sw_shm_close(&self->shm);

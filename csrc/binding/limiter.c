@@ -374,12 +374,17 @@ static void Limiter_dealloc(LimiterObject *self)
         if (self->view.my_slot >= 0 &&
             atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
                 sw_proc_fork_generation()) {
-            sw_view_lock(&self->view);
-            int64_t back = sw_lstate_give_back_locked(&self->view,
-                                                      fork_sum(held_on_region, self));
-            sw_view_unlock(&self->view);
-            if (back > 0)
-                shared_notify(&self->shm);
+            /* a lock that never comes (a live process that is not in it, stuck) is given
+             * up on: the count then stays for the reap (a destructor never blocks forever) */
+            struct dealloc_wait dw;
+            dealloc_wait_begin(&dw);
+            if (dealloc_wait_end(&dw, sw_view_lock_or_give_up(&self->view))) {
+                int64_t back = sw_lstate_give_back_locked(&self->view,
+                                                          fork_sum(held_on_region, self));
+                sw_view_unlock(&self->view);
+                if (back > 0)
+                    shared_notify(&self->shm);
+            }
         }
         sw_shm_close(&self->shm);
         self->is_shared = 0;
@@ -587,6 +592,14 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
     if (parse_n_only("release", args, nargs, kwnames, &n) < 0)
         return NULL;
     int rc = sw_release(limiter_view(self), n);
+    if (GAVE_UP(rc)) {
+        /* the count stays held: the caller may try again */
+        if (lock_gave_up() >= 0) { /* at a deadline of this thread's: still not released */
+            (void)lock_wait_expired();
+            PyErr_SetString(PyExc_OSError, "gave up waiting for a shared region's lock");
+        }
+        return NULL;
+    }
     if (rc == SW_ESTATE && limiter_cfg(self).shadow) {
         /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
          * give back; never raise, give back what is there (at most n) */

@@ -161,6 +161,25 @@ int lock_gave_up(void)
     return -1;
 }
 
+void dealloc_wait_begin(struct dealloc_wait *dw)
+{
+    PyErr_Fetch(&dw->type, &dw->value, &dw->tb);
+    dw->deadline = lock_wait_deadline(0); /* an early give-up would leave the count behind */
+}
+
+bool dealloc_wait_end(struct dealloc_wait *dw, bool got)
+{
+    if (!got) {
+        if (lock_gave_up() < 0)
+            PyErr_WriteUnraisable(NULL);
+        else
+            (void)lock_wait_expired();
+    }
+    (void)lock_wait_deadline(dw->deadline);
+    PyErr_Restore(dw->type, dw->value, dw->tb);
+    return got;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* wait queue                                                                            */
 

@@ -56,6 +56,19 @@ int lock_gave_up(void);
 /** Whether lock_gave_up has returned 1 on this thread since the last call (then cleared). */
 bool lock_wait_expired(void);
 
+/* A destructor's wait for a shared region's lock (one that can give up: a stuck owner, a
+ * signal handler's exception): the exception being handled, if any, and the thread's
+ * deadline are set aside meanwhile, and a give-up is reported as unraisable (nothing may
+ * escape dealloc; what the lock guards is then left for the reap). Use:
+ * dealloc_wait_begin(&dw); if (dealloc_wait_end(&dw, sw_..._lock_or_give_up(v))) {...} */
+struct dealloc_wait {
+    PyObject *type, *value, *tb;
+    int64_t deadline;
+};
+void dealloc_wait_begin(struct dealloc_wait *dw);
+/** @return got (whether the lock is held) */
+bool dealloc_wait_end(struct dealloc_wait *dw, bool got);
+
 /* A private wait queue: threads waiting in acquire() for a release(). */
 struct waitq {
     pthread_mutex_t mu;

@@ -1121,6 +1121,43 @@ static void reinit_takes_the_state_lock(void)
     unlink(path);
 }
 
+/* A region from another boot whose state lock word names a live process that is not in it
+ * (a pid of this boot that matches a token of the other, or a crafted word), and no slot of a
+ * live process: the attach forces the word open after SW_LOCK_STUCK_NS and reinitialises.
+ * Before: it waited for the word forever (the attach hung). */
+static void reinit_forces_a_stale_lock_word(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "bootw");
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    struct sw_shm a;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct sw_rule rule;
+    rule_of(&rule, SW_GRADE_QPS, 10);
+    struct sw_view v;
+    view_of(&a, &rule, &v);
+    atomic_store(&a.slots[v.my_slot].token, 0);
+    fake_boot_id(&a);
+    struct sw_lstate *st = a.state;
+    atomic_store(&st->lock.word, sw_proc_token()); /* live (this process), not holding it */
+    struct attacher t = {path, &lay, {0}, -1, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, attach_thread, &t), 0);
+    for (int i = 0; i < 3000 && !atomic_load(&t.done); i++) /* 30 s: a hang */
+        usleep(10000);
+    CHECK_EQ(atomic_load(&t.done), 1);
+    if (!atomic_load(&t.done))
+        return; /* hung: the thread is left behind */
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(t.rc, SW_OK);
+    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    CHECK_EQ(atomic_load(&st->lock.word), 0); /* reinitialised, the lock free */
+    sw_shm_close(&t.shm);
+    sw_shm_close(&a);
+    unlink(path);
+}
+
 /* A region in use by a live process of this boot (it holds a process slot) whose header
  * names another boot: the boot id is what is wrong; the state is kept (before: wiped, the
  * live process's 3 in flight lost: 3 more admitted than the limit). */
@@ -1162,6 +1199,7 @@ void test_shm_review(void)
     crafted_head_near_max();
     crafted_negative_in_flight();
     reinit_takes_the_state_lock();
+    reinit_forces_a_stale_lock_word();
     reinit_keeps_a_live_region();
     observer_torn_copy();
     crafted_negative_count();
