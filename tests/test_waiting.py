@@ -72,7 +72,7 @@ def test_200_tasks_all_complete_never_more_than_10_inside():
 
 
 def test_entry_without_timeout_still_refuses_at_once():
-    # API.md: entry() is acquire(): without a timeout a refusal raises at once
+    # the documented contract (docs/waiting.md): without a timeout, a refusal raises at once
     lim = Limiter(concurrency=1)
     with lim.entry():
         with pytest.raises(BlockedError):

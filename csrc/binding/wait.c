@@ -324,6 +324,18 @@ static void install_handlers(void)
     handlers_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/* Append l to the registry of objects the fork handlers and fork_sum walk. */
+static void registry_link(struct fork_link *l)
+{
+    pthread_mutex_lock(&registry_mu);
+    l->prev = registry.prev;
+    l->next = &registry;
+    registry.prev->next = l;
+    registry.prev = l;
+    l->linked = true;
+    pthread_mutex_unlock(&registry_mu);
+}
+
 int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
 {
     pthread_once(&handlers_once, install_handlers);
@@ -334,13 +346,7 @@ int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
     l->lock = lock;
     l->wq = wq;
     atomic_init(&l->shared, false);
-    pthread_mutex_lock(&registry_mu);
-    l->prev = registry.prev;
-    l->next = &registry;
-    registry.prev->next = l;
-    registry.prev = l;
-    l->linked = true;
-    pthread_mutex_unlock(&registry_mu);
+    registry_link(l);
     return 0;
 }
 
@@ -349,13 +355,7 @@ void fork_register_shared(struct fork_link *l)
     l->lock = NULL;
     l->wq = NULL;
     atomic_init(&l->shared, true);
-    pthread_mutex_lock(&registry_mu);
-    l->prev = registry.prev;
-    l->next = &registry;
-    registry.prev->next = l;
-    registry.prev = l;
-    l->linked = true;
-    pthread_mutex_unlock(&registry_mu);
+    registry_link(l);
 }
 
 int64_t fork_sum(int64_t (*fn)(const struct fork_link *l, const void *ctx), const void *ctx)
