@@ -10,21 +10,9 @@ import os
 
 from setuptools import Extension, setup
 
-CORE = [
-    "sw_proc.c",
-    "sw_repair.c",
-    "sw_shm.c",
-    "sw_common.c",
-    "sw_time.c",
-    "sw_leap.c",
-    "sw_borrow.c",
-    "sw_node.c",
-    "sw_warmup.c",
-    "sw_throttle.c",
-    "sw_reject.c",
-    "sw_limiter.c",
-    "sw_keyed.c",
-]
+# the C core's sources: the one list csrc/Makefile reads as well
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "sources.txt")) as f:
+    CORE = [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 debug = os.environ.get("SLIDEWIN_DEBUG", "") not in ("", "0")
 sanitize = os.environ.get("SLIDEWIN_SANITIZE", "") not in ("", "0")
@@ -55,8 +43,7 @@ setup(
             "slidewin._core",
             sources=BINDING + ["csrc/" + f for f in CORE],
             include_dirs=["csrc", "csrc/binding"],
-            depends=["csrc/" + f.replace(".c", ".h") for f in CORE]
-            + sorted(glob.glob("csrc/binding/*.h"))
+            depends=sorted(glob.glob("csrc/sw_*.h")) + sorted(glob.glob("csrc/binding/*.h"))
             + ["csrc/vendor/xxhash.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
