@@ -70,10 +70,69 @@ def _from_thread(fn: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
-def _fmt_us(xs: List[float]) -> str:
+def _pcts(xs: List[float]) -> Dict[str, float]:
     xs = sorted(xs)
     p99 = xs[min(len(xs) - 1, int(len(xs) * 0.99))]
-    return "median %.0f us, p99 %.0f us" % (statistics.median(xs) * 1e6, p99 * 1e6)
+    return {"median_us": statistics.median(xs) * 1e6, "p99_us": p99 * 1e6}
+
+
+TITLE = "Waiting asyncio tasks: CPU while waiting, wake-up after a release"
+ABOUT = __doc__.split("\n", 2)[2].split("\n", 2)[2]
+
+
+def run(cfg: Dict[str, Any], log: Callable[[str], None]) -> Dict[str, Any]:
+    tasks, seconds, rounds = cfg["waiters_tasks"], cfg["waiters_s"], cfg["waiters_rounds"]
+    name = "bench-waiters-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
+    idle: List[Dict[str, Any]] = []
+    wake: List[Dict[str, Any]] = []
+    try:
+        entry = lambda g: g.entry(timeout=600)  # noqa: E731
+        for label, make in (("private Limiter", lambda: Limiter(concurrency=1)),
+                            ("shared Limiter", lambda: Limiter(concurrency=1, shared=name))):
+            log(f"  idle cost, {tasks} waiters, {label}")
+            cpu = asyncio.run(_idle_cost(make, entry, tasks, seconds))
+            idle.append({"label": label, "core_pct": cpu * 100})
+        cpu = asyncio.run(_idle_cost(lambda: asyncio.Semaphore(1), lambda g: g, tasks, seconds))
+        idle.append({"label": "asyncio.Semaphore (for comparison)", "core_pct": cpu * 100})
+
+        log("  wake-up latency")
+        lim = Limiter(concurrency=1)
+        wake.append({"label": "release() in the loop", **_pcts(
+            asyncio.run(_wake_latency(lim, lim.acquire, lim.release, rounds)))})
+        wake.append({"label": "release() from another thread", **_pcts(
+            asyncio.run(_wake_latency(lim, lim.acquire, _from_thread(lim.release), rounds)))})
+        shared = Limiter(concurrency=1, shared=name)
+        other = Limiter(concurrency=1, shared=name)  # as another process's object
+        wake.append({"label": "shared, release() in the loop", **_pcts(
+            asyncio.run(_wake_latency(shared, shared.acquire, shared.release, rounds)))})
+        wake.append({"label": "shared, another object's release from a thread (futex path)",
+                     **_pcts(asyncio.run(_wake_latency(
+                         shared, other.acquire, _from_thread(other.release), rounds)))})
+    finally:
+        slidewin.unlink(name)
+    worst = max(r["core_pct"] for r in idle[:2])
+    return {"tasks": tasks, "wait_s": seconds, "rounds": rounds, "idle": idle, "wake": wake,
+            "target": {"target": f"{tasks} asyncio tasks waiting on a saturated limiter",
+                       "measured": worst, "limit": "< 5% of a core", "met": worst < 5}}
+
+
+def _tables(res: Dict[str, Any]):
+    from common import md_table
+    idle = md_table([f"{res['tasks']} tasks waiting {res['wait_s']} s on", "CPU, % of a core"],
+                    [[r["label"], f"{r['core_pct']:.2f}%"] for r in res["idle"]], "lr")
+    wake = md_table(["one waiter woken by", "median", "99th percentile"],
+                    [[r["label"], f"{r['median_us']:.0f} µs", f"{r['p99_us']:.0f} µs"]
+                     for r in res["wake"]], "lrr")
+    return idle, wake
+
+
+def render_md(res: Dict[str, Any]) -> str:
+    idle, wake = _tables(res)
+    return idle + "\n\n" + wake
+
+
+def render_text(res: Dict[str, Any]) -> str:
+    return render_md(res)
 
 
 def main() -> None:
@@ -82,35 +141,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=200)
     a = ap.parse_args()
-    name = "bench-waiters-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
-    results: Dict[str, str] = {}
-    try:
-        entry = lambda g: g.entry(timeout=600)  # noqa: E731
-        for label, make in (("private", lambda: Limiter(concurrency=1)),
-                            ("shared", lambda: Limiter(concurrency=1, shared=name))):
-            cpu = asyncio.run(_idle_cost(make, entry, a.tasks, a.seconds))
-            results["%d waiters, %s Limiter" % (a.tasks, label)] = "%.2f%% of a core" % (cpu * 100)
-        cpu = asyncio.run(_idle_cost(lambda: asyncio.Semaphore(1), lambda g: g, a.tasks,
-                                     a.seconds))
-        results["%d waiters, asyncio.Semaphore" % a.tasks] = "%.2f%% of a core" % (cpu * 100)
-
-        lim = Limiter(concurrency=1)
-        results["wake-up, release() in the loop"] = _fmt_us(
-            asyncio.run(_wake_latency(lim, lim.acquire, lim.release, a.rounds)))
-        results["wake-up, release() from a thread"] = _fmt_us(
-            asyncio.run(_wake_latency(lim, lim.acquire, _from_thread(lim.release), a.rounds)))
-        shared = Limiter(concurrency=1, shared=name)
-        other = Limiter(concurrency=1, shared=name)  # as another process's object
-        results["wake-up, shared, release() in the loop"] = _fmt_us(
-            asyncio.run(_wake_latency(shared, shared.acquire, shared.release, a.rounds)))
-        results["wake-up, shared, futex path (another object's release, a thread)"] = _fmt_us(
-            asyncio.run(_wake_latency(shared, other.acquire, _from_thread(other.release),
-                                      a.rounds)))
-    finally:
-        slidewin.unlink(name)
-    width = max(map(len, results))
-    for k, v in results.items():
-        print("%-*s  %s" % (width, k, v))
+    res = run({"waiters_tasks": a.tasks, "waiters_s": a.seconds, "waiters_rounds": a.rounds},
+              lambda m: print(m, flush=True))
+    print(render_text(res))
 
 
 if __name__ == "__main__":
