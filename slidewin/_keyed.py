@@ -53,9 +53,10 @@ class KeyedLimiter(_core.KeyedLimiter):
     with requests in flight is never evicted.
     """
 
-    __slots__ = ("_on_block", "_rate")
+    __slots__ = ("_on_block", "_rate", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _rate: Optional[str]
+    _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
 
     def __new__(
         cls,

@@ -75,6 +75,7 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     self = base.__new__(cls, args["qps"], **kw)
     self._on_block = _check_on_block(args["on_block"])
     self._rate = rate
+    self._waitq = None  # the queues of asyncio tasks waiting (slidewin._waiters), made later
     return self
 
 
@@ -167,41 +168,31 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
-async def _admit_waiting(lim: Any, n: int, flags: int, timeout: float) -> Tuple[int, int]:
-    """The decision of a Limiter's async acquire with a timeout: (verdict, the ns to sleep
-    before going on), or BlockedError once `timeout` has passed (one BLOCK counted). A refused
-    task waits in the limiter's queue, woken by releases (slidewin._waiters), not polling."""
+async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
+                         timeout: float) -> Tuple[int, int]:
+    """The decision of an async acquire with a timeout, of a Limiter (key=_NO_KEY) or a
+    KeyedLimiter: (verdict, the ns to sleep before going on), or BlockedError once `timeout`
+    has passed (one BLOCK counted). A refused task waits in the limiter's (or the key's)
+    queue, woken by releases (slidewin._waiters), not polling."""
     deadline = time.monotonic() + timeout
-    first = lim._decide(n, flags | _F_NO_BLOCK | _F_RETRY, None)
+    at = _at(key, n)
+    first = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY, None)
     verdict = first[0]
     if verdict == _PASS or verdict == _SHADOWED:
         return verdict, first[1]
     if verdict == _NEVER or timeout <= 0:
         lim._count_block(n)
-        lim._raise_blocked(n, verdict, first[2])
-    return await waiters_of(lim).admit(lim, n, flags, deadline, first)
+        lim._raise_blocked(*at, verdict, first[2])
+    fp = None if key is _NO_KEY else lim._fingerprint(key)
+    return await waiters_of(lim).admit(lim, at, fp, flags, deadline, first)
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
     """acquire_async() of a Limiter (key=_NO_KEY) or a KeyedLimiter."""
     if timeout is None:
         wait_ns = _decide_now(lim, key, n, 0)[1]
-    elif key is _NO_KEY:
-        wait_ns = (await _admit_waiting(lim, n, 0, timeout))[1]
     else:
-        at = _at(key, n)
-        deadline = time.monotonic() + timeout
-        while True:
-            verdict, wait_ns, retry_ns = lim._decide(*at, _F_NO_BLOCK | _F_RETRY, None)
-            if verdict == _PASS or verdict == _SHADOWED:
-                break
-            now = time.monotonic()
-            if verdict == _NEVER or now >= deadline:
-                lim._count_block(n)
-                lim._raise_blocked(*at, verdict, retry_ns)
-            # reject/throttle know when to retry; warm-up and concurrency poll at 1 ms
-            step = retry_ns / 1e9 if retry_ns > 0 else 0.001
-            await asyncio.sleep(min(step, deadline - now))
+        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
@@ -215,11 +206,11 @@ def _aenter_for(keyed: bool) -> Callable[[Any, Any], Awaitable[Any]]:
         key = entry.key if keyed else _NO_KEY
         n = entry.n
         try:
-            timeout = None if keyed else entry.timeout
+            timeout = entry.timeout
             if timeout is None:
                 verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
             else:
-                verdict, wait_ns = await _admit_waiting(lim, n, _F_ENTRY, timeout)
+                verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
             if wait_ns > 0:
                 try:
                     await asyncio.sleep(wait_ns / 1e9)
@@ -284,9 +275,7 @@ class Limiter(_core.Limiter):
         shadow: bool = False,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
-        self = cast("Limiter", _new(super(), cls, locals()))
-        self._waitq = None
-        return self
+        return cast("Limiter", _new(super(), cls, locals()))
 
     @property
     def rate(self) -> Optional[str]:

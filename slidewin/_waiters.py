@@ -1,17 +1,22 @@
-"""Asyncio tasks waiting for a Limiter's admission: woken, not polling.
+"""Asyncio tasks waiting for a limiter's admission: woken, not polling.
 
-One FIFO queue per limiter (made at its first waiting task). A task that is refused queues and
-sleeps on a future of its own event loop:
+One FIFO queue per limiter, and per key for a KeyedLimiter (made at the first waiting task).
+A task that is refused queues and sleeps on a future of its own event loop:
 
 - a release (``release()``, an entry's exit, an ``update()``) wakes the first task not yet
-  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters;
-- a task that is admitted wakes the next one (the baton), so a release of several slots
-  admits several tasks, one after the other; a refused one keeps its place;
-- the first task alone sleeps until the core's ``retry_after`` (a rate limit) or polls with a
-  growing step (warm-up, whose retry time is unknown); the others wait for the baton;
+  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters; a
+  KeyedLimiter passes the released key's fingerprint, so only that key's queue wakes (an
+  ``update()`` wakes every key's);
+- a task that is admitted wakes the next one of its queue (the baton), so a release of several
+  slots admits several tasks, one after the other; a refused one keeps its place;
+- the first task of a queue alone sleeps until the core's ``retry_after`` (a rate limit) or
+  polls with a growing step (warm-up, whose retry time is unknown); the others wait for the
+  baton;
 - a shared limiter: one helper thread per limiter, only while tasks wait, sleeps on the
   region's release sequence (a futex, the GIL released) and wakes the first task when any
-  process releases (this one included: one path, one wake-up a release); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
+  process releases (this one included: one path, one wake-up a release; a shared
+  KeyedLimiter's sequence does not say which key, so every key's first task wakes and
+  decides again); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
   died holding slots is reaped then);
 - a task that leaves without being admitted (timeout, cancellation) after it was woken, or
   while first, passes the wake-up on: none is lost.
@@ -24,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Deque, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 from . import _core
 
@@ -48,36 +53,49 @@ def _set(fut: "asyncio.Future[None]") -> None:
 
 
 class _Waiter:
-    __slots__ = ("loop", "fut", "woken")
+    __slots__ = ("loop", "fut", "woken", "q")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, q: "Deque[_Waiter]") -> None:
         self.loop = loop
         self.fut: "asyncio.Future[None]" = loop.create_future()
         self.woken = False
+        self.q = q  # the queue it waits in (its limiter's, or its key's)
 
 
 class _Waiters:
-    """The queue of one limiter's waiting tasks (see the module's docstring)."""
+    """The queues of one limiter's waiting tasks (see the module's docstring)."""
 
-    __slots__ = ("_lim", "_q", "_mu", "_shared", "_watching", "__weakref__")
+    __slots__ = ("_lim", "_qs", "_n", "_mu", "_shared", "_watching", "__weakref__")
 
     def __init__(self, lim: Any) -> None:
-        self._lim = weakref.ref(lim)  # the limiter holds the queue, not the other way round
-        self._q: Deque[_Waiter] = deque()
+        self._lim = weakref.ref(lim)  # the limiter holds the queues, not the other way round
+        # the queue of each key's fingerprint (a Limiter: the one queue, under None)
+        self._qs: Dict[Optional[int], Deque[_Waiter]] = {}
+        self._n = 0  # tasks waiting, in all the queues
         self._mu = threading.Lock()
         self._shared = lim.shared is not None
         self._watching = False
 
     # -- waking (any thread) ------------------------------------------------------------
 
-    def wake(self) -> None:
-        """Wake the first waiter not yet woken (a release, or the baton)."""
+    def wake(self, fp: Optional[int] = None) -> None:
+        """Wake the first waiter not yet woken of the key's queue (a release, or the baton);
+        fp None: of every queue (a Limiter's one queue; new settings; a shared region)."""
         with self._mu:
-            for w in self._q:
-                if not w.woken:
-                    w.woken = True
-                    self._post(w)
-                    return
+            if fp is None:
+                for q in self._qs.values():
+                    self._wake_first(q)
+            else:
+                one = self._qs.get(fp)
+                if one is not None:
+                    self._wake_first(one)
+
+    def _wake_first(self, q: "Deque[_Waiter]") -> None:
+        for w in q:
+            if not w.woken:
+                w.woken = True
+                self._post(w)
+                return
 
     @staticmethod
     def _post(w: _Waiter) -> None:
@@ -91,10 +109,9 @@ class _Waiters:
 
     # -- the queue (the waiting task's loop) --------------------------------------------
 
-    def _add(self, lim: Any, loop: asyncio.AbstractEventLoop) -> _Waiter:
-        w = _Waiter(loop)
+    def _add(self, lim: Any, loop: asyncio.AbstractEventLoop, fp: Optional[int]) -> _Waiter:
         with self._mu:
-            if not self._q:
+            if not self._n:
                 if not self._shared:
                     lim._set_waker(self.wake)  # shared: the helper sees every release
                 elif not self._watching:
@@ -102,26 +119,34 @@ class _Waiters:
                     self._watching = True
                     threading.Thread(target=self._watch, args=(lim, seq),
                                      name="slidewin-waiters", daemon=True).start()
-            self._q.append(w)
+            q = self._qs.get(fp)
+            if q is None:
+                q = self._qs[fp] = deque()
+            w = _Waiter(loop, q)
+            q.append(w)
+            self._n += 1
         return w
 
     def _rearm(self, w: _Waiter) -> bool:
         """A new future for the next sleep, before the next decision (a wake-up after the
-        decision then sets it). Returns whether w is first."""
+        decision then sets it). Returns whether w is first of its queue."""
         with self._mu:
             w.fut = w.loop.create_future()
             w.woken = False
-            return self._q[0] is w
+            return w.q[0] is w
 
-    def _remove(self, lim: Any, w: _Waiter, admitted: bool) -> None:
+    def _remove(self, lim: Any, w: _Waiter, admitted: bool, fp: Optional[int]) -> None:
+        q = w.q
         with self._mu:
-            first = self._q[0] is w
-            self._q.remove(w)
-            if not self._q and not self._shared:
+            first = q[0] is w
+            q.remove(w)
+            self._n -= 1
+            if not q:
+                del self._qs[fp]
+            if not self._n and not self._shared:
                 lim._set_waker(None)
-            pass_on = self._q and (admitted or w.woken or first)
-        if pass_on:
-            self.wake()  # the baton, or a wake-up this waiter will not use
+            if q and (admitted or w.woken or first):
+                self._wake_first(q)  # the baton, or a wake-up this waiter will not use
 
     def _watch(self, lim: Any, seq: int) -> None:
         """The helper thread of a shared limiter: releases in any process wake the first."""
@@ -129,7 +154,7 @@ class _Waiters:
             while True:
                 new = lim._release_wait(seq, _WATCH_SLICE_NS)
                 with self._mu:
-                    if not self._q:
+                    if not self._n:
                         self._watching = False
                         lim._watch(-1)
                         return
@@ -143,20 +168,21 @@ class _Waiters:
 
     # -- the wait ---------------------------------------------------------------------------
 
-    async def admit(self, lim: Any, n: int, flags: int, deadline: float,
-                    first: Tuple[int, int, int]) -> Tuple[int, int]:
+    async def admit(self, lim: Any, at: Tuple[Any, ...], fp: Optional[int], flags: int,
+                    deadline: float, first: Tuple[int, int, int]) -> Tuple[int, int]:
         """Queue, and wait until admitted: (verdict, the ns to sleep before going on), or
-        BlockedError at the deadline (time.monotonic()), one BLOCK counted. `first`: the
-        refusal that made the task wait."""
+        BlockedError at the deadline (time.monotonic()), one BLOCK counted. `at`: (n,) of a
+        Limiter, (key, n) of a KeyedLimiter, whose key has the fingerprint `fp` (a Limiter:
+        None). `first`: the refusal that made the task wait."""
         loop = asyncio.get_running_loop()
-        w = self._add(lim, loop)
+        w = self._add(lim, loop, fp)
         admitted = False
         poll = _POLL_MIN_S
         verdict, wait_ns, retry_ns = first
         try:
             while True:
                 is_first = self._rearm(w)
-                verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_NO_BLOCK | _F_RETRY,
+                verdict, wait_ns, retry_ns = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY,
                                                          None)
                 if verdict == _PASS or verdict == _SHADOWED:
                     admitted = True
@@ -181,9 +207,9 @@ class _Waiters:
                 finally:
                     timer.cancel()
         finally:
-            self._remove(lim, w, admitted)
-        lim._count_block(n)
-        lim._raise_blocked(n, verdict, retry_ns)
+            self._remove(lim, w, admitted, fp)
+        lim._count_block(at[-1])
+        lim._raise_blocked(*at, verdict, retry_ns)
         raise AssertionError("unreachable")  # _raise_blocked raises
 
 
@@ -203,7 +229,8 @@ def _after_fork_in_child() -> None:
     empty (the parent's helper keeps its own count of the region's watchers)."""
     for q in list(_ALL):
         q._mu = threading.Lock()
-        q._q.clear()
+        q._qs.clear()
+        q._n = 0
         q._watching = False
         lim = q._lim()
         if lim is not None:

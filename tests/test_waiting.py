@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 import slidewin
-from slidewin import BlockedError, Limiter
+from slidewin import BlockedError, KeyedLimiter, Limiter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,6 +32,18 @@ class Counting(Limiter):
     def _decide(self, *args):  # type: ignore[no-untyped-def]
         self.decisions = getattr(self, "decisions", 0) + 1
         return super()._decide(*args)
+
+
+class CountingKeyed(KeyedLimiter):
+    """A KeyedLimiter that counts the decisions its asyncio waits make, per key."""
+
+    __slots__ = ("decisions",)
+
+    def _decide(self, key, *args):  # type: ignore[no-untyped-def]
+        if not hasattr(self, "decisions"):
+            self.decisions = {}
+        self.decisions[key] = self.decisions.get(key, 0) + 1
+        return super()._decide(key, *args)
 
 
 @pytest.fixture
@@ -366,6 +378,138 @@ def test_shared_many_async_waiters_are_woken(name):
     # 0.25 s rechecks; polling at 1 ms over the 0.3 s of waiting alone would make ~15 000
     assert lim.decisions <= 6 * 50 + 20, lim.decisions
     assert lim.in_flight == 0
+
+
+# -- KeyedLimiter: per-key queues ----------------------------------------------------------
+
+
+def test_keyed_async_waiters_are_woken_by_their_key_not_polling():
+    per = CountingKeyed(concurrency=1)
+    per.acquire("alice")
+    per.acquire("bob")
+
+    async def waiter(key):
+        async with per.entry(key, timeout=10):
+            pass
+
+    async def main():
+        alice = [asyncio.ensure_future(waiter("alice")) for _ in range(50)]
+        bob = [asyncio.ensure_future(waiter("bob")) for _ in range(50)]
+        await asyncio.sleep(0.5)  # saturated: a 1 ms poll makes ~50 000 decisions here
+        before = dict(per.decisions)
+        per.release("alice")
+        await asyncio.gather(*alice)
+        during = dict(per.decisions)
+        assert not any(t.done() for t in bob)  # alice's releases admit none of bob's
+        per.release("bob")
+        await asyncio.gather(*bob)
+        return before, during
+
+    before, during = run(main())
+    assert before["alice"] <= 2 * 50 + 5 and before["bob"] <= 2 * 50 + 5, before
+    # alice's 50 releases (her entries' exits) woke only alice's queue
+    assert during["bob"] == before["bob"], (before, during)
+    assert per.decisions["alice"] <= 4 * 50 + 10, per.decisions
+    assert per.decisions["bob"] <= 4 * 50 + 10, per.decisions
+    assert per.in_flight("alice") == per.in_flight("bob") == 0
+
+
+def test_keyed_release_from_another_thread_wakes_an_async_waiter():
+    per = CountingKeyed(concurrency=1)
+    per.acquire("k")
+
+    async def main():
+        waiter = asyncio.ensure_future(per.acquire_async("k", timeout=30))
+        await asyncio.sleep(0.3)
+        t = threading.Thread(target=per.release, args=("k",))
+        t.start()
+        await waiter
+        t.join(10)
+
+    run(main())
+    assert per.decisions["k"] <= 4, per.decisions  # woken once, not polling
+    per.release("k")
+    assert per.in_flight("k") == 0
+
+
+def test_keyed_update_wakes_every_key():
+    per = CountingKeyed(concurrency=1)
+    for key in ("a", "b", "c"):
+        per.acquire(key)
+
+    async def main():
+        tasks = [asyncio.ensure_future(per.acquire_async(key, timeout=30))
+                 for key in ("a", "b", "c")]
+        await asyncio.sleep(0.2)
+        per.update(concurrency=2)  # a slot more for every key, without a release
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+
+    run(main())
+    assert [per.in_flight(k) for k in ("a", "b", "c")] == [2, 2, 2]
+    assert sum(per.decisions.values()) <= 3 * 5, per.decisions
+
+
+def test_keyed_entry_timeout_in_threads_and_bad_values():
+    per = KeyedLimiter(concurrency=1)
+    assert per.entry("k").timeout is None
+    assert per.entry("k", timeout=1.5).timeout == 1.5
+    for bad in (-1, float("nan"), "1"):
+        with pytest.raises((TypeError, ValueError), match="timeout"):
+            per.entry("k", timeout=bad)
+    per.acquire("k")
+    t0 = time.monotonic()
+    with pytest.raises(BlockedError):
+        with per.entry("k", timeout=0.2):
+            pass
+    assert time.monotonic() - t0 >= 0.19  # it waited out its timeout, not refused at once
+    assert per.totals()["block"] == 1
+    # a release from another thread admits a waiting entry
+    t = threading.Timer(0.2, per.release, args=("k",))
+    t.start()
+    with per.entry("k", timeout=30):
+        assert per.in_flight("k") == 1
+    t.join(10)
+    assert per.in_flight("k") == 0
+    assert per.totals()["success"] == 1
+
+
+def _hold_key_then_release(name, held, go):
+    per = KeyedLimiter(concurrency=1, shared=name)
+    per.acquire("k")
+    held.set()
+    go.wait(30)
+    time.sleep(0.3)
+    per.release("k")
+
+
+def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
+    ctx = mp.get_context("spawn")
+    held, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold_key_then_release, args=(name, held, go))
+    p.start()
+    try:
+        assert held.wait(60)
+        per = CountingKeyed(concurrency=1, shared=name)
+
+        async def main():
+            waiters = [asyncio.ensure_future(per.acquire_async("k", timeout=30))
+                       for _ in range(10)]
+            await asyncio.sleep(0.2)
+            go.set()
+            for _ in range(10):  # each admitted one is given back: the next passes
+                done, _pending = await asyncio.wait(waiters, return_when="FIRST_COMPLETED")
+                for w in done:
+                    waiters.remove(w)
+                    w.result()
+                    per.release("k")
+
+        run(main(), deadline=60)
+        # woken by the releases, not polling (1 ms polls over 0.5 s: ~5 000 decisions)
+        assert per.decisions["k"] <= 6 * 10 + 20, per.decisions
+        assert per.in_flight("k") == 0
+    finally:
+        go.set()
+        p.join(30)
 
 
 # -- docs -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
+#include "wakers.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@ typedef struct {
     PyObject *shared;
     PyObject *name;            /* name= (or the region's), or NULL */
     int name_given;
+    PyObject *waker;           /* set by the asyncio waiter queues while tasks wait: called by
+                                  every release with the key's fingerprint (None: any key) */
 } KeyedObject;
 
 typedef struct {
@@ -58,6 +61,7 @@ typedef struct {
     uint64_t fp;
     int64_t n;
     int64_t start_ns;
+    int64_t timeout_ns; /* entry(key, timeout=): the longest wait for admission; -1: none */
     atomic_int state; /* enum entry_state */
     int hollow;       /* shadow: a would-be refusal, holds and counts nothing */
 } KeyedEntryObject;
@@ -204,12 +208,25 @@ static inline const struct sw_kview *kview(KeyedObject *self)
     return &self->view;
 }
 
-static void keyed_notify(KeyedObject *self)
+/* A release (of the key with fingerprint fp; has_fp 0: of any key, e.g. new settings):
+ * threads in acquire() and asyncio tasks waiting are woken. */
+static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     if (self->is_shared)
         shared_notify(&self->shm);
     else
         waitq_notify(&self->wq);
+    if (self->waker != NULL) {
+        PyObject *arg = has_fp ? PyLong_FromUnsignedLongLong(fp) : NULL;
+        if (arg == NULL) {
+            if (has_fp) /* no memory for the int: wake every key's queue instead */
+                PyErr_WriteUnraisable(self->waker);
+            Py_INCREF(Py_None);
+            arg = Py_None;
+        }
+        waker_call(self->waker, arg);
+        Py_DECREF(arg);
+    }
 }
 
 static uint32_t keyed_reap(const void *view)
@@ -687,6 +704,7 @@ static void Keyed_dealloc(KeyedObject *self)
     Py_CLEAR(self->shared);
     Py_CLEAR(self->name);
     Py_CLEAR(self->overrides);
+    Py_CLEAR(self->waker);
     PyMem_Free(self->over);
     self->over = NULL;
     pthread_mutex_destroy(&self->cfg_mu);
@@ -769,34 +787,44 @@ static bool keyed_ask_reap(void *ctx)
     return keyed_maybe_reap(((struct keyed_ask *)ctx)->self);
 }
 
-/* acquire() (as Limiter's). @return 0 admitted, -1 with an exception set. */
-static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                         int64_t timeout_ns, unsigned flags)
+/* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
+ * defer_wait: an admitted request's wait is left to the caller (an entry sleeps it itself).
+ * @return 0 admitted (*d its decision), -1 with an exception set. */
+static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
+                           int64_t timeout_ns, unsigned flags, bool defer_wait,
+                           struct sw_decision *d)
 {
-    struct sw_decision d;
     if (timeout_ns < 0) {
-        if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, &d)) &&
+        if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, d)) &&
             lock_gave_up() < 0)
             return -1;
-        if (d.verdict != SW_PASS) {
-            keyed_raise_blocked(self, key, n, &d);
+        if (d->verdict != SW_PASS) {
+            keyed_raise_blocked(self, key, n, d);
             return -1;
         }
-        return sleep_decision(&d);
+        return defer_wait ? 0 : sleep_decision(d);
     }
     bool conc = self->grade == SW_GRADE_CONCURRENCY;
     struct keyed_ask ask = {self, fp, n, flags};
     struct acquire_loop loop = {keyed_ask_decide, keyed_ask_reap, &ask,
                                 conc && !self->is_shared ? &self->wq : NULL,
-                                conc && self->is_shared ? &self->shm : NULL};
-    int rc = acquire_loop(&loop, timeout_ns, &d);
+                                conc && self->is_shared ? &self->shm : NULL, false,
+                                defer_wait};
+    int rc = acquire_loop(&loop, timeout_ns, d);
     if (rc == 1) {
         if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
             sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
-        keyed_raise_blocked(self, key, n, &d);
+        keyed_raise_blocked(self, key, n, d);
         return -1;
     }
     return rc;
+}
+
+static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
+                         int64_t timeout_ns, unsigned flags)
+{
+    struct sw_decision d;
+    return keyed_acquire_d(self, key, fp, n, timeout_ns, flags, false, &d);
 }
 
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -837,7 +865,7 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
                      a[0], (long long)n, (long long)sw_keyed_in_flight(kview(self), fp));
         return NULL;
     }
-    keyed_notify(self);
+    keyed_notify(self, 1, fp);
     Py_RETURN_NONE;
 }
 
@@ -931,22 +959,25 @@ static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, P
     if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0)
         return NULL;
     sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW);
-    keyed_notify(self);
+    keyed_notify(self, 1, fp);
     Py_RETURN_NONE;
 }
 
-static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n);
+static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
+                            int64_t timeout_ns);
 
 static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "n"};
-    PyObject *a[2];
-    int64_t n;
+    static const char *const names[] = {"key", "n", "timeout"};
+    PyObject *a[3];
+    int64_t n, timeout = -1;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "entry", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
+    if (parse_key_n(seed_of(self), "entry", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
         return NULL;
-    return kentry_new(self, a[0], fp, n);
+    if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
+        return NULL;
+    return kentry_new(self, a[0], fp, n, timeout);
 }
 
 /* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);
@@ -1105,8 +1136,32 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         if (install_settings(self, &rule, &cfg, &ov, gen) == 0)
             break;
     }
-    keyed_notify(self);
+    keyed_notify(self, 0, 0);
     Py_RETURN_NONE;
+}
+
+/* ---- the asyncio waiter queues' hooks (slidewin/_waiters.py; wakers.h) ---------------- */
+
+/* _set_waker(callable or None): called by every release with the key's fingerprint */
+static PyObject *Keyed_set_waker(KeyedObject *self, PyObject *arg)
+{
+    return waker_set(&self->waker, arg);
+}
+
+static PyObject *Keyed_watch(KeyedObject *self, PyObject *arg)
+{
+    return waker_watch(&self->shm, self->is_shared, arg);
+}
+
+static PyObject *Keyed_release_wait(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return waker_release_wait(&self->shm, self->is_shared, args, nargs);
+}
+
+/* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */
+static PyObject *Keyed_reap(KeyedObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(keyed_maybe_reap(self));
 }
 
 #define CFG CFG_AT(KeyedObject)
@@ -1154,8 +1209,9 @@ static PyMethodDef Keyed_methods[] = {
     {"release", (PyCFunction)(void (*)(void))Keyed_release, FASTKW,
      "release(key, n=1)\n--\n\nGive back n in flight of this key."},
     {"entry", (PyCFunction)(void (*)(void))Keyed_entry, FASTKW,
-     "entry(key, n=1)\n--\n\nA context manager: acquire for key; on exit record SUCCESS or "
-     "EXCEPTION, RT, and release."},
+     "entry(key, n=1, *, timeout=None)\n--\n\nA context manager: acquire for key; on exit "
+     "record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long "
+     "for admission (woken by releases), as acquire(key, n, timeout=) does."},
     {"in_flight", (PyCFunction)Keyed_in_flight, METH_O,
      "in_flight(key)\n--\n\nRequests of this key in flight now."},
     {"stats", (PyCFunction)(void (*)(void))Keyed_stats, FASTKW,
@@ -1167,6 +1223,10 @@ static PyMethodDef Keyed_methods[] = {
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
     {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
     {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
+    {"_set_waker", (PyCFunction)Keyed_set_waker, METH_O, NULL},
+    {"_watch", (PyCFunction)Keyed_watch, METH_O, NULL},
+    {"_release_wait", (PyCFunction)(void (*)(void))Keyed_release_wait, METH_FASTCALL, NULL},
+    {"_reap", (PyCFunction)Keyed_reap, METH_NOARGS, NULL},
     {NULL}};
 
 static PyMemberDef Keyed_members[] = {
@@ -1195,7 +1255,8 @@ PyType_Spec KeyedLimiter_spec = {
 
 /* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
 
-static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n)
+static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
+                            int64_t timeout_ns)
 {
     KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
     if (e == NULL)
@@ -1205,6 +1266,7 @@ static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_
     e->lim = lim;
     e->key = key;
     e->fp = fp;
+    e->timeout_ns = timeout_ns;
     ENTRY_INIT(e, n);
     PyObject_GC_Track(e);
     return (PyObject *)e;
@@ -1225,7 +1287,7 @@ static void kentry_give_back(KeyedEntryObject *self)
         atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED) &&
         !self->hollow) {
         sw_keyed_exit(kview(self->lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
-        keyed_notify(self->lim);
+        keyed_notify(self->lim, 1, self->fp);
     }
 }
 
@@ -1256,8 +1318,16 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
         return NULL;
     KeyedObject *lim = self->lim;
     struct sw_decision d;
-    if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY,
-                                &d))) {
+    if (self->timeout_ns >= 0) {
+        /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
+         * the end: one BLOCK counted, BlockedError raised */
+        if (keyed_acquire_d(lim, self->key, self->fp, self->n, self->timeout_ns, SW_F_ENTRY,
+                            true, &d) < 0) {
+            atomic_store(&self->state, ENTRY_IDLE);
+            return NULL;
+        }
+    } else if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW,
+                                       SW_F_ENTRY | SW_F_RETRY, &d))) {
         atomic_store(&self->state, ENTRY_IDLE);
         (void)lock_gave_up();
         return NULL;
@@ -1271,7 +1341,7 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
         sw_keyed_exit(kview(lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
         atomic_store(&self->state, ENTRY_EXITED);
-        keyed_notify(lim);
+        keyed_notify(lim, 1, self->fp);
         return NULL;
     }
     self->start_ns = sw_time_ns();
@@ -1298,7 +1368,7 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
         return NULL;
     if (!self->hollow) {
         sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
-        keyed_notify(self->lim);
+        keyed_notify(self->lim, 1, self->fp);
     }
     Py_RETURN_FALSE;
 }
@@ -1338,9 +1408,19 @@ static PyObject *KEntry_repr(KeyedEntryObject *self)
                                 self->lim ? (PyObject *)self->lim : Py_None);
 }
 
+static PyObject *KEntry_get_timeout(KeyedEntryObject *self, void *Py_UNUSED(c))
+{
+    if (self->timeout_ns < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)self->timeout_ns / 1e9);
+}
+
 static PyGetSetDef KEntry_getset[] = {
     {"n", (getter)KEntry_get_n, NULL, "The request size.", NULL},
     {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
+    {"timeout", (getter)KEntry_get_timeout, NULL,
+     "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
+     NULL},
     {"limiter", (getter)KEntry_get_limiter, NULL, "The KeyedLimiter.", NULL},
     {NULL}};
 

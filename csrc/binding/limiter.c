@@ -3,6 +3,7 @@
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
+#include "wakers.h"
 
 #include <sched.h>
 #include <string.h>
@@ -207,20 +208,7 @@ void limiter_notify(LimiterObject *self)
         shared_notify(&self->shm);
     else
         waitq_notify(&self->wq);
-    if (self->waker != NULL) {
-        /* asyncio tasks wait: their queue wakes the first (it takes its own lock, posts to
-         * the task's loop); an error there must not turn a release into a failure */
-        PyObject *w = self->waker, *r;
-        Py_INCREF(w);
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        r = PyObject_CallNoArgs(w);
-        if (r == NULL)
-            PyErr_WriteUnraisable(w);
-        Py_XDECREF(r);
-        PyErr_Restore(et, ev, tb);
-        Py_DECREF(w);
-    }
+    waker_call(self->waker, NULL);
 }
 
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -700,65 +688,21 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
 
 /* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
 
-/* _set_waker(callable or None): called by every release while set */
+/* _set_waker(callable or None): called (no argument) by every release while set */
 static PyObject *Limiter_set_waker(LimiterObject *self, PyObject *arg)
 {
-    PyObject *old = self->waker;
-    if (arg == Py_None) {
-        self->waker = NULL;
-    } else {
-        Py_INCREF(arg);
-        self->waker = arg;
-    }
-    Py_XDECREF(old);
-    Py_RETURN_NONE;
+    return waker_set(&self->waker, arg);
 }
 
-/* _watch(delta): count (+1) or uncount (-1) a watcher of the region's releases, so that every
- * release in any process bumps the release sequence and wakes it. Shared limiters only. */
 static PyObject *Limiter_watch(LimiterObject *self, PyObject *arg)
 {
-    long delta = PyLong_AsLong(arg);
-    if (delta == -1 && PyErr_Occurred())
-        return NULL;
-    if (!self->is_shared || (delta != 1 && delta != -1)) {
-        PyErr_SetString(PyExc_ValueError, "_watch(+1 or -1) of a shared limiter");
-        return NULL;
-    }
-    if (delta > 0)
-        atomic_fetch_add(&self->shm.hdr->waiters, 1u);
-    else
-        atomic_fetch_sub(&self->shm.hdr->waiters, 1u);
-    return PyLong_FromUnsignedLong(atomic_load(&self->shm.hdr->release_seq));
+    return waker_watch(&self->shm, self->is_shared, arg);
 }
 
-/* _release_wait(seq, timeout_ns) -> seq: sleep, the GIL released, until the region's release
- * sequence differs from seq or timeout_ns has passed; the sequence then. (Between a
- * _watch(+1) and its _watch(-1).) */
 static PyObject *Limiter_release_wait(LimiterObject *self, PyObject *const *args,
                                       Py_ssize_t nargs)
 {
-    int64_t seq, timeout;
-    if (nargs != 2 || !self->is_shared) {
-        PyErr_SetString(PyExc_TypeError, "_release_wait(seq, timeout_ns) of a shared limiter");
-        return NULL;
-    }
-    if (as_int64(args[0], "seq", 0, UINT32_MAX, &seq) < 0 ||
-        as_int64(args[1], "timeout_ns", 0, INT64_MAX, &timeout) < 0)
-        return NULL;
-    _Atomic uint32_t *word = &self->shm.hdr->release_seq;
-    uint32_t cur;
-    Py_BEGIN_ALLOW_THREADS
-    int64_t end = sw_sat_add(sw_time_ns(), timeout);
-    for (;;) {
-        cur = atomic_load(word);
-        int64_t left = end - sw_time_ns();
-        if (cur != (uint32_t)seq || left <= 0)
-            break;
-        (void)sw_futex_wait(word, (uint32_t)seq, left);
-    }
-    Py_END_ALLOW_THREADS
-    return PyLong_FromUnsignedLong(cur);
+    return waker_release_wait(&self->shm, self->is_shared, args, nargs);
 }
 
 /* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */

@@ -1,0 +1,30 @@
+/* wakers.h - the hooks of the asyncio waiter queues (slidewin/_waiters.py), written once for
+ * every limiter type: a waker called by releases (private), and the region's release
+ * sequence that a helper thread sleeps on (shared).
+ */
+#ifndef SW_BINDING_WAKERS_H
+#define SW_BINDING_WAKERS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sw_shm.h"
+
+/** _set_waker(callable or None): store it in *slot (a new reference; the old one dropped). */
+PyObject *waker_set(PyObject **slot, PyObject *arg);
+
+/** Call the waker, if any, with `arg` (NULL: no argument). An exception in it is reported as
+ * unraisable and never turns the release that called it into a failure; an exception already
+ * set is kept. */
+void waker_call(PyObject *waker, PyObject *arg);
+
+/** _watch(delta): count (+1) or uncount (-1) a watcher of the region's releases, so that every
+ * release in any process bumps the release sequence; the sequence now. */
+PyObject *waker_watch(struct sw_shm *shm, int is_shared, PyObject *arg);
+
+/** _release_wait(seq, timeout_ns) -> seq: sleep, the GIL released, until the region's release
+ * sequence differs from seq or timeout_ns has passed; the sequence then. */
+PyObject *waker_release_wait(struct sw_shm *shm, int is_shared, PyObject *const *args,
+                             Py_ssize_t nargs);
+
+#endif
