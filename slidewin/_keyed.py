@@ -5,7 +5,6 @@ what needs the event loop or wraps functions is plain Python here, as for Limite
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
 from . import _core
@@ -14,18 +13,14 @@ from ._limiter import (
     _MISSING,
     _acquire_async,
     _aenter_for,
-    _check_sync_handler,
     _check_timeout,
-    _decorator_handler,
+    _decorate_entries,
     _exit_async,
-    _name,
     _new,
     _repr,
     _rebuild,  # noqa: F401 (pickles made before it moved name slidewin._keyed._rebuild)
     _reduce,
     _update,
-    _wrap_coroutine,
-    _wrap_function,
 )
 
 __all__ = ["KeyedLimiter"]
@@ -143,6 +138,7 @@ class KeyedLimiter(_core.KeyedLimiter):
         *,
         key: Callable[..., Key],
         on_block: Optional[Callable[..., Any]] = ...,
+        timeout: Optional[float] = ...,
     ) -> Callable[[F], F]: ...
 
     @overload
@@ -152,6 +148,7 @@ class KeyedLimiter(_core.KeyedLimiter):
         *,
         key: Callable[..., Key],
         on_block: Optional[Callable[..., Any]] = ...,
+        timeout: Optional[float] = ...,
     ) -> F: ...
 
     def __call__(
@@ -160,6 +157,7 @@ class KeyedLimiter(_core.KeyedLimiter):
         *,
         key: Optional[Callable[..., Key]] = None,
         on_block: Any = _MISSING,
+        timeout: Optional[float] = None,
     ) -> Any:
         """Decorate a sync or async function: each call runs inside
         ``self.entry(key(*args, **kwargs))``.
@@ -170,31 +168,23 @@ class KeyedLimiter(_core.KeyedLimiter):
 
         ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
         BlockedError and its result returned (awaited first for an async function).
+        ``timeout=5``: each call waits up to 5 s for its key's admission, as
+        ``entry(key, timeout=5)`` (without it, a refusal raises at once).
         """
+        timeout = _check_timeout(timeout)
         if func is None:
             if key is None:
                 raise TypeError(
                     "a KeyedLimiter decorator needs key=, a function of the call's arguments "
                     "returning the key: @per_key(key=lambda request, *a, **kw: request.user)"
                 )
-            return lambda f: self.__call__(f, key=key, on_block=on_block)
+            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         if key is None:
             raise TypeError(
                 "a KeyedLimiter decorator needs key=: use @per_key(key=lambda *a, **kw: ...)"
             )
         if not callable(key):
             raise TypeError("key must be callable, not %s" % type(key).__name__)
-        handler = _decorator_handler(self, "KeyedLimiter", func, on_block)
-        if inspect.iscoroutinefunction(func):
-            wrapper = _wrap_coroutine(self, func, handler, key)
-        elif inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
-            raise TypeError(
-                "a KeyedLimiter decorates functions and coroutine functions, not the generator "
-                "%s; use `with per_key.entry(key):` inside it" % _name(func)
-            )
-        else:
-            _check_sync_handler(handler, func)
-            wrapper = _wrap_function(self, func, handler, key)
-        wrapper.limiter = self
-        return wrapper
+        return _decorate_entries(self, "KeyedLimiter", func, on_block, keyfn=key,
+                                 timeout=timeout)
 

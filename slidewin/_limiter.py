@@ -594,9 +594,9 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         "for %s" % (kind, _name(func)))
     gen = not (agen or coro) and inspect.isgeneratorfunction(func)
     if keyfn is not None and (agen or gen):
-        raise TypeError("a keyed limiter decorates functions and coroutine functions, not the "
+        raise TypeError("a %s decorates functions and coroutine functions, not the "
                         "generator %s; use `with per_key.entry(key):` inside it"
-                        % _name(func))
+                        % (kind, _name(func)))
     aexit = bool(is_async)
     if agen:
         wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout)

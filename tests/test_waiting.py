@@ -473,6 +473,33 @@ def test_keyed_entry_timeout_in_threads_and_bad_values():
     assert per.totals()["success"] == 1
 
 
+def test_keyed_decorator_timeout():
+    per = KeyedLimiter(concurrency=1)
+    inside = {}
+    most = {}
+
+    @per(key=lambda user: user, timeout=10)
+    async def work(user):
+        inside[user] = inside.get(user, 0) + 1
+        most[user] = max(most.get(user, 0), inside[user])
+        await asyncio.sleep(0.002)
+        inside[user] -= 1
+
+    @per(key=lambda user: user, timeout=10)
+    def sync_work(user):
+        return user
+
+    async def main():
+        await asyncio.gather(*(work(u) for u in ["a"] * 10 + ["b"] * 10))
+
+    run(main())
+    assert most == {"a": 1, "b": 1}  # they waited for their key's slot, none refused
+    assert sync_work("a") == "a"
+    assert per.totals()["success"] == 21 and per.totals()["block"] == 0
+    with pytest.raises((TypeError, ValueError), match="timeout"):
+        per(key=lambda u: u, timeout=-1)
+
+
 def _hold_key_then_release(name, held, go):
     per = KeyedLimiter(concurrency=1, shared=name)
     per.acquire("k")
