@@ -991,14 +991,17 @@ void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out)
     unlock_table(v);
 }
 
-int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
-                  int64_t now_ns)
+static int kexit_as(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
+                    int64_t now_ns, bool may_give_up)
 {
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
-    lock_table(v);
+    if (!may_give_up)
+        lock_table(v);
+    else if (!lock_table_or_give_up(v))
+        return SW_EBUSY; /* nothing counted, the count stays held: the caller may retry */
     uint32_t i = lookup(st, fp);
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (outcome != SW_OUT_NONE) {
@@ -1023,13 +1026,26 @@ int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_m
     return SW_OK;
 }
 
+int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
+                  int64_t now_ns)
+{
+    return kexit_as(v, fp, n, rt_ms, outcome, now_ns, false);
+}
+
+int sw_keyed_exit_or_give_up(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms,
+                             int outcome, int64_t now_ns)
+{
+    return kexit_as(v, fp, n, rt_ms, outcome, now_ns, true);
+}
+
 int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
 {
     int rc = SW_OK;
     if (n < 1)
         return SW_EINVAL;
     struct sw_kstate *st = v->st;
-    lock_table(v);
+    if (!lock_table_or_give_up(v))
+        return SW_EBUSY; /* the count stays held: the caller may try again */
     uint32_t i = lookup(st, fp);
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (e == NULL || e->in_flight < n) {

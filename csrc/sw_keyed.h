@@ -218,7 +218,13 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
 /** End an entry of a key: SUCCESS + RT, EXCEPTION, or nothing; release n (never below 0). */
 int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
                   int64_t now_ns);
-/** Give back n in flight of a key. @return SW_OK, or SW_ESTATE when fewer are in flight */
+/** sw_keyed_exit from a call site that can give up waiting for the lock (sw_lock_wait_hook; a
+ * stuck owner). @return SW_OK, SW_EINVAL, or SW_EBUSY when it gave up (nothing counted,
+ * nothing given back: the exit may be retried) */
+int sw_keyed_exit_or_give_up(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms,
+                             int outcome, int64_t now_ns);
+/** Give back n in flight of a key. @return SW_OK, SW_ESTATE when fewer are in flight, or
+ * SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook: nothing given back) */
 int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n);
 /** In flight of one key (0 when absent). */
 int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp);

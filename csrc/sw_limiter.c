@@ -484,18 +484,23 @@ static inline void unlock_node(const struct sw_view *v)
 /* Lock for counting an event other than PASS and BLOCK at *now_ns (SW_NOW: the coarse clock,
  * read under the lock and stored back): when both windows are at their head bucket there, no
  * bucket starts and no word on the lock's line is concerned, so the counts on it may stay
- * (no sw_lstate_enter). @return whether sw_lstate_enter ran (then unlock with unlock_node) */
-static inline bool lock_for_other_event(const struct sw_view *v, int64_t *now_ns)
+ * (no sw_lstate_enter). may_give_up: the wait for the lock may give up (lock_state_or_give_up).
+ * @return 1 when sw_lstate_enter ran (then unlock with unlock_node), 0 when not (unlock_state),
+ *         -1 when it gave up (the lock is not held) */
+static inline int lock_for_other_event(const struct sw_view *v, int64_t *now_ns, bool may_give_up)
 {
-    lock_state(v);
+    if (!may_give_up)
+        lock_state(v);
+    else if (!lock_state_or_give_up(v))
+        return -1;
     if (*now_ns == SW_NOW)
         *now_ns = sw_time_coarse_ns();
     struct sw_node *node = sw_lstate_node(v->st);
     int64_t ms = sw_ms_of_ns(*now_ns);
     if (sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms))
-        return false;
+        return 0;
     sw_lstate_enter(v->st);
-    return true;
+    return 1;
 }
 
 /* Change the in-flight count by d (lock held): the total, and this process's slot. */
@@ -842,7 +847,7 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
     if (ev == SW_EV_PASS || ev == SW_EV_BLOCK)
         lock_node(v);
     else
-        entered = lock_for_other_event(v, &now_ns);
+        entered = lock_for_other_event(v, &now_ns, false) == 1;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     sw_node_add(sw_lstate_node(v->st), ev, n, sw_ms_of_ns(now_ns));
@@ -853,16 +858,24 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
     return SW_OK;
 }
 
-int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns)
+static int exit_as(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
+                   int64_t now_ns, bool may_give_up)
 {
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
     struct sw_node *node = sw_lstate_node(v->st);
     bool entered = false;
     if (outcome == SW_OUT_NONE) {
-        lock_state(v); /* the in-flight count only: not on the lock's line */
+        /* the in-flight count only: not on the lock's line */
+        if (!may_give_up)
+            lock_state(v);
+        else if (!lock_state_or_give_up(v))
+            return SW_EBUSY; /* nothing counted, the count stays held: the caller may retry */
     } else {
-        entered = lock_for_other_event(v, &now_ns);
+        int got = lock_for_other_event(v, &now_ns, may_give_up);
+        if (got < 0)
+            return SW_EBUSY;
+        entered = got == 1;
         int64_t t = sw_ms_of_ns(now_ns);
         if (outcome == SW_OUT_SUCCESS) {
             sw_node_add(node, SW_EV_SUCCESS, n, t);
@@ -878,6 +891,17 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
     else
         unlock_state(v);
     return SW_OK;
+}
+
+int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns)
+{
+    return exit_as(v, n, rt_ms, outcome, now_ns, false);
+}
+
+int sw_exit_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
+                       int64_t now_ns)
+{
+    return exit_as(v, n, rt_ms, outcome, now_ns, true);
 }
 
 int sw_release(const struct sw_view *v, int64_t n)

@@ -305,6 +305,11 @@ enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
  * flight (never below 0).
  * @param rt_ms the response time (SUCCESS only) @return SW_OK or SW_EINVAL */
 int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns);
+/** sw_exit from a call site that can give up waiting for the lock (sw_lock_wait_hook; a stuck
+ * owner): @return SW_OK, SW_EINVAL, or SW_EBUSY when it gave up (nothing counted, nothing
+ * given back: the count is still held and the exit may be retried) */
+int sw_exit_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
+                       int64_t now_ns);
 /** Give back n in flight. @return SW_OK, SW_ESTATE when fewer than n are in flight, or
  * SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook: nothing given back) */
 int sw_release(const struct sw_view *v, int64_t n);

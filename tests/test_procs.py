@@ -172,11 +172,12 @@ def test_a_stopped_lock_holder_leaves_threads_timeouts_and_signals_running(name,
 
 # ------------------------------------------------------------ a lock word naming a live pid
 
-def craft_lock_word(name: str, token: int) -> None:
-    """Write `token` into the lock word of a shared Limiter's state (at byte 64 of it)."""
+def craft_lock_word(name: str, token: int, at: int = 64) -> None:
+    """Write `token` into the lock word of a shared region's state (at byte `at` of it: 64 for
+    a Limiter's, 0 for a KeyedLimiter's)."""
     with open(region_path(name), "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
         (off_state,) = struct.unpack_from("=Q", m, 72)
-        struct.pack_into("=Q", m, off_state + 64, token)
+        struct.pack_into("=Q", m, off_state + at, token)
 
 
 CRAFTED = """
@@ -658,3 +659,162 @@ def test_release_and_dealloc_give_up_on_a_lock_word_naming_a_live_process(name):
                 q.wait()
         for f in (p.stdin, p.stdout, p.stderr):
             f.close()
+
+
+# ------------------------------------------------------------- an entry's exit and release
+
+# A script's objects by kind: a shared concurrency Limiter or KeyedLimiter (key "k").
+OBJECTS = """
+import os, signal, sys, time, slidewin
+name, kind = sys.argv[1], sys.argv[2]
+if kind == "keyed":
+    lim = slidewin.KeyedLimiter(concurrency=5, shared=name)
+    entry = lambda: lim.entry("k")
+    in_flight = lambda: lim.in_flight("k")
+    release = lambda: lim.release("k")
+else:
+    lim = slidewin.Limiter(concurrency=5, shared=name)
+    entry = lambda: lim.entry()
+    in_flight = lambda: lim.in_flight
+    release = lambda: lim.release()
+"""
+
+STUCK_EXITER = OBJECTS + """
+held = [entry() for _ in range(3)]
+for e in held:
+    e.__enter__()
+assert lim.try_acquire("k") if kind == "keyed" else lim.try_acquire()
+print("held", in_flight(), flush=True)
+sys.stdin.readline()                                    # the lock word is crafted
+t0 = time.monotonic()
+try:
+    held[0].__exit__(None, None, None)
+    print("exited", flush=True)
+except OSError as e:
+    print("refused", round(time.monotonic() - t0, 1), repr(held[0]), e, flush=True)
+try:
+    release()
+    print("released", flush=True)
+except OSError as e:
+    print("refused release", e, flush=True)
+sys.stdin.readline()                                    # the fake owner is dead
+held[0].__exit__(None, None, None)                      # still entered: retry the exit
+release()                                               # the count held: retry it
+print("after", in_flight(), repr(held[0]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["limiter", "keyed"])
+def test_an_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind):
+    """The exit of `with lim.entry()` (and a KeyedLimiter's release) gives up on a stuck lock
+    word as release() does: OSError naming the pid, the entry still entered, nothing lost."""
+    p = py(STUCK_EXITER, name, kind)
+    sleeper = subprocess.Popen(["sleep", "600"])
+    deadline = time.monotonic() + DEADLINE
+    try:
+        assert wait_line(p, "held", deadline) == "held 4"
+        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff),
+                        at=0 if kind == "keyed" else 64)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        # before the fix: the exit waited forever (no give-up, no signal handlers)
+        line = wait_line(p, "re", time.monotonic() + 20)
+        assert line.startswith("refused"), line
+        assert "entered" in line and f"held by live pid {sleeper.pid}" in line, line
+        line = wait_line(p, "re", time.monotonic() + 20)
+        assert line.startswith("refused release"), line
+        sleeper.kill()
+        sleeper.wait()
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        line = wait_line(p, "after", deadline)
+        assert line.startswith("after 2 ") and "exited" in line, line   # 4 - 1 exit - 1 release
+        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
+    finally:
+        for q in (p, sleeper):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            f.close()
+
+
+STOPPED_HOLDER = OBJECTS + """
+from slidewin import _core
+print("attached", flush=True)
+sys.stdin.readline()
+_core._set_test_hook(-1)   # stop this process (SIGSTOP) inside the next critical section
+assert lim.try_acquire("k") if kind == "keyed" else lim.try_acquire()
+print("resumed", flush=True)
+sys.stdin.readline()
+"""
+
+ALARMED_EXITER = OBJECTS + """
+held = [entry() for _ in range(3)]
+for e in held:
+    e.__enter__()
+print("held", in_flight(), flush=True)
+holder = int(sys.stdin.readline())                      # stopped inside the lock now
+class Alarm(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+# 1. a handler's exception interrupts the exit's wait; the entry stays entered
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    held[0].__exit__(None, None, None)
+    print("alarm not raised", flush=True)
+except Alarm:
+    print("alarm raised", repr(held[0]), flush=True)
+# 2. a wait that cannot give up (a read) runs the handlers too: this one resumes the holder,
+#    and its exception comes out after the read, never with a value
+def resume(signum, frame):
+    os.kill(holder, signal.SIGCONT)
+    raise Alarm()
+signal.signal(signal.SIGALRM, resume)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    n = in_flight()
+    for _ in range(10000):
+        pass                                            # the handler's exception lands here
+    print("read not interrupted", n, flush=True)
+except Alarm:
+    print("read interrupted", flush=True)
+held[0].__exit__(None, None, None)                      # retry: the holder runs again
+print("after", in_flight(), repr(held[0]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["limiter", "keyed"])
+def test_an_entrys_exit_waiting_for_a_stopped_holder_runs_signal_handlers(name, kind):
+    deadline = time.monotonic() + DEADLINE
+    exiter = py(ALARMED_EXITER, name, kind)
+    holder = py(STOPPED_HOLDER, name, kind)
+    try:
+        assert wait_line(exiter, "held", deadline) == "held 3"
+        wait_line(holder, "attached", deadline)
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        while proc_state(holder.pid) != "T":           # stopped inside the lock
+            assert time.monotonic() < deadline, "the holder never stopped"
+            time.sleep(0.01)
+        exiter.stdin.write(f"{holder.pid}\n")
+        exiter.stdin.flush()
+        # before the fix: the exit waited for the lock, its handler never ran (a hang)
+        line = wait_line(exiter, "alarm", time.monotonic() + 20)
+        assert line.startswith("alarm raised") and "entered" in line, line
+        # before the fix: the read waited for the lock, its handler never ran (a hang)
+        assert wait_line(exiter, "read", time.monotonic() + 20) == "read interrupted"
+        assert wait_line(holder, "resumed", deadline) == "resumed"
+        line = wait_line(exiter, "after", deadline)
+        # nothing lost, nothing doubled: 3 held, one exited once, the holder's 1
+        assert line.startswith("after 3 ") and "exited" in line, line
+        assert exiter.wait(timeout=max(1, deadline - time.monotonic())) == 0, exiter.stderr.read()
+    finally:
+        for p in (exiter, holder):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()

@@ -37,30 +37,39 @@ static inline int entry_claim(EntryObject *self)
 
 /* End an entered entry: count its outcome and give its in-flight count back — except for an
  * entry of a shared limiter inherited across fork(): the count is the parent's (which exits
- * its own copy), so the child only counts the outcome. */
-static void entry_finish(EntryObject *self, int64_t rt, int outcome)
+ * its own copy), so the child only counts the outcome. The wait for a shared region's lock
+ * may give up (a stuck owner, a signal handler's exception: wait.h).
+ * @return 0, or SW_EBUSY when it gave up (nothing counted, the count still held) */
+static int entry_finish(EntryObject *self, int64_t rt, int outcome)
 {
     LimiterObject *lim = self->limiter;
     if (self->hollow)
-        return; /* shadow: an enforcing limiter would have refused it: nothing to count */
+        return 0; /* shadow: an enforcing limiter would have refused it: nothing to count */
     if (lim->is_shared && self->fork_gen != sw_proc_fork_generation()) {
         if (outcome != SW_OUT_NONE)
             sw_count(limiter_view(lim), outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS
                                                                   : SW_EV_EXCEPTION,
                      self->n, SW_NOW);
-        return;
+        return 0;
     }
-    sw_exit(limiter_view(lim), self->n, rt, outcome, SW_NOW);
+    if (GAVE_UP(sw_exit_or_give_up(limiter_view(lim), self->n, rt, outcome, SW_NOW)))
+        return SW_EBUSY;
     limiter_notify(lim);
+    return 0;
 }
 
-/* If entered, give the in-flight count back without counting anything (exactly once). */
+/* If entered, give the in-flight count back without counting anything (exactly once). A
+ * give-up (reported as unraisable: nothing escapes tp_clear) leaves the count held by the
+ * limiter object, given back when it goes (or by the reap at this process's exit). */
 static void entry_give_back(EntryObject *self)
 {
     int expected = ENTRY_ENTERED;
     if (self->limiter != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED))
-        entry_finish(self, 0, SW_OUT_NONE);
+        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
+        struct dealloc_wait dw;
+        dealloc_wait_begin(&dw);
+        (void)dealloc_wait_end(&dw, entry_finish(self, 0, SW_OUT_NONE) == 0);
+    }
 }
 
 static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
@@ -191,7 +200,12 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    entry_finish(self, rt, outcome);
+    if (entry_finish(self, rt, outcome) != 0) {
+        /* gave up waiting for the lock: still entered, holding its count; may be retried */
+        atomic_store(&self->state, ENTRY_ENTERED);
+        (void)lock_gave_up_error();
+        return NULL;
+    }
     Py_RETURN_FALSE;
 }
 

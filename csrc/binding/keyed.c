@@ -853,6 +853,10 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
     if (parse_key_n(seed_of(self), "release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
+    if (GAVE_UP(rc)) {
+        (void)lock_gave_up_error(); /* the count stays held: the caller may try again */
+        return NULL;
+    }
     struct sw_limiter_cfg cfg;
     if (rc == SW_ESTATE)
         settings_get(self, &cfg, NULL, NULL);
@@ -1280,14 +1284,30 @@ static inline int kentry_claim(KeyedEntryObject *self)
                           "an entry can be entered only once: this one is already entered");
 }
 
+/* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
+ * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
+ * the count still held) */
+static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome)
+{
+    if (self->hollow)
+        return 0;
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt, outcome,
+                                         SW_NOW)))
+        return SW_EBUSY;
+    keyed_notify(self->lim, 1, self->fp);
+    return 0;
+}
+
+/* As entry_give_back (entry.c): a give-up leaves the count held by the KeyedLimiter object,
+ * given back per key when it goes. */
 static void kentry_give_back(KeyedEntryObject *self)
 {
     int expected = ENTRY_ENTERED;
     if (self->lim != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED) &&
-        !self->hollow) {
-        sw_keyed_exit(kview(self->lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
-        keyed_notify(self->lim, 1, self->fp);
+        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
+        struct dealloc_wait dw;
+        dealloc_wait_begin(&dw);
+        (void)dealloc_wait_end(&dw, kentry_finish(self, 0, SW_OUT_NONE) == 0);
     }
 }
 
@@ -1366,9 +1386,11 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    if (!self->hollow) {
-        sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
-        keyed_notify(self->lim, 1, self->fp);
+    if (kentry_finish(self, rt, outcome) != 0) {
+        /* gave up waiting for the lock: still entered, holding its count; may be retried */
+        atomic_store(&self->state, ENTRY_ENTERED);
+        (void)lock_gave_up_error();
+        return NULL;
     }
     Py_RETURN_FALSE;
 }

@@ -581,11 +581,7 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
         return NULL;
     int rc = sw_release(limiter_view(self), n);
     if (GAVE_UP(rc)) {
-        /* the count stays held: the caller may try again */
-        if (lock_gave_up() >= 0) { /* at a deadline of this thread's: still not released */
-            (void)lock_wait_expired();
-            PyErr_SetString(PyExc_OSError, "gave up waiting for a shared region's lock");
-        }
+        (void)lock_gave_up_error(); /* the count stays held: the caller may try again */
         return NULL;
     }
     if (rc == SW_ESTATE && limiter_cfg(self).shadow) {

@@ -99,6 +99,35 @@ static int holds_gil(void)
 #endif
 }
 
+/* A signal handler's exception from a wait that cannot give up (a count, a read, a dealloc's
+ * give-back): the call must finish and return its value, so the exception is set aside and
+ * raised by the eval loop right after it (a pending call, as CPython raises a handler's
+ * exception between two instructions). Handlers run on the main thread only: so do these. */
+static PyObject *deferred_type, *deferred_value, *deferred_tb;
+
+static int raise_deferred(void *Py_UNUSED(arg))
+{
+    if (deferred_type == NULL)
+        return 0;
+    PyErr_Restore(deferred_type, deferred_value, deferred_tb);
+    deferred_type = deferred_value = deferred_tb = NULL;
+    return -1;
+}
+
+/* Run the signal handlers (GIL held) where the wait cannot give up: never leaves an exception
+ * set. Not while one is set already or set aside (the eval loop runs the rest later). */
+static void run_handlers_deferred(void)
+{
+    if (deferred_type != NULL || PyErr_Occurred() || PyErr_CheckSignals() == 0)
+        return;
+    PyErr_Fetch(&deferred_type, &deferred_value, &deferred_tb);
+    if (Py_AddPendingCall(raise_deferred, NULL) < 0) { /* the queue is full: rare */
+        PyErr_Restore(deferred_type, deferred_value, deferred_tb);
+        deferred_type = deferred_value = deferred_tb = NULL;
+        PyErr_WriteUnraisable(NULL);
+    }
+}
+
 static int lock_hook(const struct sw_lock_wait *w)
 {
     int gil = holds_gil();
@@ -119,9 +148,11 @@ static int lock_hook(const struct sw_lock_wait *w)
     if (!gil)
         return 0; /* no GIL: no handler to run, no exception to raise; the core goes on */
     PyEval_RestoreThread(ts);
-    if (!w->may_give_up)
+    if (!w->may_give_up) {
+        run_handlers_deferred(); /* the core goes on; a handler's exception comes after it */
         return 0;
-    if (PyErr_CheckSignals() < 0)
+    }
+    if (PyErr_Occurred() || PyErr_CheckSignals() < 0)
         return 1;
     if (w->stuck) {
         char msg[320];
@@ -158,6 +189,15 @@ int lock_gave_up(void)
     lock_timed_out = 0;
     if (!PyErr_Occurred())
         PyErr_SetString(PyExc_OSError, "gave up waiting for a shared region's lock");
+    return -1;
+}
+
+int lock_gave_up_error(void)
+{
+    if (lock_gave_up() >= 0) { /* at a deadline of this thread's: nothing done either */
+        (void)lock_wait_expired();
+        PyErr_SetString(PyExc_OSError, "gave up waiting for a shared region's lock");
+    }
     return -1;
 }
 

@@ -42,9 +42,11 @@ int sleep_decision(const struct sw_decision *d);
  * a lock has been held about a millisecond by another process (stopped, or not in it): the
  * hook releases the GIL while it waits, and, with the GIL re-taken, runs the signal handlers
  * and checks the calling thread's deadline (lock_wait_deadline). A call site that can give up
- * (a decision, an attach) then does when a handler raised, the deadline passed or the owner
- * is stuck (SW_LOCK_STUCK_NS: OSError), and the binding sees SW_EBUSY. Every other wait
- * (a release, a count, a read) goes on, the GIL released, until the lock comes. */
+ * (a decision, an attach, a release, an entry's exit) then does when a handler raised, the
+ * deadline passed or the owner is stuck (SW_LOCK_STUCK_NS: OSError), and the binding sees
+ * SW_EBUSY. Every other wait (a count, a read) goes on, the GIL released, until the lock
+ * comes; its handlers run too, and an exception of theirs is raised by the eval loop once the
+ * call has returned (never left set under a returned value). */
 
 /** Install the hook (module init). */
 void lock_wait_install(void);
@@ -53,6 +55,9 @@ int64_t lock_wait_deadline(int64_t deadline_ns);
 /** After a core call returned SW_EBUSY: 1 when it gave up at this thread's deadline (nothing
  * raised), else -1 with the exception set (a signal handler's, or OSError). */
 int lock_gave_up(void);
+/** lock_gave_up for a call with no deadline of its own (a release, an exit): a give-up at
+ * this thread's deadline is an OSError too. @return -1, the exception set */
+int lock_gave_up_error(void);
 /** Whether lock_gave_up has returned 1 on this thread since the last call (then cleared). */
 bool lock_wait_expired(void);
 
