@@ -381,6 +381,12 @@ static void test_stopped_and_stuck_owner(void)
     CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_EBUSY); /* gave up, nothing counted */
     CHECK(hook_calls >= 20 && hook_saw_stopped == hook_calls);
     CHECK_EQ(sw_lstate_check_repair(&v), SW_EBUSY);
+    /* an exit and a release give up the same way, having done nothing (the count is kept) */
+    hook_calls = 0;
+    CHECK_EQ(sw_exit_or_give_up(&v, 1, 3, SW_OUT_SUCCESS, MS(10)), SW_EBUSY);
+    CHECK(hook_calls >= 20);
+    hook_calls = 0;
+    CHECK_EQ(sw_release(&v, 1), SW_EBUSY);
     sw_lock_wait_hook = NULL;
     kill(kid, SIGKILL);
     waitpid(kid, &status, 0);
