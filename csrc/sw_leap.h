@@ -31,6 +31,7 @@
 #define SW_LEAP_H
 
 #include "sw_common.h"
+#include "sw_lock.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,6 +11,7 @@
 
 #include "sw_node.h"
 #include "sw_reject.h"
+#include "sw_shm.h"
 #include "sw_throttle.h"
 #include "sw_warmup.h"
 
@@ -119,13 +120,6 @@ struct sw_limiter {
     struct sw_lstate st;      /* last: its node follows it */
 };
 
-/* One attached process's share of the in-flight count of a shared state: the count is the
- * sum over the slots, and a dead process's slot is given back (sw_lstate_reap). */
-struct sw_proc_slot {
-    _Atomic uint64_t token;   /* the owner's process token, 0 when free */
-    int64_t in_flight;        /* guarded by the state's lock */
-};
-
 /* How one process uses a limiter state: process-local, holds pointers, never shared. */
 struct sw_view {
     struct sw_lstate *st;
@@ -207,13 +201,6 @@ void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok);
  * the total under the lock, and frees the slot.
  * @return the number of slots freed */
 uint32_t sw_lstate_reap(const struct sw_view *v);
-
-/** Check a node read from a shared region against the layout sw_node_init gives for cfg
- * (every offset and ring header), and that its indices are in range (sw_repair.c).
- * @return SW_OK, SW_EINVAL, or SW_ENOMEM */
-int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
-/** Restore a node's derived fields after its lock was taken over from a dead process. */
-void sw_node_repair(struct sw_node *node);
 
 /** On attaching to a shared state: under its lock, restore every invariant the hot path
  * relies on (the repair, O(sample_count + process slots); a no-op on a consistent state).

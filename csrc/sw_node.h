@@ -55,6 +55,13 @@ size_t sw_node_size(const struct sw_node_cfg *cfg);
 /** Initialise a node in caller-owned memory of sw_node_size(cfg) bytes.
  * @return SW_OK, SW_EINVAL or SW_ERANGE (too large) */
 int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg);
+/** Check a node read from a shared region against the layout sw_node_init gives for cfg
+ * (every offset and ring header), and that its indices are in range.
+ * @return SW_OK, SW_EINVAL, or SW_ENOMEM */
+int sw_node_validate(struct sw_node *node, const struct sw_node_cfg *cfg);
+/** Restore a node's derived fields after its lock was taken over from a dead process. */
+void sw_node_repair(struct sw_node *node);
+
 /** Forget all statistics (the in-flight count is kept: those requests are still running). */
 void sw_node_reset(struct sw_node *node);
 

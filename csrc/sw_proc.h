@@ -3,7 +3,7 @@
  * A process token is `pid << 32 | (start time & 0xffffffff)`, the start time being the
  * process's start in clock ticks since boot (/proc/<pid>/stat, field 22). A pid reused by a
  * new process has another start time, so a token names one process for ever. Tokens are
- * never 0 or SW_LOCK_PRIVATE (pid >= 1). Linux only.
+ * never 0 or 1 (SW_LOCK_PRIVATE, sw_lock.h: pid >= 1). Linux only.
  */
 #ifndef SW_PROC_H
 #define SW_PROC_H
@@ -45,12 +45,6 @@ bool sw_proc_frozen(uint64_t token);
  * container given the host's /proc) would judge liveness by the wrong processes.
  * @return 1 its own, 0 another namespace's, -1 no /proc (liveness then uses kill()) */
 int sw_proc_is_own(void);
-
-/** A view's token as a lock word: SW_LOCK_PROCESS becomes this process's token. */
-static inline uint64_t sw_token_resolve(uint64_t token)
-{
-    return token == SW_LOCK_PROCESS ? sw_proc_token() : token;
-}
 
 /** A counter bumped in the child by every fork() (pthread_atfork), starting at 0: objects
  * that cache per-process things (a process slot) compare it to notice they were forked. */

@@ -15,7 +15,8 @@
 #ifndef SW_SHM_H
 #define SW_SHM_H
 
-#include "sw_limiter.h"
+#include "sw_common.h"
+#include "sw_lock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +35,13 @@ extern "C" {
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
 
 enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3 };
+
+/* One attached process's share of the in-flight count of a shared state: the count is the
+ * sum over the slots, and a dead process's slot is given back (sw_lstate_reap, sw_keyed_reap). */
+struct sw_proc_slot {
+    _Atomic uint64_t token;   /* the owner's process token, 0 when free */
+    int64_t in_flight;        /* guarded by the state's lock */
+};
 
 /* What a region holds; compared on attach. */
 struct sw_shm_layout {

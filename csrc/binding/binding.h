@@ -1,8 +1,13 @@
 /* binding.h - shared declarations of the CPython binding (module `slidewin._core`).
  *
- * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c, keyed.c), what the
- * two limiter types share in limiting.c, the module in module.c, argument helpers in args.c,
- * sleeping and waiting in wait.c. Heap types, multi-phase init, module state.
+ * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c, keyed.c), each with
+ * its own header (what other files call: metric.h, limiter.h, entry.h, blocked.h, keyed.h);
+ * what the two limiter types share in limiting.c, the module in module.c, argument helpers in
+ * args.c, sleeping and waiting in wait.c. Heap types, multi-phase init, module state.
+ *
+ * Layering (.ci/layers.py): this header declares only what binding.c and limiting.c define,
+ * so a file including it depends on nothing above it; a type's own functions and spec go in
+ * the type's header, included by the files that use them (module.c registers the types).
  */
 #ifndef SW_BINDING_H
 #define SW_BINDING_H
@@ -46,7 +51,8 @@ typedef struct {
     PyObject *registry;      /* dict name -> weakref: the named objects (limiters()) */
 } module_state;
 
-extern struct PyModuleDef slidewin_module;
+/* The module's name (module.c), by which state_of_type knows its types. */
+#define BINDING_MODULE_NAME "slidewin._core"
 
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
 module_state *state_of_type(PyTypeObject *tp);
@@ -115,21 +121,6 @@ typedef struct {
     PyObject *waker;           /* set by the asyncio waiter queue while tasks wait (called
                                   with no argument by every release), or NULL */
 } LimiterObject;
-
-/** Claim this process's slot again after fork() (the parent's slot is the parent's). */
-void limiter_refork(LimiterObject *self);
-
-/** The view every decision goes through (a forked shared limiter claims its own slot). */
-static inline const struct sw_view *limiter_view(LimiterObject *self)
-{
-    if (self->is_shared &&
-        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        limiter_refork(self);
-    return &self->view;
-}
-
-/** Wake threads (and, when shared, processes) waiting for a release. */
-void limiter_notify(LimiterObject *self);
 
 /* Entry states: each transition is one atomic step (compare-exchange). */
 enum entry_state {
@@ -236,14 +227,7 @@ PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *arg
 PyObject *entry_owner_or_none(PyObject *owner);
 
 /* ------------------------------------------------------------------------------------ */
-/* types (specs) and cross-file helpers                                                  */
-
-extern PyType_Spec Metric_spec;
-extern PyType_Spec Limiter_spec;
-extern PyType_Spec Entry_spec;
-extern PyType_Spec BlockedError_spec;
-extern PyType_Spec KeyedLimiter_spec;
-extern PyType_Spec KeyedEntry_spec;
+/* cross-file helpers (limiting.c, binding.c)                                            */
 
 /** Parse Limiter's constructor arguments (also KeyedLimiter's, named `fname` in errors).
  * @return 0, or -1 with an exception set */
@@ -327,30 +311,9 @@ struct acquire_loop {
  * nothing raised), or -1 with an exception set */
 int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
 
-/** A Metric viewing a limiter's window; keeps `owner` alive. @return new reference */
-PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win);
-
-/** A new Entry of `lim` for n, waiting up to timeout_ns (-1: no wait) to enter.
- * @return new reference or NULL */
-PyObject *entry_new(LimiterObject *lim, int64_t n, int64_t timeout_ns);
-
-/** acquire() of a Limiter: with timeout_ns < 0 one decision, else the retry loop.
- * defer_wait: an admitted request's wait is not slept but left in *d for the caller.
- * @return 0 admitted (d: its decision), -1 with an exception set (BlockedError counted) */
-int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
-                      bool defer_wait, struct sw_decision *d);
-
-/** Set BlockedError for a refusal of n by `self`. */
-void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);
-
 
 /* A core decision that gave up waiting for another process's lock (wait.h): handle it with
  * lock_gave_up(). Off the path of a decision that got its lock. */
 #define GAVE_UP(rc) (__builtin_expect((rc) == SW_EBUSY, 0))
-
-/* module-level private functions (benchmarks) */
-PyObject *bench_noop(PyObject *m, PyObject *unused);
-PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
-                                  PyObject *kwnames);
 
 #endif /* SW_BINDING_H */

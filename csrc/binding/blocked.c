@@ -1,5 +1,5 @@
 /* blocked.c - BlockedError: a limiter refused the request. */
-#include "binding.h"
+#include "blocked.h"
 #include "args.h"
 
 typedef struct {

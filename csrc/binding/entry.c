@@ -6,10 +6,9 @@
  * never take two in-flight counts and an exit never gives back a count twice. An entry
  * holds its Limiter: it is a GC type, so `lim.e = lim.entry()` cycles are collected.
  */
-#include "binding.h"
+#include "entry.h"
 #include "args.h"
-
-const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
+#include "limiter.h"
 
 PyObject *entry_new(LimiterObject *lim, int64_t n, int64_t timeout_ns)
 {
@@ -127,59 +126,6 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     atomic_store(&self->state, ENTRY_ENTERED);
     Py_INCREF(self);
     return (PyObject *)self;
-}
-
-PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
-                           PyObject *const *args, Py_ssize_t nargs)
-{
-    int expected = ENTRY_ENTERING;
-    *hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    *start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERED)) {
-        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     entry_state_names[expected & 3]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-PyObject *entry_abort_as(atomic_int *state)
-{
-    int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(state, &expected, ENTRY_IDLE);
-    Py_RETURN_NONE;
-}
-
-PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
-{
-    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    PyObject *r = st == NULL ? NULL
-                             : PyObject_CallMethodObjArgs(owner, st->str_aenter, self, NULL);
-    if (r == NULL)
-        atomic_store(state, ENTRY_IDLE);
-    return r;
-}
-
-PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
-                           Py_ssize_t nargs)
-{
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    if (owner == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return NULL;
-    }
-    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    if (st == NULL)
-        return NULL;
-    return PyObject_CallMethodObjArgs(owner, st->str_aexit, self, et, NULL);
-}
-
-PyObject *entry_owner_or_none(PyObject *owner)
-{
-    if (owner == NULL)
-        Py_RETURN_NONE; /* only after the GC broke a cycle */
-    Py_INCREF(owner);
-    return owner;
 }
 
 /* _started(hollow=False) */

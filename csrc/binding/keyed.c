@@ -5,7 +5,7 @@
  * XXH3 over the key's bytes with the table's random seed, read once: self->seed). Decisions keep the GIL (O(1)
  * work, as Limiter's); waits release it and run the signal handlers.
  */
-#include "binding.h"
+#include "keyed.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"

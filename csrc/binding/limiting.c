@@ -1,10 +1,14 @@
 /* limiting.c - what the two limiter types share (Limiter: limiter.c, KeyedLimiter: keyed.c):
  * the properties of their settings, their repr, the BlockedError of a refusal, the Stats of
- * stats(), and the acquire() loop with a timeout. None of it is on a decision's hot path.
+ * stats(), the acquire() loop with a timeout, the parsing of their constructor arguments and
+ * of update(), and the entry steps of their entries. None of it is on a decision's hot path.
  */
 #include "binding.h"
 #include "args.h"
 #include "shared.h"
+
+#include <math.h>
+#include <string.h>
 
 const char *const behavior_names[4] = {"reject", "warm_up", "throttle", "warm_up_throttle"};
 
@@ -300,4 +304,271 @@ static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_d
                 return -1;
         }
     }
+}
+
+/* ---- constructor arguments and update() (Limiter's and KeyedLimiter's) ---------------- */
+
+/* Parse and check the constructor's arguments into a configuration (every message names the
+ * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
+int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
+                           PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
+                           PyObject *o_shadow)
+{
+    if (o_beh != NULL) {
+        if (!PyUnicode_Check(o_beh)) {
+            PyErr_Format(PyExc_TypeError, "behavior must be a str, not %.100s",
+                         type_name_of(o_beh));
+            return -1;
+        }
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (PyUnicode_CompareWithASCIIString(o_beh, behavior_names[i]) == 0)
+                found = i;
+        if (found < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "behavior must be one of 'reject', 'warm_up', 'throttle', "
+                         "'warm_up_throttle', got %R", o_beh);
+            return -1;
+        }
+        cfg->behavior = found;
+    }
+    if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT) {
+        PyErr_Format(PyExc_ValueError,
+                     "behavior='%s' needs qps; a concurrency limiter only rejects "
+                     "(behavior='reject')", behavior_names[cfg->behavior]);
+        return -1;
+    }
+    if (o_warm && as_nonneg_double(o_warm, "warm_up_s", 1.0e9, &cfg->warm_up_s) < 0)
+        return -1;
+    /* any finite number here: the core says what is allowed (> 1), one message for all */
+    if (o_cold && as_nonneg_double(o_cold, "cold_factor", INFINITY, &cfg->cold_factor) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "cold_factor must be a number > 1 and at most 1e9, "
+                     "got %R", o_cold);
+        return -1;
+    }
+    if (o_queue && as_int64(o_queue, "max_queueing_ms", 0, INT64_C(1) << 40,
+                            &cfg->max_queueing_ms) < 0)
+        return -1;
+    if (o_occ && as_int64(o_occ, "occupy_timeout_ms", 0, INT64_C(1) << 40,
+                          &cfg->occupy_timeout_ms) < 0)
+        return -1;
+    if (o_shadow != NULL) {
+        int sh;
+        if (parse_bool(o_shadow, "shadow", &sh) < 0)
+            return -1;
+        cfg->shadow = (uint32_t)sh;
+    }
+    return 0;
+}
+
+/* qps= (a rate per second) or concurrency= (requests in flight), as cfg->grade says, into
+ * cfg->count. @return 0, or -1 with an exception set */
+static int parse_count(struct sw_limiter_cfg *cfg, PyObject *o)
+{
+    if (cfg->grade == SW_GRADE_QPS)
+        return as_nonneg_double(o, "qps", 9.0e15, &cfg->count);
+    int64_t c;
+    if (as_int64(o, "concurrency", 0, INT64_C(1) << 53, &c) < 0)
+        return -1;
+    cfg->count = (double)c;
+    return 0;
+}
+
+/* Parse and check the constructor's arguments into a configuration (every message names the
+ * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
+int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
+                         struct sw_limiter_cfg *cfg, PyObject **o_shared, PyObject **o_name)
+{
+    static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
+                             "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
+                             "sample_count", "shared", "name", "shadow", NULL};
+    PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
+             *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL,
+             *o_shadow = NULL;
+    *o_shared = Py_None;
+    *o_name = Py_None;
+    char fmt[64];
+    snprintf(fmt, sizeof fmt, "|O$OOOOOOOOOOO:%s", fname);
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &o_qps,
+                                     &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
+                                     &o_int, &o_samp, o_shared, o_name, &o_shadow))
+        return -1;
+    sw_limiter_cfg_default(cfg);
+    if (o_qps != Py_None && o_conc != Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pass exactly one of qps or concurrency, not both");
+        return -1;
+    }
+    if (o_qps == Py_None && o_conc == Py_None) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pass exactly one of qps (a rate per second) or concurrency "
+                        "(requests in flight)");
+        return -1;
+    }
+    cfg->grade = o_qps != Py_None ? SW_GRADE_QPS : SW_GRADE_CONCURRENCY;
+    if (parse_count(cfg, o_qps != Py_None ? o_qps : o_conc) < 0)
+        return -1;
+    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
+        return -1;
+    int64_t samples = cfg->sample_count;
+    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg->interval_ms) < 0)
+        return -1;
+    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
+        return -1;
+    cfg->sample_count = (uint32_t)samples;
+    /* the combinations (window divisible, a window limit of at least 1, warm-up tokens that
+     * fit): one source of truth, the core's own check, which names the parameter */
+    struct sw_cfg_error err;
+    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Is `key` one of the layout keywords, which update() cannot change? */
+static int is_layout_key(PyObject *key, const char *const *layout)
+{
+    for (; *layout != NULL; layout++)
+        if (key_equals(key, *layout))
+            return 1;
+    return 0;
+}
+
+static int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
+{
+    for (Py_ssize_t i = 0; i < n_settings; i++)
+        vals[i] = NULL;
+    if (kwds == NULL)
+        return 0;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwds, &pos, &key, &value)) {
+        Py_ssize_t i;
+        for (i = 0; i < n_settings; i++)
+            if (key_equals(key, settings[i]))
+                break;
+        if (i < n_settings) {
+            vals[i] = value;
+            continue;
+        }
+        if (is_layout_key(key, layout)) {
+            PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of "
+                         "the %s's state (and of its shared region); make a new %s to change it",
+                         key, tname, tname);
+            return -1;
+        }
+        PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R", key);
+        return -1;
+    }
+    return 0;
+}
+
+/* update(qps=) or update(concurrency=) (the grade): a new count, for a limit of that grade
+ * only. @return 0, or -1 with an exception set */
+static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade, PyObject *o)
+{
+    const char *name = grade == SW_GRADE_QPS ? "qps" : "concurrency";
+    if (cfg->grade != grade) {
+        PyErr_Format(PyExc_ValueError, "update(%s=%R): this %s limits %s; a limit cannot change "
+                     "between qps and concurrency (what is in flight would not be accounted "
+                     "for): make a new %s", name, o, tname,
+                     grade == SW_GRADE_QPS ? "concurrency" : "qps", tname);
+        return -1;
+    }
+    return parse_count(cfg, o);
+}
+
+/* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
+ * unchanged), the grade kept. @return 0, or -1 with an exception set */
+static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
+               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
+               PyObject *o_occ, PyObject *o_shadow)
+{
+    if ((o_qps != NULL && update_count(tname, cfg, SW_GRADE_QPS, o_qps) < 0) ||
+        (o_conc != NULL && update_count(tname, cfg, SW_GRADE_CONCURRENCY, o_conc) < 0))
+        return -1;
+    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
+        return -1;
+    struct sw_cfg_error err;
+    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
+                 PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                 struct sw_limiter_cfg *cfg)
+{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return -1;
+    }
+    if (update_collect(tname, kwds, settings, vals, n_settings, layout) < 0)
+        return -1;
+    return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
+                      vals[6], vals[7]);
+}
+
+/* ---- the entry steps Entry (entry.c) and KeyedEntry (keyed.c) share -------------------- */
+
+const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
+
+PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
+                           PyObject *const *args, Py_ssize_t nargs)
+{
+    int expected = ENTRY_ENTERING;
+    *hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
+    *start_ns = sw_time_ns();
+    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERED)) {
+        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
+                     entry_state_names[expected & 3]);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *entry_abort_as(atomic_int *state)
+{
+    int expected = ENTRY_ENTERING;
+    atomic_compare_exchange_strong(state, &expected, ENTRY_IDLE);
+    Py_RETURN_NONE;
+}
+
+PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
+{
+    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
+    PyObject *r = st == NULL ? NULL
+                             : PyObject_CallMethodObjArgs(owner, st->str_aenter, self, NULL);
+    if (r == NULL)
+        atomic_store(state, ENTRY_IDLE);
+    return r;
+}
+
+PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
+                           Py_ssize_t nargs)
+{
+    PyObject *et = nargs > 0 ? args[0] : Py_None;
+    if (owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
+        return NULL;
+    }
+    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
+    if (st == NULL)
+        return NULL;
+    return PyObject_CallMethodObjArgs(owner, st->str_aexit, self, et, NULL);
+}
+
+PyObject *entry_owner_or_none(PyObject *owner)
+{
+    if (owner == NULL)
+        Py_RETURN_NONE; /* only after the GC broke a cycle */
+    Py_INCREF(owner);
+    return owner;
 }

@@ -1,13 +1,10 @@
 /* metric.c - Metric: sliding-window statistics (standalone, or a view of a Limiter's). */
-#include "binding.h"
+#include "metric.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
 
 #include <string.h>
-
-const char *const default_event_names[SW_EV_DEFAULT_COUNT] = {
-    "pass", "block", "exception", "success", "rt", "occupied_pass"};
 
 static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 {

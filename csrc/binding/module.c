@@ -1,24 +1,15 @@
 /* module.c - the module `slidewin._core`: state, types, clocks, multi-phase init. */
 #include "binding.h"
+#include "blocked.h"
+#include "entry.h"
+#include "keyed.h"
+#include "limiter.h"
+#include "metric.h"
 #include "observe.h"
 #include "shared.h"
 
 #include <signal.h>
 #include <time.h>
-
-module_state *state_of_type(PyTypeObject *tp)
-{
-    /* instances of Python subclasses: walk up to the extension's own type */
-    while (tp != NULL) {
-        if (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-            PyHeapTypeObject *ht = (PyHeapTypeObject *)tp;
-            if (ht->ht_module != NULL && PyModule_GetDef(ht->ht_module) == &slidewin_module)
-                return (module_state *)PyModule_GetState(ht->ht_module);
-        }
-        tp = tp->tp_base;
-    }
-    return NULL;
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* struct sequences                                                                      */
@@ -251,9 +242,9 @@ static PyModuleDef_Slot module_slots[] = {
 #endif
     {0, NULL}};
 
-struct PyModuleDef slidewin_module = {
+static struct PyModuleDef slidewin_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "slidewin._core",
+    .m_name = BINDING_MODULE_NAME,
     .m_doc = "The C core of slidewin: sliding-window statistics and flow control.",
     .m_size = sizeof(module_state),
     .m_methods = module_methods,

@@ -1,8 +1,10 @@
 /* shared.c - see shared.h. */
 #include "shared.h"
 #include "args.h"
+#include "wait.h"
 
 #include "sw_proc.h"
+#include "sw_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -144,7 +146,7 @@ int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_
 
 bool shared_reap_due(struct sw_shm *shm)
 {
-    return sw_shm_reap_due(shm, sw_time_coarse_ns() / NS_PER_MS, REAP_EVERY_MS);
+    return sw_shm_reap_due(shm, sw_time_coarse_ns() / INT64_C(1000000), REAP_EVERY_MS);
 }
 
 bool shared_reap(struct sw_shm *shm, uint32_t (*reap)(const void *view), const void *view)
@@ -156,17 +158,6 @@ bool shared_reap(struct sw_shm *shm, uint32_t (*reap)(const void *view), const v
     if (freed > 0)
         shared_notify(shm);
     return freed > 0;
-}
-
-static uint32_t limiter_reap(const void *view)
-{
-    return sw_lstate_reap(view);
-}
-
-bool shared_maybe_reap(LimiterObject *self)
-{
-    return self->is_shared && shared_reap_due(&self->shm) &&
-           shared_reap(&self->shm, limiter_reap, limiter_view(self));
 }
 
 void shared_notify(struct sw_shm *shm)

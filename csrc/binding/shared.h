@@ -3,7 +3,12 @@
 #ifndef SW_BINDING_SHARED_H
 #define SW_BINDING_SHARED_H
 
-#include "binding.h"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "sw_shm.h"
 
 /* Longest name of the allowed form [A-Za-z0-9._-]{1,200}. */
@@ -28,9 +33,6 @@ bool shared_reap_due(struct sw_shm *shm);
 /** Reap dead processes' slots now: reap(view) with the GIL released, then wake the waiters
  * when anything was given back. @return whether anything was given back */
 bool shared_reap(struct sw_shm *shm, uint32_t (*reap)(const void *view), const void *view);
-/** Reap dead processes' slots of a shared limiter when due.
- * @return whether anything was given back */
-bool shared_maybe_reap(LimiterObject *self);
 
 /** Wake the waiters of every process after a release (cheap when none waits). */
 void shared_notify(struct sw_shm *shm);

@@ -1,0 +1,43 @@
+/* limiter.h - Limiter (limiter.c): what its entry (entry.c), the module and its users call. */
+#ifndef SW_BINDING_LIMITER_H
+#define SW_BINDING_LIMITER_H
+
+#include "binding.h"
+
+extern PyType_Spec Limiter_spec;
+
+/** Claim this process's slot again after fork() (the parent's slot is the parent's). */
+void limiter_refork(LimiterObject *self);
+
+/** The view every decision goes through (a forked shared limiter claims its own slot). */
+static inline const struct sw_view *limiter_view(LimiterObject *self)
+{
+    if (self->is_shared &&
+        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        limiter_refork(self);
+    return &self->view;
+}
+
+/** Wake threads (and, when shared, processes) waiting for a release. */
+void limiter_notify(LimiterObject *self);
+
+/** acquire() of a Limiter: with timeout_ns < 0 one decision, else the retry loop.
+ * defer_wait: an admitted request's wait is not slept but left in *d for the caller.
+ * @return 0 admitted (d: its decision), -1 with an exception set (BlockedError counted) */
+int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
+                      bool defer_wait, struct sw_decision *d);
+
+/** Set BlockedError for a refusal of n by `self`. */
+void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);
+
+/** Reap dead processes' slots of a shared limiter when due (shared.h's shared_reap).
+ * @return whether anything was given back */
+bool shared_maybe_reap(LimiterObject *self);
+
+/* module-level private functions (benchmarks) */
+PyObject *bench_noop(PyObject *m, PyObject *unused);
+PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames);
+
+
+#endif /* SW_BINDING_LIMITER_H */
