@@ -46,7 +46,8 @@ data = z.read(so[0])
 assert b".debug_info" not in data and b".symtab" not in data, "the extension is not stripped"
 # slidewin.redis reads its Lua scripts as package resources: in the wheel and the sdist
 LUA = ["head", "fast_open", "fast_close", "generic", "common", "reject", "reject_fast",
-       "concurrency", "warm_up", "warm_up_fast", "throttle", "throttle_fast", "exit", "stats"]
+       "concurrency", "warm_up", "warm_up_fast", "throttle", "throttle_fast", "exit", "stats",
+       "all_of"]
 lua = ["slidewin/redis/lua/%s.lua" % x for x in LUA]
 assert not [n for n in lua if n not in names], "wheel lacks Lua scripts"
 t = tarfile.open(sdist)

@@ -221,8 +221,16 @@ def test_the_scripts_are_package_resources():
     lua = files("slidewin.redis") / "lua"
     names = sorted(p.name for p in lua.iterdir() if p.name.endswith(".lua"))
     assert "head.lua" in names and "reject.lua" in names and "exit.lua" in names
+    assert "all_of.lua" in names
     for name, script in _scripts.SCRIPTS.items():
-        assert script.source.startswith("\n-- slidewin.redis: one decision")
+        assert script.source.startswith("\n-- slidewin.redis: " + (
+            "all_of" if name == "all_of" else "one decision"))
         assert len(script.sha) == 40 and "%(cond)s" not in script.source
+    # all_of holds every decision script, as a function, and knows each by its index
+    group = _scripts.SCRIPTS["all_of"].source
+    for name, i in zip(_scripts.GROUP_ORDER, range(1, 5)):
+        assert _scripts.GROUP_INDEX[_scripts.SCRIPTS[name].sha] == i
+        assert "BODIES[%d] = function(KEYS, ARGV, redis)\n%s\nend\n" % (
+            i, _scripts.SOURCES[name]) in group
     assert _scripts.SCRIPTS["reject"].source.count("(tonumber(ARGV[11]) > 0)") == 0
     assert "tonumber(ARGV[11]) > 0 then" in _scripts.SCRIPTS["reject"].source

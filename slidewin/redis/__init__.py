@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from ._async import AsyncRedisKeyedLimiter, AsyncRedisLimiter
 from ._config import MIN_LEASE_MS  # noqa: F401
+from ._group import AsyncRedisGroup, RedisGroup, all_of
 from ._sync import RedisKeyedLimiter, RedisLimiter
 # kept importable here: the tests, and callers of earlier versions (_close_pools)
 from ._transport import _DECIDING, _close_pools, _guard  # noqa: F401
@@ -56,4 +57,7 @@ __all__ = [
     "RedisReplyError",
     "RedisStateError",
     "MAX_KEY_BYTES",
+    "all_of",
+    "RedisGroup",
+    "AsyncRedisGroup",
 ]

@@ -65,4 +65,16 @@ SOURCES: Dict[str, str] = {
     + _read("stats"),
 }
 
+# all_of: the four decision scripts as functions of (KEYS, ARGV, redis), then the group's
+# code (lua/all_of.lua): every member decided by its own script, the writes held back
+GROUP_ORDER = ("reject", "concurrency", "warm_up", "throttle")  # the index of a member's
+SOURCES["all_of"] = (
+    "\n-- slidewin.redis: all_of, one decision over several limiters (the group at the end)"
+    "\nlocal BODIES = {}\n"
+    + "".join("BODIES[%d] = function(KEYS, ARGV, redis)\n%s\nend\n" % (i + 1, SOURCES[name])
+              for i, name in enumerate(GROUP_ORDER))
+    + _read("all_of"))
+
 SCRIPTS: Dict[str, _Script] = {k: _Script(v) for k, v in SOURCES.items()}
+# a decision script's index in all_of (by its SHA1)
+GROUP_INDEX: Dict[str, int] = {SCRIPTS[name].sha: i + 1 for i, name in enumerate(GROUP_ORDER)}

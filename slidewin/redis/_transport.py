@@ -422,9 +422,12 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
 
 
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
-                      args: List[Any], packed: Optional[bytes] = None) -> Any:
+                      args: List[Any], packed: Optional[bytes] = None,
+                      keys: Optional[List[Any]] = None) -> Any:
+    """One script call; `keys`: a script over several keys (all_of: one slot), routed by
+    the first (`key`), else the one `key`."""
     try:
-        return await _async_call_on(client, cluster, script, key, args, packed)
+        return await _async_call_on(client, cluster, script, key, args, packed, keys)
     except ResponseError as e:
         named = _named(e, key)
         if named is e:
@@ -433,7 +436,8 @@ async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
 
 
 async def _async_call_on(client: Any, cluster: bool, script: _Script, key: Any,
-                         args: List[Any], packed: Optional[bytes] = None) -> Any:
+                         args: List[Any], packed: Optional[bytes] = None,
+                         keys: Optional[List[Any]] = None) -> Any:
     if not cluster:
         return await _async_call_pool(client.connection_pool, script, key, args, packed)
     # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
@@ -442,13 +446,13 @@ async def _async_call_on(client: Any, cluster: bool, script: _Script, key: Any,
     if getattr(client, "_initialize", False):
         await client.initialize()
     node = client.get_node_from_key(key)
+    ks = [key] if keys is None else keys
     try:
-        return await client.execute_command("EVALSHA", script.sha, 1, key, *args,
+        return await client.execute_command("EVALSHA", script.sha, len(ks), *ks, *args,
                                             target_nodes=node)
     except NoScriptError:
-        return await client.execute_command("EVAL", script.source, 1, key, *args,
+        return await client.execute_command("EVAL", script.source, len(ks), *ks, *args,
                                             target_nodes=node)
-
 
 
 class _Held:

@@ -43,7 +43,8 @@ F_TRY, F_PRIO, F_NO_BLOCK, F_ENTRY, F_RETRY, F_LEAN, F_MINUTE = 1, 2, 4, 8, 16, 
 _OUT_NONE, _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_BLOCK, _OUT_RENEW = 0, 1, 2, 3, 4
 
 _NS_MAX = 9223372036854774784  # the largest double below 2**63: the scripts saturate there
-_NAME_RE = re.compile(r"[A-Za-z0-9._:/-]{1,200}\Z")
+# a name: these characters, with at most one {hash tag} (its limiters' keys in one slot)
+_NAME_RE = re.compile(r"[A-Za-z0-9._:/-]*(\{[A-Za-z0-9._:/-]+\})?[A-Za-z0-9._:/-]*\Z")
 
 
 class RedisReplyError(RedisError):
@@ -114,10 +115,11 @@ def _fmt(x: float) -> str:
 def _check_name(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError("name must be a str, not %s" % type(name).__name__)
-    if not _NAME_RE.match(name):
+    if not 1 <= len(name) <= 200 or not _NAME_RE.match(name):
         raise ValueError(
-            "name must match [A-Za-z0-9._:/-]{1,200} (no braces: the name is the key's "
-            "Redis Cluster hash tag), got %r" % (name,)
+            "name must be 1 to 200 of [A-Za-z0-9._:/-], with at most one {hash tag} (as "
+            "'{acct}.rpm': names sharing a tag share a Redis Cluster hash slot), got %r"
+            % (name,)
         )
     return name
 
@@ -276,12 +278,18 @@ def _check_exit_reply(reply: Any, name: str) -> int:
 
 
 def _limiter_key(name: str) -> str:
-    """The Redis key of a limiter's state: the name is its hash tag."""
+    """The Redis key of a limiter's state: the name is its hash tag, or the name's own
+    {tag} is (then the key is told apart by "t:": no other name's key is the same)."""
+    if "{" in name:
+        return "slidewin:t:" + name
     return "slidewin:{%s}" % name
 
 
 def _keyed_prefix(name: str) -> bytes:
-    """What a keyed limiter's Redis keys start with: each key its own hash tag."""
+    """What a keyed limiter's Redis keys start with: each key its own hash tag (name and
+    key), or every key in the slot of the name's own {tag}."""
+    if "{" in name:
+        return b"slidewin:k:t:" + name.encode() + b":"
     return b"slidewin:k:{" + name.encode() + b":"
 
 
