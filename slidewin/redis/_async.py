@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from .. import _rate
 from .._core import BlockedError, Stats
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome
+from ._base import _Base, _elapsed_ms, _wait_timeout, _KeyedMixin, _outcome, _step
 from ._config import _Config
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
@@ -24,17 +24,19 @@ log = logging.getLogger("slidewin.redis")
 
 
 class _AsyncEntry:
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok")
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok", "_timeout")
 
-    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
+    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
+                 timeout: Optional[float] = None) -> None:
         self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._timeout = timeout  # checked (_wait_timeout): None, refused at once
         self._lease = os.urandom(8).hex()
         self._held = False
 
     async def __aenter__(self) -> "_AsyncEntry":
         if self._held:
             raise RuntimeError("this entry is already entered")
-        wait_ns = await self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY,
+        wait_ns = await self._lim._acquire_on(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
                                               self._lease, False)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = _arenewer().add(self._lim, self._key, self._cfg, self._lease)
@@ -122,10 +124,7 @@ class AsyncRedisLimiter(_Base):
                 if verdict == NEVER or now >= deadline:
                     await self._exit_on(key, cfg, n, _OUT_BLOCK, 0, [])
                     raise self._blocked(n, verdict, retry_ns)
-                if retry_ns > 0:
-                    sleep = retry_ns / 1e9
-                else:
-                    sleep, step = step, min(step * 2, 0.05)
+                sleep, step = _step(retry_ns, step)
                 await asyncio.sleep(max(0.0, min(sleep, deadline - now)))
         if wait_ns > 0 and sleep_wait:
             await asyncio.sleep(wait_ns / 1e9)
@@ -153,9 +152,7 @@ class AsyncRedisLimiter(_Base):
 
     async def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         n = _check_n(n)
-        timeout = _check_timeout(timeout)
-        if timeout is not None and self._cfg.can_never_pass(n):
-            timeout = 0.0
+        timeout = _wait_timeout(self._cfg, n, timeout)
         lease = self._lease_for(self._cfg)
         await self._acquire_on(self.key, self._cfg, n, timeout, 0, lease)
         if self._cfg.concurrency is not None:
@@ -168,13 +165,17 @@ class AsyncRedisLimiter(_Base):
         pairs = self._unhold(None, n, repr(self._name))
         await self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, pairs)
 
-    def entry(self, n: int = 1) -> _AsyncEntry:
-        return _AsyncEntry(self, self.key, self._cfg, _check_n(n))
+    def entry(self, n: int = 1, *, timeout: Optional[float] = None) -> _AsyncEntry:
+        n = _check_n(n)
+        return _AsyncEntry(self, self.key, self._cfg, n, _wait_timeout(self._cfg, n, timeout))
 
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
-        return _decorate_entries(self, type(self).__name__, func, on_block, None, True)
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, type(self).__name__, func, on_block, None, True,
+                                 timeout)
 
     async def stats(self, now_ns: Optional[int] = None) -> Stats:
         args = self._args(self._cfg, 1, 0, now_ns, "")
@@ -244,10 +245,8 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
                       timeout: Optional[float] = None) -> None:
         rk = self._rkey(key)
         n = _check_n(n)
-        timeout = _check_timeout(timeout)
         cfg = self._cfg_for(rk)
-        if timeout is not None and cfg.can_never_pass(n):
-            timeout = 0.0
+        timeout = _wait_timeout(cfg, n, timeout)
         lease = self._lease_for(cfg)
         try:
             await self._acquire_on(rk, cfg, n, timeout, 0, lease)
@@ -270,7 +269,7 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         rk = self._rkey(key)
         return _AsyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
 
-    __call__ = RedisKeyedLimiter.__call__
+    __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
 
     async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
         rk = self._rkey(key)

@@ -7,9 +7,10 @@ import math
 import os
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._core import BlockedError, Stats
+from .._limiter import _check_timeout
 from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
 from ._transport import _arenewer, _Held, _is_cluster, _renewer, _unrenew
 from ._wire import (BLOCK, F_LEAN, F_MINUTE, NEVER, PASS, _bulk, _check_name, _decision,
@@ -164,6 +165,21 @@ class _Base:
     @staticmethod
     def _stats(reply: Any, cfg: _Config, name: str) -> Stats:
         return _stats_reply(reply, name, cfg.layout, cfg.interval_ms)
+
+
+def _wait_timeout(cfg: _Config, n: int, timeout: Any) -> Optional[float]:
+    """A wait's timeout (acquire, entry), checked: a request that can never pass waits 0."""
+    t = _check_timeout(timeout)
+    if t is not None and cfg.can_never_pass(n):
+        t = 0.0
+    return t
+
+
+def _step(retry_ns: int, step: float) -> Tuple[float, float]:
+    """How long a refused acquire sleeps before deciding again, and the next poll step."""
+    if retry_ns > 0:
+        return retry_ns / 1e9, step
+    return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
 
 
 def _elapsed_ms(t0: float) -> int:

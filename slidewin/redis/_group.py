@@ -16,7 +16,7 @@ from typing import Any, List, Literal, Optional, Sequence, Tuple
 
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome
+from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome, _step
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import (_UNREACHABLE, _arenewer, _async_call, _is_cluster, _renewer,
@@ -161,7 +161,7 @@ class _Group:
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         t = _check_timeout(timeout)
         if t is not None and any(m.cfg.can_never_pass(n) for m, n in zip(self._members, ns)):
-            t = 0.0
+            t = 0.0  # a member can never pass its n: no wait
         return t
 
     def _refusers(self, ns: List[int], verdicts: List[Tuple[int, int, int]]) -> List[Any]:
@@ -174,13 +174,6 @@ class _Group:
                     m.lim._tally(BLOCK, n)
                 out.append((m, n))
         return out
-
-
-def _step(retry_ns: int, step: float) -> Tuple[float, float]:
-    """How long a refused acquire sleeps before deciding again, and the next poll step."""
-    if retry_ns > 0:
-        return retry_ns / 1e9, step
-    return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
 
 
 class RedisGroup(_Group):

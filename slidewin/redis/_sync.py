@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 from .. import _rate
 from .._core import BlockedError, Stats
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome
+from ._base import _Base, _elapsed_ms, _wait_timeout, _KeyedMixin, _outcome, _step
 from ._config import _Config
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
@@ -81,10 +81,7 @@ class _SyncOps(_Base):
                 if verdict == NEVER or now >= deadline:
                     self._exit_on(key, cfg, n, _OUT_BLOCK, 0, [])
                     raise self._blocked(n, verdict, retry_ns)
-                if retry_ns > 0:
-                    sleep = retry_ns / 1e9
-                else:  # concurrency / warm-up: poll, backing off to 50 ms
-                    sleep, step = step, min(step * 2, 0.05)
+                sleep, step = _step(retry_ns, step)
                 time.sleep(max(0.0, min(sleep, deadline - now)))
         if wait_ns > 0 and sleep_wait:
             time.sleep(wait_ns / 1e9)
@@ -92,17 +89,19 @@ class _SyncOps(_Base):
 
 
 class _SyncEntry:
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok")
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok", "_timeout")
 
-    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int) -> None:
+    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
+                 timeout: Optional[float] = None) -> None:
         self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._timeout = timeout  # checked (_wait_timeout): None, refused at once
         self._lease = os.urandom(8).hex()
         self._held = False
 
     def __enter__(self) -> "_SyncEntry":
         if self._held:
             raise RuntimeError("this entry is already entered")
-        wait_ns = self._lim._acquire_on(self._key, self._cfg, self.n, None, F_ENTRY,
+        wait_ns = self._lim._acquire_on(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
                                         self._lease, False)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = _renewer(self._lim._client).add(self._lim, self._key, self._cfg,
@@ -179,9 +178,7 @@ class RedisLimiter(_SyncOps):
         """One decision, sleeping its wait; with a timeout, retry until admitted or the
         timeout passed. Raises BlockedError."""
         n = _check_n(n)
-        timeout = _check_timeout(timeout)
-        if timeout is not None and self._cfg.can_never_pass(n):
-            timeout = 0.0
+        timeout = _wait_timeout(self._cfg, n, timeout)
         lease = self._lease_for(self._cfg)
         self._acquire_on(self.key, self._cfg, n, timeout, 0, lease)
         if self._cfg.concurrency is not None:
@@ -194,15 +191,21 @@ class RedisLimiter(_SyncOps):
         pairs = self._unhold(None, n, repr(self._name))
         self._exit_on(self.key, self._cfg, n, _OUT_NONE, 0, pairs)
 
-    def entry(self, n: int = 1) -> _SyncEntry:
-        """``with lim.entry(): ...``: acquire, then on exit record SUCCESS (and RT) or
-        EXCEPTION and give back the in-flight lease."""
-        return _SyncEntry(self, self.key, self._cfg, _check_n(n))
+    def entry(self, n: int = 1, *, timeout: Optional[float] = None) -> _SyncEntry:
+        """``with lim.entry(): ...``: acquire (waiting up to `timeout` s, as acquire()),
+        then on exit record SUCCESS (and RT) or EXCEPTION and give back the in-flight
+        lease."""
+        n = _check_n(n)
+        return _SyncEntry(self, self.key, self._cfg, n, _wait_timeout(self._cfg, n, timeout))
 
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """Limiter's decorator (``@lim``, ``@lim(on_block=..., timeout=5)``)."""
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
-        return _decorate_entries(self, type(self).__name__, func, on_block, None, False)
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, type(self).__name__, func, on_block, None, False,
+                                 timeout)
 
     def stats(self, now_ns: Optional[int] = None) -> Stats:
         """The window's rates in Redis (all clients together). Errors propagate."""
@@ -264,10 +267,8 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
     def acquire(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> None:
         rk = self._rkey(key)
         n = _check_n(n)
-        timeout = _check_timeout(timeout)
         cfg = self._cfg_for(rk)
-        if timeout is not None and cfg.can_never_pass(n):
-            timeout = 0.0
+        timeout = _wait_timeout(cfg, n, timeout)
         lease = self._lease_for(cfg)
         try:
             self._acquire_on(rk, cfg, n, timeout, 0, lease)
