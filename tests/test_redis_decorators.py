@@ -184,3 +184,34 @@ def test_async_kinds_generators_and_on_block(redis_server):
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_keyed_decorator_and_entry_wait_up_to_their_timeout(r):
+    """timeout= on a keyed limiter's decorator and entry(key, n, timeout=), as KeyedLimiter:
+    waits for the key's slot (released by another thread), BlockedError past it."""
+    import threading
+
+    from slidewin.redis import RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "dkt", concurrency=1)
+    assert per.try_acquire("u")
+
+    @per(key=lambda user: user, timeout=30)
+    def patient(user):
+        return per.stats(user).concurrency
+
+    @per(key=lambda user: user, timeout=0.05)
+    def hasty(user):
+        return 1
+
+    with pytest.raises(BlockedError):
+        hasty("u")
+    assert hasty("v") == 1  # another key: its own slot
+    threading.Timer(0.2, per.release, args=("u",)).start()
+    assert patient("u") == 1
+    assert per.try_acquire("u")
+    threading.Timer(0.2, per.release, args=("u",)).start()
+    with per.entry("u", timeout=30):
+        assert per.stats("u").concurrency == 1
+    with pytest.raises(ValueError, match="timeout"):
+        per.entry("u", timeout=-1)

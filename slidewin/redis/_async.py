@@ -265,11 +265,14 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
         pairs = self._unhold(rk, n, "key %r" % (key,))
         await self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0, pairs)
 
-    def entry(self, key: Any, n: int = 1) -> _AsyncEntry:  # type: ignore[override]
+    def entry(self, key: Any, n: int = 1, *,  # type: ignore[override]
+              timeout: Optional[float] = None) -> _AsyncEntry:
         rk = self._rkey(key)
-        return _AsyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
+        n = _check_n(n)
+        cfg = self._cfg_for(rk)
+        return _AsyncEntry(self, rk, cfg, n, _wait_timeout(cfg, n, timeout))
 
-    __call__ = RedisKeyedLimiter.__call__  # type: ignore[assignment]
+    __call__ = RedisKeyedLimiter.__call__
 
     async def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:  # type: ignore[override]
         rk = self._rkey(key)

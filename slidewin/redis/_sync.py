@@ -285,18 +285,23 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         pairs = self._unhold(rk, n, "key %r" % (key,))
         self._exit_on(rk, self._cfg_for(rk), n, _OUT_NONE, 0, pairs)
 
-    def entry(self, key: Any, n: int = 1) -> _SyncEntry:
+    def entry(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> _SyncEntry:
         rk = self._rkey(key)
-        return _SyncEntry(self, rk, self._cfg_for(rk), _check_n(n))
+        n = _check_n(n)
+        cfg = self._cfg_for(rk)
+        return _SyncEntry(self, rk, cfg, n, _wait_timeout(cfg, n, timeout))
 
-    def __call__(self, func: Any = None, *, key: Any = None, on_block: Any = _MISSING) -> Any:
-        """``@per_user(key=lambda request, *a, **k: request.client_ip)``"""
+    def __call__(self, func: Any = None, *, key: Any = None, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """``@per_user(key=lambda request, *a, **k: request.client_ip)`` (also on_block=,
+        timeout=: KeyedLimiter's decorator)."""
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, key=key, on_block=on_block)
+            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         if key is None or not callable(key):
             raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
         return _decorate_entries(self, type(self).__name__, func, on_block, key,
-                                 self._is_async)
+                                 self._is_async, timeout)
 
     def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:
         """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
