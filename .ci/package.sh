@@ -44,8 +44,15 @@ so = [n for n in names if n.startswith("slidewin/_core") and n.endswith(".so")]
 assert len(so) == 1, so
 data = z.read(so[0])
 assert b".debug_info" not in data and b".symtab" not in data, "the extension is not stripped"
+# slidewin.redis reads its Lua scripts as package resources: in the wheel and the sdist
+LUA = ["head", "fast_open", "fast_close", "generic", "common", "reject", "reject_fast",
+       "concurrency", "warm_up", "warm_up_fast", "throttle", "throttle_fast", "exit", "stats",
+       "all_of"]
+lua = ["slidewin/redis/lua/%s.lua" % x for x in LUA]
+assert not [n for n in lua if n not in names], "wheel lacks Lua scripts"
 t = tarfile.open(sdist)
 tn = t.getnames()
+assert not [n for n in lua if not any(x.endswith("/" + n) for x in tn)], "sdist lacks Lua"
 for n in ["LICENSE", "LICENSES/xxHash-BSD-2-Clause.txt", "tests/conftest.py", "tests/refmodel.py",
           "tests/apps/asgi_app.py", "tests/data/typing_example.py", "docs/design.md",
           "csrc/vendor/xxhash.h"]:

@@ -666,7 +666,11 @@ def _redis_cases():
             ("name bytes", dict(name=b"api"), TypeError, r"name.*bytes"),
             ("name empty", dict(name=""), ValueError, r"name.*''"),
             ("name with space", dict(name="a b"), ValueError, r"name.*'a b'"),
-            ("name with brace", dict(name="a{b}"), ValueError, r"name.*hash tag"),
+            # one {hash tag} is allowed ("{acct}.rpm": all_of on Redis Cluster); a lone brace,
+            # an empty tag or two tags are not
+            ("name with a lone brace", dict(name="a{b"), ValueError, r"name.*hash tag"),
+            ("name with an empty tag", dict(name="a{}"), ValueError, r"name.*hash tag"),
+            ("name with two tags", dict(name="{a}{b}"), ValueError, r"name.*hash tag"),
             ("name too long", dict(name="a" * 201), ValueError, r"name"),
             ("on_error unknown", dict(on_error="ignore"), ValueError, r"on_error.*'ignore'"),
             ("on_error None", dict(on_error=None), TypeError, r"on_error.*NoneType"),

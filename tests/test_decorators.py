@@ -4,20 +4,76 @@ A decorated generator holds its entry for the whole iteration: taken at the firs
 ``next()``/``anext()``, given back when the generator finishes, raises, or is closed (also
 by garbage collection). The wrapper keeps the function's kind. Concurrency limiters make the
 entry visible: a second live generator under ``concurrency=1`` is refused.
+
+One decorator serves Limiter and the Redis types (slidewin/_limiter.py): the tests of sync
+code run on both (the `make` fixture: a Limiter, or a RedisLimiter on a redis-server of this
+module's own); tests/test_redis_decorators.py holds only what is the Redis types' own.
 """
 
 import asyncio
 import functools
 import gc
 import inspect
+import itertools
+import threading
 
 import pytest
 
 from slidewin import BlockedError, Event, Limiter, limit
 
+from redis_servers import Server, need_server
+
+_STATS = {Event.PASS: "pass_qps", Event.BLOCK: "block_qps", Event.SUCCESS: "success_qps",
+          Event.EXCEPTION: "exception_qps"}
+
 
 def counts(lim, *events):
-    return tuple(lim.metric.sum(ev) for ev in events)
+    if isinstance(lim, Limiter):
+        return tuple(lim.metric.sum(ev) for ev in events)
+    s = lim.stats()  # a Redis limiter: its window's rates, back to counts
+    sec = lim.interval_ms / 1000
+    return tuple(round(getattr(s, _STATS[ev]) * sec) for ev in events)
+
+
+def in_flight(lim):
+    return lim.in_flight if isinstance(lim, Limiter) else lim.stats().concurrency
+
+
+@pytest.fixture(scope="module")
+def _redis():
+    need_server()
+    server = Server().start()
+    client = server.client()
+    yield client
+    client.close()
+    server.stop()
+
+
+_SEQ = itertools.count()
+
+
+@pytest.fixture(params=["Limiter", "RedisLimiter"])
+def make(request):
+    """make(**kw): a Limiter, or a RedisLimiter (a fresh name), with these arguments and a
+    minute's window (the counts read at the end are still in it on a slow build)."""
+    if request.param == "Limiter":
+        kind = Limiter
+    else:
+        from slidewin.redis import RedisLimiter
+
+        client = request.getfixturevalue("_redis")
+        client.flushall()
+
+        def kind(**kw):
+            return RedisLimiter(client, "dec%d" % next(_SEQ), **kw)
+
+    def build(**kw):
+        kw.setdefault("interval_ms", 60_000)
+        kw.setdefault("sample_count", 60)
+        return kind(**kw)
+
+    build.kind = request.param
+    return build
 
 
 # -- kinds --------------------------------------------------------------------------------
@@ -54,8 +110,8 @@ def test_kinds_are_kept():
 # -- generators ---------------------------------------------------------------------------
 
 
-def test_generator_holds_the_entry_across_the_iteration():
-    lim = Limiter(concurrency=1)
+def test_generator_holds_the_entry_across_the_iteration(make):
+    lim = make(concurrency=1)
 
     @lim
     def numbers(k):
@@ -63,20 +119,19 @@ def test_generator_holds_the_entry_across_the_iteration():
 
     first = numbers(3)
     second = numbers(3)
-    assert lim.in_flight == 0  # creating a generator takes nothing
+    assert in_flight(lim) == 0  # creating a generator takes nothing
     assert next(first) == 0
-    assert lim.in_flight == 1
+    assert in_flight(lim) == 1
     with pytest.raises(BlockedError):
         next(second)  # the first is being iterated: the second is refused
     assert list(first) == [1, 2]
-    assert lim.in_flight == 0  # released after exhaustion
+    assert in_flight(lim) == 0  # released after exhaustion
     assert list(numbers(3)) == [0, 1, 2]  # room again
     assert counts(lim, Event.SUCCESS, Event.EXCEPTION, Event.BLOCK) == (2, 0, 1)
 
 
-def test_generator_released_on_close_and_on_collection():
-    # a minute's window: the counts read at the end are still in it on a slow (ASan) build
-    lim = Limiter(concurrency=1, interval_ms=60_000, sample_count=60)
+def test_generator_released_on_close_and_on_collection(make):
+    lim = make(concurrency=1)
     closed = []
 
     @lim
@@ -89,25 +144,25 @@ def test_generator_released_on_close_and_on_collection():
 
     g = numbers()
     assert next(g) == 1
-    assert lim.in_flight == 1
+    assert in_flight(lim) == 1
     g.close()
     assert closed == [True]  # close() reached the decorated generator
-    assert lim.in_flight == 0
+    assert in_flight(lim) == 0
 
     g = numbers()
     for x in g:
         break
-    assert lim.in_flight == 1
+    assert in_flight(lim) == 1
     del g, x
     gc.collect()
     assert closed == [True, True]
-    assert lim.in_flight == 0
+    assert in_flight(lim) == 0
     # a close is a BaseException: nothing counted but the passes
     assert counts(lim, Event.PASS, Event.SUCCESS, Event.EXCEPTION) == (2, 0, 0)
 
 
-def test_generator_released_after_an_exception():
-    lim = Limiter(concurrency=1)
+def test_generator_released_after_an_exception(make):
+    lim = make(concurrency=1)
 
     @lim
     def failing():
@@ -118,7 +173,7 @@ def test_generator_released_after_an_exception():
     assert next(g) == 1
     with pytest.raises(KeyError):
         next(g)
-    assert lim.in_flight == 0
+    assert in_flight(lim) == 0
     assert counts(lim, Event.EXCEPTION, Event.SUCCESS) == (1, 0)
 
     # an exception thrown in from outside reaches the generator, then is counted
@@ -131,12 +186,12 @@ def test_generator_released_after_an_exception():
     next(g)
     with pytest.raises(ValueError):
         g.throw(ValueError("from outside"))
-    assert lim.in_flight == 0
+    assert in_flight(lim) == 0
     assert counts(lim, Event.EXCEPTION) == (2,)
 
 
-def test_generator_send_throw_and_return_value_pass_through():
-    lim = Limiter(concurrency=1)
+def test_generator_send_throw_and_return_value_pass_through(make):
+    lim = make(concurrency=1)
 
     @lim
     def echo():
@@ -157,12 +212,12 @@ def test_generator_send_throw_and_return_value_pass_through():
     with pytest.raises(StopIteration) as stop:
         g.send(None)
     assert stop.value.value == ["a", "thrown"]
-    assert lim.in_flight == 0
+    assert in_flight(lim) == 0
     assert counts(lim, Event.SUCCESS) == (1,)
 
 
-def test_generator_on_block_yields_its_result():
-    lim = Limiter(concurrency=0, on_block=lambda err, k: ["fallback", k])
+def test_generator_on_block_yields_its_result(make):
+    lim = make(concurrency=0, on_block=lambda err, k: ["fallback", k])
 
     @lim
     def numbers(k):
@@ -175,6 +230,35 @@ def test_generator_on_block_yields_its_result():
         yield k
 
     assert list(quiet(3)) == []
+
+
+def test_decorator_and_entry_wait_up_to_their_timeout(make):
+    """``@lim(timeout=5)`` and ``lim.entry(timeout=5)`` wait for admission (a release by
+    another thread), as acquire(timeout=) does; past the timeout, BlockedError."""
+    lim = make(concurrency=1)
+    assert lim.try_acquire()  # the one slot, held until released
+
+    @lim(timeout=30)
+    def patient():
+        return in_flight(lim)
+
+    @lim(timeout=0.05)
+    def hasty():
+        return 1
+
+    with pytest.raises(BlockedError):
+        hasty()
+    threading.Timer(0.2, lim.release).start()
+    assert patient() == 1
+    assert lim.try_acquire()
+    threading.Timer(0.2, lim.release).start()
+    with lim.entry(timeout=30):
+        assert in_flight(lim) == 1
+    assert in_flight(lim) == 0
+    with pytest.raises(ValueError, match="timeout"):
+        lim.entry(timeout=-1)
+    with pytest.raises(TypeError, match="timeout"):
+        lim(timeout="5")
 
 
 # -- async generators ---------------------------------------------------------------------
@@ -335,7 +419,7 @@ class _AsyncCallable:
     ids=["coroutine function", "partial", "async __call__"],
 )
 @pytest.mark.parametrize("kind", ["function", "generator"])
-def test_async_on_block_on_sync_code_is_refused_at_decoration(handler, kind):
+def test_async_on_block_on_sync_code_is_refused_at_decoration(make, handler, kind):
     def f():
         return 1
 
@@ -344,12 +428,13 @@ def test_async_on_block_on_sync_code_is_refused_at_decoration(handler, kind):
 
     func = f if kind == "function" else gen
     with pytest.raises(TypeError, match=r"on_block.*async.*%s" % func.__name__):
-        Limiter(concurrency=0)(on_block=handler)(func)
+        make(concurrency=0)(on_block=handler)(func)
     # the limiter's own on_block is checked the same way
     with pytest.raises(TypeError, match=r"on_block"):
-        Limiter(concurrency=0, on_block=handler)(func)
-    with pytest.raises(TypeError, match=r"on_block"):
-        limit(concurrency=0, on_block=handler)(func)
+        make(concurrency=0, on_block=handler)(func)
+    if make.kind == "Limiter":
+        with pytest.raises(TypeError, match=r"on_block"):
+            limit(concurrency=0, on_block=handler)(func)
 
 
 def test_async_on_block_on_async_code_is_accepted():
@@ -362,10 +447,10 @@ def test_async_on_block_on_async_code_is_accepted():
     assert asyncio.run(f()) == "busy"
 
 
-def test_sync_on_block_returning_a_coroutine_raises_without_a_warning():
+def test_sync_on_block_returning_a_coroutine_raises_without_a_warning(make):
     # undetectable at decoration (a lambda); the call raises instead of returning an
     # un-awaited coroutine (filterwarnings=error would turn a "never awaited" into a failure)
-    lim = Limiter(concurrency=0, on_block=lambda err: _async_handler(err))
+    lim = make(concurrency=0, on_block=lambda err: _async_handler(err))
 
     @lim
     def f():

@@ -1,12 +1,11 @@
-"""The Redis limiters' decorator is Limiter's (tests/test_decorators.py): the wrapper keeps the
-function's kind, a generator holds its entry for the whole iteration, an async on_block on
-sync code is refused at decoration, a sync on_block returning an awaitable raises. Sync
-types decorate sync functions and generators, async types coroutine functions and async
-generators; a keyed limiter decorates no generator (as KeyedLimiter)."""
+"""What is the Redis types' own in their decorator, which is Limiter's (slidewin/_limiter.py):
+sync types decorate sync functions and generators, async types coroutine functions and async
+generators; a keyed limiter decorates no generator (as KeyedLimiter). What they share with
+Limiter (generators holding their entry, on_block checks, timeout=) runs on RedisLimiter and
+Limiter alike in tests/test_decorators.py."""
 
 import asyncio
 import functools
-import gc
 import inspect
 
 import pytest
@@ -14,10 +13,6 @@ import pytest
 from slidewin import BlockedError
 
 from redis_servers import need_server, r, redis_server  # noqa: F401 (fixtures)
-
-
-def in_flight(lim):
-    return lim.stats().concurrency
 
 
 def test_sync_kinds_are_kept(r):
@@ -46,103 +41,6 @@ def test_sync_kinds_are_kept(r):
             lim(fn)
 
 
-def test_generator_holds_the_entry_across_the_iteration(r):
-    from slidewin.redis import RedisLimiter
-
-    lim = RedisLimiter(r, "dgen", concurrency=1, interval_ms=60_000, sample_count=60)
-
-    @lim
-    def numbers(k):
-        yield from range(k)
-
-    first = numbers(3)
-    second = numbers(3)
-    assert in_flight(lim) == 0  # creating a generator takes nothing
-    assert next(first) == 0
-    assert in_flight(lim) == 1  # held while the items are produced
-    with pytest.raises(BlockedError):
-        next(second)
-    assert list(first) == [1, 2]
-    assert in_flight(lim) == 0
-    assert list(numbers(3)) == [0, 1, 2]
-    s = lim.stats()
-    assert (s.success_qps * 60, s.block_qps * 60) == (2, 1)
-
-
-def test_generator_released_on_close_collection_and_exception(r):
-    from slidewin.redis import RedisLimiter
-
-    lim = RedisLimiter(r, "dgen2", concurrency=1, interval_ms=60_000, sample_count=60)
-    closed = []
-
-    @lim
-    def numbers():
-        try:
-            yield 1
-            yield 2
-        finally:
-            closed.append(True)
-
-    g = numbers()
-    assert next(g) == 1 and in_flight(lim) == 1
-    g.close()
-    assert closed == [True] and in_flight(lim) == 0
-    g = numbers()
-    for x in g:
-        break
-    assert in_flight(lim) == 1
-    del g, x
-    gc.collect()
-    assert closed == [True, True] and in_flight(lim) == 0
-
-    @lim
-    def failing():
-        yield 1
-        raise KeyError("k")
-
-    g = failing()
-    assert next(g) == 1
-    with pytest.raises(KeyError):
-        next(g)
-    assert in_flight(lim) == 0
-    assert lim.stats().exception_qps * 60 == 1
-
-
-def test_generator_send_and_return_value_pass_through(r):
-    from slidewin.redis import RedisLimiter
-
-    lim = RedisLimiter(r, "dgen3", concurrency=1)
-
-    @lim
-    def echo():
-        got = []
-        while True:
-            x = yield len(got)
-            if x is None:
-                return got
-            got.append(x)
-
-    g = echo()
-    assert next(g) == 0 and g.send("a") == 1
-    with pytest.raises(StopIteration) as stop:
-        g.send(None)
-    assert stop.value.value == ["a"]
-    assert in_flight(lim) == 0
-
-
-def test_generator_on_block_yields_its_result(r):
-    from slidewin.redis import RedisLimiter
-
-    lim = RedisLimiter(r, "dgen4", concurrency=1, on_block=lambda err, k: ["fallback", k])
-    lim.try_acquire()  # the one slot taken
-
-    @lim
-    def numbers(k):
-        yield from range(k)
-
-    assert list(numbers(3)) == ["fallback", 3]
-
-
 async def _async_handler(err, *args, **kwargs):
     return "busy"
 
@@ -157,38 +55,17 @@ class _AsyncCallable:
     [_async_handler, functools.partial(_async_handler), _AsyncCallable()],
     ids=["coroutine function", "partial", "async __call__"],
 )
-@pytest.mark.parametrize("kind", ["function", "generator"])
-def test_async_on_block_on_sync_code_is_refused_at_decoration(r, handler, kind):
-    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+def test_async_on_block_on_a_keyed_sync_function_is_refused_at_decoration(r, handler):
+    """(RedisLimiter's own case runs in tests/test_decorators.py, with Limiter's.)"""
+    from slidewin.redis import RedisKeyedLimiter
 
     def f():
         return 1
 
-    def gen():
-        yield 1
-
-    func = f if kind == "function" else gen
-    with pytest.raises(TypeError, match=r"on_block.*async.*%s" % func.__name__):
-        RedisLimiter(r, "dob", concurrency=0)(on_block=handler)(func)
+    with pytest.raises(TypeError, match=r"on_block.*async.*f"):
+        RedisKeyedLimiter(r, "dobk", concurrency=0)(key=lambda: 1, on_block=handler)(f)
     with pytest.raises(TypeError, match=r"on_block"):
-        RedisLimiter(r, "dob", concurrency=0, on_block=handler)(func)
-    if kind == "function":
-        with pytest.raises(TypeError, match=r"on_block"):
-            RedisKeyedLimiter(r, "dobk", concurrency=0, on_block=handler)(key=lambda: 1)(func)
-
-
-def test_sync_on_block_returning_a_coroutine_raises_without_a_warning(r):
-    from slidewin.redis import RedisLimiter
-
-    lim = RedisLimiter(r, "dcoro", qps=0, on_block=lambda err: _async_handler(err))
-
-    @lim
-    def f():
-        return 1
-
-    with pytest.raises(TypeError, match=r"on_block.*awaitable"):
-        f()
-    gc.collect()
+        RedisKeyedLimiter(r, "dobk", concurrency=0, on_block=handler)(key=lambda: 1)(f)
 
 
 def test_keyed_decorates_no_generator(r):
@@ -284,7 +161,57 @@ def test_async_kinds_generators_and_on_block(redis_server):
         s = await lim.stats()
         # the exhausted generator succeeded; the closed one counts nothing (as Limiter)
         assert (s.success_qps * 60, s.block_qps * 60) == (1, 1)
+        # timeout=, as Limiter's: waits for a release (here: by another task)
+        assert await lim.try_acquire()
+
+        @lim(timeout=30)
+        async def patient():
+            return (await lim.stats()).concurrency
+
+        async def later():
+            await asyncio.sleep(0.2)
+            await lim.release()
+
+        task = asyncio.ensure_future(later())
+        assert await patient() == 1
+        await task
+        assert await lim.try_acquire()
+        with pytest.raises(BlockedError):
+            async with lim.entry(timeout=0.05):
+                pass
+        await lim.release()
         await lim.aclose()
         await c.aclose()
 
     asyncio.run(main())
+
+
+def test_keyed_decorator_and_entry_wait_up_to_their_timeout(r):
+    """timeout= on a keyed limiter's decorator and entry(key, n, timeout=), as KeyedLimiter:
+    waits for the key's slot (released by another thread), BlockedError past it."""
+    import threading
+
+    from slidewin.redis import RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "dkt", concurrency=1)
+    assert per.try_acquire("u")
+
+    @per(key=lambda user: user, timeout=30)
+    def patient(user):
+        return per.stats(user).concurrency
+
+    @per(key=lambda user: user, timeout=0.05)
+    def hasty(user):
+        return 1
+
+    with pytest.raises(BlockedError):
+        hasty("u")
+    assert hasty("v") == 1  # another key: its own slot
+    threading.Timer(0.2, per.release, args=("u",)).start()
+    assert patient("u") == 1
+    assert per.try_acquire("u")
+    threading.Timer(0.2, per.release, args=("u",)).start()
+    with per.entry("u", timeout=30):
+        assert per.stats("u").concurrency == 1
+    with pytest.raises(ValueError, match="timeout"):
+        per.entry("u", timeout=-1)

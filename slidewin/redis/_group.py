@@ -1,0 +1,432 @@
+"""all_of for Redis limiters: one decision over several limiters (and keyed limiters' keys)
+of one client, in one round trip: one script over the members' keys decides every member
+with its own rules, then writes all (admitted) or only the refusers' BLOCK counts.
+
+    rpm = RedisLimiter(r, "{acct}.rpm", rate="500/minute")
+    tpm = RedisLimiter(r, "{acct}.tpm", rate="30000/minute")
+    both = all_of(rpm, tpm)            # AsyncRedisLimiter members: an async group
+    both.try_acquire(1, 1200)          # one n per member (an int: the same for all)
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, List, Literal, Optional, Sequence, Tuple
+
+from .._core import BlockedError
+from .._limiter import _MISSING, _check_timeout, _decorate_entries
+from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome, _step
+from ._config import _Config
+from ._scripts import GROUP_INDEX, SCRIPTS
+from ._transport import (_UNREACHABLE, _arenewer, _async_call, _is_cluster, _renewer,
+                         _sync_call, _unrenew)
+from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_RETRY, F_TRY, NEVER,
+                    PASS, RedisReplyError, _check_n, _pack, _time_args)
+
+_SCRIPT = SCRIPTS["all_of"]
+
+__all__ = ["all_of", "RedisGroup", "AsyncRedisGroup"]
+
+
+class _Member:
+    """One member: a limiter, or a keyed limiter with one key; its Redis key and settings."""
+
+    __slots__ = ("lim", "key", "rkey", "hkey", "cfg", "keyed", "given")
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+        if isinstance(given, tuple):
+            if len(given) != 2 or not isinstance(given[0], _KeyedMixin):
+                raise TypeError("an all_of member is a Redis limiter or a (RedisKeyedLimiter, "
+                                "key) pair, not %.100r" % (given,))
+            lim, key = given
+            self.rkey = self.hkey = lim._rkey(key)  # TypeError / ValueError for a bad key
+            self.cfg: _Config = lim._cfg_for(self.rkey)
+            self.keyed = True
+        elif isinstance(given, _KeyedMixin):
+            raise TypeError("a %s is an all_of member with one key: (limiter, key)"
+                            % type(given).__name__)
+        elif isinstance(given, _Base):
+            lim, key = given, None
+            self.rkey = given.key  # type: ignore[attr-defined]
+            self.hkey = None
+            self.cfg = given._cfg
+            self.keyed = False
+        else:
+            raise TypeError("slidewin.redis.all_of takes Redis limiters (and (RedisKeyedLimiter,"
+                            " key) pairs), not %s: slidewin.all_of groups in-process ones"
+                            % type(given).__name__)
+        self.lim: Any = lim
+        self.key = key
+
+    def describe(self) -> str:
+        if self.keyed:
+            return "%s %r key %r" % (type(self.lim).__name__, self.lim.name, self.key)
+        return "%s %r" % (type(self.lim).__name__, self.lim.name)
+
+
+def _slot(key: Any) -> int:
+    from redis.crc import key_slot
+
+    return int(key_slot(key.encode() if isinstance(key, str) else key))
+
+
+class _Group:
+    """What the sync and async groups share: members, the request, the verdict."""
+
+    _on_block = None  # the decorator's: BlockedError unless on_block= is given
+
+    def __init__(self, members: Sequence[_Member]) -> None:
+        self._members = members
+        self._client = members[0].lim._client
+        self._cluster = _is_cluster(self._client)
+
+    @property
+    def members(self) -> Tuple[Any, ...]:
+        """The members as given: limiters and (keyed limiter, key) pairs."""
+        return tuple(m.given for m in self._members)
+
+    def __repr__(self) -> str:
+        return "%s(%s)" % (type(self).__name__, ", ".join(m.describe() for m in self._members))
+
+    def _ns(self, ns: Tuple[Any, ...]) -> List[int]:
+        """One n per member: none given, 1 each; one int, that for all."""
+        m = len(self._members)
+        if not ns:
+            return [1] * m
+        if len(ns) == 1:
+            return [_check_n(ns[0])] * m
+        if len(ns) != m:
+            raise TypeError("give one n for all members or one per member (%d), got %d"
+                            % (m, len(ns)))
+        return [_check_n(n) for n in ns]
+
+    def _leases(self, entry: bool) -> List[str]:
+        if entry:
+            return [os.urandom(8).hex() for _ in self._members]
+        return [m.lim._lease_for(m.cfg) for m in self._members]
+
+    def _request(self, ns: List[int], flags: int, now_ns: Any,
+                 leases: List[str]) -> Tuple[List[Any], bytes, List[Any]]:
+        """(keys, the packed EVALSHA, its arguments after the keys)."""
+        args: List[Any] = list(_time_args(now_ns))
+        keys: List[Any] = []
+        for m, n, lease in zip(self._members, ns, leases):
+            a = m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params
+            args += [str(GROUP_INDEX[m.cfg.script.sha]), str(len(a))] + a
+            keys.append(m.rkey)
+        packed = _pack(["EVALSHA", _SCRIPT.sha, str(len(keys))] + keys + args)
+        return keys, packed, args
+
+    def _read(self, reply: Any) -> List[Tuple[int, int, int]]:
+        """The members' verdicts, each checked as its own decision's."""
+        if type(reply) is not list or len(reply) != len(self._members):
+            raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
+        return [m.lim._parse(r, m.cfg) for m, r in zip(self._members, reply)]
+
+    def _failed(self, err: BaseException, flags: int) -> List[Tuple[int, int, int]]:
+        """Redis could not decide: each member's on_error ("raise" raises)."""
+        return [m.lim._failed(err, flags) for m in self._members]
+
+    def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
+                  verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:
+        """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
+        admitted = all(v == PASS for v, _, _ in verdicts)
+        for m, n, lease, (v, _, _) in zip(self._members, ns, leases, verdicts):
+            if m.keyed:  # a keyed limiter counts its keys' PASS and BLOCK here
+                if admitted:
+                    m.lim._tally(PASS, n)
+                elif v != PASS and not flags & F_NO_BLOCK:
+                    m.lim._tally(BLOCK, n)
+            if admitted and m.cfg.concurrency is not None and not flags & F_ENTRY:
+                m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
+        if admitted:
+            return PASS, max(w for _, w, _ in verdicts), -1
+        refused = [(v, r) for v, _, r in verdicts if v != PASS]
+        if any(v == NEVER for v, _ in refused):
+            return NEVER, 0, -1
+        if any(r < 0 for _, r in refused):
+            return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
+        return BLOCK, 0, max(r for _, r in refused)
+
+    def _blocked(self, ns: List[int], verdicts: List[Tuple[int, int, int]], verdict: int,
+                 retry_ns: int) -> BlockedError:
+        who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
+                        for m, (v, _, _) in zip(self._members, verdicts) if v != PASS)
+        retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
+        return BlockedError("all_of refused a request of %s: refused by %s"
+                            % (ns, who or "on_error"), retry_after=retry, limiter=self)
+
+    def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
+        t = _check_timeout(timeout)
+        if t is not None and any(m.cfg.can_never_pass(n) for m, n in zip(self._members, ns)):
+            t = 0.0  # a member can never pass its n: no wait
+        return t
+
+    def _refusers(self, ns: List[int], verdicts: List[Tuple[int, int, int]]) -> List[Any]:
+        """The refusing members with their n, after a wait that timed out: each counts one
+        BLOCK (their decisions counted none)."""
+        out = []
+        for m, n, (v, _, _) in zip(self._members, ns, verdicts):
+            if v != PASS:
+                if m.keyed:
+                    m.lim._tally(BLOCK, n)
+                out.append((m, n))
+        return out
+
+
+class RedisGroup(_Group):
+    """all_of over sync Redis limiters: admitted by all, or charged nothing."""
+
+    def _decide(self, ns: List[int], flags: int, now_ns: Any,
+                leases: List[str]) -> List[Tuple[int, int, int]]:
+        try:
+            keys, packed, _ = self._request(ns, flags, now_ns, leases)
+            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed)
+            return self._read(reply)
+        except _UNREACHABLE as e:
+            return self._failed(e, flags)
+
+    def _once(self, ns: List[int], flags: int, now_ns: Any,
+              leases: List[str]) -> Tuple[int, int, int, List[Tuple[int, int, int]]]:
+        verdicts = self._decide(ns, flags, now_ns, leases)
+        return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
+
+    def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
+        """Admit now by every member, or refuse and charge none; never waits."""
+        n = self._ns(ns)
+        return self._once(n, F_TRY, now_ns, self._leases(False))[0] == PASS
+
+    def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
+        """The wait in ns (the largest of the members'), already admitted; None: refused."""
+        n = self._ns(ns)
+        v, wait, _, _ = self._once(n, 0, now_ns, self._leases(False))
+        return wait if v == PASS else None
+
+    def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
+                 leases: List[str]) -> int:
+        if timeout is None:
+            v, wait, retry, verdicts = self._once(ns, flags | F_RETRY, None, leases)
+            if v != PASS:
+                raise self._blocked(ns, verdicts, v, retry)
+            return wait
+        deadline = time.monotonic() + timeout
+        step = 0.001
+        while True:
+            v, wait, retry, verdicts = self._once(ns, flags | F_NO_BLOCK | F_RETRY, None,
+                                                  leases)
+            if v == PASS:
+                return wait
+            now = time.monotonic()
+            if v == NEVER or now >= deadline:
+                for m, n in self._refusers(ns, verdicts):
+                    m.lim._exit_on(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
+                raise self._blocked(ns, verdicts, v, retry)
+            sleep, step = _step(retry, step)
+            time.sleep(max(0.0, min(sleep, deadline - now)))
+
+    def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
+        """One decision, sleeping its wait; with a timeout, decide again until admitted or
+        the timeout passed. Raises BlockedError (retry_after: the largest refuser's)."""
+        n = self._ns(ns)
+        wait = self._acquire(n, self._timeout(n, timeout), 0, self._leases(False))
+        if wait > 0:
+            time.sleep(wait / 1e9)
+
+    def entry(self, *ns: int) -> "_GroupEntry":
+        """``with group.entry(): ...``: admitted by all (their in-flight leases taken), then
+        each member records the outcome and gives its lease back."""
+        return _GroupEntry(self, self._ns(ns))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+        """``@group``: each call runs inside ``group.entry()`` (n=1 each)."""
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block)
+        return _decorate_entries(self, "all_of group", func, on_block, None, False)
+
+
+class _GroupEntry:
+    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held")
+
+    def __init__(self, group: RedisGroup, ns: List[int]) -> None:
+        self._g, self.n = group, ns
+        self._held = False
+
+    def _give_back(self, outcome: int, rt_ms: int) -> None:
+        for tok in self._toks:
+            _unrenew(tok)
+        for m, n, lease in zip(self._g._members, self.n, self._leases):
+            m.lim._exit_on(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+
+    def __enter__(self) -> "_GroupEntry":
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        g = self._g
+        self._leases = g._leases(True)
+        v, wait, retry, verdicts = g._once(self.n, F_ENTRY | F_RETRY, None, self._leases)
+        if v != PASS:
+            raise g._blocked(self.n, verdicts, v, retry)
+        # renewed from the decision on: a throttle's wait may outlast the lease
+        self._toks = [_renewer(g._client).add(m.lim, m.rkey, m.cfg, lease)
+                      for m, lease in zip(g._members, self._leases)]
+        if wait > 0:
+            try:
+                time.sleep(wait / 1e9)
+            except BaseException:  # interrupted before the body: given back
+                self._give_back(_OUT_NONE, 0)
+                raise
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+        if self._held:
+            self._held = False
+            self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
+        return False
+
+
+class AsyncRedisGroup(_Group):
+    """all_of over AsyncRedisLimiter members: the methods are coroutines."""
+
+    async def _decide(self, ns: List[int], flags: int, now_ns: Any,
+                      leases: List[str]) -> List[Tuple[int, int, int]]:
+        try:
+            keys, packed, args = self._request(ns, flags, now_ns, leases)
+            if self._cluster:  # the cluster client routes it: its keys and arguments
+                reply = await _async_call(self._client, True, _SCRIPT, keys[0], args,
+                                          None, keys)
+            else:  # the same bytes as the sync group sends
+                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed)
+            return self._read(reply)
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
+            return self._failed(e, flags)
+
+    async def _once(self, ns: List[int], flags: int, now_ns: Any,
+                    leases: List[str]) -> Tuple[int, int, int, List[Tuple[int, int, int]]]:
+        verdicts = await self._decide(ns, flags, now_ns, leases)
+        return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
+
+    async def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
+        n = self._ns(ns)
+        return (await self._once(n, F_TRY, now_ns, self._leases(False)))[0] == PASS
+
+    async def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
+        n = self._ns(ns)
+        v, wait, _, _ = await self._once(n, 0, now_ns, self._leases(False))
+        return wait if v == PASS else None
+
+    async def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
+                       leases: List[str]) -> int:
+        if timeout is None:
+            v, wait, retry, verdicts = await self._once(ns, flags | F_RETRY, None, leases)
+            if v != PASS:
+                raise self._blocked(ns, verdicts, v, retry)
+            return wait
+        deadline = time.monotonic() + timeout
+        step = 0.001
+        while True:
+            v, wait, retry, verdicts = await self._once(ns, flags | F_NO_BLOCK | F_RETRY,
+                                                        None, leases)
+            if v == PASS:
+                return wait
+            now = time.monotonic()
+            if v == NEVER or now >= deadline:
+                for m, n in self._refusers(ns, verdicts):
+                    await m.lim._exit_on(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
+                raise self._blocked(ns, verdicts, v, retry)
+            sleep, step = _step(retry, step)
+            await asyncio.sleep(max(0.0, min(sleep, deadline - now)))
+
+    async def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
+        n = self._ns(ns)
+        wait = await self._acquire(n, self._timeout(n, timeout), 0, self._leases(False))
+        if wait > 0:
+            await asyncio.sleep(wait / 1e9)
+
+    acquire_async = acquire
+
+    def entry(self, *ns: int) -> "_AsyncGroupEntry":
+        return _AsyncGroupEntry(self, self._ns(ns))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block)
+        return _decorate_entries(self, "async all_of group", func, on_block, None, True)
+
+
+class _AsyncGroupEntry:
+    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held")
+
+    def __init__(self, group: AsyncRedisGroup, ns: List[int]) -> None:
+        self._g, self.n = group, ns
+        self._held = False
+
+    async def _give_back(self, outcome: int, rt_ms: int) -> None:
+        for tok in self._toks:
+            _unrenew(tok)
+        for m, n, lease in zip(self._g._members, self.n, self._leases):
+            await m.lim._exit_on(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+
+    async def __aenter__(self) -> "_AsyncGroupEntry":
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        g = self._g
+        self._leases = g._leases(True)
+        v, wait, retry, verdicts = await g._once(self.n, F_ENTRY | F_RETRY, None,
+                                                 self._leases)
+        if v != PASS:
+            raise g._blocked(self.n, verdicts, v, retry)
+        self._toks = [_arenewer().add(m.lim, m.rkey, m.cfg, lease)
+                      for m, lease in zip(g._members, self._leases)]
+        if wait > 0:
+            try:
+                await asyncio.sleep(wait / 1e9)
+            except BaseException:  # cancelled before the body: given back
+                await self._give_back(_OUT_NONE, 0)
+                raise
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._held:
+            self._held = False
+            await self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
+        return False
+
+
+def all_of(*members: Any) -> Any:
+    """One group over Redis limiters of one client (and ``(RedisKeyedLimiter, key)`` pairs):
+    each decision is admitted by every member or charges none, in one round trip. Sync
+    members give a RedisGroup, AsyncRedis* members an AsyncRedisGroup. On Redis Cluster the
+    members' keys must share one hash slot: names with one hash tag ("{acct}.rpm")."""
+    if not members:
+        raise TypeError("all_of takes at least one member")
+    ms = [_Member(x) for x in members]
+    kinds = {bool(m.lim._is_async) for m in ms}
+    if len(kinds) > 1:
+        raise TypeError("all_of members are all sync Redis limiters or all AsyncRedis ones, "
+                        "not a mix")
+    client = ms[0].lim._client
+    if any(m.lim._client is not client for m in ms):
+        raise ValueError("all_of members share one Redis client (one round trip on one "
+                         "connection): these use %d clients"
+                         % len({id(m.lim._client) for m in ms}))
+    seen = set()
+    for m in ms:
+        if m.rkey in seen:
+            raise ValueError("all_of holds %s twice: a group may not hold one limiter twice"
+                             % m.describe())
+        seen.add(m.rkey)
+    if _is_cluster(client):
+        slots = {_slot(m.rkey) for m in ms}
+        if len(slots) > 1:
+            raise ValueError(
+                "on Redis Cluster the members of all_of must share one hash slot (one "
+                "script runs on one node): give their names one hash tag, as '{acct}.rpm' "
+                "and '{acct}.tpm' (a keyed limiter's name too: its keys then share that "
+                "slot); these are in slots %s" % sorted(slots))
+    return (AsyncRedisGroup if kinds == {True} else RedisGroup)(ms)
+

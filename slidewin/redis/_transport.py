@@ -1,0 +1,682 @@
+"""The transport of slidewin.redis: one script call over the client's own redis-py pool,
+written and read on the connection's socket (never retried once it may have applied),
+Redis Cluster routing, and the in-flight leases this process holds and renews."""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import functools
+import inspect
+import itertools
+import logging
+import math
+import os
+import re
+import socket
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from .._limiter import _MISSING
+from ._scripts import _Script
+from ._wire import (_ASKING, _OUT_RENEW, NoScriptError, ReadOnlyError, RedisClusterException,
+                    RedisError, RedisReplyError, ResponseError, _eval_of, _Incomplete, _named,
+                    _parse)
+
+try:  # redis-py is an optional extra: pip install "slidewin[redis]"
+    import redis as _redis
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _redis = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from ._config import _Config
+
+log = logging.getLogger("slidewin.redis")
+
+# what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
+# errors, and a Cluster client's "no reachable node" (not a RedisError)
+_UNREACHABLE = (RedisError, OSError, RedisClusterException)
+
+
+def _is_cluster(client: Any) -> bool:
+    if _redis is None:
+        return False
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        return True
+    try:
+        from redis.asyncio.cluster import RedisCluster as ARedisCluster
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(client, ARedisCluster)
+
+
+def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
+    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
+    ConnectionError; the caller closes the connection on any exception."""
+    try:
+        sock.sendall(data)
+        buf = sock.recv(65536)
+        if count == 1 and buf[:5] == b"*3\r\n:":  # a decision's [verdict, wait, retry]
+            parts = buf.split(b"\r\n")
+            if (len(parts) == 5 and not parts[4] and parts[2][:1] == b":"
+                    and parts[3][:1] == b":"):
+                return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
+        while True:
+            if not buf:
+                raise _redis.ConnectionError("Connection closed by server.")
+            try:
+                out = []
+                pos = 0
+                for _ in range(count):
+                    v, pos = _parse(buf, pos)
+                    out.append(v)
+            except _Incomplete:
+                more = sock.recv(65536)
+                if not more:
+                    raise _redis.ConnectionError("Connection closed by server.") from None
+                buf += more
+                continue
+            if pos != len(buf):  # more than was asked: out of step
+                raise RedisReplyError("Redis sent more than one reply")
+            return out
+    except socket.timeout:
+        raise _redis.TimeoutError("Timeout reading from socket") from None
+    except (ValueError, IndexError) as e:  # a garbled length or type byte
+        raise RedisReplyError("unreadable reply from Redis: %s" % e) from None
+    except OSError as e:
+        if isinstance(e, RedisError):
+            raise
+        raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
+
+
+def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+    """One script call on a connection's socket, written and read here (redis-py's
+    command machinery costs tens of microseconds a call; a decision is one small fixed
+    command and one small reply). The pool checked the connection (a server that closed
+    it idle, say by a restart, gave a new connection, never a failed decision)."""
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    if asking:
+        ok, reply = _exchange(sock, _ASKING + packed, 2)
+        if isinstance(ok, ResponseError):
+            raise ok
+    else:
+        reply = _exchange(sock, packed, 1)[0]
+    if isinstance(reply, NoScriptError):
+        # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
+        # the source once, which also caches it again. Nothing ran, so this is no retry.
+        cmd = _eval_of(packed, script.source)
+        if asking:
+            ok, reply = _exchange(sock, _ASKING + cmd, 2)
+        else:
+            reply = _exchange(sock, cmd, 1)[0]
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
+
+
+# -- the client's own pool, its retries off for a decision's connect -----------------------
+#
+# A decision takes a connection from the client's pool and gives it back at once, as a
+# redis-py command does: a BlockingConnectionPool is waited on (its timeout), and the process
+# never holds more connections than the pool's max_connections. redis-py retries a failed
+# connect with backoff (10 times in redis-py 6+): harmless for a connect, but it would hold a
+# caller for seconds while Redis is down, where on_error must answer. The pool's retry policy
+# is wrapped in one that delegates to it, except that it connects once while a slidewin call
+# is under way (_DECIDING); the client's own commands keep their retries (and later changes
+# to the client's policy). The decision itself is never retried: slidewin
+# writes and reads it on the socket itself.
+
+_DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_deciding",
+                                                                   default=False)
+def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
+    with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
+    return fail(err, 1) if with_count else fail(err)
+
+
+def _would_retry(retry: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> bool:
+    """Whether the policy would have retried err (redis-py's rule: one of its supported
+    errors, and the caller's is_retryable agrees): only then is the failure handler told."""
+    supported = getattr(retry, "_supported_errors", None)
+    if isinstance(supported, tuple) and not isinstance(err, supported):
+        return False
+    is_retryable = k.get("is_retryable", a[0] if a else None)
+    return not (is_retryable is not None and not is_retryable(err))
+
+
+class _GuardedRetry:
+    """The client's retry policy itself (every attribute and change reaches it), except that
+    a connect under way for a slidewin call is tried once."""
+
+    _slidewin_guarded = True
+    __slots__ = ("_retry",)
+
+    def __init__(self, retry: Any) -> None:
+        object.__setattr__(self, "_retry", retry)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, "_retry"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._retry, name, value)
+
+    def __eq__(self, other: Any) -> bool:
+        return bool(self._retry == getattr(other, "_retry", other))
+
+    def __hash__(self) -> int:
+        return hash(self._retry)
+
+    def __copy__(self) -> Any:
+        return type(self)(self._retry)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:  # redis-py copies it per connection
+        return type(self)(copy.deepcopy(self._retry, memo))
+
+    def __repr__(self) -> str:
+        return "<slidewin guarded %r>" % (self._retry,)
+
+    def call_with_retry(self, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+        if not _DECIDING.get():
+            return self._retry.call_with_retry(do, fail, *a, **k)
+        try:
+            return do()
+        except Exception as e:
+            if _would_retry(self._retry, e, a, k):
+                _call_fail(fail, e, a, k)
+            raise
+
+
+class _AsyncGuardedRetry(_GuardedRetry):
+    __slots__ = ()
+
+    async def call_with_retry(self, do: Any, fail: Any, *a: Any, **k: Any) -> Any:
+        if not _DECIDING.get():
+            return await self._retry.call_with_retry(do, fail, *a, **k)
+        try:
+            return await do()
+        except Exception as e:
+            if _would_retry(self._retry, e, a, k):
+                res = _call_fail(fail, e, a, k)
+                if inspect.isawaitable(res):
+                    await res
+            raise
+
+
+def _guard(retry: Any) -> Any:
+    """The same retry policy (delegated to), connecting once during a slidewin call."""
+    if retry is None or getattr(retry, "_slidewin_guarded", False):
+        return retry
+    call = getattr(retry, "call_with_retry", None)
+    if call is None:  # pragma: no cover - not a redis-py policy
+        return retry
+    if inspect.iscoroutinefunction(call):
+        return _AsyncGuardedRetry(retry)
+    return _GuardedRetry(retry)
+
+
+def _guard_pool(pool: Any) -> None:
+    """New connections of the pool get the guarded policy (redis-py copies it into each)."""
+    kw = getattr(pool, "connection_kwargs", None)
+    if kw is not None:
+        r = kw.get("retry")
+        if r is not None and not getattr(r, "_slidewin_guarded", False):
+            kw["retry"] = _guard(r)
+
+
+def _guard_conn(conn: Any) -> None:
+    r = getattr(conn, "retry", None)
+    if r is not None and not getattr(r, "_slidewin_guarded", False):
+        conn.retry = _guard(r)
+
+
+def _get_conn(pool: Any) -> Any:
+    """A connection of the client's pool, waited for as the pool waits (a
+    BlockingConnectionPool: up to its timeout, then redis-py's ConnectionError)."""
+    _guard_pool(pool)
+    try:
+        conn = pool.get_connection()
+    except TypeError:  # redis-py < 5 requires a command name
+        conn = pool.get_connection("EVALSHA")
+    _guard_conn(conn)
+    return conn
+
+
+def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
+    token = _DECIDING.set(True)
+    try:
+        conn = _get_conn(pool)
+        if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection
+            return _call_generic(pool, conn, script, asking, packed)
+        try:
+            reply = _call_conn(conn, script, asking, packed)
+        except ResponseError as e:
+            if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
+                # a replica now (a failover): a new connection finds the primary again
+                # (DNS, Sentinel), as redis-py's Sentinel connections do
+                conn.disconnect()
+            pool.release(conn)  # an error reply: the connection is in step
+            raise
+        except BaseException:
+            # a timeout or a broken connection: the reply may still come, so this
+            # connection is out of step; it is closed, and the call is not repeated
+            conn.disconnect()
+            pool.release(conn)
+            raise
+        pool.release(conn)
+        return reply
+    finally:
+        _DECIDING.reset(token)
+
+
+def _call_generic(pool: Any, conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+    try:
+        if asking:
+            conn.send_command("ASKING")
+            conn.read_response()
+        try:
+            conn.send_packed_command([packed])
+            return conn.read_response()
+        except NoScriptError:
+            if asking:
+                conn.send_command("ASKING")
+                conn.read_response()
+            conn.send_packed_command([_eval_of(packed, script.source)])
+            return conn.read_response()
+    except ResponseError:
+        raise
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
+    """('MOVED'|'ASK', host, port) for a cluster redirection, else None."""
+    kind = type(err).__name__
+    text = str(err)
+    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", text)
+    if m:
+        return m.group(1), m.group(3), int(m.group(4))
+    host = getattr(err, "host", None)
+    port = getattr(err, "port", None)
+    if host is not None and port is not None and kind in ("MovedError", "AskError"):
+        return ("MOVED" if kind == "MovedError" else "ASK"), host, int(port)
+    return None
+
+
+def _close_pools(client: Any, cluster: bool) -> None:
+    """Nothing to close: decisions use the client's own pool (kept for callers of
+    earlier versions)."""
+
+
+_REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
+
+
+def _refresh_slots(client: Any, node: Any) -> None:
+    """After a connection error or timeout on a Cluster node (dead, or failed over to its
+    replica): the cluster client's slot table is read again, the failed node asked last, as
+    redis-py's own commands do; at most once a second per client. A refresh that fails is
+    left to the next decision's error."""
+    now = time.monotonic()
+    if now - _REFRESHED.get(client, -math.inf) < 1.0:
+        return
+    _REFRESHED[client] = now
+    nm = client.nodes_manager
+    try:
+        move = getattr(nm, "move_node_to_end_of_cached_nodes", None)  # redis-py 6+
+        if move is not None:
+            move(node.name)
+        nm.initialize()
+    except Exception as e:  # the whole cluster unreachable, say
+        log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
+
+
+def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
+    try:
+        return _sync_call_on(client, cluster, script, key, packed)
+    except ResponseError as e:
+        named = _named(e, key)
+        if named is e:
+            raise
+        raise named from e
+
+
+def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
+                  packed: bytes) -> Any:
+    if not cluster:
+        return _call_pool(client.connection_pool, script, packed)
+    node = client.get_node_from_key(key)
+    asking = False
+    for _ in range(3):
+        pool = client.get_redis_connection(node).connection_pool
+        try:
+            return _call_pool(pool, script, packed, asking)
+        except (_redis.ConnectionError, _redis.TimeoutError):
+            _refresh_slots(client, node)  # not retried: the next decision uses it
+            raise
+        except ResponseError as e:
+            r = _redirect(e)
+            if r is None:
+                raise
+            # MOVED / ASK: the command did not run there; the cluster client's own slot
+            # table is refreshed (MOVED) or the one-shot target asked (ASK)
+            kind, host, port = r
+            if kind == "MOVED":
+                client.nodes_manager.initialize()
+                node = client.get_node_from_key(key)
+                asking = False
+            else:
+                node = client.get_node(host=host, port=port)
+                if node is None:
+                    client.nodes_manager.initialize()
+                    node = client.get_node(host=host, port=port)
+                    if node is None:
+                        raise
+                asking = True
+    raise RedisReplyError("too many cluster redirections for key %r" % (key,))
+
+
+async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
+                           packed: Optional[bytes] = None) -> Any:
+    token = _DECIDING.set(True)
+    try:
+        _guard_pool(pool)
+        try:
+            conn = await pool.get_connection()
+        except TypeError:  # redis-py < 5.1 requires a command name
+            conn = await pool.get_connection("EVALSHA")
+        _guard_conn(conn)
+        try:
+            try:
+                if packed is not None:
+                    await conn.send_packed_command([packed])
+                else:
+                    await conn.send_command("EVALSHA", script.sha, 1, key, *args)
+                return await conn.read_response()
+            except NoScriptError:
+                if packed is not None:
+                    await conn.send_packed_command([_eval_of(packed, script.source)])
+                else:
+                    await conn.send_command("EVAL", script.source, 1, key, *args)
+                return await conn.read_response()
+        except ResponseError as e:
+            if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+                await conn.disconnect()
+            raise
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+    finally:
+        _DECIDING.reset(token)
+
+
+async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
+                      args: List[Any], packed: Optional[bytes] = None,
+                      keys: Optional[List[Any]] = None) -> Any:
+    """One script call; `keys`: a script over several keys (all_of: one slot), routed by
+    the first (`key`), else the one `key`."""
+    try:
+        return await _async_call_on(client, cluster, script, key, args, packed, keys)
+    except ResponseError as e:
+        named = _named(e, key)
+        if named is e:
+            raise
+        raise named from e
+
+
+async def _async_call_on(client: Any, cluster: bool, script: _Script, key: Any,
+                         args: List[Any], packed: Optional[bytes] = None,
+                         keys: Optional[List[Any]] = None) -> Any:
+    if not cluster:
+        return await _async_call_pool(client.connection_pool, script, key, args, packed)
+    # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
+    # call without one is retried on TimeoutError / ConnectionError by the cluster client,
+    # which could apply a decision twice and hold the caller past its timeout.
+    if getattr(client, "_initialize", False):
+        await client.initialize()
+    node = client.get_node_from_key(key)
+    ks = [key] if keys is None else keys
+    try:
+        return await client.execute_command("EVALSHA", script.sha, len(ks), *ks, *args,
+                                            target_nodes=node)
+    except NoScriptError:
+        return await client.execute_command("EVAL", script.source, len(ks), *ks, *args,
+                                            target_nodes=node)
+
+
+class _Held:
+    """What this client holds in flight on its own leases (try_acquire/reserve/acquire of a
+    concurrency limiter), per Redis key: [lease id, n, renewal token] each, released newest
+    first."""
+
+    def __init__(self) -> None:
+        self.counts: Dict[Any, List[List[Any]]] = {}
+        self.pid = os.getpid()
+
+    def _forked(self) -> None:
+        """In a forked child the parent's admissions are the parent's: none held here."""
+        if self.pid != os.getpid():
+            self.counts.clear()
+            self.pid = os.getpid()
+
+    def add(self, key: Any, lease: str, n: int, token: Any) -> None:
+        self._forked()
+        self.counts.setdefault(key, []).append([lease, n, token])
+
+    def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
+        """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
+        self._forked()
+        leases = self.counts.get(key, [])
+        have = sum(x[1] for x in leases)
+        if n > have:
+            raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
+                             % (n, what, have))
+        pairs: List[Tuple[str, int]] = []
+        done: List[Any] = []
+        while n:
+            last = leases[-1]
+            k = min(n, last[1])
+            pairs.append((last[0], k))
+            last[1] -= k
+            n -= k
+            if not last[1]:
+                leases.pop()
+                done.append(last[2])
+        if not leases:
+            self.counts.pop(key, None)
+        return pairs, done
+
+
+# -- lease renewal ---------------------------------------------------------------------------
+#
+# A lease expires lease_ms after it was taken or last renewed. The holder renews it about
+# every lease_ms / 3 while it holds it (an entry between enter and exit, an admission of a
+# concurrency limiter until release()), one EXIT call per key for all its due leases. A lease
+# nobody renews -- a crashed client's, or the one a decision made when it ran after its
+# caller had timed out and gone on -- is gone lease_ms after it was taken. Leases taken with
+# an explicit now_ns are on the caller's clock: not renewed.
+
+_TICK = 0.25  # s: how late a renewal may be, at most
+
+
+def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], float]:
+    """The due leases grouped by (limiter, key, settings), and the next due time."""
+    groups: Dict[Any, Tuple[Any, Any, Any, List[Tuple[int, str]]]] = {}
+    nxt = math.inf
+    for tok, v in leases.items():
+        if v[4] <= now:
+            g = groups.get((id(v[0]), v[1], id(v[2])))
+            if g is None:
+                g = groups[(id(v[0]), v[1], id(v[2]))] = (v[0], v[1], v[2], [])
+            g[3].append((tok, v[3]))
+        elif v[4] < nxt:
+            nxt = v[4]
+    return groups, nxt
+
+
+def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
+    args: List[Any] = lim._args(cfg, 1, 0, None, "") + [str(_OUT_RENEW), "0"]
+    for lid in ids:
+        args += [lid, "0"]
+    return args
+
+
+class _Renewer:
+    """The leases this process holds through one sync client, renewed by a daemon thread of
+    their own (started with the first lease, ended when none is left): a renewal blocked on
+    one client's server (stalled, or its pool exhausted) delays no other client's."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
+        self.thread: Optional[threading.Thread] = None
+
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
+        tok = next(_SEQ)
+        due = time.monotonic() + cfg.lease_ms / 3000.0
+        with self.lock:
+            self.leases[tok] = [lim, key, cfg, lease, due]
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, daemon=True,
+                                               name="slidewin.redis leases")
+                self.thread.start()
+        return (self, tok)
+
+    def remove(self, tok: int) -> None:
+        with self.lock:
+            self.leases.pop(tok, None)
+
+    def _run(self) -> None:
+        pid = os.getpid()
+        while True:
+            with self.lock:
+                if not self.leases or pid != os.getpid():
+                    if self.thread is threading.current_thread():
+                        self.thread = None
+                    return
+                now = time.monotonic()
+                groups, nxt = _due(self.leases, now)
+            for lim, key, cfg, items in groups.values():
+                ok = lim._renew(key, cfg, [lid for _, lid in items])
+                period = cfg.lease_ms / 3000.0
+                again = time.monotonic() + (period if ok else min(period, _TICK))
+                with self.lock:
+                    for tok, _ in items:
+                        v = self.leases.get(tok)
+                        if v is not None:
+                            v[4] = again
+            if not groups:
+                time.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
+
+
+_SEQ = itertools.count(1)  # renewal tokens
+# one renewer per sync client (a client that takes no weak reference: the shared one)
+_RENEWERS: "weakref.WeakKeyDictionary[Any, _Renewer]" = weakref.WeakKeyDictionary()
+_RENEWERS_LOCK = threading.Lock()
+_SHARED_RENEWER = _Renewer()
+
+
+def _renewer(client: Any) -> _Renewer:
+    with _RENEWERS_LOCK:
+        try:
+            r = _RENEWERS.get(client)
+            if r is None:
+                r = _RENEWERS[client] = _Renewer()
+        except TypeError:  # not weakly referenceable (nor hashable)
+            r = _SHARED_RENEWER
+        return r
+
+
+def _unrenew(tok: Any) -> None:
+    """Stop renewing the lease of a token of _Renewer.add or _AsyncRenewer.add."""
+    if tok is not None:
+        tok[0].remove(tok[1])
+
+
+def _after_fork() -> None:  # the child holds none of the parent's leases (nor its locks)
+    global _RENEWERS_LOCK, _SHARED_RENEWER, _RENEWERS
+    _RENEWERS_LOCK = threading.Lock()
+    _RENEWERS = weakref.WeakKeyDictionary()
+    _SHARED_RENEWER = _Renewer()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
+    busy.pop(cid, None)
+
+
+class _AsyncRenewer:
+    """The leases held through async clients on one event loop, renewed by one task (made
+    with the first lease, done when none is left); each client's renewals in turn, the
+    clients' at once (a stalled server delays only its own client's)."""
+
+    def __init__(self) -> None:
+        self.leases: Dict[int, List[Any]] = {}
+        self.task: Optional["asyncio.Task[None]"] = None
+
+    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
+        tok = next(_SEQ)
+        self.leases[tok] = [lim, key, cfg, lease, time.monotonic() + cfg.lease_ms / 3000.0]
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        return (self, tok)
+
+    def remove(self, tok: int) -> None:
+        self.leases.pop(tok, None)
+
+    async def _client_renewals(self, groups: List[Any]) -> None:
+        for lim, key, cfg, items in groups:
+            ok = await lim._renew(key, cfg, [lid for _, lid in items])
+            period = cfg.lease_ms / 3000.0
+            again = time.monotonic() + (period if ok else min(period, _TICK))
+            for tok, _ in items:
+                v = self.leases.get(tok)
+                if v is not None:
+                    v[4] = again
+
+    async def _run(self) -> None:
+        busy: Dict[int, "asyncio.Task[None]"] = {}  # id(client) -> its renewals under way
+        try:
+            while self.leases:
+                now = time.monotonic()
+                groups, nxt = _due(self.leases, now)
+                per: Dict[int, List[Any]] = {}
+                for g in groups.values():
+                    cid = id(g[0]._client)
+                    if cid not in busy:  # a client still renewing: its leases wait
+                        per.setdefault(cid, []).append(g)
+                for cid, gs in per.items():
+                    task = busy[cid] = asyncio.ensure_future(self._client_renewals(gs))
+                    task.add_done_callback(functools.partial(_forget, busy, cid))
+                await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic()))
+                                    if not per else 0.001)
+        finally:
+            for t in list(busy.values()):
+                t.cancel()
+            self.task = None
+
+
+_ARENEWERS: "weakref.WeakKeyDictionary[Any, _AsyncRenewer]" = weakref.WeakKeyDictionary()
+
+
+def _arenewer() -> _AsyncRenewer:
+    loop = asyncio.get_running_loop()
+    r = _ARENEWERS.get(loop)
+    if r is None:
+        r = _ARENEWERS[loop] = _AsyncRenewer()
+    return r
+
