@@ -1,6 +1,8 @@
 /* sw_node.c - a node: limiter window + borrow ring + minute window + in-flight count. */
 #include "sw_node.h"
 
+#include <string.h>
+
 static void node_cfgs(const struct sw_node_cfg *cfg, struct sw_leap_cfg *sec,
                       struct sw_leap_cfg *fut, struct sw_leap_cfg *min)
 {
@@ -72,6 +74,7 @@ int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
     for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
         node->totals[e] = 0;
     node->shadow_block = 0;
+    memset(&node->adapt, 0, sizeof node->adapt);
     node->off_sec = (uint32_t)off_sec;
     node->off_fut = (uint32_t)off_fut;
     node->off_min = (uint32_t)off_min;
