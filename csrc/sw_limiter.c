@@ -1052,12 +1052,12 @@ int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns)
     if (r->grade != SW_GRADE_CONCURRENCY || r->adapt.algo == SW_ADAPT_NONE)
         return -1;
     lock_node(v);
-    if (now_ns == SW_NOW)
-        now_ns = sw_time_coarse_ns();
     struct sw_node *node = sw_lstate_node(v->st);
-    int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
-    if (sw_adapt_due(&node->adapt, t))
-        sw_adapt_update(&r->adapt, &node->adapt, sw_node_sec(node), t);
+    if (now_ns != SW_NOW) {
+        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+        if (sw_adapt_due(&node->adapt, t))
+            sw_adapt_update(&r->adapt, &node->adapt, sw_node_sec(node), t);
+    }
     int64_t l = sw_adapt_limit_of(&r->adapt, node);
     unlock_node(v);
     return l;

@@ -164,9 +164,10 @@ int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg);
  * @param param set to the offending parameter on SW_EINVAL (see sw_adapt_check)
  * @return SW_OK or SW_EINVAL (nothing changed) */
 int sw_rule_set_adapt(struct sw_rule *rule, const struct sw_adapt_cfg *cfg, const char **param);
-/** The limit an adaptive rule has in force at now_ns (SW_NOW: the coarse clock), under the
- * state's lock, computing it first when due, as a decision would. @return the limit, or -1
- * when the view's rule is not adaptive */
+/** The limit an adaptive rule has in force at now_ns, under the state's lock, computing it
+ * first when due, as a decision would; SW_NOW: the limit the latest decision left (nothing
+ * computed: reading it moves no window). @return the limit, or -1 when the view's rule is
+ * not adaptive */
 int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns);
 /** The limit an adaptive state shows (a node read without the lock, e.g. a region's copy):
  * initial_limit when fresh. @return the limit, clamped to [min_limit, max_limit] */

@@ -189,6 +189,7 @@ static inline int entry_claim_as(atomic_int *state, const void *owner, const cha
  * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
 static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
                                      PyObject *const *args, Py_ssize_t nargs, int64_t *rt)
+/* *rt: the response time in ns */
 {
     int expected = ENTRY_ENTERED;
     if (!atomic_compare_exchange_strong(state, &expected, ENTRY_EXITED)) {
@@ -200,7 +201,7 @@ static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
     *rt = 0;
     if (et == Py_None) {
         int64_t el = sw_time_ns() - *start_ns;
-        *rt = el > 0 ? el / NS_PER_MS : 0;
+        *rt = el > 0 ? el : 0; /* ns */
         return SW_OUT_SUCCESS;
     }
     if (PyType_Check(et) &&

@@ -38,7 +38,7 @@ static inline int entry_claim(EntryObject *self)
 /* End an entered entry: count its outcome and give its in-flight count back — except for an
  * entry of a shared limiter inherited across fork(): the count is the parent's (which exits
  * its own copy), so the child only counts the outcome. */
-static void entry_finish(EntryObject *self, int64_t rt, int outcome)
+static void entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
 {
     LimiterObject *lim = self->limiter;
     if (self->hollow)
@@ -50,7 +50,7 @@ static void entry_finish(EntryObject *self, int64_t rt, int outcome)
                      self->n, SW_NOW);
         return;
     }
-    sw_exit(limiter_view(lim), self->n, rt, outcome, SW_NOW);
+    sw_exit_rt(limiter_view(lim), self->n, rt, outcome, SW_NOW);
     limiter_notify(lim);
 }
 

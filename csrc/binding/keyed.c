@@ -1367,7 +1367,7 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     if (outcome < 0)
         return NULL;
     if (!self->hollow) {
-        sw_keyed_exit(kview(self->lim), self->fp, self->n, rt, outcome, SW_NOW);
+        sw_keyed_exit(kview(self->lim), self->fp, self->n, rt / NS_PER_MS, outcome, SW_NOW);
         keyed_notify(self->lim, 1, self->fp);
     }
     Py_RETURN_FALSE;

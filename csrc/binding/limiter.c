@@ -1,4 +1,5 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
+#include "adaptive.h"
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
@@ -943,6 +944,7 @@ static PyMethodDef Limiter_methods[] = {
     {"_watch", (PyCFunction)Limiter_watch, METH_O, NULL},
     {"_release_wait", (PyCFunction)(void (*)(void))Limiter_release_wait, METH_FASTCALL, NULL},
     {"_reap", (PyCFunction)Limiter_reap, METH_NOARGS, NULL},
+    ADAPTIVE_METHODS
     {NULL}};
 
 static PyMemberDef Limiter_members[] = {
