@@ -91,6 +91,8 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
                        struct sw_leap *sec, int64_t t)
 {
     int64_t cur = sw_leap_start_of(sec, t);
+    bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->next_ms = cur + sec->window_ms;
     if (!triggered(cfg, s, t)) {
         s->mark_ms = INT64_MIN;
@@ -131,7 +133,18 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         min_rt = 1.0;
     /* completions per second x RT (s) = completions per bucket x RT (ms) / bucket (ms) */
     double bound = (double)max_done * min_rt / (double)sec->window_ms;
-    s->limit = bounded(cfg, floor(bound) + 1.0);
+    /* TCP BBR's gain cycle, which the Sentinel/aegis rule lacks: by Little's law the bound
+     * equals the level in flight on either side of the capacity, so alone it holds any
+     * level. One bucket in SW_ADAPT_BBR_CYCLE admits 25 % more (below the capacity more
+     * completes at the same RT: the max rises); the next, if the limiter refused in the one
+     * before, 25 % less (above the capacity the queue drains: the min RT falls). */
+    int64_t phase = (cur / sec->window_ms) % SW_ADAPT_BBR_CYCLE;
+    double gain = 1.0;
+    if (phase == 0)
+        gain = SW_ADAPT_BBR_UP;
+    else if (phase == 1 && refused)
+        gain = SW_ADAPT_BBR_DOWN;
+    s->limit = bounded(cfg, floor(bound * gain) + 1.0);
 }
 
 /* ---- gradient ---- */

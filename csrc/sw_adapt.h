@@ -6,7 +6,8 @@
  * - "bbr" (Sentinel's system rule, go-kratos/aegis BBR): at each bucket boundary,
  *   bound = max over the window's completed buckets of completions per second x min over
  *   them of the bucket's mean RT (a bucket that follows one without completions is partial
- *   and left out; no bucket left: initial_limit); admit while in flight <= bound (limit = floor(bound) + 1),
+ *   and left out; no bucket left: initial_limit), with TCP BBR's gain cycle (one bucket
+ *   in 8 at 1.25 x the bound, the next at 0.75 x when the limiter refused); admit while in flight <= bound (limit = floor(bound) + 1),
  *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
  *   after the last refusal; always when there is no threshold).
  * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
@@ -78,6 +79,9 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without any sample ends after this */
 #define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
 #define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal */
+#define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
+#define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
+#define SW_ADAPT_BBR_DOWN 0.75        /* bbr: the draining bucket's gain (after refusals) */
 
 /** Check settings. @param param set to the offending parameter's name on SW_EINVAL
  * ("algorithm", "min_limit", "max_limit", "initial_limit", "cpu_threshold")
