@@ -199,6 +199,12 @@ class AdaptiveLimiter(Limiter):
         return int(self._adaptive_limit(None) or 0)
 
     @property
+    def concurrency(self) -> int:
+        """The in-flight limit in force (``limit``): what the middlewares' RateLimit fields
+        and the Limiter's own readers report."""
+        return self.limit
+
+    @property
     def algorithm(self) -> str:
         return str(self._adaptive["algorithm"])
 

@@ -276,3 +276,51 @@ def test_shared_across_two_processes(name):
     assert in_flight == held
     assert int(second) == held + 1
     assert lim.in_flight == held  # the child has exited: its count was given back
+
+
+# ------------------------------------------------------------------ observers, middlewares
+
+def test_wsgi_middleware_answers_a_refusal_with_503_and_the_learned_limit():
+    from slidewin.wsgi import LimitMiddleware
+
+    lim = AdaptiveLimiter(min_limit=1, max_limit=500, initial_limit=1)
+    inner = []
+
+    def app(environ, start_response):
+        if not inner:  # the first request calls the app again while it holds the limit
+            inner.append(True)
+            status = []
+            body = b"".join(mw({"REQUEST_METHOD": "GET", "PATH_INFO": "/"},
+                               lambda s, h, exc_info=None: status.append((s, h))))
+            inner.append((status[0], body))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    mw = LimitMiddleware(app, lim, headers=True)
+    out = []
+    assert b"".join(mw({"REQUEST_METHOD": "GET", "PATH_INFO": "/"},
+                       lambda s, h, exc_info=None: out.append((s, h)))) == b"ok"
+    (status, fields), body = inner[1]
+    assert status.startswith("503")
+    assert lim.concurrency == lim.limit == 1  # the limit in force, not max_limit
+    assert ("RateLimit-Policy", '"default";q=1;qu="concurrent-requests"') in fields
+
+
+def test_prometheus_gauge_and_top(name):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from slidewin import _observe
+    from slidewin.prometheus import Collector
+
+    local = AdaptiveLimiter(algorithm="gradient", initial_limit=7, name=f"{name}-local")
+    shared = AdaptiveLimiter(algorithm="bbr", initial_limit=9, shared=name)
+    assert shared.try_acquire()  # a decision: the region now holds a learned limit
+    reg = prometheus_client.CollectorRegistry()
+    reg.register(Collector())
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": f"{name}-local"}) == 7
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": name}) == 9
+    plain = slidewin.Limiter(concurrency=3, name=f"{name}-plain")
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": f"{name}-plain"}) is None
+    rows = {r.name: r for r in _observe.read_all()}
+    assert rows[name].source == "region" and rows[name].adaptive_limit == 9
+    assert rows[f"{name}-local"].adaptive_limit == 7
+    del local, plain
