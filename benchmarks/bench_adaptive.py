@@ -360,6 +360,31 @@ def realtime(seconds: float = 6.0) -> Dict[str, Any]:
     return {"what": "C = 8, work 20 ms, 1.5x load, %g s each" % seconds, "rows": rows}
 
 
+# ---------------------------------------------------------------- benchmarks/run.py section
+
+TITLE = "AdaptiveLimiter vs no limit and fixed limits (simulated overload, virtual time)"
+ABOUT = """A discrete-event simulation in virtual time that drives the real limiters (explicit
+``now_ns``): deterministic, the same numbers on every machine. Processor-sharing backend,
+work uniform in 10-30 ms, open-loop arrivals at 1.5x the first capacity, 1 s client
+timeout; capacity 40 -> 20 -> 40 (docs/adaptive.md)."""
+
+
+def run(cfg: Dict[str, Any], log: Any) -> Dict[str, Any]:
+    res = run_all(quick=bool(cfg.get("adaptive_quick")))
+    res.pop("goodput_series", None)
+    res.pop("limits", None)  # the plot's series: bench_adaptive.py draws it
+    return res
+
+
+def render_md(res: Dict[str, Any]) -> str:
+    text = markdown(res)
+    return text.split("\n", 3)[3].strip()  # without the title and the config paragraph
+
+
+def render_text(res: Dict[str, Any]) -> str:
+    return render_md(res)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="phases a third as long")
