@@ -885,13 +885,7 @@ int sw_exit_rt(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome, i
 {
     if (n < 0 || rt_ns < 0)
         return SW_EINVAL;
-    const struct sw_rule *r = v->rule;
-    /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's are
-     * rounded instead: truncation biases each RT low by half a ms on average, and with it
-     * bbr's bound (a mean RT of a few ms) */
-    int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
-                        ? (rt_ns + 500000) / INT64_C(1000000)
-                        : rt_ns / INT64_C(1000000);
+    const struct sw_rule *r = v->rule; /* read under the lock only (sw_view_set_rule) */
     struct sw_node *node = sw_lstate_node(v->st);
     bool entered = false;
     if (outcome == SW_OUT_NONE) {
@@ -900,6 +894,12 @@ int sw_exit_rt(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome, i
         entered = lock_for_other_event(v, &now_ns);
         int64_t t = sw_ms_of_ns(now_ns);
         if (outcome == SW_OUT_SUCCESS) {
+            /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's
+             * are rounded instead: truncation biases each RT low by half a ms on average,
+             * and with it bbr's bound (a mean RT of a few ms) */
+            int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
+                                ? (rt_ns + 500000) / INT64_C(1000000)
+                                : rt_ns / INT64_C(1000000);
             sw_node_add(node, SW_EV_SUCCESS, n, t);
             sw_node_add_rt(node, rt_ms, t);
             if (r->grade == SW_GRADE_CONCURRENCY && r->adapt.algo != SW_ADAPT_NONE)
@@ -1054,9 +1054,11 @@ int64_t sw_adapt_limit_of(const struct sw_adapt_cfg *cfg, const struct sw_node *
 int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns)
 {
     const struct sw_rule *r = v->rule;
-    if (r->grade != SW_GRADE_CONCURRENCY || r->adapt.algo == SW_ADAPT_NONE)
+    lock_node(v); /* the rule is read under the lock only (sw_view_set_rule) */
+    if (r->grade != SW_GRADE_CONCURRENCY || r->adapt.algo == SW_ADAPT_NONE) {
+        unlock_node(v);
         return -1;
-    lock_node(v);
+    }
     struct sw_node *node = sw_lstate_node(v->st);
     if (now_ns != SW_NOW) {
         int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));

@@ -9,6 +9,8 @@
 
 #include "sw_adapt.h"
 
+#include <pthread.h>
+
 #define SIM_MAX_CLIENTS 512
 
 struct sim {
@@ -346,8 +348,68 @@ static void test_damaged_state(void)
     free(lim);
 }
 
+/* Threads deciding and completing on one adaptive limiter (run under tsan): nothing lost,
+ * nothing held at the end, the limit within its bounds. */
+struct athread {
+    struct sw_limiter *lim;
+    _Atomic int64_t *clock_ms;
+    int64_t passed, refused, over;
+};
+
+static void *adaptive_worker(void *arg)
+{
+    struct athread *a = arg;
+    struct sw_view v;
+    sw_limiter_view(a->lim, &v);
+    for (int i = 0; i < 20000; i++) {
+        int64_t now = atomic_fetch_add(a->clock_ms, 1) / 4; /* 4 decisions a virtual ms */
+        struct sw_decision d;
+        sw_decide(&v, 1, MS(now), 0, &d);
+        if (d.verdict != SW_PASS) {
+            a->refused++;
+            continue;
+        }
+        a->passed++;
+        int64_t l = sw_adapt_limit_now(&v, SW_NOW);
+        if (l < 3 || l > 40)
+            a->over++;
+        sw_exit_rt(&v, 1, MS(5 + i % 7), SW_OUT_SUCCESS, MS(now + 5));
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
+        struct sw_limiter *lim = adaptive_new(algo, 3, 40, 5, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        _Atomic int64_t clock_ms = 4000;
+        struct athread a[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            a[i] = (struct athread){lim, &clock_ms, 0, 0, 0};
+            CHECK_EQ(pthread_create(&th[i], NULL, adaptive_worker, &a[i]), 0);
+        }
+        int64_t passed = 0, over = 0;
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            passed += a[i].passed;
+            over += a[i].over;
+        }
+        struct sw_totals t;
+        sw_limiter_totals(lim, &t);
+        CHECK_EQ(t.pass, passed);
+        CHECK_EQ(t.success, passed);
+        CHECK_EQ(sw_limiter_in_flight(lim), 0);
+        CHECK_EQ(over, 0);
+        free(lim);
+    }
+}
+
 void test_adaptive(void)
 {
+    test_threads();
     test_bbr_bound();
     test_damaged_state();
     test_bounds();
