@@ -324,3 +324,14 @@ def test_prometheus_gauge_and_top(name):
     assert rows[name].source == "region" and rows[name].adaptive_limit == 9
     assert rows[f"{name}-local"].adaptive_limit == 7
     del local, plain
+
+
+def test_cpu_sampler_feeds_limiters_with_a_threshold():
+    from slidewin import _adaptive
+
+    s = _adaptive._CpuSampler()
+    values = [s.sample() for _ in range(3)]
+    assert all(0.0 <= v <= 1.0 for v in values)
+    lim = AdaptiveLimiter(algorithm="bbr", cpu_threshold=0.5)
+    assert lim in _adaptive._cpu._lims
+    assert AdaptiveLimiter(algorithm="bbr") not in _adaptive._cpu._lims
