@@ -18,7 +18,9 @@ debug = os.environ.get("SLIDEWIN_DEBUG", "") not in ("", "0")
 sanitize = os.environ.get("SLIDEWIN_SANITIZE", "") not in ("", "0")
 
 compile_args = ["-std=gnu11", "-Wall", "-Wextra", "-Wshadow", "-Wno-unused-parameter",
-                "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
+                "-Wno-missing-field-initializers", "-Wno-cast-function-type",
+                # a call to an undeclared function links to a missing symbol: fail the build
+                "-Werror=implicit-function-declaration"]
 link_args = []
 undef = []
 if debug or sanitize:

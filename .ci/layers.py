@@ -34,6 +34,7 @@ CORE = {
     "sw_lock": ("base", 3),        # the lock (its slow path asks sw_proc who is alive)
     "sw_leap": ("mechanism", 0),   # the sliding window ring
     "sw_borrow": ("mechanism", 1),
+    "sw_adapt": ("mechanism", 1),  # adaptive limits (bbr, gradient) over the leap array
     "sw_node": ("mechanism", 2),   # windows + totals (their check and repair included)
     "sw_reject": ("mechanism", 3),  # controllers
     "sw_warmup": ("mechanism", 3),
@@ -46,6 +47,7 @@ CORE = {
 # binding file stem -> unit (stems not listed are their own unit)
 UNITS = {
     "entry": "limiter",      # Limiter and its Entry
+    "adaptive": "limiter",   # ... and the adaptive rule of a Limiter
     "binding": "binding",    # binding.h: what every type uses; defined in binding.c ...
     "limiting": "binding",   # ... and in limiting.c (what the limiter types share)
 }

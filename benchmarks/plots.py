@@ -4,7 +4,8 @@
 
 - ``warmup.png``: admitted per second from cold (warm_up, warm_up_throttle) vs docs/design.md;
 - ``throttle.png``: pacing on the real clock, interval between admissions;
-- ``boundary.png``: sliding vs fixed window at a boundary burst.
+- ``boundary.png``: sliding vs fixed window at a boundary burst;
+- ``adaptive.png`` (drawn by bench_adaptive.py): AdaptiveLimiter's limit and goodput.
 """
 
 from __future__ import annotations
@@ -108,6 +109,45 @@ def boundary(acc: Dict[str, Any], path: str) -> None:
     ax.set_title("Boundary bursts: sliding window vs fixed window")
     ax.set_ylim(0, limit * 2.4)
     ax.legend(loc="upper right", frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def adaptive(res: Dict[str, Any], path: str) -> None:
+    """AdaptiveLimiter (benchmarks/bench_adaptive.py): the learned limit against the
+    capacity, and the goodput of each limiter, per second of virtual time."""
+    plt = _plt()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True)
+    caps_t, caps = [], []
+    t = 0.0
+    for seconds, cap in res["phases"]:
+        caps_t += [t, t + seconds]
+        caps += [cap, cap]
+        t += seconds
+    top.plot(caps_t, caps, color="k", lw=1.5, label="capacity C (calls at full speed)")
+    colors = {"AdaptiveLimiter bbr": "#d8703b", "AdaptiveLimiter gradient": "#3b7dd8"}
+    for name, series in res["limits"].items():
+        xs = [x for x, _ in series]
+        ys = [y for _, y in series]
+        top.step(xs, ys, where="post", color=colors.get(name), lw=1.2,
+                 label=name.replace("AdaptiveLimiter ", "limit: "))
+    top.set_ylabel("concurrency limit")
+    top.set_ylim(0, max(caps) * 3.5)
+    top.legend(loc="upper left", frameon=False, fontsize=8, ncol=3)
+    top.set_title("AdaptiveLimiter in a simulated overload (1.5x, then 3x, then 1.5x the "
+                  "capacity)")
+    styles = {"no limit": dict(color="grey", ls=":"),
+              "fixed 40 (right)": dict(color="k", lw=1),
+              "fixed 160 (too high)": dict(color="#5aa469", ls="--"),
+              "fixed 20 (too low)": dict(color="#9b59b6", ls="-."),
+              "AdaptiveLimiter bbr": dict(color="#d8703b"),
+              "AdaptiveLimiter gradient": dict(color="#3b7dd8", lw=2, alpha=0.8)}
+    for name, ys in res["goodput_series"].items():
+        bottom.plot([i + 0.5 for i in range(len(ys))], ys, label=name, **styles.get(name, {}))
+    bottom.set_ylabel("goodput per s (within the 1 s timeout)")
+    bottom.set_xlabel("virtual time, s (capacity 40 -> 20 at 30 s -> 40 at 60 s)")
+    bottom.legend(loc="lower left", frameon=False, fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

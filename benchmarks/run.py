@@ -31,7 +31,7 @@ if HERE not in sys.path:
 import cases  # noqa: E402
 
 SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed", "waiters",
-            "redis"]
+            "redis", "adaptive"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -56,6 +56,7 @@ FULL = {
     "waiters_tasks": 1000,  # asyncio tasks waiting on a saturated limiter
     "waiters_s": 2.0,
     "waiters_rounds": 200,
+    "adaptive_quick": False,  # AdaptiveLimiter: the simulated phases a third as long
 }
 QUICK = {
     "target_s": 0.002,
@@ -80,6 +81,7 @@ QUICK = {
     "waiters_tasks": 100,
     "waiters_s": 0.2,
     "waiters_rounds": 5,
+    "adaptive_quick": True,
 }
 
 
@@ -139,6 +141,7 @@ def _cpu_model() -> str:
 
 def _modules() -> Dict[str, Any]:
     import bench_accuracy
+    import bench_adaptive
     import bench_decision
     import bench_gil
     import bench_keyed
@@ -150,7 +153,7 @@ def _modules() -> Dict[str, Any]:
 
     return {"waiters": bench_waiters, "decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
             "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
-            "keyed": bench_keyed, "redis": bench_redis}
+            "keyed": bench_keyed, "redis": bench_redis, "adaptive": bench_adaptive}
 
 
 def headline(results: Dict[str, Any]) -> str:

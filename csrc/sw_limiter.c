@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 _Static_assert(offsetof(struct sw_lstate, lock) == 64,
                "a limiter state's lock starts its second 64-byte line");
@@ -155,6 +156,7 @@ int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg)
     rule->interval_ms = cfg->interval_ms;
     rule->sample_count = cfg->sample_count;
     rule->shadow = cfg->shadow ? 1u : 0u;
+    memset(&rule->adapt, 0, sizeof rule->adapt);
     return sw_warmup_init(&rule->warm, cfg->count, cfg->warm_up_s, cfg->cold_factor);
 }
 
@@ -706,14 +708,18 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
      * retry time) takes the general path. */
     int64_t ms = sw_ms_of_ns(now_ns);
     bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    /* an adaptive limit: the learned one, once computed for this time (else the slow path) */
+    struct sw_adapt_state *ad = conc && r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
+    double cap = ad != NULL && !sw_adapt_due(ad, ms) ? sw_adapt_cap(ad) : r->count;
     if ((conc || (r->behavior == SW_REJECT && r->count > 0)) &&
+        (ad == NULL || !sw_adapt_due(ad, ms)) &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int k = -1; /* the event counted: 0 PASS, 1 BLOCK */
         if (conc) {
             if ((double)n > r->count) {
                 out->verdict = SW_NEVER;
                 k = 1;
-            } else if (sw_reject_fits(in_flight_now(node), n, r->count)) {
+            } else if (sw_reject_fits(in_flight_now(node), n, cap)) {
                 out->verdict = SW_PASS;
                 k = 0;
             } else {
@@ -741,6 +747,12 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
             }
             if (k == 0 && (conc || (flags & SW_F_ENTRY)))
                 add_in_flight(v, node, n);
+            if (ad != NULL) {
+                if (k == 0)
+                    sw_adapt_admitted(ad, in_flight_now(node));
+                else
+                    sw_adapt_refused(&r->adapt, ad, ms);
+            }
             unlock_state(v);
             goto done;
         }
@@ -752,10 +764,17 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     int64_t grant_ms = 0;
 
     if (r->grade == SW_GRADE_CONCURRENCY) {
+        if (ad != NULL) {
+            if (sw_adapt_due(ad, t))
+                sw_adapt_update(&r->adapt, ad, sw_node_sec(node), t);
+            cap = sw_adapt_cap(ad);
+        }
         if ((double)n > r->count)
             out->verdict = SW_NEVER;
-        else if (sw_reject_fits(in_flight_now(node), n, r->count))
+        else if (sw_reject_fits(in_flight_now(node), n, cap))
             out->verdict = SW_PASS;
+        if (ad != NULL && out->verdict != SW_PASS)
+            sw_adapt_refused(&r->adapt, ad, t);
     } else if (r->count <= 0) {
         out->verdict = SW_NEVER;
     } else {
@@ -821,6 +840,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
         }
         if (r->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
             add_in_flight(v, node, n);
+        if (ad != NULL)
+            sw_adapt_admitted(ad, in_flight_now(node));
     } else if (!(flags & SW_F_NO_BLOCK)) {
         sw_node_add_at(node, SW_EV_BLOCK, n, t);
         if (flags & SW_F_SHADOW)
@@ -858,11 +879,34 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
     return SW_OK;
 }
 
+static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                      int64_t now_ns, bool may_give_up);
+
 static int exit_as(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
                    int64_t now_ns, bool may_give_up)
 {
-    if (n < 0 || rt_ms < 0)
+    if (rt_ms < 0)
         return SW_EINVAL;
+    return exit_rt_as(v, n, sw_sat_mul(rt_ms, INT64_C(1000000)), outcome, now_ns, may_give_up);
+}
+
+int sw_exit_rt(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome, int64_t now_ns)
+{
+    return exit_rt_as(v, n, rt_ns, outcome, now_ns, false);
+}
+
+int sw_exit_rt_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                          int64_t now_ns)
+{
+    return exit_rt_as(v, n, rt_ns, outcome, now_ns, true);
+}
+
+static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                      int64_t now_ns, bool may_give_up)
+{
+    if (n < 0 || rt_ns < 0)
+        return SW_EINVAL;
+    const struct sw_rule *r = v->rule; /* read under the lock only (sw_view_set_rule) */
     struct sw_node *node = sw_lstate_node(v->st);
     bool entered = false;
     if (outcome == SW_OUT_NONE) {
@@ -878,8 +922,16 @@ static int exit_as(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcom
         entered = got == 1;
         int64_t t = sw_ms_of_ns(now_ns);
         if (outcome == SW_OUT_SUCCESS) {
+            /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's
+             * are rounded instead: truncation biases each RT low by half a ms on average,
+             * and with it bbr's bound (a mean RT of a few ms) */
+            int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
+                                ? (rt_ns + 500000) / INT64_C(1000000)
+                                : rt_ns / INT64_C(1000000);
             sw_node_add(node, SW_EV_SUCCESS, n, t);
             sw_node_add_rt(node, rt_ms, t);
+            if (r->grade == SW_GRADE_CONCURRENCY && r->adapt.algo != SW_ADAPT_NONE)
+                sw_adapt_sample(&r->adapt, &node->adapt, sw_node_sec(node), rt_ns, t);
         } else {
             sw_node_add(node, SW_EV_EXCEPTION, n, t);
         }
@@ -1009,4 +1061,57 @@ void sw_limiter_totals(struct sw_limiter *lim, struct sw_totals *out)
     struct sw_view v;
     sw_limiter_view(lim, &v);
     sw_totals_read(&v, out);
+}
+
+/* ---- adaptive concurrency (sw_adapt.h) ---- */
+
+int sw_rule_set_adapt(struct sw_rule *rule, const struct sw_adapt_cfg *cfg, const char **param)
+{
+    if (sw_adapt_check(cfg, param) != SW_OK)
+        return SW_EINVAL;
+    rule->grade = SW_GRADE_CONCURRENCY;
+    rule->behavior = SW_REJECT;
+    rule->count = (double)cfg->max_limit;
+    rule->limit = rule->count;
+    rule->adapt = *cfg;
+    return SW_OK;
+}
+
+int64_t sw_adapt_limit_of(const struct sw_adapt_cfg *cfg, const struct sw_node *node)
+{
+    const struct sw_adapt_state *s = &node->adapt;
+    double l = (double)s->limit;
+    if ((s->flags & SW_ADAPT_PHASE) == SW_ADAPT_FRESH || !(l == l))
+        l = cfg->initial_limit;
+    if (l < cfg->min_limit)
+        l = cfg->min_limit;
+    if (l > cfg->max_limit)
+        l = cfg->max_limit;
+    return (int64_t)l;
+}
+
+int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns)
+{
+    const struct sw_rule *r = v->rule;
+    lock_node(v); /* the rule is read under the lock only (sw_view_set_rule) */
+    if (r->grade != SW_GRADE_CONCURRENCY || r->adapt.algo == SW_ADAPT_NONE) {
+        unlock_node(v);
+        return -1;
+    }
+    struct sw_node *node = sw_lstate_node(v->st);
+    if (now_ns != SW_NOW) {
+        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+        if (sw_adapt_due(&node->adapt, t))
+            sw_adapt_update(&r->adapt, &node->adapt, sw_node_sec(node), t);
+    }
+    int64_t l = sw_adapt_limit_of(&r->adapt, node);
+    unlock_node(v);
+    return l;
+}
+
+void sw_view_set_cpu(const struct sw_view *v, int64_t permille)
+{
+    lock_state(v);
+    sw_adapt_set_cpu(&sw_lstate_node(v->st)->adapt, permille);
+    unlock_state(v);
 }

@@ -82,6 +82,9 @@ struct sw_rule {
     uint32_t sample_count;
     uint32_t shadow;          /* decisions as with SW_F_SHADOW */
     struct sw_warmup warm;
+    struct sw_adapt_cfg adapt; /* algo SW_ADAPT_NONE, or an adaptive concurrency limit: the
+                                  limit in force is learned (the node's adapt state), `count`
+                                  is max_limit (sw_rule_set_adapt) */
 };
 
 /* The state is laid out for processes sharing it (docs/design.md, "Region layout"): two
@@ -150,6 +153,22 @@ void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct
 /** Derive the settings from a configuration.
  * @return SW_OK, or SW_EINVAL (cfg fails sw_limiter_check) */
 int sw_rule_init(struct sw_rule *rule, const struct sw_limiter_cfg *cfg);
+
+/** Make a concurrency rule adaptive (sw_adapt.h): grade concurrency, reject, count = max_limit.
+ * @param param set to the offending parameter on SW_EINVAL (see sw_adapt_check)
+ * @return SW_OK or SW_EINVAL (nothing changed) */
+int sw_rule_set_adapt(struct sw_rule *rule, const struct sw_adapt_cfg *cfg, const char **param);
+/** The limit an adaptive rule has in force at now_ns, under the state's lock, computing it
+ * first when due, as a decision would; SW_NOW: the limit the latest decision left (nothing
+ * computed: reading it moves no window). @return the limit, or -1 when the view's rule is
+ * not adaptive */
+int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns);
+/** The limit an adaptive state shows (a node read without the lock, e.g. a region's copy):
+ * initial_limit when fresh. @return the limit, clamped to [min_limit, max_limit] */
+int64_t sw_adapt_limit_of(const struct sw_adapt_cfg *cfg, const struct sw_node *node);
+/** Record the CPU use (permille) that an adaptive "bbr" rule's trigger compares, under the
+ * lock. */
+void sw_view_set_cpu(const struct sw_view *v, int64_t permille);
 
 /** Bytes a state of this window needs (0 when the window is invalid). */
 size_t sw_lstate_size(int64_t interval_ms, uint32_t sample_count);
@@ -297,6 +316,13 @@ int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int6
  * given back: the count is still held and the exit may be retried) */
 int sw_exit_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
                        int64_t now_ns);
+/** sw_exit with the response time in ns (an adaptive rule samples it at that resolution;
+ * the windows record whole ms: rt_ns / 1e6). @return SW_OK or SW_EINVAL */
+int sw_exit_rt(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome, int64_t now_ns);
+/** sw_exit_rt that may give up on a stuck lock owner, as sw_exit_or_give_up does.
+ * @return SW_OK, SW_EINVAL or SW_EBUSY (nothing counted, the count still held) */
+int sw_exit_rt_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                          int64_t now_ns);
 /** Give back n in flight. @return SW_OK, SW_ESTATE when fewer than n are in flight, or
  * SW_EBUSY when the wait for the lock gave up (sw_lock_wait_hook: nothing given back) */
 int sw_release(const struct sw_view *v, int64_t n);

@@ -75,6 +75,7 @@ int sw_node_init(struct sw_node *node, const struct sw_node_cfg *cfg)
     for (uint32_t e = 0; e < SW_EV_DEFAULT_COUNT; e++)
         node->totals[e] = 0;
     node->shadow_block = 0;
+    memset(&node->adapt, 0, sizeof node->adapt);
     node->off_sec = (uint32_t)off_sec;
     node->off_fut = (uint32_t)off_fut;
     node->off_min = (uint32_t)off_min;

@@ -8,6 +8,7 @@
 #ifndef SW_NODE_H
 #define SW_NODE_H
 
+#include "sw_adapt.h"
 #include "sw_borrow.h"
 #include "sw_leap.h"
 
@@ -42,6 +43,9 @@ struct sw_node {
      * so enforcing limiters never touch it. It lies in the padding before the first ring
      * (the layout is unchanged: a region made before it holds 0 there). */
     int64_t shadow_block;
+    /* the adaptive controller's learned state (sw_adapt.h), zero in a fresh node and unused
+     * by other limiters; in the padding before the first ring, as shadow_block */
+    struct sw_adapt_state adapt;
 };
 
 /* Where a node is placed relative to 64-byte lines: a limiter state puts its node on a

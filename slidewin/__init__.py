@@ -88,6 +88,7 @@ from ._core import (  # noqa: E402
 from ._event import Event  # noqa: E402
 from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
+from ._adaptive import AdaptiveLimiter  # noqa: E402
 
 import typing as _typing  # noqa: E402
 
@@ -99,6 +100,7 @@ else:
 from ._web import client_ip  # noqa: E402
 
 __all__ = [
+    "AdaptiveLimiter",
     "BlockedError",
     "Bucket",
     "Event",

@@ -22,13 +22,14 @@ class Reading:
     kind: "limiter", "keyed" or "metric"; source: "region" (a file of the folder) or "local"
     (an object of this process that no region read covers). totals: the lifetime totals
     (None for a Metric). window: the counts over the window (a Metric: one per event).
-    keys / evicted: a KeyedLimiter's, else None. waiters: processes blocked waiting for a
+    keys / evicted: a KeyedLimiter's, else None. adaptive_limit: an AdaptiveLimiter's
+    learned limit (a region's once one has decided on it), else None. waiters: processes blocked waiting for a
     release (regions only, else None). error: why a region could not be read (the other
     fields are then empty)."""
 
     __slots__ = ("name", "kind", "source", "path", "totals", "window", "window_s",
                  "in_flight", "waiting", "waiters", "keys", "evicted", "created_unix_ns",
-                 "error")
+                 "error", "adaptive_limit")
 
     def __init__(self, name: str, kind: str, source: str, path: Optional[str] = None) -> None:
         self.name = name
@@ -45,6 +46,7 @@ class Reading:
         self.evicted: Optional[int] = None
         self.created_unix_ns: Optional[int] = None
         self.error: Optional[str] = None
+        self.adaptive_limit: Optional[int] = None
 
     def window_rate(self, count: str) -> Optional[float]:
         """A window count per second (None when the window does not hold that count)."""
@@ -108,6 +110,8 @@ def _from_region(r: Dict[str, Any], path: str) -> Reading:
         row.keys = int(r.get("keys") or 0)
         row.evicted = int(r.get("evicted") or 0)
     row.created_unix_ns = r.get("created_unix_ns")
+    if r.get("adaptive_limit") is not None:
+        row.adaptive_limit = int(r["adaptive_limit"])
     return row
 
 
@@ -188,6 +192,9 @@ def _from_object(name: str, obj: Any) -> Reading:
     if kind == "keyed":
         row.keys = len(obj)
         row.evicted = int(st.evicted)
+    limit = obj._adaptive_limit(None) if kind == "limiter" else None
+    if limit is not None:  # an AdaptiveLimiter
+        row.adaptive_limit = int(limit)
     return row
 
 

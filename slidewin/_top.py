@@ -120,6 +120,7 @@ def columns(live: bool) -> List[Column]:
         ("SHADOW_TOTAL", ">", lambda r, x: _int(shadow_blocks(r.totals) if r.totals
                                                  else None)),
         ("KEYS", ">", lambda r, x: _int(r.keys)),
+        ("LIMIT", ">", lambda r, x: _int(r.adaptive_limit)),  # an AdaptiveLimiter's
     ]
     return cols
 
@@ -183,7 +184,7 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
             "pass_per_second": r.window_rate("pass"), "block_per_second": r.window_rate("block"),
             "in_flight": r.in_flight, "waiting": r.waiting, "waiters": r.waiters,
             "avg_rt_ms": r.avg_rt_ms, "totals": r.totals, "window": r.window or None,
-            "keys": r.keys, "evicted": r.evicted,
+            "keys": r.keys, "evicted": r.evicted, "adaptive_limit": r.adaptive_limit,
         })
     return out
 

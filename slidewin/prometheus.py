@@ -35,6 +35,7 @@ times in seconds (docs/metrics.md):
   block}``, ``slidewin_window_completions_per_second{outcome=success|exception}``,
   ``slidewin_window_avg_rt_seconds``;
 - keyed: ``slidewin_keys`` (keys held) and ``slidewin_evicted_total``;
+- an AdaptiveLimiter: ``slidewin_adaptive_limit{limiter}``, the limit it enforces now;
 - a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window).
 
 A region that vanishes or is damaged between the listing and the read is left out of that
@@ -105,13 +106,16 @@ class _Families:
         self.avg_rt = g("slidewin_window_avg_rt_seconds", "Average response time, in seconds, "
                         "of the successes over the sliding window.", labels=lab)
         self.keys = g("slidewin_keys", "Keys a keyed limiter holds now.", labels=lab)
+        self.adaptive_limit = g("slidewin_adaptive_limit", "The concurrency limit an "
+                                "AdaptiveLimiter has learned and enforces now.",
+                                labels=["limiter"])
         self.events = g("slidewin_metric_window_events", "A Metric's counts over its "
                         "sliding window, by event.", labels=["metric", "event"])
 
     def all(self) -> List[Metric]:
         return [self.decisions, self.completions, self.requests, self.occupied, self.rt, self.in_flight,
                 self.waiting, self.waiters, self.window_decisions, self.window_completions,
-                self.avg_rt, self.keys, self.evicted, self.events]
+                self.avg_rt, self.keys, self.evicted, self.events, self.adaptive_limit]
 
 
 class Collector:
@@ -183,6 +187,8 @@ class Collector:
                 fam.keys.add_metric(labels, row.keys)
             if row.evicted is not None:
                 fam.evicted.add_metric(labels, row.evicted, created=created)
+            if row.adaptive_limit is not None:
+                fam.adaptive_limit.add_metric([name], row.adaptive_limit)
         for f in fam.all():
             if f.samples:
                 yield f

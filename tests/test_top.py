@@ -116,7 +116,7 @@ def test_once_against_busy_regions(folder, workers, tmp_path):
     after = {r.name: r for r in _observe.read_regions()}
     head, rows = parse(r.stdout.splitlines())
     assert head == ["NAME", "KIND", "PASS/s", "BLOCK/s", "IN_FLIGHT", "WAITING", "AVG_RT_MS",
-                    "PASS_TOTAL", "BLOCK_TOTAL", "SHADOW_TOTAL", "KEYS"]
+                    "PASS_TOTAL", "BLOCK_TOTAL", "SHADOW_TOTAL", "KEYS", "LIMIT"]
     by = {row["NAME"]: row for row in rows}
     assert set(by) == {"zulu-fast", "alpha-slow", "users", "hits", "pool"}
     assert {n: row["KIND"] for n, row in by.items()} == {

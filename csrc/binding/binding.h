@@ -175,7 +175,7 @@ static inline int entry_claim_as(atomic_int *state, const void *owner, const cha
     return -1;
 }
 
-/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ms since
+/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ns since
  * *start_ns, read after the step), SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE.
  * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
 static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
@@ -191,7 +191,7 @@ static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
     *rt = 0;
     if (et == Py_None) {
         int64_t el = sw_time_ns() - *start_ns;
-        *rt = el > 0 ? el / NS_PER_MS : 0;
+        *rt = el > 0 ? el : 0; /* ns */
         return SW_OUT_SUCCESS;
     }
     if (PyType_Check(et) &&

@@ -39,7 +39,7 @@ static inline int entry_claim(EntryObject *self)
  * its own copy), so the child only counts the outcome. The wait for a shared region's lock
  * may give up (a stuck owner, a signal handler's exception: wait.h).
  * @return 0, or SW_EBUSY when it gave up (nothing counted, the count still held) */
-static int entry_finish(EntryObject *self, int64_t rt, int outcome)
+static int entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
 {
     LimiterObject *lim = self->limiter;
     if (self->hollow)
@@ -51,7 +51,7 @@ static int entry_finish(EntryObject *self, int64_t rt, int outcome)
                      self->n, SW_NOW);
         return 0;
     }
-    if (GAVE_UP(sw_exit_or_give_up(limiter_view(lim), self->n, rt, outcome, SW_NOW)))
+    if (GAVE_UP(sw_exit_rt_or_give_up(limiter_view(lim), self->n, rt, outcome, SW_NOW)))
         return SW_EBUSY;
     limiter_notify(lim);
     return 0;

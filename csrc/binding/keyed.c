@@ -1287,12 +1287,12 @@ static inline int kentry_claim(KeyedEntryObject *self)
 /* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
  * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
  * the count still held) */
-static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome)
+static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt: ns */
 {
     if (self->hollow)
         return 0;
-    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt, outcome,
-                                         SW_NOW)))
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
+                                         outcome, SW_NOW)))
         return SW_EBUSY;
     keyed_notify(self->lim, 1, self->fp);
     return 0;

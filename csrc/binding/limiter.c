@@ -1,5 +1,6 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "limiter.h"
+#include "adaptive.h"
 #include "args.h"
 #include "entry.h"
 #include "metric.h"
@@ -744,6 +745,7 @@ static PyMethodDef Limiter_methods[] = {
     {"_watch", (PyCFunction)Limiter_watch, METH_O, NULL},
     {"_release_wait", (PyCFunction)(void (*)(void))Limiter_release_wait, METH_FASTCALL, NULL},
     {"_reap", (PyCFunction)Limiter_reap, METH_NOARGS, NULL},
+    ADAPTIVE_METHODS
     {NULL}};
 
 static PyMemberDef Limiter_members[] = {

@@ -340,7 +340,7 @@ done:
 
 /* Check and repair the copy; fill the statistics. @return 0, or -1 with ValueError */
 static int peek_node_stats(struct peek *pk, const char *path, int64_t now, struct sw_stats *s,
-                           struct sw_totals *t)
+                           struct sw_totals *t, long long *adaptive_limit)
 {
     const struct sw_shm_header *h = &pk->hdr;
     struct sw_node *node;
@@ -359,6 +359,14 @@ static int peek_node_stats(struct peek *pk, const char *path, int64_t now, struc
     sw_node_repair(node);
     sw_node_stats(node, now, s);
     sw_node_totals(node, t);
+    /* an AdaptiveLimiter's learned limit (sw_adapt.h), once one has decided on the region;
+     * input like the rest: a value outside [1, SW_ADAPT_MAX_LIMIT] is left out */
+    *adaptive_limit = -1;
+    if (h->kind == SW_KIND_LIMITER && (node->adapt.flags & SW_ADAPT_PHASE) != SW_ADAPT_FRESH) {
+        float l = node->adapt.limit;
+        if (l >= 1.0f && l <= (float)SW_ADAPT_MAX_LIMIT)
+            *adaptive_limit = (long long)l;
+    }
     return 0;
 }
 
@@ -417,7 +425,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     const struct sw_shm_header *h = &pk.hdr;
     PyObject *out = NULL, *window = NULL, *totals = Py_None, *name = NULL, *file = NULL;
     Py_INCREF(Py_None);
-    long long in_flight = 0, keys = -1, evicted = -1;
+    long long in_flight = 0, keys = -1, evicted = -1, adaptive_limit = -1;
     if (h->kind == SW_KIND_METRIC) {
         struct metric_mem *mem = (struct metric_mem *)(void *)pk.copy;
         struct sw_leap *l = (struct sw_leap *)(void *)mem->leap;
@@ -462,7 +470,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     } else {
         struct sw_stats s;
         struct sw_totals tt;
-        if (peek_node_stats(&pk, path, now, &s, &tt) < 0)
+        if (peek_node_stats(&pk, path, now, &s, &tt, &adaptive_limit) < 0)
             goto fail;
         Py_SETREF(totals, totals_dict(&tt));
         if (totals == NULL)
@@ -492,6 +500,13 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
                         "created_unix_ns", (long long)h->created_unix_ns);
     if (out == NULL)
         goto fail;
+    if (adaptive_limit >= 0) {
+        PyObject *v = PyLong_FromLongLong(adaptive_limit);
+        int bad = v == NULL || PyDict_SetItemString(out, "adaptive_limit", v) < 0;
+        Py_XDECREF(v);
+        if (bad)
+            goto fail;
+    }
     if (h->kind == SW_KIND_KEYED) {
         PyObject *k = PyLong_FromLongLong(keys), *e = PyLong_FromLongLong(evicted);
         int bad = k == NULL || e == NULL || PyDict_SetItemString(out, "keys", k) < 0 ||

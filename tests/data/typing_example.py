@@ -131,3 +131,9 @@ def _rates() -> None:
 
     n: int = job()
     del r, n
+
+# AdaptiveLimiter: a Limiter whose limit is learned
+guard = slidewin.AdaptiveLimiter(algorithm="gradient", max_limit=200)
+current: int = guard.limit
+if guard.try_acquire():
+    guard.release(rt_ms=12.5)

@@ -1,0 +1,302 @@
+/* sw_adapt.c - the adaptive concurrency controller (sw_adapt.h, docs/adaptive.md). */
+#include "sw_adapt.h"
+
+#include <math.h>
+
+_Static_assert(sizeof(struct sw_adapt_state) == 48, "the adaptive state is 48 bytes");
+
+int sw_adapt_check(const struct sw_adapt_cfg *cfg, const char **param)
+{
+    const char *p = NULL;
+    if (cfg->algo != SW_ADAPT_BBR && cfg->algo != SW_ADAPT_GRADIENT)
+        p = "algorithm";
+    else if (cfg->min_limit < 1 || cfg->min_limit > SW_ADAPT_MAX_LIMIT)
+        p = "min_limit";
+    else if (cfg->max_limit < 1 || cfg->max_limit > SW_ADAPT_MAX_LIMIT ||
+             cfg->max_limit < cfg->min_limit)
+        p = "max_limit";
+    else if (cfg->initial_limit < cfg->min_limit || cfg->initial_limit > cfg->max_limit)
+        p = "initial_limit";
+    else if (cfg->cpu_threshold != SW_ADAPT_NO_CPU &&
+             (cfg->cpu_threshold < 0 || cfg->cpu_threshold > 1000))
+        p = "cpu_threshold";
+    if (param != NULL)
+        *param = p;
+    return p == NULL ? SW_OK : SW_EINVAL;
+}
+
+static double clampd(double x, double lo, double hi)
+{
+    return x < lo ? lo : (x > hi ? hi : x);
+}
+
+static unsigned phase_of(const struct sw_adapt_state *s)
+{
+    return s->flags & SW_ADAPT_PHASE;
+}
+
+static void set_phase(struct sw_adapt_state *s, unsigned phase)
+{
+    s->flags = (uint8_t)((s->flags & ~SW_ADAPT_PHASE) | phase);
+}
+
+/* A whole limit in [min_limit, max_limit]. */
+static float bounded(const struct sw_adapt_cfg *cfg, double x)
+{
+    if (!(x == x)) /* NaN */
+        x = cfg->initial_limit;
+    return (float)floor(clampd(x, cfg->min_limit, cfg->max_limit));
+}
+
+void sw_adapt_sanitize(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s)
+{
+    unsigned phase = phase_of(s);
+    if (phase > SW_ADAPT_PROBING || (phase == SW_ADAPT_PROBING && cfg->algo != SW_ADAPT_GRADIENT))
+        s->flags = SW_ADAPT_FRESH;
+    if (phase_of(s) == SW_ADAPT_FRESH)
+        return;
+    double l = (double)s->limit;
+    if (!(l >= cfg->min_limit && l <= cfg->max_limit && l == floor(l)))
+        s->limit = bounded(cfg, l);
+    if (!(s->base_us >= 0.0f && isfinite(s->base_us)))
+        s->base_us = 0.0f;
+    if (s->rt_sum_us < 0)
+        s->rt_sum_us = 0;
+    if (s->cpu > 1000)
+        s->cpu = 1000;
+}
+
+/* A deterministic jitter in [0, 0.15) from a time (splitmix64). */
+static double jitter(int64_t t)
+{
+    uint64_t z = (uint64_t)t + UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return 0.15 * (double)(z % 1000u) / 1000.0;
+}
+
+/* ---- bbr ---- */
+
+static bool triggered(const struct sw_adapt_cfg *cfg, const struct sw_adapt_state *s, int64_t t)
+{
+    if (cfg->cpu_threshold == SW_ADAPT_NO_CPU || (int32_t)s->cpu >= cfg->cpu_threshold)
+        return true;
+    /* below the threshold: the cool-off after the last refusal (go-kratos: CPU jitters
+     * around the threshold once limiting starts; a dip must not let a flood in) */
+    return s->mark_ms != INT64_MIN && t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
+}
+
+static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                       struct sw_leap *sec, int64_t t)
+{
+    int64_t cur = sw_leap_start_of(sec, t);
+    bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
+    s->next_ms = cur + sec->window_ms;
+    if (!triggered(cfg, s, t)) {
+        s->mark_ms = INT64_MIN;
+        s->limit = (float)cfg->max_limit;
+        return;
+    }
+    /* the window's completed buckets: the current one is still filling (aegis skips it) */
+    int64_t max_done = 0;
+    double min_rt = -1.0;
+    uint32_t back = sec->sample_count > 1 ? sec->sample_count - 1 : 1;
+    for (uint32_t k = 1; k <= back; k++) {
+        const int64_t *slot = sw_leap_find(sec, cur - (int64_t)k * sec->window_ms);
+        if (slot == NULL)
+            continue;
+        int64_t done = slot[SW_SLOT_COUNTS + SW_EV_SUCCESS];
+        if (done <= 0)
+            continue;
+        if (k + 1 < sec->sample_count) {
+            /* a bucket after one without completions is partial (traffic began in it): its
+             * count would pull the bound below the level in flight (a cold start, or after
+             * an idle spell, would refuse callers the backend serves) */
+            const int64_t *older = sw_leap_find(sec, cur - (int64_t)(k + 1) * sec->window_ms);
+            if (older == NULL || older[SW_SLOT_COUNTS + SW_EV_SUCCESS] <= 0)
+                continue;
+        }
+        double rt = (double)slot[SW_SLOT_COUNTS + SW_EV_RT] / (double)done;
+        if (done > max_done)
+            max_done = done;
+        if (min_rt < 0 || rt < min_rt)
+            min_rt = rt;
+    }
+    if (max_done == 0) { /* nothing completed in the window: the cold-start limit */
+        s->limit = (float)cfg->initial_limit;
+        return;
+    }
+    /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
+    if (min_rt < 1.0)
+        min_rt = 1.0;
+    /* completions per second x RT (s) = completions per bucket x RT (ms) / bucket (ms) */
+    double bound = (double)max_done * min_rt / (double)sec->window_ms;
+    /* TCP BBR's gain cycle, which the Sentinel/aegis rule lacks: by Little's law the bound
+     * equals the level in flight on either side of the capacity, so alone it holds any
+     * level. One bucket in SW_ADAPT_BBR_CYCLE admits 25 % more (below the capacity more
+     * completes at the same RT: the max rises); the next, if the limiter refused in the one
+     * before, 25 % less (above the capacity the queue drains: the min RT falls). */
+    int64_t phase = (cur / sec->window_ms) % SW_ADAPT_BBR_CYCLE;
+    double gain = 1.0;
+    if (phase == 0)
+        gain = SW_ADAPT_BBR_UP;
+    else if (phase == 1 && refused)
+        gain = SW_ADAPT_BBR_DOWN;
+    s->limit = bounded(cfg, floor(bound * gain) + 1.0);
+}
+
+/* ---- gradient ---- */
+
+static uint32_t probe_pin(const struct sw_adapt_cfg *cfg)
+{
+    uint32_t pin = SW_ADAPT_PROBE_PIN < cfg->min_limit ? cfg->min_limit : SW_ADAPT_PROBE_PIN;
+    return pin > cfg->max_limit ? cfg->max_limit : pin;
+}
+
+/* The update window: one bucket, and at least two baseline RTs. */
+static int64_t period_ms(const struct sw_leap *sec, const struct sw_adapt_state *s)
+{
+    int64_t p = sec->window_ms;
+    double two_rt = 2.0 * (double)s->base_us / 1000.0;
+    if (two_rt > (double)p)
+        p = two_rt > 3.6e6 ? 3600000 : (int64_t)ceil(two_rt);
+    return p;
+}
+
+static void new_window(struct sw_adapt_state *s, const struct sw_leap *sec, int64_t t)
+{
+    s->mark_ms = t;
+    s->samples = 0;
+    s->rt_sum_us = 0;
+    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
+    s->next_ms = t + period_ms(sec, s);
+}
+
+static void start_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t)
+{
+    s->base_us = s->limit; /* the limit to restore */
+    s->limit = (float)probe_pin(cfg);
+    set_phase(s, SW_ADAPT_PROBING);
+    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
+    s->mark_ms = t; /* the epoch: completions of requests admitted before it are ignored */
+    s->samples = 0;
+    s->rt_sum_us = 0;
+    s->floors = 0;
+    s->next_ms = t + SW_ADAPT_PROBE_GIVE_UP_MS;
+}
+
+static void end_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                      const struct sw_leap *sec, int64_t t)
+{
+    float restore = s->base_us;
+    s->base_us = s->samples > 0 ? (float)((double)s->rt_sum_us / (double)s->samples) : 0.0f;
+    s->limit = bounded(cfg, (double)restore);
+    set_phase(s, SW_ADAPT_RUNNING);
+    s->probe_ms = t + (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t)));
+    new_window(s, sec, t);
+}
+
+static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                            struct sw_leap *sec, int64_t t)
+{
+    if (phase_of(s) == SW_ADAPT_PROBING) { /* not enough samples for long: end it here */
+        end_probe(cfg, s, sec, t);
+        return;
+    }
+    if (s->samples < SW_ADAPT_MIN_SAMPLES) { /* too few to judge: look again next bucket */
+        s->next_ms = sw_leap_start_of(sec, t) + sec->window_ms;
+        return;
+    }
+    double short_us = (double)s->rt_sum_us / (double)s->samples;
+    bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    bool busy = (s->flags & SW_ADAPT_BUSY) != 0;
+    if (s->base_us <= 0.0f) {
+        /* the first window (cold start, at most initial_limit in flight) is the baseline
+         * until a probe measures it */
+        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
+    } else if (short_us * 2.0 < (double)s->base_us) {
+        /* clearly faster than the baseline: the backend got faster */
+        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
+    }
+    double l = (double)s->limit;
+    double g = clampd(SW_ADAPT_TOLERANCE * (double)s->base_us / (short_us > 1.0 ? short_us : 1.0),
+                      0.5, 2.0);
+    if (g >= 1.0) {
+        if (busy) /* an app-limited window says nothing about a larger limit */
+            l = l * g + sqrt(l * g);
+    } else {
+        l = l * g;
+    }
+    s->limit = bounded(cfg, l);
+    if (s->limit <= (float)cfg->min_limit && refused)
+        s->floors = (uint8_t)(s->floors < 255 ? s->floors + 1 : 255);
+    else
+        s->floors = 0;
+    if (refused && (t >= s->probe_ms || s->floors >= SW_ADAPT_FLOOR_UPDATES))
+        start_probe(cfg, s, t);
+    else
+        new_window(s, sec, t);
+}
+
+void sw_adapt_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                     struct sw_leap *sec, int64_t t)
+{
+    sw_adapt_sanitize(cfg, s);
+    if (phase_of(s) == SW_ADAPT_FRESH) {
+        s->limit = (float)cfg->initial_limit;
+        s->base_us = 0.0f;
+        s->floors = 0;
+        s->flags = SW_ADAPT_RUNNING;
+        s->probe_ms = t; /* gradient: probe as soon as the limiter refuses */
+        s->mark_ms = cfg->algo == SW_ADAPT_BBR ? INT64_MIN : t;
+        s->samples = 0;
+        s->rt_sum_us = 0;
+        if (cfg->algo == SW_ADAPT_BBR)
+            bbr_update(cfg, s, sec, t);
+        else
+            s->next_ms = t + period_ms(sec, s);
+        return;
+    }
+    if (cfg->algo == SW_ADAPT_BBR)
+        bbr_update(cfg, s, sec, t);
+    else
+        gradient_update(cfg, s, sec, t);
+}
+
+void sw_adapt_refused(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t)
+{
+    s->flags = (uint8_t)(s->flags | SW_ADAPT_REFUSED);
+    if (cfg->algo == SW_ADAPT_BBR && cfg->cpu_threshold != SW_ADAPT_NO_CPU)
+        s->mark_ms = t;
+}
+
+void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                     const struct sw_leap *sec, int64_t rt_ns, int64_t t)
+{
+    if (cfg->algo != SW_ADAPT_GRADIENT)
+        return;
+    sw_adapt_sanitize(cfg, s);
+    unsigned phase = phase_of(s);
+    if (phase == SW_ADAPT_FRESH || rt_ns < 0)
+        return;
+    int64_t rt_us = rt_ns / 1000;
+    if (phase == SW_ADAPT_PROBING) {
+        /* admitted before the probe began: queued behind the old limit, not a drained RT */
+        int64_t started_ms = t - (rt_ns + 999999) / 1000000;
+        if (started_ms < s->mark_ms)
+            return;
+    }
+    if (s->samples < UINT32_MAX) {
+        s->samples++;
+        s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_us);
+    }
+    if (phase == SW_ADAPT_PROBING && s->samples >= SW_ADAPT_PROBE_SAMPLES)
+        end_probe(cfg, s, sec, t);
+}
+
+void sw_adapt_set_cpu(struct sw_adapt_state *s, int64_t permille)
+{
+    s->cpu = (uint16_t)(permille < 0 ? 0 : (permille > 1000 ? 1000 : permille));
+}

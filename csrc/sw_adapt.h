@@ -1,0 +1,134 @@
+/* sw_adapt.h - the adaptive concurrency controller: a limit learned from the window
+ * (docs/adaptive.md, docs/design.md).
+ *
+ * A concurrency limiter whose limit is not a setting but state: it follows the measured
+ * completions and response times. Two algorithms:
+ * - "bbr" (Sentinel's system rule, go-kratos/aegis BBR): at each bucket boundary,
+ *   bound = max over the window's completed buckets of completions per second x min over
+ *   them of the bucket's mean RT (a bucket that follows one without completions is partial
+ *   and left out; no bucket left: initial_limit), with TCP BBR's gain cycle (one bucket
+ *   in 8 at 1.25 x the bound, the next at 0.75 x when the limiter refused); admit while in flight <= bound (limit = floor(bound) + 1),
+ *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
+ *   after the last refusal; always when there is no threshold).
+ * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
+ *   concurrency filter anchors it): once per update window (>= one bucket, >= 2 baseline
+ *   RTs, >= 10 samples) g = clamp(tolerance x baseline / mean RT, 0.5, 2);
+ *   g >= 1: L' = L g + sqrt(L g) when the window used at least half of L (else L stays);
+ *   g < 1: L' = L g. The baseline is the mean RT of a drained probe: the limit is pinned low,
+ *   completions of requests admitted before the pin are ignored, and after 20 samples the
+ *   limit comes back. Probes run at cold start and every 30 s (+0-15 %), and after 5 updates
+ *   at the floor, but only while the limiter refuses (demand above the limit): a healthy
+ *   backend with fewer callers than its capacity is never probed, so never refused.
+ *
+ * The state is 48 bytes inside the node (struct sw_node), so it is shared with the node's
+ * windows (shared= regions) and zero in a fresh node. It is input like the rest of a region:
+ * every use first puts a damaged state right (sw_adapt_sanitize). Calls are unlocked: the
+ * owner (a limiter) holds its lock. Time is a parameter (ms on the monotonic clock).
+ */
+#ifndef SW_ADAPT_H
+#define SW_ADAPT_H
+
+#include "sw_leap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum sw_adapt_algo { SW_ADAPT_NONE = 0, SW_ADAPT_BBR = 1, SW_ADAPT_GRADIENT = 2 };
+
+#define SW_ADAPT_MAX_LIMIT 1000000u /* the largest max_limit */
+#define SW_ADAPT_NO_CPU (-1)       /* cpu_threshold: none (the trigger always holds) */
+
+/* The settings (per process, in the limiter's rule). */
+struct sw_adapt_cfg {
+    uint32_t algo;          /* enum sw_adapt_algo; NONE: a plain limiter */
+    uint32_t min_limit;     /* 1 <= min_limit <= initial_limit <= max_limit <= MAX_LIMIT */
+    uint32_t max_limit;
+    uint32_t initial_limit;
+    int32_t cpu_threshold;  /* bbr's trigger, permille in [0, 1000], or SW_ADAPT_NO_CPU */
+    uint32_t pad_;
+};
+
+/* The learned state (in the node; 48 bytes, zero when fresh). */
+enum { SW_ADAPT_FRESH = 0, SW_ADAPT_RUNNING = 1, SW_ADAPT_PROBING = 2 };
+#define SW_ADAPT_BUSY 4u     /* flags: in flight reached half the limit in this window */
+#define SW_ADAPT_REFUSED 8u  /* flags: a request was refused in this window */
+#define SW_ADAPT_PHASE 3u    /* flags: the phase */
+struct sw_adapt_state {
+    int64_t next_ms;     /* when the limit is next computed (sw_adapt_due) */
+    int64_t mark_ms;     /* gradient: start of the sample window, or of the probe (its
+                            epoch); bbr: the last refusal while triggered (cool-off), or
+                            INT64_MIN */
+    int64_t probe_ms;    /* gradient: when a probe is next due */
+    int64_t rt_sum_us;   /* gradient: the RT sum of the window's (probe's) samples, us */
+    float limit;         /* the limit in force (an integer value) */
+    float base_us;       /* gradient: the baseline RT, us (0: not measured); while probing,
+                            the limit to restore */
+    uint32_t samples;    /* gradient: completions sampled in the window (probe) */
+    uint16_t cpu;        /* the latest CPU use, permille (bbr's trigger) */
+    uint8_t flags;       /* phase | SW_ADAPT_BUSY | SW_ADAPT_REFUSED */
+    uint8_t floors;      /* gradient: consecutive updates that left the limit at min_limit */
+};
+
+/* gradient's constants */
+#define SW_ADAPT_TOLERANCE 1.25       /* RT up to 25 % above the baseline is not queueing */
+#define SW_ADAPT_MIN_SAMPLES 10u      /* completions per update */
+#define SW_ADAPT_PROBE_SAMPLES 20u    /* completions per probe */
+#define SW_ADAPT_PROBE_PIN 2u         /* the probe's limit (at least min_limit) */
+#define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
+#define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without any sample ends after this */
+#define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
+#define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal */
+#define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
+#define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
+#define SW_ADAPT_BBR_DOWN 0.75        /* bbr: the draining bucket's gain (after refusals) */
+
+/** Check settings. @param param set to the offending parameter's name on SW_EINVAL
+ * ("algorithm", "min_limit", "max_limit", "initial_limit", "cpu_threshold")
+ * @return SW_OK or SW_EINVAL */
+int sw_adapt_check(const struct sw_adapt_cfg *cfg, const char **param);
+
+/** Put a state read from shared memory right (a limit outside the bounds or not finite, an
+ * unknown phase, negative sums): never a crash or a limit outside [min_limit, max_limit]. */
+void sw_adapt_sanitize(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s);
+
+/** Whether the limit must be computed again before a decision at t (ms). */
+static inline bool sw_adapt_due(const struct sw_adapt_state *s, int64_t t)
+{
+    return (s->flags & SW_ADAPT_PHASE) == SW_ADAPT_FRESH || t >= s->next_ms;
+}
+
+/** The limit in force (after sw_adapt_update when due): at most this many in flight. */
+static inline double sw_adapt_cap(const struct sw_adapt_state *s)
+{
+    return (double)s->limit;
+}
+
+/** Compute the limit at t (ms, clamped on the window `sec`), lock held: a fresh state starts
+ * at initial_limit; bbr reads the window's completed buckets; gradient updates from its
+ * samples, starts or ends a probe. */
+void sw_adapt_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                     struct sw_leap *sec, int64_t t);
+
+/** After an admission: `in_flight` requests are in flight now (the admitted included). */
+static inline void sw_adapt_admitted(struct sw_adapt_state *s, int64_t in_flight)
+{
+    if ((double)in_flight * 2.0 >= (double)s->limit)
+        s->flags = (uint8_t)(s->flags | SW_ADAPT_BUSY);
+}
+
+/** After a refusal at t (ms). */
+void sw_adapt_refused(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t);
+
+/** A completion at t (ms) after rt_ns: gradient's sample (ignored while probing when the
+ * request was admitted before the probe began); may end a probe. `sec`: the window. */
+void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                     const struct sw_leap *sec, int64_t rt_ns, int64_t t);
+
+/** Record the CPU use (permille, clamped to [0, 1000]) that bbr's trigger compares. */
+void sw_adapt_set_cpu(struct sw_adapt_state *s, int64_t permille);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SW_ADAPT_H */

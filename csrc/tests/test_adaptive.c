@@ -1,0 +1,420 @@
+/* test_adaptive.c - the adaptive concurrency controller (sw_adapt.h) in virtual time.
+ *
+ * A processor-sharing backend of capacity C (latency = work x max(1, in flight / C)) is
+ * driven by closed-loop clients through a real limiter, with explicit times: the limit must
+ * follow a capacity change, never refuse fewer callers than the capacity, climb back after
+ * a drop and stay within [min_limit, max_limit].
+ */
+#include "limiter_util.h"
+
+#include "sw_adapt.h"
+
+#include <pthread.h>
+
+#define SIM_MAX_CLIENTS 512
+
+struct sim {
+    struct sw_limiter *lim;
+    int n_clients;
+    double base_ms;        /* the work of one call */
+    double cap;            /* C: calls served at full speed at once */
+    int64_t now_ms;
+    int64_t ready[SIM_MAX_CLIENTS];   /* idle until (ms); -1 while in flight */
+    double left[SIM_MAX_CLIENTS];     /* in flight: the work left (ms) */
+    int64_t start[SIM_MAX_CLIENTS];
+    int64_t done, refused;            /* since the last sim_reset_counts */
+    double lim_sum, lat_sum;          /* sums of the limit (per ms) and of the latencies */
+    int64_t lim_n;
+    int64_t lim_lo, lim_hi;           /* the limit's extremes since the last reset */
+};
+
+static struct sw_limiter *adaptive_new(uint32_t algo, uint32_t lo, uint32_t hi, uint32_t init,
+                                       int32_t cpu)
+{
+    struct sw_limiter_cfg c = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
+    c.interval_ms = 1000;
+    c.sample_count = 10;
+    struct sw_limiter *lim = lim_new(&c);
+    if (lim == NULL)
+        return NULL;
+    struct sw_adapt_cfg a = {algo, lo, hi, init, cpu, 0};
+    const char *param = "x";
+    CHECK_EQ(sw_rule_set_adapt(&lim->rule, &a, &param), SW_OK);
+    CHECK(param == NULL);
+    return lim;
+}
+
+static void sim_reset_counts(struct sim *s)
+{
+    s->done = s->refused = 0;
+    s->lim_sum = s->lat_sum = 0;
+    s->lim_n = 0;
+    s->lim_lo = INT64_MAX;
+    s->lim_hi = 0;
+}
+
+static void sim_init(struct sim *s, struct sw_limiter *lim, int clients, double base,
+                     double cap)
+{
+    memset(s, 0, sizeof *s);
+    s->lim = lim;
+    s->n_clients = clients;
+    s->base_ms = base;
+    s->cap = cap;
+    for (int i = 0; i < clients; i++)
+        s->ready[i] = i % 20; /* staggered arrivals */
+    sim_reset_counts(s);
+}
+
+static int64_t cur_limit(struct sim *s)
+{
+    struct sw_view v;
+    sw_limiter_view(s->lim, &v);
+    return sw_adapt_limit_now(&v, MS(s->now_ms));
+}
+
+/* Run for `ms` milliseconds of virtual time, in 1 ms steps. */
+static void sim_run(struct sim *s, int64_t ms)
+{
+    for (int64_t end = s->now_ms + ms; s->now_ms < end; s->now_ms++) {
+        int n = 0;
+        for (int i = 0; i < s->n_clients; i++)
+            n += s->ready[i] < 0;
+        double rate = n > s->cap ? s->cap / n : 1.0;
+        for (int i = 0; i < s->n_clients; i++) {
+            if (s->ready[i] >= 0)
+                continue;
+            s->left[i] -= rate;
+            if (s->left[i] <= 1e-9) {
+                int64_t rt = s->now_ms + 1 - s->start[i];
+                struct sw_view v;
+                sw_limiter_view(s->lim, &v);
+                CHECK_EQ(sw_exit_rt(&v, 1, MS(rt), SW_OUT_SUCCESS, MS(s->now_ms + 1)), SW_OK);
+                s->ready[i] = s->now_ms + 1;
+                s->done++;
+                s->lat_sum += (double)rt;
+            }
+        }
+        for (int i = 0; i < s->n_clients; i++) {
+            if (s->ready[i] < 0 || s->ready[i] > s->now_ms)
+                continue;
+            struct sw_decision d;
+            sw_limiter_decide(s->lim, 1, MS(s->now_ms), 0, &d);
+            if (d.verdict == SW_PASS) {
+                s->ready[i] = -1;
+                s->left[i] = s->base_ms;
+                s->start[i] = s->now_ms;
+            } else {
+                s->refused++;
+                s->ready[i] = s->now_ms + (int64_t)s->base_ms; /* retry after one call's time */
+            }
+        }
+        int64_t l = cur_limit(s);
+        s->lim_sum += (double)l;
+        s->lim_n++;
+        if (l < s->lim_lo)
+            s->lim_lo = l;
+        if (l > s->lim_hi)
+            s->lim_hi = l;
+    }
+}
+
+static void report(const char *what, struct sim *s, int64_t ms)
+{
+    if (getenv("SW_ADAPT_VERBOSE") != NULL)
+        printf("  %-28s C=%-4.0f limit mean %.1f [%lld, %lld]  thr %.2f of C  lat %.2f base  "
+               "refused %lld\n", what, s->cap, s->lim_sum / (double)s->lim_n,
+               (long long)s->lim_lo, (long long)s->lim_hi,
+               (double)s->done * s->base_ms / ((double)ms * s->cap),
+               s->done ? s->lat_sum / (double)s->done / s->base_ms : 0.0,
+               (long long)s->refused);
+}
+
+/* gradient: C = 80 -> 25 -> 80 with 240 clients; over the last 20 s of each 60 s phase the
+ * limit sits between C and C*1.25 + sqrt(C*1.25) (+1), throughput at least 90 % of the
+ * capacity, latency at most 1.5x the work. */
+static void test_gradient_follows_capacity(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_GRADIENT, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    static struct sim s;
+    sim_init(&s, lim, 240, 20, 80);
+    const double caps[3] = {80, 25, 80};
+    const char *names[3] = {"gradient cold start", "gradient halved+", "gradient back up"};
+    for (int ph = 0; ph < 3; ph++) {
+        s.cap = caps[ph];
+        sim_run(&s, 40000);
+        sim_reset_counts(&s);
+        sim_run(&s, 20000);
+        report(names[ph], &s, 20000);
+        double mean = s.lim_sum / (double)s.lim_n;
+        double c = caps[ph];
+        CHECK(mean >= c);
+        CHECK(mean <= c * 1.25 + sqrt(c * 1.25) + 1);
+        CHECK((double)s.done * 20.0 / (20000.0 * c) >= 0.9);
+        CHECK(s.lat_sum / (double)s.done <= 1.5 * 20.0);
+    }
+    free(lim);
+}
+
+/* How fast the gradient follows: within 5 s of a step the limit is within the band above. */
+static void test_gradient_follows_within_5s(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_GRADIENT, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    static struct sim s;
+    sim_init(&s, lim, 240, 20, 80);
+    sim_run(&s, 20000);
+    s.cap = 40;
+    sim_run(&s, 5000);
+    int64_t l = cur_limit(&s);
+    CHECK(l >= 40 && l <= 40 * 1.25 + sqrt(50) + 1);
+    s.cap = 80;
+    sim_run(&s, 5000);
+    l = cur_limit(&s);
+    CHECK(l >= 80 && l <= 80 * 1.25 + sqrt(100) + 1);
+    free(lim);
+}
+
+/* Fewer callers than the capacity: nothing is refused, ever (both algorithms); more callers
+ * than initial_limit but fewer than the capacity: refused only while the limit climbs from
+ * initial_limit (the first seconds), never after. */
+static void test_never_starves(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
+        struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        static struct sim s;
+        sim_init(&s, lim, 10, 20, 80);
+        sim_run(&s, 60000);
+        report(algo == SW_ADAPT_BBR ? "bbr 10 callers, C=80" : "gradient 10 callers, C=80",
+               &s, 60000);
+        CHECK_EQ(s.refused, 0);
+        CHECK(s.done > 0);
+        free(lim);
+
+        lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        sim_init(&s, lim, 60, 20, 80);
+        sim_run(&s, 10000);
+        sim_reset_counts(&s);
+        sim_run(&s, 50000);
+        report(algo == SW_ADAPT_BBR ? "bbr 60 callers, C=80" : "gradient 60 callers, C=80",
+               &s, 50000);
+        CHECK_EQ(s.refused, 0);
+        free(lim);
+    }
+}
+
+/* After a drop the limit climbs back: capacity 80 -> 5 for 30 s -> 80; within 10 s the
+ * limit is at least the capacity again (both algorithms: bbr grows by one a bucket). */
+static void test_climbs_back(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
+        struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        static struct sim s;
+        sim_init(&s, lim, 240, 20, 80);
+        sim_run(&s, 20000);
+        s.cap = 5;
+        sim_run(&s, 30000);
+        s.cap = 80;
+        sim_reset_counts(&s);
+        sim_run(&s, 10000);
+        report(algo == SW_ADAPT_BBR ? "bbr back from 5" : "gradient back from 5", &s, 10000);
+        CHECK(cur_limit(&s) >= 80);
+        free(lim);
+    }
+}
+
+/* The limit never leaves [min_limit, max_limit], whatever the load. */
+static void test_bounds(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
+        struct sw_limiter *lim = adaptive_new(algo, 5, 30, 10, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        static struct sim s;
+        sim_init(&s, lim, 240, 20, 80);
+        sim_run(&s, 20000);
+        CHECK(s.lim_lo >= 5 && s.lim_hi <= 30);
+        CHECK_EQ(s.lim_hi, 30); /* capacity 80: up to the ceiling */
+        s.cap = 1;
+        sim_reset_counts(&s);
+        sim_run(&s, 20000);
+        CHECK(s.lim_lo >= 5 && s.lim_hi <= 30);
+        free(lim);
+    }
+    /* bad settings name their parameter */
+    struct sw_adapt_cfg bad[] = {
+        {0, 1, 10, 5, -1, 0}, {3, 1, 10, 5, -1, 0}, {1, 0, 10, 5, -1, 0},
+        {1, 6, 10, 5, -1, 0}, {1, 1, 4, 5, -1, 0}, {1, 1, 2000000, 5, -1, 0},
+        {1, 1, 10, 5, 1001, 0}, {1, 1, 10, 5, -2, 0},
+    };
+    const char *want[] = {"algorithm", "algorithm", "min_limit", "initial_limit", "initial_limit",
+                          "max_limit", "cpu_threshold", "cpu_threshold"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *param = NULL;
+        CHECK_EQ(sw_adapt_check(&bad[i], &param), SW_EINVAL);
+        CHECK(param != NULL && strcmp(param, want[i]) == 0);
+    }
+}
+
+/* bbr's bound, by hand: a window whose completed buckets hold 30 completions of mean RT 20 ms
+ * and 50 of mean 40 ms: max 50 per 100 ms bucket x min mean 20 ms / 100 ms = 10, limit 11.
+ * Cold start (no completed bucket, or only the partial first one): initial_limit. */
+static void test_bbr_bound(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_BBR, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    /* the first bucket with completions is partial (left out) */
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(910)), SW_OK);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1000)), 20);
+    for (int i = 0; i < 30; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(1010)), SW_OK);
+    for (int i = 0; i < 50; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(40), SW_OUT_SUCCESS, MS(1150)), SW_OK);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1150)), 7); /* 30 x 20 / 100 = 6, + 1 */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 11);
+    /* admitted while in flight <= 10: 11 in flight, the 12th refused */
+    struct sw_decision d;
+    for (int i = 0; i < 11; i++) {
+        sw_decide(&v, 1, MS(1210), 0, &d);
+        CHECK_EQ(d.verdict, SW_PASS);
+    }
+    sw_decide(&v, 1, MS(1210), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    /* the window slides past them: cold again */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2300)), 20);
+    free(lim);
+
+    /* the CPU trigger: below the threshold no limit (max_limit), above it the bound, and
+     * for 1 s after a refusal the bound still holds (cool-off) */
+    lim = adaptive_new(SW_ADAPT_BBR, 1, 1000, 20, 800);
+    if (lim == NULL)
+        return;
+    sw_limiter_view(lim, &v);
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(910)), SW_OK);
+    for (int i = 0; i < 30; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(1010)), SW_OK);
+    sw_view_set_cpu(&v, 500);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1100)), 1000);
+    sw_view_set_cpu(&v, 900);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 7); /* 30 x 20 / 100 = 6, + 1 */
+    for (int i = 0; i < 7; i++)
+        sw_decide(&v, 1, MS(1210), 0, &d);
+    sw_decide(&v, 1, MS(1220), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    sw_view_set_cpu(&v, 100);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1300)), 7);    /* cool-off */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2300)), 1000); /* over */
+    free(lim);
+}
+
+/* A damaged state (a region is input): the limit stays within its bounds. */
+static void test_damaged_state(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_GRADIENT, 2, 50, 10, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    struct sw_decision d;
+    sw_decide(&v, 1, MS(1000), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    struct sw_adapt_state *s = &sw_limiter_node(lim)->adapt;
+    const float bad[] = {NAN, INFINITY, -5.0f, 1e30f, 0.5f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s->limit = bad[i];
+        s->base_us = bad[i];
+        s->flags = (uint8_t)(i == 0 ? 0xff : 0x01);
+        s->next_ms = INT64_MIN;
+        s->rt_sum_us = -1;
+        int64_t l = sw_adapt_limit_now(&v, MS(2000 + 1000 * (int64_t)i));
+        CHECK(l >= 2 && l <= 50);
+        CHECK(s->limit >= 2.0f && s->limit <= 50.0f);
+    }
+    CHECK_EQ(sw_adapt_limit_of(&lim->rule.adapt, sw_limiter_node(lim)) >= 2, 1);
+    free(lim);
+}
+
+/* Threads deciding and completing on one adaptive limiter (run under tsan): nothing lost,
+ * nothing held at the end, the limit within its bounds. */
+struct athread {
+    struct sw_limiter *lim;
+    _Atomic int64_t *clock_ms;
+    int64_t passed, refused, over;
+};
+
+static void *adaptive_worker(void *arg)
+{
+    struct athread *a = arg;
+    struct sw_view v;
+    sw_limiter_view(a->lim, &v);
+    for (int i = 0; i < 20000; i++) {
+        int64_t now = atomic_fetch_add(a->clock_ms, 1) / 4; /* 4 decisions a virtual ms */
+        struct sw_decision d;
+        sw_decide(&v, 1, MS(now), 0, &d);
+        if (d.verdict != SW_PASS) {
+            a->refused++;
+            continue;
+        }
+        a->passed++;
+        int64_t l = sw_adapt_limit_now(&v, SW_NOW);
+        if (l < 3 || l > 40)
+            a->over++;
+        sw_exit_rt(&v, 1, MS(5 + i % 7), SW_OUT_SUCCESS, MS(now + 5));
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
+        struct sw_limiter *lim = adaptive_new(algo, 3, 40, 5, SW_ADAPT_NO_CPU);
+        if (lim == NULL)
+            return;
+        _Atomic int64_t clock_ms = 4000;
+        struct athread a[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            a[i] = (struct athread){lim, &clock_ms, 0, 0, 0};
+            CHECK_EQ(pthread_create(&th[i], NULL, adaptive_worker, &a[i]), 0);
+        }
+        int64_t passed = 0, over = 0;
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            passed += a[i].passed;
+            over += a[i].over;
+        }
+        struct sw_totals t;
+        sw_limiter_totals(lim, &t);
+        CHECK_EQ(t.pass, passed);
+        CHECK_EQ(t.success, passed);
+        CHECK_EQ(sw_limiter_in_flight(lim), 0);
+        CHECK_EQ(over, 0);
+        free(lim);
+    }
+}
+
+void test_adaptive(void)
+{
+    test_threads();
+    test_bbr_bound();
+    test_damaged_state();
+    test_bounds();
+    test_never_starves();
+    test_climbs_back();
+    test_gradient_follows_capacity();
+    test_gradient_follows_within_5s();
+}

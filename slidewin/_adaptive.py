@@ -1,0 +1,288 @@
+"""AdaptiveLimiter: a concurrency limit learned from the traffic (docs/adaptive.md).
+
+It is a :class:`slidewin.Limiter` (concurrency grade) whose limit is not a setting but
+state, computed in the C core from the limiter's own window (completions and response
+times per bucket): entry(), the decorator, asyncio, acquire/try_acquire/release, names,
+totals, observers and ``shared=`` are the Limiter's.
+"""
+
+import os
+import threading
+import weakref
+from typing import Any, Callable, Dict, Optional, Tuple, Union, cast
+
+from . import _core
+from ._limiter import _MISSING, Limiter
+
+__all__ = ["AdaptiveLimiter"]
+
+_ALGORITHMS = {"bbr": 1, "gradient": 2}
+_MAX_LIMIT = 1_000_000
+_SETTINGS = ("algorithm", "min_limit", "max_limit", "initial_limit", "cpu_threshold")
+
+
+def _check_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be an int, not %s" % (name, type(value).__name__))
+    if not 1 <= value <= _MAX_LIMIT:
+        raise ValueError("%s must be an int in [1, %d], got %r" % (name, _MAX_LIMIT, value))
+    return value
+
+
+def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """Validate the adaptive settings; a ValueError/TypeError names the parameter."""
+    algorithm = settings["algorithm"]
+    if not isinstance(algorithm, str):
+        raise TypeError("algorithm must be a str ('bbr' or 'gradient'), not %s"
+                        % type(algorithm).__name__)
+    if algorithm not in _ALGORITHMS:
+        raise ValueError("algorithm must be 'bbr' or 'gradient', got %r" % (algorithm,))
+    lo = _check_int(settings["min_limit"], "min_limit")
+    hi = _check_int(settings["max_limit"], "max_limit")
+    init = _check_int(settings["initial_limit"], "initial_limit")
+    if lo > hi:
+        raise ValueError("min_limit (%d) must not be above max_limit (%d)" % (lo, hi))
+    if not lo <= init <= hi:
+        raise ValueError("initial_limit must be in [min_limit, max_limit] = [%d, %d], got %d"
+                         % (lo, hi, init))
+    cpu = settings["cpu_threshold"]
+    if cpu is not None:
+        if isinstance(cpu, bool) or not isinstance(cpu, (int, float)):
+            raise TypeError("cpu_threshold must be None or a number in [0, 1], not %s"
+                            % type(cpu).__name__)
+        if not (0.0 <= cpu <= 1.0):
+            raise ValueError("cpu_threshold must be None or a fraction of the CPU in [0, 1] "
+                             "(0.8 for 80 %%), got %r" % (cpu,))
+    return settings
+
+
+def _permille(cpu: Optional[float]) -> int:
+    return -1 if cpu is None else int(round(cpu * 1000))
+
+
+class _CpuSampler:
+    """One daemon thread per process, started by the first limiter with a cpu_threshold:
+    every 0.5 s it reads the host's CPU use (/proc/stat; elsewhere the 1-minute load average
+    over the CPU count), smooths it (half of the new reading each time) and gives it to every
+    live such limiter (bbr's trigger)."""
+
+    PERIOD_S = 0.5
+
+    def __init__(self) -> None:
+        self._lims: "weakref.WeakSet[AdaptiveLimiter]" = weakref.WeakSet()
+        self._mu = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+        self._prev: Optional[Tuple[int, int]] = None
+        self.value = 0.0
+
+    def add(self, lim: "AdaptiveLimiter") -> None:
+        with self._mu:
+            self._lims.add(lim)
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="slidewin-cpu",
+                                                daemon=True)
+                self._thread.start()
+
+    @staticmethod
+    def _read() -> Optional[Tuple[int, int]]:
+        try:
+            with open("/proc/stat", "rb") as f:
+                parts = f.readline().split()[1:]
+            ticks = [int(x) for x in parts[:8]]
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+            return (sum(ticks), idle)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def sample(self) -> float:
+        now = self._read()
+        if now is None:
+            try:
+                use = os.getloadavg()[0] / (os.cpu_count() or 1)
+            except OSError:
+                use = 0.0
+        else:
+            prev, self._prev = self._prev, now
+            if prev is None or now[0] <= prev[0]:
+                return self.value
+            use = 1.0 - (now[1] - prev[1]) / (now[0] - prev[0])
+        self.value = 0.5 * self.value + 0.5 * min(1.0, max(0.0, use))
+        return self.value
+
+    def _run(self) -> None:
+        import time
+        while True:
+            value = self.sample()
+            with self._mu:
+                lims = list(self._lims)
+            if not lims and self._thread is not None:
+                with self._mu:
+                    if not self._lims:
+                        self._thread = None
+                        return
+            for lim in lims:
+                try:
+                    lim._set_cpu(int(round(value * 1000)))
+                except Exception:  # pragma: no cover - a limiter going away
+                    pass
+            del lims
+            time.sleep(self.PERIOD_S)
+
+
+_cpu = _CpuSampler()
+
+
+class AdaptiveLimiter(Limiter):
+    """A concurrency limiter whose limit follows the measured capacity.
+
+    AdaptiveLimiter(*, algorithm="bbr", min_limit=1, max_limit=1000, initial_limit=20,
+                    interval_ms=1000, sample_count=10, cpu_threshold=None, shared=None,
+                    name=None, on_block=None)
+
+    - ``"bbr"``: Sentinel's system rule / go-kratos BBR: admit while in flight <= the
+      window's max completions per second x min response time, only while the host's CPU
+      use is at or above ``cpu_threshold`` (a fraction, 0.8 for 80 %; always when None).
+    - ``"gradient"``: Netflix Gradient2's update: the limit grows while the response time
+      stays near its no-load baseline and shrinks as queueing inflates it.
+
+    The limit stays in ``[min_limit, max_limit]`` and starts at ``initial_limit``;
+    ``limit`` is the limit in force. Refusals raise :class:`slidewin.BlockedError`. A call
+    teaches the limiter its response time when it runs in ``entry()`` or the decorator, or
+    when ``release(rt_ms=...)`` ends a ``try_acquire()``.
+    """
+
+    __slots__ = ("_adaptive",)
+    _adaptive: Dict[str, Any]
+
+    def __new__(
+        cls,
+        *,
+        algorithm: str = "bbr",
+        min_limit: int = 1,
+        max_limit: int = 1000,
+        initial_limit: int = 20,
+        interval_ms: int = 1000,
+        sample_count: int = 10,
+        cpu_threshold: Optional[float] = None,
+        shared: Union[None, bool, str] = None,
+        name: Optional[str] = None,
+        on_block: Optional[Callable[..., Any]] = None,
+    ) -> "AdaptiveLimiter":
+        settings = _check({"algorithm": algorithm, "min_limit": min_limit,
+                           "max_limit": max_limit, "initial_limit": initial_limit,
+                           "cpu_threshold": cpu_threshold})
+        if on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        self = cast("AdaptiveLimiter", _core.Limiter.__new__(
+            cls, None, concurrency=max_limit, interval_ms=interval_ms,
+            sample_count=sample_count, shared=shared, name=name))
+        self._on_block = on_block
+        self._rate = None
+        self._waitq = None
+        self._apply(settings)
+        return self
+
+    def _apply(self, settings: Dict[str, Any]) -> None:
+        self._adapt(_ALGORITHMS[settings["algorithm"]], settings["min_limit"],
+                    settings["max_limit"], settings["initial_limit"],
+                    _permille(settings["cpu_threshold"]))
+        self._adaptive = dict(settings)
+        if settings["cpu_threshold"] is not None:
+            _cpu.add(self)
+
+    @property
+    def limit(self) -> int:
+        """The limit in force: at most this many calls in flight (as the latest decision
+        computed it)."""
+        return int(self._adaptive_limit(None) or 0)
+
+    @property
+    def concurrency(self) -> int:
+        """The in-flight limit in force (``limit``): what the middlewares' RateLimit fields
+        and the Limiter's own readers report."""
+        return self.limit
+
+    @property
+    def algorithm(self) -> str:
+        return str(self._adaptive["algorithm"])
+
+    @property
+    def min_limit(self) -> int:
+        return int(self._adaptive["min_limit"])
+
+    @property
+    def max_limit(self) -> int:
+        return int(self._adaptive["max_limit"])
+
+    @property
+    def initial_limit(self) -> int:
+        return int(self._adaptive["initial_limit"])
+
+    @property
+    def cpu_threshold(self) -> Optional[float]:
+        return self._adaptive["cpu_threshold"]  # type: ignore[no-any-return]
+
+    def release(self, n: int = 1, *, rt_ms: Optional[float] = None,
+                now_ns: Optional[int] = None) -> None:
+        """Give back n in flight. With ``rt_ms`` (the call's response time, ms), the
+        completion is recorded as entry() records it, and the limit learns from it;
+        ``now_ns`` is the time of the completion (default: now)."""
+        if rt_ms is None:
+            super().release(n)
+            return
+        if isinstance(rt_ms, bool) or not isinstance(rt_ms, (int, float)):
+            raise TypeError("rt_ms must be a number of ms, not %s" % type(rt_ms).__name__)
+        if not (0 <= rt_ms < 9.2e12):
+            raise ValueError("rt_ms must be a finite number >= 0, got %r" % (rt_ms,))
+        self._exit_rt(n, int(round(rt_ms * 1e6)), now_ns)
+
+    def update(self, **settings: Any) -> None:
+        """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
+        place; the learned limit carries over (clamped to the new bounds). The layout
+        (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
+        on_block = settings.pop("on_block", _MISSING)
+        for key in settings:
+            if key in ("interval_ms", "sample_count", "shared", "name"):
+                raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
+            if key not in _SETTINGS:
+                raise TypeError("update() got an unexpected keyword argument %r" % key)
+        if on_block is not _MISSING and on_block is not None and not callable(on_block):
+            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        new = dict(self._adaptive)
+        new.update(settings)
+        self._apply(_check(new))
+        if on_block is not _MISSING:
+            self._on_block = on_block
+
+    def __repr__(self) -> str:
+        a = self._adaptive
+        parts = ["algorithm=%r" % a["algorithm"], "min_limit=%d" % a["min_limit"],
+                 "max_limit=%d" % a["max_limit"], "initial_limit=%d" % a["initial_limit"]]
+        if self.interval_ms != 1000:
+            parts.append("interval_ms=%d" % self.interval_ms)
+        if self.sample_count != 10:
+            parts.append("sample_count=%d" % self.sample_count)
+        if a["cpu_threshold"] is not None:
+            parts.append("cpu_threshold=%r" % a["cpu_threshold"])
+        if self.shared is not None:
+            parts.append("shared=%r" % (self.shared,))
+        if self.name is not None and (self.shared is None or self.name != self.shared):
+            parts.append("name=%r" % (self.name,))
+        return "AdaptiveLimiter(%s)" % ", ".join(parts)
+
+    def __reduce__(self) -> Any:
+        if not isinstance(self.shared, str):
+            raise TypeError(
+                "cannot pickle a %s AdaptiveLimiter: only one shared by name "
+                "(shared='name') can be sent to another process"
+                % ("private" if self.shared is None else "shared=True"))
+        kw = dict(self._adaptive)
+        kw.update(interval_ms=self.interval_ms, sample_count=self.sample_count,
+                  shared=self.shared, name=self.name)
+        return (_rebuild_adaptive, (kw,))
+
+
+def _rebuild_adaptive(kw: Dict[str, Any]) -> AdaptiveLimiter:
+    return AdaptiveLimiter(**kw)

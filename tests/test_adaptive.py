@@ -1,0 +1,337 @@
+"""AdaptiveLimiter (issue 23): a concurrency limit learned from the traffic.
+
+The algorithms are driven in virtual time (explicit ``now_ns``) against a small simulated
+processor-sharing backend, so every run is the same; the limiter's faces (entry, decorator,
+asyncio, try_acquire/release, BlockedError, names, totals, update, pickling, ``shared=``
+across two real processes) are checked as for a Limiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import os
+import pickle
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+import slidewin
+from slidewin import AdaptiveLimiter, BlockedError
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def name():
+    n = f"swtest-adaptive-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+    yield n
+    slidewin.unlink(n)
+
+
+def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0):
+    """Closed-loop clients against a processor-sharing backend (latency = work x max(1,
+    in flight / capacity)), in virtual time, through the real limiter with explicit now_ns.
+    phases: [(seconds, capacity)]. Returns per phase (completions, refusals, mean latency
+    ms, the limit at the end)."""
+    t = 0.0  # ms
+    service = 0.0  # attained service per call (ms of work) since the start
+    running = []  # heap of (service at which it finishes, start time)
+    ready = [(i * 1.0 % retry_ms, i) for i in range(clients)]  # heap of (time, client)
+    heapq.heapify(ready)
+    out = []
+    end = 0.0
+    for seconds, cap in phases:
+        end += seconds * 1000.0
+        done = refused = 0
+        lat = 0.0
+        while True:
+            n = len(running)
+            rate = min(1.0, cap / n) if n else 1.0
+            t_done = t + (running[0][0] - service) / rate if n else float("inf")
+            t_ready = ready[0][0] if ready else float("inf")
+            t_next = min(t_done, t_ready, end)
+            service += (t_next - t) * rate if n else 0.0
+            t = t_next
+            if t >= end and t_next == end and t_done > end and t_ready > end:
+                break
+            now_ns = int(t * MS)
+            if t_done <= t_ready:
+                _, started = heapq.heappop(running)
+                lim.release(rt_ms=t - started, now_ns=now_ns)
+                done += 1
+                lat += t - started
+                heapq.heappush(ready, (t, -1))
+            else:
+                heapq.heappop(ready)
+                if lim.try_acquire(now_ns=now_ns):
+                    heapq.heappush(running, (service + work_ms, t))
+                else:
+                    refused += 1
+                    heapq.heappush(ready, (t + retry_ms, -1))
+        out.append((done, refused, lat / max(done, 1), lim.limit))
+    for _, started in running:  # the calls still running end (at the end, out of the counts)
+        lim.release(rt_ms=t - started, now_ns=int(t * MS))
+    return out
+
+
+# ------------------------------------------------------------------------- the algorithms
+
+def test_gradient_follows_capacity_halved_and_doubled():
+    lim = AdaptiveLimiter(algorithm="gradient")
+    res = simulate(lim, [(20, 40), (20, 20), (20, 40)], clients=120)
+    for (done, refused, lat, limit), cap in zip(res, (40, 20, 40)):
+        assert cap <= limit <= cap * 1.25 + (cap * 1.25) ** 0.5 + 1, (cap, res)
+        assert done * 20.0 / (20_000 * cap) >= 0.9, (cap, res)  # goodput
+        assert lat <= 1.6 * 20.0, (cap, res)  # no queue builds up
+        assert refused > 0
+
+
+@pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
+def test_fewer_callers_than_capacity_are_never_refused(algorithm):
+    lim = AdaptiveLimiter(algorithm=algorithm)
+    (done, refused, lat, limit), = simulate(lim, [(30, 40)], clients=10)
+    assert refused == 0 and done > 10_000
+    assert lim.totals()["block"] == 0
+
+
+@pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
+def test_the_limit_climbs_back_after_a_drop(algorithm):
+    lim = AdaptiveLimiter(algorithm=algorithm)
+    res = simulate(lim, [(10, 40), (10, 3), (10, 40)], clients=120)
+    assert res[-1][3] >= 40, res
+
+
+@pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
+def test_the_limit_stays_within_its_bounds(algorithm):
+    lim = AdaptiveLimiter(algorithm=algorithm, min_limit=4, max_limit=25, initial_limit=10)
+    seen = []
+
+    class Spy:
+        def try_acquire(self, now_ns):
+            seen.append(lim.limit)
+            return lim.try_acquire(now_ns=now_ns)
+
+        def release(self, **kw):
+            lim.release(**kw)
+
+        @property
+        def limit(self):
+            return lim.limit
+
+    simulate(Spy(), [(5, 40), (5, 1)], clients=100)
+    assert min(seen) >= 4 and max(seen) <= 25
+    assert max(seen) == 25
+
+
+def test_deterministic():
+    runs = [simulate(AdaptiveLimiter(algorithm="gradient"), [(5, 30), (5, 15)], clients=60)
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_cold_start_is_initial_limit():
+    for algorithm in ("bbr", "gradient"):
+        lim = AdaptiveLimiter(algorithm=algorithm, initial_limit=3, min_limit=1, max_limit=10)
+        assert lim.limit == 3
+        assert [lim.try_acquire(now_ns=1000 * MS) for _ in range(4)] == [True] * 3 + [False]
+
+
+def test_bbr_cpu_trigger():
+    lim = AdaptiveLimiter(algorithm="bbr", cpu_threshold=0.8, initial_limit=2, max_limit=50)
+    lim._set_cpu(100)  # below the threshold: no limit
+    assert all(lim.try_acquire(now_ns=1000 * MS) for _ in range(50))
+    assert lim.limit == 50
+    assert not lim.try_acquire(now_ns=1000 * MS)
+
+
+# ---------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("kwargs, exc, param", [
+    ({"algorithm": "vegas"}, ValueError, "algorithm"),
+    ({"algorithm": 1}, TypeError, "algorithm"),
+    ({"min_limit": 0}, ValueError, "min_limit"),
+    ({"max_limit": 0}, ValueError, "max_limit"),
+    ({"max_limit": 2_000_000}, ValueError, "max_limit"),
+    ({"initial_limit": 1001}, ValueError, "initial_limit"),
+    ({"min_limit": 30}, ValueError, "initial_limit"),
+    ({"min_limit": 10, "max_limit": 5, "initial_limit": 7}, ValueError, "min_limit"),
+    ({"min_limit": 1.5}, TypeError, "min_limit"),
+    ({"initial_limit": True}, TypeError, "initial_limit"),
+    ({"cpu_threshold": 80}, ValueError, "cpu_threshold"),
+    ({"cpu_threshold": "high"}, TypeError, "cpu_threshold"),
+    ({"cpu_threshold": float("nan")}, ValueError, "cpu_threshold"),
+    ({"interval_ms": 1000, "sample_count": 3}, ValueError, "interval_ms"),
+    ({"sample_count": 0}, ValueError, "sample_count"),
+    ({"on_block": 5}, TypeError, "on_block"),
+])
+def test_bad_settings_name_the_parameter(kwargs, exc, param):
+    with pytest.raises(exc, match=param):
+        AdaptiveLimiter(**kwargs)
+
+
+def test_bad_release():
+    lim = AdaptiveLimiter()
+    with pytest.raises(ValueError, match="in flight"):
+        lim.release(rt_ms=5)
+    assert lim.try_acquire()
+    with pytest.raises(ValueError, match="rt_ms"):
+        lim.release(rt_ms=-1)
+    with pytest.raises(TypeError, match="rt_ms"):
+        lim.release(rt_ms="5")
+    lim.release(rt_ms=5)
+    assert lim.in_flight == 0
+
+
+def test_update():
+    lim = AdaptiveLimiter(algorithm="gradient", max_limit=100)
+    lim.update(min_limit=5, max_limit=8, initial_limit=6)
+    assert (lim.min_limit, lim.max_limit, lim.initial_limit) == (5, 8, 6)
+    assert 5 <= lim.limit <= 8
+    with pytest.raises(ValueError, match="interval_ms"):
+        lim.update(interval_ms=2000)
+    with pytest.raises(ValueError, match="min_limit"):
+        lim.update(min_limit=50)
+    assert lim.min_limit == 5  # unchanged
+    with pytest.raises(TypeError, match="qps"):
+        lim.update(qps=3)
+
+
+# ------------------------------------------------------------------ everywhere a Limiter is
+
+def test_entry_decorator_refusal_and_repr():
+    lim = AdaptiveLimiter(min_limit=1, max_limit=1, initial_limit=1, name="one-at-a-time")
+    assert repr(lim) == ("AdaptiveLimiter(algorithm='bbr', min_limit=1, max_limit=1, "
+                         "initial_limit=1, name='one-at-a-time')")
+    assert slidewin.limiters()["one-at-a-time"] is lim
+
+    @lim
+    def work():
+        return "done"
+
+    with lim.entry():
+        with pytest.raises(BlockedError):
+            work()
+        with pytest.raises(BlockedError):
+            with lim.entry():
+                pass
+        assert not lim.try_acquire()
+    assert work() == "done"
+    t = lim.totals()
+    assert (t["pass"], t["block"], t["success"]) == (2, 3, 2)
+
+
+def test_asyncio():
+    lim = AdaptiveLimiter(algorithm="gradient", min_limit=1, max_limit=1, initial_limit=1)
+
+    @lim
+    async def work():
+        await asyncio.sleep(0)
+        return 1
+
+    async def main():
+        async with lim.entry():
+            with pytest.raises(BlockedError):
+                await work()
+        return await work()
+
+    assert asyncio.run(main()) == 1
+
+
+def test_pickle_shared_by_name(name):
+    lim = AdaptiveLimiter(algorithm="gradient", max_limit=50, shared=name)
+    twin = pickle.loads(pickle.dumps(lim))
+    assert repr(twin) == repr(lim)
+    with pytest.raises(TypeError, match="private"):
+        pickle.dumps(AdaptiveLimiter())
+
+
+CHILD = r"""
+import sys, slidewin
+MS = 1_000_000
+lim = slidewin.AdaptiveLimiter(algorithm="gradient", shared=sys.argv[1])
+print(lim.limit, lim.in_flight, flush=True)
+assert lim.try_acquire(now_ns=10_000 * MS)
+print(lim.in_flight, flush=True)
+"""
+
+
+def test_shared_across_two_processes(name):
+    lim = AdaptiveLimiter(algorithm="gradient", shared=name)
+    # teach it in virtual time: 10 s of a capacity of 40 with 120 callers
+    simulate(lim, [(10, 40)], clients=120)
+    learned = lim.limit
+    assert learned >= 40
+    assert lim.try_acquire(now_ns=10_000 * MS)  # one held here
+    held = lim.in_flight  # with the simulation's calls still running
+    out = subprocess.run([sys.executable, "-c", CHILD, name], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split("\n")[:2]
+    # the other process sees the learned limit and what this process holds, then its own
+    limit, in_flight = map(int, first.split())
+    assert limit == learned
+    assert in_flight == held
+    assert int(second) == held + 1
+    assert lim.in_flight == held  # the child has exited: its count was given back
+
+
+# ------------------------------------------------------------------ observers, middlewares
+
+def test_wsgi_middleware_answers_a_refusal_with_503_and_the_learned_limit():
+    from slidewin.wsgi import LimitMiddleware
+
+    lim = AdaptiveLimiter(min_limit=1, max_limit=500, initial_limit=1)
+    inner = []
+
+    def app(environ, start_response):
+        if not inner:  # the first request calls the app again while it holds the limit
+            inner.append(True)
+            status = []
+            body = b"".join(mw({"REQUEST_METHOD": "GET", "PATH_INFO": "/"},
+                               lambda s, h, exc_info=None: status.append((s, h))))
+            inner.append((status[0], body))
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    mw = LimitMiddleware(app, lim, headers=True)
+    out = []
+    assert b"".join(mw({"REQUEST_METHOD": "GET", "PATH_INFO": "/"},
+                       lambda s, h, exc_info=None: out.append((s, h)))) == b"ok"
+    (status, fields), body = inner[1]
+    assert status.startswith("503")
+    assert lim.concurrency == lim.limit == 1  # the limit in force, not max_limit
+    assert ("RateLimit-Policy", '"default";q=1;qu="concurrent-requests"') in fields
+
+
+def test_prometheus_gauge_and_top(name):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from slidewin import _observe
+    from slidewin.prometheus import Collector
+
+    local = AdaptiveLimiter(algorithm="gradient", initial_limit=7, name=f"{name}-local")
+    shared = AdaptiveLimiter(algorithm="bbr", initial_limit=9, shared=name)
+    assert shared.try_acquire()  # a decision: the region now holds a learned limit
+    reg = prometheus_client.CollectorRegistry()
+    reg.register(Collector())
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": f"{name}-local"}) == 7
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": name}) == 9
+    plain = slidewin.Limiter(concurrency=3, name=f"{name}-plain")
+    assert reg.get_sample_value("slidewin_adaptive_limit", {"limiter": f"{name}-plain"}) is None
+    rows = {r.name: r for r in _observe.read_all()}
+    assert rows[name].source == "region" and rows[name].adaptive_limit == 9
+    assert rows[f"{name}-local"].adaptive_limit == 7
+    del local, plain
+
+
+def test_cpu_sampler_feeds_limiters_with_a_threshold():
+    from slidewin import _adaptive
+
+    s = _adaptive._CpuSampler()
+    values = [s.sample() for _ in range(3)]
+    assert all(0.0 <= v <= 1.0 for v in values)
+    lim = AdaptiveLimiter(algorithm="bbr", cpu_threshold=0.5)
+    assert lim in _adaptive._cpu._lims
+    assert AdaptiveLimiter(algorithm="bbr") not in _adaptive._cpu._lims
