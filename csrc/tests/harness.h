@@ -60,5 +60,6 @@ void test_shm(void);
 void test_totals(void);
 void test_keyed(void);
 void test_observe(void);
+void test_group(void);
 
 #endif /* SW_TEST_HARNESS_H */

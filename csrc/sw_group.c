@@ -1,0 +1,135 @@
+/* sw_group.c - all or nothing across limiters (docs/design.md §13). */
+#include "sw_group.h"
+
+#include "sw_time.h"
+
+void sw_gmember_order_private(struct sw_gmember *m)
+{
+    const void *lock = m->kind == SW_GM_KEYED ? (const void *)&m->kv->st->lock
+                                              : (const void *)&m->v->st->lock;
+    m->order[0] = UINT64_MAX;
+    m->order[1] = (uint64_t)(uintptr_t)lock;
+}
+
+void sw_gmember_order_shared(struct sw_gmember *m, uint64_t id_hi, uint64_t id_lo)
+{
+    m->order[0] = id_hi == UINT64_MAX ? UINT64_MAX - 1u : id_hi;
+    m->order[1] = id_lo;
+}
+
+static inline int order_cmp(const struct sw_gmember *a, const struct sw_gmember *b)
+{
+    if (a->order[0] != b->order[0])
+        return a->order[0] < b->order[0] ? -1 : 1;
+    if (a->order[1] != b->order[1])
+        return a->order[1] < b->order[1] ? -1 : 1;
+    return 0;
+}
+
+static bool lock_member(const struct sw_gmember *m)
+{
+    return m->kind == SW_GM_KEYED ? sw_keyed_lock_or_give_up(m->kv)
+                                  : sw_view_lock_or_give_up(m->v);
+}
+
+static void unlock_member(const struct sw_gmember *m)
+{
+    if (m->kind == SW_GM_KEYED)
+        sw_keyed_unlock(m->kv);
+    else
+        sw_view_unlock(m->v);
+}
+
+int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
+                    struct sw_decision *out)
+{
+    uint32_t ord[SW_GROUP_MAX];
+    if (m == NULL || out == NULL || count < 1 || count > SW_GROUP_MAX)
+        return SW_EINVAL;
+    /* the members in lock order (insertion sort: groups are small) */
+    for (uint32_t i = 0; i < count; i++) {
+        if (m[i].n < 1 || (m[i].kind == SW_GM_KEYED ? m[i].kv == NULL : m[i].v == NULL) ||
+            (m[i].kind != SW_GM_KEYED && m[i].kind != SW_GM_LIMITER))
+            return SW_EINVAL;
+        uint32_t j = i;
+        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) > 0) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = i;
+    }
+    for (uint32_t i = 1; i < count; i++)
+        if (order_cmp(&m[ord[i - 1]], &m[ord[i]]) == 0)
+            return SW_EINVAL; /* one state twice: its lock would be taken twice */
+    for (uint32_t i = 0; i < count; i++) {
+        if (!lock_member(&m[ord[i]])) {
+            while (i-- > 0)
+                unlock_member(&m[ord[i]]);
+            return SW_EBUSY;
+        }
+    }
+    /* one time for every member, read once every lock is held */
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_ns();
+    int verdict = SW_PASS;
+    for (uint32_t i = 0; i < count; i++) {
+        struct sw_gmember *x = &m[ord[i]];
+        const struct sw_decision *d;
+        unsigned f;
+        if (x->kind == SW_GM_KEYED) {
+            (void)sw_keyed_plan_locked(x->kv, x->fp, x->n, now_ns, flags, &x->plan_.k);
+            d = &x->plan_.k.d;
+            f = x->plan_.k.flags;
+        } else {
+            (void)sw_plan_locked(x->v, x->n, now_ns, flags, &x->plan_.l);
+            d = &x->plan_.l.d;
+            f = x->plan_.l.flags;
+        }
+        x->d = *d;
+        x->refused = 0;
+        if (f & SW_F_SHADOW) { /* a shadow admits; its would-be refusal counts BLOCK */
+            x->d.shadowed = d->verdict != SW_PASS;
+            x->d.verdict = SW_PASS;
+            x->d.wait_ns = 0;
+            x->d.retry_ns = -1;
+        } else if (d->verdict != SW_PASS) {
+            x->refused = 1;
+            if (d->verdict == SW_NEVER)
+                verdict = SW_NEVER;
+            else if (verdict == SW_PASS)
+                verdict = SW_BLOCK;
+        }
+    }
+    bool commit = verdict == SW_PASS;
+    out->verdict = verdict;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    bool retry_known = true;
+    for (uint32_t i = 0; i < count; i++) {
+        struct sw_gmember *x = &m[ord[i]];
+        if (x->kind == SW_GM_KEYED)
+            sw_keyed_plan_end_locked(x->kv, &x->plan_.k, commit);
+        else
+            sw_plan_end_locked(x->v, &x->plan_.l, commit);
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical(); /* tests: a process killed between two members */
+        if (commit) {
+            if (x->d.wait_ns > out->wait_ns)
+                out->wait_ns = x->d.wait_ns;
+            out->occupied |= x->d.occupied;
+        } else if (x->refused) {
+            if (x->d.retry_ns < 0)
+                retry_known = false;
+            else if (x->d.retry_ns > out->retry_ns)
+                out->retry_ns = x->d.retry_ns;
+        }
+    }
+    if (!retry_known || verdict == SW_NEVER)
+        out->retry_ns = -1;
+    for (uint32_t i = count; i-- > 0;)
+        unlock_member(&m[ord[i]]);
+    return SW_OK;
+}
