@@ -1,6 +1,7 @@
 /* sw_group.c - all or nothing across limiters (docs/design.md §13). */
 #include "sw_group.h"
 
+#include "sw_proc.h"
 #include "sw_time.h"
 
 void sw_gmember_order_private(struct sw_gmember *m)
@@ -26,18 +27,36 @@ static inline int order_cmp(const struct sw_gmember *a, const struct sw_gmember 
     return 0;
 }
 
-static bool lock_member(const struct sw_gmember *m)
-{
-    return m->kind == SW_GM_KEYED ? sw_keyed_lock_or_give_up(m->kv)
-                                  : sw_view_lock_or_give_up(m->v);
-}
-
-static void unlock_member(const struct sw_gmember *m)
+/* whether a member's rule paces (a throttle: it needs the full-resolution clock); lock held */
+static bool paces(const struct sw_gmember *m)
 {
     if (m->kind == SW_GM_KEYED)
-        sw_keyed_unlock(m->kv);
-    else
-        sw_view_unlock(m->v);
+        return m->kv->rule->base.grade == SW_GRADE_QPS &&
+               m->kv->rule->base.behavior == SW_THROTTLE;
+    return m->v->rule->grade == SW_GRADE_QPS && (m->v->rule->behavior == SW_THROTTLE ||
+                                                  m->v->rule->behavior == SW_WARM_UP_THROTTLE);
+}
+
+/* Take a member's lock (the CAS inline: the group's cost is mostly its locks); repair the
+ * state when it is taken over from a dead process, as the member's own calls do.
+ * @return false when the wait gave up (sw_lock_wait_hook; the lock is not held) */
+static inline bool lock_member(const struct sw_gmember *m)
+{
+    bool keyed = m->kind == SW_GM_KEYED;
+    sw_lock *l = keyed ? &m->kv->st->lock : &m->v->st->lock;
+    int got = sw_lock_acquire_or_give_up(l, sw_token_resolve(keyed ? m->kv->token : m->v->token));
+    if (got == SW_LOCK_TOOK_OVER) {
+        if (keyed)
+            sw_keyed_repair(m->kv);
+        else
+            sw_lstate_repair(m->v);
+    }
+    return got != SW_LOCK_GAVE_UP;
+}
+
+static inline void unlock_member(const struct sw_gmember *m)
+{
+    sw_lock_release(m->kind == SW_GM_KEYED ? &m->kv->st->lock : &m->v->st->lock);
 }
 
 int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
@@ -52,15 +71,14 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
             (m[i].kind != SW_GM_KEYED && m[i].kind != SW_GM_LIMITER))
             return SW_EINVAL;
         uint32_t j = i;
-        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) > 0) {
+        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) >= 0) {
+            if (order_cmp(&m[ord[j - 1]], &m[i]) == 0)
+                return SW_EINVAL; /* one state twice: its lock would be taken twice */
             ord[j] = ord[j - 1];
             j--;
         }
         ord[j] = i;
     }
-    for (uint32_t i = 1; i < count; i++)
-        if (order_cmp(&m[ord[i - 1]], &m[ord[i]]) == 0)
-            return SW_EINVAL; /* one state twice: its lock would be taken twice */
     for (uint32_t i = 0; i < count; i++) {
         if (!lock_member(&m[ord[i]])) {
             while (i-- > 0)
@@ -68,9 +86,14 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
             return SW_EBUSY;
         }
     }
-    /* one time for every member, read once every lock is held */
-    if (now_ns == SW_NOW)
-        now_ns = sw_time_ns();
+    /* one time for every member, read once every lock is held: the full-resolution clock
+     * when a throttle paces, else the coarse one (as the members' own decisions) */
+    if (now_ns == SW_NOW) {
+        bool precise = false;
+        for (uint32_t i = 0; i < count && !precise; i++)
+            precise = paces(&m[i]);
+        now_ns = precise ? sw_time_ns() : sw_time_coarse_ns();
+    }
     int verdict = SW_PASS;
     for (uint32_t i = 0; i < count; i++) {
         struct sw_gmember *x = &m[ord[i]];
@@ -85,16 +108,13 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
             d = &x->plan_.l.d;
             f = x->plan_.l.flags;
         }
-        x->d = *d;
+        /* x->d is filled after the commit: copying the plan's decision right after its
+         * stores would stall on store forwarding */
+        int dv = d->verdict;
         x->refused = 0;
-        if (f & SW_F_SHADOW) { /* a shadow admits; its would-be refusal counts BLOCK */
-            x->d.shadowed = d->verdict != SW_PASS;
-            x->d.verdict = SW_PASS;
-            x->d.wait_ns = 0;
-            x->d.retry_ns = -1;
-        } else if (d->verdict != SW_PASS) {
+        if (!(f & SW_F_SHADOW) && dv != SW_PASS) { /* a shadow admits */
             x->refused = 1;
-            if (d->verdict == SW_NEVER)
+            if (dv == SW_NEVER)
                 verdict = SW_NEVER;
             else if (verdict == SW_PASS)
                 verdict = SW_BLOCK;
@@ -110,12 +130,26 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
     bool retry_known = true;
     for (uint32_t i = 0; i < count; i++) {
         struct sw_gmember *x = &m[ord[i]];
-        if (x->kind == SW_GM_KEYED)
+        const struct sw_decision *d;
+        unsigned f;
+        if (x->kind == SW_GM_KEYED) {
             sw_keyed_plan_end_locked(x->kv, &x->plan_.k, commit);
-        else
+            d = &x->plan_.k.d;
+            f = x->plan_.k.flags;
+        } else {
             sw_plan_end_locked(x->v, &x->plan_.l, commit);
+            d = &x->plan_.l.d;
+            f = x->plan_.l.flags;
+        }
         if (sw_test_in_critical != NULL)
             sw_test_in_critical(); /* tests: a process killed between two members */
+        x->d = *d;
+        if (f & SW_F_SHADOW) { /* a shadow admits; its would-be refusal counted BLOCK */
+            x->d.shadowed = d->verdict != SW_PASS;
+            x->d.verdict = SW_PASS;
+            x->d.wait_ns = 0;
+            x->d.retry_ns = -1;
+        }
         if (commit) {
             if (x->d.wait_ns > out->wait_ns)
                 out->wait_ns = x->d.wait_ns;

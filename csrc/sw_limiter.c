@@ -694,6 +694,7 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
     p->has_thr = 0;
     p->warm = st->warm; /* synced on this copy: a plan not committed leaves the tokens */
     p->keep_sync = 0;
+    p->fast = 0;
     p->grade = r->grade;
 
     sw_lstate_enter(st);
@@ -771,6 +772,25 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
     struct sw_lstate *st = v->st;
     struct sw_node *node = sw_lstate_node(st);
     int64_t n = p->n, t = p->t;
+    if (p->fast) { /* counted on the lock's line, as sw_decide's fast path */
+        int k = -1;
+        if (p->d.verdict == SW_PASS) {
+            if (commit)
+                k = 0;
+        } else if (!(p->flags & SW_F_NO_BLOCK)) {
+            k = 1;
+        }
+        if (k >= 0) {
+            st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+            st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+            st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+            if (k == 1 && (p->flags & SW_F_SHADOW))
+                node->shadow_block = sw_sat_add(node->shadow_block, n);
+        }
+        if (k == 0 && (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY)))
+            add_in_flight(v, node, n);
+        return;
+    }
     if (p->d.verdict == SW_PASS) {
         if (commit) {
             if (p->has_thr)
@@ -902,6 +922,42 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
         flags &= ~SW_F_NO_BLOCK;
     if (now_ns == SW_NOW)
         now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+    /* as sw_decide's fast path: a rejecting QPS plan, or a concurrency one, at the head
+     * bucket of both windows reads the counts on the lock's line and commits there */
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    int64_t ms = sw_ms_of_ns(now_ns);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    if ((conc || (r->behavior == SW_REJECT && r->count > 0)) &&
+        sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
+        int verdict = -1;
+        if (conc)
+            verdict = (double)n > r->count                           ? SW_NEVER
+                      : sw_reject_fits(in_flight_now(node), n, r->count) ? SW_PASS
+                                                                         : SW_BLOCK;
+        else if ((double)n > r->limit)
+            verdict = SW_NEVER;
+        else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
+                                                      st->hot[SW_HOT_SEC]),
+                                n, r->limit))
+            verdict = SW_PASS;
+        else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+            verdict = SW_BLOCK;
+        if (verdict >= 0) {
+            p->d.verdict = verdict;
+            p->d.occupied = 0;
+            p->d.wait_ns = 0;
+            p->d.retry_ns = -1;
+            p->d.now_ns = now_ns;
+            p->d.shadowed = 0;
+            p->n = n;
+            p->flags = flags;
+            p->grade = r->grade;
+            p->fast = 1;
+            p->keep_sync = 0;
+            return SW_OK;
+        }
+    }
     plan_general(v, n, now_ns, flags, p);
     return SW_OK;
 }

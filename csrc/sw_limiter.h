@@ -313,6 +313,7 @@ struct sw_plan {
     uint32_t grade;
     int has_thr;
     int keep_sync;          /* sw_decide's own plans: the token sync stays, admitted or not */
+    int fast;               /* decided on the counts of the lock's line (t, thr, warm unset) */
 };
 
 /** Plan a decision, the view's lock held (sw_view_lock / sw_view_lock_or_give_up): as

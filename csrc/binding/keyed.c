@@ -10,6 +10,7 @@
 #include "observe.h"
 #include "shared.h"
 #include "wakers.h"
+#include "group.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -1453,3 +1454,43 @@ PyType_Spec KeyedEntry_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = KEntry_slots,
 };
+
+/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
+
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (key_fp(seed_of(self), key, fp) < 0)
+        return -1;
+    struct sw_gmember m;
+    m.kind = SW_GM_KEYED;
+    m.kv = &self->view;
+    if (!self->is_shared)
+        sw_gmember_order_private(&m);
+    else if (self->shm.anonymous)
+        sw_gmember_order_shared(&m, 0, (uint64_t)(uintptr_t)self->shm.base);
+    else
+        sw_gmember_order_shared(&m, self->shm.dev, self->shm.ino);
+    order[0] = m.order[0];
+    order[1] = m.order[1];
+    *shared = self->is_shared;
+    return 0;
+}
+
+const struct sw_kview *keyed_group_view(PyObject *keyed)
+{
+    return kview((KeyedObject *)keyed);
+}
+
+void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    sw_keyed_exit(kview(self), fp, n, rt_ms, outcome, SW_NOW);
+    keyed_notify(self);
+}
+
+void keyed_group_maybe_reap(PyObject *keyed)
+{
+    (void)keyed_maybe_reap((KeyedObject *)keyed);
+}

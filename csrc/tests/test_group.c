@@ -186,7 +186,7 @@ static void group_model(uint64_t seed, int ops)
             if (!dup)
                 idx[have++] = c;
         }
-        unsigned flags = SW_F_RETRY | (((r >> 24) & 1) ? SW_F_TRY : 0u) |
+        unsigned flags = (((r >> 27) & 1) ? SW_F_RETRY : 0u) | (((r >> 24) & 1) ? SW_F_TRY : 0u) |
                          (((r >> 25) & 3) == 0 ? SW_F_ENTRY : 0u);
         int64_t ns[4];
         struct sw_gmember m[4];

@@ -1,0 +1,24 @@
+/* group.h - slidewin.all_of: the C base of a group (group.c), one decision over several
+ * limiters and keys, all or nothing (sw_group.h); and what it needs of a KeyedLimiter
+ * (keyed.c). */
+#ifndef SW_BINDING_GROUP_H
+#define SW_BINDING_GROUP_H
+
+#include "binding.h"
+#include "sw_group.h"
+
+extern PyType_Spec Group_spec;
+
+/** A (KeyedLimiter, key) member: the key's fingerprint in the table, the table's lock order
+ * (sw_gmember_order_*), whether it is shared. @param keyed a KeyedLimiter (checked by the
+ * caller) @return 0, or -1 with TypeError set (the key) */
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared);
+/** The view a decision on the table goes through (a forked shared table claims its slot). */
+const struct sw_kview *keyed_group_view(PyObject *keyed);
+/** End a group entry's hold on a key (sw_keyed_exit), then wake the table's waiters. */
+void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
+/** A refusal by a shared table: give back dead processes' counts when due. */
+void keyed_group_maybe_reap(PyObject *keyed);
+
+#endif /* SW_BINDING_GROUP_H */
