@@ -439,3 +439,160 @@ def test_threads_on_overlapping_groups_in_opposite_orders_exact_counts():
         assert t["block"] == sum(c[i][1] for c in counts), i
     assert all(lim.in_flight == 0 for lim in lims) and keyed.in_flight("shared-key") == 0
     assert sum(c[i][1] for c in counts for i in range(len(members))) > 0  # refusals too
+
+
+# -- processes on shared members ---------------------------------------------------------------
+
+import multiprocessing as mp  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import signal  # noqa: E402
+import uuid  # noqa: E402
+
+
+@pytest.fixture
+def names():
+    base = f"swallof-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    made = [f"{base}-{k}" for k in ("a", "b", "c", "k", "p")]
+    yield made
+    for n in made:
+        slidewin.unlink(n)
+
+
+def _shared_members(names):
+    a, b, c, k, _ = names
+    return [Limiter(concurrency=2, shared=a), Limiter(qps=10**9, shared=b),
+            Limiter(concurrency=3, shared=c), (KeyedLimiter(concurrency=2, shared=k), "key")]
+
+
+def _release_all(members, pick):
+    for i in pick:
+        m = members[i]
+        if isinstance(m, tuple):
+            m[0].release(m[1])
+        elif m.concurrency is not None:
+            m.release()
+
+
+def _proc_groups(names, who, iters, out):
+    members = _shared_members(names)
+    counts = [[0, 0] for _ in members]
+    picks = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 1, 2, 3), (1, 3)]
+    for it in range(iters):
+        pick = picks[(who + it) % len(picks)]
+        if who % 2:
+            pick = tuple(reversed(pick))
+        g = all_of(*[members[i] for i in pick])
+        v, wait, retry, refused, shadowed, _ = g._decide(None, _core.F_TRY, None)
+        if v == _core.PASS:
+            for i in pick:
+                counts[i][0] += 1
+            if it % 3 == 0:
+                time.sleep(0)
+            _release_all(members, pick)
+        else:
+            for k in refused:
+                counts[pick[k]][1] += 1
+    out.put((who, counts))
+
+
+def test_four_processes_on_overlapping_shared_groups_exact_counts(names):
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    iters = 3000
+    procs = [ctx.Process(target=_proc_groups, args=(names, w, iters, out)) for w in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]  # a deadlock: queue.Empty
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    members = _shared_members(names)
+    admitted_any = refused_any = 0
+    for i, m in enumerate(members):
+        t = totals_of(m)
+        assert t["pass"] == sum(c[i][0] for _, c in results), i
+        assert t["block"] == sum(c[i][1] for _, c in results), i
+        admitted_any += t["pass"]
+        refused_any += t["block"]
+    assert members[0].in_flight == 0 and members[2].in_flight == 0
+    assert members[3][0].in_flight("key") == 0
+    assert admitted_any > 0 and refused_any > 0
+
+
+def _proc_busy_groups(names, hook_us):
+    """Group decisions in a loop holding counts, each critical section held open hook_us."""
+    a, b, _, k, _ = names
+    conc = Limiter(concurrency=4, shared=a)
+    rate = Limiter(qps=10**9, shared=b)
+    keyed = KeyedLimiter(concurrency=4, shared=k)
+    g = all_of(conc, rate, (keyed, "key"))
+    g2 = all_of((keyed, "key"), rate, conc)
+    if hook_us:
+        _core._set_test_hook(hook_us)
+    i = 0
+    while True:
+        i += 1
+        try:
+            with (g if i % 2 else g2).entry():
+                pass
+        except BlockedError:
+            pass
+        if hook_us:
+            time.sleep(0.0002)
+
+
+@pytest.mark.parametrize("hook_us", [0, 2000], ids=["anywhere", "inside-decisions"])
+def test_a_process_killed_in_a_group_decision_wedges_nothing_and_loses_nothing(names, hook_us):
+    a, b, c_name, k, p_name = names
+    rng = random.Random(99 + hook_us)
+    ctx = mp.get_context("fork")
+    conc = Limiter(concurrency=4, shared=a)
+    rate = Limiter(qps=10**9, shared=b)
+    keyed = KeyedLimiter(concurrency=4, shared=k)
+    mine = Limiter(qps=10**9, shared=p_name)  # decided on by this process only
+    g = all_of(mine, (keyed, "key"), conc, rate)
+    my_passes, kills, worst = 0, 0, 0.0
+    for _ in range(25):
+        workers = [ctx.Process(target=_proc_busy_groups, args=(names, hook_us))
+                   for _ in range(1 if hook_us else 2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            time.sleep(rng.uniform(0.01, 0.03))
+            os.kill(w.pid, signal.SIGKILL)
+            kills += 1
+            t = time.monotonic()
+            # a survivor keeps deciding while its peers die: never wedged
+            with g.entry(timeout=2):
+                my_passes += 1
+            worst = max(worst, time.monotonic() - t)
+        for w in workers:
+            w.join(10)
+    # the dead workers' in-flight counts come back (reaped within a second)
+    deadline = time.monotonic() + 3
+    while (conc.stats().concurrency or keyed.in_flight("key")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        keyed.stats()  # stats() reaps the dead processes' counts when due
+    assert conc.stats().concurrency == 0 and keyed.in_flight("key") == 0
+    # this process's decisions were all counted, exactly
+    assert mine.totals()["pass"] == my_passes
+    assert mine.totals()["success"] == my_passes
+    # every admitted group counted on every member, but for the one request each killed
+    # process may have been committing when it died
+    pa, pb = conc.totals()["pass"], rate.totals()["pass"]
+    pk = keyed.totals()["pass"]
+    assert max(pa, pb, pk) - min(pa, pb, pk) <= kills
+    # still exact afterwards: 4 in flight at most
+    held = [g.entry() for _ in range(5)]
+    entered = 0
+    for e in held[:4]:
+        e.__enter__()
+        entered += 1
+    with pytest.raises(BlockedError):
+        held[4].__enter__()
+    for e in held[:entered]:
+        e.__exit__(None, None, None)
+    again = Limiter(concurrency=4, shared=a)  # a fresh attach validates the region
+    assert again.stats().concurrency == 0
+    print("worst stall of a survivor: %.1f ms" % (worst * 1000))
