@@ -1528,3 +1528,56 @@ void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p
             node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
 }
+
+int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    lock_table(v);
+    const struct sw_rule *r = &v->rule->base;
+    if (r->grade == SW_GRADE_CONCURRENCY || n == 0) {
+        unlock_table(v);
+        return n == 0 ? SW_OK : SW_ESTATE;
+    }
+    double limit, count = sw_krule_count(v->rule, fp, &limit);
+    bool thr = is_throttle(r);
+    if (now_ns == SW_NOW)
+        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+    int64_t t_ms = sw_ms_of_ns(now_ns);
+    int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
+    uint32_t i = get_key(v, fp, now_ns, true);
+    if (i != UINT32_MAX) { /* (a table full of keys in flight: the table's count only) */
+        struct sw_kentry *e = entry_at(st, i);
+        e->last_use = (uint32_t)++st->tick;
+        if (thr) {
+            if (!(e->flags & SW_KE_PACING)) {
+                e->flags = SW_KE_PACING;
+                e->a = 0;
+            }
+            if (count > 0 && !(e->flags & SW_KE_SATURATED)) {
+                int64_t cost = sw_throttle_cost(count, n);
+                if (!(e->flags & SW_KE_HAS_LAST) || sw_sat_sub(now_ns, e->a) >= cost) {
+                    e->a = now_ns;
+                    e->flags = SW_KE_PACING | SW_KE_HAS_LAST;
+                } else if (__builtin_add_overflow(e->a, cost, &e->a)) {
+                    e->a = INT64_MAX;
+                    e->flags |= SW_KE_SATURATED;
+                }
+            }
+        } else {
+            int64_t t = kclamp(e, t_ms);
+            kwin_advance(st, e, t);
+            uint32_t slot = kslot(st, e->a);
+            e->counts[slot] = sw_sat_add(e->counts[slot], n);
+            if (sw_test_in_critical != NULL)
+                sw_test_in_critical();
+            if (keeps_total(st->sample_count))
+                e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+        }
+    }
+    sw_node_add_at(node, SW_EV_PASS, n, tn);
+    unlock_table(v);
+    return SW_OK;
+}

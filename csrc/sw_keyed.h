@@ -247,6 +247,11 @@ int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_m
 int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n);
 /** In flight of one key (0 when absent). */
 int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp);
+/** Count n more as admitted for a key now, without a decision (as sw_charge): PASS in the
+ * key's window and the table's, or a throttle key's queue moved by the cost of n. A key not
+ * held is taken (evicting as a decision would). @return SW_OK, SW_EINVAL (n < 0) or
+ * SW_ESTATE (n > 0 on a concurrency table) */
+int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns);
 /** Count n of event ev for the whole table (a retried request's final BLOCK). */
 int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now_ns);
 /** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */

@@ -988,6 +988,42 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
     return SW_OK;
 }
 
+int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    const struct sw_rule *r = v->rule; /* read under the lock only */
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        unlock_node(v);
+        return n == 0 ? SW_OK : SW_ESTATE;
+    }
+    if (n > 0) {
+        struct sw_lstate *st = v->st;
+        struct sw_node *node = sw_lstate_node(st);
+        if (now_ns == SW_NOW)
+            now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+        if (is_throttle(r) && r->count > 0) {
+            /* the queue moves by the cost of n, as for n admitted now (never backwards) */
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, &st->warm, node, t);
+            int64_t cost = sw_throttle_cost(rate, n);
+            struct sw_throttle *th = &st->thr;
+            if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost) {
+                th->last_ns = now_ns;
+                th->has_last = 1;
+                th->saturated = 0;
+            } else if (__builtin_add_overflow(th->last_ns, cost, &th->last_ns)) {
+                th->last_ns = INT64_MAX;
+                th->saturated = 1;
+            }
+        }
+        sw_node_add_at(node, SW_EV_PASS, n, t);
+    }
+    unlock_node(v);
+    return SW_OK;
+}
+
 int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns)
 {
     if (n < 0 || rt_ms < 0)

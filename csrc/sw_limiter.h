@@ -334,6 +334,15 @@ void sw_plan_end_locked(const struct sw_view *v, const struct sw_plan *p, bool c
  * @return SW_OK, SW_EEVENT or SW_EINVAL */
 int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns);
 
+/** Count n more as admitted now, without a decision (what a request used beyond what it was
+ * admitted for, e.g. tokens known after the reply): PASS (n) in the bucket of now_ns, seen by
+ * every later decision until it slides out of the window (the window may then hold more
+ * than its limit: later requests are refused until enough slides out); a throttle's queue
+ * moves by the cost of n, as for n admitted now. Nothing is ever given back.
+ * @param n >= 0 @return SW_OK, SW_EINVAL (n < 0), or SW_ESTATE (n > 0 on a concurrency
+ *         limiter: it counts requests in flight, not amounts) */
+int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns);
+
 enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
 /** End an entry: record SUCCESS (n) and RT, or EXCEPTION (n), or nothing; release n in
  * flight (never below 0).

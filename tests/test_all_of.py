@@ -596,3 +596,42 @@ def test_a_process_killed_in_a_group_decision_wedges_nothing_and_loses_nothing(n
     again = Limiter(concurrency=4, shared=a)  # a fresh attach validates the region
     assert again.stats().concurrency == 0
     print("worst stall of a survivor: %.1f ms" % (worst * 1000))
+
+
+# -- charge: what a request used beyond its admission ------------------------------------------
+
+def test_charge_counts_in_the_window_and_moves_a_throttle():
+    tpm = Limiter(qps=10)
+    assert tpm.reserve(4, now_ns=T0) == 0
+    tpm.charge(5, now_ns=T0)                      # 9 of 10 used
+    assert tpm.try_acquire(2, now_ns=T0) is False
+    assert tpm.totals()["pass"] == 9 and tpm.totals()["block"] == 2
+    tpm.charge(0, now_ns=T0)
+    with pytest.raises(ValueError):
+        tpm.charge(-1)
+    with pytest.raises(TypeError):
+        tpm.charge()
+    pace = Limiter(qps=10, behavior="throttle")
+    assert pace.reserve(now_ns=T0) == 0
+    pace.charge(2, now_ns=T0)
+    assert pace.reserve(now_ns=T0) == 300 * MS
+    with pytest.raises(ValueError, match="concurrency"):
+        Limiter(concurrency=3).charge(1)
+    per_user = KeyedLimiter(qps=10)
+    per_user.charge("u", 10, now_ns=T0)
+    assert per_user.try_acquire("u", now_ns=T0) is False
+    assert per_user.try_acquire("v", now_ns=T0) is True
+
+
+def test_group_charge_one_n_per_member():
+    rpm, tpm, conc = Limiter(qps=100), Limiter(qps=1000), Limiter(concurrency=2)
+    g = all_of(rpm, tpm, conc)
+    g.charge(0, 300, 0, now_ns=T0)
+    assert rpm.totals()["pass"] == 0 and tpm.totals()["pass"] == 300
+    with pytest.raises(ValueError, match="member 2 is a concurrency limiter"):
+        g.charge(1, now_ns=T0)
+    assert rpm.totals()["pass"] == 0  # nothing charged on a bad call
+    with pytest.raises(TypeError, match="one n per member"):
+        g.charge(1, 2)
+    with pytest.raises(ValueError):
+        g.charge(0, -1, 0)

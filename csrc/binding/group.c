@@ -465,6 +465,44 @@ static Py_ssize_t Group_length(GroupObject *self)
     return (Py_ssize_t)self->count;
 }
 
+/* charge(*ns, now_ns=None): count ns more as admitted now on the members, without a
+ * decision (sw_charge): each n >= 0, 0 for a member not charged (a concurrency member can
+ * only be charged 0). */
+static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    int64_t ns[SW_GROUP_MAX], now;
+    if (nargs != 1 && (size_t)nargs != self->count) {
+        PyErr_Format(PyExc_TypeError, "charge() takes one n for every member or one n per "
+                     "member (%u members), got %zd", self->count, nargs);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < self->count; i++)
+        if (parse_n(args[nargs == 1 ? 0 : i], 0, &ns[i]) < 0)
+            return NULL;
+    if (parse_now_kw("charge", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    for (uint32_t i = 0; i < self->count; i++) {
+        struct gslot *s = &self->slots[i];
+        int grade = s->keyed ? keyed_group_grade(s->obj) : ((LimiterObject *)s->obj)->grade;
+        if (ns[i] > 0 && grade == SW_GRADE_CONCURRENCY) {
+            PyErr_Format(PyExc_ValueError, "charge(): member %u is a concurrency limiter, which "
+                         "counts requests in flight, not amounts: charge it 0", i);
+            return NULL;
+        }
+    }
+    for (uint32_t i = 0; i < self->count; i++) {
+        struct gslot *s = &self->slots[i];
+        if (ns[i] == 0)
+            continue;
+        if (s->keyed)
+            (void)keyed_group_charge(s->obj, s->fp, ns[i], now);
+        else
+            (void)sw_charge(limiter_view((LimiterObject *)s->obj), ns[i], now);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Group_get_members(GroupObject *self, void *Py_UNUSED(c))
 {
     Py_INCREF(self->members);
@@ -505,6 +543,11 @@ static PyMethodDef Group_methods[] = {
      "reserve(*ns, now_ns=None)\n--\n\n"
      "Admission that may need a wait (throttle members): the largest of the members' waits "
      "in ns (0 = go now), already counted as admitted by all; None when refused."},
+    {"charge", (PyCFunction)(void (*)(void))Group_charge, FASTKW,
+     "charge(*ns, now_ns=None)\n--\n\nCount ns more as admitted now on the members, without "
+     "a decision: what a request used beyond its admission (tokens known after the reply). "
+     "One n for all or one per member, each >= 0 (0: not charged; a concurrency member only "
+     "0). Never refuses, never gives back."},
     {"_decide", (PyCFunction)(void (*)(void))Group_decide, METH_FASTCALL, NULL},
     {"_exit", (PyCFunction)(void (*)(void))Group_exit, METH_FASTCALL, NULL},
     {NULL}};

@@ -18,6 +18,10 @@ int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t or
 const struct sw_kview *keyed_group_view(PyObject *keyed);
 /** End a group entry's hold on a key (sw_keyed_exit), then wake the table's waiters. */
 void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
+/** sw_keyed_charge on the table. @return its code */
+int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns);
+/** The table's grade (enum sw_grade, as constructed). */
+int keyed_group_grade(PyObject *keyed);
 /** A refusal by a shared table: give back dead processes' counts when due. */
 void keyed_group_maybe_reap(PyObject *keyed);
 

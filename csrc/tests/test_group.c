@@ -479,8 +479,67 @@ static void group_threads(void)
     (void)tb;
 }
 
+/* charge: what a request used beyond its admission, counted in the window */
+static void group_charge(void)
+{
+    struct sw_limiter_cfg rc = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_limiter_cfg tc = cfg_of(SW_GRADE_QPS, SW_THROTTLE, 10);
+    struct sw_limiter_cfg cc = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 2);
+    struct gm r, t, c, kr, kt;
+    if (gm_new(&r, &rc, 0, 0) < 0 || gm_new(&t, &tc, 0, 0) < 0 || gm_new(&c, &cc, 0, 0) < 0 ||
+        gm_new(&kr, &rc, 1, 5) < 0 || gm_new(&kt, &tc, 1, 6) < 0)
+        return;
+    struct sw_decision d;
+    gm_decide(&r, 4, MS(100), 0, &d);
+    CHECK_EQ(sw_charge(&r.v, 5, MS(100)), SW_OK); /* 9 of 10 */
+    gm_decide(&r, 2, MS(100), SW_F_RETRY, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    CHECK_EQ(d.retry_ns, MS(900)); /* the bucket holding the charge slides out at 1000 */
+    CHECK_EQ(sw_charge(&r.v, 20, MS(600)), SW_OK); /* beyond the limit: refused until it goes */
+    gm_decide(&r, 1, MS(1100), SW_F_RETRY, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    CHECK_EQ(d.retry_ns, MS(400));
+    gm_decide(&r, 10, MS(1500), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    struct sw_totals tt;
+    gm_totals(&r, &tt);
+    CHECK_EQ(tt.pass, 4 + 5 + 20 + 10);
+    CHECK_EQ(sw_charge(&r.v, -1, MS(1500)), SW_EINVAL);
+    /* throttle: the queue moves by the cost of the charge */
+    gm_decide(&t, 1, MS(1000), 0, &d);
+    CHECK_EQ(sw_charge(&t.v, 2, MS(1000)), SW_OK);
+    gm_decide(&t, 1, MS(1000), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(d.wait_ns, MS(300));
+    /* concurrency: nothing to charge */
+    CHECK_EQ(sw_charge(&c.v, 1, MS(1000)), SW_ESTATE);
+    CHECK_EQ(sw_charge(&c.v, 0, MS(1000)), SW_OK);
+    /* keyed: the key's window, the key's queue */
+    CHECK_EQ(sw_keyed_charge(&kr.kv, kr.fp, 10, MS(100)), SW_OK);
+    gm_decide(&kr, 1, MS(100), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    gm_decide(&kr, 1, MS(1100), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    gm_decide(&kt, 1, MS(1000), 0, &d);
+    CHECK_EQ(sw_keyed_charge(&kt.kv, kt.fp, 2, MS(1000)), SW_OK);
+    gm_decide(&kt, 1, MS(1000), 0, &d);
+    CHECK_EQ(d.wait_ns, MS(300));
+    struct sw_limiter_cfg kc = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 2);
+    struct gm kk;
+    if (gm_new(&kk, &kc, 1, 7) == 0) {
+        CHECK_EQ(sw_keyed_charge(&kk.kv, kk.fp, 1, MS(1000)), SW_ESTATE);
+        gm_free(&kk);
+    }
+    gm_free(&r);
+    gm_free(&t);
+    gm_free(&c);
+    gm_free(&kr);
+    gm_free(&kt);
+}
+
 void test_group(void)
 {
+    group_charge();
     group_counts();
     group_each_behavior();
     group_model(GSEED, 20000);

@@ -131,3 +131,17 @@ def _rates() -> None:
 
     n: int = job()
     del r, n
+
+# all_of: a group of limiters, all or nothing
+rpm_g, tpm_g = Limiter(rate="500/minute"), Limiter(rate="30000/minute")
+both = slidewin.all_of(rpm_g, tpm_g, (slidewin.KeyedLimiter(qps=5), "user-1"))
+admitted: bool = both.try_acquire(1, 1200, 1)
+waited_g: "int | None" = both.reserve(1)
+with both.entry(1, 1200, 1):
+    tpm_g.charge(300)
+both.charge(0, 10, 0)
+
+
+@both
+def in_group(x: int) -> int:
+    return x
