@@ -635,3 +635,85 @@ def test_group_charge_one_n_per_member():
         g.charge(1, 2)
     with pytest.raises(ValueError):
         g.charge(0, -1, 0)
+
+
+# -- the worked example: an LLM client against a fake API ---------------------------------------
+
+class FakeLLM:
+    """A provider's API: refuses (429) above its concurrency; reports the tokens used."""
+
+    def __init__(self, concurrency):
+        self.concurrency = concurrency
+        self.lock = threading.Lock()
+        self.now = self.peak = self.calls = 0
+        self.used = []
+
+    def complete(self, prompt, max_tokens):
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            if self.now > self.concurrency:
+                self.now -= 1
+                raise RuntimeError("429: too many concurrent requests")
+        try:
+            time.sleep(0.001)
+            used = len(prompt) // 4 + (len(prompt) * 7) % max_tokens  # known only now
+            with self.lock:
+                self.calls += 1
+                self.used.append(used)
+            return used
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_llm_client_estimates_then_charges_against_a_fake_api():
+    api = FakeLLM(concurrency=3)
+    rpm = Limiter(qps=10**6)
+    tpm = Limiter(qps=10**9)
+    in_flight = Limiter(concurrency=3)
+    per_user = KeyedLimiter(qps=10**9)
+    charged = []
+    lock = threading.Lock()
+
+    def ask(user, prompt, max_tokens):
+        estimate = len(prompt) // 4 + max_tokens // 2        # an expected reply, not the max
+        llm = all_of(rpm, tpm, in_flight, (per_user, user))
+        with llm.entry(1, estimate, 1, estimate, timeout=10):
+            used = api.complete(prompt, max_tokens)
+        extra = max(0, used - estimate)
+        llm.charge(0, extra, 0, extra)
+        with lock:
+            charged.append(estimate + extra)
+
+    def worker(w):
+        for i in range(10):
+            ask("user-%d" % (w % 2), "p" * (40 + 13 * i + w), 64)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert api.calls == 60 and api.peak <= 3  # never a 429
+    assert rpm.totals()["pass"] == 60 and in_flight.in_flight == 0
+    assert in_flight.totals()["success"] == 60
+    # every token the API used is counted, plus what the estimates over-counted
+    assert tpm.totals()["pass"] == sum(charged) >= sum(api.used)
+    assert per_user.totals()["pass"] == sum(charged)
+
+
+def test_llm_tokens_per_minute_refuses_then_says_when():
+    tpm = Limiter(qps=1000 / 60, interval_ms=60_000, sample_count=60)   # 1000 tokens a minute
+    rpm = Limiter(qps=100 / 60, interval_ms=60_000, sample_count=60)
+    llm = all_of(rpm, tpm)
+    t = T0
+    assert llm.try_acquire(1, 600, now_ns=t)
+    llm.charge(0, 300, now_ns=t + 5_000 * MS)        # the reply used 900: 300 more
+    assert llm.try_acquire(1, 200, now_ns=t + 6_000 * MS) is False  # 900 + 200 > 1000
+    assert rpm.totals()["pass"] == 1 and rpm.totals()["block"] == 0
+    verdict, _, retry, refused, _, who = llm._decide((1, 200), _core.F_RETRY,
+                                                     t + 6_000 * MS)
+    assert refused == (1,) and llm.limiters[who] is tpm
+    assert retry == 54_000 * MS                        # the 600 leave with their bucket
+    assert llm.try_acquire(1, 200, now_ns=t + 60_000 * MS)
