@@ -31,7 +31,7 @@ if HERE not in sys.path:
 import cases  # noqa: E402
 
 SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed", "waiters",
-            "redis"]
+            "redis", "all_of"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -139,6 +139,7 @@ def _cpu_model() -> str:
 
 def _modules() -> Dict[str, Any]:
     import bench_accuracy
+    import bench_all_of
     import bench_decision
     import bench_gil
     import bench_keyed
@@ -150,7 +151,7 @@ def _modules() -> Dict[str, Any]:
 
     return {"waiters": bench_waiters, "decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
             "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
-            "keyed": bench_keyed, "redis": bench_redis}
+            "keyed": bench_keyed, "redis": bench_redis, "all_of": bench_all_of}
 
 
 def headline(results: Dict[str, Any]) -> str:

@@ -108,8 +108,6 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
             d = &x->plan_.l.d;
             f = x->plan_.l.flags;
         }
-        /* x->d is filled after the commit: copying the plan's decision right after its
-         * stores would stall on store forwarding */
         int dv = d->verdict;
         x->refused = 0;
         if (!(f & SW_F_SHADOW) && dv != SW_PASS) { /* a shadow admits */
@@ -130,7 +128,7 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
     bool retry_known = true;
     for (uint32_t i = 0; i < count; i++) {
         struct sw_gmember *x = &m[ord[i]];
-        const struct sw_decision *d;
+        struct sw_decision *d;
         unsigned f;
         if (x->kind == SW_GM_KEYED) {
             sw_keyed_plan_end_locked(x->kv, &x->plan_.k, commit);
@@ -143,22 +141,22 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
         }
         if (sw_test_in_critical != NULL)
             sw_test_in_critical(); /* tests: a process killed between two members */
-        x->d = *d;
+        x->d = d; /* the plan is ended: its decision becomes the member's */
         if (f & SW_F_SHADOW) { /* a shadow admits; its would-be refusal counted BLOCK */
-            x->d.shadowed = d->verdict != SW_PASS;
-            x->d.verdict = SW_PASS;
-            x->d.wait_ns = 0;
-            x->d.retry_ns = -1;
+            d->shadowed = d->verdict != SW_PASS;
+            d->verdict = SW_PASS;
+            d->wait_ns = 0;
+            d->retry_ns = -1;
         }
         if (commit) {
-            if (x->d.wait_ns > out->wait_ns)
-                out->wait_ns = x->d.wait_ns;
-            out->occupied |= x->d.occupied;
+            if (d->wait_ns > out->wait_ns)
+                out->wait_ns = d->wait_ns;
+            out->occupied |= d->occupied;
         } else if (x->refused) {
-            if (x->d.retry_ns < 0)
+            if (d->retry_ns < 0)
                 retry_known = false;
-            else if (x->d.retry_ns > out->retry_ns)
-                out->retry_ns = x->d.retry_ns;
+            else if (d->retry_ns > out->retry_ns)
+                out->retry_ns = d->retry_ns;
         }
     }
     if (!retry_known || verdict == SW_NEVER)

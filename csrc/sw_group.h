@@ -34,7 +34,8 @@ struct sw_gmember {
     int64_t n;                  /* >= 1 */
     uint64_t order[2];          /* the lock order (sw_gmember_order_*) */
     /* out (sw_group_decide) */
-    struct sw_decision d;       /* this member's own decision (shadow mode applied) */
+    struct sw_decision *d;      /* this member's own decision (shadow mode applied), in the
+                                   member's own memory (valid until it is decided again) */
     int refused;                /* it refused the request (a shadow's would-be refusal is not
                                    one: it admits) */
     /* the plan, while the locks are held */

@@ -235,7 +235,7 @@ static int parse_now_kw(const char *fname, PyObject *const *args, Py_ssize_t nar
 
 /* Scratch members for a decision: on the stack for small groups (a large frame would cost
  * the stack probes of every call), else on the heap. */
-#define GROUP_STACK 8u
+#define GROUP_STACK 4u
 struct gscratch {
     struct sw_gmember small[GROUP_STACK];
     struct sw_gmember *m;
@@ -284,8 +284,10 @@ static int group_decide(GroupObject *self, const int64_t *ns, int64_t now, unsig
     out->wait_ns = 0;
     out->retry_ns = -1;
     out->shadowed = 0;
-    for (uint32_t i = 0; i < self->count; i++)
+    for (uint32_t i = 0; i < self->count; i++) {
         m[i].refused = 0;
+        m[i].d = NULL;
+    }
     if (GAVE_UP(rc))
         return lock_gave_up() < 0 ? -1 : 0;
     raise_core_error(rc);
@@ -312,9 +314,14 @@ static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_
     int64_t ns[SW_GROUP_MAX], now;
     struct gscratch sc;
     struct sw_decision d;
-    if (parse_ns(self, "try_acquire", args, nargs, ns) < 0 ||
-        parse_now_kw("try_acquire", args, nargs, kwnames, &now) < 0)
+    if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
+        for (uint32_t i = 0; i < self->count; i++)
+            ns[i] = 1;
+        now = SW_NOW;
+    } else if (parse_ns(self, "try_acquire", args, nargs, ns) < 0 ||
+               parse_now_kw("try_acquire", args, nargs, kwnames, &now) < 0) {
         return NULL;
+    }
     struct sw_gmember *m = scratch_get(self, &sc);
     if (m == NULL)
         return NULL;
@@ -394,7 +401,7 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
         while (self->perm[k] != i)
             k++;
         PyObject *ix = NULL;
-        if (m[k].refused || (m[k].d.shadowed && d.verdict == SW_PASS)) {
+        if (m[k].refused || (d.verdict == SW_PASS && m[k].d->shadowed)) {
             ix = PyLong_FromUnsignedLong(i);
             if (ix == NULL ||
                 PyList_Append(m[k].refused ? refused : shadowed, ix) < 0) {
@@ -403,8 +410,8 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
             }
             Py_DECREF(ix);
         }
-        if (m[k].refused && m[k].d.retry_ns > best) {
-            best = m[k].d.retry_ns;
+        if (m[k].refused && m[k].d->retry_ns > best) {
+            best = m[k].d->retry_ns;
             who = (long)i;
         }
     }

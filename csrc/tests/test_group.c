@@ -243,7 +243,7 @@ static void group_model(uint64_t seed, int ops)
             bad++;
         }
         for (uint32_t j = 0; j < k; j++) {
-            if (m[j].d.verdict != md[j].verdict || m[j].refused != (md[j].verdict != SW_PASS))
+            if (m[j].d->verdict != md[j].verdict || m[j].refused != (md[j].verdict != SW_PASS))
                 bad++;
         }
         passed += mv == SW_PASS;
@@ -347,8 +347,8 @@ static void group_counts(void)
     CHECK_EQ(sw_group_decide(m, 3, MS(700), SW_F_RETRY, &d), SW_OK);
     CHECK_EQ(d.verdict, SW_BLOCK);
     CHECK_EQ(d.retry_ns, MS(800)); /* the largest: b's */
-    CHECK_EQ(m[0].d.retry_ns, MS(300));
-    CHECK_EQ(m[1].d.retry_ns, MS(800));
+    CHECK_EQ(m[0].d->retry_ns, MS(300));
+    CHECK_EQ(m[1].d->retry_ns, MS(800));
     struct sw_totals ta, tb, tc;
     gm_totals(&a, &ta);
     gm_totals(&b, &tb);
@@ -378,7 +378,7 @@ static void group_counts(void)
     CHECK_EQ(sw_group_decide(m, 3, MS(1000), 0, &d), SW_OK);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(d.wait_ns, MS(200));
-    CHECK_EQ(m[0].d.wait_ns, MS(100));
+    CHECK_EQ(m[0].d->wait_ns, MS(100));
     gm_totals(&c, &tc);
     CHECK_EQ(tc.pass, 1);
     /* try: a throttle with a wait refuses, its retry the wait */
