@@ -674,7 +674,7 @@ static int64_t paid_back_at(int64_t t, int64_t n, double rate)
  * the throttle's slot and a warm-up payback are computed into the plan, stored by plan_end.
  * now_ns and flags are resolved (SW_NOW read, shadow applied). */
 static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
-                         struct sw_plan *p)
+                         struct sw_plan *p, bool lone)
 {
     const struct sw_rule *r = v->rule;
     struct sw_lstate *st = v->st;
@@ -690,10 +690,19 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
     p->flags = flags;
     p->grant_ms = 0;
     p->paid_until_ms = INT64_MIN;
-    p->thr = st->thr;
     p->has_thr = 0;
-    p->warm = st->warm; /* synced on this copy: a plan not committed leaves the tokens */
-    p->keep_sync = 0;
+    /* a lone decision (sw_decide) works in place, as it always did: it keeps its token sync
+     * admitted or not, and a throttle moves only when it admits. A plan that may not be
+     * committed syncs and reserves on copies. */
+    struct sw_warm_state *ws = &st->warm;
+    struct sw_throttle *th = &st->thr;
+    p->keep_sync = lone;
+    if (!lone) {
+        p->thr = st->thr;
+        p->warm = st->warm;
+        ws = &p->warm;
+        th = &p->thr;
+    }
     p->fast = 0;
     p->grade = r->grade;
 
@@ -729,7 +738,7 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
             break;
         }
         case SW_WARM_UP: {
-            double rate = warm_rate(r, &p->warm, node, t);
+            double rate = warm_rate(r, ws, node, t);
             double allowed = window_limit(rate, r->interval_ms);
             int64_t pass = sw_node_pass_at(node, t);
             if ((double)n > r->limit) {
@@ -751,9 +760,9 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
             break;
         }
         default: { /* SW_THROTTLE, SW_WARM_UP_THROTTLE: the slot is reserved on a copy */
-            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, &p->warm, node, t);
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, ws, node, t);
             int64_t cost = sw_throttle_cost(rate, n);
-            if (sw_throttle_reserve(&p->thr, cost, now_ns, r->max_queue_ns,
+            if (sw_throttle_reserve(th, cost, now_ns, r->max_queue_ns,
                                     (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
                 out->verdict = SW_PASS;
                 p->has_thr = 1;
@@ -793,9 +802,11 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
     }
     if (p->d.verdict == SW_PASS) {
         if (commit) {
-            if (p->has_thr)
-                st->thr = p->thr;
-            st->warm = p->warm;
+            if (!p->keep_sync) { /* a group's plan: its copies become the state */
+                if (p->has_thr)
+                    st->thr = p->thr;
+                st->warm = p->warm;
+            }
             if (p->paid_until_ms != INT64_MIN)
                 st->warm.paid_until_ms = p->paid_until_ms;
             if (p->d.occupied) {
@@ -815,8 +826,6 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
         if (p->flags & SW_F_SHADOW)
             node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
-    if (p->keep_sync)
-        st->warm = p->warm; /* a lone decision keeps its token sync, admitted or not */
     sw_lstate_leave(st);
 }
 
@@ -894,8 +903,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
 
     {
         struct sw_plan p;
-        plan_general(v, n, now_ns, flags, &p);
-        p.keep_sync = 1;
+        plan_general(v, n, now_ns, flags, &p, true);
         plan_end(v, &p, p.d.verdict == SW_PASS);
         *out = p.d;
     }
@@ -958,7 +966,7 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
             return SW_OK;
         }
     }
-    plan_general(v, n, now_ns, flags, p);
+    plan_general(v, n, now_ns, flags, p, false);
     return SW_OK;
 }
 

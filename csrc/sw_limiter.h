@@ -312,7 +312,8 @@ struct sw_plan {
     unsigned flags;         /* as resolved (a shadow rule adds SW_F_SHADOW) */
     uint32_t grade;
     int has_thr;
-    int keep_sync;          /* sw_decide's own plans: the token sync stays, admitted or not */
+    int keep_sync;          /* sw_decide's own plans, made in place: the token sync stays,
+                               admitted or not; thr and warm unused */
     int fast;               /* decided on the counts of the lock's line (t, thr, warm unset) */
 };
 
