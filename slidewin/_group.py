@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Optional, Tuple, TypeVar, Union, overload
+from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overload
 
 from . import _core
 from ._limiter import _MISSING, _check_timeout, _decorate_entries
@@ -48,7 +48,7 @@ class Group(_core.Group):
     _on_block: Optional[Callable[..., Any]]
 
     def __new__(cls, *members: Any) -> "Group":
-        self = super().__new__(cls, *members)
+        self = cast("Group", super().__new__(cls, *members))
         self._on_block = None
         return self
 
@@ -210,7 +210,7 @@ class GroupEntry:
         self._state = 2
         self._group._exit(self._ns or None, _OUT_NONE, 0, self._skip)
 
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if self._state != 1:
             raise RuntimeError("exit of a group entry that is not entered")
         self._state = 2
@@ -222,10 +222,9 @@ class GroupEntry:
         else:
             outcome, rt = _OUT_NONE, 0
         self._group._exit(self._ns or None, outcome, rt, self._skip)
-        return False
 
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> bool:
-        return self.__exit__(et, ev, tb)
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        self.__exit__(et, ev, tb)
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._group, self._ns)
