@@ -181,6 +181,7 @@ BLOCKS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "keyed": section("keyed"),
     "redis": section("redis"),
     "waiters": section("waiters"),
+    "all-of": section("all_of"),
 }
 
 

@@ -1516,7 +1516,7 @@ void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, in
 {
     KeyedObject *self = (KeyedObject *)keyed;
     sw_keyed_exit(kview(self), fp, n, rt_ms, outcome, SW_NOW);
-    keyed_notify(self);
+    keyed_notify(self, 1, fp);
 }
 
 void keyed_group_maybe_reap(PyObject *keyed)
