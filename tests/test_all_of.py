@@ -717,3 +717,41 @@ def test_llm_tokens_per_minute_refuses_then_says_when():
     assert refused == (1,) and llm.limiters[who] is tpm
     assert retry == 54_000 * MS                        # the 600 leave with their bucket
     assert llm.try_acquire(1, 200, now_ns=t + 60_000 * MS)
+
+
+def test_groups_do_not_leak_and_cycles_are_collected():
+    import gc
+    import weakref
+
+    class Holder:
+        pass
+
+    lim = Limiter(qps=10**9)
+    kl = KeyedLimiter(qps=10**9)
+    h = Holder()
+    h.lim = Limiter(qps=1)
+    h.group = all_of(h.lim, (kl, "k"))
+    h.lim._on_block = lambda *args: h  # a cycle through the group's own reference to h.lim
+    ref = weakref.ref(h)
+    del h
+    gc.collect()
+    assert ref() is None
+    # many groups, decisions, refusals and bad members: no growth of Python objects
+    def churn():
+        for i in range(2000):
+            g = all_of(lim, (kl, i))
+            g.try_acquire()
+            g.reserve(1, 2)
+            with g.entry():
+                pass
+            for bad in ((lim, lim), (lim, 3), ((kl, 1.5),)):
+                try:
+                    all_of(*bad)
+                except (TypeError, ValueError):
+                    pass
+    churn()
+    gc.collect()
+    before = len(gc.get_objects())
+    churn()
+    gc.collect()
+    assert len(gc.get_objects()) - before < 100

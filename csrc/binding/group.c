@@ -156,15 +156,26 @@ static int Group_traverse(GroupObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->members);
     Py_VISIT(self->owners);
-    for (uint32_t i = 0; i < self->count; i++)
+    for (uint32_t i = 0; i < self->count; i++) {
+        Py_VISIT(self->slots[i].obj);
         Py_VISIT(self->slots[i].key);
+    }
     return 0;
 }
 
+/* The GC breaks a cycle through the group: it holds no member afterwards (its calls then
+ * raise: a group of no member). */
 static int Group_clear(GroupObject *self)
 {
-    /* the slots' references stay until dealloc (a decision reads them): owners and members
-     * hold the same objects, which keeps the cycle breakable */
+    uint32_t count = self->count;
+    self->count = 0;
+    if (self->slots != NULL)
+        for (uint32_t i = 0; i < count; i++) {
+            Py_CLEAR(self->slots[i].obj);
+            Py_CLEAR(self->slots[i].key);
+        }
+    Py_CLEAR(self->members);
+    Py_CLEAR(self->owners);
     return 0;
 }
 
@@ -512,18 +523,24 @@ static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize
 
 static PyObject *Group_get_members(GroupObject *self, void *Py_UNUSED(c))
 {
+    if (self->members == NULL) /* cleared by the GC */
+        return PyTuple_New(0);
     Py_INCREF(self->members);
     return self->members;
 }
 
 static PyObject *Group_get_owners(GroupObject *self, void *Py_UNUSED(c))
 {
+    if (self->owners == NULL)
+        return PyTuple_New(0);
     Py_INCREF(self->owners);
     return self->owners;
 }
 
 static PyObject *Group_repr(GroupObject *self)
 {
+    if (self->members == NULL)
+        return PyUnicode_FromString("all_of()");
     PyObject *inner = PyObject_Repr(self->members);
     if (inner == NULL)
         return NULL;
