@@ -42,6 +42,7 @@ CORE = {
     "sw_shm": ("mechanism", 3),    # shared regions, process slots
     "sw_limiter": ("product", 0),
     "sw_keyed": ("product", 1),
+    "sw_group": ("product", 2),   # all_of: one decision over limiters and keys
 }
 
 # binding file stem -> unit (stems not listed are their own unit)

@@ -182,6 +182,7 @@ BLOCKS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "redis": section("redis"),
     "waiters": section("waiters"),
     "adaptive": section("adaptive"),
+    "all-of": section("all_of"),
 }
 
 

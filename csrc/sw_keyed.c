@@ -1401,3 +1401,199 @@ void sw_keyed_detach(const struct sw_kview *v)
         atomic_store_explicit(&slot->token, 0, memory_order_release);
     unlock_table(v);
 }
+
+/* ---- plans (sw_group.c): decide a key without counting, then commit or not -------------- */
+
+/* Whether get_key(insert) would find an entry for an absent key (lock held; changes
+ * nothing): a free entry of its path while the table holds fewer than max_keys keys, or a
+ * key of its probe window without requests in flight to evict. */
+static bool can_insert(struct sw_kstate *st, uint64_t fp)
+{
+    uint32_t fr, stop;
+    if (find(st, fp, &fr, &stop) != UINT32_MAX)
+        return true;
+    if (fr != UINT32_MAX && st->n_live < st->max_keys)
+        return true;
+    uint32_t plen = probe_len(st), p = home_of(st, fp);
+    for (uint32_t d = 0; d < plen; d++) {
+        const struct sw_kentry *e = entry_at(st, p);
+        if (e->fp != 0 && e->in_flight <= 0)
+            return true;
+        if (++p == st->cap)
+            p = 0;
+    }
+    return false;
+}
+
+int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
+                         unsigned flags, struct sw_kplan *p)
+{
+    if (n < 1)
+        return SW_EINVAL;
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    const struct sw_rule *r = &v->rule->base;
+    double limit = r->limit, count = r->count;
+    if (v->rule->n_over > 0)
+        count = sw_krule_count(v->rule, fp, &limit);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
+    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
+    if (now_ns == SW_NOW)
+        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+    struct sw_decision *out = &p->d;
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    p->fp = fp;
+    p->n = n;
+    p->flags = flags;
+    p->conc = conc;
+    p->has_thr = 0;
+    p->t_ms = sw_ms_of_ns(now_ns);
+    p->tn = sw_leap_clamp(sw_node_sec(node), p->t_ms);
+    uint32_t i = lookup(st, fp);
+    p->entry = i;
+    struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+    if (never) {
+        out->verdict = SW_NEVER;
+    } else if (e == NULL) {
+        /* a new key starts empty (its window, its throttle, nothing in flight): it passes
+         * when it can be held (a throttle's first request at once) */
+        if (can_insert(st, fp)) {
+            out->verdict = SW_PASS;
+            if (thr) {
+                sw_throttle_init(&p->thr);
+                int64_t w, rt;
+                (void)sw_throttle_reserve(&p->thr, sw_throttle_cost(count, n), now_ns,
+                                          r->max_queue_ns, true, &w, &rt);
+                p->has_thr = 1;
+            }
+        }
+    } else if (conc) {
+        if (sw_reject_fits(e->in_flight, n, count))
+            out->verdict = SW_PASS;
+    } else if (thr) {
+        struct sw_throttle *th = &p->thr;
+        sw_throttle_init(th);
+        if (e->flags & SW_KE_PACING) {
+            th->last_ns = e->a;
+            th->has_last = (e->flags & SW_KE_HAS_LAST) ? 1u : 0u;
+            th->saturated = (e->flags & SW_KE_SATURATED) ? 1u : 0u;
+        }
+        if (sw_throttle_reserve(th, sw_throttle_cost(count, n), now_ns, r->max_queue_ns,
+                                (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
+            out->verdict = SW_PASS;
+            p->has_thr = 1;
+        }
+    } else {
+        /* the key's window rolls to t (the buckets sliding out leave: no count changes) */
+        int64_t t = kclamp(e, p->t_ms);
+        kwin_advance(st, e, t);
+        if (sw_reject_fits(ktotal(st, e), n, limit)) {
+            out->verdict = SW_PASS;
+        } else if (flags & SW_F_RETRY) {
+            int64_t ms = kwin_retry_ms(st, e, t, n, limit);
+            out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
+        }
+    }
+    return SW_OK;
+}
+
+void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p, bool commit)
+{
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    int64_t n = p->n;
+    if (p->d.verdict == SW_PASS) {
+        if (!commit)
+            return;
+        uint32_t i = p->entry;
+        if (i == UINT32_MAX)
+            i = get_key(v, p->fp, p->d.now_ns, true); /* can_insert said it can */
+        struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+        if (e != NULL) {
+            e->last_use = (uint32_t)++st->tick;
+            if (p->has_thr) {
+                e->a = p->thr.last_ns;
+                e->flags = SW_KE_PACING | (p->thr.has_last ? SW_KE_HAS_LAST : 0u) |
+                           (p->thr.saturated ? SW_KE_SATURATED : 0u);
+            } else if (!p->conc) {
+                int64_t t = kclamp(e, p->t_ms);
+                kwin_advance(st, e, t);
+                uint32_t slot = kslot(st, e->a);
+                e->counts[slot] = sw_sat_add(e->counts[slot], n);
+                if (sw_test_in_critical != NULL)
+                    sw_test_in_critical();
+                if (keeps_total(st->sample_count))
+                    e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+            }
+        }
+        sw_node_add_at(node, SW_EV_PASS, n, p->tn);
+        if (e != NULL && (p->conc || (p->flags & SW_F_ENTRY)))
+            add_in_flight(v, i, e, n);
+    } else if (!(p->flags & SW_F_NO_BLOCK)) {
+        sw_node_add_at(node, SW_EV_BLOCK, n, p->tn);
+        if (p->flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
+    }
+}
+
+int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    struct sw_kstate *st = v->st;
+    struct sw_node *node = sw_keyed_node(st);
+    lock_table(v);
+    const struct sw_rule *r = &v->rule->base;
+    if (r->grade == SW_GRADE_CONCURRENCY || n == 0) {
+        unlock_table(v);
+        return n == 0 ? SW_OK : SW_ESTATE;
+    }
+    double limit, count = sw_krule_count(v->rule, fp, &limit);
+    bool thr = is_throttle(r);
+    if (now_ns == SW_NOW)
+        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+    int64_t t_ms = sw_ms_of_ns(now_ns);
+    int64_t tn = sw_leap_clamp(sw_node_sec(node), t_ms);
+    uint32_t i = get_key(v, fp, now_ns, true);
+    if (i != UINT32_MAX) { /* (a table full of keys in flight: the table's count only) */
+        struct sw_kentry *e = entry_at(st, i);
+        e->last_use = (uint32_t)++st->tick;
+        if (thr) {
+            if (!(e->flags & SW_KE_PACING)) {
+                e->flags = SW_KE_PACING;
+                e->a = 0;
+            }
+            if (count > 0 && !(e->flags & SW_KE_SATURATED)) {
+                int64_t cost = sw_throttle_cost(count, n);
+                if (!(e->flags & SW_KE_HAS_LAST) || sw_sat_sub(now_ns, e->a) >= cost) {
+                    e->a = now_ns;
+                    e->flags = SW_KE_PACING | SW_KE_HAS_LAST;
+                } else if (__builtin_add_overflow(e->a, cost, &e->a)) {
+                    e->a = INT64_MAX;
+                    e->flags |= SW_KE_SATURATED;
+                }
+            }
+        } else {
+            int64_t t = kclamp(e, t_ms);
+            kwin_advance(st, e, t);
+            uint32_t slot = kslot(st, e->a);
+            e->counts[slot] = sw_sat_add(e->counts[slot], n);
+            if (sw_test_in_critical != NULL)
+                sw_test_in_critical();
+            if (keeps_total(st->sample_count))
+                e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+        }
+    }
+    sw_node_add_at(node, SW_EV_PASS, n, tn);
+    unlock_table(v);
+    return SW_OK;
+}

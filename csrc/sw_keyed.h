@@ -215,6 +215,31 @@ double sw_krule_count(const struct sw_krule *r, uint64_t fp, double *limit);
  * @return SW_OK, or SW_EINVAL for n < 1 */
 int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
                     unsigned flags, struct sw_decision *out);
+/* A key's decision made and not yet counted (sw_group.h; as struct sw_plan): a key not in
+ * the table is not taken (nor a victim evicted) until the plan is committed. */
+struct sw_kplan {
+    struct sw_decision d;   /* the verdict, before shadow mode */
+    uint64_t fp;
+    int64_t n;
+    int64_t t_ms;           /* the decision's ms */
+    int64_t tn;             /* the table window's clamped ms */
+    uint32_t entry;         /* the key's entry, or UINT32_MAX: taken on commit */
+    int conc;
+    int has_thr;
+    unsigned flags;
+    struct sw_throttle thr; /* throttle: the key's state after the reservation (has_thr) */
+};
+/** Plan a key's decision, the table's lock held (sw_keyed_lock / sw_keyed_lock_or_give_up):
+ * as sw_keyed_decide (flags SW_F_TRY, SW_F_NO_BLOCK, SW_F_ENTRY, SW_F_RETRY), counting and
+ * taking nothing (the key's window may roll). End it before the lock is released.
+ * @return SW_OK, or SW_EINVAL for n < 1 (nothing to end then) */
+int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
+                         unsigned flags, struct sw_kplan *p);
+/** End a key's plan, lock still held (as sw_plan_end_locked): commit takes the key's entry
+ * (evicting as sw_keyed_decide would), its window count or throttle slot, its in-flight
+ * count; a refusal counts BLOCK (unless SW_F_NO_BLOCK). Cannot fail. */
+void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p, bool commit);
+
 /** End an entry of a key: SUCCESS + RT, EXCEPTION, or nothing; release n (never below 0). */
 int sw_keyed_exit(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
                   int64_t now_ns);
@@ -228,6 +253,11 @@ int sw_keyed_exit_or_give_up(const struct sw_kview *v, uint64_t fp, int64_t n, i
 int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n);
 /** In flight of one key (0 when absent). */
 int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp);
+/** Count n more as admitted for a key now, without a decision (as sw_charge): PASS in the
+ * key's window and the table's, or a throttle key's queue moved by the cost of n. A key not
+ * held is taken (evicting as a decision would). @return SW_OK, SW_EINVAL (n < 0) or
+ * SW_ESTATE (n > 0 on a concurrency table) */
+int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns);
 /** Count n of event ev for the whole table (a retried request's final BLOCK). */
 int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now_ns);
 /** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */

@@ -655,15 +655,14 @@ static int64_t ns_until(int64_t at_ms, int64_t now_ns)
 }
 
 /* The warm-up admitted rate with slidewin's rule (c): never below min(q, 1 per window). */
-static double warm_rate(const struct sw_rule *r, struct sw_lstate *st, struct sw_node *node,
+static double warm_rate(const struct sw_rule *r, struct sw_warm_state *ws, struct sw_node *node,
                         int64_t t)
 {
     /* paying back an oversize request during the last whole second counts as busy: its
      * passes are spread over the payback, so the tokens keep falling and it warms up */
-    bool busy = st->warm.paid_until_ms != INT64_MIN &&
-                st->warm.paid_until_ms > t - t % 1000 - 1000;
-    sw_warmup_sync(&r->warm, &st->warm, t, sw_node_previous_second_pass(node, t), busy);
-    double rate = sw_warmup_rate(&r->warm, &st->warm);
+    bool busy = ws->paid_until_ms != INT64_MIN && ws->paid_until_ms > t - t % 1000 - 1000;
+    sw_warmup_sync(&r->warm, ws, t, sw_node_previous_second_pass(node, t), busy);
+    double rate = sw_warmup_rate(&r->warm, ws);
     return rate < r->min_rate ? r->min_rate : rate;
 }
 
@@ -675,6 +674,180 @@ static int64_t paid_back_at(int64_t t, int64_t n, double rate)
     if (!(ms < 9.0e18))
         return INT64_MAX;
     return sw_sat_add(t, (int64_t)ms);
+}
+
+/* The general path of a decision, lock held: roll the windows (sw_lstate_enter), sync the
+ * warm-up tokens (idempotent at one time), and decide, without counting or holding anything:
+ * the throttle's slot and a warm-up payback are computed into the plan, stored by plan_end.
+ * now_ns and flags are resolved (SW_NOW read, shadow applied). */
+static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                         struct sw_plan *p, bool lone)
+{
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    struct sw_decision *out = &p->d;
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    p->n = n;
+    p->flags = flags;
+    p->grant_ms = 0;
+    p->paid_until_ms = INT64_MIN;
+    p->has_thr = 0;
+    /* a lone decision (sw_decide) works in place, as it always did: it keeps its token sync
+     * admitted or not, and a throttle moves only when it admits. A plan that may not be
+     * committed syncs and reserves on copies. */
+    struct sw_warm_state *ws = &st->warm;
+    struct sw_throttle *th = &st->thr;
+    p->keep_sync = lone;
+    if (!lone) {
+        p->thr = st->thr;
+        p->warm = st->warm;
+        ws = &p->warm;
+        th = &p->thr;
+    }
+    p->fast = 0;
+    p->grade = r->grade;
+
+    sw_lstate_enter(st);
+    int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+    p->t = t;
+
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        /* an adaptive limit: the learned one (computed first when due) */
+        struct sw_adapt_state *ad = r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
+        double cap = r->count;
+        if (ad != NULL) {
+            if (sw_adapt_due(ad, t))
+                sw_adapt_update(&r->adapt, ad, sw_node_sec(node), t);
+            cap = sw_adapt_cap(ad);
+        }
+        if ((double)n > r->count)
+            out->verdict = SW_NEVER;
+        else if (sw_reject_fits(in_flight_now(node), n, cap))
+            out->verdict = SW_PASS;
+        if (ad != NULL && out->verdict != SW_PASS)
+            sw_adapt_refused(&r->adapt, ad, t);
+    } else if (r->count <= 0) {
+        out->verdict = SW_NEVER;
+    } else {
+        switch (r->behavior) {
+        case SW_REJECT: {
+            int64_t pass = sw_node_pass_at(node, t);
+            if ((double)n > r->limit) {
+                out->verdict = SW_NEVER;
+            } else if (sw_reject_fits(pass, n, r->limit)) {
+                out->verdict = SW_PASS;
+            } else if ((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY) &&
+                       sw_borrow_try_occupy(sw_node_sec(node), sw_node_fut(node), t, n,
+                                            r->limit, r->occupy_timeout_ms, &p->grant_ms)) {
+                out->verdict = SW_PASS;
+                out->occupied = 1;
+                out->wait_ns = ns_until(p->grant_ms, now_ns);
+            } else if (flags & SW_F_RETRY) {
+                int64_t wait_ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
+                out->retry_ns = wait_ms < 0 ? -1 : ns_until(t + wait_ms, now_ns);
+            }
+            break;
+        }
+        case SW_WARM_UP: {
+            double rate = warm_rate(r, ws, node, t);
+            double allowed = window_limit(rate, r->interval_ms);
+            int64_t pass = sw_node_pass_at(node, t);
+            if ((double)n > r->limit) {
+                out->verdict = SW_NEVER;
+            } else if (st->warm.paid_until_ms != INT64_MIN && t < st->warm.paid_until_ms) {
+                /* an oversize request is being paid back */
+                if (flags & SW_F_RETRY)
+                    out->retry_ns = ns_until(st->warm.paid_until_ms, now_ns);
+            } else if (sw_reject_fits(pass, n, allowed)) {
+                out->verdict = SW_PASS;
+            } else if (pass == 0) {
+                /* rule (c): a cold limiter fed only requests above its cold allowance must
+                 * still warm up, so an empty window admits one request of any size n <= L;
+                 * it is paid back: nothing more passes until n / rate seconds have gone by,
+                 * so the average stays within the admitted rate */
+                out->verdict = SW_PASS;
+                p->paid_until_ms = paid_back_at(t, n, rate);
+            }
+            break;
+        }
+        default: { /* SW_THROTTLE, SW_WARM_UP_THROTTLE: the slot is reserved on a copy */
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, ws, node, t);
+            int64_t cost = sw_throttle_cost(rate, n);
+            if (sw_throttle_reserve(th, cost, now_ns, r->max_queue_ns,
+                                    (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
+                out->verdict = SW_PASS;
+                p->has_thr = 1;
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* End a plan, lock held: commit (an admitted plan counts PASS, takes its throttle slot, its
+ * warm-up payback, its in-flight count; a refused one, a shadow's, counts BLOCK), or not
+ * (only a refusal counts: BLOCK). Then sw_lstate_leave. Cannot fail. */
+static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool commit)
+{
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    int64_t n = p->n, t = p->t;
+    if (p->fast) { /* counted on the lock's line, as sw_decide's fast path */
+        int k = -1;
+        if (p->d.verdict == SW_PASS) {
+            if (commit)
+                k = 0;
+        } else if (!(p->flags & SW_F_NO_BLOCK)) {
+            k = 1;
+        }
+        if (k >= 0) {
+            st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+            st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+            st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+            if (k == 1 && (p->flags & SW_F_SHADOW))
+                node->shadow_block = sw_sat_add(node->shadow_block, n);
+        }
+        if (k == 0 && (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY)))
+            add_in_flight(v, node, n);
+        if (k == 0 && p->grade == SW_GRADE_CONCURRENCY && v->rule->adapt.algo != SW_ADAPT_NONE)
+            sw_adapt_admitted(&node->adapt, in_flight_now(node));
+        return;
+    }
+    if (p->d.verdict == SW_PASS) {
+        if (commit) {
+            if (!p->keep_sync) { /* a group's plan: its copies become the state */
+                if (p->has_thr)
+                    st->thr = p->thr;
+                st->warm = p->warm;
+            }
+            if (p->paid_until_ms != INT64_MIN)
+                st->warm.paid_until_ms = p->paid_until_ms;
+            if (p->d.occupied) {
+                sw_node_add_at(node, SW_EV_OCCUPIED_PASS, n, t);
+                sw_borrow_add(sw_node_fut(node), p->grant_ms, n);
+                sw_node_total_add(node, SW_EV_PASS, n); /* its PASS, counted when granted */
+            } else {
+                sw_node_add_at(node, SW_EV_PASS, n, t);
+            }
+            if (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY))
+                add_in_flight(v, node, n);
+            if (p->grade == SW_GRADE_CONCURRENCY && v->rule->adapt.algo != SW_ADAPT_NONE)
+                sw_adapt_admitted(&node->adapt, in_flight_now(node));
+            sw_lstate_leave(st);
+            return;
+        }
+    } else if (!(p->flags & SW_F_NO_BLOCK)) {
+        sw_node_add_at(node, SW_EV_BLOCK, n, t);
+        if (p->flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
+    }
+    sw_lstate_leave(st);
 }
 
 int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
@@ -759,95 +932,13 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
         out->verdict = SW_BLOCK;
     }
 
-    sw_lstate_enter(st);
-    int64_t t = sw_leap_clamp(sw_node_sec(node), ms);
-    int64_t grant_ms = 0;
-
-    if (r->grade == SW_GRADE_CONCURRENCY) {
-        if (ad != NULL) {
-            if (sw_adapt_due(ad, t))
-                sw_adapt_update(&r->adapt, ad, sw_node_sec(node), t);
-            cap = sw_adapt_cap(ad);
-        }
-        if ((double)n > r->count)
-            out->verdict = SW_NEVER;
-        else if (sw_reject_fits(in_flight_now(node), n, cap))
-            out->verdict = SW_PASS;
-        if (ad != NULL && out->verdict != SW_PASS)
-            sw_adapt_refused(&r->adapt, ad, t);
-    } else if (r->count <= 0) {
-        out->verdict = SW_NEVER;
-    } else {
-        switch (r->behavior) {
-        case SW_REJECT: {
-            int64_t pass = sw_node_pass_at(node, t);
-            if ((double)n > r->limit) {
-                out->verdict = SW_NEVER;
-            } else if (sw_reject_fits(pass, n, r->limit)) {
-                out->verdict = SW_PASS;
-            } else if ((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY) &&
-                       sw_borrow_try_occupy(sw_node_sec(node), sw_node_fut(node), t, n,
-                                            r->limit, r->occupy_timeout_ms, &grant_ms)) {
-                out->verdict = SW_PASS;
-                out->occupied = 1;
-            } else if (flags & SW_F_RETRY) {
-                int64_t wait_ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
-                out->retry_ns = wait_ms < 0 ? -1 : ns_until(t + wait_ms, now_ns);
-            }
-            break;
-        }
-        case SW_WARM_UP: {
-            double rate = warm_rate(r, st, node, t);
-            double allowed = window_limit(rate, r->interval_ms);
-            int64_t pass = sw_node_pass_at(node, t);
-            if ((double)n > r->limit) {
-                out->verdict = SW_NEVER;
-            } else if (st->warm.paid_until_ms != INT64_MIN && t < st->warm.paid_until_ms) {
-                /* an oversize request is being paid back */
-                if (flags & SW_F_RETRY)
-                    out->retry_ns = ns_until(st->warm.paid_until_ms, now_ns);
-            } else if (sw_reject_fits(pass, n, allowed)) {
-                out->verdict = SW_PASS;
-            } else if (pass == 0) {
-                /* rule (c): a cold limiter fed only requests above its cold allowance must
-                 * still warm up, so an empty window admits one request of any size n <= L;
-                 * it is paid back: nothing more passes until n / rate seconds have gone by,
-                 * so the average stays within the admitted rate */
-                out->verdict = SW_PASS;
-                st->warm.paid_until_ms = paid_back_at(t, n, rate);
-            }
-            break;
-        }
-        default: { /* SW_THROTTLE, SW_WARM_UP_THROTTLE */
-            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, st, node, t);
-            int64_t cost = sw_throttle_cost(rate, n);
-            if (sw_throttle_reserve(&st->thr, cost, now_ns, r->max_queue_ns,
-                                    (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns))
-                out->verdict = SW_PASS;
-            break;
-        }
-        }
+    {
+        struct sw_plan p;
+        plan_general(v, n, now_ns, flags, &p, true);
+        plan_end(v, &p, p.d.verdict == SW_PASS);
+        *out = p.d;
     }
-
-    if (out->verdict == SW_PASS) {
-        if (out->occupied) {
-            sw_node_add_at(node, SW_EV_OCCUPIED_PASS, n, t);
-            sw_borrow_add(sw_node_fut(node), grant_ms, n);
-            sw_node_total_add(node, SW_EV_PASS, n); /* its PASS, counted when granted */
-            out->wait_ns = ns_until(grant_ms, now_ns);
-        } else {
-            sw_node_add_at(node, SW_EV_PASS, n, t);
-        }
-        if (r->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
-            add_in_flight(v, node, n);
-        if (ad != NULL)
-            sw_adapt_admitted(ad, in_flight_now(node));
-    } else if (!(flags & SW_F_NO_BLOCK)) {
-        sw_node_add_at(node, SW_EV_BLOCK, n, t);
-        if (flags & SW_F_SHADOW)
-            node->shadow_block = sw_sat_add(node->shadow_block, n);
-    }
-    unlock_node(v);
+    unlock_state(v);
 done:
     if (flags & SW_F_SHADOW) {
         out->shadowed = out->verdict != SW_PASS;
@@ -856,6 +947,65 @@ done:
         out->retry_ns = -1;
     }
     return SW_OK;
+}
+
+int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                   struct sw_plan *p)
+{
+    if (n < 1)
+        return SW_EINVAL;
+    const struct sw_rule *r = v->rule;
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
+    if (now_ns == SW_NOW)
+        now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+    /* as sw_decide's fast path: a rejecting QPS plan, or a concurrency one, at the head
+     * bucket of both windows reads the counts on the lock's line and commits there */
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    int64_t ms = sw_ms_of_ns(now_ns);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    /* (an adaptive limit takes the general path: its learned limit is computed there) */
+    if (((conc && r->adapt.algo == SW_ADAPT_NONE) ||
+         (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
+        sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
+        int verdict = -1;
+        if (conc)
+            verdict = (double)n > r->count                           ? SW_NEVER
+                      : sw_reject_fits(in_flight_now(node), n, r->count) ? SW_PASS
+                                                                         : SW_BLOCK;
+        else if ((double)n > r->limit)
+            verdict = SW_NEVER;
+        else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
+                                                      st->hot[SW_HOT_SEC]),
+                                n, r->limit))
+            verdict = SW_PASS;
+        else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+            verdict = SW_BLOCK;
+        if (verdict >= 0) {
+            p->d.verdict = verdict;
+            p->d.occupied = 0;
+            p->d.wait_ns = 0;
+            p->d.retry_ns = -1;
+            p->d.now_ns = now_ns;
+            p->d.shadowed = 0;
+            p->n = n;
+            p->flags = flags;
+            p->grade = r->grade;
+            p->fast = 1;
+            p->keep_sync = 0;
+            return SW_OK;
+        }
+    }
+    plan_general(v, n, now_ns, flags, p, false);
+    return SW_OK;
+}
+
+void sw_plan_end_locked(const struct sw_view *v, const struct sw_plan *p, bool commit)
+{
+    plan_end(v, p, commit);
 }
 
 int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
@@ -876,6 +1026,42 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
         unlock_node(v);
     else
         unlock_state(v);
+    return SW_OK;
+}
+
+int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    const struct sw_rule *r = v->rule; /* read under the lock only */
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        unlock_node(v);
+        return n == 0 ? SW_OK : SW_ESTATE;
+    }
+    if (n > 0) {
+        struct sw_lstate *st = v->st;
+        struct sw_node *node = sw_lstate_node(st);
+        if (now_ns == SW_NOW)
+            now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+        if (is_throttle(r) && r->count > 0) {
+            /* the queue moves by the cost of n, as for n admitted now (never backwards) */
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, &st->warm, node, t);
+            int64_t cost = sw_throttle_cost(rate, n);
+            struct sw_throttle *th = &st->thr;
+            if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost) {
+                th->last_ns = now_ns;
+                th->has_last = 1;
+                th->saturated = 0;
+            } else if (__builtin_add_overflow(th->last_ns, cost, &th->last_ns)) {
+                th->last_ns = INT64_MAX;
+                th->saturated = 1;
+            }
+        }
+        sw_node_add_at(node, SW_EV_PASS, n, t);
+    }
+    unlock_node(v);
     return SW_OK;
 }
 

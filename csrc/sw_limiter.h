@@ -302,9 +302,53 @@ struct sw_decision {
  * @return SW_OK, or SW_EINVAL for n < 1 */
 int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
               struct sw_decision *out);
+/* A decision made and not yet counted, for deciding several limiters at once (sw_group.h):
+ * nothing is counted or held while it is open; the throttle's slot, a warm-up payback and a
+ * borrow's grant are computed into it and stored only when it is committed, which cannot
+ * fail. Planning may roll the windows and sync the warm-up tokens (both idempotent at one
+ * time: they change no count and no later decision). */
+struct sw_plan {
+    struct sw_decision d;   /* the verdict, as sw_decide would return it before shadow mode */
+    int64_t n;
+    int64_t t;              /* the clamped ms of the decision */
+    int64_t grant_ms;       /* a borrow's grant (d.occupied) */
+    int64_t paid_until_ms;  /* warm-up: the payback to store on commit, INT64_MIN none */
+    struct sw_throttle thr; /* throttle: its state after the reservation (has_thr) */
+    struct sw_warm_state warm; /* warm-up: the tokens synced at the plan's time */
+    unsigned flags;         /* as resolved (a shadow rule adds SW_F_SHADOW) */
+    uint32_t grade;
+    int has_thr;
+    int keep_sync;          /* sw_decide's own plans, made in place: the token sync stays,
+                               admitted or not; thr and warm unused */
+    int fast;               /* decided on the counts of the lock's line (t, thr, warm unset) */
+};
+
+/** Plan a decision, the view's lock held (sw_view_lock / sw_view_lock_or_give_up): as
+ * sw_decide (flags SW_F_TRY, SW_F_PRIORITIZED, SW_F_NO_BLOCK, SW_F_ENTRY, SW_F_RETRY; a shadow
+ * rule's SW_F_SHADOW), counting nothing: the warm-up tokens are synced on a copy, kept only
+ * by a commit. Every plan must be ended (sw_plan_end_locked) before
+ * the lock is released. @param now_ns the time, or SW_NOW (the clock read now)
+ * @return SW_OK, or SW_EINVAL for n < 1 (nothing to end then) */
+int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                   struct sw_plan *p);
+/** End a plan, lock still held. commit: an admitted plan counts PASS and takes its throttle
+ * slot, payback, grant and in-flight count (as sw_decide); a refused one (only a shadow's
+ * can be committed) counts BLOCK. Not commit: nothing is taken; a refused plan counts BLOCK
+ * (unless SW_F_NO_BLOCK), an admitted one nothing. Cannot fail. */
+void sw_plan_end_locked(const struct sw_view *v, const struct sw_plan *p, bool commit);
+
 /** Count n of event ev at now_ns (e.g. the final BLOCK of a request that retried).
  * @return SW_OK, SW_EEVENT or SW_EINVAL */
 int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns);
+
+/** Count n more as admitted now, without a decision (what a request used beyond what it was
+ * admitted for, e.g. tokens known after the reply): PASS (n) in the bucket of now_ns, seen by
+ * every later decision until it slides out of the window (the window may then hold more
+ * than its limit: later requests are refused until enough slides out); a throttle's queue
+ * moves by the cost of n, as for n admitted now. Nothing is ever given back.
+ * @param n >= 0 @return SW_OK, SW_EINVAL (n < 0), or SW_ESTATE (n > 0 on a concurrency
+ *         limiter: it counts requests in flight, not amounts) */
+int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns);
 
 enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
 /** End an entry: record SUCCESS (n) and RT, or EXCEPTION (n), or nothing; release n in

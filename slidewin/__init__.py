@@ -86,6 +86,7 @@ from ._core import (  # noqa: E402
     unlink,
 )
 from ._event import Event  # noqa: E402
+from ._group import Group, all_of  # noqa: E402
 from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
 from ._adaptive import AdaptiveLimiter  # noqa: E402
@@ -104,7 +105,9 @@ __all__ = [
     "BlockedError",
     "Bucket",
     "Event",
+    "Group",
     "KeyedLimiter",
+    "all_of",
     "Limiter",
     "Metric",
     "Stats",

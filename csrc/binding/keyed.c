@@ -11,6 +11,8 @@
 #include "shared.h"
 #include "wakers.h"
 
+#include "sw_group.h"
+
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -843,6 +845,32 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* charge(key, n, *, now_ns=None): count n more as admitted for key now (sw_keyed_charge). */
+static PyObject *Keyed_charge(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    static const char *const names[] = {"key", "n", "now_ns"};
+    PyObject *a[3] = {NULL, NULL, NULL};
+    int64_t n, now = SW_NOW;
+    uint64_t fp;
+    if (parse_fast("charge", args, nargs, kwnames, names, 3, 2, a) < 0)
+        return NULL;
+    if (a[1] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "charge() missing required argument 'n'");
+        return NULL;
+    }
+    if (parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0 ||
+        key_fp(seed_of(self), a[0], &fp) < 0)
+        return NULL;
+    if (sw_keyed_charge(kview(self), fp, n, now) == SW_ESTATE) {
+        PyErr_Format(PyExc_ValueError, "charge(%R, n=%lld): a concurrency limiter counts "
+                     "requests in flight, not amounts; charge a qps limiter", a[0],
+                     (long long)n);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
@@ -1212,6 +1240,9 @@ static PyMethodDef Keyed_methods[] = {
      "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."},
     {"release", (PyCFunction)(void (*)(void))Keyed_release, FASTKW,
      "release(key, n=1)\n--\n\nGive back n in flight of this key."},
+    {"charge", (PyCFunction)(void (*)(void))Keyed_charge, FASTKW,
+     "charge(key, n, *, now_ns=None)\n--\n\nCount n more as admitted for key now, without "
+     "a decision (as Limiter.charge)."},
     {"entry", (PyCFunction)(void (*)(void))Keyed_entry, FASTKW,
      "entry(key, n=1, *, timeout=None)\n--\n\nA context manager: acquire for key; on exit "
      "record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long "
@@ -1475,3 +1506,53 @@ PyType_Spec KeyedEntry_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = KEntry_slots,
 };
+
+/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
+
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (key_fp(seed_of(self), key, fp) < 0)
+        return -1;
+    struct sw_gmember m;
+    m.kind = SW_GM_KEYED;
+    m.kv = &self->view;
+    if (!self->is_shared)
+        sw_gmember_order_private(&m);
+    else if (self->shm.anonymous)
+        sw_gmember_order_shared(&m, 0, (uint64_t)(uintptr_t)self->shm.base);
+    else
+        sw_gmember_order_shared(&m, self->shm.dev, self->shm.ino);
+    order[0] = m.order[0];
+    order[1] = m.order[1];
+    *shared = self->is_shared;
+    return 0;
+}
+
+const struct sw_kview *keyed_group_view(PyObject *keyed)
+{
+    return kview((KeyedObject *)keyed);
+}
+
+void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    sw_keyed_exit(kview(self), fp, n, rt_ms, outcome, SW_NOW);
+    keyed_notify(self, 1, fp);
+}
+
+void keyed_group_maybe_reap(PyObject *keyed)
+{
+    (void)keyed_maybe_reap((KeyedObject *)keyed);
+}
+
+int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_charge(kview((KeyedObject *)keyed), fp, n, now_ns);
+}
+
+int keyed_group_grade(PyObject *keyed)
+{
+    return ((KeyedObject *)keyed)->grade;
+}

@@ -466,6 +466,29 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
+/* charge(n, *, now_ns=None): count n more as admitted now, without a decision (sw_charge). */
+static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "now_ns"};
+    PyObject *a[2] = {NULL, NULL};
+    int64_t n, now = SW_NOW;
+    if (parse_fast("charge", args, nargs, kwnames, names, 2, 1, a) < 0)
+        return NULL;
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "charge() missing required argument 'n'");
+        return NULL;
+    }
+    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+        return NULL;
+    if (sw_charge(limiter_view(self), n, now) == SW_ESTATE) {
+        PyErr_Format(PyExc_ValueError, "charge(n=%lld): a concurrency limiter counts requests "
+                     "in flight, not amounts; charge a qps limiter", (long long)n);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
@@ -731,6 +754,11 @@ static PyMethodDef Limiter_methods[] = {
      "With a timeout, retry until admitted or timeout seconds have passed."},
     {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
      "release(n=1)\n--\n\nGive back n in flight."},
+    {"charge", (PyCFunction)(void (*)(void))Limiter_charge, FASTKW,
+     "charge(n, *, now_ns=None)\n--\n\nCount n more as admitted now, without a decision: "
+     "what a request used beyond what it was admitted for (tokens known after the reply). "
+     "PASS (n) in the current bucket, seen by later decisions until it slides out; a "
+     "throttle's queue moves by the cost of n. Never refuses, never gives back."},
     {"entry", (PyCFunction)(void (*)(void))Limiter_entry, FASTKW,
      "entry(n=1, *, timeout=None)\n--\n\nA context manager: acquire (as acquire(n, "
      "timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit "

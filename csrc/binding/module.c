@@ -7,6 +7,7 @@
 #include "metric.h"
 #include "observe.h"
 #include "shared.h"
+#include "group.h"
 
 #include <signal.h>
 #include <time.h>
@@ -149,6 +150,13 @@ static int module_exec(PyObject *m)
     st->Stats_Type = PyStructSequence_NewType(&Stats_desc);
     if (st->Stats_Type == NULL || PyModule_AddType(m, st->Stats_Type) < 0)
         return -1;
+    { /* slidewin.all_of's groups (group.c) */
+        PyObject *gt = PyType_FromModuleAndSpec(m, &Group_spec, NULL);
+        int bad = gt == NULL || PyModule_AddType(m, (PyTypeObject *)gt) < 0;
+        Py_XDECREF(gt);
+        if (bad)
+            return -1;
+    }
     st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT);
     st->default_map = PyDict_New();
     if (st->default_names == NULL || st->default_map == NULL)

@@ -61,5 +61,6 @@ void test_totals(void);
 void test_keyed(void);
 void test_observe(void);
 void test_adaptive(void);
+void test_group(void);
 
 #endif /* SW_TEST_HARNESS_H */

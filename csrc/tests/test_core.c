@@ -555,6 +555,7 @@ int main(void)
     test_keyed();
     test_observe();
     test_adaptive();
+    test_group();
     printf("%ld passed, %ld failed\n", sw_t_passed, sw_t_failed);
     return sw_t_failed == 0 ? 0 : 1;
 }

@@ -137,3 +137,17 @@ guard = slidewin.AdaptiveLimiter(algorithm="gradient", max_limit=200)
 current: int = guard.limit
 if guard.try_acquire():
     guard.release(rt_ms=12.5)
+
+# all_of: a group of limiters, all or nothing
+rpm_g, tpm_g = Limiter(rate="500/minute"), Limiter(rate="30000/minute")
+both = slidewin.all_of(rpm_g, tpm_g, (slidewin.KeyedLimiter(qps=5), "user-1"))
+admitted: bool = both.try_acquire(1, 1200, 1)
+waited_g: "int | None" = both.reserve(1)
+with both.entry(1, 1200, 1):
+    tpm_g.charge(300)
+both.charge(0, 10, 0)
+
+
+@both
+def in_group(x: int) -> int:
+    return x

@@ -1,0 +1,610 @@
+/* group.c - the C base of slidewin.all_of's groups: one decision over several limiters and
+ * keys of keyed limiters, admitted by all or charged to none (sw_group.h). The waiting
+ * (acquire with a timeout, asyncio), entries and the decorator are Python (slidewin/_group.py).
+ */
+#include "group.h"
+
+#include "args.h"
+#include "keyed.h"
+#include "limiter.h"
+#include "shared.h"
+
+/* One member: a Limiter, or a key of a KeyedLimiter. */
+struct gslot {
+    PyObject *obj;      /* the Limiter or KeyedLimiter (a strong reference) */
+    PyObject *key;      /* the key, or NULL for a Limiter */
+    uint64_t fp;
+    uint64_t order[2];  /* its lock order (sw_gmember_order_*) */
+    int keyed;
+    int shared;
+};
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t count;
+    struct gslot *slots;
+    uint32_t *perm;     /* the slots in lock order (a decision passes them so: no sorting) */
+    PyObject *members;  /* the members as given (a tuple) */
+    PyObject *owners;   /* the limiters (a tuple): member i's Limiter or KeyedLimiter */
+    PyObject *weakreflist;
+} GroupObject;
+
+static const char *member_text(PyObject *o)
+{
+    return type_name_of(o);
+}
+
+static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    module_state *st = state_of_type(type);
+    if (st == NULL) {
+        PyErr_SetString(PyExc_TypeError, "all_of: the module is gone");
+        return NULL;
+    }
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+        PyErr_SetString(PyExc_TypeError, "all_of() takes its members as positional arguments "
+                        "only (Limiters, or (KeyedLimiter, key) pairs)");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(args);
+    if (count < 1) {
+        PyErr_SetString(PyExc_TypeError, "all_of() needs at least one member: a Limiter, or a "
+                        "(KeyedLimiter, key) pair");
+        return NULL;
+    }
+    if ((size_t)count > SW_GROUP_MAX) {
+        PyErr_Format(PyExc_ValueError, "all_of() takes at most %u members, got %zd",
+                     SW_GROUP_MAX, count);
+        return NULL;
+    }
+    GroupObject *self = (GroupObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->slots = PyMem_Calloc((size_t)count, sizeof(struct gslot));
+    self->perm = PyMem_Calloc((size_t)count, sizeof(uint32_t));
+    self->owners = PyTuple_New(count);
+    if (self->slots == NULL || self->perm == NULL || self->owners == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    Py_INCREF(args);
+    self->members = args;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        struct gslot *s = &self->slots[i];
+        if (PyObject_TypeCheck(o, st->Limiter_Type)) {
+            LimiterObject *lim = (LimiterObject *)o;
+            struct sw_gmember m;
+            m.kind = SW_GM_LIMITER;
+            m.v = &lim->view;
+            if (!lim->is_shared)
+                sw_gmember_order_private(&m);
+            else if (lim->shm.anonymous)
+                sw_gmember_order_shared(&m, 0, (uint64_t)(uintptr_t)lim->shm.base);
+            else
+                sw_gmember_order_shared(&m, lim->shm.dev, lim->shm.ino);
+            s->order[0] = m.order[0];
+            s->order[1] = m.order[1];
+            s->shared = lim->is_shared;
+            s->obj = o;
+        } else if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2 &&
+                   PyObject_TypeCheck(PyTuple_GET_ITEM(o, 0), st->KeyedLimiter_Type)) {
+            PyObject *keyed = PyTuple_GET_ITEM(o, 0), *key = PyTuple_GET_ITEM(o, 1);
+            if (keyed_group_member(keyed, key, &s->fp, s->order, &s->shared) < 0) {
+                PyObject *et, *ev, *tb;
+                PyErr_Fetch(&et, &ev, &tb);
+                PyErr_Format(PyExc_TypeError, "all_of() member %zd: the key of a (KeyedLimiter, "
+                             "key) pair must be a str, bytes or int, not %.100s", i,
+                             member_text(key));
+                Py_XDECREF(et);
+                Py_XDECREF(ev);
+                Py_XDECREF(tb);
+                Py_DECREF(self);
+                return NULL;
+            }
+            s->keyed = 1;
+            s->obj = keyed;
+            s->key = key;
+            Py_INCREF(key);
+        } else if (PyTuple_Check(o)) {
+            PyErr_Format(PyExc_TypeError, "all_of() member %zd: a tuple member must be a "
+                         "(KeyedLimiter, key) pair, got a tuple of %zd item(s) starting with "
+                         "%.100s", i, PyTuple_GET_SIZE(o),
+                         PyTuple_GET_SIZE(o) > 0 ? member_text(PyTuple_GET_ITEM(o, 0)) : "nothing");
+            Py_DECREF(self);
+            return NULL;
+        } else if (PyObject_TypeCheck(o, st->KeyedLimiter_Type)) {
+            PyErr_Format(PyExc_TypeError, "all_of() member %zd: a KeyedLimiter needs its key: "
+                         "pass (keyed_limiter, key)", i);
+            Py_DECREF(self);
+            return NULL;
+        } else {
+            PyErr_Format(PyExc_TypeError, "all_of() member %zd: expected a Limiter or a "
+                         "(KeyedLimiter, key) pair, got %.100s", i, member_text(o));
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(s->obj);
+        Py_INCREF(s->obj);
+        PyTuple_SET_ITEM(self->owners, i, s->obj);
+        self->count = (uint32_t)(i + 1);
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (self->slots[j].order[0] == s->order[0] && self->slots[j].order[1] == s->order[1]) {
+                PyErr_Format(PyExc_ValueError, "all_of() members %zd and %zd are one limiter "
+                             "(the same state%s): a group may hold each limiter once", j, i,
+                             s->keyed ? "; a KeyedLimiter may be in a group with one key" : "");
+                Py_DECREF(self);
+                return NULL;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < self->count; i++) { /* insertion sort by lock order */
+        uint32_t j = i;
+        const uint64_t *o = self->slots[i].order;
+        while (j > 0) {
+            const uint64_t *p = self->slots[self->perm[j - 1]].order;
+            if (p[0] < o[0] || (p[0] == o[0] && p[1] < o[1]))
+                break;
+            self->perm[j] = self->perm[j - 1];
+            j--;
+        }
+        self->perm[j] = i;
+    }
+    return (PyObject *)self;
+}
+
+static int Group_traverse(GroupObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->members);
+    Py_VISIT(self->owners);
+    for (uint32_t i = 0; i < self->count; i++) {
+        Py_VISIT(self->slots[i].obj);
+        Py_VISIT(self->slots[i].key);
+    }
+    return 0;
+}
+
+/* The GC breaks a cycle through the group: it holds no member afterwards (its calls then
+ * raise: a group of no member). */
+static int Group_clear(GroupObject *self)
+{
+    uint32_t count = self->count;
+    self->count = 0;
+    if (self->slots != NULL)
+        for (uint32_t i = 0; i < count; i++) {
+            Py_CLEAR(self->slots[i].obj);
+            Py_CLEAR(self->slots[i].key);
+        }
+    Py_CLEAR(self->members);
+    Py_CLEAR(self->owners);
+    return 0;
+}
+
+static void Group_dealloc(GroupObject *self)
+{
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
+    if (self->slots != NULL) {
+        for (uint32_t i = 0; i < self->count; i++) {
+            Py_CLEAR(self->slots[i].obj);
+            Py_CLEAR(self->slots[i].key);
+        }
+        PyMem_Free(self->slots);
+    }
+    PyMem_Free(self->perm);
+    Py_CLEAR(self->members);
+    Py_CLEAR(self->owners);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* The request sizes: none (1 each), one for every member, or one per member. */
+static int parse_ns(GroupObject *self, const char *fname, PyObject *const *args,
+                    Py_ssize_t nargs, int64_t *ns)
+{
+    if (nargs == 0) {
+        for (uint32_t i = 0; i < self->count; i++)
+            ns[i] = 1;
+        return 0;
+    }
+    if (nargs == 1) {
+        if (parse_n(args[0], 1, &ns[0]) < 0)
+            return -1;
+        for (uint32_t i = 1; i < self->count; i++)
+            ns[i] = ns[0];
+        return 0;
+    }
+    if ((size_t)nargs != self->count) {
+        PyErr_Format(PyExc_TypeError, "%s() takes one n for every member or one n per member "
+                     "(%u members), got %zd", fname, self->count, nargs);
+        return -1;
+    }
+    for (uint32_t i = 0; i < self->count; i++)
+        if (parse_n(args[i], 1, &ns[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* now_ns=None, the only keyword. */
+static int parse_now_kw(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames, int64_t *now)
+{
+    *now = SW_NOW;
+    if (kwnames == NULL)
+        return 0;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        if (!key_equals(name, "now_ns")) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
+                         name);
+            return -1;
+        }
+        if (parse_now(args[nargs + k], now) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Scratch members for a decision: on the stack for small groups (a large frame would cost
+ * the stack probes of every call), else on the heap. */
+#define GROUP_STACK 4u
+struct gscratch {
+    struct sw_gmember small[GROUP_STACK];
+    struct sw_gmember *m;
+};
+
+static struct sw_gmember *scratch_get(GroupObject *self, struct gscratch *s)
+{
+    s->m = self->count <= GROUP_STACK ? s->small
+                                      : PyMem_Malloc(self->count * sizeof(struct sw_gmember));
+    if (s->m == NULL)
+        PyErr_NoMemory();
+    return s->m;
+}
+
+static void scratch_put(struct gscratch *s)
+{
+    if (s->m != s->small)
+        PyMem_Free(s->m);
+}
+
+/* One group decision. m: count members (scratch). @return 0 (out set; a lock given up at this
+ * thread's deadline: a refusal), or -1 with an exception set */
+static int group_decide(GroupObject *self, const int64_t *ns, int64_t now, unsigned flags,
+                        struct sw_gmember *m, struct sw_decision *out)
+{
+    for (uint32_t i = 0; i < self->count; i++) { /* m[k]: slot perm[k] (lock order) */
+        struct gslot *s = &self->slots[self->perm[i]];
+        struct sw_gmember *x = &m[i];
+        if (s->keyed) {
+            x->kind = SW_GM_KEYED;
+            x->kv = keyed_group_view(s->obj);
+            x->fp = s->fp;
+        } else {
+            x->kind = SW_GM_LIMITER;
+            x->v = limiter_view((LimiterObject *)s->obj);
+        }
+        x->n = ns[self->perm[i]];
+        x->order[0] = s->order[0];
+        x->order[1] = s->order[1];
+        x->refused = 0;
+    }
+    int rc = sw_group_decide(m, self->count, now, flags, out);
+    if (rc == SW_OK)
+        return 0;
+    out->verdict = SW_BLOCK;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->shadowed = 0;
+    for (uint32_t i = 0; i < self->count; i++) {
+        m[i].refused = 0;
+        m[i].d = NULL;
+    }
+    if (GAVE_UP(rc))
+        return lock_gave_up() < 0 ? -1 : 0;
+    raise_core_error(rc);
+    return -1;
+}
+
+/* A refusal: dead processes' counts of the shared members that refused, for the next call. */
+static void reap_refusers(GroupObject *self, const struct sw_gmember *m)
+{
+    for (uint32_t k = 0; k < self->count; k++) {
+        struct gslot *s = &self->slots[self->perm[k]];
+        if (!s->shared || !m[k].refused)
+            continue;
+        if (s->keyed)
+            keyed_group_maybe_reap(s->obj);
+        else
+            (void)shared_maybe_reap((LimiterObject *)s->obj);
+    }
+}
+
+static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    int64_t ns[SW_GROUP_MAX], now;
+    struct gscratch sc;
+    struct sw_decision d;
+    if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
+        for (uint32_t i = 0; i < self->count; i++)
+            ns[i] = 1;
+        now = SW_NOW;
+    } else if (parse_ns(self, "try_acquire", args, nargs, ns) < 0 ||
+               parse_now_kw("try_acquire", args, nargs, kwnames, &now) < 0) {
+        return NULL;
+    }
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL)
+        return NULL;
+    int rc = group_decide(self, ns, now, SW_F_TRY, m, &d);
+    if (rc == 0 && d.verdict != SW_PASS)
+        reap_refusers(self, m);
+    scratch_put(&sc);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(d.verdict == SW_PASS);
+}
+
+static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    int64_t ns[SW_GROUP_MAX], now;
+    struct gscratch sc;
+    struct sw_decision d;
+    if (parse_ns(self, "reserve", args, nargs, ns) < 0 ||
+        parse_now_kw("reserve", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL)
+        return NULL;
+    int rc = group_decide(self, ns, now, 0u, m, &d);
+    if (rc == 0 && d.verdict != SW_PASS)
+        reap_refusers(self, m);
+    scratch_put(&sc);
+    if (rc < 0)
+        return NULL;
+    if (d.verdict == SW_PASS)
+        return PyLong_FromLongLong(d.wait_ns);
+    Py_RETURN_NONE;
+}
+
+/* The sizes of a tuple of ns (None: 1 each), as given by the Python layer. */
+static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
+{
+    if (t == Py_None)
+        return parse_ns(self, "_decide", NULL, 0, ns);
+    if (!PyTuple_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "ns must be a tuple");
+        return -1;
+    }
+    return parse_ns(self, "acquire", &PyTuple_GET_ITEM(t, 0), PyTuple_GET_SIZE(t), ns);
+}
+
+/* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
+ * refused and shadowed are tuples of member indices; who is the refusing member with the
+ * largest retry (the first refuser when none is known), or -1. */
+static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t ns[SW_GROUP_MAX], flags, now;
+    struct gscratch sc;
+    struct sw_decision d;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_decide(ns, flags, now_ns) takes 3 arguments");
+        return NULL;
+    }
+    if (ns_of_tuple(self, args[0], ns) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
+        parse_now(args[2], &now) < 0)
+        return NULL;
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL)
+        return NULL;
+    if (group_decide(self, ns, now, (unsigned)flags, m, &d) < 0) {
+        scratch_put(&sc);
+        return NULL;
+    }
+    PyObject *refused = PyList_New(0), *shadowed = PyList_New(0);
+    long who = -1;
+    int64_t best = -2;
+    if (refused == NULL || shadowed == NULL)
+        goto fail;
+    for (uint32_t i = 0; i < self->count; i++) { /* member i is m[k] */
+        uint32_t k = 0;
+        while (self->perm[k] != i)
+            k++;
+        PyObject *ix = NULL;
+        if (m[k].refused || (d.verdict == SW_PASS && m[k].d->shadowed)) {
+            ix = PyLong_FromUnsignedLong(i);
+            if (ix == NULL ||
+                PyList_Append(m[k].refused ? refused : shadowed, ix) < 0) {
+                Py_XDECREF(ix);
+                goto fail;
+            }
+            Py_DECREF(ix);
+        }
+        if (m[k].refused && m[k].d->retry_ns > best) {
+            best = m[k].d->retry_ns;
+            who = (long)i;
+        }
+    }
+    if (d.verdict != SW_PASS)
+        reap_refusers(self, m);
+    PyObject *r = Py_BuildValue("(iLLNNl)", d.verdict, (long long)d.wait_ns,
+                                (long long)d.retry_ns, PyList_AsTuple(refused),
+                                PyList_AsTuple(shadowed), who);
+    Py_DECREF(refused);
+    Py_DECREF(shadowed);
+    scratch_put(&sc);
+    return r;
+fail:
+    Py_XDECREF(refused);
+    Py_XDECREF(shadowed);
+    scratch_put(&sc);
+    return NULL;
+}
+
+/* _exit(ns, outcome, rt_ms, skip): end an entry on every member but those in `skip` (a
+ * tuple of indices: shadow admissions that hold nothing): record SUCCESS + RT, EXCEPTION or
+ * nothing (outcome 0, 1, 2), release the in-flight count, wake the waiters. */
+static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t ns[SW_GROUP_MAX], outcome, rt;
+    unsigned char skip[SW_GROUP_MAX] = {0};
+    if (nargs != 4 || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "_exit(ns, outcome, rt_ms, skip) takes 4 arguments");
+        return NULL;
+    }
+    if (ns_of_tuple(self, args[0], ns) < 0 ||
+        as_int64(args[1], "outcome", SW_OUT_SUCCESS, SW_OUT_NONE, &outcome) < 0 ||
+        as_int64(args[2], "rt_ms", 0, INT64_MAX, &rt) < 0)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[3]); k++) {
+        int64_t ix;
+        if (as_int64(PyTuple_GET_ITEM(args[3], k), "skip", 0, (int64_t)self->count - 1, &ix) < 0)
+            return NULL;
+        skip[ix] = 1;
+    }
+    for (uint32_t i = 0; i < self->count; i++) {
+        struct gslot *s = &self->slots[i];
+        if (skip[i])
+            continue;
+        if (s->keyed) {
+            keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome);
+        } else {
+            LimiterObject *lim = (LimiterObject *)s->obj;
+            sw_exit(limiter_view(lim), ns[i], rt, (int)outcome, SW_NOW);
+            limiter_notify(lim);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Group_length(GroupObject *self)
+{
+    return (Py_ssize_t)self->count;
+}
+
+/* charge(*ns, now_ns=None): count ns more as admitted now on the members, without a
+ * decision (sw_charge): each n >= 0, 0 for a member not charged (a concurrency member can
+ * only be charged 0). */
+static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    int64_t ns[SW_GROUP_MAX], now;
+    if (nargs != 1 && (size_t)nargs != self->count) {
+        PyErr_Format(PyExc_TypeError, "charge() takes one n for every member or one n per "
+                     "member (%u members), got %zd", self->count, nargs);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < self->count; i++)
+        if (parse_n(args[nargs == 1 ? 0 : i], 0, &ns[i]) < 0)
+            return NULL;
+    if (parse_now_kw("charge", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    for (uint32_t i = 0; i < self->count; i++) {
+        struct gslot *s = &self->slots[i];
+        int grade = s->keyed ? keyed_group_grade(s->obj) : ((LimiterObject *)s->obj)->grade;
+        if (ns[i] > 0 && grade == SW_GRADE_CONCURRENCY) {
+            PyErr_Format(PyExc_ValueError, "charge(): member %u is a concurrency limiter, which "
+                         "counts requests in flight, not amounts: charge it 0", i);
+            return NULL;
+        }
+    }
+    for (uint32_t i = 0; i < self->count; i++) {
+        struct gslot *s = &self->slots[i];
+        if (ns[i] == 0)
+            continue;
+        if (s->keyed)
+            (void)keyed_group_charge(s->obj, s->fp, ns[i], now);
+        else
+            (void)sw_charge(limiter_view((LimiterObject *)s->obj), ns[i], now);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Group_get_members(GroupObject *self, void *Py_UNUSED(c))
+{
+    if (self->members == NULL) /* cleared by the GC */
+        return PyTuple_New(0);
+    Py_INCREF(self->members);
+    return self->members;
+}
+
+static PyObject *Group_get_owners(GroupObject *self, void *Py_UNUSED(c))
+{
+    if (self->owners == NULL)
+        return PyTuple_New(0);
+    Py_INCREF(self->owners);
+    return self->owners;
+}
+
+static PyObject *Group_repr(GroupObject *self)
+{
+    if (self->members == NULL)
+        return PyUnicode_FromString("all_of()");
+    PyObject *inner = PyObject_Repr(self->members);
+    if (inner == NULL)
+        return NULL;
+    /* "(a, b)" -> "all_of(a, b)"; a one-member tuple's "(a,)" -> "all_of(a)" */
+    Py_ssize_t len = PyUnicode_GET_LENGTH(inner);
+    Py_ssize_t end = len - 1;
+    if (self->count == 1 && len >= 3 && PyUnicode_READ_CHAR(inner, len - 2) == ',')
+        end = len - 2;
+    PyObject *body = PyUnicode_Substring(inner, 1, end);
+    Py_DECREF(inner);
+    if (body == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("all_of(%U)", body);
+    Py_DECREF(body);
+    return r;
+}
+
+static PyMethodDef Group_methods[] = {
+    {"try_acquire", (PyCFunction)(void (*)(void))Group_try_acquire, FASTKW,
+     "try_acquire(*ns, now_ns=None)\n--\n\n"
+     "Admit now by every member, or charge none; never waits. ns: nothing (1 each), one n "
+     "for every member, or one n per member. A refusal counts BLOCK on the refusing members."},
+    {"reserve", (PyCFunction)(void (*)(void))Group_reserve, FASTKW,
+     "reserve(*ns, now_ns=None)\n--\n\n"
+     "Admission that may need a wait (throttle members): the largest of the members' waits "
+     "in ns (0 = go now), already counted as admitted by all; None when refused."},
+    {"charge", (PyCFunction)(void (*)(void))Group_charge, FASTKW,
+     "charge(*ns, now_ns=None)\n--\n\nCount ns more as admitted now on the members, without "
+     "a decision: what a request used beyond its admission (tokens known after the reply). "
+     "One n for all or one per member, each >= 0 (0: not charged; a concurrency member only "
+     "0). Never refuses, never gives back."},
+    {"_decide", (PyCFunction)(void (*)(void))Group_decide, METH_FASTCALL, NULL},
+    {"_exit", (PyCFunction)(void (*)(void))Group_exit, METH_FASTCALL, NULL},
+    {NULL}};
+
+static PyGetSetDef Group_getset[] = {
+    {"members", (getter)Group_get_members, NULL,
+     "The members as given: Limiters and (KeyedLimiter, key) pairs.", NULL},
+    {"limiters", (getter)Group_get_owners, NULL,
+     "The limiters of the members, in order (a KeyedLimiter for a pair).", NULL},
+    {NULL}};
+
+static PyMemberDef Group_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(GroupObject, weakreflist), READONLY, NULL},
+    {NULL}};
+
+static PyType_Slot Group_slots[] = {
+    {Py_tp_doc, "The C base of slidewin.all_of's groups."},
+    {Py_tp_new, Group_new},
+    {Py_tp_traverse, Group_traverse},
+    {Py_tp_clear, Group_clear},
+    {Py_tp_dealloc, Group_dealloc},
+    {Py_tp_repr, Group_repr},
+    {Py_tp_methods, Group_methods},
+    {Py_tp_getset, Group_getset},
+    {Py_tp_members, Group_members},
+    {Py_sq_length, Group_length},
+    {0, NULL}};
+
+PyType_Spec Group_spec = {
+    .name = "slidewin._core.Group",
+    .basicsize = sizeof(GroupObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Group_slots,
+};

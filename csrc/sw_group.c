@@ -1,0 +1,167 @@
+/* sw_group.c - all or nothing across limiters (docs/design.md §13). */
+#include "sw_group.h"
+
+#include "sw_proc.h"
+#include "sw_time.h"
+
+void sw_gmember_order_private(struct sw_gmember *m)
+{
+    const void *lock = m->kind == SW_GM_KEYED ? (const void *)&m->kv->st->lock
+                                              : (const void *)&m->v->st->lock;
+    m->order[0] = UINT64_MAX;
+    m->order[1] = (uint64_t)(uintptr_t)lock;
+}
+
+void sw_gmember_order_shared(struct sw_gmember *m, uint64_t id_hi, uint64_t id_lo)
+{
+    m->order[0] = id_hi == UINT64_MAX ? UINT64_MAX - 1u : id_hi;
+    m->order[1] = id_lo;
+}
+
+static inline int order_cmp(const struct sw_gmember *a, const struct sw_gmember *b)
+{
+    if (a->order[0] != b->order[0])
+        return a->order[0] < b->order[0] ? -1 : 1;
+    if (a->order[1] != b->order[1])
+        return a->order[1] < b->order[1] ? -1 : 1;
+    return 0;
+}
+
+/* whether a member's rule paces (a throttle: it needs the full-resolution clock); lock held */
+static bool paces(const struct sw_gmember *m)
+{
+    if (m->kind == SW_GM_KEYED)
+        return m->kv->rule->base.grade == SW_GRADE_QPS &&
+               m->kv->rule->base.behavior == SW_THROTTLE;
+    return m->v->rule->grade == SW_GRADE_QPS && (m->v->rule->behavior == SW_THROTTLE ||
+                                                  m->v->rule->behavior == SW_WARM_UP_THROTTLE);
+}
+
+/* Take a member's lock (the CAS inline: the group's cost is mostly its locks); repair the
+ * state when it is taken over from a dead process, as the member's own calls do.
+ * @return false when the wait gave up (sw_lock_wait_hook; the lock is not held) */
+static inline bool lock_member(const struct sw_gmember *m)
+{
+    bool keyed = m->kind == SW_GM_KEYED;
+    sw_lock *l = keyed ? &m->kv->st->lock : &m->v->st->lock;
+    int got = sw_lock_acquire_or_give_up(l, sw_token_resolve(keyed ? m->kv->token : m->v->token));
+    if (got == SW_LOCK_TOOK_OVER) {
+        if (keyed)
+            sw_keyed_repair(m->kv);
+        else
+            sw_lstate_repair(m->v);
+    }
+    return got != SW_LOCK_GAVE_UP;
+}
+
+static inline void unlock_member(const struct sw_gmember *m)
+{
+    sw_lock_release(m->kind == SW_GM_KEYED ? &m->kv->st->lock : &m->v->st->lock);
+}
+
+int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
+                    struct sw_decision *out)
+{
+    uint32_t ord[SW_GROUP_MAX];
+    if (m == NULL || out == NULL || count < 1 || count > SW_GROUP_MAX)
+        return SW_EINVAL;
+    /* the members in lock order (insertion sort: groups are small) */
+    for (uint32_t i = 0; i < count; i++) {
+        if (m[i].n < 1 || (m[i].kind == SW_GM_KEYED ? m[i].kv == NULL : m[i].v == NULL) ||
+            (m[i].kind != SW_GM_KEYED && m[i].kind != SW_GM_LIMITER))
+            return SW_EINVAL;
+        uint32_t j = i;
+        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) >= 0) {
+            if (order_cmp(&m[ord[j - 1]], &m[i]) == 0)
+                return SW_EINVAL; /* one state twice: its lock would be taken twice */
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = i;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (!lock_member(&m[ord[i]])) {
+            while (i-- > 0)
+                unlock_member(&m[ord[i]]);
+            return SW_EBUSY;
+        }
+    }
+    /* one time for every member, read once every lock is held: the full-resolution clock
+     * when a throttle paces, else the coarse one (as the members' own decisions) */
+    if (now_ns == SW_NOW) {
+        bool precise = false;
+        for (uint32_t i = 0; i < count && !precise; i++)
+            precise = paces(&m[i]);
+        now_ns = precise ? sw_time_ns() : sw_time_coarse_ns();
+    }
+    int verdict = SW_PASS;
+    for (uint32_t i = 0; i < count; i++) {
+        struct sw_gmember *x = &m[ord[i]];
+        const struct sw_decision *d;
+        unsigned f;
+        if (x->kind == SW_GM_KEYED) {
+            (void)sw_keyed_plan_locked(x->kv, x->fp, x->n, now_ns, flags, &x->plan_.k);
+            d = &x->plan_.k.d;
+            f = x->plan_.k.flags;
+        } else {
+            (void)sw_plan_locked(x->v, x->n, now_ns, flags, &x->plan_.l);
+            d = &x->plan_.l.d;
+            f = x->plan_.l.flags;
+        }
+        int dv = d->verdict;
+        x->refused = 0;
+        if (!(f & SW_F_SHADOW) && dv != SW_PASS) { /* a shadow admits */
+            x->refused = 1;
+            if (dv == SW_NEVER)
+                verdict = SW_NEVER;
+            else if (verdict == SW_PASS)
+                verdict = SW_BLOCK;
+        }
+    }
+    bool commit = verdict == SW_PASS;
+    out->verdict = verdict;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    bool retry_known = true;
+    for (uint32_t i = 0; i < count; i++) {
+        struct sw_gmember *x = &m[ord[i]];
+        struct sw_decision *d;
+        unsigned f;
+        if (x->kind == SW_GM_KEYED) {
+            sw_keyed_plan_end_locked(x->kv, &x->plan_.k, commit);
+            d = &x->plan_.k.d;
+            f = x->plan_.k.flags;
+        } else {
+            sw_plan_end_locked(x->v, &x->plan_.l, commit);
+            d = &x->plan_.l.d;
+            f = x->plan_.l.flags;
+        }
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical(); /* tests: a process killed between two members */
+        x->d = d; /* the plan is ended: its decision becomes the member's */
+        if (f & SW_F_SHADOW) { /* a shadow admits; its would-be refusal counted BLOCK */
+            d->shadowed = d->verdict != SW_PASS;
+            d->verdict = SW_PASS;
+            d->wait_ns = 0;
+            d->retry_ns = -1;
+        }
+        if (commit) {
+            if (d->wait_ns > out->wait_ns)
+                out->wait_ns = d->wait_ns;
+            out->occupied |= d->occupied;
+        } else if (x->refused) {
+            if (d->retry_ns < 0)
+                retry_known = false;
+            else if (d->retry_ns > out->retry_ns)
+                out->retry_ns = d->retry_ns;
+        }
+    }
+    if (!retry_known || verdict == SW_NEVER)
+        out->retry_ns = -1;
+    for (uint32_t i = count; i-- > 0;)
+        unlock_member(&m[ord[i]]);
+    return SW_OK;
+}

@@ -1,0 +1,248 @@
+"""slidewin.all_of: one admission over several limiters, all or nothing.
+
+The decision is C (slidewin._core.Group over the core's sw_group: the members' locks taken in
+one global order, every member decided without counting, then all committed or none); the
+waiting, the entries and the decorator are plain Python here, as for Limiter.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overload
+
+from . import _core
+from ._limiter import _MISSING, _check_timeout, _decorate_entries
+
+__all__ = ["Group", "all_of"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PASS = _core.PASS
+_NEVER = _core.NEVER
+_F_NO_BLOCK = _core.F_NO_BLOCK
+_F_ENTRY = _core.F_ENTRY
+_F_RETRY = _core.F_RETRY
+_OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
+# a refusal whose members do not know when it could pass (concurrency, warm-up) is retried
+# this often
+_POLL_S = 0.001
+
+
+class Group(_core.Group):
+    """A group of limiters admitting a request all together or not at all.
+
+    Made by ``slidewin.all_of(*members)``: members are Limiters and ``(KeyedLimiter, key)``
+    pairs, private or shared, each at most once. Every method takes the request sizes as
+    ``*ns``: nothing (1 for every member), one int (the same for every member), or one int
+    per member, in the members' order.
+
+    One decision over every member: all admit, or none is charged (no PASS, no in-flight
+    count, no throttle slot, no warm-up tokens); a refused request counts BLOCK on the
+    members that refused it and nothing on the others. ``BlockedError.retry_after`` is the
+    largest of the refusing members' (None when one of them cannot tell), and its
+    ``limiter`` is the refusing member with the largest. A wait (throttle members) is the
+    largest of the members' waits.
+    """
+
+    __slots__ = ("_on_block",)
+    _on_block: Optional[Callable[..., Any]]
+
+    def __new__(cls, *members: Any) -> "Group":
+        self = cast("Group", super().__new__(cls, *members))
+        self._on_block = None
+        return self
+
+    # -- refusals -----------------------------------------------------------------------
+
+    def _blocked(self, ns: Tuple[int, ...], verdict: int, retry_ns: int,
+                 refused: Tuple[int, ...], who: int) -> BaseException:
+        owners = self.limiters
+        names = ", ".join("member %d (%r)" % (i, self.members[i]) for i in refused)
+        if verdict == _NEVER:
+            text = "all_of: the request can never pass %s as configured" % names
+        else:
+            text = "all_of: refused by %s" % names
+        retry = retry_ns / 1e9 if retry_ns >= 0 and verdict != _NEVER else None
+        if retry is not None:
+            text += "; retry after %.3f s" % retry
+        return _core.BlockedError(text, retry_after=retry,
+                                  limiter=owners[who] if who >= 0 else None)
+
+    def _count_blocks(self, ns: Tuple[int, ...], refused: Tuple[int, ...]) -> None:
+        """The one BLOCK of a request that retried and finally failed, on its refusers."""
+        owners = self.limiters
+        for i in refused:
+            owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1))
+
+    # -- admission ----------------------------------------------------------------------
+
+    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
+               ) -> Tuple[int, Tuple[int, ...]]:
+        """One decision (timeout None) or retries until `timeout`: (the ns to wait before
+        going on, the shadow members admitted without holding anything), or BlockedError."""
+        if timeout is None:
+            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
+                ns, flags | _F_RETRY, None)
+            if verdict == _PASS:
+                return wait_ns, shadowed
+            raise self._blocked(ns, verdict, retry_ns, refused, who)
+        deadline = time.monotonic() + timeout
+        while True:
+            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
+                ns, flags | _F_NO_BLOCK | _F_RETRY, None)
+            if verdict == _PASS:
+                return wait_ns, shadowed
+            now = time.monotonic()
+            if verdict == _NEVER or now >= deadline:
+                self._count_blocks(ns, refused)
+                raise self._blocked(ns, verdict, retry_ns, refused, who)
+            time.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S, deadline - now))
+
+    async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
+                           ) -> Tuple[int, Tuple[int, ...]]:
+        if timeout is None:
+            return self._admit(ns, None, flags)  # one decision: never sleeps
+        deadline = time.monotonic() + timeout
+        while True:
+            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
+                ns, flags | _F_NO_BLOCK | _F_RETRY, None)
+            if verdict == _PASS:
+                return wait_ns, shadowed
+            now = time.monotonic()
+            if verdict == _NEVER or now >= deadline:
+                self._count_blocks(ns, refused)
+                raise self._blocked(ns, verdict, retry_ns, refused, who)
+            await asyncio.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S,
+                                    deadline - now))
+
+    def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
+        """Admit by every member, sleeping a throttle member's wait; BlockedError on a
+        refusal. With a timeout, retry until admitted or `timeout` seconds have passed (the
+        retries count nothing; a request that finally fails counts one BLOCK on the members
+        that refused it)."""
+        wait_ns = self._admit(ns, _check_timeout(timeout), 0)[0]
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+
+    async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
+        """acquire() sleeping with asyncio."""
+        wait_ns = (await self._admit_async(ns, _check_timeout(timeout), 0))[0]
+        if wait_ns > 0:
+            await asyncio.sleep(wait_ns / 1e9)
+
+    def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
+        """A context manager (``with`` / ``async with``): acquire on every member, holding an
+        in-flight count on each while the body runs; on exit record SUCCESS (and RT) or
+        EXCEPTION on each, and release."""
+        return GroupEntry(self, ns, _check_timeout(timeout))
+
+    @overload
+    def __call__(self, func: F) -> F: ...
+
+    @overload
+    def __call__(self, func: None = None, *, on_block: Any = ...,
+                 timeout: Optional[float] = ...) -> Callable[[F], F]: ...
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """Decorate a function (sync or async, generators too): each call is an entry of
+        n=1 on every member."""
+        timeout = _check_timeout(timeout)
+        if func is None:
+            return lambda f: _decorate_entries(self, "group", f, on_block, timeout=timeout)
+        return _decorate_entries(self, "group", func, on_block, timeout=timeout)
+
+
+class GroupEntry:
+    """An entry of a group (``group.entry(*ns)``): usable once, with ``with`` or
+    ``async with``."""
+
+    __slots__ = ("_group", "_ns", "_timeout", "_skip", "_start", "_state")
+
+    def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
+        self._group = group
+        self._ns = ns
+        self._timeout = timeout
+        self._skip: Tuple[int, ...] = ()
+        self._start = 0
+        self._state = 0  # 0 idle, 1 entered, 2 exited
+
+    @property
+    def group(self) -> Group:
+        return self._group
+
+    def _claim(self) -> None:
+        if self._state != 0:
+            raise RuntimeError("this entry was already %s" % (
+                "entered" if self._state == 1 else "used"))
+
+    def __enter__(self) -> "GroupEntry":
+        self._claim()
+        wait_ns, skip = self._group._admit(self._ns, self._timeout, _F_ENTRY)
+        self._entered(skip)
+        if wait_ns > 0:
+            try:
+                time.sleep(wait_ns / 1e9)
+            except BaseException:
+                self._release()
+                raise
+        self._start = time.monotonic_ns()
+        return self
+
+    async def __aenter__(self) -> "GroupEntry":
+        self._claim()
+        wait_ns, skip = await self._group._admit_async(self._ns, self._timeout, _F_ENTRY)
+        self._entered(skip)
+        if wait_ns > 0:
+            try:
+                await asyncio.sleep(wait_ns / 1e9)
+            except BaseException:  # cancelled while waiting: give the counts back
+                self._release()
+                raise
+        self._start = time.monotonic_ns()
+        return self
+
+    def _entered(self, skip: Tuple[int, ...]) -> None:
+        self._skip = skip
+        self._state = 1
+
+    def _release(self) -> None:
+        self._state = 2
+        self._group._exit(self._ns or None, _OUT_NONE, 0, self._skip)
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if self._state != 1:
+            raise RuntimeError("exit of a group entry that is not entered")
+        self._state = 2
+        if et is None:
+            outcome = _OUT_SUCCESS
+            rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
+        elif isinstance(et, type) and issubclass(et, Exception):
+            outcome, rt = _OUT_EXCEPTION, 0
+        else:
+            outcome, rt = _OUT_NONE, 0
+        self._group._exit(self._ns or None, outcome, rt, self._skip)
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        self.__exit__(et, ev, tb)
+
+    def __repr__(self) -> str:
+        return "<GroupEntry of %r ns=%r>" % (self._group, self._ns)
+
+
+def all_of(*members: Union[Any, Tuple[Any, Any]]) -> Group:
+    """A group admitting a request by every member or charging none of them.
+
+    Members: ``Limiter`` objects and ``(KeyedLimiter, key)`` pairs, private or shared
+    (``shared=``), of any behavior, each limiter at most once (``ValueError``); anything
+    else is a ``TypeError`` naming the member. Threads and processes deciding on
+    overlapping groups, in any order, never deadlock: the members' locks are taken in one
+    global order.
+
+    >>> rpm = Limiter(rate="500/minute")
+    >>> tpm = Limiter(rate="30000/minute")
+    >>> both = all_of(rpm, tpm)
+    >>> both.try_acquire(1, 1200)      # one request of 1200 tokens
+    True
+    """
+    return Group(*members)
