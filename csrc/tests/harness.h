@@ -62,5 +62,6 @@ void test_keyed(void);
 void test_observe(void);
 void test_adaptive(void);
 void test_group(void);
+void test_breaker(void);
 
 #endif /* SW_TEST_HARNESS_H */
