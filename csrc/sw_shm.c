@@ -147,6 +147,7 @@ static const char *kind_name(uint32_t kind)
     case SW_KIND_METRIC: return "a Metric";
     case SW_KIND_LIMITER: return "a Limiter";
     case SW_KIND_KEYED: return "a KeyedLimiter";
+    case SW_KIND_BREAKER: return "a Breaker";
     default: return "an unknown kind of object";
     }
 }
@@ -197,7 +198,7 @@ int sw_shm_check_header(const struct sw_shm_header *h, size_t size, const char *
                              memory_order_acquire) != SW_SHM_READY)
         return fail(err, SW_EINVAL, 0, "file", "%s is not an initialised slidewin region; %s",
                     path, fix);
-    if (h->kind < SW_KIND_METRIC || h->kind > SW_KIND_KEYED || h->n_slots > SW_SHM_MAX_PROCS ||
+    if (h->kind < SW_KIND_METRIC || h->kind > SW_KIND_BREAKER || h->n_slots > SW_SHM_MAX_PROCS ||
         h->events_len > SW_SHM_EVENTS_BYTES || h->state_size == 0 ||
         h->off_slots != align64(sizeof *h) ||
         h->off_state != align64(h->off_slots + (size_t)h->n_slots * sizeof(struct sw_proc_slot)) ||

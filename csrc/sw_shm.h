@@ -34,7 +34,8 @@ extern "C" {
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
 
-enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3 };
+enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3,
+                   SW_KIND_BREAKER = 4 };
 
 /* One attached process's share of the in-flight count of a shared state: the count is the
  * sum over the slots, and a dead process's slot is given back (sw_lstate_reap, sw_keyed_reap). */

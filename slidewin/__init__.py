@@ -8,6 +8,8 @@
   per-key overrides; ``@per_user(key=...)`` decorates functions.
 - ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
   host, in shared memory; ``unlink(name)`` removes a region's name.
+- ``Breaker``: a circuit breaker on the window (Sentinel's degrade rules: error ratio,
+  error count or slow-call ratio; one probe when it may close again).
 - ``slidewin.asgi.LimitMiddleware`` / ``slidewin.wsgi.LimitMiddleware`` put a limiter in
   front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
   trusted_proxies=...)`` is the client's address behind proxies.
@@ -90,6 +92,7 @@ from ._group import Group, all_of  # noqa: E402
 from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
 from ._adaptive import AdaptiveLimiter  # noqa: E402
+from ._breaker import Breaker, BreakerOpenError  # noqa: E402
 
 import typing as _typing  # noqa: E402
 
@@ -103,6 +106,8 @@ from ._web import client_ip  # noqa: E402
 __all__ = [
     "AdaptiveLimiter",
     "BlockedError",
+    "Breaker",
+    "BreakerOpenError",
     "Bucket",
     "Event",
     "Group",

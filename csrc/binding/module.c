@@ -5,6 +5,7 @@
 #include "keyed.h"
 #include "limiter.h"
 #include "metric.h"
+#include "breaker.h"
 #include "observe.h"
 #include "shared.h"
 #include "group.h"
@@ -134,6 +135,13 @@ static int module_exec(PyObject *m)
     st->KeyedEntry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &KeyedEntry_spec, NULL);
     if (st->KeyedEntry_Type == NULL || PyModule_AddType(m, st->KeyedEntry_Type) < 0)
         return -1;
+    {
+        PyObject *t = PyType_FromModuleAndSpec(m, &Breaker_spec, NULL); /* held by the module */
+        int rc = t == NULL ? -1 : PyModule_AddType(m, (PyTypeObject *)t);
+        Py_XDECREF(t);
+        if (rc < 0)
+            return -1;
+    }
     /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
      * tuple") */
     PyObject *bases = PyTuple_Pack(1, PyExc_Exception);

@@ -1,0 +1,674 @@
+/* breaker.c - the C base of slidewin.Breaker: admission, outcomes, cancels, state, settings,
+ * and the listeners called once the core's lock is released. The entry and the decorator
+ * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
+#include "breaker.h"
+#include "args.h"
+#include "observe.h"
+#include "shared.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
+
+/* Py_NewRef (3.10+) for 3.9 */
+static inline PyObject *bk_ref(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+
+/* ---- configuration ---- */
+
+/* The settings keywords, constructor and update() alike (NULL: not given). */
+struct bk_args {
+    PyObject *error_ratio, *error_count, *slow_rt_ms, *slow_ratio, *min_requests, *recovery_s;
+};
+
+/* Apply the given settings to cfg (grade switched when one of the three is given) and check
+ * the whole. @return 0, or -1 with TypeError/ValueError naming the parameter */
+static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int need_grade)
+{
+    int given = (a->error_ratio != NULL && a->error_ratio != Py_None) +
+                (a->error_count != NULL && a->error_count != Py_None) +
+                (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None);
+    if (given > 1 || (need_grade && given == 0)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pass exactly one of error_ratio (a ratio in [0, 1]), error_count "
+                        "(an int >= 0) or slow_rt_ms (an int >= 0, with slow_ratio)");
+        return -1;
+    }
+    if (a->error_ratio != NULL && a->error_ratio != Py_None) {
+        cfg->grade = SW_BRK_ERROR_RATIO;
+        if (as_nonneg_double(a->error_ratio, "error_ratio", 1.0, &cfg->threshold) < 0)
+            return -1;
+    } else if (a->error_count != NULL && a->error_count != Py_None) {
+        int64_t c;
+        cfg->grade = SW_BRK_ERROR_COUNT;
+        if (as_int64(a->error_count, "error_count", 0, (int64_t)SW_BRK_MAX_COUNT, &c) < 0)
+            return -1;
+        cfg->threshold = (double)c;
+    } else if (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None) {
+        if (cfg->grade != SW_BRK_SLOW_RATIO)
+            cfg->threshold = 1.0; /* slow_ratio's default */
+        cfg->grade = SW_BRK_SLOW_RATIO;
+        if (as_int64(a->slow_rt_ms, "slow_rt_ms", 0, SW_MAX_INTERVAL_MS, &cfg->slow_rt_ms) < 0)
+            return -1;
+    }
+    if (a->slow_ratio != NULL && a->slow_ratio != Py_None) {
+        double r;
+        if (as_nonneg_double(a->slow_ratio, "slow_ratio", 1.0, &r) < 0)
+            return -1;
+        if (cfg->grade != SW_BRK_SLOW_RATIO) {
+            if (r != 1.0) {
+                PyErr_SetString(PyExc_ValueError,
+                                "slow_ratio applies to a slow-call breaker: pass slow_rt_ms "
+                                "with it (error_ratio and error_count take no slow_ratio)");
+                return -1;
+            }
+        } else {
+            cfg->threshold = r;
+        }
+    }
+    if (a->min_requests != NULL &&
+        as_int64(a->min_requests, "min_requests", 0, INT64_MAX, &cfg->min_requests) < 0)
+        return -1;
+    if (a->recovery_s != NULL &&
+        as_nonneg_double(a->recovery_s, "recovery_s", SW_BRK_MAX_RECOVERY_S,
+                         &cfg->recovery_s) < 0)
+        return -1;
+    struct sw_brk_cfg_error err;
+    if (sw_breaker_check_ex(cfg, &err) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- listeners ---- */
+
+/* Tell the listeners (the Python class's _notify) about the changes of one call; the core's
+ * lock is released. A failing _notify is reported as unraisable: the caller goes on. */
+static void bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    for (uint32_t i = 0; i < chg->n; i++) {
+        const struct sw_brk_change *c = &chg->c[i];
+        PyObject *value = isnan(c->value) ? bk_ref(Py_None) : PyFloat_FromDouble(c->value);
+        PyObject *r = NULL;
+        if (value != NULL)
+            r = PyObject_CallMethod((PyObject *)self, "_notify", "ssO",
+                                    breaker_state_names[c->from % 3u],
+                                    breaker_state_names[c->to % 3u], value);
+        Py_XDECREF(value);
+        if (r == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError))
+                PyErr_Clear(); /* the C base alone: no listeners */
+            else
+                PyErr_WriteUnraisable((PyObject *)self);
+        }
+        Py_XDECREF(r);
+    }
+    PyErr_Restore(et, ev, tb);
+}
+
+#define FIRE(self, chg)                                                                        \
+    do {                                                                                       \
+        if (__builtin_expect((chg).n != 0, 0))                                                 \
+            bk_fire((self), &(chg));                                                           \
+    } while (0)
+
+/* ---- shared regions ---- */
+
+static int bk_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_bstate_init(state, lay->interval_ms, lay->sample_count);
+}
+
+static int bk_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_bstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                              lay->sample_count);
+}
+
+static sw_lock *bk_state_lock(void *state)
+{
+    return &((struct sw_bstate *)state)->lock;
+}
+
+/* ---- the type ---- */
+
+static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"error_ratio", "error_count", "slow_rt_ms", "slow_ratio",
+                             "min_requests", "recovery_s", "interval_ms", "sample_count",
+                             "shared", "name", NULL};
+    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
+    PyObject *name = NULL;
+    char path[4096];
+    module_state *st = state_of_type(type);
+    if (st == NULL) {
+        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOO:Breaker", kwlist,
+                                     &a.error_ratio, &a.error_count, &a.slow_rt_ms,
+                                     &a.slow_ratio, &a.min_requests, &a.recovery_s, &o_int,
+                                     &o_samp, &o_shared, &o_name))
+        return NULL;
+    struct sw_breaker_cfg cfg;
+    sw_breaker_cfg_default(&cfg);
+    int64_t samples = cfg.sample_count;
+    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg.interval_ms) < 0)
+        return NULL;
+    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
+        return NULL;
+    cfg.sample_count = (uint32_t)samples;
+    if (bk_apply(&cfg, &a, 1) < 0)
+        return NULL;
+    int name_given;
+    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
+    if (mode < 0)
+        return NULL;
+    BreakerObject *self = (BreakerObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_XDECREF(name);
+        return NULL;
+    }
+    pthread_mutex_init(&self->cfg_mu, NULL);
+    self->cfg = cfg;
+    self->name = name;
+    self->name_given = name_given;
+    self->weakreflist = NULL;
+    if (mode == 0) {
+        self->shared = bk_ref(Py_None);
+    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (mode == 0) {
+        size_t size = sw_breaker_size(&cfg);
+        self->br = size ? PyMem_Calloc(1, size) : NULL;
+        if (self->br == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        int rc = sw_breaker_init(self->br, &cfg);
+        if (rc != SW_OK) {
+            Py_DECREF(self);
+            return raise_core_error(rc);
+        }
+        sw_breaker_view(self->br, &self->view);
+        if (fork_register(&self->fork, &self->br->st.lock, NULL) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    } else {
+        int rc = sw_brule_init(&self->rule, &cfg);
+        if (rc != SW_OK) {
+            Py_DECREF(self);
+            return raise_core_error(rc);
+        }
+        struct sw_shm_layout lay;
+        memset(&lay, 0, sizeof lay);
+        lay.kind = SW_KIND_BREAKER;
+        lay.interval_ms = cfg.interval_ms;
+        lay.sample_count = cfg.sample_count;
+        lay.n_slots = 0;
+        lay.state_size = sw_bstate_size(cfg.interval_ms, cfg.sample_count);
+        lay.init_state = bk_init_state;
+        lay.check_state = bk_check_state;
+        lay.state_lock = bk_state_lock;
+        lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
+        if (shared_open(&self->shm, mode, path, &lay) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->is_shared = 1;
+        self->view.st = self->shm.state;
+        self->view.rule = &self->rule;
+        self->view.token = SW_LOCK_PROCESS;
+        /* a region is input: restore what a process killed inside may have left */
+        sw_bstate_check_repair(&self->view);
+        fork_register_shared(&self->fork);
+    }
+    if (registry_add(st, self->name, (PyObject *)self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int Breaker_traverse(BreakerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void Breaker_dealloc(BreakerObject *self)
+{
+    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
+    fork_unregister(&self->fork);
+    if (self->is_shared) {
+        sw_shm_close(&self->shm);
+        self->is_shared = 0;
+    }
+    Py_CLEAR(self->shared);
+    Py_CLEAR(self->name);
+    pthread_mutex_destroy(&self->cfg_mu);
+    PyMem_Free(self->br);
+    self->br = NULL;
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* ---- the hot pair ---- */
+
+static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    int64_t now = SW_NOW;
+    uint64_t ticket;
+    struct sw_brk_changes chg;
+    if ((nargs != 0 || kwnames != NULL) &&
+        parse_now_only("try_pass", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    bool ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
+    FIRE(self, chg);
+    return bk_ref(ok ? Py_True : Py_False);
+}
+
+/* rt_ms: an int or float >= 0 (the fast path: a plain float or int) */
+static inline int parse_rt(PyObject *o, double *rt)
+{
+    if (PyFloat_CheckExact(o)) {
+        *rt = PyFloat_AS_DOUBLE(o);
+        if (*rt >= 0.0 && isfinite(*rt))
+            return 0;
+    } else if (PyLong_CheckExact(o)) {
+        long v = PyLong_AsLong(o);
+        if (v >= 0) {
+            *rt = (double)v;
+            return 0;
+        }
+        if (v == -1 && PyErr_Occurred())
+            PyErr_Clear();
+    }
+    return as_nonneg_double(o, "rt_ms", 1e300, rt);
+}
+
+static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"rt_ms", "error", "now_ns"};
+    PyObject *a[3] = {NULL, NULL, NULL};
+    int64_t now = SW_NOW;
+    int error = 0;
+    double rt;
+    struct sw_brk_changes chg;
+    if (nargs == 1 && kwnames == NULL) {
+        a[0] = args[0];
+    } else if (parse_fast("record", args, nargs, kwnames, names, 3, 1, a) < 0) {
+        return NULL;
+    }
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "record() missing required argument 'rt_ms'");
+        return NULL;
+    }
+    if (parse_rt(a[0], &rt) < 0 || (a[1] != NULL && parse_bool(a[1], "error", &error) < 0) ||
+        parse_now(a[2], &now) < 0)
+        return NULL;
+    int rc = sw_breaker_record(&self->view, rt, error != 0, SW_BRK_ANY, now, &chg);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    FIRE(self, chg);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    int64_t now = SW_NOW; /* accepted for symmetry: a cancel moves no time */
+    struct sw_brk_changes chg;
+    if ((nargs != 0 || kwnames != NULL) &&
+        parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    (void)sw_breaker_cancel(&self->view, SW_BRK_ANY, &chg);
+    FIRE(self, chg);
+    Py_RETURN_NONE;
+}
+
+/* ---- what an entry uses: tickets ---- */
+
+/* _pass(now_ns=None) -> the ticket (int), or None when refused */
+static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames)
+{
+    int64_t now = SW_NOW;
+    uint64_t ticket;
+    struct sw_brk_changes chg;
+    if ((nargs != 0 || kwnames != NULL) &&
+        parse_now_only("_pass", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    bool ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
+    FIRE(self, chg);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(ticket);
+}
+
+static int parse_ticket(PyObject *o, uint64_t *ticket)
+{
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "ticket must be an int, not %.100s", type_name_of(o));
+        return -1;
+    }
+    *ticket = PyLong_AsUnsignedLongLong(o);
+    if (*ticket == (uint64_t)-1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+/* _record(ticket, rt_ms, error, now_ns=None) */
+static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    uint64_t ticket;
+    double rt;
+    int64_t now = SW_NOW;
+    struct sw_brk_changes chg;
+    if (nargs < 3 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "_record(ticket, rt_ms, error, now_ns=None)");
+        return NULL;
+    }
+    if (parse_ticket(args[0], &ticket) < 0 || parse_rt(args[1], &rt) < 0 ||
+        (nargs == 4 && parse_now(args[3], &now) < 0))
+        return NULL;
+    int error = PyObject_IsTrue(args[2]);
+    if (error < 0)
+        return NULL;
+    int rc = sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    FIRE(self, chg);
+    Py_RETURN_NONE;
+}
+
+/* _cancel(ticket) -> whether the probe was cancelled */
+static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *arg)
+{
+    uint64_t ticket;
+    struct sw_brk_changes chg;
+    if (parse_ticket(arg, &ticket) < 0)
+        return NULL;
+    bool done = sw_breaker_cancel(&self->view, ticket, &chg);
+    FIRE(self, chg);
+    return bk_ref(done ? Py_True : Py_False);
+}
+
+/* ---- reading ---- */
+
+static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames)
+{
+    int64_t now = SW_NOW;
+    if ((nargs != 0 || kwnames != NULL) &&
+        parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
+        return NULL;
+    int64_t ns = sw_breaker_retry_ns(&self->view, now);
+    if (ns < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)ns / 1e9);
+}
+
+static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"now_ns"};
+    PyObject *a[1];
+    int64_t now = SW_NOW;
+    if ((nargs != 0 || kwnames != NULL) &&
+        (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 ||
+         parse_now(a[0], &now) < 0))
+        return NULL;
+    struct sw_brk_stats s;
+    sw_breaker_stats(&self->view, now, &s);
+    PyObject *retry = s.retry_ns < 0 ? bk_ref(Py_None)
+                                     : PyFloat_FromDouble((double)s.retry_ns / 1e9);
+    if (retry == NULL)
+        return NULL;
+    return Py_BuildValue("{sLsLsLsssN}", "total", (long long)s.total, "errors",
+                         (long long)s.errors, "slow", (long long)s.slow, "state",
+                         breaker_state_names[s.state % 3], "retry_after", retry);
+}
+
+static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct sw_brk_totals t;
+    sw_breaker_totals(&self->view, &t);
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "total", (long long)t.t[SW_BRK_T_TOTAL],
+                         "errors", (long long)t.t[SW_BRK_T_ERRORS], "slow",
+                         (long long)t.t[SW_BRK_T_SLOW], "refused",
+                         (long long)t.t[SW_BRK_T_REFUSED], "probes",
+                         (long long)t.t[SW_BRK_T_PROBES], "cancelled",
+                         (long long)t.t[SW_BRK_T_CANCELLED], "opened",
+                         (long long)t.transitions[SW_BRK_OPEN], "half_opened",
+                         (long long)t.transitions[SW_BRK_HALF_OPEN], "closed",
+                         (long long)t.transitions[SW_BRK_CLOSED]);
+}
+
+static PyObject *Breaker_get_state(BreakerObject *self, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(breaker_state_names[sw_breaker_state(&self->view) % 3]);
+}
+
+static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
+{
+    pthread_mutex_lock(&self->cfg_mu);
+    struct sw_breaker_cfg c = self->cfg;
+    pthread_mutex_unlock(&self->cfg_mu);
+    return c;
+}
+
+static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
+{
+    struct sw_breaker_cfg c = bk_cfg(self);
+    switch ((int)(intptr_t)which) {
+    case 0:
+        if (c.grade != SW_BRK_ERROR_RATIO)
+            Py_RETURN_NONE;
+        return PyFloat_FromDouble(c.threshold);
+    case 1:
+        if (c.grade != SW_BRK_ERROR_COUNT)
+            Py_RETURN_NONE;
+        return PyLong_FromLongLong((long long)c.threshold);
+    case 2:
+        if (c.grade != SW_BRK_SLOW_RATIO)
+            Py_RETURN_NONE;
+        return PyLong_FromLongLong(c.slow_rt_ms);
+    case 3:
+        return PyFloat_FromDouble(c.grade == SW_BRK_SLOW_RATIO ? c.threshold : 1.0);
+    case 4:
+        return PyLong_FromLongLong(c.min_requests);
+    case 5:
+        return PyFloat_FromDouble(c.recovery_s);
+    case 6:
+        return PyLong_FromLongLong(c.interval_ms);
+    default:
+        return PyLong_FromUnsignedLong(c.sample_count);
+    }
+}
+
+static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return NULL;
+    }
+    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
+        if (key_equals(key, "error_ratio"))
+            a.error_ratio = value;
+        else if (key_equals(key, "error_count"))
+            a.error_count = value;
+        else if (key_equals(key, "slow_rt_ms"))
+            a.slow_rt_ms = value;
+        else if (key_equals(key, "slow_ratio"))
+            a.slow_ratio = value;
+        else if (key_equals(key, "min_requests"))
+            a.min_requests = value;
+        else if (key_equals(key, "recovery_s"))
+            a.recovery_s = value;
+        else if (key_equals(key, "interval_ms") || key_equals(key, "sample_count") ||
+                 key_equals(key, "shared") || key_equals(key, "name")) {
+            PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
+                         "shared and name are fixed when the Breaker is made", key);
+            return NULL;
+        } else {
+            PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R",
+                         key);
+            return NULL;
+        }
+    }
+    struct sw_breaker_cfg c = bk_cfg(self);
+    if (bk_apply(&c, &a, 0) < 0)
+        return NULL;
+    struct sw_brule rule;
+    int rc = sw_brule_init(&rule, &c);
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    pthread_mutex_lock(&self->cfg_mu);
+    sw_bview_set_rule(&self->view, self->is_shared ? &self->rule : &self->br->rule, &rule);
+    self->cfg = c;
+    pthread_mutex_unlock(&self->cfg_mu);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Breaker_repr(BreakerObject *self)
+{
+    struct sw_breaker_cfg c = bk_cfg(self);
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    int bad = 0;
+    switch (c.grade) {
+    case SW_BRK_ERROR_RATIO: {
+        PyObject *f = float_repr(c.threshold);
+        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("error_ratio=%U", f)) < 0;
+        Py_XDECREF(f);
+        break;
+    }
+    case SW_BRK_ERROR_COUNT:
+        bad = repr_add(parts, PyUnicode_FromFormat("error_count=%lld",
+                                                   (long long)c.threshold)) < 0;
+        break;
+    default: {
+        bad = repr_add(parts, PyUnicode_FromFormat("slow_rt_ms=%lld",
+                                                   (long long)c.slow_rt_ms)) < 0;
+        if (!bad && c.threshold != 1.0) {
+            PyObject *f = float_repr(c.threshold);
+            bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("slow_ratio=%U", f)) < 0;
+            Py_XDECREF(f);
+        }
+    }
+    }
+    if (!bad && c.min_requests != 5)
+        bad = repr_add(parts, PyUnicode_FromFormat("min_requests=%lld",
+                                                   (long long)c.min_requests)) < 0;
+    if (!bad && c.recovery_s != 10.0) {
+        PyObject *f = float_repr(c.recovery_s);
+        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("recovery_s=%U", f)) < 0;
+        Py_XDECREF(f);
+    }
+    if (!bad && (c.interval_ms != 1000 || c.sample_count != 1))
+        bad = repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
+                                                   (long long)c.interval_ms,
+                                                   (unsigned long)c.sample_count)) < 0;
+    if (bad) {
+        Py_DECREF(parts);
+        return NULL;
+    }
+    return repr_finish((PyObject *)self, parts, 0, self->shared, self->name, self->name_given);
+}
+
+static PyMethodDef Breaker_methods[] = {
+    {"try_pass", (PyCFunction)(void (*)(void))Breaker_try_pass, FASTKW,
+     "try_pass(*, now_ns=None)\n--\n\nWhether a call may run now: always when closed; when "
+     "open, no until recovery_s has passed, then yes for exactly one caller (the probe, "
+     "half-open); no while half-open."},
+    {"record", (PyCFunction)(void (*)(void))Breaker_record, FASTKW,
+     "record(rt_ms, *, error=False, now_ns=None)\n--\n\nThe outcome of an admitted call: "
+     "counted in the window; it may open the breaker (closed), or close or reopen it (the "
+     "probe's outcome, half-open)."},
+    {"cancel", (PyCFunction)(void (*)(void))Breaker_cancel, FASTKW,
+     "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe's cancel "
+     "reopens the breaker with the retry time unchanged (the next caller probes at once)."},
+    {"retry_after", (PyCFunction)(void (*)(void))Breaker_retry_after, FASTKW,
+     "retry_after(*, now_ns=None)\n--\n\nSeconds until a probe may pass: None when closed; "
+     "recovery_s when half-open (a probe is out)."},
+    {"stats", (PyCFunction)(void (*)(void))Breaker_stats, FASTKW,
+     "stats(now_ns=None)\n--\n\nThe window: a dict of total, errors, slow, state and "
+     "retry_after."},
+    {"totals", (PyCFunction)Breaker_totals, METH_NOARGS,
+     "totals()\n--\n\nLifetime totals since creation: a dict of total, errors, slow, "
+     "refused, probes, cancelled, and the transitions opened, half_opened, closed."},
+    {"update", (PyCFunction)(void (*)(void))Breaker_update, METH_VARARGS | METH_KEYWORDS,
+     "update(**settings)\n--\n\nChange the settings in place (error_ratio, error_count, "
+     "slow_rt_ms, slow_ratio, min_requests, recovery_s); the state and window are kept."},
+    {"_pass", (PyCFunction)(void (*)(void))Breaker_pass_ticket, FASTKW,
+     "_pass(now_ns=None)\n--\n\nAdmission with a ticket (int), or None."},
+    {"_record", (PyCFunction)(void (*)(void))Breaker_record_ticket, METH_FASTCALL,
+     "_record(ticket, rt_ms, error, now_ns=None)\n--\n\nThe outcome of the ticket's call."},
+    {"_cancel", (PyCFunction)Breaker_cancel_ticket, METH_O,
+     "_cancel(ticket)\n--\n\nThe ticket's call did not run. Whether it was the probe."},
+    {NULL}};
+
+static PyGetSetDef Breaker_getset[] = {
+    {"state", (getter)Breaker_get_state, NULL,
+     "'closed', 'open' or 'half_open'.", NULL},
+    {"error_ratio", (getter)Breaker_get_setting, NULL, "The error ratio threshold, or None.",
+     (void *)0},
+    {"error_count", (getter)Breaker_get_setting, NULL, "The error count threshold, or None.",
+     (void *)1},
+    {"slow_rt_ms", (getter)Breaker_get_setting, NULL, "The slow-call RT (ms), or None.",
+     (void *)2},
+    {"slow_ratio", (getter)Breaker_get_setting, NULL, "The slow-call ratio threshold.",
+     (void *)3},
+    {"min_requests", (getter)Breaker_get_setting, NULL,
+     "Calls in the window below which it never opens.", (void *)4},
+    {"recovery_s", (getter)Breaker_get_setting, NULL,
+     "Seconds open before a probe may pass.", (void *)5},
+    {"interval_ms", (getter)Breaker_get_setting, NULL, "The window's length (ms).", (void *)6},
+    {"sample_count", (getter)Breaker_get_setting, NULL, "Buckets in the window.", (void *)7},
+    {"shared", (getter)get_object_or_none, NULL,
+     "None (private), True (anonymous) or the region's name or path.",
+     (void *)offsetof(BreakerObject, shared)},
+    {"name", (getter)get_object_or_none, NULL, "The name (name=, or the region's), or None.",
+     (void *)offsetof(BreakerObject, name)},
+    {NULL}};
+
+static PyMemberDef Breaker_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(BreakerObject, weakreflist), READONLY, NULL},
+    {NULL}};
+
+static PyType_Slot Breaker_slots[] = {
+    {Py_tp_doc, "The C base of slidewin.Breaker."},
+    {Py_tp_new, Breaker_new},
+    {Py_tp_traverse, Breaker_traverse},
+    {Py_tp_dealloc, Breaker_dealloc},
+    {Py_tp_repr, Breaker_repr},
+    {Py_tp_methods, Breaker_methods},
+    {Py_tp_getset, Breaker_getset},
+    {Py_tp_members, Breaker_members},
+    {0, NULL}};
+
+PyType_Spec Breaker_spec = {
+    .name = "slidewin._core.Breaker",
+    .basicsize = sizeof(BreakerObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Breaker_slots,
+};
