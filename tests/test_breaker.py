@@ -1,0 +1,693 @@
+"""slidewin.Breaker: Sentinel's degrade scenarios with explicit now_ns, exactly one probe
+among threads and asyncio tasks, outcomes (errors=, cancels, calls admitted before a trip),
+listeners, the decorator, bad input, and a hypothesis state machine against a model."""
+
+import asyncio
+import logging
+import pickle
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import slidewin
+from slidewin import BlockedError, Breaker, BreakerOpenError
+
+S = 1_000_000_000
+MS = 1_000_000
+
+
+class Calls:
+    """Sentinel's entryAndSleepFor / entryWithErrorIfPresent on the bare pair, at a clock."""
+
+    def __init__(self, br, t):
+        self.br = br
+        self.t = t
+
+    def call(self, rt_ms, error=False):
+        if not self.br.try_pass(now_ns=self.t):
+            return False
+        self.t += rt_ms * MS
+        self.br.record(rt_ms, error=error, now_ns=self.t)
+        return True
+
+    def sleep(self, s):
+        self.t += int(s * S)
+
+
+def test_exception_circuit_breaker_test():
+    # ExceptionCircuitBreakerTest.testRecordErrorOrSuccess
+    br = Breaker(error_ratio=0.2, interval_ms=20_000, recovery_s=10, min_requests=1)
+    c = Calls(br, 100 * S)
+    assert c.call(10)
+    assert c.call(0, error=True)  # 1/2 > 0.2 -> open
+    assert br.state == "open"
+    assert not c.call(0, error=True)
+    assert not c.call(100)
+    c.sleep(5)
+    assert not c.call(100)
+    c.sleep(5)
+    assert c.call(0, error=True)  # -> half -> open
+    assert br.state == "open"
+    assert not c.call(100)
+    assert not c.call(100)
+    c.sleep(10)
+    assert c.call(100)  # -> half -> closed
+    assert br.state == "closed"
+    for _ in range(6):
+        assert c.call(100)
+    assert c.call(0, error=True)  # 1/7: the window was emptied on closing
+    assert c.call(100)
+    assert br.state == "closed"
+
+
+def test_strict_greater_than_and_min_requests():
+    br = Breaker(error_ratio=0.5, min_requests=2)
+    c = Calls(br, S)
+    assert c.call(1, error=True)  # 1/1, below min_requests
+    assert c.call(1)  # 1/2 == 0.5: not above
+    assert br.state == "closed"
+    assert c.call(1, error=True)  # 2/3
+    assert br.state == "open"
+    br = Breaker(error_count=2, min_requests=1)
+    c = Calls(br, S)
+    assert c.call(1, error=True) and c.call(1, error=True) and c.call(1)
+    assert br.state == "closed"  # 2 errors is not above 2
+    assert c.call(1, error=True)
+    assert br.state == "open"
+
+
+def test_response_time_circuit_breaker_test_slow_ratio_one():
+    # ResponseTimeCircuitBreakerTest.testMaxSlowRatioThreshold
+    br = Breaker(slow_rt_ms=10, slow_ratio=1.0, min_requests=3, interval_ms=5000, recovery_s=5)
+    c = Calls(br, 10 * S)
+    assert c.call(20) and c.call(20) and c.call(20)  # 3/3 slow: == 1.0 opens
+    assert br.state == "open"
+    assert not c.call(20)
+    c.sleep(1)
+    assert not c.call(20)
+    c.sleep(4)
+    assert c.call(20)
+
+
+def test_slow_request_mode_with_listeners():
+    # CircuitBreakingIntegrationTest.testSlowRequestMode
+    br = Breaker(slow_rt_ms=50, slow_ratio=0.8, min_requests=10, interval_ms=20_000,
+                 recovery_s=5)
+    seen = []
+    br.on_change(lambda old, new, value: seen.append((old, new, value)))
+    c = Calls(br, 1000 * S)
+    for i in range(10):
+        assert c.call(65 if i < 7 else 35)
+    for _ in range(5):  # 8/11 .. 12/15 = 0.8: not above
+        assert c.call(65)
+        assert br.state == "closed"
+    assert c.call(65)  # 13/16
+    assert seen == [("closed", "open", pytest.approx(13 / 16))]
+    assert not c.call(1)
+    c.sleep(1)
+    assert not c.call(1)
+    c.sleep(5)
+    assert c.call(65)  # half-open -> open
+    assert seen[1:] == [("open", "half_open", None), ("half_open", "open", 1.0)]
+    del seen[:]
+    c.sleep(6)
+    assert c.call(35)
+    assert seen == [("open", "half_open", None), ("half_open", "closed", None)]
+    assert c.call(65)
+    assert br.state == "closed"
+
+
+def test_exception_ratio_mode():
+    # CircuitBreakingIntegrationTest.testExceptionRatioMode
+    br = Breaker(error_ratio=0.5, min_requests=10, interval_ms=25_000, recovery_s=5)
+    c = Calls(br, 1000 * S)
+    for i in range(9):
+        assert c.call(1, error=i < 6)
+    assert c.call(1, error=True)  # 7/10
+    assert br.state == "open"
+    assert not c.call(1)
+    c.sleep(2)
+    assert not c.call(1)
+    c.sleep(5)
+    assert c.call(1, error=True)
+    assert br.state == "open"
+    c.sleep(6)
+    assert c.call(1)
+    assert br.state == "closed"
+    assert c.call(1, error=True)
+    assert br.state == "closed"
+
+
+def test_multiple_half_opened_breakers_cancel_the_probe():
+    # CircuitBreakingIntegrationTest.testMultipleHalfOpenedBreakers (#1638): the probe of
+    # the first breaker is cancelled when the second refuses; its retry time does not move
+    b1 = Breaker(slow_rt_ms=50, slow_ratio=0.8, min_requests=1, interval_ms=20_000,
+                 recovery_s=2)
+    b2 = Breaker(slow_rt_ms=50, slow_ratio=0.8, min_requests=1, interval_ms=20_000,
+                 recovery_s=4)
+    t = 500 * S
+    assert b1.try_pass(now_ns=t) and b2.try_pass(now_ns=t)
+    b1.record(100, now_ns=t + 100 * MS)
+    b2.record(100, now_ns=t + 100 * MS)
+    assert b1.state == b2.state == "open"
+    t += 3 * S
+    for _ in range(10):
+        assert b1.try_pass(now_ns=t)
+        assert not b2.try_pass(now_ns=t)
+        b1.cancel(now_ns=t)
+        assert b1.state == "open"
+        assert b1.retry_after(now_ns=t) == 0.0
+        t += 100 * MS
+    t += 3 * S
+    for _ in range(10):
+        assert b1.try_pass(now_ns=t) and b2.try_pass(now_ns=t)
+        b1.record(1, now_ns=t + MS)
+        b2.record(1, now_ns=t + MS)
+    assert b1.state == b2.state == "closed"
+    assert b1.totals()["cancelled"] == 10
+
+
+def test_nested_entries_cancel_the_outer_probe():
+    b1 = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    b2 = Breaker(error_count=0, min_requests=1, recovery_s=1000)
+    for b in (b1, b2):
+        with pytest.raises(ValueError):
+            with b.entry():
+                raise ValueError
+    assert b1.state == b2.state == "open"
+    with pytest.raises(BreakerOpenError):
+        with b1.entry():  # the probe
+            assert b1.state == "half_open"
+            with b2.entry():
+                pass
+    assert b1.state == "open"  # cancelled, not failed: probes again at once
+    assert b1.retry_after() == 0.0
+    assert b1.totals()["cancelled"] == 1
+    with b1.entry():
+        pass
+    assert b1.state == "closed"
+
+
+@pytest.mark.parametrize("exc", [BlockedError("nested limit"), KeyboardInterrupt(),
+                                 asyncio.CancelledError(), GeneratorExit()])
+def test_a_probe_ended_by_a_blocked_error_or_base_exception_is_cancelled(exc):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    br.record(1, error=True)
+    assert br.state == "open"
+    with pytest.raises(type(exc)):
+        with br.entry():
+            raise exc
+    assert br.state == "open"
+    assert br.totals()["cancelled"] == 1
+    assert br.totals()["errors"] == 1  # the cancel counted nothing
+
+
+def test_errors_selects_what_counts():
+    br = Breaker(error_count=0, min_requests=1, errors=(ConnectionError, TimeoutError))
+    with pytest.raises(KeyError):
+        with br.entry():
+            raise KeyError("not an error of the backend: a success")
+    assert br.state == "closed"
+    assert br.stats()["errors"] == 0 and br.stats()["total"] == 1
+    with pytest.raises(ConnectionResetError):
+        with br.entry():
+            raise ConnectionResetError
+    assert br.state == "open"
+    assert "errors=(ConnectionError, TimeoutError)" in repr(br)
+    assert Breaker(error_ratio=0.5, errors=OSError).errors == (OSError,)
+
+
+def test_calls_admitted_before_the_trip_change_no_state():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0.001)
+    early_ok, early_err = br.entry(), br.entry()
+    early_ok.__enter__()
+    early_err.__enter__()
+    with pytest.raises(OSError):
+        with br.entry():
+            raise OSError  # trips
+    assert br.state == "open"
+    probe = br.entry()
+    while True:
+        try:
+            probe.__enter__()
+            break
+        except BreakerOpenError:
+            pass
+    assert br.state == "half_open"
+    early_err.__exit__(OSError, OSError(), None)  # counted, decides nothing
+    assert br.state == "half_open"
+    early_ok.__exit__(None, None, None)
+    assert br.state == "half_open"
+    probe.__exit__(None, None, None)
+    assert br.state == "closed"
+    assert br.totals()["total"] == 4
+
+
+def test_bare_record_after_a_probe_is_the_probes():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    br.record(1, error=True, now_ns=S)
+    assert br.try_pass(now_ns=2 * S)
+    assert br.state == "half_open"
+    assert not br.try_pass(now_ns=2 * S)
+    assert br.retry_after(now_ns=2 * S) == 1.0
+    br.record(1, now_ns=2 * S)
+    assert br.state == "closed"
+    assert br.retry_after() is None
+
+
+def test_breaker_open_error():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=30, name="payments")
+    br.record(1, error=True)
+    with pytest.raises(BreakerOpenError) as info:
+        with br.entry():
+            pass
+    e = info.value
+    assert isinstance(e, BlockedError)
+    assert 29 < e.retry_after <= 30
+    assert e.breaker is br and e.limiter is br
+    assert "payments" in str(e)
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is BreakerOpenError and back.retry_after == e.retry_after
+    assert back.breaker is None
+
+
+def test_listeners_order_and_a_raising_listener(caplog):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    calls = []
+
+    @br.on_change
+    def bad(old, new, value):
+        calls.append(("bad", old, new))
+        raise RuntimeError("listener bug")
+
+    br.on_change(lambda old, new, value: calls.append(("good", old, new)))
+    with caplog.at_level(logging.ERROR, logger="slidewin"):
+        br.record(1, error=True, now_ns=S)
+    assert calls == [("bad", "closed", "open"), ("good", "closed", "open")]
+    assert "listener" in caplog.text
+    with pytest.raises(TypeError, match="callable"):
+        br.on_change(42)
+
+
+def test_listener_runs_after_the_lock_is_released():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    seen = []
+    # a listener that uses the breaker would deadlock if called under its lock
+    br.on_change(lambda old, new, value: seen.append((new, br.stats()["state"],
+                                                      br.try_pass())))
+    br.record(1, error=True)
+    # the listener's own try_pass made the probe (and told the listener first, nested)
+    assert seen == [("half_open", "half_open", False), ("open", "open", True)]
+
+
+def test_decorator_on_every_kind():
+    br = Breaker(error_count=1, min_requests=1, recovery_s=1000)
+
+    @br
+    def f(x):
+        if x:
+            raise ValueError(x)
+        return "ok"
+
+    @br
+    async def g(x):
+        if x:
+            raise ValueError(x)
+        return "ok"
+
+    @br
+    def gen():
+        yield 1
+        yield 2
+
+    @br
+    async def agen():
+        yield 1
+
+    async def drain():
+        return [i async for i in agen()]
+
+    assert f(0) == "ok" and asyncio.run(g(0)) == "ok"
+    assert list(gen()) == [1, 2] and asyncio.run(drain()) == [1]
+    assert f.limiter is br
+    with pytest.raises(ValueError):
+        f(1)
+    with pytest.raises(ValueError):
+        asyncio.run(g(1))  # 2 errors > 1: open
+    assert br.state == "open"
+    with pytest.raises(BreakerOpenError):
+        f(0)
+    with pytest.raises(BreakerOpenError):
+        asyncio.run(g(0))
+    with pytest.raises(BreakerOpenError):
+        list(gen())
+    with pytest.raises(BreakerOpenError):
+        asyncio.run(drain())
+
+    @br(on_block=lambda e, x: "cached %s" % x)
+    def h(x):
+        return "live"
+
+    assert h(7) == "cached 7"
+
+
+def test_update_keeps_the_state_and_window():
+    br = Breaker(error_ratio=0.9, min_requests=1)
+    c = Calls(br, S)
+    assert c.call(1) and c.call(1, error=True)
+    br.update(error_ratio=0.4)
+    assert br.error_ratio == 0.4 and br.stats(now_ns=c.t)["total"] == 2
+    assert c.call(1, error=True)  # 2/3 > 0.4
+    assert br.state == "open"
+    br.update(slow_rt_ms=100, slow_ratio=0.5, recovery_s=2, errors=OSError)
+    assert (br.error_ratio, br.slow_rt_ms, br.slow_ratio, br.recovery_s) == (None, 100, 0.5, 2.0)
+    assert br.errors == (OSError,)
+    assert br.state == "open"
+    with pytest.raises(ValueError, match="interval_ms"):
+        br.update(interval_ms=2000)
+    with pytest.raises(TypeError, match="bogus"):
+        br.update(bogus=1)
+    with pytest.raises(ValueError, match="exactly one"):
+        br.update(error_ratio=0.5, error_count=3)
+    assert br.slow_rt_ms == 100  # unchanged
+
+
+@pytest.mark.parametrize("kw, exc, param", [
+    (dict(error_ratio=1.5), ValueError, "error_ratio"),
+    (dict(error_ratio="a"), TypeError, "error_ratio"),
+    (dict(error_count=-1), ValueError, "error_count"),
+    (dict(error_count=1.5), TypeError, "error_count"),
+    (dict(error_count=True), TypeError, "error_count"),
+    (dict(slow_rt_ms=-1), ValueError, "slow_rt_ms"),
+    (dict(slow_rt_ms=10, slow_ratio=2), ValueError, "slow_ratio"),
+    (dict(error_ratio=0.5, slow_ratio=0.5), ValueError, "slow_ratio"),
+    (dict(error_ratio=0.5, error_count=1), ValueError, "error_ratio"),
+    (dict(), ValueError, "error_ratio"),
+    (dict(error_ratio=0.5, min_requests=-1), ValueError, "min_requests"),
+    (dict(error_ratio=0.5, recovery_s=-1), ValueError, "recovery_s"),
+    (dict(error_ratio=0.5, recovery_s=float("nan")), ValueError, "recovery_s"),
+    (dict(error_ratio=0.5, interval_ms=0), ValueError, "interval_ms"),
+    (dict(error_ratio=0.5, sample_count=3), ValueError, "interval_ms"),
+    (dict(error_ratio=0.5, sample_count=0), ValueError, "sample_count"),
+    (dict(error_ratio=0.5, errors="ValueError"), TypeError, "errors"),
+    (dict(error_ratio=0.5, errors=(ValueError, 3)), TypeError, "errors"),
+    (dict(error_ratio=0.5, name=""), ValueError, "name"),
+    (dict(error_ratio=0.5, bogus=1), TypeError, "bogus"),
+])
+def test_bad_configuration_names_the_parameter(kw, exc, param):
+    with pytest.raises(exc, match=param):
+        Breaker(**kw)
+
+
+def test_bad_calls_name_the_parameter():
+    br = Breaker(error_ratio=0.5)
+    with pytest.raises(ValueError, match="rt_ms"):
+        br.record(-1)
+    with pytest.raises(ValueError, match="rt_ms"):
+        br.record(float("inf"))
+    with pytest.raises(TypeError, match="rt_ms"):
+        br.record("1")
+    with pytest.raises(TypeError, match="rt_ms"):
+        br.record()
+    with pytest.raises(TypeError, match="error"):
+        br.record(1, error="yes")
+    with pytest.raises(ValueError, match="now_ns"):
+        br.try_pass(now_ns=-1)
+    with pytest.raises(TypeError, match="now_ns"):
+        br.retry_after(now_ns=1.5)
+    with pytest.raises(TypeError):
+        br.try_pass(1)
+    assert br.totals()["total"] == 0  # nothing counted
+
+
+def test_properties_repr_and_names():
+    br = Breaker(slow_rt_ms=200, slow_ratio=0.5, min_requests=10, recovery_s=30,
+                 interval_ms=10_000, sample_count=10, name="backend")
+    assert repr(br) == ("Breaker(slow_rt_ms=200, slow_ratio=0.5, min_requests=10, "
+                        "recovery_s=30.0, interval_ms=10000, sample_count=10, name='backend')")
+    assert (br.error_ratio, br.error_count, br.slow_rt_ms, br.slow_ratio) == (None, None, 200, 0.5)
+    assert (br.min_requests, br.recovery_s, br.interval_ms, br.sample_count) == (10, 30.0, 10_000, 10)
+    assert br.shared is None and br.name == "backend"
+    assert slidewin.limiters()["backend"] is br
+    assert repr(Breaker(error_ratio=0.5)) == "Breaker(error_ratio=0.5)"
+
+
+def test_sliding_window_with_buckets():
+    br = Breaker(error_count=2, min_requests=1, interval_ms=1000, sample_count=4)
+    c = Calls(br, 10 * S)
+    assert c.call(0, error=True) and c.call(0, error=True)
+    c.sleep(0.5)
+    assert c.call(0, error=True)  # 3 errors in the last second
+    assert br.state == "open"
+    br2 = Breaker(error_count=2, min_requests=1, interval_ms=1000, sample_count=4)
+    c = Calls(br2, 10 * S)
+    assert c.call(0, error=True) and c.call(0, error=True)
+    c.sleep(1.1)
+    assert c.call(0, error=True)  # the first two slid out
+    assert br2.state == "closed"
+
+
+# -- exactly one probe -------------------------------------------------------------------
+
+
+def test_exactly_one_probe_among_8_threads_repeated():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    n, rounds = 8, 200
+    barrier = threading.Barrier(n + 1)
+    passed = []
+    lock = threading.Lock()
+    t = [S]
+    br.record(1, error=True, now_ns=t[0])
+
+    def worker():
+        for _ in range(rounds):
+            barrier.wait()
+            ok = br.try_pass(now_ns=t[0])
+            if ok:
+                with lock:
+                    passed.append(1)
+            barrier.wait()
+            barrier.wait()
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for th in threads:
+        th.start()
+    counts = []
+    for r in range(rounds):
+        t[0] += S
+        del passed[:]
+        barrier.wait(timeout=30)
+        barrier.wait(timeout=30)
+        counts.append(len(passed))
+        if r % 2:
+            br.record(1, error=True, now_ns=t[0])  # the probe fails
+        else:
+            br.cancel(now_ns=t[0])  # the probe is cancelled: the next round probes again
+        barrier.wait(timeout=30)
+    for th in threads:
+        th.join(timeout=30)
+    assert counts == [1] * rounds
+    assert br.totals()["probes"] == rounds
+
+
+def test_exactly_one_probe_among_8_threads_with_entries():
+    # real entries on the real clock: the probe holds on until the 7 others were refused
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    for _ in range(30):
+        br.record(1, error=True)
+        assert br.state == "open"
+        start = threading.Barrier(8)
+        release = threading.Event()
+        entered, refused = [], []
+
+        def worker():
+            start.wait(timeout=30)
+            try:
+                with br.entry():
+                    entered.append(1)
+                    release.wait(timeout=30)
+                    raise ConnectionError  # the probe fails: open again
+            except BreakerOpenError:
+                refused.append(1)
+            except ConnectionError:
+                pass
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 30
+        while len(refused) < 7 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        release.set()
+        for th in threads:
+            th.join(timeout=30)
+        assert (len(entered), len(refused)) == (1, 7)
+        assert br.state == "open"
+
+
+def test_exactly_one_probe_among_200_asyncio_tasks_repeated():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+
+    async def one_round():
+        br.record(1, error=True)
+        entered = []
+        refused = []
+
+        async def task():
+            try:
+                async with br.entry():
+                    entered.append(1)
+                    await asyncio.sleep(0.01)
+                    raise TimeoutError
+            except BreakerOpenError:
+                refused.append(1)
+            except TimeoutError:
+                pass
+
+        await asyncio.gather(*(task() for _ in range(200)))
+        return len(entered), len(refused)
+
+    for _ in range(20):
+        assert asyncio.run(one_round()) == (1, 199)
+        assert br.state == "open"
+
+
+# -- a model of the states ----------------------------------------------------------------
+
+
+class BreakerModel:
+    """The states, tickets and a tumbling window (sample_count=1), in Python."""
+
+    def __init__(self, grade, threshold, slow_rt_ms, min_requests, recovery_ns, interval_ms):
+        self.grade, self.threshold, self.slow_rt_ms = grade, threshold, slow_rt_ms
+        self.min_requests, self.recovery_ns, self.interval_ms = (min_requests, recovery_ns,
+                                                                 interval_ms)
+        self.state, self.gen, self.next_ns = "closed", 0, 0
+        self.bucket, self.counts = None, [0, 0, 0]
+
+    def ticket(self):
+        return (self.gen, self.state)
+
+    def _move(self, state):
+        self.state = state
+        self.gen += 1
+
+    def _bucket_of(self, t_ns):
+        ms = t_ns // MS
+        start = ms - ms % self.interval_ms
+        if start != self.bucket:
+            self.bucket, self.counts = start, [0, 0, 0]
+
+    def try_pass(self, t):
+        if self.state == "closed":
+            return self.ticket()
+        if self.state == "open" and t >= self.next_ns:
+            self._move("half_open")
+            return self.ticket()
+        return None
+
+    def record(self, ticket, rt, error, t):
+        slow = self.grade == "slow" and rt > self.slow_rt_ms
+        self._bucket_of(t)
+        self.counts[0] += 1
+        self.counts[1] += error
+        self.counts[2] += slow
+        if ticket is not None and ticket != self.ticket():
+            return
+        if self.state == "half_open":
+            if error or slow:
+                self.next_ns = t + self.recovery_ns
+                self._move("open")
+            else:
+                self.bucket, self.counts = None, [0, 0, 0]
+                self._move("closed")
+        elif self.state == "closed":
+            total, errors, slows = self.counts
+            if total < self.min_requests:
+                return
+            value = {"ratio": errors / total, "count": errors, "slow": slows / total}[self.grade]
+            if value > self.threshold or (self.grade == "slow" and value == 1.0 == self.threshold):
+                self.next_ns = t + self.recovery_ns
+                self._move("open")
+
+    def cancel(self, ticket):
+        if self.state == "half_open" and (ticket is None or ticket == self.ticket()):
+            self._move("open")
+
+    def window(self, t):
+        self._bucket_of(t)
+        return self.counts
+
+
+class BreakerMachine(RuleBasedStateMachine):
+    @initialize(grade=st.sampled_from(["ratio", "count", "slow"]),
+                ratio=st.sampled_from([0.0, 0.25, 0.5, 1.0]), count=st.integers(0, 3),
+                min_requests=st.integers(0, 4), recovery_ms=st.sampled_from([0, 10, 100]),
+                interval_ms=st.sampled_from([50, 100, 1000]))
+    def setup(self, grade, ratio, count, min_requests, recovery_ms, interval_ms):
+        kw = dict(min_requests=min_requests, recovery_s=recovery_ms / 1000,
+                  interval_ms=interval_ms)
+        if grade == "ratio":
+            self.br, threshold = Breaker(error_ratio=ratio, **kw), ratio
+        elif grade == "count":
+            self.br, threshold = Breaker(error_count=count, **kw), count
+        else:
+            self.br, threshold = Breaker(slow_rt_ms=20, slow_ratio=ratio, **kw), ratio
+        self.model = BreakerModel(grade, threshold, 20, min_requests, recovery_ms * MS,
+                                  interval_ms)
+        self.t = 10 * S
+        self.open_calls = []  # (real ticket, model ticket)
+
+    @rule(dt=st.sampled_from([0, 1, 5, 20, 60, 150, 1200]))
+    def advance(self, dt):
+        self.t += dt * MS
+
+    @rule()
+    def try_pass(self):
+        real = self.br._pass(now_ns=self.t)
+        model = self.model.try_pass(self.t)
+        assert (real is None) == (model is None)
+        if real is not None:
+            self.open_calls.append((real, model))
+
+    @precondition(lambda self: self.open_calls)
+    @rule(i=st.integers(0, 100), rt=st.sampled_from([0, 5, 20, 21, 100]), error=st.booleans())
+    def record(self, i, rt, error):
+        real, model = self.open_calls.pop(i % len(self.open_calls))
+        self.br._record(real, rt, error, self.t)
+        self.model.record(model, rt, error, self.t)
+
+    @precondition(lambda self: self.open_calls)
+    @rule(i=st.integers(0, 100))
+    def cancel(self, i):
+        real, model = self.open_calls.pop(i % len(self.open_calls))
+        assert self.br._cancel(real) == (self.model.state == "half_open" and
+                                          model == self.model.ticket())
+        self.model.cancel(model)
+
+    @rule(rt=st.sampled_from([0, 21]), error=st.booleans())
+    def bare_record(self, rt, error):
+        self.br.record(rt, error=error, now_ns=self.t)
+        self.model.record(None, rt, error, self.t)
+
+    @rule()
+    def bare_cancel(self):
+        self.br.cancel()
+        self.model.cancel(None)
+
+    @invariant()
+    def same_state(self):
+        if not hasattr(self, "br"):
+            return
+        assert self.br.state == self.model.state
+        s = self.br.stats(now_ns=self.t)
+        assert [s["total"], s["errors"], s["slow"]] == self.model.window(self.t)
+
+
+TestBreakerModel = BreakerMachine.TestCase
+TestBreakerModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
+                                     suppress_health_check=[HealthCheck.too_slow])
