@@ -9,7 +9,8 @@ is released.
 """
 import logging
 import time
-from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar, Union, overload
+from typing import (Any, Callable, List, Optional, Tuple, Type, TypeVar, Union, cast,
+                    overload)
 
 from . import _core
 from ._limiter import _MISSING, _check_on_block, _decorate_entries
@@ -81,7 +82,7 @@ class _BreakerEntry:
         self._start = _monotonic_ns()
         return self
 
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         ticket = self._ticket
         if ticket is None:
             raise RuntimeError("exit of a breaker entry that is not entered")
@@ -94,13 +95,12 @@ class _BreakerEntry:
         else:
             br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
                        issubclass(et, br._errors))
-        return False
 
     async def __aenter__(self) -> "_BreakerEntry":
         return self.__enter__()
 
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> bool:
-        return self.__exit__(et, ev, tb)
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        self.__exit__(et, ev, tb)
 
 
 class Breaker(_core.Breaker):
@@ -146,10 +146,10 @@ class Breaker(_core.Breaker):
     ) -> "Breaker":
         checked = _check_errors(errors)
         handler = _check_on_block(on_block)
-        self = super().__new__(
+        self = cast("Breaker", super().__new__(
             cls, error_ratio=error_ratio, error_count=error_count, slow_rt_ms=slow_rt_ms,
             slow_ratio=slow_ratio, min_requests=min_requests, recovery_s=recovery_s,
-            interval_ms=interval_ms, sample_count=sample_count, shared=shared, name=name)
+            interval_ms=interval_ms, sample_count=sample_count, shared=shared, name=name))
         self._errors = checked
         self._listeners = []
         self._on_block = handler

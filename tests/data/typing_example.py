@@ -151,3 +151,27 @@ both.charge(0, 10, 0)
 @both
 def in_group(x: int) -> int:
     return x
+
+def _breaker() -> None:
+    from slidewin import Breaker, BreakerOpenError
+
+    br = Breaker(error_ratio=0.5, errors=(ConnectionError,), name="backend")
+
+    @br
+    def fetch(url: str) -> bytes:
+        return url.encode()
+
+    @br.on_change
+    def changed(old: str, new: str, value: Optional[float]) -> None:
+        pass
+
+    try:
+        with br.entry():
+            data: bytes = fetch("x")
+    except BreakerOpenError as e:
+        wait: Optional[float] = e.retry_after
+        del wait
+    ok: bool = br.try_pass(now_ns=0)
+    br.record(12.5, error=False)
+    state: str = br.state
+    del data, ok, state
