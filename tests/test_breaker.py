@@ -3,10 +3,16 @@ among threads and asyncio tasks, outcomes (errors=, cancels, calls admitted befo
 listeners, the decorator, bad input, and a hypothesis state machine against a model."""
 
 import asyncio
+import gc
 import logging
+import multiprocessing as mp
+import os
 import pickle
+import signal
+import struct
 import threading
 import time
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -691,3 +697,127 @@ class BreakerMachine(RuleBasedStateMachine):
 TestBreakerModel = BreakerMachine.TestCase
 TestBreakerModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                      suppress_health_check=[HealthCheck.too_slow])
+
+
+# -- shared="name": one breaker for the processes of a host ---------------------------------
+
+
+@pytest.fixture
+def shm_name():
+    n = "swbrk-%d-%s" % (os.getpid(), uuid.uuid4().hex[:10])
+    yield n
+    slidewin.unlink(n)
+
+
+BRK = dict(error_count=0, min_requests=1, recovery_s=1)
+
+
+def _probe_rounds(name, rounds, barrier, passed, t0):
+    br = Breaker(**BRK, shared=name)
+    for r in range(rounds):
+        barrier.wait(30)
+        if br.try_pass(now_ns=t0 + (r + 1) * S):
+            with passed.get_lock():
+                passed.value += 1
+        barrier.wait(30)
+        barrier.wait(30)
+
+
+def test_shared_exactly_one_probe_among_4_processes_repeated(shm_name):
+    ctx = mp.get_context("fork")
+    rounds, t0 = 100, 10 * S
+    br = Breaker(**BRK, shared=shm_name)
+    br.record(1, error=True, now_ns=t0)
+    barrier = ctx.Barrier(5)
+    passed = ctx.Value("i", 0)
+    procs = [ctx.Process(target=_probe_rounds, args=(shm_name, rounds, barrier, passed, t0))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    counts = []
+    try:
+        for r in range(rounds):
+            passed.value = 0
+            barrier.wait(30)
+            barrier.wait(30)
+            counts.append(passed.value)
+            assert br.state == "half_open"
+            if r % 2:
+                br.record(1, error=True, now_ns=t0 + (r + 1) * S)  # another process's probe
+            else:
+                br.cancel()
+            assert br.state == "open"
+            barrier.wait(30)
+    finally:
+        for p in procs:
+            p.join(30)
+    assert counts == [1] * rounds
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert br.totals()["probes"] == rounds
+
+
+def _take_the_probe_and_hang(name, ready):
+    br = Breaker(**BRK, shared=name)
+    assert br.try_pass()
+    assert br.state == "half_open"
+    ready.set()
+    time.sleep(600)
+
+
+def test_shared_probe_of_a_killed_process_is_cancelled_within_1_s(shm_name):
+    ctx = mp.get_context("fork")
+    br = Breaker(**dict(BRK, recovery_s=0), shared=shm_name)
+    for _ in range(3):
+        br.record(1, error=True)
+        assert br.state == "open"
+        ready = ctx.Event()
+        p = ctx.Process(target=_take_the_probe_and_hang, args=(shm_name, ready))
+        p.start()
+        assert ready.wait(30)
+        assert not br.try_pass()  # the other process holds the probe
+        os.kill(p.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        p.join(10)
+        while not br.try_pass():  # a refused caller looks whether the probe's owner lives
+            assert time.monotonic() - killed < 1.0, "a dead process's probe held over 1 s"
+            time.sleep(0.01)
+        assert br.state == "half_open"  # this process is the probe now
+        br.record(1)
+        assert br.state == "closed"
+    assert br.totals()["cancelled"] == 3
+
+
+def test_shared_state_and_settings_per_process(shm_name):
+    a = Breaker(error_ratio=0.5, min_requests=1, shared=shm_name)
+    b = Breaker(error_count=5, min_requests=1, shared=shm_name, name="other")
+    assert a.name == shm_name and b.name == "other"
+    a.record(1, error=True, now_ns=S)  # 1/1 > 0.5 for a
+    assert b.state == "open" and b.stats(now_ns=S)["errors"] == 1
+    with pytest.raises(ValueError, match="interval_ms"):
+        Breaker(error_ratio=0.5, interval_ms=2000, shared=shm_name)
+    with pytest.raises(ValueError, match="Breaker"):
+        slidewin.Limiter(qps=5, shared=shm_name)
+
+
+def _state_offset(path):
+    with open(path, "rb") as f:
+        head = f.read(80)
+    return struct.unpack_from("<Q", head, 72)[0]
+
+
+@pytest.mark.parametrize("field, offset, value", [
+    ("magic", 0, b"\0\0\0\0"),
+    ("size", 4, b"\1\0\0\0"),
+    ("state word", 24, (3).to_bytes(8, "little")),
+    ("ring", 8 * 16 + 16, (99).to_bytes(4, "little")),
+])
+def test_a_crafted_shared_region_is_refused(shm_name, field, offset, value):
+    Breaker(error_ratio=0.5, shared=shm_name)
+    gc.collect()
+    path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + shm_name)
+    off = _state_offset(path)
+    with open(path, "r+b") as f:
+        f.seek(off + offset)
+        f.write(value)
+    with pytest.raises(ValueError):
+        Breaker(error_ratio=0.5, shared=shm_name)
