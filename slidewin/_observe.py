@@ -19,17 +19,18 @@ LIMITER_COUNTS = ("pass", "block", "exception", "success", "occupied_pass", "rt"
 class Reading:
     """One region or one named object of this process, at one moment.
 
-    kind: "limiter", "keyed" or "metric"; source: "region" (a file of the folder) or "local"
+    kind: "limiter", "keyed", "metric" or "breaker"; source: "region" (a file of the folder) or "local"
     (an object of this process that no region read covers). totals: the lifetime totals
     (None for a Metric). window: the counts over the window (a Metric: one per event).
     keys / evicted: a KeyedLimiter's, else None. adaptive_limit: an AdaptiveLimiter's
     learned limit (a region's once one has decided on it), else None. waiters: processes blocked waiting for a
-    release (regions only, else None). error: why a region could not be read (the other
+    release (regions only, else None). state: a Breaker's ("closed", "open", "half_open"),
+    else None; its window holds total, errors and slow. error: why a region could not be read (the other
     fields are then empty)."""
 
     __slots__ = ("name", "kind", "source", "path", "totals", "window", "window_s",
                  "in_flight", "waiting", "waiters", "keys", "evicted", "created_unix_ns",
-                 "error", "adaptive_limit")
+                 "error", "adaptive_limit", "state")
 
     def __init__(self, name: str, kind: str, source: str, path: Optional[str] = None) -> None:
         self.name = name
@@ -47,6 +48,7 @@ class Reading:
         self.created_unix_ns: Optional[int] = None
         self.error: Optional[str] = None
         self.adaptive_limit: Optional[int] = None
+        self.state: Optional[str] = None
 
     def window_rate(self, count: str) -> Optional[float]:
         """A window count per second (None when the window does not hold that count)."""
@@ -112,6 +114,8 @@ def _from_region(r: Dict[str, Any], path: str) -> Reading:
     row.created_unix_ns = r.get("created_unix_ns")
     if r.get("adaptive_limit") is not None:
         row.adaptive_limit = int(r["adaptive_limit"])
+    if r["kind"] == "breaker":
+        row.state = str(r.get("state"))
     return row
 
 
@@ -167,6 +171,14 @@ def read_local(skip_files: Optional[Set[Tuple[int, int]]] = None) -> Iterator[Re
 
 
 def _from_object(name: str, obj: Any) -> Reading:
+    if isinstance(obj, _core.Breaker):
+        row = Reading(name, "breaker", "local")
+        row.totals = dict(obj.totals())
+        st = obj.stats()
+        row.window = {k: int(st[k]) for k in ("total", "errors", "slow")}
+        row.window_s = max(obj.interval_ms, 1) / 1000.0
+        row.state = str(st["state"])
+        return row
     if isinstance(obj, _core.Metric):
         row = Reading(name, "metric", "local")
         row.window = {ev: int(obj.sum(ev)) for ev in obj.events}

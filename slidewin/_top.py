@@ -4,7 +4,8 @@ A terminal table (curses, refreshed each --interval seconds) of the regions of t
 (SLIDEWIN_SHM_DIR or /dev/shm, --folder to override): per limiter its passes and blocks per
 second (from the lifetime totals between two refreshes) and over its sliding window, the
 requests in flight, the prioritized passes waiting, the window's average RT, the lifetime
-totals and a keyed limiter's keys. Keys: p, b, i, n sort by pass/s, block/s, in-flight, name;
+totals and a keyed limiter's keys; per circuit breaker its state and its window's calls,
+errors and slow calls. Keys: p, b, i, n sort by pass/s, block/s, in-flight, name;
 q quits. Regions are read, never attached: watching changes nothing.
 
 --once prints one plain table to stdout (rates over the sliding window) and exits; --json
@@ -49,7 +50,7 @@ class Sampler:
         rates: Rates = {}
         seen = {}
         for r in rows:
-            if r.error is not None or r.totals is None or r.path is None:
+            if r.error is not None or r.totals is None or r.path is None or r.kind == "breaker":
                 continue
             prev = self._last.get(r.path)
             seen[r.path] = (t, r.created_unix_ns, dict(r.totals))
@@ -162,6 +163,14 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
             notes[len(cells)] = "window: " + " ".join(f"{k}={v}" for k, v in r.window.items())
             cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
             continue
+        if r.kind == "breaker":
+            # a circuit breaker: its state and what its trip test reads, in the note
+            t = r.totals or {}
+            notes[len(cells)] = "state=%s window: %s; opened=%s refused=%s" % (
+                r.state, " ".join(f"{k}={v}" for k, v in r.window.items()),
+                t.get("opened", 0), t.get("refused", 0))
+            cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
+            continue
         cells.append([c[2](r, x) for c in cols])
     widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
     gap = "  "
@@ -185,6 +194,7 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
             "in_flight": r.in_flight, "waiting": r.waiting, "waiters": r.waiters,
             "avg_rt_ms": r.avg_rt_ms, "totals": r.totals, "window": r.window or None,
             "keys": r.keys, "evicted": r.evicted, "adaptive_limit": r.adaptive_limit,
+            "state": r.state,
         })
     return out
 

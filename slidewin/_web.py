@@ -30,6 +30,7 @@ from typing import (
 )
 
 from . import _core
+from ._breaker import BreakerOpenError
 from ._event import Event
 
 __all__ = ["client_ip"]
@@ -600,7 +601,7 @@ def problem(status: int) -> bytes:
     """The default body: RFC 9457 problem details."""
     detail = {
         429: "request rate limit exceeded; retry after the Retry-After seconds",
-        503: "too many requests in progress; retry later",
+        503: "too many requests in progress, or a backend is failing; retry later",
     }.get(status, "request refused by the rate limiter")
     doc = {"type": "about:blank", "title": reason(status), "status": status, "detail": detail}
     return json.dumps(doc, separators=(",", ":")).encode()
@@ -711,6 +712,8 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
 
 
 def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[Tuple[str, str]]:
+    if isinstance(limiter, _core.Breaker):
+        return []  # a circuit breaker has no quota to tell
     out = [("RateLimit-Policy", policy_header(limiter, threshold))]
     r = remaining(limiter, keyed)
     if r is not None:
@@ -729,6 +732,9 @@ def refusal_fields(
     """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
     pass (a QPS refusal; a concurrency one only with a known retry_after), none when the
     request's limit is 0 (it is never admitted); the RateLimit fields with `headers`."""
+    if isinstance(limiter, _core.Breaker) or isinstance(error, BreakerOpenError):
+        # a circuit breaker is open: the service behind is failing, not the client too fast
+        return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
     conc = is_concurrency(limiter)
     code = concurrency_status if conc else status
     if threshold is _OWN:

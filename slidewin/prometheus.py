@@ -36,7 +36,11 @@ times in seconds (docs/metrics.md):
   ``slidewin_window_avg_rt_seconds``;
 - keyed: ``slidewin_keys`` (keys held) and ``slidewin_evicted_total``;
 - an AdaptiveLimiter: ``slidewin_adaptive_limit{limiter}``, the limit it enforces now;
-- a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window).
+- a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window);
+- a Breaker (label ``breaker``): ``slidewin_breaker_state`` (0 closed, 1 open, 2
+  half-open), ``slidewin_breaker_transitions_total{to=open|half_open|closed}``,
+  ``slidewin_breaker_calls_total{outcome=total|errors|slow|refused}`` (``totals()``) and
+  ``slidewin_breaker_window_calls{outcome=total|errors|slow}`` (``stats()``).
 
 A region that vanishes or is damaged between the listing and the read is left out of that
 scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin[prometheus]"``.
@@ -111,11 +115,26 @@ class _Families:
                                 labels=["limiter"])
         self.events = g("slidewin_metric_window_events", "A Metric's counts over its "
                         "sliding window, by event.", labels=["metric", "event"])
+        self.breaker_state = g("slidewin_breaker_state", "A circuit breaker's state: 0 "
+                               "closed, 1 open, 2 half-open (its probe out).",
+                               labels=["breaker"])
+        self.breaker_transitions = c("slidewin_breaker_transitions", "Changes of a circuit "
+                                     "breaker's state since it was created, by the state "
+                                     "entered.", labels=["breaker", "to"])
+        self.breaker_calls = c("slidewin_breaker_calls", "A circuit breaker's lifetime "
+                               "counts: total (outcomes recorded), errors, slow (of those), "
+                               "refused (calls it did not let through).",
+                               labels=["breaker", "outcome"])
+        self.breaker_window = g("slidewin_breaker_window_calls", "A circuit breaker's "
+                                "outcomes over its window (total, errors, slow): what its "
+                                "trip test reads.", labels=["breaker", "outcome"])
 
     def all(self) -> List[Metric]:
         return [self.decisions, self.completions, self.requests, self.occupied, self.rt, self.in_flight,
                 self.waiting, self.waiters, self.window_decisions, self.window_completions,
-                self.avg_rt, self.keys, self.evicted, self.events, self.adaptive_limit]
+                self.avg_rt, self.keys, self.evicted, self.events, self.adaptive_limit,
+                self.breaker_state, self.breaker_transitions, self.breaker_calls,
+                self.breaker_window]
 
 
 class Collector:
@@ -155,6 +174,9 @@ class Collector:
                 for event, n in row.window.items():
                     fam.events.add_metric([name, event], n)
                 continue
+            if row.kind == "breaker":
+                _breaker_rows(fam, name, row)
+                continue
             labels = [name, row.kind]
             created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
             totals = row.totals or {}
@@ -192,6 +214,21 @@ class Collector:
         for f in fam.all():
             if f.samples:
                 yield f
+
+
+BREAKER_STATES = {"closed": 0, "open": 1, "half_open": 2}
+
+
+def _breaker_rows(fam: _Families, name: str, row: "_observe.Reading") -> None:
+    created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
+    totals = row.totals or {}
+    fam.breaker_state.add_metric([name], BREAKER_STATES.get(row.state or "", 0))
+    for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
+        fam.breaker_transitions.add_metric([name, to], totals.get(key, 0), created=created)
+    for outcome in ("total", "errors", "slow", "refused"):
+        fam.breaker_calls.add_metric([name, outcome], totals.get(outcome, 0), created=created)
+    for outcome in ("total", "errors", "slow"):
+        fam.breaker_window.add_metric([name, outcome], row.window.get(outcome, 0))
 
 
 def _unique(row: "_observe.Reading", taken: Set[str]) -> str:

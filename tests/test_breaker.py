@@ -4,12 +4,15 @@ listeners, the decorator, bad input, and a hypothesis state machine against a mo
 
 import asyncio
 import gc
+import json
 import logging
 import multiprocessing as mp
 import os
 import pickle
 import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -821,3 +824,118 @@ def test_a_crafted_shared_region_is_refused(shm_name, field, offset, value):
         f.write(value)
     with pytest.raises(ValueError):
         Breaker(error_ratio=0.5, shared=shm_name)
+
+
+# -- the web middlewares ------------------------------------------------------------------
+
+
+def _asgi_call(app):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [],
+             "client": ("127.0.0.1", 1234), "query_string": b""}
+    asyncio.run(app(scope, receive, send))
+    start = sent[0]
+    return start["status"], {k.decode().lower(): v.decode() for k, v in start["headers"]}
+
+
+def test_asgi_middleware_answers_an_open_breaker_with_503_and_retry_after():
+    from slidewin.asgi import LimitMiddleware
+
+    br = Breaker(error_count=0, min_requests=1, recovery_s=30)
+    fail = [True]
+
+    async def app(scope, receive, send):
+        if fail[0]:
+            raise ConnectionError("backend down")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    mw = LimitMiddleware(app, br)
+    with pytest.raises(ConnectionError):
+        _asgi_call(mw)  # the app's error is the breaker's: it opens
+    assert br.state == "open"
+    fail[0] = False
+    status, headers = _asgi_call(mw)
+    assert status == 503
+    assert 29 <= int(headers["retry-after"]) <= 30
+
+
+def test_wsgi_middleware_answers_an_open_breaker_with_503_and_retry_after():
+    from slidewin.wsgi import LimitMiddleware
+
+    br = Breaker(error_count=0, min_requests=1, recovery_s=30)
+    br.record(1, error=True)
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    seen = []
+    body = LimitMiddleware(app, br)({"REQUEST_METHOD": "GET", "PATH_INFO": "/",
+                                     "REMOTE_ADDR": "127.0.0.1"},
+                                    lambda status, headers, exc_info=None: seen.append(
+                                        (status, dict(headers))))
+    b"".join(body)
+    status, headers = seen[0]
+    assert status.startswith("503")
+    assert 29 <= int(headers["Retry-After"]) <= 30
+
+
+# -- observers: read_region, Prometheus, top -----------------------------------------------
+
+
+def test_read_region_of_a_shared_breaker(shm_name):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=5, shared=shm_name)
+    br.record(1, error=True, now_ns=S)
+    path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + shm_name)
+    r = slidewin._core.read_region(path, now_ns=S)
+    assert r["kind"] == "breaker" and r["state"] == "open" and r["name"] == shm_name
+    assert r["window"] == {"total": 1, "errors": 1, "slow": 0}
+    assert r["totals"] == br.totals()
+
+
+def test_prometheus_breaker_series(shm_name):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from slidewin.prometheus import Collector
+
+    shared = Breaker(error_count=0, min_requests=1, recovery_s=0, shared=shm_name)
+    private = Breaker(error_ratio=0.5, name="brk-private-%s" % shm_name)
+    shared.record(1, error=True)
+    assert shared.try_pass()  # half-open
+    reg = prometheus_client.CollectorRegistry()
+    reg.register(Collector())
+
+    def value(name, **labels):
+        return reg.get_sample_value(name, labels)
+
+    assert value("slidewin_breaker_state", breaker=shm_name) == 2
+    assert value("slidewin_breaker_state", breaker=private.name) == 0
+    assert value("slidewin_breaker_transitions_total", breaker=shm_name, to="open") == 1
+    assert value("slidewin_breaker_transitions_total", breaker=shm_name, to="half_open") == 1
+    assert value("slidewin_breaker_transitions_total", breaker=shm_name, to="closed") == 0
+    shared.record(1)
+    assert value("slidewin_breaker_state", breaker=shm_name) == 0
+    assert value("slidewin_breaker_transitions_total", breaker=shm_name, to="closed") == 1
+
+
+def test_top_shows_breakers(shm_name):
+    from slidewin import _top
+
+    br = Breaker(error_count=0, min_requests=1, recovery_s=5, shared=shm_name)
+    br.record(1, error=True)
+    sampler = _top.Sampler(None)
+    sampler.sample()
+    rows, rates = sampler.sample()  # a breaker row has no pass/block totals: no KeyError
+    lines = _top.table([r for r in rows if r.name == shm_name], rates, live=True)
+    assert "breaker" in lines[1] and "state=open" in lines[1] and "errors=1" in lines[1]
+    out = subprocess.run([sys.executable, "-m", "slidewin", "top", "--once", "--json"],
+                         stdout=subprocess.PIPE, universal_newlines=True, timeout=60).stdout
+    row = [r for r in json.loads(out) if r["name"] == shm_name][0]
+    assert row["kind"] == "breaker" and row["state"] == "open"

@@ -18,6 +18,7 @@
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
+#include "breaker.h"
 #include "shared.h"
 
 #include <dirent.h>
@@ -165,7 +166,7 @@ PyObject *totals_dict(const struct sw_totals *t)
 
 /* ---- read_region ----------------------------------------------------------------------- */
 
-static const char *const kind_names[] = {"", "metric", "limiter", "keyed"};
+static const char *const kind_names[] = {"", "metric", "limiter", "keyed", "breaker"};
 
 /* A read-only snapshot of a region: the header and the statistics, copied. */
 struct peek {
@@ -275,6 +276,13 @@ static int peek_region(const char *path, struct peek *pk)
         size_t need = sw_lstate_size(h->interval_ms, h->sample_count);
         if (need == 0 || need != h->state_size || h->max_keys != 0 || h->n_events != 0) {
             peek_fail("a damaged limiter region (its layout)", path);
+            goto done;
+        }
+        pk->copied = need;
+    } else if (h->kind == SW_KIND_BREAKER) {
+        size_t need = sw_bstate_size(h->interval_ms, h->sample_count);
+        if (need == 0 || need != h->state_size || h->max_keys != 0 || h->n_events != 0) {
+            peek_fail("a damaged Breaker region (its layout)", path);
             goto done;
         }
         pk->copied = need;
@@ -426,7 +434,17 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     PyObject *out = NULL, *window = NULL, *totals = Py_None, *name = NULL, *file = NULL;
     Py_INCREF(Py_None);
     long long in_flight = 0, keys = -1, evicted = -1, adaptive_limit = -1;
-    if (h->kind == SW_KIND_METRIC) {
+    const char *bstate = NULL;
+    if (h->kind == SW_KIND_BREAKER) {
+        PyObject *bt = NULL;
+        int brc = breaker_peek(pk.copy, pk.copied, h->interval_ms, h->sample_count, now,
+                               &window, &bt, &bstate);
+        if (brc > 0)
+            peek_fail("a damaged Breaker region (its state)", path);
+        if (brc != 0)
+            goto fail;
+        Py_SETREF(totals, bt);
+    } else if (h->kind == SW_KIND_METRIC) {
         struct metric_mem *mem = (struct metric_mem *)(void *)pk.copy;
         struct sw_leap *l = (struct sw_leap *)(void *)mem->leap;
         if (l->interval_ms != h->interval_ms || l->sample_count != h->sample_count ||
@@ -504,6 +522,13 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
         PyObject *v = PyLong_FromLongLong(adaptive_limit);
         int bad = v == NULL || PyDict_SetItemString(out, "adaptive_limit", v) < 0;
         Py_XDECREF(v);
+        if (bad)
+            goto fail;
+    }
+    if (bstate != NULL) {
+        PyObject *sv = PyUnicode_FromString(bstate);
+        int bad = sv == NULL || PyDict_SetItemString(out, "state", sv) < 0;
+        Py_XDECREF(sv);
         if (bad)
             goto fail;
     }
