@@ -31,7 +31,7 @@ if HERE not in sys.path:
 import cases  # noqa: E402
 
 SECTIONS = ["decision", "threads", "gil", "accuracy", "memory", "shared", "keyed", "waiters",
-            "redis", "adaptive", "all_of"]
+            "redis", "adaptive", "all_of", "breaker"]
 
 FULL = {
     "target_s": 0.08,    # one timing of one decision case
@@ -143,6 +143,7 @@ def _modules() -> Dict[str, Any]:
     import bench_accuracy
     import bench_adaptive
     import bench_all_of
+    import bench_breaker
     import bench_decision
     import bench_gil
     import bench_keyed
@@ -155,7 +156,7 @@ def _modules() -> Dict[str, Any]:
     return {"waiters": bench_waiters, "decision": bench_decision, "threads": bench_threads, "gil": bench_gil,
             "accuracy": bench_accuracy, "memory": bench_memory, "shared": bench_shared,
             "keyed": bench_keyed, "redis": bench_redis, "adaptive": bench_adaptive,
-            "all_of": bench_all_of}
+            "all_of": bench_all_of, "breaker": bench_breaker}
 
 
 def headline(results: Dict[str, Any]) -> str:

@@ -298,7 +298,7 @@ bool sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *tic
     struct sw_bstate *st = v->st;
     lock_b(v);
     if (now_ns == SW_NOW)
-        now_ns = sw_time_ns();
+        now_ns = sw_time_coarse_ns();
     bool passed = pass_locked(v, now_ns, ticket, chg);
     uint64_t owner = 0;
     if (!passed) {
@@ -328,11 +328,13 @@ bool sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *tic
 }
 
 /* The grade's value over the window and whether it trips. */
-static bool trips(const struct sw_brule *r, int64_t total, int64_t errors, int64_t slow,
-                  double *value)
+static bool trips(const struct sw_brule *r, const struct sw_leap *l, double *value)
 {
+    int64_t total = sw_leap_held_sum(l, SW_BRK_EV_TOTAL);
     if (total <= 0 || total < r->min_requests)
         return false;
+    int64_t errors = r->grade == SW_BRK_SLOW_RATIO ? 0 : sw_leap_held_sum(l, SW_BRK_EV_ERRORS);
+    int64_t slow = r->grade == SW_BRK_SLOW_RATIO ? sw_leap_held_sum(l, SW_BRK_EV_SLOW) : 0;
     switch (r->grade) {
     case SW_BRK_ERROR_RATIO:
         *value = (double)errors / (double)total;
@@ -358,14 +360,18 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
     /* the settings are read under the lock (sw_bview_set_rule swaps them under it) */
     bool slow = r->slow_rt_ms >= 0 && rt_ms > (double)r->slow_rt_ms;
     if (now_ns == SW_NOW)
-        now_ns = sw_time_ns();
+        now_ns = sw_time_coarse_ns(); /* window math on ms buckets: the coarse clock */
     struct sw_leap *l = sw_bstate_leap(st);
     int64_t t = sw_leap_clamp(l, sw_ms_of_ns(now_ns));
-    sw_leap_add_at(l, NULL, SW_BRK_EV_TOTAL, 1, t);
+    /* the head's slot, refreshed once: the three counts are one cache line */
+    int64_t *slot = sw_leap_refresh(l, NULL, t);
+    slot[SW_SLOT_COUNTS + SW_BRK_EV_TOTAL] = sw_sat_add(slot[SW_SLOT_COUNTS + SW_BRK_EV_TOTAL], 1);
     if (error)
-        sw_leap_add_at(l, NULL, SW_BRK_EV_ERRORS, 1, t);
+        slot[SW_SLOT_COUNTS + SW_BRK_EV_ERRORS] =
+            sw_sat_add(slot[SW_SLOT_COUNTS + SW_BRK_EV_ERRORS], 1);
     if (slow)
-        sw_leap_add_at(l, NULL, SW_BRK_EV_SLOW, 1, t);
+        slot[SW_SLOT_COUNTS + SW_BRK_EV_SLOW] =
+            sw_sat_add(slot[SW_SLOT_COUNTS + SW_BRK_EV_SLOW], 1);
     st->totals[SW_BRK_T_TOTAL] = sw_sat_add(st->totals[SW_BRK_T_TOTAL], 1);
     if (error)
         st->totals[SW_BRK_T_ERRORS] = sw_sat_add(st->totals[SW_BRK_T_ERRORS], 1);
@@ -385,9 +391,7 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
             }
         } else if (s == SW_BRK_CLOSED) {
             double value = 0.0;
-            if (trips(r, sw_leap_held_sum(l, SW_BRK_EV_TOTAL),
-                      sw_leap_held_sum(l, SW_BRK_EV_ERRORS),
-                      sw_leap_held_sum(l, SW_BRK_EV_SLOW), &value)) {
+            if (trips(r, l, &value)) {
                 st->next_ns = sw_sat_add(now_ns, r->recovery_ns);
                 change(st, chg, w, SW_BRK_OPEN, value);
             }
@@ -434,7 +438,7 @@ int64_t sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns)
         return -1;
     lock_b(v);
     if (now_ns == SW_NOW)
-        now_ns = sw_time_ns();
+        now_ns = sw_time_coarse_ns();
     int64_t r = retry_locked(v, now_ns);
     unlock_b(v);
     return r;
@@ -444,7 +448,7 @@ void sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_st
 {
     lock_b(v);
     if (now_ns == SW_NOW)
-        now_ns = sw_time_ns();
+        now_ns = sw_time_coarse_ns();
     struct sw_leap *l = sw_bstate_leap(v->st);
     int64_t t = sw_leap_clamp(l, sw_ms_of_ns(now_ns));
     out->total = sw_leap_sum_at(l, NULL, SW_BRK_EV_TOTAL, t);

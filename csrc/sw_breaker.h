@@ -166,7 +166,8 @@ void sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
  * lets exactly one caller through as the probe (OPEN -> HALF_OPEN); HALF_OPEN refuses (a
  * shared state's probe held by a dead process is cancelled first, checked at most every
  * 100 ms, and the caller may probe).
- * @param now_ns the time, or SW_NOW (the clock, read under the lock)
+ * @param now_ns the time, or SW_NOW (the coarse clock, sw_time_coarse_ns, read under the
+ *        lock: every time of a breaker is on it)
  * @param ticket receives the ticket of an admitted call (for record / cancel)
  * @param chg receives the changes (n = 0 when none)
  * @return whether the call may run */
@@ -199,7 +200,7 @@ struct sw_brk_stats {
     int state;
     int64_t retry_ns;             /* as sw_breaker_retry_ns */
 };
-/** Read the window at now_ns (SW_NOW: the clock) under the lock. */
+/** Read the window at now_ns (SW_NOW: the coarse clock) under the lock. */
 void sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_stats *out);
 
 struct sw_brk_totals {
