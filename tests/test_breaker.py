@@ -939,3 +939,72 @@ def test_top_shows_breakers(shm_name):
                          stdout=subprocess.PIPE, universal_newlines=True, timeout=60).stdout
     row = [r for r in json.loads(out) if r["name"] == shm_name][0]
     assert row["kind"] == "breaker" and row["state"] == "open"
+
+
+# -- leaks ---------------------------------------------------------------------------------
+
+
+LEAK_SCRIPT = r'''
+import asyncio, gc, json, sys, tracemalloc
+import slidewin
+from slidewin import Breaker, BreakerOpenError, _core
+
+def workload(k):
+    for i in range(k):
+        br = Breaker(error_count=0, min_requests=1, recovery_s=0,
+                     errors=(ValueError,), name="leak-%d" % (i % 3))
+        br.on_change(lambda old, new, value: None)
+        br.try_pass(now_ns=i)
+        br.record(1.5, now_ns=i)
+        @br
+        def f(x):
+            if x:
+                raise ValueError(x)
+        f(0)
+        try:
+            f(1)
+        except ValueError:
+            pass
+        try:
+            with br.entry():
+                pass                      # the probe
+            f(1)
+            f(0)
+        except (BreakerOpenError, ValueError) as e:
+            pass
+        try:
+            with br.entry():
+                raise slidewin.BlockedError("nested")
+        except slidewin.BlockedError:
+            pass
+        br.stats(); br.totals(); br.retry_after(); repr(br); br.update(error_count=1)
+        ticket = br._pass()
+        if ticket is not None:
+            br._record(ticket, 2, True)
+        try:
+            Breaker(error_ratio=2)
+        except ValueError:
+            pass
+
+types = [Breaker, BreakerOpenError, _core.Breaker, _core.BlockedError]
+workload(200)
+gc.collect()
+r0 = [sys.getrefcount(t) for t in types]
+tracemalloc.start()
+workload(200)
+gc.collect()
+m0 = tracemalloc.get_traced_memory()[0]
+workload(2000)
+gc.collect()
+m1 = tracemalloc.get_traced_memory()[0]
+r1 = [sys.getrefcount(t) for t in types]
+print(json.dumps({"refs": [b - a for a, b in zip(r0, r1)], "traced": m1 - m0}))
+'''
+
+
+def test_no_leak():
+    out = subprocess.run([sys.executable, "-c", LEAK_SCRIPT], stdout=subprocess.PIPE,
+                         universal_newlines=True, timeout=300, check=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["refs"] == [0, 0, 0, 0], res
+    assert res["traced"] < 64 * 1024, res  # 2000 rounds: a leak of one object a round shows

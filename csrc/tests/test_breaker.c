@@ -7,6 +7,9 @@
 #include "sw_breaker.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -492,6 +495,75 @@ static void test_validate(void)
     free(st);
 }
 
+/* A shared state whose probe is held by a process that died: the next refused caller finds
+ * the owner dead, cancels the probe and probes itself. A live holder keeps it. */
+static void test_dead_probe_owner(void)
+{
+    size_t size = sw_bstate_size(1000, 1);
+    struct sw_bstate *st = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                -1, 0);
+    CHECK(st != MAP_FAILED);
+    if (st == MAP_FAILED)
+        return;
+    CHECK_EQ(sw_bstate_init(st, 1000, 1), SW_OK);
+    struct sw_brule rule;
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 1, 1000);
+    CHECK_EQ(sw_brule_init(&rule, &c), SW_OK);
+    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS};
+    struct sw_brk_changes chg;
+    uint64_t tk;
+    CHECK_EQ(sw_breaker_record(&v, 1, true, SW_BRK_ANY, SEC(1), &chg), SW_OK);
+    for (int round = 0; round < 2; round++) {
+        int up[2], down[2]; /* child -> parent, parent -> child */
+        CHECK_EQ(pipe(up), 0);
+        CHECK_EQ(pipe(down), 0);
+        pid_t pid = fork();
+        if (pid == 0) { /* the child takes the probe, tells the parent, then dies or waits */
+            char b = sw_breaker_try_pass(&v, SEC(10 + round * 10), &tk, &chg) ? 'p' : 'n';
+            if (write(up[1], &b, 1) != 1)
+                _exit(2);
+            if (round == 1) { /* stays alive until the parent has looked */
+                char x;
+                if (read(down[0], &x, 1) != 1)
+                    _exit(3);
+            }
+            _exit(0);
+        }
+        char got = 0;
+        CHECK(read(up[0], &got, 1) == 1);
+        CHECK(got == 'p');
+        if (round == 0) {
+            int status;
+            CHECK(waitpid(pid, &status, 0) == pid);
+            /* the owner is dead: cancelled, and this caller is the probe */
+            atomic_store(&st->reap_ns, INT64_C(0)); /* due now */
+            CHECK(sw_breaker_try_pass(&v, SEC(10), &tk, &chg));
+            CHECK_EQ(chg.n, 2);
+            CHECK(chg.c[0].from == SW_BRK_HALF_OPEN && chg.c[0].to == SW_BRK_OPEN);
+            CHECK(chg.c[1].from == SW_BRK_OPEN && chg.c[1].to == SW_BRK_HALF_OPEN);
+            CHECK_EQ(sw_breaker_record(&v, 1, true, tk, SEC(10), &chg), SW_OK); /* reopen */
+            CHECK_EQ(sw_breaker_state(&v), SW_BRK_OPEN);
+        } else {
+            /* a live owner keeps its probe */
+            atomic_store(&st->reap_ns, INT64_C(0));
+            CHECK(!sw_breaker_try_pass(&v, SEC(20), &tk, &chg));
+            CHECK_EQ(sw_breaker_state(&v), SW_BRK_HALF_OPEN);
+            char x = 'x';
+            CHECK(write(down[1], &x, 1) == 1);
+            int status;
+            CHECK(waitpid(pid, &status, 0) == pid);
+        }
+        close(up[0]);
+        close(up[1]);
+        close(down[0]);
+        close(down[1]);
+    }
+    struct sw_brk_totals tot;
+    sw_breaker_totals(&v, &tot);
+    CHECK_EQ(tot.t[SW_BRK_T_CANCELLED], 1);
+    munmap(st, size);
+}
+
 /* ---- exactly one probe among threads ---- */
 
 #define BRK_THREADS 8
@@ -644,6 +716,7 @@ void test_breaker(void)
     test_tickets();
     test_check();
     test_validate();
+    test_dead_probe_owner();
     test_one_probe_threads();
     test_threads_free_for_all();
 }
