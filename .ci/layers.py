@@ -43,6 +43,7 @@ CORE = {
     "sw_limiter": ("product", 0),
     "sw_keyed": ("product", 1),
     "sw_group": ("product", 2),   # all_of: one decision over limiters and keys
+    "sw_breaker": ("product", 0),  # circuit breaking over the leap array
 }
 
 # binding file stem -> unit (stems not listed are their own unit)

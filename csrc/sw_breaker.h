@@ -24,6 +24,7 @@
 #define SW_BREAKER_H
 
 #include "sw_leap.h"
+#include "sw_lock.h"
 
 #ifdef __cplusplus
 extern "C" {

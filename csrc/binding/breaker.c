@@ -2,6 +2,7 @@
  * and the listeners called once the core's lock is released. The entry and the decorator
  * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
 #include "breaker.h"
+#include "breaker_read.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
@@ -9,7 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
 
 /* Py_NewRef (3.10+) for 3.9 */
 static inline PyObject *bk_ref(PyObject *o)
@@ -444,52 +444,11 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
                          breaker_state_names[s.state % 3], "retry_after", retry);
 }
 
-static PyObject *totals_dict_of(const struct sw_brk_totals *tp)
-{
-    const struct sw_brk_totals t = *tp;
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "total", (long long)t.t[SW_BRK_T_TOTAL],
-                         "errors", (long long)t.t[SW_BRK_T_ERRORS], "slow",
-                         (long long)t.t[SW_BRK_T_SLOW], "refused",
-                         (long long)t.t[SW_BRK_T_REFUSED], "probes",
-                         (long long)t.t[SW_BRK_T_PROBES], "cancelled",
-                         (long long)t.t[SW_BRK_T_CANCELLED], "opened",
-                         (long long)t.transitions[SW_BRK_OPEN], "half_opened",
-                         (long long)t.transitions[SW_BRK_HALF_OPEN], "closed",
-                         (long long)t.transitions[SW_BRK_CLOSED]);
-}
-
 static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored))
 {
     struct sw_brk_totals t;
     sw_breaker_totals(&self->view, &t);
-    return totals_dict_of(&t);
-}
-
-int breaker_peek(void *copy, size_t size, int64_t interval_ms, uint32_t sample_count,
-                 int64_t now_ns, PyObject **window, PyObject **totals, const char **state)
-{
-    struct sw_bstate *st = copy;
-    if (sw_bstate_validate(st, size, interval_ms, sample_count) != SW_OK)
-        return 1;
-    struct sw_leap *l = sw_bstate_leap(st);
-    sw_leap_repair(l); /* a copy taken without the lock: make its derived words agree */
-    int64_t t = sw_leap_clamp(l, sw_ms_of_ns(now_ns));
-    long long total = (long long)sw_leap_sum_at(l, NULL, SW_BRK_EV_TOTAL, t);
-    long long errors = (long long)sw_leap_sum_at(l, NULL, SW_BRK_EV_ERRORS, t);
-    long long slow = (long long)sw_leap_sum_at(l, NULL, SW_BRK_EV_SLOW, t);
-    struct sw_brk_totals tt;
-    memcpy(tt.t, st->totals, sizeof tt.t);
-    memcpy(tt.transitions, st->transitions, sizeof tt.transitions);
-    *window = Py_BuildValue("{sLsLsL}", "total", total, "errors", errors, "slow", slow);
-    if (*window == NULL)
-        return -1;
-    *totals = totals_dict_of(&tt);
-    if (*totals == NULL) {
-        Py_CLEAR(*window);
-        return -1;
-    }
-    *state = breaker_state_names[atomic_load_explicit(&st->word, memory_order_relaxed) & 3u];
-    return 0;
+    return breaker_totals_dict(&t);
 }
 
 static PyObject *Breaker_get_state(BreakerObject *self, void *Py_UNUSED(c))

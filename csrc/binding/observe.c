@@ -18,7 +18,7 @@
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
-#include "breaker.h"
+#include "breaker_read.h"
 #include "shared.h"
 
 #include <dirent.h>
