@@ -65,13 +65,16 @@ class _Waiter:
 class _Waiters:
     """The queues of one limiter's waiting tasks (see the module's docstring)."""
 
-    __slots__ = ("_lim", "_qs", "_n", "_mu", "_shared", "_watching", "__weakref__")
+    __slots__ = ("_lim", "_qs", "_n", "_room", "_mu", "_shared", "_watching", "__weakref__")
 
     def __init__(self, lim: Any) -> None:
         self._lim = weakref.ref(lim)  # the limiter holds the queues, not the other way round
         # the queue of each key's fingerprint (a Limiter: the one queue, under None)
         self._qs: Dict[Optional[int], Deque[_Waiter]] = {}
         self._n = 0  # tasks waiting, in all the queues
+        # the keys whose first task waits for room in a full table (its key holds nothing: a
+        # release of any key may make room): woken by every release, not only their key's
+        self._room: "set[Optional[int]]" = set()
         self._mu = threading.Lock()
         self._shared = lim.shared is not None
         self._watching = False
@@ -89,6 +92,9 @@ class _Waiters:
                 one = self._qs.get(fp)
                 if one is not None:
                     self._wake_first(one)
+                for other in self._room:
+                    if other != fp:
+                        self._wake_first(self._qs[other])
 
     def _wake_first(self, q: "Deque[_Waiter]") -> None:
         for w in q:
@@ -143,6 +149,7 @@ class _Waiters:
             self._n -= 1
             if not q:
                 del self._qs[fp]
+                self._room.discard(fp)
             if not self._n and not self._shared:
                 lim._set_waker(None)
             if q and (admitted or w.woken or first):
@@ -165,6 +172,13 @@ class _Waiters:
             with self._mu:
                 self._watching = False
             raise
+
+    def _wait_for_room(self, fp: int, room: bool) -> None:
+        with self._mu:
+            if room:
+                self._room.add(fp)
+            else:
+                self._room.discard(fp)
 
     # -- the wait ---------------------------------------------------------------------------
 
@@ -189,6 +203,10 @@ class _Waiters:
                     return verdict, wait_ns
                 if verdict != _NEVER and self._shared and lim._reap():
                     continue  # a dead process's slots came back
+                if is_first and fp is not None and lim.concurrency is not None:
+                    # refused while its key holds nothing: the table is full of keys in
+                    # flight, and a release of any key may make room
+                    self._wait_for_room(fp, lim.in_flight(at[0]) == 0)
                 now = time.monotonic()
                 if verdict == _NEVER or now >= deadline:
                     break
@@ -230,6 +248,7 @@ def _after_fork_in_child() -> None:
     for q in list(_ALL):
         q._mu = threading.Lock()
         q._qs.clear()
+        q._room.clear()
         q._n = 0
         q._watching = False
         lim = q._lim()

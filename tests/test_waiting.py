@@ -449,6 +449,29 @@ def test_keyed_update_wakes_every_key():
     assert sum(per.decisions.values()) <= 3 * 5, per.decisions
 
 
+@pytest.mark.parametrize("max_keys", [1, 4])
+def test_keyed_waiter_for_room_in_a_full_table_is_woken_by_another_keys_release(max_keys):
+    # every key of the table in flight: a new key waits for room, which a release of ANY key
+    # makes (its own key's queue alone would never be woken)
+    per = KeyedLimiter(concurrency=1, max_keys=max_keys)
+    held = [per.entry(i) for i in range(max_keys)]
+    for e in held:
+        e.__enter__()
+    assert not per.try_acquire("new")
+
+    async def main():
+        waiter = asyncio.ensure_future(per.acquire_async("new", timeout=60))
+        await asyncio.sleep(0.1)
+        held[0].__exit__(None, None, None)
+        await waiter
+
+    run(main(), deadline=20)  # before: woken only at its 60 s timeout
+    assert per.in_flight("new") == 1
+    per.release("new")
+    for e in held[1:]:
+        e.__exit__(None, None, None)
+
+
 def test_keyed_entry_timeout_in_threads_and_bad_values():
     per = KeyedLimiter(concurrency=1)
     assert per.entry("k").timeout is None
