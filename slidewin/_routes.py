@@ -17,7 +17,8 @@ class RouteLimit:
     or none, and the Limiter's keywords (``rate="10/minute"``, ``qps=``, ``concurrency=``, ...)
     build one: a KeyedLimiter when ``key`` is given. ``key``: None (one limit for the route;
     a KeyedLimiter then keys by client IP), ``"ip"`` (the client's address, read with
-    ``trusted_proxies``) or a function of the request returning a str, bytes or int key.
+    ``trusted_proxies``) or a function of the request returning a str, bytes or int key,
+    or None: that request is let through, unlimited and uncounted (as the middlewares do).
     """
 
     def __init__(self, where: str, is_async: bool, limiter: Any, key: Any,
@@ -53,8 +54,10 @@ class RouteLimit:
         return _web.client_ip(scope_or_environ, self.trusted)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
+        """The limiter's entry for this request; None when its key is None (not limited)."""
         if self.keyed:
-            return self.limiter.entry(self.key_of(request, scope_or_environ))
+            k = self.key_of(request, scope_or_environ)
+            return None if k is None else self.limiter.entry(k)
         return self.limiter.entry()
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:

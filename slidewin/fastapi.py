@@ -54,6 +54,9 @@ def limit_route(
 
     async def slidewin_limit(request: Request) -> AsyncIterator[None]:
         entry = route.entry(request, request.scope)
+        if entry is None:  # key None: not limited
+            yield
+            return
         try:
             await entry.__aenter__()
         except BlockedError as e:

@@ -56,6 +56,8 @@ def limit(
             request = flask.request
             try:
                 entry = route.entry(request, request.environ)
+                if entry is None:  # key None: not limited
+                    return view(*args, **kwargs)
                 entry.__enter__()
             except BlockedError as e:
                 code, fields, body = route.refusal(e)

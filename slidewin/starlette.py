@@ -57,6 +57,8 @@ def limit(
         @functools.wraps(endpoint)
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
             entry = route.entry(request, request.scope)
+            if entry is None:  # key None: not limited
+                return await endpoint(request, *args, **kwargs)
             try:
                 await entry.__aenter__()
             except BlockedError as e:

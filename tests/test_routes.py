@@ -170,3 +170,52 @@ def test_bad_arguments(modname, fn):
         make(Limiter(qps=1), key="ip")
     with pytest.raises(ValueError, match="status"):
         make(rate="1/minute", status=200)
+
+
+
+def test_fastapi_key_none_is_unlimited_and_uncounted():
+    from slidewin.fastapi import limit_route
+
+    dep = limit_route(rate="1/hour", key=lambda request: request.headers.get("x-api-key"))
+    client = TestClient(_fastapi_app(dep))
+    assert [client.get("/items/1").status_code for _ in range(3)] == [200] * 3
+    assert len(dep.limiter) == 0  # nothing counted for anonymous requests
+    assert client.get("/items/1", headers={"x-api-key": "a"}).status_code == 200
+    assert client.get("/items/1", headers={"x-api-key": "a"}).status_code == 429
+
+
+def test_starlette_key_none_is_unlimited_and_uncounted():
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from slidewin.starlette import limit
+
+    @limit(rate="1/hour", key=lambda request: request.headers.get("x-api-key"))
+    async def hello(request):
+        return PlainTextResponse("hi")
+
+    client = TestClient(Starlette(routes=[Route("/hello", hello)]))
+    assert [client.get("/hello").status_code for _ in range(3)] == [200] * 3
+    assert len(hello.limiter) == 0
+    assert client.get("/hello", headers={"x-api-key": "a"}).status_code == 200
+    assert client.get("/hello", headers={"x-api-key": "a"}).status_code == 429
+
+
+def test_flask_key_none_is_unlimited_and_uncounted():
+    flask = pytest.importorskip("flask")
+    from slidewin.flask import limit
+
+    app = flask.Flask(__name__)
+
+    @app.get("/hello")
+    @limit(rate="1/hour", key=lambda request: request.headers.get("X-Api-Key"))
+    def hello():
+        return "hi"
+
+    c = app.test_client()
+    assert [c.get("/hello").status_code for _ in range(3)] == [200] * 3
+    assert len(hello.limiter) == 0
+    assert c.get("/hello", headers={"X-Api-Key": "a"}).status_code == 200
+    assert c.get("/hello", headers={"X-Api-Key": "a"}).status_code == 429
+
