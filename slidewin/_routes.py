@@ -77,3 +77,8 @@ def detail(status: int) -> str:
             503: "too many requests in progress; retry later"}.get(
                 status, "request refused by the rate limiter")
 
+
+
+def problem(status: int) -> bytes:
+    """The middleware's default refusal body (RFC 9457 problem details)."""
+    return _web.problem(status)

@@ -219,3 +219,78 @@ def test_flask_key_none_is_unlimited_and_uncounted():
     assert c.get("/hello", headers={"X-Api-Key": "a"}).status_code == 200
     assert c.get("/hello", headers={"X-Api-Key": "a"}).status_code == 429
 
+
+
+def _middleware_refusal(limiter, path="/"):
+    """What slidewin.asgi.LimitMiddleware answers (headers=True) once `limiter` refuses."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from slidewin.asgi import LimitMiddleware
+
+    async def ok(request):
+        return PlainTextResponse("ok")
+
+    app = LimitMiddleware(Starlette(routes=[Route(path, ok)]), limiter, headers=True)
+    return TestClient(app).get(path)
+
+
+@pytest.mark.parametrize("make", [lambda: Limiter(rate="1/minute"),
+                                  lambda: Limiter(concurrency=1)])
+def test_fastapi_refusal_is_the_middlewares_problem_json(make):
+    from slidewin.fastapi import limit_route
+
+    lim, mid = make(), make()
+    client = TestClient(_fastapi_app(limit_route(lim)))
+    if lim.concurrency:
+        assert lim.try_acquire() and mid.try_acquire()  # the only slot is held
+    else:
+        assert client.get("/items/1").status_code == 200
+        assert _middleware_refusal(mid, "/items/1").status_code == 200
+    r = client.get("/items/1")
+    want = _middleware_refusal(mid, "/items/1")
+    assert r.status_code == want.status_code == (503 if lim.concurrency else 429)
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.content == want.content and r.json()["status"] == r.status_code
+    for name in ("Retry-After", "RateLimit-Policy", "RateLimit"):
+        assert r.headers.get(name) == want.headers.get(name), name
+    assert "/items/{item_id}" in client.app.openapi()["paths"]
+
+
+def test_fastapi_own_handler_for_route_refused_wins():
+    from fastapi.responses import PlainTextResponse
+
+    from slidewin.fastapi import RouteRefused, limit_route
+
+    app = _fastapi_app(limit_route(rate="1/minute"))
+
+    async def mine(request, exc):
+        return PlainTextResponse("slow down", exc.status_code, headers=exc.headers)
+
+    app.add_exception_handler(RouteRefused, mine)
+    client = TestClient(app)
+    assert client.get("/items/1").status_code == 200
+    r = client.get("/items/1")
+    assert (r.status_code, r.text) == (429, "slow down") and int(r.headers["Retry-After"]) >= 1
+
+
+def test_starlette_refusal_is_the_middlewares():
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from slidewin.starlette import limit
+
+    lim, mid = Limiter(rate="1/minute"), Limiter(rate="1/minute")
+
+    @limit(lim)
+    async def hello(request):
+        return PlainTextResponse("hi")
+
+    client = TestClient(Starlette(routes=[Route("/", hello)]))
+    assert client.get("/").status_code == _middleware_refusal(mid).status_code == 200
+    r, want = client.get("/"), _middleware_refusal(mid)
+    assert r.status_code == want.status_code == 429 and r.content == want.content
+    for name in ("Content-Type", "Retry-After", "RateLimit-Policy", "RateLimit"):
+        assert r.headers.get(name) == want.headers.get(name), name
