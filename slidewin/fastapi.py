@@ -25,7 +25,8 @@ try:
     from fastapi.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
-        "slidewin.fastapi needs FastAPI: pip install fastapi", name=_e.name) from None
+        'slidewin.fastapi needs FastAPI: pip install "slidewin[fastapi]" '
+        '(or pip install fastapi)', name=_e.name) from None
 
 __all__ = ["limit_route", "RouteRefused", "refused_handler"]
 

@@ -20,7 +20,8 @@ try:
     import flask
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
-        "slidewin.flask needs Flask: pip install flask", name=_e.name) from None
+        'slidewin.flask needs Flask: pip install "slidewin[flask]" '
+        '(or pip install flask)', name=_e.name) from None
 
 __all__ = ["limit"]
 

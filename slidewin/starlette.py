@@ -25,7 +25,8 @@ try:
     from starlette.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
-        "slidewin.starlette needs Starlette: pip install starlette", name=_e.name) from None
+        'slidewin.starlette needs Starlette: pip install "slidewin[starlette]" '
+        '(or pip install starlette)', name=_e.name) from None
 
 __all__ = ["limit"]
 

@@ -294,3 +294,25 @@ def test_starlette_refusal_is_the_middlewares():
     assert r.status_code == want.status_code == 429 and r.content == want.content
     for name in ("Content-Type", "Retry-After", "RateLimit-Policy", "RateLimit"):
         assert r.headers.get(name) == want.headers.get(name), name
+
+
+@pytest.mark.parametrize("extra,dist", [("fastapi", "fastapi"), ("starlette", "starlette"),
+                                        ("flask", "flask")])
+def test_framework_extras_exist_and_are_documented(extra, dist):
+    """pip install "slidewin[fastapi]" (or [starlette], [flask]) brings the framework of a
+    route helper; docs/rates-and-routes.md and docs/web.md say so, and so does the helper's
+    ImportError."""
+    import pathlib
+    import re
+
+    tomllib = pytest.importorskip("tomllib")
+    root = pathlib.Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(re.match(r"%s\b" % dist, req, re.I) for req in extras[extra]), extras.get(extra)
+    for page in ("docs/rates-and-routes.md", "docs/web.md"):
+        assert 'pip install "slidewin[%s]"' % extra in (root / page).read_text(), page
+    mod = {"fastapi": "fastapi", "starlette": "starlette", "flask": "flask"}[extra]
+    src = (root / "slidewin" / ("%s.py" % mod)).read_text()
+    assert 'pip install \\"slidewin[%s]\\"' % extra in src or \
+        "slidewin[%s]" % extra in src
