@@ -465,3 +465,45 @@ def test_async_cluster_group(cluster):  # noqa: F811
         await rc.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad_value", ["string", "hash"])
+def test_a_bad_state_names_the_key_of_the_member_that_holds_it(r, redis_server, bad_value):
+    """Garbage (a foreign string, or another type: WRONGTYPE) under the SECOND member's key:
+    the error names that key, not the first (healthy) member's, and writes nothing."""
+    from slidewin.redis import (AsyncRedisKeyedLimiter, AsyncRedisLimiter, RedisKeyedLimiter,
+                                RedisLimiter, RedisStateError, all_of)
+
+    def spoil(key):
+        if bad_value == "hash":
+            r.hset(key, "f", "v")
+        else:
+            r.set(key, b"\x05not ours")
+
+    good = RedisLimiter(r, "{n}.good", qps=5, on_error="raise")
+    bad = RedisLimiter(r, "{n}.bad", qps=5, on_error="raise")
+    assert good.try_acquire()
+    before = r.get(good.key)
+    spoil(bad.key)
+    with pytest.raises(RedisStateError) as e:
+        all_of(good, bad).try_acquire()
+    assert repr(bad.key) in str(e.value) and good.key not in str(e.value), str(e.value)
+    assert r.get(good.key) == before
+
+    per = RedisKeyedLimiter(r, "{n}.per", qps=5, on_error="raise")
+    spoil(per._rkey("u2"))
+    with pytest.raises(RedisStateError) as e:
+        all_of(good, (per, "u1"), (per, "u2")).try_acquire()
+    assert repr(per._rkey("u2").decode()) in str(e.value), str(e.value)
+    assert per._rkey("u1").decode() not in str(e.value) and good.key not in str(e.value)
+
+    async def main():
+        c = redis_server.async_client()
+        agood = AsyncRedisLimiter(c, "{n}.good", qps=5, on_error="raise")
+        abad = AsyncRedisLimiter(c, "{n}.bad", qps=5, on_error="raise")
+        with pytest.raises(RedisStateError) as e:
+            await all_of(agood, abad).try_acquire()
+        assert repr(abad.key) in str(e.value) and agood.key not in str(e.value), str(e.value)
+        await c.aclose()
+
+    asyncio.run(main())

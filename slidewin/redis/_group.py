@@ -183,7 +183,8 @@ class RedisGroup(_Group):
                 leases: List[str]) -> List[Tuple[int, int, int]]:
         try:
             keys, packed, _ = self._request(ns, flags, now_ns, leases)
-            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed)
+            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed,
+                               keys)
             return self._read(reply)
         except _UNREACHABLE as e:
             return self._failed(e, flags)
@@ -296,9 +297,10 @@ class AsyncRedisGroup(_Group):
             keys, packed, args = self._request(ns, flags, now_ns, leases)
             if self._cluster:  # the cluster client routes it: its keys and arguments
                 reply = await _async_call(self._client, True, _SCRIPT, keys[0], args,
-                                          None, keys)
+                                          None, keys, keys)
             else:  # the same bytes as the sync group sends
-                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed)
+                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed,
+                                          None, keys)
             return self._read(reply)
         except _UNREACHABLE + (asyncio.TimeoutError,) as e:
             return self._failed(e, flags)

@@ -340,11 +340,14 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
+def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes,
+               names: Optional[List[Any]] = None) -> Any:
+    """One script call routed by `key`; `names`: the keys of a script over several (all_of),
+    one of which its error reply names."""
     try:
         return _sync_call_on(client, cluster, script, key, packed)
     except ResponseError as e:
-        named = _named(e, key)
+        named = _named(e, key if names is None else names)
         if named is e:
             raise
         raise named from e
@@ -423,13 +426,14 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
 
 async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
                       args: List[Any], packed: Optional[bytes] = None,
-                      keys: Optional[List[Any]] = None) -> Any:
+                      keys: Optional[List[Any]] = None,
+                      names: Optional[List[Any]] = None) -> Any:
     """One script call; `keys`: a script over several keys (all_of: one slot), routed by
-    the first (`key`), else the one `key`."""
+    the first (`key`), else the one `key`; `names`: the keys its error reply may name."""
     try:
         return await _async_call_on(client, cluster, script, key, args, packed, keys)
     except ResponseError as e:
-        named = _named(e, key)
+        named = _named(e, key if names is None else names)
         if named is e:
             raise
         raise named from e

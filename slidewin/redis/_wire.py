@@ -61,11 +61,21 @@ class RedisStateError(RedisReplyError, ResponseError):
 MAX_KEY_BYTES = 1024  # a keyed limiter's key, encoded (str as UTF-8, int as its digits)
 
 
+_MEMBER = re.compile(r" \(all_of member ([0-9]+)\)")
+
+
 def _named(err: BaseException, key: Any) -> BaseException:
-    """An error reply about the key's value, named for what it is (RedisStateError)."""
+    """An error reply about the key's value, named for what it is (RedisStateError).
+    `key`: the script's key, or a list of them (all_of: its reply says which member's)."""
     if not isinstance(err, ResponseError) or isinstance(err, RedisStateError):
         return err
     text = str(err)
+    if isinstance(key, list):
+        m = _MEMBER.search(text)
+        i = int(m.group(1)) - 1 if m else -1
+        if not 0 <= i < len(key):
+            return err  # no member named: the key is not guessed
+        key = key[i]
     k = _text(key)
     if text.startswith("WRONGTYPE") or text.startswith("Operation against a key holding"):
         return RedisStateError(

@@ -8,7 +8,9 @@
 -- SET is written. Else only the refusers' (their BLOCK counts, as a refusal alone would
 -- write), none of the others': a refused request charges them nothing. A member's error
 -- (a state no slidewin client wrote) or another layout writes nothing at all.
--- Reply: one {verdict, wait_ns, retry_ns} per member, or that member's own error reply.
+-- Reply: one {verdict, wait_ns, retry_ns} per member, or the error of the first member
+-- that has one (its script's error reply, or a command's on its key: WRONGTYPE), ending in
+-- ' (all_of member <i>)': the client names that member's key.
 local now_ms, sub = ARGV[1], ARGV[2]
 if now_ms == '' then  -- one clock for every member: the server's, read once
   local tm = redis.call('TIME')
@@ -25,16 +27,24 @@ for i = 1, #KEYS do
   local argv = {now_ms, sub}
   for j = 1, a do argv[j + 2] = ARGV[p + 1 + j] end
   p = p + 2 + a
-  local held = false
+  local held, failed = false, false
   local proxy = {
     call = function(cmd, ...)
       if cmd == 'SET' then held = {...}; return true end
-      return real.call(cmd, ...)
+      local res = real.pcall(cmd, ...)
+      if type(res) == 'table' and res.err then failed = res.err; error(res) end
+      return res
     end,
     error_reply = real.error_reply,
   }
-  local r = BODIES[which]({KEYS[i]}, argv, proxy)
-  if type(r) == 'table' and r.err then return r end  -- writes nothing
+  local ok, r = pcall(BODIES[which], {KEYS[i]}, argv, proxy)
+  if not ok then
+    if not failed then error(r, 0) end
+    r = {err = failed}
+  end
+  if type(r) == 'table' and r.err then  -- writes nothing
+    return real.error_reply(r.err .. ' (all_of member ' .. i .. ')')
+  end
   results[i] = r
   writes[i] = held
   if r[1] == 3 then abort = true elseif r[1] ~= 1 then all = false end
