@@ -165,6 +165,16 @@ static int64_t period_ms(const struct sw_leap *sec, const struct sw_adapt_state 
     return p;
 }
 
+bool sw_adapt_too_far(const struct sw_adapt_cfg *cfg, const struct sw_adapt_state *s,
+                      const struct sw_leap *sec, uint64_t ahead)
+{
+    if (cfg->algo != SW_ADAPT_GRADIENT)
+        return true; /* bbr: at most one bucket ahead */
+    if (phase_of(s) == SW_ADAPT_PROBING)
+        return ahead > (uint64_t)SW_ADAPT_PROBE_GIVE_UP_MS;
+    return ahead > (uint64_t)period_ms(sec, s);
+}
+
 static void new_window(struct sw_adapt_state *s, const struct sw_leap *sec, int64_t t)
 {
     s->mark_ms = t;

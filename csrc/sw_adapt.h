@@ -92,16 +92,37 @@ int sw_adapt_check(const struct sw_adapt_cfg *cfg, const char **param);
  * unknown phase, negative sums): never a crash or a limit outside [min_limit, max_limit]. */
 void sw_adapt_sanitize(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s);
 
-/** Whether the limit must be computed again before a decision at t (ms). */
-static inline bool sw_adapt_due(const struct sw_adapt_state *s, int64_t t)
+/** Whether a state whose update is `ahead` ms away (more than one bucket) is damaged: no
+ * update schedules that far (bbr: one bucket; gradient: a probe's give-up time, or a
+ * window of one bucket and two baseline RTs). */
+bool sw_adapt_too_far(const struct sw_adapt_cfg *cfg, const struct sw_adapt_state *s,
+                      const struct sw_leap *sec, uint64_t ahead);
+
+/** Whether the limit must be computed again before a decision at t (ms): fresh, due, or
+ * damaged (a limit not finite or outside [1, SW_ADAPT_MAX_LIMIT], an update further ahead
+ * than any update schedules). The update repairs a damaged state (sw_adapt_sanitize). */
+static inline bool sw_adapt_due(const struct sw_adapt_cfg *cfg, const struct sw_adapt_state *s,
+                                const struct sw_leap *sec, int64_t t)
 {
-    return (s->flags & SW_ADAPT_PHASE) == SW_ADAPT_FRESH || t >= s->next_ms;
+    float l = s->limit;
+    if ((s->flags & SW_ADAPT_PHASE) == SW_ADAPT_FRESH || t >= s->next_ms ||
+        !(l >= 1.0f && l <= (float)SW_ADAPT_MAX_LIMIT))
+        return true;
+    uint64_t ahead = (uint64_t)s->next_ms - (uint64_t)t; /* > 0, exact */
+    return ahead > (uint64_t)sec->window_ms && sw_adapt_too_far(cfg, s, sec, ahead);
 }
 
-/** The limit in force (after sw_adapt_update when due): at most this many in flight. */
-static inline double sw_adapt_cap(const struct sw_adapt_state *s)
+/** The limit in force for a rule with these settings (after sw_adapt_update when due): at
+ * most this many in flight. The state may have been learned under other bounds (another
+ * process on a shared region, or before update()): each decision clamps it to its own. */
+static inline double sw_adapt_cap(const struct sw_adapt_cfg *cfg, const struct sw_adapt_state *s)
 {
-    return (double)s->limit;
+    double l = (double)s->limit;
+    if (!(l >= (double)cfg->min_limit)) /* NaN too (sw_adapt_due repairs it first) */
+        l = (double)cfg->min_limit;
+    if (l > (double)cfg->max_limit)
+        l = (double)cfg->max_limit;
+    return l;
 }
 
 /** Compute the limit at t (ms, clamped on the window `sec`), lock held: a fresh state starts

@@ -722,9 +722,9 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
         struct sw_adapt_state *ad = r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
         double cap = r->count;
         if (ad != NULL) {
-            if (sw_adapt_due(ad, t))
+            if (sw_adapt_due(&r->adapt, ad, sw_node_sec(node), t))
                 sw_adapt_update(&r->adapt, ad, sw_node_sec(node), t);
-            cap = sw_adapt_cap(ad);
+            cap = sw_adapt_cap(&r->adapt, ad);
         }
         if ((double)n > r->count)
             out->verdict = SW_NEVER;
@@ -881,11 +881,16 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
      * retry time) takes the general path. */
     int64_t ms = sw_ms_of_ns(now_ns);
     bool conc = r->grade == SW_GRADE_CONCURRENCY;
-    /* an adaptive limit: the learned one, once computed for this time (else the slow path) */
+    /* an adaptive limit: the learned one within this rule's bounds, once computed for this
+     * time and sound (else the slow path computes or repairs it) */
     struct sw_adapt_state *ad = conc && r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
-    double cap = ad != NULL && !sw_adapt_due(ad, ms) ? sw_adapt_cap(ad) : r->count;
-    if ((conc || (r->behavior == SW_REJECT && r->count > 0)) &&
-        (ad == NULL || !sw_adapt_due(ad, ms)) &&
+    double cap = r->count;
+    bool adapt_ok = true;
+    if (ad != NULL) {
+        adapt_ok = !sw_adapt_due(&r->adapt, ad, sw_node_sec(node), ms);
+        cap = sw_adapt_cap(&r->adapt, ad);
+    }
+    if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int k = -1; /* the event counted: 0 PASS, 1 BLOCK */
         if (conc) {
@@ -1287,7 +1292,7 @@ int64_t sw_adapt_limit_now(const struct sw_view *v, int64_t now_ns)
     struct sw_node *node = sw_lstate_node(v->st);
     if (now_ns != SW_NOW) {
         int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
-        if (sw_adapt_due(&node->adapt, t))
+        if (sw_adapt_due(&r->adapt, &node->adapt, sw_node_sec(node), t))
             sw_adapt_update(&r->adapt, &node->adapt, sw_node_sec(node), t);
     }
     int64_t l = sw_adapt_limit_of(&r->adapt, node);

@@ -199,6 +199,43 @@ def test_update():
         lim.update(qps=3)
 
 
+@pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
+@pytest.mark.parametrize("group", [False, True])
+def test_update_max_limit_takes_effect_at_once(algorithm, group):
+    lim = AdaptiveLimiter(algorithm=algorithm, min_limit=1, max_limit=1000, initial_limit=100)
+    t = 10_000 * MS
+    assert lim.try_acquire(now_ns=t)
+    lim.release()
+    lim.update(max_limit=10, initial_limit=10)
+    decide = slidewin.all_of(lim).try_acquire if group else lim.try_acquire
+    admitted = sum(decide(now_ns=t + MS) for _ in range(50))
+    assert lim.limit == 10
+    assert admitted == 10
+
+
+@pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
+def test_shared_region_each_object_decides_with_its_own_bounds(name, algorithm):
+    big = AdaptiveLimiter(algorithm=algorithm, min_limit=1, max_limit=1000, initial_limit=200,
+                          shared=name)
+    small = AdaptiveLimiter(algorithm=algorithm, min_limit=1, max_limit=10, initial_limit=5,
+                            shared=name)
+    t = 10_000 * MS
+    assert big.try_acquire(now_ns=t)  # the region's limit: 200, learned under big's bounds
+    big.release()
+    admitted = 0
+    while admitted < 500 and small.try_acquire(now_ns=t + MS):
+        admitted += 1
+    assert small.limit <= 10
+    assert admitted <= 10
+    for _ in range(admitted):
+        small.release()
+    # and the other way round: small's bounds do not cap big
+    more = 0
+    while more < 500 and big.try_acquire(now_ns=t + 2 * MS):
+        more += 1
+    assert more >= 10
+
+
 # ------------------------------------------------------------------ everywhere a Limiter is
 
 def test_entry_decorator_refusal_and_repr():

@@ -8,6 +8,7 @@
 #include "limiter_util.h"
 
 #include "sw_adapt.h"
+#include "sw_group.h"
 
 #include <pthread.h>
 
@@ -348,6 +349,86 @@ static void test_damaged_state(void)
     free(lim);
 }
 
+/* One decision of n at t (ms), lone or as the only member of a group (sw_group_decide). */
+static int decide_as(struct sw_view *v, int group, int64_t t_ms)
+{
+    struct sw_decision d;
+    if (group) {
+        struct sw_gmember m;
+        memset(&m, 0, sizeof m);
+        m.kind = SW_GM_LIMITER;
+        m.v = v;
+        m.n = 1;
+        sw_gmember_order_private(&m);
+        sw_group_decide(&m, 1, MS(t_ms), SW_F_ENTRY, &d);
+    } else {
+        sw_decide(v, 1, MS(t_ms), 0, &d);
+    }
+    return d.verdict == SW_PASS;
+}
+
+/* A damaged state that is never due (next_ms far ahead) is repaired by the next decision,
+ * lone or in a group: bounds [2, 10] hold, and a limit of 0 or NaN does not refuse forever. */
+static void test_damaged_state_decisions(void)
+{
+    const float bad[] = {1e30f, INFINITY, NAN, 0.0f, -3.0f};
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++)
+        for (int group = 0; group <= 1; group++)
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                struct sw_limiter *lim = adaptive_new(algo, 2, 10, 5, SW_ADAPT_NO_CPU);
+                if (lim == NULL)
+                    return;
+                struct sw_view v;
+                sw_limiter_view(lim, &v);
+                CHECK_EQ(decide_as(&v, 0, 1000), 1); /* fresh -> running */
+                sw_exit(&v, 1, 0, SW_OUT_NONE, MS(1000));
+                struct sw_adapt_state *s = &sw_limiter_node(lim)->adapt;
+                s->limit = bad[b];
+                s->next_ms = INT64_MAX; /* never due */
+                int passed = 0;
+                for (int i = 0; i < 100; i++)
+                    passed += decide_as(&v, group, 1500 + i);
+                CHECK(passed >= 2 && passed <= 10);
+                CHECK(s->limit >= 2.0f && s->limit <= 10.0f);
+                CHECK(s->next_ms <= 1600 + 3600000);
+                int64_t l = sw_adapt_limit_now(&v, MS(1600));
+                CHECK(l >= 2 && l <= 10);
+                free(lim);
+            }
+}
+
+/* A learned limit outside the deciding rule's bounds (written by a process with other
+ * settings on a shared region, or before update(max_limit=)) is clamped by every decision
+ * (fast path, slow path, group plan), not only at the next update. */
+static void test_decisions_clamp_to_the_rule(void)
+{
+    for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++)
+        for (int group = 0; group <= 1; group++)
+            for (int low = 0; low <= 1; low++) {
+                struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 100, SW_ADAPT_NO_CPU);
+                if (lim == NULL)
+                    return;
+                struct sw_view v;
+                sw_limiter_view(lim, &v);
+                CHECK_EQ(decide_as(&v, 0, 1000), 1);
+                sw_exit(&v, 1, 0, SW_OUT_NONE, MS(1000));
+                struct sw_adapt_state *s = &sw_limiter_node(lim)->adapt;
+                s->limit = low ? 1.0f : 100.0f; /* learned under the other bounds */
+                s->next_ms = 1900;              /* not due before then */
+                /* this process's settings: [1, 10] (low: [20, 30]) */
+                struct sw_adapt_cfg a = {algo, low ? 20u : 1u, low ? 30u : 10u,
+                                         low ? 20u : 10u, SW_ADAPT_NO_CPU, 0};
+                const char *param;
+                CHECK_EQ(sw_rule_set_adapt(&lim->rule, &a, &param), SW_OK);
+                int passed = 0;
+                for (int i = 0; i < 50; i++)
+                    passed += decide_as(&v, group, 1001 + i % 5); /* head bucket: fast path */
+                CHECK_EQ(passed, (low ? 20 : 10));
+                CHECK_EQ(sw_adapt_limit_now(&v, MS(1010)), (low ? 20 : 10));
+                free(lim);
+            }
+}
+
 /* Threads deciding and completing on one adaptive limiter (run under tsan): nothing lost,
  * nothing held at the end, the limit within its bounds. */
 struct athread {
@@ -412,6 +493,8 @@ void test_adaptive(void)
     test_threads();
     test_bbr_bound();
     test_damaged_state();
+    test_damaged_state_decisions();
+    test_decisions_clamp_to_the_rule();
     test_bounds();
     test_never_starves();
     test_climbs_back();
