@@ -157,13 +157,14 @@ class GroupEntry:
     """An entry of a group (``group.entry(*ns)``): usable once, with ``with`` or
     ``async with``."""
 
-    __slots__ = ("_group", "_ns", "_timeout", "_skip", "_start", "_state")
+    __slots__ = ("_group", "_ns", "_timeout", "_done", "_start", "_state")
 
     def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
         self._group = group
         self._ns = ns
         self._timeout = timeout
-        self._skip: Tuple[int, ...] = ()
+        # one byte per member: set when it holds nothing (a shadow admission) or has exited
+        self._done = bytearray()
         self._start = 0
         self._state = 0  # 0 idle, 1 entered, 2 exited
 
@@ -203,17 +204,29 @@ class GroupEntry:
         return self
 
     def _entered(self, skip: Tuple[int, ...]) -> None:
-        self._skip = skip
+        done = bytearray(len(self._group))
+        for i in skip:
+            done[i] = 1
+        self._done = done
         self._state = 1
 
-    def _release(self) -> None:
+    def _finish(self, outcome: int, rt: int) -> None:
+        """End the entry on the members not yet done. A shared member's lock given up on (a
+        stuck owner: OSError; a signal handler's exception): the entry stays entered, the
+        members not yet exited still held; calling again ends those, each exactly once."""
         self._state = 2
-        self._group._exit(self._ns or None, _OUT_NONE, 0, self._skip)
+        try:
+            self._group._exit(self._ns or None, outcome, rt, self._done)
+        except BaseException:
+            self._state = 1
+            raise
+
+    def _release(self) -> None:
+        self._finish(_OUT_NONE, 0)
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if self._state != 1:
             raise RuntimeError("exit of a group entry that is not entered")
-        self._state = 2
         if et is None:
             outcome = _OUT_SUCCESS
             rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
@@ -221,7 +234,7 @@ class GroupEntry:
             outcome, rt = _OUT_EXCEPTION, 0
         else:
             outcome, rt = _OUT_NONE, 0
-        self._group._exit(self._ns or None, outcome, rt, self._skip)
+        self._finish(outcome, rt)
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
         self.__exit__(et, ev, tb)

@@ -739,6 +739,66 @@ def test_an_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind
             f.close()
 
 
+STUCK_GROUP_EXITER = OBJECTS + """
+p = slidewin.Limiter(concurrency=5)                      # private: exited first
+assert p.try_acquire()
+g = slidewin.all_of(p, (lim, "k") if kind == "keyed" else lim)
+ge = g.entry()
+ge.__enter__()
+print("held", p.in_flight, in_flight(), flush=True)
+sys.stdin.readline()                                    # the lock word is crafted
+try:
+    ge.__exit__(None, None, None)
+    print("exited", flush=True)
+except OSError as e:
+    print("refused", p.in_flight, e, flush=True)
+sys.stdin.readline()                                    # the fake owner is dead
+print("still", in_flight(), flush=True)
+ge.__exit__(None, None, None)                           # the rest of the exit, once
+print("after", p.in_flight, in_flight(), p.totals()["success"], lim.totals()["success"],
+      flush=True)
+try:
+    ge.__exit__(None, None, None)
+except RuntimeError:
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["limiter", "keyed"])
+def test_a_group_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind):
+    """The exit of `with all_of(...).entry()` gives up on a member's stuck lock word as a lone
+    entry's exit does: OSError, the members not yet exited still held; a retry of the exit
+    finishes the others, each member exited exactly once."""
+    p = py(STUCK_GROUP_EXITER, name, kind)
+    sleeper = subprocess.Popen(["sleep", "600"])
+    deadline = time.monotonic() + DEADLINE
+    try:
+        assert wait_line(p, "held", deadline) == "held 2 1"
+        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff),
+                        at=0 if kind == "keyed" else 64)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        # before the fix: the group's exit waited forever on the stuck word
+        line = wait_line(p, "re", time.monotonic() + 20)
+        assert line.startswith("refused 1 "), line      # the private member has exited
+        assert f"held by live pid {sleeper.pid}" in line, line
+        sleeper.kill()
+        sleeper.wait()
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert wait_line(p, "still", deadline) == "still 1"           # the shared one: held
+        assert wait_line(p, "after", deadline) == "after 1 0 1 1"  # nothing doubled, nothing lost
+        assert wait_line(p, "done", deadline) == "done"
+        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
+    finally:
+        for q in (p, sleeper):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            f.close()
+
+
 STOPPED_HOLDER = OBJECTS + """
 from slidewin import _core
 print("attached", flush=True)

@@ -444,38 +444,50 @@ fail:
     return NULL;
 }
 
-/* _exit(ns, outcome, rt_ms, skip): end an entry on every member but those in `skip` (a
- * tuple of indices: shadow admissions that hold nothing): record SUCCESS + RT, EXCEPTION or
- * nothing (outcome 0, 1, 2), release the in-flight count, wake the waiters. */
+/* _exit(ns, outcome, rt_ms, done): end an entry on every member not yet done (`done`: a
+ * bytearray of one byte per member, nonzero for a member that holds nothing: a shadow
+ * admission, or one already exited): record SUCCESS + RT, EXCEPTION or nothing (outcome 0,
+ * 1, 2), release the in-flight count, wake the waiters, and mark it done. The wait for a
+ * shared member's lock may give up (a stuck owner, a signal handler's exception: wait.h):
+ * OSError (or the handler's exception), the members not yet done still held; calling again
+ * ends those, each member exactly once. */
 static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], outcome, rt;
-    unsigned char skip[SW_GROUP_MAX] = {0};
-    if (nargs != 4 || !PyTuple_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "_exit(ns, outcome, rt_ms, skip) takes 4 arguments");
+    if (nargs != 4 || !PyByteArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "_exit(ns, outcome, rt_ms, done) takes 4 arguments, "
+                        "done a bytearray");
         return NULL;
     }
     if (ns_of_tuple(self, args[0], ns) < 0 ||
         as_int64(args[1], "outcome", SW_OUT_SUCCESS, SW_OUT_NONE, &outcome) < 0 ||
         as_int64(args[2], "rt_ms", 0, INT64_MAX, &rt) < 0)
         return NULL;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[3]); k++) {
-        int64_t ix;
-        if (as_int64(PyTuple_GET_ITEM(args[3], k), "skip", 0, (int64_t)self->count - 1, &ix) < 0)
-            return NULL;
-        skip[ix] = 1;
+    if (PyByteArray_GET_SIZE(args[3]) != (Py_ssize_t)self->count) {
+        PyErr_Format(PyExc_ValueError, "_exit(): done must have one byte per member (%u)",
+                     self->count);
+        return NULL;
     }
     for (uint32_t i = 0; i < self->count; i++) {
         struct gslot *s = &self->slots[i];
-        if (skip[i])
+        char *done = PyByteArray_AS_STRING(args[3]); /* re-read: nothing here resizes it */
+        if (done[i])
             continue;
         if (s->keyed) {
-            keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome);
+            if (keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome) != 0) {
+                (void)lock_gave_up_error(); /* this one and the rest still held: retry */
+                return NULL;
+            }
         } else {
             LimiterObject *lim = (LimiterObject *)s->obj;
-            sw_exit(limiter_view(lim), ns[i], rt, (int)outcome, SW_NOW);
+            if (GAVE_UP(sw_exit_or_give_up(limiter_view(lim), ns[i], rt, (int)outcome,
+                                           SW_NOW))) {
+                (void)lock_gave_up_error();
+                return NULL;
+            }
             limiter_notify(lim);
         }
+        done[i] = 1;
     }
     Py_RETURN_NONE;
 }

@@ -1535,11 +1535,13 @@ const struct sw_kview *keyed_group_view(PyObject *keyed)
     return kview((KeyedObject *)keyed);
 }
 
-void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
 {
     KeyedObject *self = (KeyedObject *)keyed;
-    sw_keyed_exit(kview(self), fp, n, rt_ms, outcome, SW_NOW);
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self), fp, n, rt_ms, outcome, SW_NOW)))
+        return SW_EBUSY;
     keyed_notify(self, 1, fp);
+    return 0;
 }
 
 void keyed_group_maybe_reap(PyObject *keyed)

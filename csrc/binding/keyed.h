@@ -16,8 +16,10 @@ int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t or
                        int *shared);
 /** The view a decision on the table goes through (a forked shared table claims its slot). */
 const struct sw_kview *keyed_group_view(PyObject *keyed);
-/** End a group entry's hold on a key (sw_keyed_exit), then wake the table's waiters. */
-void keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
+/** End a group entry's hold on a key (sw_keyed_exit_or_give_up), then wake the table's
+ * waiters. @return 0, or SW_EBUSY when the wait for a shared table's lock gave up (wait.h:
+ * nothing counted, the count still held) */
+int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
 /** sw_keyed_charge on the table. @return its code */
 int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns);
 /** The table's grade (enum sw_grade, as constructed). */
