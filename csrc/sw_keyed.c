@@ -1081,6 +1081,20 @@ int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now
     return SW_OK;
 }
 
+int sw_keyed_count_shadow_block(const struct sw_kview *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_table(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    struct sw_node *node = sw_keyed_node(v->st);
+    sw_node_add(node, SW_EV_BLOCK, n, sw_ms_of_ns(now_ns));
+    node->shadow_block = sw_sat_add(node->shadow_block, n);
+    unlock_table(v);
+    return SW_OK;
+}
+
 void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
                     int64_t *evicted, int64_t *keys)
 {
@@ -1439,8 +1453,7 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
     bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
     if (r->shadow)
         flags |= SW_F_SHADOW;
-    if (flags & SW_F_SHADOW)
-        flags &= ~SW_F_NO_BLOCK;
+    /* (a shadow keeps SW_F_NO_BLOCK here, as sw_plan_locked) */
     bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     if (now_ns == SW_NOW)
         now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();

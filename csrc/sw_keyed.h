@@ -230,7 +230,8 @@ struct sw_kplan {
     struct sw_throttle thr; /* throttle: the key's state after the reservation (has_thr) */
 };
 /** Plan a key's decision, the table's lock held (sw_keyed_lock / sw_keyed_lock_or_give_up):
- * as sw_keyed_decide (flags SW_F_TRY, SW_F_NO_BLOCK, SW_F_ENTRY, SW_F_RETRY), counting and
+ * as sw_keyed_decide (flags SW_F_TRY, SW_F_NO_BLOCK, kept by a shadow rule, SW_F_ENTRY,
+ * SW_F_RETRY), counting and
  * taking nothing (the key's window may roll). End it before the lock is released.
  * @return SW_OK, or SW_EINVAL for n < 1 (nothing to end then) */
 int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
@@ -260,6 +261,8 @@ int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp);
 int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns);
 /** Count n of event ev for the whole table (a retried request's final BLOCK). */
 int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now_ns);
+/** sw_count_shadow_block on the table. @return SW_OK or SW_EINVAL */
+int sw_keyed_count_shadow_block(const struct sw_kview *v, int64_t n, int64_t now_ns);
 /** Statistics of the whole table (as sw_stats_read); `evicted` and `keys` too. */
 void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
                     int64_t *evicted, int64_t *keys);

@@ -960,10 +960,11 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
     if (n < 1)
         return SW_EINVAL;
     const struct sw_rule *r = v->rule;
+    /* a shadow rule keeps SW_F_NO_BLOCK here (sw_decide drops it: a lone shadow decision
+     * admits, so it is never retried): a group retries while another member refuses, and
+     * counts a shadow's would-be refusal once, at the end (sw_count_shadow_block) */
     if (r->shadow)
         flags |= SW_F_SHADOW;
-    if (flags & SW_F_SHADOW)
-        flags &= ~SW_F_NO_BLOCK;
     if (now_ns == SW_NOW)
         now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
     /* as sw_decide's fast path: a rejecting QPS plan, or a concurrency one, at the head
@@ -1031,6 +1032,20 @@ int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
         unlock_node(v);
     else
         unlock_state(v);
+    return SW_OK;
+}
+
+int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    struct sw_node *node = sw_lstate_node(v->st);
+    sw_node_add(node, SW_EV_BLOCK, n, sw_ms_of_ns(now_ns));
+    node->shadow_block = sw_sat_add(node->shadow_block, n);
+    unlock_node(v);
     return SW_OK;
 }
 

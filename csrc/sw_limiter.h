@@ -325,7 +325,7 @@ struct sw_plan {
 
 /** Plan a decision, the view's lock held (sw_view_lock / sw_view_lock_or_give_up): as
  * sw_decide (flags SW_F_TRY, SW_F_PRIORITIZED, SW_F_NO_BLOCK, SW_F_ENTRY, SW_F_RETRY; a shadow
- * rule's SW_F_SHADOW), counting nothing: the warm-up tokens are synced on a copy, kept only
+ * rule's SW_F_SHADOW, which keeps SW_F_NO_BLOCK, unlike sw_decide), counting nothing: the warm-up tokens are synced on a copy, kept only
  * by a commit. Every plan must be ended (sw_plan_end_locked) before
  * the lock is released. @param now_ns the time, or SW_NOW (the clock read now)
  * @return SW_OK, or SW_EINVAL for n < 1 (nothing to end then) */
@@ -340,6 +340,10 @@ void sw_plan_end_locked(const struct sw_view *v, const struct sw_plan *p, bool c
 /** Count n of event ev at now_ns (e.g. the final BLOCK of a request that retried).
  * @return SW_OK, SW_EEVENT or SW_EINVAL */
 int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns);
+/** Count n BLOCK at now_ns that a shadow rule admitted (shadow_block too): the one would-be
+ * refusal of a group's request that retried (sw_plan_locked keeps SW_F_NO_BLOCK for a
+ * shadow). @return SW_OK or SW_EINVAL */
+int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns);
 
 /** Count n more as admitted now, without a decision (what a request used beyond what it was
  * admitted for, e.g. tokens known after the reply): PASS (n) in the bucket of now_ns, seen by

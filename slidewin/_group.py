@@ -68,11 +68,16 @@ class Group(_core.Group):
         return _core.BlockedError(text, retry_after=retry,
                                   limiter=owners[who] if who >= 0 else None)
 
-    def _count_blocks(self, ns: Tuple[int, ...], refused: Tuple[int, ...]) -> None:
-        """The one BLOCK of a request that retried and finally failed, on its refusers."""
+    def _count_blocks(self, ns: Tuple[int, ...], refused: Tuple[int, ...],
+                      shadowed: Tuple[int, ...]) -> None:
+        """The one BLOCK of a request that retried, on the members that refused its last
+        decision (a failure), and on the shadow members that would have (its retries
+        counted nothing on them either)."""
         owners = self.limiters
         for i in refused:
             owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1))
+        for i in shadowed:
+            owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1), True)
 
     # -- admission ----------------------------------------------------------------------
 
@@ -91,10 +96,12 @@ class Group(_core.Group):
             verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
                 ns, flags | _F_NO_BLOCK | _F_RETRY, None)
             if verdict == _PASS:
+                if shadowed:
+                    self._count_blocks(ns, (), shadowed)
                 return wait_ns, shadowed
             now = time.monotonic()
             if verdict == _NEVER or now >= deadline:
-                self._count_blocks(ns, refused)
+                self._count_blocks(ns, refused, shadowed)
                 raise self._blocked(ns, verdict, retry_ns, refused, who)
             time.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S, deadline - now))
 
@@ -107,10 +114,12 @@ class Group(_core.Group):
             verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
                 ns, flags | _F_NO_BLOCK | _F_RETRY, None)
             if verdict == _PASS:
+                if shadowed:
+                    self._count_blocks(ns, (), shadowed)
                 return wait_ns, shadowed
             now = time.monotonic()
             if verdict == _NEVER or now >= deadline:
-                self._count_blocks(ns, refused)
+                self._count_blocks(ns, refused, shadowed)
                 raise self._blocked(ns, verdict, retry_ns, refused, who)
             await asyncio.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S,
                                     deadline - now))

@@ -293,6 +293,41 @@ def test_shadow_member_admits_and_counts_its_would_be_refusal():
     assert s.totals()["shadow_block"] == 1 and r.totals()["pass"] == 2
 
 
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_shadow_member_counts_one_block_per_request_not_per_retry(keyed):
+    """A group's retries count nothing on a shadow member either: a request that finally
+    fails counts one BLOCK (and one shadow_block) on a shadow member that would have refused
+    it; one that finally passes counts the would-be refusal once."""
+    sh = (KeyedLimiter(rate="1/minute", shadow=True), "k") if keyed else \
+        Limiter(rate="1/minute", shadow=True)
+    assert (sh[0].try_acquire("k") if keyed else sh.try_acquire())  # its one slot used
+    conc = Limiter(concurrency=1)
+    assert conc.try_acquire()                                       # full
+    g = all_of(sh, conc)
+    before = totals_of(sh)
+    with pytest.raises(BlockedError):
+        g.acquire(timeout=0.1)  # before the fix: one BLOCK per 1 ms retry (~100)
+    t = totals_of(sh)
+    assert (t["block"] - before["block"], t["shadow_block"] - before["shadow_block"]) == (1, 1)
+    assert conc.totals()["block"] == 1
+    with pytest.raises(BlockedError):
+        asyncio.run(g.acquire_async(timeout=0.05))
+    t2 = totals_of(sh)
+    assert (t2["block"] - t["block"], t2["shadow_block"] - t["shadow_block"]) == (1, 1)
+    assert conc.totals()["block"] == 2
+    # finally admitted after retries: the shadow's would-be refusal counted once
+    threading.Timer(0.05, conc.release).start()
+    g.acquire(timeout=5)
+    t3 = totals_of(sh)
+    assert (t3["block"] - t2["block"], t3["shadow_block"] - t2["shadow_block"]) == (1, 1)
+    assert conc.totals()["block"] == 2 and conc.in_flight == 1
+    # one decision (no timeout): counted as before, once
+    with pytest.raises(BlockedError):
+        g.acquire()
+    t4 = totals_of(sh)
+    assert (t4["block"] - t3["block"], t4["shadow_block"] - t3["shadow_block"]) == (1, 1)
+
+
 # -- the model: members decided one by one on copies ----------------------------------------
 
 POOL = ["reject", "warm_up", "throttle", "warm_up_throttle", "concurrency",

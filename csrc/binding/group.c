@@ -383,7 +383,8 @@ static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
 }
 
 /* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
- * refused and shadowed are tuples of member indices; who is the refusing member with the
+ * refused and shadowed (the shadow members that would have refused: admitted, holding
+ * nothing) are tuples of member indices; who is the refusing member with the
  * largest retry (the first refuser when none is known), or -1. */
 static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -414,7 +415,7 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
         while (self->perm[k] != i)
             k++;
         PyObject *ix = NULL;
-        if (m[k].refused || (d.verdict == SW_PASS && m[k].d->shadowed)) {
+        if (m[k].refused || (m[k].d != NULL && m[k].d->shadowed)) {
             ix = PyLong_FromUnsignedLong(i);
             if (ix == NULL ||
                 PyList_Append(m[k].refused ? refused : shadowed, ix) < 0) {

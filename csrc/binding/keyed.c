@@ -952,12 +952,21 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
                          (long long)d.retry_ns);
 }
 
-static PyObject *Keyed_count_block(KeyedObject *self, PyObject *arg)
+/* _count_block(n, shadow=False): as Limiter._count_block, on the table's totals. */
+static PyObject *Keyed_count_block(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t n;
-    if (parse_n(arg, 1, &n) < 0)
+    int shadow = 0;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_count_block(n, shadow=False) takes 1 or 2 arguments");
         return NULL;
-    sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
+    }
+    if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
+        return NULL;
+    if (shadow)
+        sw_keyed_count_shadow_block(kview(self), n, SW_NOW);
+    else
+        sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
     Py_RETURN_NONE;
 }
 
@@ -1253,7 +1262,7 @@ static PyMethodDef Keyed_methods[] = {
      "stats(now_ns=None)\n--\n\nThe statistics of all keys together (a Stats; .evicted: keys "
      "evicted so far)."},
     {"_decide", (PyCFunction)(void (*)(void))Keyed_decide, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)Keyed_count_block, METH_O, NULL},
+    {"_count_block", (PyCFunction)(void (*)(void))Keyed_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Keyed_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
     {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},

@@ -342,13 +342,23 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
                          (long long)d.retry_ns);
 }
 
-/* _count_block(n): the one BLOCK of a request that retried and finally failed. */
-static PyObject *Limiter_count_block(LimiterObject *self, PyObject *arg)
+/* _count_block(n, shadow=False): the one BLOCK of a request that retried and finally failed;
+ * shadow: a shadow rule's would-be refusal (shadow_block too), after a group's retries. */
+static PyObject *Limiter_count_block(LimiterObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs)
 {
     int64_t n;
-    if (parse_n(arg, 1, &n) < 0)
+    int shadow = 0;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_count_block(n, shadow=False) takes 1 or 2 arguments");
         return NULL;
-    sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
+    }
+    if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
+        return NULL;
+    if (shadow)
+        sw_count_shadow_block(limiter_view(self), n, SW_NOW);
+    else
+        sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
     Py_RETURN_NONE;
 }
 
@@ -766,7 +776,7 @@ static PyMethodDef Limiter_methods[] = {
     {"stats", (PyCFunction)(void (*)(void))Limiter_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
     {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)Limiter_count_block, METH_O, NULL},
+    {"_count_block", (PyCFunction)(void (*)(void))Limiter_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
     {"_set_waker", (PyCFunction)Limiter_set_waker, METH_O, NULL},

@@ -537,8 +537,56 @@ static void group_charge(void)
     gm_free(&kt);
 }
 
+/* A shadow member's would-be refusal counts nothing on a retry (SW_F_NO_BLOCK is kept for a
+ * plan, unlike a lone shadow decision), BLOCK once without it; sw_count_shadow_block counts
+ * the one of a group's request that retried (BLOCK and shadow_block), limiter and keyed. */
+static void group_shadow_retries(void)
+{
+    for (int keyed = 0; keyed < 2; keyed++) {
+        struct sw_limiter_cfg sc = cfg_of(SW_GRADE_QPS, SW_REJECT, 1);
+        sc.shadow = 1;
+        struct sw_limiter_cfg cc = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
+        struct gm s, c;
+        if (gm_new(&s, &sc, keyed, 3) < 0 || gm_new(&c, &cc, 0, 0) < 0)
+            return;
+        struct sw_decision d;
+        gm_decide(&s, 1, MS(100), 0, &d); /* its one slot */
+        gm_decide(&c, 1, MS(100), 0, &d); /* full */
+        struct sw_gmember m[2];
+        gm_member(&s, &m[0], 1);
+        gm_member(&c, &m[1], 1);
+        for (int i = 0; i < 5; i++) {     /* retries */
+            CHECK_EQ(sw_group_decide(m, 2, MS(200), SW_F_RETRY | SW_F_NO_BLOCK, &d), SW_OK);
+            CHECK_EQ(d.verdict, SW_BLOCK);
+            CHECK(m[0].d->shadowed);
+            CHECK(!m[0].refused);
+            CHECK(m[1].refused);
+        }
+        struct sw_totals t;
+        gm_totals(&s, &t);
+        CHECK_EQ(t.block, 0);
+        CHECK_EQ(t.shadow_block, 0);
+        CHECK_EQ(sw_group_decide(m, 2, MS(200), SW_F_RETRY, &d), SW_OK); /* one decision */
+        gm_totals(&s, &t);
+        CHECK_EQ(t.block, 1);
+        CHECK_EQ(t.shadow_block, 1);
+        if (keyed)
+            CHECK_EQ(sw_keyed_count_shadow_block(&s.kv, 2, MS(200)), SW_OK);
+        else
+            CHECK_EQ(sw_count_shadow_block(&s.v, 2, MS(200)), SW_OK);
+        gm_totals(&s, &t);
+        CHECK_EQ(t.block, 3);
+        CHECK_EQ(t.shadow_block, 3);
+        CHECK_EQ(keyed ? sw_keyed_count_shadow_block(&s.kv, -1, MS(200))
+                       : sw_count_shadow_block(&s.v, -1, MS(200)), SW_EINVAL);
+        gm_free(&s);
+        gm_free(&c);
+    }
+}
+
 void test_group(void)
 {
+    group_shadow_retries();
     group_charge();
     group_counts();
     group_each_behavior();
