@@ -49,3 +49,35 @@ def skip_unless_ci(reason):
     if os.environ.get("SLIDEWIN_CI"):
         pytest.fail("must run in CI: " + reason)
     pytest.skip(reason)
+
+
+# ---- markers: the groups CI's passes select with -m (registered in pyproject.toml; the rules
+# are in CONTRIBUTING.md). `server` follows from what a test uses, so that a new test file
+# is grouped without a list to update: a test is a server test when it uses a fixture of
+# tests/redis_servers.py (redis_server, r, own_server, ...) or its module imports anything
+# from there (need_server, Server: it starts servers of its own). Files whose servers are of
+# another kind (gunicorn, uvicorn, tmux) and the `c_core` and `procs` tests say so themselves
+# (`pytestmark = pytest.mark.server`, `@pytest.mark.procs`).
+SERVER_HELPERS = "redis_servers"
+
+
+def _from_server_helpers(obj):
+    return getattr(obj, "__module__", None) == SERVER_HELPERS
+
+
+def _uses_server_helpers(item):
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if any(_from_server_helpers(getattr(d, "func", None)) for d in defs):
+            return True
+    module = getattr(item, "module", None)
+    return module is not None and any(
+        _from_server_helpers(v) for v in vars(module).values() if callable(v))
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if _uses_server_helpers(item) and item.get_closest_marker("server") is None:
+            item.add_marker(pytest.mark.server)

@@ -7,6 +7,9 @@ import subprocess
 
 import pytest
 
+# CI runs the C suite once (the README's pytest); the other passes deselect it
+pytestmark = pytest.mark.c_core
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSRC = os.path.join(ROOT, "csrc")
 
