@@ -68,7 +68,7 @@ $PY -m venv "$WORK/wheelvenv"
 (cd "$WORK" && "$WORK/wheelvenv/bin/python" -c \
     "import slidewin; assert slidewin.Limiter(qps=1).try_acquire(); print('wheel ok', slidewin.__version__)")
 
-log "the sdist alone: unpacked, installed with the test extra, its own test suite"
+log "the sdist alone: unpacked, installed with the test extra, the C tests built, a smoke of its tests"
 mkdir "$WORK/sdist"
 tar -C "$WORK/sdist" -xzf "$WORK"/dist/*.tar.gz
 SRC=$(ls -d "$WORK"/sdist/slidewin-*)
