@@ -62,7 +62,8 @@ SERVER_HELPERS = "redis_servers"
 
 
 def _from_server_helpers(obj):
-    return getattr(obj, "__module__", None) == SERVER_HELPERS
+    # a function or class of the module, or the module itself (`import redis_servers`)
+    return SERVER_HELPERS in (getattr(obj, "__module__", None), getattr(obj, "__name__", None))
 
 
 def _uses_server_helpers(item):
@@ -72,7 +73,7 @@ def _uses_server_helpers(item):
             return True
     module = getattr(item, "module", None)
     return module is not None and any(
-        _from_server_helpers(v) for v in vars(module).values() if callable(v))
+        _from_server_helpers(v) for v in vars(module).values())
 
 
 def pytest_collection_modifyitems(config, items):
