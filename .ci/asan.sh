@@ -41,7 +41,7 @@ PRELOAD=$LIBASAN
 log "copy the tree (no build products)"
 tar -C "$ROOT" --exclude=./.git --exclude=./build --exclude=./csrc/build --exclude='*.so' \
     --exclude=./.venv --exclude=./venv --exclude='*.egg-info' --exclude=./.hypothesis \
-    --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./benchmarks/results \
+    --exclude=./.pytest_cache --exclude=./.mypy_cache \
     --exclude='__pycache__' -cf - . | tar -C "$STAGE" -xf -
 
 log "venv $VENV + sanitized build (SLIDEWIN_SANITIZE=1, CC=$CC_BIN)"

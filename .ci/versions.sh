@@ -19,7 +19,7 @@ WANT=${SLIDEWIN_VERSIONS:-$SUPPORTED_VERSIONS}
 
 tar -C "$ROOT" --exclude=./.git --exclude=./build --exclude=./csrc/build --exclude='*.so' \
     --exclude=./.venv --exclude=./venv --exclude='*.egg-info' --exclude=./.hypothesis \
-    --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./benchmarks/results \
+    --exclude=./.pytest_cache --exclude=./.mypy_cache \
     --exclude='__pycache__' -cf - . | tar -C "$STAGE" -xf -
 
 ran=() skipped=() failed=() timings=()
