@@ -53,32 +53,26 @@ def skip_unless_ci(reason):
 
 # ---- markers: the groups CI's passes select with -m (registered in pyproject.toml; the rules
 # are in CONTRIBUTING.md). `server` follows from what a test uses, so that a new test file
-# is grouped without a list to update: a test is a server test when it uses a fixture of
-# tests/redis_servers.py (redis_server, r, own_server, ...) or its module imports anything
-# from there (need_server, Server: it starts servers of its own). Files whose servers are of
-# another kind (gunicorn, uvicorn, tmux) and the `c_core` and `procs` tests say so themselves
-# (`pytestmark = pytest.mark.server`, `@pytest.mark.procs`).
+# is grouped without a list to update: a test is a server test when a fixture it uses, directly
+# or through other fixtures, is one of tests/redis_servers.py (redis_server, r, own_server).
+# A test that starts servers otherwise (a fixture of its own calling Server(), gunicorn,
+# uvicorn, tmux) and the `c_core` and `procs` tests say so themselves (`pytestmark`,
+# `@pytest.mark.server`, `pytest.param(..., marks=pytest.mark.server)`).
 SERVER_HELPERS = "redis_servers"
 
 
-def _from_server_helpers(obj):
-    # a function or class of the module, or the module itself (`import redis_servers`)
-    return SERVER_HELPERS in (getattr(obj, "__module__", None), getattr(obj, "__name__", None))
-
-
-def _uses_server_helpers(item):
+def _uses_server_fixtures(item):
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        if any(_from_server_helpers(getattr(d, "func", None)) for d in defs):
-            return True
-    module = getattr(item, "module", None)
-    return module is not None and any(
-        _from_server_helpers(v) for v in vars(module).values())
+        for d in defs:
+            if getattr(getattr(d, "func", None), "__module__", None) == SERVER_HELPERS:
+                return True
+    return False
 
 
 def pytest_collection_modifyitems(config, items):
     import pytest
 
     for item in items:
-        if _uses_server_helpers(item) and item.get_closest_marker("server") is None:
+        if item.get_closest_marker("server") is None and _uses_server_fixtures(item):
             item.add_marker(pytest.mark.server)
