@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole pytest suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of the
-# extension (SLIDEWIN_SANITIZE=1 in setup.py: -fsanitize=address,undefined and
+# The pytest suite (arguments go to pytest: .ci/run selects the tests that reach the C code,
+# -n 2) against an AddressSanitizer + UndefinedBehaviorSanitizer build of the extension (SLIDEWIN_SANITIZE=1 in setup.py: -fsanitize=address,undefined and
 # -fno-sanitize-recover=undefined, so any UB aborts the test process).
 #
 # - The build happens in a copy of the tree without build/ or in-place .so files: setuptools
@@ -41,7 +41,7 @@ PRELOAD=$LIBASAN
 log "copy the tree (no build products)"
 tar -C "$ROOT" --exclude=./.git --exclude=./build --exclude=./csrc/build --exclude='*.so' \
     --exclude=./.venv --exclude=./venv --exclude='*.egg-info' --exclude=./.hypothesis \
-    --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./benchmarks/results \
+    --exclude=./.pytest_cache --exclude=./.mypy_cache \
     --exclude='__pycache__' -cf - . | tar -C "$STAGE" -xf -
 
 log "venv $VENV + sanitized build (SLIDEWIN_SANITIZE=1, CC=$CC_BIN)"

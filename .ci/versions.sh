@@ -5,33 +5,21 @@
 # build products (setuptools would otherwise reuse a stale build/ directory).
 # Versions below 3.9 are out of scope (requires-python >= 3.9); a missing one is noted and
 # skipped; no interpreter at all is a failure.
-# Env: SLIDEWIN_VERSIONS="3.9 3.10 ..." to choose; extra arguments go to pytest.
+# Env: SLIDEWIN_VERSIONS="3.9 3.10 ..." to choose; extra arguments go to pytest (.ci/run
+# passes -n 2 and a -m selection: CONTRIBUTING.md, "What CI runs").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-WANT=${SLIDEWIN_VERSIONS:-"3.9 3.10 3.11 3.12 3.13"}
-PYENV_DIR=${PYENV_ROOT:-$HOME/.pyenv}/versions
 STAGE=$(mktemp -d /tmp/slidewin-versions-src.XXXXXX)
 trap 'rm -rf "$STAGE"' EXIT
 log() { printf '\n=== versions: %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
-
-find_python() {  # $1 = 3.X -> path of an interpreter, or nothing
-    local v=$1 best="" d
-    if [ -d "$PYENV_DIR" ]; then
-        # highest patch release: sort -V on the directory names (3.9.18, 3.9.2, ...)
-        for d in $(ls -1 "$PYENV_DIR" 2>/dev/null | grep -E "^${v//./\\.}\.[0-9]+$" | sort -V); do
-            [ -x "$PYENV_DIR/$d/bin/python$v" ] && best="$PYENV_DIR/$d/bin/python$v"
-        done
-    fi
-    if [ -z "$best" ] && command -v "python$v" >/dev/null 2>&1; then
-        best=$(command -v "python$v")
-    fi
-    echo "$best"
-}
+# shellcheck source=pythons.sh
+. "$ROOT/.ci/pythons.sh"
+WANT=${SLIDEWIN_VERSIONS:-$SUPPORTED_VERSIONS}
 
 tar -C "$ROOT" --exclude=./.git --exclude=./build --exclude=./csrc/build --exclude='*.so' \
     --exclude=./.venv --exclude=./venv --exclude='*.egg-info' --exclude=./.hypothesis \
-    --exclude=./.pytest_cache --exclude=./.mypy_cache --exclude=./benchmarks/results \
+    --exclude=./.pytest_cache --exclude=./.mypy_cache \
     --exclude='__pycache__' -cf - . | tar -C "$STAGE" -xf -
 
 ran=() skipped=() failed=() timings=()

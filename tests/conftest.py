@@ -49,3 +49,30 @@ def skip_unless_ci(reason):
     if os.environ.get("SLIDEWIN_CI"):
         pytest.fail("must run in CI: " + reason)
     pytest.skip(reason)
+
+
+# ---- markers: the groups CI's passes select with -m (registered in pyproject.toml; the rules
+# are in CONTRIBUTING.md). `server` follows from what a test uses, so that a new test file
+# is grouped without a list to update: a test is a server test when a fixture it uses, directly
+# or through other fixtures, is one of tests/redis_servers.py (redis_server, r, own_server).
+# A test that starts servers otherwise (a fixture of its own calling Server(), gunicorn,
+# uvicorn, tmux) and the `c_core` and `procs` tests say so themselves (`pytestmark`,
+# `@pytest.mark.server`, `pytest.param(..., marks=pytest.mark.server)`).
+SERVER_HELPERS = "redis_servers"
+
+
+def _uses_server_fixtures(item):
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        for d in defs:
+            if getattr(getattr(d, "func", None), "__module__", None) == SERVER_HELPERS:
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.get_closest_marker("server") is None and _uses_server_fixtures(item):
+            item.add_marker(pytest.mark.server)

@@ -86,11 +86,24 @@ class Server:
         self.kind = kind
         self.binary = BINARIES[kind]
         self.port = port or free_port(cluster="--cluster-enabled" in extra)
+        # a port chosen here may be taken between free_port() and the server's bind by a
+        # test running at the same time (pytest-xdist, CI's parallel jobs): the first start
+        # then moves to another free port; a restart (start() after stop()) keeps its port
+        self._may_move = port is None
         self.dir = tempfile.mkdtemp(prefix="slidewin-redis-")
         self.extra = list(extra)
         self.proc = None
 
     def start(self):
+        for attempt in range(3):
+            try:
+                return self._start()
+            except RuntimeError:
+                if not self._may_move or attempt == 2:
+                    raise
+                self.port = free_port(cluster="--cluster-enabled" in self.extra)
+
+    def _start(self):
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--logfile", os.path.join(self.dir, "log")] + self.extra
@@ -100,14 +113,25 @@ class Server:
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
+                    # ours, not another test's server that took the port first
+                    s.sendall(b"INFO server\r\n")
+                    reply = b""
+                    while b"process_id:" not in reply and len(reply) < 65536:
+                        chunk = s.recv(8192)
+                        if not chunk:
+                            break
+                        reply += chunk
+                    if b"process_id:%d\r\n" % self.proc.pid in reply:
+                        self._may_move = False
                         return self
+                    if b"process_id:" in reply and self.proc.poll() is not None:
+                        break
             except OSError:
                 pass
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
+        self.kill()
         raise RuntimeError("%s did not start on port %d" % (self.binary, self.port))
 
     def kill(self):

@@ -7,6 +7,8 @@ import py_compile
 
 import pytest
 
+from slidewin import Limiter
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "*.py")))
 
@@ -18,3 +20,14 @@ def test_there_are_benchmarks():
 @pytest.mark.parametrize("path", SCRIPTS, ids=[os.path.basename(s) for s in SCRIPTS])
 def test_benchmark_script_compiles(path, tmp_path):
     py_compile.compile(path, cfile=str(tmp_path / "x.pyc"), doraise=True)
+
+
+# -- the benchmark-only helpers of the extension ---------------------------------------
+
+def test_limiter_noop_exists():
+    # the benchmark-only helpers are private module functions, not Limiter methods
+    from slidewin import _core
+
+    assert _core._noop() is None
+    assert _core._try_acquire_nogil(Limiter(qps=1), now_ns=0) is True
+    assert not hasattr(Limiter(qps=1), "_noop")

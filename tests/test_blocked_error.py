@@ -1,10 +1,14 @@
-"""BlockedError keeps retry_after (and limiter where it can) through pickle and copy."""
+"""BlockedError: the class, the retry_after each behaviour gives, and what pickle and copy keep
+(retry_after, and the limiter where it can)."""
 import copy
 import pickle
+import time
 
 import pytest
 
-from slidewin import BlockedError, Limiter
+from slidewin import BlockedError, Event, Limiter
+
+from limiter_helpers import MS, S
 
 
 def refused(lim):
@@ -69,3 +73,63 @@ def test_setstate_validates_retry_after():
         e.__setstate__({"retry_after": -1.0})
     with pytest.raises(TypeError):
         e.__setstate__(["retry_after"])
+
+
+# -- the class, retry_after of each behaviour ------------------------------------------
+
+def test_blocked_error_class():
+    assert issubclass(BlockedError, Exception)
+    e = BlockedError("nope")
+    assert str(e) == "nope"
+    assert e.retry_after is None and e.limiter is None
+    lim = Limiter(qps=1)
+    e = BlockedError("x", retry_after=1.5, limiter=lim)
+    assert e.retry_after == 1.5 and e.limiter is lim
+    with pytest.raises(TypeError):
+        BlockedError("x", 1.5)  # keyword-only
+
+
+def test_blocked_error_retry_after_throttle():
+    lim = Limiter(qps=0.1, behavior="throttle", max_queueing_ms=500)  # cost 10 s
+    t = time.monotonic_ns()
+    assert lim.reserve(now_ns=t) == 0
+    with pytest.raises(BlockedError) as info:
+        lim.acquire()
+    after = time.monotonic_ns()
+    e = info.value
+    assert e.limiter is lim
+    # the queue accepts the request once its wait is <= 500 ms: 9.5 s after t
+    ra = e.retry_after
+    assert isinstance(ra, float)
+    assert (t + 9_500 * MS - after) / S - 0.01 <= ra <= 9.5 + 0.01
+    assert lim.metric.sum(Event.BLOCK) == 1
+
+
+def test_blocked_error_retry_after_reject():
+    lim = Limiter(qps=0.2, interval_ms=10_000, sample_count=2)  # 2 per 10 s, 5 s buckets
+    t = time.monotonic_ns()
+    assert lim.try_acquire(2, now_ns=t)
+    with pytest.raises(BlockedError) as info:
+        lim.acquire(timeout=0)
+    after = time.monotonic_ns()
+    e = info.value
+    assert e.limiter is lim
+    t_ms = t // MS
+    slides_out_ns = (t_ms - t_ms % 5000 + 10_000) * MS
+    ra = e.retry_after
+    assert isinstance(ra, float)
+    assert (slides_out_ns - after) / S - 0.01 <= ra <= (slides_out_ns - t) / S + 0.01
+
+
+def test_blocked_error_retry_after_none_for_concurrency_and_warm_up():
+    lim = Limiter(concurrency=1)
+    lim.try_acquire()
+    with pytest.raises(BlockedError) as info:
+        lim.acquire(timeout=0)
+    assert info.value.retry_after is None
+    lim = Limiter(qps=10, behavior="warm_up")
+    for _ in range(3):
+        lim.try_acquire()
+    with pytest.raises(BlockedError) as info:
+        lim.acquire(timeout=0)
+    assert info.value.retry_after is None

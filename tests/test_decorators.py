@@ -22,6 +22,7 @@ import pytest
 from slidewin import BlockedError, Event, Limiter, limit
 
 from redis_servers import Server, need_server
+from limiter_helpers import eight_second, long_window
 
 _STATS = {Event.PASS: "pass_qps", Event.BLOCK: "block_qps", Event.SUCCESS: "success_qps",
           Event.EXCEPTION: "exception_qps"}
@@ -52,7 +53,8 @@ def _redis():
 _SEQ = itertools.count()
 
 
-@pytest.fixture(params=["Limiter", "RedisLimiter"])
+# (the RedisLimiter cases start a server: the `server` group, CONTRIBUTING.md)
+@pytest.fixture(params=["Limiter", pytest.param("RedisLimiter", marks=pytest.mark.server)])
 def make(request):
     """make(**kw): a Limiter, or a RedisLimiter (a fresh name), with these arguments and a
     minute's window (the counts read at the end are still in it on a slow build)."""
@@ -459,3 +461,100 @@ def test_sync_on_block_returning_a_coroutine_raises_without_a_warning(make):
     with pytest.raises(TypeError, match=r"on_block.*awaitable"):
         f()
     gc.collect()
+
+
+# -- functions and coroutine functions, limit() ----------------------------------------
+
+def test_decorator_sync():
+    lim = long_window(qps=1000)
+
+    def handler(x, y=2):
+        """Adds."""
+        return x + y
+
+    wrapped = lim(handler)
+    assert wrapped(1) == 3
+    assert wrapped(1, y=5) == 6
+    assert wrapped.__name__ == "handler"
+    assert wrapped.__doc__ == "Adds."
+    assert wrapped.__qualname__ == handler.__qualname__
+    assert wrapped.__module__ == handler.__module__
+    assert wrapped.__wrapped__ is handler
+    assert inspect.signature(wrapped) == inspect.signature(handler)
+    assert counts(lim, Event.PASS, Event.SUCCESS) == (2, 2)
+
+
+def test_decorator_sync_exception():
+    lim = long_window(qps=1000)
+
+    @lim
+    def fail():
+        raise KeyError("k")
+
+    with pytest.raises(KeyError):
+        fail()
+    assert counts(lim, Event.PASS, Event.SUCCESS, Event.EXCEPTION) == (1, 0, 1)
+    assert lim.stats().concurrency == 0
+
+
+def test_decorator_sync_blocked():
+    lim = eight_second(1)
+
+    @lim
+    def f():
+        return 1
+
+    assert f() == 1
+    with pytest.raises(BlockedError):
+        f()
+    assert counts(lim, Event.PASS, Event.BLOCK, Event.SUCCESS) == (1, 1, 1)
+
+
+def test_decorator_async():
+    lim = long_window(qps=1000)
+
+    async def call_api(x):
+        """Doubles."""
+        await asyncio.sleep(0)
+        return 2 * x
+
+    wrapped = lim(call_api)
+    assert inspect.iscoroutinefunction(wrapped)
+    assert wrapped.__name__ == "call_api"
+    assert wrapped.__doc__ == "Doubles."
+    assert wrapped.__wrapped__ is call_api
+    assert asyncio.run(wrapped(21)) == 42
+    assert counts(lim, Event.PASS, Event.SUCCESS) == (1, 1)
+
+
+def test_decorator_async_exception():
+    lim = long_window(qps=1000)
+
+    @lim
+    async def boom():
+        raise RuntimeError("x")
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(boom())
+    assert counts(lim, Event.PASS, Event.SUCCESS, Event.EXCEPTION) == (1, 0, 1)
+
+
+def test_limit_returns_limiter_and_decorates():
+    lim = limit(qps=10, behavior="throttle")
+    assert isinstance(lim, Limiter)
+    assert "throttle" in repr(lim)
+
+    @limit(qps=1000, interval_ms=60_000, sample_count=60)
+    async def call_api(x):
+        return x
+
+    assert asyncio.run(call_api(3)) == 3
+    assert call_api.__name__ == "call_api"
+
+    @limit(concurrency=2)
+    def sync_fn():
+        return "ok"
+
+    assert sync_fn() == "ok"
+    assert sync_fn.__name__ == "sync_fn"
+    assert isinstance(sync_fn.__wrapped__, type(test_limit_returns_limiter_and_decorates))

@@ -11,7 +11,9 @@ import pytest
 
 from slidewin import BlockedError, Limiter, Metric, _core
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+# forked children (the `procs` group: CONTRIBUTING.md)
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
+              pytest.mark.procs]
 
 FORKS = 200
 CHILD_DEADLINE_S = 10.0

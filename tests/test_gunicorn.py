@@ -24,6 +24,9 @@ import slidewin
 
 from conftest import skip_unless_ci
 
+# gunicorn servers (CONTRIBUTING.md: markers)
+pytestmark = pytest.mark.server
+
 try:
     import gunicorn  # noqa: F401  (a test dependency: pip install ".[test]")
 except ImportError:

@@ -31,6 +31,7 @@ def name():
 KEYS = ["user-1", b"user-1", 1, 2**80, "vip"]
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("ctx", ["fork", "spawn"])
 @pytest.mark.parametrize("kwargs,limits", [
     ({"qps": 7, "overrides": {"vip": 20}}, [7, 7, 7, 7, 20]),
@@ -79,6 +80,7 @@ def test_named_pickles_to_the_same_region(name):
         pickle.dumps(KeyedLimiter(qps=3))
 
 
+@pytest.mark.procs
 def test_shared_true_with_forked_children():
     kl = KeyedLimiter(qps=5, shared=True)
     ctx = mp.get_context("fork")
@@ -92,6 +94,7 @@ def test_shared_true_with_forked_children():
     assert not kl.try_acquire("k", 2, now_ns=W.T0)
 
 
+@pytest.mark.procs
 def test_killed_process_gives_back_its_per_key_in_flight(name):
     ctx = mp.get_context("fork")
     kl = KeyedLimiter(concurrency=1, shared=name)

@@ -27,6 +27,9 @@ from slidewin import Limiter
 
 from conftest import skip_unless_ci
 
+# every scenario runs in other processes (the `procs` group: CONTRIBUTING.md)
+pytestmark = pytest.mark.procs
+
 SHM = os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm")
 DEADLINE = 60  # seconds: a scenario taking longer hangs
 

@@ -122,8 +122,11 @@ def test_regions_other_processes_are_busy_with(folder):
     assert final["pass"] > 0
 
 
+# (ids: the random content differs in each process; pytest-xdist's workers must collect the
+# same test names)
 @pytest.mark.parametrize("content", [b"", b"hello", b"SLIDEWIN" + b"\0" * 4000,
-                                     os.urandom(8192)])
+                                     os.urandom(8192)],
+                         ids=["empty", "text", "header-only", "random"])
 def test_bad_files_are_value_errors(folder, content):
     path = folder / "slidewin-bad"
     path.write_bytes(content)

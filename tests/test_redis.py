@@ -146,18 +146,6 @@ def test_layout_mismatch_raises_at_first_decision(r):
     assert RedisLimiter(r, "lay", qps=50, behavior="throttle").try_acquire()
 
 
-def test_constructing_contacts_no_server():
-    pytest.importorskip("redis")
-    import redis
-
-    from slidewin.redis import AsyncRedisLimiter, RedisKeyedLimiter, RedisLimiter
-
-    dead = redis.Redis(port=1, socket_connect_timeout=0.1)
-    RedisLimiter(dead, "x", qps=1)
-    RedisKeyedLimiter(dead, "x", qps=1)
-    AsyncRedisLimiter(dead, "x", qps=1)
-
-
 def test_keys_expire_once_idle(r):
     from slidewin.redis import RedisLimiter
 

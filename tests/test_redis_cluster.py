@@ -9,6 +9,9 @@ import pytest
 
 from redis_servers import CLI, Server, need_server
 
+# a cluster of servers started by the module's own fixture (the `server` group: CONTRIBUTING.md)
+pytestmark = pytest.mark.server
+
 MS = 1_000_000
 SHIFT = (1_700_000_000_000 // 3_600_000) * 3_600_000 * MS
 

@@ -48,6 +48,7 @@ def twin_count(kwargs: dict, tries: int, now_ns: int, n: int = 1) -> int:
 
 # ---------------------------------------------------------------- exact across processes
 
+@pytest.mark.procs
 @pytest.mark.parametrize("ctx", CONTEXTS)
 @pytest.mark.parametrize("kwargs", [
     {"qps": 100},
@@ -67,6 +68,7 @@ def test_four_processes_admit_exactly_the_limit(ctx, kwargs, name):
     assert round(s.block_qps * window_s) == 600 - expected
 
 
+@pytest.mark.procs
 def test_prioritized_borrowing_is_exact_across_processes(name):
     kwargs = {"qps": 20}
     full = Limiter(**kwargs, shared=name)
@@ -81,6 +83,7 @@ def test_prioritized_borrowing_is_exact_across_processes(name):
     assert full.stats(now_ns=t).waiting == 20
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("ctx", CONTEXTS)
 def test_shared_throttle_hands_out_distinct_slots(ctx, name):
     kwargs = {"qps": 100, "behavior": "throttle", "max_queueing_ms": 500}
@@ -92,6 +95,7 @@ def test_shared_throttle_hands_out_distinct_slots(ctx, name):
     assert waits.count(None) == 80 - 51                      # none beyond the queue
 
 
+@pytest.mark.procs
 def test_shared_concurrency_never_exceeds_its_limit(name):
     ctx = mp.get_context("fork")
     counter, peak = ctx.Value("i", 0), ctx.Value("i", 0)
@@ -107,6 +111,7 @@ def test_shared_concurrency_never_exceeds_its_limit(name):
     assert lim.stats().concurrency == 0                      # every entry gave its count back
 
 
+@pytest.mark.procs
 def test_no_count_lost_and_no_spurious_refusal(name):
     with pool("fork") as p:
         p.starmap(W.add_many, [(name, 2500)] * 4)
@@ -120,6 +125,7 @@ def test_no_count_lost_and_no_spurious_refusal(name):
         slidewin.unlink(other)
 
 
+@pytest.mark.procs
 def test_real_clock_sampled_window_never_exceeds_the_limit(name):
     qps = 200
     ctx = mp.get_context("fork")
@@ -136,6 +142,7 @@ def test_real_clock_sampled_window_never_exceeds_the_limit(name):
     assert qps <= passed <= qps * 3
 
 
+@pytest.mark.procs
 def test_independent_interpreters_share_one_region(name):
     code = ("import slidewin,sys; l=slidewin.Limiter(qps=5, shared=sys.argv[1]); "
             "print(sum(l.try_acquire(now_ns=10**12) for _ in range(4)))")
@@ -145,6 +152,7 @@ def test_independent_interpreters_share_one_region(name):
     assert [int(o.stdout) for o in outs] == [4, 1, 0]
 
 
+@pytest.mark.procs
 def test_creation_race_sixteen_processes_end_on_one_region(name):
     code = ("import os,sys,time,slidewin; t=float(sys.argv[2]);\n"
             "while time.time() < t: pass\n"
@@ -174,6 +182,7 @@ def test_counts_shared_settings_per_process(name):
     assert repr(old) == "Limiter(qps=5.0, shared=%r)" % name
 
 
+@pytest.mark.procs
 def test_shared_true_is_shared_with_forked_children():
     lim = Limiter(qps=10, shared=True)
     assert lim.shared is True
@@ -221,6 +230,7 @@ def test_named_limiter_pickles_to_the_same_region(name):
 
 # ---------------------------------------------------------------- killed processes
 
+@pytest.mark.procs
 def test_killed_worker_gives_back_its_in_flight_counts(name):
     ctx = mp.get_context("fork")
     ready = ctx.Event()
@@ -238,6 +248,7 @@ def test_killed_worker_gives_back_its_in_flight_counts(name):
         time.sleep(0.01)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("hook_us", [0, 2000], ids=["anywhere", "inside-decisions"])
 def test_workers_killed_at_random_instants(name, hook_us):
     """Hundreds of SIGKILLs: the survivors never wedge, the region stays valid and exact."""
@@ -377,6 +388,7 @@ def test_another_users_region_is_refused_even_if_writable(tmp_path):
         Limiter(qps=1, shared=str(path))
 
 
+@pytest.mark.procs
 def test_an_entry_inherited_across_fork_is_released_once(name):
     lim = Limiter(concurrency=2, shared=name)
     other = Limiter(concurrency=2, shared=name)
@@ -396,6 +408,7 @@ def test_an_entry_inherited_across_fork_is_released_once(name):
     lim.release()
 
 
+@pytest.mark.procs
 def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
     # refused while a process here maps it (one nobody maps is taken over: test_procs.py)
     path = str(tmp_path / "ns")

@@ -300,6 +300,7 @@ def names(lines):
     return [r["NAME"] for r in table_rows(lines)]
 
 
+@pytest.mark.server  # tmux
 def test_live_view_in_tmux(folder, workers, tmp_path):
     if shutil.which("tmux") is None:
         from conftest import skip_unless_ci

@@ -33,6 +33,9 @@ import slidewin
 
 from conftest import skip_unless_ci
 
+# gunicorn and uvicorn servers (CONTRIBUTING.md: markers)
+pytestmark = pytest.mark.server
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMIT = 20
 HOUR_MS = 3_600_000

@@ -194,6 +194,8 @@ static PyObject *Entry_repr(EntryObject *self)
 /* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION */
 static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
+    (void)args;
+    (void)kwds;
     PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use Limiter.entry()",
                  type->tp_name);
     return NULL;

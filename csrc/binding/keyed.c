@@ -1130,7 +1130,7 @@ static PyObject *Keyed_repr(KeyedObject *self)
         return NULL;
     }
     Py_XDECREF(over);
-    return repr_finish((PyObject *)self, parts, cfg.shadow, self->shared, self->name,
+    return repr_finish((PyObject *)self, parts, cfg.shadow != 0, self->shared, self->name,
                        self->name_given);
 }
 

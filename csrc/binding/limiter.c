@@ -590,7 +590,7 @@ static PyObject *Limiter_repr(LimiterObject *self)
         Py_DECREF(parts);
         return NULL;
     }
-    return repr_finish((PyObject *)self, parts, cfg.shadow, self->shared, self->name,
+    return repr_finish((PyObject *)self, parts, cfg.shadow != 0, self->shared, self->name,
                        self->name_given);
 }
 

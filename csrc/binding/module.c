@@ -270,6 +270,7 @@ static struct PyModuleDef slidewin_module = {
     .m_free = module_free,
 };
 
+PyMODINIT_FUNC PyInit__core(void); /* (the one exported name) */
 PyMODINIT_FUNC PyInit__core(void)
 {
     return PyModuleDef_Init(&slidewin_module);

@@ -245,7 +245,7 @@ static int peek_region(const char *path, struct peek *pk)
      * user's file in a shared folder such as /dev/shm is not ours to report */
     if (sb.st_uid != geteuid()) {
         char msg[600];
-        snprintf(msg, sizeof msg, "%s belongs to uid %lu, not to this process's uid %lu: "
+        snprintf(msg, sizeof msg, "%.400s belongs to uid %lu, not to this process's uid %lu: "
                  "observers read only the regions of their own user", path,
                  (unsigned long)sb.st_uid, (unsigned long)geteuid());
         PyObject *args = Py_BuildValue("(is)", EACCES, msg);

@@ -240,7 +240,7 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
     }
     if (sb.st_uid != geteuid()) {
         char msg[600];
-        snprintf(msg, sizeof msg, "unlink(): shared region %s belongs to uid %lu, not to this "
+        snprintf(msg, sizeof msg, "unlink(): shared region %.400s belongs to uid %lu, not to this "
                  "process's uid %lu: not removed", path, (unsigned long)sb.st_uid,
                  (unsigned long)geteuid());
         PyObject *args = Py_BuildValue("(is)", EACCES, msg);

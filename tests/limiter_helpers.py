@@ -1,0 +1,27 @@
+"""What the Limiter tests share: times in ns and limiters whose windows suit real-clock tests."""
+
+from slidewin import Limiter
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def ms(t):
+    return t * MS
+
+
+def eight_second(limit, **kw):
+    """A qps limiter admitting ``limit`` per 8 s window of 1 s buckets (exact floats)."""
+    return Limiter(qps=limit / 8, interval_ms=8000, sample_count=8, **kw)
+
+
+def long_window(**kw):
+    """A limiter whose window is long enough for real-clock counting to stay visible."""
+    kw.setdefault("interval_ms", 60_000)
+    kw.setdefault("sample_count", 60)
+    return Limiter(**kw)
+
+
+def counts(lim, *events, now_ns=None):
+    kw = {} if now_ns is None else {"now_ns": now_ns}
+    return tuple(lim.metric.sum(e, **kw) for e in events)
