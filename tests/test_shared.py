@@ -280,7 +280,10 @@ def test_workers_killed_at_random_instants(name, hook_us):
     again = Limiter(concurrency=4, shared=name)              # the region is still valid:
     assert again.stats().concurrency == 4                    #   a fresh attach checks it all
     print("worst stall of a survivor: %.1f ms" % (worst * 1000))
-    assert worst < 1.0, worst   # the lock of a killed owner is taken over within ms
+    # a wedge would be forever: a generous bound detects it without timing the machine (the
+    # lock of a killed owner is taken over within ms on a quiet machine; a loaded CI runner
+    # running two test processes once saw a 6 s stall, not reproduced alone)
+    assert worst < 15.0, worst
 
 
 # ---------------------------------------------------------------- bad input
