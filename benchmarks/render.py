@@ -183,6 +183,7 @@ BLOCKS: Dict[str, Callable[[Dict[str, Any]], str]] = {
     "waiters": section("waiters"),
     "adaptive": section("adaptive"),
     "all-of": section("all_of"),
+    "breaker": section("breaker"),
 }
 
 
