@@ -196,15 +196,22 @@ static void repair(struct sw_bstate *st)
 {
     sw_leap_repair(sw_bstate_leap(st));
     uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
+    /* a shared state's probe is held by a process: an owner with no pid is damage */
     if ((w & 3u) == 3u || ((w & 3u) == SW_BRK_HALF_OPEN &&
-                           atomic_load_explicit(&st->probe_owner, memory_order_relaxed) == 0))
+                           (atomic_load_explicit(&st->probe_owner, memory_order_relaxed) >> 32) == 0)) {
+        atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);
         atomic_store_explicit(&st->word, next_word(w, SW_BRK_OPEN), memory_order_release);
+    }
 }
 
-static inline void lock_b(const struct sw_bview *v)
+/* Take the state's lock, or give up (SW_LOCK_GAVE_UP: a stuck owner, a signal handler's
+ * exception; the lock is not held and nothing was done). */
+static inline bool lock_b(const struct sw_bview *v)
 {
-    if (sw_lock_acquire_as(&v->st->lock, sw_token_resolve(v->token)))
+    int got = sw_lock_acquire_or_give_up(&v->st->lock, sw_token_resolve(v->token));
+    if (got == SW_LOCK_TOOK_OVER)
         repair(v->st);
+    return got != SW_LOCK_GAVE_UP;
 }
 
 static inline void unlock_b(const struct sw_bview *v)
@@ -212,19 +219,23 @@ static inline void unlock_b(const struct sw_bview *v)
     sw_lock_release(&v->st->lock);
 }
 
-void sw_bstate_check_repair(const struct sw_bview *v)
+int sw_bstate_check_repair(const struct sw_bview *v)
 {
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY;
     repair(v->st);
     unlock_b(v);
+    return SW_OK;
 }
 
-void sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
-                       const struct sw_brule *src)
+int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
+                      const struct sw_brule *src)
 {
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY;
     *dst = *src;
     unlock_b(v);
+    return SW_OK;
 }
 
 /* ---- transitions (lock held) ---- */
@@ -244,7 +255,7 @@ static void change(struct sw_bstate *st, struct sw_brk_changes *chg, uint64_t w,
 
 /* A pass decision under the lock. */
 static bool pass_locked(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
-                        struct sw_brk_changes *chg)
+                        struct sw_brk_changes *chg, bool bare)
 {
     struct sw_bstate *st = v->st;
     uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
@@ -253,9 +264,12 @@ static bool pass_locked(const struct sw_bview *v, int64_t now_ns, uint64_t *tick
         *ticket = w;
         return true;
     }
+    if (s == SW_BRK_OPEN && st->next_ns > sw_sat_add(now_ns, v->rule->recovery_ns))
+        st->next_ns = sw_sat_add(now_ns, v->rule->recovery_ns); /* never further than a trip */
     if (s == SW_BRK_OPEN && now_ns >= st->next_ns) {
         atomic_store_explicit(&st->probe_owner, sw_token_resolve(v->token),
                               memory_order_relaxed);
+        st->probe_bare = bare;
         change(st, chg, w, SW_BRK_HALF_OPEN, NAN);
         st->totals[SW_BRK_T_PROBES] = sw_sat_add(st->totals[SW_BRK_T_PROBES], 1);
         *ticket = next_word(w, SW_BRK_HALF_OPEN);
@@ -275,8 +289,7 @@ static void cancel_locked(struct sw_bstate *st, uint64_t w, struct sw_brk_change
  * probe held by another process, looked at by nobody for SW_BRK_REAP_EVERY_NS. */
 static bool reap_due(const struct sw_bview *v, uint64_t owner)
 {
-    if (owner == 0 || owner == SW_LOCK_PRIVATE || (owner >> 32) == 0 ||
-        owner == sw_token_resolve(v->token))
+    if (owner == 0 || v->token == SW_LOCK_PRIVATE || owner == sw_token_resolve(v->token))
         return false;
     int64_t real = sw_time_coarse_ns();
     int64_t last = atomic_load_explicit(&v->st->reap_ns, memory_order_relaxed);
@@ -286,20 +299,21 @@ static bool reap_due(const struct sw_bview *v, uint64_t owner)
                                                    memory_order_relaxed, memory_order_relaxed);
 }
 
-bool sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
-                         struct sw_brk_changes *chg)
+static int try_pass_as(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
+                       struct sw_brk_changes *chg, bool bare)
 {
     chg->n = 0;
     uint64_t w = atomic_load_explicit(&v->st->word, memory_order_acquire);
     if ((w & 3u) == SW_BRK_CLOSED) { /* the hot path: no lock, no clock */
         *ticket = w;
-        return true;
+        return 1;
     }
     struct sw_bstate *st = v->st;
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
-    bool passed = pass_locked(v, now_ns, ticket, chg);
+    bool passed = pass_locked(v, now_ns, ticket, chg, bare);
     uint64_t owner = 0;
     if (!passed) {
         w = atomic_load_explicit(&st->word, memory_order_relaxed);
@@ -313,18 +327,32 @@ bool sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *tic
     unlock_b(v);
     if (owner == 0)
         return passed;
-    /* the probe's owner may have died holding it: look outside the lock (/proc) */
-    bool dead = sw_proc_token_dead(owner);
-    lock_b(v);
+    /* the probe's owner may have died holding it: look outside the lock (/proc); an owner
+     * with no pid (damage) is no process */
+    bool dead = (owner >> 32) == 0 || sw_proc_token_dead(owner);
+    if (!lock_b(v))
+        return SW_EBUSY; /* nothing done: the refusal is not counted */
     if (dead && atomic_load_explicit(&st->word, memory_order_relaxed) == w &&
         atomic_load_explicit(&st->probe_owner, memory_order_relaxed) == owner) {
         cancel_locked(st, w, chg);
-        passed = pass_locked(v, now_ns, ticket, chg);
+        passed = pass_locked(v, now_ns, ticket, chg, bare);
     }
     if (!passed)
         st->totals[SW_BRK_T_REFUSED] = sw_sat_add(st->totals[SW_BRK_T_REFUSED], 1);
     unlock_b(v);
     return passed;
+}
+
+int sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
+                        struct sw_brk_changes *chg)
+{
+    return try_pass_as(v, now_ns, ticket, chg, true);
+}
+
+int sw_breaker_pass_ticket(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
+                           struct sw_brk_changes *chg)
+{
+    return try_pass_as(v, now_ns, ticket, chg, false);
 }
 
 /* The grade's value over the window and whether it trips. */
@@ -356,7 +384,8 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
         return SW_EINVAL;
     const struct sw_brule *r = v->rule;
     struct sw_bstate *st = v->st;
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY; /* nothing counted */
     /* the settings are read under the lock (sw_bview_set_rule swaps them under it) */
     bool slow = r->slow_rt_ms >= 0 && rt_ms > (double)r->slow_rt_ms;
     if (now_ns == SW_NOW)
@@ -401,18 +430,20 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
     return SW_OK;
 }
 
-bool sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg)
+int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg)
 {
     chg->n = 0;
     uint64_t w = atomic_load_explicit(&v->st->word, memory_order_acquire);
     if ((w & 3u) != SW_BRK_HALF_OPEN) /* nothing to cancel: no lock */
-        return false;
-    bool done = false;
-    lock_b(v);
+        return 0;
+    int done = 0;
+    if (!lock_b(v))
+        return SW_EBUSY;
     w = atomic_load_explicit(&v->st->word, memory_order_relaxed);
-    if ((w & 3u) == SW_BRK_HALF_OPEN && (ticket == SW_BRK_ANY || ticket == w)) {
+    if ((w & 3u) == SW_BRK_HALF_OPEN &&
+        ((ticket == SW_BRK_ANY && v->st->probe_bare != 0) || ticket == w)) {
         cancel_locked(v->st, w, chg);
-        done = true;
+        done = 1;
     }
     unlock_b(v);
     return done;
@@ -425,6 +456,8 @@ static int64_t retry_locked(const struct sw_bview *v, int64_t now_ns)
         return -1;
     case SW_BRK_OPEN: {
         int64_t d = sw_sat_sub(v->st->next_ns, now_ns);
+        if (d > v->rule->recovery_ns) /* never further than a trip (a damaged next_ns) */
+            d = v->rule->recovery_ns;
         return d > 0 ? d : 0;
     }
     default:
@@ -432,21 +465,24 @@ static int64_t retry_locked(const struct sw_bview *v, int64_t now_ns)
     }
 }
 
-int64_t sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns)
+int sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns, int64_t *out)
 {
+    *out = -1;
     if (sw_breaker_state(v) == SW_BRK_CLOSED)
-        return -1;
-    lock_b(v);
+        return SW_OK;
+    if (!lock_b(v))
+        return SW_EBUSY;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
-    int64_t r = retry_locked(v, now_ns);
+    *out = retry_locked(v, now_ns);
     unlock_b(v);
-    return r;
+    return SW_OK;
 }
 
-void sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_stats *out)
+int sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_stats *out)
 {
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
     struct sw_leap *l = sw_bstate_leap(v->st);
@@ -457,12 +493,15 @@ void sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_st
     out->state = (int)(atomic_load_explicit(&v->st->word, memory_order_relaxed) & 3u);
     out->retry_ns = retry_locked(v, now_ns);
     unlock_b(v);
+    return SW_OK;
 }
 
-void sw_breaker_totals(const struct sw_bview *v, struct sw_brk_totals *out)
+int sw_breaker_totals(const struct sw_bview *v, struct sw_brk_totals *out)
 {
-    lock_b(v);
+    if (!lock_b(v))
+        return SW_EBUSY;
     memcpy(out->t, v->st->totals, sizeof out->t);
     memcpy(out->transitions, v->st->transitions, sizeof out->transitions);
     unlock_b(v);
+    return SW_OK;
 }

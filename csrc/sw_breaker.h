@@ -11,11 +11,17 @@
  * and state): the generation changes with every state change, so only the outcome of a call
  * admitted in the current period decides anything (a call admitted before a trip is counted
  * and decides nothing), and only the probe holds the ticket of a HALF_OPEN period.
- * SW_BRK_ANY stands for "whoever is current" (the bare try_pass/record pair).
+ * SW_BRK_ANY stands for "whoever is current" (the bare try_pass/record pair); a cancel with
+ * SW_BRK_ANY gives back only a probe the bare sw_breaker_try_pass admitted, never one that
+ * sw_breaker_pass_ticket (an entry) holds.
  *
  * Changes. Every call that can change the state reports what changed ("from A to B with
  * value v", at most two changes a call) so that the caller can tell its listeners after the
  * lock is released. The core never calls back.
+ *
+ * Giving up. Every call that takes the lock waits for it as sw_lock_acquire_or_give_up: a lock
+ * word held past SW_LOCK_STUCK_NS by a live process that is not in it (damage, a forgery), or
+ * the caller's sw_lock_wait_hook, ends the wait with SW_EBUSY, and the call did nothing.
  *
  * State is flat and pointer-free in caller-owned memory (a private object or a shared
  * region); the settings (struct sw_brule) belong to each process.
@@ -107,7 +113,8 @@ struct sw_bstate {
     _Atomic int64_t reap_ns;     /* when the probe owner was last checked for life */
     int64_t totals[SW_BRK_T_WORDS];
     int64_t transitions[3];      /* changes into each state */
-    uint64_t pad2_;
+    uint64_t probe_bare;         /* HALF_OPEN: the probe was admitted by sw_breaker_try_pass
+                                    (the bare pair), not sw_breaker_pass_ticket */
 };
 
 #define SW_BRK_MAGIC 0x73774272u /* "swBr" */
@@ -149,8 +156,9 @@ int sw_bstate_init(struct sw_bstate *st, int64_t interval_ms, uint32_t sample_co
 int sw_bstate_validate(const struct sw_bstate *st, size_t size, int64_t interval_ms,
                        uint32_t sample_count);
 /** On attaching to a shared state: under its lock, restore what a process killed inside a
- * critical section may have left (the ring's derived totals, a bad state word). */
-void sw_bstate_check_repair(const struct sw_bview *v);
+ * critical section may have left (the ring's derived totals, a bad state word, a HALF_OPEN
+ * period whose probe owner is no process). @return SW_OK or SW_EBUSY (gave up) */
+int sw_bstate_check_repair(const struct sw_bview *v);
 
 /** Bytes a private breaker of this configuration needs. @return 0 when cfg is invalid */
 size_t sw_breaker_size(const struct sw_breaker_cfg *cfg);
@@ -159,33 +167,40 @@ size_t sw_breaker_size(const struct sw_breaker_cfg *cfg);
 int sw_breaker_init(struct sw_breaker *br, const struct sw_breaker_cfg *cfg);
 /** A private breaker's view. */
 void sw_breaker_view(struct sw_breaker *br, struct sw_bview *out);
-/** Replace a view's settings under the state's lock (the state is kept). */
-void sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
-                       const struct sw_brule *src);
+/** Replace a view's settings under the state's lock (the state is kept).
+ * @return SW_OK or SW_EBUSY (gave up: nothing changed) */
+int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
+                      const struct sw_brule *src);
 
 /** Admission: CLOSED passes (no lock: one atomic load); OPEN refuses until next_ns, then
  * lets exactly one caller through as the probe (OPEN -> HALF_OPEN); HALF_OPEN refuses (a
- * shared state's probe held by a dead process is cancelled first, checked at most every
- * 100 ms, and the caller may probe).
+ * shared state's probe held by a dead process, or by no process, is cancelled first, checked
+ * at most every 100 ms, and the caller may probe). A next_ns further than now + this view's
+ * recovery (damage) is brought back to it.
  * @param now_ns the time, or SW_NOW (the coarse clock, sw_time_coarse_ns, read under the
  *        lock: every time of a breaker is on it)
  * @param ticket receives the ticket of an admitted call (for record / cancel)
  * @param chg receives the changes (n = 0 when none)
- * @return whether the call may run */
-bool sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
-                         struct sw_brk_changes *chg);
+ * @return 1 when the call may run, 0 when refused, SW_EBUSY when it gave up (nothing done) */
+int sw_breaker_try_pass(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
+                        struct sw_brk_changes *chg);
+/** sw_breaker_try_pass for a caller that keeps its ticket (an entry): its probe is given back
+ * only by a cancel with its ticket. */
+int sw_breaker_pass_ticket(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
+                           struct sw_brk_changes *chg);
 /** The outcome of an admitted call: counted in the window (total, errors, slow), then, when
  * the ticket is current (or SW_BRK_ANY): HALF_OPEN: an error or a slow call reopens
  * (next = now + recovery), else closes and empties the window; CLOSED: with total >=
  * min_requests and the grade's value > threshold (slow ratio: or == 1.0 == threshold), opens.
  * @param rt_ms the response time (>= 0, finite)
- * @return SW_OK, or SW_EINVAL for a bad rt_ms (nothing done) */
+ * @return SW_OK, or SW_EINVAL for a bad rt_ms, SW_EBUSY when it gave up (nothing done) */
 int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64_t ticket,
                       int64_t now_ns, struct sw_brk_changes *chg);
 /** An admitted call that did not run: when it is the probe (its ticket, or SW_BRK_ANY while
- * HALF_OPEN), HALF_OPEN -> OPEN with next_ns unchanged (Sentinel #1638), so the next caller
- * probes at once; otherwise nothing. @return whether a probe was cancelled */
-bool sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg);
+ * HALF_OPEN with a probe the bare sw_breaker_try_pass admitted), HALF_OPEN -> OPEN with next_ns unchanged (Sentinel #1638), so the next caller
+ * probes at once; otherwise nothing.
+ * @return 1 when a probe was cancelled, 0 when not, SW_EBUSY when it gave up (nothing done) */
+int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg);
 
 /** The state now (no lock). */
 static inline int sw_breaker_state(const struct sw_bview *v)
@@ -193,23 +208,25 @@ static inline int sw_breaker_state(const struct sw_bview *v)
     return (int)(atomic_load_explicit(&v->st->word, memory_order_acquire) & 3u);
 }
 /** ns until a probe may pass: -1 when CLOSED, max(0, next - now) when OPEN, the recovery
- * time when HALF_OPEN (a probe is out; if it fails, that long). */
-int64_t sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns);
+ * time when HALF_OPEN (a probe is out; if it fails, that long); never more than the recovery
+ * time. @return SW_OK or SW_EBUSY (gave up; *out is -1) */
+int sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns, int64_t *out);
 
 struct sw_brk_stats {
     int64_t total, errors, slow;  /* in the window at now */
     int state;
     int64_t retry_ns;             /* as sw_breaker_retry_ns */
 };
-/** Read the window at now_ns (SW_NOW: the coarse clock) under the lock. */
-void sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_stats *out);
+/** Read the window at now_ns (SW_NOW: the coarse clock) under the lock.
+ * @return SW_OK or SW_EBUSY (gave up) */
+int sw_breaker_stats(const struct sw_bview *v, int64_t now_ns, struct sw_brk_stats *out);
 
 struct sw_brk_totals {
     int64_t t[SW_BRK_T_WORDS];
     int64_t transitions[3];
 };
-/** Read the lifetime totals under the lock. */
-void sw_breaker_totals(const struct sw_bview *v, struct sw_brk_totals *out);
+/** Read the lifetime totals under the lock. @return SW_OK or SW_EBUSY (gave up) */
+int sw_breaker_totals(const struct sw_bview *v, struct sw_brk_totals *out);
 
 /** A state's ring. */
 static inline struct sw_leap *sw_bstate_leap(struct sw_bstate *st)

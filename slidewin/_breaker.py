@@ -86,8 +86,9 @@ class _BreakerEntry:
         ticket = self._ticket
         if ticket is None:
             raise RuntimeError("exit of a breaker entry that is not entered")
-        self._ticket = None
         br = self._br
+        # the ticket is given up only once the core took the outcome: an exit whose wait for
+        # a shared region's lock gave up (OSError) stays entered and may be retried
         if et is None:
             br._record(ticket, (_monotonic_ns() - self._start) / 1e6, False)
         elif issubclass(et, _core.BlockedError) or not issubclass(et, Exception):
@@ -95,6 +96,7 @@ class _BreakerEntry:
         else:
             br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
                        issubclass(et, br._errors))
+        self._ticket = None
 
     async def __aenter__(self) -> "_BreakerEntry":
         return self.__enter__()
@@ -188,7 +190,9 @@ class Breaker(_core.Breaker):
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also usable as
         a decorator). It runs in the thread that made the change, after the breaker's lock
-        is released; an exception in it is logged and stops nothing. ``value``: the error
+        is released; an ``Exception`` in it is logged and stops nothing; any other
+        ``BaseException`` (``KeyboardInterrupt``) is raised by the call once every listener
+        has run (the change itself is done). ``value``: the error
         ratio, error count or slow ratio that opened it, 1.0 for a failed probe, None
         otherwise."""
         if not callable(fn):
@@ -197,12 +201,18 @@ class Breaker(_core.Breaker):
         return fn
 
     def _notify(self, old: str, new: str, value: Optional[float]) -> None:
+        first: Optional[BaseException] = None
         for fn in list(self._listeners):
             try:
                 fn(old, new, value)
             except Exception:
                 _log.exception("slidewin: a Breaker on_change listener raised (%s -> %s)",
                                old, new)
+            except BaseException as e:  # KeyboardInterrupt, SystemExit: after the others
+                if first is None:
+                    first = e
+        if first is not None:
+            raise first
 
     # -- calls -----------------------------------------------------------------------------
 

@@ -576,6 +576,7 @@ class BreakerModel:
         self.min_requests, self.recovery_ns, self.interval_ms = (min_requests, recovery_ns,
                                                                  interval_ms)
         self.state, self.gen, self.next_ns = "closed", 0, 0
+        self.probe_bare = False
         self.bucket, self.counts = None, [0, 0, 0]
 
     def ticket(self):
@@ -591,10 +592,11 @@ class BreakerModel:
         if start != self.bucket:
             self.bucket, self.counts = start, [0, 0, 0]
 
-    def try_pass(self, t):
+    def try_pass(self, t, bare=False):
         if self.state == "closed":
             return self.ticket()
         if self.state == "open" and t >= self.next_ns:
+            self.probe_bare = bare
             self._move("half_open")
             return self.ticket()
         return None
@@ -624,7 +626,9 @@ class BreakerModel:
                 self._move("open")
 
     def cancel(self, ticket):
-        if self.state == "half_open" and (ticket is None or ticket == self.ticket()):
+        # the bare cancel gives back only a probe the bare try_pass admitted
+        if self.state == "half_open" and (ticket == self.ticket() or
+                                          (ticket is None and self.probe_bare)):
             self._move("open")
 
     def window(self, t):
@@ -677,6 +681,11 @@ class BreakerMachine(RuleBasedStateMachine):
         assert self.br._cancel(real) == (self.model.state == "half_open" and
                                           model == self.model.ticket())
         self.model.cancel(model)
+
+    @rule()
+    def bare_try_pass(self):
+        real = self.br.try_pass(now_ns=self.t)
+        assert real == (self.model.try_pass(self.t, bare=True) is not None)
 
     @rule(rt=st.sampled_from([0, 21]), error=st.booleans())
     def bare_record(self, rt, error):
@@ -1008,3 +1017,184 @@ def test_no_leak():
     res = json.loads(out.strip().splitlines()[-1])
     assert res["refs"] == [0, 0, 0, 0], res
     assert res["traced"] < 64 * 1024, res  # 2000 rounds: a leak of one object a round shows
+
+
+# -- review 2: a stuck lock word, crafted states, fork, listeners, the bare cancel ---------
+
+STUCK_LOCK = r'''
+import os, signal, struct, sys, time, slidewin
+name, token = sys.argv[1], int(sys.argv[2])
+path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + name)
+mk = lambda: slidewin.Breaker(error_count=0, min_requests=1, recovery_s=60, shared=name)
+br = mk()
+e = br.entry()
+e.__enter__()
+def lock_word(v):
+    with open(path, "r+b") as f:
+        off = struct.unpack_from("<Q", f.read(80), 72)[0]
+        f.seek(off + 16)
+        f.write(struct.pack("<Q", v))
+lock_word(token)
+class Alarm(Exception):
+    pass
+def on_alarm(*a):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    br.record(1, error=True)
+    print("record returned")
+except Alarm:
+    print("record alarm")
+for what, call in [("record", lambda: br.record(1, error=True)),
+                   ("exit", lambda: e.__exit__(None, None, None)),
+                   ("attach", mk), ("stats", br.stats)]:
+    try:
+        call()
+        print(what, "returned", flush=True)
+    except OSError as err:
+        print(what, "OSError", err, flush=True)
+lock_word(0)
+print("total", br.totals()["total"], br.state, flush=True)
+e.__exit__(None, None, None)   # the exit that gave up stays entered: retried
+print("total", br.totals()["total"], br.state, flush=True)
+'''
+
+
+def test_a_stuck_lock_word_naming_a_live_process_gives_up(shm_name):
+    Breaker(**BRK, shared=shm_name)
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        with open(f"/proc/{sleeper.pid}/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        token = sleeper.pid << 32 | (start & 0xffffffff)
+        # before the fix: record() waited forever (no give-up, no signal handlers)
+        out = subprocess.run([sys.executable, "-c", STUCK_LOCK, shm_name, str(token)],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert lines[0] == "record alarm"
+    for what, line in zip(["record", "exit", "attach", "stats"], lines[1:5]):
+        assert line.startswith(what + " OSError"), line
+        assert f"live pid {sleeper.pid}" in line, line
+    assert lines[5:] == ["total 0 closed", "total 1 closed"]
+
+
+_HDR = 80  # the region header's first bytes, the state's offset at 72
+
+
+def _poke(name, offset, fmt, value):
+    path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + name)
+    off = _state_offset(path)
+    with open(path, "r+b") as f:
+        f.seek(off + offset)
+        f.write(struct.pack(fmt, value))
+
+
+@pytest.mark.parametrize("case", ["owner_private", "owner_pid0", "next_max"])
+@pytest.mark.parametrize("when", ["attach", "live"])
+def test_a_crafted_probe_owner_or_retry_time_does_not_keep_it_refusing(shm_name, case, when):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0.05, shared=shm_name)
+    if when == "attach":
+        del br
+        gc.collect()
+
+    def craft():
+        if case == "next_max":
+            _poke(shm_name, 24, "<Q", 7 << 2 | 1)
+            _poke(shm_name, 32, "<q", 2**63 - 1)
+        else:
+            _poke(shm_name, 24, "<Q", 7 << 2 | 2)
+            _poke(shm_name, 40, "<Q", 1 if case == "owner_private" else 12345)
+    craft()
+    if when == "attach":
+        try:
+            br = Breaker(error_count=0, min_requests=1, recovery_s=0.05, shared=shm_name)
+        except ValueError as e:
+            assert "damaged" in str(e)
+            return
+    retry = br.retry_after()
+    assert retry is None or retry <= 0.05
+    deadline = time.monotonic() + 5  # a hang detector: before the fix it refused forever
+    while not br.try_pass():
+        assert time.monotonic() < deadline, (br.state, br.totals())
+        time.sleep(0.01)
+    assert br.state == "half_open"
+    br.record(1)
+    assert br.state == "closed"
+
+
+def test_fork_while_another_thread_holds_a_private_probe():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0.05)
+    br.record(1, error=True)
+    time.sleep(0.06)
+    held, done = threading.Event(), threading.Event()
+
+    def probe():
+        with br.entry():
+            held.set()
+            done.wait(30)
+    t = threading.Thread(target=probe)
+    t.start()
+    assert held.wait(30)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        ok = False
+        deadline = time.monotonic() + 3  # before the fix: half-open forever in the child
+        while time.monotonic() < deadline:
+            if br.try_pass():
+                ok = True
+                break
+            time.sleep(0.01)
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    try:
+        got = os.read(r, 1)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+        done.set()
+        t.join(30)
+    assert got == b"1"
+    assert br.state == "closed"  # the parent's probe ended as usual
+
+
+def test_listeners_all_run_and_a_keyboard_interrupt_is_not_lost():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    calls = []
+    br.on_change(lambda o, n, v: calls.append(1))
+
+    @br.on_change
+    def interrupt(old, new, value):
+        calls.append(2)
+        raise KeyboardInterrupt
+
+    br.on_change(lambda o, n, v: calls.append(3))
+    with pytest.raises(KeyboardInterrupt):
+        br.record(1, error=True, now_ns=S)
+    assert calls == [1, 2, 3]
+    assert br.state == "open" and br.totals()["total"] == 1
+
+
+def test_a_bare_cancel_does_not_cancel_an_entrys_probe():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    assert br.try_pass(now_ns=S)       # a bare call admitted while closed
+    br.record(1, error=True, now_ns=S)  # someone trips it
+    p = br.entry()
+    p.__enter__()                       # an entry's probe (the real clock is past S + 1 s)
+    br.cancel()                         # the bare call did not run
+    assert br.state == "half_open"      # before the fix: open, and a second probe could pass
+    assert not br.try_pass()
+    p.__exit__(None, None, None)
+    assert br.state == "closed"
+    # a bare probe is still cancelled by the bare cancel
+    br.record(1, error=True)
+    assert br.try_pass(now_ns=2**62) and br.state == "half_open"
+    br.cancel()
+    assert br.state == "open" and br.totals()["cancelled"] == 1

@@ -88,10 +88,12 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
 /* ---- listeners ---- */
 
 /* Tell the listeners (the Python class's _notify) about the changes of one call; the core's
- * lock is released. A failing _notify is reported as unraisable: the caller goes on. */
-static void bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
+ * lock is released. A failing _notify is reported as unraisable and the caller goes on,
+ * except for a BaseException that is not an Exception (KeyboardInterrupt): the first is
+ * raised by the call once every change was told. @return 0, or -1 with it set */
+static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
-    PyObject *et, *ev, *tb;
+    PyObject *et, *ev, *tb, *kt = NULL, *kv = NULL, *ktb = NULL;
     PyErr_Fetch(&et, &ev, &tb);
     for (uint32_t i = 0; i < chg->n; i++) {
         const struct sw_brk_change *c = &chg->c[i];
@@ -105,18 +107,37 @@ static void bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
         if (r == NULL) {
             if (PyErr_ExceptionMatches(PyExc_AttributeError))
                 PyErr_Clear(); /* the C base alone: no listeners */
+            else if (!PyErr_ExceptionMatches(PyExc_Exception) && kt == NULL)
+                PyErr_Fetch(&kt, &kv, &ktb);
             else
                 PyErr_WriteUnraisable((PyObject *)self);
         }
         Py_XDECREF(r);
     }
+    if (kt != NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        PyErr_Restore(kt, kv, ktb);
+        return -1;
+    }
     PyErr_Restore(et, ev, tb);
+    return 0;
 }
 
+/* A wait for the state's lock gave up (a stuck owner: OSError naming it; a signal handler's
+ * exception): the call did nothing. */
+static PyObject *bk_gave_up(void)
+{
+    (void)lock_gave_up_error();
+    return NULL;
+}
+
+/* Fire the changes; a KeyboardInterrupt from a listener ends the calling function (NULL) */
 #define FIRE(self, chg)                                                                        \
     do {                                                                                       \
-        if (__builtin_expect((chg).n != 0, 0))                                                 \
-            bk_fire((self), &(chg));                                                           \
+        if (__builtin_expect((chg).n != 0, 0) && bk_fire((self), &(chg)) < 0)                 \
+            return NULL;                                                                       \
     } while (0)
 
 /* ---- shared regions ---- */
@@ -231,7 +252,10 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.rule = &self->rule;
         self->view.token = SW_LOCK_PROCESS;
         /* a region is input: restore what a process killed inside may have left */
-        sw_bstate_check_repair(&self->view);
+        if (GAVE_UP(sw_bstate_check_repair(&self->view))) {
+            Py_DECREF(self);
+            return bk_gave_up();
+        }
         fork_register_shared(&self->fork);
     }
     if (registry_add(st, self->name, (PyObject *)self) < 0) {
@@ -275,7 +299,9 @@ static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py
     if ((nargs != 0 || kwnames != NULL) &&
         parse_now_only("try_pass", args, nargs, kwnames, &now) < 0)
         return NULL;
-    bool ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
+    int ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
+    if (GAVE_UP(ok))
+        return bk_gave_up();
     FIRE(self, chg);
     return bk_ref(ok ? Py_True : Py_False);
 }
@@ -321,6 +347,8 @@ static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_s
         parse_now(a[2], &now) < 0)
         return NULL;
     int rc = sw_breaker_record(&self->view, rt, error != 0, SW_BRK_ANY, now, &chg);
+    if (GAVE_UP(rc))
+        return bk_gave_up();
     if (rc != SW_OK)
         return raise_core_error(rc);
     FIRE(self, chg);
@@ -335,7 +363,8 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
     if ((nargs != 0 || kwnames != NULL) &&
         parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
         return NULL;
-    (void)sw_breaker_cancel(&self->view, SW_BRK_ANY, &chg);
+    if (GAVE_UP(sw_breaker_cancel(&self->view, SW_BRK_ANY, &chg)))
+        return bk_gave_up();
     FIRE(self, chg);
     Py_RETURN_NONE;
 }
@@ -352,7 +381,9 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     if ((nargs != 0 || kwnames != NULL) &&
         parse_now_only("_pass", args, nargs, kwnames, &now) < 0)
         return NULL;
-    bool ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
+    int ok = sw_breaker_pass_ticket(&self->view, now, &ticket, &chg);
+    if (GAVE_UP(ok))
+        return bk_gave_up();
     FIRE(self, chg);
     if (!ok)
         Py_RETURN_NONE;
@@ -390,6 +421,8 @@ static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *arg
     if (error < 0)
         return NULL;
     int rc = sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg);
+    if (GAVE_UP(rc))
+        return bk_gave_up();
     if (rc != SW_OK)
         return raise_core_error(rc);
     FIRE(self, chg);
@@ -403,7 +436,9 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *arg)
     struct sw_brk_changes chg;
     if (parse_ticket(arg, &ticket) < 0)
         return NULL;
-    bool done = sw_breaker_cancel(&self->view, ticket, &chg);
+    int done = sw_breaker_cancel(&self->view, ticket, &chg);
+    if (GAVE_UP(done))
+        return bk_gave_up();
     FIRE(self, chg);
     return bk_ref(done ? Py_True : Py_False);
 }
@@ -417,7 +452,9 @@ static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
     if ((nargs != 0 || kwnames != NULL) &&
         parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
         return NULL;
-    int64_t ns = sw_breaker_retry_ns(&self->view, now);
+    int64_t ns;
+    if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
+        return bk_gave_up();
     if (ns < 0)
         Py_RETURN_NONE;
     return PyFloat_FromDouble((double)ns / 1e9);
@@ -434,7 +471,8 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
          parse_now(a[0], &now) < 0))
         return NULL;
     struct sw_brk_stats s;
-    sw_breaker_stats(&self->view, now, &s);
+    if (GAVE_UP(sw_breaker_stats(&self->view, now, &s)))
+        return bk_gave_up();
     PyObject *retry = s.retry_ns < 0 ? bk_ref(Py_None)
                                      : PyFloat_FromDouble((double)s.retry_ns / 1e9);
     if (retry == NULL)
@@ -447,7 +485,8 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
 static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored))
 {
     struct sw_brk_totals t;
-    sw_breaker_totals(&self->view, &t);
+    if (GAVE_UP(sw_breaker_totals(&self->view, &t)))
+        return bk_gave_up();
     return breaker_totals_dict(&t);
 }
 
@@ -534,9 +573,12 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
     if (rc != SW_OK)
         return raise_core_error(rc);
     pthread_mutex_lock(&self->cfg_mu);
-    sw_bview_set_rule(&self->view, self->is_shared ? &self->rule : &self->br->rule, &rule);
-    self->cfg = c;
+    rc = sw_bview_set_rule(&self->view, self->is_shared ? &self->rule : &self->br->rule, &rule);
+    if (rc == SW_OK)
+        self->cfg = c;
     pthread_mutex_unlock(&self->cfg_mu);
+    if (GAVE_UP(rc))
+        return bk_gave_up();
     Py_RETURN_NONE;
 }
 
