@@ -158,6 +158,18 @@ static sw_lock *bk_state_lock(void *state)
     return &((struct sw_bstate *)state)->lock;
 }
 
+/* In the child of fork() (its only thread; the lock was just reset): a private breaker's
+ * probe was held by a thread of the parent (or by the forking thread, whose outcome then
+ * decides nothing): give it back, so that the child's next caller probes. */
+static void bk_fork_child(struct fork_link *l)
+{
+    BreakerObject *self = (BreakerObject *)(void *)((char *)l - offsetof(BreakerObject, fork));
+    struct sw_brk_changes chg;
+    uint64_t w = atomic_load_explicit(&self->view.st->word, memory_order_relaxed);
+    if ((w & 3u) == SW_BRK_HALF_OPEN)
+        (void)sw_breaker_cancel(&self->view, w, &chg);
+}
+
 /* ---- the type ---- */
 
 static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -222,7 +234,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return raise_core_error(rc);
         }
         sw_breaker_view(self->br, &self->view);
-        if (fork_register(&self->fork, &self->br->st.lock, NULL) < 0) {
+        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0) {
             Py_DECREF(self);
             return NULL;
         }

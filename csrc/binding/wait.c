@@ -356,6 +356,8 @@ static void fork_child(void)
         }
         if (l->lock != NULL)
             sw_lock_release(l->lock);
+        if (l->child != NULL)
+            l->child(l);
     }
     pthread_mutex_unlock(&registry_mu);
 }
@@ -379,6 +381,12 @@ static void registry_link(struct fork_link *l)
 
 int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
 {
+    return fork_register_child(l, lock, wq, NULL);
+}
+
+int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
+                        void (*child)(struct fork_link *l))
+{
     pthread_once(&handlers_once, install_handlers);
     if (handlers_rc != 0) {
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
@@ -386,6 +394,7 @@ int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
     }
     l->lock = lock;
     l->wq = wq;
+    l->child = child;
     atomic_init(&l->shared, false);
     registry_link(l);
     return 0;
@@ -395,6 +404,7 @@ void fork_register_shared(struct fork_link *l)
 {
     l->lock = NULL;
     l->wq = NULL;
+    l->child = NULL;
     atomic_init(&l->shared, true);
     registry_link(l);
 }

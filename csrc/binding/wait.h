@@ -107,12 +107,18 @@ struct fork_link {
     atomic_bool shared; /* lives in memory shared across processes: the handlers skip it */
     bool linked;
     unsigned char kind; /* FORK_KIND_*: the object the link is in (for fork_sum's callers) */
+    /* called in the child after the lock is reset (fork_register_child), or NULL:
+     * async-signal context of the only thread, no Python */
+    void (*child)(struct fork_link *l);
 };
 enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1 };
 
 /** Add an object's locks to the registry (installs the fork handlers once).
  * @return 0, or -1 with an exception set */
 int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq);
+/** fork_register with a function the child's handler calls after resetting the lock. */
+int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
+                        void (*child)(struct fork_link *l));
 /** Add an object living in shared memory (no private lock: the handlers skip it), so that
  * fork_sum finds it. Never fails. */
 void fork_register_shared(struct fork_link *l);
