@@ -651,8 +651,9 @@ static PyMethodDef Breaker_methods[] = {
      "counted in the window; it may open the breaker (closed), or close or reopen it (the "
      "probe's outcome, half-open)."},
     {"cancel", (PyCFunction)(void (*)(void))Breaker_cancel, FASTKW,
-     "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe's cancel "
-     "reopens the breaker with the retry time unchanged (the next caller probes at once)."},
+     "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe that "
+     "try_pass() let through (never an entry's) is given back, the breaker reopens with the "
+     "retry time unchanged (the next caller probes at once)."},
     {"retry_after", (PyCFunction)(void (*)(void))Breaker_retry_after, FASTKW,
      "retry_after(*, now_ns=None)\n--\n\nSeconds until a probe may pass: None when closed; "
      "recovery_s when half-open (a probe is out)."},

@@ -502,6 +502,51 @@ static void test_validate(void)
     free(st);
 }
 
+/* A crafted shared state: a probe owner with no pid (12345, SW_LOCK_PRIVATE) is repaired on
+ * attach and reaped when read; a retry time at INT64_MAX is brought back to now + recovery;
+ * the bare cancel gives back only a bare probe. */
+static void test_crafted_states(void)
+{
+    size_t size = sw_bstate_size(1000, 1);
+    struct sw_bstate *st = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    CHECK(st != NULL);
+    if (st == NULL)
+        return;
+    struct sw_brule rule;
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 1, 1000);
+    CHECK_EQ(sw_brule_init(&rule, &c), SW_OK);
+    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS};
+    struct sw_brk_changes chg;
+    uint64_t tk;
+    const uint64_t owners[2] = {12345u, SW_LOCK_PRIVATE};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sw_bstate_init(st, 1000, 1), SW_OK);
+        atomic_store(&st->word, (UINT64_C(7) << 2) | SW_BRK_HALF_OPEN);
+        atomic_store(&st->probe_owner, owners[i]);
+        CHECK_EQ(sw_bstate_check_repair(&v), SW_OK); /* attach */
+        CHECK_EQ(sw_breaker_state(&v), SW_BRK_OPEN);
+        CHECK_EQ(sw_bstate_init(st, 1000, 1), SW_OK);
+        atomic_store(&st->word, (UINT64_C(7) << 2) | SW_BRK_HALF_OPEN);
+        atomic_store(&st->probe_owner, owners[i]);
+        CHECK_EQ(sw_breaker_try_pass(&v, SEC(10), &tk, &chg), 1); /* read: reaped, probes */
+        CHECK_EQ(sw_breaker_state(&v), SW_BRK_HALF_OPEN);
+    }
+    CHECK_EQ(sw_bstate_init(st, 1000, 1), SW_OK);
+    atomic_store(&st->word, (UINT64_C(7) << 2) | SW_BRK_OPEN);
+    st->next_ns = INT64_MAX;
+    CHECK(retry_of(&v, SEC(10)) <= SEC(1));
+    CHECK_EQ(sw_breaker_try_pass(&v, SEC(10), &tk, &chg), 0);
+    CHECK_EQ(sw_breaker_try_pass(&v, SEC(11), &tk, &chg), 1);
+    /* an entry's probe is not the bare cancel's; a bare one is */
+    CHECK_EQ(sw_breaker_record(&v, 1, true, tk, SEC(11), &chg), SW_OK);
+    CHECK_EQ(sw_breaker_pass_ticket(&v, SEC(12), &tk, &chg), 1);
+    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, &chg), 0);
+    CHECK_EQ(sw_breaker_cancel(&v, tk, &chg), 1);
+    CHECK_EQ(sw_breaker_try_pass(&v, SEC(12), &tk, &chg), 1);
+    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, &chg), 1);
+    free(st);
+}
+
 /* A shared state whose probe is held by a process that died: the next refused caller finds
  * the owner dead, cancels the probe and probes itself. A live holder keeps it. */
 static void test_dead_probe_owner(void)
@@ -724,6 +769,7 @@ void test_breaker(void)
     test_check();
     test_validate();
     test_dead_probe_owner();
+    test_crafted_states();
     test_one_probe_threads();
     test_threads_free_for_all();
 }
