@@ -309,7 +309,7 @@ int waitq_wait(struct waitq *q, uint64_t gen, int64_t until_ns)
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fork_link registry = {&registry, &registry, NULL, NULL, false, true,
-                                     FORK_KIND_DEFAULT};
+                                     FORK_KIND_DEFAULT, NULL};
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 static int handlers_rc = 0;
 
