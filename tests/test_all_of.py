@@ -427,8 +427,10 @@ def test_groups_against_the_model(case):
 # -- threads ----------------------------------------------------------------------------------
 
 def test_threads_on_overlapping_groups_in_opposite_orders_exact_counts():
+    # the qps member admits 100 a second: its thousands of decisions are certain to see
+    # refusals (the concurrency members' depend on how the threads interleave)
     lims = [Limiter(concurrency=2), Limiter(concurrency=3), Limiter(concurrency=2),
-            Limiter(qps=10**9)]
+            Limiter(qps=100)]
     keyed = KeyedLimiter(concurrency=2)
     members = lims + [(keyed, "shared-key")]
     n_threads, iters = 8, 1500
