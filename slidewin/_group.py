@@ -93,17 +93,27 @@ class Group(_core.Group):
             raise self._blocked(ns, verdict, retry_ns, refused, who)
         deadline = time.monotonic() + timeout
         while True:
-            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
-                ns, flags | _F_NO_BLOCK | _F_RETRY, None)
-            if verdict == _PASS:
-                if shadowed:
-                    self._count_blocks(ns, (), shadowed)
-                return wait_ns, shadowed
-            now = time.monotonic()
-            if verdict == _NEVER or now >= deadline:
-                self._count_blocks(ns, refused, shadowed)
-                raise self._blocked(ns, verdict, retry_ns, refused, who)
-            time.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S, deadline - now))
+            admitted, sleep_s = self._retry(ns, flags, deadline)
+            if admitted is not None:
+                return admitted
+            time.sleep(sleep_s)
+
+    def _retry(self, ns: Tuple[int, ...], flags: int, deadline: float
+               ) -> Tuple[Optional[Tuple[int, Tuple[int, ...]]], float]:
+        """One try of a wait with a timeout, for _admit and _admit_async: ((the ns to wait,
+        the shadow members), 0) when admitted, else (None, the seconds to sleep before the
+        next try); BlockedError, one BLOCK counted on the refusers, at the deadline."""
+        verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
+            ns, flags | _F_NO_BLOCK | _F_RETRY, None)
+        if verdict == _PASS:
+            if shadowed:
+                self._count_blocks(ns, (), shadowed)
+            return (wait_ns, shadowed), 0.0
+        now = time.monotonic()
+        if verdict == _NEVER or now >= deadline:
+            self._count_blocks(ns, refused, shadowed)
+            raise self._blocked(ns, verdict, retry_ns, refused, who)
+        return None, min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S, deadline - now)
 
     async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
                            ) -> Tuple[int, Tuple[int, ...]]:
@@ -111,18 +121,10 @@ class Group(_core.Group):
             return self._admit(ns, None, flags)  # one decision: never sleeps
         deadline = time.monotonic() + timeout
         while True:
-            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
-                ns, flags | _F_NO_BLOCK | _F_RETRY, None)
-            if verdict == _PASS:
-                if shadowed:
-                    self._count_blocks(ns, (), shadowed)
-                return wait_ns, shadowed
-            now = time.monotonic()
-            if verdict == _NEVER or now >= deadline:
-                self._count_blocks(ns, refused, shadowed)
-                raise self._blocked(ns, verdict, retry_ns, refused, who)
-            await asyncio.sleep(min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S,
-                                    deadline - now))
+            admitted, sleep_s = self._retry(ns, flags, deadline)
+            if admitted is not None:
+                return admitted
+            await asyncio.sleep(sleep_s)
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a
