@@ -49,7 +49,8 @@ void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t 
         s->stored = w->max_token; /* fresh (or repaired): cold */
     if (s->last_filled_ms != INT64_MIN && now <= s->last_filled_ms)
         return;
-    int64_t elapsed = s->last_filled_ms == INT64_MIN ? 0 : now - s->last_filled_ms;
+    /* saturating: a region's stored time is input (a crafted one may be far in the past) */
+    int64_t elapsed = s->last_filled_ms == INT64_MIN ? 0 : sw_sat_sub(now, s->last_filled_ms);
     int64_t old = s->stored, v = old;
     bool refill = old < w->warning ||
                   (old > w->warning && previous_pass < w->cold_pass && !busy);
@@ -59,7 +60,7 @@ void sw_warmup_sync(const struct sw_warmup *w, struct sw_warm_state *s, int64_t 
     }
     if (v > w->max_token)
         v = w->max_token;
-    v -= previous_pass;
+    v = sw_sat_sub(v, previous_pass < 0 ? 0 : previous_pass);
     s->stored = v < 0 ? 0 : v;
     s->last_filled_ms = now;
 }
