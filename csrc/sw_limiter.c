@@ -420,19 +420,23 @@ void sw_lstate_repair(const struct sw_view *v)
     sw_lstate_settle(v->st);
     if (v->slots != NULL) {
         /* the slots are input too: a free slot holds nothing (a process claiming it would
-         * start from its count), and the total is never below 0 (see cancel_deficit) */
-        int64_t total = 0;
+         * start from its count), and the total is never below 0 (see cancel_deficit) nor
+         * above the sum of the slots. Below the sum it stays: the difference is what was
+         * released for other processes (add_in_flight), or a dead holder's acquisition
+         * counted on its slot and not yet on the total (its reap then takes out nothing) */
+        int64_t sum = 0;
         for (uint32_t i = 0; i < v->n_slots; i++) {
             if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) != 0)
-                total = sw_sat_add(total, v->slots[i].in_flight);
+                sum = sw_sat_add(sum, v->slots[i].in_flight);
             else
                 v->slots[i].in_flight = 0;
         }
-        if (total < 0) {
-            cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
-            total = 0;
+        if (sum < 0) {
+            cancel_deficit(v, sum == INT64_MIN ? INT64_MAX : -sum);
+            sum = 0;
         }
-        node->in_flight = total; /* the sum of the slots, >= 0 */
+        if (node->in_flight < 0 || node->in_flight > sum)
+            node->in_flight = sum;
     } else if (node->in_flight < 0) {
         node->in_flight = 0;
     }
@@ -505,11 +509,18 @@ static inline int lock_for_other_event(const struct sw_view *v, int64_t *now_ns,
     return 1;
 }
 
-/* Change the in-flight count by d (lock held): the total, and this process's slot. */
+/* Change the in-flight count by d (lock held): the total, and this process's slot. A release
+ * beyond what this process's slot holds (a count acquired in another process) lowers the
+ * total only: the slot stays >= 0, so slots never understate what their processes hold and
+ * the total is below their sum by what was released for others (see sw_lstate_reap). A slot
+ * allowed below 0 would be filled again by its own process's next acquisitions, and the
+ * reap of the acquirer would then take its count out of the total twice. */
 static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
 {
     if (v->my_slot >= 0) {
-        v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
+        int64_t mine = v->slots[v->my_slot].in_flight;
+        int64_t ds = d < 0 && sw_sat_add(mine, d) < 0 ? (mine > 0 ? -mine : 0) : d;
+        v->slots[v->my_slot].in_flight = sw_sat_add(mine, ds);
         if (v->held != NULL) {
             int64_t h = sw_sat_add(*v->held, d);
             *v->held = h < 0 ? 0 : h;
@@ -535,17 +546,27 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
         if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) == tok) {
             struct sw_node *node = sw_lstate_node(v->st);
             int64_t held = v->slots[i].in_flight;
+            /* the total is the sum of the slots less what was released for other processes
+             * (add_in_flight): that part of the dead slot already left the total. Which
+             * slot's counts another process released is not recorded, so the dead one is
+             * taken to be theirs first: the total never falls below what the living hold
+             * (at worst it stays above until the other holders end or die). */
+            int64_t sum = 0;
+            for (uint32_t j = 0; j < v->n_slots; j++)
+                if (v->slots[j].in_flight > 0)
+                    sum = sw_sat_add(sum, v->slots[j].in_flight);
+            int64_t released = sw_sat_sub(sum, node->in_flight);
             v->slots[i].in_flight = 0;
-            /* the total stays the sum of the slots and never goes below 0. A slot may be
-             * negative (a release in another process than the acquisition): the total was
-             * right while that process lived, and stays; the acquirers' slots are lowered
-             * instead (cancel_surplus). A positive one leaves the total; were the total to
+            /* A negative slot (a region written before slots were kept >= 0, or damage):
+             * the acquirers' slots are lowered instead (cancel_surplus). Were the total to
              * go below 0, the negative slots take the deficit (cancel_deficit). */
             int64_t total = node->in_flight;
             if (held < 0)
                 cancel_surplus(v, i, held == INT64_MIN ? INT64_MAX : -held);
-            else
-                total = sw_sat_sub(total, held);
+            else if (held > 0)
+                total = sw_sat_sub(total, released <= 0        ? held
+                                          : released >= held ? 0
+                                                             : held - released);
             if (total < 0) {
                 cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
                 total = 0;

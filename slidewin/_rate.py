@@ -33,7 +33,9 @@ _UNITS = {
     "hours": 3_600_000,
     "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
 }
-_RATE = re.compile(r"\s*(\d+)\s*(?:/|\s+per\s+)\s*(\d+)?\s*([a-z]+)\s*", re.IGNORECASE)
+# ASCII digits, at most 20 (int() of a longer string may raise its own error, not naming rate)
+_RATE = re.compile(r"\s*([0-9]{1,20})\s*(?:/|\s+per\s+)\s*([0-9]{1,20})?\s*([a-z]+)\s*",
+                   re.IGNORECASE)
 MAX_PERIOD_MS = 2**40  # the core's largest interval_ms
 DEFAULT_SAMPLES = 60
 FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a number and '

@@ -881,3 +881,39 @@ def test_an_entrys_exit_waiting_for_a_stopped_holder_runs_signal_handlers(name, 
                 p.wait()
             for f in (p.stdin, p.stdout, p.stderr):
                 f.close()
+
+
+@pytest.mark.parametrize("kind", ["Limiter", "AdaptiveLimiter"])
+def test_counts_released_for_a_killed_process_are_not_given_back_twice(name, kind):
+    # review: a process releases another's counts, acquires its own, then the other is
+    # killed; the reap took the released counts out of the total a second time, so 4 calls
+    # were in flight under a limit of 2
+    make = (f"slidewin.Limiter(concurrency=2, shared={name!r})" if kind == "Limiter" else
+            f"slidewin.AdaptiveLimiter(initial_limit=2, max_limit=2, shared={name!r})")
+    lim = eval(make, {"slidewin": slidewin})
+    kid = py(f"""
+        import sys, time, slidewin
+        lim = {make}
+        assert lim.try_acquire() and lim.try_acquire()
+        print("holding", flush=True)
+        time.sleep(60)
+    """)
+    try:
+        assert kid.lines.get(timeout=DEADLINE) == "holding\n"
+        lim.release()
+        lim.release()                     # the kid's two, released here
+        assert lim.in_flight == 0
+        assert lim.try_acquire() and lim.try_acquire()
+    finally:
+        kid.kill()
+        kid.wait(DEADLINE)
+        for f in (kid.stdin, kid.stdout, kid.stderr):
+            f.close()
+    deadline = time.monotonic() + 3
+    admitted = 0
+    while time.monotonic() < deadline:     # the kid's slot is reaped within 1 s
+        admitted += lim.try_acquire()
+        time.sleep(0.05)
+    assert admitted == 0                  # never more than 2 in flight
+    assert lim.in_flight == 2
+    lim.release(2)

@@ -155,6 +155,9 @@ def test_repr_and_pickle(tmp_path):
     (dict(rate="1.5/minute"), ValueError, ["rate"]),
     (dict(rate="1/0minutes"), ValueError, ["rate", "period"]),
     (dict(rate="1/40000days"), ValueError, ["rate", "period"]),
+    (dict(rate="1" * 5000 + "/minute"), ValueError, ["rate must be"]),  # no int() error
+    (dict(rate="1/" + "1" * 5000 + "s"), ValueError, ["rate must be"]),
+    (dict(rate="\u0661\u0660/minute"), ValueError, ["rate must be"]),    # ASCII digits only
     (dict(rate=100), TypeError, ["rate", "int"]),
     (dict(rate=b"1/s"), TypeError, ["rate"]),
 ])

@@ -48,7 +48,7 @@ typedef struct {
     PyObject *default_map;   /* dict name -> index */
     PyObject *str_aenter;    /* "_aenter" */
     PyObject *str_aexit;     /* "_aexit" */
-    PyObject *registry;      /* dict name -> weakref: the named objects (limiters()) */
+    PyObject *registry;      /* dict name -> [weakref]: the named objects (limiters()) */
 } module_state;
 
 /* The module's name (module.c), by which state_of_type knows its types. */

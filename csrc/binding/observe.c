@@ -92,64 +92,94 @@ int shared_and_name(PyObject *o_shared, PyObject *o_name, char *path, size_t cap
     return mode;
 }
 
+/* A weak reference's object (a new reference), NULL when it is dead, -1 on error. */
+static int ref_target(PyObject *ref, PyObject **obj)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyWeakref_GetRef(ref, obj) < 0 ? -1 : 0;
+#else
+    PyObject *o = PyWeakref_GetObject(ref); /* borrowed; Py_None when dead */
+    if (o == NULL)
+        return -1;
+    *obj = o == Py_None ? NULL : o;
+    Py_XINCREF(*obj);
+    return 0;
+#endif
+}
+
+/* Drop the dead references of a name's list. @return its length after, -1 on error */
+static Py_ssize_t prune_refs(PyObject *refs)
+{
+    for (Py_ssize_t i = PyList_GET_SIZE(refs) - 1; i >= 0; i--) {
+        PyObject *obj;
+        if (ref_target(PyList_GET_ITEM(refs, i), &obj) < 0)
+            return -1;
+        if (obj == NULL && PyList_SetSlice(refs, i, i + 1, NULL) < 0)
+            return -1;
+        Py_XDECREF(obj);
+    }
+    return PyList_GET_SIZE(refs);
+}
+
 int registry_add(module_state *st, PyObject *name, PyObject *obj)
 {
     if (name == NULL || name == Py_None)
         return 0;
+    /* name -> the weak references of its live objects, oldest first: limiters() shows the
+     * newest one alive (a newer one dropped leaves the older one shown, not the name gone) */
+    PyObject *refs = PyDict_GetItemWithError(st->registry, name); /* borrowed */
+    if (refs == NULL) {
+        if (PyErr_Occurred() || (refs = PyList_New(0)) == NULL)
+            return -1;
+        int rc = PyDict_SetItem(st->registry, name, refs);
+        Py_DECREF(refs); /* the dict holds it */
+        if (rc < 0)
+            return -1;
+    } else if (prune_refs(refs) < 0) {
+        return -1;
+    }
     PyObject *ref = PyWeakref_NewRef(obj, NULL);
     if (ref == NULL)
         return -1;
-    int rc = PyDict_SetItem(st->registry, name, ref); /* the newest of a name wins */
+    int rc = PyList_Append(refs, ref);
     Py_DECREF(ref);
     return rc;
 }
 
-/* slidewin._core.limiters() -> dict[str, object]: the live named objects of this process */
+/* slidewin._core.limiters() -> dict[str, object]: the live named objects of this process (of
+ * a name held by several, the newest); names left without a live object are forgotten */
 PyObject *mod_limiters(PyObject *m, PyObject *Py_UNUSED(unused))
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    PyObject *out = PyDict_New(), *items = NULL, *dead = NULL;
+    PyObject *out = PyDict_New(), *items = NULL;
     if (out == NULL)
         return NULL;
     items = PyDict_Items(st->registry);
-    dead = PyList_New(0);
-    if (items == NULL || dead == NULL)
+    if (items == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *it = PyList_GET_ITEM(items, i);
-        PyObject *name = PyTuple_GET_ITEM(it, 0), *ref = PyTuple_GET_ITEM(it, 1);
-#if PY_VERSION_HEX >= 0x030D0000
+        PyObject *name = PyTuple_GET_ITEM(it, 0), *refs = PyTuple_GET_ITEM(it, 1);
+        Py_ssize_t n = prune_refs(refs);
+        if (n < 0)
+            goto fail;
+        if (n == 0) {
+            if (PyDict_DelItem(st->registry, name) < 0)
+                goto fail;
+            continue;
+        }
         PyObject *obj;
-        if (PyWeakref_GetRef(ref, &obj) < 0)
+        if (ref_target(PyList_GET_ITEM(refs, n - 1), &obj) < 0)
             goto fail;
-#else
-        PyObject *obj = PyWeakref_GetObject(ref); /* borrowed; Py_None when dead */
-        if (obj == NULL)
-            goto fail;
-        obj = obj == Py_None ? NULL : obj;
-        Py_XINCREF(obj);
-#endif
-        int bad = obj == NULL ? PyList_Append(dead, it) < 0 : PyDict_SetItem(out, name, obj) < 0;
+        int bad = obj != NULL && PyDict_SetItem(out, name, obj) < 0;
         Py_XDECREF(obj);
         if (bad)
             goto fail;
     }
-    /* forget the dead names (only if no newer object took the name meanwhile) */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(dead); i++) {
-        PyObject *it = PyList_GET_ITEM(dead, i);
-        PyObject *cur = PyDict_GetItemWithError(st->registry, PyTuple_GET_ITEM(it, 0));
-        if (cur == NULL && PyErr_Occurred())
-            goto fail;
-        if (cur == PyTuple_GET_ITEM(it, 1) &&
-            PyDict_DelItem(st->registry, PyTuple_GET_ITEM(it, 0)) < 0)
-            goto fail;
-    }
     Py_DECREF(items);
-    Py_DECREF(dead);
     return out;
 fail:
     Py_XDECREF(items);
-    Py_XDECREF(dead);
     Py_DECREF(out);
     return NULL;
 }
