@@ -1275,6 +1275,10 @@ def test_a_listener_that_changes_the_state_does_not_reorder_the_others():
         if new == "open" and br.try_pass():  # recovery_s=0: the probe passes at once
             br.record(1)                     # ... and closes it
 
+    @br.on_change
+    def buggy(old, new, value):
+        raise RuntimeError("a listener bug stops no delivery")
+
     br.on_change(lambda old, new, value: seen.append((old, new, threading.get_ident())))
     br.record(1, error=True)
     assert [(o, n) for o, n, _ in seen] == [("closed", "open"), ("open", "half_open"),
@@ -1414,3 +1418,42 @@ def test_update_in_a_loop_beside_readers_and_calls_never_deadlocks(shm_name):
         sleeper.wait()
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("ok"), out.stdout
+
+
+def test_a_child_forked_while_another_thread_tells_a_change_tells_its_own():
+    # the queue of a parent thread's delivery is the parent's: the child's own changes are
+    # told in the child (without the reset its listeners would wait for a parent's thread)
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    telling, done = threading.Event(), threading.Event()
+    seen = []
+
+    @br.on_change
+    def slow(old, new, value):
+        seen.append((old, new))
+        if os.getpid() == parent:
+            telling.set()
+            done.wait(30)
+
+    parent = os.getpid()
+    t = threading.Thread(target=lambda: br.record(1, error=True))
+    t.start()
+    assert telling.wait(30)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        del seen[:]
+        br.try_pass()          # the child's own change: open -> half_open
+        br.record(1)           # half_open -> closed
+        os.write(w, repr(seen).encode())
+        os._exit(0)
+    os.close(w)
+    try:
+        got = os.read(r, 1000).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+        done.set()
+        t.join(30)
+    assert got == repr([("open", "half_open"), ("half_open", "closed")])
+    assert seen == [("closed", "open")]
