@@ -181,6 +181,7 @@ void sw_breaker_view(struct sw_breaker *br, struct sw_bview *out)
     out->st = &br->st;
     out->rule = &br->rule;
     out->token = SW_LOCK_PRIVATE;
+    out->seq = NULL;
 }
 
 /* ---- the lock ---- */
@@ -238,14 +239,29 @@ int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
     return SW_OK;
 }
 
+int sw_bview_lock(const struct sw_bview *v)
+{
+    return lock_b(v) ? SW_OK : SW_EBUSY;
+}
+
+void sw_bview_unlock(const struct sw_bview *v)
+{
+    unlock_b(v);
+}
+
 /* ---- transitions (lock held) ---- */
 
-static void change(struct sw_bstate *st, struct sw_brk_changes *chg, uint64_t w, uint32_t to,
-                   double value)
+static void change(const struct sw_bview *v, struct sw_brk_changes *chg, uint64_t w,
+                   uint32_t to, double value)
 {
+    struct sw_bstate *st = v->st;
     atomic_store_explicit(&st->word, next_word(w, to), memory_order_release);
     st->transitions[to] = sw_sat_add(st->transitions[to], 1);
+    uint64_t seq = 0;
+    if (v->seq != NULL)
+        seq = ++*v->seq; /* under the lock: the order of this view's changes */
     if (chg != NULL && chg->n < 2) {
+        chg->c[chg->n].seq = seq;
         chg->c[chg->n].from = (uint32_t)(w & 3u);
         chg->c[chg->n].to = to;
         chg->c[chg->n].value = value;
@@ -270,7 +286,7 @@ static bool pass_locked(const struct sw_bview *v, int64_t now_ns, uint64_t *tick
         atomic_store_explicit(&st->probe_owner, sw_token_resolve(v->token),
                               memory_order_relaxed);
         st->probe_bare = bare;
-        change(st, chg, w, SW_BRK_HALF_OPEN, NAN);
+        change(v, chg, w, SW_BRK_HALF_OPEN, NAN);
         st->totals[SW_BRK_T_PROBES] = sw_sat_add(st->totals[SW_BRK_T_PROBES], 1);
         *ticket = next_word(w, SW_BRK_HALF_OPEN);
         return true;
@@ -278,10 +294,11 @@ static bool pass_locked(const struct sw_bview *v, int64_t now_ns, uint64_t *tick
     return false;
 }
 
-static void cancel_locked(struct sw_bstate *st, uint64_t w, struct sw_brk_changes *chg)
+static void cancel_locked(const struct sw_bview *v, uint64_t w, struct sw_brk_changes *chg)
 {
+    struct sw_bstate *st = v->st;
     atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);
-    change(st, chg, w, SW_BRK_OPEN, NAN); /* next_ns unchanged (#1638) */
+    change(v, chg, w, SW_BRK_OPEN, NAN); /* next_ns unchanged (#1638) */
     st->totals[SW_BRK_T_CANCELLED] = sw_sat_add(st->totals[SW_BRK_T_CANCELLED], 1);
 }
 
@@ -334,7 +351,7 @@ static int try_pass_as(const struct sw_bview *v, int64_t now_ns, uint64_t *ticke
         return SW_EBUSY; /* nothing done: the refusal is not counted */
     if (dead && atomic_load_explicit(&st->word, memory_order_relaxed) == w &&
         atomic_load_explicit(&st->probe_owner, memory_order_relaxed) == owner) {
-        cancel_locked(st, w, chg);
+        cancel_locked(v, w, chg);
         passed = pass_locked(v, now_ns, ticket, chg, bare);
     }
     if (!passed)
@@ -413,16 +430,16 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
             atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);
             if (error || slow) {
                 st->next_ns = sw_sat_add(now_ns, r->recovery_ns);
-                change(st, chg, w, SW_BRK_OPEN, 1.0);
+                change(v, chg, w, SW_BRK_OPEN, 1.0);
             } else {
                 sw_leap_reset(l); /* a closed breaker starts an empty window */
-                change(st, chg, w, SW_BRK_CLOSED, NAN);
+                change(v, chg, w, SW_BRK_CLOSED, NAN);
             }
         } else if (s == SW_BRK_CLOSED) {
             double value = 0.0;
             if (trips(r, l, &value)) {
                 st->next_ns = sw_sat_add(now_ns, r->recovery_ns);
-                change(st, chg, w, SW_BRK_OPEN, value);
+                change(v, chg, w, SW_BRK_OPEN, value);
             }
         }
     }
@@ -442,7 +459,7 @@ int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_c
     w = atomic_load_explicit(&v->st->word, memory_order_relaxed);
     if ((w & 3u) == SW_BRK_HALF_OPEN &&
         ((ticket == SW_BRK_ANY && v->st->probe_bare != 0) || ticket == w)) {
-        cancel_locked(v->st, w, chg);
+        cancel_locked(v, w, chg);
         done = 1;
     }
     unlock_b(v);

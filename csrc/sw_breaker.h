@@ -17,7 +17,9 @@
  *
  * Changes. Every call that can change the state reports what changed ("from A to B with
  * value v", at most two changes a call) so that the caller can tell its listeners after the
- * lock is released. The core never calls back.
+ * lock is released. The core never calls back. A view may count its changes (seq): each
+ * takes the next number under the lock, so that a caller telling listeners from several
+ * threads can tell them in the order they were made.
  *
  * Giving up. Every call that takes the lock waits for it as sw_lock_acquire_or_give_up: a lock
  * word held past SW_LOCK_STUCK_NS by a live process that is not in it (damage, a forgery), or
@@ -124,6 +126,8 @@ struct sw_bview {
     struct sw_bstate *st;
     const struct sw_brule *rule;
     uint64_t token;              /* SW_LOCK_PRIVATE, or SW_LOCK_PROCESS for a shared state */
+    uint64_t *seq;               /* NULL, or the count of the changes made through this view
+                                    (process-local; incremented under the lock) */
 };
 
 /* A private breaker: settings and state side by side (the ring follows). */
@@ -134,6 +138,7 @@ struct sw_breaker {
 
 /* What changed in one call (for the listeners, called by the caller after unlocking). */
 struct sw_brk_change {
+    uint64_t seq;                /* the view's count after this change (*v->seq), or 0 */
     uint32_t from, to;
     double value;                /* the trip's ratio or count, a failed probe's RT or 1.0 for
                                     an error; NAN when there is none */
@@ -165,12 +170,18 @@ size_t sw_breaker_size(const struct sw_breaker_cfg *cfg);
 /** Initialise a private breaker in caller-owned memory of sw_breaker_size(cfg) bytes.
  * @return SW_OK or SW_EINVAL */
 int sw_breaker_init(struct sw_breaker *br, const struct sw_breaker_cfg *cfg);
-/** A private breaker's view. */
+/** A private breaker's view (seq NULL). */
 void sw_breaker_view(struct sw_breaker *br, struct sw_bview *out);
 /** Replace a view's settings under the state's lock (the state is kept).
  * @return SW_OK or SW_EBUSY (gave up: nothing changed) */
 int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
                       const struct sw_brule *src);
+/** Take the state's lock as a call does (repairing after a dead owner), or give up: for a
+ * caller that changes what decisions read under it (the binding's update()).
+ * @return SW_OK (held: sw_bview_unlock it) or SW_EBUSY (gave up: not held) */
+int sw_bview_lock(const struct sw_bview *v);
+/** Release the lock sw_bview_lock took. */
+void sw_bview_unlock(const struct sw_bview *v);
 
 /** Admission: CLOSED passes (no lock: one atomic load); OPEN refuses until next_ns, then
  * lets exactly one caller through as the probe (OPEN -> HALF_OPEN); HALF_OPEN refuses (a

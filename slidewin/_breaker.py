@@ -189,12 +189,14 @@ class Breaker(_core.Breaker):
 
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also usable as
-        a decorator). It runs in the thread that made the change, after the breaker's lock
-        is released; an ``Exception`` in it is logged and stops nothing; any other
-        ``BaseException`` (``KeyboardInterrupt``) is raised by the call once every listener
-        has run (the change itself is done). ``value``: the error
-        ratio, error count or slow ratio that opened it, 1.0 for a failed probe, None
-        otherwise."""
+        a decorator), after the breaker's lock is released, in the order of the changes
+        (each ``old`` is the previous ``new``): in the thread that made the change, or, when
+        another thread is telling an earlier change at that moment, in that thread right
+        after it. An ``Exception`` in it is logged and stops nothing; any other
+        ``BaseException`` (``KeyboardInterrupt``) is raised by the call that told the change
+        once every waiting change was told. ``value``: the error ratio, error count or slow
+        ratio that opened it, 1.0 for a failed probe, None otherwise. With ``shared=``: the
+        changes this object's calls made (other processes' are told in theirs)."""
         if not callable(fn):
             raise TypeError("on_change takes a callable, not %s" % type(fn).__name__)
         self._listeners.append(fn)

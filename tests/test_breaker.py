@@ -309,8 +309,9 @@ def test_listener_runs_after_the_lock_is_released():
     br.on_change(lambda old, new, value: seen.append((new, br.stats()["state"],
                                                       br.try_pass())))
     br.record(1, error=True)
-    # the listener's own try_pass made the probe (and told the listener first, nested)
-    assert seen == [("half_open", "half_open", False), ("open", "open", True)]
+    # the listener's own try_pass made the probe, told once the change it was told of has
+    # been told (in the order of the changes; before review 3 it was told first, nested)
+    assert seen == [("open", "open", True), ("half_open", "half_open", False)]
 
 
 def test_decorator_on_every_kind():
@@ -1198,3 +1199,261 @@ def test_a_bare_cancel_does_not_cancel_an_entrys_probe():
     assert br.try_pass(now_ns=2**62) and br.state == "half_open"
     br.cancel()
     assert br.state == "open" and br.totals()["cancelled"] == 1
+
+
+# -- review 3: listeners in the order of the changes; update() beside readers --------------
+
+
+def _chain_broken_at(events):
+    """The first index whose `old` is not the previous event's `new` (None: a valid chain
+    from the initial "closed")."""
+    prev = "closed"
+    for i, (old, new) in enumerate(events):
+        if old != prev:
+            return i
+        prev = new
+    return None
+
+
+def _transitions(br):
+    t = br.totals()
+    return t["opened"] + t["half_opened"] + t["closed"]
+
+
+def _drive(br, n_threads, seconds, seed):
+    """Threads trip, probe, close and cancel the breaker on the real clock (recovery_s=0)."""
+    import random
+    stop = time.monotonic() + seconds
+
+    def worker(k):
+        rnd = random.Random(seed * 100 + k)
+        while time.monotonic() < stop:
+            for _ in range(50):
+                r = rnd.random()
+                if r < 0.1:
+                    br.cancel()
+                elif br.try_pass():
+                    br.record(0.1, error=r < 0.55)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+
+
+@pytest.mark.parametrize("where", ["private", "shared"])
+def test_listeners_see_the_changes_in_order_under_many_threads(where, shm_name):
+    # before the fix: the listener ran after the lock was released, from Python code that a
+    # thread switch could interrupt, so two threads' changes reached it out of order (with a
+    # short switch interval: broken chains within a second, every run)
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0,
+                 shared=shm_name if where == "shared" else None)
+    events = []
+    br.on_change(lambda old, new, value: events.append((old, new)))
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for seed in range(3):
+            _drive(br, 8, 1.0, seed)
+            broken = _chain_broken_at(events)
+            assert broken is None, (len(events), events[max(0, broken - 3):broken + 3])
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert len(events) > 100
+    assert len(events) == _transitions(br)  # each change told once
+
+
+def test_a_listener_that_changes_the_state_does_not_reorder_the_others():
+    # before the fix: the first listener's own change was told to every listener at once,
+    # nested, so the second listener saw open -> half_open before closed -> open
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    seen = []
+
+    @br.on_change
+    def probe_at_once(old, new, value):
+        if new == "open" and br.try_pass():  # recovery_s=0: the probe passes at once
+            br.record(1)                     # ... and closes it
+
+    @br.on_change
+    def buggy(old, new, value):
+        raise RuntimeError("a listener bug stops no delivery")
+
+    br.on_change(lambda old, new, value: seen.append((old, new, threading.get_ident())))
+    br.record(1, error=True)
+    assert [(o, n) for o, n, _ in seen] == [("closed", "open"), ("open", "half_open"),
+                                            ("half_open", "closed")]
+    assert {t for _, _, t in seen} == {threading.get_ident()}  # the caller's thread
+    assert br.state == "closed"
+
+
+def test_listeners_in_order_among_asyncio_tasks():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    events = []
+
+    @br.on_change
+    def reprobe(old, new, value):  # a listener that uses the breaker: it probes at once
+        if new == "open" and len(events) % 3 == 0 and br.try_pass():
+            br.record(1, error=len(events) % 2 == 0)
+
+    br.on_change(lambda old, new, value: events.append((old, new)))
+
+    async def task(k):
+        for i in range(20):
+            try:
+                async with br.entry():
+                    await asyncio.sleep(0)
+                    if (k + i) % 2:
+                        raise TimeoutError
+            except (BreakerOpenError, TimeoutError):
+                pass
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(*(task(k) for k in range(200)))
+
+    for _ in range(3):
+        asyncio.run(main())
+    assert len(events) > 10 and len(events) == _transitions(br)
+    assert _chain_broken_at(events) is None, events[:20]
+
+
+def _tell_changes(name, q, seconds):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, shared=name)
+    events = []
+    br.on_change(lambda old, new, value: events.append((old, new)))
+    _drive(br, 4, seconds, os.getpid())
+    q.put(len(events))
+
+
+def test_shared_each_change_is_told_once_in_the_process_that_made_it(shm_name):
+    ctx = mp.get_context("fork")
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, shared=shm_name)
+    mine = []
+    br.on_change(lambda old, new, value: mine.append((old, new)))
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_tell_changes, args=(shm_name, q, 1.0)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    told = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert mine == [] and min(told) > 0
+    assert sum(told) == _transitions(br)
+
+
+UPDATE_BESIDE_READERS = r'''
+import faulthandler, mmap, os, struct, sys, threading, time
+import slidewin
+faulthandler.dump_traceback_later(40, exit=True)  # a hang: the stacks, then exit
+name, token = sys.argv[1], int(sys.argv[2])
+br = slidewin.Breaker(error_ratio=0.5, min_requests=1000, shared=name)
+path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + name)
+f = open(path, "r+b")
+m = mmap.mmap(f.fileno(), 0)
+at = struct.unpack_from("<Q", m, 72)[0] + 16   # the state's lock word
+stop = False
+counts = {}
+
+def loop(what, fn):
+    n = 0
+    while not stop:
+        fn(n)
+        n += 1
+    counts[what] = n
+
+def upd(n):
+    br.update(error_ratio=(n % 10) / 10, recovery_s=1 + n % 3)
+
+def read(n):
+    (br.error_ratio, br.recovery_s, br.min_requests, br.slow_ratio, repr(br), br.stats(),
+     br.totals(), br.state, br.retry_after())
+
+def call(n):
+    if br.try_pass():
+        br.record(1.0, error=n % 7 == 0)
+
+threads = [threading.Thread(target=loop, args=(w, fn)) for w, fn in
+           [("update", upd), ("read1", read), ("read2", read), ("call1", call),
+            ("call2", call)]]
+for t in threads:
+    t.start()
+end = time.monotonic() + float(sys.argv[3])
+held = 0
+while time.monotonic() < end:
+    # a peer holds the region's lock a while (as one stopped or descheduled in a decision):
+    # mmap stores keep the GIL, so no thread of this process is between its CAS and its store
+    if struct.unpack_from("<Q", m, at)[0] == 0:
+        struct.pack_into("<Q", m, at, token)
+        held += 1
+    time.sleep(0.02)
+    if struct.unpack_from("<Q", m, at)[0] == token:
+        struct.pack_into("<Q", m, at, 0)
+    time.sleep(0.005)
+stop = True
+for t in threads:
+    t.join()
+print("ok", held, sorted(counts.items()), flush=True)
+'''
+
+
+def test_update_in_a_loop_beside_readers_and_calls_never_deadlocks(shm_name):
+    # before the fix: update() held its settings mutex while waiting for the region's lock
+    # (the GIL released); a reader took the GIL and waited for that mutex; the update could
+    # not take the GIL back: the process hung (killed by the timeout below)
+    Breaker(error_ratio=0.5, shared=shm_name)
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        with open(f"/proc/{sleeper.pid}/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        token = sleeper.pid << 32 | (start & 0xffffffff)
+        try:
+            out = subprocess.run([sys.executable, "-c", UPDATE_BESIDE_READERS, shm_name,
+                                  str(token), "3"], capture_output=True, text=True, timeout=90)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail("update() beside readers hung: %s" % (e.stderr or b"")[-3000:])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok"), out.stdout
+
+
+def test_a_child_forked_while_another_thread_tells_a_change_tells_its_own():
+    # the queue of a parent thread's delivery is the parent's: the child's own changes are
+    # told in the child (without the reset its listeners would wait for a parent's thread)
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    telling, done = threading.Event(), threading.Event()
+    seen = []
+
+    @br.on_change
+    def slow(old, new, value):
+        seen.append((old, new))
+        if os.getpid() == parent:
+            telling.set()
+            done.wait(30)
+
+    parent = os.getpid()
+    t = threading.Thread(target=lambda: br.record(1, error=True))
+    t.start()
+    assert telling.wait(30)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        del seen[:]
+        br.try_pass()          # the child's own change: open -> half_open
+        br.record(1)           # half_open -> closed
+        os.write(w, repr(seen).encode())
+        os._exit(0)
+    os.close(w)
+    try:
+        got = os.read(r, 1000).decode()
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+        done.set()
+        t.join(30)
+    assert got == repr([("open", "half_open"), ("half_open", "closed")])
+    assert seen == [("closed", "open")]

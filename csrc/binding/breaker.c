@@ -87,22 +87,83 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
 
 /* ---- listeners ---- */
 
-/* Tell the listeners (the Python class's _notify) about the changes of one call; the core's
- * lock is released. A failing _notify is reported as unraisable and the caller goes on,
- * except for a BaseException that is not an Exception (KeyboardInterrupt): the first is
- * raised by the call once every change was told. @return 0, or -1 with it set */
+/* Queue one call's changes in the order the core numbered them (a change dropped for want of
+ * memory is skipped: dq_lost). @return whether this thread tells them (nobody was telling;
+ * otherwise the thread telling tells them too, after those made before) */
+static int bk_enqueue(BreakerObject *self, const struct sw_brk_changes *chg)
+{
+    struct bk_pending *node[2] = {NULL, NULL};
+    for (uint32_t i = 0; i < chg->n && i < 2; i++) {
+        node[i] = PyMem_RawMalloc(sizeof(struct bk_pending));
+        if (node[i] != NULL) {
+            node[i]->next = NULL;
+            node[i]->seq = chg->c[i].seq;
+            node[i]->from = chg->c[i].from;
+            node[i]->to = chg->c[i].to;
+            node[i]->value = chg->c[i].value;
+        }
+    }
+    sw_lock_acquire(&self->dq_lock);
+    for (uint32_t i = 0; i < chg->n && i < 2; i++) {
+        if (node[i] == NULL) {
+            if (chg->c[i].seq > self->dq_lost)
+                self->dq_lost = chg->c[i].seq;
+            continue;
+        }
+        struct bk_pending **at = &self->dq_head; /* nearly always the end of a short list */
+        while (*at != NULL && (*at)->seq < node[i]->seq)
+            at = &(*at)->next;
+        node[i]->next = *at;
+        *at = node[i];
+    }
+    int tell = !self->dq_busy;
+    self->dq_busy = 1;
+    sw_lock_release(&self->dq_lock);
+    return tell;
+}
+
+/* The next change to tell, off the queue; NULL, and nobody is telling any more, when the next
+ * in order is not queued yet (the thread that made it is between the core's lock and its
+ * queueing: it tells it, and those after it). */
+static struct bk_pending *bk_next(BreakerObject *self)
+{
+    sw_lock_acquire(&self->dq_lock);
+    struct bk_pending *p = self->dq_head;
+    if (p != NULL && p->seq > self->dq_next && self->dq_next <= self->dq_lost)
+        self->dq_next = p->seq <= self->dq_lost ? p->seq : self->dq_lost + 1; /* skip lost */
+    if (p == NULL || p->seq > self->dq_next) {
+        self->dq_busy = 0;
+        p = NULL;
+    } else {
+        self->dq_head = p->next;
+        if (p->seq == self->dq_next)
+            self->dq_next++;
+    }
+    sw_lock_release(&self->dq_lock);
+    return p;
+}
+
+/* Tell the listeners (the Python class's _notify) about the changes of one call, the core's
+ * lock released, in the order of the changes: queued, then told by this thread unless another
+ * is telling (that one tells these too, in order; a listener that makes a change has it told
+ * after the one it is told). A failing _notify is reported as unraisable and the caller goes
+ * on, except for a BaseException that is not an Exception (KeyboardInterrupt): the first is
+ * raised by the call once every queued change was told. @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
+    if (!bk_enqueue(self, chg))
+        return 0;
     PyObject *et, *ev, *tb, *kt = NULL, *kv = NULL, *ktb = NULL;
     PyErr_Fetch(&et, &ev, &tb);
-    for (uint32_t i = 0; i < chg->n; i++) {
-        const struct sw_brk_change *c = &chg->c[i];
+    struct bk_pending *c;
+    while ((c = bk_next(self)) != NULL) {
         PyObject *value = isnan(c->value) ? bk_ref(Py_None) : PyFloat_FromDouble(c->value);
         PyObject *r = NULL;
         if (value != NULL)
             r = PyObject_CallMethod((PyObject *)self, "_notify", "ssO",
                                     breaker_state_names[c->from % 3u],
                                     breaker_state_names[c->to % 3u], value);
+        PyMem_RawFree(c);
         Py_XDECREF(value);
         if (r == NULL) {
             if (PyErr_ExceptionMatches(PyExc_AttributeError))
@@ -123,6 +184,17 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
     }
     PyErr_Restore(et, ev, tb);
     return 0;
+}
+
+/* The queue's initial state (a new object; the child of fork(), whose queued changes are
+ * the parent's to tell, and whose lock a thread of the parent may have held). */
+static void bk_queue_reset(BreakerObject *self)
+{
+    sw_lock_force_release(&self->dq_lock);
+    self->dq_head = NULL; /* the child leaks the parent's few nodes: no free() here */
+    self->dq_next = self->seq + 1;
+    self->dq_lost = 0;
+    self->dq_busy = 0;
 }
 
 /* A wait for the state's lock gave up (a stuck owner: OSError naming it; a signal handler's
@@ -160,14 +232,18 @@ static sw_lock *bk_state_lock(void *state)
 
 /* In the child of fork() (its only thread; the lock was just reset): a private breaker's
  * probe was held by a thread of the parent (or by the forking thread, whose outcome then
- * decides nothing): give it back, so that the child's next caller probes. */
+ * decides nothing): give it back, so that the child's next caller probes. The changes queued
+ * for the listeners are the parent's to tell. */
 static void bk_fork_child(struct fork_link *l)
 {
     BreakerObject *self = (BreakerObject *)(void *)((char *)l - offsetof(BreakerObject, fork));
     struct sw_brk_changes chg;
-    uint64_t w = atomic_load_explicit(&self->view.st->word, memory_order_relaxed);
-    if ((w & 3u) == SW_BRK_HALF_OPEN)
-        (void)sw_breaker_cancel(&self->view, w, &chg);
+    if (!self->is_shared) {
+        uint64_t w = atomic_load_explicit(&self->view.st->word, memory_order_relaxed);
+        if ((w & 3u) == SW_BRK_HALF_OPEN)
+            (void)sw_breaker_cancel(&self->view, w, &chg); /* told to nobody */
+    }
+    bk_queue_reset(self);
 }
 
 /* ---- the type ---- */
@@ -212,6 +288,10 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     pthread_mutex_init(&self->cfg_mu, NULL);
     self->cfg = cfg;
+    self->settings_gen = 0;
+    self->seq = 0;
+    sw_lock_init(&self->dq_lock);
+    bk_queue_reset(self);
     self->name = name;
     self->name_given = name_given;
     self->weakreflist = NULL;
@@ -234,6 +314,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return raise_core_error(rc);
         }
         sw_breaker_view(self->br, &self->view);
+        self->view.seq = &self->seq;
         if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0) {
             Py_DECREF(self);
             return NULL;
@@ -263,12 +344,18 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.st = self->shm.state;
         self->view.rule = &self->rule;
         self->view.token = SW_LOCK_PROCESS;
+        self->view.seq = &self->seq;
         /* a region is input: restore what a process killed inside may have left */
         if (GAVE_UP(sw_bstate_check_repair(&self->view))) {
             Py_DECREF(self);
             return bk_gave_up();
         }
-        fork_register_shared(&self->fork);
+        /* no private lock to reset, but the queue (not a shared link: the limiters'
+         * fork_sum reads those as limiters) */
+        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
     }
     if (registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
@@ -294,6 +381,11 @@ static void Breaker_dealloc(BreakerObject *self)
     Py_CLEAR(self->shared);
     Py_CLEAR(self->name);
     pthread_mutex_destroy(&self->cfg_mu);
+    while (self->dq_head != NULL) { /* only a change skipped past (want of memory) */
+        struct bk_pending *c = self->dq_head;
+        self->dq_head = c->next;
+        PyMem_RawFree(c);
+    }
     PyMem_Free(self->br);
     self->br = NULL;
     tp->tp_free((PyObject *)self);
@@ -577,20 +669,36 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
             return NULL;
         }
     }
-    struct sw_breaker_cfg c = bk_cfg(self);
-    if (bk_apply(&c, &a, 0) < 0)
-        return NULL;
-    struct sw_brule rule;
-    int rc = sw_brule_init(&rule, &c);
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    pthread_mutex_lock(&self->cfg_mu);
-    rc = sw_bview_set_rule(&self->view, self->is_shared ? &self->rule : &self->br->rule, &rule);
-    if (rc == SW_OK)
-        self->cfg = c;
-    pthread_mutex_unlock(&self->cfg_mu);
-    if (GAVE_UP(rc))
-        return bk_gave_up();
+    /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
+     * (always in this order, and no mutex is held while waiting for the state's lock, a wait
+     * that releases the GIL), unless another update() landed meanwhile (then checked again):
+     * a getter never waits for a peer's lock, an update() never for a getter's GIL, no update
+     * is lost */
+    for (;;) {
+        pthread_mutex_lock(&self->cfg_mu);
+        struct sw_breaker_cfg c = self->cfg;
+        uint64_t gen = self->settings_gen;
+        pthread_mutex_unlock(&self->cfg_mu);
+        if (bk_apply(&c, &a, 0) < 0)
+            return NULL;
+        struct sw_brule rule;
+        int rc = sw_brule_init(&rule, &c);
+        if (rc != SW_OK)
+            return raise_core_error(rc);
+        if (GAVE_UP(sw_bview_lock(&self->view)))
+            return bk_gave_up();
+        pthread_mutex_lock(&self->cfg_mu); /* always after the state's lock */
+        int same = self->settings_gen == gen;
+        if (same) {
+            *(self->is_shared ? &self->rule : &self->br->rule) = rule;
+            self->cfg = c;
+            self->settings_gen++;
+        }
+        pthread_mutex_unlock(&self->cfg_mu);
+        sw_bview_unlock(&self->view);
+        if (same)
+            break;
+    }
     Py_RETURN_NONE;
 }
 

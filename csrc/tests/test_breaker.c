@@ -495,7 +495,7 @@ static void test_validate(void)
     struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_RATIO, 0.5, 5, 10, 1000);
     c.sample_count = 4;
     CHECK_EQ(sw_brule_init(&rule, &c), SW_OK);
-    struct sw_bview v = {st, &rule, SW_LOCK_PRIVATE};
+    struct sw_bview v = {st, &rule, SW_LOCK_PRIVATE, NULL};
     atomic_store(&st->word, (UINT64_C(5) << 2) | SW_BRK_HALF_OPEN);
     sw_bstate_check_repair(&v);
     CHECK_EQ(sw_breaker_state(&v), SW_BRK_OPEN);
@@ -515,7 +515,7 @@ static void test_crafted_states(void)
     struct sw_brule rule;
     struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 1, 1000);
     CHECK_EQ(sw_brule_init(&rule, &c), SW_OK);
-    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS};
+    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS, NULL};
     struct sw_brk_changes chg;
     uint64_t tk;
     const uint64_t owners[2] = {12345u, SW_LOCK_PRIVATE};
@@ -561,7 +561,7 @@ static void test_dead_probe_owner(void)
     struct sw_brule rule;
     struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 1, 1000);
     CHECK_EQ(sw_brule_init(&rule, &c), SW_OK);
-    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS};
+    struct sw_bview v = {st, &rule, SW_LOCK_PROCESS, NULL};
     struct sw_brk_changes chg;
     uint64_t tk;
     CHECK_EQ(sw_breaker_record(&v, 1, true, SW_BRK_ANY, SEC(1), &chg), SW_OK);
@@ -757,6 +757,40 @@ static void test_threads_free_for_all(void)
     brk_free(&b);
 }
 
+/* A view that counts its changes numbers them 1, 2, 3, ... in the order they were made; a
+ * view without a counter reports 0. sw_bview_lock holds what every call waits for. */
+static void test_change_seq(void)
+{
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 1, 1000);
+    struct brk b;
+    if (!brk_new(&b, &c))
+        return;
+    CHECK(b.v.seq == NULL);
+    uint64_t count = 0;
+    uint64_t tk;
+    record_at(&b, SW_BRK_ANY, 1, true, SEC(1));          /* closed -> open, uncounted */
+    CHECK_EQ(b.last.n, 1u);
+    CHECK_EQ(b.last.c[0].seq, 0u);
+    b.v.seq = &count;
+    CHECK(pass_at(&b, SEC(3), &tk));                     /* open -> half_open: 1 */
+    CHECK_EQ(b.last.n, 1u);
+    CHECK_EQ(b.last.c[0].seq, 1u);
+    CHECK_EQ(sw_breaker_cancel(&b.v, tk, &b.last), 1);   /* half_open -> open: 2 */
+    CHECK_EQ(b.last.c[0].seq, 2u);
+    CHECK(pass_at(&b, SEC(3), &tk));                     /* 3 */
+    record_at(&b, tk, 1, false, SEC(3));                 /* half_open -> closed: 4 */
+    CHECK_EQ(b.last.c[0].seq, 4u);
+    CHECK_EQ(b.last.c[0].to, (uint32_t)SW_BRK_CLOSED);
+    record_at(&b, SW_BRK_ANY, 1, false, SEC(4));         /* no change: the count stays */
+    CHECK_EQ(b.last.n, 0u);
+    CHECK_EQ(count, 4u);
+    CHECK_EQ(sw_bview_lock(&b.v), SW_OK);
+    CHECK(atomic_load(&b.br->st.lock.word) != 0);
+    sw_bview_unlock(&b.v);
+    CHECK(atomic_load(&b.br->st.lock.word) == 0);
+    brk_free(&b);
+}
+
 void test_breaker(void)
 {
     test_exception_ratio();
@@ -772,4 +806,5 @@ void test_breaker(void)
     test_crafted_states();
     test_one_probe_threads();
     test_threads_free_for_all();
+    test_change_seq();
 }
