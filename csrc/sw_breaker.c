@@ -424,7 +424,11 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
     if (slow)
         st->totals[SW_BRK_T_SLOW] = sw_sat_add(st->totals[SW_BRK_T_SLOW], 1);
     uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
-    if (ticket == SW_BRK_ANY || ticket == w) {
+    /* a bare record() decides a probe only when a bare try_pass() let it through (an
+     * entry's probe is decided by its own ticket: a bare call admitted before the trip and
+     * ending during the probe decides nothing) */
+    if (ticket == w ||
+        (ticket == SW_BRK_ANY && ((w & 3u) != SW_BRK_HALF_OPEN || st->probe_bare != 0))) {
         uint32_t s = (uint32_t)(w & 3u);
         if (s == SW_BRK_HALF_OPEN) {
             atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);

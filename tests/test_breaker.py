@@ -610,6 +610,8 @@ class BreakerModel:
         self.counts[2] += slow
         if ticket is not None and ticket != self.ticket():
             return
+        if ticket is None and self.state == "half_open" and not self.probe_bare:
+            return  # a bare record() decides only a probe that a bare try_pass() let through
         if self.state == "half_open":
             if error or slow:
                 self.next_ns = t + self.recovery_ns
@@ -1457,3 +1459,47 @@ def test_a_child_forked_while_another_thread_tells_a_change_tells_its_own():
         t.join(30)
     assert got == repr([("open", "half_open"), ("half_open", "closed")])
     assert seen == [("closed", "open")]
+
+
+# ------------------------------------------------------------------ review 4
+
+@pytest.mark.parametrize("how", ["entry", "try_pass"])
+def test_a_keyboard_interrupt_from_a_listener_at_the_probe_gives_the_probe_back(how):
+    # review: the listener told of "half_open" raised out of the admission, the probe's
+    # ticket was lost, and the breaker stayed half-open (refusing) for good
+    br = Breaker(error_count=0, min_requests=1, recovery_s=1)
+    armed = [True]
+
+    @br.on_change
+    def interrupt(old, new, value):
+        if new == "half_open" and armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    br.record(1, error=True, now_ns=S)
+    assert br.state == "open"
+    with pytest.raises(KeyboardInterrupt):
+        if how == "entry":
+            with br.entry():
+                pytest.fail("the body ran")
+        else:
+            br.try_pass(now_ns=S + 2 * 10**9)
+    assert br.state == "open"              # the probe was given back: open again
+    with br.entry():                       # the next caller probes
+        pass
+    assert br.state == "closed"
+
+
+def test_a_late_bare_record_does_not_decide_an_entrys_probe():
+    # review: a bare call admitted while closed finished after an entry became the probe;
+    # its record() closed the breaker, and the probe's failure decided nothing
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0)
+    assert br.try_pass()                   # a bare call, still running
+    br.record(1, error=True)               # another call fails: open
+    e = br.entry()
+    e.__enter__()                          # the probe
+    assert br.state == "half_open"
+    br.record(5)                           # the old bare call ends well: decides nothing
+    assert br.state == "half_open"
+    e.__exit__(RuntimeError, RuntimeError("still down"), None)
+    assert br.state == "open"              # the probe's failure reopens it

@@ -212,6 +212,31 @@ static PyObject *bk_gave_up(void)
             return NULL;                                                                       \
     } while (0)
 
+/* A call admitted with `ticket` whose listeners raised (a KeyboardInterrupt: it ends the
+ * call, which never runs): give the probe back, if it was one, as a cancel would, telling
+ * the change; the listeners' exception stays the one raised. @return NULL */
+static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    struct sw_brk_changes chg;
+    int done = sw_breaker_cancel(&self->view, ticket, &chg);
+    if (GAVE_UP(done))
+        (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after any cancel */
+    else if (chg.n != 0)
+        (void)bk_fire(self, &chg);
+    PyErr_Clear(); /* the first exception is the one the caller sees */
+    PyErr_Restore(et, ev, tb);
+    return NULL;
+}
+
+/* FIRE for an admission: a listener's exception gives the admission back (a probe's) */
+#define FIRE_ADMITTED(self, chg, ok, ticket)                                                   \
+    do {                                                                                       \
+        if (__builtin_expect((chg).n != 0, 0) && bk_fire((self), &(chg)) < 0)                 \
+            return (ok) ? bk_fire_failed_give_back((self), (ticket)) : NULL;                   \
+    } while (0)
+
 /* ---- shared regions ---- */
 
 static int bk_init_state(void *state, const struct sw_shm_layout *lay)
@@ -406,7 +431,7 @@ static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py
     int ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
     if (GAVE_UP(ok))
         return bk_gave_up();
-    FIRE(self, chg);
+    FIRE_ADMITTED(self, chg, ok, ticket);
     return bk_ref(ok ? Py_True : Py_False);
 }
 
@@ -488,7 +513,7 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     int ok = sw_breaker_pass_ticket(&self->view, now, &ticket, &chg);
     if (GAVE_UP(ok))
         return bk_gave_up();
-    FIRE(self, chg);
+    FIRE_ADMITTED(self, chg, ok, ticket);
     if (!ok)
         Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(ticket);
