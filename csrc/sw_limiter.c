@@ -440,12 +440,9 @@ void sw_lstate_repair(const struct sw_view *v)
         v->st->warm.stored = SW_WARM_FRESH;
 }
 
-/* Requests in flight: the total, which a shared state keeps equal to the sum of its process
- * slots and never below 0 (the reap and the repair cancel a deficit); a total below 0 (a
- * damaged private state) reads as 0. */
 static inline int64_t in_flight_now(const struct sw_node *node)
 {
-    return node->in_flight < 0 ? 0 : node->in_flight;
+    return sw_node_in_flight_now(node);
 }
 
 /* Take the state's lock; repair it when its previous owner died holding it. */
@@ -508,16 +505,7 @@ static inline int lock_for_other_event(const struct sw_view *v, int64_t *now_ns,
 /* Change the in-flight count by d (lock held): the total, and this process's slot. */
 static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
 {
-    if (v->my_slot >= 0) {
-        v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
-        if (v->held != NULL) {
-            int64_t h = sw_sat_add(*v->held, d);
-            *v->held = h < 0 ? 0 : h;
-        }
-    }
-    if (sw_test_in_critical != NULL)
-        sw_test_in_critical();
-    node->in_flight = sw_sat_add(node->in_flight, d);
+    sw_view_add_in_flight(v, node, d);
 }
 
 uint32_t sw_lstate_reap(const struct sw_view *v)
