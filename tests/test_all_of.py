@@ -904,3 +904,52 @@ def test_a_group_wait_on_a_full_member_still_ends_at_its_timeout(mode):
     assert g.decisions <= 4, g.decisions
     assert conc.totals()["block"] == 1 and rpm.totals()["block"] == 0
     assert conc.in_flight == 1 and rpm.totals()["pass"] == 0
+
+
+def _hold_then_release(name, held, go):
+    lim = Limiter(concurrency=1, shared=name)
+    lim.acquire()
+    held.set()
+    go.wait(30)
+    time.sleep(0.3)
+    lim.release()
+
+
+def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member(names):
+    name = names[0]
+    ctx = mp.get_context("spawn")
+    held, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold_then_release, args=(name, held, go))
+    p.start()
+    try:
+        assert held.wait(60)
+        conc = Limiter(concurrency=1, shared=name)
+        g = CountingGroup(Limiter(qps=10**6), conc)
+        g.decisions = 0
+        done = []
+
+        def thread_waiter():
+            with g.entry(timeout=30):
+                done.append(1)
+
+        async def task_waiter():
+            async with g.entry(timeout=30):
+                await asyncio.sleep(0)
+
+        async def main():
+            t = threading.Thread(target=thread_waiter)
+            t.start()
+            tasks = [asyncio.ensure_future(task_waiter()) for _ in range(20)]
+            await asyncio.sleep(0.5)
+            go.set()
+            await asyncio.gather(*tasks)
+            await asyncio.get_running_loop().run_in_executor(None, t.join, 30)
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        assert done == [1] and conc.in_flight == 0
+        # woken by the release (the first waiter rechecks a shared member every 0.25 s);
+        # 1 ms polls over 0.8 s: thousands of decisions
+        assert g.decisions <= 6 * 21 + 20, g.decisions
+    finally:
+        go.set()
+        p.join(30)
