@@ -59,44 +59,85 @@ static inline void unlock_member(const struct sw_gmember *m)
     sw_lock_release(m->kind == SW_GM_KEYED ? &m->kv->st->lock : &m->v->st->lock);
 }
 
-int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
-                    struct sw_decision *out)
+/* The common group: limiters deciding on their locks' lines (rejecting QPS rules and fixed
+ * concurrency limits at their windows' heads, no shadow, a refusal wanting no retry time;
+ * sw_plan_fast_locked), decided and counted there without the general plans. Locks held.
+ * @return false when a member needs the general plan (nothing done), else true (decided,
+ * counted, m[i].d and refused set, out filled) */
+static inline bool decide_fast(struct sw_gmember *m, const uint32_t *ord, uint32_t count,
+                               int64_t now_ns, unsigned flags, struct sw_decision *out)
 {
-    uint32_t ord[SW_GROUP_MAX];
-    if (m == NULL || out == NULL || count < 1 || count > SW_GROUP_MAX)
-        return SW_EINVAL;
-    /* the members in lock order (insertion sort: groups are small) */
+#define AT(i) (ord != NULL ? &m[ord[(i)]] : &m[(i)])
+    int64_t ms = sw_ms_of_ns(now_ns);
+    int verdict = SW_PASS;
     for (uint32_t i = 0; i < count; i++) {
-        if (m[i].n < 1 || (m[i].kind == SW_GM_KEYED ? m[i].kv == NULL : m[i].v == NULL) ||
-            (m[i].kind != SW_GM_KEYED && m[i].kind != SW_GM_LIMITER))
-            return SW_EINVAL;
-        uint32_t j = i;
-        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) >= 0) {
-            if (order_cmp(&m[ord[j - 1]], &m[i]) == 0)
-                return SW_EINVAL; /* one state twice: its lock would be taken twice */
-            ord[j] = ord[j - 1];
-            j--;
-        }
-        ord[j] = i;
+        struct sw_gmember *x = AT(i);
+        int dv = sw_plan_fast_locked(x->v, x->n, ms, flags);
+        if (dv < 0)
+            return false;
+        x->plan_.l.d.verdict = dv;
+        if (dv == SW_NEVER)
+            verdict = SW_NEVER;
+        else if (dv == SW_BLOCK && verdict == SW_PASS)
+            verdict = SW_BLOCK;
     }
+    bool commit = verdict == SW_PASS;
     for (uint32_t i = 0; i < count; i++) {
-        if (!lock_member(&m[ord[i]])) {
+        struct sw_gmember *x = AT(i);
+        struct sw_decision *d = &x->plan_.l.d;
+        bool pass = d->verdict == SW_PASS;
+        sw_plan_fast_count(x->v, x->n, flags, pass ? (commit ? 0 : -1)
+                                                   : ((flags & SW_F_NO_BLOCK) ? -1 : 1));
+        if (sw_test_in_critical != NULL)
+            sw_test_in_critical(); /* tests: a process killed between two members */
+        d->occupied = 0;
+        d->wait_ns = 0;
+        d->retry_ns = -1;
+        d->now_ns = now_ns;
+        d->shadowed = 0;
+        x->d = d;
+        x->refused = !pass;
+    }
+    out->verdict = verdict;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1; /* a refusal here wants none (sw_plan_fast_locked) */
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    return true;
+#undef AT
+}
+
+/* The decision over members in lock order: m[ord[i]], or m[i] when ord is NULL (the two
+ * callers inline their own copy). Checked by the caller. */
+static inline int decide_in_order(struct sw_gmember *m, const uint32_t *ord, uint32_t count,
+                                  int64_t now_ns, unsigned flags, struct sw_decision *out)
+{
+#define AT(i) (ord != NULL ? &m[ord[(i)]] : &m[(i)])
+    /* the locks in order; the clock wanted (the rules are read under their locks) */
+    bool precise = false, limiters = true;
+    for (uint32_t i = 0; i < count; i++) {
+        if (!lock_member(AT(i))) {
             while (i-- > 0)
-                unlock_member(&m[ord[i]]);
+                unlock_member(AT(i));
             return SW_EBUSY;
         }
+        if (!precise && now_ns == SW_NOW)
+            precise = paces(AT(i));
+        limiters = limiters && AT(i)->kind == SW_GM_LIMITER;
     }
     /* one time for every member, read once every lock is held: the full-resolution clock
      * when a throttle paces, else the coarse one (as the members' own decisions) */
-    if (now_ns == SW_NOW) {
-        bool precise = false;
-        for (uint32_t i = 0; i < count && !precise; i++)
-            precise = paces(&m[i]);
+    if (now_ns == SW_NOW)
         now_ns = precise ? sw_time_ns() : sw_time_coarse_ns();
+    if (limiters && decide_fast(m, ord, count, now_ns, flags, out)) {
+        for (uint32_t i = count; i-- > 0;)
+            unlock_member(AT(i));
+        return SW_OK;
     }
     int verdict = SW_PASS;
     for (uint32_t i = 0; i < count; i++) {
-        struct sw_gmember *x = &m[ord[i]];
+        struct sw_gmember *x = AT(i);
         const struct sw_decision *d;
         unsigned f;
         if (x->kind == SW_GM_KEYED) {
@@ -127,7 +168,7 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
     out->shadowed = 0;
     bool retry_known = true;
     for (uint32_t i = 0; i < count; i++) {
-        struct sw_gmember *x = &m[ord[i]];
+        struct sw_gmember *x = AT(i);
         struct sw_decision *d;
         unsigned f;
         if (x->kind == SW_GM_KEYED) {
@@ -162,6 +203,36 @@ int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsign
     if (!retry_known || verdict == SW_NEVER)
         out->retry_ns = -1;
     for (uint32_t i = count; i-- > 0;)
-        unlock_member(&m[ord[i]]);
+        unlock_member(AT(i));
     return SW_OK;
+#undef AT
+}
+
+int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
+                    struct sw_decision *out)
+{
+    uint32_t ord[SW_GROUP_MAX];
+    if (m == NULL || out == NULL || count < 1 || count > SW_GROUP_MAX)
+        return SW_EINVAL;
+    /* the members in lock order (insertion sort: groups are small) */
+    for (uint32_t i = 0; i < count; i++) {
+        if (m[i].n < 1 || (m[i].kind == SW_GM_KEYED ? m[i].kv == NULL : m[i].v == NULL) ||
+            (m[i].kind != SW_GM_KEYED && m[i].kind != SW_GM_LIMITER))
+            return SW_EINVAL;
+        uint32_t j = i;
+        while (j > 0 && order_cmp(&m[ord[j - 1]], &m[i]) >= 0) {
+            if (order_cmp(&m[ord[j - 1]], &m[i]) == 0)
+                return SW_EINVAL; /* one state twice: its lock would be taken twice */
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = i;
+    }
+    return decide_in_order(m, ord, count, now_ns, flags, out);
+}
+
+int sw_group_decide_ordered(struct sw_gmember *m, uint32_t count, int64_t now_ns,
+                            unsigned flags, struct sw_decision *out)
+{
+    return decide_in_order(m, NULL, count, now_ns, flags, out);
 }

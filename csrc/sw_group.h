@@ -68,6 +68,13 @@ void sw_gmember_order_shared(struct sw_gmember *m, uint64_t id_hi, uint64_t id_l
 int sw_group_decide(struct sw_gmember *m, uint32_t count, int64_t now_ns, unsigned flags,
                     struct sw_decision *out);
 
+/** sw_group_decide for members the caller keeps checked and ordered (a binding's group,
+ * checked once when made): m[0..count) already in strictly increasing lock order, count
+ * 1..SW_GROUP_MAX, every n >= 1, every view set (order is not read). Nothing is checked.
+ * @return SW_OK or SW_EBUSY, as sw_group_decide */
+int sw_group_decide_ordered(struct sw_gmember *m, uint32_t count, int64_t now_ns,
+                            unsigned flags, struct sw_decision *out);
+
 #ifdef __cplusplus
 }
 #endif

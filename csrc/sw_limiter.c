@@ -444,12 +444,9 @@ void sw_lstate_repair(const struct sw_view *v)
         v->st->warm.stored = SW_WARM_FRESH;
 }
 
-/* Requests in flight: the total, which a shared state keeps equal to the sum of its process
- * slots and never below 0 (the reap and the repair cancel a deficit); a total below 0 (a
- * damaged private state) reads as 0. */
 static inline int64_t in_flight_now(const struct sw_node *node)
 {
-    return node->in_flight < 0 ? 0 : node->in_flight;
+    return sw_node_in_flight_now(node);
 }
 
 /* Take the state's lock; repair it when its previous owner died holding it. */
@@ -509,26 +506,10 @@ static inline int lock_for_other_event(const struct sw_view *v, int64_t *now_ns,
     return 1;
 }
 
-/* Change the in-flight count by d (lock held): the total, and this process's slot. A release
- * beyond what this process's slot holds (a count acquired in another process) lowers the
- * total only: the slot stays >= 0, so slots never understate what their processes hold and
- * the total is below their sum by what was released for others (see sw_lstate_reap). A slot
- * allowed below 0 would be filled again by its own process's next acquisitions, and the
- * reap of the acquirer would then take its count out of the total twice. */
+/* Change the in-flight count by d (lock held): sw_view_add_in_flight. */
 static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
 {
-    if (v->my_slot >= 0) {
-        int64_t mine = v->slots[v->my_slot].in_flight;
-        int64_t ds = d < 0 && sw_sat_add(mine, d) < 0 ? (mine > 0 ? -mine : 0) : d;
-        v->slots[v->my_slot].in_flight = sw_sat_add(mine, ds);
-        if (v->held != NULL) {
-            int64_t h = sw_sat_add(*v->held, d);
-            *v->held = h < 0 ? 0 : h;
-        }
-    }
-    if (sw_test_in_critical != NULL)
-        sw_test_in_critical();
-    node->in_flight = sw_sat_add(node->in_flight, d);
+    sw_view_add_in_flight(v, node, d);
 }
 
 uint32_t sw_lstate_reap(const struct sw_view *v)

@@ -416,6 +416,81 @@ int64_t sw_limiter_in_flight(struct sw_limiter *lim);
 void sw_limiter_stats(struct sw_limiter *lim, int64_t now_ns, struct sw_stats *out);
 void sw_limiter_totals(struct sw_limiter *lim, struct sw_totals *out);
 
+/** Requests in flight: the node's total, which a shared state keeps equal to the sum of its
+ * process slots and never below 0 (the reap and the repair cancel a deficit); a total below 0
+ * (a damaged private state) reads as 0. */
+static inline int64_t sw_node_in_flight_now(const struct sw_node *node)
+{
+    return node->in_flight < 0 ? 0 : node->in_flight;
+}
+
+/** Change a view's in-flight count by d, lock held: the total, and this process's slot. A
+ * release beyond what this process's slot holds (a count acquired in another process) lowers
+ * the total only: the slot stays >= 0, so slots never understate what their processes hold
+ * and the total is below their sum by what was released for others (see sw_lstate_reap). A
+ * slot allowed below 0 would be filled again by its own process's next acquisitions, and the
+ * reap of the acquirer would then take its count out of the total twice. */
+static inline void sw_view_add_in_flight(const struct sw_view *v, struct sw_node *node, int64_t d)
+{
+    if (v->my_slot >= 0) {
+        int64_t mine = v->slots[v->my_slot].in_flight;
+        int64_t ds = d < 0 && sw_sat_add(mine, d) < 0 ? (mine > 0 ? -mine : 0) : d;
+        v->slots[v->my_slot].in_flight = sw_sat_add(mine, ds);
+        if (v->held != NULL) {
+            int64_t h = sw_sat_add(*v->held, d);
+            *v->held = h < 0 ? 0 : h;
+        }
+    }
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    node->in_flight = sw_sat_add(node->in_flight, d);
+}
+
+/** The plan of a decision made on the lock's line (sw_plan_locked's fast path, inline for
+ * sw_group's decisions over limiters), lock held, reading only: the verdict of n at ms
+ * (SW_PASS, SW_BLOCK, SW_NEVER) when the rule decides there (not a shadow; a rejecting QPS
+ * rule or a fixed concurrency limit; both windows at their head bucket; a refusal that wants
+ * nothing more: no borrow, no retry time), else -1: sw_plan_locked is needed. End it with
+ * sw_plan_fast_count. */
+static inline int sw_plan_fast_locked(const struct sw_view *v, int64_t n, int64_t ms,
+                                      unsigned flags)
+{
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    if (r->shadow ||
+        !(conc ? r->adapt.algo == SW_ADAPT_NONE : (r->behavior == SW_REJECT && r->count > 0)) ||
+        !sw_leap_at_head(sw_node_sec(node), ms) || !sw_leap_at_head(sw_node_min(node), ms))
+        return -1;
+    if (conc)
+        return (double)n > r->count                                     ? SW_NEVER
+               : sw_reject_fits(sw_node_in_flight_now(node), n, r->count) ? SW_PASS
+                                                                          : SW_BLOCK;
+    if ((double)n > r->limit)
+        return SW_NEVER;
+    if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
+                       n, r->limit))
+        return SW_PASS;
+    if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+        return SW_BLOCK;
+    return -1;
+}
+
+/** End a plan of sw_plan_fast_locked, lock held: k 0 counts n PASS (and holds n in flight for
+ * a concurrency rule or SW_F_ENTRY), 1 counts n BLOCK, on the lock's line; -1 nothing. */
+static inline void sw_plan_fast_count(const struct sw_view *v, int64_t n, unsigned flags, int k)
+{
+    if (k < 0)
+        return;
+    struct sw_lstate *st = v->st;
+    st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+    st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+    st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+    if (k == 0 && (v->rule->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY)))
+        sw_view_add_in_flight(v, sw_lstate_node(st), n);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overloa
 
 from . import _core
 from ._limiter import _MISSING, _check_timeout, _decorate_entries
+from ._waiters import _SHARED_RECHECK_S, _GroupWaiters
 
 __all__ = ["Group", "all_of"]
 
@@ -23,8 +24,8 @@ _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
-# a refusal whose members do not know when it could pass (concurrency, warm-up) is retried
-# this often
+# a refusal whose members do not know when it could pass (warm-up) is retried this often; a
+# full concurrency member's waiters are woken by its release instead
 _POLL_S = 0.001
 
 
@@ -44,12 +45,20 @@ class Group(_core.Group):
     largest of the members' waits.
     """
 
-    __slots__ = ("_on_block",)
+    __slots__ = ("_on_block", "_conc", "_waitq")
     _on_block: Optional[Callable[..., Any]]
+    # the concurrency members: index -> whether shared (its waiters also retry now and then:
+    # a dead process's slots come back at a decision's reap)
+    _conc: "dict[int, bool]"
+    _waitq: Optional[_GroupWaiters]  # the waiting tasks and threads, woken by their releases
 
     def __new__(cls, *members: Any) -> "Group":
         self = cast("Group", super().__new__(cls, *members))
         self._on_block = None
+        owners = self.limiters
+        self._conc = {i: o.shared is not None for i, o in enumerate(owners)
+                      if o.concurrency is not None}
+        self._waitq = _GroupWaiters(tuple(owners[i] for i in self._conc)) if self._conc else None
         return self
 
     # -- refusals -----------------------------------------------------------------------
@@ -92,11 +101,16 @@ class Group(_core.Group):
                 return wait_ns, shadowed
             raise self._blocked(ns, verdict, retry_ns, refused, who)
         deadline = time.monotonic() + timeout
+        admitted, sleep_s = self._retry(ns, flags, deadline)
+        if admitted is not None:
+            return admitted
+        if self._waitq is not None:  # woken by a release of a concurrency member
+            return cast("Tuple[int, Tuple[int, ...]]", self._waitq.admit(self, ns, flags, deadline))
         while True:
+            time.sleep(sleep_s)
             admitted, sleep_s = self._retry(ns, flags, deadline)
             if admitted is not None:
                 return admitted
-            time.sleep(sleep_s)
 
     def _retry(self, ns: Tuple[int, ...], flags: int, deadline: float
                ) -> Tuple[Optional[Tuple[int, Tuple[int, ...]]], float]:
@@ -113,18 +127,33 @@ class Group(_core.Group):
         if verdict == _NEVER or now >= deadline:
             self._count_blocks(ns, refused, shadowed)
             raise self._blocked(ns, verdict, retry_ns, refused, who)
-        return None, min(retry_ns / 1e9 if retry_ns > 0 else _POLL_S, deadline - now)
+        if retry_ns > 0:
+            step = retry_ns / 1e9
+        elif any(i in self._conc for i in refused):
+            # a full concurrency member: until its release wakes the group's first waiter
+            # (a shared one's waiters also recheck: a dead process's slots come back)
+            shared = any(self._conc.get(i) for i in refused)
+            step = _SHARED_RECHECK_S if shared else deadline - now
+        else:
+            step = _POLL_S  # warm-up: no known time
+        return None, min(step, deadline - now)
 
     async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
                            ) -> Tuple[int, Tuple[int, ...]]:
         if timeout is None:
             return self._admit(ns, None, flags)  # one decision: never sleeps
         deadline = time.monotonic() + timeout
+        admitted, sleep_s = self._retry(ns, flags, deadline)
+        if admitted is not None:
+            return admitted
+        if self._waitq is not None:  # woken by a release of a concurrency member
+            return cast("Tuple[int, Tuple[int, ...]]",
+                        await self._waitq.admit_async(self, ns, flags, deadline))
         while True:
+            await asyncio.sleep(sleep_s)
             admitted, sleep_s = self._retry(ns, flags, deadline)
             if admitted is not None:
                 return admitted
-            await asyncio.sleep(sleep_s)
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a

@@ -19,7 +19,10 @@ A task that is refused queues and sleeps on a future of its own event loop:
   decides again); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
   died holding slots is reaped then);
 - a task that leaves without being admitted (timeout, cancellation) after it was woken, or
-  while first, passes the wake-up on: none is lost.
+  while first, passes the wake-up on: none is lost;
+- a group (slidewin.all_of) with concurrency members queues its waiting tasks and threads in
+  a queue of its own (_GroupWaiters), hooked on those members' queues while any waits: a
+  release of any of them wakes the group's first waiter too, with the same baton.
 """
 from __future__ import annotations
 
@@ -65,7 +68,8 @@ class _Waiter:
 class _Waiters:
     """The queues of one limiter's waiting tasks (see the module's docstring)."""
 
-    __slots__ = ("_lim", "_qs", "_n", "_room", "_mu", "_shared", "_watching", "__weakref__")
+    __slots__ = ("_lim", "_qs", "_n", "_room", "_mu", "_shared", "_watching", "_hooks",
+                 "__weakref__")
 
     def __init__(self, lim: Any) -> None:
         self._lim = weakref.ref(lim)  # the limiter holds the queues, not the other way round
@@ -78,6 +82,8 @@ class _Waiters:
         self._mu = threading.Lock()
         self._shared = lim.shared is not None
         self._watching = False
+        # the wake functions of the groups waiting on this limiter (_GroupWaiters.wake)
+        self._hooks: "list[Any]" = []
 
     # -- waking (any thread) ------------------------------------------------------------
 
@@ -95,6 +101,9 @@ class _Waiters:
                 for other in self._room:
                     if other != fp:
                         self._wake_first(self._qs[other])
+            hooks = tuple(self._hooks) if self._hooks else ()
+        for hook in hooks:  # a group's first waiter: any release of the limiter may admit it
+            hook()
 
     def _wake_first(self, q: "Deque[_Waiter]") -> None:
         for w in q:
@@ -117,14 +126,8 @@ class _Waiters:
 
     def _add(self, lim: Any, loop: asyncio.AbstractEventLoop, fp: Optional[int]) -> _Waiter:
         with self._mu:
-            if not self._n:
-                if not self._shared:
-                    lim._set_waker(self.wake)  # shared: the helper sees every release
-                elif not self._watching:
-                    seq = lim._watch(1)  # from now on every release bumps the sequence
-                    self._watching = True
-                    threading.Thread(target=self._watch, args=(lim, seq),
-                                     name="slidewin-waiters", daemon=True).start()
+            if not self._n and not self._hooks:
+                self._listen(lim)
             q = self._qs.get(fp)
             if q is None:
                 q = self._qs[fp] = deque()
@@ -132,6 +135,29 @@ class _Waiters:
             q.append(w)
             self._n += 1
         return w
+
+    def _listen(self, lim: Any) -> None:
+        """The first waiter or hook: hear the limiter's releases (self._mu held)."""
+        if not self._shared:
+            lim._set_waker(self.wake)  # shared: the helper sees every release
+        elif not self._watching:
+            seq = lim._watch(1)  # from now on every release bumps the sequence
+            self._watching = True
+            threading.Thread(target=self._watch, args=(lim, seq),
+                             name="slidewin-waiters", daemon=True).start()
+
+    def hook(self, lim: Any, fn: Any) -> None:
+        """Call fn() at every release of the limiter (a group's waiters; see unhook)."""
+        with self._mu:
+            if not self._n and not self._hooks:
+                self._listen(lim)
+            self._hooks.append(fn)
+
+    def unhook(self, lim: Any, fn: Any) -> None:
+        with self._mu:
+            self._hooks.remove(fn)
+            if not self._n and not self._hooks and not self._shared:
+                lim._set_waker(None)
 
     def _rearm(self, w: _Waiter) -> bool:
         """A new future for the next sleep, before the next decision (a wake-up after the
@@ -150,7 +176,7 @@ class _Waiters:
             if not q:
                 del self._qs[fp]
                 self._room.discard(fp)
-            if not self._n and not self._shared:
+            if not self._n and not self._hooks and not self._shared:
                 lim._set_waker(None)
             if q and (admitted or w.woken or first):
                 self._wake_first(q)  # the baton, or a wake-up this waiter will not use
@@ -161,7 +187,7 @@ class _Waiters:
             while True:
                 new = lim._release_wait(seq, _WATCH_SLICE_NS)
                 with self._mu:
-                    if not self._n:
+                    if not self._n and not self._hooks:
                         self._watching = False
                         lim._watch(-1)
                         return
@@ -231,6 +257,129 @@ class _Waiters:
         raise AssertionError("unreachable")  # _raise_blocked raises
 
 
+class _GWaiter:
+    """A task (its loop and a future) or a thread (an Event) waiting on a group."""
+
+    __slots__ = ("loop", "fut", "ev", "woken")
+
+    def __init__(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
+        self.loop = loop
+        self.fut: "Optional[asyncio.Future[None]]" = None
+        self.ev = threading.Event() if loop is None else None
+        self.woken = False
+
+
+class _GroupWaiters:
+    """The tasks and threads waiting on one group with concurrency members: one FIFO queue,
+    woken by a release of any of those members (a hook on their queues while any waits), and
+    the baton of _Waiters: an admitted waiter, or one leaving after a wake-up or while first,
+    wakes the next. The first waiter alone sleeps until its refusal's retry time; the others
+    wait for the baton (or their deadline)."""
+
+    __slots__ = ("_members", "_q", "_mu", "_hook_mu", "_users", "__weakref__")
+
+    def __init__(self, members: Tuple[Any, ...]) -> None:
+        self._members = members  # the group's concurrency limiters (Limiter, KeyedLimiter)
+        self._q: "Deque[_GWaiter]" = deque()
+        self._mu = threading.Lock()
+        self._hook_mu = threading.Lock()  # the hooks put on and taken off in order
+        self._users = 0
+        _GROUPS.add(self)
+
+    def wake(self) -> None:
+        """A release of a member (any thread): wake the first waiter not yet woken."""
+        with self._mu:
+            self._wake_first()
+
+    def _wake_first(self) -> None:
+        for w in self._q:
+            if not w.woken:
+                w.woken = True
+                if w.ev is not None:
+                    w.ev.set()
+                else:
+                    _Waiters._post(w)  # type: ignore[arg-type]
+                return
+
+    def _add(self, loop: Optional[asyncio.AbstractEventLoop]) -> _GWaiter:
+        with self._hook_mu:
+            if not self._users:
+                for lim in self._members:
+                    waiters_of(lim).hook(lim, self.wake)
+            self._users += 1
+        w = _GWaiter(loop)
+        with self._mu:
+            self._q.append(w)
+        return w
+
+    def _rearm(self, w: _GWaiter) -> bool:
+        """Ready for the next sleep, before the next decision (a release after the decision
+        then wakes it). Returns whether w is first."""
+        with self._mu:
+            if w.ev is not None:
+                w.ev.clear()
+            else:
+                w.fut = w.loop.create_future()  # type: ignore[union-attr]
+            w.woken = False
+            return self._q[0] is w
+
+    def _remove(self, w: _GWaiter, admitted: bool) -> None:
+        with self._mu:
+            first = self._q[0] is w
+            self._q.remove(w)
+            if self._q and (admitted or w.woken or first):
+                self._wake_first()  # the baton, or a wake-up this waiter will not use
+        with self._hook_mu:
+            self._users -= 1
+            if not self._users:
+                for lim in self._members:
+                    waiters_of(lim).unhook(lim, self.wake)
+
+    def admit(self, group: Any, ns: Tuple[int, ...], flags: int, deadline: float) -> Any:
+        """A thread's wait: group._retry until admitted (its result), or BlockedError at the
+        deadline (time.monotonic())."""
+        w = self._add(None)
+        admitted = False
+        try:
+            while True:
+                first = self._rearm(w)
+                got, sleep_s = group._retry(ns, flags, deadline)
+                if got is not None:
+                    admitted = True
+                    return got
+                if not first:
+                    sleep_s = deadline - time.monotonic()
+                w.ev.wait(max(sleep_s, 0.0))  # type: ignore[union-attr]
+        finally:
+            self._remove(w, admitted)
+
+    async def admit_async(self, group: Any, ns: Tuple[int, ...], flags: int,
+                          deadline: float) -> Any:
+        """admit() for an asyncio task."""
+        loop = asyncio.get_running_loop()
+        w = self._add(loop)
+        admitted = False
+        try:
+            while True:
+                first = self._rearm(w)
+                got, sleep_s = group._retry(ns, flags, deadline)
+                if got is not None:
+                    admitted = True
+                    return got
+                if not first:
+                    sleep_s = deadline - time.monotonic()
+                fut = w.fut
+                assert fut is not None
+                timer = loop.call_later(max(sleep_s, 0.0), _set, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+        finally:
+            self._remove(w, admitted)
+
+
+_GROUPS: "weakref.WeakSet[_GroupWaiters]" = weakref.WeakSet()
 _ALL: "weakref.WeakSet[_Waiters]" = weakref.WeakSet()
 
 
@@ -249,11 +398,17 @@ def _after_fork_in_child() -> None:
         q._mu = threading.Lock()
         q._qs.clear()
         q._room.clear()
+        q._hooks.clear()
         q._n = 0
         q._watching = False
         lim = q._lim()
         if lim is not None:
             lim._set_waker(None)
+    for g in list(_GROUPS):
+        g._mu = threading.Lock()
+        g._hook_mu = threading.Lock()
+        g._q.clear()
+        g._users = 0
 
 
 if hasattr(os, "register_at_fork"):

@@ -795,3 +795,161 @@ def test_groups_do_not_leak_and_cycles_are_collected():
     churn()
     gc.collect()
     assert len(gc.get_objects()) - before < 100
+
+
+# -- waiting on a full concurrency member: woken by its release, not polling -------------------
+# No timing asserts (as tests/test_waiting.py): the waiters' decisions are counted (a Group
+# subclass counting _decide, through which every wait decides); a poll every millisecond makes
+# hundreds of them per waiter where a woken waiter makes a handful. The CPU time over the
+# saturated window has a generous bound that polling exceeds. Deadlines only detect hangs.
+
+
+class CountingGroup(slidewin.Group):
+    """A group that counts the decisions of its waits."""
+
+    __slots__ = ("decisions",)
+
+    def _decide(self, *args):  # type: ignore[no-untyped-def]
+        self.decisions = getattr(self, "decisions", 0) + 1
+        return super()._decide(*args)
+
+
+def full_conc_group(keyed=False):
+    conc = KeyedLimiter(concurrency=1) if keyed else Limiter(concurrency=1)
+    rpm = Limiter(qps=10**6)
+    member = (conc, "k") if keyed else conc
+    g = CountingGroup(rpm, member)
+    g.decisions = 0
+    assert conc.try_acquire("k") if keyed else conc.try_acquire()
+    return g, conc, member
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_many_async_group_waiters_use_no_cpu_and_a_release_wakes_them(keyed):
+    g, conc, member = full_conc_group(keyed)
+    tasks_n = 1000
+
+    async def waiter():
+        async with g.entry(timeout=60):
+            pass
+
+    async def main():
+        tasks = [asyncio.ensure_future(waiter()) for _ in range(tasks_n)]
+        await asyncio.sleep(0.1)  # all queued
+        cpu0, before0 = time.process_time(), g.decisions
+        await asyncio.sleep(0.5)  # saturated: a 1 ms poll makes ~500 000 decisions here
+        cpu, during = time.process_time() - cpu0, g.decisions - before0
+        conc.release("k") if keyed else conc.release()
+        await asyncio.gather(*tasks)
+        return cpu, during
+
+    cpu, during = asyncio.run(asyncio.wait_for(main(), 120))
+    assert during <= 5, during  # asleep: no decision while nothing is released
+    assert cpu < 0.25, cpu  # polling spends the whole window deciding
+    # a try on arrival, one once queued, then about one (and a baton) per admission
+    assert g.decisions <= 4 * tasks_n + 10, g.decisions
+    assert (conc.in_flight("k") if keyed else conc.in_flight) == 0
+
+
+def test_threads_waiting_on_a_group_sleep_until_a_release():
+    g, conc, _ = full_conc_group()
+    n = 16
+    done = []
+
+    def worker():
+        with g.entry(timeout=60):
+            done.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)  # all waiting
+    cpu0, before0 = time.process_time(), g.decisions
+    time.sleep(0.5)
+    cpu, during = time.process_time() - cpu0, g.decisions - before0
+    conc.release()
+    for t in threads:
+        t.join(60)
+    assert len(done) == n and conc.in_flight == 0
+    assert during <= 5, during  # polling: ~500 a thread
+    assert cpu < 0.25, cpu
+    assert g.decisions <= 4 * n + 10, g.decisions
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_release_from_another_thread_wakes_a_group_waiter_promptly(mode):
+    g, conc, _ = full_conc_group()
+    threading.Timer(0.3, conc.release).start()
+    t0 = time.monotonic()
+    if mode == "sync":
+        g.acquire(timeout=30)
+    else:
+        asyncio.run(g.acquire_async(timeout=30))
+    assert time.monotonic() - t0 < 20  # woken by the release, long before the timeout
+    assert g.decisions <= 4, g.decisions  # woken once, not polling
+    assert conc.in_flight == 1 and conc.totals()["block"] == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_group_wait_on_a_full_member_still_ends_at_its_timeout(mode):
+    g, conc, _ = full_conc_group()
+    rpm = g.limiters[0]
+    t0 = time.monotonic()
+    with pytest.raises(BlockedError):
+        if mode == "sync":
+            g.acquire(timeout=0.2)
+        else:
+            asyncio.run(g.acquire_async(timeout=0.2))
+    assert 0.2 <= time.monotonic() - t0 < 20
+    assert g.decisions <= 4, g.decisions
+    assert conc.totals()["block"] == 1 and rpm.totals()["block"] == 0
+    assert conc.in_flight == 1 and rpm.totals()["pass"] == 0
+
+
+def _hold_then_release(name, held, go):
+    lim = Limiter(concurrency=1, shared=name)
+    lim.acquire()
+    held.set()
+    go.wait(30)
+    time.sleep(0.3)
+    lim.release()
+
+
+def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member(names):
+    name = names[0]
+    ctx = mp.get_context("spawn")
+    held, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold_then_release, args=(name, held, go))
+    p.start()
+    try:
+        assert held.wait(60)
+        conc = Limiter(concurrency=1, shared=name)
+        g = CountingGroup(Limiter(qps=10**6), conc)
+        g.decisions = 0
+        done = []
+
+        def thread_waiter():
+            with g.entry(timeout=30):
+                done.append(1)
+
+        async def task_waiter():
+            async with g.entry(timeout=30):
+                await asyncio.sleep(0)
+
+        async def main():
+            t = threading.Thread(target=thread_waiter)
+            t.start()
+            tasks = [asyncio.ensure_future(task_waiter()) for _ in range(20)]
+            await asyncio.sleep(0.5)
+            go.set()
+            await asyncio.gather(*tasks)
+            await asyncio.get_running_loop().run_in_executor(None, t.join, 30)
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        assert done == [1] and conc.in_flight == 0
+        # woken by the release (the first waiter rechecks a shared member every 0.25 s);
+        # 1 ms polls over 0.8 s: thousands of decisions
+        assert g.decisions <= 6 * 21 + 20, g.decisions
+    finally:
+        go.set()
+        p.join(30)

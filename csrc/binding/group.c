@@ -286,11 +286,10 @@ static int group_decide(GroupObject *self, const int64_t *ns, int64_t now, unsig
             x->v = limiter_view((LimiterObject *)s->obj);
         }
         x->n = ns[self->perm[i]];
-        x->order[0] = s->order[0];
-        x->order[1] = s->order[1];
-        x->refused = 0;
     }
-    int rc = sw_group_decide(m, self->count, now, flags, out);
+    /* checked and ordered when the group was made (Group_new): no sort, no checks */
+    int rc = self->count > 0 ? sw_group_decide_ordered(m, self->count, now, flags, out)
+                             : SW_EINVAL;
     if (rc == SW_OK)
         return 0;
     out->verdict = SW_BLOCK;

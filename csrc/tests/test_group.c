@@ -194,6 +194,24 @@ static void group_model(uint64_t seed, int ops)
             ns[j] = 1 + (int64_t)(grng(&seed) % 3);
             gm_member(&real[idx[j]], &m[j], ns[j]);
         }
+        /* every other op: the members in lock order, for sw_group_decide_ordered */
+        bool ordered = (op & 1) != 0;
+        for (uint32_t a = 1; ordered && a < k; a++) {
+            for (uint32_t b = a; b > 0 && (m[b - 1].order[0] > m[b].order[0] ||
+                                           (m[b - 1].order[0] == m[b].order[0] &&
+                                            m[b - 1].order[1] > m[b].order[1]));
+                 b--) {
+                struct sw_gmember tm = m[b];
+                m[b] = m[b - 1];
+                m[b - 1] = tm;
+                int ti = idx[b];
+                idx[b] = idx[b - 1];
+                idx[b - 1] = ti;
+                int64_t tn = ns[b];
+                ns[b] = ns[b - 1];
+                ns[b - 1] = tn;
+            }
+        }
         /* the model */
         struct sw_decision md[4];
         int mv = SW_PASS;
@@ -233,7 +251,9 @@ static void group_model(uint64_t seed, int ops)
             mretry = -1;
         /* the group */
         struct sw_decision g;
-        CHECK_EQ(sw_group_decide(m, k, now, flags, &g), SW_OK);
+        CHECK_EQ(ordered ? sw_group_decide_ordered(m, k, now, flags, &g)
+                         : sw_group_decide(m, k, now, flags, &g),
+                 SW_OK);
         if (g.verdict != mv || g.wait_ns != (mv == SW_PASS ? mwait : 0) ||
             (mv != SW_PASS && g.retry_ns != mretry)) {
             if (bad < 3)
