@@ -16,6 +16,8 @@ import subprocess
 import sys
 import uuid
 
+import random
+
 import pytest
 
 import slidewin
@@ -31,11 +33,13 @@ def name():
     slidewin.unlink(n)
 
 
-def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0):
+def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0, noise=0.0):
     """Closed-loop clients against a processor-sharing backend (latency = work x max(1,
     in flight / capacity)), in virtual time, through the real limiter with explicit now_ns.
-    phases: [(seconds, capacity)]. Returns per phase (completions, refusals, mean latency
+    phases: [(seconds, capacity)]; noise: the work of a call is uniform in work_ms x
+    [1 - noise, 1 + noise] (seeded). Returns per phase (completions, refusals, mean latency
     ms, the limit at the end)."""
+    rng = random.Random(23)
     t = 0.0  # ms
     service = 0.0  # attained service per call (ms of work) since the start
     running = []  # heap of (service at which it finishes, start time)
@@ -67,7 +71,8 @@ def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0):
             else:
                 heapq.heappop(ready)
                 if lim.try_acquire(now_ns=now_ns):
-                    heapq.heappush(running, (service + work_ms, t))
+                    work = work_ms * (1.0 + noise * (2.0 * rng.random() - 1.0)) if noise else work_ms
+                    heapq.heappush(running, (service + work, t))
                 else:
                     refused += 1
                     heapq.heappush(ready, (t + retry_ms, -1))
@@ -87,6 +92,37 @@ def test_gradient_follows_capacity_halved_and_doubled():
         assert done * 20.0 / (20_000 * cap) >= 0.9, (cap, res)  # goodput
         assert lat <= 1.6 * 20.0, (cap, res)  # no queue builds up
         assert refused > 0
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+@pytest.mark.parametrize("clients", [120, 400])
+def test_bbr_does_not_ratchet_up_under_overload(clients, noise):
+    """Sentinel's/aegis' rule alone holds any level above the capacity (by Little's law the
+    max pass rate x min RT is the level in flight), and the max/min selections push it up:
+    the limit ratcheted to 3-40x the capacity with RTs queued 5-13x. slidewin's bbr re-measures
+    the min RT drained (docs/adaptive.md): the limit stays within a factor of C, and the
+    backend's queue with it."""
+    lim = AdaptiveLimiter(algorithm="bbr")
+    limits = []
+
+    class Spy:  # the limit at every decision
+        def try_acquire(self, now_ns):
+            limits.append(lim.limit)
+            return lim.try_acquire(now_ns=now_ns)
+
+        def release(self, **kw):
+            lim.release(**kw)
+
+        @property
+        def limit(self):
+            return lim.limit
+
+    res = simulate(Spy(), [(20, 40), (20, 20), (20, 40)], clients=clients, noise=noise)
+    for (done, refused, lat, limit), cap in zip(res, (40, 20, 40)):
+        assert cap / 2 <= limit <= cap * 2, (cap, res)
+        assert done * 20.0 / (20_000 * cap) >= 0.9, (cap, res)  # goodput
+        assert lat <= 1.6 * 20.0, (cap, res)  # no queue builds up
+    assert max(limits[len(limits) // 6:]) <= 2 * 40 * 1.25, max(limits)  # past the cold start
 
 
 @pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
