@@ -51,7 +51,8 @@ static float bounded(const struct sw_adapt_cfg *cfg, double x)
 void sw_adapt_sanitize(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s)
 {
     unsigned phase = phase_of(s);
-    if (phase > SW_ADAPT_PROBING || (phase == SW_ADAPT_PROBING && cfg->algo != SW_ADAPT_GRADIENT))
+    if (phase > SW_ADAPT_PROBING ||
+        (phase == SW_ADAPT_PROBING && cfg->algo != SW_ADAPT_GRADIENT && cfg->algo != SW_ADAPT_BBR))
         s->flags = SW_ADAPT_FRESH;
     if (phase_of(s) == SW_ADAPT_FRESH)
         return;
@@ -87,21 +88,13 @@ static bool triggered(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
     return s->mark_ms != INT64_MIN && t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
 }
 
-static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
-                       struct sw_leap *sec, int64_t t)
+/* The window's completed buckets: the max of their completions and the min of their mean
+ * RTs (ms), aegis' selections; *max_done 0 when none has completions. */
+static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done, double *min_rt)
 {
-    int64_t cur = sw_leap_start_of(sec, t);
-    bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
-    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
-    s->next_ms = cur + sec->window_ms;
-    if (!triggered(cfg, s, t)) {
-        s->mark_ms = INT64_MIN;
-        s->limit = (float)cfg->max_limit;
-        return;
-    }
-    /* the window's completed buckets: the current one is still filling (aegis skips it) */
-    int64_t max_done = 0;
-    double min_rt = -1.0;
+    *max_done = 0;
+    *min_rt = -1.0;
+    /* the current bucket is still filling (aegis skips it) */
     uint32_t back = sec->sample_count > 1 ? sec->sample_count - 1 : 1;
     for (uint32_t k = 1; k <= back; k++) {
         const int64_t *slot = sw_leap_find(sec, cur - (int64_t)k * sec->window_ms);
@@ -119,25 +112,96 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
                 continue;
         }
         double rt = (double)slot[SW_SLOT_COUNTS + SW_EV_RT] / (double)done;
-        if (done > max_done)
-            max_done = done;
-        if (min_rt < 0 || rt < min_rt)
-            min_rt = rt;
+        if (done > *max_done)
+            *max_done = done;
+        if (*min_rt < 0 || rt < *min_rt)
+            *min_rt = rt;
     }
+}
+
+/* The end of a probe (enough samples, or given up): its mean RT becomes the RTprop. A probe
+ * that found it well below the estimate it re-measured (the estimate was queued) calls for
+ * another at once (its pin, half the new bound, is lower again); else the next is due in
+ * SW_ADAPT_BBR_PROBE_EVERY_MS. The limit is computed again at the next decision. */
+static void bbr_end_probe(struct sw_adapt_state *s, int64_t t)
+{
+    bool deeper = false;
+    if (s->samples > 0 && s->rt_sum_us >= 0) {
+        double mean = (double)s->rt_sum_us / (double)s->samples;
+        deeper = !(mean >= SW_ADAPT_BBR_DEEPER * (double)s->base_us);
+        s->base_us = (float)(mean > 1.0 ? mean : 1.0);
+    }
+    set_phase(s, SW_ADAPT_RUNNING);
+    s->samples = 0;
+    s->rt_sum_us = 0;
+    s->probe_ms = deeper ? t
+                         : sw_sat_add(t, (int64_t)((double)SW_ADAPT_BBR_PROBE_EVERY_MS *
+                                                   (1.0 + jitter(t))));
+    s->next_ms = t;
+}
+
+static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
+                       struct sw_leap *sec, int64_t t)
+{
+    int64_t cur = sw_leap_start_of(sec, t);
+    bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
+    s->next_ms = cur + sec->window_ms;
+    if (!triggered(cfg, s, t)) {
+        s->mark_ms = INT64_MIN;
+        if (phase_of(s) == SW_ADAPT_PROBING)
+            set_phase(s, SW_ADAPT_RUNNING);
+        s->limit = (float)cfg->max_limit;
+        return;
+    }
+    if (phase_of(s) == SW_ADAPT_PROBING) {
+        /* pinned until the probe has its samples (sw_adapt_sample), or gives up; an epoch
+         * in the future is damage */
+        if (s->probe_ms <= t &&
+            (uint64_t)t - (uint64_t)s->probe_ms < (uint64_t)SW_ADAPT_PROBE_GIVE_UP_MS)
+            return;
+        bbr_end_probe(s, t);
+        s->next_ms = cur + sec->window_ms;
+    }
+    int64_t max_done;
+    double min_rt;
+    bbr_window(sec, cur, &max_done, &min_rt);
     if (max_done == 0) { /* nothing completed in the window: the cold-start limit */
         s->limit = (float)cfg->initial_limit;
         return;
     }
+    /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_TOLERANCE x the last
+     * probe's drained RT: under overload the window's is queued, and taken alone it makes
+     * the bound equal the level in flight at any level above the capacity (Little's law),
+     * which the max/min selections then ratchet up. A faster window counts at once. */
+    double rt_prop = min_rt;
+    double probed = (double)s->base_us / 1000.0;
+    if (probed > 0.0 && rt_prop > SW_ADAPT_TOLERANCE * probed)
+        rt_prop = SW_ADAPT_TOLERANCE * probed;
     /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
-    if (min_rt < 1.0)
-        min_rt = 1.0;
+    if (rt_prop < 1.0)
+        rt_prop = 1.0;
     /* completions per second x RT (s) = completions per bucket x RT (ms) / bucket (ms) */
-    double bound = (double)max_done * min_rt / (double)sec->window_ms;
-    /* TCP BBR's gain cycle, which the Sentinel/aegis rule lacks: by Little's law the bound
-     * equals the level in flight on either side of the capacity, so alone it holds any
-     * level. One bucket in SW_ADAPT_BBR_CYCLE admits 25 % more (below the capacity more
-     * completes at the same RT: the max rises); the next, if the limiter refused in the one
-     * before, 25 % less (above the capacity the queue drains: the min RT falls). */
+    double bound = (double)max_done * rt_prop / (double)sec->window_ms;
+    /* re-measure RTprop (TCP BBR's ProbeRTT) while the limiter refuses (demand above the
+     * limit: a backend with fewer callers than its capacity is never probed), when it is
+     * due, or when the whole window ran well above it (queueing the bound does not see, or
+     * a slower backend) */
+    if (refused && (t >= s->probe_ms ||
+                    (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
+        s->base_us = (float)(rt_prop * 1000.0); /* the estimate the probe re-measures */
+        set_phase(s, SW_ADAPT_PROBING);
+        s->probe_ms = t; /* the epoch: completions of requests admitted before it are ignored */
+        s->samples = 0;
+        s->rt_sum_us = 0;
+        /* BBRv2's ProbeRTT: half the bound in flight drains the queue */
+        s->limit = bounded(cfg, floor(bound * SW_ADAPT_BBR_PROBE_GAIN));
+        return;
+    }
+    /* TCP BBR's gain cycle, which the Sentinel/aegis rule lacks: one bucket in
+     * SW_ADAPT_BBR_CYCLE admits 25 % more (below the capacity more completes at the same
+     * RT: the max rises); the next, if the limiter refused in the one before, 25 % less
+     * (the queue the first built drains). */
     int64_t phase = (cur / sec->window_ms) % SW_ADAPT_BBR_CYCLE;
     double gain = 1.0;
     if (phase == 0)
@@ -259,7 +323,8 @@ void sw_adapt_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         s->base_us = 0.0f;
         s->floors = 0;
         s->flags = SW_ADAPT_RUNNING;
-        s->probe_ms = t; /* gradient: probe as soon as the limiter refuses */
+        /* gradient: probe as soon as the limiter refuses; bbr: once the window is full */
+        s->probe_ms = cfg->algo == SW_ADAPT_BBR ? sw_sat_add(t, sec->interval_ms) : t;
         s->mark_ms = cfg->algo == SW_ADAPT_BBR ? INT64_MIN : t;
         s->samples = 0;
         s->rt_sum_us = 0;
@@ -285,6 +350,21 @@ void sw_adapt_refused(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, 
 void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
                      const struct sw_leap *sec, int64_t rt_ns, int64_t t)
 {
+    if (cfg->algo == SW_ADAPT_BBR) { /* bbr samples only while probing */
+        if (phase_of(s) != SW_ADAPT_PROBING || rt_ns < 0 || rt_ns > INT64_MAX - 999999)
+            return;
+        sw_adapt_sanitize(cfg, s);
+        int64_t started_ms = t - (rt_ns + 999999) / 1000000;
+        if (phase_of(s) != SW_ADAPT_PROBING || started_ms < s->probe_ms)
+            return; /* admitted before the probe began: queued behind the old limit */
+        if (s->samples < UINT32_MAX) {
+            s->samples++;
+            s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_ns / 1000);
+        }
+        if (s->samples >= SW_ADAPT_PROBE_SAMPLES)
+            bbr_end_probe(s, t);
+        return;
+    }
     if (cfg->algo != SW_ADAPT_GRADIENT)
         return;
     sw_adapt_sanitize(cfg, s);

@@ -82,6 +82,13 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
 #define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
 #define SW_ADAPT_BBR_DOWN 0.75        /* bbr: the draining bucket's gain (after refusals) */
+#define SW_ADAPT_BBR_PROBE_EVERY_MS 10000 /* bbr: RTprop re-measured after this (TCP BBR's
+                                             10 s), plus 0-15 %, while refusing */
+#define SW_ADAPT_BBR_PROBE_GAIN 0.5   /* bbr: a probe pins the limit to this x the bound */
+#define SW_ADAPT_BBR_QUEUED 1.5       /* bbr: a window whose min mean RT is this x RTprop
+                                         calls for a probe (while refusing) */
+#define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
+                                         estimate calls for another at once */
 
 /** Check settings. @param param set to the offending parameter's name on SW_EINVAL
  * ("algorithm", "min_limit", "max_limit", "initial_limit", "cpu_threshold")
