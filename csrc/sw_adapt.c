@@ -206,8 +206,6 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     double gain = 1.0;
     if (phase == 0)
         gain = SW_ADAPT_BBR_UP;
-    else if (phase == 1 && refused)
-        gain = SW_ADAPT_BBR_DOWN;
     s->limit = bounded(cfg, floor(bound * gain) + 1.0);
 }
 
