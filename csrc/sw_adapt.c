@@ -193,6 +193,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         set_phase(s, SW_ADAPT_PROBING);
         s->probe_ms = t; /* the epoch: completions of requests admitted before it are ignored */
         s->samples = 0;
+        s->floors = 0;
         s->rt_sum_us = 0;
         /* BBRv2's ProbeRTT: half the bound in flight drains the queue */
         s->limit = bounded(cfg, floor(bound * SW_ADAPT_BBR_PROBE_GAIN));
@@ -203,9 +204,13 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * RT: the max rises); the next, if the limiter refused in the one before, 25 % less
      * (the queue the first built drains). */
     int64_t phase = (cur / sec->window_ms) % SW_ADAPT_BBR_CYCLE;
-    double gain = 1.0;
-    if (phase == 0)
-        gain = SW_ADAPT_BBR_UP;
+    /* ... and while a probing bucket raised the max by SW_ADAPT_BBR_GREW, the next probes
+     * too (TCP BBR's STARTUP: bandwidth still growing, keep growing 1.25x a bucket) */
+    bool grew = s->floors != 0 && s->samples > 0 &&
+                (double)max_done >= SW_ADAPT_BBR_GREW * (double)s->samples;
+    double gain = phase == 0 || grew ? SW_ADAPT_BBR_UP : 1.0;
+    s->floors = gain > 1.0;
+    s->samples = max_done > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)max_done;
     s->limit = bounded(cfg, floor(bound * gain) + 1.0);
 }
 
@@ -359,7 +364,12 @@ void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
             s->samples++;
             s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_ns / 1000);
         }
-        if (s->samples >= SW_ADAPT_PROBE_SAMPLES)
+        /* at least two of the pin's rounds: the first completions of a round are its
+         * shortest calls */
+        double need = 2.0 * (double)s->limit;
+        if (need < (double)SW_ADAPT_PROBE_SAMPLES)
+            need = (double)SW_ADAPT_PROBE_SAMPLES;
+        if ((double)s->samples >= need)
             bbr_end_probe(s, t);
         return;
     }
