@@ -176,8 +176,8 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * which the max/min selections then ratchet up. A faster window counts at once. */
     double rt_prop = min_rt;
     double probed = (double)s->base_us / 1000.0;
-    if (probed > 0.0 && rt_prop > SW_ADAPT_TOLERANCE * probed)
-        rt_prop = SW_ADAPT_TOLERANCE * probed;
+    if (probed > 0.0 && rt_prop > SW_ADAPT_BBR_TOLERANCE * probed)
+        rt_prop = SW_ADAPT_BBR_TOLERANCE * probed;
     /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
     if (rt_prop < 1.0)
         rt_prop = 1.0;

@@ -82,6 +82,7 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
 #define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
 #define SW_ADAPT_BBR_DOWN 0.75        /* bbr: the draining bucket's gain (after refusals) */
+#define SW_ADAPT_BBR_TOLERANCE 1.1    /* bbr: RTprop at most this x the probe's mean RT */
 #define SW_ADAPT_BBR_GREW 1.1        /* bbr: a probing bucket that raised the max this much
                                          is followed by another */
 #define SW_ADAPT_BBR_PROBE_EVERY_MS 10000 /* bbr: RTprop re-measured after this (TCP BBR's
