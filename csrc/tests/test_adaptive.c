@@ -45,6 +45,11 @@ static struct sw_limiter *adaptive_new(uint32_t algo, uint32_t lo, uint32_t hi, 
     return lim;
 }
 
+static void set_phase_for_test(struct sw_adapt_state *s, unsigned phase)
+{
+    s->flags = (uint8_t)((s->flags & ~SW_ADAPT_PHASE) | phase);
+}
+
 static void sim_reset_counts(struct sim *s)
 {
     s->done = s->refused = 0;
@@ -156,6 +161,116 @@ static void test_gradient_follows_capacity(void)
         CHECK((double)s.done * 20.0 / (20000.0 * c) >= 0.9);
         CHECK(s.lat_sum / (double)s.done <= 1.5 * 20.0);
     }
+    free(lim);
+}
+
+/* bbr under overload: C = 80 -> 25 -> 80 with 240 clients. Sentinel's/aegis' product alone
+ * holds any level above the capacity (Little's law) and its max/min selections ratchet it up
+ * (it reached several times C, the latency with it); with the probed RTprop the mean limit
+ * over the last 20 s of each phase stays between 0.8 C and 1.5 C, throughput at least 90 %
+ * of the capacity, latency at most 1.5x the work. */
+static void test_bbr_follows_capacity(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_BBR, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    static struct sim s;
+    sim_init(&s, lim, 240, 20, 80);
+    const double caps[3] = {80, 25, 80};
+    const char *names[3] = {"bbr cold start", "bbr halved+", "bbr back up"};
+    for (int ph = 0; ph < 3; ph++) {
+        s.cap = caps[ph];
+        sim_run(&s, 40000);
+        sim_reset_counts(&s);
+        sim_run(&s, 20000);
+        report(names[ph], &s, 20000);
+        double mean = s.lim_sum / (double)s.lim_n;
+        double c = caps[ph];
+        CHECK(mean >= 0.8 * c);
+        CHECK(mean <= 1.5 * c);
+        CHECK((double)s.done * 20.0 / (20000.0 * c) >= 0.9);
+        CHECK(s.lat_sum / (double)s.done <= 1.5 * 20.0);
+    }
+    free(lim);
+}
+
+/* bbr's probe, by hand: refusing with a probe due, the limit drops to half the bound;
+ * completions of calls admitted before the probe are not samples; after 20 samples (two
+ * rounds of the pin at least) their mean is the RTprop and the bound comes back from it. A
+ * probe whose epoch lies in the future (a damaged region) ends at the next update. */
+static void test_bbr_probe(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_BBR, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    struct sw_adapt_state *s = &sw_limiter_node(lim)->adapt;
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(900)), 20); /* fresh: a probe is due at 1900 */
+    /* a window of 200 completions a bucket with a mean RT of 40 ms: bound 80 */
+    for (int64_t b = 1000; b < 2000; b += 100)
+        for (int i = 0; i < 200; i++)
+            CHECK_EQ(sw_exit_rt(&v, 1, MS(40), SW_OUT_SUCCESS, MS(b + 50)), SW_OK);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2100)), 81);
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_RUNNING);
+    struct sw_decision d;
+    int passed = 0;
+    for (int i = 0; i < 90; i++) {
+        sw_decide(&v, 1, MS(2150), 0, &d);
+        passed += d.verdict == SW_PASS;
+    }
+    CHECK_EQ(passed, 81); /* 9 refused: demand above the limit */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2200)), 40); /* the probe: half the bound */
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_PROBING);
+    /* the 81 admitted before it end after 60 ms: not samples */
+    for (int i = 0; i < 81; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(60), SW_OUT_SUCCESS, MS(2210)), SW_OK);
+    CHECK_EQ(s->samples, 0u);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2300)), 40); /* still pinned */
+    /* 79 calls admitted in the probe, 20 ms each: samples, not yet enough (80) */
+    for (int i = 0; i < 79; i++) {
+        sw_decide(&v, 1, MS(2300), 0, &d);
+        CHECK_EQ(d.verdict, i < 40 ? SW_PASS : SW_BLOCK);
+    }
+    for (int i = 0; i < 40; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(2320)), SW_OK);
+    for (int i = 0; i < 39; i++) {
+        sw_decide(&v, 1, MS(2320), 0, &d);
+        CHECK_EQ(d.verdict, SW_PASS);
+    }
+    for (int i = 0; i < 39; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(2340)), SW_OK);
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_PROBING);
+    sw_decide(&v, 1, MS(2340), 0, &d);
+    CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(2360)), SW_OK);
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_RUNNING);
+    CHECK(s->base_us > 19999.0f && s->base_us < 20001.0f);
+    /* the bound: 200 a bucket x min(40 ms, 1.1 x 20 ms) / 100 ms = 44; the RTprop fell by
+     * half (the window's was queued), so the next probe starts at once, refused as the
+     * limiter was: half of 44 */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2360)), 22);
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_PROBING);
+    /* a probe without enough samples gives up after SW_ADAPT_PROBE_GIVE_UP_MS: 20 ms
+     * samples, not deeper than the 22 ms it re-measured: the bound 200 x 1.1 x 20 ms / 100 ms
+     * = 44 (+ 1), the next probe 10 s on */
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(2400)), SW_OK);
+    for (int64_t b = 2400; b < 12400; b += 100) /* calls admitted before it: no samples */
+        for (int i = 0; i < 200; i++)
+            CHECK_EQ(sw_exit_rt(&v, 1, MS(b + 50 - 2300), SW_OUT_SUCCESS, MS(b + 50)), SW_OK);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(12300)), 22);
+    int64_t l = sw_adapt_limit_now(&v, MS(12400));
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_RUNNING);
+    CHECK(l == 45 || l == 56); /* 56: a probing bucket (x 1.25) */
+    CHECK(s->probe_ms >= 12400 + 10000);
+
+    /* a damaged probe: the epoch in the future */
+    set_phase_for_test(s, SW_ADAPT_PROBING);
+    s->probe_ms = INT64_MAX;
+    s->next_ms = 0;
+    l = sw_adapt_limit_now(&v, MS(12500));
+    CHECK_EQ(s->flags & SW_ADAPT_PHASE, SW_ADAPT_RUNNING);
+    CHECK(l >= 1 && l <= 1000);
     free(lim);
 }
 
@@ -500,4 +615,6 @@ void test_adaptive(void)
     test_climbs_back();
     test_gradient_follows_capacity();
     test_gradient_follows_within_5s();
+    test_bbr_probe();
+    test_bbr_follows_capacity();
 }
