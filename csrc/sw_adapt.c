@@ -170,7 +170,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         s->limit = (float)cfg->initial_limit;
         return;
     }
-    /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_TOLERANCE x the last
+    /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
      * probe's drained RT: under overload the window's is queued, and taken alone it makes
      * the bound equal the level in flight at any level above the capacity (Little's law),
      * which the max/min selections then ratchet up. A faster window counts at once. */
@@ -189,7 +189,8 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * a slower backend) */
     if (refused && (t >= s->probe_ms ||
                     (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
-        s->base_us = (float)(rt_prop * 1000.0); /* the estimate the probe re-measures */
+        /* the estimate the probe re-measures (kept if the probe gets no sample) */
+        s->base_us = (float)(rt_prop * 1000.0);
         set_phase(s, SW_ADAPT_PROBING);
         s->probe_ms = t; /* the epoch: completions of requests admitted before it are ignored */
         s->samples = 0;
@@ -201,11 +202,11 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     }
     /* TCP BBR's gain cycle, which the Sentinel/aegis rule lacks: one bucket in
      * SW_ADAPT_BBR_CYCLE admits 25 % more (below the capacity more completes at the same
-     * RT: the max rises); the next, if the limiter refused in the one before, 25 % less
-     * (the queue the first built drains). */
+     * RT: the max rises). No draining bucket: back at the bound the limiter admits nothing
+     * until in flight is below it, which drains what the probing bucket queued (TCP BBR's
+     * drain phase ends there too). While a probing bucket raised the max by
+     * SW_ADAPT_BBR_GREW, the next probes too (TCP BBR's STARTUP: still growing). */
     int64_t phase = (cur / sec->window_ms) % SW_ADAPT_BBR_CYCLE;
-    /* ... and while a probing bucket raised the max by SW_ADAPT_BBR_GREW, the next probes
-     * too (TCP BBR's STARTUP: bandwidth still growing, keep growing 1.25x a bucket) */
     bool grew = s->floors != 0 && s->samples > 0 &&
                 (double)max_done >= SW_ADAPT_BBR_GREW * (double)s->samples;
     double gain = phase == 0 || grew ? SW_ADAPT_BBR_UP : 1.0;

@@ -3,11 +3,18 @@
  *
  * A concurrency limiter whose limit is not a setting but state: it follows the measured
  * completions and response times. Two algorithms:
- * - "bbr" (Sentinel's system rule, go-kratos/aegis BBR): at each bucket boundary,
- *   bound = max over the window's completed buckets of completions per second x min over
- *   them of the bucket's mean RT (a bucket that follows one without completions is partial
- *   and left out; no bucket left: initial_limit), with TCP BBR's gain cycle (one bucket
- *   in 8 at 1.25 x the bound, the next at 0.75 x when the limiter refused); admit while in flight <= bound (limit = floor(bound) + 1),
+ * - "bbr" (Sentinel's system rule, go-kratos/aegis BBR, with TCP BBR's probes): at each
+ *   bucket boundary, bound = max over the window's completed buckets of completions per
+ *   second x RTprop (a bucket that follows one without completions is partial and left
+ *   out; no bucket left: initial_limit); RTprop = min over them of the bucket's mean RT,
+ *   but at most 1.1 x the mean RT of the last probe. A probe (TCP BBR's ProbeRTT, BBRv2's
+ *   pin at half the bound) drains the queue: the limit is pinned at bound / 2, completions
+ *   of requests admitted before it are ignored, and after max(20, 2 x pin) samples their
+ *   mean is the RTprop; probes run only while the limiter refuses: one window after the
+ *   cold start, every 10 s (+0-15 %), when the window's min mean RT exceeds 1.5 x RTprop,
+ *   and at once after a probe that lowered the estimate below 0.8 x. Gain cycle: one
+ *   bucket in 8 at 1.25 x the bound, and every bucket after a probing bucket that raised
+ *   the max by 10 %. Admit while in flight <= bound (limit = floor(bound x gain) + 1),
  *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
  *   after the last refusal; always when there is no threshold).
  * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
@@ -59,31 +66,33 @@ struct sw_adapt_state {
     int64_t mark_ms;     /* gradient: start of the sample window, or of the probe (its
                             epoch); bbr: the last refusal while triggered (cool-off), or
                             INT64_MIN */
-    int64_t probe_ms;    /* gradient: when a probe is next due */
-    int64_t rt_sum_us;   /* gradient: the RT sum of the window's (probe's) samples, us */
+    int64_t probe_ms;    /* when a probe is next due; bbr while probing: its epoch */
+    int64_t rt_sum_us;   /* the RT sum of the window's (probe's) samples, us (bbr: probe) */
     float limit;         /* the limit in force (an integer value) */
     float base_us;       /* gradient: the baseline RT, us (0: not measured); while probing,
-                            the limit to restore */
-    uint32_t samples;    /* gradient: completions sampled in the window (probe) */
+                            the limit to restore. bbr: the last probe's mean RT (RTprop),
+                            us (0: none yet); while probing, the estimate it re-measures */
+    uint32_t samples;    /* completions sampled in the window (probe); bbr while running:
+                            the window's max completions at the last update */
     uint16_t cpu;        /* the latest CPU use, permille (bbr's trigger) */
     uint8_t flags;       /* phase | SW_ADAPT_BUSY | SW_ADAPT_REFUSED */
-    uint8_t floors;      /* gradient: consecutive updates that left the limit at min_limit */
+    uint8_t floors;      /* gradient: consecutive updates that left the limit at min_limit;
+                            bbr: 1 after a bucket at the probing gain */
 };
 
-/* gradient's constants */
+/* the constants (gradient's, and bbr's SW_ADAPT_BBR_*) */
 #define SW_ADAPT_TOLERANCE 1.25       /* RT up to 25 % above the baseline is not queueing */
 #define SW_ADAPT_MIN_SAMPLES 10u      /* completions per update */
-#define SW_ADAPT_PROBE_SAMPLES 20u    /* completions per probe */
+#define SW_ADAPT_PROBE_SAMPLES 20u    /* completions per probe (bbr: at least) */
 #define SW_ADAPT_PROBE_PIN 2u         /* the probe's limit (at least min_limit) */
 #define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
-#define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without any sample ends after this */
+#define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
 #define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
 #define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal */
 #define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
 #define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
-#define SW_ADAPT_BBR_DOWN 0.75        /* bbr: the draining bucket's gain (after refusals) */
 #define SW_ADAPT_BBR_TOLERANCE 1.1    /* bbr: RTprop at most this x the probe's mean RT */
-#define SW_ADAPT_BBR_GREW 1.1        /* bbr: a probing bucket that raised the max this much
+#define SW_ADAPT_BBR_GREW 1.1         /* bbr: a probing bucket that raised the max this much
                                          is followed by another */
 #define SW_ADAPT_BBR_PROBE_EVERY_MS 10000 /* bbr: RTprop re-measured after this (TCP BBR's
                                              10 s), plus 0-15 %, while refusing */
