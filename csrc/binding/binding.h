@@ -93,33 +93,61 @@ typedef struct {
     PyObject *weakreflist;
 } MetricObject;
 
+/* The head of the limiter types (Limiter, KeyedLimiter), first after PyObject_HEAD: what
+ * the operations written once over it (limiting_ops.h) read, through LimitingObject. Each
+ * type embeds it as LIMITING_HEAD: an anonymous union of the fields themselves (the type's
+ * own code keeps writing self->shm) and of the same fields as one struct (self->head), so
+ * the layout is one and the same in every type. */
+struct limiting_ops;
+#define LIMITING_FIELDS                                                                        \
+    const struct limiting_ops *ops; /* the type's operations */                               \
+    module_state *st;                                                                          \
+    /* the settings for repr and properties: written under the state's lock and cfg_mu,     \
+     * read under cfg_mu only (a process-local mutex: a peer stopped holding the region's   \
+     * lock never blocks a getter or a repr) */                                             \
+    struct sw_limiter_cfg cfg;                                                                 \
+    uint64_t settings_gen; /* bumped by every change of the settings, under both */           \
+    pthread_mutex_t cfg_mu;                                                                    \
+    int grade;             /* as constructed: never changes (read without a lock) */          \
+    int64_t interval_ms;   /* as constructed: never changes (read without a lock) */          \
+    struct waitq wq;       /* threads waiting in acquire() for a release (private) */         \
+    struct fork_link fork; /* the core lock and wq, reset across fork() (private) */          \
+    PyObject *weakreflist;                                                                     \
+    void *viewp;           /* the type's view (struct sw_view, sw_kview) in the object */     \
+    int32_t *my_slot;      /* its my_slot */                                                   \
+    struct sw_shm shm;     /* shared=: the region (base NULL when private) */                 \
+    int is_shared;                                                                             \
+    _Atomic uint64_t fork_gen; /* the fork generation my_slot was claimed in */               \
+    PyObject *shared;      /* None, True, or the name or path it was opened with */           \
+    PyObject *name;        /* name= (or the region's), or NULL */                             \
+    int name_given;        /* name= was given (repr shows it) */                              \
+    PyObject *waker;       /* set by the asyncio waiter queue while tasks wait (called by     \
+                              every release), or NULL */
+struct limiting_head {
+    LIMITING_FIELDS
+};
+#define LIMITING_HEAD                                                                          \
+    union {                                                                                    \
+        struct {                                                                               \
+            LIMITING_FIELDS                                                                    \
+        };                                                                                     \
+        struct limiting_head head;                                                             \
+    }
+/* Any limiter type, seen through its head. */
 typedef struct {
     PyObject_HEAD
+    LIMITING_HEAD;
+} LimitingObject;
+#define LIMITING(o) (&((LimitingObject *)(void *)(o))->head)
+
+typedef struct {
+    PyObject_HEAD
+    LIMITING_HEAD;
     struct sw_limiter *lim;    /* owned core state (private), or NULL (shared) */
-    module_state *st;
-    /* the settings for repr and properties: written under the state's lock and cfg_mu, read
-     * under cfg_mu only (a process-local mutex: a peer stopped holding the region's lock
-     * never blocks a getter or a repr) */
-    struct sw_limiter_cfg cfg;
-    uint64_t settings_gen;     /* bumped by every update(), under both */
-    pthread_mutex_t cfg_mu;
-    int grade;                 /* as constructed: never changes (read without a lock) */
-    int64_t interval_ms;       /* as constructed: never changes (read without a lock) */
-    struct waitq wq;           /* threads waiting in acquire() for a release() (private) */
-    struct fork_link fork;     /* the core lock and wq, reset across fork() (private) */
-    PyObject *weakreflist;
     struct sw_view view;       /* how decisions reach the state: always through this */
     struct sw_rule rule;       /* this process's settings (shared; private: lim->rule) */
-    struct sw_shm shm;         /* shared=: the region (base NULL when private) */
-    int is_shared;
-    _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
     int64_t held;              /* shared: what this object holds in flight in the process's
                                   slot (view.held), given back when it goes */
-    PyObject *shared;          /* None, True, or the name or path it was opened with */
-    PyObject *name;            /* name= (or the region's), or NULL */
-    int name_given;            /* name= was given (repr shows it) */
-    PyObject *waker;           /* set by the asyncio waiter queue while tasks wait (called
-                                  with no argument by every release), or NULL */
 } LimiterObject;
 
 /* Entry states: each transition is one atomic step (compare-exchange). */
@@ -258,19 +286,6 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
 /* the behaviours' names, by enum sw_behavior */
 extern const char *const behavior_names[4];
 
-/* Properties read from an object's struct sw_limiter_cfg: the closure of their PyGetSetDef is
- * the field's offset, CFG_AT(LimiterObject) */
-#define CFG_AT(type) ((void *)offsetof(type, cfg))
-PyObject *cfg_get_qps(PyObject *self, void *at);         /* None unless a qps limit */
-PyObject *cfg_get_concurrency(PyObject *self, void *at); /* None unless a concurrency limit */
-PyObject *cfg_get_behavior(PyObject *self, void *at);
-PyObject *cfg_get_warm_up_s(PyObject *self, void *at);
-PyObject *cfg_get_cold_factor(PyObject *self, void *at);
-PyObject *cfg_get_max_queueing_ms(PyObject *self, void *at);
-PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *at);
-PyObject *cfg_get_interval_ms(PyObject *self, void *at);
-PyObject *cfg_get_sample_count(PyObject *self, void *at);
-PyObject *cfg_get_shadow(PyObject *self, void *at);
 /** A property reading an object field (closure: its offset, `(void *)offsetof(type, field)`);
  * None for NULL. */
 PyObject *get_object_or_none(PyObject *self, void *at);

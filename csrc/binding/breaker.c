@@ -3,6 +3,7 @@
  * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
 #include "breaker.h"
 #include "breaker_read.h"
+#include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
@@ -255,6 +256,9 @@ static sw_lock *bk_state_lock(void *state)
     return &((struct sw_bstate *)state)->lock;
 }
 
+static const struct region_kind breaker_region = {SW_KIND_BREAKER, bk_init_state,
+                                                   bk_check_state, bk_state_lock};
+
 /* In the child of fork() (its only thread; the lock was just reset): a private breaker's
  * probe was held by a thread of the parent (or by the forking thread, whose outcome then
  * decides nothing): give it back, so that the child's next caller probes. The changes queued
@@ -350,18 +354,9 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             Py_DECREF(self);
             return raise_core_error(rc);
         }
-        struct sw_shm_layout lay;
-        memset(&lay, 0, sizeof lay);
-        lay.kind = SW_KIND_BREAKER;
-        lay.interval_ms = cfg.interval_ms;
-        lay.sample_count = cfg.sample_count;
-        lay.n_slots = 0;
-        lay.state_size = sw_bstate_size(cfg.interval_ms, cfg.sample_count);
-        lay.init_state = bk_init_state;
-        lay.check_state = bk_check_state;
-        lay.state_lock = bk_state_lock;
-        lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
-        if (shared_open(&self->shm, mode, path, &lay) < 0) {
+        if (region_open(&self->shm, mode, path, &breaker_region, cfg.interval_ms,
+                        cfg.sample_count, 0, 0,
+                        sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
             Py_DECREF(self);
             return NULL;
         }

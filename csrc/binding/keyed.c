@@ -6,6 +6,7 @@
  * work, as Limiter's); waits release it and run the signal handlers.
  */
 #include "keyed.h"
+#include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
@@ -24,36 +25,20 @@
 
 typedef struct {
     PyObject_HEAD
+    LIMITING_HEAD;             /* binding.h; the settings cfg and rule: written under the
+                                  table's lock (decisions read the rule under it, in the core)
+                                  and cfg_mu, taken after it; getters, repr and update's
+                                  snapshot take cfg_mu only, so that no thread frees what
+                                  another reads, with or without the GIL */
     struct sw_kstate *mem;     /* owned table (private), or NULL (shared) */
     _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
-    module_state *st;
-    struct sw_limiter_cfg cfg;
-    int grade;                 /* as constructed: never changes (read without a lock) */
-    int64_t interval_ms;       /* as constructed: never changes (read without a lock) */
     uint32_t max_keys;
-    /* the settings: written under the table's lock (decisions read the rule under it, in the
-     * core) and cfg_mu, a process-local mutex taken after it; getters, repr and update's
-     * snapshot take cfg_mu only (a peer stopped holding a region's lock never blocks them),
-     * so that no thread frees what another reads, with or without the GIL */
-    pthread_mutex_t cfg_mu;
     struct sw_krule rule;      /* this process's settings; rule.over points into `over` */
     struct sw_kover *over;     /* PyMem-owned, sorted by fp */
     PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
-    uint64_t settings_gen;     /* bumped by every change of the settings */
-    struct waitq wq;
-    struct fork_link fork;
-    PyObject *weakreflist;
     struct sw_kview view;
-    struct sw_shm shm;
-    int is_shared;
-    _Atomic uint64_t fork_gen; /* the fork generation view.my_slot was claimed in */
     struct sw_kheld held;      /* shared: what this object holds in flight per key (in the
                                   process's holdings), given back when it goes; view.held */
-    PyObject *shared;
-    PyObject *name;            /* name= (or the region's), or NULL */
-    int name_given;
-    PyObject *waker;           /* set by the asyncio waiter queues while tasks wait: called by
-                                  every release with the key's fingerprint (None: any key) */
 } KeyedObject;
 
 typedef struct {
@@ -166,47 +151,12 @@ static inline uint64_t seed_of(KeyedObject *self)
 
 /* ---- the object ------------------------------------------------------------------------ */
 
-/* fork_gen while one thread (of a fork() child) claims the process's slot */
-#define KFORK_GEN_CLAIMING UINT64_MAX
-
-/* Claim this process's slot (reaping dead processes when all are taken); -1 when none. */
-static void keyed_claim(KeyedObject *self)
-{
-    int32_t slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    if (slot < 0) {
-        (void)sw_keyed_reap(&self->view);
-        slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    }
-    self->view.my_slot = slot;
-}
-
-/* Claim it again in a fork() child (as limiter_refork): one thread claims, the others wait for it,
- * so two threads of a fork() child never claim two slots nor write my_slot together. */
-static void keyed_refork(KeyedObject *self)
-{
-    uint64_t now = sw_proc_fork_generation();
-    for (;;) {
-        uint64_t seen = atomic_load_explicit(&self->fork_gen, memory_order_acquire);
-        if (seen == now)
-            return;
-        if (seen == KFORK_GEN_CLAIMING) {
-            sched_yield();
-            continue;
-        }
-        if (atomic_compare_exchange_strong(&self->fork_gen, &seen, KFORK_GEN_CLAIMING))
-            break;
-    }
-    keyed_claim(self);
-    sw_kheld_clear(&self->held); /* what the object held is the parent's (its copy gives it
-                                    back); no other object reads it before fork_gen is now */
-    atomic_store_explicit(&self->fork_gen, now, memory_order_release);
-}
 
 static inline const struct sw_kview *kview(KeyedObject *self)
 {
     if (self->is_shared &&
         atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        keyed_refork(self);
+        limiting_refork((PyObject *)self);
     return &self->view;
 }
 
@@ -231,15 +181,9 @@ static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     }
 }
 
-static uint32_t keyed_reap(const void *view)
+static inline bool keyed_maybe_reap(KeyedObject *self)
 {
-    return sw_keyed_reap(view);
-}
-
-static bool keyed_maybe_reap(KeyedObject *self)
-{
-    return self->is_shared && shared_reap_due(&self->shm) &&
-           shared_reap(&self->shm, keyed_reap, kview(self));
+    return limiting_maybe_reap((PyObject *)self);
 }
 
 /* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
@@ -408,6 +352,27 @@ static void settings_get(KeyedObject *self, struct sw_limiter_cfg *cfg, PyObject
     pthread_mutex_unlock(&self->cfg_mu);
 }
 
+/* update()'s swap (limiting_install), under both locks: the rule's base when given, the
+ * overrides (the old ones handed back to free after the unlock) */
+struct keyed_install {
+    const struct sw_krule *rule; /* or NULL: kept */
+    struct overrides *ov;        /* in: the new ones; out: the old ones */
+};
+
+static void keyed_apply(PyObject *obj, void *arg)
+{
+    KeyedObject *self = (KeyedObject *)obj;
+    struct keyed_install *in = arg;
+    struct overrides old = {self->over, 0, self->overrides};
+    if (in->rule != NULL)
+        self->rule.base = in->rule->base;
+    self->over = in->ov->arr;
+    self->rule.over = in->ov->n > 0 ? in->ov->arr : NULL;
+    self->rule.n_over = in->ov->n;
+    self->overrides = in->ov->copy;
+    *in->ov = old;
+}
+
 /* Install settings checked against the snapshot of generation `gen`: the rule (when given),
  * the overrides and the configuration, swapped under the table's lock (decisions read them
  * under it only) and cfg_mu (taken after it; getters read under it only) unless another
@@ -419,34 +384,10 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
                             const struct sw_limiter_cfg *cfg, struct overrides *ov,
                             uint64_t gen)
 {
-    struct overrides old;
-    bool locked = self->view.st != NULL;
-    if (locked)
-        sw_keyed_lock(kview(self));
-    pthread_mutex_lock(&self->cfg_mu);
-    if (self->settings_gen != gen) {
-        pthread_mutex_unlock(&self->cfg_mu);
-        if (locked)
-            sw_keyed_unlock(kview(self));
-        overrides_free(ov);
-        return 1;
-    }
-    old.arr = self->over;
-    old.copy = self->overrides;
-    if (rule != NULL)
-        self->rule.base = rule->base;
-    self->over = ov->arr;
-    self->rule.over = ov->n > 0 ? ov->arr : NULL;
-    self->rule.n_over = ov->n;
-    self->overrides = ov->copy;
-    if (cfg != NULL)
-        self->cfg = *cfg;
-    self->settings_gen++;
-    pthread_mutex_unlock(&self->cfg_mu);
-    if (locked)
-        sw_keyed_unlock(kview(self));
-    overrides_free(&old);
-    return 0;
+    struct keyed_install in = {rule, ov};
+    int rc = limiting_install((PyObject *)self, gen, cfg, keyed_apply, &in);
+    overrides_free(ov); /* the replaced ones, or (changed meanwhile) the new ones */
+    return rc;
 }
 
 /* Check and install per-key thresholds. On error the settings are unchanged.
@@ -492,6 +433,8 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
     return -1;
 }
 
+static const struct limiting_ops keyed_ops;
+
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
@@ -535,19 +478,14 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail0;
-    pthread_mutex_init(&self->cfg_mu, NULL);
-    self->st = st;
-    self->cfg = cfg;
-    self->grade = cfg.grade;
-    self->interval_ms = cfg.interval_ms;
-    self->name = name;
-    self->name_given = name_given;
-    name = NULL;
     self->max_keys = (uint32_t)max_keys;
-    self->weakreflist = NULL;
-    self->shared = mode == 0 ? Py_None : o_shared;
-    Py_INCREF(self->shared);
-    if (waitq_init(&self->wq) < 0)
+    PyObject *shared = mode == 0 ? Py_None : o_shared;
+    Py_INCREF(shared);
+    int init = limiting_init((PyObject *)self, &keyed_ops, st, &cfg, &self->view,
+                             &self->view.my_slot, name, name_given, shared);
+    name = NULL;
+    self->fork.kind = FORK_KIND_KEYED;
+    if (init < 0)
         goto fail;
     int rc = sw_krule_init(&self->rule, &cfg);
     if (rc != SW_OK) {
@@ -592,19 +530,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (fork_register(&self->fork, &self->mem->lock, &self->wq) < 0)
             goto fail;
     } else {
-        struct sw_shm_layout lay;
-        memset(&lay, 0, sizeof lay);
-        lay.kind = SW_KIND_KEYED;
-        lay.interval_ms = cfg.interval_ms;
-        lay.sample_count = cfg.sample_count;
-        lay.max_keys = self->max_keys;
-        lay.n_slots = SW_SHM_MAX_PROCS;
-        lay.state_size = size;
-        lay.init_state = k_init_state;
-        lay.check_state = k_check_state;
-        lay.state_lock = k_state_lock;
-        lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
-        if (shared_open(&self->shm, mode, path, &lay) < 0)
+        if (region_open(&self->shm, mode, path, &keyed_ops.region, cfg.interval_ms,
+                        cfg.sample_count, self->max_keys, SW_SHM_MAX_PROCS, size,
+                        self->name) < 0)
             goto fail;
         self->is_shared = 1;
         self->view.st = self->shm.state;
@@ -615,16 +543,10 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.slots = self->shm.slots;
         self->view.n_slots = self->shm.n_slots;
         self->view.held = &self->held;
-        keyed_claim(self);
-        atomic_store(&self->fork_gen, sw_proc_fork_generation());
-        if (self->view.my_slot < 0) {
-            PyErr_Format(PyExc_OSError, "shared region %R: all %u process slots are taken by "
-                         "live processes", self->shared, self->shm.n_slots);
+        if (limiting_claim((PyObject *)self) < 0)
             goto fail;
-        }
         self->shm.hdr->next_reap_ms = 0;
         (void)keyed_maybe_reap(self);
-        self->fork.kind = FORK_KIND_KEYED;
         fork_register_shared(&self->fork); /* found by the others' keyed_others */
     }
     if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
@@ -660,13 +582,8 @@ static int64_t held_of_key(const struct fork_link *l, const void *ctx)
 {
     const struct keyed_of_key *k = ctx;
     const KeyedObject *o =
-        (const KeyedObject *)(const void *)((const char *)l - offsetof(KeyedObject, fork));
-    if (l->kind != FORK_KIND_KEYED || !atomic_load(&l->shared) || !o->is_shared ||
-        k->me->shm.anonymous || o->shm.anonymous || o->shm.dev != k->me->shm.dev ||
-        o->shm.ino != k->me->shm.ino ||
-        atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        return 0;
-    return sw_kheld_get(&o->held, k->fp);
+        (const KeyedObject *)limiting_same_region(l, (PyObject *)(uintptr_t)k->me);
+    return o != NULL ? sw_kheld_get(&o->held, k->fp) : 0;
 }
 
 static int64_t keyed_others(uint64_t fp, void *ctx)
@@ -675,57 +592,92 @@ static int64_t keyed_others(uint64_t fp, void *ctx)
     return fork_sum(held_of_key, &k);
 }
 
-static void Keyed_dealloc(KeyedObject *self)
+/* ---- the operations table (limiting_ops.h) ---- */
+
+static uint32_t keyed_reap(const void *view)
 {
-    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
-    fork_unregister(&self->fork);
-    waitq_destroy(&self->wq);
-    if (self->is_shared) {
-        /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
-         * it stays until the process dies and is reaped; what this object still holds in
-         * flight per key (acquired, never released) is given back now, unless the object is
-         * a fork() child's copy that never decided (then it is the parent's) */
-        if (self->view.my_slot >= 0 && self->held.n > 0 &&
-            atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
-                sw_proc_fork_generation()) {
-            /* a lock that never comes (a live process that is not in it, stuck) is given
-             * up on: the counts then stay for the reap (a destructor never blocks forever) */
-            struct dealloc_wait dw;
-            dealloc_wait_begin(&dw);
-            if (dealloc_wait_end(&dw, sw_keyed_lock_or_give_up(&self->view))) {
-                int64_t back = sw_keyed_give_back_locked(&self->view, keyed_others, self);
-                sw_keyed_unlock(&self->view);
-                if (back > 0)
-                    shared_notify(&self->shm);
-            }
-        }
-        sw_kheld_clear(&self->held);
-        sw_shm_close(&self->shm);
-        self->is_shared = 0;
-    }
-    Py_CLEAR(self->shared);
-    Py_CLEAR(self->name);
+    return sw_keyed_reap(view);
+}
+
+static void keyed_lock(const void *view)
+{
+    sw_keyed_lock(view);
+}
+
+static bool keyed_lock_or_give_up(const void *view)
+{
+    return sw_keyed_lock_or_give_up(view);
+}
+
+static void keyed_unlock(const void *view)
+{
+    sw_keyed_unlock(view);
+}
+
+static int keyed_count(const void *view, uint32_t ev, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_count(view, ev, n, now_ns);
+}
+
+static int keyed_count_shadow_block(const void *view, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_count_shadow_block(view, n, now_ns);
+}
+
+static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
+                        int64_t *evicted)
+{
+    int64_t keys;
+    sw_keyed_stats(view, now_ns, out, evicted, &keys);
+    out->waiting = 0; /* no throttle queue and no borrowing per key */
+    out->occupied_pass = 0;
+}
+
+static void keyed_totals(const void *view, struct sw_totals *out)
+{
+    sw_keyed_totals(view, out);
+}
+
+static bool keyed_holds(PyObject *self)
+{
+    return ((KeyedObject *)self)->held.n > 0;
+}
+
+static int64_t keyed_give_back_locked(PyObject *self)
+{
+    return sw_keyed_give_back_locked(&((KeyedObject *)self)->view, keyed_others, self);
+}
+
+static void keyed_forget_held(PyObject *self)
+{
+    sw_kheld_clear(&((KeyedObject *)self)->held);
+}
+
+static void keyed_free_own(PyObject *obj)
+{
+    KeyedObject *self = (KeyedObject *)obj;
     Py_CLEAR(self->overrides);
-    Py_CLEAR(self->waker);
     PyMem_Free(self->over);
     self->over = NULL;
-    pthread_mutex_destroy(&self->cfg_mu);
     PyMem_RawFree(self->mem);
     self->mem = NULL;
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
 }
+
+static const struct limiting_ops keyed_ops = {
+    "KeyedLimiter",
+    {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
+    keyed_reap, keyed_lock, keyed_lock_or_give_up, keyed_unlock, keyed_count,
+    keyed_count_shadow_block, keyed_stats, keyed_totals,
+    keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own,
+};
 
 /* ---- decisions ------------------------------------------------------------------------- */
 
-static void keyed_raise_blocked(KeyedObject *self, PyObject *key, int64_t n,
-                                const struct sw_decision *d)
+static inline void keyed_raise_blocked(KeyedObject *self, PyObject *key, int64_t n,
+                                       const struct sw_decision *d)
 {
-    if (self->is_shared)
-        (void)keyed_maybe_reap(self);
-    blocked_raise(self->st, (PyObject *)self, key, n, d);
+    limiting_raise_blocked((PyObject *)self, key, n, d);
 }
-
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
@@ -770,7 +722,7 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
 
 /* acquire_loop's questions to a KeyedLimiter */
 struct keyed_ask {
-    KeyedObject *self;
+    PyObject *self; /* first (limiting_acquire_wait) */
     uint64_t fp;
     int64_t n;
     unsigned flags;
@@ -779,15 +731,11 @@ struct keyed_ask {
 static void keyed_ask_decide(void *ctx, struct sw_decision *d)
 {
     struct keyed_ask *a = ctx;
-    if (GAVE_UP(sw_keyed_decide(kview(a->self), a->fp, a->n, SW_NOW,
+    if (GAVE_UP(sw_keyed_decide(kview((KeyedObject *)a->self), a->fp, a->n, SW_NOW,
                                 a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
         (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
 }
 
-static bool keyed_ask_reap(void *ctx)
-{
-    return keyed_maybe_reap(((struct keyed_ask *)ctx)->self);
-}
 
 /* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
  * defer_wait: an admitted request's wait is left to the caller (an entry sleeps it itself).
@@ -806,20 +754,9 @@ static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_
         }
         return defer_wait ? 0 : sleep_decision(d);
     }
-    bool conc = self->grade == SW_GRADE_CONCURRENCY;
-    struct keyed_ask ask = {self, fp, n, flags};
-    struct acquire_loop loop = {keyed_ask_decide, keyed_ask_reap, &ask,
-                                conc && !self->is_shared ? &self->wq : NULL,
-                                conc && self->is_shared ? &self->shm : NULL, false,
-                                defer_wait};
-    int rc = acquire_loop(&loop, timeout_ns, d);
-    if (rc == 1) {
-        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
-            sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
-        keyed_raise_blocked(self, key, n, d);
-        return -1;
-    }
-    return rc;
+    struct keyed_ask ask = {(PyObject *)self, fp, n, flags};
+    return limiting_acquire_wait((PyObject *)self, key, n, timeout_ns, defer_wait, d,
+                                 keyed_ask_decide, &ask);
 }
 
 static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
@@ -909,22 +846,6 @@ static PyObject *Keyed_in_flight(KeyedObject *self, PyObject *key)
     return PyLong_FromLongLong(sw_keyed_in_flight(kview(self), fp));
 }
 
-static PyObject *Keyed_stats(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    int64_t now, evicted, keys;
-    static const char *const names[] = {"now_ns"};
-    PyObject *a[1] = {NULL};
-    if (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 ||
-        parse_now(a[0], &now) < 0)
-        return NULL;
-    struct sw_stats s;
-    (void)keyed_maybe_reap(self);
-    sw_keyed_stats(kview(self), now, &s, &evicted, &keys);
-    s.waiting = 0; /* no throttle queue and no borrowing per key */
-    s.occupied_pass = 0;
-    return stats_new(self->st, &s, self->interval_ms, evicted);
-}
 
 static Py_ssize_t Keyed_len(KeyedObject *self)
 {
@@ -952,23 +873,6 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
                          (long long)d.retry_ns);
 }
 
-/* _count_block(n, shadow=False): as Limiter._count_block, on the table's totals. */
-static PyObject *Keyed_count_block(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t n;
-    int shadow = 0;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "_count_block(n, shadow=False) takes 1 or 2 arguments");
-        return NULL;
-    }
-    if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
-        return NULL;
-    if (shadow)
-        sw_keyed_count_shadow_block(kview(self), n, SW_NOW);
-    else
-        sw_keyed_count(kview(self), SW_EV_BLOCK, n, SW_NOW);
-    Py_RETURN_NONE;
-}
 
 /* _raise_blocked(key, n, verdict, retry_ns) */
 static PyObject *Keyed_raise_blocked_m(KeyedObject *self, PyObject *const *args,
@@ -1089,22 +993,6 @@ static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUS
     return set_overrides(self, value); /* del: none */
 }
 
-/* The settings' getters read a snapshot (settings_get) */
-#define KEYED_CFG_GETTER(field)                                                                \
-    static PyObject *Keyed_get_##field(KeyedObject *self, void *Py_UNUSED(c))                  \
-    {                                                                                          \
-        struct sw_limiter_cfg snap;                                                            \
-        settings_get(self, &snap, NULL, NULL);                                                 \
-        return cfg_get_##field((PyObject *)(void *)&snap, (void *)0);                          \
-    }
-KEYED_CFG_GETTER(shadow)
-KEYED_CFG_GETTER(qps)
-KEYED_CFG_GETTER(concurrency)
-KEYED_CFG_GETTER(behavior)
-KEYED_CFG_GETTER(max_queueing_ms)
-KEYED_CFG_GETTER(interval_ms)
-KEYED_CFG_GETTER(sample_count)
-#undef KEYED_CFG_GETTER
 
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
@@ -1134,12 +1022,6 @@ static PyObject *Keyed_repr(KeyedObject *self)
                        self->name_given);
 }
 
-static PyObject *Keyed_totals(KeyedObject *self, PyObject *Py_UNUSED(ignored))
-{
-    struct sw_totals t;
-    sw_keyed_totals(kview(self), &t);
-    return totals_dict(&t);
-}
 
 /* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
@@ -1183,53 +1065,30 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 
 /* ---- the asyncio waiter queues' hooks (slidewin/_waiters.py; wakers.h) ---------------- */
 
-/* _set_waker(callable or None): called by every release with the key's fingerprint */
-static PyObject *Keyed_set_waker(KeyedObject *self, PyObject *arg)
-{
-    return waker_set(&self->waker, arg);
-}
 
-static PyObject *Keyed_watch(KeyedObject *self, PyObject *arg)
-{
-    return waker_watch(&self->shm, self->is_shared, arg);
-}
-
-static PyObject *Keyed_release_wait(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    return waker_release_wait(&self->shm, self->is_shared, args, nargs);
-}
-
-/* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */
-static PyObject *Keyed_reap(KeyedObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return PyBool_FromLong(keyed_maybe_reap(self));
-}
-
-#define CFG CFG_AT(KeyedObject)
 static PyGetSetDef Keyed_getset[] = {
     {"name", get_object_or_none, NULL,
      "The name (name=, else the shared region's name), or None.",
      (void *)offsetof(KeyedObject, name)},
-    {"shadow", (getter)Keyed_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", CFG},
+    {"shadow", cfg_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", NULL},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
-    {"qps", (getter)Keyed_get_qps, NULL, "The rate per second of each key, or None.", CFG},
-    {"concurrency", (getter)Keyed_get_concurrency, NULL, "The in-flight limit of each key, or None.", CFG},
-    {"behavior", (getter)Keyed_get_behavior, NULL, "The controller of each key.", CFG},
-    {"max_queueing_ms", (getter)Keyed_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
-    {"interval_ms", (getter)Keyed_get_interval_ms, NULL, "The window, ms.", CFG},
-    {"sample_count", (getter)Keyed_get_sample_count, NULL, "Buckets in the window.", CFG},
+    {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", NULL},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", NULL},
+    {"behavior", cfg_get_behavior, NULL, "The controller of each key.", NULL},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", NULL},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", NULL},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
      (void *)offsetof(KeyedObject, shared)},
     {NULL}};
-#undef CFG
 
 static PyMethodDef Keyed_methods[] = {
-    {"totals", (PyCFunction)Keyed_totals, METH_NOARGS,
+    {"totals", limiting_totals, METH_NOARGS,
      "totals()\n--\n\nLifetime totals of the whole table since creation (monotonic, never "
      "reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and "
      "shadow_block (shadow decisions an enforcing limiter would have refused, a part of "
@@ -1258,19 +1117,19 @@ static PyMethodDef Keyed_methods[] = {
      "for admission (woken by releases), as acquire(key, n, timeout=) does."},
     {"in_flight", (PyCFunction)Keyed_in_flight, METH_O,
      "in_flight(key)\n--\n\nRequests of this key in flight now."},
-    {"stats", (PyCFunction)(void (*)(void))Keyed_stats, FASTKW,
+    {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe statistics of all keys together (a Stats; .evicted: keys "
      "evicted so far)."},
     {"_decide", (PyCFunction)(void (*)(void))Keyed_decide, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)(void (*)(void))Keyed_count_block, METH_FASTCALL, NULL},
+    {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Keyed_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
     {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
     {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
-    {"_set_waker", (PyCFunction)Keyed_set_waker, METH_O, NULL},
-    {"_watch", (PyCFunction)Keyed_watch, METH_O, NULL},
-    {"_release_wait", (PyCFunction)(void (*)(void))Keyed_release_wait, METH_FASTCALL, NULL},
-    {"_reap", (PyCFunction)Keyed_reap, METH_NOARGS, NULL},
+    {"_set_waker", limiting_set_waker, METH_O, NULL},
+    {"_watch", limiting_watch, METH_O, NULL},
+    {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL, NULL},
+    {"_reap", limiting_reap_m, METH_NOARGS, NULL},
     {NULL}};
 
 static PyMemberDef Keyed_members[] = {
@@ -1281,7 +1140,7 @@ static PyType_Slot Keyed_slots[] = {
     {Py_tp_doc, "The C base of slidewin.KeyedLimiter."},
     {Py_tp_new, Keyed_new},
     {Py_tp_traverse, Keyed_traverse},
-    {Py_tp_dealloc, Keyed_dealloc},
+    {Py_tp_dealloc, limiting_dealloc},
     {Py_tp_repr, Keyed_repr},
     {Py_tp_methods, Keyed_methods},
     {Py_tp_getset, Keyed_getset},

@@ -1,5 +1,6 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "limiter.h"
+#include "limiting_ops.h"
 #include "adaptive.h"
 #include "args.h"
 #include "entry.h"
@@ -35,54 +36,7 @@ static int lim_check_state(void *state, const struct sw_shm_layout *lay)
                               lay->sample_count);
 }
 
-/* Claim this process's slot of a shared limiter (reaping dead processes when all are taken).
- * @return 0, or -1 with OSError set */
-static int claim_slot(LimiterObject *self)
-{
-    self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    if (self->view.my_slot < 0) {
-        (void)sw_lstate_reap(&self->view);
-        self->view.my_slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    }
-    self->fork_gen = sw_proc_fork_generation();
-    if (self->view.my_slot < 0) {
-        PyErr_Format(PyExc_OSError, "shared region %R: all %u process slots are taken by live "
-                     "processes", self->shared, self->shm.n_slots);
-        return -1;
-    }
-    return 0;
-}
 
-/* fork_gen while one thread of a fork() child claims the child's slot */
-#define FORK_GEN_CLAIMING UINT64_MAX
-
-void limiter_refork(LimiterObject *self)
-{
-    uint64_t now = sw_proc_fork_generation();
-    for (;;) {
-        uint64_t seen = atomic_load_explicit(&self->fork_gen, memory_order_acquire);
-        if (seen == now)
-            return; /* another thread of this process claimed it */
-        if (seen == FORK_GEN_CLAIMING) {
-            sched_yield();
-            continue;
-        }
-        if (atomic_compare_exchange_strong(&self->fork_gen, &seen, FORK_GEN_CLAIMING))
-            break;
-    }
-    int32_t slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    if (slot < 0) {
-        (void)sw_lstate_reap(&self->view);
-        slot = sw_shm_claim_slot(&self->shm, sw_proc_token());
-    }
-    /* with no slot left (more than SW_SHM_MAX_PROCS live processes), this process's
-     * in-flight counts are not given back should it die: rare, and never an over-admission */
-    self->view.my_slot = slot;
-    self->held = 0; /* what the object held is the parent's (its copy gives it back) */
-    atomic_store_explicit(&self->fork_gen, now, memory_order_release);
-}
-
-static struct sw_limiter_cfg limiter_cfg(LimiterObject *self);
 
 void limiter_notify(LimiterObject *self)
 {
@@ -92,6 +46,8 @@ void limiter_notify(LimiterObject *self)
         waitq_notify(&self->wq);
     waker_call(self->waker, NULL);
 }
+
+static const struct limiting_ops limiter_ops;
 
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -119,25 +75,14 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_XDECREF(name);
         return NULL;
     }
-    pthread_mutex_init(&self->cfg_mu, NULL);
-    self->st = st;
-    self->cfg = cfg;
-    self->grade = cfg.grade;
-    self->interval_ms = cfg.interval_ms;
-    self->weakreflist = NULL;
-    self->name = name;
-    self->name_given = name_given;
-    if (mode == 0) {
-        self->shared = Py_None;
-        Py_INCREF(Py_None);
-    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
+    PyObject *shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
+    Py_XINCREF(mode == 0 ? shared : NULL);
+    if (limiting_init((PyObject *)self, &limiter_ops, st, &cfg, &self->view, &self->view.my_slot,
+                      name, name_given, shared) < 0) {
         Py_DECREF(self);
         return NULL;
     }
-    if (waitq_init(&self->wq) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    self->fork.kind = FORK_KIND_LIMITER;
     if (mode == 0) {
         self->lim = PyMem_Calloc(1, size);
         if (self->lim == NULL) {
@@ -164,18 +109,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return raise_core_error(rc);
     }
-    struct sw_shm_layout lay;
-    memset(&lay, 0, sizeof lay);
-    lay.kind = SW_KIND_LIMITER;
-    lay.interval_ms = cfg.interval_ms;
-    lay.sample_count = cfg.sample_count;
-    lay.n_slots = SW_SHM_MAX_PROCS;
-    lay.state_size = sw_lstate_size(cfg.interval_ms, cfg.sample_count);
-    lay.init_state = lim_init_state;
-    lay.check_state = lim_check_state;
-    lay.state_lock = lim_state_lock;
-    lay.name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
-    if (shared_open(&self->shm, mode, path, &lay) < 0) {
+    if (region_open(&self->shm, mode, path, &limiter_ops.region, cfg.interval_ms,
+                    cfg.sample_count, 0, SW_SHM_MAX_PROCS,
+                    sw_lstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -187,7 +123,7 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->view.n_slots = self->shm.n_slots;
     self->held = 0;
     self->view.held = &self->held;
-    if (claim_slot(self) < 0) {
+    if (limiting_claim((PyObject *)self) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -214,15 +150,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
  * held is changed under the region's lock, which the caller holds). */
 static int64_t held_on_region(const struct fork_link *l, const void *ctx)
 {
-    const LimiterObject *me = ctx;
     const LimiterObject *o =
-        (const LimiterObject *)(const void *)((const char *)l - offsetof(LimiterObject, fork));
-    if (l->kind != FORK_KIND_DEFAULT || !atomic_load(&l->shared) || !o->is_shared ||
-        me->shm.anonymous ||
-        o->shm.anonymous || o->shm.dev != me->shm.dev || o->shm.ino != me->shm.ino ||
-        atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        return 0;
-    return o->held > 0 ? o->held : 0;
+        (const LimiterObject *)limiting_same_region(l, (PyObject *)(uintptr_t)ctx);
+    return o != NULL && o->held > 0 ? o->held : 0;
 }
 
 static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
@@ -231,50 +161,74 @@ static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-static void Limiter_dealloc(LimiterObject *self)
+/* ---- the operations table (limiting_ops.h) ---- */
+
+static uint32_t lim_reap(const void *view)
 {
-    PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
-    fork_unregister(&self->fork);
-    waitq_destroy(&self->wq);
-    if (self->is_shared) {
-        /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
-         * it stays until the process dies and is reaped; what this object still holds in
-         * flight (acquired, never released) is given back now, unless the object is a fork()
-         * child's copy that never decided (then it is the parent's) */
-        if (self->view.my_slot >= 0 &&
-            atomic_load_explicit(&self->fork_gen, memory_order_acquire) ==
-                sw_proc_fork_generation()) {
-            /* a lock that never comes (a live process that is not in it, stuck) is given
-             * up on: the count then stays for the reap (a destructor never blocks forever) */
-            struct dealloc_wait dw;
-            dealloc_wait_begin(&dw);
-            if (dealloc_wait_end(&dw, sw_view_lock_or_give_up(&self->view))) {
-                int64_t back = sw_lstate_give_back_locked(&self->view,
-                                                          fork_sum(held_on_region, self));
-                sw_view_unlock(&self->view);
-                if (back > 0)
-                    shared_notify(&self->shm);
-            }
-        }
-        sw_shm_close(&self->shm);
-        self->is_shared = 0;
-    }
-    Py_CLEAR(self->shared);
-    Py_CLEAR(self->name);
-    Py_CLEAR(self->waker);
-    pthread_mutex_destroy(&self->cfg_mu);
-    PyMem_Free(self->lim);
-    self->lim = NULL;
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
+    return sw_lstate_reap(view);
 }
 
-void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
+static void lim_lock(const void *view)
 {
-    if (self->is_shared)
-        (void)shared_maybe_reap(self); /* a dead process's in-flight counts, for the next */
-    blocked_raise(self->st, (PyObject *)self, NULL, n, d);
+    sw_view_lock(view);
 }
+
+static bool lim_lock_or_give_up(const void *view)
+{
+    return sw_view_lock_or_give_up(view);
+}
+
+static void lim_unlock(const void *view)
+{
+    sw_view_unlock(view);
+}
+
+static int lim_count(const void *view, uint32_t ev, int64_t n, int64_t now_ns)
+{
+    return sw_count(view, ev, n, now_ns);
+}
+
+static int lim_count_shadow_block(const void *view, int64_t n, int64_t now_ns)
+{
+    return sw_count_shadow_block(view, n, now_ns);
+}
+
+static void lim_stats(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted)
+{
+    sw_stats_read(view, now_ns, out);
+    *evicted = 0; /* KeyedLimiter only */
+}
+
+static void lim_totals(const void *view, struct sw_totals *out)
+{
+    sw_totals_read(view, out);
+}
+
+static int64_t lim_give_back_locked(PyObject *self)
+{
+    return sw_lstate_give_back_locked(&((LimiterObject *)self)->view,
+                                      fork_sum(held_on_region, self));
+}
+
+static void lim_forget_held(PyObject *self)
+{
+    ((LimiterObject *)self)->held = 0;
+}
+
+static void lim_free_own(PyObject *self)
+{
+    PyMem_Free(((LimiterObject *)self)->lim);
+    ((LimiterObject *)self)->lim = NULL;
+}
+
+static const struct limiting_ops limiter_ops = {
+    "Limiter",
+    {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
+    lim_reap, lim_lock, lim_lock_or_give_up, lim_unlock, lim_count, lim_count_shadow_block,
+    lim_stats, lim_totals,
+    NULL, lim_give_back_locked, lim_forget_held, lim_free_own,
+};
+
 
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
@@ -342,25 +296,6 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
                          (long long)d.retry_ns);
 }
 
-/* _count_block(n, shadow=False): the one BLOCK of a request that retried and finally failed;
- * shadow: a shadow rule's would-be refusal (shadow_block too), after a group's retries. */
-static PyObject *Limiter_count_block(LimiterObject *self, PyObject *const *args,
-                                     Py_ssize_t nargs)
-{
-    int64_t n;
-    int shadow = 0;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "_count_block(n, shadow=False) takes 1 or 2 arguments");
-        return NULL;
-    }
-    if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
-        return NULL;
-    if (shadow)
-        sw_count_shadow_block(limiter_view(self), n, SW_NOW);
-    else
-        sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
-    Py_RETURN_NONE;
-}
 
 /* _raise_blocked(n, verdict, retry_ns): raise the BlockedError of a refusal. */
 static PyObject *Limiter_raise_blocked(LimiterObject *self, PyObject *const *args,
@@ -392,20 +327,11 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
 }
 
 
-static uint32_t limiter_reap(const void *view)
-{
-    return sw_lstate_reap(view);
-}
 
-bool shared_maybe_reap(LimiterObject *self)
-{
-    return self->is_shared && shared_reap_due(&self->shm) &&
-           shared_reap(&self->shm, limiter_reap, limiter_view(self));
-}
 
 /* acquire_loop's questions to a Limiter */
 struct lim_ask {
-    LimiterObject *self;
+    PyObject *self; /* first (limiting_acquire_wait) */
     int64_t n;
     unsigned flags;
 };
@@ -413,15 +339,11 @@ struct lim_ask {
 static void lim_ask_decide(void *ctx, struct sw_decision *d)
 {
     struct lim_ask *a = ctx;
-    if (GAVE_UP(sw_decide(limiter_view(a->self), a->n, SW_NOW,
+    if (GAVE_UP(sw_decide(limiter_view((LimiterObject *)a->self), a->n, SW_NOW,
                           a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
         (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
 }
 
-static bool lim_ask_reap(void *ctx)
-{
-    return shared_maybe_reap(((struct lim_ask *)ctx)->self);
-}
 
 /* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
 int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
@@ -437,20 +359,9 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
         }
         return defer_wait ? 0 : sleep_decision(d);
     }
-    bool conc = self->grade == SW_GRADE_CONCURRENCY;
-    struct lim_ask ask = {self, n, flags};
-    struct acquire_loop loop = {lim_ask_decide, lim_ask_reap, &ask,
-                                conc && !self->is_shared ? &self->wq : NULL,
-                                conc && self->is_shared ? &self->shm : NULL, false,
-                                defer_wait};
-    int rc = acquire_loop(&loop, timeout_ns, d);
-    if (rc == 1) {
-        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
-            sw_count(limiter_view(self), SW_EV_BLOCK, n, SW_NOW);
-        raise_blocked(self, n, d);
-        return -1;
-    }
-    return rc;
+    struct lim_ask ask = {(PyObject *)self, n, flags};
+    return limiting_acquire_wait((PyObject *)self, NULL, n, timeout_ns, defer_wait, d,
+                                 lim_ask_decide, &ask);
 }
 
 /* @return 0 admitted, -1 with an exception set. */
@@ -510,7 +421,10 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
         (void)lock_gave_up_error(); /* the count stays held: the caller may try again */
         return NULL;
     }
-    if (rc == SW_ESTATE && limiter_cfg(self).shadow) {
+    struct sw_limiter_cfg cfg;
+    if (rc == SW_ESTATE)
+        limiting_settings((PyObject *)self, &cfg, NULL);
+    if (rc == SW_ESTATE && cfg.shadow) {
         /* shadow: a would-be refusal held nothing, so its caller's release() has nothing to
          * give back; never raise, give back what is there (at most n) */
         sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
@@ -525,19 +439,6 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-static PyObject *Limiter_stats(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    int64_t now;
-    static const char *const names[] = {"now_ns"};
-    PyObject *a[1] = {NULL};
-    if (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_now(a[0], &now) < 0)
-        return NULL;
-    struct sw_stats s;
-    (void)shared_maybe_reap(self);
-    sw_stats_read(limiter_view(self), now, &s);
-    return stats_new(self->st, &s, self->interval_ms, 0); /* evicted: KeyedLimiter only */
-}
 
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 {
@@ -552,37 +453,11 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 }
 
 
-/* The settings, read under the object's own mutex only (update() writes them under it and
- * the state's lock): never waits for another process. */
-static struct sw_limiter_cfg limiter_cfg(LimiterObject *self)
-{
-    pthread_mutex_lock(&self->cfg_mu);
-    struct sw_limiter_cfg cfg = self->cfg;
-    pthread_mutex_unlock(&self->cfg_mu);
-    return cfg;
-}
-
-#define LIMITER_CFG_GETTER(field)                                                              \
-    static PyObject *Limiter_get_##field(LimiterObject *self, void *Py_UNUSED(c))              \
-    {                                                                                          \
-        struct sw_limiter_cfg snap = limiter_cfg(self);                                        \
-        return cfg_get_##field((PyObject *)(void *)&snap, (void *)0);                          \
-    }
-LIMITER_CFG_GETTER(qps)
-LIMITER_CFG_GETTER(concurrency)
-LIMITER_CFG_GETTER(behavior)
-LIMITER_CFG_GETTER(warm_up_s)
-LIMITER_CFG_GETTER(cold_factor)
-LIMITER_CFG_GETTER(max_queueing_ms)
-LIMITER_CFG_GETTER(occupy_timeout_ms)
-LIMITER_CFG_GETTER(shadow)
-LIMITER_CFG_GETTER(interval_ms)
-LIMITER_CFG_GETTER(sample_count)
-#undef LIMITER_CFG_GETTER
 
 static PyObject *Limiter_repr(LimiterObject *self)
 {
-    struct sw_limiter_cfg cfg = limiter_cfg(self);
+    struct sw_limiter_cfg cfg;
+    limiting_settings((PyObject *)self, &cfg, NULL);
     PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
@@ -610,28 +485,6 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
 
 /* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
 
-/* _set_waker(callable or None): called (no argument) by every release while set */
-static PyObject *Limiter_set_waker(LimiterObject *self, PyObject *arg)
-{
-    return waker_set(&self->waker, arg);
-}
-
-static PyObject *Limiter_watch(LimiterObject *self, PyObject *arg)
-{
-    return waker_watch(&self->shm, self->is_shared, arg);
-}
-
-static PyObject *Limiter_release_wait(LimiterObject *self, PyObject *const *args,
-                                      Py_ssize_t nargs)
-{
-    return waker_release_wait(&self->shm, self->is_shared, args, nargs);
-}
-
-/* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */
-static PyObject *Limiter_reap(LimiterObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return PyBool_FromLong(shared_maybe_reap(self));
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* benchmark-only module functions (slidewin._core._noop, slidewin._core._try_acquire_nogil) */
@@ -670,11 +523,12 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
     Py_RETURN_FALSE;
 }
 
-static PyObject *Limiter_totals(LimiterObject *self, PyObject *Py_UNUSED(ignored))
+
+/* update()'s swap, under the state's lock: the view's rule (the private one, or this
+ * process's for a shared state) */
+static void lim_apply_rule(PyObject *self, void *rule)
 {
-    struct sw_totals t;
-    sw_totals_read(limiter_view(self), &t);
-    return totals_dict(&t);
+    *(struct sw_rule *)(uintptr_t)((LimiterObject *)self)->view.rule = *(struct sw_rule *)rule;
 }
 
 /* update(**settings): change this process's settings in place; the state is kept. */
@@ -684,53 +538,39 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
     PyObject *v[8];
-    const struct sw_view *view = limiter_view(self);
     /* checked against a snapshot (cfg_mu), and installed in one swap under the state's lock
      * (decisions read the rule under it) and cfg_mu unless another update() landed meanwhile
      * (then checked again): no torn read and no lost update, with or without the GIL */
     for (;;) {
-        pthread_mutex_lock(&self->cfg_mu);
-        struct sw_limiter_cfg cfg = self->cfg;
-        uint64_t gen = self->settings_gen;
-        pthread_mutex_unlock(&self->cfg_mu);
+        struct sw_limiter_cfg cfg;
+        uint64_t gen;
+        limiting_settings((PyObject *)self, &cfg, &gen);
         if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
             return NULL;
         struct sw_rule rule;
         int rc = sw_rule_init(&rule, &cfg);
         if (rc != SW_OK)
             return raise_core_error(rc);
-        /* one swap under the state's lock: a decision sees the old rule or the new one */
-        sw_view_lock(view);
-        pthread_mutex_lock(&self->cfg_mu); /* always after the state's lock */
-        bool same = self->settings_gen == gen;
-        if (same) {
-            *(struct sw_rule *)view->rule = rule;
-            self->cfg = cfg;
-            self->settings_gen++;
-        }
-        pthread_mutex_unlock(&self->cfg_mu);
-        sw_view_unlock(view);
-        if (same)
+        if (limiting_install((PyObject *)self, gen, &cfg, lim_apply_rule, &rule) == 0)
             break;
     }
     limiter_notify(self); /* a higher concurrency may admit a waiter now */
     Py_RETURN_NONE;
 }
 
-#define CFG CFG_AT(LimiterObject)
 static PyGetSetDef Limiter_getset[] = {
     {"metric", (getter)Limiter_get_metric, NULL,
      "This limiter's window as a Metric (a live view).", NULL},
-    {"qps", (getter)Limiter_get_qps, NULL, "The rate per second, or None.", CFG},
-    {"concurrency", (getter)Limiter_get_concurrency, NULL, "The in-flight limit, or None.", CFG},
-    {"behavior", (getter)Limiter_get_behavior, NULL, "The controller.", CFG},
-    {"warm_up_s", (getter)Limiter_get_warm_up_s, NULL, "Warm-up period, s.", CFG},
-    {"cold_factor", (getter)Limiter_get_cold_factor, NULL, "Warm-up cold factor.", CFG},
-    {"max_queueing_ms", (getter)Limiter_get_max_queueing_ms, NULL, "Throttle queue, ms.", CFG},
-    {"occupy_timeout_ms", (getter)Limiter_get_occupy_timeout_ms, NULL,
-     "Longest wait of a prioritized borrow, ms.", CFG},
-    {"interval_ms", (getter)Limiter_get_interval_ms, NULL, "The window, ms.", CFG},
-    {"sample_count", (getter)Limiter_get_sample_count, NULL, "Buckets in the window.", CFG},
+    {"qps", cfg_get_qps, NULL, "The rate per second, or None.", NULL},
+    {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit, or None.", NULL},
+    {"behavior", cfg_get_behavior, NULL, "The controller.", NULL},
+    {"warm_up_s", cfg_get_warm_up_s, NULL, "Warm-up period, s.", NULL},
+    {"cold_factor", cfg_get_cold_factor, NULL, "Warm-up cold factor.", NULL},
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
+    {"occupy_timeout_ms", cfg_get_occupy_timeout_ms, NULL,
+     "Longest wait of a prioritized borrow, ms.", NULL},
+    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", NULL},
+    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", NULL},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
@@ -738,13 +578,12 @@ static PyGetSetDef Limiter_getset[] = {
     {"name", get_object_or_none, NULL,
      "The name (name=, else the shared region's name), or None.",
      (void *)offsetof(LimiterObject, name)},
-    {"shadow", (getter)Limiter_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", CFG},
+    {"shadow", cfg_get_shadow, NULL,
+     "Shadow mode: decides and counts, admits everything.", NULL},
     {NULL}};
-#undef CFG
 
 static PyMethodDef Limiter_methods[] = {
-    {"totals", (PyCFunction)Limiter_totals, METH_NOARGS,
+    {"totals", limiting_totals, METH_NOARGS,
      "totals()\n--\n\nLifetime totals since creation (monotonic, never reset): a dict with "
      "pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow "
      "decisions an enforcing limiter would have refused, a part of block)."},
@@ -773,16 +612,16 @@ static PyMethodDef Limiter_methods[] = {
      "entry(n=1, *, timeout=None)\n--\n\nA context manager: acquire (as acquire(n, "
      "timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit "
      "record SUCCESS or EXCEPTION, RT, and release."},
-    {"stats", (PyCFunction)(void (*)(void))Limiter_stats, FASTKW,
+    {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
     {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)(void (*)(void))Limiter_count_block, METH_FASTCALL, NULL},
+    {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
-    {"_set_waker", (PyCFunction)Limiter_set_waker, METH_O, NULL},
-    {"_watch", (PyCFunction)Limiter_watch, METH_O, NULL},
-    {"_release_wait", (PyCFunction)(void (*)(void))Limiter_release_wait, METH_FASTCALL, NULL},
-    {"_reap", (PyCFunction)Limiter_reap, METH_NOARGS, NULL},
+    {"_set_waker", limiting_set_waker, METH_O, NULL},
+    {"_watch", limiting_watch, METH_O, NULL},
+    {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL, NULL},
+    {"_reap", limiting_reap_m, METH_NOARGS, NULL},
     ADAPTIVE_METHODS
     {NULL}};
 
@@ -794,7 +633,7 @@ static PyType_Slot Limiter_slots[] = {
     {Py_tp_doc, "The C base of slidewin.Limiter."},
     {Py_tp_new, Limiter_new},
     {Py_tp_traverse, Limiter_traverse},
-    {Py_tp_dealloc, Limiter_dealloc},
+    {Py_tp_dealloc, limiting_dealloc},
     {Py_tp_repr, Limiter_repr},
     {Py_tp_methods, Limiter_methods},
     {Py_tp_getset, Limiter_getset},

@@ -3,18 +3,16 @@
 #define SW_BINDING_LIMITER_H
 
 #include "binding.h"
+#include "limiting_ops.h"
 
 extern PyType_Spec Limiter_spec;
-
-/** Claim this process's slot again after fork() (the parent's slot is the parent's). */
-void limiter_refork(LimiterObject *self);
 
 /** The view every decision goes through (a forked shared limiter claims its own slot). */
 static inline const struct sw_view *limiter_view(LimiterObject *self)
 {
     if (self->is_shared &&
         atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        limiter_refork(self);
+        limiting_refork((PyObject *)self);
     return &self->view;
 }
 
@@ -28,11 +26,17 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
                       bool defer_wait, struct sw_decision *d);
 
 /** Set BlockedError for a refusal of n by `self`. */
-void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d);
+static inline void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
+{
+    limiting_raise_blocked((PyObject *)self, NULL, n, d);
+}
 
 /** Reap dead processes' slots of a shared limiter when due (shared.h's shared_reap).
  * @return whether anything was given back */
-bool shared_maybe_reap(LimiterObject *self);
+static inline bool shared_maybe_reap(LimiterObject *self)
+{
+    return limiting_maybe_reap((PyObject *)self);
+}
 
 /* module-level private functions (benchmarks) */
 PyObject *bench_noop(PyObject *m, PyObject *unused);

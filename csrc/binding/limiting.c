@@ -12,52 +12,7 @@
 
 const char *const behavior_names[4] = {"reject", "warm_up", "throttle", "warm_up_throttle"};
 
-/* ---- properties ------------------------------------------------------------------------ */
-
-static const struct sw_limiter_cfg *cfg_at(PyObject *self, void *at)
-{
-    return (const struct sw_limiter_cfg *)(const void *)((const char *)self + (size_t)at);
-}
-
-PyObject *cfg_get_qps(PyObject *self, void *at)
-{
-    const struct sw_limiter_cfg *c = cfg_at(self, at);
-    if (c->grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(c->count);
-}
-
-PyObject *cfg_get_concurrency(PyObject *self, void *at)
-{
-    const struct sw_limiter_cfg *c = cfg_at(self, at);
-    if (c->grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)c->count);
-}
-
-PyObject *cfg_get_behavior(PyObject *self, void *at)
-{
-    return PyUnicode_FromString(behavior_names[cfg_at(self, at)->behavior]);
-}
-
-/* the plain ones: one field, one conversion */
-#define CFG_GETTER(field, convert)                                                             \
-    PyObject *cfg_get_##field(PyObject *self, void *at)                                        \
-    {                                                                                          \
-        return convert(cfg_at(self, at)->field);                                               \
-    }
-CFG_GETTER(warm_up_s, PyFloat_FromDouble)
-CFG_GETTER(cold_factor, PyFloat_FromDouble)
-CFG_GETTER(max_queueing_ms, PyLong_FromLongLong)
-CFG_GETTER(occupy_timeout_ms, PyLong_FromLongLong)
-CFG_GETTER(interval_ms, PyLong_FromLongLong)
-CFG_GETTER(sample_count, PyLong_FromUnsignedLong)
-#undef CFG_GETTER
-
-PyObject *cfg_get_shadow(PyObject *self, void *at)
-{
-    return PyBool_FromLong(cfg_at(self, at)->shadow != 0);
-}
+/* ---- properties ----------------------------------------------------------------------- */
 
 PyObject *get_object_or_none(PyObject *self, void *at)
 {

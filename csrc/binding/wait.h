@@ -111,7 +111,7 @@ struct fork_link {
      * async-signal context of the only thread, no Python */
     void (*child)(struct fork_link *l);
 };
-enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1 };
+enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1, FORK_KIND_LIMITER = 2 };
 
 /** Add an object's locks to the registry (installs the fork handlers once).
  * @return 0, or -1 with an exception set */

@@ -1,0 +1,335 @@
+/* limiting_ops.c - what the limiter types do alike over their head and operations table
+ * (limiting_ops.h), written once: Limiter (limiter.c) and KeyedLimiter (keyed.c) fill in the
+ * table; their hot paths stay theirs. */
+#include "limiting_ops.h"
+#include "args.h"
+#include "observe.h"
+#include "shared.h"
+#include "wakers.h"
+
+#include <sched.h>
+#include <string.h>
+
+int region_open(struct sw_shm *shm, int mode, const char *path, const struct region_kind *k,
+                int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, uint32_t n_slots,
+                size_t state_size, PyObject *name)
+{
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.kind = k->kind;
+    lay.interval_ms = interval_ms;
+    lay.sample_count = sample_count;
+    lay.max_keys = max_keys;
+    lay.n_slots = n_slots;
+    lay.state_size = state_size;
+    lay.init_state = k->init_state;
+    lay.check_state = k->check_state;
+    lay.state_lock = k->state_lock;
+    lay.name = name != NULL ? PyUnicode_AsUTF8(name) : NULL;
+    return shared_open(shm, mode, path, &lay);
+}
+
+int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *st,
+                  const struct sw_limiter_cfg *cfg, void *view, int32_t *my_slot,
+                  PyObject *name, int name_given, PyObject *shared)
+{
+    struct limiting_head *h = LIMITING(self);
+    h->ops = ops; /* first: the dealloc of a half-made object needs it */
+    pthread_mutex_init(&h->cfg_mu, NULL);
+    h->st = st;
+    h->cfg = *cfg;
+    h->grade = cfg->grade;
+    h->interval_ms = cfg->interval_ms;
+    h->weakreflist = NULL;
+    h->viewp = view;
+    h->my_slot = my_slot;
+    h->name = name;
+    h->name_given = name_given;
+    h->shared = shared;
+    if (shared == NULL)
+        return -1;
+    return waitq_init(&h->wq);
+}
+
+/* fork_gen while one thread of a fork() child claims the child's slot */
+#define FORK_GEN_CLAIMING UINT64_MAX
+
+/* Claim the process's slot, reaping dead processes when all are taken. @return the slot or
+ * -1 (none left) */
+static int32_t claim(struct limiting_head *h)
+{
+    int32_t slot = sw_shm_claim_slot(&h->shm, sw_proc_token());
+    if (slot < 0) {
+        (void)h->ops->reap(h->viewp);
+        slot = sw_shm_claim_slot(&h->shm, sw_proc_token());
+    }
+    return slot;
+}
+
+int limiting_claim(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    *h->my_slot = claim(h);
+    atomic_store(&h->fork_gen, sw_proc_fork_generation());
+    if (*h->my_slot < 0) {
+        PyErr_Format(PyExc_OSError, "shared region %R: all %u process slots are taken by live "
+                     "processes", h->shared, h->shm.n_slots);
+        return -1;
+    }
+    return 0;
+}
+
+void limiting_refork(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    uint64_t now = sw_proc_fork_generation();
+    for (;;) {
+        uint64_t seen = atomic_load_explicit(&h->fork_gen, memory_order_acquire);
+        if (seen == now)
+            return; /* another thread of this process claimed it */
+        if (seen == FORK_GEN_CLAIMING) {
+            sched_yield();
+            continue;
+        }
+        if (atomic_compare_exchange_strong(&h->fork_gen, &seen, FORK_GEN_CLAIMING))
+            break;
+    }
+    /* with no slot left (more than SW_SHM_MAX_PROCS live processes), this process's
+     * in-flight counts are not given back should it die: rare, and never an over-admission */
+    *h->my_slot = claim(h);
+    /* what the object held is the parent's (its copy gives it back); no other object reads
+     * it before fork_gen is now */
+    h->ops->forget_held(self);
+    atomic_store_explicit(&h->fork_gen, now, memory_order_release);
+}
+
+bool limiting_maybe_reap(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    return h->is_shared && shared_reap_due(&h->shm) &&
+           shared_reap(&h->shm, h->ops->reap, limiting_view(self));
+}
+
+const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *self)
+{
+    const struct limiting_head *me = LIMITING(self);
+    const LimitingObject *o =
+        (const LimitingObject *)(const void *)((const char *)l - offsetof(LimitingObject, fork));
+    if (l->kind != me->fork.kind || !atomic_load(&l->shared) || o->ops != me->ops || !o->is_shared || me->shm.anonymous ||
+        o->shm.anonymous || o->shm.dev != me->shm.dev || o->shm.ino != me->shm.ino ||
+        atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        return NULL;
+    return o;
+}
+
+void limiting_dealloc(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    PyTypeObject *tp = dealloc_start(self, h->weakreflist);
+    fork_unregister(&h->fork);
+    waitq_destroy(&h->wq);
+    if (h->is_shared) {
+        /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
+         * it stays until the process dies and is reaped; what this object still holds in
+         * flight (acquired, never released) is given back now, unless the object is a fork()
+         * child's copy that never decided (then it is the parent's) */
+        if (*h->my_slot >= 0 && (h->ops->holds == NULL || h->ops->holds(self)) &&
+            atomic_load_explicit(&h->fork_gen, memory_order_acquire) ==
+                sw_proc_fork_generation()) {
+            /* a lock that never comes (a live process that is not in it, stuck) is given
+             * up on: the count then stays for the reap (a destructor never blocks forever) */
+            struct dealloc_wait dw;
+            dealloc_wait_begin(&dw);
+            if (dealloc_wait_end(&dw, h->ops->lock_or_give_up(h->viewp))) {
+                int64_t back = h->ops->give_back_locked(self);
+                h->ops->unlock(h->viewp);
+                if (back > 0)
+                    shared_notify(&h->shm);
+            }
+        }
+        h->ops->forget_held(self);
+        sw_shm_close(&h->shm);
+        h->is_shared = 0;
+    }
+    Py_CLEAR(h->shared);
+    Py_CLEAR(h->name);
+    Py_CLEAR(h->waker);
+    pthread_mutex_destroy(&h->cfg_mu);
+    if (h->ops != NULL)
+        h->ops->free_own(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
+                            const struct sw_decision *d)
+{
+    struct limiting_head *h = LIMITING(self);
+    if (h->is_shared)
+        (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
+    blocked_raise(h->st, self, key, n, d);
+}
+
+static bool ask_reap(void *ctx)
+{
+    return limiting_maybe_reap(*(PyObject **)ctx);
+}
+
+int limiting_acquire_wait(PyObject *self, PyObject *key, int64_t n, int64_t timeout_ns,
+                          bool defer_wait, struct sw_decision *d,
+                          void (*decide)(void *ctx, struct sw_decision *d), void *ctx)
+{
+    struct limiting_head *h = LIMITING(self);
+    bool conc = h->grade == SW_GRADE_CONCURRENCY;
+    struct acquire_loop loop = {decide, ask_reap, ctx, conc && !h->is_shared ? &h->wq : NULL,
+                                conc && h->is_shared ? &h->shm : NULL, false, defer_wait};
+    int rc = acquire_loop(&loop, timeout_ns, d);
+    if (rc == 1) {
+        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
+            h->ops->count(limiting_view(self), SW_EV_BLOCK, n, SW_NOW);
+        limiting_raise_blocked(self, key, n, d);
+        return -1;
+    }
+    return rc;
+}
+
+void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
+{
+    struct limiting_head *h = LIMITING(self);
+    pthread_mutex_lock(&h->cfg_mu);
+    *cfg = h->cfg;
+    if (gen != NULL)
+        *gen = h->settings_gen;
+    pthread_mutex_unlock(&h->cfg_mu);
+}
+
+int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
+                     void (*apply)(PyObject *self, void *arg), void *arg)
+{
+    struct limiting_head *h = LIMITING(self);
+    void *view = limiting_view(self);
+    h->ops->lock(view);
+    pthread_mutex_lock(&h->cfg_mu); /* always after the state's lock */
+    bool same = h->settings_gen == gen;
+    if (same) {
+        if (apply != NULL)
+            apply(self, arg);
+        if (cfg != NULL)
+            h->cfg = *cfg;
+        h->settings_gen++;
+    }
+    pthread_mutex_unlock(&h->cfg_mu);
+    h->ops->unlock(view);
+    return same ? 0 : 1;
+}
+
+PyObject *limiting_totals(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    struct sw_totals t;
+    LIMITING(self)->ops->totals(limiting_view(self), &t);
+    return totals_dict(&t);
+}
+
+PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    struct limiting_head *h = LIMITING(self);
+    int64_t now, evicted = 0;
+    static const char *const names[] = {"now_ns"};
+    PyObject *a[1] = {NULL};
+    if (parse_fast("stats", args, nargs, kwnames, names, 1, 1, a) < 0 || parse_now(a[0], &now) < 0)
+        return NULL;
+    struct sw_stats s;
+    (void)limiting_maybe_reap(self);
+    h->ops->stats(limiting_view(self), now, &s, &evicted);
+    return stats_new(h->st, &s, h->interval_ms, evicted);
+}
+
+/* _count_block(n, shadow=False): the one BLOCK of a request that retried and finally failed;
+ * shadow: a shadow rule's would-be refusal (shadow_block too), after a group's retries. */
+PyObject *limiting_count_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    int64_t n;
+    int shadow = 0;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_count_block(n, shadow=False) takes 1 or 2 arguments");
+        return NULL;
+    }
+    if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
+        return NULL;
+    if (shadow)
+        ops->count_shadow_block(limiting_view(self), n, SW_NOW);
+    else
+        ops->count(limiting_view(self), SW_EV_BLOCK, n, SW_NOW);
+    Py_RETURN_NONE;
+}
+
+/* _reap() -> bool: give back dead processes' in-flight counts now (shared; False otherwise) */
+PyObject *limiting_reap_m(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(limiting_maybe_reap(self));
+}
+
+PyObject *limiting_set_waker(PyObject *self, PyObject *arg)
+{
+    return waker_set(&LIMITING(self)->waker, arg);
+}
+
+PyObject *limiting_watch(PyObject *self, PyObject *arg)
+{
+    struct limiting_head *h = LIMITING(self);
+    return waker_watch(&h->shm, h->is_shared, arg);
+}
+
+PyObject *limiting_release_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    struct limiting_head *h = LIMITING(self);
+    return waker_release_wait(&h->shm, h->is_shared, args, nargs);
+}
+
+/* ---- properties: the settings, from a snapshot (limiting_settings) ---- */
+
+PyObject *cfg_get_qps(PyObject *self, void *Py_UNUSED(c))
+{
+    struct sw_limiter_cfg cfg;
+    limiting_settings(self, &cfg, NULL);
+    if (cfg.grade != SW_GRADE_QPS)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cfg.count);
+}
+
+PyObject *cfg_get_concurrency(PyObject *self, void *Py_UNUSED(c))
+{
+    struct sw_limiter_cfg cfg;
+    limiting_settings(self, &cfg, NULL);
+    if (cfg.grade != SW_GRADE_CONCURRENCY)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)cfg.count);
+}
+
+/* the plain ones: one field, one conversion */
+#define CFG_GETTER(field, convert)                                                             \
+    PyObject *cfg_get_##field(PyObject *self, void *Py_UNUSED(c))                              \
+    {                                                                                          \
+        struct sw_limiter_cfg cfg;                                                             \
+        limiting_settings(self, &cfg, NULL);                                                   \
+        return convert(cfg.field);                                                             \
+    }
+static PyObject *behavior_name(int b)
+{
+    return PyUnicode_FromString(behavior_names[b]);
+}
+static PyObject *as_bool(uint32_t v)
+{
+    return PyBool_FromLong(v != 0);
+}
+CFG_GETTER(behavior, behavior_name)
+CFG_GETTER(warm_up_s, PyFloat_FromDouble)
+CFG_GETTER(cold_factor, PyFloat_FromDouble)
+CFG_GETTER(max_queueing_ms, PyLong_FromLongLong)
+CFG_GETTER(occupy_timeout_ms, PyLong_FromLongLong)
+CFG_GETTER(interval_ms, PyLong_FromLongLong)
+CFG_GETTER(sample_count, PyLong_FromUnsignedLong)
+CFG_GETTER(shadow, as_bool)
+#undef CFG_GETTER

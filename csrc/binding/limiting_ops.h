@@ -1,0 +1,129 @@
+/* limiting_ops.h - one limiter over a state (limiting_ops.c): the operations table of the
+ * limiter types (Limiter: limiter.c, KeyedLimiter: keyed.c) and what is written once over
+ * it and their head (LIMITING_HEAD, binding.h): the region's open and slot, fork(), reaping,
+ * dealloc, refusals, acquire()'s wait, update()'s install, and the methods alike in both.
+ *
+ * None of it is on a decision's hot path: try_acquire, entries' enter and exit, release()
+ * call the core directly in each type (no indirect call there). The table serves the rest.
+ * Also the region open that Breaker and Metric share (region_open).
+ */
+#ifndef SW_BINDING_LIMITING_OPS_H
+#define SW_BINDING_LIMITING_OPS_H
+
+#include "binding.h"
+
+/* What a state in a shared region is: the layout's kind and callbacks (sw_shm.h). */
+struct region_kind {
+    uint32_t kind; /* SW_KIND_* */
+    int (*init_state)(void *state, const struct sw_shm_layout *lay);
+    int (*check_state)(void *state, const struct sw_shm_layout *lay);
+    sw_lock *(*state_lock)(void *state);
+};
+
+/** Open (or create) the region of `shared=` (mode 1 anonymous, 2 a file at path) for a state
+ * of this kind and layout; name: the object's name (or NULL). @return 0, or -1 with an
+ * exception set */
+int region_open(struct sw_shm *shm, int mode, const char *path, const struct region_kind *k,
+                int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, uint32_t n_slots,
+                size_t state_size, PyObject *name);
+
+/* A limiter type's operations on its state, through its view (`viewp`: the head's). */
+struct limiting_ops {
+    const char *tname;        /* the type, in messages */
+    struct region_kind region;
+    uint32_t (*reap)(const void *view); /* give back dead processes' counts (the GIL free) */
+    void (*lock)(const void *view);
+    bool (*lock_or_give_up)(const void *view);
+    void (*unlock)(const void *view);
+    int (*count)(const void *view, uint32_t ev, int64_t n, int64_t now_ns);
+    int (*count_shadow_block)(const void *view, int64_t n, int64_t now_ns);
+    /* the window's statistics (and keys evicted so far) */
+    void (*stats)(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted);
+    void (*totals)(const void *view, struct sw_totals *out);
+    /* shared: does the object hold anything to give back when it goes (NULL: maybe) */
+    bool (*holds)(PyObject *self);
+    /* shared, the lock held: give back what the object holds. @return how much */
+    int64_t (*give_back_locked)(PyObject *self);
+    /* shared: forget what the object holds (a fork() child's copy: the parent's) */
+    void (*forget_held)(PyObject *self);
+    /* free the type's own memory (dealloc, after the head's) */
+    void (*free_own)(PyObject *self);
+};
+
+/** The head's fields every constructor sets first (st, ops, settings, view, cfg_mu, the
+ * name and shared=, stolen). @return 0, or -1 with an exception set (the caller DECREFs) */
+int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *st,
+                  const struct sw_limiter_cfg *cfg, void *view, int32_t *my_slot,
+                  PyObject *name, int name_given, PyObject *shared);
+
+/** Claim this process's slot of a shared state (reaping dead processes when all are taken).
+ * @return 0, or -1 with OSError set (all taken by live processes) */
+int limiting_claim(PyObject *self);
+/** Claim it again in a fork() child: one thread claims, the others wait for it. */
+void limiting_refork(PyObject *self);
+/** The view (a forked shared object claims its own slot first). */
+static inline void *limiting_view(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    if (h->is_shared &&
+        atomic_load_explicit(&h->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        limiting_refork(self);
+    return h->viewp;
+}
+
+/** Shared: give back dead processes' counts when a reap is due. @return whether any */
+bool limiting_maybe_reap(PyObject *self);
+/** The other live object of this process on self's region behind fork link l (one of
+ * self's fork.kind: FORK_KIND_LIMITER, FORK_KIND_KEYED), or NULL: give_back_locked's
+ * fork_sum callbacks (what the others hold stays). */
+const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *self);
+
+/** tp_dealloc of a limiter type: the head's, then ops->free_own, then the memory. */
+void limiting_dealloc(PyObject *self);
+
+/** BlockedError for the refusal of n (of key, or NULL), a reap first when shared. */
+void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
+                            const struct sw_decision *d);
+
+/** acquire(timeout=) after the first refusal: acquire_loop with the type's decide(ctx, d)
+ * (ctx starts with the PyObject *self), woken by releases for a concurrency limit; refused
+ * at the end: one BLOCK counted (unless a lock never came), BlockedError raised.
+ * @return 0 admitted (d its decision; its wait slept unless defer_wait), -1 with an
+ * exception set */
+int limiting_acquire_wait(PyObject *self, PyObject *key, int64_t n, int64_t timeout_ns,
+                          bool defer_wait, struct sw_decision *d,
+                          void (*decide)(void *ctx, struct sw_decision *d), void *ctx);
+
+/** A snapshot of the settings under cfg_mu (never the state's lock). */
+void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
+/** Install settings checked against the snapshot of generation gen, in one swap under the
+ * state's lock (decisions read them under it) and cfg_mu: apply(self, arg) (the type's own:
+ * its rule), then cfg (when not NULL), the generation bumped; unless another change came
+ * in since (then nothing is done). @return 0 installed, 1 changed meanwhile */
+int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
+                     void (*apply)(PyObject *self, void *arg), void *arg);
+
+/* Methods alike in both types (their method tables point here) */
+PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() */
+PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);                      /* stats(now_ns=None) */
+PyObject *limiting_count_block(PyObject *self, PyObject *const *args,
+                               Py_ssize_t nargs);                 /* _count_block(n, shadow) */
+PyObject *limiting_reap_m(PyObject *self, PyObject *unused);       /* _reap() */
+PyObject *limiting_set_waker(PyObject *self, PyObject *arg);       /* _set_waker(f) */
+PyObject *limiting_watch(PyObject *self, PyObject *arg);           /* _watch(f) */
+PyObject *limiting_release_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* Properties of the settings (a getset's closure: unused), read from a snapshot */
+PyObject *cfg_get_qps(PyObject *self, void *unused);         /* None unless a qps limit */
+PyObject *cfg_get_concurrency(PyObject *self, void *unused); /* None unless concurrency */
+PyObject *cfg_get_behavior(PyObject *self, void *unused);
+PyObject *cfg_get_warm_up_s(PyObject *self, void *unused);
+PyObject *cfg_get_cold_factor(PyObject *self, void *unused);
+PyObject *cfg_get_max_queueing_ms(PyObject *self, void *unused);
+PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *unused);
+PyObject *cfg_get_interval_ms(PyObject *self, void *unused);
+PyObject *cfg_get_sample_count(PyObject *self, void *unused);
+PyObject *cfg_get_shadow(PyObject *self, void *unused);
+
+#endif /* SW_BINDING_LIMITING_OPS_H */
