@@ -110,7 +110,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     } else if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE); /* refused: may be tried again */
-        raise_blocked(lim, self->n, &d);
+        limiting_raise_blocked((PyObject *)lim, NULL, self->n, &d);
         return NULL;
     }
     self->hollow = d.shadowed;

@@ -77,12 +77,7 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             struct sw_gmember m;
             m.kind = SW_GM_LIMITER;
             m.v = &lim->view;
-            if (!lim->is_shared)
-                sw_gmember_order_private(&m);
-            else if (lim->shm.anonymous)
-                sw_gmember_order_shared(&m, 0, (uint64_t)(uintptr_t)lim->shm.base);
-            else
-                sw_gmember_order_shared(&m, lim->shm.dev, lim->shm.ino);
+            limiting_group_order(o, &m);
             s->order[0] = m.order[0];
             s->order[1] = m.order[1];
             s->shared = lim->is_shared;
@@ -316,7 +311,7 @@ static void reap_refusers(GroupObject *self, const struct sw_gmember *m)
         if (s->keyed)
             keyed_group_maybe_reap(s->obj);
         else
-            (void)shared_maybe_reap((LimiterObject *)s->obj);
+            (void)limiting_maybe_reap(s->obj);
     }
 }
 

@@ -181,10 +181,6 @@ static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     }
 }
 
-static inline bool keyed_maybe_reap(KeyedObject *self)
-{
-    return limiting_maybe_reap((PyObject *)self);
-}
 
 /* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
  * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
@@ -546,7 +542,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (limiting_claim((PyObject *)self) < 0)
             goto fail;
         self->shm.hdr->next_reap_ms = 0;
-        (void)keyed_maybe_reap(self);
+        (void)limiting_maybe_reap((PyObject *)self);
         fork_register_shared(&self->fork); /* found by the others' keyed_others */
     }
     if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
@@ -663,21 +659,18 @@ static void keyed_free_own(PyObject *obj)
     self->mem = NULL;
 }
 
+static int keyed_repr_own(PyObject *obj, PyObject *parts);
+
 static const struct limiting_ops keyed_ops = {
-    "KeyedLimiter",
+    "KeyedLimiter", true,
     {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
     keyed_reap, keyed_lock, keyed_lock_or_give_up, keyed_unlock, keyed_count,
     keyed_count_shadow_block, keyed_stats, keyed_totals,
-    keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own,
+    keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
 };
 
 /* ---- decisions ------------------------------------------------------------------------- */
 
-static inline void keyed_raise_blocked(KeyedObject *self, PyObject *key, int64_t n,
-                                       const struct sw_decision *d)
-{
-    limiting_raise_blocked((PyObject *)self, key, n, d);
-}
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
@@ -699,7 +692,7 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     if (self->is_shared && self->grade == SW_GRADE_CONCURRENCY)
-        (void)keyed_maybe_reap(self);
+        (void)limiting_maybe_reap((PyObject *)self);
     Py_RETURN_FALSE;
 }
 
@@ -749,7 +742,7 @@ static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_
             lock_gave_up() < 0)
             return -1;
         if (d->verdict != SW_PASS) {
-            keyed_raise_blocked(self, key, n, d);
+            limiting_raise_blocked((PyObject *)self, key, n, d);
             return -1;
         }
         return defer_wait ? 0 : sleep_decision(d);
@@ -874,23 +867,6 @@ static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize
 }
 
 
-/* _raise_blocked(key, n, verdict, retry_ns) */
-static PyObject *Keyed_raise_blocked_m(KeyedObject *self, PyObject *const *args,
-                                       Py_ssize_t nargs)
-{
-    int64_t n, verdict, retry;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "_raise_blocked(key, n, verdict, retry_ns) takes 4 "
-                        "arguments");
-        return NULL;
-    }
-    if (parse_n(args[1], 1, &n) < 0 || as_int64(args[2], "verdict", 0, 2, &verdict) < 0 ||
-        as_int64(args[3], "retry_ns", -1, INT64_MAX, &retry) < 0)
-        return NULL;
-    struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
-    keyed_raise_blocked(self, args[0], n, &d);
-    return NULL;
-}
 
 /* _release_entry(key, n): give back an entry's count, counting nothing (asyncio cancel). */
 static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -998,28 +974,20 @@ static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(self->max_keys);
 }
-static PyObject *Keyed_repr(KeyedObject *self)
+/* repr's own parts: max_keys (when not the default), the overrides (when any) */
+static int keyed_repr_own(PyObject *obj, PyObject *parts)
 {
-    struct sw_limiter_cfg cfg;
+    KeyedObject *self = (KeyedObject *)obj;
     PyObject *over;
-    settings_get(self, &cfg, &over, NULL);
-    PyObject *parts = PyList_New(0);
-    if (parts == NULL) {
-        Py_XDECREF(over);
-        return NULL;
-    }
-    if (repr_settings(parts, &cfg, 0) < 0 ||
-        (self->max_keys != DEFAULT_MAX_KEYS &&
+    settings_get(self, NULL, &over, NULL);
+    int rc = 0;
+    if ((self->max_keys != DEFAULT_MAX_KEYS &&
          repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
         (over != NULL && PyDict_GET_SIZE(over) > 0 &&
-         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0)) {
-        Py_XDECREF(over);
-        Py_DECREF(parts);
-        return NULL;
-    }
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0))
+        rc = -1;
     Py_XDECREF(over);
-    return repr_finish((PyObject *)self, parts, cfg.shadow != 0, self->shared, self->name,
-                       self->name_given);
+    return rc;
 }
 
 
@@ -1122,7 +1090,7 @@ static PyMethodDef Keyed_methods[] = {
      "evicted so far)."},
     {"_decide", (PyCFunction)(void (*)(void))Keyed_decide, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
-    {"_raise_blocked", (PyCFunction)(void (*)(void))Keyed_raise_blocked_m, METH_FASTCALL, NULL},
+    {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
     {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
     {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
@@ -1141,7 +1109,7 @@ static PyType_Slot Keyed_slots[] = {
     {Py_tp_new, Keyed_new},
     {Py_tp_traverse, Keyed_traverse},
     {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, Keyed_repr},
+    {Py_tp_repr, limiting_repr},
     {Py_tp_methods, Keyed_methods},
     {Py_tp_getset, Keyed_getset},
     {Py_tp_members, Keyed_members},
@@ -1253,7 +1221,7 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     }
     if (d.verdict != SW_PASS) {
         atomic_store(&self->state, ENTRY_IDLE);
-        keyed_raise_blocked(lim, self->key, self->n, &d);
+        limiting_raise_blocked((PyObject *)lim, self->key, self->n, &d);
         return NULL;
     }
     self->hollow = d.shadowed;
@@ -1386,12 +1354,7 @@ int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t or
     struct sw_gmember m;
     m.kind = SW_GM_KEYED;
     m.kv = &self->view;
-    if (!self->is_shared)
-        sw_gmember_order_private(&m);
-    else if (self->shm.anonymous)
-        sw_gmember_order_shared(&m, 0, (uint64_t)(uintptr_t)self->shm.base);
-    else
-        sw_gmember_order_shared(&m, self->shm.dev, self->shm.ino);
+    limiting_group_order(keyed, &m);
     order[0] = m.order[0];
     order[1] = m.order[1];
     *shared = self->is_shared;
@@ -1414,7 +1377,7 @@ int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int
 
 void keyed_group_maybe_reap(PyObject *keyed)
 {
-    (void)keyed_maybe_reap((KeyedObject *)keyed);
+    (void)limiting_maybe_reap(keyed);
 }
 
 int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)

@@ -137,7 +137,7 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
-    (void)shared_maybe_reap(self);
+    (void)limiting_maybe_reap((PyObject *)self);
     fork_register_shared(&self->fork); /* found by the others' held_on_region */
     if (registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
@@ -222,11 +222,11 @@ static void lim_free_own(PyObject *self)
 }
 
 static const struct limiting_ops limiter_ops = {
-    "Limiter",
+    "Limiter", false,
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
     lim_reap, lim_lock, lim_lock_or_give_up, lim_unlock, lim_count, lim_count_shadow_block,
     lim_stats, lim_totals,
-    NULL, lim_give_back_locked, lim_forget_held, lim_free_own,
+    NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
 };
 
 
@@ -247,7 +247,7 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     if (self->is_shared && self->grade == SW_GRADE_CONCURRENCY)
-        (void)shared_maybe_reap(self); /* a dead process's counts, for the next call */
+        (void)limiting_maybe_reap((PyObject *)self); /* a dead process's counts, for the next call */
     Py_RETURN_FALSE;
 }
 
@@ -297,22 +297,6 @@ static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_s
 }
 
 
-/* _raise_blocked(n, verdict, retry_ns): raise the BlockedError of a refusal. */
-static PyObject *Limiter_raise_blocked(LimiterObject *self, PyObject *const *args,
-                                       Py_ssize_t nargs)
-{
-    int64_t n, verdict, retry;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_raise_blocked(n, verdict, retry_ns) takes 3 arguments");
-        return NULL;
-    }
-    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "verdict", 0, 2, &verdict) < 0 ||
-        as_int64(args[2], "retry_ns", -1, INT64_MAX, &retry) < 0)
-        return NULL;
-    struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
-    raise_blocked(self, n, &d);
-    return NULL;
-}
 
 /* _release_entry(n): give back an entry's in-flight count without counting anything (an
  * asyncio entry cancelled while queued). */
@@ -354,7 +338,7 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
             lock_gave_up() < 0)
             return -1;
         if (d->verdict != SW_PASS) {
-            raise_blocked(self, n, d);
+            limiting_raise_blocked((PyObject *)self, NULL, n, d);
             return -1;
         }
         return defer_wait ? 0 : sleep_decision(d);
@@ -450,23 +434,6 @@ static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromLongLong(sw_in_flight(limiter_view(self)));
-}
-
-
-
-static PyObject *Limiter_repr(LimiterObject *self)
-{
-    struct sw_limiter_cfg cfg;
-    limiting_settings((PyObject *)self, &cfg, NULL);
-    PyObject *parts = PyList_New(0);
-    if (parts == NULL)
-        return NULL;
-    if (repr_settings(parts, &cfg, 1) < 0) {
-        Py_DECREF(parts);
-        return NULL;
-    }
-    return repr_finish((PyObject *)self, parts, cfg.shadow != 0, self->shared, self->name,
-                       self->name_given);
 }
 
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -616,7 +583,7 @@ static PyMethodDef Limiter_methods[] = {
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
     {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
-    {"_raise_blocked", (PyCFunction)(void (*)(void))Limiter_raise_blocked, METH_FASTCALL, NULL},
+    {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
     {"_set_waker", limiting_set_waker, METH_O, NULL},
     {"_watch", limiting_watch, METH_O, NULL},
@@ -634,7 +601,7 @@ static PyType_Slot Limiter_slots[] = {
     {Py_tp_new, Limiter_new},
     {Py_tp_traverse, Limiter_traverse},
     {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, Limiter_repr},
+    {Py_tp_repr, limiting_repr},
     {Py_tp_methods, Limiter_methods},
     {Py_tp_getset, Limiter_getset},
     {Py_tp_members, Limiter_members},

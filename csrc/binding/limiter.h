@@ -25,18 +25,6 @@ void limiter_notify(LimiterObject *self);
 int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
                       bool defer_wait, struct sw_decision *d);
 
-/** Set BlockedError for a refusal of n by `self`. */
-static inline void raise_blocked(LimiterObject *self, int64_t n, const struct sw_decision *d)
-{
-    limiting_raise_blocked((PyObject *)self, NULL, n, d);
-}
-
-/** Reap dead processes' slots of a shared limiter when due (shared.h's shared_reap).
- * @return whether anything was given back */
-static inline bool shared_maybe_reap(LimiterObject *self)
-{
-    return limiting_maybe_reap((PyObject *)self);
-}
 
 /* module-level private functions (benchmarks) */
 PyObject *bench_noop(PyObject *m, PyObject *unused);

@@ -223,6 +223,53 @@ int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *
     return same ? 0 : 1;
 }
 
+void limiting_group_order(PyObject *self, struct sw_gmember *m)
+{
+    struct limiting_head *h = LIMITING(self);
+    if (!h->is_shared)
+        sw_gmember_order_private(m);
+    else if (h->shm.anonymous)
+        sw_gmember_order_shared(m, 0, (uint64_t)(uintptr_t)h->shm.base);
+    else
+        sw_gmember_order_shared(m, h->shm.dev, h->shm.ino);
+}
+
+PyObject *limiting_repr(PyObject *self)
+{
+    struct limiting_head *h = LIMITING(self);
+    struct sw_limiter_cfg cfg;
+    limiting_settings(self, &cfg, NULL);
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    /* occupy_timeout_ms: a Limiter's (no borrowing per key) */
+    if (repr_settings(parts, &cfg, !h->ops->keyed) < 0 ||
+        (h->ops->repr_own != NULL && h->ops->repr_own(self, parts) < 0)) {
+        Py_DECREF(parts);
+        return NULL;
+    }
+    return repr_finish(self, parts, cfg.shadow != 0, h->shared, h->name, h->name_given);
+}
+
+PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t k = LIMITING(self)->ops->keyed; /* the key first */
+    int64_t n, verdict, retry;
+    if (nargs != 3 + k) {
+        PyErr_SetString(PyExc_TypeError, k ? "_raise_blocked(key, n, verdict, retry_ns) takes "
+                                             "4 arguments"
+                                           : "_raise_blocked(n, verdict, retry_ns) takes 3 "
+                                             "arguments");
+        return NULL;
+    }
+    if (parse_n(args[k], 1, &n) < 0 || as_int64(args[k + 1], "verdict", 0, 2, &verdict) < 0 ||
+        as_int64(args[k + 2], "retry_ns", -1, INT64_MAX, &retry) < 0)
+        return NULL;
+    struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
+    limiting_raise_blocked(self, k ? args[0] : NULL, n, &d);
+    return NULL;
+}
+
 PyObject *limiting_totals(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     struct sw_totals t;

@@ -11,6 +11,7 @@
 #define SW_BINDING_LIMITING_OPS_H
 
 #include "binding.h"
+#include "sw_group.h"
 
 /* What a state in a shared region is: the layout's kind and callbacks (sw_shm.h). */
 struct region_kind {
@@ -30,6 +31,7 @@ int region_open(struct sw_shm *shm, int mode, const char *path, const struct reg
 /* A limiter type's operations on its state, through its view (`viewp`: the head's). */
 struct limiting_ops {
     const char *tname;        /* the type, in messages */
+    bool keyed;               /* its methods take a key first */
     struct region_kind region;
     uint32_t (*reap)(const void *view); /* give back dead processes' counts (the GIL free) */
     void (*lock)(const void *view);
@@ -48,6 +50,8 @@ struct limiting_ops {
     void (*forget_held)(PyObject *self);
     /* free the type's own memory (dealloc, after the head's) */
     void (*free_own)(PyObject *self);
+    /* repr: append the type's own parts after the settings' (NULL: none). @return 0 or -1 */
+    int (*repr_own)(PyObject *self, PyObject *parts);
 };
 
 /** The head's fields every constructor sets first (st, ops, settings, view, cfg_mu, the
@@ -103,7 +107,13 @@ void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
                      void (*apply)(PyObject *self, void *arg), void *arg);
 
-/* Methods alike in both types (their method tables point here) */
+/** Which members of all_of() lock first (sw_gmember_order_*: private, or by region). */
+void limiting_group_order(PyObject *self, struct sw_gmember *m);
+
+/* Slots and methods alike in both types (their tables point here) */
+PyObject *limiting_repr(PyObject *self);
+PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs); /* _raise_blocked([key,] n, verdict, retry_ns) */
 PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() */
 PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames);                      /* stats(now_ns=None) */
