@@ -63,12 +63,6 @@ struct sw_breaker_cfg {
     uint32_t sample_count;
 };
 
-/* Why a configuration was refused: the parameter and a message (the binding's ValueError). */
-struct sw_brk_cfg_error {
-    const char *param;      /* "error_ratio", "error_count", "slow_rt_ms", "slow_ratio",
-                               "min_requests", "recovery_s", "interval_ms", "sample_count" */
-    char msg[240];
-};
 
 /** Fill a configuration with Sentinel's defaults (error ratio 0, slow_rt_ms 0,
  * min_requests 5, recovery 10 s, one bucket of 1000 ms). */
@@ -76,7 +70,7 @@ void sw_breaker_cfg_default(struct sw_breaker_cfg *cfg);
 /** Check a configuration and say what is wrong.
  * @param err receives the parameter and message on SW_EINVAL (may be NULL)
  * @return SW_OK or SW_EINVAL */
-int sw_breaker_check_ex(const struct sw_breaker_cfg *cfg, struct sw_brk_cfg_error *err);
+int sw_breaker_check_ex(const struct sw_breaker_cfg *cfg, struct sw_cfg_error *err);
 
 /* A process's settings, derived from a configuration. */
 struct sw_brule {

@@ -1,6 +1,9 @@
 /* sw_common.c - error strings and the test hook. */
 #include "sw_common.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *sw_strerror(int code)
 {
     switch (code) {
@@ -18,3 +21,15 @@ const char *sw_strerror(int code)
 }
 
 void (*volatile sw_test_in_critical)(void) = NULL;
+
+int sw_cfg_fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
+{
+    if (err != NULL) {
+        va_list ap;
+        err->param = param;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return SW_EINVAL;
+}

@@ -34,6 +34,18 @@ enum {
  * @return a static, NUL-terminated English message (never NULL) */
 const char *sw_strerror(int code);
 
+/* Why a configuration was refused: the parameter and a message naming its value and what is
+ * allowed (what the binding raises as ValueError); the products' check_ex fill it in. */
+struct sw_cfg_error {
+    const char *param; /* the parameter, as the constructor names it ("qps", "error_ratio") */
+    char msg[320];
+};
+
+/** Refuse a configuration: fill err (when not NULL) with param and the formatted message.
+ * @return SW_EINVAL */
+int sw_cfg_fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Pass `SW_NOW` as `now_ns` to let the core read the clock inside its critical section. */
 #define SW_NOW INT64_MIN
 

@@ -1008,12 +1008,7 @@ static int kexit_as(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt
         if (now_ns == SW_NOW)
             now_ns = sw_time_coarse_ns();
         int64_t t = sw_ms_of_ns(now_ns);
-        if (outcome == SW_OUT_SUCCESS) {
-            sw_node_add(node, SW_EV_SUCCESS, n, t);
-            sw_node_add_rt(node, rt_ms, t);
-        } else {
-            sw_node_add(node, SW_EV_EXCEPTION, n, t);
-        }
+        sw_node_add_outcome(node, outcome, n, rt_ms, t);
         /* a private limiter's window sees this time too (its clamp) */
         if (e != NULL && (e->flags & SW_KE_WINDOW))
             kwin_advance(st, e, kclamp(e, t));
@@ -1088,9 +1083,7 @@ int sw_keyed_count_shadow_block(const struct sw_kview *v, int64_t n, int64_t now
     lock_table(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
-    struct sw_node *node = sw_keyed_node(v->st);
-    sw_node_add(node, SW_EV_BLOCK, n, sw_ms_of_ns(now_ns));
-    node->shadow_block = sw_sat_add(node->shadow_block, n);
+    sw_node_add_shadow_block(sw_keyed_node(v->st), n, sw_ms_of_ns(now_ns));
     unlock_table(v);
     return SW_OK;
 }

@@ -6,9 +6,7 @@
 
 #include <math.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
 
 _Static_assert(offsetof(struct sw_lstate, lock) == 64,
@@ -50,66 +48,53 @@ static double window_limit(double count, int64_t interval_ms)
 #define SW_MAX_QPS 9.0e15
 #define SW_MAX_CONCURRENCY 9007199254740992.0 /* 2**53 */
 
-static int fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
-{
-    if (err != NULL) {
-        va_list ap;
-        err->param = param;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return SW_EINVAL;
-}
 
 int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *err)
 {
     if (cfg == NULL)
-        return fail(err, "cfg", "no configuration");
+        return sw_cfg_fail(err, "cfg", "no configuration");
     if (cfg->grade != SW_GRADE_QPS && cfg->grade != SW_GRADE_CONCURRENCY)
-        return fail(err, "qps", "pass exactly one of qps or concurrency");
+        return sw_cfg_fail(err, "qps", "pass exactly one of qps or concurrency");
     if (cfg->behavior < SW_REJECT || cfg->behavior > SW_WARM_UP_THROTTLE)
-        return fail(err, "behavior", "behavior must be one of 'reject', 'warm_up', "
+        return sw_cfg_fail(err, "behavior", "behavior must be one of 'reject', 'warm_up', "
                     "'throttle', 'warm_up_throttle'");
     if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT)
-        return fail(err, "behavior", "a concurrency limiter only rejects "
+        return sw_cfg_fail(err, "behavior", "a concurrency limiter only rejects "
                     "(behavior='reject'); the other behaviors need qps");
     if (cfg->grade == SW_GRADE_QPS) {
         if (!isfinite(cfg->count) || cfg->count < 0 || cfg->count > SW_MAX_QPS)
-            return fail(err, "qps", "qps must be a finite number in [0, 9e15], got %.17g",
+            return sw_cfg_fail(err, "qps", "qps must be a finite number in [0, 9e15], got %.17g",
                         cfg->count);
     } else if (!(cfg->count >= 0 && cfg->count <= SW_MAX_CONCURRENCY)) {
-        return fail(err, "concurrency", "concurrency must be an int in [0, 2**53], got %.17g",
+        return sw_cfg_fail(err, "concurrency", "concurrency must be an int in [0, 2**53], got %.17g",
                     cfg->count);
     }
     if (!isfinite(cfg->warm_up_s) || cfg->warm_up_s < 0)
-        return fail(err, "warm_up_s", "warm_up_s must be a finite number >= 0, got %.17g",
+        return sw_cfg_fail(err, "warm_up_s", "warm_up_s must be a finite number >= 0, got %.17g",
                     cfg->warm_up_s);
     if (!(cfg->cold_factor > 1.0 && cfg->cold_factor <= 1.0e9))
-        return fail(err, "cold_factor", "cold_factor must be a number > 1 and at most 1e9, "
+        return sw_cfg_fail(err, "cold_factor", "cold_factor must be a number > 1 and at most 1e9, "
                     "got %.17g", cfg->cold_factor);
     if (cfg->max_queueing_ms < 0)
-        return fail(err, "max_queueing_ms", "max_queueing_ms must be >= 0, got %lld",
+        return sw_cfg_fail(err, "max_queueing_ms", "max_queueing_ms must be >= 0, got %lld",
                     (long long)cfg->max_queueing_ms);
     if (cfg->occupy_timeout_ms < 0)
-        return fail(err, "occupy_timeout_ms", "occupy_timeout_ms must be >= 0, got %lld",
+        return sw_cfg_fail(err, "occupy_timeout_ms", "occupy_timeout_ms must be >= 0, got %lld",
                     (long long)cfg->occupy_timeout_ms);
     if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
-        return fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
+        return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
                     (long long)cfg->interval_ms);
     if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
-        return fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
+        return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
                     SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
     if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
-        return fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
+        return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
                     "sample_count (%lu)", (long long)cfg->interval_ms,
                     (unsigned long)cfg->sample_count);
     /* validated whatever the behavior (parameters of a behavior not chosen are validated,
      * then ignored) */
     if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK)
-        return fail(err, "warm_up_s", "qps=%.17g, warm_up_s=%.17g and cold_factor=%.17g give "
+        return sw_cfg_fail(err, "warm_up_s", "qps=%.17g, warm_up_s=%.17g and cold_factor=%.17g give "
                     "warm-up token counts beyond 9e18 (about qps * warm_up_s / (cold_factor "
                     "- 1)); use a smaller warm_up_s or a larger cold_factor", cfg->count,
                     cfg->warm_up_s, cfg->cold_factor);
@@ -119,18 +104,18 @@ int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *e
         if (l > 0 && l < 1) {
             double need = ceil(1000.0 / cfg->count);
             if (need <= (double)SW_MAX_INTERVAL_MS)
-                return fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests "
+                return sw_cfg_fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests "
                             "per window, which admits nothing; use behavior='throttle' to "
                             "pace slow rates, or a longer interval_ms (at least %.0f)",
                             cfg->count, (long long)cfg->interval_ms, l, need);
-            return fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests per "
+            return sw_cfg_fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests per "
                         "window, which admits nothing, and no interval_ms up to 2**40 makes "
                         "it 1; use behavior='throttle' to pace slow rates", cfg->count,
                         (long long)cfg->interval_ms, l);
         }
     }
     if (sw_lstate_size(cfg->interval_ms, cfg->sample_count) == 0)
-        return fail(err, "sample_count", "interval_ms=%lld with sample_count=%lu is too "
+        return sw_cfg_fail(err, "sample_count", "interval_ms=%lld with sample_count=%lu is too "
                     "large a window", (long long)cfg->interval_ms,
                     (unsigned long)cfg->sample_count);
     return SW_OK;
@@ -1044,9 +1029,7 @@ int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns)
     lock_node(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
-    struct sw_node *node = sw_lstate_node(v->st);
-    sw_node_add(node, SW_EV_BLOCK, n, sw_ms_of_ns(now_ns));
-    node->shadow_block = sw_sat_add(node->shadow_block, n);
+    sw_node_add_shadow_block(sw_lstate_node(v->st), n, sw_ms_of_ns(now_ns));
     unlock_node(v);
     return SW_OK;
 }
@@ -1129,20 +1112,16 @@ static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int out
             return SW_EBUSY;
         entered = got == 1;
         int64_t t = sw_ms_of_ns(now_ns);
-        if (outcome == SW_OUT_SUCCESS) {
-            /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's
-             * are rounded instead: truncation biases each RT low by half a ms on average,
-             * and with it bbr's bound (a mean RT of a few ms) */
-            int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
-                                ? (rt_ns + 500000) / INT64_C(1000000)
-                                : rt_ns / INT64_C(1000000);
-            sw_node_add(node, SW_EV_SUCCESS, n, t);
-            sw_node_add_rt(node, rt_ms, t);
-            if (r->grade == SW_GRADE_CONCURRENCY && r->adapt.algo != SW_ADAPT_NONE)
-                sw_adapt_sample(&r->adapt, &node->adapt, sw_node_sec(node), rt_ns, t);
-        } else {
-            sw_node_add(node, SW_EV_EXCEPTION, n, t);
-        }
+        /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's are
+         * rounded instead: truncation biases each RT low by half a ms on average, and with
+         * it bbr's bound (a mean RT of a few ms) */
+        int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
+                            ? (rt_ns + 500000) / INT64_C(1000000)
+                            : rt_ns / INT64_C(1000000);
+        sw_node_add_outcome(node, outcome, n, rt_ms, t);
+        if (outcome == SW_OUT_SUCCESS && r->grade == SW_GRADE_CONCURRENCY &&
+            r->adapt.algo != SW_ADAPT_NONE)
+            sw_adapt_sample(&r->adapt, &node->adapt, sw_node_sec(node), rt_ns, t);
     }
     int64_t held = in_flight_now(node);
     add_in_flight(v, node, -(held > n ? n : held));

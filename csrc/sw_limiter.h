@@ -46,14 +46,6 @@ struct sw_limiter_cfg {
 void sw_limiter_cfg_default(struct sw_limiter_cfg *cfg);
 
 
-/* Why a configuration was refused: the parameter and a message naming its value and what
- * is allowed (what the binding raises as ValueError). */
-struct sw_cfg_error {
-    const char *param; /* "qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
-                          "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
-                          "sample_count" */
-    char msg[320];
-};
 
 /** Check a configuration. @return SW_OK or SW_EINVAL */
 int sw_limiter_check(const struct sw_limiter_cfg *cfg);
@@ -354,7 +346,6 @@ int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns);
  *         limiter: it counts requests in flight, not amounts) */
 int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns);
 
-enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
 /** End an entry: record SUCCESS (n) and RT, or EXCEPTION (n), or nothing; release n in
  * flight (never below 0).
  * @param rt_ms the response time (SUCCESS only) @return SW_OK or SW_EINVAL */

@@ -95,6 +95,30 @@ static inline void sw_node_total_add(struct sw_node *node, uint32_t ev, int64_t 
 void sw_node_add(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
 /** Record a response time at t in both windows. */
 void sw_node_add_rt(struct sw_node *node, int64_t rt_ms, int64_t t);
+/* How a request ended (exits of limiters and tables) */
+enum sw_outcome { SW_OUT_SUCCESS = 0, SW_OUT_EXCEPTION = 1, SW_OUT_NONE = 2 };
+
+/** Count how n requests ended at t (ms): SW_OUT_SUCCESS, SUCCESS (n) and their response
+ * time; any other, EXCEPTION (n) (the callers count nothing for SW_OUT_NONE). Inline: on an
+ * entry's exit. */
+static inline void sw_node_add_outcome(struct sw_node *node, int outcome, int64_t n,
+                                       int64_t rt_ms, int64_t t)
+{
+    if (outcome == SW_OUT_SUCCESS) {
+        sw_node_add(node, SW_EV_SUCCESS, n, t);
+        sw_node_add_rt(node, rt_ms, t);
+    } else {
+        sw_node_add(node, SW_EV_EXCEPTION, n, t);
+    }
+}
+
+/** Count a shadow rule's would-be refusal of n at t (ms): a BLOCK, and in shadow_block. */
+static inline void sw_node_add_shadow_block(struct sw_node *node, int64_t n, int64_t t)
+{
+    sw_node_add(node, SW_EV_BLOCK, n, t);
+    node->shadow_block = sw_sat_add(node->shadow_block, n);
+}
+
 /** sw_node_add for t already clamped on the limiter's window (sw_leap_clamp(sec, t)). */
 void sw_node_add_at(struct sw_node *node, uint32_t ev, int64_t n, int64_t t);
 /** sw_node_pass for t already clamped on the limiter's window. */

@@ -78,7 +78,7 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
         as_nonneg_double(a->recovery_s, "recovery_s", SW_BRK_MAX_RECOVERY_S,
                          &cfg->recovery_s) < 0)
         return -1;
-    struct sw_brk_cfg_error err;
+    struct sw_cfg_error err;
     if (sw_breaker_check_ex(cfg, &err) != SW_OK) {
         PyErr_SetString(PyExc_ValueError, err.msg);
         return -1;

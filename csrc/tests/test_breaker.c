@@ -412,7 +412,7 @@ static void test_tickets(void)
 
 static void expect_error(struct sw_breaker_cfg c, const char *param)
 {
-    struct sw_brk_cfg_error err;
+    struct sw_cfg_error err;
     memset(&err, 0, sizeof err);
     CHECK_EQ(sw_breaker_check_ex(&c, &err), SW_EINVAL);
     SW_T_RECORD(err.param != NULL && strcmp(err.param, param) == 0,
