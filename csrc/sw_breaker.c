@@ -29,43 +29,47 @@ int sw_breaker_check_ex(const struct sw_breaker_cfg *cfg, struct sw_cfg_error *e
     switch (cfg->grade) {
     case SW_BRK_ERROR_RATIO:
         if (!(cfg->threshold >= 0.0 && cfg->threshold <= 1.0))
-            return sw_cfg_fail(err, "error_ratio", "error_ratio must be a number in [0, 1], got %.17g",
-                        cfg->threshold);
+            return sw_cfg_fail(err, "error_ratio",
+                               "error_ratio must be a number in [0, 1], got %.17g",
+                               cfg->threshold);
         break;
     case SW_BRK_ERROR_COUNT:
         if (!(cfg->threshold >= 0.0 && cfg->threshold <= SW_BRK_MAX_COUNT) ||
             cfg->threshold != floor(cfg->threshold))
-            return sw_cfg_fail(err, "error_count", "error_count must be an int in [0, 9e15], got %.17g",
-                        cfg->threshold);
+            return sw_cfg_fail(err, "error_count",
+                               "error_count must be an int in [0, 9e15], got %.17g",
+                               cfg->threshold);
         break;
     case SW_BRK_SLOW_RATIO:
         if (cfg->slow_rt_ms < 0 || cfg->slow_rt_ms > SW_MAX_INTERVAL_MS)
-            return sw_cfg_fail(err, "slow_rt_ms", "slow_rt_ms must be an int in [0, 2**40], got %lld",
-                        (long long)cfg->slow_rt_ms);
+            return sw_cfg_fail(err, "slow_rt_ms",
+                               "slow_rt_ms must be an int in [0, 2**40], got %lld",
+                               (long long)cfg->slow_rt_ms);
         if (!(cfg->threshold >= 0.0 && cfg->threshold <= 1.0))
-            return sw_cfg_fail(err, "slow_ratio", "slow_ratio must be a number in [0, 1], got %.17g",
-                        cfg->threshold);
+            return sw_cfg_fail(err, "slow_ratio",
+                               "slow_ratio must be a number in [0, 1], got %.17g",
+                               cfg->threshold);
         break;
     default:
         return sw_cfg_fail(err, "error_ratio", "pass exactly one of error_ratio, error_count or "
-                    "slow_rt_ms");
+                           "slow_rt_ms");
     }
     if (cfg->min_requests < 0)
         return sw_cfg_fail(err, "min_requests", "min_requests must be an int >= 0, got %lld",
-                    (long long)cfg->min_requests);
+                           (long long)cfg->min_requests);
     if (!(cfg->recovery_s >= 0.0 && cfg->recovery_s <= SW_BRK_MAX_RECOVERY_S))
         return sw_cfg_fail(err, "recovery_s", "recovery_s must be a number in [0, 1e9], got %.17g",
-                    cfg->recovery_s);
+                           cfg->recovery_s);
     if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
         return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
-                    (long long)cfg->interval_ms);
+                           (long long)cfg->interval_ms);
     if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
         return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
-                    SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
+                           SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
     if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
         return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
-                    "sample_count (%lu)", (long long)cfg->interval_ms,
-                    (unsigned long)cfg->sample_count);
+                           "sample_count (%lu)", (long long)cfg->interval_ms,
+                           (unsigned long)cfg->sample_count);
     return SW_OK;
 }
 

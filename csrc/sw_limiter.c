@@ -57,67 +57,71 @@ int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *e
         return sw_cfg_fail(err, "qps", "pass exactly one of qps or concurrency");
     if (cfg->behavior < SW_REJECT || cfg->behavior > SW_WARM_UP_THROTTLE)
         return sw_cfg_fail(err, "behavior", "behavior must be one of 'reject', 'warm_up', "
-                    "'throttle', 'warm_up_throttle'");
+                           "'throttle', 'warm_up_throttle'");
     if (cfg->grade == SW_GRADE_CONCURRENCY && cfg->behavior != SW_REJECT)
         return sw_cfg_fail(err, "behavior", "a concurrency limiter only rejects "
-                    "(behavior='reject'); the other behaviors need qps");
+                           "(behavior='reject'); the other behaviors need qps");
     if (cfg->grade == SW_GRADE_QPS) {
         if (!isfinite(cfg->count) || cfg->count < 0 || cfg->count > SW_MAX_QPS)
             return sw_cfg_fail(err, "qps", "qps must be a finite number in [0, 9e15], got %.17g",
-                        cfg->count);
+                               cfg->count);
     } else if (!(cfg->count >= 0 && cfg->count <= SW_MAX_CONCURRENCY)) {
-        return sw_cfg_fail(err, "concurrency", "concurrency must be an int in [0, 2**53], got %.17g",
-                    cfg->count);
+        return sw_cfg_fail(err, "concurrency",
+                           "concurrency must be an int in [0, 2**53], got %.17g",
+                           cfg->count);
     }
     if (!isfinite(cfg->warm_up_s) || cfg->warm_up_s < 0)
         return sw_cfg_fail(err, "warm_up_s", "warm_up_s must be a finite number >= 0, got %.17g",
-                    cfg->warm_up_s);
+                           cfg->warm_up_s);
     if (!(cfg->cold_factor > 1.0 && cfg->cold_factor <= 1.0e9))
         return sw_cfg_fail(err, "cold_factor", "cold_factor must be a number > 1 and at most 1e9, "
-                    "got %.17g", cfg->cold_factor);
+                           "got %.17g", cfg->cold_factor);
     if (cfg->max_queueing_ms < 0)
         return sw_cfg_fail(err, "max_queueing_ms", "max_queueing_ms must be >= 0, got %lld",
-                    (long long)cfg->max_queueing_ms);
+                           (long long)cfg->max_queueing_ms);
     if (cfg->occupy_timeout_ms < 0)
         return sw_cfg_fail(err, "occupy_timeout_ms", "occupy_timeout_ms must be >= 0, got %lld",
-                    (long long)cfg->occupy_timeout_ms);
+                           (long long)cfg->occupy_timeout_ms);
     if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
         return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
-                    (long long)cfg->interval_ms);
+                           (long long)cfg->interval_ms);
     if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
         return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
-                    SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
+                           SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
     if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
         return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
-                    "sample_count (%lu)", (long long)cfg->interval_ms,
-                    (unsigned long)cfg->sample_count);
+                           "sample_count (%lu)", (long long)cfg->interval_ms,
+                           (unsigned long)cfg->sample_count);
     /* validated whatever the behavior (parameters of a behavior not chosen are validated,
      * then ignored) */
     if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK)
-        return sw_cfg_fail(err, "warm_up_s", "qps=%.17g, warm_up_s=%.17g and cold_factor=%.17g give "
-                    "warm-up token counts beyond 9e18 (about qps * warm_up_s / (cold_factor "
-                    "- 1)); use a smaller warm_up_s or a larger cold_factor", cfg->count,
-                    cfg->warm_up_s, cfg->cold_factor);
+        return sw_cfg_fail(err, "warm_up_s",
+                           "qps=%.17g, warm_up_s=%.17g and cold_factor=%.17g give "
+                           "warm-up token counts beyond 9e18 (about qps * warm_up_s / (cold_factor "
+                           "- 1)); use a smaller warm_up_s or a larger cold_factor", cfg->count,
+                           cfg->warm_up_s, cfg->cold_factor);
     if (cfg->grade == SW_GRADE_QPS &&
         (cfg->behavior == SW_REJECT || cfg->behavior == SW_WARM_UP)) {
         double l = window_limit(cfg->count, cfg->interval_ms);
         if (l > 0 && l < 1) {
             double need = ceil(1000.0 / cfg->count);
             if (need <= (double)SW_MAX_INTERVAL_MS)
-                return sw_cfg_fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests "
-                            "per window, which admits nothing; use behavior='throttle' to "
-                            "pace slow rates, or a longer interval_ms (at least %.0f)",
-                            cfg->count, (long long)cfg->interval_ms, l, need);
-            return sw_cfg_fail(err, "qps", "qps=%.17g with interval_ms=%lld allows %.17g requests per "
-                        "window, which admits nothing, and no interval_ms up to 2**40 makes "
-                        "it 1; use behavior='throttle' to pace slow rates", cfg->count,
-                        (long long)cfg->interval_ms, l);
+                return sw_cfg_fail(err, "qps",
+                                   "qps=%.17g with interval_ms=%lld allows %.17g requests "
+                                   "per window, which admits nothing; use behavior='throttle' to "
+                                   "pace slow rates, or a longer interval_ms (at least %.0f)",
+                                   cfg->count, (long long)cfg->interval_ms, l, need);
+            return sw_cfg_fail(err, "qps",
+                               "qps=%.17g with interval_ms=%lld allows %.17g requests per "
+                               "window, which admits nothing, and no interval_ms up to 2**40 makes "
+                               "it 1; use behavior='throttle' to pace slow rates", cfg->count,
+                               (long long)cfg->interval_ms, l);
         }
     }
     if (sw_lstate_size(cfg->interval_ms, cfg->sample_count) == 0)
         return sw_cfg_fail(err, "sample_count", "interval_ms=%lld with sample_count=%lu is too "
-                    "large a window", (long long)cfg->interval_ms,
-                    (unsigned long)cfg->sample_count);
+                           "large a window", (long long)cfg->interval_ms,
+                           (unsigned long)cfg->sample_count);
     return SW_OK;
 }
 

@@ -68,6 +68,13 @@ static inline PyTypeObject *dealloc_start(PyObject *self, PyObject *weakreflist)
     return tp;
 }
 
+/* tp_traverse of a heap type holding no other object: visits its type. */
+static inline int traverse_type(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* object structs                                                                        */
 

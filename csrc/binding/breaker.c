@@ -384,12 +384,6 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
-static int Breaker_traverse(BreakerObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    return 0;
-}
-
 static void Breaker_dealloc(BreakerObject *self)
 {
     PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
@@ -833,7 +827,7 @@ static PyMemberDef Breaker_members[] = {
 static PyType_Slot Breaker_slots[] = {
     {Py_tp_doc, "The C base of slidewin.Breaker."},
     {Py_tp_new, Breaker_new},
-    {Py_tp_traverse, Breaker_traverse},
+    {Py_tp_traverse, traverse_type},
     {Py_tp_dealloc, Breaker_dealloc},
     {Py_tp_repr, Breaker_repr},
     {Py_tp_methods, Breaker_methods},

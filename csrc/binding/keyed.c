@@ -561,12 +561,6 @@ fail0:
     return NULL;
 }
 
-static int Keyed_traverse(KeyedObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    return 0;
-}
-
 /* What another live object of this process holds of a key on self's region (its record is
  * changed under the table's lock, which the caller holds). */
 struct keyed_of_key {
@@ -595,14 +589,12 @@ static uint32_t keyed_reap(const void *view)
     return sw_keyed_reap(view);
 }
 
-static void keyed_lock(const void *view)
+static bool keyed_lock(const void *view, bool may_give_up)
 {
+    if (may_give_up)
+        return sw_keyed_lock_or_give_up(view);
     sw_keyed_lock(view);
-}
-
-static bool keyed_lock_or_give_up(const void *view)
-{
-    return sw_keyed_lock_or_give_up(view);
+    return true;
 }
 
 static void keyed_unlock(const void *view)
@@ -610,14 +602,12 @@ static void keyed_unlock(const void *view)
     sw_keyed_unlock(view);
 }
 
-static int keyed_count(const void *view, uint32_t ev, int64_t n, int64_t now_ns)
+static void keyed_count_block(const void *view, int64_t n, bool shadow)
 {
-    return sw_keyed_count(view, ev, n, now_ns);
-}
-
-static int keyed_count_shadow_block(const void *view, int64_t n, int64_t now_ns)
-{
-    return sw_keyed_count_shadow_block(view, n, now_ns);
+    if (shadow)
+        sw_keyed_count_shadow_block(view, n, SW_NOW);
+    else
+        sw_keyed_count(view, SW_EV_BLOCK, n, SW_NOW);
 }
 
 static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
@@ -664,8 +654,7 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts);
 static const struct limiting_ops keyed_ops = {
     "KeyedLimiter", true,
     {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
-    keyed_reap, keyed_lock, keyed_lock_or_give_up, keyed_unlock, keyed_count,
-    keyed_count_shadow_block, keyed_stats, keyed_totals,
+    keyed_reap, keyed_lock, keyed_unlock, keyed_count_block, keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
 };
 
@@ -1107,7 +1096,7 @@ static PyMemberDef Keyed_members[] = {
 static PyType_Slot Keyed_slots[] = {
     {Py_tp_doc, "The C base of slidewin.KeyedLimiter."},
     {Py_tp_new, Keyed_new},
-    {Py_tp_traverse, Keyed_traverse},
+    {Py_tp_traverse, traverse_type},
     {Py_tp_dealloc, limiting_dealloc},
     {Py_tp_repr, limiting_repr},
     {Py_tp_methods, Keyed_methods},

@@ -155,12 +155,6 @@ static int64_t held_on_region(const struct fork_link *l, const void *ctx)
     return o != NULL && o->held > 0 ? o->held : 0;
 }
 
-static int Limiter_traverse(LimiterObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    return 0;
-}
-
 /* ---- the operations table (limiting_ops.h) ---- */
 
 static uint32_t lim_reap(const void *view)
@@ -168,14 +162,12 @@ static uint32_t lim_reap(const void *view)
     return sw_lstate_reap(view);
 }
 
-static void lim_lock(const void *view)
+static bool lim_lock(const void *view, bool may_give_up)
 {
+    if (may_give_up)
+        return sw_view_lock_or_give_up(view);
     sw_view_lock(view);
-}
-
-static bool lim_lock_or_give_up(const void *view)
-{
-    return sw_view_lock_or_give_up(view);
+    return true;
 }
 
 static void lim_unlock(const void *view)
@@ -183,14 +175,12 @@ static void lim_unlock(const void *view)
     sw_view_unlock(view);
 }
 
-static int lim_count(const void *view, uint32_t ev, int64_t n, int64_t now_ns)
+static void lim_count_block(const void *view, int64_t n, bool shadow)
 {
-    return sw_count(view, ev, n, now_ns);
-}
-
-static int lim_count_shadow_block(const void *view, int64_t n, int64_t now_ns)
-{
-    return sw_count_shadow_block(view, n, now_ns);
+    if (shadow)
+        sw_count_shadow_block(view, n, SW_NOW);
+    else
+        sw_count(view, SW_EV_BLOCK, n, SW_NOW);
 }
 
 static void lim_stats(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted)
@@ -224,8 +214,7 @@ static void lim_free_own(PyObject *self)
 static const struct limiting_ops limiter_ops = {
     "Limiter", false,
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
-    lim_reap, lim_lock, lim_lock_or_give_up, lim_unlock, lim_count, lim_count_shadow_block,
-    lim_stats, lim_totals,
+    lim_reap, lim_lock, lim_unlock, lim_count_block, lim_stats, lim_totals,
     NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
 };
 
@@ -247,7 +236,7 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
     if (d.verdict == SW_PASS)
         Py_RETURN_TRUE;
     if (self->is_shared && self->grade == SW_GRADE_CONCURRENCY)
-        (void)limiting_maybe_reap((PyObject *)self); /* a dead process's counts, for the next call */
+        (void)limiting_maybe_reap((PyObject *)self); /* a dead process's counts, next call */
     Py_RETURN_FALSE;
 }
 
@@ -599,7 +588,7 @@ static PyMemberDef Limiter_members[] = {
 static PyType_Slot Limiter_slots[] = {
     {Py_tp_doc, "The C base of slidewin.Limiter."},
     {Py_tp_new, Limiter_new},
-    {Py_tp_traverse, Limiter_traverse},
+    {Py_tp_traverse, traverse_type},
     {Py_tp_dealloc, limiting_dealloc},
     {Py_tp_repr, limiting_repr},
     {Py_tp_methods, Limiter_methods},

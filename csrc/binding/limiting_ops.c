@@ -115,7 +115,8 @@ const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *
     const struct limiting_head *me = LIMITING(self);
     const LimitingObject *o =
         (const LimitingObject *)(const void *)((const char *)l - offsetof(LimitingObject, fork));
-    if (l->kind != me->fork.kind || !atomic_load(&l->shared) || o->ops != me->ops || !o->is_shared || me->shm.anonymous ||
+    if (l->kind != me->fork.kind || !atomic_load(&l->shared) || o->ops != me->ops ||
+        !o->is_shared || me->shm.anonymous ||
         o->shm.anonymous || o->shm.dev != me->shm.dev || o->shm.ino != me->shm.ino ||
         atomic_load_explicit(&o->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
         return NULL;
@@ -140,7 +141,7 @@ void limiting_dealloc(PyObject *self)
              * up on: the count then stays for the reap (a destructor never blocks forever) */
             struct dealloc_wait dw;
             dealloc_wait_begin(&dw);
-            if (dealloc_wait_end(&dw, h->ops->lock_or_give_up(h->viewp))) {
+            if (dealloc_wait_end(&dw, h->ops->lock(h->viewp, true))) {
                 int64_t back = h->ops->give_back_locked(self);
                 h->ops->unlock(h->viewp);
                 if (back > 0)
@@ -186,7 +187,7 @@ int limiting_acquire_wait(PyObject *self, PyObject *key, int64_t n, int64_t time
     int rc = acquire_loop(&loop, timeout_ns, d);
     if (rc == 1) {
         if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
-            h->ops->count(limiting_view(self), SW_EV_BLOCK, n, SW_NOW);
+            h->ops->count_block(limiting_view(self), n, false);
         limiting_raise_blocked(self, key, n, d);
         return -1;
     }
@@ -208,7 +209,7 @@ int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *
 {
     struct limiting_head *h = LIMITING(self);
     void *view = limiting_view(self);
-    h->ops->lock(view);
+    (void)h->ops->lock(view, false);
     pthread_mutex_lock(&h->cfg_mu); /* always after the state's lock */
     bool same = h->settings_gen == gen;
     if (same) {
@@ -305,10 +306,7 @@ PyObject *limiting_count_block(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     if (parse_n(args[0], 1, &n) < 0 || (nargs == 2 && (shadow = PyObject_IsTrue(args[1])) < 0))
         return NULL;
-    if (shadow)
-        ops->count_shadow_block(limiting_view(self), n, SW_NOW);
-    else
-        ops->count(limiting_view(self), SW_EV_BLOCK, n, SW_NOW);
+    ops->count_block(limiting_view(self), n, shadow);
     Py_RETURN_NONE;
 }
 

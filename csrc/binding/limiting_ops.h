@@ -34,11 +34,11 @@ struct limiting_ops {
     bool keyed;               /* its methods take a key first */
     struct region_kind region;
     uint32_t (*reap)(const void *view); /* give back dead processes' counts (the GIL free) */
-    void (*lock)(const void *view);
-    bool (*lock_or_give_up)(const void *view);
+    /* take the state's lock; may_give_up: @return false when the wait gave up (wait.h) */
+    bool (*lock)(const void *view, bool may_give_up);
     void (*unlock)(const void *view);
-    int (*count)(const void *view, uint32_t ev, int64_t n, int64_t now_ns);
-    int (*count_shadow_block)(const void *view, int64_t n, int64_t now_ns);
+    /* count a final refusal of n now: BLOCK, or (shadow) a shadow rule's would-be refusal */
+    void (*count_block)(const void *view, int64_t n, bool shadow);
     /* the window's statistics (and keys evicted so far) */
     void (*stats)(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted);
     void (*totals)(const void *view, struct sw_totals *out);
@@ -112,8 +112,8 @@ void limiting_group_order(PyObject *self, struct sw_gmember *m);
 
 /* Slots and methods alike in both types (their tables point here) */
 PyObject *limiting_repr(PyObject *self);
-PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args,
-                                   Py_ssize_t nargs); /* _raise_blocked([key,] n, verdict, retry_ns) */
+/* _raise_blocked([key,] n, verdict, retry_ns) */
+PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() */
 PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames);                      /* stats(now_ns=None) */
