@@ -584,6 +584,19 @@ static int64_t keyed_others(uint64_t fp, void *ctx)
 
 /* ---- the operations table (limiting_ops.h) ---- */
 
+static int keyed_key_fp(PyObject *self, PyObject *key, uint64_t *fp)
+{
+    return key_fp(seed_of((KeyedObject *)self), key, fp);
+}
+
+/* no borrowing per key: prioritized is ignored */
+static int keyed_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, unsigned flags,
+                        struct sw_decision *d)
+{
+    return sw_keyed_decide(kview((KeyedObject *)self), fp, n, now_ns, flags & ~SW_F_PRIORITIZED,
+                           d);
+}
+
 static uint32_t keyed_reap(const void *view)
 {
     return sw_keyed_reap(view);
@@ -652,9 +665,10 @@ static void keyed_free_own(PyObject *obj)
 static int keyed_repr_own(PyObject *obj, PyObject *parts);
 
 static const struct limiting_ops keyed_ops = {
-    "KeyedLimiter", true,
+    "KeyedLimiter",
     {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
-    keyed_reap, keyed_lock, keyed_unlock, keyed_count_block, keyed_stats, keyed_totals,
+    keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
+    keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
 };
 
@@ -702,21 +716,6 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-/* acquire_loop's questions to a KeyedLimiter */
-struct keyed_ask {
-    PyObject *self; /* first (limiting_acquire_wait) */
-    uint64_t fp;
-    int64_t n;
-    unsigned flags;
-};
-
-static void keyed_ask_decide(void *ctx, struct sw_decision *d)
-{
-    struct keyed_ask *a = ctx;
-    if (GAVE_UP(sw_keyed_decide(kview((KeyedObject *)a->self), a->fp, a->n, SW_NOW,
-                                a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
-        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
-}
 
 
 /* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
@@ -736,9 +735,8 @@ static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_
         }
         return defer_wait ? 0 : sleep_decision(d);
     }
-    struct keyed_ask ask = {(PyObject *)self, fp, n, flags};
-    return limiting_acquire_wait((PyObject *)self, key, n, timeout_ns, defer_wait, d,
-                                 keyed_ask_decide, &ask);
+    return limiting_acquire_wait((PyObject *)self, key, fp, n, timeout_ns, flags, defer_wait,
+                                 d);
 }
 
 static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
@@ -834,26 +832,6 @@ static Py_ssize_t Keyed_len(KeyedObject *self)
     return (Py_ssize_t)sw_keyed_len(kview(self));
 }
 
-/* _decide(key, n, flags, now_ns) -> (verdict, wait_ns, retry_ns) (the asyncio helpers) */
-static PyObject *Keyed_decide(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t n, flags, now;
-    uint64_t fp;
-    struct sw_decision d;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "_decide(key, n, flags, now_ns) takes 4 arguments");
-        return NULL;
-    }
-    if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0 ||
-        as_int64(args[2], "flags", 0, 63, &flags) < 0 || parse_now(args[3], &now) < 0)
-        return NULL;
-    if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, now, (unsigned)flags & ~SW_F_PRIORITIZED,
-                                &d)) &&
-        lock_gave_up() < 0)
-        return NULL;
-    return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
-                         (long long)d.retry_ns);
-}
 
 
 
@@ -1077,7 +1055,7 @@ static PyMethodDef Keyed_methods[] = {
     {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe statistics of all keys together (a Stats; .evicted: keys "
      "evicted so far)."},
-    {"_decide", (PyCFunction)(void (*)(void))Keyed_decide, METH_FASTCALL, NULL},
+    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},

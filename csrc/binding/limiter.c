@@ -157,6 +157,13 @@ static int64_t held_on_region(const struct fork_link *l, const void *ctx)
 
 /* ---- the operations table (limiting_ops.h) ---- */
 
+static int lim_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, unsigned flags,
+                      struct sw_decision *d)
+{
+    (void)fp;
+    return sw_decide(limiter_view((LimiterObject *)self), n, now_ns, flags, d);
+}
+
 static uint32_t lim_reap(const void *view)
 {
     return sw_lstate_reap(view);
@@ -212,9 +219,9 @@ static void lim_free_own(PyObject *self)
 }
 
 static const struct limiting_ops limiter_ops = {
-    "Limiter", false,
+    "Limiter",
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
-    lim_reap, lim_lock, lim_unlock, lim_count_block, lim_stats, lim_totals,
+    NULL, lim_decide, lim_reap, lim_lock, lim_unlock, lim_count_block, lim_stats, lim_totals,
     NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
 };
 
@@ -264,26 +271,6 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-/* _decide(n, flags, now_ns) -> (verdict, wait_ns, retry_ns): the building block of the
- * asyncio helpers. verdict: 0 pass, 1 block, 2 never. */
-static PyObject *Limiter_decide(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t n, flags, now;
-    struct sw_decision d;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_decide(n, flags, now_ns) takes 3 arguments");
-        return NULL;
-    }
-    if (parse_n(args[0], 1, &n) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
-        parse_now(args[2], &now) < 0)
-        return NULL;
-    if (GAVE_UP(sw_decide(limiter_view(self), n, now, (unsigned)flags, &d)) &&
-        lock_gave_up() < 0)
-        return NULL;
-    /* SHADOWED (3): admitted in shadow mode where an enforcing limiter would have refused */
-    return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
-                         (long long)d.retry_ns);
-}
 
 
 
@@ -302,20 +289,6 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
 
 
 
-/* acquire_loop's questions to a Limiter */
-struct lim_ask {
-    PyObject *self; /* first (limiting_acquire_wait) */
-    int64_t n;
-    unsigned flags;
-};
-
-static void lim_ask_decide(void *ctx, struct sw_decision *d)
-{
-    struct lim_ask *a = ctx;
-    if (GAVE_UP(sw_decide(limiter_view((LimiterObject *)a->self), a->n, SW_NOW,
-                          a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
-        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
-}
 
 
 /* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
@@ -332,9 +305,7 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
         }
         return defer_wait ? 0 : sleep_decision(d);
     }
-    struct lim_ask ask = {(PyObject *)self, n, flags};
-    return limiting_acquire_wait((PyObject *)self, NULL, n, timeout_ns, defer_wait, d,
-                                 lim_ask_decide, &ask);
+    return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
 }
 
 /* @return 0 admitted, -1 with an exception set. */
@@ -570,7 +541,7 @@ static PyMethodDef Limiter_methods[] = {
      "record SUCCESS or EXCEPTION, RT, and release."},
     {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
-    {"_decide", (PyCFunction)(void (*)(void))Limiter_decide, METH_FASTCALL, NULL},
+    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},
     {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
     {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},

@@ -171,18 +171,36 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
     blocked_raise(h->st, self, key, n, d);
 }
 
-static bool ask_reap(void *ctx)
+/* acquire_loop's questions */
+struct ask {
+    PyObject *self;
+    uint64_t fp;
+    int64_t n;
+    unsigned flags;
+};
+
+static void ask_decide(void *ctx, struct sw_decision *d)
 {
-    return limiting_maybe_reap(*(PyObject **)ctx);
+    struct ask *a = ctx;
+    if (GAVE_UP(LIMITING(a->self)->ops->decide(a->self, a->fp, a->n, SW_NOW,
+                                               a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
+        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
 }
 
-int limiting_acquire_wait(PyObject *self, PyObject *key, int64_t n, int64_t timeout_ns,
-                          bool defer_wait, struct sw_decision *d,
-                          void (*decide)(void *ctx, struct sw_decision *d), void *ctx)
+static bool ask_reap(void *ctx)
+{
+    return limiting_maybe_reap(((struct ask *)ctx)->self);
+}
+
+int limiting_acquire_wait(PyObject *self, PyObject *key, uint64_t fp, int64_t n,
+                          int64_t timeout_ns, unsigned flags, bool defer_wait,
+                          struct sw_decision *d)
 {
     struct limiting_head *h = LIMITING(self);
     bool conc = h->grade == SW_GRADE_CONCURRENCY;
-    struct acquire_loop loop = {decide, ask_reap, ctx, conc && !h->is_shared ? &h->wq : NULL,
+    struct ask ask = {self, fp, n, flags};
+    struct acquire_loop loop = {ask_decide, ask_reap, &ask,
+                                conc && !h->is_shared ? &h->wq : NULL,
                                 conc && h->is_shared ? &h->shm : NULL, false, defer_wait};
     int rc = acquire_loop(&loop, timeout_ns, d);
     if (rc == 1) {
@@ -244,7 +262,7 @@ PyObject *limiting_repr(PyObject *self)
     if (parts == NULL)
         return NULL;
     /* occupy_timeout_ms: a Limiter's (no borrowing per key) */
-    if (repr_settings(parts, &cfg, !h->ops->keyed) < 0 ||
+    if (repr_settings(parts, &cfg, h->ops->key_fp == NULL) < 0 ||
         (h->ops->repr_own != NULL && h->ops->repr_own(self, parts) < 0)) {
         Py_DECREF(parts);
         return NULL;
@@ -252,9 +270,31 @@ PyObject *limiting_repr(PyObject *self)
     return repr_finish(self, parts, cfg.shadow != 0, h->shared, h->name, h->name_given);
 }
 
+PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    int64_t n, flags, now;
+    uint64_t fp = 0;
+    struct sw_decision d;
+    if (nargs != 3 + k) {
+        PyErr_SetString(PyExc_TypeError, k ? "_decide(key, n, flags, now_ns) takes 4 arguments"
+                                           : "_decide(n, flags, now_ns) takes 3 arguments");
+        return NULL;
+    }
+    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0 ||
+        as_int64(args[k + 1], "flags", 0, 63, &flags) < 0 || parse_now(args[k + 2], &now) < 0)
+        return NULL;
+    if (GAVE_UP(ops->decide(self, fp, n, now, (unsigned)flags, &d)) && lock_gave_up() < 0)
+        return NULL;
+    /* SHADOWED (3): admitted in shadow mode where an enforcing limiter would have refused */
+    return Py_BuildValue("(iLL)", d.shadowed ? 3 : d.verdict, (long long)d.wait_ns,
+                         (long long)d.retry_ns);
+}
+
 PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_ssize_t k = LIMITING(self)->ops->keyed; /* the key first */
+    Py_ssize_t k = LIMITING(self)->ops->key_fp != NULL; /* the key first */
     int64_t n, verdict, retry;
     if (nargs != 3 + k) {
         PyErr_SetString(PyExc_TypeError, k ? "_raise_blocked(key, n, verdict, retry_ns) takes "

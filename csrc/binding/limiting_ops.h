@@ -31,8 +31,13 @@ int region_open(struct sw_shm *shm, int mode, const char *path, const struct reg
 /* A limiter type's operations on its state, through its view (`viewp`: the head's). */
 struct limiting_ops {
     const char *tname;        /* the type, in messages */
-    bool keyed;               /* its methods take a key first */
     struct region_kind region;
+    /* keyed: the key's fingerprint (NULL: no key). @return 0, or -1 with TypeError set */
+    int (*key_fp)(PyObject *self, PyObject *key, uint64_t *fp);
+    /* one decision (of the key with fingerprint fp), off the hot paths (those call the core
+     * themselves). @return the core's code (SW_EBUSY: gave up waiting for the lock) */
+    int (*decide)(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, unsigned flags,
+                  struct sw_decision *d);
     uint32_t (*reap)(const void *view); /* give back dead processes' counts (the GIL free) */
     /* take the state's lock; may_give_up: @return false when the wait gave up (wait.h) */
     bool (*lock)(const void *view, bool may_give_up);
@@ -89,14 +94,13 @@ void limiting_dealloc(PyObject *self);
 void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
                             const struct sw_decision *d);
 
-/** acquire(timeout=) after the first refusal: acquire_loop with the type's decide(ctx, d)
- * (ctx starts with the PyObject *self), woken by releases for a concurrency limit; refused
- * at the end: one BLOCK counted (unless a lock never came), BlockedError raised.
- * @return 0 admitted (d its decision; its wait slept unless defer_wait), -1 with an
- * exception set */
-int limiting_acquire_wait(PyObject *self, PyObject *key, int64_t n, int64_t timeout_ns,
-                          bool defer_wait, struct sw_decision *d,
-                          void (*decide)(void *ctx, struct sw_decision *d), void *ctx);
+/** acquire(timeout=): acquire_loop over ops->decide (of key, fingerprint fp), woken by
+ * releases for a concurrency limit; refused at the end: one BLOCK counted (unless a lock
+ * never came), BlockedError raised. @return 0 admitted (d its decision; its wait slept
+ * unless defer_wait), -1 with an exception set */
+int limiting_acquire_wait(PyObject *self, PyObject *key, uint64_t fp, int64_t n,
+                          int64_t timeout_ns, unsigned flags, bool defer_wait,
+                          struct sw_decision *d);
 
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
@@ -112,6 +116,8 @@ void limiting_group_order(PyObject *self, struct sw_gmember *m);
 
 /* Slots and methods alike in both types (their tables point here) */
 PyObject *limiting_repr(PyObject *self);
+/* _decide([key,] n, flags, now_ns) -> (verdict, wait_ns, retry_ns): the asyncio helpers' */
+PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* _raise_blocked([key,] n, verdict, retry_ns) */
 PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() */
