@@ -165,16 +165,27 @@ enum entry_state {
     ENTRY_EXITED = 3    /* count given back */
 };
 
-typedef struct {
-    PyObject_HEAD
-    LimiterObject *limiter;
-    int64_t n;
-    int64_t start_ns;
-    atomic_int state; /* enum entry_state */
-    uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
-    int hollow;        /* shadow mode: admitted although an enforcing limiter would have
-                          refused; holds nothing, counts nothing on exit */
+/* The head of Entry (entry.c) and KeyedEntry (keyed.c): the owner (named by the type, and as
+ * `owner` for the methods written once in limiting.c), then the common fields. */
+#define ENTRY_HEAD(owner_type, owner_name)                                                     \
+    PyObject_HEAD                                                                              \
+    union {                                                                                    \
+        owner_type *owner_name;                                                                \
+        PyObject *owner; /* NULL only after the GC broke a cycle */                            \
+    };                                                                                         \
+    int64_t n;                                                                                 \
+    int64_t start_ns;                                                                          \
+    atomic_int state;   /* enum entry_state */                                                 \
+    int hollow;         /* shadow mode: admitted although an enforcing limiter would have      \
+                           refused; holds nothing, counts nothing on exit */                   \
     int64_t timeout_ns; /* entry(timeout=): how long to wait for admission; -1: none */
+typedef struct {
+    ENTRY_HEAD(PyObject, owner_obj)
+} AnyEntryObject;
+
+typedef struct {
+    ENTRY_HEAD(LimiterObject, limiter)
+    uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
 } EntryObject;
 
 /* What Entry (entry.c) and KeyedEntry (keyed.c) share. Both name their common fields alike
@@ -251,15 +262,18 @@ static inline void entry_dealloc_with(PyObject *self, inquiry clear)
 PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
                            PyObject *const *args, Py_ssize_t nargs);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
+PyObject *entry_abort(PyObject *self, PyObject *unused);
+/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort_as(atomic_int *state);
 /** __aenter__ after the claim: owner._aenter(self), the coroutine that ends the transition
  * (back to idle when it cannot be made). @return new reference or NULL */
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
 /** __aexit__(et, ...): owner._aexit(self, et). @return new reference or NULL */
-PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
-                           Py_ssize_t nargs);
-/** The `limiter` property: owner, or None after the GC broke a cycle. */
-PyObject *entry_owner_or_none(PyObject *owner);
+PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/** The properties `n`, `timeout` (s, or None), `limiter` (None after the GC broke a cycle) */
+PyObject *entry_get_n(PyObject *self, void *unused);
+PyObject *entry_get_timeout(PyObject *self, void *unused);
+PyObject *entry_get_limiter(PyObject *self, void *unused);
 
 /* ------------------------------------------------------------------------------------ */
 /* cross-file helpers (limiting.c, binding.c)                                            */

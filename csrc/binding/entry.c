@@ -135,11 +135,6 @@ static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssiz
     return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
 }
 
-static PyObject *Entry_abort(EntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return entry_abort_as(&self->state);
-}
-
 static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t rt;
@@ -163,25 +158,6 @@ static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->limiter);
 }
 
-static PyObject *Entry_aexit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    return entry_aexit_call((PyObject *)self, (PyObject *)self->limiter, args, nargs);
-}
-
-static PyObject *Entry_get_n(EntryObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->n);
-}
-static PyObject *Entry_get_timeout(EntryObject *self, void *Py_UNUSED(c))
-{
-    if (self->timeout_ns < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)self->timeout_ns / 1e9);
-}
-static PyObject *Entry_get_limiter(EntryObject *self, void *Py_UNUSED(c))
-{
-    return entry_owner_or_none((PyObject *)self->limiter);
-}
 
 static PyObject *Entry_repr(EntryObject *self)
 {
@@ -203,9 +179,9 @@ static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 #endif
 
 static PyGetSetDef Entry_getset[] = {
-    {"n", (getter)Entry_get_n, NULL, "The request size.", NULL},
-    {"limiter", (getter)Entry_get_limiter, NULL, "The Limiter.", NULL},
-    {"timeout", (getter)Entry_get_timeout, NULL,
+    {"n", entry_get_n, NULL, "The request size.", NULL},
+    {"limiter", entry_get_limiter, NULL, "The Limiter.", NULL},
+    {"timeout", entry_get_timeout, NULL,
      "The longest wait for admission, s (entry(timeout=)), or None: refused at once.", NULL},
     {NULL}};
 
@@ -213,9 +189,9 @@ static PyMethodDef Entry_methods[] = {
     {"__enter__", (PyCFunction)Entry_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))Entry_exit, METH_FASTCALL, NULL},
     {"__aenter__", (PyCFunction)Entry_aenter, METH_NOARGS, NULL},
-    {"__aexit__", (PyCFunction)(void (*)(void))Entry_aexit, METH_FASTCALL, NULL},
+    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
     {"_started", (PyCFunction)(void (*)(void))Entry_started, METH_FASTCALL, NULL},
-    {"_abort", (PyCFunction)Entry_abort, METH_NOARGS, NULL},
+    {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
 static PyType_Slot Entry_slots[] = {

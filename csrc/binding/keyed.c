@@ -42,15 +42,9 @@ typedef struct {
 } KeyedObject;
 
 typedef struct {
-    PyObject_HEAD
-    KeyedObject *lim;
+    ENTRY_HEAD(KeyedObject, lim) /* binding.h */
     PyObject *key;
     uint64_t fp;
-    int64_t n;
-    int64_t start_ns;
-    int64_t timeout_ns; /* entry(key, timeout=): the longest wait for admission; -1: none */
-    atomic_int state; /* enum entry_state */
-    int hollow;       /* shadow: a would-be refusal, holds and counts nothing */
 } KeyedEntryObject;
 
 static const char *const kbehavior_names[] = {"reject", "warm_up", "throttle",
@@ -330,24 +324,20 @@ static void overrides_free(struct overrides *ov)
     Py_CLEAR(ov->copy);
 }
 
-/* A snapshot of the settings, taken under cfg_mu (never the table's lock: no wait for
- * another process): the configuration, a new reference to the overrides dict, the
- * generation. Any pointer may be NULL. */
-static void settings_get(KeyedObject *self, struct sw_limiter_cfg *cfg, PyObject **over,
-                         uint64_t *gen)
+/* The overrides dict (a new reference), read under cfg_mu (as limiting_settings); with cfg,
+ * the configuration and generation of the same snapshot too */
+static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
     pthread_mutex_lock(&self->cfg_mu);
-    if (cfg != NULL)
+    PyObject *over = self->overrides;
+    Py_XINCREF(over);
+    if (cfg != NULL) {
         *cfg = self->cfg;
-    if (over != NULL) {
-        *over = self->overrides;
-        Py_XINCREF(*over);
-    }
-    if (gen != NULL)
         *gen = self->settings_gen;
+    }
     pthread_mutex_unlock(&self->cfg_mu);
+    return over;
 }
-
 /* update()'s swap (limiting_install), under both locks: the rule's base when given, the
  * overrides (the old ones handed back to free after the unlock) */
 struct keyed_install {
@@ -394,7 +384,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         struct overrides ov;
-        settings_get(self, &cfg, NULL, &gen);
+        limiting_settings((PyObject *)self, &cfg, &gen);
         if (build_overrides(&cfg, seed_of(self), value, &ov) < 0)
             return -1;
         if (install_settings(self, NULL, NULL, &ov, gen) == 0)
@@ -739,13 +729,6 @@ static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_
                                  d);
 }
 
-static int keyed_acquire(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                         int64_t timeout_ns, unsigned flags)
-{
-    struct sw_decision d;
-    return keyed_acquire_d(self, key, fp, n, timeout_ns, flags, false, &d);
-}
-
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
@@ -757,7 +740,8 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
         return NULL;
-    if (keyed_acquire(self, a[0], fp, n, timeout, 0u) < 0)
+    struct sw_decision d;
+    if (keyed_acquire_d(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -804,7 +788,7 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
     }
     struct sw_limiter_cfg cfg;
     if (rc == SW_ESTATE)
-        settings_get(self, &cfg, NULL, NULL);
+        limiting_settings((PyObject *)self, &cfg, NULL);
     if (rc == SW_ESTATE && cfg.shadow) {
         sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW); /* as Limiter.release */
         rc = SW_OK;
@@ -898,8 +882,7 @@ static PyObject *Keyed_set_seed(KeyedObject *self, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "_set_seed: a shared table keeps its creator's seed");
         return NULL;
     }
-    PyObject *cur;
-    settings_get(self, NULL, &cur, NULL);
+    PyObject *cur = overrides_get(self, NULL, NULL);
     int has_over = cur != NULL && PyDict_GET_SIZE(cur) > 0;
     Py_XDECREF(cur);
     if (has_over) {
@@ -924,8 +907,7 @@ static PyObject *Keyed_set_seed(KeyedObject *self, PyObject *arg)
 
 static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
 {
-    PyObject *over, *copy;
-    settings_get(self, NULL, &over, NULL);
+    PyObject *over = overrides_get(self, NULL, NULL), *copy;
     copy = PyDict_Copy(over);
     Py_DECREF(over);
     return copy;
@@ -945,8 +927,7 @@ static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 static int keyed_repr_own(PyObject *obj, PyObject *parts)
 {
     KeyedObject *self = (KeyedObject *)obj;
-    PyObject *over;
-    settings_get(self, NULL, &over, NULL);
+    PyObject *over = overrides_get(self, NULL, NULL);
     int rc = 0;
     if ((self->max_keys != DEFAULT_MAX_KEYS &&
          repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
@@ -971,9 +952,8 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
      * lost */
     for (;;) {
         struct sw_limiter_cfg cfg;
-        PyObject *cur;
         uint64_t gen;
-        settings_get(self, &cfg, &cur, &gen);
+        PyObject *cur = overrides_get(self, &cfg, &gen);
         if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
             keyed_check_behavior(&cfg) < 0) {
             Py_XDECREF(cur);
@@ -1209,11 +1189,6 @@ static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, P
     return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
 }
 
-static PyObject *KEntry_abort(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return entry_abort_as(&self->state);
-}
-
 static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t rt;
@@ -1236,24 +1211,11 @@ static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignor
     return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
 }
 
-static PyObject *KEntry_aexit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    return entry_aexit_call((PyObject *)self, (PyObject *)self->lim, args, nargs);
-}
-
-static PyObject *KEntry_get_n(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(self->n);
-}
 static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
 {
     PyObject *k = self->key != NULL ? self->key : Py_None;
     Py_INCREF(k);
     return k;
-}
-static PyObject *KEntry_get_limiter(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    return entry_owner_or_none((PyObject *)self->lim);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
@@ -1264,29 +1226,22 @@ static PyObject *KEntry_repr(KeyedEntryObject *self)
                                 self->lim ? (PyObject *)self->lim : Py_None);
 }
 
-static PyObject *KEntry_get_timeout(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    if (self->timeout_ns < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)self->timeout_ns / 1e9);
-}
-
 static PyGetSetDef KEntry_getset[] = {
-    {"n", (getter)KEntry_get_n, NULL, "The request size.", NULL},
+    {"n", entry_get_n, NULL, "The request size.", NULL},
     {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
-    {"timeout", (getter)KEntry_get_timeout, NULL,
+    {"timeout", entry_get_timeout, NULL,
      "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
      NULL},
-    {"limiter", (getter)KEntry_get_limiter, NULL, "The KeyedLimiter.", NULL},
+    {"limiter", entry_get_limiter, NULL, "The KeyedLimiter.", NULL},
     {NULL}};
 
 static PyMethodDef KEntry_methods[] = {
     {"__enter__", (PyCFunction)KEntry_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))KEntry_exit, METH_FASTCALL, NULL},
     {"__aenter__", (PyCFunction)KEntry_aenter, METH_NOARGS, NULL},
-    {"__aexit__", (PyCFunction)(void (*)(void))KEntry_aexit, METH_FASTCALL, NULL},
+    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
     {"_started", (PyCFunction)(void (*)(void))KEntry_started, METH_FASTCALL, NULL},
-    {"_abort", (PyCFunction)KEntry_abort, METH_NOARGS, NULL},
+    {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION

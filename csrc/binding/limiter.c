@@ -308,13 +308,6 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
     return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
 }
 
-/* @return 0 admitted, -1 with an exception set. */
-static int limiter_acquire(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags)
-{
-    struct sw_decision d;
-    return limiter_acquire_d(self, n, timeout_ns, flags, false, &d);
-}
-
 static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
@@ -326,7 +319,8 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
             parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
             return NULL;
     }
-    if (limiter_acquire(self, n, timeout, 0u) < 0)
+    struct sw_decision d;
+    if (limiter_acquire_d(self, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

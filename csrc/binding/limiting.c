@@ -489,10 +489,10 @@ PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
     Py_RETURN_NONE;
 }
 
-PyObject *entry_abort_as(atomic_int *state)
+PyObject *entry_abort(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(state, &expected, ENTRY_IDLE);
+    atomic_compare_exchange_strong(&((AnyEntryObject *)self)->state, &expected, ENTRY_IDLE);
     Py_RETURN_NONE;
 }
 
@@ -506,10 +506,9 @@ PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
     return r;
 }
 
-PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *args,
-                           Py_ssize_t nargs)
+PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
+    PyObject *et = nargs > 0 ? args[0] : Py_None, *owner = ((AnyEntryObject *)self)->owner;
     if (owner == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
         return NULL;
@@ -520,8 +519,22 @@ PyObject *entry_aexit_call(PyObject *self, PyObject *owner, PyObject *const *arg
     return PyObject_CallMethodObjArgs(owner, st->str_aexit, self, et, NULL);
 }
 
-PyObject *entry_owner_or_none(PyObject *owner)
+PyObject *entry_get_n(PyObject *self, void *Py_UNUSED(c))
 {
+    return PyLong_FromLongLong(((AnyEntryObject *)self)->n);
+}
+
+PyObject *entry_get_timeout(PyObject *self, void *Py_UNUSED(c))
+{
+    int64_t t = ((AnyEntryObject *)self)->timeout_ns;
+    if (t < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)t / 1e9);
+}
+
+PyObject *entry_get_limiter(PyObject *self, void *Py_UNUSED(c))
+{
+    PyObject *owner = ((AnyEntryObject *)self)->owner;
     if (owner == NULL)
         Py_RETURN_NONE; /* only after the GC broke a cycle */
     Py_INCREF(owner);
