@@ -158,21 +158,18 @@ static inline const struct sw_kview *kview(KeyedObject *self)
  * threads in acquire() and asyncio tasks waiting are woken. */
 static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
-    if (self->is_shared)
-        shared_notify(&self->shm);
-    else
-        waitq_notify(&self->wq);
+    PyObject *arg = NULL;
     if (self->waker != NULL) {
-        PyObject *arg = has_fp ? PyLong_FromUnsignedLongLong(fp) : NULL;
+        arg = has_fp ? PyLong_FromUnsignedLongLong(fp) : NULL;
         if (arg == NULL) {
             if (has_fp) /* no memory for the int: wake every key's queue instead */
                 PyErr_WriteUnraisable(self->waker);
             Py_INCREF(Py_None);
             arg = Py_None;
         }
-        waker_call(self->waker, arg);
-        Py_DECREF(arg);
     }
+    limiting_notify((PyObject *)self, arg);
+    Py_XDECREF(arg);
 }
 
 
@@ -654,6 +651,7 @@ static void keyed_free_own(PyObject *obj)
 
 static int keyed_repr_own(PyObject *obj, PyObject *parts);
 
+_Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
     "KeyedLimiter",
     {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
@@ -982,24 +980,14 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 
 
 static PyGetSetDef Keyed_getset[] = {
-    {"name", get_object_or_none, NULL,
-     "The name (name=, else the shared region's name), or None.",
-     (void *)offsetof(KeyedObject, name)},
-    {"shadow", cfg_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
     {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", NULL},
     {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", NULL},
     {"behavior", cfg_get_behavior, NULL, "The controller of each key.", NULL},
-    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
-    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", NULL},
     {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
-    {"shared", get_object_or_none, NULL,
-     "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     (void *)offsetof(KeyedObject, shared)},
+    LIMITING_GETSET,
     {NULL}};
 
 static PyMethodDef Keyed_methods[] = {
@@ -1035,16 +1023,10 @@ static PyMethodDef Keyed_methods[] = {
     {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe statistics of all keys together (a Stats; .evicted: keys "
      "evicted so far)."},
-    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
-    {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
     {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
     {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
-    {"_set_waker", limiting_set_waker, METH_O, NULL},
-    {"_watch", limiting_watch, METH_O, NULL},
-    {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL, NULL},
-    {"_reap", limiting_reap_m, METH_NOARGS, NULL},
+    LIMITING_METHODS,
     {NULL}};
 
 static PyMemberDef Keyed_members[] = {

@@ -40,11 +40,7 @@ static int lim_check_state(void *state, const struct sw_shm_layout *lay)
 
 void limiter_notify(LimiterObject *self)
 {
-    if (self->is_shared)
-        shared_notify(&self->shm);
-    else
-        waitq_notify(&self->wq);
-    waker_call(self->waker, NULL);
+    limiting_notify((PyObject *)self, NULL);
 }
 
 static const struct limiting_ops limiter_ops;
@@ -218,6 +214,7 @@ static void lim_free_own(PyObject *self)
     ((LimiterObject *)self)->lim = NULL;
 }
 
+_Static_assert(offsetof(LimiterObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops limiter_ops = {
     "Limiter",
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
@@ -487,20 +484,10 @@ static PyGetSetDef Limiter_getset[] = {
     {"behavior", cfg_get_behavior, NULL, "The controller.", NULL},
     {"warm_up_s", cfg_get_warm_up_s, NULL, "Warm-up period, s.", NULL},
     {"cold_factor", cfg_get_cold_factor, NULL, "Warm-up cold factor.", NULL},
-    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},
     {"occupy_timeout_ms", cfg_get_occupy_timeout_ms, NULL,
      "Longest wait of a prioritized borrow, ms.", NULL},
-    {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", NULL},
-    {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", NULL},
     {"in_flight", (getter)Limiter_get_in_flight, NULL, "Requests in flight now.", NULL},
-    {"shared", get_object_or_none, NULL,
-     "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     (void *)offsetof(LimiterObject, shared)},
-    {"name", get_object_or_none, NULL,
-     "The name (name=, else the shared region's name), or None.",
-     (void *)offsetof(LimiterObject, name)},
-    {"shadow", cfg_get_shadow, NULL,
-     "Shadow mode: decides and counts, admits everything.", NULL},
+    LIMITING_GETSET,
     {NULL}};
 
 static PyMethodDef Limiter_methods[] = {
@@ -535,14 +522,8 @@ static PyMethodDef Limiter_methods[] = {
      "record SUCCESS or EXCEPTION, RT, and release."},
     {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
      "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
-    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},
-    {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL, NULL},
-    {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m, METH_FASTCALL, NULL},
     {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
-    {"_set_waker", limiting_set_waker, METH_O, NULL},
-    {"_watch", limiting_watch, METH_O, NULL},
-    {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL, NULL},
-    {"_reap", limiting_reap_m, METH_NOARGS, NULL},
+    LIMITING_METHODS,
     ADAPTIVE_METHODS
     {NULL}};
 

@@ -11,7 +11,9 @@
 #define SW_BINDING_LIMITING_OPS_H
 
 #include "binding.h"
+#include "shared.h"
 #include "sw_group.h"
+#include "wakers.h"
 
 /* What a state in a shared region is: the layout's kind and callbacks (sw_shm.h). */
 struct region_kind {
@@ -80,6 +82,18 @@ static inline void *limiting_view(PyObject *self)
     return h->viewp;
 }
 
+/** A release: wake the threads (and, shared, the processes) waiting for one, and the asyncio
+ * waiter queue with arg (a key's fingerprint, or NULL/None: any). Inline: an exit's. */
+static inline void limiting_notify(PyObject *self, PyObject *arg)
+{
+    struct limiting_head *h = LIMITING(self);
+    if (h->is_shared)
+        shared_notify(&h->shm);
+    else
+        waitq_notify(&h->wq);
+    waker_call(h->waker, arg);
+}
+
 /** Shared: give back dead processes' counts when a reap is due. @return whether any */
 bool limiting_maybe_reap(PyObject *self);
 /** The other live object of this process on self's region behind fork link l (one of
@@ -141,5 +155,28 @@ PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *unused);
 PyObject *cfg_get_interval_ms(PyObject *self, void *unused);
 PyObject *cfg_get_sample_count(PyObject *self, void *unused);
 PyObject *cfg_get_shadow(PyObject *self, void *unused);
+
+/* The entries of the getset and method tables alike in both types */
+#define LIMITING_GETSET                                                                        \
+    {"max_queueing_ms", cfg_get_max_queueing_ms, NULL, "Throttle queue, ms.", NULL},           \
+        {"interval_ms", cfg_get_interval_ms, NULL, "The window, ms.", NULL},                   \
+        {"sample_count", cfg_get_sample_count, NULL, "Buckets in the window.", NULL},          \
+        {"shadow", cfg_get_shadow, NULL, "Shadow mode: decides and counts, admits everything.", \
+         NULL},                                                                                \
+        {"shared", get_object_or_none, NULL, "How it was opened: None (private), True "        \
+         "(anonymous), or the region's name or path.", (void *)offsetof(LimitingObject, shared)}, \
+        {"name", get_object_or_none, NULL, "The name (name=, else the shared region's name), " \
+         "or None.", (void *)offsetof(LimitingObject, name)}
+#define LIMITING_METHODS                                                                       \
+    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},          \
+        {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL,     \
+         NULL},                                                                                \
+        {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m,              \
+         METH_FASTCALL, NULL},                                                                 \
+        {"_set_waker", limiting_set_waker, METH_O, NULL},                                      \
+        {"_watch", limiting_watch, METH_O, NULL},                                              \
+        {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL,   \
+         NULL},                                                                                \
+        {"_reap", limiting_reap_m, METH_NOARGS, NULL}
 
 #endif /* SW_BINDING_LIMITING_OPS_H */
