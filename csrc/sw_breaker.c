@@ -60,16 +60,8 @@ int sw_breaker_check_ex(const struct sw_breaker_cfg *cfg, struct sw_cfg_error *e
     if (!(cfg->recovery_s >= 0.0 && cfg->recovery_s <= SW_BRK_MAX_RECOVERY_S))
         return sw_cfg_fail(err, "recovery_s", "recovery_s must be a number in [0, 1e9], got %.17g",
                            cfg->recovery_s);
-    if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
-        return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
-                           (long long)cfg->interval_ms);
-    if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
-        return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
-                           SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
-    if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
-        return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
-                           "sample_count (%lu)", (long long)cfg->interval_ms,
-                           (unsigned long)cfg->sample_count);
+    if (sw_cfg_check_window(err, cfg->interval_ms, cfg->sample_count) != SW_OK)
+        return SW_EINVAL;
     return SW_OK;
 }
 

@@ -33,3 +33,18 @@ int sw_cfg_fail(struct sw_cfg_error *err, const char *param, const char *fmt, ..
     }
     return SW_EINVAL;
 }
+
+int sw_cfg_check_window(struct sw_cfg_error *err, int64_t interval_ms, uint32_t sample_count)
+{
+    if (interval_ms < 1 || interval_ms > SW_MAX_INTERVAL_MS)
+        return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
+                           (long long)interval_ms);
+    if (sample_count < 1 || sample_count > SW_MAX_SAMPLES)
+        return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
+                           SW_MAX_SAMPLES, (unsigned long)sample_count);
+    if (interval_ms % (int64_t)sample_count != 0)
+        return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
+                           "sample_count (%lu)", (long long)interval_ms,
+                           (unsigned long)sample_count);
+    return SW_OK;
+}

@@ -46,6 +46,10 @@ struct sw_cfg_error {
 int sw_cfg_fail(struct sw_cfg_error *err, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/** Check a window's interval_ms and sample_count (every product's window) with sw_cfg_fail.
+ * @return SW_OK or SW_EINVAL */
+int sw_cfg_check_window(struct sw_cfg_error *err, int64_t interval_ms, uint32_t sample_count);
+
 /* Pass `SW_NOW` as `now_ns` to let the core read the clock inside its critical section. */
 #define SW_NOW INT64_MIN
 

@@ -82,16 +82,8 @@ int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *e
     if (cfg->occupy_timeout_ms < 0)
         return sw_cfg_fail(err, "occupy_timeout_ms", "occupy_timeout_ms must be >= 0, got %lld",
                            (long long)cfg->occupy_timeout_ms);
-    if (cfg->interval_ms < 1 || cfg->interval_ms > SW_MAX_INTERVAL_MS)
-        return sw_cfg_fail(err, "interval_ms", "interval_ms must be an int in [1, 2**40], got %lld",
-                           (long long)cfg->interval_ms);
-    if (cfg->sample_count < 1 || cfg->sample_count > SW_MAX_SAMPLES)
-        return sw_cfg_fail(err, "sample_count", "sample_count must be an int in [1, %d], got %lu",
-                           SW_MAX_SAMPLES, (unsigned long)cfg->sample_count);
-    if (cfg->interval_ms % (int64_t)cfg->sample_count != 0)
-        return sw_cfg_fail(err, "interval_ms", "interval_ms (%lld) must be divisible by "
-                           "sample_count (%lu)", (long long)cfg->interval_ms,
-                           (unsigned long)cfg->sample_count);
+    if (sw_cfg_check_window(err, cfg->interval_ms, cfg->sample_count) != SW_OK)
+        return SW_EINVAL;
     /* validated whatever the behavior (parameters of a behavior not chosen are validated,
      * then ignored) */
     if (sw_warmup_check(cfg->count, cfg->warm_up_s, cfg->cold_factor) != SW_OK)
