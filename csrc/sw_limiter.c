@@ -493,6 +493,22 @@ static inline void add_in_flight(const struct sw_view *v, struct sw_node *node, 
     sw_view_add_in_flight(v, node, d);
 }
 
+/* Of `take` counts leaving a living slot (a reap, a dropped object's give-back), how many
+ * are still in the total. The total is the sum of the slots less what was released for
+ * other processes (sw_view_add_in_flight): that part may have been these counts. Which
+ * slot's counts another process released is not recorded, so the leaving ones are taken
+ * to be those first: the total never falls below what the others hold (at worst it stays
+ * above until they end or die). Lock held, before the slot is lowered. */
+static int64_t still_counted(const struct sw_view *v, const struct sw_node *node, int64_t take)
+{
+    int64_t sum = 0;
+    for (uint32_t j = 0; j < v->n_slots; j++)
+        if (v->slots[j].in_flight > 0)
+            sum = sw_sat_add(sum, v->slots[j].in_flight);
+    int64_t released = sw_sat_sub(sum, node->in_flight);
+    return released <= 0 ? take : released >= take ? 0 : take - released;
+}
+
 uint32_t sw_lstate_reap(const struct sw_view *v)
 {
     uint32_t freed = 0;
@@ -508,16 +524,7 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
         if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) == tok) {
             struct sw_node *node = sw_lstate_node(v->st);
             int64_t held = v->slots[i].in_flight;
-            /* the total is the sum of the slots less what was released for other processes
-             * (add_in_flight): that part of the dead slot already left the total. Which
-             * slot's counts another process released is not recorded, so the dead one is
-             * taken to be theirs first: the total never falls below what the living hold
-             * (at worst it stays above until the other holders end or die). */
-            int64_t sum = 0;
-            for (uint32_t j = 0; j < v->n_slots; j++)
-                if (v->slots[j].in_flight > 0)
-                    sum = sw_sat_add(sum, v->slots[j].in_flight);
-            int64_t released = sw_sat_sub(sum, node->in_flight);
+            int64_t counted = held > 0 ? still_counted(v, node, held) : 0;
             v->slots[i].in_flight = 0;
             /* A negative slot (a region written before slots were kept >= 0, or damage):
              * the acquirers' slots are lowered instead (cancel_surplus). Were the total to
@@ -525,10 +532,8 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
             int64_t total = node->in_flight;
             if (held < 0)
                 cancel_surplus(v, i, held == INT64_MIN ? INT64_MAX : -held);
-            else if (held > 0)
-                total = sw_sat_sub(total, released <= 0        ? held
-                                          : released >= held ? 0
-                                                             : held - released);
+            else
+                total = sw_sat_sub(total, counted);
             if (total < 0) {
                 cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
                 total = 0;
@@ -604,8 +609,9 @@ int64_t sw_lstate_give_back_locked(const struct sw_view *v, int64_t others)
                          sw_token_resolve(v->token))
         return 0;
     struct sw_node *node = sw_lstate_node(v->st);
+    int64_t counted = still_counted(v, node, take);
     slot->in_flight -= take;
-    int64_t total = sw_sat_sub(node->in_flight, take);
+    int64_t total = sw_sat_sub(node->in_flight, counted);
     if (total < 0) { /* counts released in another process: see cancel_deficit */
         cancel_deficit(v, total == INT64_MIN ? INT64_MAX : -total);
         total = 0;

@@ -29,6 +29,9 @@ def _check_int(value: Any, name: str) -> int:
     return value
 
 
+_DEFAULT_INITIAL = 20  # initial_limit when not given (clamped to [min_limit, max_limit])
+
+
 def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     """Validate the adaptive settings; a ValueError/TypeError names the parameter."""
     algorithm = settings["algorithm"]
@@ -39,9 +42,11 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
         raise ValueError("algorithm must be 'bbr' or 'gradient', got %r" % (algorithm,))
     lo = _check_int(settings["min_limit"], "min_limit")
     hi = _check_int(settings["max_limit"], "max_limit")
-    init = _check_int(settings["initial_limit"], "initial_limit")
     if lo > hi:
         raise ValueError("min_limit (%d) must not be above max_limit (%d)" % (lo, hi))
+    if settings["initial_limit"] is None:  # not given: the default, within the bounds
+        settings["initial_limit"] = min(max(_DEFAULT_INITIAL, lo), hi)
+    init = _check_int(settings["initial_limit"], "initial_limit")
     if not lo <= init <= hi:
         raise ValueError("initial_limit must be in [min_limit, max_limit] = [%d, %d], got %d"
                          % (lo, hi, init))
@@ -148,7 +153,8 @@ class AdaptiveLimiter(Limiter):
     - ``"gradient"``: Netflix Gradient2's update: the limit grows while the response time
       stays near its no-load baseline and shrinks as queueing inflates it.
 
-    The limit stays in ``[min_limit, max_limit]`` and starts at ``initial_limit``;
+    The limit stays in ``[min_limit, max_limit]`` and starts at ``initial_limit`` (20
+    clamped to the bounds when not given);
     ``limit`` is the limit in force. Refusals raise :class:`slidewin.BlockedError`. A call
     teaches the limiter its response time when it runs in ``entry()`` or the decorator, or
     when ``release(rt_ms=...)`` ends a ``try_acquire()``.
@@ -163,7 +169,7 @@ class AdaptiveLimiter(Limiter):
         algorithm: str = "bbr",
         min_limit: int = 1,
         max_limit: int = 1000,
-        initial_limit: int = 20,
+        initial_limit: Optional[int] = None,
         interval_ms: int = 1000,
         sample_count: int = 10,
         cpu_threshold: Optional[float] = None,
@@ -252,6 +258,13 @@ class AdaptiveLimiter(Limiter):
         if on_block is not _MISSING and on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         new = dict(self._adaptive)
+        if "initial_limit" not in settings:
+            # not given: the one in force, clamped to the new bounds (a user who lowers
+            # max_limit below it did not choose it)
+            lo = settings.get("min_limit", new["min_limit"])
+            hi = settings.get("max_limit", new["max_limit"])
+            if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
+                new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
         new.update(settings)
         self._apply(_check(new))
         if on_block is not _MISSING:

@@ -51,6 +51,13 @@ def _check_errors(errors: Any) -> Tuple[Type[BaseException], ...]:
     ):
         raise TypeError("errors must be an exception class or a tuple of exception classes, "
                         "not %r" % (errors,))
+    for e in errors:
+        if not issubclass(e, Exception) or issubclass(e, _core.BlockedError):
+            # a BaseException that is not an Exception (KeyboardInterrupt, CancelledError)
+            # and a refusal by a nested limit cancel the call: never counted as failures
+            raise ValueError("errors must be Exception subclasses other than BlockedError "
+                             "(%s cancels a call; it never counts as a failure), got %s"
+                             % (e.__name__, e.__name__))
     return errors
 
 

@@ -67,7 +67,9 @@ class Group(_core.Group):
                  refused: Tuple[int, ...], who: int) -> BaseException:
         owners = self.limiters
         names = ", ".join("member %d (%r)" % (i, self.members[i]) for i in refused)
-        if verdict == _NEVER:
+        if verdict == _NEVER:  # who: a member that can never admit it (others may be full)
+            if who >= 0:
+                names = "member %d (%r)" % (who, self.members[who])
             text = "all_of: the request can never pass %s as configured" % names
         else:
             text = "all_of: refused by %s" % names

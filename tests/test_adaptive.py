@@ -192,7 +192,7 @@ def test_bbr_cpu_trigger():
     ({"max_limit": 0}, ValueError, "max_limit"),
     ({"max_limit": 2_000_000}, ValueError, "max_limit"),
     ({"initial_limit": 1001}, ValueError, "initial_limit"),
-    ({"min_limit": 30}, ValueError, "initial_limit"),
+    ({"min_limit": 30, "initial_limit": 20}, ValueError, "initial_limit"),
     ({"min_limit": 10, "max_limit": 5, "initial_limit": 7}, ValueError, "min_limit"),
     ({"min_limit": 1.5}, TypeError, "min_limit"),
     ({"initial_limit": True}, TypeError, "initial_limit"),
@@ -408,3 +408,15 @@ def test_cpu_sampler_feeds_limiters_with_a_threshold():
     lim = AdaptiveLimiter(algorithm="bbr", cpu_threshold=0.5)
     assert lim in _adaptive._cpu._lims
     assert AdaptiveLimiter(algorithm="bbr") not in _adaptive._cpu._lims
+
+
+def test_an_initial_limit_not_given_is_clamped_to_the_bounds():
+    # outside test: update(max_limit=5) failed on the default initial_limit=20
+    lim = AdaptiveLimiter()
+    assert lim.initial_limit == 20
+    lim.update(max_limit=5)
+    assert lim.max_limit == 5 and lim.initial_limit == 5
+    assert AdaptiveLimiter(max_limit=5).initial_limit == 5
+    assert AdaptiveLimiter(min_limit=30).initial_limit == 30
+    with pytest.raises(ValueError, match="initial_limit"):
+        AdaptiveLimiter(max_limit=5, initial_limit=20)   # given: still checked

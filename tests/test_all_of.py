@@ -953,3 +953,16 @@ def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member
     finally:
         go.set()
         p.join(30)
+
+
+def test_a_request_that_can_never_pass_names_the_member_that_never_admits_it():
+    # outside test: a full member was named (and was err.limiter) beside the one whose
+    # window is too small for the request
+    a, b = Limiter(qps=5), Limiter(qps=10)
+    g = all_of(a, b)
+    assert b.try_acquire(5)
+    with pytest.raises(BlockedError) as e:
+        g.acquire(6, timeout=1)
+    assert e.value.limiter is a
+    assert "member 0" in str(e.value) and "member 1" not in str(e.value)
+    assert e.value.retry_after is None

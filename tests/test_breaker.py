@@ -405,6 +405,10 @@ def test_update_keeps_the_state_and_window():
     (dict(error_ratio=0.5, sample_count=0), ValueError, "sample_count"),
     (dict(error_ratio=0.5, errors="ValueError"), TypeError, "errors"),
     (dict(error_ratio=0.5, errors=(ValueError, 3)), TypeError, "errors"),
+    # outside test: accepted, and never counted (a BaseException cancels the call)
+    (dict(error_ratio=0.5, errors=(KeyboardInterrupt,)), ValueError, "errors"),
+    (dict(error_ratio=0.5, errors=asyncio.CancelledError), ValueError, "errors"),
+    (dict(error_ratio=0.5, errors=(ValueError, BlockedError)), ValueError, "errors"),
     (dict(error_ratio=0.5, name=""), ValueError, "name"),
     (dict(error_ratio=0.5, bogus=1), TypeError, "bogus"),
 ])

@@ -379,7 +379,8 @@ static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
 /* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
  * refused and shadowed (the shadow members that would have refused: admitted, holding
  * nothing) are tuples of member indices; who is the refusing member with the
- * largest retry (the first refuser when none is known), or -1. */
+ * largest retry (the first refuser when none is known; for SW_NEVER the first member that
+ * can never admit the request), or -1. */
 static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], flags, now;
@@ -418,7 +419,12 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
             }
             Py_DECREF(ix);
         }
-        if (m[k].refused && m[k].d->retry_ns > best) {
+        if (d.verdict == SW_NEVER) {
+            /* the one to blame is a member that can never admit it, not one that is full
+             * now (its retry time says nothing then) */
+            if (m[k].refused && m[k].d->verdict == SW_NEVER && who < 0)
+                who = (long)i;
+        } else if (m[k].refused && m[k].d->retry_ns > best) {
             best = m[k].d->retry_ns;
             who = (long)i;
         }

@@ -359,8 +359,8 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
     }
     if (o_qps == Py_None && o_conc == Py_None) {
         PyErr_SetString(PyExc_ValueError,
-                        "pass exactly one of qps (a rate per second) or concurrency "
-                        "(requests in flight)");
+                        "pass exactly one of qps (a rate per second), rate (a string "
+                        "such as \"100/minute\") or concurrency (requests in flight)");
         return -1;
     }
     cfg->grade = o_qps != Py_None ? SW_GRADE_QPS : SW_GRADE_CONCURRENCY;

@@ -724,6 +724,42 @@ static void release_for_another_then_acquire(void)
     sw_shm_close(&s);
 }
 
+/* review: A holds 2, B 1, and C finishes B's job (releases 1); then B's object is dropped,
+ * every process alive: its give-back must not take the count C released out of the total
+ * again (it did: the total read 1 with A's 2 held, and 2 more were admitted under 3). */
+static void give_back_after_a_release_for_it(void)
+{
+    struct sw_shm s;
+    struct sw_rule rule;
+    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 3);
+    struct sw_view a, b, c;
+    int64_t hb = 0;
+    view_of(&s, &rule, &a);
+    view_of(&s, &rule, &b);
+    view_of(&s, &rule, &c);
+    a.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as other processes' */
+    c.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 2u);
+    CHECK(a.my_slot >= 0 && c.my_slot >= 0 && a.my_slot != b.my_slot && c.my_slot != b.my_slot);
+    b.held = &hb;
+    struct sw_decision d;
+    sw_decide(&a, 2, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_decide(&b, 1, MS(10), SW_F_ENTRY, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(sw_release(&c, 1), SW_OK); /* B's job, finished in C */
+    CHECK_EQ(sw_in_flight(&a), 2);
+    sw_view_lock(&b);
+    (void)sw_lstate_give_back_locked(&b, 0); /* B's object dropped */
+    sw_view_unlock(&b);
+    CHECK_EQ(sw_in_flight(&a), 2); /* A's 2 */
+    sw_decide(&a, 1, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    sw_decide(&a, 1, MS(10), 0, &d);
+    CHECK_EQ(d.verdict, SW_BLOCK); /* 3 of 3 */
+    CHECK_EQ(sw_release(&a, 3), SW_OK);
+    sw_shm_close(&s);
+}
+
 /* A region at a fresh path, opened by a first process (checked) with a view of a QPS rule of
  * 10 (v), damaged by hand; then attached by a second (b, vb) that checks and repairs it. */
 struct crafted {
@@ -1258,5 +1294,6 @@ void test_shm_review(void)
     takeover_through_window();
     reap_keeps_the_sum();
     release_for_another_then_acquire();
+    give_back_after_a_release_for_it();
     crafted_deque();
 }
