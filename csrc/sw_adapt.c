@@ -89,11 +89,14 @@ static bool triggered(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
 }
 
 /* The window's completed buckets: the max of their completions and the min of their mean
- * RTs (ms), aegis' selections; *max_done 0 when none has completions. */
-static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done, double *min_rt)
+ * RTs (ms), aegis' selections; *max_done 0 when none has completions. *last_rt: the mean RT
+ * of the last completed bucket (-1 without completions), the queueing evidence. */
+static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done, double *min_rt,
+                       double *last_rt)
 {
     *max_done = 0;
     *min_rt = -1.0;
+    *last_rt = -1.0;
     /* the current bucket is still filling (aegis skips it) */
     uint32_t back = sec->sample_count > 1 ? sec->sample_count - 1 : 1;
     for (uint32_t k = 1; k <= back; k++) {
@@ -103,6 +106,8 @@ static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done
         int64_t done = slot[SW_SLOT_COUNTS + SW_EV_SUCCESS];
         if (done <= 0)
             continue;
+        if (k == 1)
+            *last_rt = (double)slot[SW_SLOT_COUNTS + SW_EV_RT] / (double)done;
         if (k + 1 < sec->sample_count) {
             /* a bucket after one without completions is partial (traffic began in it): its
              * count would pull the bound below the level in flight (a cold start, or after
@@ -145,6 +150,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
 {
     int64_t cur = sw_leap_start_of(sec, t);
     bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    bool busy = (s->flags & SW_ADAPT_BUSY) != 0;
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->next_ms = cur + sec->window_ms;
     if (!triggered(cfg, s, t)) {
@@ -164,18 +170,26 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         s->next_ms = cur + sec->window_ms;
     }
     int64_t max_done;
-    double min_rt;
-    bbr_window(sec, cur, &max_done, &min_rt);
+    double min_rt, last_rt;
+    bbr_window(sec, cur, &max_done, &min_rt, &last_rt);
     if (max_done == 0) { /* nothing completed in the window: the cold-start limit */
         s->limit = (float)cfg->initial_limit;
         return;
     }
+    double probed = (double)s->base_us / 1000.0;
+    /* Evidence of queueing: the last bucket ran SW_ADAPT_BBR_QUEUE_RT x slower than the
+     * drained RT (the smaller of the window's min mean RT and the last probe's), or, with a
+     * cpu_threshold, the CPU trigger (Sentinel's and aegis' evidence). Without it the bound
+     * (the AVERAGE level in flight) is not enforced: a healthy load's instantaneous level
+     * exceeds its average half the time. */
+    double drained = probed > 0.0 && probed < min_rt ? probed : min_rt;
+    bool queued = cfg->cpu_threshold != SW_ADAPT_NO_CPU ||
+                  last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0);
     /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
      * probe's drained RT: under overload the window's is queued, and taken alone it makes
      * the bound equal the level in flight at any level above the capacity (Little's law),
      * which the max/min selections then ratchet up. A faster window counts at once. */
     double rt_prop = min_rt;
-    double probed = (double)s->base_us / 1000.0;
     if (probed > 0.0 && rt_prop > SW_ADAPT_BBR_TOLERANCE * probed)
         rt_prop = SW_ADAPT_BBR_TOLERANCE * probed;
     /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
@@ -187,8 +201,8 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * limit: a backend with fewer callers than its capacity is never probed), when it is
      * due, or when the whole window ran well above it (queueing the bound does not see, or
      * a slower backend) */
-    if (refused && (t >= s->probe_ms ||
-                    (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
+    if (refused && (queued || probed <= 0.0) &&
+        (t >= s->probe_ms || (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
         /* the estimate the probe re-measures (kept if the probe gets no sample) */
         s->base_us = (float)(rt_prop * 1000.0);
         set_phase(s, SW_ADAPT_PROBING);
@@ -212,7 +226,20 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     double gain = phase == 0 || grew ? SW_ADAPT_BBR_UP : 1.0;
     s->floors = gain > 1.0;
     s->samples = max_done > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)max_done;
-    s->limit = bounded(cfg, floor(bound * gain) + 1.0);
+    double limit = floor(bound * gain) + 1.0;
+    if (!queued) {
+        /* no queueing: the limit in force stays, at least the bound; it grows by the probing
+         * gain while callers are refused (demand above it), and shrinks toward twice the peak
+         * in flight while that stays under half of it (TCP BBR's cwnd_gain of 2) */
+        double l = (double)s->limit;
+        if (refused)
+            l = floor(l * SW_ADAPT_BBR_UP) + 1.0;
+        else if (!busy)
+            l = floor(l * SW_ADAPT_BBR_SHRINK);
+        if (l > limit)
+            limit = l;
+    }
+    s->limit = bounded(cfg, limit);
 }
 
 /* ---- gradient ---- */

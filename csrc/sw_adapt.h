@@ -99,6 +99,10 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_PROBE_GAIN 0.5   /* bbr: a probe pins the limit to this x the bound */
 #define SW_ADAPT_BBR_QUEUED 1.5       /* bbr: a window whose min mean RT is this x RTprop
                                          calls for a probe (while refusing) */
+#define SW_ADAPT_BBR_QUEUE_RT 1.25     /* bbr: the last bucket's mean RT above this x the
+                                         drained RT is queueing: the bound is enforced */
+#define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
+                                         bucket while in flight stays under half of it */
 #define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
                                          estimate calls for another at once */
 

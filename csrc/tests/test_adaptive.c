@@ -399,8 +399,10 @@ static void test_bbr_bound(void)
         CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(1010)), SW_OK);
     for (int i = 0; i < 50; i++)
         CHECK_EQ(sw_exit_rt(&v, 1, MS(40), SW_OUT_SUCCESS, MS(1150)), SW_OK);
-    CHECK_EQ(sw_adapt_limit_now(&v, MS(1150)), 7); /* 30 x 20 / 100 = 6, + 1 */
-    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 11);
+    /* 30 x 20 / 100 = 6, + 1 = 7, but not enforced: no queueing (20 ms, the window's min),
+     * so the limit in force (20) stays, shrunk by a quarter (nothing was in flight) */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1150)), 15);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 11); /* 40 ms > 1.25 x 20 ms: enforced */
     /* admitted while in flight <= 10: 11 in flight, the 12th refused */
     struct sw_decision d;
     for (int i = 0; i < 11; i++) {
