@@ -183,8 +183,13 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * (the AVERAGE level in flight) is not enforced: a healthy load's instantaneous level
      * exceeds its average half the time. */
     double drained = probed > 0.0 && probed < min_rt ? probed : min_rt;
-    bool queued = cfg->cpu_threshold != SW_ADAPT_NO_CPU ||
-                  last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0);
+    bool queued = cfg->cpu_threshold != SW_ADAPT_NO_CPU;
+    if (!queued) {
+        if (last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0))
+            s->mark_ms = t;
+        queued = s->mark_ms != INT64_MIN && s->mark_ms <= t &&
+                 t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
+    }
     /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
      * probe's drained RT: under overload the window's is queued, and taken alone it makes
      * the bound equal the level in flight at any level above the capacity (Little's law),
@@ -233,7 +238,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
          * in flight while that stays under half of it (TCP BBR's cwnd_gain of 2) */
         double l = (double)s->limit;
         if (refused)
-            l = floor(l * SW_ADAPT_BBR_UP) + 1.0;
+            l = floor(l * SW_ADAPT_BBR_GROW) + 1.0;
         else if (!busy)
             l = floor(l * SW_ADAPT_BBR_SHRINK);
         if (l > limit)

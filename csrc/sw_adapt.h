@@ -88,7 +88,9 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
 #define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
-#define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal */
+#define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal
+                                         (cpu_threshold), the evidence of queueing this long
+                                         after the last queued bucket (without) */
 #define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
 #define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
 #define SW_ADAPT_BBR_TOLERANCE 1.1    /* bbr: RTprop at most this x the probe's mean RT */
@@ -101,6 +103,8 @@ struct sw_adapt_state {
                                          calls for a probe (while refusing) */
 #define SW_ADAPT_BBR_QUEUE_RT 1.25     /* bbr: the last bucket's mean RT above this x the
                                          drained RT is queueing: the bound is enforced */
+#define SW_ADAPT_BBR_GROW 1.1        /* bbr without queueing: the limit grows by this a
+                                         bucket while callers are refused */
 #define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
                                          bucket while in flight stays under half of it */
 #define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
