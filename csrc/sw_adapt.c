@@ -88,12 +88,23 @@ static bool triggered(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
     return s->mark_ms != INT64_MIN && t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
 }
 
-/* The window's completed buckets: the max of their completions and the min of their mean
- * RTs (ms), aegis' selections; *max_done 0 when none has completions. */
-static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done, double *min_rt)
+/* What bbr reads from the window's completed buckets (the filling one is left out). */
+struct bbr_read {
+    int64_t max_done; /* the max of their completions (aegis); 0: none has completions */
+    double min_rt;    /* the min of their mean RTs, ms (aegis) */
+    double mean_rt;   /* their mean RT, ms: the unloaded reference before any probe */
+    double last_rt;   /* the mean RT of the last SW_ADAPT_BBR_EVIDENCE completed buckets, ms
+                         (-1: no completions): the evidence of queueing */
+};
+
+/* A bucket that follows one without completions is partial (traffic began in it): it counts
+ * only for the evidence. */
+static void bbr_window(const struct sw_leap *sec, int64_t cur, struct bbr_read *w)
 {
-    *max_done = 0;
-    *min_rt = -1.0;
+    w->max_done = 0;
+    w->min_rt = w->mean_rt = w->last_rt = -1.0;
+    double last_sum = 0.0, sum = 0.0;
+    int64_t last_n = 0, n = 0;
     /* the current bucket is still filling (aegis skips it) */
     uint32_t back = sec->sample_count > 1 ? sec->sample_count - 1 : 1;
     for (uint32_t k = 1; k <= back; k++) {
@@ -103,20 +114,29 @@ static void bbr_window(const struct sw_leap *sec, int64_t cur, int64_t *max_done
         int64_t done = slot[SW_SLOT_COUNTS + SW_EV_SUCCESS];
         if (done <= 0)
             continue;
+        double rt_sum = (double)slot[SW_SLOT_COUNTS + SW_EV_RT];
+        if (k <= SW_ADAPT_BBR_EVIDENCE) {
+            last_sum += rt_sum;
+            last_n += done;
+            w->last_rt = last_sum / (double)last_n;
+        }
         if (k + 1 < sec->sample_count) {
-            /* a bucket after one without completions is partial (traffic began in it): its
-             * count would pull the bound below the level in flight (a cold start, or after
-             * an idle spell, would refuse callers the backend serves) */
+            /* a partial bucket's count would pull the bound below the level in flight (a
+             * cold start, or after an idle spell, would refuse callers the backend serves) */
             const int64_t *older = sw_leap_find(sec, cur - (int64_t)(k + 1) * sec->window_ms);
             if (older == NULL || older[SW_SLOT_COUNTS + SW_EV_SUCCESS] <= 0)
                 continue;
         }
-        double rt = (double)slot[SW_SLOT_COUNTS + SW_EV_RT] / (double)done;
-        if (done > *max_done)
-            *max_done = done;
-        if (*min_rt < 0 || rt < *min_rt)
-            *min_rt = rt;
+        double rt = rt_sum / (double)done;
+        sum += rt_sum;
+        n += done;
+        if (done > w->max_done)
+            w->max_done = done;
+        if (w->min_rt < 0 || rt < w->min_rt)
+            w->min_rt = rt;
     }
+    if (n > 0)
+        w->mean_rt = sum / (double)n;
 }
 
 /* The end of a probe (enough samples, or given up): its mean RT becomes the RTprop. A probe
@@ -145,6 +165,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
 {
     int64_t cur = sw_leap_start_of(sec, t);
     bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
+    bool busy = (s->flags & SW_ADAPT_BUSY) != 0;
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->next_ms = cur + sec->window_ms;
     if (!triggered(cfg, s, t)) {
@@ -163,19 +184,34 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         bbr_end_probe(s, t);
         s->next_ms = cur + sec->window_ms;
     }
-    int64_t max_done;
-    double min_rt;
-    bbr_window(sec, cur, &max_done, &min_rt);
+    struct bbr_read w;
+    bbr_window(sec, cur, &w);
+    int64_t max_done = w.max_done;
+    double min_rt = w.min_rt;
     if (max_done == 0) { /* nothing completed in the window: the cold-start limit */
         s->limit = (float)cfg->initial_limit;
         return;
+    }
+    double probed = (double)s->base_us / 1000.0;
+    /* The bound is the AVERAGE level in flight, which a healthy load's instantaneous level
+     * exceeds half the time: it is enforced only on evidence of queueing. With a
+     * cpu_threshold the evidence is the CPU trigger (Sentinel's, aegis'); without, the last
+     * SW_ADAPT_BBR_EVIDENCE buckets ran SW_ADAPT_BBR_QUEUE_RT x slower than the drained RT
+     * (the last probe's mean, or the window's mean RT when lower or before any probe), and
+     * the evidence holds for SW_ADAPT_COOL_OFF_MS (mark_ms: the last queued update). */
+    double drained = probed > 0.0 && probed < w.mean_rt ? probed : w.mean_rt;
+    bool queued = cfg->cpu_threshold != SW_ADAPT_NO_CPU;
+    if (!queued) {
+        if (w.last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0))
+            s->mark_ms = t;
+        queued = s->mark_ms != INT64_MIN && s->mark_ms <= t &&
+                 t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
     }
     /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
      * probe's drained RT: under overload the window's is queued, and taken alone it makes
      * the bound equal the level in flight at any level above the capacity (Little's law),
      * which the max/min selections then ratchet up. A faster window counts at once. */
     double rt_prop = min_rt;
-    double probed = (double)s->base_us / 1000.0;
     if (probed > 0.0 && rt_prop > SW_ADAPT_BBR_TOLERANCE * probed)
         rt_prop = SW_ADAPT_BBR_TOLERANCE * probed;
     /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
@@ -187,8 +223,8 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * limit: a backend with fewer callers than its capacity is never probed), when it is
      * due, or when the whole window ran well above it (queueing the bound does not see, or
      * a slower backend) */
-    if (refused && (t >= s->probe_ms ||
-                    (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
+    if (refused && (queued || probed <= 0.0) &&
+        (t >= s->probe_ms || (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
         /* the estimate the probe re-measures (kept if the probe gets no sample) */
         s->base_us = (float)(rt_prop * 1000.0);
         set_phase(s, SW_ADAPT_PROBING);
@@ -212,7 +248,20 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     double gain = phase == 0 || grew ? SW_ADAPT_BBR_UP : 1.0;
     s->floors = gain > 1.0;
     s->samples = max_done > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)max_done;
-    s->limit = bounded(cfg, floor(bound * gain) + 1.0);
+    double limit = floor(bound * gain) + 1.0;
+    if (!queued) {
+        /* no queueing: the limit in force stays, at least the bound; it grows by the probing
+         * gain while callers are refused (demand above it), and shrinks toward twice the peak
+         * in flight while that stays under half of it (TCP BBR's cwnd_gain of 2) */
+        double l = (double)s->limit;
+        if (refused)
+            l = floor(l * SW_ADAPT_BBR_GROW) + 1.0;
+        else if (!busy)
+            l = floor(l * SW_ADAPT_BBR_SHRINK);
+        if (l > limit)
+            limit = l;
+    }
+    s->limit = bounded(cfg, limit);
 }
 
 /* ---- gradient ---- */

@@ -16,7 +16,12 @@
  *   bucket in 8 at 1.25 x the bound, and every bucket after a probing bucket that raised
  *   the max by 10 %. Admit while in flight <= bound (limit = floor(bound x gain) + 1),
  *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
- *   after the last refusal; always when there is no threshold).
+ *   after the last refusal; always when there is no threshold), and, without a threshold,
+ *   only on evidence of queueing: the last 2 buckets' mean RT above 1.25 x the drained RT
+ *   (the probe's, or the window's mean when lower or before a probe), held 1 s. Without
+ *   it the limit in force stays (at least the bound): x1.1 + 1 a bucket while refusing,
+ *   x0.75 a bucket while in flight stays under half of it; probes then run only at the
+ *   cold start (none has measured the drained RT yet).
  * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
  *   concurrency filter anchors it): once per update window (>= one bucket, >= 2 baseline
  *   RTs, >= 10 samples) g = clamp(tolerance x baseline / mean RT, 0.5, 2);
@@ -64,7 +69,8 @@ enum { SW_ADAPT_FRESH = 0, SW_ADAPT_RUNNING = 1, SW_ADAPT_PROBING = 2 };
 struct sw_adapt_state {
     int64_t next_ms;     /* when the limit is next computed (sw_adapt_due) */
     int64_t mark_ms;     /* gradient: start of the sample window, or of the probe (its
-                            epoch); bbr: the last refusal while triggered (cool-off), or
+                            epoch); bbr: the last refusal while triggered (cool-off; with
+                            a cpu_threshold), the last queued update (without), or
                             INT64_MIN */
     int64_t probe_ms;    /* when a probe is next due; bbr while probing: its epoch */
     int64_t rt_sum_us;   /* the RT sum of the window's (probe's) samples, us (bbr: probe) */
@@ -88,7 +94,9 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
 #define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
-#define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal */
+#define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal
+                                         (cpu_threshold), the evidence of queueing this long
+                                         after the last queued bucket (without) */
 #define SW_ADAPT_BBR_CYCLE 8          /* bbr: buckets in a gain cycle (TCP BBR's) */
 #define SW_ADAPT_BBR_UP 1.25          /* bbr: the probing bucket's gain */
 #define SW_ADAPT_BBR_TOLERANCE 1.1    /* bbr: RTprop at most this x the probe's mean RT */
@@ -99,6 +107,13 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_PROBE_GAIN 0.5   /* bbr: a probe pins the limit to this x the bound */
 #define SW_ADAPT_BBR_QUEUED 1.5       /* bbr: a window whose min mean RT is this x RTprop
                                          calls for a probe (while refusing) */
+#define SW_ADAPT_BBR_QUEUE_RT 1.25    /* bbr: the last buckets' mean RT above this x the
+                                         drained RT is queueing: the bound is enforced */
+#define SW_ADAPT_BBR_EVIDENCE 2       /* bbr: the last buckets whose mean RT is the evidence */
+#define SW_ADAPT_BBR_GROW 1.1        /* bbr without queueing: the limit grows by this a
+                                         bucket while callers are refused */
+#define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
+                                         bucket while in flight stays under half of it */
 #define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
                                          estimate calls for another at once */
 

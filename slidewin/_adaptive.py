@@ -148,8 +148,10 @@ class AdaptiveLimiter(Limiter):
 
     - ``"bbr"``: Sentinel's system rule / go-kratos BBR: admit while in flight <= the
       window's max completions per second x min response time (kept near the RT of a
-      drained probe, as TCP BBR's ProbeRTT does: docs/adaptive.md), only while the host's
-      CPU use is at or above ``cpu_threshold`` (a fraction, 0.8 for 80 %; always when None).
+      drained probe, as TCP BBR's ProbeRTT does: docs/adaptive.md), enforced only under
+      pressure: while the host's CPU use is at or above ``cpu_threshold`` (a fraction, 0.8
+      for 80 %), or, without one, while response times run 25 % above the drained RT (a
+      queue); otherwise the limit follows the demand and refuses nothing.
     - ``"gradient"``: Netflix Gradient2's update: the limit grows while the response time
       stays near its no-load baseline and shrinks as queueing inflates it.
 

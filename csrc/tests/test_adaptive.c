@@ -274,6 +274,70 @@ static void test_bbr_probe(void)
     free(lim);
 }
 
+/* bbr's pressure gate, by hand (no cpu_threshold; a drained RT of 20 ms already probed):
+ * without queueing the bound is not enforced (the limit grows 1.1x + 1 while refusing);
+ * two buckets at 40 ms are queueing: the bound at once, and it holds for 1 s after the last
+ * queued update even when the RT is back to 20 ms. */
+static void bbr_fill(struct sw_view *v, int64_t from, int64_t to, int64_t rt_ms)
+{
+    for (int64_t b = from; b < to; b += 100)
+        for (int i = 0; i < 100; i++)
+            CHECK_EQ(sw_exit_rt(v, 1, MS(rt_ms), SW_OUT_SUCCESS, MS(b + 50)), SW_OK);
+}
+
+static int bbr_demand(struct sw_view *v, int64_t t, int n)
+{
+    struct sw_decision d;
+    int passed = 0;
+    for (int i = 0; i < n; i++) {
+        sw_decide(v, 1, MS(t), 0, &d);
+        passed += d.verdict == SW_PASS;
+    }
+    for (int i = 0; i < passed; i++) /* given back at once, not counted */
+        CHECK_EQ(sw_exit(v, 1, 0, SW_OUT_NONE, MS(t)), SW_OK);
+    return passed;
+}
+
+static void test_bbr_pressure(void)
+{
+    struct sw_limiter *lim = adaptive_new(SW_ADAPT_BBR, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return;
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    struct sw_adapt_state *s = &sw_limiter_node(lim)->adapt;
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(900)), 20);
+    s->base_us = 20000.0f;          /* a probe measured 20 ms */
+    s->probe_ms = INT64_MAX / 2;    /* and the next is far */
+    bbr_fill(&v, 1000, 2000, 20);   /* 100 a bucket at 20 ms: bound 20 */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2000)), 21);
+    CHECK_EQ(bbr_demand(&v, 2050, 30), 21); /* refused, no queue: grows */
+    bbr_fill(&v, 2000, 2100, 20);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2100)), 24); /* 21 x 1.1 + 1 */
+    CHECK_EQ(bbr_demand(&v, 2150, 30), 24);
+    bbr_fill(&v, 2100, 2300, 40); /* buckets at 2x the drained RT: a queue */
+    /* the last two buckets' mean, 30 ms, is over 1.25 x 20 ms: the bound at once,
+     * 100 x 20 ms / 100 ms + 1 */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2200)), 21);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(2300)), 21);
+    CHECK_EQ(s->mark_ms, 2300);
+    /* back to 20 ms, refusing all along: the bound holds 1 s */
+    for (int64_t t = 2350; t < 3350; t += 100) {
+        bbr_fill(&v, t - 50, t + 50, 20);
+        CHECK_EQ(bbr_demand(&v, t, 30), t == 2350 ? 21 : (int)sw_adapt_limit_now(&v, MS(t)));
+        int64_t l = sw_adapt_limit_now(&v, MS(t + 50));
+        CHECK(l == 21 || l == 26); /* 26: a probing bucket (x 1.25) */
+    }
+    CHECK_EQ(s->mark_ms, 2400); /* the buckets 2200 and 2300 (mean 30 ms) were the last */
+    bbr_fill(&v, 3300, 3400, 20);
+    CHECK_EQ(bbr_demand(&v, 3350, 30), 21);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(3400)), 24); /* the evidence is 1 s old: grows */
+    bbr_fill(&v, 3400, 3500, 20);
+    CHECK_EQ(bbr_demand(&v, 3450, 30), 24);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(3500)), 27);
+    free(lim);
+}
+
 /* How fast the gradient follows: within 5 s of a step the limit is within the band above. */
 static void test_gradient_follows_within_5s(void)
 {
@@ -399,8 +463,10 @@ static void test_bbr_bound(void)
         CHECK_EQ(sw_exit_rt(&v, 1, MS(20), SW_OUT_SUCCESS, MS(1010)), SW_OK);
     for (int i = 0; i < 50; i++)
         CHECK_EQ(sw_exit_rt(&v, 1, MS(40), SW_OUT_SUCCESS, MS(1150)), SW_OK);
-    CHECK_EQ(sw_adapt_limit_now(&v, MS(1150)), 7); /* 30 x 20 / 100 = 6, + 1 */
-    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 11);
+    /* 30 x 20 / 100 = 6, + 1 = 7, but not enforced: no queueing (20 ms, the window's min),
+     * so the limit in force (20) stays, shrunk by a quarter (nothing was in flight) */
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1150)), 15);
+    CHECK_EQ(sw_adapt_limit_now(&v, MS(1200)), 11); /* 40 ms > 1.25 x 20 ms: enforced */
     /* admitted while in flight <= 10: 11 in flight, the 12th refused */
     struct sw_decision d;
     for (int i = 0; i < 11; i++) {
@@ -616,5 +682,6 @@ void test_adaptive(void)
     test_gradient_follows_capacity();
     test_gradient_follows_within_5s();
     test_bbr_probe();
+    test_bbr_pressure();
     test_bbr_follows_capacity();
 }
