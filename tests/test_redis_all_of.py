@@ -8,6 +8,7 @@ refusers' are their copies'."""
 
 import asyncio
 import random
+import re
 import threading
 
 import pytest
@@ -511,3 +512,425 @@ def test_a_bad_state_names_the_key_of_the_member_that_holds_it(r, redis_server, 
         await c.aclose()
 
     asyncio.run(main())
+
+
+# -- charge: what a request used beyond its admission ------------------------------------------
+
+def test_limiter_charge_counts_in_the_window_and_moves_a_throttle(r):
+    """As the in-process test_all_of's: charge(n) counts n PASS now, never refuses; a
+    throttle's queue moves by the cost of n; a concurrency limiter is charged 0 only."""
+    from slidewin import KeyedLimiter, Limiter
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    now = T0
+    tpm = RedisLimiter(r, "c.tpm", qps=10)
+    assert tpm.reserve(4, now_ns=now) == 0
+    assert tpm.charge(5, now_ns=now) is None             # 9 of 10 used
+    assert tpm.try_acquire(2, now_ns=now) is False
+    assert counts(tpm, now) == (9, 2)
+    tpm.charge(3, now_ns=now)                             # never refuses: 12 of 10
+    assert counts(tpm, now) == (12, 2)
+    r.config_resetstat()
+    tpm.charge(0, now_ns=now)                             # nothing: no round trip
+    assert evalsha_calls(r) == 0
+    for bad, err in ((-1, ValueError), (1.5, TypeError), (True, TypeError), ("1", TypeError),
+                     (2**63, ValueError)):
+        with pytest.raises(err):
+            tpm.charge(bad)
+    with pytest.raises(TypeError):
+        tpm.charge()
+    with pytest.raises(TypeError):
+        tpm.charge(1, now_ns=1.5)
+    assert counts(tpm, now) == (12, 2)
+    pace = RedisLimiter(r, "c.pace", qps=10, behavior="throttle")
+    twin = Limiter(qps=10, behavior="throttle")
+    for lim in (pace, twin):
+        assert lim.reserve(now_ns=now) == 0
+        lim.charge(2, now_ns=now)
+    assert pace.reserve(now_ns=now) == twin.reserve(now_ns=now) == 300 * MS
+    with pytest.raises(ValueError, match="concurrency"):
+        RedisLimiter(r, "c.conc", concurrency=3).charge(1)
+    RedisLimiter(r, "c.conc", concurrency=3).charge(0)
+    assert r.get(RedisLimiter(r, "c.conc", concurrency=3).key) is None
+    per_user = RedisKeyedLimiter(r, "c.per", qps=10)
+    per_user.charge("u", 10, now_ns=now)
+    assert per_user.try_acquire("u", now_ns=now) is False
+    assert per_user.try_acquire("v", now_ns=now) is True
+    assert per_user.local_totals() == {"pass": 11, "block": 1}  # as KeyedLimiter's totals
+    with pytest.raises(ValueError, match="concurrency"):
+        RedisKeyedLimiter(r, "c.perc", concurrency=2).charge("u", 1)
+    with pytest.raises(TypeError):
+        per_user.charge(1.5, 1)
+    with pytest.raises(TypeError):
+        per_user.charge("u")
+    kl = KeyedLimiter(qps=10)
+    kl.charge("u", 10, now_ns=now)
+    assert kl.try_acquire("u", now_ns=now) is False
+
+
+CHARGED = [dict(qps=4), dict(qps=3, behavior="throttle", max_queueing_ms=900)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_charge_leaves_the_state_an_admitted_request_leaves(r, seed):
+    """The model: charging n leaves a member's key byte for byte as an admitted request of n
+    would (reject, throttle, a keyed key), when one would be admitted; a charge that one
+    would refuse counts all the same (never refuses)."""
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter, all_of
+
+    rnd = random.Random(seed)
+    tag = "cm%d" % seed
+    members = [RedisLimiter(r, "{%s}.m%d" % (tag, i), **kw) for i, kw in enumerate(CHARGED)]
+    twins = [RedisLimiter(r, "{%s}.t%d" % (tag, i), **kw) for i, kw in enumerate(CHARGED)]
+    members.append((RedisKeyedLimiter(r, "{%s}.per" % tag, qps=5), "u"))
+    twins.append((RedisKeyedLimiter(r, "{%s}.pertwin" % tag, qps=5), "u"))
+    group = all_of(*members)
+    now = T0
+    same = over = 0
+    for step in range(50):
+        now += rnd.choice([0, 1, 50, 170, 400, 1300]) * MS
+        ns = [rnd.choice([0, 1, 2, 3]) for _ in members]
+        admitted = []
+        for m, t, n in zip(members, twins, ns):
+            k, tk = _rkey(m), _rkey(t)
+            if r.get(k) is None:
+                r.delete(tk)
+            else:
+                r.copy(k, tk, replace=True)
+            lim, key = (t[0], (t[1],)) if isinstance(t, tuple) else (t, ())
+            admitted.append(n == 0 or lim.reserve(*key, n, now_ns=now) is not None)
+        if rnd.random() < 0.5:
+            group.charge(*ns, now_ns=now)
+        else:  # each member alone
+            for m, n in zip(members, ns):
+                lim, key = (m[0], (m[1],)) if isinstance(m, tuple) else (m, ())
+                lim.charge(*key, n, now_ns=now)
+        for m, t, a, n in zip(members, twins, admitted, ns):
+            if a and n:
+                assert r.get(_rkey(m)) == r.get(_rkey(t)), (step, m, n)
+                same += 1
+            elif n:
+                over += 1
+    assert same and over  # both: a charge an admission would make, and one beyond the limit
+
+
+def test_group_charge_one_round_trip_one_n_per_member(r):
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter, all_of
+
+    rpm = RedisLimiter(r, "{g}.rpm", qps=100)
+    tpm = RedisLimiter(r, "{g}.tpm", qps=1000)
+    conc = RedisLimiter(r, "{g}.conc", concurrency=2)
+    per = RedisKeyedLimiter(r, "{g}.per", qps=1000)
+    g = all_of(rpm, tpm, conc, (per, "u"))
+    g.charge(0, 300, 0, 200, now_ns=T0)  # loads the script
+    r.config_resetstat()
+    assert g.charge(0, 300, 0, 200, now_ns=T0) is None
+    assert evalsha_calls(r) == 1
+    assert r.get(rpm.key) is None and r.get(conc.key) is None  # n=0: not charged
+    assert counts(tpm, T0) == (600, 0) and round(per.stats("u", T0).pass_qps) == 400
+    assert per.local_totals() == {"pass": 400, "block": 0}
+    r.config_resetstat()
+    g.charge(0, now_ns=T0)
+    assert evalsha_calls(r) == 0  # all 0: nothing to charge
+    with pytest.raises(ValueError, match="member 2 is a concurrency limiter"):
+        g.charge(1, now_ns=T0)
+    with pytest.raises(ValueError, match="member 2 is a concurrency limiter"):
+        g.charge(1, 1, 1, 1, now_ns=T0)
+    assert r.get(rpm.key) is None  # nothing charged on a bad call
+    with pytest.raises(TypeError, match="one n per member"):
+        g.charge(1, 2)
+    with pytest.raises(ValueError):
+        g.charge(0, -1, 0, 0)
+    with pytest.raises(TypeError):
+        g.charge(0, 1.5, 0, 0)
+    with pytest.raises(TypeError):
+        g.charge(0, 1, 0, 0, now_ns="x")
+    g2 = all_of(rpm, tpm)
+    g2.charge(now_ns=T0)      # nothing given: 1 each
+    g2.charge(2, now_ns=T0)   # one n: the same for all
+    assert counts(rpm, T0) == (3, 0) and counts(tpm, T0) == (603, 0)
+
+
+def test_group_charge_is_checked_and_writes_all_or_nothing(r, monkeypatch):
+    """A member's foreign state or layout: nothing written, the error names it; a reply no
+    script returns is a RedisReplyError (a Redis reply is input)."""
+    from slidewin.redis import RedisLimiter, RedisReplyError, RedisStateError, all_of
+    from slidewin.redis import _group as group_mod
+    from slidewin.redis import _sync as sync_mod
+
+    a = RedisLimiter(r, "{v}.a", qps=5, on_error="raise")
+    b = RedisLimiter(r, "{v}.b", qps=5, on_error="raise")
+    r.set(b.key, b"\x05not ours")
+    with pytest.raises(RedisStateError) as e:
+        all_of(a, b).charge(1)
+    assert repr(b.key) in str(e.value)
+    assert r.get(a.key) is None
+    with pytest.raises(RedisStateError):
+        b.charge(1)
+    r.delete(b.key)
+    RedisLimiter(r, "{v}.b", qps=5, interval_ms=60_000, sample_count=60).charge(1)
+    with pytest.raises(ValueError, match="interval_ms/sample_count 60000/60"):
+        all_of(a, b).charge(1)
+    with pytest.raises(ValueError, match="interval_ms/sample_count 60000/60"):
+        b.charge(1)
+    assert r.get(a.key) is None
+    two = all_of(a, RedisLimiter(r, "{v}.c", qps=5))
+    for bad in ([1, 0], [[1, 0, 0]], b"OK", [[0, 0, 0], [1, 0, 0]], [[1, 5, 0], [1, 0, 0]],
+                [[1, 0, 0], [1, 0, -1]], [[1, 0, 0], "x"]):
+        monkeypatch.setattr(group_mod, "_sync_call", lambda *a, **k: bad)
+        with pytest.raises(RedisReplyError):
+            two.charge(1)
+    for bad in ([1, 0], [1, 5, 0], [0, 0, 0], [1, 0, 0, 0], b"OK", None, [2, 0, -1]):
+        monkeypatch.setattr(sync_mod, "_sync_call", lambda *a, **k: bad)
+        with pytest.raises(RedisReplyError):
+            a.charge(1)
+
+
+def test_charge_when_redis_cannot_be_reached():
+    """No decision to answer: on_error="raise" raises; otherwise counted in .errors (the
+    charge is lost, as an exit's outcome is)."""
+    import redis
+
+    from slidewin.redis import RedisLimiter, all_of
+
+    dead = redis.Redis(port=1, socket_connect_timeout=0.05, socket_timeout=0.05)
+    quiet = RedisLimiter(dead, "ca", qps=5)
+    loud = RedisLimiter(dead, "cb", qps=5, on_error="raise")
+    quiet.charge(1)
+    all_of(quiet, RedisLimiter(dead, "cc", qps=5)).charge(1)
+    assert quiet.errors == 2
+    with pytest.raises(redis.ConnectionError):
+        loud.charge(1)
+    with pytest.raises(redis.ConnectionError):
+        all_of(quiet, loud).charge(1)
+
+
+def test_cluster_group_charge(cluster):  # noqa: F811
+    import redis
+
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter, all_of
+
+    rc = redis.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    rpm = RedisLimiter(rc, "{ch}.rpm", rate="3/minute")
+    tpm = RedisLimiter(rc, "{ch}.tpm", rate="100/minute")
+    per = RedisKeyedLimiter(rc, "{ch}.per-user", rate="100/minute")
+    g = all_of(rpm, tpm, (per, "alice"))
+    assert g.try_acquire(1, 40, 40)
+    g.charge(0, 70, 70)                               # 110 of 100: over the limit
+    assert counts(rpm) == (1, 0) and counts(tpm) == (110, 0)
+    assert round(per.stats("alice").pass_qps * 60) == 110
+    assert g.try_acquire(1, 1, 1) is False
+    assert counts(rpm) == (1, 0) and counts(tpm) == (110, 1)
+    rpm.charge(1)
+    per.charge("alice", 1)
+    assert counts(rpm) == (2, 0) and round(per.stats("alice").pass_qps * 60) == 111
+    rc.close()
+
+
+def test_async_cluster_group_charge(cluster):  # noqa: F811
+    import redis.asyncio
+
+    from slidewin.redis import AsyncRedisLimiter, all_of
+
+    async def main():
+        rc = redis.asyncio.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+        a = AsyncRedisLimiter(rc, "{zc}.a", rate="5/minute")
+        b = AsyncRedisLimiter(rc, "{zc}.b", rate="60/minute")
+        g = all_of(a, b)
+        await g.charge(0, 61)
+        assert await g.try_acquire(1, 1) is False
+        await a.charge(5)
+        s, t = await a.stats(), await b.stats()
+        assert round(s.pass_qps * 60) == 5 and round(t.pass_qps * 60) == 61
+        await rc.aclose()
+
+    asyncio.run(main())
+
+
+# -- entry(timeout=): waiting for the window --------------------------------------------------
+
+def test_entry_with_a_timeout_waits_for_the_window_to_slide(r):
+    import time
+
+    from slidewin.redis import RedisLimiter, all_of
+
+    rpm = RedisLimiter(r, "{et}.rpm", qps=100)
+    tpm = RedisLimiter(r, "{et}.tpm", qps=5, interval_ms=2000, sample_count=2)  # 10 a window
+    g = all_of(rpm, tpm)
+    g.charge(0, 10)                                   # full until the charge slides out
+    with pytest.raises(BlockedError) as e:
+        with g.entry(1, 1):                           # no timeout: refused at once
+            pass
+    assert 0 < e.value.retry_after <= 2
+    t0 = time.monotonic()
+    with pytest.raises(BlockedError):
+        with g.entry(1, 1, timeout=0.2):              # not long enough: refused, after 0.2 s
+            pass
+    assert time.monotonic() - t0 >= 0.2
+    assert counts(rpm) == (0, 0) and counts(tpm) == (10, 2)  # one BLOCK per refusal
+    with g.entry(1, 1, timeout=30):                   # admitted once the window slid
+        assert tpm.stats().concurrency == 1 and rpm.stats().concurrency == 1
+    assert counts(rpm) == (1, 0) and counts(tpm)[0] == 1
+
+    g.charge(0, 10)
+
+    @g
+    def at_once():
+        return "ran"
+
+    @g(timeout=30)
+    def waits():
+        return "ran"
+
+    with pytest.raises(BlockedError):
+        at_once()
+    assert waits() == "ran"
+    with pytest.raises(TypeError):
+        g.entry(timeout="1")
+    with pytest.raises(ValueError):
+        g.entry(timeout=-1)
+    with pytest.raises(TypeError):
+        g(timeout="1")
+
+
+def test_entry_timeout_for_a_member_that_can_never_pass_is_no_wait(r):
+    import time
+
+    from slidewin.redis import RedisLimiter, all_of
+
+    g = all_of(RedisLimiter(r, "{nw}.a", qps=5), RedisLimiter(r, "{nw}.b", qps=100))
+    t0 = time.monotonic()
+    with pytest.raises(BlockedError) as e:
+        with g.entry(6, 1, timeout=60):               # 6 > 5: never; no wait
+            pass
+    assert e.value.retry_after is None and time.monotonic() - t0 < 30
+
+
+def test_async_group_charge_and_entry_timeout(redis_server):
+    import time
+
+    from slidewin.redis import AsyncRedisKeyedLimiter, AsyncRedisLimiter, all_of
+
+    async def main():
+        c = redis_server.async_client()
+        rpm = AsyncRedisLimiter(c, "{ae}.rpm", qps=100)
+        tpm = AsyncRedisLimiter(c, "{ae}.tpm", qps=5, interval_ms=2000, sample_count=2)
+        per = AsyncRedisKeyedLimiter(c, "{ae}.per", qps=1000)
+        conc = AsyncRedisLimiter(c, "{ae}.conc", concurrency=1)
+        await tpm.reset()
+        g = all_of(rpm, tpm, conc, (per, "u"))
+        assert await g.charge(0, 10, 0, 7) is None
+        s = await tpm.stats()
+        assert round(s.pass_qps * 2) == 10 and per.local_totals()["pass"] == 7
+        with pytest.raises(ValueError, match="member 2 is a concurrency limiter"):
+            await g.charge(1)
+        with pytest.raises(TypeError, match="one n per member"):
+            await g.charge(1, 2)
+        with pytest.raises(BlockedError):
+            async with g.entry():
+                pass
+        t0 = time.monotonic()
+        with pytest.raises(BlockedError):
+            async with g.entry(timeout=0.2):
+                pass
+        assert time.monotonic() - t0 >= 0.2
+        async with g.entry(timeout=30):
+            assert (await conc.stats()).concurrency == 1
+        assert (await conc.stats()).concurrency == 0
+        await tpm.charge(10)
+        await per.charge("u", 3)
+        assert per.local_totals()["pass"] == 11
+        with pytest.raises(ValueError, match="concurrency"):
+            await conc.charge(1)
+
+        @g(timeout=30)
+        async def waits():
+            return "ran"
+
+        @g
+        async def at_once():
+            return "ran"
+
+        with pytest.raises(BlockedError):
+            await at_once()
+        assert await waits() == "ran"
+        await c.aclose()
+
+    asyncio.run(main())
+
+
+# -- the worked example across hosts: an LLM client against a fake API -------------------------
+
+def _docs_block(marker):
+    """The ```python block of docs/redis.md holding `marker` (marked not run: it needs a
+    server), with its server's address made this test's."""
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "redis.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    blocks = [b for b in re.findall(r"^```python[ \t]*\n(.*?)^```", text, flags=re.S | re.M)
+              if marker in b]
+    assert len(blocks) == 1, marker
+    return blocks[0]
+
+
+def test_the_docs_llm_example_runs_against_a_real_server(r, redis_server, capsys):
+    r.flushall()
+    code = _docs_block("llm = all_of(")
+    assert 'port=6379' in code
+    code = code.replace("port=6379", "port=%d" % redis_server.port)
+    exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
+    for line, shown in zip(capsys.readouterr().out.splitlines(),
+                           re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
+        assert shown.startswith(line), (line, shown)
+
+
+def test_llm_client_across_hosts_estimates_then_charges_against_a_fake_api(r, redis_server):
+    """Two hosts (each its own client), three threads each, one provider: never above its
+    concurrency, every call counted once, every token it used charged."""
+    from test_all_of import FakeLLM
+
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter, all_of
+
+    api = FakeLLM(concurrency=3)
+    charged = []
+    lock = threading.Lock()
+    hosts = []
+    for _ in range(2):
+        c = redis_server.client()
+        hosts.append(dict(
+            c=c,
+            rpm=RedisLimiter(c, "{llm}.rpm", rate="1000000/minute"),
+            tpm=RedisLimiter(c, "{llm}.tpm", rate="1000000000/minute"),
+            in_flight=RedisLimiter(c, "{llm}.in-flight", concurrency=3),
+            per_user=RedisKeyedLimiter(c, "{llm}.per-user", rate="1000000000/minute")))
+
+    def ask(h, user, prompt, max_tokens):
+        estimate = len(prompt) // 4 + max_tokens // 2
+        llm = all_of(h["rpm"], h["tpm"], h["in_flight"], (h["per_user"], user))
+        with llm.entry(1, estimate, 1, estimate, timeout=30):
+            used = api.complete(prompt, max_tokens)
+        extra = max(0, used - estimate)
+        llm.charge(0, extra, 0, extra)
+        with lock:
+            charged.append(estimate + extra)
+
+    def worker(w):
+        for i in range(8):
+            ask(hosts[w % 2], "user-%d" % (w % 2), "p" * (40 + 13 * i + w), 64)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert api.calls == 48 and api.peak <= 3  # never a 429
+    h = hosts[0]
+    assert counts(h["rpm"]) == (48, 0) and h["in_flight"].stats().concurrency == 0
+    assert counts(h["tpm"])[0] == sum(charged) >= sum(api.used)
+    assert sum(x["per_user"].local_totals()["pass"] for x in hosts) == sum(charged)
+    for x in hosts:
+        x["c"].close()
