@@ -646,9 +646,10 @@ def test_group_charge_one_round_trip_one_n_per_member(r):
     with pytest.raises(TypeError):
         g.charge(0, 1, 0, 0, now_ns="x")
     g2 = all_of(rpm, tpm)
-    g2.charge(now_ns=T0)      # nothing given: 1 each
+    with pytest.raises(TypeError, match="one n for every member"):
+        g2.charge(now_ns=T0)  # as the in-process group: no default n for a charge
     g2.charge(2, now_ns=T0)   # one n: the same for all
-    assert counts(rpm, T0) == (3, 0) and counts(tpm, T0) == (603, 0)
+    assert counts(rpm, T0) == (2, 0) and counts(tpm, T0) == (602, 0)
 
 
 def test_group_charge_is_checked_and_writes_all_or_nothing(r, monkeypatch):

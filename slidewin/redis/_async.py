@@ -18,7 +18,8 @@ from ._scripts import _Script
 from ._sync import RedisKeyedLimiter
 from ._transport import _UNREACHABLE, _arenewer, _async_call, _Held, _renew_args, _unrenew
 from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_PRIO, F_RETRY, F_TRY,
-                    NEVER, PASS, _check_exit_reply, _check_n, _limiter_key)
+                    NEVER, PASS, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
+                    _limiter_key, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -96,6 +97,16 @@ class AsyncRedisLimiter(_Base):
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
 
+    async def _charge_on(self, key: Any, cfg: _Config, n: int, now_ns: Any) -> bool:
+        args = self._charge_args(cfg, n, now_ns)
+        try:
+            _charge_reply(await self._run(_SCRIPTS["charge"], key, args), self._name,
+                          cfg.interval_ms, cfg.sample_count)
+            return True
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
+            self._charge_failed(e)
+            return False
+
     async def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> bool:
         try:
             _check_exit_reply(await self._run(_SCRIPTS["exit"], key,
@@ -159,6 +170,14 @@ class AsyncRedisLimiter(_Base):
             self._hold(None, self.key, self._cfg, lease, n, None)
 
     acquire_async = acquire
+
+    async def charge(self, n: int, *, now_ns: Optional[int] = None) -> None:
+        """RedisLimiter.charge: count n more as admitted now, without a decision."""
+        n = _check_charge_n(n)
+        _time_args(now_ns)
+        self._chargeable(self._cfg, n, "charge(n=%d)" % n)
+        if n:
+            await self._charge_on(self.key, self._cfg, n, now_ns)
 
     async def release(self, n: int = 1) -> None:
         n = _check_n(n)
@@ -258,6 +277,17 @@ class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
             self._hold(rk, rk, cfg, lease, n, None)
 
     acquire_async = acquire  # type: ignore[assignment]
+
+    async def charge(self, key: Any, n: int, *,  # type: ignore[override]
+                     now_ns: Optional[int] = None) -> None:
+        """RedisKeyedLimiter.charge: count n more as admitted for key now."""
+        rk = self._rkey(key)
+        n = _check_charge_n(n)
+        _time_args(now_ns)
+        cfg = self._cfg_for(rk)
+        self._chargeable(cfg, n, "charge(%r, n=%d)" % (key, n))
+        if n and await self._charge_on(rk, cfg, n, now_ns):
+            self._tally(PASS, n)
 
     async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
         rk = self._rkey(key)

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .._core import BlockedError, Stats
 from .._limiter import _check_timeout
 from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
+from ._scripts import GROUP_INDEX
 from ._transport import _arenewer, _Held, _is_cluster, _renewer, _unrenew
 from ._wire import (BLOCK, F_LEAN, F_MINUTE, NEVER, PASS, _bulk, _check_name, _decision,
                     _encode_key, _keyed_prefix, _NO_TIME, _OUT_EXCEPTION, _OUT_NONE,
@@ -127,6 +128,35 @@ class _Base:
             t = _bulk(ms) + _bulk(sub)
         return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _small_bulk(n),
                          _SMALL[flags], cfg.mid, _bulk(lease), cfg.tail))
+
+    def _charge_args(self, cfg: _Config, n: int, now_ns: Any) -> List[Any]:
+        """The CHARGE script's arguments: a decision's, then the behavior's index (all_of's
+        order) and its parameters."""
+        return (self._args(cfg, n, 0, now_ns, "") + [str(GROUP_INDEX[cfg.script.sha])]
+                + cfg.params)
+
+    @staticmethod
+    def _chargeable(cfg: _Config, n: int, what: str) -> None:
+        if n > 0 and cfg.concurrency is not None:
+            raise ValueError("%s: a concurrency limiter counts requests in flight, not "
+                             "amounts; charge a qps limiter (or charge it 0)" % what)
+
+    def _charge_failed(self, err: BaseException, quiet: bool = False) -> None:
+        """A charge Redis did not take (unreachable, an error reply, a reply no script
+        returns): counted in `errors` and logged (at most once a minute); raised when
+        on_error="raise" (else the charge is lost, as an exit's outcome is)."""
+        with self._lock:
+            self.errors += 1
+            now = time.monotonic()
+            loud = now - self._last_log >= _LOG_EVERY_S
+            if loud:
+                self._last_log = now
+        if loud:
+            log.warning("slidewin.redis: a charge of %r %s (%s: %s): not counted "
+                        "(logged at most once a minute; %d errors so far)", self._name,
+                        _what(err), type(err).__name__, err, self.errors)
+        if self._on_error == "raise" and not quiet:
+            raise err
 
     def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
         return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)

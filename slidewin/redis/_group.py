@@ -22,9 +22,11 @@ from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import (_UNREACHABLE, _arenewer, _async_call, _is_cluster, _renewer,
                          _sync_call, _unrenew)
 from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_RETRY, F_TRY, NEVER,
-                    PASS, RedisReplyError, _check_n, _pack, _time_args)
+                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
+                    _time_args)
 
 _SCRIPT = SCRIPTS["all_of"]
+_CHARGE = str(GROUP_INDEX[SCRIPTS["charge"].sha])  # all_of's body that charges a member
 
 __all__ = ["all_of", "RedisGroup", "AsyncRedisGroup"]
 
@@ -150,6 +152,57 @@ class _Group:
             return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
         return BLOCK, 0, max(r for _, r in refused)
 
+    # -- charge: all_of's script with every member's body the charge (never refuses) -----
+
+    def _charges(self, ns: Tuple[Any, ...], now_ns: Any) -> List[Tuple[_Member, int]]:
+        """The members to charge with their n (those of n > 0), checked as the in-process
+        group's charge(): one n for all or one per member, each >= 0, a concurrency member
+        only 0; nothing is charged on a bad call."""
+        m = len(self._members)
+        if len(ns) != 1 and len(ns) != m:
+            raise TypeError("charge() takes one n for every member or one n per member (%d "
+                            "members), got %d" % (m, len(ns)))
+        nums = [_check_charge_n(n) for n in (ns * m if len(ns) == 1 else ns)]
+        _time_args(now_ns)
+        for i, (mem, n) in enumerate(zip(self._members, nums)):
+            if n > 0 and mem.cfg.concurrency is not None:
+                raise ValueError("charge(): member %d is a concurrency limiter, which counts "
+                                 "requests in flight, not amounts: charge it 0" % i)
+        return [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
+
+    @staticmethod
+    def _charge_request(picks: List[Tuple[_Member, int]], now_ns: Any
+                        ) -> Tuple[List[Any], bytes, List[Any]]:
+        args: List[Any] = list(_time_args(now_ns))
+        keys: List[Any] = []
+        for m, n in picks:
+            a = m.lim._charge_args(m.cfg, n, None)[2:]
+            args += [_CHARGE, str(len(a))] + a
+            keys.append(m.rkey)
+        packed = _pack(["EVALSHA", _SCRIPT.sha, str(len(keys))] + keys + args)
+        return keys, packed, args
+
+    def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
+        """The reply checked (one [1, 0, 0] per member charged); the keyed members' PASS
+        counted here, as their admissions are."""
+        if type(reply) is not list or len(reply) != len(picks):
+            raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
+                                  % (self, reply))
+        for (m, _), r in zip(picks, reply):
+            _charge_reply(r, m.lim.name, m.cfg.interval_ms, m.cfg.sample_count)
+        for m, n in picks:
+            if m.keyed:
+                m.lim._tally(PASS, n)
+
+    @staticmethod
+    def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
+        """Redis did not take the charge: counted on each member charged; raised when one of
+        them has on_error="raise"."""
+        for m, _ in picks:
+            m.lim._charge_failed(err, quiet=True)
+        if any(m.lim.on_error == "raise" for m, _ in picks):
+            raise err
+
     def _blocked(self, ns: List[int], verdicts: List[Tuple[int, int, int]], verdict: int,
                  retry_ns: int) -> BlockedError:
         who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
@@ -235,23 +288,43 @@ class RedisGroup(_Group):
         if wait > 0:
             time.sleep(wait / 1e9)
 
-    def entry(self, *ns: int) -> "_GroupEntry":
-        """``with group.entry(): ...``: admitted by all (their in-flight leases taken), then
-        each member records the outcome and gives its lease back."""
-        return _GroupEntry(self, self._ns(ns))
+    def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
+        """Count ns more as admitted now on the members, without a decision, in one round
+        trip (slidewin.all_of's charge): one n for all or one per member, each >= 0 (0: not
+        charged; a concurrency member only 0). Never refuses."""
+        picks = self._charges(ns, now_ns)
+        if not picks:
+            return
+        try:
+            keys, packed, _ = self._charge_request(picks, now_ns)
+            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed, keys)
+            self._charged(picks, reply)
+        except _UNREACHABLE as e:
+            self._charge_failed(picks, e)
 
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
-        """``@group``: each call runs inside ``group.entry()`` (n=1 each)."""
+    def entry(self, *ns: int, timeout: Optional[float] = None) -> "_GroupEntry":
+        """``with group.entry(): ...``: admitted by all (their in-flight leases taken), then
+        each member records the outcome and gives its lease back. With a timeout, wait as
+        acquire(timeout=) does; without, refused at once."""
+        n = self._ns(ns)
+        return _GroupEntry(self, n, self._timeout(n, timeout))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """``@group``: each call runs inside ``group.entry()`` (n=1 each; ``timeout=``:
+        the entry's)."""
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
-        return _decorate_entries(self, "all_of group", func, on_block, None, False)
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, "all_of group", func, on_block, None, False, timeout)
 
 
 class _GroupEntry:
-    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held")
+    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held", "_timeout")
 
-    def __init__(self, group: RedisGroup, ns: List[int]) -> None:
+    def __init__(self, group: RedisGroup, ns: List[int], timeout: Optional[float]) -> None:
         self._g, self.n = group, ns
+        self._timeout = timeout  # checked (_Group._timeout): None, refused at once
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> None:
@@ -265,9 +338,7 @@ class _GroupEntry:
             raise RuntimeError("this entry is already entered")
         g = self._g
         self._leases = g._leases(True)
-        v, wait, retry, verdicts = g._once(self.n, F_ENTRY | F_RETRY, None, self._leases)
-        if v != PASS:
-            raise g._blocked(self.n, verdicts, v, retry)
+        wait = g._acquire(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._toks = [_renewer(g._client).add(m.lim, m.rkey, m.cfg, lease)
                       for m, lease in zip(g._members, self._leases)]
@@ -349,20 +420,43 @@ class AsyncRedisGroup(_Group):
 
     acquire_async = acquire
 
-    def entry(self, *ns: int) -> "_AsyncGroupEntry":
-        return _AsyncGroupEntry(self, self._ns(ns))
+    async def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
+        """RedisGroup.charge: count ns more as admitted now, in one round trip."""
+        picks = self._charges(ns, now_ns)
+        if not picks:
+            return
+        try:
+            keys, packed, args = self._charge_request(picks, now_ns)
+            if self._cluster:
+                reply = await _async_call(self._client, True, _SCRIPT, keys[0], args,
+                                          None, keys, keys)
+            else:
+                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed,
+                                          None, keys)
+            self._charged(picks, reply)
+        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
+            self._charge_failed(picks, e)
 
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
+    def entry(self, *ns: int, timeout: Optional[float] = None) -> "_AsyncGroupEntry":
+        n = self._ns(ns)
+        return _AsyncGroupEntry(self, n, self._timeout(n, timeout))
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
-        return _decorate_entries(self, "async all_of group", func, on_block, None, True)
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, "async all_of group", func, on_block, None, True,
+                                 timeout)
 
 
 class _AsyncGroupEntry:
-    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held")
+    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held", "_timeout")
 
-    def __init__(self, group: AsyncRedisGroup, ns: List[int]) -> None:
+    def __init__(self, group: AsyncRedisGroup, ns: List[int],
+                 timeout: Optional[float]) -> None:
         self._g, self.n = group, ns
+        self._timeout = timeout
         self._held = False
 
     async def _give_back(self, outcome: int, rt_ms: int) -> None:
@@ -376,10 +470,7 @@ class _AsyncGroupEntry:
             raise RuntimeError("this entry is already entered")
         g = self._g
         self._leases = g._leases(True)
-        v, wait, retry, verdicts = await g._once(self.n, F_ENTRY | F_RETRY, None,
-                                                 self._leases)
-        if v != PASS:
-            raise g._blocked(self.n, verdicts, v, retry)
+        wait = await g._acquire(self.n, self._timeout, F_ENTRY, self._leases)
         self._toks = [_arenewer().add(m.lim, m.rkey, m.cfg, lease)
                       for m, lease in zip(g._members, self._leases)]
         if wait > 0:

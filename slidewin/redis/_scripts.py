@@ -63,11 +63,15 @@ SOURCES: Dict[str, str] = {
     # waiting
     "stats": HEAD + GENERIC.replace("local VIEW_ONLY = false", "local VIEW_ONLY = true", 1)
     + _read("stats"),
+    # charge(n): n more PASS now, never refused (lua/charge.lua). ARGV[11]: the behavior's
+    # index in GROUP_ORDER (below), then its parameters (ARGV[12..]: a decision's ARGV[11..])
+    "charge": HEAD + GENERIC + COMMON + _read("charge"),
 }
 
 # all_of: the four decision scripts as functions of (KEYS, ARGV, redis), then the group's
 # code (lua/all_of.lua): every member decided by its own script, the writes held back
-GROUP_ORDER = ("reject", "concurrency", "warm_up", "throttle")  # the index of a member's
+# (and the group's charge: a fifth body, every member charged in one round trip)
+GROUP_ORDER = ("reject", "concurrency", "warm_up", "throttle", "charge")  # a member's index
 SOURCES["all_of"] = (
     "\n-- slidewin.redis: all_of, one decision over several limiters (the group at the end)"
     "\nlocal BODIES = {}\n"

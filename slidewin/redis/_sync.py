@@ -16,7 +16,8 @@ from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
 from ._transport import _UNREACHABLE, _Held, _renew_args, _renewer, _sync_call, _unrenew
 from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_PRIO, F_RETRY, F_TRY,
-                    NEVER, PASS, _check_exit_reply, _check_n, _limiter_key, _pack)
+                    NEVER, PASS, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
+                    _limiter_key, _pack, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -49,6 +50,17 @@ class _SyncOps(_Base):
             with self._lock:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    def _charge_on(self, key: Any, cfg: _Config, n: int, now_ns: Any) -> bool:
+        """One CHARGE round trip; False when Redis did not take it (on_error not "raise")."""
+        args = self._charge_args(cfg, n, now_ns)
+        try:
+            _charge_reply(self._run(_SCRIPTS["charge"], key, args), self._name,
+                          cfg.interval_ms, cfg.sample_count)
+            return True
+        except _UNREACHABLE as e:
+            self._charge_failed(e)
+            return False
 
     def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> bool:
         """Renew this client's leases on a key (the renewal thread); False if it failed."""
@@ -184,6 +196,16 @@ class RedisLimiter(_SyncOps):
         if self._cfg.concurrency is not None:
             self._hold(None, self.key, self._cfg, lease, n, None)
 
+    def charge(self, n: int, *, now_ns: Optional[int] = None) -> None:
+        """Count n more as admitted now, without a decision (Limiter.charge): what a request
+        used beyond its admission. Never refuses; n=0 charges nothing (no round trip); a
+        concurrency limiter can only be charged 0 (ValueError)."""
+        n = _check_charge_n(n)
+        _time_args(now_ns)
+        self._chargeable(self._cfg, n, "charge(n=%d)" % n)
+        if n:
+            self._charge_on(self.key, self._cfg, n, now_ns)
+
     def release(self, n: int = 1) -> None:
         """Give back n of what this client holds (try_acquire/reserve/acquire of a
         concurrency limiter)."""
@@ -278,6 +300,17 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         self._tally(PASS, n)
         if cfg.concurrency is not None:
             self._hold(rk, rk, cfg, lease, n, None)
+
+    def charge(self, key: Any, n: int, *, now_ns: Optional[int] = None) -> None:
+        """Count n more as admitted for key now, without a decision (KeyedLimiter.charge);
+        counted in local_totals()["pass"] once Redis took it."""
+        rk = self._rkey(key)
+        n = _check_charge_n(n)
+        _time_args(now_ns)
+        cfg = self._cfg_for(rk)
+        self._chargeable(cfg, n, "charge(%r, n=%d)" % (key, n))
+        if n and self._charge_on(rk, cfg, n, now_ns):
+            self._tally(PASS, n)
 
     def release(self, key: Any, n: int = 1) -> None:
         rk = self._rkey(key)

@@ -144,6 +144,28 @@ def _check_n(n: Any) -> int:
     return n
 
 
+def _check_charge_n(n: Any) -> int:
+    """A charge's n: 0 (nothing) to 2**63 - 1, as the in-process charge()."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError("n must be an int, not %s" % type(n).__name__)
+    if n < 0:
+        raise ValueError("n must be >= 0, got %d" % n)
+    if n > 2**63 - 1:
+        raise ValueError("n must be between 0 and %d, got %d" % (2**63 - 1, n))
+    return n
+
+
+def _charge_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:
+    """The CHARGE script's reply: exactly [1, 0, 0]; [LAYOUT, "iv/sc"] is the ValueError of
+    a name used with another layout."""
+    if type(reply) is list and len(reply) == 2 and reply[0] == LAYOUT:
+        _decision(reply, name, interval_ms, sample_count)  # raises its ValueError
+    if (type(reply) is not list or len(reply) != 3
+            or not all(type(x) is int for x in reply) or reply != [PASS, 0, 0]):
+        raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
+                              % (name, reply))
+
+
 def _time_args(now_ns: Any) -> Tuple[str, str]:
     if now_ns is None:
         return "", ""

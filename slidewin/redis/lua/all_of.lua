@@ -1,6 +1,7 @@
 -- slidewin.redis: all or nothing over the states of several limiters (all_of), one script,
 -- one round trip. KEYS: the members' keys (one cluster slot). ARGV: now_ms now_sub, then
--- for each member: its behavior's script (1 reject, 2 concurrency, 3 warm_up, 4 throttle),
+-- for each member: its behavior's script (1 reject, 2 concurrency, 3 warm_up, 4 throttle;
+-- 5 charge: the group's charge(), every member's n counted, never refused),
 -- the count a of its arguments, then its own script's ARGV[3..] (a of them): the group's
 -- time stands for each member's ARGV[1..2].
 -- Each member is decided on its own state by its own script (BODIES, above: the scripts as
