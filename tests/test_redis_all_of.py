@@ -568,6 +568,28 @@ def test_limiter_charge_counts_in_the_window_and_moves_a_throttle(r):
     assert kl.try_acquire("u", now_ns=now) is False
 
 
+def test_charges_saturate_and_a_throttle_pace_is_kept_at_most_a_queue_ahead(r):
+    from slidewin import Limiter
+    from slidewin.redis import RedisLimiter, all_of
+
+    a = RedisLimiter(r, "{sat}.a", qps=10)
+    w = RedisLimiter(r, "{sat}.w", qps=10, behavior="warm_up_throttle")
+    for _ in range(2):
+        all_of(a, w).charge(2**63 - 1, now_ns=T0)
+    assert a.stats(T0).pass_qps == float(2**63 - 1)   # the core's int64 maximum
+    assert a.try_acquire(now_ns=T0) is False and a.reserve(now_ns=T0 + 2000 * MS) == 0
+    # a busy pace moves by the cost of n, but at most max_queueing_ms + one interval ahead
+    # (further ahead it would read as another clock's and be dropped): refused for that long
+    pace = RedisLimiter(r, "{sat}.p", qps=10, behavior="throttle", max_queueing_ms=500)
+    twin = Limiter(qps=10, behavior="throttle", max_queueing_ms=500)
+    for lim in (pace, twin):
+        assert lim.reserve(now_ns=T0) == 0
+        lim.charge(10**6, now_ns=T0)
+        assert lim.reserve(now_ns=T0) is None and lim.reserve(now_ns=T0 + 900 * MS) is None
+    assert pace.reserve(now_ns=T0 + 1500 * MS) == 100 * MS  # the pace kept: 1.5 s ahead
+    assert twin.reserve(now_ns=T0 + 1500 * MS) is None      # in process: 10**5 s ahead
+
+
 CHARGED = [dict(qps=4), dict(qps=3, behavior="throttle", max_queueing_ms=900)]
 
 

@@ -6,6 +6,8 @@ with its own rules, then writes all (admitted) or only the refusers' BLOCK count
     tpm = RedisLimiter(r, "{acct}.tpm", rate="30000/minute")
     both = all_of(rpm, tpm)            # AsyncRedisLimiter members: an async group
     both.try_acquire(1, 1200)          # one n per member (an int: the same for all)
+    both.charge(0, 300)                # counted as admitted, no decision: what a reply used
+    with both.entry(1, 1200, timeout=30): ...   # waits up to 30 s (without: refused at once)
 """
 from __future__ import annotations
 
