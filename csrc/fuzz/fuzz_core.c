@@ -33,6 +33,8 @@
  * as a replay binary (make fuzz-replay): `fuzz_replay [file|dir]...`, or with no argument a
  * fixed number of pseudo-random programs.
  */
+#include "sw_breaker.h"
+#include "sw_group.h"
 #include "sw_keyed.h"
 #include "sw_limiter.h"
 #include "sw_proc.h"
@@ -1425,6 +1427,885 @@ static void run_region(struct rd *r)
     unlink(path);
 }
 
+
+/* ---- mode 5: a circuit breaker (sw_breaker.c, DESIGN §11) ---- */
+
+/* The reference: the states and tickets as BreakerModel (tests/test_breaker.py) has them,
+ * a generation counted with every change, the window of (total, errors, slow) as the ring
+ * model above, and the lifetime totals. */
+struct mbrk {
+    struct sw_brule rule;
+    uint64_t gen;
+    uint32_t state;
+    int64_t next_ns;
+    bool probe_bare;
+    int64_t totals[SW_BRK_T_WORDS], transitions[3];
+    struct sw_brk_changes chg; /* the changes the call made */
+    struct mleap win;
+};
+
+static uint64_t mb_word(const struct mbrk *m)
+{
+    return m->gen << 2 | m->state;
+}
+static void mb_move(struct mbrk *m, uint32_t to, double value)
+{
+    if (m->chg.n < 2) {
+        m->chg.c[m->chg.n].from = m->state;
+        m->chg.c[m->chg.n].to = to;
+        m->chg.c[m->chg.n].value = value;
+        m->chg.n++;
+    }
+    m->gen++;
+    m->state = to;
+    m->transitions[to]++;
+}
+static int mb_try_pass(struct mbrk *m, int64_t now, bool bare, uint64_t *ticket)
+{
+    m->chg.n = 0;
+    if (m->state == SW_BRK_CLOSED) {
+        *ticket = mb_word(m);
+        return 1;
+    }
+    int64_t cap = sat_add(now, m->rule.recovery_ns);
+    if (m->state == SW_BRK_OPEN && m->next_ns > cap)
+        m->next_ns = cap; /* never further than a trip */
+    if (m->state == SW_BRK_OPEN && now >= m->next_ns) {
+        m->probe_bare = bare;
+        mb_move(m, SW_BRK_HALF_OPEN, NAN);
+        m->totals[SW_BRK_T_PROBES]++;
+        *ticket = mb_word(m);
+        return 1;
+    }
+    m->totals[SW_BRK_T_REFUSED]++;
+    return 0;
+}
+static void mb_record(struct mbrk *m, double rt, bool error, uint64_t ticket, int64_t now)
+{
+    m->chg.n = 0;
+    bool slow = m->rule.slow_rt_ms >= 0 && rt > (double)m->rule.slow_rt_ms;
+    int64_t t = ms_of(now);
+    m_add(&m->win, SW_BRK_EV_TOTAL, 1, t);
+    m_add(&m->win, SW_BRK_EV_ERRORS, error, t);
+    m_add(&m->win, SW_BRK_EV_SLOW, slow, t);
+    m->totals[SW_BRK_T_TOTAL]++;
+    m->totals[SW_BRK_T_ERRORS] += error;
+    m->totals[SW_BRK_T_SLOW] += slow;
+    if (!(ticket == mb_word(m) ||
+          (ticket == SW_BRK_ANY && (m->state != SW_BRK_HALF_OPEN || m->probe_bare))))
+        return; /* a call of another period, or a bare record while an entry probes */
+    if (m->state == SW_BRK_HALF_OPEN) {
+        if (error || slow) {
+            m->next_ns = sat_add(now, m->rule.recovery_ns);
+            mb_move(m, SW_BRK_OPEN, 1.0);
+        } else {
+            m_reset(&m->win);
+            mb_move(m, SW_BRK_CLOSED, NAN);
+        }
+    } else if (m->state == SW_BRK_CLOSED) {
+        int64_t total = m_sum(&m->win, SW_BRK_EV_TOTAL, t);
+        if (total <= 0 || total < m->rule.min_requests)
+            return;
+        int64_t errors = m_sum(&m->win, SW_BRK_EV_ERRORS, t);
+        int64_t slows = m_sum(&m->win, SW_BRK_EV_SLOW, t);
+        double value = m->rule.grade == SW_BRK_ERROR_COUNT ? (double)errors
+                       : m->rule.grade == SW_BRK_ERROR_RATIO ? (double)errors / (double)total
+                                                           : (double)slows / (double)total;
+        if (value > m->rule.threshold ||
+            (m->rule.grade == SW_BRK_SLOW_RATIO && value == 1.0 && m->rule.threshold == 1.0)) {
+            m->next_ns = sat_add(now, m->rule.recovery_ns);
+            mb_move(m, SW_BRK_OPEN, value);
+        }
+    }
+}
+static int mb_cancel(struct mbrk *m, uint64_t ticket)
+{
+    m->chg.n = 0;
+    if (m->state == SW_BRK_HALF_OPEN &&
+        ((ticket == SW_BRK_ANY && m->probe_bare) || ticket == mb_word(m))) {
+        mb_move(m, SW_BRK_OPEN, NAN); /* next unchanged (#1638) */
+        m->totals[SW_BRK_T_CANCELLED]++;
+        return 1;
+    }
+    return 0;
+}
+static int64_t mb_retry(const struct mbrk *m, int64_t now)
+{
+    if (m->state == SW_BRK_CLOSED)
+        return -1;
+    if (m->state == SW_BRK_HALF_OPEN)
+        return m->rule.recovery_ns;
+    __int128 d = (__int128)m->next_ns - now;
+    if (d > m->rule.recovery_ns)
+        d = m->rule.recovery_ns;
+    return d > 0 ? (int64_t)d : 0;
+}
+
+static void expect_changes(const struct sw_brk_changes *got, const struct sw_brk_changes *exp)
+{
+    EXPECT_EQ(got->n, exp->n, "changes reported");
+    for (uint32_t i = 0; i < exp->n && i < 2; i++) {
+        EXPECT_EQ(got->c[i].from, exp->c[i].from, "change from");
+        EXPECT_EQ(got->c[i].to, exp->c[i].to, "change to");
+        double g = got->c[i].value, e = exp->c[i].value;
+        if (!(g == e || (isnan(g) && isnan(e))))
+            FAIL("change value %.17g, expected %.17g", g, e);
+    }
+}
+
+/* A crafted word of a breaker's state (an untrusted region): a header word, the ring's
+ * layout or slots, a total, the probe's owner, the state word. */
+static void craft_breaker(struct rd *r, struct sw_bstate *st, size_t size, bool process,
+                          int64_t near_ms)
+{
+    struct sw_leap *l = sw_bstate_leap(st);
+    unsigned f = u8(r), g = u8(r);
+    int64_t v = crafted_value(r, l->window_ms > 0 ? l->window_ms : 1, near_ms);
+    uint64_t dead = ((uint64_t)4194301u << 32) | 7u; /* a pid above the kernel's maximum */
+    uint32_t sc = l->sample_count, nev = SW_BRK_N_EVENTS;
+    switch (f % 16u) {
+    case 0: st->magic = (uint32_t)v; break;
+    case 1: st->size = (uint32_t)v; break;
+    case 2: st->off_leap = (uint32_t)v; break;
+    case 3: atomic_store(&st->word, (uint64_t)v); break;
+    case 4: atomic_store(&st->word, (atomic_load(&st->word) & ~UINT64_C(3)) | (g & 3u)); break;
+    case 5: st->next_ns = v; break;
+    case 6: /* the probe's owner: none, a dead process, this one, damage (no pid) */
+        atomic_store(&st->probe_owner, (g & 3u) == 0 ? 0u : (g & 3u) == 1 ? dead
+                                       : (g & 3u) == 2 ? sw_proc_token() : (uint64_t)v);
+        break;
+    case 7: atomic_store(&st->reap_ns, v); break;
+    case 8: st->totals[g % SW_BRK_T_WORDS] = v; break;
+    case 9: st->transitions[g % 3u] = v; break;
+    case 10: st->probe_bare = (uint64_t)v; break;
+    case 11: /* a lock left by a dead process (a live one is a wait: the lock's business) */
+        if (process)
+            atomic_store(&st->lock.word, (g & 1u) ? dead : 0u);
+        break;
+    case 12:
+        switch (g % 6u) {
+        case 0: l->head = v; break;
+        case 1: l->newest = v; break;
+        case 2: l->newest_idx = v; break;
+        case 3: l->dq_first = (uint32_t)v; break;
+        case 4: l->dq_len = (uint32_t)v; break;
+        default: l->interval_ms = v; break;
+        }
+        break;
+    case 13:
+        switch (g % 4u) {
+        case 0: l->window_ms = v; break;
+        case 1: l->sample_count = (uint32_t)v; break;
+        case 2: l->n_events = (uint32_t)v; break;
+        default: l->stride = (uint32_t)v; break;
+        }
+        break;
+    case 14: { /* a slot's word, or a derived total */
+        size_t words = (size_t)sc * (2u + nev) + 2u * nev;
+        l->slots[((size_t)g << 8 | u8(r)) % words] = v;
+        break;
+    }
+    default: { /* any aligned word of the state but the lock */
+        size_t w = ((size_t)g << 8 | u8(r)) % (size / 8u);
+        if (w != offsetof(struct sw_bstate, lock) / 8u)
+            ((int64_t *)(void *)st)[w] = v;
+        break;
+    }
+    }
+}
+
+static const double k_brk_ratio[] = {0, 0.25, 0.5, 1.0, 0.1, 0.75, 0.3, 1.0};
+static const int64_t k_brk_interval[] = {1000, 50, 100, 200, 500, 3000, 7, 1};
+static const double k_brk_recovery[] = {0, 0.01, 0.1, 1, 10, 1e9, 0.001, 0.05};
+
+static void run_breaker(struct rd *r)
+{
+    unsigned c0 = u8(r), c1 = u8(r), c2 = u8(r);
+    struct sw_breaker_cfg c;
+    sw_breaker_cfg_default(&c);
+    c.grade = (int)(c0 % 3u);
+    c.threshold = c.grade == SW_BRK_ERROR_COUNT ? (double)((c0 >> 2) & 7u)
+                                                : k_brk_ratio[(c0 >> 2) & 7u];
+    c.slow_rt_ms = (int64_t)((c0 >> 5) & 7u) * 10;
+    c.min_requests = (int64_t)(c1 & 7u);
+    c.recovery_s = k_brk_recovery[(c1 >> 3) & 7u];
+    c.interval_ms = k_brk_interval[c2 & 7u];
+    c.sample_count = k_samples[(c2 >> 3) & 7u];
+    if (c.interval_ms % (int64_t)c.sample_count != 0)
+        c.sample_count = 1;
+    bool process = (c1 & 0x40u) != 0; /* a shared state's token: the probe has an owner */
+    if (sw_breaker_check_ex(&c, NULL) != SW_OK) {
+        EXPECT_EQ(sw_breaker_size(&c), 0, "size of a refused breaker cfg");
+        return;
+    }
+    size_t size = sw_breaker_size(&c), ssize = sw_bstate_size(c.interval_ms, c.sample_count);
+    struct sw_breaker *br = malloc(size);
+    struct sw_bstate *copy = malloc(ssize);
+    struct mbrk *m = malloc(sizeof *m);
+    if (br == NULL || copy == NULL || m == NULL)
+        abort();
+    EXPECT_EQ(sw_breaker_init(br, &c), SW_OK, "breaker init");
+    struct sw_bview v;
+    sw_breaker_view(br, &v);
+    uint64_t seq = 0;
+    v.seq = &seq;
+    if (process)
+        v.token = SW_LOCK_PROCESS;
+    memset(m, 0, sizeof *m);
+    m->rule = br->rule;
+    m_init(&m->win, c.interval_ms, c.sample_count, SW_BRK_N_EVENTS, false);
+    int64_t w_ms = c.interval_ms / (int64_t)c.sample_count;
+    int64_t now = (int64_t)u32(r) * 1000;
+    uint64_t tickets[8] = {0};
+    unsigned nt = 0;
+    bool crafted = false;
+    struct sw_brk_changes chg;
+
+    for (g_op = 0; r->i < r->n && g_op < 4000; g_op++) {
+        unsigned op = u8(r), a = u8(r);
+        uint64_t before = atomic_load(&br->st.word);
+        switch (op % 11u) {
+        case 0: case 1: case 2: { /* try_pass (bare) or pass_ticket (an entry) */
+            bool bare = (a & 1u) != 0;
+            uint64_t tk = 0, etk = 0;
+            int got = bare ? sw_breaker_try_pass(&v, now, &tk, &chg)
+                           : sw_breaker_pass_ticket(&v, now, &tk, &chg);
+            if (got != 0 && got != 1)
+                FAIL("try_pass returned %d", got);
+            if (!crafted) {
+                EXPECT_EQ(got, mb_try_pass(m, now, bare, &etk), "try_pass");
+                if (got)
+                    EXPECT_EQ(tk, etk, "ticket");
+                expect_changes(&chg, &m->chg);
+            } else if (got && (before & 3u) == SW_BRK_HALF_OPEN) {
+                /* a second probe only after the first's owner was found dead */
+                if (!process || chg.n != 2 || chg.c[0].to != SW_BRK_OPEN ||
+                    chg.c[1].to != SW_BRK_HALF_OPEN)
+                    FAIL("a second probe while one is out (%u changes)", chg.n);
+            } else if (got && (before & 3u) == SW_BRK_OPEN &&
+                       (chg.n != 1 || chg.c[0].to != SW_BRK_HALF_OPEN)) {
+                FAIL("a probe without the change to half-open");
+            }
+            if (got)
+                tickets[nt++ % 8u] = tk;
+            break;
+        }
+        case 3: case 4: case 5: { /* record */
+            double rt;
+            switch (a & 7u) {
+            case 0: rt = 0; break;
+            case 1: rt = (double)u8(r); break;
+            case 2: rt = (double)u8(r) / 7.0; break;
+            case 3: rt = (double)c.slow_rt_ms + ((a & 8u) ? 1e-9 : 0); break;
+            case 4: rt = (a & 8u) ? 1e300 : 9.2e18; break;
+            case 5: rt = (a & 8u) ? -1.0 : ((a & 16u) ? NAN : INFINITY); break;
+            default: rt = (double)(c.slow_rt_ms + 1); break;
+            }
+            bool error = (a & 0x20u) != 0;
+            uint64_t tk = (a & 0xc0u) == 0 ? SW_BRK_ANY
+                          : (a & 0xc0u) == 0x40u ? (uint64_t)u32(r)
+                                                 : tickets[u8(r) % 8u];
+            int rc = sw_breaker_record(&v, rt, error, tk, now, &chg);
+            if (!(rt >= 0) || !isfinite(rt)) {
+                EXPECT_EQ(rc, SW_EINVAL, "record of a bad rt");
+                EXPECT_EQ(chg.n, 0, "no change on a bad rt");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "record");
+            if (!crafted) {
+                mb_record(m, rt, error, tk, now);
+                expect_changes(&chg, &m->chg);
+            }
+            break;
+        }
+        case 6: { /* cancel */
+            uint64_t tk = (a & 3u) == 0 ? SW_BRK_ANY : tickets[(a >> 2) % 8u];
+            int got = sw_breaker_cancel(&v, tk, &chg);
+            if (got != 0 && got != 1)
+                FAIL("cancel returned %d", got);
+            if (!crafted) {
+                EXPECT_EQ(got, mb_cancel(m, tk), "cancel");
+                expect_changes(&chg, &m->chg);
+            }
+            break;
+        }
+        case 7: { /* what can be read: retry, stats, totals */
+            int64_t retry = -2;
+            struct sw_brk_stats s;
+            struct sw_brk_totals t;
+            EXPECT_EQ(sw_breaker_retry_ns(&v, now, &retry), SW_OK, "retry_ns");
+            EXPECT_EQ(sw_breaker_stats(&v, now, &s), SW_OK, "stats");
+            EXPECT_EQ(sw_breaker_totals(&v, &t), SW_OK, "totals");
+            if (retry < -1 || retry > br->rule.recovery_ns || s.retry_ns != retry)
+                FAIL("retry %lld (stats %lld), recovery %lld", (long long)retry,
+                     (long long)s.retry_ns, (long long)br->rule.recovery_ns);
+            if (s.state < 0 || s.state > 2)
+                FAIL("state %d", s.state);
+            if (!crafted) {
+                int64_t tm = ms_of(now);
+                EXPECT_EQ(retry, mb_retry(m, now), "retry_ns");
+                EXPECT_EQ(s.state, m->state, "state");
+                EXPECT_EQ(s.total, m_sum(&m->win, SW_BRK_EV_TOTAL, tm), "window total");
+                EXPECT_EQ(s.errors, m_sum(&m->win, SW_BRK_EV_ERRORS, tm), "window errors");
+                EXPECT_EQ(s.slow, m_sum(&m->win, SW_BRK_EV_SLOW, tm), "window slow");
+                for (int k = 0; k < SW_BRK_T_WORDS; k++)
+                    EXPECT_EQ(t.t[k], m->totals[k], "lifetime total");
+                for (int k = 0; k < 3; k++)
+                    EXPECT_EQ(t.transitions[k], m->transitions[k], "transitions");
+                EXPECT_EQ(seq, m->transitions[0] + m->transitions[1] + m->transitions[2],
+                          "the view's change count");
+            }
+            /* an observer's copy (read_region: no lock, validated, repaired, read) */
+            memcpy(copy, &br->st, ssize);
+            if (sw_bstate_validate(copy, ssize, c.interval_ms, c.sample_count) == SW_OK) {
+                struct sw_leap *l = sw_bstate_leap(copy);
+                sw_leap_repair(l);
+                int64_t tm = sw_leap_clamp(l, sw_ms_of_ns(now));
+                for (uint32_t e = 0; e < SW_BRK_N_EVENTS; e++)
+                    (void)sw_leap_sum_at(l, NULL, e, tm);
+            } else if (!crafted) {
+                FAIL("a sound state refused");
+            }
+            break;
+        }
+        case 8: /* new settings (update()), or a crafted word of the state, then an attach */
+            if ((op & 0x30u) == 0x20u) {
+                struct sw_breaker_cfg nc = c;
+                struct sw_brule nr;
+                nc.grade = (int)(a % 3u);
+                nc.threshold = nc.grade == SW_BRK_ERROR_COUNT ? (double)((a >> 2) & 7u)
+                                                              : k_brk_ratio[(a >> 2) & 7u];
+                nc.recovery_s = k_brk_recovery[(a >> 5) & 7u];
+                nc.min_requests = (int64_t)(u8(r) & 7u);
+                EXPECT_EQ(sw_brule_init(&nr, &nc), SW_OK, "new settings");
+                EXPECT_EQ(sw_bview_set_rule(&v, &br->rule, &nr), SW_OK, "set_rule");
+                m->rule = nr;
+                break;
+            }
+            if ((op & 0x30u) != 0x30u) {
+                now = move_time(r, now, w_ms);
+                break;
+            }
+            craft_breaker(r, &br->st, ssize, process, ms_of(now));
+            crafted = true;
+            if (sw_bstate_validate(&br->st, ssize, c.interval_ms, c.sample_count) != SW_OK)
+                goto done; /* refused: nothing uses it */
+            EXPECT_EQ(sw_bstate_check_repair(&v), SW_OK, "repair");
+            break;
+        default:
+            now = move_time(r, now, w_ms);
+            break;
+        }
+        if ((atomic_load(&br->st.word) & 3u) == 3u)
+            FAIL("state word %llx", (unsigned long long)atomic_load(&br->st.word));
+        if (crafted &&
+            sw_bstate_validate(&br->st, ssize, c.interval_ms, c.sample_count) != SW_OK)
+            FAIL("a repaired state no longer validates");
+    }
+done:
+    free(br);
+    free(copy);
+    free(m);
+}
+
+/* ---- mode 6: all or nothing over 1-4 limiters and keyed tables (sw_group.c, §13) ---- */
+
+/* A member: a private limiter or a keyed table (one key of it per decision), with two
+ * scratch copies of its state (flat, pointer-free): before the group, and decided alone. */
+struct gmem {
+    int keyed;
+    size_t sz;
+    void *real, *pre, *ind;
+    struct sw_rule rule;
+    struct sw_krule krule;
+};
+static const uint64_t k_gfp[] = {0x1111111111111111ull, 0x2222222222222222ull,
+                                 0x3333333333333333ull};
+
+/* What a member's state shows: its window and lifetime counts, in flight (per key), the
+ * throttle's slot and a warm-up's payback (a plan's token sync is not compared: it changes
+ * no count and no later decision). */
+struct gsnap {
+    struct sw_stats s;
+    struct sw_totals t;
+    int64_t thr_last, paid_until, keys, key_in_flight[3];
+    uint32_t thr_has;
+};
+static void g_views(struct gmem *g, void *st, struct sw_view *v, struct sw_kview *kv)
+{
+    memset(v, 0, sizeof *v);
+    memset(kv, 0, sizeof *kv);
+    if (g->keyed) {
+        kv->st = st;
+        kv->rule = &g->krule;
+        kv->token = SW_LOCK_PRIVATE;
+        kv->my_slot = -1;
+    } else {
+        v->st = &((struct sw_limiter *)st)->st;
+        v->rule = &g->rule;
+        v->token = SW_LOCK_PRIVATE;
+        v->my_slot = -1;
+    }
+}
+static void g_snap(struct gmem *g, void *st, int64_t now, struct gsnap *o)
+{
+    struct sw_view v;
+    struct sw_kview kv;
+    g_views(g, st, &v, &kv);
+    memset(o, 0, sizeof *o);
+    if (g->keyed) {
+        int64_t evicted;
+        sw_keyed_stats(&kv, now, &o->s, &evicted, &o->keys);
+        sw_keyed_totals(&kv, &o->t);
+        for (int k = 0; k < 3; k++)
+            o->key_in_flight[k] = sw_keyed_in_flight(&kv, k_gfp[k]);
+    } else {
+        struct sw_lstate *ls = v.st;
+        sw_stats_read(&v, now, &o->s);
+        sw_node_totals(sw_lstate_node(ls), &o->t);
+        o->thr_last = ls->thr.last_ns;
+        o->thr_has = ls->thr.has_last;
+        o->paid_until = ls->warm.paid_until_ms;
+    }
+}
+static void g_expect_same(const struct gsnap *g, const struct gsnap *e, unsigned i,
+                          const char *what)
+{
+    const int64_t gw[] = {g->s.pass, g->s.block, g->s.success, g->s.exception, g->s.rt_sum,
+                          g->s.min_rt, g->s.in_flight, g->s.waiting, g->s.occupied_pass,
+                          g->t.pass, g->t.block, g->t.exception, g->t.success,
+                          g->t.occupied_pass, g->thr_last, g->thr_has, g->paid_until, g->keys,
+                          g->key_in_flight[0], g->key_in_flight[1], g->key_in_flight[2]};
+    const int64_t ew[] = {e->s.pass, e->s.block, e->s.success, e->s.exception, e->s.rt_sum,
+                          e->s.min_rt, e->s.in_flight, e->s.waiting, e->s.occupied_pass,
+                          e->t.pass, e->t.block, e->t.exception, e->t.success,
+                          e->t.occupied_pass, e->thr_last, e->thr_has, e->paid_until, e->keys,
+                          e->key_in_flight[0], e->key_in_flight[1], e->key_in_flight[2]};
+    static const char *const names[] = {
+        "pass", "block", "success", "exception", "rt_sum", "min_rt", "in_flight", "waiting",
+        "occupied_pass", "total pass", "total block", "total exception", "total success",
+        "total occupied", "throttle slot", "throttle has_last", "warm-up payback", "keys",
+        "key 0 in flight", "key 1 in flight", "key 2 in flight"};
+    for (size_t k = 0; k < sizeof gw / sizeof gw[0]; k++)
+        if (gw[k] != ew[k])
+            FAIL("member %u %s: %s %lld, expected %lld", i, what, names[k], (long long)gw[k],
+                 (long long)ew[k]);
+}
+
+#define G_MAX 4u
+
+static void run_group(struct rd *r)
+{
+    unsigned count = 1u + u8(r) % G_MAX;
+    struct gmem gs[G_MAX];
+    struct sw_view v[G_MAX];
+    struct sw_kview kv[G_MAX];
+    int64_t w_ms = 1000;
+    memset(gs, 0, sizeof gs);
+    for (unsigned i = 0; i < count; i++) {
+        struct gmem *g = &gs[i];
+        unsigned c0 = u8(r), c1 = u8(r), c2 = u8(r), kb = u8(r);
+        struct sw_limiter_cfg c;
+        sw_limiter_cfg_default(&c);
+        c.grade = (c0 & 0xe0u) == 0xe0u ? SW_GRADE_CONCURRENCY : SW_GRADE_QPS;
+        c.behavior = c.grade == SW_GRADE_CONCURRENCY ? SW_REJECT : (int)(c0 & 3u);
+        c.count = k_count[(c0 >> 2) & 15u];
+        c.interval_ms = k_interval[c1 & 7u];
+        c.sample_count = k_samples[(c1 >> 3) & 7u];
+        c.warm_up_s = k_warm[(c1 >> 6) & 3u];
+        c.cold_factor = k_cf[c2 & 3u];
+        c.max_queueing_ms = k_queue[(c2 >> 2) & 3u];
+        c.occupy_timeout_ms = (int64_t)((c2 >> 4) & 15u) * 50;
+        c.shadow = (kb & 0x0eu) == 0x0eu; /* a shadow member now and then */
+        g->keyed = (kb & 1u) != 0;
+        if (c.interval_ms % (int64_t)c.sample_count != 0)
+            c.sample_count = 2;
+        if (g->keyed && (c.behavior == SW_WARM_UP || c.behavior == SW_WARM_UP_THROTTLE))
+            c.behavior = SW_THROTTLE; /* a keyed table has no warm-up */
+        if (sw_limiter_check(&c) != SW_OK)
+            c.behavior = SW_REJECT; /* e.g. warm-up with a cold factor the count refuses */
+        if (sw_limiter_check(&c) != SW_OK)
+            c.count = 5; /* e.g. a fractional concurrency */
+        if (sw_limiter_check(&c) != SW_OK)
+            FAIL("member cfg refused");
+        uint32_t max_keys = 1u + ((kb >> 4) & 1u); /* full tables: keys wait or evict */
+        if (g->keyed) {
+            EXPECT_EQ(sw_krule_init(&g->krule, &c), SW_OK, "keyed rule");
+            g->sz = sw_keyed_size(c.interval_ms, c.sample_count, max_keys, false);
+        } else {
+            g->sz = sw_limiter_size(&c);
+        }
+        g->real = calloc(1, g->sz);
+        g->pre = malloc(g->sz);
+        g->ind = malloc(g->sz);
+        if (g->sz == 0 || g->real == NULL || g->pre == NULL || g->ind == NULL)
+            abort();
+        if (g->keyed) {
+            EXPECT_EQ(sw_keyed_init(g->real, c.interval_ms, c.sample_count, max_keys, false),
+                      SW_OK, "keyed init");
+        } else {
+            EXPECT_EQ(sw_limiter_init(g->real, &c), SW_OK, "member init");
+            g->rule = ((struct sw_limiter *)g->real)->rule;
+        }
+        g_views(g, g->real, &v[i], &kv[i]);
+        if (i == 0)
+            w_ms = c.interval_ms / (int64_t)c.sample_count;
+    }
+    int64_t now = (int64_t)u32(r) * 1000;
+    static const unsigned k_gflags[] = {0, SW_F_TRY, SW_F_NO_BLOCK, SW_F_ENTRY, SW_F_RETRY,
+                                        SW_F_PRIORITIZED, SW_F_TRY | SW_F_RETRY,
+                                        SW_F_ENTRY | SW_F_NO_BLOCK};
+
+    for (g_op = 0; r->i < r->n && g_op < 2000; g_op++) {
+        unsigned op = u8(r), a = u8(r);
+        switch (op % 8u) {
+        case 0: case 1: case 2: case 3: { /* a group decision */
+            struct sw_gmember gm[G_MAX];
+            struct sw_decision e[G_MAX], out;
+            struct gsnap before[G_MAX], after[G_MAX], exp[G_MAX];
+            unsigned idx[G_MAX];
+            unsigned k = 1u + a % count; /* members taken: k of them, rotated */
+            unsigned rot = (a >> 2) % count;
+            unsigned flags = k_gflags[(a >> 5) & 7u] | (op & 0x10u ? SW_F_RETRY : 0u);
+            memset(gm, 0, sizeof gm);
+            int expect = SW_PASS;
+            bool loose[G_MAX]; /* a shadow's would-be refusal with NO_BLOCK: not compared */
+            for (unsigned j = 0; j < k; j++) {
+                unsigned i = (j + rot) % count;
+                struct gmem *g = &gs[i];
+                unsigned b = u8(r);
+                idx[j] = i;
+                gm[j].n = (b & 0xc0u) == 0xc0u ? (int64_t)(b & 0x3fu) * 37 + 1
+                                               : (int64_t)(b & 3u) + 1;
+                /* the reference: a copy of the member deciding alone */
+                memcpy(g->pre, g->real, g->sz);
+                memcpy(g->ind, g->real, g->sz);
+                struct sw_view iv;
+                struct sw_kview ikv;
+                g_views(g, g->ind, &iv, &ikv);
+                if (g->keyed) {
+                    gm[j].kind = SW_GM_KEYED;
+                    gm[j].kv = &kv[i];
+                    gm[j].fp = k_gfp[(b >> 2) % 3u];
+                    EXPECT_EQ(sw_keyed_decide(&ikv, gm[j].fp, gm[j].n, now,
+                                              flags & ~SW_F_PRIORITIZED, &e[j]),
+                              SW_OK, "key alone");
+                } else {
+                    gm[j].kind = SW_GM_LIMITER;
+                    gm[j].v = &v[i];
+                    EXPECT_EQ(sw_decide(&iv, gm[j].n, now, flags, &e[j]), SW_OK, "alone");
+                }
+                sw_gmember_order_private(&gm[j]);
+                if (e[j].verdict == SW_NEVER)
+                    expect = SW_NEVER;
+                else if (e[j].verdict != SW_PASS && expect == SW_PASS)
+                    expect = SW_BLOCK;
+                loose[j] = e[j].shadowed && (flags & SW_F_NO_BLOCK);
+                g_snap(g, g->pre, now, &before[j]);
+                g_snap(g, g->ind, now, &exp[j]);
+            }
+            if (op & 0x20u) { /* the binding's checked group: sorted by the lock order */
+                for (unsigned x = 1; x < k; x++)
+                    for (unsigned y = x; y > 0 && (gm[y - 1].order[0] > gm[y].order[0] ||
+                                                   (gm[y - 1].order[0] == gm[y].order[0] &&
+                                                    gm[y - 1].order[1] > gm[y].order[1]));
+                         y--) {
+#define G_SWAP(T, arr) do { T t_ = arr[y]; arr[y] = arr[y - 1]; arr[y - 1] = t_; } while (0)
+                        G_SWAP(struct sw_gmember, gm);
+                        G_SWAP(struct sw_decision, e);
+                        G_SWAP(struct gsnap, before);
+                        G_SWAP(struct gsnap, exp);
+                        G_SWAP(unsigned, idx);
+                        G_SWAP(bool, loose);
+#undef G_SWAP
+                    }
+                EXPECT_EQ(sw_group_decide_ordered(gm, k, now, flags, &out), SW_OK, "ordered");
+            } else {
+                EXPECT_EQ(sw_group_decide(gm, k, now, flags, &out), SW_OK, "group decide");
+            }
+            EXPECT_EQ(out.verdict, expect, "group verdict");
+            int64_t wait = 0, retry = -1;
+            bool known = true;
+            for (unsigned j = 0; j < k; j++) {
+                unsigned i = idx[j];
+                g_snap(&gs[i], gs[i].real, now, &after[j]);
+                EXPECT_EQ(gm[j].refused, e[j].verdict != SW_PASS, "member refused");
+                EXPECT_EQ(gm[j].d->verdict, e[j].verdict, "member verdict");
+                EXPECT_EQ(gm[j].d->shadowed, e[j].shadowed, "member shadowed");
+                /* alone, a refused new key takes an entry (evicting one not in flight); a
+                 * group's plan takes it only when admitted: the counts agree, the keys
+                 * held may not */
+                if (gs[i].keyed && (e[j].verdict != SW_PASS || e[j].shadowed))
+                    exp[j].keys = after[j].keys;
+                if (expect == SW_PASS) {
+                    EXPECT_EQ(gm[j].d->wait_ns, e[j].wait_ns, "member wait");
+                    EXPECT_EQ(gm[j].d->occupied, e[j].occupied, "member occupied");
+                    if (e[j].wait_ns > wait)
+                        wait = e[j].wait_ns;
+                    if (!loose[j])
+                        g_expect_same(&after[j], &exp[j], i, "admitted with the group");
+                } else if (gm[j].refused) {
+                    EXPECT_EQ(gm[j].d->retry_ns, e[j].retry_ns, "member retry");
+                    if (e[j].retry_ns < 0)
+                        known = false;
+                    else if (e[j].retry_ns > retry)
+                        retry = e[j].retry_ns;
+                    g_expect_same(&after[j], &exp[j], i, "refused");
+                } else if (e[j].shadowed) { /* a shadow's would-be refusal counts BLOCK */
+                    if (!loose[j])
+                        g_expect_same(&after[j], &exp[j], i, "shadow, the group refused");
+                } else {
+                    g_expect_same(&after[j], &before[j], i, "admitted, the group refused");
+                }
+            }
+            if (expect == SW_PASS)
+                EXPECT_EQ(out.wait_ns, wait, "group wait");
+            else
+                EXPECT_EQ(out.retry_ns, known && expect != SW_NEVER ? retry : -1,
+                          "group retry");
+            break;
+        }
+        case 4: { /* a member alone */
+            unsigned i = a % count;
+            struct sw_decision d;
+            int64_t n = 1 + (int64_t)(u8(r) & 3u);
+            if (gs[i].keyed)
+                (void)sw_keyed_decide(&kv[i], k_gfp[(a >> 2) % 3u], n, now, (a >> 4) & 0xdu,
+                                      &d);
+            else
+                (void)sw_decide(&v[i], n, now, (a >> 2) & 0x1fu, &d);
+            break;
+        }
+        case 5: { /* an exit */
+            unsigned i = a % count;
+            int64_t n = 1 + (int64_t)((a >> 2) & 3u), rt = (int64_t)u8(r);
+            int outcome = (int)((a >> 4) % 3u);
+            if (gs[i].keyed)
+                (void)sw_keyed_exit(&kv[i], k_gfp[(a >> 6) % 3u], n, rt, outcome, now);
+            else
+                (void)sw_exit(&v[i], n, rt, outcome, now);
+            break;
+        }
+        case 6: { /* refused whole, nothing done: n < 1, one state twice */
+            struct sw_gmember gm[2];
+            struct sw_decision out;
+            struct gsnap b0, a0;
+            unsigned i = a % count;
+            memset(gm, 0, sizeof gm);
+            for (int j = 0; j < 2; j++) {
+                gm[j].kind = gs[i].keyed ? SW_GM_KEYED : SW_GM_LIMITER;
+                gm[j].v = &v[i];
+                gm[j].kv = &kv[i];
+                gm[j].fp = k_gfp[j];
+                gm[j].n = 1;
+                sw_gmember_order_private(&gm[j]);
+            }
+            gm[1].n = (a & 0x80u) ? 1 : 0;
+            g_snap(&gs[i], gs[i].real, now, &b0);
+            EXPECT_EQ(sw_group_decide(gm, 2, now, 0, &out), SW_EINVAL, "a bad group");
+            g_snap(&gs[i], gs[i].real, now, &a0);
+            g_expect_same(&a0, &b0, i, "a bad group");
+            break;
+        }
+        default:
+            now = move_time(r, now, w_ms);
+            break;
+        }
+    }
+    for (unsigned i = 0; i < count; i++) {
+        free(gs[i].real);
+        free(gs[i].pre);
+        free(gs[i].ind);
+    }
+}
+
+/* ---- mode 7: an adaptive concurrency limit (sw_adapt.c on a limiter rule) ---- */
+
+static uint32_t a_bound(struct rd *r)
+{
+    static const uint32_t k[] = {1, 2, 3, 5, 10, 20, 100, SW_ADAPT_MAX_LIMIT};
+    unsigned b = u8(r);
+    return (b & 0x80u) ? 1u + (uint32_t)u16(r) : k[b & 7u];
+}
+
+/* An adaptive rule with random bounds min <= initial <= max; false when refused. */
+static bool a_rule(struct rd *r, struct sw_rule *rule, const struct sw_limiter_cfg *c,
+                   struct sw_adapt_cfg *ac)
+{
+    uint32_t x[3] = {a_bound(r), a_bound(r), a_bound(r)};
+    for (int i = 0; i < 2; i++) /* sort */
+        for (int j = 0; j < 2 - i; j++)
+            if (x[j] > x[j + 1]) {
+                uint32_t t = x[j];
+                x[j] = x[j + 1];
+                x[j + 1] = t;
+            }
+    unsigned b = u8(r);
+    memset(ac, 0, sizeof *ac);
+    ac->algo = (b & 1u) ? SW_ADAPT_GRADIENT : SW_ADAPT_BBR;
+    ac->min_limit = x[0];
+    ac->initial_limit = x[1];
+    ac->max_limit = x[2];
+    ac->cpu_threshold = (b & 6u) == 0 ? (int32_t)(u16(r) % 1001u) : SW_ADAPT_NO_CPU;
+    if (sw_rule_init(rule, c) != SW_OK)
+        FAIL("adaptive base rule refused");
+    const char *param = NULL;
+    if (sw_rule_set_adapt(rule, ac, &param) != SW_OK)
+        FAIL("adaptive rule refused: %s", param != NULL ? param : "?");
+    return true;
+}
+
+static void craft_adapt(struct rd *r, struct sw_adapt_state *s, int64_t near_ms)
+{
+    unsigned f = u8(r);
+    int64_t v = crafted_value(r, 1000, near_ms);
+    static const float kf[] = {0.0f, -1.0f, 1.0f, 0.5f, 1e6f, 1000001.0f, 3.4e38f, 1e-40f,
+                               2.5f, 7.0f, 16777217.0f, -3.4e38f};
+    float fv;
+    switch ((f >> 4) % 4u) {
+    case 0: fv = kf[v & 7]; break;
+    case 1: fv = kf[8u + (unsigned)(v & 3)]; break;
+    case 2: fv = (f & 1u) ? NAN : ((f & 2u) ? INFINITY : -INFINITY); break;
+    default: {
+        uint32_t bits = (uint32_t)v;
+        memcpy(&fv, &bits, sizeof fv);
+        break;
+    }
+    }
+    switch (f % 11u) {
+    case 0: s->next_ms = v; break;
+    case 1: s->mark_ms = v; break;
+    case 2: s->probe_ms = v; break;
+    case 3: s->rt_sum_us = v; break;
+    case 4: s->limit = fv; break;
+    case 5: s->base_us = fv; break;
+    case 6: s->samples = (uint32_t)v; break;
+    case 7: s->cpu = (uint16_t)v; break;
+    case 8: s->flags = (uint8_t)v; break;
+    case 9: s->floors = (uint8_t)v; break;
+    default: /* any bytes */
+        for (size_t k = 0; k < sizeof *s; k++)
+            if (u8(r) & 1u)
+                ((uint8_t *)s)[k] = (uint8_t)u8(r);
+        break;
+    }
+}
+
+static void run_adapt(struct rd *r)
+{
+    unsigned c1 = u8(r);
+    struct sw_limiter_cfg c;
+    sw_limiter_cfg_default(&c);
+    c.grade = SW_GRADE_CONCURRENCY;
+    c.behavior = SW_REJECT;
+    c.count = 1;
+    c.interval_ms = k_interval[c1 & 7u];
+    c.sample_count = k_samples[(c1 >> 3) & 7u];
+    if (c.interval_ms % (int64_t)c.sample_count != 0)
+        c.sample_count = 2;
+    struct sw_rule rules[2];
+    struct sw_adapt_cfg ac[2];
+    a_rule(r, &rules[0], &c, &ac[0]);
+    a_rule(r, &rules[1], &c, &ac[1]); /* another process's bounds on the same state */
+    size_t size = sw_limiter_size(&c);
+    struct sw_limiter *lim = malloc(size);
+    if (lim == NULL)
+        abort();
+    EXPECT_EQ(sw_limiter_init(lim, &c), SW_OK, "limiter init");
+    lim->rule = rules[0];
+    struct sw_view v[2];
+    sw_limiter_view(lim, &v[0]);
+    v[1] = v[0];
+    v[1].rule = &rules[1];
+    struct sw_node *node = sw_limiter_node(lim);
+    int64_t w_ms = c.interval_ms / (int64_t)c.sample_count;
+    int64_t now = (int64_t)u32(r) * 1000;
+    int64_t held = 0;    /* in flight, by the decisions and exits made */
+    bool foreign = false; /* the state was crafted or learned under the other bounds */
+
+    for (g_op = 0; r->i < r->n && g_op < 4000; g_op++) {
+        unsigned op = u8(r), a = u8(r);
+        unsigned w = (op & 0x80u) != 0; /* the view deciding */
+        const struct sw_adapt_cfg *cf = &ac[w];
+        if (w)
+            foreign = true;
+        switch (op % 10u) {
+        case 0: case 1: case 2: case 3: { /* decide */
+            int64_t n = (a & 0xc0u) == 0xc0u ? (int64_t)cf->max_limit + (a & 3u)
+                                              : (int64_t)(a & 3u) + 1;
+            unsigned flags = (a >> 2) & (SW_F_TRY | SW_F_NO_BLOCK | SW_F_ENTRY | SW_F_RETRY);
+            struct sw_decision d;
+            EXPECT_EQ(sw_decide(&v[w], n, now, flags, &d), SW_OK, "decide");
+            double cap = sw_adapt_cap(cf, &node->adapt);
+            if (cap < cf->min_limit || cap > cf->max_limit)
+                FAIL("cap %g outside [%u, %u]", cap, cf->min_limit, cf->max_limit);
+            if ((double)n > (double)cf->max_limit && d.verdict != SW_NEVER)
+                FAIL("%lld above max_limit %u: verdict %d", (long long)n, cf->max_limit,
+                     d.verdict);
+            if (d.verdict == SW_PASS) {
+                held += n;
+                if ((double)held > cap)
+                    FAIL("%lld in flight, the limit in force %g", (long long)held, cap);
+            }
+            if (!foreign && (node->adapt.flags & SW_ADAPT_PHASE) != SW_ADAPT_FRESH) {
+                float l = node->adapt.limit;
+                if (!(l >= (float)cf->min_limit && l <= (float)cf->max_limit))
+                    FAIL("learned limit %g outside [%u, %u]", (double)l, cf->min_limit,
+                         cf->max_limit);
+            }
+            break;
+        }
+        case 4: case 5: case 6: { /* an exit with any RT */
+            int64_t n = 1 + (int64_t)(a & 3u);
+            int64_t rt;
+            switch ((a >> 2) & 7u) {
+            case 0: rt = 0; break;
+            case 1: rt = (int64_t)u8(r) * 1000000; break;
+            case 2: rt = (int64_t)u16(r) * 1000; break;
+            case 3: rt = INT64_MAX - (int64_t)u8(r); break;
+            case 4: rt = (int64_t)u32(r) * 1000000; break;
+            case 5: rt = -1 - (int64_t)u8(r); break;
+            default: rt = (int64_t)u16(r) * 100000; break;
+            }
+            int outcome = (int)((a >> 5) % 3u);
+            int rc = sw_exit_rt(&v[w], n, rt, outcome, now);
+            if (rt < 0) {
+                EXPECT_EQ(rc, SW_EINVAL, "exit of a negative RT");
+                break;
+            }
+            EXPECT_EQ(rc, SW_OK, "exit");
+            held = held > n ? held - n : 0;
+            break;
+        }
+        case 7: { /* the CPU use, any permille */
+            static const int64_t k_cpu[] = {0, 500, 800, 1000, 1001, -1, INT64_MAX, INT64_MIN};
+            sw_view_set_cpu(&v[w], (a & 8u) ? (int64_t)u16(r) : k_cpu[a & 7u]);
+            break;
+        }
+        case 8: /* crafted adapt-state bytes (a region is input), or a read */
+            if (a & 1u) {
+                craft_adapt(r, &node->adapt, ms_of(now));
+                foreign = true;
+            } else {
+                int64_t l = sw_adapt_limit_now(&v[w], (a & 2u) ? SW_NOW : now);
+                if (l < cf->min_limit || l > cf->max_limit)
+                    FAIL("limit_now %lld outside [%u, %u]", (long long)l, cf->min_limit,
+                         cf->max_limit);
+                l = sw_adapt_limit_of(cf, node);
+                if (l < cf->min_limit || l > cf->max_limit)
+                    FAIL("limit_of %lld outside [%u, %u]", (long long)l, cf->min_limit,
+                         cf->max_limit);
+            }
+            break;
+        default:
+            now = move_time(r, now, w_ms);
+            break;
+        }
+        EXPECT_EQ(sw_in_flight(&v[0]), held, "in flight");
+    }
+    free(lim);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct rd r = {data, size, 0};
@@ -1434,6 +2315,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned mode = u8(&r);
     if (mode % 16u == 14u)
         run_keyed(&r);
+    else if (mode % 16u == 10u)
+        run_breaker(&r);
+    else if (mode % 16u == 8u)
+        run_group(&r);
+    else if (mode % 16u == 6u)
+        run_adapt(&r);
     else if (mode % 16u == 12u)
         run_region(&r);
     else if (mode & 1u)
