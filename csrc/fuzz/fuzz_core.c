@@ -1796,6 +1796,10 @@ static void run_breaker(struct rd *r)
             now = move_time(r, now, w_ms);
             break;
         }
+        if (g_trace)
+            fprintf(stderr, "breaker op %d (%u) now=%lld: state %llu -> %llu\n", g_op, op % 11u,
+                    (long long)now, (unsigned long long)(before & 3u),
+                    (unsigned long long)(atomic_load(&br->st.word) & 3u));
         if ((atomic_load(&br->st.word) & 3u) == 3u)
             FAIL("state word %llx", (unsigned long long)atomic_load(&br->st.word));
         if (crafted &&
@@ -2301,6 +2305,10 @@ static void run_adapt(struct rd *r)
             now = move_time(r, now, w_ms);
             break;
         }
+        if (g_trace)
+            fprintf(stderr, "adapt op %d (%u) now=%lld: in flight %lld, limit %g, phase %u\n",
+                    g_op, op % 10u, (long long)now, (long long)held, (double)node->adapt.limit,
+                    node->adapt.flags & SW_ADAPT_PHASE);
         EXPECT_EQ(sw_in_flight(&v[0]), held, "in flight");
     }
     free(lim);
