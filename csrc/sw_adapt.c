@@ -432,7 +432,7 @@ void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     int64_t rt_us = rt_ns / 1000;
     if (phase == SW_ADAPT_PROBING) {
         /* admitted before the probe began: queued behind the old limit, not a drained RT */
-        int64_t started_ms = t - (rt_ns + 999999) / 1000000;
+        int64_t started_ms = t - (rt_ns / 1000000 + (rt_ns % 1000000 != 0)); /* no overflow */
         if (started_ms < s->mark_ms)
             return;
     }
