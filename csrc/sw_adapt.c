@@ -85,7 +85,7 @@ static bool triggered(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
         return true;
     /* below the threshold: the cool-off after the last refusal (go-kratos: CPU jitters
      * around the threshold once limiting starts; a dip must not let a flood in) */
-    return s->mark_ms != INT64_MIN && t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
+    return s->mark_ms != INT64_MIN && sw_sat_sub(t, s->mark_ms) < SW_ADAPT_COOL_OFF_MS;
 }
 
 /* What bbr reads from the window's completed buckets (the filling one is left out). */
@@ -205,7 +205,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         if (w.last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0))
             s->mark_ms = t;
         queued = s->mark_ms != INT64_MIN && s->mark_ms <= t &&
-                 t - s->mark_ms < SW_ADAPT_COOL_OFF_MS;
+                 sw_sat_sub(t, s->mark_ms) < SW_ADAPT_COOL_OFF_MS; /* a damaged mark: no UB */
     }
     /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
      * probe's drained RT: under overload the window's is queued, and taken alone it makes
