@@ -26,7 +26,33 @@
  * time and one past it, a dead or live token, any bytes), and a second process attaches
  * (every check of an attach, the repair) and decides, and an observer copies it (as
  * read_region does): a crafted region is refused or works, never a crash, and in-flight is
- * never below 0 nor admitted past a concurrency limit. Every input has a deadline (libFuzzer's
+ * never below 0 nor admitted past a concurrency limit.
+ *
+ * A fifth mode (first byte 10 mod 16) drives a circuit breaker (sw_breaker.c) with try_pass /
+ * pass_ticket, record (any RT, error, the bare ticket, a stale or made-up one), cancel, new
+ * settings and clock moves, against a model of DESIGN §11 (as BreakerModel in
+ * tests/test_breaker.py): states, tickets (generation << 2 | state), exactly one probe, the
+ * window of (total, errors, slow), retry_ns, lifetime totals and the changes reported. Then
+ * crafted words of the state (an untrusted region, a shared token's probe owner dead or
+ * forged): validation refuses it, or after the repair it works, keeps validating, and lets
+ * a second probe through only after the first's owner was found dead.
+ *
+ * A sixth mode (first byte 8 mod 16) decides groups (sw_group.c) of 1-4 private limiters
+ * and keyed tables (reject, warm-up, throttle, concurrency, shadow) against copies of the
+ * members decided alone: the group's verdict, wait and retry, each member's decision, and
+ * all or nothing: admitted, each member's counts, in flight, throttle slot and payback are
+ * its lone copy's; refused, a refuser's are its lone copy's (BLOCK) and an admitter's are
+ * unchanged (a lone keyed refusal may take an entry that a plan does not: keys held are not
+ * compared then).
+ *
+ * A seventh mode (first byte 6 mod 16) feeds an adaptive concurrency rule (sw_adapt.c; bbr
+ * and gradient, random min <= initial <= max, a second view with other bounds on the same
+ * state) decisions, exits with any RT (0, huge, INT64_MAX), CPU readings, clock jumps and
+ * crafted adapt-state bytes: the limit in force stays in [min_limit, max_limit] (the learned
+ * one too while only one rule's bounds were used and nothing was crafted), in flight is
+ * counted exactly and never above the limit that admitted, and UBSan sees no UB.
+ *
+ * Every input has a deadline (libFuzzer's
  * -timeout; alarm() in the replay binary, FUZZ_DEADLINE_S, 10 s): a hang is a failure.
  *
  * Build with clang -fsanitize=fuzzer (make fuzz), or with any C compiler and -DSW_FUZZ_MAIN
