@@ -148,7 +148,10 @@ def test_async_rate_wait_sleeps_until_retry_after():
             pass
 
     run(main())
-    assert lim.decisions <= 4, lim.decisions
+    # a few decisions, not a poll (every 1 ms: hundreds in the ~1 s wait). A waiter may wake
+    # a little before the bucket slides (the core's coarse clock runs up to a tick behind;
+    # a loaded CI machine saw 5), then sleeps again until the new retry time
+    assert lim.decisions <= 10, lim.decisions
 
 
 def test_cancelled_waiter_leaks_no_slot_and_loses_no_wakeup():
