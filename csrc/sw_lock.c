@@ -15,6 +15,8 @@ void sw_lock_init(sw_lock *l)
 
 int (*volatile sw_lock_wait_hook)(const struct sw_lock_wait *w) = NULL;
 
+int64_t sw_lock_stuck_ns = SW_LOCK_STUCK_NS;
+
 int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
 {
     unsigned spins = 64u, pauses = 0, backoff = 1u;
@@ -65,7 +67,7 @@ int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
         if (now >= next_look) {
             next_look = now + 1000000;
             state = sw_proc_token_state_letter(owner, &letter);
-            if (state == SW_PROC_RUNNING && now - seen_since > SW_LOCK_STUCK_NS &&
+            if (state == SW_PROC_RUNNING && now - seen_since > sw_lock_stuck_ns &&
                 sw_proc_frozen(owner))
                 state = SW_PROC_STOPPED; /* docker pause, the cgroup freezer: it shows 'S' */
             if (state == SW_PROC_GONE) {
@@ -77,7 +79,7 @@ int sw_lock_acquire_wait(sw_lock *l, uint64_t token, bool may_give_up)
             }
         }
         struct sw_lock_wait w = {l, owner, now - seen_since, state == SW_PROC_STOPPED,
-                                 state != SW_PROC_STOPPED && now - seen_since > SW_LOCK_STUCK_NS,
+                                 state != SW_PROC_STOPPED && now - seen_since > sw_lock_stuck_ns,
                                  may_give_up, letter};
         int (*hook)(const struct sw_lock_wait *) = sw_lock_wait_hook;
         if (hook != NULL) {

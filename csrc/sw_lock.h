@@ -42,6 +42,9 @@ typedef struct sw_lock {
  * holding it longer than this is not in it (the word is damaged or forged) and the waiter is
  * told `stuck` (a call site that may give up then does). */
 #define SW_LOCK_STUCK_NS (5 * INT64_C(1000000000))
+/* The threshold in force: SW_LOCK_STUCK_NS, unless a test shortened it (the binding reads
+ * SLIDEWIN_TEST_LOCK_STUCK_MS at import: the test suite's stuck-owner scenarios) */
+extern int64_t sw_lock_stuck_ns;
 
 /* How sw_lock_acquire_wait ended. */
 enum { SW_LOCK_GOT = 0, SW_LOCK_TOOK_OVER = 1, SW_LOCK_GAVE_UP = -1 };

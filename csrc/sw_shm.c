@@ -312,7 +312,7 @@ static void lock_after_reboot(const void *base, sw_lock *l, uint64_t me)
         if (w != seen) {
             seen = w;
             since = now;
-        } else if (now - since > SW_LOCK_STUCK_NS || sw_proc_token_dead(w)) {
+        } else if (now - since > sw_lock_stuck_ns || sw_proc_token_dead(w)) {
             if (atomic_compare_exchange_strong_explicit(&l->word, &w, me, memory_order_acquire,
                                                         memory_order_relaxed))
                 return;

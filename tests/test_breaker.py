@@ -1077,7 +1077,8 @@ def test_a_stuck_lock_word_naming_a_live_process_gives_up(shm_name):
         token = sleeper.pid << 32 | (start & 0xffffffff)
         # before the fix: record() waited forever (no give-up, no signal handlers)
         out = subprocess.run([sys.executable, "-c", STUCK_LOCK, shm_name, str(token)],
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, SLIDEWIN_TEST_LOCK_STUCK_MS="1000"))
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -115,8 +115,23 @@ static PyMethodDef module_methods[] = {
      "lim.try_acquire() with the GIL released around the core call (the GIL study)."},
     {NULL}};
 
+/* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live
+ * lock owner that is not stopped is taken as stuck, so that the suite's stuck-owner
+ * scenarios (run in subprocesses given the variable) do not each wait 5 s. */
+static void read_test_stuck_threshold(void)
+{
+    const char *s = getenv("SLIDEWIN_TEST_LOCK_STUCK_MS");
+    if (s == NULL || *s == '\0')
+        return;
+    char *end;
+    long ms = strtol(s, &end, 10);
+    if (*end == '\0' && ms >= 1 && ms <= 60000)
+        sw_lock_stuck_ns = (int64_t)ms * INT64_C(1000000);
+}
+
 static int module_exec(PyObject *m)
 {
+    read_test_stuck_threshold();
     lock_wait_install();
     module_state *st = (module_state *)PyModule_GetState(m);
     st->Metric_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Metric_spec, NULL);

@@ -160,10 +160,10 @@ static int lock_hook(const struct sw_lock_wait *w)
          * processes would split across two regions, each allowing the whole limit) */
         snprintf(msg, sizeof msg,
                  "a shared region's lock is held by live pid %lu (state %c) for more than "
-                 "%.0f s (%.1f s seen), which is not stopped, so it is not in it: that process "
+                 "%g s (%.1f s seen), which is not stopped, so it is not in it: that process "
                  "is hung, or the region is damaged",
                  (unsigned long)(w->owner >> 32), w->owner_state,
-                 (double)SW_LOCK_STUCK_NS / 1e9, (double)w->held_ns / 1e9);
+                 (double)sw_lock_stuck_ns / 1e9, (double)w->held_ns / 1e9);
         PyErr_SetString(PyExc_OSError, msg);
         return 1;
     }
