@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A thin wrapper: the C core's bounded libFuzzer run, `make -C csrc fuzz` (owned by the C
-# tests; FUZZ_SECONDS bounds it, 60 by default here). Skipped with a note when the Makefile
+# tests; FUZZ_SECONDS bounds it, 30 by default here; long runs are a developer's). Skipped with a note when the Makefile
 # has no fuzz target or clang is missing (libFuzzer needs clang); the plain fuzz corpus replay
 # runs anyway inside `make -C csrc test` (pytest's tests/test_c_core.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+export FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 # a fixed seed: the same mutations on every run, so a failure here replays exactly; long
 # exploratory runs (any seed) are a developer's job, their finds join csrc/fuzz/corpus
 export FUZZ_SEED=${FUZZ_SEED:-20261125}

@@ -526,7 +526,8 @@ lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
 print("attached", flush=True)
 sys.stdin.readline()      # the holder is frozen inside the lock now
 try:
-    lim.acquire(timeout=7)                 # past the 5 s after which a live owner is stuck
+    lim.acquire(timeout=float(sys.argv[2]))  # past the time after which a live owner is
+                                             # stuck (1 s here: STUCK_ENV; 5 s by default)
     print("got", flush=True)
 except slidewin.BlockedError:
     print("timeout", flush=True)
@@ -557,7 +558,7 @@ def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(
     except OSError as e:
         pytest.skip(f"no writable cgroup v2 here: {e}")
     deadline = time.monotonic() + DEADLINE
-    waiter = py(FROZEN_WAITER, name)
+    waiter = py(FROZEN_WAITER, name, "2.5", env=STUCK_ENV)
     holder = py(HOLDER, name)
     frozen = False
     try:
