@@ -166,7 +166,7 @@ def closed_loop_no_capacity(lim, clients, rt_ms=10.0, jitter=True, seconds=30, s
 @pytest.mark.parametrize("clients", [5, 10, 19])
 @pytest.mark.parametrize("algorithm", ["bbr", "gradient"])
 def test_a_backend_without_a_capacity_limit_is_never_refused(algorithm, clients, jitter):
-    """With fewer callers than the capacity nothing is refused (API.md), here with no
+    """With fewer callers than the capacity nothing is refused (docs/adaptive.md), here with no
     capacity at all: the RT does not grow with the load. Sentinel's/aegis' bound (max pass x
     min RT) is the AVERAGE level in flight, which a healthy load's instantaneous level
     exceeds half the time; slidewin's bbr enforces it only on evidence of queueing
