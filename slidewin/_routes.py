@@ -3,11 +3,58 @@ the route's limiter, its key, and the refusal (429 with Retry-After / 503), as t
 middlewares answer it (slidewin._web)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _web
+from . import _core, _web
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
+HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
+
+
+def split_rates(rate: str, where: str) -> List[str]:
+    """The parts of ``"10/second;100/minute"``: several limits that must all admit."""
+    parts = [p.strip() for p in rate.split(";")]
+    if len(parts) > 1 and not all(parts):
+        raise ValueError("%s: rate %r has an empty part; several limits are written "
+                         "\"10/second;100/minute\"" % (where, rate))
+    return parts
+
+
+def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
+    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per part of a rate
+    written with ';' (a ``shared`` or ``name`` string then gets ``-1``, ``-2``, ... per
+    part), else one."""
+    import slidewin
+
+    cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
+    rate = kwargs.get("rate")
+    if not isinstance(rate, str) or ";" not in rate:
+        return [cls(**kwargs)]
+    out = []
+    for i, part in enumerate(split_rates(rate, where), 1):
+        kw = dict(kwargs, rate=part)
+        for name in ("shared", "name"):
+            if isinstance(kw.get(name), str):
+                kw[name] = "%s-%d" % (kw[name], i)
+        out.append(cls(**kw))
+    return out
+
+
+def groupable(limiter: Any) -> bool:
+    """A member slidewin.all_of takes: a slidewin Limiter or KeyedLimiter (not a Redis
+    one, nor a Breaker)."""
+    import slidewin
+
+    return isinstance(limiter, (_core.Limiter, slidewin.KeyedLimiter))
+
+
+def header_key(spec: str, where: str) -> str:
+    """The header name of ``key="header:X-Api-Key"``."""
+    name = spec[len(HEADER):].strip()
+    if not name or not _web._TOKEN.match(name):
+        raise ValueError("%s: key %r names no header; write key=\"header:X-Api-Key\""
+                         % (where, spec))
+    return name
 
 
 class RouteLimit:
@@ -24,23 +71,40 @@ class RouteLimit:
     def __init__(self, where: str, is_async: bool, limiter: Any, key: Any,
                  trusted_proxies: Any, status: int, concurrency_status: int, headers: bool,
                  kwargs: Dict[str, Any]) -> None:
+        if isinstance(limiter, str):  # limit("10/second"): a rate, positionally
+            if "rate" in kwargs:
+                raise ValueError("%s: the rate is given twice (positionally and as rate=)"
+                                 % where)
+            kwargs = dict(kwargs, rate=limiter)
+            limiter = None
         if limiter is not None and kwargs:
             raise ValueError("%s: give a limiter or the Limiter's keywords (%s), not both"
                              % (where, ", ".join(sorted(kwargs))))
-        if key is not None and key != IP and not callable(key):
-            raise TypeError("%s: key must be None, 'ip' or a function of the request, not %r"
-                            % (where, key))
+        header: Optional[str] = None
+        if isinstance(key, str) and key.startswith(HEADER):
+            header = header_key(key, where)
+        elif key is not None and key != IP and not callable(key):
+            raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
+                            "request, not %r" % (where, key))
         if limiter is None:
             if not kwargs:
                 raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
-            import slidewin
-
-            limiter = (slidewin.KeyedLimiter if key is not None else slidewin.Limiter)(**kwargs)
-        self.keyed = _web.check_limiter(limiter, where, is_async)
+            limiters = build_limiters(where, key is not None, kwargs)
+        else:
+            limiters = [limiter]
+        for lim in limiters:
+            self.keyed = _web.check_limiter(lim, where, is_async)
+        limiter = limiters[0]
         if key is not None and not self.keyed:
             _web.check_key(key if callable(key) else (lambda r: r), False, limiter, where)
-        self.limiter = limiter
-        self.key = key if callable(key) else None
+        # every part of the limit, and whether one all_of decision can take them
+        self.limiters: Tuple[Any, ...] = tuple(limiters)
+        self.native = all(groupable(lim) for lim in limiters)
+        self.limiter = limiter if len(limiters) == 1 else self.limiters
+        if header is not None:
+            self.key: Any = lambda request: request.headers.get(header)
+        else:
+            self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
         self.status = _web.check_status(status, "status", where)
@@ -54,22 +118,149 @@ class RouteLimit:
         return _web.client_ip(scope_or_environ, self.trusted)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
-        """The limiter's entry for this request; None when its key is None (not limited)."""
-        if self.keyed:
-            k = self.key_of(request, scope_or_environ)
-            return None if k is None else self.limiter.entry(k)
-        return self.limiter.entry()
+        """The limit's entry for this request (one all_of entry for several rates); None
+        when its key is None (not limited)."""
+        k = self.key_of(request, scope_or_environ) if self.keyed else None
+        if self.keyed and k is None:
+            return None
+        return Admission([(self, k)])
+
+    def refuser(self, error: Any) -> Any:
+        """The part of this limit that refused (the error's limiter), else the first."""
+        lim = getattr(error, "limiter", None)
+        for part in self.limiters:
+            if part is lim:
+                return part
+        return self.limiters[0]
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
         """(status, Retry-After and RateLimit fields) of a refused request."""
-        return _web.refusal_fields(self.limiter, error, self.status, self.concurrency_status,
-                                   self.headers)
+        return _web.refusal_fields(self.refuser(error), error, self.status,
+                                   self.concurrency_status, self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """(status, headers, body) of a refused request: 429 (rate) / 503 (concurrency),
         Retry-After, RateLimit fields, an RFC 9457 problem body."""
-        return _web.refusal(self.limiter, error, self.status, self.concurrency_status, None,
-                            "application/problem+json", self.headers)
+        return _web.refusal(self.refuser(error), error, self.status, self.concurrency_status,
+                            None, "application/problem+json", self.headers)
+
+
+class Refused(Exception):
+    """An Admission was refused: ``route`` is the limit that refused, ``error`` its
+    BlockedError."""
+
+    def __init__(self, route: RouteLimit, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.route = route
+        self.error = error
+
+    def refusal(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        return self.route.refusal(self.error)
+
+
+class Admission:
+    """One request's admission by several limits, each with the request's key: ``[(route,
+    key), ...]`` (the key None for a limit that is not keyed). Every slidewin limiter among
+    them decides in one ``all_of`` decision: admitted by all, or charged to none. A Redis
+    limiter decides on its own, after them (given back if it refuses).
+
+    ``with`` / ``async with``: ``Refused`` on a refusal (with the limit that refused);
+    ``headers()`` after admission: the RateLimit fields of the most restrictive limit."""
+
+    __slots__ = ("_pairs", "_entries")
+
+    def __init__(self, pairs: Sequence[Tuple[RouteLimit, Any]]) -> None:
+        self._pairs = pairs
+        self._entries: List[Any] = []
+
+    def _plan(self) -> List[Any]:
+        members: List[Any] = []
+        seen: Dict[int, Any] = {}
+        rest: List[Any] = []
+        for route, k in self._pairs:
+            for lim in route.limiters:
+                if not route.native or id(lim) in seen:
+                    if route.native and seen[id(lim)] == k:
+                        continue  # the same limit twice (global and route): decided once
+                    rest.append(lim.entry(k) if route.keyed else lim.entry())
+                    continue
+                seen[id(lim)] = k
+                members.append((lim, k) if route.keyed else lim)
+        entries: List[Any] = []
+        if len(members) == 1:
+            m = members[0]
+            entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
+        elif members:
+            import slidewin
+
+            entries.append(slidewin.all_of(*members).entry())
+        return entries + rest
+
+    def _refused(self, error: BaseException) -> Refused:
+        lim = getattr(error, "limiter", None)
+        for route, _ in self._pairs:
+            if any(part is lim for part in route.limiters):
+                return Refused(route, error)
+        return Refused(self._pairs[0][0], error)
+
+    def __enter__(self) -> "Admission":
+        from slidewin import BlockedError
+
+        for e in self._plan():
+            try:
+                e.__enter__()
+            except BlockedError as exc:
+                self.__exit__(None, None, None)
+                raise self._refused(exc) from None
+            self._entries.append(e)
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        entries, self._entries = self._entries, []
+        for e in reversed(entries):
+            e.__exit__(et, ev, tb)
+
+    async def __aenter__(self) -> "Admission":
+        from slidewin import BlockedError
+
+        for e in self._plan():
+            try:
+                if _no_wait(e):
+                    e.__enter__()  # decides in C and never sleeps
+                else:
+                    await e.__aenter__()
+            except BlockedError as exc:
+                await self.__aexit__(None, None, None)
+                raise self._refused(exc) from None
+            self._entries.append(e)
+        return self
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        entries, self._entries = self._entries, []
+        for e in reversed(entries):
+            if isinstance(e, _NATIVE_ENTRIES):
+                e.__exit__(et, ev, tb)
+            else:
+                await e.__aexit__(et, ev, tb)
+
+    def headers(self) -> List[Tuple[str, str]]:
+        """The RateLimit fields of the most restrictive limit that admitted the request
+        (the least quota left), among those with ``headers``."""
+        cands = [(lim, route.keyed) for route, _ in self._pairs if route.headers
+                 for lim in route.limiters]
+        return _web.most_restrictive_headers(cands)
+
+
+# entries whose exit is a C call (sync, also under asyncio); the others' is awaited
+_NATIVE_ENTRIES: Tuple[type, ...] = (_core.Entry, _core.KeyedEntry)
+
+
+def _no_wait(entry: Any) -> bool:
+    """An entry whose __enter__ never sleeps: a reject or warm-up Limiter's (one decision
+    in C); a throttle's or a waiting group's sleeps with asyncio instead."""
+    if not isinstance(entry, (_core.Entry, _core.KeyedEntry)):
+        return False  # a group's: it may wait (its __aenter__ sleeps with asyncio)
+    return entry.limiter.behavior in ("reject", "warm_up") and entry.timeout is None
 
 
 def detail(status: int) -> str:
@@ -82,3 +273,13 @@ def detail(status: int) -> str:
 def problem(status: int) -> bytes:
     """The middleware's default refusal body (RFC 9457 problem details)."""
     return _web.problem(status)
+
+
+# scope["slidewin.decided"]: the route limits an outer middleware has decided for this
+# request, together with its own limit (the route's helper then lets the request through)
+DECIDED = "slidewin.decided"
+
+
+def decided(scope: Any, route: RouteLimit) -> bool:
+    done = scope.get(DECIDED)
+    return done is not None and route in done

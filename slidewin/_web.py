@@ -721,6 +721,33 @@ def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[T
     return out
 
 
+def _quota(limiter: Any) -> float:
+    """The quota of a limiter's window (its concurrency for a concurrency limit)."""
+    conc = getattr(limiter, "concurrency", None)
+    if conc is not None:
+        return float(conc)
+    interval_ms = getattr(limiter, "interval_ms", 1000) or 1000
+    return (getattr(limiter, "qps", None) or 0.0) * interval_ms / 1000.0
+
+
+def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
+    """The RateLimit fields of an admitted response decided by several limits (``(limiter,
+    keyed)`` pairs): those of the one with the least quota left (``r`` where it is known,
+    else its quota)."""
+    best: Optional[Tuple[float, Any, bool]] = None
+    for lim, keyed in candidates:
+        if isinstance(lim, _core.Breaker) or (
+                getattr(lim, "qps", None) is None and getattr(lim, "concurrency", None) is None):
+            continue
+        r = remaining(lim, keyed)
+        left = float(r) if r is not None else _quota(lim)
+        if best is None or left < best[0]:
+            best = (left, lim, keyed)
+    if best is None:
+        return []
+    return admitted_headers(best[1], best[2])
+
+
 def refusal_fields(
     limiter: Any,
     error: Any,
@@ -753,6 +780,20 @@ def refusal_fields(
             item += ";t=%d" % seconds
         out.append(("RateLimit", item))
     return code, out
+
+
+def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """(status, fields, problem body) answering a BlockedError raised in a route or view (a
+    ``@Limiter``-decorated function it called): 503 for a concurrency or adaptive limit and
+    an open breaker, else 429; Retry-After; the RateLimit fields of the error's limiter
+    when it is known."""
+    lim = getattr(error, "limiter", None)
+    known = (lim is not None and not isinstance(lim, _core.Breaker)
+             and not isinstance(error, BreakerOpenError)
+             and (getattr(lim, "qps", None) is not None
+                  or getattr(lim, "concurrency", None) is not None))
+    code, fields = refusal_fields(lim, error, 429, 503, headers and known)
+    return code, fields, problem(code)
 
 
 def refusal(

@@ -1,24 +1,26 @@
-"""Per-route limits for FastAPI: a dependency answering 429 / 503 with Retry-After.
+"""FastAPI: route limits as a dependency, and refusals raised anywhere answered 429 / 503.
 
     from fastapi import Depends, FastAPI
-    from slidewin.fastapi import limit_route
+    import slidewin.fastapi
 
     app = FastAPI()
+    slidewin.fastapi.install(app)     # a BlockedError raised in a route: 429 / 503
 
-    @app.get("/search", dependencies=[Depends(limit_route(rate="10/minute", key="ip"))])
+    @app.get("/search", dependencies=[Depends(slidewin.fastapi.limit("10/minute", key="ip"))])
     async def search(q: str): ...
 
 The route stays in the OpenAPI schema (it is an ordinary route with one more dependency).
 The admission is held while the endpoint runs (a concurrency limit counts it in flight).
 A refusal is answered as slidewin.asgi.LimitMiddleware answers it (an RFC 9457
 application/problem+json body): the dependency raises ``RouteRefused`` (an HTTPException)
-and, the first time, adds the handler ``refused_handler`` for it to the app.
+and, the first time, adds the handler ``refused_handler`` for it to the app. Admitted
+responses carry the RateLimit fields of the most restrictive limit (``headers=False``: none).
 """
 from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable, List, Tuple, Union
 
-from . import _routes
+from . import _routes, _web
 
 try:
     from fastapi import HTTPException, Request
@@ -28,11 +30,12 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the ex
         'slidewin.fastapi needs FastAPI: pip install "slidewin[fastapi]" '
         '(or pip install fastapi)', name=_e.name) from None
 
-__all__ = ["limit_route", "RouteRefused", "refused_handler"]
+__all__ = ["install", "limit", "limit_route", "RouteRefused", "refused_handler",
+           "blocked_handler"]
 
 
 class RouteRefused(HTTPException):
-    """A request refused by a ``limit_route`` dependency: ``status_code``, ``headers``
+    """A request refused by a ``limit`` dependency: ``status_code``, ``headers``
     (Retry-After, RateLimit fields) and ``body`` (problem+json) of the refusal. Register
     your own handler for it (``app.add_exception_handler(RouteRefused, ...)``) to answer
     otherwise; without one, ``refused_handler`` answers."""
@@ -49,6 +52,34 @@ async def refused_handler(request: Request, exc: Exception) -> Response:
                     media_type="application/problem+json")
 
 
+async def blocked_handler(request: Request, exc: Exception) -> Response:
+    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered: 429, or
+    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
+    RateLimit fields of its limiter and a problem+json body."""
+    code, fields, body = _web.raised_refusal(exc)
+    return Response(body, code, headers=dict(fields), media_type="application/problem+json")
+
+
+def install(app: Any) -> Any:
+    """Answer refusals through the app's own exception handlers: a ``BlockedError`` or
+    ``BreakerOpenError`` raised anywhere in a route (a ``@Limiter``-decorated function it
+    called) becomes 429 / 503 with ``Retry-After`` (``blocked_handler``) instead of a 500,
+    and a ``limit`` dependency's ``RouteRefused`` gets ``refused_handler``. Handlers the
+    app registered already are kept. Returns the app."""
+    from slidewin import BlockedError
+
+    handlers = getattr(app, "exception_handlers", None)
+    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
+                                                              None)):
+        raise TypeError("install() takes a FastAPI or Starlette app, not %s"
+                        % type(app).__name__)
+    if BlockedError not in handlers:
+        app.add_exception_handler(BlockedError, blocked_handler)
+    if RouteRefused not in handlers:
+        app.add_exception_handler(RouteRefused, refused_handler)
+    return app
+
+
 def _install_handler(request: Request) -> None:
     """Add ``refused_handler`` for ``RouteRefused`` unless the app has one: to the app (for
     a stack built later) and to the handlers of the running stack, which Starlette copied
@@ -62,6 +93,36 @@ def _install_handler(request: Request) -> None:
                               (app_handlers or {}).get(RouteRefused, refused_handler))
 
 
+def limit(
+    limiter: Any = None,
+    *,
+    key: Union[None, str, Callable[[Request], Any]] = None,
+    trusted_proxies: Any = (),
+    status: int = 429,
+    concurrency_status: int = 503,
+    headers: bool = True,
+    **limiter_kwargs: Any,
+) -> Callable[..., AsyncIterator[None]]:
+    """A FastAPI dependency limiting the routes that depend on it.
+
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
+    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
+    dependency to several to share it). ``key="ip"``: one limit per client address
+    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
+    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
+    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
+    one.
+
+    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
+    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
+    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
+    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
+    together: a request refused by one is charged to neither.
+    """
+    return _dependency("slidewin.fastapi.limit", limiter, key, trusted_proxies, status,
+                       concurrency_status, headers, limiter_kwargs)
+
+
 def limit_route(
     limiter: Any = None,
     *,
@@ -71,42 +132,43 @@ def limit_route(
     concurrency_status: int = 503,
     headers: bool = True,
     **limiter_kwargs: Any,
-) -> Callable[[Request], AsyncIterator[None]]:
-    """A FastAPI dependency limiting the routes that depend on it.
+) -> Callable[..., AsyncIterator[None]]:
+    """The same as ``limit`` (its former name)."""
+    return _dependency("slidewin.fastapi.limit_route", limiter, key, trusted_proxies, status,
+                       concurrency_status, headers, limiter_kwargs)
 
-    ``limit_route(rate="10/minute")``: one limit for the route(s) (``Depends`` it on one
-    route, or pass the same dependency to several to share it). ``key="ip"``: one limit
-    per client address (``trusted_proxies`` as for ``slidewin.client_ip``); ``key=f``: per
-    ``f(request)``. Or a ready limiter: ``limit_route(KeyedLimiter(...))``, a shared one,
-    or a ``slidewin.redis.AsyncRedis*`` one.
 
-    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
-    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
-    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
-    """
-    route = _routes.RouteLimit("slidewin.fastapi.limit_route", True, limiter, key,
-                               trusted_proxies, status, concurrency_status, headers,
-                               limiter_kwargs)
-    from slidewin import BlockedError
+def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status: int,
+                concurrency_status: int, headers: bool, limiter_kwargs: Any
+                ) -> Callable[..., AsyncIterator[None]]:
+    route = _routes.RouteLimit(where, True, limiter, key, trusted_proxies, status,
+                               concurrency_status, headers, limiter_kwargs)
 
-    async def slidewin_limit(request: Request) -> AsyncIterator[None]:
+    async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
+        if _routes.decided(request.scope, route):  # the middleware decided it with its own
+            yield
+            return
         entry = route.entry(request, request.scope)
         if entry is None:  # key None: not limited
             yield
             return
         try:
             await entry.__aenter__()
-        except BlockedError as e:
-            code, fields = route.fields(e)
+        except _routes.Refused as r:
+            code, fields = r.route.fields(r.error)
             _install_handler(request)
             raise RouteRefused(code, fields, _routes.problem(code)) from None
+        if route.headers:
+            for name, value in entry.headers():
+                response.headers[name] = value
         try:
             yield
         except BaseException as exc:
-            if not await entry.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
+            await entry.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         else:
             await entry.__aexit__(None, None, None)
 
     slidewin_limit.limiter = route.limiter  # type: ignore[attr-defined]
+    slidewin_limit.slidewin_route = route  # type: ignore[attr-defined]
     return slidewin_limit

@@ -1,12 +1,14 @@
-"""Per-route limits for Flask: a decorator for views answering 429 / 503 with Retry-After.
+"""Per-route limits for Flask: a decorator for views answering 429 / 503 with Retry-After;
+``install(app)`` answers a BlockedError raised in any view the same way.
 
     from flask import Flask
-    from slidewin.flask import limit
+    from slidewin.flask import install, limit
 
     app = Flask(__name__)
+    install(app)
 
     @app.get("/search")
-    @limit(rate="10/minute", key="ip")
+    @limit("10/minute", key="ip")
     def search(): ...
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, TypeVar, Union
 
-from . import _routes
+from . import _routes, _web
 
 try:
     import flask
@@ -23,9 +25,32 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the ex
         'slidewin.flask needs Flask: pip install "slidewin[flask]" '
         '(or pip install flask)', name=_e.name) from None
 
-__all__ = ["limit"]
+__all__ = ["install", "limit", "blocked_handler"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def blocked_handler(error: Exception) -> Any:
+    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a view, answered: 429, or
+    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
+    RateLimit fields of its limiter and a problem+json body."""
+    code, fields, body = _web.raised_refusal(error)
+    return flask.Response(body, code, headers=fields, content_type="application/problem+json")
+
+
+def install(app: Any) -> Any:
+    """Answer a ``BlockedError`` or ``BreakerOpenError`` raised anywhere in a view (a
+    ``@Limiter``-decorated function it called) with Flask's error handlers: 429 / 503 with
+    ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app registered for
+    BlockedError already is kept. Returns the app."""
+    from slidewin import BlockedError
+
+    if not isinstance(app, (flask.Flask, flask.Blueprint)):
+        raise TypeError("install() takes a Flask app or Blueprint, not %s"
+                        % type(app).__name__)
+    if BlockedError not in app.error_handler_spec.get(None, {}).get(None, {}):
+        app.register_error_handler(BlockedError, blocked_handler)
+    return app
 
 
 def limit(
@@ -42,37 +67,46 @@ def limit(
     limiter's entry; a refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After``
     and a problem+json body.
 
-    ``limit(rate="10/minute")``: one limit for the view. ``key="ip"``: one per client
-    address (``trusted_proxies`` as for ``slidewin.client_ip``); ``key=f``: per
-    ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared, or a sync
-    ``slidewin.redis`` one).
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``):
+    one limit for the view. ``key="ip"``: one per client address (``trusted_proxies`` as
+    for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per value of that header;
+    ``key=f``: per ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared,
+    or a sync ``slidewin.redis`` one). An admitted response gets the RateLimit fields of
+    the most restrictive limit (``headers=False``: none).
     """
     route = _routes.RouteLimit("slidewin.flask.limit", False, limiter, key, trusted_proxies,
                                status, concurrency_status, headers, limiter_kwargs)
-    from slidewin import BlockedError
-
     def decorate(view: F) -> F:
         @functools.wraps(view)
         def limited(*args: Any, **kwargs: Any) -> Any:
             request = flask.request
+            if _routes.decided(request.environ, route):  # decided with the middleware's
+                return view(*args, **kwargs)
+            entry = route.entry(request, request.environ)
+            if entry is None:  # key None: not limited
+                return view(*args, **kwargs)
             try:
-                entry = route.entry(request, request.environ)
-                if entry is None:  # key None: not limited
-                    return view(*args, **kwargs)
                 entry.__enter__()
-            except BlockedError as e:
-                code, fields, body = route.refusal(e)
+            except _routes.Refused as r:
+                code, fields, body = r.refusal()
                 return flask.Response(body, code, headers=fields)
             try:
                 result = view(*args, **kwargs)
             except BaseException as exc:
-                if not entry.__exit__(type(exc), exc, exc.__traceback__):
-                    raise
-                return None  # pragma: no cover - entry never swallows
+                entry.__exit__(type(exc), exc, exc.__traceback__)
+                raise
             entry.__exit__(None, None, None)
+            if route.headers:
+                fields = entry.headers()
+                if fields:
+                    result = flask.make_response(result)
+                    for name, value in fields:
+                        if name not in result.headers:
+                            result.headers[name] = value
             return result
 
         limited.limiter = route.limiter  # type: ignore[attr-defined]
+        limited.slidewin_route = route  # type: ignore[attr-defined]
         return limited  # type: ignore[return-value]
 
     return decorate

@@ -1,13 +1,14 @@
 """Per-route limits for Starlette: a decorator for endpoints answering 429 / 503 with
-Retry-After.
+Retry-After; ``install(app)`` answers a BlockedError raised in any route the same way.
 
     from starlette.routing import Route
-    from slidewin.starlette import limit
+    from slidewin.starlette import install, limit
 
-    @limit(rate="10/minute", key="ip")
+    @limit("10/minute", key="ip")
     async def search(request): ...
 
     routes = [Route("/search", search)]
+    app = install(Starlette(routes=routes))
 
 (FastAPI: use the dependency ``slidewin.fastapi.limit_route``, which keeps the endpoint's
 signature for the OpenAPI schema.)
@@ -18,7 +19,7 @@ import functools
 import inspect
 from typing import Any, Awaitable, Callable, TypeVar, Union
 
-from . import _routes
+from . import _routes, _web
 
 try:
     from starlette.requests import Request
@@ -28,9 +29,33 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the ex
         'slidewin.starlette needs Starlette: pip install "slidewin[starlette]" '
         '(or pip install starlette)', name=_e.name) from None
 
-__all__ = ["limit"]
+__all__ = ["install", "limit", "blocked_handler"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+async def blocked_handler(request: Request, exc: Exception) -> Response:
+    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered: 429, or
+    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
+    RateLimit fields of its limiter and a problem+json body."""
+    code, fields, body = _web.raised_refusal(exc)
+    return Response(body, code, headers=dict(fields), media_type="application/problem+json")
+
+
+def install(app: Any) -> Any:
+    """Answer a ``BlockedError`` or ``BreakerOpenError`` raised anywhere in a route (a
+    ``@Limiter``-decorated function it called) through the app's exception handlers: 429 /
+    503 with ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app
+    registered already is kept. Returns the app."""
+    from slidewin import BlockedError
+
+    handlers = getattr(app, "exception_handlers", None)
+    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
+                                                              None)):
+        raise TypeError("install() takes a Starlette app, not %s" % type(app).__name__)
+    if BlockedError not in handlers:
+        app.add_exception_handler(BlockedError, blocked_handler)
+    return app
 
 
 def limit(
@@ -45,11 +70,10 @@ def limit(
 ) -> Callable[[F], F]:
     """Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
     refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
-    body. Arguments as ``slidewin.fastapi.limit_route``."""
+    body; an admitted response gets the RateLimit fields (``headers=False``: none).
+    Arguments as ``slidewin.fastapi.limit``."""
     route = _routes.RouteLimit("slidewin.starlette.limit", True, limiter, key, trusted_proxies,
                                status, concurrency_status, headers, limiter_kwargs)
-    from slidewin import BlockedError
-
     def decorate(endpoint: F) -> F:
         if not inspect.iscoroutinefunction(endpoint):
             raise TypeError("slidewin.starlette.limit decorates async endpoints "
@@ -57,24 +81,30 @@ def limit(
 
         @functools.wraps(endpoint)
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
+            if _routes.decided(request.scope, route):  # decided with the middleware's limit
+                return await endpoint(request, *args, **kwargs)
             entry = route.entry(request, request.scope)
             if entry is None:  # key None: not limited
                 return await endpoint(request, *args, **kwargs)
             try:
                 await entry.__aenter__()
-            except BlockedError as e:
-                code, fields, body = route.refusal(e)
+            except _routes.Refused as r:
+                code, fields, body = r.refusal()
                 return Response(body, code, headers=dict(fields))
             try:
                 result = await endpoint(request, *args, **kwargs)
             except BaseException as exc:
-                if not await entry.__aexit__(type(exc), exc, exc.__traceback__):
-                    raise
-                return None  # pragma: no cover - entry never swallows
+                await entry.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
             await entry.__aexit__(None, None, None)
+            if route.headers and isinstance(result, Response):
+                for name, value in entry.headers():
+                    if name not in result.headers:
+                        result.headers[name] = value
             return result
 
         limited.limiter = route.limiter  # type: ignore[attr-defined]
+        limited.slidewin_route = route  # type: ignore[attr-defined]
         return limited  # type: ignore[return-value]
 
     return decorate
