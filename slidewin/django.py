@@ -1,0 +1,545 @@
+"""Django: a project-wide limit from settings, ``@ratelimit`` on views, refusals as Django
+responses.
+
+    # settings.py
+    MIDDLEWARE = [..., "slidewin.django.LimitMiddleware", ...]  # after Security/CORS
+    SLIDEWIN = {"rate": "100/second", "key": "ip", "shared": "site"}
+    SLIDEWIN_ENABLED = False                                      # e.g. in test settings
+
+    # views.py
+    from slidewin.django import ratelimit
+
+    @ratelimit("5/minute", key="ip", method="POST")
+    def login(request): ...
+
+A refusal is a Django ``HttpResponse`` returned from inside Django (429; 503 for a
+concurrency or adaptive limit and an open breaker; ``Retry-After``, the RateLimit fields and
+an ``application/problem+json`` body), so the middleware around it (CORS, security headers)
+applies. The middleware also answers a ``BlockedError`` raised in a view (a ``@Limiter``
+function it called) that way instead of a 500. A view's ``@ratelimit`` and the
+middleware's limit decide together: a request refused by one is charged to neither.
+Sync and async: the middleware serves WSGI and ASGI projects, the decorator sync and async
+views.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+
+from . import _core, _routes, _web
+
+try:
+    from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+    from django.conf import settings
+    from django.http import HttpResponse
+    from django.utils.module_loading import import_string
+except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        'slidewin.django needs Django: pip install "slidewin[django]" '
+        '(or pip install django)', name=_e.name) from None
+
+__all__ = ["LimitMiddleware", "ratelimit", "refusal_response", "ALL", "UNSAFE"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ALL: Optional[Tuple[str, ...]] = None  # method=ALL: every method (the default)
+UNSAFE: Tuple[str, ...] = ("DELETE", "PATCH", "POST", "PUT")  # the methods that change state
+
+_PROBLEM = "application/problem+json"
+# the settings.SLIDEWIN entries that configure the middleware; the others are the limiter's
+_OWN_KEYS = frozenset(("limiter", "key", "trusted_proxies", "exempt", "headers", "status",
+                       "concurrency_status"))
+
+
+def _enabled() -> bool:
+    return bool(getattr(settings, "SLIDEWIN_ENABLED", True))
+
+
+def _trusted_proxies() -> Any:
+    """SLIDEWIN_TRUSTED_PROXIES, else settings.SLIDEWIN["trusted_proxies"], else none."""
+    t = getattr(settings, "SLIDEWIN_TRUSTED_PROXIES", None)
+    if t is None:
+        conf = getattr(settings, "SLIDEWIN", None)
+        t = conf.get("trusted_proxies") if isinstance(conf, dict) else None
+    return () if t is None else t
+
+
+def _ip(request: Any) -> str:
+    meta = request.META
+    if "REMOTE_ADDR" not in meta:  # an ASGI request without a peer address
+        meta = {"REMOTE_ADDR": "", "HTTP_X_FORWARDED_FOR": meta.get("HTTP_X_FORWARDED_FOR")}
+    ip = _web.client_ip(meta, _trusted_proxies())
+    if not ip:
+        raise ValueError(
+            "slidewin.django: key='ip', but the request has no client address (served on a "
+            "Unix socket?): put the proxy's address in SLIDEWIN_TRUSTED_PROXIES (\"unix\" "
+            "for a socket), or give key= a function of the request")
+    return ip
+
+
+def _user_key(user: Any, request: Any) -> str:
+    if user is not None and getattr(user, "is_authenticated", False):
+        return "user:%s" % (user.pk,)
+    return "ip:" + _ip(request)
+
+
+class _Key:
+    """A request's key: "ip", "user" (the authenticated user's pk, else the address),
+    "header:Name", a dotted path to a function, or a function of the request (str, bytes,
+    int; None: not limited). A function may be a coroutine function for async views."""
+
+    __slots__ = ("kind", "func", "header")
+
+    def __init__(self, spec: Any, where: str) -> None:
+        self.func: Optional[Callable[[Any], Any]] = None
+        self.header = ""
+        if spec in ("ip", "user", "user_or_ip"):
+            self.kind = "user" if spec != "ip" else "ip"
+        elif isinstance(spec, str) and spec.startswith(_routes.HEADER):
+            self.kind = "header"
+            self.header = _routes.header_key(spec, where)
+        elif isinstance(spec, str):
+            try:
+                func = import_string(spec)
+            except ImportError:
+                raise ValueError(
+                    "%s: key %r is not 'ip', 'user', 'header:Name' nor the dotted path of a "
+                    "function of the request" % (where, spec)) from None
+            self.kind, self.func = "func", func
+        elif callable(spec):
+            self.kind, self.func = "func", spec
+        else:
+            raise TypeError("%s: key must be 'ip', 'user', 'header:Name', a dotted path or a "
+                            "function of the request, not %s" % (where, type(spec).__name__))
+
+    def sync(self, request: Any) -> Any:
+        kind = self.kind
+        if kind == "ip":
+            return _ip(request)
+        if kind == "user":
+            return _user_key(getattr(request, "user", None), request)
+        if kind == "header":
+            return request.headers.get(self.header)
+        assert self.func is not None
+        return self.func(request)
+
+    async def async_(self, request: Any) -> Any:
+        kind = self.kind
+        if kind == "user":
+            auser = getattr(request, "auser", None)  # request.user would query in the loop
+            user = await auser() if auser is not None else getattr(request, "user", None)
+            return _user_key(user, request)
+        if kind == "func":
+            assert self.func is not None
+            k = self.func(request)
+            return await k if inspect.isawaitable(k) else k
+        return self.sync(request)
+
+
+def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
+    resp = HttpResponse(body, status=code, content_type=_PROBLEM)
+    for name, value in fields:
+        resp[name] = value
+    return resp
+
+
+def refusal_response(error: BaseException, *, headers: bool = True) -> HttpResponse:
+    """The response to a ``BlockedError`` (``BreakerOpenError`` too): 429, or 503 for a
+    concurrency or adaptive limit and an open breaker, with ``Retry-After`` (whole
+    seconds, rounded up), the RateLimit fields of its limiter (``headers``) and a
+    problem+json body. What the middleware answers for one raised in a view."""
+    code, fields, body = _web.raised_refusal(error, headers)
+    return _response(code, fields, body)
+
+
+def _add_headers(response: Any, fields: Sequence[Tuple[str, str]]) -> None:
+    for name, value in fields:
+        if not response.has_header(name):
+            response[name] = value
+
+
+class _ViewLimit:
+    """A ``@ratelimit``: the limit (a RouteLimit), its key, methods and block."""
+
+    __slots__ = ("route", "key", "methods", "block")
+
+    def __init__(self, route: _routes.RouteLimit, key: Optional[_Key],
+                 methods: Optional[frozenset], block: bool) -> None:
+        self.route = route
+        self.key = key
+        self.methods = methods
+        self.block = block
+
+    def applies(self, request: Any) -> bool:
+        return self.methods is None or request.method in self.methods
+
+
+class _State:
+    """What the middleware knows of a request: the limits it decided (and holds), whether
+    Django reached the view, and the exception the view raised."""
+
+    __slots__ = ("admission", "decided", "reached", "exc", "headers")
+
+    def __init__(self) -> None:
+        self.admission: Optional[_routes.Admission] = None
+        self.decided: Tuple[Any, ...] = ()
+        self.reached = False
+        self.exc: Any = None
+        self.headers: List[Tuple[str, str]] = []
+
+
+def _methods(method: Any, where: str) -> Optional[frozenset]:
+    if method is None:
+        return None
+    items = (method,) if isinstance(method, str) else method
+    try:
+        out = frozenset(m.upper() for m in items)
+    except (TypeError, AttributeError):
+        raise TypeError("%s: method must be a str, a tuple of str or ALL, not %r"
+                        % (where, method)) from None
+    if not out:
+        raise ValueError("%s: method is empty; leave it out (ALL) to limit every method"
+                         % where)
+    return out
+
+
+def ratelimit(
+    rate: Any = None,
+    *,
+    key: Any = None,
+    method: Union[None, str, Sequence[str]] = ALL,
+    block: bool = True,
+    headers: bool = True,
+    status: int = 429,
+    concurrency_status: int = 503,
+    **limiter_kwargs: Any,
+) -> Callable[[F], F]:
+    """Limit a Django view, sync or async.
+
+    ``rate``: ``"5/minute"``, several at once ``"10/second;100/minute"`` (all must admit),
+    or a ready limiter (Limiter, KeyedLimiter, shared, or a ``slidewin.redis`` one of the
+    view's kind); or the Limiter's keywords (``qps=``, ``concurrency=``, ``shared=``, ...).
+
+    ``key``: None (one limit for the view), ``"ip"`` (the client's address, read through
+    ``SLIDEWIN_TRUSTED_PROXIES``), ``"user"`` (the authenticated user's pk, else the
+    address), ``"header:X-Api-Key"``, a dotted path or a function ``fn(request)`` (None:
+    that request is not limited). ``method``: a method or a tuple of them (``UNSAFE``);
+    ``ALL`` by default. ``block=True`` answers a refusal 429 (503 for a concurrency limit);
+    ``block=False`` sets ``request.limited = True`` and calls the view.
+
+    Under ``slidewin.django.LimitMiddleware`` the view's limit and the project's decide
+    together (a request refused by one is charged to neither); without it the decorator
+    decides alone. ``SLIDEWIN_ENABLED = False`` lets every request through.
+    """
+    where = "slidewin.django.ratelimit"
+    if not isinstance(block, bool):
+        raise TypeError("%s: block must be a bool, not %s" % (where, type(block).__name__))
+    methods = _methods(method, where)
+    k = _Key(key, where) if key is not None else None
+
+    def decorate(view: F) -> F:
+        is_async = iscoroutinefunction(view)
+        route = _routes.RouteLimit(where, is_async, rate, k.sync if k is not None else None,
+                                   (), status, concurrency_status, headers, limiter_kwargs)
+        vl = _ViewLimit(route, k, methods, block)
+
+        if is_async:
+            @functools.wraps(view)
+            async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
+                admission = None
+                if _enabled() and vl.applies(request):
+                    state = getattr(request, "_slidewin", None)
+                    if state is None or vl not in state.decided:
+                        kv = await vl.key.async_(request) if vl.key is not None else None
+                        if vl.key is None or kv is not None:
+                            admission = _routes.Admission([(route, kv)])
+                            try:
+                                await admission.__aenter__()
+                            except _routes.Refused as r:
+                                if block:
+                                    return _response(*r.refusal())
+                                request.limited = True
+                                admission = None
+                request.limited = getattr(request, "limited", False)
+                if admission is None:
+                    return await view(request, *args, **kwargs)
+                try:
+                    response = await view(request, *args, **kwargs)
+                except BaseException as exc:
+                    await admission.__aexit__(type(exc), exc, None)
+                    raise
+                await admission.__aexit__(None, None, None)
+                if route.headers:
+                    _add_headers(response, admission.headers())
+                return response
+
+            wrapper: Any = limited_async
+        else:
+            @functools.wraps(view)
+            def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
+                admission = None
+                if _enabled() and vl.applies(request):
+                    state = getattr(request, "_slidewin", None)
+                    if state is None or vl not in state.decided:
+                        kv = vl.key.sync(request) if vl.key is not None else None
+                        if vl.key is None or kv is not None:
+                            admission = _routes.Admission([(route, kv)])
+                            try:
+                                admission.__enter__()
+                            except _routes.Refused as r:
+                                if block:
+                                    return _response(*r.refusal())
+                                request.limited = True
+                                admission = None
+                request.limited = getattr(request, "limited", False)
+                if admission is None:
+                    return view(request, *args, **kwargs)
+                try:
+                    response = view(request, *args, **kwargs)
+                except BaseException as exc:
+                    admission.__exit__(type(exc), exc, None)
+                    raise
+                admission.__exit__(None, None, None)
+                if route.headers:
+                    _add_headers(response, admission.headers())
+                return response
+
+            wrapper = limited
+        # the limits of the view, outermost last (stacked decorators), for the middleware
+        wrapper.slidewin_limits = getattr(view, "slidewin_limits", ()) + (vl,)
+        wrapper.limiter = route.limiter
+        return wrapper  # type: ignore[no-any-return]
+
+    return decorate
+
+
+class LimitMiddleware:
+    """The project-wide limit of ``settings.SLIDEWIN``, for ``settings.MIDDLEWARE``.
+
+    ``SLIDEWIN`` (a dict; absent or empty: no project-wide limit, the middleware still
+    answers refusals and decides views' limits with theirs):
+
+    - the limit: ``"rate"`` (``"100/second"``; several: ``"10/second;500/minute"``),
+      ``"qps"``, ``"concurrency"`` and any Limiter keyword (``"behavior"``,
+      ``"shared"``, ``"name"``, ...); or ``"limiter"``: a limiter object or the dotted
+      path of one (a KeyedLimiter, a shared one, a ``slidewin.redis`` one of the server's
+      kind: sync for WSGI, asyncio for ASGI);
+    - ``"key"``: one limit per ``"ip"``, ``"user"``, ``"header:X-Api-Key"``, dotted path or
+      function of the request (a KeyedLimiter is built); ``"trusted_proxies"`` (or the
+      setting ``SLIDEWIN_TRUSTED_PROXIES``) for ``client_ip``;
+    - ``"exempt"``: paths never limited (``"/health"``, ``"/static/*"``);
+    - ``"headers"`` (True): the RateLimit fields on admitted responses and refusals;
+      ``"status"`` (429) and ``"concurrency_status"`` (503).
+
+    The decision is made in ``process_view``, once Django knows the view: the view's
+    ``@ratelimit`` limits (those with ``block=True``) decide in the same ``all_of`` decision.
+    A request Django routes to no view (a 404) is decided when its response is ready, and
+    answered 429 instead if refused. The admission is held until the response is finished
+    (a streaming response's last chunk). ``SLIDEWIN_ENABLED = False``: nothing is limited.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+            # Django calls process_view in the handler's mode: an async one without a thread
+            self.process_view = self._process_view_async  # type: ignore[method-assign]
+        conf = getattr(settings, "SLIDEWIN", None) or {}
+        if not isinstance(conf, dict):
+            raise TypeError("settings.SLIDEWIN must be a dict, not %s" % type(conf).__name__)
+        self.route: Optional[_routes.RouteLimit] = None
+        self.key: Optional[_Key] = None
+        self._exempt: Optional[Callable[[str], bool]] = None
+        where = "settings.SLIDEWIN"
+        kwargs = {k: v for k, v in conf.items() if k not in _OWN_KEYS}
+        limiter = conf.get("limiter")
+        if isinstance(limiter, str):
+            limiter = import_string(limiter)
+        if limiter is None and not kwargs:
+            return  # no project-wide limit
+        key = conf.get("key")
+        self.key = _Key(key, where) if key is not None else None
+        if limiter is not None and key is None and _web.is_keyed(limiter):
+            self.key = _Key("ip", where)  # a KeyedLimiter's default: the client's address
+        self.route = _routes.RouteLimit(
+            where, self.is_async, limiter, self.key.sync if self.key is not None else None,
+            (), conf.get("status", 429), conf.get("concurrency_status", 503),
+            conf.get("headers", True), kwargs)
+        self._exempt = _web.path_matcher(conf.get("exempt"), where)
+
+    def __repr__(self) -> str:
+        return "LimitMiddleware(%r)" % (self.route.limiter if self.route else None,)
+
+    # -- the request ----------------------------------------------------------------------
+
+    def __call__(self, request: Any) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        if not _enabled():
+            return self.get_response(request)
+        request._slidewin = state = _State()
+        response = self.get_response(request)
+        if not state.reached and self._global_applies(request):
+            late = self._late(request)  # not routed to a view: decided now
+            if late is not None:
+                return late
+        if self._finish(state, response):
+            assert state.admission is not None
+            state.admission.__exit__(state.exc, None, None)
+        return response
+
+    async def __acall__(self, request: Any) -> Any:
+        if not _enabled():
+            return await self.get_response(request)
+        request._slidewin = state = _State()
+        response = await self.get_response(request)
+        if not state.reached and self._global_applies(request):
+            late = await self._late_async(request)
+            if late is not None:
+                return late
+        if self._finish(state, response):
+            assert state.admission is not None
+            await state.admission.__aexit__(state.exc, None, None)
+        return response
+
+    def _global_applies(self, request: Any) -> bool:
+        return self.route is not None and (
+            self._exempt is None or not self._exempt(request.path_info))
+
+    def _views(self, request: Any, view_func: Any) -> List[_ViewLimit]:
+        """The view's blocking limits that apply to this request."""
+        return [vl for vl in getattr(view_func, "slidewin_limits", ())
+                if vl.block and vl.applies(request)]
+
+    def process_view(self, request: Any, view_func: Any, view_args: Any,
+                     view_kwargs: Any) -> Any:
+        state = getattr(request, "_slidewin", None)
+        if state is None:
+            return None  # switched off, or not through __call__
+        state.reached = True
+        pairs: List[Tuple[Any, Any]] = []
+        if self._global_applies(request):
+            k = self.key.sync(request) if self.key is not None else None
+            if self.key is None or k is not None:
+                assert self.route is not None
+                pairs.append((self.route, k))
+        views = self._views(request, view_func)
+        for vl in views:
+            k = vl.key.sync(request) if vl.key is not None else None
+            if vl.key is None or k is not None:
+                pairs.append((vl.route, k))
+        state.decided = tuple(views)
+        if not pairs:
+            return None
+        admission = _routes.Admission(pairs)
+        try:
+            admission.__enter__()
+        except _routes.Refused as r:
+            return _response(*r.refusal())
+        state.admission = admission
+        state.headers = admission.headers()
+        return None
+
+    async def _process_view_async(self, request: Any, view_func: Any, view_args: Any,
+                                  view_kwargs: Any) -> Any:
+        state = getattr(request, "_slidewin", None)
+        if state is None:
+            return None
+        state.reached = True
+        pairs: List[Tuple[Any, Any]] = []
+        if self._global_applies(request):
+            k = await self.key.async_(request) if self.key is not None else None
+            if self.key is None or k is not None:
+                assert self.route is not None
+                pairs.append((self.route, k))
+        views = self._views(request, view_func)
+        for vl in views:
+            k = await vl.key.async_(request) if vl.key is not None else None
+            if vl.key is None or k is not None:
+                pairs.append((vl.route, k))
+        state.decided = tuple(views)
+        if not pairs:
+            return None
+        admission = _routes.Admission(pairs)
+        try:
+            await admission.__aenter__()
+        except _routes.Refused as r:
+            return _response(*r.refusal())
+        state.admission = admission
+        state.headers = admission.headers()
+        return None
+
+    def process_exception(self, request: Any, exception: BaseException) -> Any:
+        """A BlockedError (BreakerOpenError) raised in the view: its refusal, not a 500."""
+        state = getattr(request, "_slidewin", None)
+        if state is not None:
+            state.exc = type(exception)
+        if isinstance(exception, _core.BlockedError):
+            return refusal_response(exception)
+        return None
+
+    # -- after the view -------------------------------------------------------------------
+
+    def _late(self, request: Any) -> Any:
+        k = self.key.sync(request) if self.key is not None else None
+        if self.key is not None and k is None:
+            return None
+        assert self.route is not None
+        admission = _routes.Admission([(self.route, k)])
+        try:
+            admission.__enter__()
+        except _routes.Refused as r:
+            return _response(*r.refusal())
+        admission.__exit__(None, None, None)
+        return None
+
+    async def _late_async(self, request: Any) -> Any:
+        k = await self.key.async_(request) if self.key is not None else None
+        if self.key is not None and k is None:
+            return None
+        assert self.route is not None
+        admission = _routes.Admission([(self.route, k)])
+        try:
+            await admission.__aenter__()
+        except _routes.Refused as r:
+            return _response(*r.refusal())
+        await admission.__aexit__(None, None, None)
+        return None
+
+    def _finish(self, state: _State, response: Any) -> bool:
+        """Add the RateLimit fields; True when the admission ends now (a streaming
+        response holds it until its last chunk has been sent, or it is closed)."""
+        if state.headers:
+            _add_headers(response, state.headers)
+        admission = state.admission
+        if admission is None:
+            return False
+        if getattr(response, "streaming", False) and \
+                getattr(response, "file_to_stream", None) is None:
+            response.streaming_content = _holding(response, admission, state.exc)
+            return False
+        return True
+
+
+def _holding(response: Any, admission: _routes.Admission, exc: Any) -> Any:
+    content = response.streaming_content
+    if getattr(response, "is_async", False):
+        async def agen() -> Any:
+            try:
+                async for chunk in content:
+                    yield chunk
+            finally:
+                await admission.__aexit__(exc, None, None)
+        return agen()
+
+    def gen() -> Any:
+        try:
+            yield from content
+        finally:
+            admission.__exit__(exc, None, None)
+    return gen()
