@@ -111,6 +111,7 @@ class RouteLimit:
         self.concurrency_status = _web.check_status(concurrency_status, "concurrency_status",
                                                     where)
         self.headers = bool(headers)
+        (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def key_of(self, request: Any, scope_or_environ: Any) -> Any:
         if self.key is not None:
@@ -283,3 +284,98 @@ DECIDED = "slidewin.decided"
 def decided(scope: Any, route: RouteLimit) -> bool:
     done = scope.get(DECIDED)
     return done is not None and route in done
+
+
+class Own:
+    """A middleware's own limiter as one of an Admission's limits."""
+
+    __slots__ = ("limiters", "keyed", "native", "headers")
+
+    def __init__(self, limiter: Any, keyed: bool, headers: bool) -> None:
+        self.limiters = (limiter,)
+        self.keyed = keyed
+        self.native = groupable(limiter)
+        self.headers = headers
+
+
+# set once an ASGI route limit exists (slidewin.fastapi, slidewin.starlette): only then does
+# slidewin.asgi.LimitMiddleware look for the route limits of a request
+ASGI_ROUTES = [False]
+WSGI_ROUTES = [False]  # the same for slidewin.wsgi.LimitMiddleware (slidewin.flask)
+# id(route) -> (route, its route limits): a Starlette route's limits, found once
+_LIMITS: Dict[int, Tuple[Any, Tuple[RouteLimit, ...]]] = {}
+
+
+def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
+    """The route limits of a Starlette route: its endpoint's (slidewin.starlette.limit) and
+    its FastAPI dependencies' (slidewin.fastapi.limit), nested ones included."""
+    hit = _LIMITS.get(id(route))
+    if hit is not None and hit[0] is route:
+        return hit[1]
+    found: List[RouteLimit] = []
+    own = getattr(getattr(route, "endpoint", None), "slidewin_route", None)
+    if isinstance(own, RouteLimit):
+        found.append(own)
+    stack = [getattr(route, "dependant", None)]
+    while stack:
+        dep = stack.pop()
+        if dep is None:
+            continue
+        r = getattr(getattr(dep, "call", None), "slidewin_route", None)
+        if isinstance(r, RouteLimit) and r not in found:
+            found.append(r)
+        stack.extend(getattr(dep, "dependencies", ()) or ())
+    out = tuple(found)
+    if len(_LIMITS) > 4096:
+        _LIMITS.clear()
+    _LIMITS[id(route)] = (route, out)
+    return out
+
+
+def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
+    """The route limits of the route a Starlette (FastAPI) app will route this request to,
+    matched as its router does; none for an app that is not one."""
+    router = getattr(scope.get("app"), "router", None) or getattr(app, "router", None)
+    routes = getattr(router, "routes", None)
+    if routes is None:
+        return ()
+    try:
+        from starlette.routing import Match
+    except ModuleNotFoundError:  # pragma: no cover - a router without Starlette
+        return ()
+    return _match(routes, scope, Match.FULL)
+
+
+def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
+    for route in routes:
+        try:
+            m, child = route.matches(scope)
+        except Exception:  # a route that cannot match this scope
+            continue
+        if m != full:
+            continue
+        sub = getattr(route, "routes", None)
+        if sub is not None and getattr(route, "endpoint", None) is None:  # Mount, Host
+            return _match(sub, {**scope, **child}, full)
+        return _limits_of(route)
+    return ()
+
+
+def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
+    """(the route limits of the view a Flask app will route this request to, a request
+    object for their keys); none for an app that is not a Flask app's ``wsgi_app``."""
+    flask_app = getattr(app, "__self__", None)  # app.wsgi_app: a bound method of the app
+    url_map = getattr(flask_app, "url_map", None)
+    if url_map is None:
+        return (), None
+    try:
+        endpoint, _ = url_map.bind_to_environ(environ).match()
+    except Exception:  # no route (a 404, 405, a redirect): no route limit
+        return (), None
+    r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
+    if not isinstance(r, RouteLimit):
+        return (), None
+    request = None
+    if r.keyed and r.key is not None:
+        request = flask_app.request_class(environ)
+    return (r,), request

@@ -33,7 +33,7 @@ from typing import (
     Union,
 )
 
-from . import _core, _web
+from . import _core, _routes, _web
 
 __all__ = ["LimitMiddleware", "Scope", "Message", "Receive", "Send", "ASGIApp"]
 
@@ -81,7 +81,7 @@ class LimitMiddleware(_web.Middleware):
       its refusals carry no ``Retry-After``.
     """
 
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_own")
     app: ASGIApp
     _APP = "an ASGI app"
     _ASYNC = True
@@ -105,6 +105,7 @@ class LimitMiddleware(_web.Middleware):
             on_block,
         )
         self._native = isinstance(limiter, _Native)
+        self._own = _routes.Own(limiter, self._keyed, headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -119,10 +120,16 @@ class LimitMiddleware(_web.Middleware):
             k = self._key(scope)
             if k is None:
                 return await self.app(scope, receive, send)
-            entry = lim.entry(k)
+        routes = _routes.starlette_limits(scope, self.app) if _routes.ASGI_ROUTES[0] else ()
+        admission = None
+        if routes:
+            # the route's limits and this one decide together: charged to none on a refusal
+            admission = self._admission(scope, k, routes)
+            entry: Any = admission
+            native = False
         else:
-            entry = lim.entry()
-        native = self._native
+            entry = lim.entry(k) if self._key is not None else lim.entry()
+            native = self._native
         try:
             if native and lim.behavior in _NO_WAIT:
                 entry.__enter__()  # decides in C and never sleeps: no coroutine needed
@@ -130,6 +137,12 @@ class LimitMiddleware(_web.Middleware):
                 await entry.__aenter__()
         except _Blocked as exc:
             await self._refuse(scope, receive, send, exc, k)
+            return
+        except _routes.Refused as r:
+            if r.route is self._own:
+                await self._refuse(scope, receive, send, r.error, k)
+            else:
+                await _send(send, *r.refusal())
             return
 
         # held until the response is finished; `done` makes the exit happen once. finish()
@@ -147,7 +160,11 @@ class LimitMiddleware(_web.Middleware):
                 return None
             return entry.__aexit__(exc_type, None, None)  # type: ignore[no-any-return]
 
-        extra = _encode(self._admitted_headers(k)) if self._headers else None
+        if admission is not None:
+            fields = admission.headers()
+            extra = _encode(fields) if fields else None
+        else:
+            extra = _encode(self._admitted_headers(k)) if self._headers else None
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.body":
@@ -194,6 +211,25 @@ class LimitMiddleware(_web.Middleware):
             w = finish(None)
             if w is not None:
                 await w
+
+    def _admission(self, scope: Scope, k: Any, routes: Any) -> Any:
+        """One Admission by this middleware's limit and the route's limits, the routes
+        marked decided in the scope (their helpers then let the request through)."""
+        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
+        request = None
+        for route in routes:
+            rk = None
+            if route.keyed:
+                if route.key is not None and request is None:
+                    from starlette.requests import Request
+
+                    request = Request(scope)
+                rk = route.key_of(request, scope)
+                if rk is None:
+                    continue  # not limited by that route limit
+            pairs.append((route, rk))
+        scope[_routes.DECIDED] = frozenset(routes)
+        return _routes.Admission(pairs)
 
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, error: Any, key: Any

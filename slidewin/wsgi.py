@@ -39,7 +39,7 @@ from typing import (
     Union,
 )
 
-from . import _core, _web
+from . import _core, _routes, _web
 
 __all__ = ["LimitMiddleware", "Environ", "StartResponse", "WSGIApp"]
 
@@ -64,7 +64,7 @@ class LimitMiddleware(_web.Middleware):
     Redis one is a TypeError).
     """
 
-    __slots__ = ()
+    __slots__ = ("_own",)
     app: WSGIApp
     _APP = "a WSGI app"
 
@@ -86,6 +86,7 @@ class LimitMiddleware(_web.Middleware):
             app, limiter, key, exempt, status, concurrency_status, body, content_type, headers,
             on_block,
         )
+        self._own = _routes.Own(limiter, self._keyed, headers)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self._exempt_path is not None and self._exempt_path(environ.get("PATH_INFO", "")):
@@ -98,16 +99,28 @@ class LimitMiddleware(_web.Middleware):
             k = self._key(environ)
             if k is None:
                 return self.app(environ, start_response)
-            entry = lim.entry(k)
+        routes, request = (_routes.flask_limits(environ, self.app) if _routes.WSGI_ROUTES[0]
+                           else ((), None))
+        admission = None
+        if routes:
+            # the view's limit and this one decide together: charged to none on a refusal
+            admission = self._admission(environ, k, routes, request)
+            entry: Any = admission
         else:
-            entry = lim.entry()
+            entry = lim.entry(k) if self._key is not None else lim.entry()
         try:
             entry.__enter__()
         except _Blocked as exc:
             return self._refuse(environ, start_response, exc, k)
+        except _routes.Refused as r:
+            if r.route is self._own:
+                return self._refuse(environ, start_response, r.error, k)
+            code, hdrs, raw = r.refusal()
+            start_response("%d %s" % (code, _web.reason(code)), hdrs)
+            return [raw]
         respond = start_response
-        if self._headers:
-            extra = self._admitted_headers(k)
+        if admission is not None or self._headers:
+            extra = admission.headers() if admission is not None else self._admitted_headers(k)
 
             def respond(
                 status: str, headers: List[Tuple[str, str]], exc_info: Any = None
@@ -130,6 +143,18 @@ class LimitMiddleware(_web.Middleware):
             except (AttributeError, TypeError):
                 pass  # its close cannot be replaced (a C type, __slots__): wrapped below
         return _Closing(result, entry)
+
+    def _admission(self, environ: Environ, k: Any, routes: Any, request: Any) -> Any:
+        """One Admission by this middleware's limit and the view's, the view's marked
+        decided in the environ (its decorator then lets the request through)."""
+        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
+        for route in routes:
+            rk = route.key_of(request, environ) if route.keyed else None
+            if route.keyed and rk is None:
+                continue
+            pairs.append((route, rk))
+        environ[_routes.DECIDED] = frozenset(routes)
+        return _routes.Admission(pairs)
 
     def _refuse(
         self, environ: Environ, start_response: StartResponse, error: Any, key: Any

@@ -321,3 +321,260 @@ def test_framework_extras_exist_and_are_documented(extra, dist):
     src = (root / "slidewin" / ("%s.py" % mod)).read_text()
     assert 'pip install \\"slidewin[%s]\\"' % extra in src or \
         "slidewin[%s]" % extra in src
+
+
+# ---- install(app): a BlockedError raised in a route is answered, not a 500 ----------------
+
+
+def _raising_routes():
+    """Functions a route calls: limited by a plain @Limiter, a concurrency one, a breaker."""
+    from slidewin import Breaker, BreakerOpenError
+
+    api = Limiter(rate="1/minute")
+
+    @api
+    def upstream():
+        return "done"
+
+    conc = Limiter(concurrency=0)
+
+    @conc
+    def busy():
+        return "never"
+
+    breaker = Breaker(error_count=1, min_requests=1, recovery_s=30)
+
+    def broken():
+        raise BreakerOpenError("open", retry_after=2.5, limiter=breaker)
+
+    return upstream, busy, broken
+
+
+def _check_raised(get):
+    assert get("/up").status_code == 200
+    r = get("/up")
+    assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+    assert r.headers["content-type"] == "application/problem+json"
+    assert r.headers["RateLimit-Policy"] == '"default";q=1;w=60'
+    assert get("/busy").status_code == 503
+    r = get("/open")
+    assert (r.status_code, r.headers["Retry-After"]) == (503, "3")
+
+
+def test_fastapi_install_answers_a_blocked_error_raised_in_a_route():
+    import slidewin.fastapi
+
+    upstream, busy, broken = _raising_routes()
+    app = FastAPI()
+    app.get("/up")(lambda: upstream())
+    app.get("/busy")(lambda: busy())
+    app.get("/open")(lambda: broken())
+    assert slidewin.fastapi.install(app) is app
+    _check_raised(TestClient(app).get)
+
+
+def test_fastapi_without_install_a_raised_blocked_error_is_a_500():
+    upstream, _, _ = _raising_routes()
+    app = FastAPI()
+    app.get("/up")(lambda: upstream())
+    client = TestClient(app, raise_server_exceptions=False)
+    assert [client.get("/up").status_code for _ in range(2)] == [200, 500]
+
+
+def test_starlette_install_keeps_cors_on_the_refusal():
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    import slidewin.starlette
+
+    upstream, busy, broken = _raising_routes()
+
+    def route(fn):
+        async def endpoint(request):
+            return PlainTextResponse(fn())
+        return endpoint
+
+    app = Starlette(routes=[Route("/up", route(upstream)), Route("/busy", route(busy)),
+                            Route("/open", route(broken))],
+                    middleware=[Middleware(CORSMiddleware, allow_origins=["https://a.example"])])
+    slidewin.starlette.install(app)
+    client = TestClient(app)
+    _check_raised(client.get)
+    r = client.get("/busy", headers={"Origin": "https://a.example"})
+    assert r.status_code == 503
+    assert r.headers["access-control-allow-origin"] == "https://a.example"
+
+
+def test_flask_install_answers_a_blocked_error_raised_in_a_view():
+    flask = pytest.importorskip("flask")
+    import slidewin.flask
+
+    upstream, busy, broken = _raising_routes()
+    app = flask.Flask(__name__)
+    app.get("/up")(lambda: upstream())
+    app.get("/busy", endpoint="busy")(lambda: busy())
+    app.get("/open", endpoint="open")(lambda: broken())
+    slidewin.flask.install(app)
+    _check_raised(app.test_client().get)
+
+
+def test_install_refuses_what_is_not_an_app():
+    import slidewin.fastapi
+    import slidewin.flask
+    import slidewin.starlette
+
+    for mod in (slidewin.fastapi, slidewin.starlette, slidewin.flask):
+        with pytest.raises(TypeError, match="install"):
+            mod.install(object())
+
+
+# ---- limit("10/second"), several rates, RateLimit fields on admitted responses -------------
+
+
+def test_fastapi_limit_positional_rate_and_admitted_ratelimit_fields():
+    from slidewin.fastapi import limit
+
+    app = _fastapi_app(limit("3/minute"))
+    client = TestClient(app)
+    r = client.get("/items/1")
+    assert r.status_code == 200
+    assert r.headers["RateLimit-Policy"] == '"default";q=3;w=60'
+    assert r.headers["RateLimit"] == '"default";r=2'
+    r = TestClient(_fastapi_app(limit("3/minute", headers=False))).get("/items/1")
+    assert "RateLimit" not in r.headers and "RateLimit-Policy" not in r.headers
+
+
+def test_fastapi_several_rates_are_one_decision_charging_none_on_refusal():
+    from slidewin.fastapi import limit
+
+    dep = limit("2/minute;3/hour", key="header:X-Api-Key")
+    minute, hour = dep.limiter
+    client = TestClient(_fastapi_app(dep))
+    h = {"X-Api-Key": "a"}
+    assert [client.get("/items/1", headers=h).status_code for _ in range(3)] == [200, 200, 429]
+    assert hour.totals()["pass"] == 2 and minute.totals()["block"] == 1
+    r = client.get("/items/1", headers=h)
+    assert r.headers["RateLimit-Policy"] == '"default";q=2;w=60'  # the one that refused
+    assert [client.get("/items/1").status_code for _ in range(3)] == [200] * 3  # no key
+    with pytest.raises(ValueError, match="empty part"):
+        limit("2/minute;")
+
+
+def test_flask_and_starlette_positional_rate_and_admitted_fields():
+    flask = pytest.importorskip("flask")
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    import slidewin.flask
+    import slidewin.starlette
+
+    app = flask.Flask(__name__)
+
+    @app.get("/a")
+    @slidewin.flask.limit("2/minute")
+    def a():
+        return "a"
+
+    c = app.test_client()
+    r = c.get("/a")
+    assert r.status_code == 200 and r.headers["RateLimit"] == '"default";r=1'
+    assert [c.get("/a").status_code for _ in range(2)] == [200, 429]
+
+    @slidewin.starlette.limit("2/minute")
+    async def hello(request):
+        return PlainTextResponse("hi")
+
+    client = TestClient(Starlette(routes=[Route("/", hello)]))
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["RateLimit-Policy"] == '"default";q=2;w=60'
+
+
+# ---- the route's limit and the middleware's decide together ---------------------------------
+
+
+def test_fastapi_route_refusal_charges_the_middleware_limit_nothing():
+    from slidewin.asgi import LimitMiddleware
+    from slidewin.fastapi import limit
+
+    glob = Limiter(rate="10/minute")
+    app = _fastapi_app(limit("1/minute"))
+    app.add_middleware(LimitMiddleware, limiter=glob, headers=True)
+    client = TestClient(app)
+    assert [client.get("/items/1").status_code for _ in range(4)] == [200, 429, 429, 429]
+    assert glob.totals()["pass"] == 1  # the route's refusals spent nothing of it
+    r = client.get("/items/1")
+    assert r.headers["RateLimit-Policy"] == '"default";q=1;w=60'  # the route's limit refused
+    assert r.headers["content-type"] == "application/problem+json"
+    r = client.get("/free")
+    assert r.status_code == 200 and r.headers["RateLimit"] == '"default";r=8'
+    assert glob.totals()["pass"] == 2
+
+
+def test_fastapi_middleware_refusal_charges_the_route_limit_nothing_and_headers_pick_the_least():
+    from slidewin.asgi import LimitMiddleware
+    from slidewin.fastapi import limit
+
+    glob = Limiter(rate="1/minute")
+    dep = limit("5/minute", key="ip")
+    app = _fastapi_app(dep)
+    app.add_middleware(LimitMiddleware, limiter=glob, headers=True)
+    client = TestClient(app)
+    r = client.get("/items/1")
+    assert r.status_code == 200
+    assert r.headers["RateLimit-Policy"] == '"default";q=1;w=60'  # 0 left of the global's
+    assert [client.get("/items/1").status_code for _ in range(3)] == [429] * 3
+    assert dep.limiter.totals()["pass"] == 1
+
+
+def test_starlette_route_and_middleware_decide_together_under_mount():
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    from slidewin.asgi import LimitMiddleware
+    from slidewin.starlette import limit
+
+    glob = Limiter(rate="10/minute")
+
+    @limit("1/minute")
+    async def hello(request):
+        return PlainTextResponse("hi")
+
+    app = Starlette(routes=[Mount("/api", routes=[Route("/hello", hello)])],
+                    middleware=[Middleware(LimitMiddleware, limiter=glob)])
+    client = TestClient(app)
+    assert [client.get("/api/hello").status_code for _ in range(3)] == [200, 429, 429]
+    assert glob.totals()["pass"] == 1
+
+
+def test_flask_view_limit_and_wsgi_middleware_decide_together():
+    flask = pytest.importorskip("flask")
+    from slidewin.flask import limit
+    from slidewin.wsgi import LimitMiddleware
+
+    glob = Limiter(rate="10/minute")
+    app = flask.Flask(__name__)
+
+    @app.get("/v")
+    @limit("1/minute", key=lambda request: request.headers.get("X-Api-Key"))
+    def v():
+        return "v"
+
+    @app.get("/free")
+    def free():
+        return "free"
+
+    app.wsgi_app = LimitMiddleware(app.wsgi_app, glob, headers=True)
+    c = app.test_client()
+    h = {"X-Api-Key": "a"}
+    assert [c.get("/v", headers=h).status_code for _ in range(3)] == [200, 429, 429]
+    assert glob.totals()["pass"] == 1
+    r = c.get("/v", headers=h)
+    assert r.headers["RateLimit-Policy"] == '"default";q=1;w=60'
+    assert c.get("/v").status_code == 200  # no key: the view's limit does not apply
+    assert c.get("/free").headers["RateLimit"] == '"default";r=7'
