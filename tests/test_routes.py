@@ -498,10 +498,10 @@ def test_flask_and_starlette_positional_rate_and_admitted_fields():
 
 def test_fastapi_route_refusal_charges_the_middleware_limit_nothing():
     from slidewin.asgi import LimitMiddleware
-    from slidewin.fastapi import limit
+    from slidewin.fastapi import limit_route
 
     glob = Limiter(rate="10/minute")
-    app = _fastapi_app(limit("1/minute"))
+    app = _fastapi_app(limit_route(rate="1/minute"))
     app.add_middleware(LimitMiddleware, limiter=glob, headers=True)
     client = TestClient(app)
     assert [client.get("/items/1").status_code for _ in range(4)] == [200, 429, 429, 429]
@@ -541,7 +541,7 @@ def test_starlette_route_and_middleware_decide_together_under_mount():
 
     glob = Limiter(rate="10/minute")
 
-    @limit("1/minute")
+    @limit(rate="1/minute")
     async def hello(request):
         return PlainTextResponse("hi")
 
@@ -561,7 +561,7 @@ def test_flask_view_limit_and_wsgi_middleware_decide_together():
     app = flask.Flask(__name__)
 
     @app.get("/v")
-    @limit("1/minute", key=lambda request: request.headers.get("X-Api-Key"))
+    @limit(rate="1/minute", key=lambda request: request.headers.get("X-Api-Key"))
     def v():
         return "v"
 
