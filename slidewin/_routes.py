@@ -147,16 +147,17 @@ class RouteLimit:
 
 
 class Refused(Exception):
-    """An Admission was refused: ``route`` is the limit that refused, ``error`` its
-    BlockedError."""
+    """An Admission was refused: ``route`` is the limit that refused (a RouteLimit, or a
+    middleware's ``Own``), ``error`` its BlockedError."""
 
-    def __init__(self, route: RouteLimit, error: BaseException) -> None:
+    def __init__(self, route: Any, error: BaseException) -> None:
         super().__init__(str(error))
         self.route = route
         self.error = error
 
     def refusal(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        return self.route.refusal(self.error)
+        route: RouteLimit = self.route
+        return route.refusal(self.error)
 
 
 class Admission:
@@ -240,7 +241,7 @@ class Admission:
         entries, self._entries = self._entries, []
         for e in reversed(entries):
             if isinstance(e, _NATIVE_ENTRIES):
-                e.__exit__(et, ev, tb)
+                e.__exit__(et, ev, tb)  # type: ignore[attr-defined]
             else:
                 await e.__aexit__(et, ev, tb)
 
@@ -364,7 +365,7 @@ def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
 def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
     """(the route limits of the view a Flask app will route this request to, a request
     object for their keys); none for an app that is not a Flask app's ``wsgi_app``."""
-    flask_app = getattr(app, "__self__", None)  # app.wsgi_app: a bound method of the app
+    flask_app: Any = getattr(app, "__self__", None)  # app.wsgi_app: the app's bound method
     url_map = getattr(flask_app, "url_map", None)
     if url_map is None:
         return (), None

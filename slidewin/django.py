@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (Any, Callable, FrozenSet, List, Optional, Sequence, Tuple, TypeVar,
+                    Union)
 
 from . import _core, _routes, _web
 
 try:
     from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-    from django.conf import settings
-    from django.http import HttpResponse
-    from django.utils.module_loading import import_string
+    from django.conf import settings  # type: ignore[import-untyped,unused-ignore]
+    from django.http import HttpResponse  # type: ignore[import-untyped,unused-ignore]
+    from django.utils.module_loading import (  # type: ignore[import-untyped,unused-ignore]
+        import_string,
+    )
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
         'slidewin.django needs Django: pip install "slidewin[django]" '
@@ -165,7 +168,7 @@ class _ViewLimit:
     __slots__ = ("route", "key", "methods", "block")
 
     def __init__(self, route: _routes.RouteLimit, key: Optional[_Key],
-                 methods: Optional[frozenset], block: bool) -> None:
+                 methods: Optional[FrozenSet[str]], block: bool) -> None:
         self.route = route
         self.key = key
         self.methods = methods
@@ -189,7 +192,7 @@ class _State:
         self.headers: List[Tuple[str, str]] = []
 
 
-def _methods(method: Any, where: str) -> Optional[frozenset]:
+def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
     if method is None:
         return None
     items = (method,) if isinstance(method, str) else method

@@ -42,12 +42,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(port: int, env: dict, preload: bool) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "gunicorn", "-w", "4", "-k", "sync", "--bind",
+def start(port: int, env: dict, preload: bool, app: str = "apps.gunicorn_app:app",
+          workers: int = 4) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "gunicorn", "-w", str(workers), "-k", "sync", "--bind",
            f"127.0.0.1:{port}", "--chdir", HERE, "--log-level", "warning"]
     if preload:
         cmd.append("--preload")
-    cmd.append("apps.gunicorn_app:app")
+    cmd.append(app)
     log = tempfile.TemporaryFile()
     # cwd: not the checkout's root, whose slidewin/ (no built extension after a plain
     # `pip install .`) `python -m` would import first
@@ -155,3 +156,50 @@ def test_gunicorn_workers_share_one_limit(mode):
     assert len({b.split()[1] for b in ok}) >= 2
     if samples:
         assert max(samples) <= QPS                            # a sampled window, never above
+
+
+def test_django_project_limit_is_shared_by_two_gunicorn_workers():
+    """settings.SLIDEWIN = {"rate": "10/minute", "shared": name} under gunicorn -w 2: the
+    two workers admit 10 together (two private limits would admit 20), the refusals are
+    429s from inside Django (the project's own middleware stamps them too)."""
+    if gunicorn is None:
+        skip_unless_ci("gunicorn is not installed (it is in the test extra)")
+    pytest.importorskip("django")
+    name = f"swtest-django-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, SLIDEWIN_TEST_REGION=name, SLIDEWIN_TEST_RATE="10/minute",
+               DJANGO_SETTINGS_MODULE="apps.django_site",
+               PYTHONPATH=os.pathsep.join([HERE] + sys.path))
+    port = free_port()
+    proc = start(port, env, preload=False, app="apps.django_wsgi:application", workers=2)
+    seen: list = []
+    lock = threading.Lock()
+
+    def client():
+        for _ in range(10):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.request("GET", "/")
+                r = conn.getresponse()
+                r.read()
+                with lock:
+                    seen.append((r.status, r.getheader("X-Stamp"), r.getheader("Retry-After"),
+                                 r.getheader("Content-Type")))
+            finally:
+                conn.close()
+
+    try:
+        ts = [threading.Thread(target=client) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+    finally:
+        stop(proc)
+        slidewin.unlink(name)
+    assert len(seen) == 40
+    assert [s for s, *_ in seen].count(200) == 10  # one limit for both workers
+    refused = [x for x in seen if x[0] == 429]
+    assert len(refused) == 30
+    assert all(ra is not None and int(ra) >= 1 for _, _, ra, _ in refused)
+    assert all(ct == "application/problem+json" for *_, ct in refused)
+    assert len({stamp for _, stamp, _, _ in seen if stamp}) == 2  # both workers answered

@@ -2,12 +2,13 @@
 a stamp middleware (standing for CORS or security headers) and views.
 
 As settings (DJANGO_SETTINGS_MODULE=apps.django_site, served by gunicorn as
-apps.django_site:application): one limit shared by every worker, its rate and region from
+apps.django_wsgi:application): one limit shared by every worker, its rate and region from
 SLIDEWIN_TEST_RATE and SLIDEWIN_TEST_REGION.
 """
 import os
 
 from django.http import HttpResponse
+from django.urls import path
 
 SECRET_KEY = "slidewin-tests"
 DEBUG = False
@@ -39,19 +40,4 @@ def home(request):
     return HttpResponse("ok %d" % os.getpid())
 
 
-def _urlpatterns():
-    from django.urls import path
-
-    return [path("", home)]
-
-
-def __getattr__(name):
-    # urlpatterns built on first use: the module is the settings too, read before Django is
-    # set up
-    if name == "urlpatterns":
-        return _urlpatterns()
-    if name == "application":
-        from django.core.wsgi import get_wsgi_application
-
-        return get_wsgi_application()
-    raise AttributeError(name)
+urlpatterns = [path("", home)]
