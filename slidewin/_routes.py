@@ -212,7 +212,7 @@ class Admission:
             try:
                 e.__enter__()
             except BlockedError as exc:
-                self.__exit__(None, None, None)
+                self.__exit__(GeneratorExit, None, None)  # ended, counted as no outcome
                 raise self._refused(exc) from None
             self._entries.append(e)
         return self
@@ -232,7 +232,7 @@ class Admission:
                 else:
                     await e.__aenter__()
             except BlockedError as exc:
-                await self.__aexit__(None, None, None)
+                await self.__aexit__(GeneratorExit, None, None)
                 raise self._refused(exc) from None
             self._entries.append(e)
         return self

@@ -297,7 +297,7 @@ def test_starlette_refusal_is_the_middlewares():
 
 
 @pytest.mark.parametrize("extra,dist", [("fastapi", "fastapi"), ("starlette", "starlette"),
-                                        ("flask", "flask")])
+                                        ("flask", "flask"), ("django", "django")])
 def test_framework_extras_exist_and_are_documented(extra, dist):
     """pip install "slidewin[fastapi]" (or [starlette], [flask]) brings the framework of a
     route helper; docs/rates-and-routes.md and docs/web.md say so, and so does the helper's
@@ -317,7 +317,8 @@ def test_framework_extras_exist_and_are_documented(extra, dist):
     assert any(re.match(r"%s\b" % dist, req, re.I) for req in reqs), reqs
     for page in ("docs/rates-and-routes.md", "docs/web.md"):
         assert 'pip install "slidewin[%s]"' % extra in (root / page).read_text(), page
-    mod = {"fastapi": "fastapi", "starlette": "starlette", "flask": "flask"}[extra]
+    mod = {"fastapi": "fastapi", "starlette": "starlette", "flask": "flask",
+           "django": "django"}[extra]
     src = (root / "slidewin" / ("%s.py" % mod)).read_text()
     assert 'pip install \\"slidewin[%s]\\"' % extra in src or \
         "slidewin[%s]" % extra in src
