@@ -193,9 +193,7 @@ class Admission:
             m = members[0]
             entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
         elif members:
-            import slidewin
-
-            entries.append(slidewin.all_of(*members).entry())
+            entries.append(_group(members).entry())
         return entries + rest
 
     def _refused(self, error: BaseException) -> Refused:
@@ -253,6 +251,25 @@ class Admission:
         return _web.most_restrictive_headers(cands)
 
 
+# the groups of members without keys (the same limits on every request), built once
+_GROUPS: Dict[Tuple[int, ...], Any] = {}
+
+
+def _group(members: List[Any]) -> Any:
+    import slidewin
+
+    if any(isinstance(m, tuple) for m in members):
+        return slidewin.all_of(*members)  # keyed: a group per key
+    ids = tuple(id(m) for m in members)
+    g = _GROUPS.get(ids)
+    if g is None or any(a is not b for a, b in zip(g.members, members)):
+        g = slidewin.all_of(*members)
+        if len(_GROUPS) >= 256:
+            _GROUPS.clear()
+        _GROUPS[ids] = g
+    return g
+
+
 # entries whose exit is a C call (sync, also under asyncio); the others' is awaited
 _NATIVE_ENTRIES: Tuple[type, ...] = (_core.Entry, _core.KeyedEntry)
 
@@ -305,6 +322,8 @@ ASGI_ROUTES = [False]
 WSGI_ROUTES = [False]  # the same for slidewin.wsgi.LimitMiddleware (slidewin.flask)
 # id(route) -> (route, its route limits): a Starlette route's limits, found once
 _LIMITS: Dict[int, Tuple[Any, Tuple[RouteLimit, ...]]] = {}
+# (id(router), its number of routes, root_path, path, method) -> (router, route limits)
+_PATHS: Dict[Tuple[Any, ...], Tuple[Any, Tuple[RouteLimit, ...]]] = {}
 
 
 def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
@@ -341,10 +360,22 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     if routes is None:
         return ()
     try:
-        from starlette.routing import Match
+        from starlette.routing import Host, Match
     except ModuleNotFoundError:  # pragma: no cover - a router without Starlette
         return ()
-    return _match(routes, scope, Match.FULL)
+    # the route of a path is found once (a path with parameters, once per value): matching
+    # tries the routes' patterns in order, a few microseconds each
+    key = (id(router), len(routes), scope.get("root_path", ""), scope.get("path", ""),
+           scope.get("method", ""))
+    hit = _PATHS.get(key)
+    if hit is not None and hit[0] is router:
+        return hit[1]
+    found = _match(routes, scope, Match.FULL)
+    if not any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
+        if len(_PATHS) >= 4096:
+            _PATHS.clear()
+        _PATHS[key] = (router, found)
+    return found
 
 
 def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:

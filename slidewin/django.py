@@ -355,6 +355,7 @@ class LimitMiddleware:
         conf = getattr(settings, "SLIDEWIN", None) or {}
         if not isinstance(conf, dict):
             raise TypeError("settings.SLIDEWIN must be a dict, not %s" % type(conf).__name__)
+        _web._trusted_of(_trusted_proxies())  # a bad entry fails here, not at each request
         self.route: Optional[_routes.RouteLimit] = None
         self.key: Optional[_Key] = None
         self._exempt: Optional[Callable[[str], bool]] = None

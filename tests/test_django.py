@@ -298,6 +298,9 @@ def test_bad_settings_are_clear_errors():
     with site({"": ok}, {"rate": "1/minute", "key": 5}):
         with pytest.raises(TypeError, match="key"):
             Client().get("/")
+    with site({"": ok}, {"rate": "1/minute"}, SLIDEWIN_TRUSTED_PROXIES=["10.0.0.0/33"]):
+        with pytest.raises(ValueError, match="trusted_proxies"):
+            Client().get("/")
     with override_settings(SLIDEWIN=["rate"], MIDDLEWARE=MW):
         with pytest.raises(TypeError, match="SLIDEWIN must be a dict"):
             Client().get("/")
