@@ -365,6 +365,12 @@ class LimitMiddleware:
         if isinstance(limiter, str):
             limiter = import_string(limiter)
         if limiter is None and not kwargs:
+            given = sorted(k for k in ("key", "exempt", "headers", "status",
+                                       "concurrency_status") if k in conf)
+            if given:
+                raise ValueError(
+                    "settings.SLIDEWIN gives %s but no limit: add \"rate\" (\"100/second\"), "
+                    "\"qps\", \"concurrency\" or \"limiter\"" % ", ".join(given))
             return  # no project-wide limit
         key = conf.get("key")
         self.key = _Key(key, where) if key is not None else None

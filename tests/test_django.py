@@ -301,6 +301,9 @@ def test_bad_settings_are_clear_errors():
     with site({"": ok}, {"rate": "1/minute"}, SLIDEWIN_TRUSTED_PROXIES=["10.0.0.0/33"]):
         with pytest.raises(ValueError, match="trusted_proxies"):
             Client().get("/")
+    with site({"": ok}, {"key": "ip"}):
+        with pytest.raises(ValueError, match="no limit"):
+            Client().get("/")
     with override_settings(SLIDEWIN=["rate"], MIDDLEWARE=MW):
         with pytest.raises(TypeError, match="SLIDEWIN must be a dict"):
             Client().get("/")
