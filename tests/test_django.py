@@ -313,3 +313,16 @@ def test_bad_settings_are_clear_errors():
         ratelimit("1/minute", block="no")
     with pytest.raises(ValueError, match="key="):
         ratelimit(Limiter(qps=1), key="ip")(ok)
+
+
+def test_several_rates_in_settings_with_a_shared_name():
+    name = "swtest-django-%d" % id(object())
+    try:
+        with site({"": ok}, {"rate": "2/minute;3/hour", "shared": name}):
+            c = Client()
+            assert statuses(c, "/", 3) == [200, 200, 429]
+            hour = Limiter(rate="3/hour", shared=name + "-2")  # the second part's region
+            assert hour.totals()["pass"] == 2
+    finally:
+        slidewin.unlink(name + "-1")
+        slidewin.unlink(name + "-2")

@@ -579,3 +579,19 @@ def test_flask_view_limit_and_wsgi_middleware_decide_together():
     assert r.headers["RateLimit-Policy"] == '"default";q=1;w=60'
     assert c.get("/v").status_code == 200  # no key: the view's limit does not apply
     assert c.get("/free").headers["RateLimit"] == '"default";r=7'
+
+
+def test_fastapi_header_key_route_limit_decided_with_the_middleware():
+    from slidewin.asgi import LimitMiddleware
+    from slidewin.fastapi import limit
+
+    glob = Limiter(rate="10/minute")
+    dep = limit("1/minute", key="header:X-Api-Key")
+    app = _fastapi_app(dep)
+    app.add_middleware(LimitMiddleware, limiter=glob)
+    client = TestClient(app)
+    h = {"X-Api-Key": "a"}
+    assert [client.get("/items/1", headers=h).status_code for _ in range(3)] == [200, 429, 429]
+    assert client.get("/items/1", headers={"X-Api-Key": "b"}).status_code == 200
+    assert [client.get("/items/1").status_code for _ in range(2)] == [200, 200]  # no key
+    assert glob.totals()["pass"] == 4 and len(dep.limiter) == 2
