@@ -164,7 +164,8 @@ class Admission:
     """One request's admission by several limits, each with the request's key: ``[(route,
     key), ...]`` (the key None for a limit that is not keyed). Every slidewin limiter among
     them decides in one ``all_of`` decision: admitted by all, or charged to none. A Redis
-    limiter decides on its own, after them (given back if it refuses).
+    limiter decides on its own, after them: a request it refuses has been counted by them
+    (their entries end with no outcome).
 
     ``with`` / ``async with``: ``Refused`` on a refusal (with the limit that refused);
     ``headers()`` after admission: the RateLimit fields of the most restrictive limit."""
