@@ -326,3 +326,11 @@ def test_several_rates_in_settings_with_a_shared_name():
     finally:
         slidewin.unlink(name + "-1")
         slidewin.unlink(name + "-2")
+
+
+def test_ratelimit_reads_trusted_proxies_inside_slidewin_settings():
+    view = ratelimit("1/minute", key="ip")(ok)
+    with site({"v/": view}, {"trusted_proxies": ["10.0.0.0/8"]}, middleware=[]):
+        c = Client(REMOTE_ADDR="10.0.0.2")
+        assert statuses(c, "/v/", 2, HTTP_X_FORWARDED_FOR="198.51.100.7") == [200, 429]
+        assert statuses(c, "/v/", 1, HTTP_X_FORWARDED_FOR="198.51.100.8") == [200]
