@@ -81,9 +81,19 @@ def sigint_default():
     signal.signal(signal.SIGINT, old)
 
 
-def interrupt_main_after(delay):
+def interrupt_main_once(admitted):
+    """SIGINT to the main thread once admitted() is true (the group decided: the main thread
+    is in the wait that follows), and a little later (then surely asleep)."""
     main_id = threading.main_thread().ident
-    t = threading.Timer(delay, signal.pthread_kill, (main_id, signal.SIGINT))
+
+    def send():
+        deadline = time.monotonic() + 10
+        while not admitted() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.05)
+        signal.pthread_kill(main_id, signal.SIGINT)
+
+    t = threading.Thread(target=send)
     t.start()
     return t
 
@@ -103,7 +113,7 @@ def test_keyboardinterrupt_in_a_group_wait_after_the_admission_holds_nothing(
     def decorated():
         time.sleep(30)
 
-    t = interrupt_main_after(0.1)
+    t = interrupt_main_once(lambda: thr.totals()["pass"] == 2)
     try:
         with pytest.raises(KeyboardInterrupt):
             if how == "acquire":
