@@ -47,6 +47,9 @@ static double window_limit(double count, int64_t interval_ms)
 
 #define SW_MAX_QPS 9.0e15
 #define SW_MAX_CONCURRENCY 9007199254740992.0 /* 2**53 */
+/* a reject or warm-up window's limit stays below 2**53: a count plus a request then compares
+ * with it exactly in doubles (sw_reject_fits), never admitting one more */
+#define SW_MAX_WINDOW_LIMIT 9007199254740992.0
 
 
 int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *err)
@@ -95,6 +98,13 @@ int sw_limiter_check_ex(const struct sw_limiter_cfg *cfg, struct sw_cfg_error *e
     if (cfg->grade == SW_GRADE_QPS &&
         (cfg->behavior == SW_REJECT || cfg->behavior == SW_WARM_UP)) {
         double l = window_limit(cfg->count, cfg->interval_ms);
+        if (!(l < SW_MAX_WINDOW_LIMIT))
+            return sw_cfg_fail(err, "qps",
+                               "qps=%.17g with interval_ms=%lld allows %.17g requests per "
+                               "window, which a window cannot count exactly: the limit "
+                               "qps * interval_ms / 1000 must be below 2**53 "
+                               "(9007199254740992); use a smaller qps or interval_ms",
+                               cfg->count, (long long)cfg->interval_ms, l);
         if (l > 0 && l < 1) {
             double need = ceil(1000.0 / cfg->count);
             if (need <= (double)SW_MAX_INTERVAL_MS)

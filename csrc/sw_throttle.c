@@ -17,7 +17,9 @@ int64_t sw_throttle_cost(double rate, int64_t n)
     double c = floor(1e9 * (double)n / rate + 0.5);
     if (!(c < 9.2e18))
         return INT64_MAX;
-    return (int64_t)c;
+    /* at least 1 ns: a cost of 0 (a rate above 2e9 a second) would admit without end at
+     * one instant; the clock paces one request a nanosecond at most */
+    return c < 1.0 ? 1 : (int64_t)c;
 }
 
 bool sw_throttle_reserve(struct sw_throttle *th, int64_t cost_ns, int64_t now_ns,

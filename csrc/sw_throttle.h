@@ -18,7 +18,8 @@ struct sw_throttle {
 
 /** Initialise a fresh throttle. */
 void sw_throttle_init(struct sw_throttle *th);
-/** Cost of n requests at `rate` per second: round(1e9 * n / rate) ns, half up, saturated.
+/** Cost of n requests at `rate` per second: round(1e9 * n / rate) ns, half up, at least 1,
+ * saturated.
  * @return ns, or INT64_MAX when rate <= 0 */
 int64_t sw_throttle_cost(double rate, int64_t n);
 /** Reserve a slot (DESIGN §5).

@@ -27,6 +27,9 @@ _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 # a refusal whose members do not know when it could pass (warm-up) is retried this often; a
 # full concurrency member's waiters are woken by its release instead
 _POLL_S = 0.001
+# the longest one sleep of a wait: a wait without end (timeout inf, 1e300) sleeps in steps
+# this long, deciding again after each (a thread's sleep cannot reach past the clock's end)
+_MAX_SLEEP_S = 3600.0
 
 
 class Group(_core.Group):
@@ -107,7 +110,8 @@ class Group(_core.Group):
         if admitted is not None:
             return admitted
         if self._waitq is not None:  # woken by a release of a concurrency member
-            return cast("Tuple[int, Tuple[int, ...]]", self._waitq.admit(self, ns, flags, deadline))
+            return cast("Tuple[int, Tuple[int, ...]]",
+                        self._waitq.admit(self, ns, flags, deadline))
         while True:
             time.sleep(sleep_s)
             admitted, sleep_s = self._retry(ns, flags, deadline)
@@ -123,7 +127,11 @@ class Group(_core.Group):
             ns, flags | _F_NO_BLOCK | _F_RETRY, None)
         if verdict == _PASS:
             if shadowed:
-                self._count_blocks(ns, (), shadowed)
+                try:
+                    self._count_blocks(ns, (), shadowed)
+                except BaseException:  # a signal handler's exception: the caller never knew
+                    self._give_back(ns, flags, shadowed)
+                    raise
             return (wait_ns, shadowed), 0.0
         now = time.monotonic()
         if verdict == _NEVER or now >= deadline:
@@ -138,7 +146,40 @@ class Group(_core.Group):
             step = _SHARED_RECHECK_S if shared else deadline - now
         else:
             step = _POLL_S  # warm-up: no known time
-        return None, min(step, deadline - now)
+        return None, min(step, deadline - now, _MAX_SLEEP_S)
+
+    def _give_back(self, ns: Tuple[int, ...], flags: int, shadowed: Tuple[int, ...]) -> None:
+        """Undo the in-flight counts of an admission that its caller never learned of (a
+        cancelled task, KeyboardInterrupt in the wait that followed it): on every member for
+        an entry (flags _F_ENTRY), on the concurrency members for acquire(); a shadow member
+        admitted where it would have refused holds nothing. Counts nothing."""
+        done = bytearray(len(self))
+        entry = flags & _F_ENTRY
+        for i in range(len(done)):
+            if i in shadowed or not (entry or i in self._conc):
+                done[i] = 1
+        self._exit(ns or None, _OUT_NONE, 0, done)
+
+    def _sleep_admitted(self, ns: Tuple[int, ...], admitted: Tuple[int, Tuple[int, ...]],
+                        flags: int) -> None:
+        """Sleep an admitted request's wait; interrupted, give back what it holds."""
+        wait_ns = admitted[0]
+        if wait_ns > 0:
+            try:
+                time.sleep(wait_ns / 1e9)
+            except BaseException:
+                self._give_back(ns, flags, admitted[1])
+                raise
+
+    async def _sleep_admitted_async(self, ns: Tuple[int, ...],
+                                    admitted: Tuple[int, Tuple[int, ...]], flags: int) -> None:
+        wait_ns = admitted[0]
+        if wait_ns > 0:
+            try:
+                await asyncio.sleep(wait_ns / 1e9)
+            except BaseException:  # cancelled: the caller never learned it was admitted
+                self._give_back(ns, flags, admitted[1])
+                raise
 
     async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
                            ) -> Tuple[int, Tuple[int, ...]]:
@@ -161,16 +202,16 @@ class Group(_core.Group):
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a
         refusal. With a timeout, retry until admitted or `timeout` seconds have passed (the
         retries count nothing; a request that finally fails counts one BLOCK on the members
-        that refused it)."""
-        wait_ns = self._admit(ns, _check_timeout(timeout), 0)[0]
-        if wait_ns > 0:
-            time.sleep(wait_ns / 1e9)
+        that refused it). Interrupted in the wait that follows an admission (KeyboardInterrupt),
+        it gives back the concurrency members' slots: the caller never learned it was
+        admitted."""
+        self._sleep_admitted(ns, self._admit(ns, _check_timeout(timeout), 0), 0)
 
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
-        """acquire() sleeping with asyncio."""
-        wait_ns = (await self._admit_async(ns, _check_timeout(timeout), 0))[0]
-        if wait_ns > 0:
-            await asyncio.sleep(wait_ns / 1e9)
+        """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
+        it gives back the concurrency members' slots."""
+        await self._sleep_admitted_async(
+            ns, await self._admit_async(ns, _check_timeout(timeout), 0), 0)
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
         """A context manager (``with`` / ``async with``): acquire on every member, holding an
@@ -221,29 +262,39 @@ class GroupEntry:
 
     def __enter__(self) -> "GroupEntry":
         self._claim()
-        wait_ns, skip = self._group._admit(self._ns, self._timeout, _F_ENTRY)
-        self._entered(skip)
-        if wait_ns > 0:
-            try:
-                time.sleep(wait_ns / 1e9)
-            except BaseException:
-                self._release()
-                raise
+        admitted = self._group._admit(self._ns, self._timeout, _F_ENTRY)
+        try:
+            self._entered(admitted[1])
+            if admitted[0] > 0:
+                time.sleep(admitted[0] / 1e9)
+        except BaseException:
+            self._abort(admitted[1])
+            raise
         self._start = time.monotonic_ns()
         return self
 
     async def __aenter__(self) -> "GroupEntry":
         self._claim()
-        wait_ns, skip = await self._group._admit_async(self._ns, self._timeout, _F_ENTRY)
-        self._entered(skip)
-        if wait_ns > 0:
-            try:
-                await asyncio.sleep(wait_ns / 1e9)
-            except BaseException:  # cancelled while waiting: give the counts back
-                self._release()
-                raise
+        admitted = await self._group._admit_async(self._ns, self._timeout, _F_ENTRY)
+        try:
+            self._entered(admitted[1])
+            if admitted[0] > 0:
+                await asyncio.sleep(admitted[0] / 1e9)
+        except BaseException:  # cancelled while waiting: give the counts back
+            self._abort(admitted[1])
+            raise
         self._start = time.monotonic_ns()
         return self
+
+    def _abort(self, skip: Tuple[int, ...]) -> None:
+        """Interrupted between its admission and its body: hold nothing, as if never entered
+        (it may be entered again)."""
+        if self._state == 1:
+            self._release()
+        else:
+            self._group._give_back(self._ns, _F_ENTRY, skip)
+        self._state = 0
+        self._done = bytearray()
 
     def _entered(self, skip: Tuple[int, ...]) -> None:
         done = bytearray(len(self._group))

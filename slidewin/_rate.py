@@ -37,6 +37,9 @@ _UNITS = {
 _RATE = re.compile(r"\s*([0-9]{1,20})\s*(?:/|\s+per\s+)\s*([0-9]{1,20})?\s*([a-z]+)\s*",
                    re.IGNORECASE)
 MAX_PERIOD_MS = 2**40  # the core's largest interval_ms
+# the largest count a period: the window limit qps_for gives it, in doubles, is then below
+# count + 1 (above 2**52 a double's ulp is 1 and the nudge may land on count + 1)
+MAX_COUNT = 2**52
 DEFAULT_SAMPLES = 60
 FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a number and '
          'a unit: second, minute, hour, day (plural or s, sec, min, h, hr, d too), e.g. '
@@ -56,8 +59,9 @@ def parse_rate(rate: Any) -> Tuple[int, int]:
     if mult < 1 or period_ms > MAX_PERIOD_MS:
         raise ValueError("rate %r: the period must be from 1 ms to 2**40 ms (about 34 years), "
                          "got %d ms" % (rate, period_ms))
-    if count > 9 * 10**15:
-        raise ValueError("rate %r: the count must be at most 9e15, got %d" % (rate, count))
+    if count > MAX_COUNT:
+        raise ValueError("rate %r: the count must be at most 2**52 (%d) a period, which a "
+                         "window counts exactly, got %d" % (rate, MAX_COUNT, count))
     return count, period_ms
 
 

@@ -46,6 +46,7 @@ _SHARED_RECHECK_S = 0.25  # the first waiter of a shared concurrency limit retri
 _POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's poll, doubling ...
 _POLL_MAX_S = 0.05        # ... up to this
 _WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wait this often
+_MAX_SLEEP_S = 3600.0     # a group's wait without end sleeps at most this long, then decides
 
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
@@ -335,48 +336,58 @@ class _GroupWaiters:
                 for lim in self._members:
                     waiters_of(lim).unhook(lim, self.wake)
 
+    def _leave(self, group: Any, ns: Tuple[int, ...], flags: int, w: _GWaiter,
+               got: Any) -> None:
+        """Out of the queue; `got`: the admission, given back when leaving is interrupted (a
+        signal handler's exception): its caller never learns of it."""
+        try:
+            self._remove(w, got is not None)
+        except BaseException:
+            if got is not None:
+                group._give_back(ns, flags, got[1])
+            raise
+
     def admit(self, group: Any, ns: Tuple[int, ...], flags: int, deadline: float) -> Any:
         """A thread's wait: group._retry until admitted (its result), or BlockedError at the
         deadline (time.monotonic())."""
         w = self._add(None)
-        admitted = False
+        got = None
         try:
             while True:
                 first = self._rearm(w)
                 got, sleep_s = group._retry(ns, flags, deadline)
                 if got is not None:
-                    admitted = True
                     return got
                 if not first:
                     sleep_s = deadline - time.monotonic()
-                w.ev.wait(max(sleep_s, 0.0))  # type: ignore[union-attr]
+                # a wait without end (deadline inf) sleeps in bounded steps
+                w.ev.wait(min(max(sleep_s, 0.0), _MAX_SLEEP_S))  # type: ignore[union-attr]
         finally:
-            self._remove(w, admitted)
+            self._leave(group, ns, flags, w, got)
 
     async def admit_async(self, group: Any, ns: Tuple[int, ...], flags: int,
                           deadline: float) -> Any:
         """admit() for an asyncio task."""
         loop = asyncio.get_running_loop()
         w = self._add(loop)
-        admitted = False
+        got = None
         try:
             while True:
                 first = self._rearm(w)
                 got, sleep_s = group._retry(ns, flags, deadline)
                 if got is not None:
-                    admitted = True
                     return got
                 if not first:
                     sleep_s = deadline - time.monotonic()
                 fut = w.fut
                 assert fut is not None
-                timer = loop.call_later(max(sleep_s, 0.0), _set, fut)
+                timer = loop.call_later(min(max(sleep_s, 0.0), _MAX_SLEEP_S), _set, fut)
                 try:
                     await fut
                 finally:
                     timer.cancel()
         finally:
-            self._remove(w, admitted)
+            self._leave(group, ns, flags, w, got)
 
 
 _GROUPS: "weakref.WeakSet[_GroupWaiters]" = weakref.WeakSet()

@@ -222,8 +222,8 @@ class MetricModel:
 
 
 def throttle_cost_ns(n: int, rate: float) -> int:
-    """``round(1e9 * n / rate)``, half up (docs/design.md §5 throttle)."""
-    return math.floor(1e9 * n / rate + 0.5)
+    """``round(1e9 * n / rate)``, half up, at least 1 ns (docs/design.md §5 throttle)."""
+    return max(1, math.floor(1e9 * n / rate + 0.5))
 
 
 class LimiterModel:
