@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overload
 
 from . import _core
+from ._admission import Admission, refuse_in_loop
 from ._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._waiters import _SHARED_RECHECK_S, _GroupWaiters
 
@@ -29,7 +30,13 @@ _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 _POLL_S = 0.001
 
 
-class Group(_core.Group):
+def _refuse_in_loop() -> None:
+    refuse_in_loop("a group's acquire() or entry(timeout=...) that must wait",
+                   "await group.acquire_async(...), async with group.entry(...) or "
+                   "async with group")
+
+
+class Group(_core.Group, Admission):
     """A group of limiters admitting a request all together or not at all.
 
     Made by ``slidewin.all_of(*members)``: members are Limiters and ``(KeyedLimiter, key)``
@@ -106,6 +113,7 @@ class Group(_core.Group):
         admitted, sleep_s = self._retry(ns, flags, deadline)
         if admitted is not None:
             return admitted
+        _refuse_in_loop()
         if self._waitq is not None:  # woken by a release of a concurrency member
             return cast("Tuple[int, Tuple[int, ...]]", self._waitq.admit(self, ns, flags, deadline))
         while True:
@@ -164,6 +172,7 @@ class Group(_core.Group):
         that refused it)."""
         wait_ns = self._admit(ns, _check_timeout(timeout), 0)[0]
         if wait_ns > 0:
+            _refuse_in_loop()
             time.sleep(wait_ns / 1e9)
 
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
@@ -225,6 +234,7 @@ class GroupEntry:
         self._entered(skip)
         if wait_ns > 0:
             try:
+                _refuse_in_loop()
                 time.sleep(wait_ns / 1e9)
             except BaseException:
                 self._release()

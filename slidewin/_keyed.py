@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overl
 
 from . import _core
 from . import _rate as _ratespec
+from ._admission import NeedsKey
 from ._limiter import (
     _MISSING,
     _acquire_async,
@@ -29,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes, int]
 
 
-class KeyedLimiter(_core.KeyedLimiter):
+class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
     KeyedLimiter(qps=None, *, rate=None, concurrency=None, behavior="reject",
@@ -55,7 +56,7 @@ class KeyedLimiter(_core.KeyedLimiter):
 
     def __new__(
         cls,
-        qps: Union[int, float, None] = None,
+        qps: Union[int, float, str, None] = None,
         *,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,

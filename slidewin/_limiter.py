@@ -27,6 +27,7 @@ from typing import (
 
 from . import _core, _rate
 from . import _rate as _ratespec
+from ._admission import Admission, refuse_in_loop  # noqa: F401
 from ._waiters import waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -70,7 +71,10 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over the C type's (`base`: super()): `args` is the locals() of the Python
     __new__, the C type's arguments plus `on_block`."""
     args = dict(args)
-    rate = _rate.resolve(args)  # rate= becomes qps, interval_ms, sample_count
+    # rate= (or a str first argument) becomes qps, interval_ms, sample_count; a keyed table
+    # (max_keys) takes fewer default steps: they are per-key memory
+    rate = _rate.resolve(args, _rate.KEYED_SAMPLES if "max_keys" in args
+                         else _rate.DEFAULT_SAMPLES)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
     self._on_block = _check_on_block(args["on_block"])
@@ -230,7 +234,7 @@ async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
     return bool(entry.__exit__(exc_type, None, None))
 
 
-class Limiter(_core.Limiter):
+class Limiter(_core.Limiter, Admission):
     """Flow control with its own sliding-window statistics.
 
     Limiter(qps=None, *, rate=None, concurrency=None, behavior="reject", warm_up_s=10,
@@ -259,7 +263,7 @@ class Limiter(_core.Limiter):
 
     def __new__(
         cls,
-        qps: Union[int, float, None] = None,
+        qps: Union[int, float, str, None] = None,
         *,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,
@@ -613,7 +617,7 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
 
 
 def limit(
-    qps: Union[int, float, None] = None,
+    qps: Union[int, float, str, None] = None,
     *,
     rate: Optional[str] = None,
     concurrency: Optional[int] = None,
