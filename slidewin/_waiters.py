@@ -349,7 +349,9 @@ class _GroupWaiters:
                     return got
                 if not first:
                     sleep_s = deadline - time.monotonic()
-                w.ev.wait(max(sleep_s, 0.0))  # type: ignore[union-attr]
+                # at most a minute a wait (then one more try, counting nothing): an
+                # Event's wait cannot take timeout=inf (an entry that waits without end)
+                w.ev.wait(min(max(sleep_s, 0.0), 60.0))  # type: ignore[union-attr]
         finally:
             self._remove(w, admitted)
 
