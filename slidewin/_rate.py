@@ -15,9 +15,10 @@ not 6).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["Rate", "parse_rate", "parse_rates", "resolve", "INTERVAL_MS", "SAMPLE_COUNT"]
 
@@ -55,7 +56,8 @@ FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a n
 _SEPARATORS = re.compile(r"[;,|]")
 
 
-class Rate(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Rate:
     """One rate of a rate string: ``count`` per ``period_ms``; ``text`` as written."""
 
     count: int
@@ -127,8 +129,13 @@ def default_samples(period_ms: int, most: int = DEFAULT_SAMPLES) -> int:
 
 
 def take_positional(args: Dict[str, Any]) -> None:
-    """``Limiter("100/minute")``: a str given as the first argument (``qps``) is the rate."""
-    if isinstance(args.get("qps"), str):
+    """``Limiter("100/minute")``: a str given as the first argument (``qps``) is the rate
+    when it reads as one (a "/" or "per" in it); any other str there is qps's TypeError."""
+    qps = args.get("qps")
+    if isinstance(qps, str):
+        if "/" not in qps and not re.search(r"\sper\s", qps, re.IGNORECASE):
+            raise TypeError("qps must be an int or float (or, as the first argument, a rate "
+                            "string such as '100/minute'), not str %r" % (qps,))
         if args.get("rate") is not None:
             raise ValueError("a rate string given both as the first argument (%r) and as "
                              "rate=%r: give it once" % (args["qps"], args["rate"]))

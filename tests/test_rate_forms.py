@@ -89,7 +89,9 @@ def test_a_str_first_argument_is_the_rate():
     with pytest.raises(ValueError, match="give it once"):
         Limiter("5/second", rate="5/second")
     with pytest.raises(ValueError, match="rate must be"):
-        Limiter("fast")
+        Limiter("5/fortnight")
+    with pytest.raises(TypeError, match="qps must be an int or float.*'100/minute'"):
+        Limiter("fast")                                          # not a rate: qps's error
 
 
 def test_rate_limiter_of_one_rate_is_a_limiter():
