@@ -267,3 +267,57 @@ def test_a_worker_thread_without_a_loop_waits_as_before():
 
     assert _run(main()) == "done"
     assert lim.totals()["pass"] == 4
+
+
+# -- Redis: the same protocol on the Redis types --------------------------------------------
+
+from redis_servers import need_server, redis_server  # noqa: E402,F401 (fixtures)
+
+
+def test_redis_keyed_limiters_say_with_needs_a_key():
+    redis = pytest.importorskip("redis")
+    from slidewin.redis import AsyncRedisKeyedLimiter, RedisKeyedLimiter
+
+    async def main():
+        async with AsyncRedisKeyedLimiter(redis.asyncio.Redis(), "k", qps=1):
+            pass
+
+    with pytest.raises(TypeError, match=r"entry\(key\)"):
+        _run(main())                     # raised before any round trip: no server needed
+    with pytest.raises(TypeError, match=r"entry\(key\)"):
+        with RedisKeyedLimiter(redis.Redis(), "k", qps=1):
+            pass
+
+
+def test_redis_async_with_and_with_wait_for_admission(redis_server):
+    need_server()
+    import slidewin.redis as sr
+
+    async def main():
+        c = redis_server.async_client()
+        await c.flushall()
+        conc = sr.AsyncRedisLimiter(c, "aw-c", concurrency=2)
+        assert await _most_at_once(conc, tasks=5) <= 2
+        assert (await conc.stats()).concurrency == 0
+        group = sr.all_of(sr.AsyncRedisLimiter(c, "{aw}.c", concurrency=1),
+                          sr.AsyncRedisLimiter(c, "{aw}.r", qps=1000))
+        assert await _most_at_once(group, tasks=3) == 1
+
+    _run(main())
+    client = redis_server.client()
+    lim = sr.RedisLimiter(client, "w-c", concurrency=1)
+    with lim:
+        assert not lim.try_acquire()
+    assert lim.try_acquire()
+    lim.release()
+
+
+def test_a_sync_redis_wait_inside_a_running_loop_raises(redis_server):
+    need_server()
+    import slidewin.redis as sr
+
+    lim = sr.RedisLimiter(redis_server.client(), "loop-c", concurrency=1)
+    assert lim.try_acquire()
+    text = _waits_in_loop(lambda: lim.acquire(timeout=5))
+    assert "AsyncRedisLimiter" in text
+    lim.release()
