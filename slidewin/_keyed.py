@@ -37,9 +37,12 @@ class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
                  max_queueing_ms=500, interval_ms=1000, sample_count=2, max_keys=65536,
                  overrides=None, shared=None, name=None, shadow=False, on_block=None)
 
-    ``rate="100/minute"`` is the alternative to ``qps``, as on Limiter: that count per key
-    in the window, the window being the period. ``overrides`` stay thresholds per second
-    (qps), as ``qps`` is.
+    ``rate="100/minute"`` (or the string first: ``KeyedLimiter("5/second")``) is the
+    alternative to ``qps``, as on Limiter: that count per key in the window, the window
+    being the period, in at most 6 steps unless ``sample_count`` is given (each step is 8
+    bytes in every key's entry: 6 keep a key within twice the bytes of ``qps=``; a private
+    Limiter's 60 would cost 9 times). ``overrides`` stay thresholds per second (qps), as
+    ``qps`` is. ``with`` / ``async with`` need a key: ``async with per_key.entry(key):``.
 
     Each key is limited exactly as a private Limiter with the same settings would limit it
     (behaviors "reject" and "throttle" with qps, or concurrency). Keys are str, bytes or int.

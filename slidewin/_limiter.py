@@ -241,11 +241,18 @@ class Limiter(_core.Limiter, Admission):
             cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000,
             sample_count=2, shared=None, name=None, shadow=False, on_block=None)
 
-    ``rate="100/minute"`` (also "5/second", "1000/hour", "10000/day", "30/5minutes",
-    "100 per minute") is the alternative to ``qps``: at most that count in the window, the
-    window being the period (``interval_ms``) in ``sample_count`` steps (60 unless given).
-    It cannot be combined with ``qps``, ``interval_ms`` or ``concurrency``. Mind that ``qps``
-    is per second: ``qps=100, interval_ms=60_000`` allows 6000 a minute.
+    ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
+    "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
+    alternative to ``qps``: at most that count in the window, the window being the period
+    (``interval_ms``) in ``sample_count`` steps (60 unless given). It cannot be combined
+    with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
+    ``slidewin.rate_limiter("10/second;100/minute")``). Mind that ``qps`` is per second:
+    ``qps=100, interval_ms=60_000`` allows 6000 a minute.
+
+    ``async with lim:`` / ``with lim:`` wait until admitted, as a semaphore does (an entry
+    with ``timeout=math.inf``). A thread-API call that must wait (``acquire()``,
+    ``entry(timeout=...)``) in a thread running an asyncio event loop raises RuntimeError
+    naming the async form.
 
     `name` labels it (``slidewin.limiters()``, observers); a shared one defaults to its
     region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
@@ -639,5 +646,7 @@ def limit(
     ... async def call_api(): ...
     >>> @limit(rate="100/minute")
     ... def send_mail(): ...
+    >>> @limit("5/m")             # a rate string first, as rate=
+    ... def send_sms(): ...
     """
     return Limiter(**locals())
