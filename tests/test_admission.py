@@ -299,9 +299,12 @@ def test_redis_async_with_and_with_wait_for_admission(redis_server):
         conc = sr.AsyncRedisLimiter(c, "aw-c", concurrency=2)
         assert await _most_at_once(conc, tasks=5) <= 2
         assert (await conc.stats()).concurrency == 0
-        group = sr.all_of(sr.AsyncRedisLimiter(c, "{aw}.c", concurrency=1),
-                          sr.AsyncRedisLimiter(c, "{aw}.r", qps=1000))
-        assert await _most_at_once(group, tasks=3) == 1
+        members = (sr.AsyncRedisLimiter(c, "{aw}.c", concurrency=1),
+                   sr.AsyncRedisLimiter(c, "{aw}.r", qps=1000))
+        assert await _most_at_once(sr.all_of(*members), tasks=3) == 1
+        for lim in (conc,) + members:
+            await lim.aclose()
+        await c.aclose()
 
     _run(main())
     client = redis_server.client()
@@ -310,6 +313,8 @@ def test_redis_async_with_and_with_wait_for_admission(redis_server):
         assert not lim.try_acquire()
     assert lim.try_acquire()
     lim.release()
+    lim.close()
+    client.close()
 
 
 def test_a_sync_redis_wait_inside_a_running_loop_raises(redis_server):
@@ -321,3 +326,4 @@ def test_a_sync_redis_wait_inside_a_running_loop_raises(redis_server):
     text = _waits_in_loop(lambda: lim.acquire(timeout=5))
     assert "AsyncRedisLimiter" in text
     lim.release()
+    lim.close()
