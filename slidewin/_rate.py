@@ -70,7 +70,7 @@ def parse_rate(rate: Any, what: str = "rate") -> Tuple[int, int]:
     if not isinstance(rate, str):
         raise TypeError("%s must be a str such as '100/minute', not %s"
                         % (what, type(rate).__name__))
-    if _SEPARATORS.search(rate) and what == "rate":
+    if _SEPARATORS.search(rate):
         raise ValueError(
             "rate=%r holds several rates, but a limiter's rate= takes one: for all of them "
             "at once use slidewin.rate_limiter(%r) (one all_of group of a Limiter per rate), "
