@@ -58,13 +58,48 @@ def subjects() -> List[Tuple[str, Callable[[], Any]]]:
     return out
 
 
+KEYED_TABLE_KEYS = 65_536
+KEYED_TABLES = [  # (label, KeyedLimiter keywords)
+    ("qps=5", {"qps": 5}),
+    ("rate='5/second'", {"rate": "5/second"}),
+    ("rate='5/minute'", {"rate": "5/minute"}),
+    ("rate='5/hour'", {"rate": "5/hour"}),
+    ("rate='5/second', sample_count=50", {"rate": "5/second", "sample_count": 50}),
+    ("rate='5/minute', sample_count=60", {"rate": "5/minute", "sample_count": 60}),
+]
+
+
+def keyed_tables() -> List[Dict[str, Any]]:
+    """The bytes of a shared KeyedLimiter table of KEYED_TABLE_KEYS keys (its region's file
+    size: the whole table, every key's entry included) by rate= and qps=."""
+    import os
+    import tempfile
+
+    from slidewin import KeyedLimiter
+
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, (label, kw) in enumerate(KEYED_TABLES):
+            path = os.path.join(d, "t%d" % i)
+            lim = KeyedLimiter(max_keys=KEYED_TABLE_KEYS, shared=path, **kw)
+            rows.append({"label": label, "sample_count": lim.sample_count,
+                         "bytes": os.path.getsize(path)})
+    base = rows[0]["bytes"]
+    for r in rows:
+        r["ratio_to_qps"] = r["bytes"] / base
+    return rows
+
+
 def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
     rows = []
     for label, make in subjects():
         traced, size = per_object(make, cfg["memory_n"])
         rows.append({"label": label, "tracemalloc_bytes": traced, "getsizeof_bytes": size})
         log(f"  {label}: {traced:.0f} B traced, getsizeof {size} B")
-    return {"rows": rows, "objects": cfg["memory_n"]}
+    tables = keyed_tables()
+    for r in tables:
+        log(f"  KeyedLimiter({r['label']}) x {KEYED_TABLE_KEYS:,} keys: {r['bytes']:,} B")
+    return {"rows": rows, "objects": cfg["memory_n"], "keyed_tables": tables}
 
 
 def _table(res):
@@ -73,9 +108,26 @@ def _table(res):
                for r in res["rows"]]
 
 
+def _keyed_table(res):
+    h = [f"KeyedLimiter, {KEYED_TABLE_KEYS:,} keys, shared", "sample_count", "bytes",
+         "x qps="]
+    return h, [[r["label"], str(r["sample_count"]), f"{r['bytes']:,}",
+                f"{r['ratio_to_qps']:.2f}"] for r in res["keyed_tables"]]
+
+
 def render_text(res) -> str:
-    return text_table(*_table(res))
+    out = text_table(*_table(res))
+    if res.get("keyed_tables"):  # runs recorded before it have none
+        out += "\n\n" + text_table(*_keyed_table(res))
+    return out
 
 
 def render_md(res) -> str:
-    return md_table(*_table(res))
+    out = md_table(*_table(res))
+    if res.get("keyed_tables"):
+        out += "\n\n" + md_table(*_keyed_table(res))
+    return out
+
+
+if __name__ == "__main__":  # the keyed tables alone: python benchmarks/bench_memory.py
+    print(text_table(*_keyed_table({"keyed_tables": keyed_tables()})))

@@ -3,7 +3,8 @@
 - ``Metric``: a ring of time buckets (leap array) counting events over a sliding window.
 - ``Limiter``: flow control with its own statistics: reject, warm_up, throttle,
   warm_up_throttle (by QPS) or a concurrency limit; prioritized requests may borrow from the
-  next window. ``limit(...)`` builds one for use as a decorator.
+  next window. ``limit(...)`` builds one for use as a decorator; ``rate_limiter(
+  "10/second;100/minute")`` one decision for several rates.
 - ``KeyedLimiter``: one limit per key (user, client IP, tenant) in a bounded table, with
   per-key overrides; ``@per_user(key=...)`` decorates functions.
 - ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
@@ -88,7 +89,7 @@ from ._core import (  # noqa: E402
     unlink,
 )
 from ._event import Event  # noqa: E402
-from ._group import Group, all_of  # noqa: E402
+from ._group import Group, all_of, rate_limiter  # noqa: E402
 from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
 from ._adaptive import AdaptiveLimiter  # noqa: E402
@@ -122,6 +123,7 @@ __all__ = [
     "coarse_resolution_ns",
     "limit",
     "limiters",
+    "rate_limiter",
     "unlink",
     "__version__",
 ]

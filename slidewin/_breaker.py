@@ -13,6 +13,7 @@ from typing import (Any, Callable, List, Optional, Tuple, Type, TypeVar, Union, 
                     overload)
 
 from . import _core
+from ._admission import Admission
 from ._limiter import _MISSING, _check_on_block, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,7 +113,7 @@ class _BreakerEntry:
         self.__exit__(et, ev, tb)
 
 
-class Breaker(_core.Breaker):
+class Breaker(_core.Breaker, Admission):
     """A circuit breaker on a sliding window: Sentinel's degrade rules.
 
     Breaker(*, error_ratio=None, error_count=None, slow_rt_ms=None, slow_ratio=1.0,
@@ -227,6 +228,10 @@ class Breaker(_core.Breaker):
 
     def entry(self) -> _BreakerEntry:
         """A context manager for one call (``with`` or ``async with``)."""
+        return _BreakerEntry(self)
+
+    def _whole_entry(self) -> _BreakerEntry:
+        # `with br:` / `async with br:`: a breaker never waits, it admits or refuses
         return _BreakerEntry(self)
 
     def _open_error(self) -> BreakerOpenError:

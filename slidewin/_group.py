@@ -11,10 +11,12 @@ import time
 from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overload
 
 from . import _core
-from ._limiter import _MISSING, _check_timeout, _decorate_entries
+from . import _rate as _ratespec
+from ._admission import Admission, refuse_in_loop
+from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
 from ._waiters import _SHARED_RECHECK_S, _GroupWaiters
 
-__all__ = ["Group", "all_of"]
+__all__ = ["Group", "all_of", "rate_limiter"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,7 +34,13 @@ _POLL_S = 0.001
 _MAX_SLEEP_S = 3600.0
 
 
-class Group(_core.Group):
+def _refuse_in_loop() -> None:
+    refuse_in_loop("a group's acquire() or entry(timeout=...) that must wait",
+                   "await group.acquire_async(...), async with group.entry(...) or "
+                   "async with group")
+
+
+class Group(_core.Group, Admission):
     """A group of limiters admitting a request all together or not at all.
 
     Made by ``slidewin.all_of(*members)``: members are Limiters and ``(KeyedLimiter, key)``
@@ -109,6 +117,7 @@ class Group(_core.Group):
         admitted, sleep_s = self._retry(ns, flags, deadline)
         if admitted is not None:
             return admitted
+        _refuse_in_loop()
         if self._waitq is not None:  # woken by a release of a concurrency member
             return cast("Tuple[int, Tuple[int, ...]]",
                         self._waitq.admit(self, ns, flags, deadline))
@@ -166,6 +175,7 @@ class Group(_core.Group):
         wait_ns = admitted[0]
         if wait_ns > 0:
             try:
+                _refuse_in_loop()
                 time.sleep(wait_ns / 1e9)
             except BaseException:
                 self._give_back(ns, flags, admitted[1])
@@ -266,6 +276,7 @@ class GroupEntry:
         try:
             self._entered(admitted[1])
             if admitted[0] > 0:
+                _refuse_in_loop()
                 time.sleep(admitted[0] / 1e9)
         except BaseException:
             self._abort(admitted[1])
@@ -351,4 +362,42 @@ def all_of(*members: Union[Any, Tuple[Any, Any]]) -> Group:
     >>> both.try_acquire(1, 1200)      # one request of 1200 tokens
     True
     """
+    return Group(*members)
+
+
+def rate_limiter(rates: Any, **kw: Any) -> Union[Limiter, Group]:
+    """One decision for a rate string of one or several rates, as flask-limiter's
+    ``"10/second;100/minute"``: a ``Limiter(rate=...)`` for one rate, an ``all_of`` group
+    of one Limiter per rate for several (admitted by all or charged to none).
+
+    ``kw``: the Limiter's other keywords (``behavior``, ``shared``, ``name``, ``shadow``,
+    ``sample_count``, ...), given to every member. A group's member ``i`` is named
+    ``"<name>[<rate>]"`` and shared as ``"<shared>.<count>-per-<period_ms>ms"`` (each rate its
+    own region). ``qps``, ``rate``, ``concurrency`` and ``interval_ms`` are the string's to
+    set: giving one is a TypeError.
+
+    >>> rate_limiter("5/second")
+    Limiter(rate='5/second', sample_count=50)
+    >>> both = rate_limiter("10/second;100/minute")
+    >>> [m.rate for m in both.members]
+    ['10/second', '100/minute']
+    """
+    bad = sorted(set(kw) & {"qps", "rate", "concurrency", "interval_ms"})
+    if bad:
+        raise TypeError("rate_limiter() sets %s from its rate string; give the rates as "
+                        "its first argument only" % ", ".join(bad))
+    parsed = _ratespec.parse_rates(rates)
+    if len(parsed) == 1:
+        return Limiter(rate=parsed[0].text, **kw)
+    if len({(r.count, r.period_ms) for r in parsed}) != len(parsed):
+        raise ValueError("rates=%r gives the same rate twice" % (rates,))
+    members = []
+    for r in parsed:
+        one = dict(kw)
+        shared = kw.get("shared")
+        if isinstance(shared, str):
+            one["shared"] = "%s.%d-per-%dms" % (shared, r.count, r.period_ms)
+        if kw.get("name") is not None:
+            one["name"] = "%s[%s]" % (kw["name"], r.text)
+        members.append(Limiter(rate=r.text, **one))
     return Group(*members)

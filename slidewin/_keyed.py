@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overl
 
 from . import _core
 from . import _rate as _ratespec
+from ._admission import NeedsKey
 from ._limiter import (
     _MISSING,
     _acquire_async,
@@ -29,16 +30,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes, int]
 
 
-class KeyedLimiter(_core.KeyedLimiter):
+class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
     KeyedLimiter(qps=None, *, rate=None, concurrency=None, behavior="reject",
                  max_queueing_ms=500, interval_ms=1000, sample_count=2, max_keys=65536,
                  overrides=None, shared=None, name=None, shadow=False, on_block=None)
 
-    ``rate="100/minute"`` is the alternative to ``qps``, as on Limiter: that count per key
-    in the window, the window being the period. ``overrides`` stay thresholds per second
-    (qps), as ``qps`` is.
+    ``rate="100/minute"`` (or the string first: ``KeyedLimiter("5/second")``) is the
+    alternative to ``qps``, as on Limiter: that count per key in the window, the window
+    being the period, in at most 6 steps unless ``sample_count`` is given (each step is 8
+    bytes in every key's entry: 6 keep a key within twice the bytes of ``qps=``; a private
+    Limiter's 60 would cost 9 times). ``overrides`` stay thresholds per second (qps), as
+    ``qps`` is. ``with`` / ``async with`` need a key: ``async with per_key.entry(key):``.
 
     Each key is limited exactly as a private Limiter with the same settings would limit it
     (behaviors "reject" and "throttle" with qps, or concurrency). Keys are str, bytes or int.
@@ -55,7 +59,7 @@ class KeyedLimiter(_core.KeyedLimiter):
 
     def __new__(
         cls,
-        qps: Union[int, float, None] = None,
+        qps: Union[int, float, str, None] = None,
         *,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,

@@ -27,6 +27,7 @@ from typing import (
 
 from . import _core, _rate
 from . import _rate as _ratespec
+from ._admission import Admission, refuse_in_loop  # noqa: F401
 from ._waiters import waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -70,7 +71,10 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over the C type's (`base`: super()): `args` is the locals() of the Python
     __new__, the C type's arguments plus `on_block`."""
     args = dict(args)
-    rate = _rate.resolve(args)  # rate= becomes qps, interval_ms, sample_count
+    # rate= (or a str first argument) becomes qps, interval_ms, sample_count; a keyed table
+    # (max_keys) takes fewer default steps: they are per-key memory
+    rate = _rate.resolve(args, _rate.KEYED_SAMPLES if "max_keys" in args
+                         else _rate.DEFAULT_SAMPLES)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
     self._on_block = _check_on_block(args["on_block"])
@@ -230,18 +234,25 @@ async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
     return bool(entry.__exit__(exc_type, None, None))
 
 
-class Limiter(_core.Limiter):
+class Limiter(_core.Limiter, Admission):
     """Flow control with its own sliding-window statistics.
 
     Limiter(qps=None, *, rate=None, concurrency=None, behavior="reject", warm_up_s=10,
             cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000,
             sample_count=2, shared=None, name=None, shadow=False, on_block=None)
 
-    ``rate="100/minute"`` (also "5/second", "1000/hour", "10000/day", "30/5minutes",
-    "100 per minute") is the alternative to ``qps``: at most that count in the window, the
-    window being the period (``interval_ms``) in ``sample_count`` steps (60 unless given).
-    It cannot be combined with ``qps``, ``interval_ms`` or ``concurrency``. Mind that ``qps``
-    is per second: ``qps=100, interval_ms=60_000`` allows 6000 a minute.
+    ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
+    "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
+    alternative to ``qps``: at most that count in the window, the window being the period
+    (``interval_ms``) in ``sample_count`` steps (60 unless given). It cannot be combined
+    with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
+    ``slidewin.rate_limiter("10/second;100/minute")``). Mind that ``qps`` is per second:
+    ``qps=100, interval_ms=60_000`` allows 6000 a minute.
+
+    ``async with lim:`` / ``with lim:`` wait until admitted, as a semaphore does (an entry
+    with ``timeout=math.inf``). A thread-API call that must wait (``acquire()``,
+    ``entry(timeout=...)``) in a thread running an asyncio event loop raises RuntimeError
+    naming the async form.
 
     `name` labels it (``slidewin.limiters()``, observers); a shared one defaults to its
     region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
@@ -259,7 +270,7 @@ class Limiter(_core.Limiter):
 
     def __new__(
         cls,
-        qps: Union[int, float, None] = None,
+        qps: Union[int, float, str, None] = None,
         *,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,
@@ -613,7 +624,7 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
 
 
 def limit(
-    qps: Union[int, float, None] = None,
+    qps: Union[int, float, str, None] = None,
     *,
     rate: Optional[str] = None,
     concurrency: Optional[int] = None,
@@ -635,5 +646,7 @@ def limit(
     ... async def call_api(): ...
     >>> @limit(rate="100/minute")
     ... def send_mail(): ...
+    >>> @limit("5/m")             # a rate string first, as rate=
+    ... def send_sms(): ...
     """
     return Limiter(**locals())

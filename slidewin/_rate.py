@@ -1,19 +1,26 @@
 """``rate="100/minute"``: limits as users write them, turned into qps, interval_ms and
 sample_count.
 
-A rate is a count per period. The window is the period (``interval_ms``) and, unless
-``sample_count`` is given, it slides in 60 steps (the largest divisor of the period up to
-60 when 60 does not divide it, e.g. 50 for one second). ``qps`` is the count per second,
-nudged up by at most a few ulps so that the core's window limit, ``qps * interval_ms /
-1000`` in doubles, is never below the count (``7/day`` must admit 7, not 6).
+A rate is a count per period, spelled as flask-limiter, slowapi and django-ratelimit users
+spell it: ``"100/minute"``, ``"5/m"``, ``"100 per minute"``, ``"30/5minutes"``,
+``"10 per 5 minutes"``. Several at once (``"10/second;100/minute"``, also separated by
+``,`` or ``|``) are read by ``parse_rates``; the limiters' ``rate=`` takes exactly one.
+
+The window is the period (``interval_ms``) and, unless ``sample_count`` is given, it slides
+in 60 steps (the largest divisor of the period up to 60 when 60 does not divide it, e.g. 50
+for one second); a KeyedLimiter's in at most 6 (KEYED_SAMPLES: per-key memory). ``qps`` is
+the count per second, nudged up by at most a few ulps so that the core's window limit,
+``qps * interval_ms / 1000`` in doubles, is never below the count (``7/day`` must admit 7,
+not 6).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["parse_rate", "resolve", "INTERVAL_MS", "SAMPLE_COUNT"]
+__all__ = ["Rate", "parse_rate", "parse_rates", "resolve", "INTERVAL_MS", "SAMPLE_COUNT"]
 
 
 class _Default(int):
@@ -28,7 +35,7 @@ SAMPLE_COUNT: int = _Default(2)
 
 _UNITS = {
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
     "h": 3_600_000, "hr": 3_600_000, "hrs": 3_600_000, "hour": 3_600_000,
     "hours": 3_600_000,
     "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
@@ -41,19 +48,40 @@ MAX_PERIOD_MS = 2**40  # the core's largest interval_ms
 # count + 1 (above 2**52 a double's ulp is 1 and the nudge may land on count + 1)
 MAX_COUNT = 2**52
 DEFAULT_SAMPLES = 60
+# A KeyedLimiter's default steps for rate=: each step is 8 bytes in every key's entry (32 +
+# 8 * sample_count, + 8 above 2 steps), so 6 keeps a key within 2x of qps='s 2 steps (88 vs
+# 48 bytes an entry at most)
+KEYED_SAMPLES = 6
 FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a number and '
-         'a unit: second, minute, hour, day (plural or s, sec, min, h, hr, d too), e.g. '
-         '"100/minute", "5/second", "10000/day", "30/5minutes", "100 per hour"')
+         'a unit: second, minute, hour, day (plural or s, sec, m, min, h, hr, d too), e.g. '
+         '"100/minute", "5/m", "5/s", "10000/day", "30/5minutes", "100 per hour", '
+         '"10 per 5 minutes"')
+_SEPARATORS = re.compile(r"[;,|]")
 
 
-def parse_rate(rate: Any) -> Tuple[int, int]:
-    """``(count, period_ms)`` of a rate string; TypeError/ValueError naming ``rate``."""
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    """One rate of a rate string: ``count`` per ``period_ms``; ``text`` as written."""
+
+    count: int
+    period_ms: int
+    text: str
+
+
+def parse_rate(rate: Any, what: str = "rate") -> Tuple[int, int]:
+    """``(count, period_ms)`` of one rate string; TypeError/ValueError naming ``what``."""
     if not isinstance(rate, str):
-        raise TypeError("rate must be a str such as '100/minute', not %s" % type(rate).__name__)
+        raise TypeError("%s must be a str such as '100/minute', not %s"
+                        % (what, type(rate).__name__))
+    if _SEPARATORS.search(rate):
+        raise ValueError(
+            "rate=%r holds several rates, but a limiter's rate= takes one: for all of them "
+            "at once use slidewin.rate_limiter(%r) (one all_of group of a Limiter per rate), "
+            "or slidewin.all_of() over limiters of one rate each" % (rate, rate))
     m = _RATE.fullmatch(rate)
     unit = _UNITS.get(m.group(3).lower()) if m else None
     if m is None or unit is None:
-        raise ValueError("rate must be %s; got %r" % (FORMS, rate))
+        raise ValueError("%s must be %s; got %r" % (what, FORMS, rate))
     count, mult = int(m.group(1)), int(m.group(2) or 1)
     period_ms = mult * unit
     if mult < 1 or period_ms > MAX_PERIOD_MS:
@@ -63,6 +91,25 @@ def parse_rate(rate: Any) -> Tuple[int, int]:
         raise ValueError("rate %r: the count must be at most 2**52 (%d) a period, which a "
                          "window counts exactly, got %d" % (rate, MAX_COUNT, count))
     return count, period_ms
+
+
+def parse_rates(text: Any, what: str = "rates") -> List[Rate]:
+    """The rates of a string of one or several, separated by ``;`` (also ``,`` or ``|``,
+    as flask-limiter reads them): ``parse_rates("10/second;100/minute")`` is
+    ``[Rate(10, 1000, '10/second'), Rate(100, 60000, '100/minute')]``. TypeError when not a
+    str, ValueError naming ``what``, the part and the forms allowed for a part that is not
+    a rate (an empty string or part included)."""
+    if not isinstance(text, str):
+        raise TypeError("%s must be a str such as '10/second;100/minute', not %s"
+                        % (what, type(text).__name__))
+    out = []
+    for part in _SEPARATORS.split(text):
+        if not part.strip():
+            raise ValueError("%s=%r has an empty rate; each of its rates, separated by ';', "
+                             "must be %s" % (what, text, FORMS))
+        count, period_ms = parse_rate(part, "each rate of %s=%r" % (what, text))
+        out.append(Rate(count, period_ms, part.strip()))
+    return out
 
 
 def qps_for(count: int, period_ms: int) -> float:
@@ -77,17 +124,44 @@ def qps_for(count: int, period_ms: int) -> float:
     return q
 
 
-def default_samples(period_ms: int) -> int:
-    for sc in range(DEFAULT_SAMPLES, 0, -1):
+def default_samples(period_ms: int, most: int = DEFAULT_SAMPLES) -> int:
+    """The largest divisor of ``period_ms`` up to ``most``: the default sample_count."""
+    for sc in range(most, 0, -1):
         if period_ms % sc == 0:
             return sc
     return 1  # unreachable: 1 divides everything
 
 
-def resolve(args: Dict[str, Any]) -> Optional[str]:
+def take_positional(args: Dict[str, Any]) -> None:
+    """``Limiter("100/minute")``: a str given as the first argument (``qps``) is the rate
+    when it reads as one (a "/" or "per" in it); any other str there is qps's TypeError."""
+    qps = args.get("qps")
+    if isinstance(qps, str):
+        if "/" not in qps and not re.search(r"\sper\s", qps, re.IGNORECASE):
+            raise TypeError("qps must be an int or float (or, as the first argument, a rate "
+                            "string such as '100/minute'), not str %r" % (qps,))
+        if args.get("rate") is not None:
+            raise ValueError("a rate string given both as the first argument (%r) and as "
+                             "rate=%r: give it once" % (args["qps"], args["rate"]))
+        args["rate"], args["qps"] = args["qps"], None
+
+
+def keyed_samples(args: Dict[str, Any]) -> None:
+    """For a keyed type that resolves its rate later (the Redis ones, through a Limiter):
+    takes a positional rate and sets the keyed default sample_count, in place."""
+    take_positional(args)
+    rate = args.get("rate")
+    if rate is not None and args.get("sample_count", SAMPLE_COUNT) is SAMPLE_COUNT:
+        args["sample_count"] = default_samples(parse_rate(rate)[1], KEYED_SAMPLES)
+
+
+def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES) -> Optional[str]:
     """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
     ``sample_count``; INTERVAL_MS / SAMPLE_COUNT there meaning "not given") and return the
-    rate string, or None when no rate was given. Removes the ``rate`` key."""
+    rate string, or None when no rate was given. Removes the ``rate`` key. A str as ``qps``
+    (the first positional argument) is the rate. ``most_samples``: the default
+    sample_count's bound (KEYED_SAMPLES for a KeyedLimiter)."""
+    take_positional(args)
     rate: Optional[str] = args.pop("rate", None)
     iv_given = args.get("interval_ms", INTERVAL_MS) is not INTERVAL_MS
     sc_given = args.get("sample_count", SAMPLE_COUNT) is not SAMPLE_COUNT
@@ -109,5 +183,5 @@ def resolve(args: Dict[str, Any]) -> Optional[str]:
     args["qps"] = qps_for(count, period_ms)
     args["interval_ms"] = period_ms
     if not sc_given:
-        args["sample_count"] = default_samples(period_ms)
+        args["sample_count"] = default_samples(period_ms, most_samples)
     return rate

@@ -85,7 +85,7 @@ def test_day_windows_private_and_shared(tmp_path):
 
 def test_keyed_is_per_key():
     per_user = KeyedLimiter(rate="10/minute")
-    assert repr(per_user) == "KeyedLimiter(rate='10/minute', sample_count=60)"
+    assert repr(per_user) == "KeyedLimiter(rate='10/minute', sample_count=6)"
     for key in ("alice", "bob"):
         assert all(per_user.try_acquire(key, now_ns=T0) for _ in range(10))
         assert not per_user.try_acquire(key, now_ns=T0 + 59 * S)

@@ -240,6 +240,13 @@ static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_d
                 atomic_fetch_sub(&shm->hdr->waiters, 1u);
             return 1;
         }
+        if (refuse_in_event_loop() < 0) { /* about to sleep: never on a running loop */
+            if (wq)
+                waitq_disarm(wq);
+            if (shm)
+                atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            return -1;
+        }
         if (wq) {
             /* until a release (or the deadline), one slice at most */
             if (waitq_wait(wq, gen, deadline) < 0)

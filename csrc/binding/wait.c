@@ -55,10 +55,33 @@ int sleep_until(int64_t deadline_ns, bool spin)
     }
 }
 
+int refuse_in_event_loop(void)
+{
+    /* asyncio not imported: no loop can run; else asyncio's own _get_running_loop() */
+    PyObject *events = PyDict_GetItemString(PyImport_GetModuleDict(), "asyncio.events");
+    if (events == NULL)
+        return 0;
+    PyObject *loop = PyObject_CallMethod(events, "_get_running_loop", NULL);
+    if (loop == NULL)
+        return -1;
+    int running = loop != Py_None;
+    Py_DECREF(loop);
+    if (!running)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "acquire() or entry(timeout=...) would sleep in the thread that runs an "
+                    "asyncio event loop, blocking every task of it: inside a running event "
+                    "loop use await lim.acquire_async(...), async with lim.entry(...) or "
+                    "async with lim");
+    return -1;
+}
+
 int sleep_decision(const struct sw_decision *d)
 {
     if (d->wait_ns <= 0)
         return 0;
+    if (refuse_in_event_loop() < 0)
+        return -1;
     return sleep_until(sw_sat_add(d->now_ns, d->wait_ns), true);
 }
 

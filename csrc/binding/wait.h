@@ -34,6 +34,11 @@
  * @return 0, or -1 with an exception set (e.g. KeyboardInterrupt) */
 int sleep_until(int64_t deadline_ns, bool spin);
 
+/** Before a thread-API wait sleeps: RuntimeError when this thread runs an asyncio event loop
+ * (the sleep would stop every task of it), naming the async forms. Only paths about to sleep
+ * call it: an admission that goes at once pays nothing. @return 0, or -1 with the error set */
+int refuse_in_event_loop(void);
+
 /** Sleep out an admitted request's wait: until the decision's time + wait (one clock, no
  * drift from a second read), spinning the last stretch. @return 0, or -1 with an exception */
 int sleep_decision(const struct sw_decision *d);

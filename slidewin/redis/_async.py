@@ -9,6 +9,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import _rate
+from .._admission import AsyncAdmission, NeedsKey
 from .._core import BlockedError, Stats
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._base import _Base, _elapsed_ms, _wait_timeout, _KeyedMixin, _outcome, _step
@@ -62,7 +63,7 @@ class _AsyncEntry:
         return False
 
 
-class AsyncRedisLimiter(_Base):
+class AsyncRedisLimiter(_Base, AsyncAdmission):
     """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _is_async = True
@@ -216,7 +217,8 @@ def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any
     self._held = _Held()
 
 
-def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None] = None, *,
+def _limiter_init(self: Any, client: Any, name: str,
+                  qps: Union[int, float, str, None] = None, *,
                   rate: Optional[str] = None,
                   concurrency: Optional[int] = None, behavior: str = "reject",
                   warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
@@ -234,7 +236,7 @@ def _limiter_init(self: Any, client: Any, name: str, qps: Union[int, float, None
 AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignment]
 
 
-class AsyncRedisKeyedLimiter(_KeyedMixin, AsyncRedisLimiter):
+class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin, AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _kind = "AsyncRedisKeyedLimiter"

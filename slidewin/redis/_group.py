@@ -16,10 +16,12 @@ import os
 import time
 from typing import Any, List, Literal, Optional, Sequence, Tuple
 
+from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome, _step
 from ._config import _Config
+from ._sync import _refuse_in_loop
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import (_UNREACHABLE, _arenewer, _async_call, _is_cluster, _renewer,
                          _sync_call, _unrenew)
@@ -231,7 +233,7 @@ class _Group:
         return out
 
 
-class RedisGroup(_Group):
+class RedisGroup(_Group, SyncAdmission):
     """all_of over sync Redis limiters: admitted by all, or charged nothing."""
 
     def _decide(self, ns: List[int], flags: int, now_ns: Any,
@@ -280,6 +282,7 @@ class RedisGroup(_Group):
                     m.lim._exit_on(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
                 raise self._blocked(ns, verdicts, v, retry)
             sleep, step = _step(retry, step)
+            _refuse_in_loop()
             time.sleep(max(0.0, min(sleep, deadline - now)))
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
@@ -288,6 +291,7 @@ class RedisGroup(_Group):
         n = self._ns(ns)
         wait = self._acquire(n, self._timeout(n, timeout), 0, self._leases(False))
         if wait > 0:
+            _refuse_in_loop()
             time.sleep(wait / 1e9)
 
     def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
@@ -346,6 +350,7 @@ class _GroupEntry:
                       for m, lease in zip(g._members, self._leases)]
         if wait > 0:
             try:
+                _refuse_in_loop()
                 time.sleep(wait / 1e9)
             except BaseException:  # interrupted before the body: given back
                 self._give_back(_OUT_NONE, 0)
@@ -361,7 +366,7 @@ class _GroupEntry:
         return False
 
 
-class AsyncRedisGroup(_Group):
+class AsyncRedisGroup(_Group, AsyncAdmission):
     """all_of over AsyncRedisLimiter members: the methods are coroutines."""
 
     async def _decide(self, ns: List[int], flags: int, now_ns: Any,

@@ -8,6 +8,7 @@ import time
 from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Union
 
 from .. import _rate
+from .._admission import NeedsKey, SyncAdmission, refuse_in_loop
 from .._core import BlockedError, Stats
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._base import _Base, _elapsed_ms, _wait_timeout, _KeyedMixin, _outcome, _step
@@ -20,6 +21,12 @@ from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_PRIO, F
                     _limiter_key, _pack, _time_args)
 
 log = logging.getLogger("slidewin.redis")
+
+
+def _refuse_in_loop() -> None:
+    refuse_in_loop("a Redis limiter's acquire() or entry(timeout=...) that must wait",
+                   "its asyncio twin (AsyncRedisLimiter: await lim.acquire(), "
+                   "async with lim.entry(), async with lim)")
 
 
 class _SyncOps(_Base):
@@ -94,8 +101,10 @@ class _SyncOps(_Base):
                     self._exit_on(key, cfg, n, _OUT_BLOCK, 0, [])
                     raise self._blocked(n, verdict, retry_ns)
                 sleep, step = _step(retry_ns, step)
+                _refuse_in_loop()
                 time.sleep(max(0.0, min(sleep, deadline - now)))
         if wait_ns > 0 and sleep_wait:
+            _refuse_in_loop()
             time.sleep(wait_ns / 1e9)
         return wait_ns
 
@@ -120,6 +129,7 @@ class _SyncEntry:
                                                     self._lease)
         if wait_ns > 0:
             try:
+                _refuse_in_loop()
                 time.sleep(wait_ns / 1e9)
             except BaseException:  # interrupted before the body: given back
                 _unrenew(self._tok)
@@ -139,7 +149,7 @@ class _SyncEntry:
         return False
 
 
-class RedisLimiter(_SyncOps):
+class RedisLimiter(_SyncOps, SyncAdmission):
     """Limiter's surface with its state in Redis (a sync redis-py client).
 
     RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
@@ -148,7 +158,7 @@ class RedisLimiter(_SyncOps):
                  on_block=None)
     """
 
-    def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+    def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
@@ -244,7 +254,7 @@ class RedisLimiter(_SyncOps):
         for callers of earlier versions."""
 
 
-class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
+class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
     """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
@@ -253,7 +263,7 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
 
     _kind = "RedisKeyedLimiter"
 
-    def __init__(self, client: Any, name: str, qps: Union[int, float, None] = None, *,
+    def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
@@ -264,8 +274,9 @@ class RedisKeyedLimiter(_KeyedMixin, _SyncOps):
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
-                  sample_count=sample_count)
-        self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
+                  sample_count=sample_count, qps=qps)
+        _rate.keyed_samples(kw)  # as KeyedLimiter: a rate's default steps are fewer
+        self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
 
     def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:

@@ -175,3 +175,28 @@ def _breaker() -> None:
     br.record(12.5, error=False)
     state: str = br.state
     del data, ok, state
+
+
+def _rate_forms() -> None:
+    from slidewin._rate import Rate, parse_rates
+
+    one: Limiter = Limiter("100/minute")
+    per_ip = slidewin.KeyedLimiter("5/m")
+    several: "Limiter | slidewin.Group" = slidewin.rate_limiter("10/second;100/minute")
+    rates: "list[Rate]" = parse_rates("10 per second, 100/minute")
+    period: int = rates[0].period_ms
+    with one:
+        pass
+    with several:
+        pass
+    del per_ip, period
+
+
+async def _async_with() -> None:
+    lim = Limiter(concurrency=4)
+    async with lim:
+        pass
+    async with slidewin.all_of(lim, Limiter(qps=5)):
+        pass
+    async with lim.entry(timeout=1.5):
+        pass
