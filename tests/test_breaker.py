@@ -1918,3 +1918,34 @@ def test_errors_predicate_never_sees_a_cancel_and_is_shown():
         Breaker(error_ratio=0.5, errors=int)
     with pytest.raises(TypeError, match="errors"):
         Breaker(error_ratio=0.5, errors=(ValueError, is_failure))
+
+
+def _take_the_probe_and_stay(name, ready):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, probe_timeout_s=0.2, shared=name)
+    assert br.try_pass()                            # the probe: this process lives on, silent
+    ready.set()
+    time.sleep(600)
+
+
+@pytest.mark.procs
+def test_shared_a_live_process_silent_with_the_probe_does_not_block_the_host(shm_name):
+    ctx = mp.get_context("fork")
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, probe_timeout_s=0.2,
+                 shared=shm_name)
+    br.record(1, error=True)
+    ready = ctx.Event()
+    p = ctx.Process(target=_take_the_probe_and_stay, args=(shm_name, ready))
+    p.start()
+    try:
+        assert ready.wait(30)
+        assert not br.try_pass()                    # the live child holds the probe
+        assert br.state == "half_open"
+        time.sleep(0.3)
+        assert br.try_pass()                        # its probe timed out: this one probes
+        br.record(1)
+        assert br.state == "closed"
+        assert br.totals()["probes_timed_out"] == 1
+        assert p.is_alive()                         # not reaped: timed out
+    finally:
+        p.kill()
+        p.join(10)
