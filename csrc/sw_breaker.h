@@ -1,8 +1,9 @@
 /* sw_breaker.h - a circuit breaker on the leap array: Sentinel's degrade rules (DESIGN §11).
  *
  * A product layer over the leap array (sw_leap.h), beside the limiter: a state word
- * (CLOSED / OPEN / HALF_OPEN, with a generation), the time a probe may next pass (monotonic
- * ns), the probe's owner, and a ring of (total, errors, slow) per bucket, all guarded by one
+ * (CLOSED / OPEN / HALF_OPEN, with a generation), the time a probe may next pass and the
+ * time the open period began (monotonic ns), the probe's owner and the time it passed, and
+ * a ring of (total, errors, slow) per bucket, all guarded by one
  * lock (sw_lock, as a limiter's state). The trip test runs in the same critical section as
  * the outcome that caused it, so two threads (or processes) can never both trip, both probe,
  * or miss a trip.

@@ -411,6 +411,16 @@ def test_update_keeps_the_state_and_window():
     (dict(error_ratio=0.5, errors=(ValueError, BlockedError)), ValueError, "errors"),
     (dict(error_ratio=0.5, name=""), ValueError, "name"),
     (dict(error_ratio=0.5, bogus=1), TypeError, "bogus"),
+    (dict(error_ratio=0.5, probe_timeout_s=0), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=-1), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=float("nan")), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=-10**400), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s="60"), TypeError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=True), TypeError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, call_timeout_s=0), ValueError, "call_timeout_s"),
+    (dict(error_ratio=0.5, call_timeout_s="2"), TypeError, "call_timeout_s"),
+    (dict(error_ratio=0.5, errors=3), TypeError, "errors"),
+    (dict(error_ratio=0.5, errors=int), TypeError, "errors"),
 ])
 def test_bad_configuration_names_the_parameter(kw, exc, param):
     with pytest.raises(exc, match=param):
