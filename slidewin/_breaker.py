@@ -130,8 +130,8 @@ class _BreakerEntry:
     (it propagates); a ``BlockedError`` (a limit nested inside refused) or a
     ``BaseException`` that is not an ``Exception`` (``CancelledError``,
     ``KeyboardInterrupt``, a generator's close): a cancel, which gives a probe back. With
-    ``call_timeout_s``: a call that ran longer is a failure (timed out), whatever it ended
-    with; an ``async with`` body still running then is cancelled, and the exit raises
+    ``call_timeout_s``: a call that ran longer is a failure (timed out), however it ended but
+    by a cancel; an ``async with`` body still running then is cancelled, and the exit raises
     ``TimeoutError`` in place of that ``CancelledError``. ``timed``: whether ``async with``
     may cancel the body (not for an async generator's iteration: its consumer runs between
     the items, in the same task).
@@ -166,9 +166,12 @@ class _BreakerEntry:
         deadline = self._deadline
         interrupted = deadline is not None and deadline.settle()
         limit = br._call_timeout_ms
+        cancel = et is not None and (issubclass(et, _core.BlockedError) or
+                                     not issubclass(et, Exception))
         # the ticket is given up only once the core took the outcome: an exit whose wait for
         # a shared region's lock gave up (OSError) stays entered and may be retried
-        if (deadline is not None and deadline.fired) or (limit is not None and rt > limit):
+        if ((deadline is not None and deadline.fired) or
+                (not cancel and limit is not None and rt > limit)):
             br._record_timeout(ticket, rt)  # still running at call_timeout_s: a failure
             self._ticket = None
             self._deadline = None
@@ -178,7 +181,7 @@ class _BreakerEntry:
             return
         if et is None:
             br._record(ticket, rt, False)
-        elif issubclass(et, _core.BlockedError) or not issubclass(et, Exception):
+        elif cancel:
             br._cancel(ticket)
         else:
             try:

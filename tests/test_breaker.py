@@ -1959,3 +1959,32 @@ def test_shared_a_live_process_silent_with_the_probe_does_not_block_the_host(shm
     finally:
         p.kill()
         p.join(10)
+
+
+def test_call_timeout_never_cancels_an_async_generators_consumer():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+
+    @br
+    async def items():
+        for i in range(3):
+            yield i
+
+    async def main():
+        got = []
+        async for i in items():
+            got.append(i)
+            await asyncio.sleep(0.02)               # the consumer's own work, past the limit
+        return got
+
+    assert asyncio.run(main()) == [0, 1, 2]         # never cancelled
+    assert br.totals()["timed_out"] == 1            # the iteration ran longer: a failure
+    assert br.state == "open"
+
+
+def test_a_cancel_that_came_late_stays_a_cancel():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+    with pytest.raises(BlockedError):
+        with br.entry():
+            time.sleep(0.03)
+            raise BlockedError("a nested limit refused, late")
+    assert br.state == "closed" and br.totals()["total"] == 0
