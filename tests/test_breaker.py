@@ -1735,7 +1735,7 @@ async def _hung():
 
 
 def test_call_timeout_turns_a_hung_async_call_into_a_timeout_failure():
-    br = Breaker(error_count=4, min_requests=1, call_timeout_s=0.01)
+    br = Breaker(error_count=4, min_requests=1, call_timeout_s=0.01, interval_ms=60_000)
 
     async def main():
         for _ in range(5):
@@ -1875,7 +1875,7 @@ class _HTTPError(Exception):
 
 
 def test_errors_predicate_classifies_by_the_exception():
-    br = Breaker(error_count=1, min_requests=1,
+    br = Breaker(error_count=1, min_requests=1, interval_ms=60_000,
                  errors=lambda exc: getattr(exc, "status", 0) >= 500)
     for status in (404, 429, 404):
         with pytest.raises(_HTTPError):
