@@ -17,6 +17,7 @@ void sw_breaker_cfg_default(struct sw_breaker_cfg *cfg)
     cfg->slow_rt_ms = 0;
     cfg->min_requests = 5;
     cfg->recovery_s = 10.0;
+    cfg->probe_timeout_s = 60.0;
     cfg->interval_ms = 1000;
     cfg->sample_count = 1;
 }
@@ -60,6 +61,10 @@ int sw_breaker_check_ex(const struct sw_breaker_cfg *cfg, struct sw_cfg_error *e
     if (!(cfg->recovery_s >= 0.0 && cfg->recovery_s <= SW_BRK_MAX_RECOVERY_S))
         return sw_cfg_fail(err, "recovery_s", "recovery_s must be a number in [0, 1e9], got %.17g",
                            cfg->recovery_s);
+    if (!(cfg->probe_timeout_s > 0.0))
+        return sw_cfg_fail(err, "probe_timeout_s",
+                           "probe_timeout_s must be None or a number > 0, got %.17g",
+                           cfg->probe_timeout_s);
     if (sw_cfg_check_window(err, cfg->interval_ms, cfg->sample_count) != SW_OK)
         return SW_EINVAL;
     return SW_OK;
@@ -75,6 +80,10 @@ int sw_brule_init(struct sw_brule *rule, const struct sw_breaker_cfg *cfg)
     rule->slow_rt_ms = cfg->grade == SW_BRK_SLOW_RATIO ? cfg->slow_rt_ms : -1;
     rule->min_requests = cfg->min_requests;
     rule->recovery_ns = (int64_t)llround(cfg->recovery_s * 1e9);
+    /* beyond about 292 years (inf included): never */
+    rule->probe_timeout_ns = cfg->probe_timeout_s < 9.2e9
+                                 ? (int64_t)llround(cfg->probe_timeout_s * 1e9)
+                                 : INT64_MAX;
     rule->interval_ms = cfg->interval_ms;
     rule->sample_count = cfg->sample_count;
     return SW_OK;
@@ -116,6 +125,8 @@ int sw_bstate_init(struct sw_bstate *st, int64_t interval_ms, uint32_t sample_co
     sw_lock_init(&st->lock);
     atomic_init(&st->word, (uint64_t)SW_BRK_CLOSED);
     st->next_ns = 0;
+    st->opened_ns = 0;
+    st->probe_ns = 0;
     atomic_init(&st->probe_owner, UINT64_C(0));
     atomic_init(&st->reap_ns, INT64_C(0));
     struct sw_leap_cfg lc = leap_cfg_of(interval_ms, sample_count);
@@ -210,12 +221,22 @@ int sw_bstate_check_repair(const struct sw_bview *v)
     return SW_OK;
 }
 
+void sw_bview_swap_rule_locked(const struct sw_bview *v, struct sw_brule *dst,
+                               const struct sw_brule *src)
+{
+    bool moved = dst->recovery_ns != src->recovery_ns;
+    *dst = *src;
+    struct sw_bstate *st = v->st;
+    if (moved && (atomic_load_explicit(&st->word, memory_order_relaxed) & 3u) == SW_BRK_OPEN)
+        st->next_ns = sw_sat_add(st->opened_ns, src->recovery_ns);
+}
+
 int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
                       const struct sw_brule *src)
 {
     if (!lock_b(v))
         return SW_EBUSY;
-    *dst = *src;
+    sw_bview_swap_rule_locked(v, dst, src);
     unlock_b(v);
     return SW_OK;
 }
@@ -250,23 +271,75 @@ static void change(const struct sw_bview *v, struct sw_brk_changes *chg, uint64_
     }
 }
 
+/* OPEN at now: when the next probe may pass, never further than this view's recovery time
+ * after the period opened (or now, for an opened_ns in the future: damage). */
+static int64_t next_probe_ns(const struct sw_bview *v, int64_t now_ns)
+{
+    const struct sw_bstate *st = v->st;
+    int64_t from = st->opened_ns < now_ns ? st->opened_ns : now_ns;
+    int64_t bound = sw_sat_add(from, v->rule->recovery_ns);
+    return st->next_ns < bound ? st->next_ns : bound;
+}
+
+/* HALF_OPEN at now: the probe's deadline (INT64_MAX: none), probe_ns brought back to now
+ * when later (damage). */
+static int64_t probe_deadline_ns(const struct sw_bview *v, int64_t now_ns)
+{
+    struct sw_bstate *st = v->st;
+    if (st->probe_ns > now_ns)
+        st->probe_ns = now_ns;
+    if (v->rule->probe_timeout_ns == INT64_MAX)
+        return INT64_MAX;
+    return sw_sat_add(st->probe_ns, v->rule->probe_timeout_ns);
+}
+
+/* A probe silent past this view's probe timeout at now failed: OPEN, opened at its deadline
+ * for the recovery time (as if noticed then). Lock held. */
+static void expire_probe(const struct sw_bview *v, int64_t now_ns, struct sw_brk_changes *chg)
+{
+    struct sw_bstate *st = v->st;
+    uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
+    if ((w & 3u) != SW_BRK_HALF_OPEN)
+        return;
+    int64_t deadline = probe_deadline_ns(v, now_ns);
+    if (deadline == INT64_MAX || now_ns < deadline)
+        return;
+    atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);
+    st->opened_ns = deadline;
+    st->next_ns = sw_sat_add(deadline, v->rule->recovery_ns);
+    st->totals[SW_BRK_T_PROBE_TIMEOUTS] = sw_sat_add(st->totals[SW_BRK_T_PROBE_TIMEOUTS], 1);
+    change(v, chg, w, SW_BRK_OPEN, 1.0);
+}
+
+/* Open (a trip, a failed probe) at now. Lock held. */
+static void open_at(const struct sw_bview *v, struct sw_brk_changes *chg, uint64_t w,
+                    int64_t now_ns, double value)
+{
+    struct sw_bstate *st = v->st;
+    st->opened_ns = now_ns;
+    st->next_ns = sw_sat_add(now_ns, v->rule->recovery_ns);
+    change(v, chg, w, SW_BRK_OPEN, value);
+}
+
 /* A pass decision under the lock. */
 static bool pass_locked(const struct sw_bview *v, int64_t now_ns, uint64_t *ticket,
                         struct sw_brk_changes *chg, bool bare)
 {
     struct sw_bstate *st = v->st;
+    expire_probe(v, now_ns, chg);
     uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
     uint32_t s = (uint32_t)(w & 3u);
     if (s == SW_BRK_CLOSED) {
         *ticket = w;
         return true;
     }
-    if (s == SW_BRK_OPEN && st->next_ns > sw_sat_add(now_ns, v->rule->recovery_ns))
-        st->next_ns = sw_sat_add(now_ns, v->rule->recovery_ns); /* never further than a trip */
+    if (s == SW_BRK_OPEN)
+        st->next_ns = next_probe_ns(v, now_ns); /* never further than a trip */
     if (s == SW_BRK_OPEN && now_ns >= st->next_ns) {
         atomic_store_explicit(&st->probe_owner, sw_token_resolve(v->token),
                               memory_order_relaxed);
         st->probe_bare = bare;
+        st->probe_ns = now_ns;
         change(v, chg, w, SW_BRK_HALF_OPEN, NAN);
         st->totals[SW_BRK_T_PROBES] = sw_sat_add(st->totals[SW_BRK_T_PROBES], 1);
         *ticket = next_word(w, SW_BRK_HALF_OPEN);
@@ -374,8 +447,8 @@ static bool trips(const struct sw_brule *r, const struct sw_leap *l, double *val
     }
 }
 
-int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64_t ticket,
-                      int64_t now_ns, struct sw_brk_changes *chg)
+static int record_as(const struct sw_bview *v, double rt_ms, bool error, bool timed_out,
+                     uint64_t ticket, int64_t now_ns, struct sw_brk_changes *chg)
 {
     chg->n = 0;
     if (!(rt_ms >= 0.0) || !isfinite(rt_ms))
@@ -385,7 +458,8 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
     if (!lock_b(v))
         return SW_EBUSY; /* nothing counted */
     /* the settings are read under the lock (sw_bview_set_rule swaps them under it) */
-    bool slow = r->slow_rt_ms >= 0 && rt_ms > (double)r->slow_rt_ms;
+    bool slow = r->slow_rt_ms >= 0 && (timed_out || rt_ms > (double)r->slow_rt_ms);
+    error = error || timed_out;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns(); /* window math on ms buckets: the coarse clock */
     struct sw_leap *l = sw_bstate_leap(st);
@@ -404,6 +478,9 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
         st->totals[SW_BRK_T_ERRORS] = sw_sat_add(st->totals[SW_BRK_T_ERRORS], 1);
     if (slow)
         st->totals[SW_BRK_T_SLOW] = sw_sat_add(st->totals[SW_BRK_T_SLOW], 1);
+    if (timed_out)
+        st->totals[SW_BRK_T_TIMED_OUT] = sw_sat_add(st->totals[SW_BRK_T_TIMED_OUT], 1);
+    expire_probe(v, now_ns, chg); /* a probe's outcome after its timeout decides nothing */
     uint64_t w = atomic_load_explicit(&st->word, memory_order_relaxed);
     /* a bare record() decides a probe only when a bare try_pass() let it through (an
      * entry's probe is decided by its own ticket: a bare call admitted before the trip and
@@ -414,25 +491,35 @@ int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64
         if (s == SW_BRK_HALF_OPEN) {
             atomic_store_explicit(&st->probe_owner, UINT64_C(0), memory_order_relaxed);
             if (error || slow) {
-                st->next_ns = sw_sat_add(now_ns, r->recovery_ns);
-                change(v, chg, w, SW_BRK_OPEN, 1.0);
+                open_at(v, chg, w, now_ns, 1.0);
             } else {
                 sw_leap_reset(l); /* a closed breaker starts an empty window */
                 change(v, chg, w, SW_BRK_CLOSED, NAN);
             }
         } else if (s == SW_BRK_CLOSED) {
             double value = 0.0;
-            if (trips(r, l, &value)) {
-                st->next_ns = sw_sat_add(now_ns, r->recovery_ns);
-                change(v, chg, w, SW_BRK_OPEN, value);
-            }
+            if (trips(r, l, &value))
+                open_at(v, chg, w, now_ns, value);
         }
     }
     unlock_b(v);
     return SW_OK;
 }
 
-int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg)
+int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64_t ticket,
+                      int64_t now_ns, struct sw_brk_changes *chg)
+{
+    return record_as(v, rt_ms, error, false, ticket, now_ns, chg);
+}
+
+int sw_breaker_record_timeout(const struct sw_bview *v, double rt_ms, uint64_t ticket,
+                              int64_t now_ns, struct sw_brk_changes *chg)
+{
+    return record_as(v, rt_ms, true, true, ticket, now_ns, chg);
+}
+
+int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, int64_t now_ns,
+                      struct sw_brk_changes *chg)
 {
     chg->n = 0;
     uint64_t w = atomic_load_explicit(&v->st->word, memory_order_acquire);
@@ -441,6 +528,9 @@ int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_c
     int done = 0;
     if (!lock_b(v))
         return SW_EBUSY;
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    expire_probe(v, now_ns, chg); /* a timed-out probe failed: its cancel decides nothing */
     w = atomic_load_explicit(&v->st->word, memory_order_relaxed);
     if ((w & 3u) == SW_BRK_HALF_OPEN &&
         ((ticket == SW_BRK_ANY && v->st->probe_bare != 0) || ticket == w)) {
@@ -453,18 +543,27 @@ int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_c
 
 static int64_t retry_locked(const struct sw_bview *v, int64_t now_ns)
 {
-    switch (atomic_load_explicit(&v->st->word, memory_order_relaxed) & 3u) {
+    const struct sw_bstate *st = v->st;
+    int64_t next;
+    switch (atomic_load_explicit(&st->word, memory_order_relaxed) & 3u) {
     case SW_BRK_CLOSED:
         return -1;
-    case SW_BRK_OPEN: {
-        int64_t d = sw_sat_sub(v->st->next_ns, now_ns);
-        if (d > v->rule->recovery_ns) /* never further than a trip (a damaged next_ns) */
-            d = v->rule->recovery_ns;
-        return d > 0 ? d : 0;
+    case SW_BRK_OPEN:
+        next = next_probe_ns(v, now_ns);
+        break;
+    default: {
+        /* the deadline as probe_deadline_ns has it, without writing */
+        int64_t from = st->probe_ns < now_ns ? st->probe_ns : now_ns;
+        if (v->rule->probe_timeout_ns == INT64_MAX ||
+            now_ns < sw_sat_add(from, v->rule->probe_timeout_ns))
+            return v->rule->recovery_ns; /* a probe is out: if it fails, that long */
+        next = sw_sat_add(sw_sat_add(from, v->rule->probe_timeout_ns), v->rule->recovery_ns);
     }
-    default:
-        return v->rule->recovery_ns;
     }
+    int64_t d = sw_sat_sub(next, now_ns);
+    if (d > v->rule->recovery_ns) /* never further than a trip (a damaged next_ns) */
+        d = v->rule->recovery_ns;
+    return d > 0 ? d : 0;
 }
 
 int sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns, int64_t *out)

@@ -1,8 +1,9 @@
 /* sw_breaker.h - a circuit breaker on the leap array: Sentinel's degrade rules (DESIGN §11).
  *
  * A product layer over the leap array (sw_leap.h), beside the limiter: a state word
- * (CLOSED / OPEN / HALF_OPEN, with a generation), the time a probe may next pass (monotonic
- * ns), the probe's owner, and a ring of (total, errors, slow) per bucket, all guarded by one
+ * (CLOSED / OPEN / HALF_OPEN, with a generation), the time a probe may next pass and the
+ * time the open period began (monotonic ns), the probe's owner and the time it passed, and
+ * a ring of (total, errors, slow) per bucket, all guarded by one
  * lock (sw_lock, as a limiter's state). The trip test runs in the same critical section as
  * the outcome that caused it, so two threads (or processes) can never both trip, both probe,
  * or miss a trip.
@@ -59,13 +60,15 @@ struct sw_breaker_cfg {
     int64_t slow_rt_ms;     /* slow grade: a call is slow when its RT is > this (>= 0) */
     int64_t min_requests;   /* >= 0: no trip below this many calls in the window */
     double recovery_s;      /* >= 0: how long OPEN lasts before a probe may pass */
+    double probe_timeout_s; /* > 0: a probe silent this long counts as failed; INFINITY:
+                               wait for ever */
     int64_t interval_ms;    /* the window, as sw_leap_cfg */
     uint32_t sample_count;
 };
 
 
 /** Fill a configuration with Sentinel's defaults (error ratio 0, slow_rt_ms 0,
- * min_requests 5, recovery 10 s, one bucket of 1000 ms). */
+ * min_requests 5, recovery 10 s, one bucket of 1000 ms) and a probe timeout of 60 s. */
 void sw_breaker_cfg_default(struct sw_breaker_cfg *cfg);
 /** Check a configuration and say what is wrong.
  * @param err receives the parameter and message on SW_EINVAL (may be NULL)
@@ -80,6 +83,7 @@ struct sw_brule {
     int64_t slow_rt_ms;     /* -1 for the error grades: nothing is slow */
     int64_t min_requests;
     int64_t recovery_ns;
+    int64_t probe_timeout_ns; /* INT64_MAX: a probe may take for ever */
     int64_t interval_ms;
     uint32_t sample_count;
     uint32_t pad2_;
@@ -93,7 +97,9 @@ enum {
     SW_BRK_T_REFUSED = 3,   /* try_pass said no */
     SW_BRK_T_PROBES = 4,    /* probes let through */
     SW_BRK_T_CANCELLED = 5, /* probes cancelled (the reap's included) */
-    SW_BRK_T_WORDS = 6
+    SW_BRK_T_PROBE_TIMEOUTS = 6, /* probes silent past the probe timeout (failed) */
+    SW_BRK_T_TIMED_OUT = 7, /* calls that ran past their caller's time limit (failures) */
+    SW_BRK_T_WORDS = 8
 };
 
 /* The shared part: header, then the ring at off_leap. */
@@ -105,6 +111,9 @@ struct sw_bstate {
     sw_lock lock;
     _Atomic uint64_t word;       /* generation << 2 | state; read without the lock */
     int64_t next_ns;             /* OPEN: when a probe may pass (monotonic ns) */
+    int64_t opened_ns;           /* OPEN: when this open period began (a trip, a failed
+                                    probe; a cancel keeps it) */
+    int64_t probe_ns;            /* HALF_OPEN: when the probe passed */
     _Atomic uint64_t probe_owner;/* HALF_OPEN: the lock token of the probe's process */
     _Atomic int64_t reap_ns;     /* when the probe owner was last checked for life */
     int64_t totals[SW_BRK_T_WORDS];
@@ -166,10 +175,16 @@ size_t sw_breaker_size(const struct sw_breaker_cfg *cfg);
 int sw_breaker_init(struct sw_breaker *br, const struct sw_breaker_cfg *cfg);
 /** A private breaker's view (seq NULL). */
 void sw_breaker_view(struct sw_breaker *br, struct sw_bview *out);
-/** Replace a view's settings under the state's lock (the state is kept).
+/** Replace a view's settings under the state's lock (the state is kept, but for
+ * sw_bview_swap_rule_locked's rescheduling).
  * @return SW_OK or SW_EBUSY (gave up: nothing changed) */
 int sw_bview_set_rule(const struct sw_bview *v, struct sw_brule *dst,
                       const struct sw_brule *src);
+/** sw_bview_set_rule with the lock held (sw_bview_lock): *dst = *src (dst is the view's
+ * rule); when the recovery time changed while OPEN, the next probe moves at once to
+ * opened_ns + the new recovery time (shorter: sooner; longer: later). */
+void sw_bview_swap_rule_locked(const struct sw_bview *v, struct sw_brule *dst,
+                               const struct sw_brule *src);
 /** Take the state's lock as a call does (repairing after a dead owner), or give up: for a
  * caller that changes what decisions read under it (the binding's update()).
  * @return SW_OK (held: sw_bview_unlock it) or SW_EBUSY (gave up: not held) */
@@ -180,8 +195,15 @@ void sw_bview_unlock(const struct sw_bview *v);
 /** Admission: CLOSED passes (no lock: one atomic load); OPEN refuses until next_ns, then
  * lets exactly one caller through as the probe (OPEN -> HALF_OPEN); HALF_OPEN refuses (a
  * shared state's probe held by a dead process, or by no process, is cancelled first, checked
- * at most every 100 ms, and the caller may probe). A next_ns further than now + this view's
- * recovery (damage) is brought back to it.
+ * at most every 100 ms, and the caller may probe). A next_ns further than opened_ns (or now,
+ * when earlier) + this view's recovery is brought back to it (damage; a shorter recovery of
+ * this process).
+ *
+ * Probe timeout (every call that decides: try_pass, record, cancel): a HALF_OPEN probe
+ * silent for this view's probe_timeout_ns counts as failed: OPEN again, opened at its
+ * deadline (probe_ns + probe_timeout_ns) for the recovery time, whenever a call notices; its
+ * outcome, when it comes, decides nothing (its ticket is of a past period; a bare record
+ * meets OPEN). A probe_ns later than now (damage) is brought back to now.
  * @param now_ns the time, or SW_NOW (the coarse clock, sw_time_coarse_ns, read under the
  *        lock: every time of a breaker is on it)
  * @param ticket receives the ticket of an admitted call (for record / cancel)
@@ -197,24 +219,35 @@ int sw_breaker_pass_ticket(const struct sw_bview *v, int64_t now_ns, uint64_t *t
  * the ticket is current (or SW_BRK_ANY): HALF_OPEN: an error or a slow call reopens
  * (next = now + recovery), else closes and empties the window; CLOSED: with total >=
  * min_requests and the grade's value > threshold (slow ratio: or == 1.0 == threshold), opens.
+ * A timed-out probe is reopened first (see sw_breaker_try_pass).
  * @param rt_ms the response time (>= 0, finite)
  * @return SW_OK, or SW_EINVAL for a bad rt_ms, SW_EBUSY when it gave up (nothing done) */
 int sw_breaker_record(const struct sw_bview *v, double rt_ms, bool error, uint64_t ticket,
                       int64_t now_ns, struct sw_brk_changes *chg);
+/** sw_breaker_record for a call that ran past its caller's time limit (call_timeout_s): an
+ * error, slow for the slow grade whatever its RT, and counted in SW_BRK_T_TIMED_OUT. */
+int sw_breaker_record_timeout(const struct sw_bview *v, double rt_ms, uint64_t ticket,
+                              int64_t now_ns, struct sw_brk_changes *chg);
 /** An admitted call that did not run: when it is the probe (its ticket, or SW_BRK_ANY while
- * HALF_OPEN with a probe the bare sw_breaker_try_pass admitted), HALF_OPEN -> OPEN with next_ns unchanged (Sentinel #1638), so the next caller
- * probes at once; otherwise nothing.
+ * HALF_OPEN with a probe the bare sw_breaker_try_pass admitted), HALF_OPEN -> OPEN with
+ * next_ns unchanged (Sentinel #1638), so the next caller probes at once; otherwise nothing
+ * (a probe that timed out by now_ns is reopened for the recovery time instead, and the
+ * cancel decides nothing).
+ * @param now_ns the time (SW_NOW: the coarse clock), for the probe timeout
  * @return 1 when a probe was cancelled, 0 when not, SW_EBUSY when it gave up (nothing done) */
-int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, struct sw_brk_changes *chg);
+int sw_breaker_cancel(const struct sw_bview *v, uint64_t ticket, int64_t now_ns,
+                      struct sw_brk_changes *chg);
 
 /** The state now (no lock). */
 static inline int sw_breaker_state(const struct sw_bview *v)
 {
     return (int)(atomic_load_explicit(&v->st->word, memory_order_acquire) & 3u);
 }
-/** ns until a probe may pass: -1 when CLOSED, max(0, next - now) when OPEN, the recovery
- * time when HALF_OPEN (a probe is out; if it fails, that long); never more than the recovery
- * time. @return SW_OK or SW_EBUSY (gave up; *out is -1) */
+/** ns until a probe may pass, as the next sw_breaker_try_pass at now_ns would meet it: -1
+ * when CLOSED, max(0, next - now) when OPEN (next bounded as try_pass bounds it), the recovery
+ * time when HALF_OPEN (a probe is out; if it fails, that long), or, when the probe timed out
+ * by now, the wait left of the open period its timeout began. Changes nothing.
+ * @return SW_OK or SW_EBUSY (gave up; *out is -1) */
 int sw_breaker_retry_ns(const struct sw_bview *v, int64_t now_ns, int64_t *out);
 
 struct sw_brk_stats {

@@ -1,13 +1,16 @@
 """Circuit breaking: ``Breaker`` (Sentinel's degrade rules on the window) and
 ``BreakerOpenError``.
 
-The decisions are the C core's (``sw_breaker``): admission, outcomes, the trip and the one
-probe each happen in one critical section. This module adds what is Python: the entry (sync
-and ``async with``), the decorator (Limiter's, over ``entry()``), which exceptions count as
-errors, and the listeners, which the C base calls through ``_notify`` once the core's lock
-is released.
+The decisions are the C core's (``sw_breaker``): admission, outcomes, the trip, the one
+probe and its timeout each happen in one critical section. This module adds what is Python:
+the entry (sync and ``async with``, with its ``call_timeout_s``), the decorator (Limiter's,
+over ``entry()``), which exceptions count as errors, and the listeners, which the C base
+calls through ``_notify`` once the core's lock is released.
 """
+import asyncio
+import inspect
 import logging
+import math
 import time
 from typing import (Any, Callable, List, Optional, Tuple, Type, TypeVar, Union, cast,
                     overload)
@@ -18,6 +21,9 @@ from ._limiter import _MISSING, _check_on_block, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
 Listener = Callable[[str, str, Optional[float]], Any]
+ErrorClasses = Tuple[Type[BaseException], ...]
+ErrorPredicate = Callable[[BaseException], bool]
+Errors = Union[ErrorClasses, ErrorPredicate]
 
 _log = logging.getLogger("slidewin")
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
@@ -44,14 +50,16 @@ class BreakerOpenError(_core.BlockedError):
         return (type(self), self.args, state)
 
 
-def _check_errors(errors: Any) -> Tuple[Type[BaseException], ...]:
+def _check_errors(errors: Any) -> Errors:
     if isinstance(errors, type):
         errors = (errors,)
+    elif not isinstance(errors, tuple) and callable(errors):
+        return cast(ErrorPredicate, errors)  # fn(exc) -> bool: True for a failure
     if not isinstance(errors, tuple) or not all(
         isinstance(e, type) and issubclass(e, BaseException) for e in errors
     ):
-        raise TypeError("errors must be an exception class or a tuple of exception classes, "
-                        "not %r" % (errors,))
+        raise TypeError("errors must be an exception class, a tuple of exception classes or "
+                        "a predicate fn(exc) -> bool, not %r" % (errors,))
     for e in errors:
         if not issubclass(e, Exception) or issubclass(e, _core.BlockedError):
             # a BaseException that is not an Exception (KeyboardInterrupt, CancelledError)
@@ -62,6 +70,59 @@ def _check_errors(errors: Any) -> Tuple[Type[BaseException], ...]:
     return errors
 
 
+def _check_call_timeout(value: Any) -> Optional[float]:
+    """call_timeout_s: None, or seconds > 0 (inf, or an int beyond a double: None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("call_timeout_s must be None or a number of seconds > 0, not %s"
+                        % type(value).__name__)
+    if not value > 0:  # NaN included
+        raise ValueError("call_timeout_s must be None or a number of seconds > 0, got %r"
+                         % (value,))
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return None if math.isinf(seconds) else seconds
+
+
+def _name_of(fn: Any) -> str:
+    return str(getattr(fn, "__name__", None) or repr(fn))
+
+
+class _Deadline:
+    """call_timeout_s for an ``async with`` entry: cancels the task running the body at the
+    deadline, as ``asyncio.timeout()`` does, and tells its exit whether that cancel is the
+    one to turn into ``TimeoutError`` (no other cancel of the task pending)."""
+
+    __slots__ = ("_task", "_handle", "_cancelling", "fired", "_settled", "_ours")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: "asyncio.Task[Any]",
+                 seconds: float) -> None:
+        self._task = task
+        self._cancelling = task.cancelling() if hasattr(task, "cancelling") else 0
+        self.fired = False
+        self._settled = False
+        self._ours = False
+        self._handle = loop.call_later(seconds, self._fire)
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._task.cancel()
+
+    def settle(self) -> bool:
+        """Stop the timer (once; an exit retried asks again): whether it cancelled the body
+        and no other cancel of the task is pending."""
+        if not self._settled:
+            self._settled = True
+            self._handle.cancel()
+            if self.fired:
+                uncancel = getattr(self._task, "uncancel", None)  # 3.11+
+                self._ours = uncancel is None or uncancel() <= self._cancelling
+        return self._ours
+
+
 class _BreakerEntry:
     """One protected call: ``with br.entry():`` / ``async with br.entry():``.
 
@@ -69,15 +130,22 @@ class _BreakerEntry:
     an ``Exception`` that is not one of ``errors``: a success; one of ``errors``: an error
     (it propagates); a ``BlockedError`` (a limit nested inside refused) or a
     ``BaseException`` that is not an ``Exception`` (``CancelledError``,
-    ``KeyboardInterrupt``, a generator's close): a cancel, which gives a probe back.
+    ``KeyboardInterrupt``, a generator's close): a cancel, which gives a probe back. With
+    ``call_timeout_s``: a call that ran longer is a failure (timed out), however it ended but
+    by a cancel; an ``async with`` body still running then is cancelled, and the exit raises
+    ``TimeoutError`` in place of that ``CancelledError``. ``timed``: whether ``async with``
+    may cancel the body (not for an async generator's iteration: its consumer runs between
+    the items, in the same task).
     """
 
-    __slots__ = ("_br", "_ticket", "_start")
+    __slots__ = ("_br", "_ticket", "_start", "_deadline", "_timed")
 
-    def __init__(self, br: "Breaker") -> None:
+    def __init__(self, br: "Breaker", timed: bool = True) -> None:
         self._br = br
         self._ticket: Optional[int] = None
         self._start = 0
+        self._deadline: Optional[_Deadline] = None
+        self._timed = timed
 
     def __enter__(self) -> "_BreakerEntry":
         if self._ticket is not None:
@@ -95,19 +163,51 @@ class _BreakerEntry:
         if ticket is None:
             raise RuntimeError("exit of a breaker entry that is not entered")
         br = self._br
+        rt = (_monotonic_ns() - self._start) / 1e6
+        deadline = self._deadline
+        interrupted = deadline is not None and deadline.settle()
+        limit = br._call_timeout_ms
+        cancel = et is not None and (issubclass(et, _core.BlockedError) or
+                                     not issubclass(et, Exception))
         # the ticket is given up only once the core took the outcome: an exit whose wait for
         # a shared region's lock gave up (OSError) stays entered and may be retried
+        if ((deadline is not None and deadline.fired) or
+                (not cancel and limit is not None and rt > limit)):
+            br._record_timeout(ticket, rt)  # still running at call_timeout_s: a failure
+            self._ticket = None
+            self._deadline = None
+            if interrupted and et is not None and issubclass(et, asyncio.CancelledError):
+                raise TimeoutError("the call ran past its breaker's call_timeout_s=%g s"
+                                   % (br._call_timeout_s or 0.0)) from ev
+            return
         if et is None:
-            br._record(ticket, (_monotonic_ns() - self._start) / 1e6, False)
-        elif issubclass(et, _core.BlockedError) or not issubclass(et, Exception):
+            br._record(ticket, rt, False)
+        elif cancel:
             br._cancel(ticket)
         else:
-            br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
-                       issubclass(et, br._errors))
+            try:
+                error = br._is_failure(et, ev)
+            except BaseException:  # KeyboardInterrupt in the predicate: the call is given up
+                br._cancel(ticket)
+                self._ticket = None
+                self._deadline = None
+                raise
+            br._record(ticket, rt, error)
         self._ticket = None
+        self._deadline = None
 
     async def __aenter__(self) -> "_BreakerEntry":
-        return self.__enter__()
+        self.__enter__()
+        seconds = self._br._call_timeout_s
+        if seconds is not None and self._timed:
+            try:
+                loop = asyncio.get_running_loop()
+                task = asyncio.current_task()
+            except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
+                task = None
+            if task is not None:
+                self._deadline = _Deadline(loop, task, seconds)
+        return self
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
         self.__exit__(et, ev, tb)
@@ -118,25 +218,32 @@ class Breaker(_core.Breaker, Admission):
 
     Breaker(*, error_ratio=None, error_count=None, slow_rt_ms=None, slow_ratio=1.0,
             min_requests=5, recovery_s=10, interval_ms=1000, sample_count=1,
-            errors=(Exception,), shared=None, name=None, on_block=None)
+            errors=(Exception,), probe_timeout_s=60, call_timeout_s=None, shared=None,
+            name=None, on_block=None)
 
     Exactly one grade: ``error_ratio`` (opens when more than that share of the window's
     calls failed), ``error_count`` (more than that many failed), ``slow_rt_ms`` with
     ``slow_ratio`` (more than that share took longer than slow_rt_ms; a ratio of 1.0 also
     opens when every call was slow). Never below ``min_requests`` calls in the window.
     Open, it refuses every call for ``recovery_s``, then lets exactly one through (the
-    probe, half-open): its success closes the breaker, its failure reopens it.
+    probe, half-open): its success closes the breaker, its failure reopens it; a probe silent
+    for ``probe_timeout_s`` (None: for ever) has failed.
 
     ``with br.entry():``, ``async with br.entry():`` and ``@br`` run calls through it
     (``BreakerOpenError`` when refused; ``on_block(error, *args, **kwargs)`` instead, for
     the decorator, when given); ``try_pass()`` / ``record()`` / ``cancel()`` are the bare
-    pair. ``errors``: the exceptions that count as failures (others count as successes).
+    pair. ``errors``: the exceptions that count as failures (others count as successes),
+    or a predicate ``fn(exc) -> bool``. ``call_timeout_s``: a call running longer is a
+    failure; an ``async with`` body or a decorated coroutine still running then is
+    cancelled and raises ``TimeoutError``.
     """
 
-    __slots__ = ("_errors", "_listeners", "_on_block")
-    _errors: Tuple[Type[BaseException], ...]
+    __slots__ = ("_errors", "_listeners", "_on_block", "_call_timeout_s", "_call_timeout_ms")
+    _errors: Errors
     _listeners: List[Listener]
     _on_block: Optional[Callable[..., Any]]
+    _call_timeout_s: Optional[float]
+    _call_timeout_ms: Optional[float]
 
     def __new__(
         cls,
@@ -149,49 +256,89 @@ class Breaker(_core.Breaker, Admission):
         recovery_s: float = 10,
         interval_ms: int = 1000,
         sample_count: int = 1,
-        errors: Union[Type[BaseException], Tuple[Type[BaseException], ...]] = (Exception,),
+        errors: Union[Type[BaseException], ErrorClasses, ErrorPredicate] = (Exception,),
+        probe_timeout_s: Optional[float] = 60,
+        call_timeout_s: Optional[float] = None,
         shared: Union[None, bool, str] = None,
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Breaker":
         checked = _check_errors(errors)
         handler = _check_on_block(on_block)
+        call_timeout = _check_call_timeout(call_timeout_s)
         self = cast("Breaker", super().__new__(
             cls, error_ratio=error_ratio, error_count=error_count, slow_rt_ms=slow_rt_ms,
             slow_ratio=slow_ratio, min_requests=min_requests, recovery_s=recovery_s,
-            interval_ms=interval_ms, sample_count=sample_count, shared=shared, name=name))
+            probe_timeout_s=probe_timeout_s, interval_ms=interval_ms,
+            sample_count=sample_count, shared=shared, name=name))
         self._errors = checked
         self._listeners = []
         self._on_block = handler
+        self._set_call_timeout(call_timeout)
         return self
 
     @property
-    def errors(self) -> Tuple[Type[BaseException], ...]:
-        """The exception classes that count as failures."""
+    def errors(self) -> Errors:
+        """What counts as a failure: a tuple of exception classes, or the predicate
+        ``fn(exc) -> bool``."""
         return self._errors
+
+    @property
+    def call_timeout_s(self) -> Optional[float]:
+        """Seconds a call may run before it counts as a failure (an async one is cancelled
+        and raises ``TimeoutError``), or None."""
+        return self._call_timeout_s
+
+    def _set_call_timeout(self, seconds: Optional[float]) -> None:
+        self._call_timeout_s = seconds
+        self._call_timeout_ms = None if seconds is None else seconds * 1e3
+
+    def _is_failure(self, et: Type[BaseException], ev: Optional[BaseException]) -> bool:
+        """Whether an ``Exception`` that ended a call is a failure: one of the classes, or
+        the predicate's answer (a predicate that raises: a failure, logged)."""
+        errors = self._errors
+        if isinstance(errors, tuple):
+            return issubclass(et, errors)
+        try:
+            return bool(errors(cast(BaseException, ev)))
+        except Exception:
+            _log.exception("slidewin: the errors predicate %s of a Breaker raised on %r; "
+                           "counted as a failure", _name_of(errors), ev)
+            return True
 
     def __repr__(self) -> str:
         text = super().__repr__()
-        if self._errors != (Exception,):
-            names = ", ".join(e.__name__ for e in self._errors)
-            text = "%s, errors=(%s%s))" % (text[:-1], names, "," if len(self._errors) == 1
-                                           else "")
+        if self._call_timeout_s is not None:
+            text = "%s, call_timeout_s=%r)" % (text[:-1], self._call_timeout_s)
+        errors = self._errors
+        if not isinstance(errors, tuple):
+            text = "%s, errors=%s)" % (text[:-1], _name_of(errors))
+        elif errors != (Exception,):
+            names = ", ".join(e.__name__ for e in errors)
+            text = "%s, errors=(%s%s))" % (text[:-1], names, "," if len(errors) == 1 else "")
         return text
 
     def update(self, **settings: Any) -> None:
         """Change the settings in place: error_ratio, error_count, slow_rt_ms, slow_ratio,
-        min_requests, recovery_s (one of the first three switches the grade), errors,
-        on_block. The state and the window are kept. An invalid value raises
+        min_requests, recovery_s (one of the first three switches the grade),
+        probe_timeout_s, call_timeout_s, errors, on_block. The state and the window are
+        kept; a new recovery_s moves the next probe of an open breaker at once to when it
+        opened + recovery_s (on a shared region, for every process), and a new
+        probe_timeout_s applies to the probe out. An invalid value raises
         ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and
         name cannot change (ValueError). On a shared region it changes this process's
         settings."""
         errors = settings.pop("errors", _MISSING)
         on_block = settings.pop("on_block", _MISSING)
+        call_timeout = settings.pop("call_timeout_s", _MISSING)
         checked = self._errors if errors is _MISSING else _check_errors(errors)
         handler = self._on_block if on_block is _MISSING else _check_on_block(on_block)
+        seconds = (self._call_timeout_s if call_timeout is _MISSING
+                   else _check_call_timeout(call_timeout))
         super().update(**settings)
         self._errors = checked
         self._on_block = handler
+        self._set_call_timeout(seconds)
 
     # -- listeners -------------------------------------------------------------------------
 
@@ -253,7 +400,28 @@ class Breaker(_core.Breaker, Admission):
 
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING) -> Any:
         """Decorate a function as Limiter does: each call (each iteration of a generator)
-        runs inside ``self.entry()``; sync and async functions and generators."""
+        runs inside ``self.entry()``; sync and async functions and generators. With
+        ``call_timeout_s``, a coroutine still running then is cancelled and raises
+        ``TimeoutError``; any other kind is counted as a failure when it ends."""
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
+        if inspect.isasyncgenfunction(func):
+            # its consumer runs between the items, in the same task: never cancelled
+            wrapper = _decorate_entries(_UntimedEntries(self), "Breaker", func, on_block)
+            wrapper.limiter = self
+            return wrapper
         return _decorate_entries(self, "Breaker", func, on_block)
+
+
+class _UntimedEntries:
+    """What the decorator of an async generator enters: the breaker's entries without the
+    cancel at call_timeout_s (the generator's iteration spans its consumer's code)."""
+
+    __slots__ = ("_br", "_on_block")
+
+    def __init__(self, br: Breaker) -> None:
+        self._br = br
+        self._on_block = br._on_block
+
+    def entry(self) -> _BreakerEntry:
+        return _BreakerEntry(self._br, False)

@@ -411,6 +411,16 @@ def test_update_keeps_the_state_and_window():
     (dict(error_ratio=0.5, errors=(ValueError, BlockedError)), ValueError, "errors"),
     (dict(error_ratio=0.5, name=""), ValueError, "name"),
     (dict(error_ratio=0.5, bogus=1), TypeError, "bogus"),
+    (dict(error_ratio=0.5, probe_timeout_s=0), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=-1), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=float("nan")), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=-10**400), ValueError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s="60"), TypeError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, probe_timeout_s=True), TypeError, "probe_timeout_s"),
+    (dict(error_ratio=0.5, call_timeout_s=0), ValueError, "call_timeout_s"),
+    (dict(error_ratio=0.5, call_timeout_s="2"), TypeError, "call_timeout_s"),
+    (dict(error_ratio=0.5, errors=3), TypeError, "errors"),
+    (dict(error_ratio=0.5, errors=int), TypeError, "errors"),
 ])
 def test_bad_configuration_names_the_parameter(kw, exc, param):
     with pytest.raises(exc, match=param):
@@ -574,13 +584,16 @@ def test_exactly_one_probe_among_200_asyncio_tasks_repeated():
 
 
 class BreakerModel:
-    """The states, tickets and a tumbling window (sample_count=1), in Python."""
+    """The states, tickets, the probe's timeout and a tumbling window (sample_count=1), in
+    Python."""
 
-    def __init__(self, grade, threshold, slow_rt_ms, min_requests, recovery_ns, interval_ms):
+    def __init__(self, grade, threshold, slow_rt_ms, min_requests, recovery_ns, interval_ms,
+                 probe_timeout_ns=None):
         self.grade, self.threshold, self.slow_rt_ms = grade, threshold, slow_rt_ms
         self.min_requests, self.recovery_ns, self.interval_ms = (min_requests, recovery_ns,
                                                                  interval_ms)
-        self.state, self.gen, self.next_ns = "closed", 0, 0
+        self.probe_timeout_ns = probe_timeout_ns  # None: for ever
+        self.state, self.gen, self.next_ns, self.opened_ns, self.probe_ns = "closed", 0, 0, 0, 0
         self.probe_bare = False
         self.bucket, self.counts = None, [0, 0, 0]
 
@@ -597,11 +610,30 @@ class BreakerModel:
         if start != self.bucket:
             self.bucket, self.counts = start, [0, 0, 0]
 
+    def _open(self, t):
+        self.opened_ns, self.next_ns = t, t + self.recovery_ns
+        self._move("open")
+
+    def expire(self, t):
+        """A probe silent for probe_timeout_ns failed: open, from its deadline."""
+        if self.state == "half_open" and self.probe_timeout_ns is not None:
+            deadline = self.probe_ns + self.probe_timeout_ns
+            if t >= deadline:
+                self._open(deadline)
+
+    def set_recovery(self, recovery_ns):
+        if recovery_ns != self.recovery_ns and self.state == "open":
+            self.next_ns = self.opened_ns + recovery_ns  # the next probe moves at once
+        self.recovery_ns = recovery_ns
+
     def try_pass(self, t, bare=False):
+        self.expire(t)
         if self.state == "closed":
             return self.ticket()
+        if self.state == "open":
+            self.next_ns = min(self.next_ns, min(self.opened_ns, t) + self.recovery_ns)
         if self.state == "open" and t >= self.next_ns:
-            self.probe_bare = bare
+            self.probe_bare, self.probe_ns = bare, t
             self._move("half_open")
             return self.ticket()
         return None
@@ -612,14 +644,14 @@ class BreakerModel:
         self.counts[0] += 1
         self.counts[1] += error
         self.counts[2] += slow
+        self.expire(t)
         if ticket is not None and ticket != self.ticket():
             return
         if ticket is None and self.state == "half_open" and not self.probe_bare:
             return  # a bare record() decides only a probe that a bare try_pass() let through
         if self.state == "half_open":
             if error or slow:
-                self.next_ns = t + self.recovery_ns
-                self._move("open")
+                self._open(t)
             else:
                 self.bucket, self.counts = None, [0, 0, 0]
                 self._move("closed")
@@ -629,11 +661,12 @@ class BreakerModel:
                 return
             value = {"ratio": errors / total, "count": errors, "slow": slows / total}[self.grade]
             if value > self.threshold or (self.grade == "slow" and value == 1.0 == self.threshold):
-                self.next_ns = t + self.recovery_ns
-                self._move("open")
+                self._open(t)
 
-    def cancel(self, ticket):
-        # the bare cancel gives back only a probe the bare try_pass admitted
+    def cancel(self, ticket, t):
+        # the bare cancel gives back only a probe the bare try_pass admitted; a probe past
+        # its timeout has failed already
+        self.expire(t)
         if self.state == "half_open" and (ticket == self.ticket() or
                                           (ticket is None and self.probe_bare)):
             self._move("open")
@@ -647,10 +680,13 @@ class BreakerMachine(RuleBasedStateMachine):
     @initialize(grade=st.sampled_from(["ratio", "count", "slow"]),
                 ratio=st.sampled_from([0.0, 0.25, 0.5, 1.0]), count=st.integers(0, 3),
                 min_requests=st.integers(0, 4), recovery_ms=st.sampled_from([0, 10, 100]),
-                interval_ms=st.sampled_from([50, 100, 1000]))
-    def setup(self, grade, ratio, count, min_requests, recovery_ms, interval_ms):
+                interval_ms=st.sampled_from([50, 100, 1000]),
+                probe_timeout_ms=st.sampled_from([None, 60_000, 100, 1000]))
+    def setup(self, grade, ratio, count, min_requests, recovery_ms, interval_ms,
+              probe_timeout_ms):
         kw = dict(min_requests=min_requests, recovery_s=recovery_ms / 1000,
-                  interval_ms=interval_ms)
+                  interval_ms=interval_ms,
+                  probe_timeout_s=None if probe_timeout_ms is None else probe_timeout_ms / 1000)
         if grade == "ratio":
             self.br, threshold = Breaker(error_ratio=ratio, **kw), ratio
         elif grade == "count":
@@ -658,7 +694,8 @@ class BreakerMachine(RuleBasedStateMachine):
         else:
             self.br, threshold = Breaker(slow_rt_ms=20, slow_ratio=ratio, **kw), ratio
         self.model = BreakerModel(grade, threshold, 20, min_requests, recovery_ms * MS,
-                                  interval_ms)
+                                  interval_ms,
+                                  None if probe_timeout_ms is None else probe_timeout_ms * MS)
         self.t = 10 * S
         self.open_calls = []  # (real ticket, model ticket)
 
@@ -685,9 +722,10 @@ class BreakerMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 100))
     def cancel(self, i):
         real, model = self.open_calls.pop(i % len(self.open_calls))
-        assert self.br._cancel(real) == (self.model.state == "half_open" and
-                                          model == self.model.ticket())
-        self.model.cancel(model)
+        self.model.expire(self.t)
+        assert self.br._cancel(real, self.t) == (self.model.state == "half_open" and
+                                                  model == self.model.ticket())
+        self.model.cancel(model, self.t)
 
     @rule()
     def bare_try_pass(self):
@@ -701,8 +739,33 @@ class BreakerMachine(RuleBasedStateMachine):
 
     @rule()
     def bare_cancel(self):
-        self.br.cancel()
-        self.model.cancel(None)
+        self.br.cancel(now_ns=self.t)
+        self.model.cancel(None, self.t)
+
+    @rule(recovery_ms=st.sampled_from([0, 10, 100, 1000]))
+    def update_recovery(self, recovery_ms):
+        self.br.update(recovery_s=recovery_ms / 1000)
+        self.model.set_recovery(recovery_ms * MS)
+
+    @invariant()
+    def same_retry_after(self):
+        if not hasattr(self, "br"):
+            return
+        m = self.model
+        if m.state == "closed":
+            want = None
+        elif m.state == "half_open" and (m.probe_timeout_ns is None or
+                                         self.t < m.probe_ns + m.probe_timeout_ns):
+            want = m.recovery_ns
+        else:
+            if m.state == "half_open":  # timed out: what the next caller meets
+                opened = m.probe_ns + m.probe_timeout_ns
+                nxt = opened + m.recovery_ns
+            else:
+                nxt = min(m.next_ns, min(m.opened_ns, self.t) + m.recovery_ns)
+            want = min(max(0, nxt - self.t), m.recovery_ns)
+        got = self.br.retry_after(now_ns=self.t)
+        assert got == (None if want is None else want / 1e9)
 
     @invariant()
     def same_state(self):
@@ -764,7 +827,7 @@ def test_shared_exactly_one_probe_among_4_processes_repeated(shm_name):
             if r % 2:
                 br.record(1, error=True, now_ns=t0 + (r + 1) * S)  # another process's probe
             else:
-                br.cancel()
+                br.cancel(now_ns=t0 + (r + 1) * S)
             assert br.state == "open"
             barrier.wait(30)
     finally:
@@ -828,7 +891,7 @@ def _state_offset(path):
     ("magic", 0, b"\0\0\0\0"),
     ("size", 4, b"\1\0\0\0"),
     ("state word", 24, (3).to_bytes(8, "little")),
-    ("ring", 8 * 16 + 16, (99).to_bytes(4, "little")),
+    ("ring", None, (99).to_bytes(4, "little")),  # the ring's window_ms
 ])
 def test_a_crafted_shared_region_is_refused(shm_name, field, offset, value):
     Breaker(error_ratio=0.5, shared=shm_name)
@@ -836,6 +899,9 @@ def test_a_crafted_shared_region_is_refused(shm_name, field, offset, value):
     path = os.path.join(os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm"), "slidewin-" + shm_name)
     off = _state_offset(path)
     with open(path, "r+b") as f:
+        if offset is None:
+            f.seek(off + 8)
+            offset = struct.unpack("<I", f.read(4))[0] + 8  # off_leap: the ring's window_ms
         f.seek(off + offset)
         f.write(value)
     with pytest.raises(ValueError):
@@ -1508,3 +1574,416 @@ def test_a_late_bare_record_does_not_decide_an_entrys_probe():
     assert br.state == "half_open"
     e.__exit__(RuntimeError, RuntimeError("still down"), None)
     assert br.state == "open"              # the probe's failure reopens it
+
+
+# -- update() while open; a probe that never reports; a caller's time limit; errors= -------
+
+
+def test_update_shorter_recovery_moves_next_probe_at_once():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=60)
+    br.record(1, error=True, now_ns=1 * S)          # open until 61 s
+    br.update(recovery_s=5)
+    assert br.retry_after(now_ns=3 * S) == 3.0
+    assert not br.try_pass(now_ns=3 * S)            # refused ...
+    assert br.retry_after(now_ns=3 * S) == 3.0      # ... and told the same wait, not 5 s more
+    assert br.try_pass(now_ns=6 * S) and br.state == "half_open"
+
+
+def test_update_longer_recovery_moves_next_probe_later():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=5)
+    br.record(1, error=True, now_ns=1 * S)          # open until 6 s
+    br.update(recovery_s=30)
+    assert br.retry_after(now_ns=3 * S) == 28.0
+    assert not br.try_pass(now_ns=6 * S)
+    assert br.try_pass(now_ns=31 * S)
+
+
+def test_update_of_other_settings_leaves_the_next_probe():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=5)
+    br.record(1, error=True, now_ns=1 * S)
+    assert br.try_pass(now_ns=6 * S)
+    br.cancel(now_ns=6 * S)                         # given back: the next caller probes at once
+    br.update(min_requests=2)
+    assert br.retry_after(now_ns=7 * S) == 0.0
+    assert br.try_pass(now_ns=7 * S)
+
+
+def test_shared_update_shorter_recovery_moves_next_probe_for_every_process(shm_name):
+    a = Breaker(error_count=0, min_requests=1, recovery_s=60, shared=shm_name)
+    b = Breaker(error_count=0, min_requests=1, recovery_s=60, shared=shm_name)  # a worker
+    a.record(1, error=True, now_ns=1 * S)           # open until 61 s
+    a.update(recovery_s=5)                          # moves the region's next probe
+    assert b.retry_after(now_ns=3 * S) == 3.0
+    assert not b.try_pass(now_ns=3 * S)
+    assert b.try_pass(now_ns=6 * S)
+
+
+def test_probe_timeout_defaults_to_60_s_then_the_silent_probe_failed():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10)
+    assert br.probe_timeout_s == 60.0
+    br.record(1, error=True, now_ns=1 * S)          # open until 11 s
+    assert br.try_pass(now_ns=11 * S)               # the probe, never heard of again
+    assert not br.try_pass(now_ns=70 * S)           # 59 s silent: still out
+    assert not br.try_pass(now_ns=71 * S)           # 60 s: failed, open again until 81 s
+    assert br.state == "open"
+    assert br.try_pass(now_ns=81 * S) and br.state == "half_open"
+
+
+def test_a_silent_probe_times_out_and_reopens_for_recovery_s():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30)
+    seen = []
+    br.on_change(lambda old, new, value: seen.append((old, new, value)))
+    br.record(1, error=True, now_ns=1 * S)          # open until 11 s
+    assert br.try_pass(now_ns=11 * S)
+    assert br.retry_after(now_ns=40 * S) == 10.0    # the probe is out: recovery_s if it fails
+    assert br.retry_after(now_ns=45 * S) == 6.0     # it failed at 41 s: open until 51 s
+    assert not br.try_pass(now_ns=45 * S)
+    assert br.state == "open"
+    assert seen[-1] == ("half_open", "open", 1.0)   # a failed probe
+    assert not br.try_pass(now_ns=50 * S)
+    assert br.try_pass(now_ns=51 * S) and br.state == "half_open"
+    t = br.totals()
+    assert (t["probes_timed_out"], t["cancelled"], t["probes"]) == (1, 0, 2)
+
+
+def test_a_late_bare_record_after_a_probe_timeout_does_not_close_it():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30)
+    br.record(1, error=True, now_ns=1 * S)
+    assert br.try_pass(now_ns=11 * S)               # a bare probe
+    br.record(5, now_ns=45 * S)                     # its success, after its timeout
+    assert br.state == "open"
+    assert br.retry_after(now_ns=45 * S) == 6.0     # failed at 41 s, not closed
+    br.cancel(now_ns=46 * S)                        # nor does a late cancel make it probe now
+    assert br.retry_after(now_ns=46 * S) == 5.0
+    assert br.stats(now_ns=45 * S)["total"] == 1    # the late outcome is counted
+
+
+def test_a_late_entry_outcome_after_a_probe_timeout_changes_no_state():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30)
+    br.record(1, error=True, now_ns=1 * S)
+    ticket = br._pass(now_ns=11 * S)                # what an entry holds: the probe's ticket
+    assert ticket is not None
+    assert br.try_pass(now_ns=51 * S)               # timed out at 41 s; this caller probes
+    br._record(ticket, 5, False, 52 * S)            # the first probe's success, late
+    assert br.state == "half_open"                  # the second probe decides
+    assert not br._cancel(ticket, 52 * S)
+    assert br.state == "half_open"
+    br.record(1, error=True, now_ns=53 * S)
+    assert br.state == "open"
+
+
+def test_a_hung_entry_probe_times_out_on_the_real_clock():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, probe_timeout_s=0.05)
+    br.record(1, error=True)
+    probe = br.entry()
+    probe.__enter__()                               # the probe hangs
+    assert br.state == "half_open"
+    time.sleep(0.1)
+    assert br.try_pass()                            # it failed; this caller probes
+    probe.__exit__(None, None, None)                # the hung call returns: decides nothing
+    assert br.state == "half_open"
+    br.record(1)
+    assert br.state == "closed"
+
+
+def test_probe_timeout_none_waits_for_ever():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=None)
+    assert br.probe_timeout_s is None
+    br.record(1, error=True, now_ns=1 * S)
+    assert br.try_pass(now_ns=11 * S)
+    assert not br.try_pass(now_ns=2**62)
+    assert br.state == "half_open"
+    assert Breaker(error_ratio=0.5, probe_timeout_s=float("inf")).probe_timeout_s is None
+
+
+def test_update_probe_timeout_applies_to_the_probe_out():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=None)
+    br.record(1, error=True, now_ns=1 * S)
+    assert br.try_pass(now_ns=11 * S)
+    br.update(probe_timeout_s=5)
+    assert not br.try_pass(now_ns=16 * S)           # failed at 16 s: open until 26 s
+    assert br.state == "open"
+    assert br.try_pass(now_ns=26 * S)
+    with pytest.raises(ValueError, match="probe_timeout_s"):
+        br.update(probe_timeout_s=0)
+    with pytest.raises(TypeError, match="probe_timeout_s"):
+        br.update(probe_timeout_s="5")
+    assert br.probe_timeout_s == 5.0
+
+
+def test_shared_a_silent_probe_of_a_live_process_frees_the_host(shm_name):
+    a = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30,
+                shared=shm_name)
+    b = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30,
+                shared=shm_name)
+    a.record(1, error=True, now_ns=1 * S)
+    assert a.try_pass(now_ns=11 * S)                # a's probe: a lives on, never reports
+    assert not b.try_pass(now_ns=40 * S)
+    assert not b.try_pass(now_ns=41 * S)            # failed: open until 51 s
+    assert b.state == "open" and a.state == "open"
+    ticket = b._pass(now_ns=51 * S)                 # another worker probes
+    assert ticket is not None
+    a.record(1, now_ns=52 * S)                      # a's late bare record: not b's probe's
+    assert b.state == "half_open"
+    b._record(ticket, 1, False, 53 * S)
+    assert a.state == "closed"
+    assert a.totals()["probes_timed_out"] == 1
+
+
+async def _hung():
+    await asyncio.sleep(10)
+
+
+def test_call_timeout_turns_a_hung_async_call_into_a_timeout_failure():
+    br = Breaker(error_count=4, min_requests=1, call_timeout_s=0.01, interval_ms=60_000)
+
+    async def main():
+        for _ in range(5):
+            with pytest.raises(TimeoutError):
+                async with br.entry():
+                    await _hung()
+
+    asyncio.run(main())
+    assert br.state == "open"
+    t = br.totals()
+    assert (t["errors"], t["timed_out"]) == (5, 5)
+
+
+def test_call_timeout_on_a_decorated_coroutine_counts_whatever_errors_says():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01, errors=ValueError)
+
+    @br
+    async def fetch():
+        await _hung()
+
+    async def main():
+        with pytest.raises(TimeoutError) as err:
+            await fetch()
+        assert type(err.value) is TimeoutError     # the builtin one
+        assert "call_timeout_s" in str(err.value)
+
+    asyncio.run(main())
+    assert br.state == "open"
+
+
+def test_a_timed_out_call_is_slow_for_the_slow_grade():
+    br = Breaker(slow_rt_ms=60_000, slow_ratio=0.5, min_requests=1, call_timeout_s=0.01)
+
+    async def main():
+        with pytest.raises(TimeoutError):
+            async with br.entry():
+                await _hung()
+
+    asyncio.run(main())
+    s = br.stats()
+    assert (s["total"], s["errors"], s["slow"], br.state) == (1, 1, 1, "open")
+
+
+def test_a_timeout_outside_the_breaker_is_a_cancel_and_call_timeout_s_is_not():
+    br = Breaker(error_count=0, min_requests=1)
+    wrapped = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+
+    async def call(b):
+        async with b.entry():
+            await _hung()
+
+    async def main():
+        for b in (br, wrapped):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(call(b), 0.02 if b is br else 1)
+
+    asyncio.run(main())
+    assert br.state == "closed" and br.totals()["total"] == 0   # the caller's own timeout
+    assert wrapped.state == "open"
+
+
+def test_an_outer_cancel_of_a_call_with_call_timeout_s_stays_a_cancel():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=10)
+
+    async def main():
+        task = asyncio.create_task(_called(br))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert br.state == "closed" and br.totals()["total"] == 0
+
+
+async def _called(br):
+    async with br.entry():
+        await _hung()
+
+
+def test_call_timeout_leaves_a_call_that_finished_in_time_alone():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.3)
+
+    @br
+    async def quick():
+        return 7
+
+    async def main():
+        async with br.entry():
+            await asyncio.sleep(0)
+        got = await quick()
+        await asyncio.sleep(0.35)                   # past both deadlines: nothing cancelled
+        return got
+
+    assert asyncio.run(main()) == 7
+    assert br.state == "closed" and br.totals()["timed_out"] == 0
+
+
+def test_call_timeout_counts_a_sync_call_that_ran_longer_as_a_failure_when_it_returns():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+
+    @br
+    def slow():
+        time.sleep(0.03)
+        return "result"
+
+    assert slow() == "result"                       # not interrupted: the result stands
+    assert br.state == "open"
+    assert br.totals()["timed_out"] == 1
+
+
+def test_call_timeout_s_validation_update_and_repr():
+    br = Breaker(error_ratio=0.5, call_timeout_s=2)
+    assert br.call_timeout_s == 2.0
+    br.update(call_timeout_s=0.5)
+    assert br.call_timeout_s == 0.5
+    br.update(call_timeout_s=None)
+    assert br.call_timeout_s is None
+    for bad, exc in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError),
+                     ("1", TypeError), (True, TypeError)):
+        with pytest.raises(exc, match="call_timeout_s"):
+            br.update(call_timeout_s=bad)
+        with pytest.raises(exc, match="call_timeout_s"):
+            Breaker(error_ratio=0.5, call_timeout_s=bad)
+    assert br.call_timeout_s is None
+    assert Breaker(error_ratio=0.5, call_timeout_s=float("inf")).call_timeout_s is None
+    br = Breaker(error_ratio=0.5, probe_timeout_s=5, call_timeout_s=2, name="api")
+    assert repr(br) == ("Breaker(error_ratio=0.5, probe_timeout_s=5.0, name='api', "
+                        "call_timeout_s=2.0)")
+    assert "probe_timeout_s=None" in repr(Breaker(error_ratio=0.5, probe_timeout_s=None))
+
+
+class _HTTPError(Exception):
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+def test_errors_predicate_classifies_by_the_exception():
+    br = Breaker(error_count=1, min_requests=1, interval_ms=60_000,
+                 errors=lambda exc: getattr(exc, "status", 0) >= 500)
+    for status in (404, 429, 404):
+        with pytest.raises(_HTTPError):
+            with br.entry():
+                raise _HTTPError(status)
+    assert br.state == "closed" and br.stats()["errors"] == 0
+
+    @br
+    async def call(status):
+        raise _HTTPError(status)
+
+    for _ in range(2):
+        with pytest.raises(_HTTPError):
+            asyncio.run(call(503))
+    assert br.state == "open" and br.stats()["errors"] == 2
+
+
+def test_a_raising_errors_predicate_counts_a_failure_and_logs(caplog):
+    def broken(exc):
+        raise KeyError("no status")
+
+    br = Breaker(error_count=0, min_requests=1, errors=broken)
+    with caplog.at_level(logging.ERROR, logger="slidewin"):
+        with pytest.raises(ValueError, match="backend"):  # the call's own exception
+            with br.entry():
+                raise ValueError("backend")
+    assert br.state == "open"
+    assert "errors predicate" in caplog.text and "KeyError" in caplog.text
+
+
+def test_errors_predicate_never_sees_a_cancel_and_is_shown():
+    seen = []
+
+    def is_failure(exc):
+        seen.append(exc)
+        return True
+
+    br = Breaker(error_count=0, min_requests=1, errors=is_failure)
+    assert br.errors is is_failure
+    assert repr(br) == "Breaker(error_count=0, min_requests=1, errors=is_failure)"
+    with pytest.raises(BlockedError):
+        with br.entry():
+            raise BlockedError("a nested limit")
+    assert seen == [] and br.state == "closed"
+    br.update(errors=(OSError,))
+    assert br.errors == (OSError,)
+    with pytest.raises(TypeError, match="errors"):
+        br.update(errors=3)
+    with pytest.raises(TypeError, match="errors"):
+        Breaker(error_ratio=0.5, errors=int)
+    with pytest.raises(TypeError, match="errors"):
+        Breaker(error_ratio=0.5, errors=(ValueError, is_failure))
+
+
+def _take_the_probe_and_stay(name, ready):
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, probe_timeout_s=0.2, shared=name)
+    assert br.try_pass()                            # the probe: this process lives on, silent
+    ready.set()
+    time.sleep(600)
+
+
+@pytest.mark.procs
+def test_shared_a_live_process_silent_with_the_probe_does_not_block_the_host(shm_name):
+    ctx = mp.get_context("fork")
+    br = Breaker(error_count=0, min_requests=1, recovery_s=0, probe_timeout_s=0.2,
+                 shared=shm_name)
+    br.record(1, error=True)
+    ready = ctx.Event()
+    p = ctx.Process(target=_take_the_probe_and_stay, args=(shm_name, ready))
+    p.start()
+    try:
+        assert ready.wait(30)
+        assert br.state == "half_open"              # the live child holds the probe
+        time.sleep(0.3)
+        assert br.try_pass()                        # its probe timed out: this one probes
+        br.record(1)
+        assert br.state == "closed"
+        assert br.totals()["probes_timed_out"] == 1
+        assert p.is_alive()                         # not reaped: timed out
+    finally:
+        p.kill()
+        p.join(10)
+
+
+def test_call_timeout_never_cancels_an_async_generators_consumer():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+
+    @br
+    async def items():
+        for i in range(3):
+            yield i
+
+    async def main():
+        got = []
+        async for i in items():
+            got.append(i)
+            await asyncio.sleep(0.02)               # the consumer's own work, past the limit
+        return got
+
+    assert asyncio.run(main()) == [0, 1, 2]         # never cancelled
+    assert br.totals()["timed_out"] == 1            # the iteration ran longer: a failure
+    assert br.state == "open"
+
+
+def test_a_cancel_that_came_late_stays_a_cancel():
+    br = Breaker(error_count=0, min_requests=1, call_timeout_s=0.01)
+    with pytest.raises(BlockedError):
+        with br.entry():
+            time.sleep(0.03)
+            raise BlockedError("a nested limit refused, late")
+    assert br.state == "closed" and br.totals()["total"] == 0

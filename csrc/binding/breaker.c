@@ -24,7 +24,39 @@ static inline PyObject *bk_ref(PyObject *o)
 /* The settings keywords, constructor and update() alike (NULL: not given). */
 struct bk_args {
     PyObject *error_ratio, *error_count, *slow_rt_ms, *slow_ratio, *min_requests, *recovery_s;
+    PyObject *probe_timeout_s;
 };
+
+/* probe_timeout_s: None, or a number of seconds > 0 (inf, or an int beyond a double: for
+ * ever, as None). @return 0, or -1 with TypeError/ValueError naming it */
+static int bk_probe_timeout(PyObject *o, double *out)
+{
+    if (o == Py_None) {
+        *out = INFINITY;
+        return 0;
+    }
+    if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "probe_timeout_s must be None (wait for ever) or a number "
+                     "of seconds > 0, not %.100s", type_name_of(o));
+        return -1;
+    }
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear(); /* an int beyond a double: its sign decides */
+        int overflow = 0;
+        (void)PyLong_AsLongLongAndOverflow(o, &overflow);
+        v = overflow > 0 ? INFINITY : -INFINITY;
+    }
+    if (!(v > 0.0)) {
+        PyErr_Format(PyExc_ValueError, "probe_timeout_s must be None (wait for ever) or a "
+                     "number of seconds > 0, got %R", o);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
 
 /* Apply the given settings to cfg (grade switched when one of the three is given) and check
  * the whole. @return 0, or -1 with TypeError/ValueError naming the parameter */
@@ -77,6 +109,9 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
     if (a->recovery_s != NULL &&
         as_nonneg_double(a->recovery_s, "recovery_s", SW_BRK_MAX_RECOVERY_S,
                          &cfg->recovery_s) < 0)
+        return -1;
+    if (a->probe_timeout_s != NULL && bk_probe_timeout(a->probe_timeout_s,
+                                                       &cfg->probe_timeout_s) < 0)
         return -1;
     struct sw_cfg_error err;
     if (sw_breaker_check_ex(cfg, &err) != SW_OK) {
@@ -221,7 +256,7 @@ static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     struct sw_brk_changes chg;
-    int done = sw_breaker_cancel(&self->view, ticket, &chg);
+    int done = sw_breaker_cancel(&self->view, ticket, SW_NOW, &chg);
     if (GAVE_UP(done))
         (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after any cancel */
     else if (chg.n != 0)
@@ -270,7 +305,7 @@ static void bk_fork_child(struct fork_link *l)
     if (!self->is_shared) {
         uint64_t w = atomic_load_explicit(&self->view.st->word, memory_order_relaxed);
         if ((w & 3u) == SW_BRK_HALF_OPEN)
-            (void)sw_breaker_cancel(&self->view, w, &chg); /* told to nobody */
+            (void)sw_breaker_cancel(&self->view, w, SW_NOW, &chg); /* told to nobody */
     }
     bk_queue_reset(self);
 }
@@ -280,9 +315,9 @@ static void bk_fork_child(struct fork_link *l)
 static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"error_ratio", "error_count", "slow_rt_ms", "slow_ratio",
-                             "min_requests", "recovery_s", "interval_ms", "sample_count",
-                             "shared", "name", NULL};
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL};
+                             "min_requests", "recovery_s", "probe_timeout_s", "interval_ms",
+                             "sample_count", "shared", "name", NULL};
+    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
     PyObject *name = NULL;
     char path[4096];
@@ -291,10 +326,10 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOO:Breaker", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOO:Breaker", kwlist,
                                      &a.error_ratio, &a.error_count, &a.slow_rt_ms,
-                                     &a.slow_ratio, &a.min_requests, &a.recovery_s, &o_int,
-                                     &o_samp, &o_shared, &o_name))
+                                     &a.slow_ratio, &a.min_requests, &a.recovery_s,
+                                     &a.probe_timeout_s, &o_int, &o_samp, &o_shared, &o_name))
         return NULL;
     struct sw_breaker_cfg cfg;
     sw_breaker_cfg_default(&cfg);
@@ -476,12 +511,12 @@ static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_s
 static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    int64_t now = SW_NOW; /* accepted for symmetry: a cancel moves no time */
+    int64_t now = SW_NOW; /* the probe timeout: a probe silent past it is not cancelled */
     struct sw_brk_changes chg;
     if ((nargs != 0 || kwnames != NULL) &&
         parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
         return NULL;
-    if (GAVE_UP(sw_breaker_cancel(&self->view, SW_BRK_ANY, &chg)))
+    if (GAVE_UP(sw_breaker_cancel(&self->view, SW_BRK_ANY, now, &chg)))
         return bk_gave_up();
     FIRE(self, chg);
     Py_RETURN_NONE;
@@ -547,14 +582,44 @@ static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *arg
     Py_RETURN_NONE;
 }
 
-/* _cancel(ticket) -> whether the probe was cancelled */
-static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *arg)
+/* _record_timeout(ticket, rt_ms, now_ns=None): the ticket's call ran past call_timeout_s */
+static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs)
 {
     uint64_t ticket;
+    double rt;
+    int64_t now = SW_NOW;
     struct sw_brk_changes chg;
-    if (parse_ticket(arg, &ticket) < 0)
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "_record_timeout(ticket, rt_ms, now_ns=None)");
         return NULL;
-    int done = sw_breaker_cancel(&self->view, ticket, &chg);
+    }
+    if (parse_ticket(args[0], &ticket) < 0 || parse_rt(args[1], &rt) < 0 ||
+        (nargs == 3 && parse_now(args[2], &now) < 0))
+        return NULL;
+    int rc = sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg);
+    if (GAVE_UP(rc))
+        return bk_gave_up();
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    FIRE(self, chg);
+    Py_RETURN_NONE;
+}
+
+/* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */
+static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    uint64_t ticket;
+    int64_t now = SW_NOW;
+    struct sw_brk_changes chg;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_cancel(ticket, now_ns=None)");
+        return NULL;
+    }
+    if (parse_ticket(args[0], &ticket) < 0 || (nargs == 2 && parse_now(args[1], &now) < 0))
+        return NULL;
+    int done = sw_breaker_cancel(&self->view, ticket, now, &chg);
     if (GAVE_UP(done))
         return bk_gave_up();
     FIRE(self, chg);
@@ -645,6 +710,10 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
         return PyFloat_FromDouble(c.recovery_s);
     case 6:
         return PyLong_FromLongLong(c.interval_ms);
+    case 8:
+        if (isinf(c.probe_timeout_s))
+            Py_RETURN_NONE;
+        return PyFloat_FromDouble(c.probe_timeout_s);
     default:
         return PyLong_FromUnsignedLong(c.sample_count);
     }
@@ -656,7 +725,7 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
         PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
         return NULL;
     }
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL};
+    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
@@ -672,6 +741,8 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
             a.min_requests = value;
         else if (key_equals(key, "recovery_s"))
             a.recovery_s = value;
+        else if (key_equals(key, "probe_timeout_s"))
+            a.probe_timeout_s = value;
         else if (key_equals(key, "interval_ms") || key_equals(key, "sample_count") ||
                  key_equals(key, "shared") || key_equals(key, "name")) {
             PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
@@ -704,7 +775,9 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
         pthread_mutex_lock(&self->cfg_mu); /* always after the state's lock */
         int same = self->settings_gen == gen;
         if (same) {
-            *(self->is_shared ? &self->rule : &self->br->rule) = rule;
+            /* a new recovery_s moves the next probe of an open breaker at once */
+            sw_bview_swap_rule_locked(&self->view,
+                                      self->is_shared ? &self->rule : &self->br->rule, &rule);
             self->cfg = c;
             self->settings_gen++;
         }
@@ -752,6 +825,13 @@ static PyObject *Breaker_repr(BreakerObject *self)
         bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("recovery_s=%U", f)) < 0;
         Py_XDECREF(f);
     }
+    if (!bad && isinf(c.probe_timeout_s)) {
+        bad = repr_add(parts, PyUnicode_FromString("probe_timeout_s=None")) < 0;
+    } else if (!bad && c.probe_timeout_s != 60.0) {
+        PyObject *f = float_repr(c.probe_timeout_s);
+        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("probe_timeout_s=%U", f)) < 0;
+        Py_XDECREF(f);
+    }
     if (!bad && (c.interval_ms != 1000 || c.sample_count != 1))
         bad = repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
                                                    (long long)c.interval_ms,
@@ -775,7 +855,8 @@ static PyMethodDef Breaker_methods[] = {
     {"cancel", (PyCFunction)(void (*)(void))Breaker_cancel, FASTKW,
      "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe that "
      "try_pass() let through (never an entry's) is given back, the breaker reopens with the "
-     "retry time unchanged (the next caller probes at once)."},
+     "retry time unchanged (the next caller probes at once); a probe silent past "
+     "probe_timeout_s has already failed, and its cancel changes nothing."},
     {"retry_after", (PyCFunction)(void (*)(void))Breaker_retry_after, FASTKW,
      "retry_after(*, now_ns=None)\n--\n\nSeconds until a probe may pass: None when closed; "
      "recovery_s when half-open (a probe is out)."},
@@ -787,13 +868,19 @@ static PyMethodDef Breaker_methods[] = {
      "refused, probes, cancelled, and the transitions opened, half_opened, closed."},
     {"update", (PyCFunction)(void (*)(void))Breaker_update, METH_VARARGS | METH_KEYWORDS,
      "update(**settings)\n--\n\nChange the settings in place (error_ratio, error_count, "
-     "slow_rt_ms, slow_ratio, min_requests, recovery_s); the state and window are kept."},
+     "slow_rt_ms, slow_ratio, min_requests, recovery_s, probe_timeout_s); the state and "
+     "window are kept; a new recovery_s moves the next probe of an open breaker at once to "
+     "when it opened + recovery_s."},
     {"_pass", (PyCFunction)(void (*)(void))Breaker_pass_ticket, FASTKW,
      "_pass(now_ns=None)\n--\n\nAdmission with a ticket (int), or None."},
     {"_record", (PyCFunction)(void (*)(void))Breaker_record_ticket, METH_FASTCALL,
      "_record(ticket, rt_ms, error, now_ns=None)\n--\n\nThe outcome of the ticket's call."},
-    {"_cancel", (PyCFunction)Breaker_cancel_ticket, METH_O,
-     "_cancel(ticket)\n--\n\nThe ticket's call did not run. Whether it was the probe."},
+    {"_record_timeout", (PyCFunction)(void (*)(void))Breaker_record_timeout, METH_FASTCALL,
+     "_record_timeout(ticket, rt_ms, now_ns=None)\n--\n\nThe ticket's call ran past "
+     "call_timeout_s: a failure (slow, for the slow grade)."},
+    {"_cancel", (PyCFunction)(void (*)(void))Breaker_cancel_ticket, METH_FASTCALL,
+     "_cancel(ticket, now_ns=None)\n--\n\nThe ticket's call did not run. Whether it was the "
+     "probe."},
     {NULL}};
 
 static PyGetSetDef Breaker_getset[] = {
@@ -811,6 +898,9 @@ static PyGetSetDef Breaker_getset[] = {
      "Calls in the window below which it never opens.", (void *)4},
     {"recovery_s", (getter)Breaker_get_setting, NULL,
      "Seconds open before a probe may pass.", (void *)5},
+    {"probe_timeout_s", (getter)Breaker_get_setting, NULL,
+     "Seconds a probe may stay silent before it counts as failed, or None (for ever).",
+     (void *)8},
     {"interval_ms", (getter)Breaker_get_setting, NULL, "The window's length (ms).", (void *)6},
     {"sample_count", (getter)Breaker_get_setting, NULL, "Buckets in the window.", (void *)7},
     {"shared", (getter)get_object_or_none, NULL,

@@ -29,10 +29,12 @@
  * never below 0 nor admitted past a concurrency limit.
  *
  * A fifth mode (first byte 10 mod 16) drives a circuit breaker (sw_breaker.c) with try_pass /
- * pass_ticket, record (any RT, error, the bare ticket, a stale or made-up one), cancel, new
- * settings and clock moves, against a model of DESIGN §11 (as BreakerModel in
- * tests/test_breaker.py): states, tickets (generation << 2 | state), exactly one probe, the
- * window of (total, errors, slow), retry_ns, lifetime totals and the changes reported. Then
+ * pass_ticket, record (any RT, error, a timed-out call, the bare ticket, a stale or made-up
+ * one), cancel, new settings (recovery and probe timeout too) and clock moves, against a
+ * model of DESIGN §11 (as BreakerModel in tests/test_breaker.py): states, tickets
+ * (generation << 2 | state), exactly one probe, a probe silent past its timeout failed, the
+ * next probe moved by a new recovery time, the window of (total, errors, slow), retry_ns,
+ * lifetime totals and the changes reported. Then
  * crafted words of the state (an untrusted region, a shared token's probe owner dead or
  * forged): validation refuses it, or after the repair it works, keeps validating, and lets
  * a second probe through only after the first's owner was found dead.
@@ -1463,7 +1465,7 @@ struct mbrk {
     struct sw_brule rule;
     uint64_t gen;
     uint32_t state;
-    int64_t next_ns;
+    int64_t next_ns, opened_ns, probe_ns;
     bool probe_bare;
     int64_t totals[SW_BRK_T_WORDS], transitions[3];
     struct sw_brk_changes chg; /* the changes the call made */
@@ -1486,18 +1488,48 @@ static void mb_move(struct mbrk *m, uint32_t to, double value)
     m->state = to;
     m->transitions[to]++;
 }
+/* HALF_OPEN: a probe silent past the probe timeout failed, opened at its deadline */
+static void mb_expire(struct mbrk *m, int64_t now)
+{
+    if (m->state != SW_BRK_HALF_OPEN)
+        return;
+    if (m->probe_ns > now)
+        m->probe_ns = now;
+    if (m->rule.probe_timeout_ns == INT64_MAX)
+        return;
+    int64_t deadline = sat_add(m->probe_ns, m->rule.probe_timeout_ns);
+    if (now < deadline)
+        return;
+    m->opened_ns = deadline;
+    m->next_ns = sat_add(deadline, m->rule.recovery_ns);
+    m->totals[SW_BRK_T_PROBE_TIMEOUTS]++;
+    mb_move(m, SW_BRK_OPEN, 1.0);
+}
+/* OPEN: the next probe, never further than the recovery time after it opened (or now) */
+static int64_t mb_next(const struct mbrk *m, int64_t now)
+{
+    int64_t cap = sat_add(m->opened_ns < now ? m->opened_ns : now, m->rule.recovery_ns);
+    return m->next_ns < cap ? m->next_ns : cap;
+}
+static void mb_open(struct mbrk *m, int64_t now, double value)
+{
+    m->opened_ns = now;
+    m->next_ns = sat_add(now, m->rule.recovery_ns);
+    mb_move(m, SW_BRK_OPEN, value);
+}
 static int mb_try_pass(struct mbrk *m, int64_t now, bool bare, uint64_t *ticket)
 {
     m->chg.n = 0;
+    mb_expire(m, now);
     if (m->state == SW_BRK_CLOSED) {
         *ticket = mb_word(m);
         return 1;
     }
-    int64_t cap = sat_add(now, m->rule.recovery_ns);
-    if (m->state == SW_BRK_OPEN && m->next_ns > cap)
-        m->next_ns = cap; /* never further than a trip */
+    if (m->state == SW_BRK_OPEN)
+        m->next_ns = mb_next(m, now); /* never further than a trip */
     if (m->state == SW_BRK_OPEN && now >= m->next_ns) {
         m->probe_bare = bare;
+        m->probe_ns = now;
         mb_move(m, SW_BRK_HALF_OPEN, NAN);
         m->totals[SW_BRK_T_PROBES]++;
         *ticket = mb_word(m);
@@ -1506,10 +1538,13 @@ static int mb_try_pass(struct mbrk *m, int64_t now, bool bare, uint64_t *ticket)
     m->totals[SW_BRK_T_REFUSED]++;
     return 0;
 }
-static void mb_record(struct mbrk *m, double rt, bool error, uint64_t ticket, int64_t now)
+static void mb_record(struct mbrk *m, double rt, bool error, bool timed_out, uint64_t ticket,
+                      int64_t now)
 {
     m->chg.n = 0;
-    bool slow = m->rule.slow_rt_ms >= 0 && rt > (double)m->rule.slow_rt_ms;
+    /* a timed-out call: an error, and slow for the slow grade */
+    bool slow = m->rule.slow_rt_ms >= 0 && (timed_out || rt > (double)m->rule.slow_rt_ms);
+    error = error || timed_out;
     int64_t t = ms_of(now);
     m_add(&m->win, SW_BRK_EV_TOTAL, 1, t);
     m_add(&m->win, SW_BRK_EV_ERRORS, error, t);
@@ -1517,13 +1552,14 @@ static void mb_record(struct mbrk *m, double rt, bool error, uint64_t ticket, in
     m->totals[SW_BRK_T_TOTAL]++;
     m->totals[SW_BRK_T_ERRORS] += error;
     m->totals[SW_BRK_T_SLOW] += slow;
+    m->totals[SW_BRK_T_TIMED_OUT] += timed_out;
+    mb_expire(m, now); /* a timed-out probe's outcome decides nothing */
     if (!(ticket == mb_word(m) ||
           (ticket == SW_BRK_ANY && (m->state != SW_BRK_HALF_OPEN || m->probe_bare))))
         return; /* a call of another period, or a bare record while an entry probes */
     if (m->state == SW_BRK_HALF_OPEN) {
         if (error || slow) {
-            m->next_ns = sat_add(now, m->rule.recovery_ns);
-            mb_move(m, SW_BRK_OPEN, 1.0);
+            mb_open(m, now, 1.0);
         } else {
             m_reset(&m->win);
             mb_move(m, SW_BRK_CLOSED, NAN);
@@ -1538,15 +1574,14 @@ static void mb_record(struct mbrk *m, double rt, bool error, uint64_t ticket, in
                        : m->rule.grade == SW_BRK_ERROR_RATIO ? (double)errors / (double)total
                                                            : (double)slows / (double)total;
         if (value > m->rule.threshold ||
-            (m->rule.grade == SW_BRK_SLOW_RATIO && value == 1.0 && m->rule.threshold == 1.0)) {
-            m->next_ns = sat_add(now, m->rule.recovery_ns);
-            mb_move(m, SW_BRK_OPEN, value);
-        }
+            (m->rule.grade == SW_BRK_SLOW_RATIO && value == 1.0 && m->rule.threshold == 1.0))
+            mb_open(m, now, value);
     }
 }
-static int mb_cancel(struct mbrk *m, uint64_t ticket)
+static int mb_cancel(struct mbrk *m, uint64_t ticket, int64_t now)
 {
     m->chg.n = 0;
+    mb_expire(m, now); /* a timed-out probe failed: its cancel decides nothing */
     if (m->state == SW_BRK_HALF_OPEN &&
         ((ticket == SW_BRK_ANY && m->probe_bare) || ticket == mb_word(m))) {
         mb_move(m, SW_BRK_OPEN, NAN); /* next unchanged (#1638) */
@@ -1559,9 +1594,19 @@ static int64_t mb_retry(const struct mbrk *m, int64_t now)
 {
     if (m->state == SW_BRK_CLOSED)
         return -1;
-    if (m->state == SW_BRK_HALF_OPEN)
-        return m->rule.recovery_ns;
-    __int128 d = (__int128)m->next_ns - now;
+    int64_t next;
+    if (m->state == SW_BRK_HALF_OPEN) {
+        /* what the next try_pass meets: the probe out, or timed out and reopened */
+        struct mbrk x = *m;
+        x.chg.n = 0;
+        mb_expire(&x, now);
+        if (x.state == SW_BRK_HALF_OPEN)
+            return m->rule.recovery_ns;
+        next = x.next_ns;
+    } else {
+        next = mb_next(m, now);
+    }
+    __int128 d = (__int128)next - now;
     if (d > m->rule.recovery_ns)
         d = m->rule.recovery_ns;
     return d > 0 ? (int64_t)d : 0;
@@ -1643,6 +1688,7 @@ static void craft_breaker(struct rd *r, struct sw_bstate *st, size_t size, bool 
 static const double k_brk_ratio[] = {0, 0.25, 0.5, 1.0, 0.1, 0.75, 0.3, 1.0};
 static const int64_t k_brk_interval[] = {1000, 50, 100, 200, 500, 3000, 7, 1};
 static const double k_brk_recovery[] = {0, 0.01, 0.1, 1, 10, 1e9, 0.001, 0.05};
+static const double k_brk_probe_timeout[] = {60, INFINITY, 0.01, 0.5};
 
 static void run_breaker(struct rd *r)
 {
@@ -1657,6 +1703,7 @@ static void run_breaker(struct rd *r)
     c.recovery_s = k_brk_recovery[(c1 >> 3) & 7u];
     c.interval_ms = k_brk_interval[c2 & 7u];
     c.sample_count = k_samples[(c2 >> 3) & 7u];
+    c.probe_timeout_s = k_brk_probe_timeout[(c2 >> 6) & 3u];
     if (c.interval_ms % (int64_t)c.sample_count != 0)
         c.sample_count = 1;
     bool process = (c1 & 0x40u) != 0; /* a shared state's token: the probe has an owner */
@@ -1704,9 +1751,10 @@ static void run_breaker(struct rd *r)
                     EXPECT_EQ(tk, etk, "ticket");
                 expect_changes(&chg, &m->chg);
             } else if (got && (before & 3u) == SW_BRK_HALF_OPEN) {
-                /* a second probe only after the first's owner was found dead */
-                if (!process || chg.n != 2 || chg.c[0].to != SW_BRK_OPEN ||
-                    chg.c[1].to != SW_BRK_HALF_OPEN)
+                /* a second probe only after the first's owner was found dead (a cancel), or
+                 * the first timed out (a failure: 1.0) */
+                if (chg.n != 2 || chg.c[0].to != SW_BRK_OPEN ||
+                    chg.c[1].to != SW_BRK_HALF_OPEN || (!process && chg.c[0].value != 1.0))
                     FAIL("a second probe while one is out (%u changes)", chg.n);
             } else if (got && (before & 3u) == SW_BRK_OPEN &&
                        (chg.n != 1 || chg.c[0].to != SW_BRK_HALF_OPEN)) {
@@ -1728,10 +1776,12 @@ static void run_breaker(struct rd *r)
             default: rt = (double)(c.slow_rt_ms + 1); break;
             }
             bool error = (a & 0x20u) != 0;
+            bool timed_out = ((op / 11u) & 1u) != 0; /* ran past call_timeout_s */
             uint64_t tk = (a & 0xc0u) == 0 ? SW_BRK_ANY
                           : (a & 0xc0u) == 0x40u ? (uint64_t)u32(r)
                                                  : tickets[u8(r) % 8u];
-            int rc = sw_breaker_record(&v, rt, error, tk, now, &chg);
+            int rc = timed_out ? sw_breaker_record_timeout(&v, rt, tk, now, &chg)
+                               : sw_breaker_record(&v, rt, error, tk, now, &chg);
             if (!(rt >= 0) || !isfinite(rt)) {
                 EXPECT_EQ(rc, SW_EINVAL, "record of a bad rt");
                 EXPECT_EQ(chg.n, 0, "no change on a bad rt");
@@ -1739,18 +1789,18 @@ static void run_breaker(struct rd *r)
             }
             EXPECT_EQ(rc, SW_OK, "record");
             if (!crafted) {
-                mb_record(m, rt, error, tk, now);
+                mb_record(m, rt, error, timed_out, tk, now);
                 expect_changes(&chg, &m->chg);
             }
             break;
         }
         case 6: { /* cancel */
             uint64_t tk = (a & 3u) == 0 ? SW_BRK_ANY : tickets[(a >> 2) % 8u];
-            int got = sw_breaker_cancel(&v, tk, &chg);
+            int got = sw_breaker_cancel(&v, tk, now, &chg);
             if (got != 0 && got != 1)
                 FAIL("cancel returned %d", got);
             if (!crafted) {
-                EXPECT_EQ(got, mb_cancel(m, tk), "cancel");
+                EXPECT_EQ(got, mb_cancel(m, tk, now), "cancel");
                 expect_changes(&chg, &m->chg);
             }
             break;
@@ -1802,9 +1852,14 @@ static void run_breaker(struct rd *r)
                 nc.threshold = nc.grade == SW_BRK_ERROR_COUNT ? (double)((a >> 2) & 7u)
                                                               : k_brk_ratio[(a >> 2) & 7u];
                 nc.recovery_s = k_brk_recovery[(a >> 5) & 7u];
-                nc.min_requests = (int64_t)(u8(r) & 7u);
+                unsigned b = u8(r);
+                nc.min_requests = (int64_t)(b & 7u);
+                nc.probe_timeout_s = k_brk_probe_timeout[(b >> 3) & 3u];
                 EXPECT_EQ(sw_brule_init(&nr, &nc), SW_OK, "new settings");
                 EXPECT_EQ(sw_bview_set_rule(&v, &br->rule, &nr), SW_OK, "set_rule");
+                /* a new recovery time moves the next probe of an open breaker at once */
+                if (nr.recovery_ns != m->rule.recovery_ns && m->state == SW_BRK_OPEN)
+                    m->next_ns = sat_add(m->opened_ns, nr.recovery_ns);
                 m->rule = nr;
                 break;
             }

@@ -332,7 +332,7 @@ static void test_multiple_half_open(void)
         bool p2 = pass_at(&b2, t, &k2);
         CHECK(!p2);
         if (p1 && !p2) {
-            CHECK(sw_breaker_cancel(&b1.v, k1, &b1.last));
+            CHECK(sw_breaker_cancel(&b1.v, k1, t, &b1.last));
             note(&b1);
         }
         t += MS(100);
@@ -378,7 +378,7 @@ static void test_tickets(void)
     CHECK(pass_at(&b, t, &probe));
     CHECK_EQ(probe & 3u, SW_BRK_HALF_OPEN);
     CHECK(!pass_at(&b, t, &other));
-    CHECK(!sw_breaker_cancel(&b.v, early, &b.last)); /* not the probe: nothing */
+    CHECK(!sw_breaker_cancel(&b.v, early, t, &b.last)); /* not the probe: nothing */
     CHECK_EQ(b.last.n, 0);
     record_at(&b, early2, 1, true, t); /* an error of an old call: counted, decides nothing */
     CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_HALF_OPEN);
@@ -396,7 +396,7 @@ static void test_tickets(void)
     CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
     t += SEC(1);
     CHECK(pass_at(&b, t, NULL));
-    CHECK(sw_breaker_cancel(&b.v, SW_BRK_ANY, &b.last));
+    CHECK(sw_breaker_cancel(&b.v, SW_BRK_ANY, t, &b.last));
     CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
     CHECK_EQ(retry_of(&b.v, t), 0); /* next unchanged: probes at once */
     CHECK(pass_at(&b, t, NULL));
@@ -456,6 +456,13 @@ static void test_check(void)
     d.recovery_s = INFINITY;
     expect_error(d, "recovery_s");
     d = c;
+    d.probe_timeout_s = 0;
+    expect_error(d, "probe_timeout_s");
+    d.probe_timeout_s = NAN;
+    expect_error(d, "probe_timeout_s");
+    d.probe_timeout_s = INFINITY; /* wait for ever */
+    CHECK_EQ(sw_breaker_check_ex(&d, NULL), SW_OK);
+    d = c;
     d.interval_ms = 0;
     expect_error(d, "interval_ms");
     d = c;
@@ -503,7 +510,8 @@ static void test_validate(void)
 }
 
 /* A crafted shared state: a probe owner with no pid (12345, SW_LOCK_PRIVATE) is repaired on
- * attach and reaped when read; a retry time at INT64_MAX is brought back to now + recovery;
+ * attach and reaped when read; a retry time at INT64_MAX is brought back to opened + recovery
+ * (now + recovery for an opened time in the future);
  * the bare cancel gives back only a bare probe. */
 static void test_crafted_states(void)
 {
@@ -534,16 +542,17 @@ static void test_crafted_states(void)
     CHECK_EQ(sw_bstate_init(st, 1000, 1), SW_OK);
     atomic_store(&st->word, (UINT64_C(7) << 2) | SW_BRK_OPEN);
     st->next_ns = INT64_MAX;
+    st->opened_ns = INT64_MAX; /* later than now: the bound is now + recovery */
     CHECK(retry_of(&v, SEC(10)) <= SEC(1));
     CHECK_EQ(sw_breaker_try_pass(&v, SEC(10), &tk, &chg), 0);
     CHECK_EQ(sw_breaker_try_pass(&v, SEC(11), &tk, &chg), 1);
     /* an entry's probe is not the bare cancel's; a bare one is */
     CHECK_EQ(sw_breaker_record(&v, 1, true, tk, SEC(11), &chg), SW_OK);
     CHECK_EQ(sw_breaker_pass_ticket(&v, SEC(12), &tk, &chg), 1);
-    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, &chg), 0);
-    CHECK_EQ(sw_breaker_cancel(&v, tk, &chg), 1);
+    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, SEC(12), &chg), 0);
+    CHECK_EQ(sw_breaker_cancel(&v, tk, SEC(12), &chg), 1);
     CHECK_EQ(sw_breaker_try_pass(&v, SEC(12), &tk, &chg), 1);
-    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, &chg), 1);
+    CHECK_EQ(sw_breaker_cancel(&v, SW_BRK_ANY, SEC(12), &chg), 1);
     free(st);
 }
 
@@ -687,7 +696,7 @@ static void test_one_probe_threads(void)
         if (r % 2)
             record_at(&b, tk, 1, true, t);
         else
-            CHECK(sw_breaker_cancel(&b.v, tk, &b.last));
+            CHECK(sw_breaker_cancel(&b.v, tk, t, &b.last));
         pthread_barrier_wait(&sh.barrier);
     }
     for (int i = 0; i < BRK_THREADS; i++)
@@ -728,7 +737,7 @@ static void *ffa_worker(void *p)
         if (probe)
             atomic_fetch_sub(&sh->probes_running, 1);
         if (roll == 0)
-            (void)sw_breaker_cancel(&sh->v, tk, &chg);
+            (void)sw_breaker_cancel(&sh->v, tk, SW_NOW, &chg);
         else
             (void)sw_breaker_record(&sh->v, 1.0, roll < 4, tk, SW_NOW, &chg);
     }
@@ -775,7 +784,7 @@ static void test_change_seq(void)
     CHECK(pass_at(&b, SEC(3), &tk));                     /* open -> half_open: 1 */
     CHECK_EQ(b.last.n, 1u);
     CHECK_EQ(b.last.c[0].seq, 1u);
-    CHECK_EQ(sw_breaker_cancel(&b.v, tk, &b.last), 1);   /* half_open -> open: 2 */
+    CHECK_EQ(sw_breaker_cancel(&b.v, tk, SEC(3), &b.last), 1);   /* half_open -> open: 2 */
     CHECK_EQ(b.last.c[0].seq, 2u);
     CHECK(pass_at(&b, SEC(3), &tk));                     /* 3 */
     record_at(&b, tk, 1, false, SEC(3));                 /* half_open -> closed: 4 */
@@ -788,6 +797,122 @@ static void test_change_seq(void)
     CHECK(atomic_load(&b.br->st.lock.word) != 0);
     sw_bview_unlock(&b.v);
     CHECK(atomic_load(&b.br->st.lock.word) == 0);
+    brk_free(&b);
+}
+
+/* A probe silent past probe_timeout_ns failed: OPEN again, opened at its deadline, whichever
+ * call notices (try_pass, record, cancel); its own outcome afterwards decides nothing; a
+ * bare record after it does not close; no timeout (INFINITY) waits for ever. */
+static void test_probe_timeout(void)
+{
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 10, 1000);
+    c.probe_timeout_s = 30;
+    struct brk b;
+    if (!brk_new(&b, &c))
+        return;
+    uint64_t probe, tk;
+    record_at(&b, SW_BRK_ANY, 1, true, SEC(1));          /* open until 11 s */
+    CHECK(pass_at(&b, SEC(11), &probe));                 /* the probe (an entry's ticket) */
+    CHECK(!pass_at(&b, SEC(40), NULL));                  /* 29 s silent: still out */
+    CHECK_EQ(retry_of(&b.v, SEC(40)), SEC(10));
+    CHECK_EQ(retry_of(&b.v, SEC(45)), SEC(6));           /* timed out at 41: open until 51 */
+    CHECK(!pass_at(&b, SEC(45), NULL));                  /* noticed: half_open -> open */
+    CHECK_EQ(b.last.n, 1u);
+    CHECK(b.last.c[0].from == SW_BRK_HALF_OPEN && b.last.c[0].to == SW_BRK_OPEN);
+    CHECK(b.last.c[0].value == 1.0);
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
+    CHECK_EQ(retry_of(&b.v, SEC(45)), SEC(6));
+    record_at(&b, probe, 1, false, SEC(46));             /* the late probe: nothing */
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
+    CHECK(!pass_at(&b, SEC(50), NULL));
+    CHECK(pass_at(&b, SEC(51), &tk));                    /* the next probe */
+    record_at(&b, tk, 1, false, SEC(51));
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_CLOSED);
+    /* a bare probe whose late bare record comes first after the timeout: not closed */
+    record_at(&b, SW_BRK_ANY, 1, true, SEC(100));        /* open until 110 */
+    CHECK(pass_at(&b, SEC(110), NULL));
+    record_at(&b, SW_BRK_ANY, 1, false, SEC(141));       /* noticed by the record itself */
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
+    CHECK_EQ(b.last.n, 1u);
+    CHECK_EQ(retry_of(&b.v, SEC(141)), SEC(9));          /* opened at 140 */
+    /* a cancel after the timeout: the probe failed, the retry time is not reset */
+    CHECK(pass_at(&b, SEC(150), NULL));
+    CHECK_EQ(sw_breaker_cancel(&b.v, SW_BRK_ANY, SEC(181), &b.last), 0);
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
+    CHECK_EQ(retry_of(&b.v, SEC(181)), SEC(9));
+    struct sw_brk_totals tot;
+    sw_breaker_totals(&b.v, &tot);
+    CHECK_EQ(tot.t[SW_BRK_T_PROBE_TIMEOUTS], 3);
+    CHECK_EQ(tot.t[SW_BRK_T_CANCELLED], 0);
+    brk_free(&b);
+
+    c.probe_timeout_s = INFINITY; /* wait for ever */
+    if (!brk_new(&b, &c))
+        return;
+    record_at(&b, SW_BRK_ANY, 1, true, SEC(1));
+    CHECK(pass_at(&b, SEC(11), &probe));
+    CHECK(!pass_at(&b, INT64_MAX - 1, NULL));
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_HALF_OPEN);
+    CHECK_EQ(retry_of(&b.v, INT64_MAX - 1), SEC(10));
+    brk_free(&b);
+}
+
+/* New settings with another recovery time move the next probe of an open breaker at once to
+ * when it opened + the new time, sooner or later; other settings leave it. */
+static void test_new_recovery_moves_next_probe(void)
+{
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 60, 1000);
+    struct brk b;
+    if (!brk_new(&b, &c))
+        return;
+    record_at(&b, SW_BRK_ANY, 1, true, SEC(1));          /* open until 61 s */
+    struct sw_brule nr;
+    c.recovery_s = 5;
+    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
+    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    CHECK_EQ(retry_of(&b.v, SEC(3)), SEC(3));
+    CHECK(!pass_at(&b, SEC(3), NULL));                   /* refused, and not pushed back */
+    CHECK_EQ(retry_of(&b.v, SEC(3)), SEC(3));
+    c.recovery_s = 20;
+    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
+    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    CHECK(!pass_at(&b, SEC(6), NULL));                   /* longer: until 21 s */
+    c.min_requests = 3;                                  /* not the recovery: no move */
+    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
+    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    CHECK_EQ(retry_of(&b.v, SEC(6)), SEC(15));
+    CHECK(pass_at(&b, SEC(21), NULL));
+    brk_free(&b);
+}
+
+/* A call past its caller's time limit: an error for every grade, slow for the slow grade
+ * whatever its RT; counted as timed out. */
+static void test_record_timeout(void)
+{
+    struct sw_breaker_cfg c = cfg_of(SW_BRK_SLOW_RATIO, 0.5, 1, 10, 1000);
+    c.slow_rt_ms = 10000;
+    struct brk b;
+    if (!brk_new(&b, &c))
+        return;
+    uint64_t tk;
+    CHECK(pass_at(&b, SEC(1), &tk));
+    CHECK_EQ(sw_breaker_record_timeout(&b.v, 5, tk, SEC(1), &b.last), SW_OK);
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);       /* 1 slow of 1 */
+    struct sw_brk_stats s;
+    sw_breaker_stats(&b.v, SEC(1), &s);
+    CHECK(s.total == 1 && s.errors == 1 && s.slow == 1);
+    struct sw_brk_totals tot;
+    sw_breaker_totals(&b.v, &tot);
+    CHECK_EQ(tot.t[SW_BRK_T_TIMED_OUT], 1);
+    CHECK_EQ(sw_breaker_record_timeout(&b.v, -1, tk, SEC(1), &b.last), SW_EINVAL);
+    brk_free(&b);
+    c = cfg_of(SW_BRK_ERROR_COUNT, 0, 1, 10, 1000);
+    if (!brk_new(&b, &c))
+        return;
+    CHECK_EQ(sw_breaker_record_timeout(&b.v, 5, SW_BRK_ANY, SEC(1), &b.last), SW_OK);
+    CHECK_EQ(sw_breaker_state(&b.v), SW_BRK_OPEN);
+    sw_breaker_stats(&b.v, SEC(1), &s);
+    CHECK(s.errors == 1 && s.slow == 0);                 /* no slow in the error grades */
     brk_free(&b);
 }
 
@@ -807,4 +932,7 @@ void test_breaker(void)
     test_one_probe_threads();
     test_threads_free_for_all();
     test_change_seq();
+    test_probe_timeout();
+    test_new_recovery_moves_next_probe();
+    test_record_timeout();
 }

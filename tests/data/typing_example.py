@@ -175,6 +175,12 @@ def _breaker() -> None:
     br.record(12.5, error=False)
     state: str = br.state
     del data, ok, state
+    by_status = Breaker(error_count=3, probe_timeout_s=None, call_timeout_s=2.5,
+                        errors=lambda exc: getattr(exc, "status", 500) >= 500)
+    by_status.update(probe_timeout_s=30, call_timeout_s=None, recovery_s=5)
+    probe_limit: Optional[float] = by_status.probe_timeout_s
+    call_limit: Optional[float] = by_status.call_timeout_s
+    del probe_limit, call_limit
 
 
 def _rate_forms() -> None:
