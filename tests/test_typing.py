@@ -33,12 +33,12 @@ def test_mypy_rejects_a_wrong_type() -> None:
 
 def test_limiters_is_typed_with_the_public_classes() -> None:
     # slidewin.limiters() holds the objects users made: slidewin.Limiter / KeyedLimiter
-    # (with acquire_async, entry's timeout...) and Metric, not the private _core bases
+    # (with acquire_async, entry's timeout...), Metric and Breaker, not the private _core bases
     code = (
         "import slidewin\n"
         "async def f() -> None:\n"
         "    for obj in slidewin.limiters().values():\n"
-        "        if isinstance(obj, slidewin.Metric):\n"
+        "        if isinstance(obj, (slidewin.Metric, slidewin.Breaker)):\n"
         "            continue\n"
         "        reveal_type(obj)\n"
         "        if isinstance(obj, slidewin.KeyedLimiter):\n"
@@ -56,3 +56,27 @@ def test_limiters_is_typed_with_the_public_classes() -> None:
     assert proc.returncode == 0, proc.stdout
     assert "slidewin._limiter.Limiter" in proc.stdout, proc.stdout
     assert "slidewin._keyed.KeyedLimiter" in proc.stdout, proc.stdout
+
+
+def test_limiters_is_typed_with_every_type_that_takes_a_name() -> None:
+    # every public type whose objects slidewin.limiters() can hold is in its declared type
+    import slidewin
+
+    made = [slidewin.Metric(name="t-metric"), slidewin.Limiter(qps=1, name="t-limiter"),
+            slidewin.AdaptiveLimiter(name="t-adaptive"),
+            slidewin.KeyedLimiter(qps=1, name="t-keyed"),
+            slidewin.Breaker(error_ratio=0.5, name="t-breaker")]
+    live = slidewin.limiters()
+    assert all(live[obj.name] is obj for obj in made)
+    code = "import slidewin\nreveal_type(slidewin.limiters())\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        universal_newlines=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout
+    for obj in made:
+        cls = type(obj)
+        assert f".{cls.__qualname__} " in proc.stdout.replace("]", " "), (cls, proc.stdout)
