@@ -536,6 +536,7 @@ def _proc_groups(names, who, iters, out):
     out.put((who, counts))
 
 
+@pytest.mark.procs
 def test_four_processes_on_overlapping_shared_groups_exact_counts(names):
     ctx = mp.get_context("fork")
     out = ctx.Queue()
@@ -582,6 +583,7 @@ def _proc_busy_groups(names, hook_us):
             time.sleep(0.0002)
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("hook_us", [0, 2000], ids=["anywhere", "inside-decisions"])
 def test_a_process_killed_in_a_group_decision_wedges_nothing_and_loses_nothing(names, hook_us):
     a, b, c_name, k, p_name = names

@@ -742,6 +742,7 @@ def _probe_rounds(name, rounds, barrier, passed, t0):
         barrier.wait(30)
 
 
+@pytest.mark.procs
 def test_shared_exactly_one_probe_among_4_processes_repeated(shm_name):
     ctx = mp.get_context("fork")
     rounds, t0 = 100, 10 * S
@@ -783,6 +784,7 @@ def _take_the_probe_and_hang(name, ready):
     time.sleep(600)
 
 
+@pytest.mark.procs
 def test_shared_probe_of_a_killed_process_is_cancelled_within_1_s(shm_name):
     ctx = mp.get_context("fork")
     br = Breaker(**dict(BRK, recovery_s=0), shared=shm_name)
@@ -1333,6 +1335,7 @@ def _tell_changes(name, q, seconds):
     q.put(len(events))
 
 
+@pytest.mark.procs
 def test_shared_each_change_is_told_once_in_the_process_that_made_it(shm_name):
     ctx = mp.get_context("fork")
     br = Breaker(error_count=0, min_requests=1, recovery_s=0, shared=shm_name)

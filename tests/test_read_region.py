@@ -93,6 +93,7 @@ class _null:
         return False
 
 
+@pytest.mark.procs
 def test_regions_other_processes_are_busy_with(folder):
     Limiter(qps=200, shared="busy")
     ctx = mp.get_context("fork")
