@@ -85,5 +85,23 @@ def busy_until_killed(name: str, hook_us: int) -> None:
             time.sleep(0.0002)  # the lock is held ~90% of the time: a kill lands inside
 
 
+def hold_then_release(name: str, held, go, key=None) -> None:
+    """Hold the one count of a shared concurrency limiter (a KeyedLimiter's `key` when one is
+    given), say so (`held`), then release it a moment after `go`."""
+    if key is None:
+        lim = slidewin.Limiter(concurrency=1, shared=name)
+        lim.acquire()
+    else:
+        lim = slidewin.KeyedLimiter(concurrency=1, shared=name)
+        lim.acquire(key)
+    held.set()
+    go.wait(30)
+    time.sleep(0.3)
+    if key is None:
+        lim.release()
+    else:
+        lim.release(key)
+
+
 def pid() -> int:
     return os.getpid()

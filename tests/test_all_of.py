@@ -23,6 +23,7 @@ from slidewin import BlockedError, KeyedLimiter, Limiter, all_of
 from slidewin import _core
 
 from refmodel import BLOCK, NS_PER_MS, LimiterModel
+import shared_workers as W
 
 MS = NS_PER_MS
 T0 = 50_000 * MS
@@ -908,20 +909,11 @@ def test_a_group_wait_on_a_full_member_still_ends_at_its_timeout(mode):
     assert conc.in_flight == 1 and rpm.totals()["pass"] == 0
 
 
-def _hold_then_release(name, held, go):
-    lim = Limiter(concurrency=1, shared=name)
-    lim.acquire()
-    held.set()
-    go.wait(30)
-    time.sleep(0.3)
-    lim.release()
-
-
 def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member(names):
     name = names[0]
     ctx = mp.get_context("spawn")
     held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=_hold_then_release, args=(name, held, go))
+    p = ctx.Process(target=W.hold_then_release, args=(name, held, go))
     p.start()
     try:
         assert held.wait(60)

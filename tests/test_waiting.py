@@ -21,6 +21,8 @@ import pytest
 import slidewin
 from slidewin import BlockedError, KeyedLimiter, Limiter
 
+import shared_workers as W
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -322,19 +324,10 @@ def test_decorator_timeout():
 # -- shared ---------------------------------------------------------------------------------
 
 
-def _hold_then_release(name, held, go):
-    lim = Limiter(concurrency=1, shared=name)
-    lim.acquire()
-    held.set()
-    go.wait(30)
-    time.sleep(0.3)
-    lim.release()
-
-
 def test_shared_release_in_another_process_wakes_an_async_waiter(name):
     ctx = mp.get_context("spawn")
     held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=_hold_then_release, args=(name, held, go))
+    p = ctx.Process(target=W.hold_then_release, args=(name, held, go))
     p.start()
     try:
         assert held.wait(60)
@@ -526,19 +519,10 @@ def test_keyed_decorator_timeout():
         per(key=lambda u: u, timeout=-1)
 
 
-def _hold_key_then_release(name, held, go):
-    per = KeyedLimiter(concurrency=1, shared=name)
-    per.acquire("k")
-    held.set()
-    go.wait(30)
-    time.sleep(0.3)
-    per.release("k")
-
-
 def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
     ctx = mp.get_context("spawn")
     held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=_hold_key_then_release, args=(name, held, go))
+    p = ctx.Process(target=W.hold_then_release, args=(name, held, go, "k"))
     p.start()
     try:
         assert held.wait(60)
