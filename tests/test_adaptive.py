@@ -1,4 +1,4 @@
-"""AdaptiveLimiter (issue 23): a concurrency limit learned from the traffic.
+"""AdaptiveLimiter: a concurrency limit learned from the traffic.
 
 The algorithms are driven in virtual time (explicit ``now_ns``) against a small simulated
 processor-sharing backend, so every run is the same; the limiter's faces (entry, decorator,
@@ -170,7 +170,7 @@ def test_a_backend_without_a_capacity_limit_is_never_refused(algorithm, clients,
     capacity at all: the RT does not grow with the load. Sentinel's/aegis' bound (max pass x
     min RT) is the AVERAGE level in flight, which a healthy load's instantaneous level
     exceeds half the time; slidewin's bbr enforces it only on evidence of queueing
-    (docs/adaptive.md). An outside review found bbr refusing 5-9 % of these calls."""
+    (docs/adaptive.md): it refuses none of these calls."""
     lim = AdaptiveLimiter(algorithm=algorithm)
     passed, refused = closed_loop_no_capacity(lim, clients, jitter=jitter)
     assert refused == 0, (passed, refused)

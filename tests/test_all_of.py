@@ -307,7 +307,7 @@ def test_a_shadow_member_counts_one_block_per_request_not_per_retry(keyed):
     g = all_of(sh, conc)
     before = totals_of(sh)
     with pytest.raises(BlockedError):
-        g.acquire(timeout=0.1)  # before the fix: one BLOCK per 1 ms retry (~100)
+        g.acquire(timeout=0.1)  # one BLOCK for the request, none per retry
     t = totals_of(sh)
     assert (t["block"] - before["block"], t["shadow_block"] - before["shadow_block"]) == (1, 1)
     assert conc.totals()["block"] == 1

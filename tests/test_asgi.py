@@ -143,7 +143,7 @@ def test_configured_status_body_content_type():
                          content_type="text/x-custom")
     c = run(request(mw))
     assert c.status == 418 and c.body == b"slow down"
-    # qps=0 never admits: no Retry-After (issue 18; it was "1")
+    # qps=0 never admits: no Retry-After (not "1")
     assert c.headers["content-type"] == "text/x-custom" and "retry-after" not in c.headers
     mw = LimitMiddleware(ok_app, Limiter(concurrency=0), concurrency_status=429, body=b"busy")
     c = run(request(mw))
@@ -681,7 +681,7 @@ print([m["status"] for m in sent if "status" in m], statuses,
     ), out.stdout
 
 
-# ---- issue 18: on_block, the key's own threshold, a limit of 0, content_type, no address ---------
+# ---- on_block, the key's own threshold, a limit of 0, content_type, no address ------------------
 
 
 def test_on_block_adds_headers_to_the_default_refusal_and_logs():

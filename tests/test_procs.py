@@ -290,7 +290,7 @@ os._exit(0)
 def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
-    lim = Limiter(concurrency=5, shared=name)         # OSError errno 18 before the fix
+    lim = Limiter(concurrency=5, shared=name)         # taken over: no OSError (EXDEV)
     assert lim.in_flight == 0                         # the namespace's counts are gone
     assert sum(lim.try_acquire() for _ in range(10)) == 5
     # and another namespace (a restarted container) can take it over again
@@ -522,7 +522,7 @@ interps.create()          # from now on PyGILState_Check() answers 1 whatever th
 print("attached", flush=True)
 sys.stdin.readline()      # the holder is stopped inside the lock now
 print("waiting", flush=True)
-# waits without the GIL in the lock hook until the holder is killed (was: SIGABRT,
+# waits without the GIL in the lock hook until the holder is killed (no SIGABRT from
 # "PyEval_SaveThread: ... GIL is released")
 print("after", _core._try_acquire_nogil(lim, 1), flush=True)
 """

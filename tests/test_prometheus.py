@@ -353,7 +353,7 @@ def test_missing_extra_names_the_install_that_fixes_it():
     assert 'pip install "slidewin[prometheus]"' in r.stdout, r.stdout
 
 
-# -- by the conventions (issue 19): one quantity per family, seconds, shadow refusals apart --
+# -- by the conventions: one quantity per family, seconds, shadow refusals apart ------------
 
 def exposition(collector):
     reg = CollectorRegistry()

@@ -565,7 +565,7 @@ def test_stats_of_counts_beyond_int64_saturate(r):
     assert lim.stats(now_ns=t + SHIFT) == mine.stats(now_ns=t)
 
 
-# -- a clock that steps (issue 18): recover within one window -----------------------------
+# -- a clock that steps: recover within one window ----------------------------------------
 
 STEP_BEHAVIORS = ["reject", "warm_up", "throttle", "warm_up_throttle", "concurrency"]
 
@@ -647,7 +647,7 @@ def test_keyed_clock_step_back(r):
     assert per.try_acquire("u", now_ns=back + 1001 * MS)
 
 
-# -- key size (issue 18) ------------------------------------------------------------------
+# -- key size -----------------------------------------------------------------------------
 
 
 def test_key_size_is_capped(r):
@@ -667,7 +667,7 @@ def test_key_size_is_capped(r):
     assert r.keys("slidewin:k:{kcap:s" + "k" * 1025 + "*") == []
 
 
-# -- two clocks apart (issue 18 review): the limit holds --------------------------------
+# -- two clocks apart: the limit holds ---------------------------------------------------
 
 ALTERNATE = ["reject", "warm_up", "throttle", "warm_up_throttle", "keyed"]
 
@@ -698,7 +698,7 @@ def test_two_clocks_seconds_apart_keep_the_limit(r, behavior):
 
 
 def test_server_clock_and_a_client_clock_ahead_keep_the_limit(r):
-    """The reviewer's case: the server's clock and now_ns = time.time_ns() + 3 s."""
+    """The server's clock and now_ns = time.time_ns() + 3 s: 3 s apart."""
     from slidewin.redis import RedisLimiter
 
     lim = RedisLimiter(r, "alt-server", qps=10)
@@ -723,7 +723,7 @@ def test_a_step_back_of_less_than_a_window_stays_clamped(r):
     assert not lim.try_acquire(now_ns=t)
 
 
-# -- forked processes (issue 18 review): lease ids are unique -----------------------------
+# -- forked processes: lease ids are unique ----------------------------------------------
 
 
 def _fork_run(fn):
@@ -787,7 +787,7 @@ def test_forked_children_take_lease_ids_of_their_own(r):
     lim.release()
 
 
-# -- a throttled entry's lease (issue 18 review) -------------------------------------------
+# -- a throttled entry's lease ------------------------------------------------------------
 
 
 def test_a_throttled_entry_holds_its_lease_while_it_waits(r):

@@ -1,5 +1,5 @@
 """Waiting for a slot: entry(n, *, timeout=) in threads and asyncio, and async waiters that are
-woken by a release instead of polling (issue 19).
+woken by a release instead of polling.
 
 No timing asserts: the "is it woken, not polling" checks count the decisions the waiters make
 (a Limiter subclass counting its _decide calls, through which every asyncio wait decides);

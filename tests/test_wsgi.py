@@ -289,7 +289,7 @@ def test_keyed_throttle_serves_late():
     assert [serve(mw).status for _ in range(3)] == [200] * 3
 
 
-# ---- issue 18: the server's file wrapper (sendfile) ----------------------------------------------
+# ---- the server's file wrapper (sendfile) -------------------------------------------------------
 
 
 class FileWrapper:
@@ -421,7 +421,7 @@ def test_a_file_wrapper_that_is_a_function_is_no_type(tmp_path):
     assert r.body == b"w" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
 
 
-# ---- issue 18: on_block, thresholds, non-ASCII exempt paths, content_type, no address -----------
+# ---- on_block, thresholds, non-ASCII exempt paths, content_type, no address --------------------
 
 
 def test_on_block_tuple_adds_cors_headers_and_keeps_retry_after():
