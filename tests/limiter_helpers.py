@@ -1,5 +1,7 @@
 """What the Limiter tests share: times in ns and limiters whose windows suit real-clock tests."""
 
+import functools
+
 from slidewin import Limiter
 
 MS = 1_000_000
@@ -25,3 +27,19 @@ def long_window(**kw):
 def counts(lim, *events, now_ns=None):
     kw = {} if now_ns is None else {"now_ns": now_ns}
     return tuple(lim.metric.sum(e, **kw) for e in events)
+
+
+async def async_handler(err, *args, **kwargs):
+    """An async on_block handler (refused on sync code when decorating)."""
+    return "busy"
+
+
+class _AsyncCallable:
+    async def __call__(self, err, *args, **kwargs):
+        return "busy"
+
+
+# every shape of an async on_block: pytest.mark.parametrize("handler", ASYNC_HANDLERS,
+# ids=ASYNC_HANDLER_IDS)
+ASYNC_HANDLERS = [async_handler, functools.partial(async_handler), _AsyncCallable()]
+ASYNC_HANDLER_IDS = ["coroutine function", "partial", "async __call__"]

@@ -18,7 +18,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -35,13 +34,6 @@ DEADLINE = 60  # seconds: a scenario taking longer hangs
 # the stuck-owner scenarios' processes take a live owner as stuck after 1 s, not 5 s (a test
 # hook read at import: slidewin/_core, SLIDEWIN_TEST_LOCK_STUCK_MS)
 STUCK_ENV = dict(os.environ, SLIDEWIN_TEST_LOCK_STUCK_MS="1000")
-
-
-@pytest.fixture
-def name():
-    n = f"swprocs-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def region_path(name: str) -> str:

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
@@ -28,13 +27,6 @@ from conftest import skip_unless_ci
 
 SHM = os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm")
 CONTEXTS = ["fork", "spawn"]
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def pool(ctx: str, procs: int = 4):

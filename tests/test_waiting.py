@@ -14,11 +14,9 @@ import os
 import re
 import threading
 import time
-import uuid
 
 import pytest
 
-import slidewin
 from slidewin import BlockedError, KeyedLimiter, Limiter
 
 import shared_workers as W
@@ -46,13 +44,6 @@ class CountingKeyed(KeyedLimiter):
             self.decisions = {}
         self.decisions[key] = self.decisions.get(key, 0) + 1
         return super()._decide(key, *args)
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def run(coro, deadline=60):
