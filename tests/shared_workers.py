@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -101,6 +102,25 @@ def hold_then_release(name: str, held, go, key=None) -> None:
         lim.release()
     else:
         lim.release(key)
+
+
+@contextlib.contextmanager
+def held_in_another_process(name: str, key=None):
+    """A spawned process holds the one count of a shared concurrency limiter (a KeyedLimiter's
+    `key` when one is given) while the block runs; the block gets an Event: set it, and the
+    process releases the count a moment later. The process is joined when the block ends."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    held, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=hold_then_release, args=(name, held, go, key))
+    p.start()
+    try:
+        assert held.wait(60)
+        yield go
+    finally:
+        go.set()
+        p.join(30)
 
 
 def pid() -> int:

@@ -911,12 +911,7 @@ def test_a_group_wait_on_a_full_member_still_ends_at_its_timeout(mode):
 
 def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member(names):
     name = names[0]
-    ctx = mp.get_context("spawn")
-    held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=W.hold_then_release, args=(name, held, go))
-    p.start()
-    try:
-        assert held.wait(60)
+    with W.held_in_another_process(name) as go:
         conc = Limiter(concurrency=1, shared=name)
         g = CountingGroup(Limiter(qps=10**6), conc)
         g.decisions = 0
@@ -944,9 +939,6 @@ def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member
         # woken by the release (the first waiter rechecks a shared member every 0.25 s);
         # 1 ms polls over 0.8 s: thousands of decisions
         assert g.decisions <= 6 * 21 + 20, g.decisions
-    finally:
-        go.set()
-        p.join(30)
 
 
 def test_a_request_that_can_never_pass_names_the_member_that_never_admits_it():

@@ -626,6 +626,19 @@ def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(
                 time.sleep(0.05)
 
 
+def start_on_a_stuck_word(workers, script: str, name: str, sleeper, held: str,
+                          kind: str = "limiter"):
+    """Start `script` on region `name` (kind "limiter" or "keyed"), wait for its `held` line,
+    make the live `sleeper` the owner of the region's lock word, and tell the script to go on.
+    Returns the process and the scenario's deadline."""
+    p = workers.py(script, name, kind, env=STUCK_ENV)
+    deadline = time.monotonic() + DEADLINE
+    assert wait_line(p, "held", deadline) == held
+    craft_lock_word(name, token(sleeper.pid), at=0 if kind == "keyed" else 64)
+    send(p)
+    return p, deadline
+
+
 RELEASER = """
 import sys, time, slidewin
 name = sys.argv[1]
@@ -651,11 +664,7 @@ print("after", lim.in_flight, flush=True)
 def test_release_and_dealloc_give_up_on_a_lock_word_naming_a_live_process(name, workers):
     Limiter(concurrency=5, shared=name)               # the region exists
     sleeper = workers.sleeper()
-    p = workers.py(RELEASER, name, env=STUCK_ENV)
-    deadline = time.monotonic() + DEADLINE
-    assert wait_line(p, "held", deadline) == "held 3"
-    craft_lock_word(name, token(sleeper.pid))
-    send(p)
+    p, deadline = start_on_a_stuck_word(workers, RELEASER, name, sleeper, "held 3")
     # release() gives up on the stuck word: no endless wait, signal handlers run
     line = wait_line(p, "re", time.monotonic() + 20)
     assert line.startswith("refused"), line
@@ -716,12 +725,8 @@ print("after", in_flight(), repr(held[0]), flush=True)
 def test_an_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind, workers):
     """The exit of `with lim.entry()` (and a KeyedLimiter's release) gives up on a stuck lock
     word as release() does: OSError naming the pid, the entry still entered, nothing lost."""
-    p = workers.py(STUCK_EXITER, name, kind, env=STUCK_ENV)
     sleeper = workers.sleeper()
-    deadline = time.monotonic() + DEADLINE
-    assert wait_line(p, "held", deadline) == "held 4"
-    craft_lock_word(name, token(sleeper.pid), at=0 if kind == "keyed" else 64)
-    send(p)
+    p, deadline = start_on_a_stuck_word(workers, STUCK_EXITER, name, sleeper, "held 4", kind)
     # the exit gives up on the stuck word: no endless wait, signal handlers run
     line = wait_line(p, "re", time.monotonic() + 20)
     assert line.startswith("refused"), line
@@ -766,12 +771,9 @@ def test_a_group_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name,
     """The exit of `with all_of(...).entry()` gives up on a member's stuck lock word as a lone
     entry's exit does: OSError, the members not yet exited still held; a retry of the exit
     finishes the others, each member exited exactly once."""
-    p = workers.py(STUCK_GROUP_EXITER, name, kind, env=STUCK_ENV)
     sleeper = workers.sleeper()
-    deadline = time.monotonic() + DEADLINE
-    assert wait_line(p, "held", deadline) == "held 2 1"
-    craft_lock_word(name, token(sleeper.pid), at=0 if kind == "keyed" else 64)
-    send(p)
+    p, deadline = start_on_a_stuck_word(workers, STUCK_GROUP_EXITER, name, sleeper, "held 2 1",
+                                        kind)
     # the group's exit gives up on the stuck word (no endless wait)
     line = wait_line(p, "re", time.monotonic() + 20)
     assert line.startswith("refused 1 "), line          # the private member has exited

@@ -9,7 +9,6 @@ Deadlines only detect hangs.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
 import os
 import re
 import threading
@@ -316,12 +315,7 @@ def test_decorator_timeout():
 
 
 def test_shared_release_in_another_process_wakes_an_async_waiter(name):
-    ctx = mp.get_context("spawn")
-    held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=W.hold_then_release, args=(name, held, go))
-    p.start()
-    try:
-        assert held.wait(60)
+    with W.held_in_another_process(name) as go:
         lim = Counting(concurrency=1, shared=name)
 
         async def main():
@@ -340,9 +334,6 @@ def test_shared_release_in_another_process_wakes_an_async_waiter(name):
         # woken by the release, not polling (1 ms polls over 0.5 s: ~10 000 decisions)
         assert lim.decisions <= 6 * 21 + 20, lim.decisions
         assert lim.in_flight == 0
-    finally:
-        go.set()
-        p.join(30)
 
 
 def test_shared_many_async_waiters_are_woken(name):
@@ -511,12 +502,7 @@ def test_keyed_decorator_timeout():
 
 
 def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
-    ctx = mp.get_context("spawn")
-    held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=W.hold_then_release, args=(name, held, go, "k"))
-    p.start()
-    try:
-        assert held.wait(60)
+    with W.held_in_another_process(name, "k") as go:
         per = CountingKeyed(concurrency=1, shared=name)
 
         async def main():
@@ -535,9 +521,6 @@ def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
         # woken by the releases, not polling (1 ms polls over 0.5 s: ~5 000 decisions)
         assert per.decisions["k"] <= 6 * 10 + 20, per.decisions
         assert per.in_flight("k") == 0
-    finally:
-        go.set()
-        p.join(30)
 
 
 # -- docs -----------------------------------------------------------------------------------
