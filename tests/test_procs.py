@@ -150,6 +150,15 @@ print("resumed", flush=True)
 sys.stdin.readline()
 """
 
+# a script's SIGALRM handler: it raises Alarm
+ALARM = """
+class Alarm(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+"""
+
 WAITER = """
 import signal, sys, threading, time, slidewin
 lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
@@ -174,12 +183,7 @@ except slidewin.BlockedError:
 took = time.monotonic() - t0
 print("timeout", got, round(took, 2), ticks[0] - before, flush=True)
 # 2. a signal handler runs, and its exception comes out of try_acquire
-class Alarm(Exception):
-    pass
-def on_alarm(signum, frame):
-    raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-signal.setitimer(signal.ITIMER_REAL, 0.3)
+""" + ALARM + """signal.setitimer(signal.ITIMER_REAL, 0.3)
 try:
     lim.try_acquire()
     print("alarm not raised", flush=True)
@@ -802,12 +806,7 @@ for e in held:
     e.__enter__()
 print("held", in_flight(), flush=True)
 holder = int(sys.stdin.readline())                      # stopped inside the lock now
-class Alarm(Exception):
-    pass
-def on_alarm(signum, frame):
-    raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-# 1. a handler's exception interrupts the exit's wait; the entry stays entered
+""" + ALARM + """# 1. a handler's exception interrupts the exit's wait; the entry stays entered
 signal.setitimer(signal.ITIMER_REAL, 0.3)
 try:
     held[0].__exit__(None, None, None)
