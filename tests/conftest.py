@@ -55,6 +55,30 @@ def name():
     slidewin.unlink(n)
 
 
+@pytest.fixture
+def forked():
+    """Start forked workers: forked(target, *args) starts one and returns it. When the test
+    ends, however it ends, each worker still running is killed, and every one is joined."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    started = []
+
+    def start(target, *args):
+        p = ctx.Process(target=target, args=args)
+        p.start()
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            if p.is_alive():
+                p.kill()
+            p.join(30)
+
+
 def skip_unless_ci(reason):
     """Skip a test whose requirement is missing on this machine, except in CI (`.ci/run`
     sets SLIDEWIN_CI=1), where every such test must run: there a missing requirement fails."""

@@ -243,17 +243,13 @@ def test_killed_worker_gives_back_its_in_flight_counts(name):
 
 @pytest.mark.procs
 @pytest.mark.parametrize("hook_us", [0, 2000], ids=["anywhere", "inside-decisions"])
-def test_workers_killed_at_random_instants(name, hook_us):
+def test_workers_killed_at_random_instants(name, hook_us, forked):
     """Hundreds of SIGKILLs: the survivors never wedge, the region stays valid and exact."""
     rng = random.Random(1234 + hook_us)
-    ctx = mp.get_context("fork")
     me = Limiter(concurrency=4, shared=name)
     worst = 0.0
     for _ in range(60):
-        workers = [ctx.Process(target=W.busy_until_killed, args=(name, hook_us))
-                   for _ in range(1 if hook_us else 3)]
-        for w in workers:
-            w.start()
+        workers = [forked(W.busy_until_killed, name, hook_us) for _ in range(1 if hook_us else 3)]
         for w in workers:
             time.sleep(rng.uniform(0.005, 0.02))
             os.kill(w.pid, signal.SIGKILL)
@@ -264,8 +260,9 @@ def test_workers_killed_at_random_instants(name, hook_us):
             worst = max(worst, time.monotonic() - t)
         for w in workers:
             w.join(10)
-    # every dead worker's counts come back; this process's own decisions still work
-    deadline = time.monotonic() + 2
+    # every dead worker's counts come back; this process's own decisions still work (the
+    # bound only ends a hang)
+    deadline = time.monotonic() + 15
     while me.stats().concurrency != 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert me.stats().concurrency == 0
