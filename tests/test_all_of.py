@@ -427,6 +427,38 @@ def test_groups_against_the_model(case):
 
 # -- threads ----------------------------------------------------------------------------------
 
+def release_all(members, pick):
+    """Give back what an admitted group of members[i] for i in pick holds."""
+    for i in pick:
+        m = members[i]
+        if isinstance(m, tuple):
+            m[0].release(m[1])
+        elif m.concurrency is not None:
+            m.release()
+
+
+def decide_rounds(members, picks, who, iters, counts, hold_every):
+    """`iters` decisions (try, no wait) of groups over `members`, worker `who` taking the
+    `picks` in turn (odd workers name the members in reverse order): counts[i] gets member
+    i's [passes, refusals]; an admitted group's counts are held a moment every `hold_every`
+    rounds while other threads or processes decide, then released."""
+    for it in range(iters):
+        pick = picks[(who + it) % len(picks)]
+        if who % 2:
+            pick = tuple(reversed(pick))
+        g = all_of(*[members[i] for i in pick])
+        v, wait, retry, refused, shadowed, _ = g._decide(None, _core.F_TRY, None)
+        if v == _core.PASS:
+            for i in pick:
+                counts[i][0] += 1
+            if it % hold_every == 0:
+                time.sleep(0)
+            release_all(members, pick)
+        else:
+            for k in refused:
+                counts[pick[k]][1] += 1
+
+
 def test_threads_on_overlapping_groups_in_opposite_orders_exact_counts():
     # the qps member admits 100 a second: its thousands of decisions are certain to see
     # refusals (the concurrency members' depend on how the threads interleave)
@@ -441,26 +473,7 @@ def test_threads_on_overlapping_groups_in_opposite_orders_exact_counts():
     def work(t):
         try:
             pairs = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0), (0, 2, 4)]
-            for it in range(iters):
-                pick = pairs[(t + it) % len(pairs)]
-                if t % 2:
-                    pick = tuple(reversed(pick))
-                g = all_of(*[members[i] for i in pick])
-                v, wait, retry, refused, shadowed, who = g._decide(None, _core.F_TRY, None)
-                if v == _core.PASS:
-                    for i in pick:
-                        counts[t][i][0] += 1
-                    if it % 5 == 0:
-                        time.sleep(0)  # hold the counts while other threads decide
-                    for i in pick:
-                        m = members[i]
-                        if isinstance(m, tuple):
-                            m[0].release(m[1])
-                        elif m.concurrency is not None:
-                            m.release()
-                else:
-                    for k in refused:
-                        counts[t][pick[k]][1] += 1
+            decide_rounds(members, pairs, t, iters, counts[t], hold_every=5)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -506,34 +519,11 @@ def _shared_members(names):
             Limiter(concurrency=3, shared=c), (KeyedLimiter(concurrency=2, shared=k), "key")]
 
 
-def _release_all(members, pick):
-    for i in pick:
-        m = members[i]
-        if isinstance(m, tuple):
-            m[0].release(m[1])
-        elif m.concurrency is not None:
-            m.release()
-
-
 def _proc_groups(names, who, iters, out):
     members = _shared_members(names)
     counts = [[0, 0] for _ in members]
     picks = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 1, 2, 3), (1, 3)]
-    for it in range(iters):
-        pick = picks[(who + it) % len(picks)]
-        if who % 2:
-            pick = tuple(reversed(pick))
-        g = all_of(*[members[i] for i in pick])
-        v, wait, retry, refused, shadowed, _ = g._decide(None, _core.F_TRY, None)
-        if v == _core.PASS:
-            for i in pick:
-                counts[i][0] += 1
-            if it % 3 == 0:
-                time.sleep(0)
-            _release_all(members, pick)
-        else:
-            for k in refused:
-                counts[pick[k]][1] += 1
+    decide_rounds(members, picks, who, iters, counts, hold_every=3)
     out.put((who, counts))
 
 
