@@ -17,6 +17,8 @@ from slidewin.asgi import LimitMiddleware
 
 from slidewin import KeyedLimiter
 
+from limiter_helpers import LoopTicks
+
 LONG = 60_000  # a window longer than any test: every request of a test falls in one window
 
 
@@ -436,20 +438,9 @@ def test_throttle_waits_its_turn_without_blocking_the_loop():
         # 20 per second: 50 ms apart; 4 requests at once queue up to 150 ms
         lim = Limiter(qps=20, behavior="throttle", max_queueing_ms=2000)
         mw = LimitMiddleware(ok_app, lim)
-        ticks = 0
-        stop = False
-
-        async def ticker():
-            nonlocal ticks
-            while not stop:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        t = asyncio.ensure_future(ticker())
-        conns = await asyncio.gather(*(request(mw) for _ in range(4)))
-        stop = True
-        await t
-        return conns, ticks, lim
+        async with LoopTicks(0.001) as loop:
+            conns = await asyncio.gather(*(request(mw) for _ in range(4)))
+        return conns, loop.ticks, lim
 
     conns, ticks, lim = run(main())
     assert [c.status for c in conns] == [200] * 4     # served late, with their own status
