@@ -1,4 +1,4 @@
-"""AdaptiveLimiter (issue 23): the benchmark that decides, against no limit and fixed limits.
+"""AdaptiveLimiter: the benchmark that decides, against no limit and fixed limits.
 
     python benchmarks/bench_adaptive.py [--quick] [--no-plot] [--realtime]
 
@@ -26,7 +26,7 @@ Reported per limiter and phase: goodput (calls answered within the 1 s timeout, 
 p50 and p99 latency of the admitted calls, refusals per s; and for each change, the time
 to follow it: from the change until the first second from which every 1 s bin has a
 goodput >= 90 % of the new capacity and a p99 <= 2x the p99 of the right fixed limit in
-the first phase (the targets of issue 23: p99 within 2x of the right fixed limit's,
+the first phase (the targets: p99 within 2x of the right fixed limit's,
 goodput >= 90 % of it, following a change within 5 s).
 
 ``--realtime`` adds a short confirmation on the real clock: threads as clients of a
@@ -271,7 +271,7 @@ def markdown(res: Dict[str, Any]) -> str:
             lines.append("| %s | %d | %.0f | %.1f | %.1f | %.0f |" % (
                 row["limiter"], ph["capacity"], ph["goodput"], ph["p50"], ph["p99"],
                 ph["refused"]))
-    lines += ["", "Targets (issue 23), per phase: goodput >= 90 % of the right fixed limit's "
+    lines += ["", "Targets, per phase: goodput >= 90 % of the right fixed limit's "
               "(scaled to the phase's capacity), p99 <= 2x its p99.", "",
               "Time to follow a change (s; every later 1 s bin at >= 90 %% of the new "
               "capacity's goodput and p99 <= 2x the right fixed limit's %.1f ms):"

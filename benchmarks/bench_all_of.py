@@ -1,4 +1,4 @@
-"""Section "all_of": one admission over several limiters (issue 22) vs one limiter.
+"""Section "all_of": one admission over several limiters vs one limiter.
 
 Timed like the decision section (``timeit``-style loops with the bound method in a local,
 every case once per round in an order rotated every round, a fresh group and fresh
@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 
 from common import Case, calibrate, fmt_ns, interleaved, md_table, summarize, text_table
 
-TITLE = "all_of: one admission over several limiters (issue 22)"
+TITLE = "all_of: one admission over several limiters"
 ABOUT = __doc__.split("\n", 2)[2]
 BIG = 10 ** 9
 TOKENS = 10 ** 13  # the tokens member: 500 a call never fills it within a timing

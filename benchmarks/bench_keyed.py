@@ -1,4 +1,4 @@
-"""Section "keyed": ``KeyedLimiter`` (issue 10), per key, next to a private Limiter and peers.
+"""Section "keyed": ``KeyedLimiter``, per key, next to a private Limiter and peers.
 
 Three parts, the first two timed in one interleaved run (every case once per round, the
 order rotated every round, GC off while timing, median and min - max of the rounds):
@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from common import fmt_ns, md_table, text_table
 
-TITLE = "Keyed: KeyedLimiter per key (issue 10)"
+TITLE = "Keyed: KeyedLimiter per key"
 ABOUT = __doc__.split("\n", 2)[2]
 
 BIG = 10 ** 9

@@ -1,4 +1,4 @@
-"""Section "shared": a limiter shared by the processes of a host (``shared=``, issue 9).
+"""Section "shared": a limiter shared by the processes of a host (``shared=``).
 
 Two parts.
 

@@ -11,7 +11,7 @@
    loopback, with and without the middleware; one keep-alive client sends a bounded number
    of requests one after the other; the median latency per request.
 
-The target (issue 12): the middleware's cost under 2% of a minimal uvicorn request. The
+The target: the middleware's cost under 2% of a minimal uvicorn request. The
 comparison printed at the end is (1)'s cost over (2)'s bare latency. (2)'s own difference is
 shown too, but is mostly noise: the cost is far below the run-to-run spread of a request.
 """

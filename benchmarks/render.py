@@ -27,6 +27,7 @@ ROOT = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+import report  # noqa: E402
 from common import md_table  # noqa: E402
 
 BLOCK = re.compile(r"(<!-- bench:([a-z-]+) -->\n)(.*?)(<!-- /bench:\2 -->)", re.S)
@@ -156,21 +157,17 @@ def _multiprocess(results) -> str:
 
 def section(name: str) -> Callable[[Dict[str, Any]], str]:
     def render(results: Dict[str, Any]) -> str:
-        import run
-
         sec = results["sections"].get(name)
         if sec is None:
             return f"(the run has no {name} section)"
         if sec.get("skipped"):
             return f"(skipped in this run: {sec['skipped']})"
-        return run._modules()[name].render_md(sec)
+        return report.modules()[name].render_md(sec)
     return render
 
 
 def full(results: Dict[str, Any]) -> str:
-    import run
-
-    return run.render_md(results, heading_level=2, environment=False)
+    return report.render_md(results, heading_level=2, environment=False)
 
 
 BLOCKS: Dict[str, Callable[[Dict[str, Any]], str]] = {

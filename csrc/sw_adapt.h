@@ -1,5 +1,5 @@
 /* sw_adapt.h - the adaptive concurrency controller: a limit learned from the window
- * (docs/adaptive.md, docs/design.md).
+ * (docs/adaptive.md, "The two algorithms").
  *
  * A concurrency limiter whose limit is not a setting but state: it follows the measured
  * completions and response times. Two algorithms:

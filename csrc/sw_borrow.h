@@ -26,7 +26,7 @@ void sw_borrow_add(struct sw_leap *future, int64_t T, int64_t n);
  * one bucket ahead of t (every caller in the core), never more than sample_count slots. */
 int64_t sw_borrow_waiting(const struct sw_leap *future, int64_t t);
 
-/** Try to occupy the next bucket for a prioritized request (DESIGN §4).
+/** Try to occupy the next bucket for a prioritized request (docs/design.md §4).
  * @param win the window (lock held); @param future its borrow ring
  * @param t clamped time in ms; @param n the request size; @param limit the window's limit L
  * @param occupy_timeout_ms the longest wait allowed

@@ -1,4 +1,4 @@
-/* sw_breaker.c - the circuit breaker: one critical section per outcome (DESIGN §11). */
+/* sw_breaker.c - the circuit breaker: one critical section per outcome (docs/design.md §15). */
 #include "sw_breaker.h"
 
 #include "sw_proc.h"

@@ -1,4 +1,5 @@
-/* sw_breaker.h - a circuit breaker on the leap array: Sentinel's degrade rules (DESIGN §11).
+/* sw_breaker.h - a circuit breaker on the leap array: Sentinel's degrade rules
+ * (docs/design.md §15).
  *
  * A product layer over the leap array (sw_leap.h), beside the limiter: a state word
  * (CLOSED / OPEN / HALF_OPEN, with a generation), the time a probe may next pass and the

@@ -1,4 +1,4 @@
-/* sw_group.c - all or nothing across limiters (docs/design.md §13). */
+/* sw_group.c - all or nothing across limiters (docs/design.md §14). */
 #include "sw_group.h"
 
 #include "sw_proc.h"

@@ -1,4 +1,4 @@
-/* sw_group.h - all or nothing across limiters (docs/design.md §13): one decision over several
+/* sw_group.h - all or nothing across limiters (docs/design.md §14): one decision over several
  * limiters and keys of keyed limiters, admitted by all of them or charged to none.
  *
  * A product above sw_limiter and sw_keyed. A group decision takes the members' locks in one

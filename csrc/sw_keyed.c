@@ -263,7 +263,7 @@ static inline int64_t kstart(const struct sw_kstate *st, int64_t t)
     return t - t % st->window_ms;
 }
 
-/* The window's clamp (DESIGN §2): a time behind the key's newest bucket counts there. */
+/* The window's clamp (design.md §2): a time behind the key's newest bucket counts there. */
 static inline int64_t kclamp(const struct sw_kentry *e, int64_t t)
 {
     return ((e->flags & SW_KE_WINDOW) && t < e->a) ? e->a : t;

@@ -218,7 +218,7 @@ int64_t sw_leap_held_min_rt(const struct sw_leap *l);
 /** Slow path of sw_leap_clamp (t outside the newest bucket). */
 int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t);
 
-/** Clamp t to the newest bucket start seen (DESIGN §2) and record a newer one.
+/** Clamp t to the newest bucket start seen (docs/design.md §2) and record a newer one.
  * @param l the ring
  * @param t ms (negative counts as 0)
  * @return t, or the newest bucket start when t lies behind it */
@@ -231,7 +231,7 @@ static inline int64_t sw_leap_clamp(struct sw_leap *l, int64_t t)
 
 /** The slot holding the bucket of t, (re)started in place if it held an older bucket
  * (the buckets sliding out leave the totals first). When `future` is given (a borrowable
- * window), a restarted bucket begins with the passes granted ahead for its start (DESIGN §4).
+ * window), a restarted bucket begins with the passes granted ahead for its start (design.md §4).
  * @param l the ring; t must already be clamped (a t behind the newest bucket held gets
  *        that bucket's slot)
  * @param future the borrow ring (1 event, PASS) or NULL
@@ -300,7 +300,7 @@ int64_t sw_leap_previous(struct sw_leap *l, uint32_t ev, int64_t t);
  * O(1) amortised (the deque). */
 int64_t sw_leap_min_rt(struct sw_leap *l, const struct sw_leap *future, int64_t t);
 
-/** Copy the window's buckets at t, oldest first, dense (DESIGN §2, API buckets()).
+/** Copy the window's buckets at t, oldest first, dense (docs/design.md §2, Metric.buckets()).
  * @param out room for sample_count * (2 + n_events) words: start, min_rt, counts... per bucket
  * @return the number of buckets written (fewer than sample_count only where a start < 0) */
 uint32_t sw_leap_buckets(struct sw_leap *l, const struct sw_leap *future, int64_t t,

@@ -290,8 +290,8 @@ static bool slot_held_by_live_process(const void *base)
  * a live process of this boot, as any lock. Else every token in it is from the other boot (a
  * pid of this boot that matches one is not the holder) or a reinitialiser of this boot's, which
  * holds it for microseconds: a word that names the same owner for SW_LOCK_STUCK_NS (or a dead
- * one) is forced open (was: waited for forever, a crafted word hung every attach). The hook,
- * when set, does the naps (without the GIL). */
+ * one) is forced open (never waited for for ever: a crafted word must not hang every
+ * attach). The hook, when set, does the naps (without the GIL). */
 static void lock_after_reboot(const void *base, sw_lock *l, uint64_t me)
 {
     if (slot_held_by_live_process(base)) {
@@ -331,8 +331,8 @@ static void lock_after_reboot(const void *base, sw_lock *l, uint64_t me)
 
 /* After a reboot the monotonic clock restarted: a region from before it is reinitialised.
  * Its users take the state's lock and nothing else: the new state is made aside, then copied
- * in under that lock (its lock word excepted), so no user ever sees a half-made state (was:
- * zeroed under live users, a division by a zeroed window in one of them). A slot held by a
+ * in under that lock (its lock word excepted), so no user ever sees a half-made state (a
+ * state zeroed under live users would divide by a zeroed window). A slot held by a
  * live process of this boot means the header's boot id is what is wrong (damage): the state
  * is then kept, only the boot id is corrected. A new state that cannot be made (no memory;
  * SW_EOS: no random bytes for a table's seed) leaves the region and its boot id as they are

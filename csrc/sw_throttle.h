@@ -22,7 +22,7 @@ void sw_throttle_init(struct sw_throttle *th);
  * saturated.
  * @return ns, or INT64_MAX when rate <= 0 */
 int64_t sw_throttle_cost(double rate, int64_t n);
-/** Reserve a slot (DESIGN §5).
+/** Reserve a slot (docs/design.md §5).
  * @param cost_ns the request's cost
  * @param now_ns the time of the decision
  * @param max_queue_ns the longest wait admitted (a wait equal to it passes)

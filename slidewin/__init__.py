@@ -98,7 +98,8 @@ from ._breaker import Breaker, BreakerOpenError  # noqa: E402
 import typing as _typing  # noqa: E402
 
 if _typing.TYPE_CHECKING:  # the objects users made: the public classes, not _core's bases
-    def limiters() -> _typing.Dict[str, _typing.Union[Metric, Limiter, KeyedLimiter]]:
+    def limiters() -> _typing.Dict[
+            str, _typing.Union[Metric, Limiter, AdaptiveLimiter, KeyedLimiter, Breaker]]:
         """The live named objects of this process, by name."""
 else:
     from ._core import limiters  # noqa: E402

@@ -10,6 +10,9 @@ sys.path before any test imports slidewin. An in-place build (`pip install -e .`
 import importlib.machinery
 import os
 import sys
+import uuid
+
+import pytest
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _root = os.path.dirname(_here)
@@ -39,6 +42,41 @@ if os.path.isdir(os.path.join(_root, "slidewin")) and not _has_built_core(
 
 if _here not in sys.path:
     sys.path.insert(0, _here)
+
+
+@pytest.fixture
+def name():
+    """A region name of the test's own (the pid and a uuid: safe beside other tests and other
+    runs at once), unlinked when the test ends."""
+    import slidewin
+
+    n = f"swtest-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+    yield n
+    slidewin.unlink(n)
+
+
+@pytest.fixture
+def forked():
+    """Start forked workers: forked(target, *args) starts one and returns it. When the test
+    ends, however it ends, each worker still running is killed, and every one is joined."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    started = []
+
+    def start(target, *args):
+        p = ctx.Process(target=target, args=args)
+        p.start()
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            if p.is_alive():
+                p.kill()
+            p.join(30)
 
 
 def skip_unless_ci(reason):

@@ -1,5 +1,8 @@
 """What the Limiter tests share: times in ns and limiters whose windows suit real-clock tests."""
 
+import asyncio
+import functools
+
 from slidewin import Limiter
 
 MS = 1_000_000
@@ -25,3 +28,45 @@ def long_window(**kw):
 def counts(lim, *events, now_ns=None):
     kw = {} if now_ns is None else {"now_ns": now_ns}
     return tuple(lim.metric.sum(e, **kw) for e in events)
+
+
+class LoopTicks:
+    """``async with LoopTicks(period) as loop:`` counts the turns of the running asyncio loop
+    while the block awaits (``loop.ticks``: a task ticking every `period` seconds): an event
+    loop blocked by a wait would not turn."""
+
+    def __init__(self, period):
+        self.period = period
+        self.ticks = 0
+        self._stop = False
+        self._task = None
+
+    async def _run(self):
+        while not self._stop:
+            self.ticks += 1
+            await asyncio.sleep(self.period)
+
+    async def __aenter__(self):
+        self._task = asyncio.ensure_future(self._run())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc):
+        self._stop = True
+        await self._task
+
+
+async def async_handler(err, *args, **kwargs):
+    """An async on_block handler (refused on sync code when decorating)."""
+    return "busy"
+
+
+class _AsyncCallable:
+    async def __call__(self, err, *args, **kwargs):
+        return "busy"
+
+
+# every shape of an async on_block: pytest.mark.parametrize("handler", ASYNC_HANDLERS,
+# ids=ASYNC_HANDLER_IDS)
+ASYNC_HANDLERS = [async_handler, functools.partial(async_handler), _AsyncCallable()]
+ASYNC_HANDLER_IDS = ["coroutine function", "partial", "async __call__"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -83,6 +84,43 @@ def busy_until_killed(name: str, hook_us: int) -> None:
             lim.release()
         if hook_us:
             time.sleep(0.0002)  # the lock is held ~90% of the time: a kill lands inside
+
+
+def hold_then_release(name: str, held, go, key=None) -> None:
+    """Hold the one count of a shared concurrency limiter (a KeyedLimiter's `key` when one is
+    given), say so (`held`), then release it a moment after `go`."""
+    if key is None:
+        lim = slidewin.Limiter(concurrency=1, shared=name)
+        lim.acquire()
+    else:
+        lim = slidewin.KeyedLimiter(concurrency=1, shared=name)
+        lim.acquire(key)
+    held.set()
+    go.wait(30)
+    time.sleep(0.3)
+    if key is None:
+        lim.release()
+    else:
+        lim.release(key)
+
+
+@contextlib.contextmanager
+def held_in_another_process(name: str, key=None):
+    """A spawned process holds the one count of a shared concurrency limiter (a KeyedLimiter's
+    `key` when one is given) while the block runs; the block gets an Event: set it, and the
+    process releases the count a moment later. The process is joined when the block ends."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    held, go = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=hold_then_release, args=(name, held, go, key))
+    p.start()
+    try:
+        assert held.wait(60)
+        yield go
+    finally:
+        go.set()
+        p.join(30)
 
 
 def pid() -> int:

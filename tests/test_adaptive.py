@@ -1,4 +1,4 @@
-"""AdaptiveLimiter (issue 23): a concurrency limit learned from the traffic.
+"""AdaptiveLimiter: a concurrency limit learned from the traffic.
 
 The algorithms are driven in virtual time (explicit ``now_ns``) against a small simulated
 processor-sharing backend, so every run is the same; the limiter's faces (entry, decorator,
@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import os
 import pickle
 import subprocess
 import sys
-import uuid
 
 import random
 
@@ -24,13 +22,6 @@ import slidewin
 from slidewin import AdaptiveLimiter, BlockedError
 
 MS = 1_000_000
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-adaptive-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0, noise=0.0):
@@ -84,6 +75,24 @@ def simulate(lim, phases, clients, work_ms=20.0, retry_ms=20.0, noise=0.0):
 
 # ------------------------------------------------------------------------- the algorithms
 
+class Spy:
+    """A limiter for simulate() that notes the limit in force at every decision."""
+
+    def __init__(self, lim, seen):
+        self.lim, self.seen = lim, seen
+
+    def try_acquire(self, now_ns):
+        self.seen.append(self.lim.limit)
+        return self.lim.try_acquire(now_ns=now_ns)
+
+    def release(self, **kw):
+        self.lim.release(**kw)
+
+    @property
+    def limit(self):
+        return self.lim.limit
+
+
 def test_gradient_follows_capacity_halved_and_doubled():
     lim = AdaptiveLimiter(algorithm="gradient")
     res = simulate(lim, [(20, 40), (20, 20), (20, 40)], clients=120)
@@ -104,20 +113,7 @@ def test_bbr_does_not_ratchet_up_under_overload(clients, noise):
     backend's queue with it."""
     lim = AdaptiveLimiter(algorithm="bbr")
     limits = []
-
-    class Spy:  # the limit at every decision
-        def try_acquire(self, now_ns):
-            limits.append(lim.limit)
-            return lim.try_acquire(now_ns=now_ns)
-
-        def release(self, **kw):
-            lim.release(**kw)
-
-        @property
-        def limit(self):
-            return lim.limit
-
-    res = simulate(Spy(), [(20, 40), (20, 20), (20, 40)], clients=clients, noise=noise)
+    res = simulate(Spy(lim, limits), [(20, 40), (20, 20), (20, 40)], clients=clients, noise=noise)
     for (done, refused, lat, limit), cap in zip(res, (40, 20, 40)):
         assert cap / 2 <= limit <= cap * 2, (cap, res)
         assert done * 20.0 / (20_000 * cap) >= 0.9, (cap, res)  # goodput
@@ -170,7 +166,7 @@ def test_a_backend_without_a_capacity_limit_is_never_refused(algorithm, clients,
     capacity at all: the RT does not grow with the load. Sentinel's/aegis' bound (max pass x
     min RT) is the AVERAGE level in flight, which a healthy load's instantaneous level
     exceeds half the time; slidewin's bbr enforces it only on evidence of queueing
-    (docs/adaptive.md). An outside review found bbr refusing 5-9 % of these calls."""
+    (docs/adaptive.md): it refuses none of these calls."""
     lim = AdaptiveLimiter(algorithm=algorithm)
     passed, refused = closed_loop_no_capacity(lim, clients, jitter=jitter)
     assert refused == 0, (passed, refused)
@@ -189,20 +185,7 @@ def test_the_limit_climbs_back_after_a_drop(algorithm):
 def test_the_limit_stays_within_its_bounds(algorithm):
     lim = AdaptiveLimiter(algorithm=algorithm, min_limit=4, max_limit=25, initial_limit=10)
     seen = []
-
-    class Spy:
-        def try_acquire(self, now_ns):
-            seen.append(lim.limit)
-            return lim.try_acquire(now_ns=now_ns)
-
-        def release(self, **kw):
-            lim.release(**kw)
-
-        @property
-        def limit(self):
-            return lim.limit
-
-    simulate(Spy(), [(5, 40), (5, 1)], clients=100)
+    simulate(Spy(lim, seen), [(5, 40), (5, 1)], clients=100)
     assert min(seen) >= 4 and max(seen) <= 25
     assert max(seen) == 25
 

@@ -17,6 +17,8 @@ from slidewin.asgi import LimitMiddleware
 
 from slidewin import KeyedLimiter
 
+from limiter_helpers import LoopTicks
+
 LONG = 60_000  # a window longer than any test: every request of a test falls in one window
 
 
@@ -143,7 +145,7 @@ def test_configured_status_body_content_type():
                          content_type="text/x-custom")
     c = run(request(mw))
     assert c.status == 418 and c.body == b"slow down"
-    # qps=0 never admits: no Retry-After (issue 18; it was "1")
+    # qps=0 never admits: no Retry-After (not "1")
     assert c.headers["content-type"] == "text/x-custom" and "retry-after" not in c.headers
     mw = LimitMiddleware(ok_app, Limiter(concurrency=0), concurrency_status=429, body=b"busy")
     c = run(request(mw))
@@ -436,20 +438,9 @@ def test_throttle_waits_its_turn_without_blocking_the_loop():
         # 20 per second: 50 ms apart; 4 requests at once queue up to 150 ms
         lim = Limiter(qps=20, behavior="throttle", max_queueing_ms=2000)
         mw = LimitMiddleware(ok_app, lim)
-        ticks = 0
-        stop = False
-
-        async def ticker():
-            nonlocal ticks
-            while not stop:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        t = asyncio.ensure_future(ticker())
-        conns = await asyncio.gather(*(request(mw) for _ in range(4)))
-        stop = True
-        await t
-        return conns, ticks, lim
+        async with LoopTicks(0.001) as loop:
+            conns = await asyncio.gather(*(request(mw) for _ in range(4)))
+        return conns, loop.ticks, lim
 
     conns, ticks, lim = run(main())
     assert [c.status for c in conns] == [200] * 4     # served late, with their own status
@@ -681,7 +672,7 @@ print([m["status"] for m in sent if "status" in m], statuses,
     ), out.stdout
 
 
-# ---- issue 18: on_block, the key's own threshold, a limit of 0, content_type, no address ---------
+# ---- on_block, the key's own threshold, a limit of 0, content_type, no address ------------------
 
 
 def test_on_block_adds_headers_to_the_default_refusal_and_logs():

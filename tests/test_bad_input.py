@@ -929,7 +929,7 @@ def test_events_accepts_ordered_iterables():
 
 
 # One source of truth: the core's own configuration check says which parameter failed and
-# why; the binding only raises it (these used to disagree at the boundary).
+# why; the binding only raises it (so the two never disagree at a boundary).
 @pytest.mark.parametrize("kwargs", [
     dict(qps=0.01463378941977025, interval_ms=68335, sample_count=1),
     dict(qps=0.013904338153503892, interval_ms=71920, sample_count=1),

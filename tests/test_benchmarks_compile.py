@@ -31,3 +31,31 @@ def test_limiter_noop_exists():
     assert _core._noop() is None
     assert _core._try_acquire_nogil(Limiter(qps=1), now_ns=0) is True
     assert not hasattr(Limiter(qps=1), "_noop")
+
+
+def test_the_benchmark_modules_import_no_circle():
+    # every import between the scripts of benchmarks/, at any depth of the code (function
+    # bodies too): none may lead back to the importer
+    import ast
+
+    local = {os.path.basename(s)[:-3] for s in SCRIPTS}
+    edges = {}
+    for path in SCRIPTS:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                deps |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                deps.add(node.module.split(".")[0])
+        edges[os.path.basename(path)[:-3]] = deps & local
+
+    def reaches(start, goal, seen):
+        for d in edges[start]:
+            if d == goal or (d not in seen and reaches(d, goal, seen | {d})):
+                return True
+        return False
+
+    circles = sorted(m for m in edges if reaches(m, m, {m}))
+    assert not circles, f"import circles through: {circles}"

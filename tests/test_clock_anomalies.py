@@ -288,8 +288,8 @@ def test_prioritized_reject_backwards_and_years():
 
 
 def test_throttle_end_of_clock_refuses_behind_the_saturated_slot():
-    """Regression: with now_ns near INT64_MAX every request used to get the same 100 ms wait
-    (the queue end saturated at INT64_MAX), so a throttle admitted without limit."""
+    """With now_ns near INT64_MAX the queue end saturates at INT64_MAX: requests behind it are
+    refused, never all given the same 100 ms wait (a throttle admitting without limit)."""
     lim = Limiter(qps=10, behavior="throttle", max_queueing_ms=10_000)
     answers = decisions(lim, INT64_MAX - 5, 50)
     assert answers[:2] == [0, 100 * MS]

@@ -1,4 +1,4 @@
-"""Crafted regions (issue 18, items 1 and 6): a region file is input, and a folder such as
+"""Crafted regions: a region file is input, and a folder such as
 /dev/shm is shared with other users.
 
 - The observers (``list_regions``, ``read_region``, the Prometheus ``Collector``,
@@ -41,7 +41,7 @@ def folder(tmp_path, monkeypatch):
 
 def give_away(path, uid=OTHER_UID):
     os.chown(path, uid, uid)
-    os.chmod(path, 0o644)  # world-readable, as the review's crafted file was
+    os.chmod(path, 0o644)  # world-readable, as a crafted file may be
 
 
 def foreign_copy(folder, src_name, dst_name):

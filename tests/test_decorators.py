@@ -11,7 +11,6 @@ module's own); tests/test_redis_decorators.py holds only what is the Redis types
 """
 
 import asyncio
-import functools
 import gc
 import inspect
 import itertools
@@ -22,7 +21,8 @@ import pytest
 from slidewin import BlockedError, Event, Limiter, limit
 
 from redis_servers import Server, need_server
-from limiter_helpers import eight_second, long_window
+from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, async_handler, eight_second,
+                             long_window)
 
 _STATS = {Event.PASS: "pass_qps", Event.BLOCK: "block_qps", Event.SUCCESS: "success_qps",
           Event.EXCEPTION: "exception_qps"}
@@ -406,20 +406,7 @@ def test_async_generator_on_block_sync_and_async():
 # -- async on_block on sync code ------------------------------------------------------------
 
 
-async def _async_handler(err, *args, **kwargs):
-    return "busy"
-
-
-class _AsyncCallable:
-    async def __call__(self, err, *args, **kwargs):
-        return "busy"
-
-
-@pytest.mark.parametrize(
-    "handler",
-    [_async_handler, functools.partial(_async_handler), _AsyncCallable()],
-    ids=["coroutine function", "partial", "async __call__"],
-)
+@pytest.mark.parametrize("handler", ASYNC_HANDLERS, ids=ASYNC_HANDLER_IDS)
 @pytest.mark.parametrize("kind", ["function", "generator"])
 def test_async_on_block_on_sync_code_is_refused_at_decoration(make, handler, kind):
     def f():
@@ -440,7 +427,7 @@ def test_async_on_block_on_sync_code_is_refused_at_decoration(make, handler, kin
 
 
 def test_async_on_block_on_async_code_is_accepted():
-    lim = Limiter(concurrency=0, on_block=_async_handler)
+    lim = Limiter(concurrency=0, on_block=async_handler)
 
     @lim
     async def f():
@@ -452,7 +439,7 @@ def test_async_on_block_on_async_code_is_accepted():
 def test_sync_on_block_returning_a_coroutine_raises_without_a_warning(make):
     # undetectable at decoration (a lambda); the call raises instead of returning an
     # un-awaited coroutine (filterwarnings=error would turn a "never awaited" into a failure)
-    lim = make(concurrency=0, on_block=lambda err: _async_handler(err))
+    lim = make(concurrency=0, on_block=lambda err: async_handler(err))
 
     @lim
     def f():

@@ -1,4 +1,4 @@
-"""KeyedLimiter under crafted and flooding keys (issue 18, item 2).
+"""KeyedLimiter under crafted and flooding keys.
 
 The attacker computes keys offline with the library's own hash: XXH3-64 with the fixed seed
 that slidewin used for every table before tables were seeded at random (reimplemented here

@@ -11,7 +11,6 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
-import uuid
 
 import pytest
 
@@ -19,13 +18,6 @@ import slidewin
 from slidewin import KeyedLimiter
 
 import keyed_workers as W
-
-
-@pytest.fixture
-def name():
-    n = f"swkeyed-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 KEYS = ["user-1", b"user-1", 1, 2**80, "vip"]

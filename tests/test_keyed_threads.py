@@ -1,4 +1,4 @@
-"""KeyedLimiter's settings under threads (issue 18, item 13).
+"""KeyedLimiter's settings under threads.
 
 update(), the overrides setter and getter, repr and the decisions read and swap the settings
 (rule, per-key thresholds, the dict given) under the table's lock only, so that no thread frees

@@ -1,4 +1,4 @@
-"""The C sources' layering (issue 20), checked by .ci/layers.py: the core includes only
+"""The C sources' layering, checked by .ci/layers.py: the core includes only
 downward (base -> mechanisms -> products) and the binding has no include cycle, its headers
 declaring only what their own files define. The checker is also shown to catch each kind of
 violation on a copy of the tree."""
@@ -59,7 +59,7 @@ def test_a_binding_include_cycle_fails(tmp_path):
 
 
 def test_a_declaration_in_binding_h_of_a_types_function_fails(tmp_path):
-    # binding.h -> limiter.c -> entry.c -> binding.h: the cycle of issue 20, hidden from a
+    # binding.h -> limiter.c -> entry.c -> binding.h: a cycle hidden from a
     # check of the #include lines alone
     csrc = copy(tmp_path)
     edit(csrc / "binding" / "binding.h", "#endif /* SW_BINDING_H */",

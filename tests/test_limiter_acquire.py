@@ -9,7 +9,7 @@ import pytest
 
 from slidewin import BlockedError, Event, Limiter
 
-from limiter_helpers import MS, counts, eight_second, long_window
+from limiter_helpers import MS, LoopTicks, counts, eight_second, long_window
 
 
 def test_acquire_returns_none_when_admitted():
@@ -154,24 +154,12 @@ def test_event_loop_keeps_running_while_acquire_async_waits():
     async def main():
         lim = long_window(qps=4, behavior="throttle")  # 250 ms apart
         await lim.acquire_async()
-        ticks = 0
-        stop = False
-
-        async def ticker():
-            nonlocal ticks
-            while not stop:
-                ticks += 1
-                await asyncio.sleep(0.005)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        before = ticks
-        t0 = time.monotonic()
-        await lim.acquire_async()
-        waited = time.monotonic() - t0
-        progress = ticks - before
-        stop = True
-        await task
+        async with LoopTicks(0.005) as loop:
+            before = loop.ticks
+            t0 = time.monotonic()
+            await lim.acquire_async()
+            waited = time.monotonic() - t0
+            progress = loop.ticks - before
         return waited, progress
 
     waited, progress = asyncio.run(main())

@@ -63,7 +63,7 @@ def test_the_registry_holds_weak_references_and_the_newest_live_one_of_a_name_is
     assert slidewin.limiters()[tag] is second
     del second
     gc.collect()
-    assert slidewin.limiters()[tag] is first  # review: a dropped newer one hid the live one
+    assert slidewin.limiters()[tag] is first  # a dropped newer one never hides the live one
     third = Breaker(error_count=1, name=tag)
     assert slidewin.limiters()[tag] is third
     del first, third

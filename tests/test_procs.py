@@ -18,7 +18,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -35,13 +34,6 @@ DEADLINE = 60  # seconds: a scenario taking longer hangs
 # the stuck-owner scenarios' processes take a live owner as stuck after 1 s, not 5 s (a test
 # hook read at import: slidewin/_core, SLIDEWIN_TEST_LOCK_STUCK_MS)
 STUCK_ENV = dict(os.environ, SLIDEWIN_TEST_LOCK_STUCK_MS="1000")
-
-
-@pytest.fixture
-def name():
-    n = f"swprocs-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def region_path(name: str) -> str:
@@ -61,6 +53,67 @@ def py(code: str, *args: str, **kw) -> subprocess.Popen:
 
     threading.Thread(target=pump, daemon=True).start()
     return p
+
+
+def stop(p: subprocess.Popen) -> None:
+    """Kill p if it still runs, reap it, close its pipes."""
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f is not None:
+            f.close()
+
+
+class Workers:
+    """The processes a test starts: every one is killed (if still running) and reaped, its
+    pipes closed, when the test ends, however it ends."""
+
+    def __init__(self) -> None:
+        self.started: list = []
+
+    def py(self, code: str, *args: str, **kw) -> subprocess.Popen:
+        """A Python process running `code` with `args` (see py())."""
+        p = py(code, *args, **kw)
+        self.started.append(p)
+        return p
+
+    def sleeper(self) -> subprocess.Popen:
+        """A live process that does nothing: the fake owner of a crafted lock word."""
+        p = subprocess.Popen(["sleep", "600"])
+        self.started.append(p)
+        return p
+
+    def stop_all(self) -> None:
+        for p in self.started:
+            stop(p)
+
+
+@pytest.fixture
+def workers():
+    w = Workers()
+    try:
+        yield w
+    finally:
+        w.stop_all()
+
+
+def send(p: subprocess.Popen, line: str = "go") -> None:
+    """Write one line to p's stdin (the scripts below wait on sys.stdin.readline())."""
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+
+
+def wait_stopped(pid: int, deadline: float) -> None:
+    """Wait until process pid is stopped ('T': it stopped itself inside the lock)."""
+    while proc_state(pid) != "T":
+        assert time.monotonic() < deadline, "the holder never stopped"
+        time.sleep(0.01)
+
+
+def token(pid: int) -> int:
+    """The lock word naming process pid as the owner (pid and start time)."""
+    return pid << 32 | (start_time(pid) & 0xffffffff)
 
 
 def proc_state(pid: int) -> str:
@@ -97,6 +150,15 @@ print("resumed", flush=True)
 sys.stdin.readline()
 """
 
+# a script's SIGALRM handler: it raises Alarm
+ALARM = """
+class Alarm(Exception):
+    pass
+def on_alarm(signum, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+"""
+
 WAITER = """
 import signal, sys, threading, time, slidewin
 lim = slidewin.Limiter(qps=1e9, shared=sys.argv[1])
@@ -121,12 +183,7 @@ except slidewin.BlockedError:
 took = time.monotonic() - t0
 print("timeout", got, round(took, 2), ticks[0] - before, flush=True)
 # 2. a signal handler runs, and its exception comes out of try_acquire
-class Alarm(Exception):
-    pass
-def on_alarm(signum, frame):
-    raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-signal.setitimer(signal.ITIMER_REAL, 0.3)
+""" + ALARM + """signal.setitimer(signal.ITIMER_REAL, 0.3)
 try:
     lim.try_acquire()
     print("alarm not raised", flush=True)
@@ -140,40 +197,28 @@ print("after", lim.try_acquire(), flush=True)
 
 
 @pytest.mark.parametrize("then", ["SIGCONT", "SIGKILL"])
-def test_a_stopped_lock_holder_leaves_threads_timeouts_and_signals_running(name, then):
+def test_a_stopped_lock_holder_leaves_threads_timeouts_and_signals_running(name, then,
+                                                                          workers):
     deadline = time.monotonic() + DEADLINE
-    waiter = py(WAITER, name)
-    holder = py(HOLDER, name)
-    try:
-        wait_line(waiter, "attached", deadline)
-        wait_line(holder, "attached", deadline)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        while proc_state(holder.pid) != "T":           # stopped inside the lock
-            assert time.monotonic() < deadline, "the holder never stopped"
-            time.sleep(0.01)
-        waiter.stdin.write("go\n")
-        waiter.stdin.flush()
-        line = wait_line(waiter, "timeout", deadline).split()
-        assert line[1] == "False"                      # not admitted: the lock never came
-        assert float(line[2]) < 30                     # returned, not hung (generous)
-        assert int(line[3]) > 0                        # the other thread ran meanwhile
-        assert wait_line(waiter, "alarm", deadline) == "alarm raised"
-        wait_line(waiter, "waiting", deadline)
-        os.kill(holder.pid, getattr(signal, then))
-        if then == "SIGCONT":
-            assert wait_line(holder, "resumed", deadline) == "resumed"
-        waiter.stdin.write("go\n")
-        waiter.stdin.flush()
-        assert wait_line(waiter, "after", deadline) == "after True"   # everything recovers
-        assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
-    finally:
-        for p in (waiter, holder):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+    waiter = workers.py(WAITER, name)
+    holder = workers.py(HOLDER, name)
+    wait_line(waiter, "attached", deadline)
+    wait_line(holder, "attached", deadline)
+    send(holder)
+    wait_stopped(holder.pid, deadline)                 # stopped inside the lock
+    send(waiter)
+    line = wait_line(waiter, "timeout", deadline).split()
+    assert line[1] == "False"                          # not admitted: the lock never came
+    assert float(line[2]) < 30                         # returned, not hung (generous)
+    assert int(line[3]) > 0                            # the other thread ran meanwhile
+    assert wait_line(waiter, "alarm", deadline) == "alarm raised"
+    wait_line(waiter, "waiting", deadline)
+    os.kill(holder.pid, getattr(signal, then))
+    if then == "SIGCONT":
+        assert wait_line(holder, "resumed", deadline) == "resumed"
+    send(waiter)
+    assert wait_line(waiter, "after", deadline) == "after True"   # everything recovers
+    assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
 
 
 # ------------------------------------------------------------ a lock word naming a live pid
@@ -197,25 +242,21 @@ except OSError as e:
 """
 
 
-def test_a_lock_word_naming_a_live_process_does_not_hang_attach(name):
+def test_a_lock_word_naming_a_live_process_does_not_hang_attach(name, workers):
     Limiter(qps=1e9, shared=name)                     # the region exists
-    sleeper = subprocess.Popen(["sleep", "600"])
+    sleeper = workers.sleeper()
+    craft_lock_word(name, token(sleeper.pid))
     try:
-        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff))
-        try:
-            proc = subprocess.run([sys.executable, "-c", CRAFTED, name], capture_output=True,
-                                  text=True, timeout=DEADLINE, env=STUCK_ENV)
-        except subprocess.TimeoutExpired:
-            pytest.fail("attach hung on a lock word naming a live process")
-        out, err = proc.stdout, proc.stderr
-        assert out.startswith("refused"), (out, err)
-        assert str(sleeper.pid) in out and "lock" in out, out
-        # the owner is alive: it may be in use, so never the advice to unlink it
-        assert f"held by live pid {sleeper.pid} (state S)" in out, out
-        assert "unlink" not in out, out
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+        proc = subprocess.run([sys.executable, "-c", CRAFTED, name], capture_output=True,
+                              text=True, timeout=DEADLINE, env=STUCK_ENV)
+    except subprocess.TimeoutExpired:
+        pytest.fail("attach hung on a lock word naming a live process")
+    out, err = proc.stdout, proc.stderr
+    assert out.startswith("refused"), (out, err)
+    assert str(sleeper.pid) in out and "lock" in out, out
+    # the owner is alive: it may be in use, so never the advice to unlink it
+    assert f"held by live pid {sleeper.pid} (state S)" in out, out
+    assert "unlink" not in out, out
 
 
 # ------------------------------------------------------------------------- PID namespaces
@@ -245,7 +286,7 @@ os._exit(0)
 def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
-    lim = Limiter(concurrency=5, shared=name)         # OSError errno 18 before the fix
+    lim = Limiter(concurrency=5, shared=name)         # taken over: no OSError (EXDEV)
     assert lim.in_flight == 0                         # the namespace's counts are gone
     assert sum(lim.try_acquire() for _ in range(10)) == 5
     # and another namespace (a restarted container) can take it over again
@@ -297,21 +338,17 @@ sys.stdin.readline()
 """
 
 
-def test_many_processes_on_many_names(name):
+def test_many_processes_on_many_names(name, workers):
     deadline = time.monotonic() + DEADLINE
-    procs = [py(MANY_NAMES, name) for _ in range(9)]   # 9 x 130 > 1024 slots per object
     try:
+        procs = [workers.py(MANY_NAMES, name) for _ in range(9)]  # 9 x 130 > 1024 slots
         for p in procs:
             assert wait_line(p, "ok", deadline) == "ok"
         assert Limiter(concurrency=10**6, shared=name).in_flight == 9 * 130
         for i in range(30):
             assert Limiter(concurrency=1000, shared=f"{name}-{i}").in_flight == 9
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        workers.stop_all()
         for i in range(30):
             slidewin.unlink(f"{name}-{i}")
 
@@ -481,41 +518,29 @@ interps.create()          # from now on PyGILState_Check() answers 1 whatever th
 print("attached", flush=True)
 sys.stdin.readline()      # the holder is stopped inside the lock now
 print("waiting", flush=True)
-# waits without the GIL in the lock hook until the holder is killed (was: SIGABRT,
+# waits without the GIL in the lock hook until the holder is killed (no SIGABRT from
 # "PyEval_SaveThread: ... GIL is released")
 print("after", _core._try_acquire_nogil(lim, 1), flush=True)
 """
 
 
-def test_a_lock_wait_without_the_gil_survives_a_subinterpreter(name):
+def test_a_lock_wait_without_the_gil_survives_a_subinterpreter(name, workers):
     deadline = time.monotonic() + DEADLINE
-    waiter = py(SUBINTERP_WAITER, name)
-    holder = py(HOLDER, name)
-    try:
-        first = waiter.lines.get(timeout=DEADLINE)
-        if first is not None and first.startswith("nosub"):
-            pytest.skip("this Python has neither _interpreters nor _xxsubinterpreters")
-        assert first is not None and first.startswith("attached"), waiter.stderr.read()[-2000:]
-        wait_line(holder, "attached", deadline)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        while proc_state(holder.pid) != "T":           # stopped inside the lock
-            assert time.monotonic() < deadline, "the holder never stopped"
-            time.sleep(0.01)
-        waiter.stdin.write("go\n")
-        waiter.stdin.flush()
-        wait_line(waiter, "waiting", deadline)
-        time.sleep(0.3)                                # the waiter naps in the lock hook
-        os.kill(holder.pid, signal.SIGKILL)
-        assert wait_line(waiter, "after", deadline) == "after True"
-        assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
-    finally:
-        for p in (waiter, holder):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+    waiter = workers.py(SUBINTERP_WAITER, name)
+    holder = workers.py(HOLDER, name)
+    first = waiter.lines.get(timeout=DEADLINE)
+    if first is not None and first.startswith("nosub"):
+        pytest.skip("this Python has neither _interpreters nor _xxsubinterpreters")
+    assert first is not None and first.startswith("attached"), waiter.stderr.read()[-2000:]
+    wait_line(holder, "attached", deadline)
+    send(holder)
+    wait_stopped(holder.pid, deadline)                 # stopped inside the lock
+    send(waiter)
+    wait_line(waiter, "waiting", deadline)
+    time.sleep(0.3)                                    # the waiter naps in the lock hook
+    os.kill(holder.pid, signal.SIGKILL)
+    assert wait_line(waiter, "after", deadline) == "after True"
+    assert waiter.wait(timeout=max(1, deadline - time.monotonic())) == 0
 
 
 # ---------------------------------------------------- a holder frozen by the cgroup freezer
@@ -543,7 +568,8 @@ def read_text(path: str) -> str:
         return f.read()
 
 
-def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(name):
+def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(name,
+                                                                               workers):
     """docker pause freezes a container's cgroup: its tasks show 'S', not 'T'."""
     root = None
     with open("/proc/self/mountinfo") as f:
@@ -558,19 +584,16 @@ def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(
     except OSError as e:
         pytest.skip(f"no writable cgroup v2 here: {e}")
     deadline = time.monotonic() + DEADLINE
-    waiter = py(FROZEN_WAITER, name, "2.5", env=STUCK_ENV)
-    holder = py(HOLDER, name)
+    waiter = workers.py(FROZEN_WAITER, name, "2.5", env=STUCK_ENV)
+    holder = workers.py(HOLDER, name)
     frozen = False
     try:
         if not os.path.exists(os.path.join(group, "cgroup.freeze")):
             pytest.skip("this cgroup v2 has no freezer (cgroup.freeze)")
         wait_line(waiter, "attached", deadline)
         wait_line(holder, "attached", deadline)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        while proc_state(holder.pid) != "T":           # stopped inside the lock
-            assert time.monotonic() < deadline, "the holder never stopped"
-            time.sleep(0.01)
+        send(holder)
+        wait_stopped(holder.pid, deadline)             # stopped inside the lock
         try:
             with open(os.path.join(group, "cgroup.procs"), "w") as f:
                 f.write(str(holder.pid))
@@ -586,32 +609,38 @@ def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(
         while proc_state(holder.pid) == "T":
             assert time.monotonic() < deadline, "the frozen holder stayed 'T'"
             time.sleep(0.01)
-        waiter.stdin.write("go\n")
-        waiter.stdin.flush()
+        send(waiter)
         assert wait_line(waiter, "", deadline) == "timeout"   # waited, not "damaged"
         with open(os.path.join(group, "cgroup.freeze"), "w") as f:
             f.write("0")
         frozen = False
         assert wait_line(holder, "resumed", deadline) == "resumed"
-        waiter.stdin.write("go\n")
-        waiter.stdin.flush()
+        send(waiter)
         assert wait_line(waiter, "after", deadline) == "after True"
     finally:
         if frozen:
             with open(os.path.join(group, "cgroup.freeze"), "w") as f:
                 f.write("0")
-        for p in (waiter, holder):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        workers.stop_all()                             # the cgroup goes once it is empty
         for _ in range(100):
             try:
                 os.rmdir(group)
                 break
             except OSError:
                 time.sleep(0.05)
+
+
+def start_on_a_stuck_word(workers, script: str, name: str, sleeper, held: str,
+                          kind: str = "limiter"):
+    """Start `script` on region `name` (kind "limiter" or "keyed"), wait for its `held` line,
+    make the live `sleeper` the owner of the region's lock word, and tell the script to go on.
+    Returns the process and the scenario's deadline."""
+    p = workers.py(script, name, kind, env=STUCK_ENV)
+    deadline = time.monotonic() + DEADLINE
+    assert wait_line(p, "held", deadline) == held
+    craft_lock_word(name, token(sleeper.pid), at=0 if kind == "keyed" else 64)
+    send(p)
+    return p, deadline
 
 
 RELEASER = """
@@ -636,36 +665,21 @@ print("after", lim.in_flight, flush=True)
 """
 
 
-def test_release_and_dealloc_give_up_on_a_lock_word_naming_a_live_process(name):
+def test_release_and_dealloc_give_up_on_a_lock_word_naming_a_live_process(name, workers):
     Limiter(concurrency=5, shared=name)               # the region exists
-    sleeper = subprocess.Popen(["sleep", "600"])
-    p = py(RELEASER, name, env=STUCK_ENV)
-    deadline = time.monotonic() + DEADLINE
-    try:
-        assert wait_line(p, "held", deadline) == "held 3"
-        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff))
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        # before the fix: release() waited forever (no give-up, no signal handlers)
-        line = wait_line(p, "re", time.monotonic() + 20)
-        assert line.startswith("refused"), line
-        assert f"held by live pid {sleeper.pid}" in line, line
-        wait_line(p, "dropped", time.monotonic() + 20)   # the dealloc gave up too
-        sleeper.kill()
-        sleeper.wait()
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        # nothing lost, nothing doubled: 3 held, the refused release kept its count, the
-        # dropped object left its count for the reap, then one release
-        assert wait_line(p, "after", deadline) == "after 2"
-        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
-    finally:
-        for q in (p, sleeper):
-            if q.poll() is None:
-                q.kill()
-                q.wait()
-        for f in (p.stdin, p.stdout, p.stderr):
-            f.close()
+    sleeper = workers.sleeper()
+    p, deadline = start_on_a_stuck_word(workers, RELEASER, name, sleeper, "held 3")
+    # release() gives up on the stuck word: no endless wait, signal handlers run
+    line = wait_line(p, "re", time.monotonic() + 20)
+    assert line.startswith("refused"), line
+    assert f"held by live pid {sleeper.pid}" in line, line
+    wait_line(p, "dropped", time.monotonic() + 20)   # the dealloc gave up too
+    stop(sleeper)
+    send(p)
+    # nothing lost, nothing doubled: 3 held, the refused release kept its count, the
+    # dropped object left its count for the reap, then one release
+    assert wait_line(p, "after", deadline) == "after 2"
+    assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
 
 
 # ------------------------------------------------------------- an entry's exit and release
@@ -712,38 +726,22 @@ print("after", in_flight(), repr(held[0]), flush=True)
 
 
 @pytest.mark.parametrize("kind", ["limiter", "keyed"])
-def test_an_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind):
+def test_an_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind, workers):
     """The exit of `with lim.entry()` (and a KeyedLimiter's release) gives up on a stuck lock
     word as release() does: OSError naming the pid, the entry still entered, nothing lost."""
-    p = py(STUCK_EXITER, name, kind, env=STUCK_ENV)
-    sleeper = subprocess.Popen(["sleep", "600"])
-    deadline = time.monotonic() + DEADLINE
-    try:
-        assert wait_line(p, "held", deadline) == "held 4"
-        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff),
-                        at=0 if kind == "keyed" else 64)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        # before the fix: the exit waited forever (no give-up, no signal handlers)
-        line = wait_line(p, "re", time.monotonic() + 20)
-        assert line.startswith("refused"), line
-        assert "entered" in line and f"held by live pid {sleeper.pid}" in line, line
-        line = wait_line(p, "re", time.monotonic() + 20)
-        assert line.startswith("refused release"), line
-        sleeper.kill()
-        sleeper.wait()
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        line = wait_line(p, "after", deadline)
-        assert line.startswith("after 2 ") and "exited" in line, line   # 4 - 1 exit - 1 release
-        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
-    finally:
-        for q in (p, sleeper):
-            if q.poll() is None:
-                q.kill()
-                q.wait()
-        for f in (p.stdin, p.stdout, p.stderr):
-            f.close()
+    sleeper = workers.sleeper()
+    p, deadline = start_on_a_stuck_word(workers, STUCK_EXITER, name, sleeper, "held 4", kind)
+    # the exit gives up on the stuck word: no endless wait, signal handlers run
+    line = wait_line(p, "re", time.monotonic() + 20)
+    assert line.startswith("refused"), line
+    assert "entered" in line and f"held by live pid {sleeper.pid}" in line, line
+    line = wait_line(p, "re", time.monotonic() + 20)
+    assert line.startswith("refused release"), line
+    stop(sleeper)
+    send(p)
+    line = wait_line(p, "after", deadline)
+    assert line.startswith("after 2 ") and "exited" in line, line   # 4 - 1 exit - 1 release
+    assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
 
 
 STUCK_GROUP_EXITER = OBJECTS + """
@@ -772,38 +770,24 @@ except RuntimeError:
 
 
 @pytest.mark.parametrize("kind", ["limiter", "keyed"])
-def test_a_group_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind):
+def test_a_group_entrys_exit_gives_up_on_a_lock_word_naming_a_live_process(name, kind,
+                                                                           workers):
     """The exit of `with all_of(...).entry()` gives up on a member's stuck lock word as a lone
     entry's exit does: OSError, the members not yet exited still held; a retry of the exit
     finishes the others, each member exited exactly once."""
-    p = py(STUCK_GROUP_EXITER, name, kind, env=STUCK_ENV)
-    sleeper = subprocess.Popen(["sleep", "600"])
-    deadline = time.monotonic() + DEADLINE
-    try:
-        assert wait_line(p, "held", deadline) == "held 2 1"
-        craft_lock_word(name, sleeper.pid << 32 | (start_time(sleeper.pid) & 0xffffffff),
-                        at=0 if kind == "keyed" else 64)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        # before the fix: the group's exit waited forever on the stuck word
-        line = wait_line(p, "re", time.monotonic() + 20)
-        assert line.startswith("refused 1 "), line      # the private member has exited
-        assert f"held by live pid {sleeper.pid}" in line, line
-        sleeper.kill()
-        sleeper.wait()
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        assert wait_line(p, "still", deadline) == "still 1"           # the shared one: held
-        assert wait_line(p, "after", deadline) == "after 1 0 1 1"  # nothing doubled, nothing lost
-        assert wait_line(p, "done", deadline) == "done"
-        assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
-    finally:
-        for q in (p, sleeper):
-            if q.poll() is None:
-                q.kill()
-                q.wait()
-        for f in (p.stdin, p.stdout, p.stderr):
-            f.close()
+    sleeper = workers.sleeper()
+    p, deadline = start_on_a_stuck_word(workers, STUCK_GROUP_EXITER, name, sleeper, "held 2 1",
+                                        kind)
+    # the group's exit gives up on the stuck word (no endless wait)
+    line = wait_line(p, "re", time.monotonic() + 20)
+    assert line.startswith("refused 1 "), line          # the private member has exited
+    assert f"held by live pid {sleeper.pid}" in line, line
+    stop(sleeper)
+    send(p)
+    assert wait_line(p, "still", deadline) == "still 1"             # the shared one: held
+    assert wait_line(p, "after", deadline) == "after 1 0 1 1"   # nothing doubled, nothing lost
+    assert wait_line(p, "done", deadline) == "done"
+    assert p.wait(timeout=max(1, deadline - time.monotonic())) == 0, p.stderr.read()
 
 
 STOPPED_HOLDER = OBJECTS + """
@@ -822,12 +806,7 @@ for e in held:
     e.__enter__()
 print("held", in_flight(), flush=True)
 holder = int(sys.stdin.readline())                      # stopped inside the lock now
-class Alarm(Exception):
-    pass
-def on_alarm(signum, frame):
-    raise Alarm()
-signal.signal(signal.SIGALRM, on_alarm)
-# 1. a handler's exception interrupts the exit's wait; the entry stays entered
+""" + ALARM + """# 1. a handler's exception interrupts the exit's wait; the entry stays entered
 signal.setitimer(signal.ITIMER_REAL, 0.3)
 try:
     held[0].__exit__(None, None, None)
@@ -854,65 +833,47 @@ print("after", in_flight(), repr(held[0]), flush=True)
 
 
 @pytest.mark.parametrize("kind", ["limiter", "keyed"])
-def test_an_entrys_exit_waiting_for_a_stopped_holder_runs_signal_handlers(name, kind):
+def test_an_entrys_exit_waiting_for_a_stopped_holder_runs_signal_handlers(name, kind, workers):
     deadline = time.monotonic() + DEADLINE
-    exiter = py(ALARMED_EXITER, name, kind)
-    holder = py(STOPPED_HOLDER, name, kind)
-    try:
-        assert wait_line(exiter, "held", deadline) == "held 3"
-        wait_line(holder, "attached", deadline)
-        holder.stdin.write("go\n")
-        holder.stdin.flush()
-        while proc_state(holder.pid) != "T":           # stopped inside the lock
-            assert time.monotonic() < deadline, "the holder never stopped"
-            time.sleep(0.01)
-        exiter.stdin.write(f"{holder.pid}\n")
-        exiter.stdin.flush()
-        # before the fix: the exit waited for the lock, its handler never ran (a hang)
-        line = wait_line(exiter, "alarm", time.monotonic() + 20)
-        assert line.startswith("alarm raised") and "entered" in line, line
-        # before the fix: the read waited for the lock, its handler never ran (a hang)
-        assert wait_line(exiter, "read", time.monotonic() + 20) == "read interrupted"
-        assert wait_line(holder, "resumed", deadline) == "resumed"
-        line = wait_line(exiter, "after", deadline)
-        # nothing lost, nothing doubled: 3 held, one exited once, the holder's 1
-        assert line.startswith("after 3 ") and "exited" in line, line
-        assert exiter.wait(timeout=max(1, deadline - time.monotonic())) == 0, exiter.stderr.read()
-    finally:
-        for p in (exiter, holder):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+    exiter = workers.py(ALARMED_EXITER, name, kind)
+    holder = workers.py(STOPPED_HOLDER, name, kind)
+    assert wait_line(exiter, "held", deadline) == "held 3"
+    wait_line(holder, "attached", deadline)
+    send(holder)
+    wait_stopped(holder.pid, deadline)                 # stopped inside the lock
+    send(exiter, str(holder.pid))
+    # the exit's wait for the lock runs the signal handler (no hang)
+    line = wait_line(exiter, "alarm", time.monotonic() + 20)
+    assert line.startswith("alarm raised") and "entered" in line, line
+    # so does a read's wait for the lock
+    assert wait_line(exiter, "read", time.monotonic() + 20) == "read interrupted"
+    assert wait_line(holder, "resumed", deadline) == "resumed"
+    line = wait_line(exiter, "after", deadline)
+    # nothing lost, nothing doubled: 3 held, one exited once, the holder's 1
+    assert line.startswith("after 3 ") and "exited" in line, line
+    assert exiter.wait(timeout=max(1, deadline - time.monotonic())) == 0, exiter.stderr.read()
 
 
 @pytest.mark.parametrize("kind", ["Limiter", "AdaptiveLimiter"])
-def test_counts_released_for_a_killed_process_are_not_given_back_twice(name, kind):
-    # review: a process releases another's counts, acquires its own, then the other is
-    # killed; the reap took the released counts out of the total a second time, so 4 calls
-    # were in flight under a limit of 2
+def test_counts_released_for_a_killed_process_are_not_given_back_twice(name, kind, workers):
+    # a process releases another's counts and acquires its own, then the other is killed:
+    # the reap gives back only what the dead process still held (never 4 in flight under 2)
     make = (f"slidewin.Limiter(concurrency=2, shared={name!r})" if kind == "Limiter" else
             f"slidewin.AdaptiveLimiter(initial_limit=2, max_limit=2, shared={name!r})")
     lim = eval(make, {"slidewin": slidewin})
-    kid = py(f"""
+    kid = workers.py(f"""
         import sys, time, slidewin
         lim = {make}
         assert lim.try_acquire() and lim.try_acquire()
         print("holding", flush=True)
         time.sleep(60)
     """)
-    try:
-        assert kid.lines.get(timeout=DEADLINE) == "holding\n"
-        lim.release()
-        lim.release()                     # the kid's two, released here
-        assert lim.in_flight == 0
-        assert lim.try_acquire() and lim.try_acquire()
-    finally:
-        kid.kill()
-        kid.wait(DEADLINE)
-        for f in (kid.stdin, kid.stdout, kid.stderr):
-            f.close()
+    assert kid.lines.get(timeout=DEADLINE) == "holding\n"
+    lim.release()
+    lim.release()                         # the kid's two, released here
+    assert lim.in_flight == 0
+    assert lim.try_acquire() and lim.try_acquire()
+    stop(kid)
     deadline = time.monotonic() + 10
     while not lim._reap():                 # the kid's slot (once its death shows)
         assert time.monotonic() < deadline, "the killed process's slot was never reaped"

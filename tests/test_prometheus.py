@@ -211,16 +211,14 @@ def _hammer(name, seconds, out):
     out.put(counts)
 
 
-def test_shared_region_busy_in_other_processes_is_one_series(folder):
+@pytest.mark.procs
+def test_shared_region_busy_in_other_processes_is_one_series(folder, forked):
     """Three processes on one region, a fourth (this one) scraping: one series for the region
     (no per-process series to sum), monotonic between scrapes, and at the end equal to the
     region's totals and to the sum of what the workers counted themselves."""
     mine = Limiter(qps=400, shared="busy", name="busy")  # this process maps it too
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_hammer, args=("busy", 1.5, out)) for _ in range(3)]
-    for p in procs:
-        p.start()
+    out = mp.get_context("fork").Queue()
+    procs = [forked(_hammer, "busy", 1.5, out) for _ in range(3)]
     try:
         last = None
         scrapes = 0
@@ -353,7 +351,7 @@ def test_missing_extra_names_the_install_that_fixes_it():
     assert 'pip install "slidewin[prometheus]"' in r.stdout, r.stdout
 
 
-# -- by the conventions (issue 19): one quantity per family, seconds, shadow refusals apart --
+# -- by the conventions: one quantity per family, seconds, shadow refusals apart ------------
 
 def exposition(collector):
     reg = CollectorRegistry()

@@ -5,7 +5,6 @@ processes are busy with them; a file that is not a good region is a ValueError."
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 import os
 import time
 import uuid
@@ -93,12 +92,10 @@ class _null:
         return False
 
 
-def test_regions_other_processes_are_busy_with(folder):
+@pytest.mark.procs
+def test_regions_other_processes_are_busy_with(folder, forked):
     Limiter(qps=200, shared="busy")
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_busy, args=("busy", 1.5)) for _ in range(2)]
-    for p in procs:
-        p.start()
+    procs = [forked(_busy, "busy", 1.5) for _ in range(2)]
     try:
         last = None
         reads = 0

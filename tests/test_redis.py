@@ -159,15 +159,17 @@ def test_keys_expire_once_idle(r):
 
 
 def test_slow_throttle_key_outlives_its_next_slot(r):
-    """A throttle slower than one request per window + 1 s (0.4 qps: 2.5 s apart) keeps
+    """A throttle slower than one request per window + 1 s (0.2 qps: 5 s apart) keeps
     its key until the next request's slot: expired earlier, it would admit too soon."""
     from slidewin.redis import RedisLimiter
 
-    lim = RedisLimiter(r, "slow", qps=0.4, behavior="throttle", max_queueing_ms=0)
-    mine = Limiter(qps=0.4, behavior="throttle", max_queueing_ms=0)
+    lim = RedisLimiter(r, "slow", qps=0.2, behavior="throttle", max_queueing_ms=0)
+    mine = Limiter(qps=0.2, behavior="throttle", max_queueing_ms=0)
     assert lim.try_acquire() and mine.try_acquire(now_ns=0)
-    assert r.pttl(lim.key) > 2500
-    time.sleep(2.2)  # the server's clock: the key's expiry is real time
+    assert r.pttl(lim.key) > 4500
+    # the server's clock: the key's expiry is real time. Past a window + 1 s (2 s), long
+    # before the next slot (5 s): a loaded machine's delays stay far from either
+    time.sleep(2.2)
     assert lim.try_acquire() is mine.try_acquire(now_ns=2200 * MS) is False
 
 
@@ -193,8 +195,9 @@ def test_acquire_timeout_waits_for_release_in_another_client(r):
     a.acquire()
     threading.Timer(0.1, a.release).start()
     t0 = time.monotonic()
-    b.acquire(timeout=2)
-    assert 0.08 < time.monotonic() - t0 < 1.0
+    b.acquire(timeout=30)
+    # it waited for the release, and was admitted by it: long before its timeout
+    assert 0.08 < time.monotonic() - t0 < 15
     with pytest.raises(BlockedError) as info:
         a.acquire(timeout=0.05)
     assert info.value.limiter is a and info.value.retry_after is None
@@ -562,7 +565,7 @@ def test_stats_of_counts_beyond_int64_saturate(r):
     assert lim.stats(now_ns=t + SHIFT) == mine.stats(now_ns=t)
 
 
-# -- a clock that steps (issue 18): recover within one window -----------------------------
+# -- a clock that steps: recover within one window ----------------------------------------
 
 STEP_BEHAVIORS = ["reject", "warm_up", "throttle", "warm_up_throttle", "concurrency"]
 
@@ -644,7 +647,7 @@ def test_keyed_clock_step_back(r):
     assert per.try_acquire("u", now_ns=back + 1001 * MS)
 
 
-# -- key size (issue 18) ------------------------------------------------------------------
+# -- key size -----------------------------------------------------------------------------
 
 
 def test_key_size_is_capped(r):
@@ -664,7 +667,7 @@ def test_key_size_is_capped(r):
     assert r.keys("slidewin:k:{kcap:s" + "k" * 1025 + "*") == []
 
 
-# -- two clocks apart (issue 18 review): the limit holds --------------------------------
+# -- two clocks apart: the limit holds ---------------------------------------------------
 
 ALTERNATE = ["reject", "warm_up", "throttle", "warm_up_throttle", "keyed"]
 
@@ -695,7 +698,7 @@ def test_two_clocks_seconds_apart_keep_the_limit(r, behavior):
 
 
 def test_server_clock_and_a_client_clock_ahead_keep_the_limit(r):
-    """The reviewer's case: the server's clock and now_ns = time.time_ns() + 3 s."""
+    """The server's clock and now_ns = time.time_ns() + 3 s: 3 s apart."""
     from slidewin.redis import RedisLimiter
 
     lim = RedisLimiter(r, "alt-server", qps=10)
@@ -720,7 +723,7 @@ def test_a_step_back_of_less_than_a_window_stays_clamped(r):
     assert not lim.try_acquire(now_ns=t)
 
 
-# -- forked processes (issue 18 review): lease ids are unique -----------------------------
+# -- forked processes: lease ids are unique ----------------------------------------------
 
 
 def _fork_run(fn):
@@ -784,7 +787,7 @@ def test_forked_children_take_lease_ids_of_their_own(r):
     lim.release()
 
 
-# -- a throttled entry's lease (issue 18 review) -------------------------------------------
+# -- a throttled entry's lease ------------------------------------------------------------
 
 
 def test_a_throttled_entry_holds_its_lease_while_it_waits(r):

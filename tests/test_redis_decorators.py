@@ -5,13 +5,13 @@ Limiter (generators holding their entry, on_block checks, timeout=) runs on Redi
 Limiter alike in tests/test_decorators.py."""
 
 import asyncio
-import functools
 import inspect
 
 import pytest
 
 from slidewin import BlockedError
 
+from limiter_helpers import ASYNC_HANDLER_IDS, ASYNC_HANDLERS
 from redis_servers import need_server, r, redis_server  # noqa: F401 (fixtures)
 
 
@@ -41,20 +41,7 @@ def test_sync_kinds_are_kept(r):
             lim(fn)
 
 
-async def _async_handler(err, *args, **kwargs):
-    return "busy"
-
-
-class _AsyncCallable:
-    async def __call__(self, err, *args, **kwargs):
-        return "busy"
-
-
-@pytest.mark.parametrize(
-    "handler",
-    [_async_handler, functools.partial(_async_handler), _AsyncCallable()],
-    ids=["coroutine function", "partial", "async __call__"],
-)
+@pytest.mark.parametrize("handler", ASYNC_HANDLERS, ids=ASYNC_HANDLER_IDS)
 def test_async_on_block_on_a_keyed_sync_function_is_refused_at_decoration(r, handler):
     """(RedisLimiter's own case runs in tests/test_decorators.py, with Limiter's.)"""
     from slidewin.redis import RedisKeyedLimiter

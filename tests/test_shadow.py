@@ -97,16 +97,16 @@ def test_never_raises_never_waits():
     lim = Limiter(qps=0, shadow=True)  # a kill switch in shadow: counts, admits
     t = time.monotonic()
     lim.acquire()
-    lim.acquire(timeout=5)
+    lim.acquire(timeout=60)  # an enforcing twin would wait all of it
     lim.acquire(3, timeout=0)
-    assert time.monotonic() - t < 1.0
+    assert time.monotonic() - t < 30
     assert lim.totals()["block"] == 1 + 1 + 3 and lim.totals()["pass"] == 0
-    thr = Limiter(qps=1, behavior="throttle", max_queueing_ms=10_000, shadow=True)
+    thr = Limiter(qps=0.2, behavior="throttle", max_queueing_ms=100_000, shadow=True)
     t = time.monotonic()
     for _ in range(5):
-        thr.acquire()  # an enforcing twin would sleep 1 s per call after the first
+        thr.acquire()  # an enforcing twin would sleep 5 s per call after the first
         assert thr.reserve() == 0
-    assert time.monotonic() - t < 2.0
+    assert time.monotonic() - t < 15
     assert thr.totals()["pass"] == 10
 
 

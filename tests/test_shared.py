@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
@@ -28,13 +27,6 @@ from conftest import skip_unless_ci
 
 SHM = os.environ.get("SLIDEWIN_SHM_DIR", "/dev/shm")
 CONTEXTS = ["fork", "spawn"]
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def pool(ctx: str, procs: int = 4):
@@ -242,25 +234,22 @@ def test_killed_worker_gives_back_its_in_flight_counts(name):
     os.kill(p.pid, signal.SIGKILL)
     killed = time.monotonic()
     p.join(10)
-    # the region notices the death (reaping at most every 200 ms, on stats() and refusals)
+    # the region notices the death by itself (reaping at most every 200 ms, on stats() and
+    # refusals): no release, no decision of the dead worker's; the bound only ends a hang
     while lim.stats().concurrency != 0:
-        assert time.monotonic() - killed < 1.0, "dead worker's counts not given back in 1 s"
+        assert time.monotonic() - killed < 15, "a dead worker's counts never came back"
         time.sleep(0.01)
 
 
 @pytest.mark.procs
 @pytest.mark.parametrize("hook_us", [0, 2000], ids=["anywhere", "inside-decisions"])
-def test_workers_killed_at_random_instants(name, hook_us):
+def test_workers_killed_at_random_instants(name, hook_us, forked):
     """Hundreds of SIGKILLs: the survivors never wedge, the region stays valid and exact."""
     rng = random.Random(1234 + hook_us)
-    ctx = mp.get_context("fork")
     me = Limiter(concurrency=4, shared=name)
     worst = 0.0
     for _ in range(60):
-        workers = [ctx.Process(target=W.busy_until_killed, args=(name, hook_us))
-                   for _ in range(1 if hook_us else 3)]
-        for w in workers:
-            w.start()
+        workers = [forked(W.busy_until_killed, name, hook_us) for _ in range(1 if hook_us else 3)]
         for w in workers:
             time.sleep(rng.uniform(0.005, 0.02))
             os.kill(w.pid, signal.SIGKILL)
@@ -271,8 +260,9 @@ def test_workers_killed_at_random_instants(name, hook_us):
             worst = max(worst, time.monotonic() - t)
         for w in workers:
             w.join(10)
-    # every dead worker's counts come back; this process's own decisions still work
-    deadline = time.monotonic() + 2
+    # every dead worker's counts come back; this process's own decisions still work (the
+    # bound only ends a hang)
+    deadline = time.monotonic() + 15
     while me.stats().concurrency != 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert me.stats().concurrency == 0

@@ -244,28 +244,29 @@ def test_acquire_timeout_threads_share_slots():
 
 
 def test_acquire_releases_the_gil_while_asleep():
-    lim = Limiter(qps=2, behavior="throttle", max_queueing_ms=1000)  # 500 ms apart
+    lim = Limiter(qps=1, behavior="throttle", max_queueing_ms=2000)  # 1 s apart
     lim.acquire()
-    started = threading.Event()
+    asleep = []  # the worker's times around its acquire()
     done = []
 
     def worker():
-        started.set()
-        lim.acquire()  # sleeps ~500 ms
+        asleep.append(time.monotonic())
+        lim.acquire()  # sleeps ~1 s
+        asleep.append(time.monotonic())
         done.append(True)
 
     t = threading.Thread(target=worker, daemon=True)
     t.start()
-    started.wait(JOIN_TIMEOUT)
-    t0 = last = time.monotonic()
-    max_gap = 0.0
+    ran = []  # this thread's times while the worker sleeps (a few are enough)
     while not done and t.is_alive():
         now = time.monotonic()
-        max_gap = max(max_gap, now - last)
-        last = now
+        if asleep and now > asleep[0] + 0.1 and len(ran) < 1000:
+            ran.append(now)
     t.join(JOIN_TIMEOUT)
     assert not t.is_alive()
     assert done == [True]
-    assert last - t0 >= 0.2  # the worker did wait
-    # with the GIL held during its ~500 ms sleep, this thread would stall for all of it
-    assert max_gap < 0.25
+    begin, end = asleep
+    assert end - begin >= 0.5  # the worker did wait
+    # with the GIL held during its sleep this thread could not run at all from just after
+    # the sleep began until it ended: it ran in the middle of it
+    assert any(begin + 0.1 < x < end - 0.1 for x in ran), (begin, end, ran[:3])

@@ -7,9 +7,7 @@ Each total equals the sum of the window's counts taken window after window (expl
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import random
-import uuid
 
 import pytest
 
@@ -19,13 +17,6 @@ from slidewin import Event, KeyedLimiter, Limiter
 KEYS = {"pass", "block", "exception", "success", "occupied_pass", "rt", "shadow_block"}
 S = 10**9
 MS = 10**6
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-tot-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def window_walk(lim, windows, calls, seed):

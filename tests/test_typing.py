@@ -6,39 +6,38 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_mypy_strict_accepts_typical_usage() -> None:
-    example = os.path.join(HERE, "data", "typing_example.py")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", example],
+def mypy_strict(*args: str) -> "subprocess.CompletedProcess[str]":
+    """mypy --strict on a file or `-c` code: its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         universal_newlines=True,
         timeout=300,
     )
+
+
+def test_mypy_strict_accepts_typical_usage() -> None:
+    example = os.path.join(HERE, "data", "typing_example.py")
+    proc = mypy_strict(example)
     assert proc.returncode == 0, proc.stdout
 
 
 def test_mypy_rejects_a_wrong_type() -> None:
     code = "from slidewin import Metric\nx: str = Metric().sum('pass')\n"
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        universal_newlines=True,
-        timeout=300,
-    )
+    proc = mypy_strict("-c", code)
     assert proc.returncode != 0
     assert "Incompatible types" in proc.stdout
 
 
 def test_limiters_is_typed_with_the_public_classes() -> None:
     # slidewin.limiters() holds the objects users made: slidewin.Limiter / KeyedLimiter
-    # (with acquire_async, entry's timeout...) and Metric, not the private _core bases
+    # (with acquire_async, entry's timeout...), Metric and Breaker, not the private _core bases
     code = (
         "import slidewin\n"
         "async def f() -> None:\n"
         "    for obj in slidewin.limiters().values():\n"
-        "        if isinstance(obj, slidewin.Metric):\n"
+        "        if isinstance(obj, (slidewin.Metric, slidewin.Breaker)):\n"
         "            continue\n"
         "        reveal_type(obj)\n"
         "        if isinstance(obj, slidewin.KeyedLimiter):\n"
@@ -46,13 +45,25 @@ def test_limiters_is_typed_with_the_public_classes() -> None:
         "        else:\n"
         "            await obj.acquire_async(1, timeout=1.0)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        universal_newlines=True,
-        timeout=300,
-    )
+    proc = mypy_strict("-c", code)
     assert proc.returncode == 0, proc.stdout
     assert "slidewin._limiter.Limiter" in proc.stdout, proc.stdout
     assert "slidewin._keyed.KeyedLimiter" in proc.stdout, proc.stdout
+
+
+def test_limiters_is_typed_with_every_type_that_takes_a_name() -> None:
+    # every public type whose objects slidewin.limiters() can hold is in its declared type
+    import slidewin
+
+    made = [slidewin.Metric(name="t-metric"), slidewin.Limiter(qps=1, name="t-limiter"),
+            slidewin.AdaptiveLimiter(name="t-adaptive"),
+            slidewin.KeyedLimiter(qps=1, name="t-keyed"),
+            slidewin.Breaker(error_ratio=0.5, name="t-breaker")]
+    live = slidewin.limiters()
+    assert all(live[obj.name] is obj for obj in made)
+    code = "import slidewin\nreveal_type(slidewin.limiters())\n"
+    proc = mypy_strict("-c", code)
+    assert proc.returncode == 0, proc.stdout
+    for obj in made:
+        cls = type(obj)
+        assert f".{cls.__qualname__} " in proc.stdout.replace("]", " "), (cls, proc.stdout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-import uuid
 
 import pytest
 
@@ -18,13 +17,6 @@ from slidewin import KeyedLimiter, Limiter
 
 S = 10**9
 MS = 10**6
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-upd-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def drive(lims, start, seconds, per_second=60):

@@ -1,5 +1,5 @@
 """Waiting for a slot: entry(n, *, timeout=) in threads and asyncio, and async waiters that are
-woken by a release instead of polling (issue 19).
+woken by a release instead of polling.
 
 No timing asserts: the "is it woken, not polling" checks count the decisions the waiters make
 (a Limiter subclass counting its _decide calls, through which every asyncio wait decides);
@@ -9,17 +9,16 @@ Deadlines only detect hangs.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
 import os
 import re
 import threading
 import time
-import uuid
 
 import pytest
 
-import slidewin
 from slidewin import BlockedError, KeyedLimiter, Limiter
+
+import shared_workers as W
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,13 +43,6 @@ class CountingKeyed(KeyedLimiter):
             self.decisions = {}
         self.decisions[key] = self.decisions.get(key, 0) + 1
         return super()._decide(key, *args)
-
-
-@pytest.fixture
-def name():
-    n = f"swtest-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-    yield n
-    slidewin.unlink(n)
 
 
 def run(coro, deadline=60):
@@ -322,22 +314,8 @@ def test_decorator_timeout():
 # -- shared ---------------------------------------------------------------------------------
 
 
-def _hold_then_release(name, held, go):
-    lim = Limiter(concurrency=1, shared=name)
-    lim.acquire()
-    held.set()
-    go.wait(30)
-    time.sleep(0.3)
-    lim.release()
-
-
 def test_shared_release_in_another_process_wakes_an_async_waiter(name):
-    ctx = mp.get_context("spawn")
-    held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=_hold_then_release, args=(name, held, go))
-    p.start()
-    try:
-        assert held.wait(60)
+    with W.held_in_another_process(name) as go:
         lim = Counting(concurrency=1, shared=name)
 
         async def main():
@@ -356,9 +334,6 @@ def test_shared_release_in_another_process_wakes_an_async_waiter(name):
         # woken by the release, not polling (1 ms polls over 0.5 s: ~10 000 decisions)
         assert lim.decisions <= 6 * 21 + 20, lim.decisions
         assert lim.in_flight == 0
-    finally:
-        go.set()
-        p.join(30)
 
 
 def test_shared_many_async_waiters_are_woken(name):
@@ -526,22 +501,8 @@ def test_keyed_decorator_timeout():
         per(key=lambda u: u, timeout=-1)
 
 
-def _hold_key_then_release(name, held, go):
-    per = KeyedLimiter(concurrency=1, shared=name)
-    per.acquire("k")
-    held.set()
-    go.wait(30)
-    time.sleep(0.3)
-    per.release("k")
-
-
 def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
-    ctx = mp.get_context("spawn")
-    held, go = ctx.Event(), ctx.Event()
-    p = ctx.Process(target=_hold_key_then_release, args=(name, held, go))
-    p.start()
-    try:
-        assert held.wait(60)
+    with W.held_in_another_process(name, "k") as go:
         per = CountingKeyed(concurrency=1, shared=name)
 
         async def main():
@@ -560,9 +521,6 @@ def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
         # woken by the releases, not polling (1 ms polls over 0.5 s: ~5 000 decisions)
         assert per.decisions["k"] <= 6 * 10 + 20, per.decisions
         assert per.in_flight("k") == 0
-    finally:
-        go.set()
-        p.join(30)
 
 
 # -- docs -----------------------------------------------------------------------------------

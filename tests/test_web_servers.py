@@ -54,6 +54,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def get(conn, path, headers=None):
+    """GET path on a connection: (status, headers with lower-case names, body); closes it."""
+    try:
+        conn.request("GET", path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
 class Server:
     """A server process on a free loopback port, with its own folder (lifespan log, the
     stream's go-ahead file); stopped by pid."""
@@ -104,13 +114,8 @@ class Server:
         return self.log.read().decode(errors="replace")
 
     def get(self, path, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request("GET", path, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
-        finally:
-            conn.close()
+        return get(http.client.HTTPConnection("127.0.0.1", self.port, timeout=30), path,
+                   headers)
 
     def stats(self):
         return json.loads(self.get("/stats")[2])
@@ -168,12 +173,7 @@ class UnixServer(Server):
         conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.sock.settimeout(30)
         conn.sock.connect(self.sock)
-        try:
-            conn.request("GET", path, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
-        finally:
-            conn.close()
+        return get(conn, path, headers)
 
 
 def uvicorn(target):

@@ -289,7 +289,7 @@ def test_keyed_throttle_serves_late():
     assert [serve(mw).status for _ in range(3)] == [200] * 3
 
 
-# ---- issue 18: the server's file wrapper (sendfile) ----------------------------------------------
+# ---- the server's file wrapper (sendfile) -------------------------------------------------------
 
 
 class FileWrapper:
@@ -360,9 +360,8 @@ def test_the_servers_file_wrapper_is_returned_as_it_is(tmp_path):
     assert lim.in_flight == 0 and lim.metric.sum("success") == 1
 
 
-def test_file_wrapper_closed_while_an_error_propagates_counts_nothing(tmp_path):
-    """The server closes the wrapper in a finally: when its sendfile failed (the client gone),
-    the slot comes back and nothing is counted, as for any response closed early."""
+def file_response(tmp_path):
+    """A concurrency limiter of 1 and the FileWrapper response of a 10-byte file through it."""
     path = tmp_path / "f"
     path.write_bytes(b"y" * 10)
     lim = Limiter(concurrency=1)
@@ -370,6 +369,13 @@ def test_file_wrapper_closed_while_an_error_propagates_counts_nothing(tmp_path):
         environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
         Response().start_response)
     assert isinstance(result, FileWrapper)
+    return lim, result
+
+
+def test_file_wrapper_closed_while_an_error_propagates_counts_nothing(tmp_path):
+    """The server closes the wrapper in a finally: when its sendfile failed (the client gone),
+    the slot comes back and nothing is counted, as for any response closed early."""
+    lim, result = file_response(tmp_path)
     with pytest.raises(BrokenPipeError):
         try:
             raise BrokenPipeError("client gone")
@@ -383,13 +389,7 @@ def test_file_wrapper_closed_while_handling_another_error_counts_success(tmp_pat
     """Only a failed send (an OSError in flight: the client gone) makes the close an early
     one; a close from inside an unrelated exception handler (a server's own bookkeeping, an
     app's except block) is a response sent: counted SUCCESS."""
-    path = tmp_path / "f"
-    path.write_bytes(b"y" * 10)
-    lim = Limiter(concurrency=1)
-    result = LimitMiddleware(file_app, lim)(
-        environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
-        Response().start_response)
-    assert isinstance(result, FileWrapper)
+    lim, result = file_response(tmp_path)
     try:
         raise KeyError("a server's own lookup, handled")
     except KeyError:
@@ -421,7 +421,7 @@ def test_a_file_wrapper_that_is_a_function_is_no_type(tmp_path):
     assert r.body == b"w" * 10 and lim.in_flight == 0 and lim.metric.sum("success") == 1
 
 
-# ---- issue 18: on_block, thresholds, non-ASCII exempt paths, content_type, no address -----------
+# ---- on_block, thresholds, non-ASCII exempt paths, content_type, no address --------------------
 
 
 def test_on_block_tuple_adds_cors_headers_and_keeps_retry_after():

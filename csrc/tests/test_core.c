@@ -12,7 +12,7 @@
 long sw_t_passed = 0;
 long sw_t_failed = 0;
 
-/* DESIGN §2 worked example, on the unlocked building blocks and on the locked view. */
+/* docs/design.md §2's worked example, on the unlocked building blocks and on the locked view. */
 static void test_worked_example(void)
 {
     struct sw_leap_cfg c = {1000, 2, SW_EV_DEFAULT_COUNT, true};
@@ -395,7 +395,7 @@ void test_leap(void)
     test_saturation();
 }
 
-/* ---- the borrow ring (DESIGN §4) ---- */
+/* ---- the borrow ring (docs/design.md §4) ---- */
 
 void test_borrow(void)
 {

@@ -316,7 +316,7 @@ static uint32_t churn(uint32_t max_keys, uint64_t n_keys)
     return tombs;
 }
 
-/* ---- crafted keys and floods (issue 18) ---- */
+/* ---- crafted keys and floods ---- */
 
 /* A str key's fingerprint as the binding computes it for a table of seed `seed`. */
 static uint64_t fp_str(uint64_t seed, const char *key)
@@ -1192,7 +1192,7 @@ static int64_t others_b(uint64_t fp, void *ctx)
     return sw_kheld_get(ctx, fp);
 }
 
-/* issue 18 item 5: an object of a shared table gives back, per key, what it holds; not what
+/* An object of a shared table gives back, per key, what it holds; not what
  * the process's other objects hold, nor what another object or process released for it
  * (then the other process's count stays); the record follows claims, exits and releases. */
 static void give_back_per_key(void)

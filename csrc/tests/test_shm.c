@@ -105,7 +105,7 @@ static void test_create_attach(void)
     struct sw_view va, vb;
     view_of(&a, &rule, &va);
     view_of(&b, &rule, &vb);
-    /* one process: one slot, shared by its mappings (issue 18 item 5) */
+    /* one process: one slot, shared by its mappings */
     CHECK(va.my_slot >= 0 && va.my_slot == vb.my_slot);
     struct sw_decision d;
     int passes = 0;
@@ -350,9 +350,9 @@ static void test_dead_owner(void)
     sw_shm_close(&s);
 }
 
-/* Issue 18 item 3: a lock holder that is stopped (SIGSTOP) inside the lock. A waiter's hook is
+/* A lock holder that is stopped (SIGSTOP) inside the lock. A waiter's hook is
  * called (the owner seen stopped) and a call site that may give up does, having done nothing;
- * once the holder is killed, the lock is taken over. Item 6: a lock word naming a live process
+ * once the holder is killed, the lock is taken over. A lock word naming a live process
  * that does not hold it: a call site that may give up does once the owner is stuck. */
 static int hook_calls, hook_saw_stopped;
 static int give_up_hook(const struct sw_lock_wait *w)
@@ -477,9 +477,9 @@ static void test_warmup_payback(void)
     free(lim);
 }
 
-/* issue 18 item 4: a region of another PID namespace (its header's namespace id crafted) is
+/* A region of another PID namespace (its header's namespace id crafted) is
  * refused while a mapping of it lives (EBUSY, naming the namespace), and taken over, as new
- * and for this namespace, once none does (was: refused with EXDEV for ever). The OFD lock a
+ * and for this namespace, once none does (never refused for ever). The OFD lock a
  * user holds is kept by its mapping (the descriptor is closed after the attach). */
 static void foreign_namespace_taken_over(void)
 {
@@ -527,7 +527,7 @@ static void foreign_namespace_taken_over(void)
     unlink(path);
 }
 
-/* issue 18 item 5: a view's object gives back what it holds, not what the process's other
+/* A view's object gives back what it holds, not what the process's other
  * objects hold, nor what it released for them. */
 static void give_back_per_object(void)
 {
@@ -572,13 +572,13 @@ void test_shm(void)
     give_back_per_object();
 }
 
-/* ---- regressions from the review of the shared code ---- */
+/* ---- processes killed or finishing each other's work on a shared state ---- */
 
 /* A process killed inside the refresh of a new bucket, after the slot's start was written
  * and before its counts were zeroed and head moved (the state it leaves is written here by
- * hand, as the review's reproducer does): after the takeover's repair the window admits
- * exactly what a private twin admits (was: 15 and 20 in a window of 10), and add_rt never
- * pops an empty deque (was: an out-of-bounds write with sample_count=1). */
+ * hand): after the takeover's repair the window admits exactly what a private twin admits
+ * (never more than its limit), and add_rt never pops an empty deque (sample_count=1
+ * included). */
 static void crash_in_refresh(uint32_t samples)
 {
     struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
@@ -638,7 +638,7 @@ static void crash_in_refresh(uint32_t samples)
 }
 
 /* The first process to take a dead owner's lock does it through the limiter's window (a
- * Metric view): the whole state is repaired, the in-flight total included (was: wedged). */
+ * Metric view): the whole state is repaired, the in-flight total included (never wedged). */
 static void takeover_through_window(void)
 {
     struct sw_shm s;
@@ -660,7 +660,7 @@ static void takeover_through_window(void)
 }
 
 /* A release in another process than the acquisition, then both die: reaping keeps the total
- * the sum of the slots, so nothing phantom stays in flight (was: clamped to 0, then +1). */
+ * the sum of the slots, so nothing phantom stays in flight (never clamped to 0, then +1). */
 static void reap_keeps_the_sum(void)
 {
     struct sw_shm s;
@@ -689,9 +689,9 @@ static void reap_keeps_the_sum(void)
 }
 
 /* A release for another process, then the releaser acquires again, then the acquirer dies:
- * the reap must not take the released counts out of the total a second time (review: the
- * releaser's slot went to -2, its next 2 acquisitions filled it back to 0, and the reap of
- * the acquirer's +2 left the total at 0 with 2 held: 4 admitted under a limit of 2). */
+ * the reap takes out of the total only what the dead process still held, never the released
+ * counts a second time (the releaser's slot may go below 0 and be filled back by its own
+ * acquisitions: the total stays the count held, never 4 admitted under a limit of 2). */
 static void release_for_another_then_acquire(void)
 {
     struct sw_shm s;
@@ -724,9 +724,9 @@ static void release_for_another_then_acquire(void)
     sw_shm_close(&s);
 }
 
-/* review: A holds 2, B 1, and C finishes B's job (releases 1); then B's object is dropped,
- * every process alive: its give-back must not take the count C released out of the total
- * again (it did: the total read 1 with A's 2 held, and 2 more were admitted under 3). */
+/* A holds 2, B 1, and C finishes B's job (releases 1); then B's object is dropped, every
+ * process alive: its give-back takes out of the total only what B still held, not the count
+ * C released (the total stays A's 2: nothing more admitted under 3 than fits). */
 static void give_back_after_a_release_for_it(void)
 {
     struct sw_shm s;
@@ -799,7 +799,7 @@ static void crafted_close(struct crafted *c)
 }
 
 /* A crafted region (an RT deque emptied while head is set) is made consistent on attach: the
- * next add_rt is exact and safe (was: SIGSEGV). */
+ * next add_rt is exact and safe (no out-of-bounds access). */
 static void crafted_deque(void)
 {
     struct crafted c;
@@ -1031,7 +1031,7 @@ static void kill_while_settling(void)
     CHECK(completed); /* every step was tried */
 }
 
-/* ---- crafted regions (issue 18) ---- */
+/* ---- crafted regions ---- */
 
 /* A bucket start within one window of INT64_MAX. */
 static int64_t near_max(int64_t window_ms)
@@ -1064,7 +1064,7 @@ static void crafted_head_near_max(void)
         alarm(60); /* a hang fails (SIGALRM) instead of wedging the run */
         struct sw_shm_error err;
         int rc = sw_shm_open(&c.b, c.path, &c.lay, &err);
-        if (rc == SW_OK) { /* before the fix: attached, then the repair loops */
+        if (rc == SW_OK) { /* attached: the repair must end */
             view_of(&c.b, &c.rule, &c.vb);
             sw_lstate_check_repair(&c.vb);
             sw_shm_close(&c.b);

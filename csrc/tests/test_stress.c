@@ -1,4 +1,4 @@
-/* test_stress.c - N threads against one limiter / window (DESIGN §6).
+/* test_stress.c - N threads against one limiter / window (docs/design.md §7).
  *
  * Each worker logs what it was admitted; the main thread checks offline that
  *  1. phased reject: no window admitted more than its limit (exact: with demand above the

@@ -1,4 +1,4 @@
-/* test_throttle.c - the pacing controller (DESIGN §5): nanosecond costs, queueing, try. */
+/* test_throttle.c - the pacing controller (design.md §5): nanosecond costs, queueing, try. */
 #include "limiter_util.h"
 
 static void test_cost(void)

@@ -1,7 +1,7 @@
 /* test_totals.c - the running totals and the min_rt deque of a ring (O(1) reads): far
  * jumps, jumps of sample_count - 1 / sample_count / sample_count + 1 buckets, late times,
  * reset, sample_count 1, the borrow ring, saturation beyond int64. Each case is checked
- * against the plain definition (DESIGN §2-4) and against a re-sum of the ring's own slots. */
+ * against the plain definition (design.md §2-4) and against a re-sum of the ring's own slots. */
 #include "harness.h"
 #include "ring_util.h"
 

@@ -1,5 +1,5 @@
 /* test_warmup.c - the warm-up token bucket and the warm_up / warm_up_throttle limiters
- * (DESIGN §5 numbers, slidewin rules (a), (b), (c)). */
+ * (docs/design.md §5's numbers; slidewin's own rules, §8). */
 #include "limiter_util.h"
 
 static void test_tokens(void)

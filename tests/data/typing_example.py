@@ -102,7 +102,7 @@ wsgi_app: wsgi.WSGIApp = wsgi.LimitMiddleware(
 ip: str = client_ip({"REMOTE_ADDR": "10.0.0.1"}, trusted_proxies="10.0.0.0/8")
 maybe: Optional[str] = user_key({"type": "http", "client": ("1.2.3.4", 1), "headers": []})
 
-# seeing and steering (issue 13)
+# seeing and steering
 named = Limiter(qps=100, name="checkout", shadow=True)
 totals: int = named.totals()["pass"] + named.totals()["rt"]
 named.update(qps=200, behavior="throttle", max_queueing_ms=100, shadow=False)
