@@ -102,7 +102,7 @@ class _Board:
                 if reset <= now or ns[b] <= 0:
                     continue
                 slot = max(at, nxt)
-                if slot >= reset:  # the view ends before this slot: the configured pace rules
+                if slot > reset:  # the view ends before this slot: the configured pace rules
                     continue
                 v[4 + 3 * b] = slot + int(cost * ns[b])
                 wait = max(wait, slot - now)
