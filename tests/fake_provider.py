@@ -10,7 +10,7 @@ shorter spans). A request takes 1 request and the tokens it uses (the prompt's c
 pay, the answer is 429 with ``retry-after`` (whole seconds, rounded up), ``retry-after-ms``
 and the rate-limit headers. Every answer carries the headers of its style: OpenAI's
 ``x-ratelimit-*`` (resets as durations, the time until the bucket is full) or Anthropic's
-``anthropic-ratelimit-*`` (RFC 3339 resets). ``fail_every``: every n-th request that is
+``anthropic-ratelimit-*`` (RFC 3339 resets), or none (``"bare"``). ``fail_every``: every n-th request that is
 admitted answers 500 (a transient error). Endpoints: POST /v1/chat/completions (OpenAI's
 shape) and POST /v1/messages (Anthropic's).
 """
@@ -121,6 +121,8 @@ class FakeProvider:
 
     def _headers(self) -> Dict[str, str]:
         h: Dict[str, str] = {}
+        if self.style == "bare":  # no rate-limit headers (Retry-After on a 429 only)
+            return h
         wall = time.time()
         for name, b in (("requests", self.req), ("tokens", self.tok)):
             remaining = str(max(0, int(b.level)))
