@@ -113,6 +113,18 @@ class _Board:
         finally:
             self._unlock()
 
+    def refund_view(self, b: int, n: int, now: int) -> None:
+        """Give back the view's slots of n units of budget b not used (never before now)."""
+        self._lock()
+        try:
+            v = self._read()
+            reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
+            if reset > now and nxt > now and n > 0:
+                v[4 + 3 * b] = max(now, nxt - int(cost * n))
+                self._write(v)
+        finally:
+            self._unlock()
+
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
         lowers it. Returns the ns by which it was extended."""
@@ -165,7 +177,7 @@ class _Board:
                         return
                 else:
                     v[i], v[i + 1] = reset, cost
-                    v[i + 2] = min(max(v[i + 2], now), now + int(cost))
+                    v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
             self._write(v)
         finally:
             self._unlock()
@@ -631,6 +643,7 @@ class UpstreamCall:
         if diff < 0:
             if up._tok_lim is not None:
                 up._tok_lim._refund(-diff)
+            up._board.refund_view(1, -diff, up._board.now_ns())
             up._count("refunded_tokens", -diff)
         elif diff > 0:
             if up._tok_lim is not None:
