@@ -311,16 +311,20 @@ class Upstream:
         self._breaker = breaker
         self._shared = shared
         self._name = name
-        self._redis = redis
         self._req_cost = 1e9 * req[1] / 1000 / req[0] if req else 0.0  # ns per request
         self._tok_cost = 1e9 * tok[1] / 1000 / tok[0] if tok else 0.0  # ns per token
 
-        def member(what: str, **kw: Any) -> Limiter:
+        def member(what: str, **kw: Any) -> Any:
             part = None if name is None else "%s.%s" % (name, what)
+            if redis is not None:  # one key per budget, shared by every host
+                from .redis import RedisLimiter
+                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
+                                    **kw)
             if isinstance(shared, str):
                 return Limiter(shared="upstream-%s.%s" % (shared, what), name=part, **kw)
             return Limiter(shared=shared, name=part, **kw)
 
+        self._redis = redis
         self._req_lim = (member("requests", qps=_rate.qps_for(*req), behavior="throttle",
                                 max_queueing_ms=_QUEUE_MS) if req else None)
         self._tok_lim = (member("tokens", qps=_rate.qps_for(*tok), behavior="throttle",
@@ -345,10 +349,37 @@ class Upstream:
             errors=0, paused_s=0.0, estimated_tokens=0, used_tokens=0, refunded_tokens=0,
             charged_tokens=0)
 
-    def _group(self, with_tokens: bool) -> Optional[Group]:
+    def _group(self, with_tokens: bool) -> Any:
         members = [m for m in (self._req_lim, self._tok_lim if with_tokens else None,
                                self._conc_lim) if m is not None]
-        return all_of(*members) if members else None
+        if not members:
+            return None
+        if self._redis is not None:
+            from .redis import all_of as redis_all_of
+            return redis_all_of(*members)
+        return all_of(*members)
+
+    def _admit(self, group: Any, ns: Tuple[int, ...], left: float) -> Tuple[int, Any]:
+        """The group's admission (waiting at most `left` s for a free in-flight slot):
+        (the pace's wait in ns, what the call holds: an entry ended by its exit)."""
+        if self._redis is not None:
+            from .redis._upstream import admit
+            return admit(group, ns, left)
+        wait_ns, skip = group._admit(ns, left, _F_ENTRY)
+        entry = GroupEntry(group, ns, None)
+        entry._entered(skip)
+        return wait_ns, entry
+
+    async def _admit_async(self, group: Any, ns: Tuple[int, ...], left: float
+                           ) -> Tuple[int, Any]:
+        if self._redis is not None:  # a redis-py client blocks: its waits run in a thread
+            from .redis._upstream import admit
+            return await asyncio.get_running_loop().run_in_executor(
+                None, admit, group, ns, left)
+        wait_ns, skip = await group._admit_async(ns, left, _F_ENTRY)
+        entry = GroupEntry(group, ns, None)
+        entry._entered(skip)
+        return wait_ns, entry
 
     # -- what it is ------------------------------------------------------------------------
 
@@ -361,7 +392,7 @@ class Upstream:
         return self._breaker
 
     @property
-    def limiters(self) -> Tuple[Limiter, ...]:
+    def limiters(self) -> Tuple[Any, ...]:
         """The member limiters: requests, tokens, concurrency (those configured)."""
         return tuple(m for m in (self._req_lim, self._tok_lim, self._conc_lim)
                      if m is not None)
@@ -422,9 +453,10 @@ class Upstream:
         group = self._full if tokens > 0 else self._no_tokens
         if group is None:
             return None, ()
-        ns = []
-        for m in group.limiters:
-            ns.append(tokens if m is self._tok_lim else 1)
+        ns = []  # in the members' order, as _group() puts them
+        for m in (self._req_lim, self._tok_lim if tokens > 0 else None, self._conc_lim):
+            if m is not None:
+                ns.append(tokens if m is self._tok_lim else 1)
         return group, tuple(ns)
 
     def _refused(self, why: str, wait_ns: Optional[int]) -> BaseException:
@@ -460,7 +492,7 @@ class UpstreamCall:
         self._up = up
         self._tokens = tokens
         self._timeout = timeout
-        self._entry: Optional[GroupEntry] = None
+        self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
         self._ticket: Optional[int] = None
         self._start = 0
         self._observed = False
@@ -496,13 +528,10 @@ class UpstreamCall:
             raise up._refused("paused by the upstream's 429/503", left)
         return left / 1e9
 
-    def _placed(self, wait_ns: int, skip: Tuple[int, ...], deadline: float) -> float:
+    def _placed(self, wait_ns: int, entry: Any, deadline: float) -> float:
         """The group admitted the call with `wait_ns` of pace: add the server's view; the
         seconds to sleep, or BlockedError (everything given back) beyond the deadline."""
         up = self._up
-        entry = GroupEntry(self._group, self._ns, None) if self._group is not None else None
-        if entry is not None:
-            entry._entered(skip)
         self._entry = entry
         now = up._board.now_ns()
         n_req = 1
@@ -516,10 +545,11 @@ class UpstreamCall:
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
-        if up._req_lim is not None:
-            up._req_lim._refund(1)
-        if up._tok_lim is not None and self._tokens > 0:
-            up._tok_lim._refund(self._tokens)
+        if up._redis is None:  # on Redis the slots stay taken: under-use, never over
+            if up._req_lim is not None:
+                up._req_lim._refund(1)
+            if up._tok_lim is not None and self._tokens > 0:
+                up._tok_lim._refund(self._tokens)
         if self._entry is not None:
             self._entry._release()
             self._entry = None
@@ -555,9 +585,9 @@ class UpstreamCall:
             if pause > 0:
                 time.sleep(pause)
                 continue
-            wait_ns, skip = (self._group._admit(self._ns, self._left(deadline), _F_ENTRY)
-                             if self._group is not None else (0, ()))
-            sleep = self._placed(wait_ns, skip, deadline)
+            wait_ns, entry = (self._up._admit(self._group, self._ns, self._left(deadline))
+                              if self._group is not None else (0, None))
+            sleep = self._placed(wait_ns, entry, deadline)
             if sleep > 0:
                 try:
                     time.sleep(sleep)
@@ -577,10 +607,10 @@ class UpstreamCall:
             if pause > 0:
                 await asyncio.sleep(pause)
                 continue
-            wait_ns, skip = ((await self._group._admit_async(self._ns, self._left(deadline),
-                                                             _F_ENTRY))
-                             if self._group is not None else (0, ()))
-            sleep = self._placed(wait_ns, skip, deadline)
+            wait_ns, entry = ((await self._up._admit_async(self._group, self._ns,
+                                                           self._left(deadline)))
+                              if self._group is not None else (0, None))
+            sleep = self._placed(wait_ns, entry, deadline)
             if sleep > 0:
                 try:
                     await asyncio.sleep(sleep)
@@ -641,7 +671,7 @@ class UpstreamCall:
         up._count("used_tokens", used)
         diff = used - self._tokens
         if diff < 0:
-            if up._tok_lim is not None:
+            if up._tok_lim is not None and up._redis is None:
                 up._tok_lim._refund(-diff)
             up._board.refund_view(1, -diff, up._board.now_ns())
             up._count("refunded_tokens", -diff)
