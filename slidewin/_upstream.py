@@ -29,7 +29,7 @@ import struct
 import tempfile
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core, _headers, _rate
 from ._breaker import Breaker
@@ -53,7 +53,7 @@ _LAYOUT = struct.Struct("<qq" + "qdq" * 2)
 _BUDGETS = ("requests", "tokens")
 
 
-def _board_values() -> list:
+def _board_values() -> List[Any]:
     return [0, 0, 0, 0.0, 0, 0, 0.0, 0]
 
 
@@ -64,10 +64,10 @@ class _Board:
         self._mu = threading.Lock()
         self._v = _board_values()
 
-    def _read(self) -> list:
+    def _read(self) -> List[Any]:
         return self._v
 
-    def _write(self, v: list) -> None:
+    def _write(self, v: List[Any]) -> None:
         self._v = v
 
     def _lock(self) -> None:
@@ -85,7 +85,7 @@ class _Board:
         """ns until the pause ends (0: not paused)."""
         self._lock()
         try:
-            return max(0, self._read()[0] - now)
+            return max(0, int(self._read()[0]) - now)
         finally:
             self._unlock()
 
@@ -109,7 +109,7 @@ class _Board:
                 changed = True
             if changed:
                 self._write(v)
-            return wait
+            return int(wait)
         finally:
             self._unlock()
 
@@ -140,7 +140,7 @@ class _Board:
             if until > v[0]:
                 v[0] = until
             self._write(v)
-            return grew
+            return int(grew)
         finally:
             self._unlock()
 
@@ -223,10 +223,10 @@ class _ShmBoard(_Board):
         finally:
             self._mu.release()
 
-    def _read(self) -> list:
+    def _read(self) -> List[Any]:
         return list(_LAYOUT.unpack_from(self._map, 0))
 
-    def _write(self, v: list) -> None:
+    def _write(self, v: List[Any]) -> None:
         _LAYOUT.pack_into(self._map, 0, *v)
 
     def close(self) -> None:
@@ -335,7 +335,7 @@ class Upstream:
         self._no_tokens = self._group(False) if self._tok_lim is not None else self._full
         if redis is not None:
             from .redis._upstream import RedisBoard
-            self._board: _Board = RedisBoard(redis, name or "upstream")
+            self._board: Any = RedisBoard(redis, name or "upstream")
         elif shared is None:
             self._board = _Board()
         elif shared is True:
@@ -521,7 +521,7 @@ class UpstreamCall:
         """Seconds to sleep for a pause (0: none); BlockedError when it outlasts the
         deadline."""
         up = self._up
-        left = up._board.pause_left(up._board.now_ns())
+        left: int = up._board.pause_left(up._board.now_ns())
         if left <= 0:
             return 0.0
         if left / 1e9 > self._left(deadline):
@@ -534,8 +534,7 @@ class UpstreamCall:
         up = self._up
         self._entry = entry
         now = up._board.now_ns()
-        n_req = 1
-        view = up._board.reserve_view((n_req, self._tokens), now + wait_ns, now)
+        view: int = up._board.reserve_view((1, self._tokens), now + wait_ns, now)
         total = max(wait_ns, view)
         if total / 1e9 > self._left(deadline):
             self._undo()

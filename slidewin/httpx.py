@@ -59,8 +59,8 @@ def _http_module(transport: Any, base: str) -> Optional[ModuleType]:
 
 
 def _is_json(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").split(";")[0].strip().lower() \
-        .endswith("json")
+    kind = str(response.headers.get("content-type", ""))
+    return kind.split(";")[0].strip().lower().endswith("json")
 
 
 class _Limited:
@@ -113,6 +113,14 @@ class _Limited:
             return False
         pause = self.upstream.paused_until() or 0.0
         return pause < self._left(start)
+
+    def _read_already(self, response: httpx.Response) -> Optional[bytes]:
+        """The body of a response that was read before it came here (one built in memory,
+        as MockTransport's), else None."""
+        try:
+            return response.content
+        except self._h.ResponseNotRead:
+            return None
 
     _h: ModuleType = httpx  # the package of the wrapped transport: its Responses are built
 
@@ -176,11 +184,13 @@ class LimitedTransport(httpx.BaseTransport, _Limited):
                 response = self.transport.handle_request(request)
                 body = None
                 if response.status_code in _RETRY or _is_json(response):
-                    try:
-                        raw = b"".join(response.iter_raw())
-                    finally:
-                        response.close()
-                    response, body = self._rebuilt(response, raw, request)
+                    body = self._read_already(response)
+                    if body is None:
+                        try:
+                            raw = b"".join(response.iter_raw())
+                        finally:
+                            response.close()
+                        response, body = self._rebuilt(response, raw, request)
                 self._observe(call, response, body)
             except BaseException as e:
                 call.__exit__(type(e), e, e.__traceback__)
@@ -232,11 +242,13 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
                 response = await self.transport.handle_async_request(request)
                 body = None
                 if response.status_code in _RETRY or _is_json(response):
-                    try:
-                        raw = b"".join([part async for part in response.aiter_raw()])
-                    finally:
-                        await response.aclose()
-                    response, body = self._rebuilt(response, raw, request)
+                    body = self._read_already(response)
+                    if body is None:
+                        try:
+                            raw = b"".join([part async for part in response.aiter_raw()])
+                        finally:
+                            await response.aclose()
+                        response, body = self._rebuilt(response, raw, request)
                 self._observe(call, response, body)
             except BaseException as e:
                 await call.__aexit__(type(e), e, e.__traceback__)
