@@ -29,6 +29,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core, _headers, _rate
@@ -63,6 +64,7 @@ class _Board:
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._v = _board_values()
+        _BOARDS.add(self)
 
     def _read(self) -> List[Any]:
         return self._v
@@ -230,10 +232,31 @@ class _ShmBoard(_Board):
         _LAYOUT.pack_into(self._map, 0, *v)
 
     def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
         try:
             self._map.close()
         finally:
-            os.close(self._fd)
+            os.close(fd)
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+
+_BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """fork(): a board's thread lock held by another thread of the parent is not held by
+    any thread of the child (the fcntl lock is the parent's, never inherited)."""
+    for board in list(_BOARDS):
+        board._mu = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:

@@ -525,3 +525,28 @@ def test_repr_and_limiters_show_the_configuration():
     assert [lim.name for lim in api.limiters] == ["llm.requests", "llm.tokens",
                                                   "llm.concurrency"]
     assert api.limiters[0].behavior == "throttle"
+
+
+def _child_pauses_forked(api, q):
+    with api.call() as c:
+        c.observe(429, {"retry-after": "3"})
+    q.put(api.paused_until())
+
+
+@pytest.mark.procs
+def test_a_fork_while_another_thread_holds_the_board_leaves_the_child_free(name):
+    api = Upstream(requests="1000/second", shared=name)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    api._board._mu.acquire()  # as a thread of this process deciding at the fork
+    try:
+        p = ctx.Process(target=_child_pauses_forked, args=(api, q))
+        p.start()
+        p.join(20)
+        alive = p.is_alive()
+        if alive:
+            p.kill()
+    finally:
+        api._board._mu.release()
+    assert not alive
+    assert 2 < q.get(timeout=5) <= 3
