@@ -567,6 +567,10 @@ class UpstreamCall:
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
+        now = up._board.now_ns()
+        up._board.refund_view(0, 1, now)
+        if self._tokens > 0:
+            up._board.refund_view(1, self._tokens, now)
         if up._redis is None:  # on Redis the slots stay taken: under-use, never over
             if up._req_lim is not None:
                 up._req_lim._refund(1)
