@@ -550,3 +550,23 @@ def test_a_fork_while_another_thread_holds_the_board_leaves_the_child_free(name)
         api._board._mu.release()
     assert not alive
     assert 2 < q.get(timeout=5) <= 3
+
+
+def test_a_task_cancelled_while_it_waits_its_slot_gives_the_slot_back():
+    api = Upstream(requests="1/second", concurrency=2)
+
+    async def main():
+        async with api.call():
+            pass
+        waiting = asyncio.ensure_future(api.call(timeout=5).__aenter__())
+        await asyncio.sleep(0.05)  # admitted, sleeping until its slot
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        with pytest.raises(BlockedError) as e:
+            async with api.call(timeout=0):
+                pass
+        return e.value.retry_after
+
+    assert 0 < asyncio.run(main()) <= 1.0  # 2 s had the cancelled call kept its slot
+    assert api.limiters[1].in_flight == 0
