@@ -19,6 +19,7 @@ _MAX_COUNT = 10**15
 _MAX_LEN = 256  # a longer value is garbage
 
 _DURATION = re.compile(r"(?:([0-9]+(?:\.[0-9]+)?)(h|ms|us|\u00b5s|ns|m|s))")
+_DURATIONS = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?(?:h|ms|us|\u00b5s|ns|m|s))+")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6,
            "ns": 1e-9}
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -65,14 +66,11 @@ def parse_duration(text: Any) -> Optional[float]:
         return None
     if _NUMBER.fullmatch(text):
         return _finite(float(text))
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
+    if not _DURATIONS.fullmatch(text):
         return None
+    total = 0.0
+    for number, unit in _DURATION.findall(text):
+        total += float(number) * _UNIT_S[unit]
     return _finite(total)
 
 

@@ -574,6 +574,9 @@ CASES["upstream"] = """
             pass
         assert api._conc_lim.in_flight == 0
         api.stats(); repr(api)
+        other = Upstream(requests="1000000/second", tokens="1000000000/second", concurrency=2)
+        with other.call(tokens=5) as c:
+            c.observe(200, headers, tokens=1)
 """
 
 CASES["limiter_concurrency"] = """
