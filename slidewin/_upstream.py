@@ -13,7 +13,7 @@ together by one ``all_of`` group (its waiters wake a call waiting for a free slo
 
 The board lives in this process (a lock), in a small file of /dev/shm for ``shared=`` (an
 ``fcntl`` lock: the kernel drops it with a killed holder; times are CLOCK_MONOTONIC, common
-to every process of the host) or on Redis for ``redis=`` (slidewin/redis/lua/upstream_*.lua,
+to every process of the host) or on Redis for ``redis=`` (slidewin/redis/lua/upstream.lua,
 server time). Both the pause and the view expire by time: a crashed caller leaves nothing
 behind.
 """
