@@ -1082,6 +1082,32 @@ int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
     return SW_OK;
 }
 
+int sw_refund(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    const struct sw_rule *r = v->rule; /* read under the lock only */
+    if (n > 0 && is_throttle(r) && r->count > 0) {
+        struct sw_lstate *st = v->st;
+        struct sw_throttle *th = &st->thr;
+        if (now_ns == SW_NOW)
+            now_ns = sw_time_ns();
+        if (th->has_last && !th->saturated && th->last_ns > now_ns) {
+            double rate = r->count;
+            if (r->behavior != SW_THROTTLE) {
+                struct sw_node *node = sw_lstate_node(st);
+                rate = warm_rate(r, &st->warm, node,
+                                 sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns)));
+            }
+            int64_t back = sw_sat_sub(th->last_ns, sw_throttle_cost(rate, n));
+            th->last_ns = back > now_ns ? back : now_ns;
+        }
+    }
+    unlock_node(v);
+    return SW_OK;
+}
+
 static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
                       int64_t now_ns, bool may_give_up);
 

@@ -346,6 +346,12 @@ int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns);
  *         limiter: it counts requests in flight, not amounts) */
 int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns);
 
+/** Give back the throttle slot of n not used after all (tokens estimated and not spent):
+ * the queue moves back by the cost of n, never before now_ns (a later request still waits
+ * its own cost from now). Counts nothing; a limiter that is not a throttle is unchanged.
+ * @param n >= 0 @return SW_OK or SW_EINVAL (n < 0) */
+int sw_refund(const struct sw_view *v, int64_t n, int64_t now_ns);
+
 /** End an entry: record SUCCESS (n) and RT, or EXCEPTION (n), or nothing; release n in
  * flight (never below 0).
  * @param rt_ms the response time (SUCCESS only) @return SW_OK or SW_EINVAL */

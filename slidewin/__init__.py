@@ -11,6 +11,9 @@
   host, in shared memory; ``unlink(name)`` removes a region's name.
 - ``Breaker``: a circuit breaker on the window (Sentinel's degrade rules: error ratio,
   error count or slow-call ratio; one probe when it may close again).
+- ``Upstream``: the budgets of a rate-limited API this process calls (requests and tokens
+  paced, calls in flight), paused by its 429s, following its rate-limit headers;
+  ``slidewin.httpx`` puts it under an httpx client.
 - ``slidewin.asgi.LimitMiddleware`` / ``slidewin.wsgi.LimitMiddleware`` put a limiter in
   front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
   trusted_proxies=...)`` is the client's address behind proxies.
@@ -94,6 +97,7 @@ from ._keyed import KeyedLimiter  # noqa: E402
 from ._limiter import Limiter, limit  # noqa: E402
 from ._adaptive import AdaptiveLimiter  # noqa: E402
 from ._breaker import Breaker, BreakerOpenError  # noqa: E402
+from ._upstream import Upstream  # noqa: E402
 
 import typing as _typing  # noqa: E402
 
@@ -126,5 +130,6 @@ __all__ = [
     "limiters",
     "rate_limiter",
     "unlink",
+    "Upstream",
     "__version__",
 ]

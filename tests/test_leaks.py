@@ -557,6 +557,28 @@ for _b in ("reject", "warm_up", "throttle", "warm_up_throttle"):
                 pass
     """ % _b
 
+CASES["upstream"] = """
+    from slidewin import Upstream
+    headers = {"x-ratelimit-remaining-tokens": "900000", "x-ratelimit-reset-tokens": "1s",
+               "retry-after": "junk"}
+    api = Upstream(requests="1000000000/second", tokens="1000000000000/second", concurrency=2)
+    def cycle(i):
+        with api.call(tokens=50, timeout=5) as c:
+            c.observe(200, headers, tokens=20 if i % 2 else 80)
+        with api.call(tokens=0) as c:
+            c.observe(429, {"retry-after-ms": "0"})
+        try:
+            with api.call(tokens=10, timeout=5):
+                raise KeyError(i)
+        except KeyError:
+            pass
+        assert api._conc_lim.in_flight == 0
+        api.stats(); repr(api)
+        other = Upstream(requests="1000000/second", tokens="1000000000/second", concurrency=2)
+        with other.call(tokens=5) as c:
+            c.observe(200, headers, tokens=1)
+"""
+
 CASES["limiter_concurrency"] = """
     def cycle(i):
         lim = Limiter(concurrency=2)

@@ -345,6 +345,25 @@ static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_s
     Py_RETURN_NONE;
 }
 
+/* _refund(n, now_ns=None): give back the throttle slot of n not used (sw_refund). */
+static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "now_ns"};
+    PyObject *a[2] = {NULL, NULL};
+    int64_t n, now = SW_NOW;
+    if (parse_fast("_refund", args, nargs, kwnames, names, 2, 1, a) < 0)
+        return NULL;
+    if (a[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_refund() missing required argument 'n'");
+        return NULL;
+    }
+    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+        return NULL;
+    (void)sw_refund(limiter_view(self), n, now);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
@@ -511,6 +530,9 @@ static PyMethodDef Limiter_methods[] = {
      "With a timeout, retry until admitted or timeout seconds have passed."},
     {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
      "release(n=1)\n--\n\nGive back n in flight."},
+    {"_refund", (PyCFunction)(void (*)(void))Limiter_refund, FASTKW,
+     "_refund(n, now_ns=None)\n--\n\nGive back a throttle's slot of n not used: its queue "
+     "moves back by the cost of n, never before now. Counts nothing."},
     {"charge", (PyCFunction)(void (*)(void))Limiter_charge, FASTKW,
      "charge(n, *, now_ns=None)\n--\n\nCount n more as admitted now, without a decision: "
      "what a request used beyond what it was admitted for (tokens known after the reply). "

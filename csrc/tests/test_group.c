@@ -531,6 +531,17 @@ static void group_charge(void)
     gm_decide(&t, 1, MS(1000), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(d.wait_ns, MS(300));
+    /* refund: the queue moves back by the cost of n, never before now */
+    CHECK_EQ(sw_refund(&t.v, -1, MS(1000)), SW_EINVAL);
+    CHECK_EQ(sw_refund(&t.v, 2, MS(1000)), SW_OK); /* last: 1300 -> 1100 */
+    gm_decide(&t, 1, MS(1000), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(d.wait_ns, MS(200));
+    CHECK_EQ(sw_refund(&t.v, 50, MS(1000)), SW_OK); /* last: 1200 -> 1000 (now), not 700 */
+    gm_decide(&t, 1, MS(1000), 0, &d);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(d.wait_ns, MS(100));
+    CHECK_EQ(sw_refund(&r.v, 5, MS(1000)), SW_OK); /* not a throttle: nothing moves */
     /* concurrency: nothing to charge */
     CHECK_EQ(sw_charge(&c.v, 1, MS(1000)), SW_ESTATE);
     CHECK_EQ(sw_charge(&c.v, 0, MS(1000)), SW_OK);

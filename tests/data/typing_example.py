@@ -206,3 +206,27 @@ async def _async_with() -> None:
         pass
     async with lim.entry(timeout=1.5):
         pass
+
+
+def _upstream() -> None:
+    import httpx
+
+    from slidewin import Upstream
+    from slidewin.httpx import AsyncLimitedTransport, LimitedTransport
+
+    api = Upstream(requests="500/minute", tokens="30000/minute", concurrency=8, name="llm")
+    with api.call(tokens=1200, timeout=30) as call:
+        call.observe(200, {"x-ratelimit-remaining-requests": "10"}, tokens=900)
+    paused: Optional[float] = api.paused_until()
+    sent: float = api.stats()["sent"]
+
+    def estimate(request: httpx.Request) -> int:
+        return 1200
+
+    client = httpx.Client(transport=LimitedTransport(api, tokens=estimate, retries=2))
+    aclient = httpx.AsyncClient(transport=AsyncLimitedTransport(api, deadline_s=30))
+    del paused, sent, client, aclient
+
+    async def ask() -> None:
+        async with api.call(tokens=10) as c:
+            c.observe(429, None)

@@ -1,0 +1,174 @@
+"""What a rate-limited API's response says about its limits, read defensively.
+
+Every function takes header values as a server sent them (untrusted text) and returns None
+for anything malformed, negative, non-finite or absurdly large: a bad header is ignored,
+never an exception and never a pause of a day.
+"""
+from __future__ import annotations
+
+import email.utils
+import math
+import re
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["lower_headers", "parse_duration", "retry_after_s", "server_view"]
+
+MAX_S = 3600.0  # a pause or a reset further out than this is not believed (clamped)
+_MAX_COUNT = 10**15
+_MAX_LEN = 256  # a longer value is garbage
+
+_DURATION = re.compile(r"(?:([0-9]+(?:\.[0-9]+)?)(h|ms|us|\u00b5s|ns|m|s))")
+_DURATIONS = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?(?:h|ms|us|\u00b5s|ns|m|s))+")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6,
+           "ns": 1e-9}
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_INT = re.compile(r"[0-9]{1,16}")
+_FRACTION = re.compile(r"\.[0-9]+")
+
+
+def lower_headers(headers: Any) -> Dict[str, str]:
+    """The headers as a dict of lower-case names (the last value of a repeated name wins):
+    from a Mapping, httpx.Headers, or an iterable of (name, value) pairs; bytes decoded as
+    latin-1. TypeError naming ``headers`` for anything else."""
+    if headers is None:
+        return {}
+    items = getattr(headers, "items", None)
+    pairs = items() if callable(items) else headers
+    out: Dict[str, str] = {}
+    try:
+        for name, value in pairs:
+            if isinstance(name, bytes):
+                name = name.decode("latin-1")
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")
+            if isinstance(name, str) and isinstance(value, str):
+                out[name.lower()] = value
+    except (TypeError, ValueError):
+        raise TypeError("headers must be a mapping of names to values (dict, httpx.Headers) "
+                        "or (name, value) pairs, not %s" % type(headers).__name__) from None
+    return out
+
+
+def _finite(x: float) -> Optional[float]:
+    if not math.isfinite(x) or x < 0:
+        return None
+    return min(x, MAX_S)
+
+
+def parse_duration(text: Any) -> Optional[float]:
+    """Seconds of an OpenAI-style duration (``"1s"``, ``"6m0s"``, ``"20ms"``,
+    ``"1m30.5s"``) or a bare number of seconds; None when malformed."""
+    if not isinstance(text, str) or len(text) > _MAX_LEN:
+        return None
+    text = text.strip()
+    if not text:
+        return None
+    if _NUMBER.fullmatch(text):
+        return _finite(float(text))
+    if not _DURATIONS.fullmatch(text):
+        return None
+    total = 0.0
+    for number, unit in _DURATION.findall(text):
+        total += float(number) * _UNIT_S[unit]
+    return _finite(total)
+
+
+def _count(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    text = text.strip()
+    if not _INT.fullmatch(text):
+        return None
+    n = int(text)
+    return n if n <= _MAX_COUNT else None
+
+
+def _rfc3339_in(text: Optional[str], wall: float) -> Optional[float]:
+    """Seconds from `wall` (time.time()) to an RFC 3339 time; None when malformed or naive."""
+    if text is None or len(text) > _MAX_LEN:
+        return None
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):  # before 3.11 fromisoformat takes only an offset
+        text = text[:-1] + "+00:00"
+    text = _FRACTION.sub(lambda m: m.group(0)[:7], text)  # at most microseconds
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        return None
+    return _finite(max(0.0, t.timestamp() - wall))
+
+
+def retry_after_s(h: Dict[str, str], wall: float) -> Optional[float]:
+    """The pause a response asks for: ``retry-after-ms`` (milliseconds), else
+    ``Retry-After`` (delta-seconds or an HTTP date); None when absent or malformed."""
+    ms = h.get("retry-after-ms")
+    if ms is not None and len(ms) <= _MAX_LEN and _NUMBER.fullmatch(ms.strip()):
+        got = _finite(float(ms.strip()) / 1000.0)
+        if got is not None:
+            return got
+    ra = h.get("retry-after")
+    if ra is None or len(ra) > _MAX_LEN:
+        return None
+    ra = ra.strip()
+    if _NUMBER.fullmatch(ra):
+        return _finite(float(ra))
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return _finite(max(0.0, when.timestamp() - wall))
+
+
+def _ietf(value: str) -> Optional[Tuple[int, float]]:
+    """The most restrictive item of an IETF ``RateLimit`` field:
+    ``"name";r=<remaining>;t=<seconds>`` (comma-separated items)."""
+    best: Optional[Tuple[int, float]] = None
+    if len(value) > 4 * _MAX_LEN:
+        return None
+    for item in value.split(","):
+        params: Dict[str, str] = {}
+        for part in item.split(";")[1:]:
+            k, sep, v = part.partition("=")
+            if sep:
+                params[k.strip().lower()] = v.strip()
+        r = _count(params.get("r"))
+        t = parse_duration(params.get("t")) if params.get("t") is not None else None
+        if r is None or t is None:
+            continue
+        if best is None or r * max(best[1], 1e-9) < best[0] * max(t, 1e-9):
+            best = (r, t)
+    return best
+
+
+def server_view(h: Dict[str, str], wall: float) -> List[Tuple[str, int, float]]:
+    """What the server says is left: ``[(budget, remaining, seconds to reset), ...]`` with
+    budget ``"requests"`` or ``"tokens"``, from OpenAI's ``x-ratelimit-*``, Anthropic's
+    ``anthropic-ratelimit-*`` and the IETF ``RateLimit`` field; malformed pairs left out."""
+    out: List[Tuple[str, int, float]] = []
+    for budget in ("requests", "tokens"):
+        r = _count(h.get("x-ratelimit-remaining-" + budget))
+        t = parse_duration(h.get("x-ratelimit-reset-" + budget))
+        if r is not None and t is not None:
+            out.append((budget, r, t))
+        r = _count(h.get("anthropic-ratelimit-%s-remaining" % budget))
+        t = _rfc3339_in(h.get("anthropic-ratelimit-%s-reset" % budget), wall)
+        if r is not None and t is not None:
+            out.append((budget, r, t))
+    field = h.get("ratelimit")
+    if field is not None:
+        got = _ietf(field)
+        if got is not None:
+            out.append(("requests", got[0], got[1]))
+    else:  # the older draft's separate fields
+        r = _count(h.get("ratelimit-remaining"))
+        t = parse_duration(h.get("ratelimit-reset"))
+        if r is not None and t is not None:
+            out.append(("requests", r, t))
+    return out

@@ -1,0 +1,736 @@
+"""slidewin.Upstream: the budgets of a rate-limited API that this process calls.
+
+Built from what exists: each budget (requests, tokens) a throttle ``Limiter`` (pacing, one
+admission every ``period / limit``), the in-flight bound a concurrency ``Limiter``, decided
+together by one ``all_of`` group (its waiters wake a call waiting for a free slot), a
+``Breaker`` when given. What is new here is the upstream's own state, a small "board":
+
+- the pause: a "not before" time that a 429/503 raises (never lowers) and every admission
+  reads;
+- the server's view: per budget, the pace that the remaining count and reset time of the
+  response headers allow, followed while it is slower than the configured one and until its
+  reset.
+
+The board lives in this process (a lock), in a small file of /dev/shm for ``shared=`` (an
+``fcntl`` lock: the kernel drops it with a killed holder; times are CLOCK_MONOTONIC, common
+to every process of the host) or on Redis for ``redis=`` (slidewin/redis/lua/upstream.lua,
+server time). Both the pause and the view expire by time: a crashed caller leaves nothing
+behind.
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import math
+import mmap
+import os
+import re
+import struct
+import tempfile
+import threading
+import time
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _core, _headers, _rate
+from ._breaker import Breaker
+from ._group import Group, GroupEntry, all_of
+from ._limiter import Limiter
+
+__all__ = ["Upstream", "UpstreamCall"]
+
+_F_ENTRY = _core.F_ENTRY
+_OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
+_BACKOFF_FIRST_S = 1.0  # a 429/503 without Retry-After: 1 s, 2 s, 4 s, ... up to
+_BACKOFF_MAX_S = 60.0
+_FOREVER_S = 1e7  # timeout=None: a wait this long is no bound (an Event's wait takes no inf)
+_QUEUE_MS = 10**9  # the throttles queue without a bound: call() checks its own timeout
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,180}")
+_monotonic_ns = time.monotonic_ns
+
+# the board: pause_until_ns, backoff_k, then per budget (requests, tokens): the view's
+# reset_ns, its cost in ns per unit (a double), and the next free slot of its pace
+_LAYOUT = struct.Struct("<qq" + "qdq" * 2)
+_BUDGETS = ("requests", "tokens")
+
+
+def _board_values() -> List[Any]:
+    return [0, 0, 0, 0.0, 0, 0, 0.0, 0]
+
+
+class _Board:
+    """The pause and the server's view, in this process (a lock over a list)."""
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._v = _board_values()
+        _BOARDS.add(self)
+
+    def _read(self) -> List[Any]:
+        return self._v
+
+    def _write(self, v: List[Any]) -> None:
+        self._v = v
+
+    def _lock(self) -> None:
+        self._mu.acquire()
+
+    def _unlock(self) -> None:
+        self._mu.release()
+
+    def now_ns(self) -> int:
+        return _monotonic_ns()
+
+    # -- operations (each under the lock) ---------------------------------------------
+
+    def pause_left(self, now: int) -> int:
+        """ns until the pause ends (0: not paused)."""
+        self._lock()
+        try:
+            return max(0, int(self._read()[0]) - now)
+        finally:
+            self._unlock()
+
+    def reserve_view(self, ns: Tuple[int, int], at: int, now: int) -> int:
+        """Take the slots of the server's view for (requests, tokens) no earlier than `at`:
+        the ns from now until all of them (0 when no view is in force)."""
+        self._lock()
+        try:
+            v = self._read()
+            wait = 0
+            changed = False
+            for b in range(2):
+                reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
+                if reset <= now or ns[b] <= 0:
+                    continue
+                slot = max(at, nxt)
+                if slot > reset:  # the view ends before this slot: the configured pace rules
+                    continue
+                v[4 + 3 * b] = slot + int(cost * ns[b])
+                wait = max(wait, slot - now)
+                changed = True
+            if changed:
+                self._write(v)
+            return int(wait)
+        finally:
+            self._unlock()
+
+    def refund_view(self, b: int, n: int, now: int) -> None:
+        """Give back the view's slots of n units of budget b not used (never before now)."""
+        self._lock()
+        try:
+            v = self._read()
+            reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
+            if reset > now and nxt > now and n > 0:
+                v[4 + 3 * b] = max(now, nxt - int(cost * n))
+                self._write(v)
+        finally:
+            self._unlock()
+
+    def pause(self, seconds: Optional[float], now: int) -> int:
+        """Raise the pause to now + seconds (None: the next step of the backoff); never
+        lowers it. Returns the ns by which it was extended."""
+        self._lock()
+        try:
+            v = self._read()
+            if seconds is None:
+                k = v[1]
+                seconds = min(_BACKOFF_FIRST_S * (2.0 ** min(k, 30)), _BACKOFF_MAX_S)
+                v[1] = k + 1
+            until = now + int(seconds * 1e9)
+            grew = max(0, until - max(v[0], now))
+            if until > v[0]:
+                v[0] = until
+            self._write(v)
+            return int(grew)
+        finally:
+            self._unlock()
+
+    def settle(self) -> None:
+        """A response that was not a 429/503: the backoff starts again from its first step."""
+        self._lock()
+        try:
+            v = self._read()
+            if v[1]:
+                v[1] = 0
+                self._write(v)
+        finally:
+            self._unlock()
+
+    def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
+             now: int) -> None:
+        """The server's count for budget b: `remaining` more until `reset_s` from now. Its
+        pace (reset / remaining per unit) is followed while slower than `floor_cost` (the
+        configured ns per unit); none left: nothing of that budget until the reset."""
+        reset = now + int(reset_s * 1e9)
+        self._lock()
+        try:
+            v = self._read()
+            i = 2 + 3 * b
+            if remaining <= 0:
+                v[i], v[i + 1], v[i + 2] = reset, 0.0, max(v[i + 2], reset)
+            else:
+                cost = reset_s * 1e9 / remaining
+                if cost <= floor_cost:
+                    if v[i] > now and v[i + 2] > now:
+                        # the server has room again: drop a stricter view, keep its slots
+                        v[i] = now
+                    else:
+                        return
+                else:
+                    v[i], v[i + 1] = reset, cost
+                    v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
+            self._write(v)
+        finally:
+            self._unlock()
+
+
+class _ShmBoard(_Board):
+    """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
+    lock (released by the kernel when its holder dies) and this process's thread lock."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        super().__init__()
+        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+        if path is None:  # shared=True: an unlinked file, shared with the forked processes
+            fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
+            os.unlink(tmp)
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_size < _LAYOUT.size:
+                    os.ftruncate(fd, _LAYOUT.size)  # zeros: no pause, no view
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN)
+            self._map = mmap.mmap(fd, _LAYOUT.size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.path = path
+
+    def _lock(self) -> None:
+        self._mu.acquire()
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._mu.release()
+            raise
+
+    def _unlock(self) -> None:
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._mu.release()
+
+    def _read(self) -> List[Any]:
+        return list(_LAYOUT.unpack_from(self._map, 0))
+
+    def _write(self, v: List[Any]) -> None:
+        _LAYOUT.pack_into(self._map, 0, *v)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        try:
+            self._map.close()
+        finally:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+
+_BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """fork(): a board's thread lock held by another thread of the parent is not held by
+    any thread of the child (the fcntl lock is the parent's, never inherited)."""
+    for board in list(_BOARDS):
+        board._mu = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:
+    if rate is None:
+        return None
+    try:
+        count, period_ms = _rate.parse_rate(rate)
+    except TypeError:
+        raise TypeError("%s must be None or a rate string such as '500/minute', not %s"
+                        % (name, type(rate).__name__)) from None
+    except ValueError as e:
+        raise ValueError("%s: %s" % (name, e)) from None
+    if count < 1:
+        raise ValueError("%s=%r admits nothing: give a count of at least 1" % (name, rate))
+    return count, period_ms
+
+
+def _check_int(name: str, value: Any, low: int) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be None or an int, not %s" % (name, type(value).__name__))
+    if value < low:
+        raise ValueError("%s must be >= %d, got %d" % (name, low, value))
+    return value
+
+
+class Upstream:
+    """The budgets of a rate-limited API, paced, paused by its 429s, lowered by its headers.
+
+    Upstream(*, requests=None, tokens=None, concurrency=None, burst=None, breaker=None,
+             shared=None, redis=None, name=None)
+
+    ``requests`` / ``tokens``: rate strings (``"500/minute"``); ``concurrency``: calls in
+    flight; ``burst``: the requests admitted back to back after an idle spell (1: the pace
+    alone); ``breaker``: a ``Breaker`` that counts 5xx and transport errors as failures and
+    429s as cancels; ``shared``: a name (or True) shared by this host's processes;
+    ``redis``: a redis-py client shared by hosts; ``name``: shown in Prometheus and top.
+    """
+
+    def __init__(self, *, requests: Optional[str] = None, tokens: Optional[str] = None,
+                 concurrency: Optional[int] = None, burst: Optional[int] = None,
+                 breaker: Optional[Breaker] = None, shared: Any = None, redis: Any = None,
+                 name: Optional[str] = None) -> None:
+        req = _check_rate("requests", requests)
+        tok = _check_rate("tokens", tokens)
+        conc = _check_int("concurrency", concurrency, 1)
+        b = _check_int("burst", burst, 1)
+        if b is not None and b > 1:
+            raise ValueError("burst=%d: only 1 is supported (the pace admits one request "
+                             "after an idle spell, and one call's tokens however many)" % b)
+        if breaker is not None and not isinstance(breaker, Breaker):
+            raise TypeError("breaker must be None or a slidewin.Breaker, not %s"
+                            % type(breaker).__name__)
+        if shared is not None and not isinstance(shared, (bool, str)):
+            raise TypeError("shared must be None, True or a name, not %s"
+                            % type(shared).__name__)
+        if shared is False:
+            shared = None
+        if isinstance(shared, str) and not _NAME.fullmatch(shared):
+            raise ValueError("shared must be a name of 1-180 characters from A-Z a-z 0-9 . _ "
+                             "-, got %r" % (shared,))
+        if name is not None and not isinstance(name, str):
+            raise TypeError("name must be None or a str, not %s" % type(name).__name__)
+        if redis is not None and shared is not None:
+            raise ValueError("shared and redis cannot be given together: redis= already "
+                             "shares the upstream with every process that uses the server")
+        if redis is not None and not (hasattr(redis, "evalsha") and hasattr(redis, "time")):
+            raise TypeError("redis must be a redis-py client (redis.Redis), not %s"
+                            % type(redis).__name__)
+        if req is None and tok is None and conc is None:
+            raise ValueError("Upstream needs at least one of requests=, tokens=, concurrency=")
+        self._requests_rate, self._tokens_rate = requests, tokens
+        self._concurrency = conc
+        self._breaker = breaker
+        self._shared = shared
+        self._name = name
+        self._req_cost = 1e9 * req[1] / 1000 / req[0] if req else 0.0  # ns per request
+        self._tok_cost = 1e9 * tok[1] / 1000 / tok[0] if tok else 0.0  # ns per token
+
+        def member(what: str, **kw: Any) -> Any:
+            part = None if name is None else "%s.%s" % (name, what)
+            if redis is not None:  # one key per budget, shared by every host
+                from .redis import RedisLimiter
+                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
+                                    **kw)
+            if isinstance(shared, str):
+                return Limiter(shared="upstream-%s.%s" % (shared, what), name=part, **kw)
+            return Limiter(shared=shared, name=part, **kw)
+
+        self._redis = redis
+        self._req_lim = (member("requests", qps=_rate.qps_for(*req), behavior="throttle",
+                                max_queueing_ms=_QUEUE_MS) if req else None)
+        self._tok_lim = (member("tokens", qps=_rate.qps_for(*tok), behavior="throttle",
+                                max_queueing_ms=_QUEUE_MS) if tok else None)
+        self._conc_lim = member("concurrency", concurrency=conc) if conc else None
+        # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
+        self._full = self._group(True)
+        self._no_tokens = self._group(False) if self._tok_lim is not None else self._full
+        if redis is not None:
+            from .redis._upstream import RedisBoard
+            self._board: Any = RedisBoard(redis, name or "upstream")
+        elif shared is None:
+            self._board = _Board()
+        elif shared is True:
+            self._board = _ShmBoard(None)
+        else:
+            folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+            self._board = _ShmBoard(os.path.join(folder, "slidewin-upstream-%s" % shared))
+        self._mu = threading.Lock()
+        self._stats: Dict[str, float] = dict(
+            sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
+            errors=0, paused_s=0.0, estimated_tokens=0, used_tokens=0, refunded_tokens=0,
+            charged_tokens=0)
+
+    def _group(self, with_tokens: bool) -> Any:
+        members = [m for m in (self._req_lim, self._tok_lim if with_tokens else None,
+                               self._conc_lim) if m is not None]
+        if not members:
+            return None
+        if self._redis is not None:
+            from .redis import all_of as redis_all_of
+            return redis_all_of(*members)
+        return all_of(*members)
+
+    def _admit(self, group: Any, ns: Tuple[int, ...], left: float) -> Tuple[int, Any]:
+        """The group's admission (waiting at most `left` s for a free in-flight slot):
+        (the pace's wait in ns, what the call holds: an entry ended by its exit)."""
+        if self._redis is not None:
+            from .redis._upstream import admit
+            return admit(group, ns, left)
+        wait_ns, skip = group._admit(ns, left, _F_ENTRY)
+        entry = GroupEntry(group, ns, None)
+        entry._entered(skip)
+        return wait_ns, entry
+
+    async def _admit_async(self, group: Any, ns: Tuple[int, ...], left: float
+                           ) -> Tuple[int, Any]:
+        if self._redis is not None:  # a redis-py client blocks: its waits run in a thread
+            from .redis._upstream import admit
+            return await asyncio.get_running_loop().run_in_executor(
+                None, admit, group, ns, left)
+        wait_ns, skip = await group._admit_async(ns, left, _F_ENTRY)
+        entry = GroupEntry(group, ns, None)
+        entry._entered(skip)
+        return wait_ns, entry
+
+    # -- what it is ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> Optional[str]:
+        return self._name
+
+    @property
+    def breaker(self) -> Optional[Breaker]:
+        return self._breaker
+
+    @property
+    def limiters(self) -> Tuple[Any, ...]:
+        """The member limiters: requests, tokens, concurrency (those configured)."""
+        return tuple(m for m in (self._req_lim, self._tok_lim, self._conc_lim)
+                     if m is not None)
+
+    def __repr__(self) -> str:
+        parts = []
+        for k, v in (("requests", self._requests_rate), ("tokens", self._tokens_rate),
+                     ("concurrency", self._concurrency), ("shared", self._shared),
+                     ("name", self._name)):
+            if v is not None:
+                parts.append("%s=%r" % (k, v))
+        if self._redis is not None:
+            parts.append("redis=%r" % (self._redis,))
+        return "Upstream(%s)" % ", ".join(parts)
+
+    def paused_until(self) -> Optional[float]:
+        """Seconds until the pause that a 429/503 started ends, or None when not paused."""
+        left = self._board.pause_left(self._board.now_ns())
+        return left / 1e9 if left > 0 else None
+
+    def stats(self) -> Dict[str, float]:
+        """This object's counts: sent (admitted calls), retried (the transports' retries),
+        refused (BlockedError), upstream_429 / upstream_503 / upstream_5xx (responses),
+        errors (calls that raised), paused_s (how much the pauses that its responses
+        started or extended added), estimated_tokens, used_tokens, refunded_tokens,
+        charged_tokens; and paused_until (seconds, 0 when not paused)."""
+        with self._mu:
+            out = dict(self._stats)
+        out["paused_until"] = self.paused_until() or 0.0
+        return out
+
+    def _count(self, key: str, n: float = 1) -> None:
+        with self._mu:
+            self._stats[key] += n
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, *, tokens: int = 0, timeout: Optional[float] = None) -> "UpstreamCall":
+        """One call (``with`` or ``async with``): waits its turn (paced on every budget,
+        a free slot, the pause over, the breaker closed) for at most ``timeout`` seconds
+        (None: as long as it takes), else ``BlockedError`` with ``retry_after``, at once
+        when the wait is known to be longer. ``tokens``: the estimate, settled by
+        ``observe(tokens=used)``."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise TypeError("tokens must be an int (the estimate), not %s"
+                            % type(tokens).__name__)
+        if tokens < 0:
+            raise ValueError("tokens must be >= 0, got %d" % tokens)
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError("timeout must be None or a number of seconds, not %s"
+                                % type(timeout).__name__)
+            if timeout != timeout or timeout < 0:
+                raise ValueError("timeout must be None or >= 0 seconds, got %r" % (timeout,))
+        return UpstreamCall(self, tokens, timeout)
+
+    def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
+        group = self._full if tokens > 0 else self._no_tokens
+        if group is None:
+            return None, ()
+        ns = []  # in the members' order, as _group() puts them
+        for m in (self._req_lim, self._tok_lim if tokens > 0 else None, self._conc_lim):
+            if m is not None:
+                ns.append(tokens if m is self._tok_lim else 1)
+        return group, tuple(ns)
+
+    def _refused(self, why: str, wait_ns: Optional[int]) -> BaseException:
+        self._count("refused")
+        retry = None if wait_ns is None else wait_ns / 1e9
+        text = "%s: %s" % (self._name or "upstream", why)
+        if retry is not None:
+            text += "; retry after %.3f s" % retry
+        return _core.BlockedError(text, retry_after=retry, limiter=self._req_lim
+                                  or self._tok_lim or self._conc_lim)
+
+    def _pause_from(self, status: int, h: Dict[str, str], now: int) -> None:
+        seconds = _headers.retry_after_s(h, time.time())
+        grew = self._board.pause(seconds, now)
+        if grew:
+            self._count("paused_s", grew / 1e9)
+
+    def _view_from(self, h: Dict[str, str], now: int) -> None:
+        for budget, remaining, reset_s in _headers.server_view(h, time.time()):
+            b = _BUDGETS.index(budget)
+            floor = self._req_cost if b == 0 else self._tok_cost
+            self._board.view(b, remaining, reset_s, floor, now)
+
+
+class UpstreamCall:
+    """One call of an ``Upstream`` (``api.call(...)``): usable once, with ``with`` or
+    ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
+
+    __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_observed",
+                 "_state", "_group", "_ns", "status")
+
+    def __init__(self, up: Upstream, tokens: int, timeout: Optional[float]) -> None:
+        self._up = up
+        self._tokens = tokens
+        self._timeout = timeout
+        self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
+        self._ticket: Optional[int] = None
+        self._start = 0
+        self._observed = False
+        self._state = 0  # 0 idle, 1 entered, 2 exited
+        self._group, self._ns = up._ns(tokens)
+        self.status: Optional[int] = None
+
+    @property
+    def upstream(self) -> Upstream:
+        return self._up
+
+    @property
+    def tokens(self) -> int:
+        """The estimate this call was admitted with."""
+        return self._tokens
+
+    # -- admission: one step at a time, shared by the sync and async faces ----------------
+
+    def _deadline(self) -> float:
+        return math.inf if self._timeout is None else time.monotonic() + self._timeout
+
+    def _left(self, deadline: float) -> float:
+        return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
+
+    def _paused(self, deadline: float) -> float:
+        """Seconds to sleep for a pause (0: none); BlockedError when it outlasts the
+        deadline."""
+        up = self._up
+        left: int = up._board.pause_left(up._board.now_ns())
+        if left <= 0:
+            return 0.0
+        if left / 1e9 > self._left(deadline):
+            raise up._refused("paused by the upstream's 429/503", left)
+        return left / 1e9
+
+    def _placed(self, wait_ns: int, entry: Any, deadline: float) -> float:
+        """The group admitted the call with `wait_ns` of pace: add the server's view; the
+        seconds to sleep, or BlockedError (everything given back) beyond the deadline."""
+        up = self._up
+        self._entry = entry
+        now = up._board.now_ns()
+        view: int = up._board.reserve_view((1, self._tokens), now + wait_ns, now)
+        total = max(wait_ns, view)
+        if total / 1e9 > self._left(deadline):
+            self._undo()
+            raise up._refused("the budget's next free slot is too far", total)
+        return total / 1e9
+
+    def _undo(self) -> None:
+        """Give back what the admission took: the pace's slots and the in-flight count."""
+        up = self._up
+        now = up._board.now_ns()
+        up._board.refund_view(0, 1, now)
+        if self._tokens > 0:
+            up._board.refund_view(1, self._tokens, now)
+        if up._redis is None:  # on Redis the slots stay taken: under-use, never over
+            if up._req_lim is not None:
+                up._req_lim._refund(1)
+            if up._tok_lim is not None and self._tokens > 0:
+                up._tok_lim._refund(self._tokens)
+        if self._entry is not None:
+            self._entry._release()
+            self._entry = None
+
+    def _admitted(self) -> "UpstreamCall":
+        up = self._up
+        br = up._breaker
+        if br is not None:
+            ticket = br._pass()
+            if ticket is None:
+                self._undo()
+                up._count("refused")
+                raise br._open_error()
+            self._ticket = ticket
+        self._state = 1
+        self._start = _monotonic_ns()
+        if self._entry is not None:
+            self._entry._start = self._start
+        up._count("sent")
+        up._count("estimated_tokens", self._tokens)
+        return self
+
+    def _claim(self) -> None:
+        if self._state != 0:
+            raise RuntimeError("this call was already %s" % (
+                "entered" if self._state == 1 else "used"))
+
+    def __enter__(self) -> "UpstreamCall":
+        self._claim()
+        deadline = self._deadline()
+        while True:
+            pause = self._paused(deadline)
+            if pause > 0:
+                time.sleep(pause)
+                continue
+            wait_ns, entry = (self._up._admit(self._group, self._ns, self._left(deadline))
+                              if self._group is not None else (0, None))
+            sleep = self._placed(wait_ns, entry, deadline)
+            if sleep > 0:
+                try:
+                    time.sleep(sleep)
+                except BaseException:
+                    self._undo()
+                    raise
+            if self._up._board.pause_left(self._up._board.now_ns()) > 0:
+                self._undo()  # paused while it waited its slot: nothing is sent
+                continue
+            return self._admitted()
+
+    async def __aenter__(self) -> "UpstreamCall":
+        self._claim()
+        deadline = self._deadline()
+        while True:
+            pause = self._paused(deadline)
+            if pause > 0:
+                await asyncio.sleep(pause)
+                continue
+            wait_ns, entry = ((await self._up._admit_async(self._group, self._ns,
+                                                           self._left(deadline)))
+                              if self._group is not None else (0, None))
+            sleep = self._placed(wait_ns, entry, deadline)
+            if sleep > 0:
+                try:
+                    await asyncio.sleep(sleep)
+                except BaseException:
+                    self._undo()
+                    raise
+            if self._up._board.pause_left(self._up._board.now_ns()) > 0:
+                self._undo()
+                continue
+            return self._admitted()
+
+    # -- the response ----------------------------------------------------------------------
+
+    def observe(self, status: int, headers: Any = None, tokens: Optional[int] = None) -> None:
+        """Tell the call its response: the status (429/503 pause the upstream; a 429 is a
+        cancel on the breaker, 5xx a failure), the headers (Retry-After, retry-after-ms,
+        the server's remaining counts) and the tokens used (the difference from the
+        estimate given back or charged)."""
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise TypeError("status must be an int HTTP status, not %s" % type(status).__name__)
+        if not 100 <= status <= 599:
+            raise ValueError("status must be an HTTP status from 100 to 599, got %d" % status)
+        if tokens is not None:
+            if isinstance(tokens, bool) or not isinstance(tokens, int):
+                raise TypeError("tokens must be None or an int (the tokens used), not %s"
+                                % type(tokens).__name__)
+            if tokens < 0:
+                raise ValueError("tokens must be >= 0, got %d" % tokens)
+        h = _headers.lower_headers(headers)
+        if self._state != 1:
+            raise RuntimeError("observe() belongs inside the call's with-block")
+        if self._observed:
+            raise RuntimeError("observe() was already called for this call")
+        self._observed = True
+        self.status = status
+        up = self._up
+        now = up._board.now_ns()
+        if status == 429 or status == 503:
+            up._count("upstream_429" if status == 429 else "upstream_503")
+            up._pause_from(status, h, now)
+        else:
+            up._board.settle()
+            if status >= 500:
+                up._count("upstream_5xx")
+        up._view_from(h, now)
+        if tokens is not None:
+            self._settle(tokens)
+        br = up._breaker
+        if br is not None and self._ticket is not None:
+            ticket, self._ticket = self._ticket, None
+            if status == 429:
+                br._cancel(ticket)
+            else:
+                br._record(ticket, (_monotonic_ns() - self._start) / 1e6, status >= 500)
+
+    def _settle(self, used: int) -> None:
+        up = self._up
+        up._count("used_tokens", used)
+        diff = used - self._tokens
+        if diff < 0:
+            if up._tok_lim is not None and up._redis is None:
+                up._tok_lim._refund(-diff)
+            up._board.refund_view(1, -diff, up._board.now_ns())
+            up._count("refunded_tokens", -diff)
+        elif diff > 0:
+            if up._tok_lim is not None:
+                up._tok_lim.charge(diff)
+            up._count("charged_tokens", diff)
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if self._state != 1:
+            raise RuntimeError("exit of an upstream call that is not entered")
+        self._state = 2
+        up = self._up
+        failed = et is not None and isinstance(et, type) and issubclass(et, Exception)
+        if failed:
+            up._count("errors")
+        br = up._breaker
+        if br is not None and self._ticket is not None:
+            ticket, self._ticket = self._ticket, None
+            if failed and not issubclass(et, _core.BlockedError):
+                br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
+                           issubclass(et, br._errors))
+            elif et is None:
+                br._record(ticket, (_monotonic_ns() - self._start) / 1e6, False)
+            else:
+                br._cancel(ticket)
+        entry = self._entry
+        if entry is not None:
+            self._entry = None
+            entry.__exit__(et, ev, tb)
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        self.__exit__(et, ev, tb)
+
+    def __repr__(self) -> str:
+        return "<UpstreamCall of %r tokens=%d>" % (self._up, self._tokens)

@@ -1,0 +1,265 @@
+"""slidewin.httpx: an ``Upstream`` under an httpx client.
+
+``LimitedTransport`` / ``AsyncLimitedTransport`` wrap httpx's own transports: each request
+waits its turn on the upstream (paced, a free slot, no pause), is sent, and its response
+observed (status, rate-limit headers, and the tokens of a JSON body's ``usage``); a 429 or
+503 is retried after the pause it started, at most ``retries`` times and never past
+``deadline_s`` from the first attempt, then the last response is returned. Other responses
+are returned as they came. Works under the ``openai`` and ``anthropic`` clients
+(``http_client=httpx.Client(transport=...)``, with their own retries off: ``max_retries=0``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+import httpx
+
+from . import _core
+from ._upstream import Upstream, UpstreamCall
+
+__all__ = ["LimitedTransport", "AsyncLimitedTransport"]
+
+_RETRY = (429, 503)
+_MAX_JSON = 8 << 20  # a body longer than this is not parsed for its usage
+
+
+def _used_tokens(body: bytes) -> Optional[int]:
+    """The tokens a JSON reply says it used: OpenAI's ``usage.total_tokens``, Anthropic's
+    ``usage.input_tokens + usage.output_tokens``; None when absent or malformed."""
+    if not body or len(body) > _MAX_JSON:
+        return None
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    total = usage.get("total_tokens")
+    if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+        return total
+    parts = [usage.get("input_tokens"), usage.get("output_tokens")]
+    if all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
+        return int(parts[0]) + int(parts[1])  # type: ignore[arg-type]
+    return None
+
+
+def _http_module(transport: Any, base: str) -> Optional[ModuleType]:
+    """The httpx-like package (httpx, or its fork httpx2 that anthropic 2.x uses) whose
+    `base` class (BaseTransport, AsyncBaseTransport) the transport is; None if neither."""
+    for name in ("httpx", "httpx2"):
+        mod = sys.modules.get(name)
+        if mod is not None and isinstance(transport, getattr(mod, base)):
+            return mod
+    return None
+
+
+def _is_json(response: httpx.Response) -> bool:
+    kind = str(response.headers.get("content-type", ""))
+    return kind.split(";")[0].strip().lower().endswith("json")
+
+
+class _Limited:
+    """What the sync and async transports share: the arguments, the estimate, what a
+    response means (observe, retry or not)."""
+
+    def __init__(self, upstream: Upstream, *, tokens: Optional[Callable[[httpx.Request], int]],
+                 retries: int, deadline_s: float) -> None:
+        if not isinstance(upstream, Upstream):
+            raise TypeError("upstream must be a slidewin.Upstream, not %s"
+                            % type(upstream).__name__)
+        if tokens is not None and not callable(tokens):
+            raise TypeError("tokens must be None or a function of the httpx.Request returning "
+                            "the estimate, not %s" % type(tokens).__name__)
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise TypeError("retries must be an int, not %s" % type(retries).__name__)
+        if retries < 0:
+            raise ValueError("retries must be >= 0, got %d" % retries)
+        if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)):
+            raise TypeError("deadline_s must be a number of seconds, not %s"
+                            % type(deadline_s).__name__)
+        if not deadline_s > 0:
+            raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
+        self.upstream = upstream
+        self._estimate = tokens
+        self.retries = retries
+        self.deadline_s = float(deadline_s)
+
+    def _tokens(self, request: httpx.Request) -> int:
+        if self._estimate is None:
+            return 0
+        n = self._estimate(request)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError("the tokens function returned %r: it must return an int >= 0"
+                             % (n,))
+        return n
+
+    def _left(self, start: float) -> float:
+        return max(0.0, self.deadline_s - (time.monotonic() - start))
+
+    def _observe(self, call: UpstreamCall, response: httpx.Response,
+                 body: Optional[bytes]) -> None:
+        used = _used_tokens(body) if body is not None else None
+        call.observe(response.status_code, response.headers.multi_items(), tokens=used)
+
+    def _retry(self, response: httpx.Response, attempt: int, start: float) -> bool:
+        """Whether to send again after this response (the pause it started is waited by the
+        next call())."""
+        if response.status_code not in _RETRY or attempt >= self.retries:
+            return False
+        pause = self.upstream.paused_until() or 0.0
+        return pause < self._left(start)
+
+    def _read_already(self, response: httpx.Response) -> Optional[bytes]:
+        """The body of a response that was read before it came here (one built in memory,
+        as MockTransport's), else None."""
+        try:
+            return response.content
+        except self._h.ResponseNotRead:
+            return None
+
+    _h: ModuleType = httpx  # the package of the wrapped transport: its Responses are built
+
+    def _rebuilt(self, response: httpx.Response, raw: bytes, request: httpx.Request
+                 ) -> "tuple[httpx.Response, bytes]":
+        """A response whose body was read here (for its usage): a fresh one holding the
+        same bytes as they came (still encoded), for the client to read; and the body
+        decoded."""
+        h = self._h
+        fresh = h.Response(response.status_code, headers=response.headers,
+                           stream=h.ByteStream(raw), request=request,
+                           extensions=response.extensions)
+        decoded = h.Response(response.status_code, headers=response.headers, content=raw)
+        try:
+            body = decoded.read()
+        except h.DecodingError:
+            body = b""
+        return fresh, body
+
+
+class LimitedTransport(httpx.BaseTransport, _Limited):
+    """An httpx transport sending through an ``Upstream``:
+    ``httpx.Client(transport=LimitedTransport(api, tokens=estimate))``.
+
+    ``tokens``: a function of the ``httpx.Request`` returning the estimate (default 0);
+    ``retries``: 429/503 responses sent again (after the pause); ``deadline_s``: no attempt
+    starts later than this after the first; ``transport``: the wrapped transport (default
+    ``httpx.HTTPTransport()``; an ``httpx2`` one, as anthropic 2.x uses, works alike). A
+    request that cannot start in time raises ``BlockedError``
+    (or, after a retried response, that response is returned)."""
+
+    def __init__(self, upstream: Upstream, *,
+                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
+                 deadline_s: float = 60, transport: Optional[httpx.BaseTransport] = None
+                 ) -> None:
+        _Limited.__init__(self, upstream, tokens=tokens, retries=retries,
+                          deadline_s=deadline_s)
+        if transport is None:
+            transport = httpx.HTTPTransport()
+        mod = _http_module(transport, "BaseTransport")
+        if mod is None:
+            raise TypeError("transport must be None or an httpx.BaseTransport (httpx2's too), not %s"
+                            % type(transport).__name__)
+        self._h = mod
+        self.transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        start = time.monotonic()
+        n = self._tokens(request)
+        last: Optional[httpx.Response] = None
+        attempt = 0
+        while True:
+            try:
+                call = self.upstream.call(tokens=n, timeout=self._left(start))
+                call.__enter__()
+            except _core.BlockedError:
+                if last is not None:
+                    return last
+                raise
+            try:
+                response = self.transport.handle_request(request)
+                body = None
+                if response.status_code in _RETRY or _is_json(response):
+                    body = self._read_already(response)
+                    if body is None:
+                        try:
+                            raw = b"".join(response.iter_raw())
+                        finally:
+                            response.close()
+                        response, body = self._rebuilt(response, raw, request)
+                self._observe(call, response, body)
+            except BaseException as e:
+                call.__exit__(type(e), e, e.__traceback__)
+                raise
+            call.__exit__(None, None, None)
+            if not self._retry(response, attempt, start):
+                return response
+            attempt += 1
+            self.upstream._count("retried")
+            last = response
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
+    """``LimitedTransport`` for ``httpx.AsyncClient`` (wrapping
+    ``httpx.AsyncHTTPTransport()`` by default); waits with asyncio."""
+
+    def __init__(self, upstream: Upstream, *,
+                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
+                 deadline_s: float = 60, transport: Optional[httpx.AsyncBaseTransport] = None
+                 ) -> None:
+        _Limited.__init__(self, upstream, tokens=tokens, retries=retries,
+                          deadline_s=deadline_s)
+        if transport is None:
+            transport = httpx.AsyncHTTPTransport()
+        mod = _http_module(transport, "AsyncBaseTransport")
+        if mod is None:
+            raise TypeError("transport must be None or an httpx.AsyncBaseTransport (httpx2's too), not %s"
+                            % type(transport).__name__)
+        self._h = mod
+        self.transport = transport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        start = time.monotonic()
+        n = self._tokens(request)
+        last: Optional[httpx.Response] = None
+        attempt = 0
+        while True:
+            try:
+                call = self.upstream.call(tokens=n, timeout=self._left(start))
+                await call.__aenter__()
+            except _core.BlockedError:
+                if last is not None:
+                    return last
+                raise
+            try:
+                response = await self.transport.handle_async_request(request)
+                body = None
+                if response.status_code in _RETRY or _is_json(response):
+                    body = self._read_already(response)
+                    if body is None:
+                        try:
+                            raw = b"".join([part async for part in response.aiter_raw()])
+                        finally:
+                            await response.aclose()
+                        response, body = self._rebuilt(response, raw, request)
+                self._observe(call, response, body)
+            except BaseException as e:
+                await call.__aexit__(type(e), e, e.__traceback__)
+                raise
+            await call.__aexit__(None, None, None)
+            if not self._retry(response, attempt, start):
+                return response
+            attempt += 1
+            self.upstream._count("retried")
+            last = response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
