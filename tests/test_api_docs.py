@@ -39,12 +39,13 @@ def documented(name: str) -> inspect.Signature:
     fn = ast.parse(f"def f({args}): pass").body[0]
     params = []
     a = fn.args
-    pos = a.args
+    pos = a.posonlyargs + a.args
     for j, arg in enumerate(pos):
         k = j - (len(pos) - len(a.defaults))
         default = literal(a.defaults[k]) if k >= 0 else inspect.Parameter.empty
-        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                        default=default))
+        kind = (inspect.Parameter.POSITIONAL_ONLY if j < len(a.posonlyargs)
+                else inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        params.append(inspect.Parameter(arg.arg, kind, default=default))
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         default = inspect.Parameter.empty if d is None else literal(d)
         params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
