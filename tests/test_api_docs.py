@@ -79,3 +79,26 @@ def real(cls: type) -> inspect.Signature:
                          ids=lambda c: c.__name__)
 def test_the_api_page_shows_each_constructor_as_the_code_has_it(cls):
     assert str(documented(cls.__name__)) == str(real(cls))
+
+
+def test_the_api_page_lists_every_key_of_a_limiters_totals():
+    with open(API, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^lim\.totals\(\) +# \{(.*?)\}", text, re.M | re.S)
+    assert m, "docs/api.md shows no lim.totals()"
+    listed = set(re.findall(r'"(\w+)"', m.group(1)))
+    assert listed == set(slidewin.Limiter(qps=1).totals())
+
+
+def test_the_web_page_shows_limitmiddleware_with_every_option():
+    import slidewin.asgi
+    import slidewin.wsgi
+
+    web = os.path.join(os.path.dirname(API), "web.md")
+    with open(web, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^LimitMiddleware\((.*?)\)\n", text, re.M | re.S)
+    assert m, "docs/web.md shows no LimitMiddleware(...) signature"
+    shown = [p.strip().split("=")[0] for p in m.group(1).split(",") if p.strip() != "*"]
+    for cls in (slidewin.asgi.LimitMiddleware, slidewin.wsgi.LimitMiddleware):
+        assert shown == list(inspect.signature(cls.__init__).parameters)[1:]
