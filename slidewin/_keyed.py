@@ -33,9 +33,10 @@ Key = Union[str, bytes, int]
 class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
-    KeyedLimiter(qps=None, *, rate=None, concurrency=None, behavior="reject",
-                 max_queueing_ms=500, interval_ms=1000, sample_count=2, max_keys=65536,
-                 overrides=None, shared=None, name=None, shadow=False, on_block=None)
+    KeyedLimiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None,
+                 behavior="reject", max_queueing_ms=500, interval_ms=1000, sample_count=2,
+                 max_keys=65536, overrides=None, shared=None, name=None, shadow=False,
+                 on_block=None)
 
     ``rate="100/minute"`` (or the string first: ``KeyedLimiter("5/second")``) is the
     alternative to ``qps``, as on Limiter: that count per key in the window, the window
@@ -59,8 +60,10 @@ class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
 
     def __new__(
         cls,
-        qps: Union[int, float, str, None] = None,
+        qps_or_rate: Union[int, float, str, None] = None,
+        /,
         *,
+        qps: Union[int, float, str, None] = None,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,
         behavior: str = "reject",

@@ -71,10 +71,22 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over the C type's (`base`: super()): `args` is the locals() of the Python
     __new__, the C type's arguments plus `on_block`."""
     args = dict(args)
+    keyed = "max_keys" in args
+    first = args.pop("qps_or_rate", None)
+    if callable(first):
+        raise TypeError("qps must be an int or float, not %s (to decorate, build the limiter "
+                        "first: @%s(qps=10))" % (type(first).__name__, cls.__name__))
+    if first is not None:
+        if args["qps"] is None:
+            args["qps"] = first
+        elif isinstance(first, str) and args["rate"] is None:
+            args["rate"] = first  # Limiter("5/m", qps=3): rate= and qps= clash below
+        else:
+            raise TypeError("qps is given twice: as the first argument (%r) and as qps=%r"
+                            % (first, args["qps"]))
     # rate= (or a str first argument) becomes qps, interval_ms, sample_count; a keyed table
     # (max_keys) takes fewer default steps: they are per-key memory
-    rate = _rate.resolve(args, _rate.KEYED_SAMPLES if "max_keys" in args
-                         else _rate.DEFAULT_SAMPLES)
+    rate = _rate.resolve(args, _rate.KEYED_SAMPLES if keyed else _rate.DEFAULT_SAMPLES, keyed)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
     self._on_block = _check_on_block(args["on_block"])
@@ -237,9 +249,10 @@ async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
 class Limiter(_core.Limiter, Admission):
     """Flow control with its own sliding-window statistics.
 
-    Limiter(qps=None, *, rate=None, concurrency=None, behavior="reject", warm_up_s=10,
-            cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500, interval_ms=1000,
-            sample_count=2, shared=None, name=None, shadow=False, on_block=None)
+    Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
+            warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
+            interval_ms=1000, sample_count=2, shared=None, name=None, shadow=False,
+            on_block=None)
 
     ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
     "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
@@ -247,7 +260,9 @@ class Limiter(_core.Limiter, Admission):
     (``interval_ms``) in ``sample_count`` steps (60 unless given). It cannot be combined
     with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
     ``slidewin.rate_limiter("10/second;100/minute")``). Mind that ``qps`` is per second:
-    ``qps=100, interval_ms=60_000`` allows 6000 a minute.
+    ``qps=100, interval_ms=60_000`` allows 6000 a minute. A window admits
+    floor(qps * interval_ms / 1000): ``qps=1.5`` admits 1 a second (a window limit below 1
+    is a ValueError); for 1.5/s use ``rate="3/2s"`` or ``interval_ms=2000``.
 
     ``async with lim:`` / ``with lim:`` wait until admitted, as a semaphore does (an entry
     with ``timeout=math.inf``). A thread-API call that must wait (``acquire()``,
@@ -270,8 +285,10 @@ class Limiter(_core.Limiter, Admission):
 
     def __new__(
         cls,
-        qps: Union[int, float, str, None] = None,
+        qps_or_rate: Union[int, float, str, None] = None,
+        /,
         *,
+        qps: Union[int, float, str, None] = None,
         rate: Optional[str] = None,
         concurrency: Optional[int] = None,
         behavior: str = "reject",

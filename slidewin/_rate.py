@@ -68,12 +68,27 @@ class Rate:
     text: str
 
 
-def parse_rate(rate: Any, what: str = "rate") -> Tuple[int, int]:
-    """``(count, period_ms)`` of one rate string; TypeError/ValueError naming ``what``."""
+def empty_rate(what: str, text: str) -> ValueError:
+    """The error of a rate string with an empty part (``"5/min;"``, ``"5/min;;1/s"``)."""
+    return ValueError("%s=%r has an empty rate; each of its rates, separated by ';', "
+                      "must be %s" % (what, text, FORMS))
+
+
+def parse_rate(rate: Any, what: str = "rate", keyed: bool = False) -> Tuple[int, int]:
+    """``(count, period_ms)`` of one rate string; TypeError/ValueError naming ``what``.
+    ``keyed``: the rate of a keyed limiter (the advice for several rates differs)."""
     if not isinstance(rate, str):
         raise TypeError("%s must be a str such as '100/minute', not %s"
                         % (what, type(rate).__name__))
     if _SEPARATORS.search(rate):
+        if not all(part.strip() for part in _SEPARATORS.split(rate)):
+            raise empty_rate("rate", rate)
+        if keyed:
+            raise ValueError(
+                "rate=%r holds several rates, but a keyed limiter's rate= takes one: for all "
+                "of them at once build one KeyedLimiter per rate and decide with "
+                "slidewin.all_of() over (limiter, key) pairs, e.g. all_of((per_second, key), "
+                "(per_minute, key))" % (rate,))
         raise ValueError(
             "rate=%r holds several rates, but a limiter's rate= takes one: for all of them "
             "at once use slidewin.rate_limiter(%r) (one all_of group of a Limiter per rate), "
@@ -105,8 +120,7 @@ def parse_rates(text: Any, what: str = "rates") -> List[Rate]:
     out = []
     for part in _SEPARATORS.split(text):
         if not part.strip():
-            raise ValueError("%s=%r has an empty rate; each of its rates, separated by ';', "
-                             "must be %s" % (what, text, FORMS))
+            raise empty_rate(what, text)
         count, period_ms = parse_rate(part, "each rate of %s=%r" % (what, text))
         out.append(Rate(count, period_ms, part.strip()))
     return out
@@ -152,15 +166,16 @@ def keyed_samples(args: Dict[str, Any]) -> None:
     take_positional(args)
     rate = args.get("rate")
     if rate is not None and args.get("sample_count", SAMPLE_COUNT) is SAMPLE_COUNT:
-        args["sample_count"] = default_samples(parse_rate(rate)[1], KEYED_SAMPLES)
+        args["sample_count"] = default_samples(parse_rate(rate, keyed=True)[1], KEYED_SAMPLES)
 
 
-def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES) -> Optional[str]:
+def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
+            keyed: bool = False) -> Optional[str]:
     """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
     ``sample_count``; INTERVAL_MS / SAMPLE_COUNT there meaning "not given") and return the
     rate string, or None when no rate was given. Removes the ``rate`` key. A str as ``qps``
     (the first positional argument) is the rate. ``most_samples``: the default
-    sample_count's bound (KEYED_SAMPLES for a KeyedLimiter)."""
+    sample_count's bound (KEYED_SAMPLES for a KeyedLimiter); ``keyed``: a keyed type's."""
     take_positional(args)
     rate: Optional[str] = args.pop("rate", None)
     iv_given = args.get("interval_ms", INTERVAL_MS) is not INTERVAL_MS
@@ -179,7 +194,7 @@ def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES) -> Option
                          "interval_ms (the count per period, the window the period); pass one "
                          "or the other" % (rate, " and ".join("%s=%r" % (k, args[k])
                                                               for k in clash)))
-    count, period_ms = parse_rate(rate)
+    count, period_ms = parse_rate(rate, keyed=keyed)
     args["qps"] = qps_for(count, period_ms)
     args["interval_ms"] = period_ms
     if not sc_given:

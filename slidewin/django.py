@@ -48,6 +48,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ALL: Optional[Tuple[str, ...]] = None  # method=ALL: every method (the default)
 UNSAFE: Tuple[str, ...] = ("DELETE", "PATCH", "POST", "PUT")  # the methods that change state
+_HTTP_METHODS_ORDER = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT",
+                       "TRACE")
+_HTTP_METHODS = frozenset(_HTTP_METHODS_ORDER)
 
 _PROBLEM = "application/problem+json"
 # the settings.SLIDEWIN entries that configure the middleware; the others are the limiter's
@@ -204,6 +207,11 @@ def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
     if not out:
         raise ValueError("%s: method is empty; leave it out (ALL) to limit every method"
                          % where)
+    unknown = sorted(out - _HTTP_METHODS)
+    if unknown:
+        raise ValueError("%s: method %s is not an HTTP method; give one or a tuple of %s "
+                         "(UNSAFE: the state-changing ones), or ALL"
+                         % (where, ", ".join(map(repr, unknown)), ", ".join(_HTTP_METHODS_ORDER)))
     return out
 
 
@@ -376,10 +384,15 @@ class LimitMiddleware:
         self.key = _Key(key, where) if key is not None else None
         if limiter is not None and key is None and _web.is_keyed(limiter):
             self.key = _Key("ip", where)  # a KeyedLimiter's default: the client's address
-        self.route = _routes.RouteLimit(
-            where, self.is_async, limiter, self.key.sync if self.key is not None else None,
-            (), conf.get("status", 429), conf.get("concurrency_status", 503),
-            conf.get("headers", True), kwargs)
+        try:
+            self.route = _routes.RouteLimit(
+                where, self.is_async, limiter, self.key.sync if self.key is not None else None,
+                (), conf.get("status", 429), conf.get("concurrency_status", 503),
+                conf.get("headers", True), kwargs)
+        except (TypeError, ValueError) as e:  # the Limiter's own errors name no setting
+            if str(e).startswith(where) or type(e) not in (TypeError, ValueError):
+                raise
+            raise type(e)("%s: %s" % (where, e)) from e
         self._exempt = _web.path_matcher(conf.get("exempt"), where)
 
     def __repr__(self) -> str:

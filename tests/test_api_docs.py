@@ -39,12 +39,13 @@ def documented(name: str) -> inspect.Signature:
     fn = ast.parse(f"def f({args}): pass").body[0]
     params = []
     a = fn.args
-    pos = a.args
+    pos = a.posonlyargs + a.args
     for j, arg in enumerate(pos):
         k = j - (len(pos) - len(a.defaults))
         default = literal(a.defaults[k]) if k >= 0 else inspect.Parameter.empty
-        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                        default=default))
+        kind = (inspect.Parameter.POSITIONAL_ONLY if j < len(a.posonlyargs)
+                else inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        params.append(inspect.Parameter(arg.arg, kind, default=default))
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         default = inspect.Parameter.empty if d is None else literal(d)
         params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
@@ -78,3 +79,26 @@ def real(cls: type) -> inspect.Signature:
                          ids=lambda c: c.__name__)
 def test_the_api_page_shows_each_constructor_as_the_code_has_it(cls):
     assert str(documented(cls.__name__)) == str(real(cls))
+
+
+def test_the_api_page_lists_every_key_of_a_limiters_totals():
+    with open(API, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^lim\.totals\(\) +# \{(.*?)\}", text, re.M | re.S)
+    assert m, "docs/api.md shows no lim.totals()"
+    listed = set(re.findall(r'"(\w+)"', m.group(1)))
+    assert listed == set(slidewin.Limiter(qps=1).totals())
+
+
+def test_the_web_page_shows_limitmiddleware_with_every_option():
+    import slidewin.asgi
+    import slidewin.wsgi
+
+    web = os.path.join(os.path.dirname(API), "web.md")
+    with open(web, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^LimitMiddleware\((.*?)\)\n", text, re.M | re.S)
+    assert m, "docs/web.md shows no LimitMiddleware(...) signature"
+    shown = [p.strip().split("=")[0] for p in m.group(1).split(",") if p.strip() != "*"]
+    for cls in (slidewin.asgi.LimitMiddleware, slidewin.wsgi.LimitMiddleware):
+        assert shown == list(inspect.signature(cls.__init__).parameters)[1:]

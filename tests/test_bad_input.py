@@ -778,7 +778,8 @@ def test_case_ids_unique():
 def test_every_limiter_keyword_has_a_wrong_type_and_an_out_of_range_case():
     """The tables cover each keyword of Limiter(...) both ways (on_block and shadow: type
     only; a bool has no out-of-range value)."""
-    keywords = [p for p in inspect.signature(Limiter.__new__).parameters if p != "cls"]
+    keywords = [p for p in inspect.signature(Limiter.__new__).parameters
+                if p not in ("cls", "qps_or_rate")]  # the first argument: qps's or rate's
     assert "qps" in keywords and "on_block" in keywords
     for kw in keywords:
         kinds = {exc for _, _, exc, match in CASES if match and kw in match}
@@ -967,3 +968,14 @@ def test_tiny_qps_message_is_well_defined(qps):
     msg = str(info.value)
     assert "throttle" in msg and "-9223372036854775808" not in msg
     assert Limiter(qps=qps, behavior="throttle").reserve(now_ns=10**12) == 0
+
+
+def test_limiter_used_as_a_bare_decorator_hints_at_building_it_first():
+    def fn():
+        return 1
+
+    for cls in (Limiter, KeyedLimiter):
+        with pytest.raises(TypeError, match=r"qps must be an int or float, not function "
+                                            r"\(to decorate, build the limiter first: "
+                                            r"@%s\(qps=10\)\)" % cls.__name__):
+            cls(fn)

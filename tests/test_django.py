@@ -334,3 +334,30 @@ def test_ratelimit_reads_trusted_proxies_inside_slidewin_settings():
         c = Client(REMOTE_ADDR="10.0.0.2")
         assert statuses(c, "/v/", 2, HTTP_X_FORWARDED_FOR="198.51.100.7") == [200, 429]
         assert statuses(c, "/v/", 1, HTTP_X_FORWARDED_FOR="198.51.100.8") == [200]
+
+
+def test_unknown_method_name_is_refused_naming_method():
+    with pytest.raises(ValueError, match=r"method.*'PSOT'.*GET.*POST"):
+        ratelimit("5/minute", method="PSOT")
+    with pytest.raises(ValueError, match="method"):
+        ratelimit("5/minute", method=("GET", "FETCH"))
+    ratelimit("5/minute", method=UNSAFE)(ok)
+    ratelimit("5/minute", method=("get", "head", "OPTIONS"))(ok)
+    ratelimit("5/minute", method=slidewin.django.ALL)(ok)
+
+
+def test_headers_not_a_bool_is_a_type_error_in_settings_and_decorator():
+    with pytest.raises(TypeError, match="headers must be a bool, not str"):
+        ratelimit("5/minute", headers="no")(ok)
+    with site({"": ok}, {"rate": "5/minute", "headers": "no"}):
+        with pytest.raises(TypeError, match=r"settings\.SLIDEWIN: headers must be a bool"):
+            Client().get("/")
+
+
+def test_bad_limiter_keywords_in_settings_name_settings_slidewin():
+    with site({"": ok}, {"rat": "5/m"}):
+        with pytest.raises(TypeError, match=r"settings\.SLIDEWIN.*'rat'"):
+            Client().get("/")
+    with site({"": ok}, {"rate": "5/x"}):
+        with pytest.raises(ValueError, match=r"settings\.SLIDEWIN.*'5/x'"):
+            Client().get("/")

@@ -56,7 +56,9 @@ def test_several_rates_in_rate_is_a_valueerror_pointing_at_all_of(make):
     with pytest.raises(ValueError) as e:
         make("10/second;100/minute")
     text = str(e.value)
-    assert "'10/second;100/minute'" in text and "all_of" in text and "rate_limiter" in text
+    assert "'10/second;100/minute'" in text and "all_of" in text
+    # a keyed one: all_of over (KeyedLimiter, key) pairs, not rate_limiter's unkeyed Limiters
+    assert ("(limiter, key)" if "KeyedLimiter" in text else "rate_limiter") in text
 
 
 @pytest.mark.parametrize("text,words", [
@@ -180,3 +182,44 @@ def test_redis_keyed_limiters_take_the_same_rate_forms_and_steps():
     assert AsyncRedisKeyedLimiter(redis.asyncio.Redis(), "e", "10 per minute").sample_count == 6
     with pytest.raises(ValueError, match="all_of"):
         RedisLimiter(client, "f", rate="1/s;2/m")
+
+
+def test_keyed_limiter_with_several_rates_points_at_all_of_over_keyed_pairs():
+    with pytest.raises(ValueError, match=r"one KeyedLimiter per rate") as e:
+        KeyedLimiter("10/second;100/minute")
+    assert "rate_limiter" not in str(e.value)
+    assert "(limiter, key)" in str(e.value)
+    with pytest.raises(ValueError, match=r"rate_limiter\('10/second;100/minute'\)"):
+        Limiter("10/second;100/minute")
+
+
+@pytest.mark.parametrize("text", ["5/min;", "5/min; ", ";5/min", "5/min;;1/s", "5/min,"])
+def test_an_empty_rate_between_separators_is_one_clear_error_everywhere(text):
+    for build in (lambda: Limiter(rate=text), lambda: Limiter(text),
+                  lambda: KeyedLimiter(rate=text), lambda: rate_limiter(text),
+                  lambda: parse_rates(text, "rate")):
+        with pytest.raises(ValueError, match="has an empty rate") as e:
+            build()
+        assert "holds several rates" not in str(e.value)
+
+
+def test_positional_rate_with_qps_is_the_value_error_naming_both():
+    for cls in (Limiter, KeyedLimiter):
+        with pytest.raises(ValueError, match=r"rate='5/m' and qps=3"):
+            cls("5/m", qps=3)
+        with pytest.raises(ValueError, match=r"rate='5/m' and qps=3"):
+            cls(rate="5/m", qps=3)
+        with pytest.raises(TypeError, match="qps"):
+            cls(3, qps=4)
+        assert cls(3).qps == cls(qps=3).qps == 3
+
+
+def test_fractional_qps_window_admits_the_floor_of_qps_times_the_window():
+    lim = Limiter(qps=1.5)  # a 1 s window: floor(1.5) = 1 a window
+    assert [lim.try_acquire(now_ns=T0) for _ in range(2)] == [True, False]
+    lim = Limiter(qps=1.5, interval_ms=2000)  # floor(1.5 * 2) = 3 a 2 s window
+    assert [lim.try_acquire(now_ns=T0) for _ in range(4)] == [True, True, True, False]
+    lim = Limiter(rate="3/2s")
+    assert [lim.try_acquire(now_ns=T0) for _ in range(4)] == [True, True, True, False]
+    with pytest.raises(ValueError, match="qps"):
+        Limiter(qps=0.5)

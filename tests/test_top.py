@@ -376,3 +376,16 @@ def test_once_into_a_closed_pipe_ends_quietly(folder, tmp_path):
         assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
         assert proc.returncode in (0, 141), (args, proc.returncode, err.decode())
     del keep
+
+
+def test_observability_page_shows_tops_columns_as_top_prints_them():
+    import os
+    import re
+
+    from slidewin import _top
+
+    page = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "observability.md")
+    with open(page, encoding="utf-8") as f:
+        heads = re.findall(r"^(NAME +KIND .*)$", f.read(), re.M)
+    assert [h.split() for h in heads] == [[c[0] for c in _top.columns(live)]
+                                          for live in (True, False)]
