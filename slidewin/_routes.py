@@ -5,34 +5,30 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _core, _web
+from . import _core, _rate, _web
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 
-def split_rates(rate: str, where: str) -> List[str]:
-    """The parts of ``"10/second;100/minute"``: several limits that must all admit."""
-    parts = [p.strip() for p in rate.split(";")]
-    if len(parts) > 1 and not all(parts):
-        raise ValueError("%s: rate %r has an empty part; several limits are written "
-                         "\"10/second;100/minute\"" % (where, rate))
-    return parts
-
-
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per part of a rate
-    written with ';' (a ``shared`` or ``name`` string then gets ``-1``, ``-2``, ... per
-    part), else one."""
+    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
+    string of several (``"10/second;100/minute"``, also separated by ``,`` or ``|``, as
+    ``slidewin.rate_limiter`` reads them; a ``shared`` or ``name`` string then gets ``-1``,
+    ``-2``, ... per rate), else one."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
     rate = kwargs.get("rate")
-    if not isinstance(rate, str) or ";" not in rate:
+    if not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
         return [cls(**kwargs)]
+    try:
+        parts = _rate.parse_rates(rate, "rate")
+    except ValueError as e:
+        raise ValueError("%s: %s" % (where, e)) from None
     out = []
-    for i, part in enumerate(split_rates(rate, where), 1):
-        kw = dict(kwargs, rate=part)
+    for i, part in enumerate(parts, 1):
+        kw = dict(kwargs, rate=part.text)
         for name in ("shared", "name"):
             if isinstance(kw.get(name), str):
                 kw[name] = "%s-%d" % (kw[name], i)

@@ -334,3 +334,15 @@ def test_ratelimit_reads_trusted_proxies_inside_slidewin_settings():
         c = Client(REMOTE_ADDR="10.0.0.2")
         assert statuses(c, "/v/", 2, HTTP_X_FORWARDED_FOR="198.51.100.7") == [200, 429]
         assert statuses(c, "/v/", 1, HTTP_X_FORWARDED_FOR="198.51.100.8") == [200]
+
+
+def test_every_rate_form_and_separator_in_settings_and_ratelimit():
+    view = ratelimit("2/m|3 per hour", key="ip")(ok)
+    minute, hour = view.limiter
+    assert (minute.interval_ms, hour.interval_ms) == (60_000, 3_600_000)
+    with site({"v/": view}, {"rate": "10/s,100/m"}):
+        c = Client()
+        assert statuses(c, "/v/", 3) == [200, 200, 429]
+        assert hour.totals()["pass"] == 2
+    with pytest.raises(ValueError, match="empty rate"):
+        ratelimit("2/minute,")(ok)

@@ -460,8 +460,16 @@ def test_fastapi_several_rates_are_one_decision_charging_none_on_refusal():
     r = client.get("/items/1", headers=h)
     assert r.headers["RateLimit-Policy"] == '"default";q=2;w=60'  # the one that refused
     assert [client.get("/items/1").status_code for _ in range(3)] == [200] * 3  # no key
-    with pytest.raises(ValueError, match="empty part"):
+    with pytest.raises(ValueError, match="empty rate"):
         limit("2/minute;")
+
+
+def test_route_limits_take_every_separator_parse_rates_reads():
+    from slidewin.fastapi import limit
+
+    for text in ("5/m,100/h", "5/m|100 per hour", "5/m; 100/h"):
+        minute, hour = limit(text).limiter
+        assert (minute.interval_ms, hour.interval_ms) == (60_000, 3_600_000), text
 
 
 def test_flask_and_starlette_positional_rate_and_admitted_fields():
