@@ -224,7 +224,8 @@ def ratelimit(
     or a ready limiter (Limiter, KeyedLimiter, shared, or a ``slidewin.redis`` one of the
     view's kind); or the Limiter's keywords (``qps=``, ``concurrency=``, ``shared=``, ...).
 
-    ``key``: None (one limit for the view), ``"ip"`` (the client's address, read through
+    ``key``: None (one limit for the view; the client's address for a ready
+    KeyedLimiter), ``"ip"`` (the client's address, read through
     ``SLIDEWIN_TRUSTED_PROXIES``), ``"user"`` (the authenticated user's pk, else the
     address), ``"header:X-Api-Key"``, a dotted path or a function ``fn(request)`` (None:
     that request is not limited). ``method``: a method or a tuple of them (``UNSAFE``);
@@ -240,6 +241,8 @@ def ratelimit(
         raise TypeError("%s: block must be a bool, not %s" % (where, type(block).__name__))
     methods = _methods(method, where)
     k = _Key(key, where) if key is not None else None
+    if k is None and not isinstance(rate, str) and rate is not None and _web.is_keyed(rate):
+        k = _Key("ip", where)  # a KeyedLimiter's default, as the middleware's: the address
 
     def decorate(view: F) -> F:
         is_async = iscoroutinefunction(view)

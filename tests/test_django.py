@@ -346,3 +346,15 @@ def test_every_rate_form_and_separator_in_settings_and_ratelimit():
         assert hour.totals()["pass"] == 2
     with pytest.raises(ValueError, match="empty rate"):
         ratelimit("2/minute,")(ok)
+
+
+def test_ratelimit_with_a_keyed_limiter_and_no_key_keys_by_client_address():
+    per_ip = KeyedLimiter(rate="1/minute")
+    view = ratelimit(per_ip)(ok)
+    with site({"v/": view}):
+        a, b = Client(REMOTE_ADDR="192.0.2.1"), Client(REMOTE_ADDR="192.0.2.2")
+        assert statuses(a, "/v/", 2) == [200, 429]
+        assert statuses(b, "/v/", 1) == [200]
+    with site({"v/": view}, middleware=[]):
+        assert statuses(Client(REMOTE_ADDR="192.0.2.3"), "/v/", 2) == [200, 429]
+    assert len(per_ip) == 3
