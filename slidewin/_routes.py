@@ -13,9 +13,10 @@ HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
     """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
-    string of several (``"10/second;100/minute"``, also separated by ``,`` or ``|``, as
-    ``slidewin.rate_limiter`` reads them; a ``shared`` or ``name`` string then gets ``-1``,
-    ``-2``, ... per rate), else one."""
+    string of several (``"10/second;100/minute"``, also separated by ``,`` or ``|``), each
+    shared and named as ``slidewin.rate_limiter`` does (``"<shared>.<count>-per-<period_ms>ms"``,
+    ``"<name>[<rate>]"``: a worker's ``rate_limiter`` with the same ``shared`` is the same
+    limit); else one."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
@@ -24,16 +25,11 @@ def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]
         return [cls(**kwargs)]
     try:
         parts = _rate.parse_rates(rate, "rate")
+        if len({(r.count, r.period_ms) for r in parts}) != len(parts):
+            raise ValueError("rate=%r gives the same rate twice" % (rate,))
     except ValueError as e:
         raise ValueError("%s: %s" % (where, e)) from None
-    out = []
-    for i, part in enumerate(parts, 1):
-        kw = dict(kwargs, rate=part.text)
-        for name in ("shared", "name"):
-            if isinstance(kw.get(name), str):
-                kw[name] = "%s-%d" % (kw[name], i)
-        out.append(cls(**kw))
-    return out
+    return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
 
 
 def groupable(limiter: Any) -> bool:

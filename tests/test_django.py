@@ -315,17 +315,23 @@ def test_bad_settings_are_clear_errors():
         ratelimit(Limiter(qps=1), key="ip")(ok)
 
 
-def test_several_rates_in_settings_with_a_shared_name():
+def test_several_rates_in_settings_share_rate_limiters_regions():
     name = "swtest-django-%d" % id(object())
+    minute_region, hour_region = name + ".2-per-60000ms", name + ".3-per-3600000ms"
     try:
         with site({"": ok}, {"rate": "2/minute;3/hour", "shared": name}):
             c = Client()
             assert statuses(c, "/", 3) == [200, 200, 429]
-            hour = Limiter(rate="3/hour", shared=name + "-2")  # the second part's region
+            hour = Limiter(rate="3/hour", shared=hour_region)  # the second rate's region
+            assert hour.totals()["pass"] == 2
+            # a worker's rate_limiter with the same shared name (rates in any order) is the
+            # same limit
+            worker = slidewin.rate_limiter("3/hour;2/minute", shared=name)
+            assert not worker.try_acquire()
             assert hour.totals()["pass"] == 2
     finally:
-        slidewin.unlink(name + "-1")
-        slidewin.unlink(name + "-2")
+        slidewin.unlink(minute_region)
+        slidewin.unlink(hour_region)
 
 
 def test_ratelimit_reads_trusted_proxies_inside_slidewin_settings():
