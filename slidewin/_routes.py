@@ -102,7 +102,10 @@ class RouteLimit:
         self.status = _web.check_status(status, "status", where)
         self.concurrency_status = _web.check_status(concurrency_status, "concurrency_status",
                                                     where)
-        self.headers = bool(headers)
+        if not isinstance(headers, bool):
+            raise TypeError("%s: headers must be a bool, not %s"
+                            % (where, type(headers).__name__))
+        self.headers = headers
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def key_of(self, request: Any, scope_or_environ: Any) -> Any:

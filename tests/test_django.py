@@ -311,6 +311,11 @@ def test_bad_settings_are_clear_errors():
         ratelimit("1/minute", method=5)
     with pytest.raises(TypeError, match="block"):
         ratelimit("1/minute", block="no")
+    with pytest.raises(TypeError, match="headers must be a bool"):
+        ratelimit("1/minute", headers="no")(ok)
+    with site({"": ok}, {"rate": "1/minute", "headers": "off"}):
+        with pytest.raises(TypeError, match="headers must be a bool"):
+            Client().get("/")
     with pytest.raises(ValueError, match="key="):
         ratelimit(Limiter(qps=1), key="ip")(ok)
 

@@ -170,6 +170,8 @@ def test_bad_arguments(modname, fn):
         make(Limiter(qps=1), key="ip")
     with pytest.raises(ValueError, match="status"):
         make(rate="1/minute", status=200)
+    with pytest.raises(TypeError, match="headers must be a bool"):
+        make(rate="1/minute", headers="no")  # a str is truthy: it would turn the fields on
 
 
 
