@@ -396,7 +396,12 @@ class LimitMiddleware:
         if not _enabled():
             return self.get_response(request)
         request._slidewin = state = _State()
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        except BaseException as exc:  # not answered by Django (KeyboardInterrupt, SystemExit)
+            if state.admission is not None:
+                state.admission.__exit__(type(exc), exc, None)
+            raise
         if not state.reached and self._global_applies(request):
             late = self._late(request)  # not routed to a view: decided now
             if late is not None:
@@ -410,7 +415,12 @@ class LimitMiddleware:
         if not _enabled():
             return await self.get_response(request)
         request._slidewin = state = _State()
-        response = await self.get_response(request)
+        try:
+            response = await self.get_response(request)
+        except BaseException as exc:  # cancelled: Django cancels a request whose client left
+            if state.admission is not None:
+                await state.admission.__aexit__(type(exc), exc, None)
+            raise
         if not state.reached and self._global_applies(request):
             late = await self._late_async(request)
             if late is not None:

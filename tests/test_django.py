@@ -369,3 +369,42 @@ def test_ratelimit_with_a_keyed_limiter_and_no_key_keys_by_client_address():
     with site({"v/": view}, middleware=[]):
         assert statuses(Client(REMOTE_ADDR="192.0.2.3"), "/v/", 2) == [200, 429]
     assert len(per_ip) == 3
+
+
+def test_a_request_cancelled_in_the_async_middleware_gives_its_slot_back():
+    from django.test import RequestFactory
+
+    from slidewin.django import LimitMiddleware
+
+    async def hung_view(request):  # the client disconnects: Django cancels the request
+        raise asyncio.CancelledError
+
+    async def get_response(request):
+        await mw.process_view(request, hung_view, (), {})
+        return await hung_view(request)
+
+    with override_settings(SLIDEWIN={"concurrency": 1}):
+        mw = LimitMiddleware(get_response)
+    lim = mw.route.limiter
+    request = RequestFactory().get("/")  # held on, as Django's handler holds it
+    with pytest.raises(asyncio.CancelledError):
+        arun(mw(request))
+    assert lim.in_flight == 0
+
+
+def test_a_request_interrupted_in_the_sync_middleware_gives_its_slot_back():
+    from django.test import RequestFactory
+
+    from slidewin.django import LimitMiddleware
+
+    def get_response(request):
+        mw.process_view(request, ok, (), {})
+        raise KeyboardInterrupt  # not an Exception: Django's handler does not answer it
+
+    with override_settings(SLIDEWIN={"concurrency": 1}):
+        mw = LimitMiddleware(get_response)
+    lim = mw.route.limiter
+    request = RequestFactory().get("/")
+    with pytest.raises(KeyboardInterrupt):
+        mw(request)
+    assert lim.in_flight == 0
