@@ -208,6 +208,9 @@ class Admission:
             except BlockedError as exc:
                 self.__exit__(GeneratorExit, None, None)  # ended, counted as no outcome
                 raise self._refused(exc) from None
+            except BaseException:  # interrupted: the limits entered so far are given back
+                self.__exit__(GeneratorExit, None, None)
+                raise
             self._entries.append(e)
         return self
 
@@ -228,6 +231,9 @@ class Admission:
             except BlockedError as exc:
                 await self.__aexit__(GeneratorExit, None, None)
                 raise self._refused(exc) from None
+            except BaseException:  # cancelled: the limits entered so far are given back
+                await self.__aexit__(GeneratorExit, None, None)
+                raise
             self._entries.append(e)
         return self
 

@@ -605,3 +605,39 @@ def test_fastapi_header_key_route_limit_decided_with_the_middleware():
     assert client.get("/items/1", headers={"X-Api-Key": "b"}).status_code == 200
     assert [client.get("/items/1").status_code for _ in range(2)] == [200, 200]  # no key
     assert glob.totals()["pass"] == 4 and len(dep.limiter) == 2
+
+
+class _Interrupting:
+    """A limiter of its own kind (not groupable) whose admission is interrupted."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def entry(self):
+        return self
+
+    def __enter__(self):
+        raise self.exc
+
+    async def __aenter__(self):
+        raise self.exc
+
+
+def test_an_admission_interrupted_after_its_first_limit_gives_that_limit_back():
+    import asyncio
+
+    from slidewin import _routes
+
+    held = Limiter(concurrency=1)
+    sync = _routes.Admission([(_routes.Own(held, False, False), None),
+                              (_routes.Own(_Interrupting(KeyboardInterrupt()), False, False),
+                               None)])
+    with pytest.raises(KeyboardInterrupt):
+        sync.__enter__()
+    assert held.in_flight == 0
+    cancelled = _routes.Admission([(_routes.Own(held, False, False), None),
+                                   (_routes.Own(_Interrupting(asyncio.CancelledError()),
+                                                False, False), None)])
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled.__aenter__())
+    assert held.in_flight == 0
