@@ -366,7 +366,11 @@ class LimitMiddleware:
         kwargs = {k: v for k, v in conf.items() if k not in _OWN_KEYS}
         limiter = conf.get("limiter")
         if isinstance(limiter, str):
-            limiter = import_string(limiter)
+            try:
+                limiter = import_string(limiter)
+            except ImportError as e:
+                raise ValueError("settings.SLIDEWIN[\"limiter\"] %r is not the dotted path of "
+                                 "a limiter: %s" % (limiter, e)) from None
         if limiter is None and not kwargs:
             given = sorted(k for k in ("key", "exempt", "headers", "status",
                                        "concurrency_status") if k in conf)

@@ -304,6 +304,9 @@ def test_bad_settings_are_clear_errors():
     with site({"": ok}, {"key": "ip"}):
         with pytest.raises(ValueError, match="no limit"):
             Client().get("/")
+    with site({"": ok}, {"limiter": "apps.django_site.no_such_limiter"}):
+        with pytest.raises(ValueError, match="limiter"):
+            Client().get("/")
     with override_settings(SLIDEWIN=["rate"], MIDDLEWARE=MW):
         with pytest.raises(TypeError, match="SLIDEWIN must be a dict"):
             Client().get("/")
