@@ -125,7 +125,7 @@ class _Families:
         self.breaker_calls = c("slidewin_breaker_calls", "A circuit breaker's lifetime "
                                "counts: total (outcomes recorded), errors, slow (of those), "
                                "refused (calls it did not let through), probes (calls let "
-                               "through half-open), cancelled (calls ended with no outcome), "
+                               "through half-open), cancelled (probes cancelled), "
                                "timed_out (calls past call_timeout_s), probes_timed_out "
                                "(probes silent past probe_timeout_s).",
                                labels=["breaker", "outcome"])
