@@ -173,16 +173,18 @@ class Admission:
 
     def _plan(self) -> List[Any]:
         members: List[Any] = []
-        seen: Dict[int, Any] = {}
+        grouped: Dict[int, Any] = {}
+        done: List[Tuple[Any, Any]] = []  # (limiter, key) decided (keys: compared, not hashed)
         rest: List[Any] = []
         for route, k in self._pairs:
             for lim in route.limiters:
-                if not route.native or id(lim) in seen:
-                    if route.native and seen[id(lim)] == k:
-                        continue  # the same limit twice (global and route): decided once
+                if any(d is lim and dk == k for d, dk in done):
+                    continue  # the same limit twice (global and route): decided once
+                done.append((lim, k))
+                if not route.native or id(lim) in grouped:
                     rest.append(lim.entry(k) if route.keyed else lim.entry())
                     continue
-                seen[id(lim)] = k
+                grouped[id(lim)] = k
                 members.append((lim, k) if route.keyed else lim)
         entries: List[Any] = []
         if len(members) == 1:

@@ -641,3 +641,30 @@ def test_an_admission_interrupted_after_its_first_limit_gives_that_limit_back():
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(cancelled.__aenter__())
     assert held.in_flight == 0
+
+
+class _Counting:
+    """A limiter of its own kind (not groupable, as a Redis one) counting its entries."""
+
+    def __init__(self):
+        self.entered = 0
+
+    def entry(self):
+        return self
+
+    def __enter__(self):
+        self.entered += 1
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_a_limiter_of_its_own_kind_given_twice_is_entered_once():
+    from slidewin import _routes
+
+    own = _Counting()
+    both = _routes.Admission([(_routes.Own(own, False, False), None),
+                              (_routes.Own(own, False, False), None)])
+    with both:
+        pass
+    assert own.entered == 1  # as a slidewin Limiter given twice: decided once
