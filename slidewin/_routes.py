@@ -91,6 +91,7 @@ class RouteLimit:
             _web.check_key(key if callable(key) else (lambda r: r), False, limiter, where)
         # every part of the limit, and whether one all_of decision can take them
         self.limiters: Tuple[Any, ...] = tuple(limiters)
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
         self.native = all(groupable(lim) for lim in limiters)
         self.limiter = limiter if len(limiters) == 1 else self.limiters
         if header is not None:
@@ -191,7 +192,7 @@ class Admission:
             m = members[0]
             entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
         elif members:
-            entries.append(_group(members).entry())
+            entries.append(_group(members, self._pairs[0][0].groups).entry())
         return entries + rest
 
     def _refused(self, error: BaseException) -> Refused:
@@ -255,22 +256,21 @@ class Admission:
         return _web.most_restrictive_headers(cands)
 
 
-# the groups of members without keys (the same limits on every request), built once
-_GROUPS: Dict[Tuple[int, ...], Any] = {}
-
-
-def _group(members: List[Any]) -> Any:
+def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
+    """The all_of group of `members`; one without keys (the same limits on every request) is
+    built once, kept in `cache`: the first limit's (a RouteLimit's or a middleware's ``Own``),
+    so that the group, and the limiters it holds, live no longer than the limits do."""
     import slidewin
 
     if any(isinstance(m, tuple) for m in members):
         return slidewin.all_of(*members)  # keyed: a group per key
     ids = tuple(id(m) for m in members)
-    g = _GROUPS.get(ids)
+    g = cache.get(ids)
     if g is None or any(a is not b for a, b in zip(g.members, members)):
         g = slidewin.all_of(*members)
-        if len(_GROUPS) >= 256:
-            _GROUPS.clear()
-        _GROUPS[ids] = g
+        if len(cache) >= 64:
+            cache.clear()
+        cache[ids] = g
     return g
 
 
@@ -311,9 +311,10 @@ def decided(scope: Any, route: RouteLimit) -> bool:
 class Own:
     """A middleware's own limiter as one of an Admission's limits."""
 
-    __slots__ = ("limiters", "keyed", "native", "headers")
+    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiter: Any, keyed: bool, headers: bool) -> None:
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
         self.limiters = (limiter,)
         self.keyed = keyed
         self.native = groupable(limiter)

@@ -668,3 +668,19 @@ def test_a_limiter_of_its_own_kind_given_twice_is_entered_once():
     with both:
         pass
     assert own.entered == 1  # as a slidewin Limiter given twice: decided once
+
+
+def test_a_routes_limits_die_with_it_not_kept_by_a_module_cache():
+    import gc
+    import weakref
+
+    from slidewin import _routes
+
+    a, b = Limiter(rate="5/minute"), Limiter(rate="7/minute")
+    with _routes.Admission([(_routes.Own(a, False, False), None),
+                            (_routes.Own(b, False, False), None)]):
+        pass  # decided in one all_of group (built once for these limits)
+    gone = weakref.ref(a)
+    del a, b
+    gc.collect()
+    assert gone() is None
