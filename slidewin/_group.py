@@ -391,13 +391,4 @@ def rate_limiter(rates: Any, **kw: Any) -> Union[Limiter, Group]:
         return Limiter(rate=parsed[0].text, **kw)
     if len({(r.count, r.period_ms) for r in parsed}) != len(parsed):
         raise ValueError("rates=%r gives the same rate twice" % (rates,))
-    members = []
-    for r in parsed:
-        one = dict(kw)
-        shared = kw.get("shared")
-        if isinstance(shared, str):
-            one["shared"] = "%s.%d-per-%dms" % (shared, r.count, r.period_ms)
-        if kw.get("name") is not None:
-            one["name"] = "%s[%s]" % (kw["name"], r.text)
-        members.append(Limiter(rate=r.text, **one))
-    return Group(*members)
+    return Group(*(Limiter(**_ratespec.member_keywords(kw, r)) for r in parsed))

@@ -126,6 +126,21 @@ def parse_rates(text: Any, what: str = "rates") -> List[Rate]:
     return out
 
 
+def member_keywords(kw: Dict[str, Any], rate: Rate) -> Dict[str, Any]:
+    """The keywords of the limiter of one rate among several: ``kw`` with ``rate``, its
+    ``shared`` region named ``"<shared>.<count>-per-<period_ms>ms"`` (each rate its own
+    region, the same whatever the order of the rates and wherever they are written:
+    ``rate_limiter``, a route's or a view's limit, settings) and its ``name``
+    ``"<name>[<rate>]"``."""
+    one = dict(kw, rate=rate.text)
+    shared = kw.get("shared")
+    if isinstance(shared, str):
+        one["shared"] = "%s.%d-per-%dms" % (shared, rate.count, rate.period_ms)
+    if kw.get("name") is not None:
+        one["name"] = "%s[%s]" % (kw["name"], rate.text)
+    return one
+
+
 def qps_for(count: int, period_ms: int) -> float:
     """The qps whose window limit over ``period_ms`` (computed as the core computes it) is the
     smallest double not below ``count``."""

@@ -5,39 +5,31 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _core, _web
+from . import _core, _rate, _web
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 
-def split_rates(rate: str, where: str) -> List[str]:
-    """The parts of ``"10/second;100/minute"``: several limits that must all admit."""
-    parts = [p.strip() for p in rate.split(";")]
-    if len(parts) > 1 and not all(parts):
-        raise ValueError("%s: rate %r has an empty part; several limits are written "
-                         "\"10/second;100/minute\"" % (where, rate))
-    return parts
-
-
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per part of a rate
-    written with ';' (a ``shared`` or ``name`` string then gets ``-1``, ``-2``, ... per
-    part), else one."""
+    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
+    string of several (``"10/second;100/minute"``, also separated by ``,`` or ``|``), each
+    shared and named as ``slidewin.rate_limiter`` does (``"<shared>.<count>-per-<period_ms>ms"``,
+    ``"<name>[<rate>]"``: a worker's ``rate_limiter`` with the same ``shared`` is the same
+    limit); else one."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
     rate = kwargs.get("rate")
-    if not isinstance(rate, str) or ";" not in rate:
+    if not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
         return [cls(**kwargs)]
-    out = []
-    for i, part in enumerate(split_rates(rate, where), 1):
-        kw = dict(kwargs, rate=part)
-        for name in ("shared", "name"):
-            if isinstance(kw.get(name), str):
-                kw[name] = "%s-%d" % (kw[name], i)
-        out.append(cls(**kw))
-    return out
+    try:
+        parts = _rate.parse_rates(rate, "rate")
+        if len({(r.count, r.period_ms) for r in parts}) != len(parts):
+            raise ValueError("rate=%r gives the same rate twice" % (rate,))
+    except ValueError as e:
+        raise ValueError("%s: %s" % (where, e)) from None
+    return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
 
 
 def groupable(limiter: Any) -> bool:
@@ -99,6 +91,7 @@ class RouteLimit:
             _web.check_key(key if callable(key) else (lambda r: r), False, limiter, where)
         # every part of the limit, and whether one all_of decision can take them
         self.limiters: Tuple[Any, ...] = tuple(limiters)
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
         self.native = all(groupable(lim) for lim in limiters)
         self.limiter = limiter if len(limiters) == 1 else self.limiters
         if header is not None:
@@ -111,7 +104,8 @@ class RouteLimit:
         self.concurrency_status = _web.check_status(concurrency_status, "concurrency_status",
                                                     where)
         if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
+            raise TypeError("%s: headers must be a bool, not %s"
+                            % (where, type(headers).__name__))
         self.headers = headers
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
@@ -180,23 +174,25 @@ class Admission:
 
     def _plan(self) -> List[Any]:
         members: List[Any] = []
-        seen: Dict[int, Any] = {}
+        grouped: Dict[int, Any] = {}
+        done: List[Tuple[Any, Any]] = []  # (limiter, key) decided (keys: compared, not hashed)
         rest: List[Any] = []
         for route, k in self._pairs:
             for lim in route.limiters:
-                if not route.native or id(lim) in seen:
-                    if route.native and seen[id(lim)] == k:
-                        continue  # the same limit twice (global and route): decided once
+                if any(d is lim and dk == k for d, dk in done):
+                    continue  # the same limit twice (global and route): decided once
+                done.append((lim, k))
+                if not route.native or id(lim) in grouped:
                     rest.append(lim.entry(k) if route.keyed else lim.entry())
                     continue
-                seen[id(lim)] = k
+                grouped[id(lim)] = k
                 members.append((lim, k) if route.keyed else lim)
         entries: List[Any] = []
         if len(members) == 1:
             m = members[0]
             entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
         elif members:
-            entries.append(_group(members).entry())
+            entries.append(_group(members, self._pairs[0][0].groups).entry())
         return entries + rest
 
     def _refused(self, error: BaseException) -> Refused:
@@ -215,6 +211,9 @@ class Admission:
             except BlockedError as exc:
                 self.__exit__(GeneratorExit, None, None)  # ended, counted as no outcome
                 raise self._refused(exc) from None
+            except BaseException:  # interrupted: the limits entered so far are given back
+                self.__exit__(GeneratorExit, None, None)
+                raise
             self._entries.append(e)
         return self
 
@@ -235,6 +234,9 @@ class Admission:
             except BlockedError as exc:
                 await self.__aexit__(GeneratorExit, None, None)
                 raise self._refused(exc) from None
+            except BaseException:  # cancelled: the limits entered so far are given back
+                await self.__aexit__(GeneratorExit, None, None)
+                raise
             self._entries.append(e)
         return self
 
@@ -254,22 +256,21 @@ class Admission:
         return _web.most_restrictive_headers(cands)
 
 
-# the groups of members without keys (the same limits on every request), built once
-_GROUPS: Dict[Tuple[int, ...], Any] = {}
-
-
-def _group(members: List[Any]) -> Any:
+def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
+    """The all_of group of `members`; one without keys (the same limits on every request) is
+    built once, kept in `cache`: the first limit's (a RouteLimit's or a middleware's ``Own``),
+    so that the group, and the limiters it holds, live no longer than the limits do."""
     import slidewin
 
     if any(isinstance(m, tuple) for m in members):
         return slidewin.all_of(*members)  # keyed: a group per key
     ids = tuple(id(m) for m in members)
-    g = _GROUPS.get(ids)
+    g = cache.get(ids)
     if g is None or any(a is not b for a, b in zip(g.members, members)):
         g = slidewin.all_of(*members)
-        if len(_GROUPS) >= 256:
-            _GROUPS.clear()
-        _GROUPS[ids] = g
+        if len(cache) >= 64:
+            cache.clear()
+        cache[ids] = g
     return g
 
 
@@ -310,9 +311,10 @@ def decided(scope: Any, route: RouteLimit) -> bool:
 class Own:
     """A middleware's own limiter as one of an Admission's limits."""
 
-    __slots__ = ("limiters", "keyed", "native", "headers")
+    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiter: Any, keyed: bool, headers: bool) -> None:
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
         self.limiters = (limiter,)
         self.keyed = keyed
         self.native = groupable(limiter)

@@ -232,7 +232,8 @@ def ratelimit(
     or a ready limiter (Limiter, KeyedLimiter, shared, or a ``slidewin.redis`` one of the
     view's kind); or the Limiter's keywords (``qps=``, ``concurrency=``, ``shared=``, ...).
 
-    ``key``: None (one limit for the view), ``"ip"`` (the client's address, read through
+    ``key``: None (one limit for the view; the client's address for a ready
+    KeyedLimiter), ``"ip"`` (the client's address, read through
     ``SLIDEWIN_TRUSTED_PROXIES``), ``"user"`` (the authenticated user's pk, else the
     address), ``"header:X-Api-Key"``, a dotted path or a function ``fn(request)`` (None:
     that request is not limited). ``method``: a method or a tuple of them (``UNSAFE``);
@@ -248,6 +249,8 @@ def ratelimit(
         raise TypeError("%s: block must be a bool, not %s" % (where, type(block).__name__))
     methods = _methods(method, where)
     k = _Key(key, where) if key is not None else None
+    if k is None and not isinstance(rate, str) and rate is not None and _web.is_keyed(rate):
+        k = _Key("ip", where)  # a KeyedLimiter's default, as the middleware's: the address
 
     def decorate(view: F) -> F:
         is_async = iscoroutinefunction(view)
@@ -371,7 +374,11 @@ class LimitMiddleware:
         kwargs = {k: v for k, v in conf.items() if k not in _OWN_KEYS}
         limiter = conf.get("limiter")
         if isinstance(limiter, str):
-            limiter = import_string(limiter)
+            try:
+                limiter = import_string(limiter)
+            except ImportError as e:
+                raise ValueError("settings.SLIDEWIN[\"limiter\"] %r is not the dotted path of "
+                                 "a limiter: %s" % (limiter, e)) from None
         if limiter is None and not kwargs:
             given = sorted(k for k in ("key", "exempt", "headers", "status",
                                        "concurrency_status") if k in conf)
@@ -406,7 +413,12 @@ class LimitMiddleware:
         if not _enabled():
             return self.get_response(request)
         request._slidewin = state = _State()
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        except BaseException as exc:  # not answered by Django (KeyboardInterrupt, SystemExit)
+            if state.admission is not None:
+                state.admission.__exit__(type(exc), exc, None)
+            raise
         if not state.reached and self._global_applies(request):
             late = self._late(request)  # not routed to a view: decided now
             if late is not None:
@@ -420,7 +432,12 @@ class LimitMiddleware:
         if not _enabled():
             return await self.get_response(request)
         request._slidewin = state = _State()
-        response = await self.get_response(request)
+        try:
+            response = await self.get_response(request)
+        except BaseException as exc:  # cancelled: Django cancels a request whose client left
+            if state.admission is not None:
+                await state.admission.__aexit__(type(exc), exc, None)
+            raise
         if not state.reached and self._global_applies(request):
             late = await self._late_async(request)
             if late is not None:

@@ -39,7 +39,8 @@ times in seconds (docs/metrics.md):
 - a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window);
 - a Breaker (label ``breaker``): ``slidewin_breaker_state`` (0 closed, 1 open, 2
   half-open), ``slidewin_breaker_transitions_total{to=open|half_open|closed}``,
-  ``slidewin_breaker_calls_total{outcome=total|errors|slow|refused}`` (``totals()``) and
+  ``slidewin_breaker_calls_total{outcome=total|errors|slow|refused|probes|cancelled|timed_out|
+  probes_timed_out}`` (``totals()``) and
   ``slidewin_breaker_window_calls{outcome=total|errors|slow}`` (``stats()``).
 
 A region that vanishes or is damaged between the listing and the read is left out of that
@@ -123,7 +124,10 @@ class _Families:
                                      "entered.", labels=["breaker", "to"])
         self.breaker_calls = c("slidewin_breaker_calls", "A circuit breaker's lifetime "
                                "counts: total (outcomes recorded), errors, slow (of those), "
-                               "refused (calls it did not let through).",
+                               "refused (calls it did not let through), probes (calls let "
+                               "through half-open), cancelled (probes cancelled), "
+                               "timed_out (calls past call_timeout_s), probes_timed_out "
+                               "(probes silent past probe_timeout_s).",
                                labels=["breaker", "outcome"])
         self.breaker_window = g("slidewin_breaker_window_calls", "A circuit breaker's "
                                 "outcomes over its window (total, errors, slow): what its "
@@ -225,7 +229,8 @@ def _breaker_rows(fam: _Families, name: str, row: "_observe.Reading") -> None:
     fam.breaker_state.add_metric([name], BREAKER_STATES.get(row.state or "", 0))
     for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
         fam.breaker_transitions.add_metric([name, to], totals.get(key, 0), created=created)
-    for outcome in ("total", "errors", "slow", "refused"):
+    for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled", "timed_out",
+                    "probes_timed_out"):
         fam.breaker_calls.add_metric([name, outcome], totals.get(outcome, 0), created=created)
     for outcome in ("total", "errors", "slow"):
         fam.breaker_window.add_metric([name, outcome], row.window.get(outcome, 0))

@@ -1011,6 +1011,26 @@ def test_prometheus_breaker_series(shm_name):
     assert value("slidewin_breaker_transitions_total", breaker=shm_name, to="closed") == 1
 
 
+def test_prometheus_breaker_calls_carry_the_timeout_totals(shm_name):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from slidewin.prometheus import Collector
+
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30,
+                 call_timeout_s=1, shared=shm_name)
+    br._record_timeout(br._pass(now_ns=1 * S), 1500, 2 * S)  # a call past call_timeout_s
+    assert br.try_pass(now_ns=12 * S)                        # the probe, silent
+    assert not br.try_pass(now_ns=45 * S)                    # it timed out at 42 s
+    br.cancel(now_ns=46 * S)
+    reg = prometheus_client.CollectorRegistry()
+    reg.register(Collector())
+    t = br.totals()
+    for outcome in ("timed_out", "probes_timed_out", "probes", "cancelled"):
+        got = reg.get_sample_value("slidewin_breaker_calls_total",
+                                   {"breaker": shm_name, "outcome": outcome})
+        assert got == t[outcome], outcome
+    assert (t["timed_out"], t["probes_timed_out"]) == (1, 1)
+
+
 def test_top_shows_breakers(shm_name):
     from slidewin import _top
 

@@ -304,6 +304,9 @@ def test_bad_settings_are_clear_errors():
     with site({"": ok}, {"key": "ip"}):
         with pytest.raises(ValueError, match="no limit"):
             Client().get("/")
+    with site({"": ok}, {"limiter": "apps.django_site.no_such_limiter"}):
+        with pytest.raises(ValueError, match="limiter"):
+            Client().get("/")
     with override_settings(SLIDEWIN=["rate"], MIDDLEWARE=MW):
         with pytest.raises(TypeError, match="SLIDEWIN must be a dict"):
             Client().get("/")
@@ -311,21 +314,32 @@ def test_bad_settings_are_clear_errors():
         ratelimit("1/minute", method=5)
     with pytest.raises(TypeError, match="block"):
         ratelimit("1/minute", block="no")
+    with pytest.raises(TypeError, match="headers must be a bool"):
+        ratelimit("1/minute", headers="no")(ok)
+    with site({"": ok}, {"rate": "1/minute", "headers": "off"}):
+        with pytest.raises(TypeError, match="headers must be a bool"):
+            Client().get("/")
     with pytest.raises(ValueError, match="key="):
         ratelimit(Limiter(qps=1), key="ip")(ok)
 
 
-def test_several_rates_in_settings_with_a_shared_name():
+def test_several_rates_in_settings_share_rate_limiters_regions():
     name = "swtest-django-%d" % id(object())
+    minute_region, hour_region = name + ".2-per-60000ms", name + ".3-per-3600000ms"
     try:
         with site({"": ok}, {"rate": "2/minute;3/hour", "shared": name}):
             c = Client()
             assert statuses(c, "/", 3) == [200, 200, 429]
-            hour = Limiter(rate="3/hour", shared=name + "-2")  # the second part's region
+            hour = Limiter(rate="3/hour", shared=hour_region)  # the second rate's region
+            assert hour.totals()["pass"] == 2
+            # a worker's rate_limiter with the same shared name (rates in any order) is the
+            # same limit
+            worker = slidewin.rate_limiter("3/hour;2/minute", shared=name)
+            assert not worker.try_acquire()
             assert hour.totals()["pass"] == 2
     finally:
-        slidewin.unlink(name + "-1")
-        slidewin.unlink(name + "-2")
+        slidewin.unlink(minute_region)
+        slidewin.unlink(hour_region)
 
 
 def test_ratelimit_reads_trusted_proxies_inside_slidewin_settings():
@@ -361,3 +375,66 @@ def test_bad_limiter_keywords_in_settings_name_settings_slidewin():
     with site({"": ok}, {"rate": "5/x"}):
         with pytest.raises(ValueError, match=r"settings\.SLIDEWIN.*'5/x'"):
             Client().get("/")
+
+
+def test_every_rate_form_and_separator_in_settings_and_ratelimit():
+    view = ratelimit("2/m|3 per hour", key="ip")(ok)
+    minute, hour = view.limiter
+    assert (minute.interval_ms, hour.interval_ms) == (60_000, 3_600_000)
+    with site({"v/": view}, {"rate": "10/s,100/m"}):
+        c = Client()
+        assert statuses(c, "/v/", 3) == [200, 200, 429]
+        assert hour.totals()["pass"] == 2
+    with pytest.raises(ValueError, match="empty rate"):
+        ratelimit("2/minute,")(ok)
+
+
+def test_ratelimit_with_a_keyed_limiter_and_no_key_keys_by_client_address():
+    per_ip = KeyedLimiter(rate="1/minute")
+    view = ratelimit(per_ip)(ok)
+    with site({"v/": view}):
+        a, b = Client(REMOTE_ADDR="192.0.2.1"), Client(REMOTE_ADDR="192.0.2.2")
+        assert statuses(a, "/v/", 2) == [200, 429]
+        assert statuses(b, "/v/", 1) == [200]
+    with site({"v/": view}, middleware=[]):
+        assert statuses(Client(REMOTE_ADDR="192.0.2.3"), "/v/", 2) == [200, 429]
+    assert len(per_ip) == 3
+
+
+def test_a_request_cancelled_in_the_async_middleware_gives_its_slot_back():
+    from django.test import RequestFactory
+
+    from slidewin.django import LimitMiddleware
+
+    async def hung_view(request):  # the client disconnects: Django cancels the request
+        raise asyncio.CancelledError
+
+    async def get_response(request):
+        await mw.process_view(request, hung_view, (), {})
+        return await hung_view(request)
+
+    with override_settings(SLIDEWIN={"concurrency": 1}):
+        mw = LimitMiddleware(get_response)
+    lim = mw.route.limiter
+    request = RequestFactory().get("/")  # held on, as Django's handler holds it
+    with pytest.raises(asyncio.CancelledError):
+        arun(mw(request))
+    assert lim.in_flight == 0
+
+
+def test_a_request_interrupted_in_the_sync_middleware_gives_its_slot_back():
+    from django.test import RequestFactory
+
+    from slidewin.django import LimitMiddleware
+
+    def get_response(request):
+        mw.process_view(request, ok, (), {})
+        raise KeyboardInterrupt  # not an Exception: Django's handler does not answer it
+
+    with override_settings(SLIDEWIN={"concurrency": 1}):
+        mw = LimitMiddleware(get_response)
+    lim = mw.route.limiter
+    request = RequestFactory().get("/")
+    with pytest.raises(KeyboardInterrupt):
+        mw(request)
+    assert lim.in_flight == 0

@@ -170,6 +170,8 @@ def test_bad_arguments(modname, fn):
         make(Limiter(qps=1), key="ip")
     with pytest.raises(ValueError, match="status"):
         make(rate="1/minute", status=200)
+    with pytest.raises(TypeError, match="headers must be a bool"):
+        make(rate="1/minute", headers="no")  # a str is truthy: it would turn the fields on
 
 
 
@@ -460,8 +462,16 @@ def test_fastapi_several_rates_are_one_decision_charging_none_on_refusal():
     r = client.get("/items/1", headers=h)
     assert r.headers["RateLimit-Policy"] == '"default";q=2;w=60'  # the one that refused
     assert [client.get("/items/1").status_code for _ in range(3)] == [200] * 3  # no key
-    with pytest.raises(ValueError, match="empty part"):
+    with pytest.raises(ValueError, match="empty rate"):
         limit("2/minute;")
+
+
+def test_route_limits_take_every_separator_parse_rates_reads():
+    from slidewin.fastapi import limit
+
+    for text in ("5/m,100/h", "5/m|100 per hour", "5/m; 100/h"):
+        minute, hour = limit(text).limiter
+        assert (minute.interval_ms, hour.interval_ms) == (60_000, 3_600_000), text
 
 
 def test_flask_and_starlette_positional_rate_and_admitted_fields():
@@ -595,3 +605,82 @@ def test_fastapi_header_key_route_limit_decided_with_the_middleware():
     assert client.get("/items/1", headers={"X-Api-Key": "b"}).status_code == 200
     assert [client.get("/items/1").status_code for _ in range(2)] == [200, 200]  # no key
     assert glob.totals()["pass"] == 4 and len(dep.limiter) == 2
+
+
+class _Interrupting:
+    """A limiter of its own kind (not groupable) whose admission is interrupted."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def entry(self):
+        return self
+
+    def __enter__(self):
+        raise self.exc
+
+    async def __aenter__(self):
+        raise self.exc
+
+
+def test_an_admission_interrupted_after_its_first_limit_gives_that_limit_back():
+    import asyncio
+
+    from slidewin import _routes
+
+    held = Limiter(concurrency=1)
+    sync = _routes.Admission([(_routes.Own(held, False, False), None),
+                              (_routes.Own(_Interrupting(KeyboardInterrupt()), False, False),
+                               None)])
+    with pytest.raises(KeyboardInterrupt):
+        sync.__enter__()
+    assert held.in_flight == 0
+    cancelled = _routes.Admission([(_routes.Own(held, False, False), None),
+                                   (_routes.Own(_Interrupting(asyncio.CancelledError()),
+                                                False, False), None)])
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled.__aenter__())
+    assert held.in_flight == 0
+
+
+class _Counting:
+    """A limiter of its own kind (not groupable, as a Redis one) counting its entries."""
+
+    def __init__(self):
+        self.entered = 0
+
+    def entry(self):
+        return self
+
+    def __enter__(self):
+        self.entered += 1
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_a_limiter_of_its_own_kind_given_twice_is_entered_once():
+    from slidewin import _routes
+
+    own = _Counting()
+    both = _routes.Admission([(_routes.Own(own, False, False), None),
+                              (_routes.Own(own, False, False), None)])
+    with both:
+        pass
+    assert own.entered == 1  # as a slidewin Limiter given twice: decided once
+
+
+def test_a_routes_limits_die_with_it_not_kept_by_a_module_cache():
+    import gc
+    import weakref
+
+    from slidewin import _routes
+
+    a, b = Limiter(rate="5/minute"), Limiter(rate="7/minute")
+    with _routes.Admission([(_routes.Own(a, False, False), None),
+                            (_routes.Own(b, False, False), None)]):
+        pass  # decided in one all_of group (built once for these limits)
+    gone = weakref.ref(a)
+    del a, b
+    gc.collect()
+    assert gone() is None
