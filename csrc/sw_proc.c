@@ -1,5 +1,8 @@
-/* sw_proc.c - process tokens and liveness from /proc (see sw_proc.h). */
+/* sw_proc.c - process tokens and liveness from /proc, or kill(pid, 0) where there is none
+ * (see sw_proc.h, sw_platform.h). */
 #include "sw_proc.h"
+
+#include "sw_platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +24,8 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int read_stat(long pid, char *state, uint64_t *start)
 {
     char path[64], buf[1024];
+    if (!sw_platform_has_proc())
+        return -1;
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -163,6 +168,8 @@ bool sw_proc_frozen(uint64_t token)
     if (pid <= 0)
         return false;
     char path[64], groups[2048];
+    if (!sw_platform_has_proc())
+        return false; /* (no cgroup freezer) */
     snprintf(path, sizeof path, "/proc/%ld/cgroup", pid);
     if (read_small(path, groups, sizeof groups) <= 0)
         return false;
@@ -200,6 +207,8 @@ bool sw_proc_frozen(uint64_t token)
 int sw_proc_is_own(void)
 {
     char buf[32];
+    if (!sw_platform_has_proc())
+        return -1;
     ssize_t got = readlink("/proc/self", buf, sizeof buf - 1);
     if (got <= 0)
         return -1;
