@@ -189,6 +189,79 @@ int sw_platform_reserve(int fd, off_t size)
 #endif
 }
 
+#if !SW_PLATFORM_LINUX
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+#endif
+
+static struct timespec ts_of(int64_t ns)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    return ts;
+}
+
+int sw_platform_sleep_until(int64_t deadline_ns)
+{
+#if SW_PLATFORM_LINUX
+    struct timespec ts = ts_of(deadline_ns);
+    return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+#else
+    int64_t left = deadline_ns - mono_ns();
+    if (left <= 0)
+        return 0;
+    struct timespec ts = ts_of(left);
+    return nanosleep(&ts, NULL) == 0 ? 0 : errno;
+#endif
+}
+
+int sw_platform_cond_init(pthread_cond_t *cv)
+{
+#if SW_PLATFORM_LINUX
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc != 0)
+        return rc;
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+#else
+    return pthread_cond_init(cv, NULL);
+#endif
+}
+
+int sw_platform_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns)
+{
+#if SW_PLATFORM_LINUX
+    struct timespec ts = ts_of(deadline_ns);
+    return pthread_cond_timedwait(cv, mu, &ts);
+#else
+    int64_t left = deadline_ns - mono_ns();
+    if (left <= 0)
+        return ETIMEDOUT;
+#if defined(__APPLE__)
+    struct timespec rel = ts_of(left);
+    return pthread_cond_timedwait_relative_np(cv, mu, &rel);
+#else
+    /* the condition variable's clock is the realtime one: the deadline moved onto it (a
+     * step of that clock during the wait lengthens or shortens it; callers wait in slices) */
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return errno;
+    struct timespec ts = ts_of((int64_t)now.tv_sec * 1000000000 + now.tv_nsec + left);
+    return pthread_cond_timedwait(cv, mu, &ts);
+#endif
+#endif
+}
+
 const char *sw_platform_shm_dir(void)
 {
     struct stat sb;

@@ -12,12 +12,16 @@
  *   - a new region is built in a named temporary file (an unguessable name) and linked in;
  *   - random bytes: getentropy(3);
  *   - space for a region reserved by writing zeros (a full folder fails at creation, as with
- *     posix_fallocate, not later with SIGBUS).
+ *     posix_fallocate, not later with SIGBUS);
+ *   - sleeps and condition-variable waits to a monotonic deadline (clock_nanosleep and
+ *     pthread_condattr_setclock are not on macOS): a relative sleep, and a wait to the
+ *     deadline converted to the realtime clock (macOS: its relative wait).
  * The Linux build of CI compiles these with SW_PORTABLE=1 too and runs the whole suite on
  * them (see CONTRIBUTING.md), so each fallback path runs on a machine we test. */
 #ifndef SW_PLATFORM_H
 #define SW_PLATFORM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -63,6 +67,17 @@ int sw_platform_link_unnamed(int fd, const char *path);
 
 /** Reserve size bytes of fd's file (its storage, not a sparse hole). @return 0 or an errno */
 int sw_platform_reserve(int fd, off_t size);
+
+/** Sleep until CLOCK_MONOTONIC (sw_time_ns's clock) reads deadline_ns.
+ * @return 0, or an errno (EINTR: a signal) */
+int sw_platform_sleep_until(int64_t deadline_ns);
+
+/** pthread_cond_init for waits to a monotonic deadline (sw_platform_cond_timedwait).
+ * @return 0 or an errno */
+int sw_platform_cond_init(pthread_cond_t *cv);
+/** pthread_cond_timedwait until CLOCK_MONOTONIC reads deadline_ns (mu held).
+ * @return 0 (signalled, or spuriously), ETIMEDOUT, or an errno */
+int sw_platform_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns);
 
 /** The folder of named shared regions when SLIDEWIN_SHM_DIR is not set: /dev/shm where that
  * folder exists (a tmpfs on Linux), else /tmp (macOS). */

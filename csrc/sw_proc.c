@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static _Atomic uint64_t token_cache;     /* 0: not computed in this process yet */
@@ -94,7 +95,14 @@ int sw_proc_token_state_letter(uint64_t token, char *letter)
     char state;
     uint64_t start;
     if (read_stat(pid, &state, &start) != 0) {
-        /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's) */
+        /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's). A
+         * child of this process that exited and is not reaped yet still answers kill():
+         * waitid tells, without reaping it (WNOWAIT) */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == (pid_t)pid)
+            return SW_PROC_GONE;
         return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? SW_PROC_GONE : SW_PROC_RUNNING;
     }
     if (letter != NULL)
