@@ -70,12 +70,24 @@ def _uses_server_fixtures(item):
     return False
 
 
+def _core_platform():
+    try:
+        from slidewin import _core
+    except ImportError:
+        return "linux"
+    return getattr(_core, "_platform", "linux")
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 
+    portable = _core_platform() != "linux"
     for item in items:
         if item.get_closest_marker("server") is None and _uses_server_fixtures(item):
             item.add_marker(pytest.mark.server)
+        if portable and item.get_closest_marker("linux_core") is not None:
+            item.add_marker(pytest.mark.skip(reason="the portable core (no /proc, PID "
+                                             "namespaces or OFD locks) cannot do this"))
 
 
 # ---- CI's free-threaded job (.ci/free-threaded.sh) -----------------------------------------
