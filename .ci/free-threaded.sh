@@ -16,8 +16,10 @@
 #    pinned to two CPUs (taskset), so there are always more threads than cores.
 # 5. ThreadSanitizer: the extension built with -fsanitize=thread (SLIDEWIN_TSAN=1), libtsan
 #    preloaded (CPython is not instrumented: the runtime must come first), the thread stress
-#    tests with PYTHON_GIL=0: any report fails the job. CPython's own code is not instrumented,
-#    so the reports can only be about memory the extension touches.
+#    tests with PYTHON_GIL=0 (of test_all_of.py and test_breaker.py the ones with threads,
+#    listeners or waits: -k): any report fails the job. CPython is not instrumented, so its
+#    own locks, allocator and refcounts are invisible to TSan: .ci/tsan-free-threaded.supp
+#    names the frames inside CPython whose reports are that, with the reason.
 # Env: FT_VENV (default /tmp/slidewin-ft-venv), FT_SKIP_TSAN=1 (steps 1-4 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -117,7 +119,7 @@ set +e
 (cd "$STAGE/run" && PATH="$VENV/bin:$PATH" SLIDEWIN_UNDER_TSAN=1 \
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 report_signal_unsafe=0 log_path=$TSAN_LOG suppressions=$ROOT/.ci/tsan-free-threaded.supp" \
     LD_PRELOAD=$LIBTSAN "$P" -m pytest -q -p no:cacheprovider -m "not server and not procs" \
-    "${STRESS[@]/#/$STAGE/src/}")
+    -k "thread or listener or wait or update" "${STRESS[@]/#/$STAGE/src/}")
 rc=$?
 set -e
 reports=$(cat "$TSAN_LOG".* 2>/dev/null | grep -c 'WARNING: ThreadSanitizer' || true)
