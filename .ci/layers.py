@@ -30,6 +30,7 @@ LAYERS = ("base", "mechanism", "product")
 CORE = {
     "sw_common": ("base", 0),      # error codes, limits, saturating arithmetic
     "sw_time": ("base", 1),        # the clocks
+    "sw_platform": ("base", 1),    # the system's parts: futex, /proc, OFD locks (or fallbacks)
     "sw_proc": ("base", 2),        # process tokens, liveness
     "sw_lock": ("base", 3),        # the lock (its slow path asks sw_proc who is alive)
     "sw_leap": ("mechanism", 0),   # the sliding window ring

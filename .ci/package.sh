@@ -5,6 +5,9 @@
 # alone, unpacked in an empty folder, installs with its test extra, builds the C core's test
 # binaries, and runs a smoke of its own tests (every docs example, the checkout rules, the
 # bad-input tables): the whole suite runs in the other stages, from the checkout.
+# When the free-threaded CPython 3.13t that the free-threaded job builds is there
+# (.ci/python-ft.sh's cache, /opt/slidewin-ci/python3.13t), a cp313t wheel too, repaired and
+# checked the same way, and imported there with the GIL staying off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -67,6 +70,28 @@ $PY -m venv "$WORK/wheelvenv"
 "$WORK/wheelvenv/bin/python" -m pip install -q "$WHEEL"
 (cd "$WORK" && "$WORK/wheelvenv/bin/python" -c \
     "import slidewin; assert slidewin.Limiter(qps=1).try_acquire(); print('wheel ok', slidewin.__version__)")
+
+FTPY=${SLIDEWIN_PY313T_PREFIX:-/opt/slidewin-ci/python3.13t}/bin/python3.13t
+if [ -x "$FTPY" ]; then
+    log "a cp313t wheel (free-threaded 3.13: $FTPY), auditwheel repair + show"
+    "$FTPY" -m venv "$WORK/ftvenv"
+    "$WORK/ftvenv/bin/python" -m pip install -q --upgrade pip build
+    "$WORK/ftvenv/bin/python" -m build --wheel -o "$WORK/ftdist" "$ROOT" >"$WORK/ftbuild.log" 2>&1 \
+        || { tail -40 "$WORK/ftbuild.log"; exit 1; }
+    "$T/auditwheel" repair -w "$WORK/ftwheelhouse" "$WORK"/ftdist/*.whl
+    FTWHEEL=$(ls "$WORK"/ftwheelhouse/*.whl)
+    echo "$FTWHEEL"
+    case "$FTWHEEL" in *-cp313-cp313t-manylinux_*) ;; *) echo "not a cp313t manylinux wheel: $FTWHEEL" >&2; exit 1;; esac
+    "$T/auditwheel" show "$FTWHEEL" | tee "$WORK/ftshow.txt"
+    tr '\n' ' ' <"$WORK/ftshow.txt" | grep -q 'is consistent with the following platform tag: "manylinux_'
+    "$T/twine" check --strict "$FTWHEEL"
+    "$FTPY" -m venv "$WORK/ftwheelvenv"
+    "$WORK/ftwheelvenv/bin/python" -m pip install -q "$FTWHEEL"
+    (cd "$WORK" && env -u PYTHON_GIL "$WORK/ftwheelvenv/bin/python" -W error -c \
+        "import sys, slidewin; assert slidewin.Limiter(qps=1).try_acquire(); assert not sys._is_gil_enabled(); print('cp313t wheel ok, GIL off', slidewin.__version__)")
+else
+    echo "package: no free-threaded CPython 3.13t at $FTPY (the free-threaded job builds it): no cp313t wheel this run"
+fi
 
 log "the sdist alone: unpacked, installed with the test extra, the C tests built, a smoke of its tests"
 mkdir "$WORK/sdist"

@@ -5,7 +5,8 @@
 # build products (setuptools would otherwise reuse a stale build/ directory).
 # Versions below 3.9 are out of scope (requires-python >= 3.9); a missing one is noted and
 # skipped; no interpreter at all is a failure.
-# Env: SLIDEWIN_VERSIONS="3.9 3.10 ..." to choose; extra arguments go to pytest (.ci/run
+# Env: SLIDEWIN_VERSIONS="3.9 3.10 ..." to choose; SLIDEWIN_PORTABLE=1 builds the core's
+# portable fallbacks (setup.py) and checks that the build has them; extra arguments go to pytest (.ci/run
 # passes -n 2 and a -m selection: CONTRIBUTING.md, "What CI runs").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,8 +54,12 @@ for v in $WANT; do
         fi
     fi
     if [ $ok = 1 ]; then
-        (cd / && "$venv/bin/python" -c \
-            'import sys, slidewin; print(sys.version.split()[0], slidewin.__file__)') || ok=0
+        # SLIDEWIN_PORTABLE=1 (the portable pass of .ci/run): the build must be the portable one
+        (cd / && "$venv/bin/python" -c '
+import os, sys, slidewin, slidewin._core as c
+print(sys.version.split()[0], slidewin.__file__, "core:", c._platform)
+assert (c._platform == "portable") == (os.environ.get("SLIDEWIN_PORTABLE") == "1"), c._platform
+') || ok=0
         # from a directory outside the copy (its slidewin/ has no .so and would shadow the
         # installed build, also in the tests' `python -c` subprocesses); the tests by path
         mkdir -p "$STAGE/run-$v"

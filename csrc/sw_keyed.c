@@ -1,6 +1,7 @@
 /* sw_keyed.c - a bounded table of per-key admission states (see sw_keyed.h). */
 #include "sw_keyed.h"
 
+#include "sw_platform.h"
 #include "sw_proc.h"
 #include "sw_shm.h"
 #include "sw_time.h"
@@ -9,7 +10,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 /* The maintained XXH3 (vendor/xxhash.h, BSD-2-Clause, vendor/LICENSE-xxhash), inlined here
@@ -40,36 +40,8 @@ int sw_keyed_random_seed(uint64_t *out)
     if (sw_test_random_seed != NULL)
         return sw_test_random_seed(out);
     uint64_t x = 0;
-    size_t got = 0;
-    while (got < sizeof x) {
-        /* never wait for the pool (early boot): EAGAIN falls back to the device, which does
-         * not block */
-        ssize_t r = getrandom((char *)&x + got, sizeof x - got, GRND_NONBLOCK);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got < sizeof x) {
-        /* no getrandom(2) (ENOSYS: a kernel before 3.17, a seccomp filter; EAGAIN: the pool
-         * is not ready yet): the device */
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return SW_EOS;
-        got = 0;
-        while (got < sizeof x) {
-            ssize_t r = read(fd, (char *)&x + got, sizeof x - got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-        }
-        close(fd);
-        if (got < sizeof x)
-            return SW_EOS;
-    }
+    if (sw_platform_random(&x, sizeof x) != 0)
+        return SW_EOS;
     *out = x != 0 ? x : 1; /* 0 marks no seed */
     return SW_OK;
 }

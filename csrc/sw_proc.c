@@ -1,5 +1,8 @@
-/* sw_proc.c - process tokens and liveness from /proc (see sw_proc.h). */
+/* sw_proc.c - process tokens and liveness from /proc, or kill(pid, 0) where there is none
+ * (see sw_proc.h, sw_platform.h). */
 #include "sw_proc.h"
+
+#include "sw_platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static _Atomic uint64_t token_cache;     /* 0: not computed in this process yet */
@@ -21,6 +25,8 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int read_stat(long pid, char *state, uint64_t *start)
 {
     char path[64], buf[1024];
+    if (!sw_platform_has_proc())
+        return -1;
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -89,7 +95,14 @@ int sw_proc_token_state_letter(uint64_t token, char *letter)
     char state;
     uint64_t start;
     if (read_stat(pid, &state, &start) != 0) {
-        /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's) */
+        /* no readable /proc entry: ask the kernel (EPERM: it exists, another user's). A
+         * child of this process that exited and is not reaped yet still answers kill():
+         * waitid tells, without reaping it (WNOWAIT) */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == (pid_t)pid)
+            return SW_PROC_GONE;
         return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? SW_PROC_GONE : SW_PROC_RUNNING;
     }
     if (letter != NULL)
@@ -163,6 +176,8 @@ bool sw_proc_frozen(uint64_t token)
     if (pid <= 0)
         return false;
     char path[64], groups[2048];
+    if (!sw_platform_has_proc())
+        return false; /* (no cgroup freezer) */
     snprintf(path, sizeof path, "/proc/%ld/cgroup", pid);
     if (read_small(path, groups, sizeof groups) <= 0)
         return false;
@@ -200,6 +215,8 @@ bool sw_proc_frozen(uint64_t token)
 int sw_proc_is_own(void)
 {
     char buf[32];
+    if (!sw_platform_has_proc())
+        return -1;
     ssize_t got = readlink("/proc/self", buf, sizeof buf - 1);
     if (got <= 0)
         return -1;

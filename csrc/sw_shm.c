@@ -1,23 +1,19 @@
 /* sw_shm.c - creating, attaching to and checking shared regions (see sw_shm.h). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* O_TMPFILE, linkat flags */
-#endif
 #include "sw_shm.h"
 
+#include "sw_platform.h"
 #include "sw_proc.h"
 #include "sw_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +51,8 @@ size_t sw_shm_size(const struct sw_shm_layout *lay)
 static void read_boot_id(char out[40])
 {
     memset(out, 0, 40);
+    if (!sw_platform_has_proc())
+        return; /* unknown */
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -76,7 +74,7 @@ static void ns_id(const char *which, uint64_t *dev, uint64_t *ino)
     struct stat sb;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/ns/%s", which);
-    if (stat(path, &sb) == 0) {
+    if (sw_platform_has_proc() && stat(path, &sb) == 0) {
         *dev = (uint64_t)sb.st_dev;
         *ino = (uint64_t)sb.st_ino;
     } else {
@@ -386,21 +384,10 @@ static int reinit_if_rebooted(void *base, const struct sw_shm_layout *lay)
 #define JUDGE_WAIT_NS INT64_C(5000000000) /* an adopter takes milliseconds */
 
 /* F_OFD_SETLK of one byte (F_RDLCK, F_WRLCK, F_UNLCK). @return 0 or an errno (EAGAIN: held
- * by another open file description) */
+ * by another open file description; ENOSYS: no OFD locks here) */
 static int ofd_lock(int fd, int byte, short type)
 {
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = byte;
-    fl.l_len = 1;
-    for (;;) {
-        if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return errno == EACCES ? EAGAIN : errno;
-    }
+    return sw_platform_lock_byte(fd, byte, type);
 }
 
 /* ofd_lock, waiting up to JUDGE_WAIT_NS while another holds it. @return 0 or an errno */
@@ -578,11 +565,9 @@ static int open_temp(const char *path, char *tmp, size_t cap)
     else
         snprintf(dir, sizeof dir, "%.*s", dirlen, path);
     tmp[0] = '\0';
-    if (access("/proc/self/fd", X_OK) == 0) {
-        int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            return fd;
-    }
+    int ufd = sw_platform_open_unnamed(dir);
+    if (ufd >= 0)
+        return ufd;
     for (int attempt = 0; attempt < 16; attempt++) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -619,7 +604,7 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
     int rc = SW_OK;
     void *base = MAP_FAILED;
     (void)fchmod(fd, 0600);
-    int e = posix_fallocate(fd, 0, (off_t)size);
+    int e = sw_platform_reserve(fd, (off_t)size);
     if (e != 0) {
         rc = fail(err, SW_EOS, e, NULL,
                   "cannot reserve %zu bytes for shared region %s: %s%s", size, path,
@@ -647,9 +632,7 @@ static int create_region(struct sw_shm *out, const char *path, const struct sw_s
         memset(&sb, 0, sizeof sb);
     int linked;
     if (tmp[0] == '\0') {
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-        linked = linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+        linked = sw_platform_link_unnamed(fd, path);
     } else {
         linked = link(tmp, path);
     }
@@ -765,24 +748,4 @@ bool sw_shm_reap_due(struct sw_shm *shm, int64_t now_ms, int64_t every_ms)
     if (now_ms < due)
         return false;
     return atomic_compare_exchange_strong(&shm->hdr->next_reap_ms, &due, now_ms + every_ms);
-}
-
-int sw_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
-{
-    struct timespec ts;
-    if (timeout_ns < 0)
-        timeout_ns = 0;
-    ts.tv_sec = (time_t)(timeout_ns / 1000000000);
-    ts.tv_nsec = (long)(timeout_ns % 1000000000);
-    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, &ts, NULL, 0);
-    if (r == 0)
-        return 0;
-    if (errno == EAGAIN)
-        return 0; /* the value had already changed */
-    return errno;
-}
-
-void sw_futex_wake_all(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }

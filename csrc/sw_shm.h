@@ -10,13 +10,14 @@
  * last boot (its monotonic times are meaningless) is reinitialised, under the state's lock;
  * unless a live process of this boot holds one of its process slots (then only the header's
  * boot id was wrong: the state is this boot's and is kept).
- * Linux only (futexes, /proc).
+ * What it needs of the system (futexes, /proc, OFD locks) and the fallbacks: sw_platform.h.
  */
 #ifndef SW_SHM_H
 #define SW_SHM_H
 
 #include "sw_common.h"
 #include "sw_lock.h"
+#include "sw_platform.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -158,11 +159,7 @@ int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token);
  * that gets true does it. */
 bool sw_shm_reap_due(struct sw_shm *shm, int64_t now_ms, int64_t every_ms);
 
-/** Wait until *word != expected, a wake-up, or timeout_ns (>= 0) passes; across processes.
- * @return 0 woken or the value changed, ETIMEDOUT, EINTR */
-int sw_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
-/** Wake every process waiting on word. */
-void sw_futex_wake_all(_Atomic uint32_t *word);
+/* sw_futex_wait, sw_futex_wake_all: sw_platform.h */
 
 #ifdef __cplusplus
 }

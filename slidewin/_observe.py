@@ -140,7 +140,9 @@ def file_id(path: str) -> Optional[Tuple[int, int]]:
 
 
 def _shm_dir() -> str:
-    return os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+    # as the C core's default (sw_platform_shm_dir): /dev/shm, or /tmp where there is none (macOS)
+    return os.environ.get("SLIDEWIN_SHM_DIR") or (
+        "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
 
 
 def region_path_of(obj: Any) -> Optional[str]:

@@ -33,7 +33,7 @@ Rates = Dict[str, Rate]
 
 
 def folder_of(folder: Optional[str]) -> str:
-    return folder or os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+    return folder or _observe._shm_dir()
 
 
 class Sampler:

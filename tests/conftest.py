@@ -108,9 +108,83 @@ def _uses_server_fixtures(item):
     return False
 
 
+def _core_platform():
+    try:
+        from slidewin import _core
+    except ImportError:
+        return "linux"
+    return getattr(_core, "_platform", "linux")
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 
+    portable = _core_platform() != "linux"
     for item in items:
         if item.get_closest_marker("server") is None and _uses_server_fixtures(item):
             item.add_marker(pytest.mark.server)
+        if portable and item.get_closest_marker("linux_core") is not None:
+            item.add_marker(pytest.mark.skip(reason="the portable core (no /proc, PID "
+                                             "namespaces or OFD locks) cannot do this"))
+
+
+# ---- CI's free-threaded job (.ci/free-threaded.sh) -----------------------------------------
+# SLIDEWIN_EXPECT_NO_GIL=1: the suite runs on a free-threaded CPython with the GIL off; a test
+# after which the GIL is on (an extension that re-enabled it) fails, and so does the session.
+# SLIDEWIN_MISSING_DEPS="mypy ...": test dependencies that have no build for that Python (the
+# job could not install them): the tests that need one skip, naming it, instead of failing
+# to import it. Unset (every other run), a missing dependency fails as usual.
+_EXPECT_NO_GIL = os.environ.get("SLIDEWIN_EXPECT_NO_GIL", "") not in ("", "0")
+_MISSING_DEPS = frozenset(os.environ.get("SLIDEWIN_MISSING_DEPS", "").split())
+# tests that run a dependency as a program rather than importing it
+_RUNS_DEP = {"test_typing.py": "mypy"}
+
+
+def _gil_enabled():
+    return getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def pytest_configure(config):
+    import pytest
+
+    if _EXPECT_NO_GIL and _gil_enabled():
+        raise pytest.UsageError("SLIDEWIN_EXPECT_NO_GIL=1 but the GIL is enabled: not a "
+                                "free-threaded Python, or PYTHON_GIL=0 is not set")
+
+
+if _EXPECT_NO_GIL:
+    import pytest as _pytest
+
+    @_pytest.fixture(autouse=True)
+    def _gil_stays_off():
+        yield
+        assert not _gil_enabled(), "the GIL was enabled during this test (an import of a " \
+            "module that does not support free-threading?)"
+
+    def pytest_sessionfinish(session, exitstatus):
+        if _gil_enabled():
+            sys.stderr.write("\nthe GIL is enabled at the end of the session\n")
+            session.exitstatus = _pytest.ExitCode.TESTS_FAILED
+
+
+if _MISSING_DEPS:
+    import pytest as _pytest
+
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(collector):
+        outcome = yield
+        rep = outcome.get_result()
+        if rep.failed and isinstance(collector, _pytest.Module):
+            text = str(rep.longrepr)
+            for dep in sorted(_MISSING_DEPS):
+                if "No module named '%s'" % dep in text or "No module named '%s." % dep in text:
+                    rep.outcome = "skipped"
+                    rep.longrepr = (str(collector.path), 0, "Skipped: needs %s, which has no "
+                                    "build for this Python (free-threaded)" % dep)
+                    rep.result = []
+                    break
+
+    def pytest_runtest_setup(item):
+        dep = _RUNS_DEP.get(os.path.basename(str(item.fspath)))
+        if dep in _MISSING_DEPS:
+            _pytest.skip("needs %s, which has no build for this Python (free-threaded)" % dep)

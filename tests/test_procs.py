@@ -196,6 +196,7 @@ print("after", lim.try_acquire(), flush=True)
 """
 
 
+@pytest.mark.linux_core  # a stopped holder is told apart from a hung one by its /proc state
 @pytest.mark.parametrize("then", ["SIGCONT", "SIGKILL"])
 def test_a_stopped_lock_holder_leaves_threads_timeouts_and_signals_running(name, then,
                                                                           workers):
@@ -242,6 +243,7 @@ except OSError as e:
 """
 
 
+@pytest.mark.linux_core  # the message names the holder's /proc state
 def test_a_lock_word_naming_a_live_process_does_not_hang_attach(name, workers):
     Limiter(qps=1e9, shared=name)                     # the region exists
     sleeper = workers.sleeper()
@@ -283,6 +285,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.linux_core  # PID namespaces (/proc/self/ns) and OFD locks
 def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     proc = unshare(["--pid", "--fork", "--mount-proc"], HOLD_AND_EXIT, name)
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
@@ -299,6 +302,7 @@ def test_a_region_left_by_a_pid_namespace_that_is_gone_is_reused(name):
     assert proc.returncode == 0 and "held 3" in proc.stdout, proc.stderr
 
 
+@pytest.mark.linux_core  # checks /proc/self
 def test_a_proc_that_is_not_the_processs_own_is_refused(name):
     code = """
     import sys, slidewin
@@ -524,6 +528,7 @@ print("after", _core._try_acquire_nogil(lim, 1), flush=True)
 """
 
 
+@pytest.mark.linux_core  # a killed holder that no one has reaped yet reads as alive to kill(pid, 0)
 def test_a_lock_wait_without_the_gil_survives_a_subinterpreter(name, workers):
     deadline = time.monotonic() + DEADLINE
     waiter = workers.py(SUBINTERP_WAITER, name)
@@ -568,6 +573,7 @@ def read_text(path: str) -> str:
         return f.read()
 
 
+@pytest.mark.linux_core  # the cgroup freezer's state, read through /proc
 def test_a_holder_frozen_by_the_cgroup_freezer_is_waited_for_not_called_damaged(name,
                                                                                workers):
     """docker pause freezes a container's cgroup: its tasks show 'S', not 'T'."""

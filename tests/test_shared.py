@@ -401,6 +401,7 @@ def test_an_entry_inherited_across_fork_is_released_once(name):
     lim.release()
 
 
+@pytest.mark.linux_core  # PID namespaces (/proc/self/ns)
 @pytest.mark.procs
 def test_a_region_from_another_pid_namespace_is_refused(tmp_path):
     # refused while a process here maps it (one nobody maps is taken over: test_procs.py)

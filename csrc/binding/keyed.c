@@ -159,14 +159,16 @@ static inline const struct sw_kview *kview(KeyedObject *self)
 static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     PyObject *arg = NULL;
-    if (self->waker != NULL) {
+    PyObject *w = waker_get((PyObject *)self, &self->waker);
+    if (w != NULL) {
         arg = has_fp ? PyLong_FromUnsignedLongLong(fp) : NULL;
         if (arg == NULL) {
             if (has_fp) /* no memory for the int: wake every key's queue instead */
-                PyErr_WriteUnraisable(self->waker);
+                PyErr_WriteUnraisable(w);
             Py_INCREF(Py_None);
             arg = Py_None;
         }
+        Py_DECREF(w);
     }
     limiting_notify((PyObject *)self, arg);
     Py_XDECREF(arg);

@@ -358,7 +358,7 @@ PyObject *limiting_reap_m(PyObject *self, PyObject *Py_UNUSED(ignored))
 
 PyObject *limiting_set_waker(PyObject *self, PyObject *arg)
 {
-    return waker_set(&LIMITING(self)->waker, arg);
+    return waker_set(self, &LIMITING(self)->waker, arg);
 }
 
 PyObject *limiting_watch(PyObject *self, PyObject *arg)

@@ -91,7 +91,11 @@ static inline void limiting_notify(PyObject *self, PyObject *arg)
         shared_notify(&h->shm);
     else
         waitq_notify(&h->wq);
-    waker_call(h->waker, arg);
+    PyObject *w = waker_get(self, &h->waker);
+    if (w != NULL) {
+        waker_call(w, arg);
+        Py_DECREF(w);
+    }
 }
 
 /** Shared: give back dead processes' counts when a reap is due. @return whether any */

@@ -180,6 +180,10 @@ static int module_exec(PyObject *m)
         if (bad)
             return -1;
     }
+    /* "linux", or "portable": the core's fallbacks for systems without futexes, /proc and
+     * OFD locks (macOS; on Linux, a build with SLIDEWIN_PORTABLE=1), see sw_platform.h */
+    if (PyModule_AddStringConstant(m, "_platform", sw_platform_name()) < 0)
+        return -1;
     st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT);
     st->default_map = PyDict_New();
     if (st->default_names == NULL || st->default_map == NULL)

@@ -626,7 +626,7 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
     char dir[4096];
     if (a[0] == NULL || a[0] == Py_None) {
         const char *d = getenv("SLIDEWIN_SHM_DIR");
-        snprintf(dir, sizeof dir, "%s", (d != NULL && d[0] != '\0') ? d : "/dev/shm");
+        snprintf(dir, sizeof dir, "%s", (d != NULL && d[0] != '\0') ? d : sw_platform_shm_dir());
     } else {
         if (!PyUnicode_FSConverter(a[0], &fs))
             return NULL;

@@ -16,7 +16,7 @@
 static const char *shm_dir(void)
 {
     const char *d = getenv("SLIDEWIN_SHM_DIR");
-    return (d != NULL && d[0] != '\0') ? d : "/dev/shm";
+    return (d != NULL && d[0] != '\0') ? d : sw_platform_shm_dir();
 }
 
 static bool name_ok(const char *s, Py_ssize_t len)

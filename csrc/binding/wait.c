@@ -5,15 +5,10 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "sw_platform.h"
 #include "sw_time.h"
 
 #define NS_PER_S_ INT64_C(1000000000)
-
-static void ts_from_ns(int64_t ns, struct timespec *ts)
-{
-    ts->tv_sec = (time_t)(ns / NS_PER_S_);
-    ts->tv_nsec = (long)(ns % NS_PER_S_);
-}
 
 static inline void cpu_relax(void)
 {
@@ -41,11 +36,9 @@ int sleep_until(int64_t deadline_ns, bool spin)
             return 0;
         }
         int64_t until = coarse - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : coarse;
-        struct timespec ts;
         int rc;
-        ts_from_ns(until, &ts);
         Py_BEGIN_ALLOW_THREADS
-        rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        rc = sw_platform_sleep_until(until);
         Py_END_ALLOW_THREADS
         if (rc != 0 && rc != EINTR) {
             errno = rc;
@@ -248,12 +241,7 @@ bool dealloc_wait_end(struct dealloc_wait *dw, bool got)
 
 static int cond_init_monotonic(pthread_cond_t *cv)
 {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0)
-        return -1;
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 || pthread_cond_init(cv, &ca) != 0;
-    pthread_condattr_destroy(&ca);
-    return rc ? -1 : 0;
+    return sw_platform_cond_init(cv) == 0 ? 0 : -1;
 }
 
 int waitq_init(struct waitq *q)
@@ -313,12 +301,10 @@ int waitq_wait(struct waitq *q, uint64_t gen, int64_t until_ns)
     int64_t now = sw_time_ns();
     if (until_ns - now > WAIT_SLICE_NS)
         until_ns = now + WAIT_SLICE_NS;
-    struct timespec ts;
-    ts_from_ns(until_ns, &ts);
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&q->mu);
     while (q->generation == gen) {
-        if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
+        if (sw_platform_cond_timedwait(&q->cv, &q->mu, until_ns) == ETIMEDOUT)
             break;
     }
     pthread_mutex_unlock(&q->mu);

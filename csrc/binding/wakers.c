@@ -7,20 +7,39 @@
 #include "sw_common.h"
 #include "sw_time.h"
 
-PyObject *waker_set(PyObject **slot, PyObject *arg)
+/* Before 3.13 the GIL serialises these; from 3.13 the object's critical section does (a
+ * no-op with the GIL): a release in one thread must not take a reference to a waker that
+ * another thread's _set_waker is dropping. */
+#if PY_VERSION_HEX < 0x030D0000
+#define Py_BEGIN_CRITICAL_SECTION(op) { (void)(op);
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
+PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg)
 {
-    PyObject *old = *slot;
-    if (arg == Py_None) {
-        *slot = NULL;
-    } else if (!PyCallable_Check(arg)) {
+    if (arg != Py_None && !PyCallable_Check(arg)) {
         PyErr_SetString(PyExc_TypeError, "_set_waker: a callable or None");
         return NULL;
-    } else {
-        Py_INCREF(arg);
-        *slot = arg;
     }
+    PyObject *old;
+    if (arg != Py_None)
+        Py_INCREF(arg);
+    Py_BEGIN_CRITICAL_SECTION(owner);
+    old = *slot;
+    *slot = arg == Py_None ? NULL : arg;
+    Py_END_CRITICAL_SECTION();
     Py_XDECREF(old);
     Py_RETURN_NONE;
+}
+
+PyObject *waker_get(PyObject *owner, PyObject **slot)
+{
+    PyObject *w;
+    Py_BEGIN_CRITICAL_SECTION(owner);
+    w = *slot;
+    Py_XINCREF(w);
+    Py_END_CRITICAL_SECTION();
+    return w;
 }
 
 void waker_call(PyObject *waker, PyObject *arg)

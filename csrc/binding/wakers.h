@@ -10,8 +10,12 @@
 
 #include "sw_shm.h"
 
-/** _set_waker(callable or None): store it in *slot (a new reference; the old one dropped). */
-PyObject *waker_set(PyObject **slot, PyObject *arg);
+/** _set_waker(callable or None): store it in *slot, owner's field (a new reference; the old one
+ * dropped), under owner's critical section. */
+PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg);
+/** A new reference to the waker in *slot, owner's field, or NULL: read under owner's critical
+ * section, so that a concurrent waker_set cannot free it first (free-threaded builds). */
+PyObject *waker_get(PyObject *owner, PyObject **slot);
 
 /** Call the waker, if any, with `arg` (NULL: no argument). An exception in it is reported as
  * unraisable and never turns the release that called it into a failure; an exception already
