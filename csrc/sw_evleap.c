@@ -270,6 +270,15 @@ int sw_evleap_add_rt(struct sw_evleap *l, int64_t rt_ms, int64_t now_ns)
     return SW_OK;
 }
 
+/* A read at b starts the bucket of b in its slot, as the locked ring's reads do (so, with
+ * sample_count 1, the previous bucket is gone once the current one was read). */
+static int64_t ev_read_at(struct sw_evleap *l, int64_t now_ns)
+{
+    int64_t b = ev_clamp(l, now_ns);
+    (void)ev_slot(l, b, index_of(l, b));
+    return b;
+}
+
 /* Whether slot i holds exactly bucket `start`. */
 static inline bool holds(struct sw_evleap *l, uint32_t i, int64_t start)
 {
@@ -321,7 +330,7 @@ int sw_evleap_read(struct sw_evleap *l, int which, uint32_t ev, int64_t now_ns, 
 {
     if (ev >= l->n_events)
         return SW_EEVENT;
-    int64_t b = ev_clamp(l, now_ns);
+    int64_t b = which == SW_READ_PREVIOUS ? ev_clamp(l, now_ns) : ev_read_at(l, now_ns);
     int64_t start = b;
     switch (which) {
     case SW_READ_CURRENT: break;
@@ -339,7 +348,7 @@ int sw_evleap_rt(struct sw_evleap *l, int64_t now_ns, int64_t *min_rt, int64_t *
 {
     if (!l->has_rt)
         return SW_ENORT;
-    int64_t b = ev_clamp(l, now_ns);
+    int64_t b = ev_read_at(l, now_ns);
     if (min_rt != NULL) {
         int64_t m = SW_MIN_RT_INIT;
         for (uint32_t k = 0; k < l->sample_count; k++) {
@@ -364,7 +373,7 @@ int sw_evleap_rt(struct sw_evleap *l, int64_t now_ns, int64_t *min_rt, int64_t *
 
 uint32_t sw_evleap_buckets(struct sw_evleap *l, int64_t now_ns, int64_t *out)
 {
-    int64_t b = ev_clamp(l, now_ns);
+    int64_t b = ev_read_at(l, now_ns);
     uint32_t stride = SW_SLOT_COUNTS + l->n_events;
     uint32_t written = 0;
     for (int64_t k = (int64_t)l->sample_count - 1; k >= 0; k--) {
