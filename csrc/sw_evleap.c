@@ -4,11 +4,10 @@
 #endif
 #include "sw_evleap.h"
 
+#include "sw_proc.h"
 #include "sw_time.h"
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
+#include <unistd.h>
 
 int sw_evleap_test_stripe = SW_EV_STRIPE_CPU;
 void (*sw_evleap_test_after_start)(void) = NULL;
@@ -40,12 +39,21 @@ static uint64_t stripe_words_for(const struct sw_leap_cfg *cfg)
     return ((used + 7u) & ~UINT64_C(7)) + 8u;
 }
 
+/* Stripes: twice the host's CPUs (rounded up to a power of two, 4 .. SW_EV_MAX_STRIPES),
+ * fewer when they would pass SW_EV_STRIPES_BYTES. The processes of a host that share a
+ * region all compute the same number (its size is checked on attach). */
 uint32_t sw_evleap_stripes(const struct sw_leap_cfg *cfg)
 {
     if (sw_leap_check(cfg) != SW_OK)
         return 0;
     uint64_t bytes = stripe_words_for(cfg) * sizeof(int64_t);
-    uint32_t n = SW_EV_MAX_STRIPES;
+    long cpus = -1;
+#ifdef _SC_NPROCESSORS_CONF
+    cpus = sysconf(_SC_NPROCESSORS_CONF);
+#endif
+    uint32_t n = 4u;
+    while (n < SW_EV_MAX_STRIPES && (cpus <= 0 || (long)n < 2 * cpus))
+        n <<= 1;
     while (n > 1u && (uint64_t)n * bytes > SW_EV_STRIPES_BYTES)
         n >>= 1;
     return n;
@@ -143,29 +151,72 @@ static inline bool start_ok(const struct sw_evleap *l, int64_t s)
     return s >= 0 && s <= SW_LEAP_T_MAX && s % l->window_ms == 0;
 }
 
-/* Clamp (DESIGN §2): the bucket start of t, or the newest bucket start seen when t lies
- * behind it; a newer start becomes the newest. */
-static int64_t ev_clamp(struct sw_evleap *l, int64_t now_ns)
+/* The newest bucket seen, one word: its bucket number q (start / window_ms) above
+ * NEWEST_IDX_BITS bits of its slot index (sample_count <= SW_MAX_SAMPLES < 2^17; q < 2^44
+ * for every start <= SW_LEAP_T_MAX), so that the usual add needs no division. Negative:
+ * none yet. */
+#define NEWEST_IDX_BITS SW_EV_NEWEST_IDX_BITS
+#define NEWEST_IDX_MASK ((INT64_C(1) << NEWEST_IDX_BITS) - 1)
+
+/* A bucket: its start, bucket number and slot. */
+struct ev_at {
+    int64_t start;
+    int64_t q;
+    uint32_t idx;
+};
+
+/* Decode a newest word; false when it names no valid bucket (none yet, or damage). */
+static inline bool newest_decode(const struct sw_evleap *l, int64_t w, struct ev_at *at)
+{
+    if (w < 0)
+        return false;
+    at->q = w >> NEWEST_IDX_BITS;
+    at->idx = (uint32_t)(w & NEWEST_IDX_MASK);
+    return at->idx < l->sample_count &&
+           !__builtin_mul_overflow(at->q, l->window_ms, &at->start) &&
+           at->start <= SW_LEAP_T_MAX;
+}
+
+/* Clamp (DESIGN §2): the bucket of t, or the newest bucket seen when t lies behind it; a
+ * newer bucket becomes the newest. */
+static struct ev_at ev_clamp(struct sw_evleap *l, int64_t now_ns)
 {
     int64_t t = sw_ms_of_ns(now_ns == SW_NOW ? sw_time_coarse_ns() : now_ns);
-    int64_t s = t - t % l->window_ms;
-    int64_t n = ld(&l->newest);
+    int64_t w = ld(&l->newest);
+    struct ev_at at;
+    if (newest_decode(l, w, &at) && t - at.start < l->window_ms) /* t >= 0, start >= 0 */
+        return at; /* t in the newest bucket, or behind it: no division */
+    struct ev_at mine;
+    mine.q = t / l->window_ms;
+    mine.start = mine.q * l->window_ms;
+    mine.idx = (uint32_t)(mine.q % (int64_t)l->sample_count);
     for (;;) {
-        if (start_ok(l, n) && s <= n)
-            return n;
-        if (cas(&l->newest, &n, s))
-            return s;
+        if (newest_decode(l, w, &at) && at.q >= mine.q)
+            return at;
+        if (cas(&l->newest, &w, (mine.q << NEWEST_IDX_BITS) | (int64_t)mine.idx))
+            return mine;
     }
 }
 
+/* The stripe this thread adds to: its process's pid (consecutive pids, as a server's
+ * workers have, get different stripes), spread by a per-thread number; chosen again in a
+ * child after fork. */
+static _Thread_local uint64_t tls_fork_gen = UINT64_MAX;
+static _Thread_local uint32_t tls_seed;
+static uint32_t thread_seq;
+
 static inline uint32_t my_stripe(const struct sw_evleap *l)
 {
-    int cpu = sw_evleap_test_stripe;
-#if defined(__linux__)
-    if (cpu < 0)
-        cpu = sched_getcpu();
-#endif
-    return cpu < 0 ? 0u : (uint32_t)cpu & (l->n_stripes - 1u);
+    int forced = sw_evleap_test_stripe;
+    if (forced >= 0)
+        return (uint32_t)forced & (l->n_stripes - 1u);
+    uint64_t gen = sw_proc_fork_generation();
+    if (tls_fork_gen != gen) {
+        uint32_t k = __atomic_fetch_add(&thread_seq, 1u, __ATOMIC_RELAXED);
+        tls_seed = (uint32_t)(sw_proc_token() >> 32) + k * UINT32_C(0x9E3779B9);
+        tls_fork_gen = gen;
+    }
+    return tls_seed & (l->n_stripes - 1u);
 }
 
 /* Reset the cells of slot i for bucket b: each cell holding another tag starts afresh, by a
@@ -196,6 +247,8 @@ static int64_t ev_slot(struct sw_evleap *l, int64_t b, uint32_t i)
 {
     int64_t *sp = &starts_of(l)[i];
     int64_t s = ld(sp);
+    if (s == b)
+        return b; /* the usual case: no division */
     for (;;) {
         if (start_ok(l, s) && index_of(l, s) == i && s >= b)
             return s;
@@ -208,16 +261,18 @@ static int64_t ev_slot(struct sw_evleap *l, int64_t b, uint32_t i)
 
 /* Apply an update to column col of slot i in this caller's stripe, for the bucket of b. */
 enum { UPD_ADD, UPD_MIN };
-static void ev_update(struct sw_evleap *l, int64_t b, uint32_t col, int op, int64_t v)
+static void ev_update(struct sw_evleap *l, const struct ev_at *at, uint32_t col, int op,
+                      int64_t v)
 {
-    uint32_t i = index_of(l, b);
+    int64_t b = at->start;
+    uint32_t i = at->idx;
     int64_t *p = cell(l, my_stripe(l), i, col);
     int64_t s = ev_slot(l, b, i);
     if (sw_evleap_test_after_start != NULL)
         sw_evleap_test_after_start(); /* tests: another caller moves the slot on here */
     int64_t w = ld(p);
     for (;;) {
-        uint64_t tag = tag_of_start(l, s);
+        uint64_t tag = s == b ? (uint64_t)at->q & TAG_MASK : tag_of_start(l, s);
         int64_t nw;
         if (tag_of_cell(w) == tag) {
             int64_t c = count_of_cell(w);
@@ -254,7 +309,8 @@ int sw_evleap_add(struct sw_evleap *l, uint32_t ev, int64_t n, int64_t now_ns)
         return SW_EEVENT;
     if (n < 0)
         return SW_EINVAL;
-    ev_update(l, ev_clamp(l, now_ns), ev, UPD_ADD, n);
+    struct ev_at at = ev_clamp(l, now_ns);
+    ev_update(l, &at, ev, UPD_ADD, n);
     return SW_OK;
 }
 
@@ -264,9 +320,9 @@ int sw_evleap_add_rt(struct sw_evleap *l, int64_t rt_ms, int64_t now_ns)
         return SW_ENORT;
     if (rt_ms < 0)
         return SW_EINVAL;
-    int64_t b = ev_clamp(l, now_ns);
-    ev_update(l, b, SW_EV_RT, UPD_ADD, rt_ms);
-    ev_update(l, b, l->n_events, UPD_MIN, rt_ms);
+    struct ev_at at = ev_clamp(l, now_ns);
+    ev_update(l, &at, SW_EV_RT, UPD_ADD, rt_ms);
+    ev_update(l, &at, l->n_events, UPD_MIN, rt_ms);
     return SW_OK;
 }
 
@@ -274,9 +330,9 @@ int sw_evleap_add_rt(struct sw_evleap *l, int64_t rt_ms, int64_t now_ns)
  * sample_count 1, the previous bucket is gone once the current one was read). */
 static int64_t ev_read_at(struct sw_evleap *l, int64_t now_ns)
 {
-    int64_t b = ev_clamp(l, now_ns);
-    (void)ev_slot(l, b, index_of(l, b));
-    return b;
+    struct ev_at at = ev_clamp(l, now_ns);
+    (void)ev_slot(l, at.start, at.idx);
+    return at.start;
 }
 
 /* Whether slot i holds exactly bucket `start`. */
@@ -330,7 +386,7 @@ int sw_evleap_read(struct sw_evleap *l, int which, uint32_t ev, int64_t now_ns, 
 {
     if (ev >= l->n_events)
         return SW_EEVENT;
-    int64_t b = which == SW_READ_PREVIOUS ? ev_clamp(l, now_ns) : ev_read_at(l, now_ns);
+    int64_t b = which == SW_READ_PREVIOUS ? ev_clamp(l, now_ns).start : ev_read_at(l, now_ns);
     int64_t start = b;
     switch (which) {
     case SW_READ_CURRENT: break;

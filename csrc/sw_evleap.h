@@ -6,9 +6,9 @@
  *
  * Layout (flat, pointer-free, so it can live in a shared region): a header, the slots'
  * bucket starts (`sample_count` words), then `n_stripes` stripes. A stripe holds, for each
- * slot, one cell per event (and, with RT, one for the bucket's min_rt). A caller adds to the
- * stripe of the CPU it runs on, so processes on different cores write different cache lines
- * and scale; a read sums the stripes.
+ * slot, one cell per event (and, with RT, one for the bucket's min_rt). A thread adds to its
+ * own stripe (picked from its process id and thread number), so processes on different
+ * cores write different cache lines and scale; a read sums the stripes.
  *
  * A cell is one 64-bit word: the bucket's tag (its bucket number, start / window_ms, modulo
  * 2^SW_EV_TAG_BITS) in the high bits, the count in the low SW_EV_COUNT_BITS (saturating).
@@ -40,6 +40,7 @@ extern "C" {
 #define SW_EV_COUNT_BITS 40
 #define SW_EV_COUNT_MAX ((INT64_C(1) << SW_EV_COUNT_BITS) - 1) /* a cell's count saturates */
 #define SW_EV_MAX_STRIPES 64u
+#define SW_EV_NEWEST_IDX_BITS 17 /* the slot's bits in `newest` (SW_MAX_SAMPLES < 2^17) */
 #define SW_EV_STRIPES_BYTES ((size_t)1 << 20) /* stripes fewer when they would pass 1 MiB */
 
 struct sw_evleap {
@@ -52,7 +53,8 @@ struct sw_evleap {
     uint32_t row;           /* cells per slot in a stripe: n_events (+ 1 min_rt with RT) */
     uint32_t pad_;
     uint64_t stripe_words;  /* words per stripe (rows, then a cache line of padding) */
-    int64_t newest;         /* newest bucket start seen (atomic), or SW_LEAP_EMPTY */
+    int64_t newest;         /* newest bucket seen (atomic): its bucket number (start /
+                             * window_ms) << SW_EV_NEWEST_IDX_BITS | its slot; < 0: none */
     int64_t words[];        /* sample_count starts (rounded up to 8 words), then the stripes */
 };
 
@@ -87,7 +89,7 @@ uint32_t sw_evleap_buckets(struct sw_evleap *l, int64_t now_ns, int64_t *out);
 /** Forget everything, the newest time seen included (adds racing it may survive). */
 void sw_evleap_reset(struct sw_evleap *l);
 
-/** Tests: the stripe that adds use, SW_EV_STRIPE_CPU (-1) for the caller's CPU's. */
+/** Tests: the stripe that adds use, SW_EV_STRIPE_CPU (-1) for the calling thread's own. */
 #define SW_EV_STRIPE_CPU (-1)
 extern int sw_evleap_test_stripe;
 /** Tests: called by an add between reading its slot's bucket start and writing its cell. */

@@ -167,7 +167,7 @@ static void race_hook(void)
     } else if (mode == 2) {
         /* slot 0 moves from bucket 0 to 1000 (a resetter preempted, or killed, right after) */
         __atomic_store_n(&l->words[0], INT64_C(1000), __ATOMIC_RELEASE);
-        __atomic_store_n(&l->newest, INT64_C(1000), __ATOMIC_RELEASE);
+        __atomic_store_n(&l->newest, INT64_C(2) << SW_EV_NEWEST_IDX_BITS, __ATOMIC_RELEASE);
     }
 }
 static void test_ev_reset_race_bounded(void)
