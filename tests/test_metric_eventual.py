@@ -200,3 +200,27 @@ def test_read_region_reports_an_eventual_metric(name):
     info = slidewin._core.read_region(name, now_ns=W.T0)
     assert info["kind"] == "metric"
     assert info["window"]["pass"] == 7
+
+
+def test_an_eventual_region_full_of_garbage_counts_wrongly_but_never_crashes(name, tmp_path):
+    path = tmp_path / "slidewin-garbage"
+    m = Metric(1000, 2, shared=str(path), consistency="eventual")
+    m.add("pass", 3, now_ns=W.T0)
+    size = path.stat().st_size
+    rnd = random.Random(5)
+    with open(path, "r+b") as f:          # the ring's counters and starts: the file's tail
+        f.seek(size - 800)
+        f.write(bytes(rnd.getrandbits(8) for _ in range(800)))
+    other = Metric(1000, 2, shared=str(path), consistency="eventual")
+    for k in range(200):
+        t = W.T0 + rnd.randrange(10**13)
+        other.add(rnd.randrange(6), rnd.randrange(5), now_ns=t)
+        other.add_rt(rnd.randrange(100), now_ns=t)
+        assert other.sum("pass", now_ns=t) >= 0
+        assert other.min_rt(now_ns=t) >= 1
+        other.buckets(now_ns=t)
+        other.previous("block", now_ns=t)
+    other.reset()
+    other.add("pass", 2, now_ns=W.T0)
+    assert other.sum("pass", now_ns=W.T0) == 2
+    assert m.sum("pass", now_ns=W.T0) == 2
