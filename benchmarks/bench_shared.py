@@ -15,7 +15,7 @@ Two parts.
   ``multiprocessing.Manager`` list and a ``multiprocessing.RLock``), the one peer that
   shares a limit between processes, with the same process count. And a shared ``Metric``
   counting (``add``) in both consistency modes: ``"strong"`` (every add under the region's
-  lock) and ``"eventual"`` (an atomic add on the stripe of the caller's CPU, no lock).
+  lock) and ``"eventual"`` (an atomic add on the process's own stripe, no lock).
 """
 
 from __future__ import annotations
@@ -404,6 +404,7 @@ def run_processes(cfg, log) -> Dict[str, Any]:
             runs = raw[key][n]
             row["by_procs"][str(n)] = {
                 "per_s": statistics.median(x["per_s"] for x in runs),
+                "per_cpu_s": statistics.median(x["per_cpu_s"] for x in runs),
                 "min_per_s": min(x["per_s"] for x in runs),
                 "max_per_s": max(x["per_s"] for x in runs),
                 "calls": sum(x["calls"] for x in runs),
@@ -415,6 +416,8 @@ def run_processes(cfg, log) -> Dict[str, Any]:
         for n in procs:
             row["by_procs"][str(n)]["vs_1"] = statistics.median(
                 b["per_s"] / a["per_s"] for a, b in zip(first, raw[key][n]))
+            row["by_procs"][str(n)]["cpu_vs_1"] = statistics.median(
+                b["per_cpu_s"] / a["per_cpu_s"] for a, b in zip(first, raw[key][n]))
         rows.append(row)
         log(f"  {label}: " + ", ".join(
             f"{n}P {fmt_rate(row['by_procs'][str(n)]['per_s'])}" for n in procs))
@@ -434,12 +437,14 @@ def run_processes(cfg, log) -> Dict[str, Any]:
         r = by.get(key)
         if r and "error" not in r and two in r["by_procs"]:
             v = r["by_procs"][two]["vs_1"]
+            cv = r["by_procs"][two]["cpu_vs_1"]
             targets.append({"target": f"{two} processes / 1 process, shared Metric add "
                                       f"({what})",
                             "measured": v, "limit": f">= {limit}x" if limit else "-",
                             "met": (v >= limit) if limit else None,
                             "detail": f"{fmt_rate(r['by_procs'][two]['per_s'])} / "
-                                      f"{fmt_rate(r['by_procs']['1']['per_s'])}"})
+                                      f"{fmt_rate(r['by_procs']['1']['per_s'])}; per "
+                                      f"CPU-second {cv:.2f}x"})
     ref = by.get("private.admit")
     for a, b, what in PEER_TARGETS:
         ra, rb = by.get(a), by.get(b)
@@ -490,11 +495,20 @@ def _dec_targets(res, missed):
             for t in res["decision"]["targets"]]
 
 
+def _has_cpu(res) -> bool:
+    """Whether the run timed CPU per process (runs before it did not)."""
+    return all("cpu_vs_1" in v for r in res["processes"]["rows"] if "error" not in r
+               for k, v in r["by_procs"].items() if k != "1")
+
+
 def _proc_table(res):
     p = res["processes"]
     procs = p["procs"]
+    cpu = _has_cpu(res)
     headers = (["case"] + [f"{n} process{'es' if n > 1 else ''}" for n in procs]
-               + [f"{n}P / 1P" for n in procs[1:]] + ["refused / calls"])
+               + [f"{n}P / 1P" for n in procs[1:]]
+               + ([f"{n}P / 1P per CPU-s" for n in procs[1:]] if cpu else [])
+               + ["refused / calls"])
     rows = []
     for r in p["rows"]:
         if "error" in r:
@@ -503,6 +517,7 @@ def _proc_table(res):
         bp = r["by_procs"]
         rows.append([r["label"]] + [fmt_rate(bp[str(n)]["per_s"]) for n in procs]
                     + [f"{bp[str(n)]['vs_1']:.2f}x" for n in procs[1:]]
+                    + ([f"{bp[str(n)]['cpu_vs_1']:.2f}x" for n in procs[1:]] if cpu else [])
                     + [f"{sum(v['refused'] for v in bp.values()):,} / "
                        f"{sum(v['calls'] for v in bp.values()):,}"])
     return headers, rows
@@ -538,7 +553,10 @@ def render_md(res) -> str:
            "included):", "", md_table(h, rows), "",
            f"Each cell: median of {p['repeats']} runs of {p['seconds_each']} s, round-robin "
            "over cases and process counts; \"2P / 1P\" is the median of the per-round "
-           "ratios. The private row (one limiter per process, nothing shared) is what the "
+           "ratios." + (" \"per CPU-s\" is the same ratio of the calls per CPU-second of "
+           "each process, summed (what the processes give each on a core of its own, "
+           "contention included: the figure that survives a machine shared with other "
+           "load)." if _has_cpu(res) else "") + " The private row (one limiter per process, nothing shared) is what the "
            "machine itself gives a second process: the ceiling of the shared rows. pyrate's "
            "`MultiprocessBucket` also runs its `Manager` server process (every list access is "
            "a round trip to it) and a leak thread per process. Admitting, it is called with "
