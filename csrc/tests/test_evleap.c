@@ -5,10 +5,12 @@
 #include "harness.h"
 
 #include "sw_evleap.h"
+#include "sw_shm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct sw_evleap *ev_new(const struct sw_leap_cfg *c)
 {
@@ -261,8 +263,68 @@ static void test_ev_garbage_never_crashes(void)
     free(l);
 }
 
+/* An eventual ring in a region: the mode is a layout field, compared on attach (the region
+ * keeps the mode it was created with), and two mappings count into one ring. */
+static int ev_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_evleap_init(state, lay->arg);
+}
+static int ev_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_evleap_layout_ok(state, lay->arg) ? SW_OK : SW_EINVAL;
+}
+static int strong_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_leap_init(state, lay->arg);
+}
+static int strong_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    (void)state;
+    (void)lay;
+    return SW_OK;
+}
+static void test_ev_region_keeps_its_mode(void)
+{
+    static struct sw_leap_cfg c = {1000, 2, SW_EV_DEFAULT_COUNT, true};
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sw-test-%ld-evleap", (long)getpid());
+    unlink(path);
+    struct sw_shm_layout ev, st;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = SW_KIND_METRIC;
+    ev.interval_ms = c.interval_ms;
+    ev.sample_count = c.sample_count;
+    ev.consistency = SW_CONSISTENCY_EVENTUAL;
+    ev.state_size = sw_evleap_size(&c);
+    ev.init_state = ev_init_state;
+    ev.check_state = ev_check_state;
+    ev.arg = &c;
+    st = ev;
+    st.consistency = SW_CONSISTENCY_STRONG;
+    st.state_size = sw_leap_size(&c);
+    st.init_state = strong_init_state;
+    st.check_state = strong_check_state;
+    struct sw_shm a, b, x;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&a, path, &ev, &err), SW_OK);
+    CHECK_EQ(a.hdr->consistency, SW_CONSISTENCY_EVENTUAL);
+    CHECK_EQ(sw_shm_open(&b, path, &ev, &err), SW_OK);
+    CHECK_EQ(sw_shm_open(&x, path, &st, &err), SW_EINVAL);
+    CHECK(err.field != NULL && strcmp(err.field, "consistency") == 0);
+    CHECK(strstr(err.msg, "consistency='eventual'") != NULL &&
+          strstr(err.msg, "consistency='strong'") != NULL &&
+          strstr(err.msg, "slidewin.unlink()") != NULL);
+    sw_evleap_add(a.state, SW_EV_PASS, 2, MS(100));
+    sw_evleap_add(b.state, SW_EV_PASS, 3, MS(100));
+    CHECK_EQ(ev_sum(b.state, SW_EV_PASS, 100), 5);
+    sw_shm_close(&a);
+    sw_shm_close(&b);
+    unlink(path);
+}
+
 void test_evleap(void)
 {
+    test_ev_region_keeps_its_mode();
     test_ev_worked_example();
     test_ev_same_as_strong();
     test_ev_threads_lose_nothing();
