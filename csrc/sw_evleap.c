@@ -7,7 +7,6 @@
 #include "sw_proc.h"
 #include "sw_time.h"
 
-#include <unistd.h>
 
 int sw_evleap_test_stripe = SW_EV_STRIPE_CPU;
 void (*sw_evleap_test_after_start)(void) = NULL;
@@ -39,21 +38,15 @@ static uint64_t stripe_words_for(const struct sw_leap_cfg *cfg)
     return ((used + 7u) & ~UINT64_C(7)) + 8u;
 }
 
-/* Stripes: twice the host's CPUs (rounded up to a power of two, 4 .. SW_EV_MAX_STRIPES),
- * fewer when they would pass SW_EV_STRIPES_BYTES. The processes of a host that share a
- * region all compute the same number (its size is checked on attach). */
+/* Stripes: SW_EV_MAX_STRIPES, fewer when they would pass SW_EV_STRIPES_BYTES. A function of
+ * the configuration alone (not of the CPUs a process sees: a container may be shown fewer),
+ * so every process sharing a region computes the same size (checked on attach). */
 uint32_t sw_evleap_stripes(const struct sw_leap_cfg *cfg)
 {
     if (sw_leap_check(cfg) != SW_OK)
         return 0;
     uint64_t bytes = stripe_words_for(cfg) * sizeof(int64_t);
-    long cpus = -1;
-#ifdef _SC_NPROCESSORS_CONF
-    cpus = sysconf(_SC_NPROCESSORS_CONF);
-#endif
-    uint32_t n = 4u;
-    while (n < SW_EV_MAX_STRIPES && (cpus <= 0 || (long)n < 2 * cpus))
-        n <<= 1;
+    uint32_t n = SW_EV_MAX_STRIPES;
     while (n > 1u && (uint64_t)n * bytes > SW_EV_STRIPES_BYTES)
         n >>= 1;
     return n;
