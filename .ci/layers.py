@@ -35,6 +35,7 @@ CORE = {
     "sw_lock": ("base", 3),        # the lock (its slow path asks sw_proc who is alive)
     "sw_leap": ("mechanism", 0),   # the sliding window ring
     "sw_borrow": ("mechanism", 1),
+    "sw_evleap": ("mechanism", 1),  # the eventually consistent ring: adds with no lock
     "sw_adapt": ("mechanism", 1),  # adaptive limits (bbr, gradient) over the leap array
     "sw_node": ("mechanism", 2),   # windows + totals (their check and repair included)
     "sw_reject": ("mechanism", 3),  # controllers

@@ -13,7 +13,9 @@ Two parts.
   per-round ratios. Next to it: private limiters (one per process, nothing shared: what
   the machine itself scales to) and pyrate-limiter's ``MultiprocessBucket`` (a
   ``multiprocessing.Manager`` list and a ``multiprocessing.RLock``), the one peer that
-  shares a limit between processes, with the same process count.
+  shares a limit between processes, with the same process count. And a shared ``Metric``
+  counting (``add``) in both consistency modes: ``"strong"`` (every add under the region's
+  lock) and ``"eventual"`` (an atomic add on the process's own stripe, no lock).
 """
 
 from __future__ import annotations
@@ -154,6 +156,14 @@ def _make_call(spec: Dict[str, Any], pyrate: Dict[str, Any], cache: Dict[str, An
         lim = Limiter(**spec["kw"])
         cache["keep"] = lim
         return lim.try_acquire
+    if kind == "metric":
+        import functools
+
+        from slidewin import Metric
+
+        m = Metric(**spec["kw"])
+        cache["keep"] = m
+        return functools.partial(m.add, 0)  # add(PASS): returns None, nothing is refused
     if kind == "pyrate":
         import pyrate_limiter as pr
 
@@ -170,7 +180,7 @@ def _make_call(spec: Dict[str, Any], pyrate: Dict[str, Any], cache: Dict[str, An
     raise ValueError(kind)
 
 
-def _hammer(f, chunk: int, start_ns: int, end_ns: int):
+def _hammer(f, chunk: int, start_ns: int, end_ns: int, decides: bool = True):
     clock = time.monotonic_ns
     rep = itertools.repeat
     calls = refused = 0
@@ -178,15 +188,21 @@ def _hammer(f, chunk: int, start_ns: int, end_ns: int):
     while clock() < start_ns:
         pass
     t = clock()
+    cpu0 = time.process_time_ns()
     while True:  # at least one chunk, even for a late starter
-        for _ in rep(None, chunk):
-            if not f():
-                refused += 1
+        if decides:
+            for _ in rep(None, chunk):
+                if not f():
+                    refused += 1
+        else:
+            for _ in rep(None, chunk):
+                f()
         calls += chunk
         t = clock()
         if t >= end_ns:
             break
-    return {"calls": calls, "refused": refused, "late": late, "end_ns": t}
+    return {"calls": calls, "refused": refused, "late": late, "end_ns": t,
+            "cpu_ns": time.process_time_ns() - cpu0}
 
 
 def _worker(conn, pyrate: Dict[str, Any]) -> None:  # runs in a spawned process
@@ -206,7 +222,8 @@ def _worker(conn, pyrate: Dict[str, Any]) -> None:  # runs in a spawned process
         conn.send("ready" if f is not None else {"error": err})
         start_ns = conn.recv()
         if f is not None:
-            res = _hammer(f, spec["chunk"], start_ns, start_ns + dur_ns)
+            res = _hammer(f, spec["chunk"], start_ns, start_ns + dur_ns,
+                          spec["kind"] != "metric")
             cache.pop("keep", None)
             conn.send(res)
     for lim in cache.values():
@@ -248,7 +265,10 @@ class Pool:
         if errs:
             return {"error": errs[0]}
         per_s = sum(r["calls"] / ((r["end_ns"] - start) / 1e9) for r in rs)
-        return {"per_s": per_s, "calls": sum(r["calls"] for r in rs),
+        # per CPU-second of each process, summed: what the processes would give each on a
+        # core of its own (contention included), when the machine is shared with other load
+        per_cpu_s = sum(r["calls"] / max(r["cpu_ns"], 1) * 1e9 for r in rs)
+        return {"per_s": per_s, "per_cpu_s": per_cpu_s, "calls": sum(r["calls"] for r in rs),
                 "refused": sum(r["refused"] for r in rs),
                 "late": sum(1 for r in rs if r["late"]),
                 "per_proc": [r["calls"] for r in rs]}
@@ -298,6 +318,11 @@ def throughput_cases(names: Dict[str, str], pyrate_ok: bool):
           "chunk": 256}, "slidewin"),
         ("private.admit", "slidewin private, one limiter per process (nothing shared)",
          {"kind": "slidewin", "kw": {"qps": BIG}, "chunk": 256}, "reference"),
+        ("metric.strong", "slidewin Metric shared='name', add(PASS), consistency='strong'",
+         {"kind": "metric", "kw": {"shared": names["m_strong"]}, "chunk": 256}, "slidewin"),
+        ("metric.eventual", "slidewin Metric shared='name', add(PASS), consistency='eventual'",
+         {"kind": "metric", "kw": {"shared": names["m_eventual"], "consistency": "eventual"},
+          "chunk": 256}, "slidewin"),
     ]
     if pyrate_ok:
         out += [
@@ -329,9 +354,15 @@ def run_processes(cfg, log) -> Dict[str, Any]:
 
     procs = cfg.get("shared_procs", [1, 2])
     seconds = cfg["shared_s"]
-    names = {"admit": _region_name("tp-admit"), "refuse": _region_name("tp-refuse")}
+    from slidewin import Metric
+
+    names = {"admit": _region_name("tp-admit"), "refuse": _region_name("tp-refuse"),
+             "m_strong": _region_name("tp-m-strong"),
+             "m_eventual": _region_name("tp-m-eventual")}
     keep = [Limiter(qps=BIG, shared=names["admit"]),
-            Limiter(qps=REFUSING_QPS, shared=names["refuse"])]
+            Limiter(qps=REFUSING_QPS, shared=names["refuse"]),
+            Metric(shared=names["m_strong"]),
+            Metric(shared=names["m_eventual"], consistency="eventual")]
     pyrate, why, manager = _pyrate_buckets(log)
     if why:
         log(f"  {why}")
@@ -373,6 +404,7 @@ def run_processes(cfg, log) -> Dict[str, Any]:
             runs = raw[key][n]
             row["by_procs"][str(n)] = {
                 "per_s": statistics.median(x["per_s"] for x in runs),
+                "per_cpu_s": statistics.median(x["per_cpu_s"] for x in runs),
                 "min_per_s": min(x["per_s"] for x in runs),
                 "max_per_s": max(x["per_s"] for x in runs),
                 "calls": sum(x["calls"] for x in runs),
@@ -384,6 +416,8 @@ def run_processes(cfg, log) -> Dict[str, Any]:
         for n in procs:
             row["by_procs"][str(n)]["vs_1"] = statistics.median(
                 b["per_s"] / a["per_s"] for a, b in zip(first, raw[key][n]))
+            row["by_procs"][str(n)]["cpu_vs_1"] = statistics.median(
+                b["per_cpu_s"] / a["per_cpu_s"] for a, b in zip(first, raw[key][n]))
         rows.append(row)
         log(f"  {label}: " + ", ".join(
             f"{n}P {fmt_rate(row['by_procs'][str(n)]['per_s'])}" for n in procs))
@@ -398,6 +432,19 @@ def run_processes(cfg, log) -> Dict[str, Any]:
                             "measured": v, "limit": ">= 0.7x", "met": v >= 0.7,
                             "detail": f"{fmt_rate(r['by_procs'][two]['per_s'])} / "
                                       f"{fmt_rate(r['by_procs']['1']['per_s'])}"})
+    for key, what, limit in (("metric.eventual", "consistency='eventual'", 1.6),
+                             ("metric.strong", "consistency='strong'", None)):
+        r = by.get(key)
+        if r and "error" not in r and two in r["by_procs"]:
+            v = r["by_procs"][two]["vs_1"]
+            cv = r["by_procs"][two]["cpu_vs_1"]
+            targets.append({"target": f"{two} processes / 1 process, shared Metric add "
+                                      f"({what})",
+                            "measured": v, "limit": f">= {limit}x" if limit else "-",
+                            "met": (v >= limit) if limit else None,
+                            "detail": f"{fmt_rate(r['by_procs'][two]['per_s'])} / "
+                                      f"{fmt_rate(r['by_procs']['1']['per_s'])}; per "
+                                      f"CPU-second {cv:.2f}x"})
     ref = by.get("private.admit")
     for a, b, what in PEER_TARGETS:
         ra, rb = by.get(a), by.get(b)
@@ -448,11 +495,20 @@ def _dec_targets(res, missed):
             for t in res["decision"]["targets"]]
 
 
+def _has_cpu(res) -> bool:
+    """Whether the run timed CPU per process (runs before it did not)."""
+    return all("cpu_vs_1" in v for r in res["processes"]["rows"] if "error" not in r
+               for k, v in r["by_procs"].items() if k != "1")
+
+
 def _proc_table(res):
     p = res["processes"]
     procs = p["procs"]
+    cpu = _has_cpu(res)
     headers = (["case"] + [f"{n} process{'es' if n > 1 else ''}" for n in procs]
-               + [f"{n}P / 1P" for n in procs[1:]] + ["refused / calls"])
+               + [f"{n}P / 1P" for n in procs[1:]]
+               + ([f"{n}P / 1P per CPU-s" for n in procs[1:]] if cpu else [])
+               + ["refused / calls"])
     rows = []
     for r in p["rows"]:
         if "error" in r:
@@ -461,6 +517,7 @@ def _proc_table(res):
         bp = r["by_procs"]
         rows.append([r["label"]] + [fmt_rate(bp[str(n)]["per_s"]) for n in procs]
                     + [f"{bp[str(n)]['vs_1']:.2f}x" for n in procs[1:]]
+                    + ([f"{bp[str(n)]['cpu_vs_1']:.2f}x" for n in procs[1:]] if cpu else [])
                     + [f"{sum(v['refused'] for v in bp.values()):,} / "
                        f"{sum(v['calls'] for v in bp.values()):,}"])
     return headers, rows
@@ -496,7 +553,10 @@ def render_md(res) -> str:
            "included):", "", md_table(h, rows), "",
            f"Each cell: median of {p['repeats']} runs of {p['seconds_each']} s, round-robin "
            "over cases and process counts; \"2P / 1P\" is the median of the per-round "
-           "ratios. The private row (one limiter per process, nothing shared) is what the "
+           "ratios." + (" \"per CPU-s\" is the same ratio of the calls per CPU-second of "
+           "each process, summed (what the processes give each on a core of its own, "
+           "contention included: the figure that survives a machine shared with other "
+           "load)." if _has_cpu(res) else "") + " The private row (one limiter per process, nothing shared) is what the "
            "machine itself gives a second process: the ceiling of the shared rows. pyrate's "
            "`MultiprocessBucket` also runs its `Manager` server process (every list access is "
            "a round trip to it) and a leak thread per process. Admitting, it is called with "

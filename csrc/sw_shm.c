@@ -118,6 +118,7 @@ static int init_region(void *base, size_t size, const struct sw_shm_layout *lay)
         memcpy(h->name, lay->name, nl);
     }
     h->n_slots = lay->n_slots;
+    h->consistency = lay->consistency;
     h->creator_pid = (uint32_t)getpid();
     h->off_slots = align64(sizeof *h);
     h->off_state = align64(h->off_slots + (size_t)lay->n_slots * sizeof(struct sw_proc_slot));
@@ -219,6 +220,12 @@ static bool foreign_ns(const struct sw_shm_header *h)
     return h->timens_ino != 0 && ino != 0 && (h->timens_ino != ino || h->timens_dev != dev);
 }
 
+static const char *consistency_name(uint32_t c)
+{
+    return c == SW_CONSISTENCY_STRONG ? "strong" : c == SW_CONSISTENCY_EVENTUAL ? "eventual"
+                                                                               : "unknown";
+}
+
 /* Check an existing region against what this process asks for; *foreign is set when it was
  * made in another PID or time namespace (see adopt_or_refuse). */
 static int check_region(void *base, size_t size, const char *path,
@@ -258,6 +265,11 @@ static int check_region(void *base, size_t size, const char *path,
                     "shared region %s has events=%s, this object asks for events=%s; %s", path,
                     have, want, fix);
     }
+    if (h->consistency != lay->consistency)
+        return fail(err, SW_EINVAL, 0, "consistency",
+                    "shared region %s has consistency='%s', this object asks for "
+                    "consistency='%s'; %s", path, consistency_name(h->consistency),
+                    consistency_name(lay->consistency), fix);
     if (h->n_slots != lay->n_slots || h->state_size != lay->state_size ||
         h->off_slots != align64(sizeof *h) ||
         h->off_state != align64(h->off_slots + (size_t)h->n_slots * sizeof(struct sw_proc_slot)) ||

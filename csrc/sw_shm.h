@@ -35,6 +35,9 @@ extern "C" {
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
 
+/* A Metric's consistency mode, a layout field of its region. */
+enum sw_consistency { SW_CONSISTENCY_STRONG = 0, SW_CONSISTENCY_EVENTUAL = 1 };
+
 enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3,
                    SW_KIND_BREAKER = 4 };
 
@@ -56,6 +59,7 @@ struct sw_shm_layout {
     const char *events;
     const char *name;         /* the object's name= (UTF-8), stored by the creator, or NULL */
     uint32_t n_slots;         /* process slots (0 when the kind needs none) */
+    uint32_t consistency;     /* enum sw_consistency (0, strong, for every other kind) */
     uint64_t state_size;      /* bytes of the object's flat state */
     /* initialise a fresh state of state_size bytes (zeroed); validate one read from a
      * region: both return SW_OK or an error */
@@ -95,7 +99,8 @@ struct sw_shm_header {
     _Atomic uint32_t ready;   /* SW_SHM_READY once initialised */
     _Atomic uint32_t waiters; /* processes waiting on release_seq */
     _Atomic uint32_t release_seq; /* futex word: bumped by a release when waiters > 0 */
-    uint32_t pad_;
+    uint32_t consistency;     /* a Metric's statistics mode (enum sw_consistency); 0 in a
+                                 region written before the field existed: strong */
     _Atomic int64_t next_reap_ms; /* the next time a process may reap dead slots */
     char events[SW_SHM_EVENTS_BYTES];
     char name[SW_SHM_NAME_BYTES]; /* the creating object's name= (observers label by it), or

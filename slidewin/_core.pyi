@@ -1,7 +1,7 @@
 """Type stubs of the C extension slidewin._core."""
 import sys
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Literal, Tuple, Type, Union
 
 if sys.version_info >= (3, 8):
     from typing import TypedDict
@@ -113,11 +113,14 @@ class Metric:
         events: Optional[Sequence[str]] = None,
         shared: Union[None, bool, str] = None,
         name: Optional[str] = None,
+        consistency: Literal["strong", "eventual"] = "strong",
     ) -> None: ...
     @property
     def shared(self) -> Union[None, bool, str]: ...
     @property
     def name(self) -> Optional[str]: ...
+    @property
+    def consistency(self) -> Literal["strong", "eventual"]: ...
     def add(self, event: EventLike, n: int = 1, *, now_ns: Optional[int] = None) -> None: ...
     def add_rt(self, rt_ms: int, *, now_ns: Optional[int] = None) -> None: ...
     def sum(self, event: EventLike, *, now_ns: Optional[int] = None) -> int: ...

@@ -125,3 +125,10 @@ def held_in_another_process(name: str, key=None):
 
 def pid() -> int:
     return os.getpid()
+
+
+def add_many_eventual(name: str, times: int, now_ns: int = T0) -> None:
+    m = slidewin.Metric(1000, 2, shared=name, consistency="eventual")
+    for _ in range(times):
+        m.add("pass", now_ns=now_ns)
+

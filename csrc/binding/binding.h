@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "sw_evleap.h"
 #include "sw_keyed.h"
 #include "sw_limiter.h"
 #include "sw_proc.h"
@@ -86,7 +87,9 @@ struct metric_mem {
 
 typedef struct {
     PyObject_HEAD
-    struct sw_window win;
+    struct sw_window win;   /* strong mode (win.leap), and the lock of either mode */
+    struct sw_evleap *ev;   /* consistency="eventual": the ring (in mem), win.leap NULL;
+                               NULL in the strong mode */
     struct metric_mem *mem; /* owned core state (standalone), or NULL for a limiter's view */
     PyObject *owner;        /* the Limiter whose state this views, or NULL */
     PyObject *names;        /* tuple of event names */

@@ -6,6 +6,28 @@
 
 #include <string.h>
 
+/* The window's configuration, in either mode. */
+static inline uint32_t m_nev(const MetricObject *self)
+{
+    return self->ev != NULL ? self->ev->n_events : self->win.leap->n_events;
+}
+static inline bool m_has_rt(const MetricObject *self)
+{
+    return self->ev != NULL ? self->ev->has_rt != 0 : self->win.leap->has_rt != 0;
+}
+static inline int64_t m_interval(const MetricObject *self)
+{
+    return self->ev != NULL ? self->ev->interval_ms : self->win.leap->interval_ms;
+}
+static inline uint32_t m_samples(const MetricObject *self)
+{
+    return self->ev != NULL ? self->ev->sample_count : self->win.leap->sample_count;
+}
+static inline int64_t m_window(const MetricObject *self)
+{
+    return self->ev != NULL ? self->ev->window_ms : self->win.leap->window_ms;
+}
+
 static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 {
     if (PyLong_Check(o) && !PyBool_Check(o)) {
@@ -13,9 +35,9 @@ static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
         long v = PyLong_AsLongAndOverflow(o, &overflow);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        if (overflow || v < 0 || v >= (long)self->win.leap->n_events) {
+        if (overflow || v < 0 || v >= (long)m_nev(self)) {
             PyErr_Format(PyExc_ValueError, "event must be an index in 0..%u or a name in %R, got %R",
-                         self->win.leap->n_events - 1u, self->names, o);
+                         m_nev(self) - 1u, self->names, o);
             return -1;
         }
         *out = (uint32_t)v;
@@ -43,6 +65,7 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
     if (self == NULL)
         return NULL;
     self->win = *win;
+    self->ev = NULL; /* a limiter's statistics: always under its lock */
     self->mem = NULL;
     memset(&self->shm, 0, sizeof self->shm); /* the owner's memory: never unmapped here */
     /* the owner is a Limiter: its view shares how it was opened */
@@ -70,6 +93,9 @@ static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 {
     struct metric_mem *mem = state;
     sw_lock_init(&mem->lock);
+    if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
+        return sw_evleap_init((struct sw_evleap *)(void *)mem->leap,
+                              (const struct sw_leap_cfg *)lay->arg);
     return sw_leap_init((struct sw_leap *)(void *)mem->leap, (const struct sw_leap_cfg *)lay->arg);
 }
 
@@ -82,6 +108,10 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 {
     struct metric_mem *mem = state;
     const struct sw_leap_cfg *cfg = lay->arg;
+    if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
+        return sw_evleap_layout_ok((const struct sw_evleap *)(const void *)mem->leap, cfg)
+                   ? SW_OK
+                   : SW_EINVAL;
     const struct sw_leap *l = (const struct sw_leap *)(const void *)mem->leap;
     if (l->interval_ms != cfg->interval_ms || l->sample_count != cfg->sample_count ||
         l->n_events != cfg->n_events || l->has_rt != (uint32_t)cfg->has_rt ||
@@ -94,7 +124,7 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 /* Open the region of a shared Metric (names: its user-defined events, NULL for the
  * default ones). @return 0, or -1 with an exception set */
 static int metric_open_shared(MetricObject *self, int mode, const char *path,
-                              struct sw_leap_cfg *cfg, PyObject *names)
+                              struct sw_leap_cfg *cfg, PyObject *names, bool eventual)
 {
     const char *objname = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     char events[SW_SHM_EVENTS_BYTES];
@@ -122,7 +152,9 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     lay.kind = SW_KIND_METRIC;
     lay.interval_ms = cfg->interval_ms;
     lay.sample_count = cfg->sample_count;
-    lay.state_size = sizeof(struct metric_mem) + sw_leap_size(cfg);
+    lay.consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG;
+    lay.state_size = sizeof(struct metric_mem) + (eventual ? sw_evleap_size(cfg)
+                                                           : sw_leap_size(cfg));
     lay.init_state = metric_init_state;
     lay.check_state = metric_check_state;
     lay.state_lock = metric_state_lock;
@@ -132,6 +164,18 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
         return -1;
     self->mem = self->shm.state;
     self->win.lock = &self->mem->lock;
+    if (eventual) {
+        /* no lock and no repair: every value the ring holds is checked where it is used */
+        self->ev = (struct sw_evleap *)(void *)self->mem->leap;
+        self->win.leap = NULL;
+        self->win.future = NULL;
+        self->win.token = SW_LOCK_PROCESS;
+        self->win.repair = NULL;
+        self->win.enter = NULL;
+        self->win.leave = NULL;
+        self->win.hot_ctx = NULL;
+        return 0;
+    }
     self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
     self->win.future = NULL;
     self->win.token = SW_LOCK_PROCESS;
@@ -147,9 +191,11 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
 
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name", NULL};
+    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name",
+                             "consistency", NULL};
     PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None,
-             *o_name = Py_None, *name = NULL;
+             *o_name = Py_None, *o_consistency = NULL, *name = NULL;
+    bool eventual = false;
     char path[4096];
     int mode;
     PyObject *names = NULL, *map = NULL;
@@ -160,9 +206,26 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOO:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events, &o_shared, &o_name))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
+                                     &o_samples, &o_events, &o_shared, &o_name, &o_consistency))
         return NULL;
+    if (o_consistency != NULL) {
+        if (!PyUnicode_Check(o_consistency)) {
+            PyErr_Format(PyExc_TypeError,
+                         "consistency must be a str, \"strong\" or \"eventual\", not %.100s",
+                         type_name_of(o_consistency));
+            return NULL;
+        }
+        if (PyUnicode_CompareWithASCIIString(o_consistency, "eventual") == 0) {
+            eventual = true;
+        } else if (PyUnicode_CompareWithASCIIString(o_consistency, "strong") != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "consistency must be \"strong\" (the default: every add and read "
+                         "under the lock) or \"eventual\" (adds with no lock), got %R",
+                         o_consistency);
+            return NULL;
+        }
+    }
     int name_given;
     mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
@@ -244,7 +307,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     cfg.sample_count = (uint32_t)samples;
     cfg.n_events = (uint32_t)PyTuple_GET_SIZE(names);
     cfg.has_rt = (names == st->default_names);
-    size_t size = sw_leap_size(&cfg);
+    size_t size = eventual ? sw_evleap_size(&cfg) : sw_leap_size(&cfg);
     if (size == 0) {
         PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
         goto fail;
@@ -262,8 +325,8 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail;
     }
     if (mode != 0) {
-        if (metric_open_shared(self, mode, path, &cfg, names == st->default_names ? NULL : names)
-            < 0)
+        if (metric_open_shared(self, mode, path, &cfg, names == st->default_names ? NULL : names,
+                               eventual) < 0)
             goto fail;
         self->owner = NULL;
         self->names = names;
@@ -282,14 +345,15 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->win.lock = &self->mem->lock;
     sw_lock_init(self->win.lock);
-    self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
+    self->win.leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap;
+    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
     self->win.future = NULL;
     self->win.token = SW_LOCK_PRIVATE;
     self->win.repair = NULL;
     self->win.enter = NULL;
     self->win.leave = NULL;
     self->win.hot_ctx = NULL;
-    if (sw_leap_init(self->win.leap, &cfg) != SW_OK) {
+    if ((eventual ? sw_evleap_init(self->ev, &cfg) : sw_leap_init(self->win.leap, &cfg)) != SW_OK) {
         PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
         goto fail;
     }
@@ -364,7 +428,8 @@ static PyObject *Metric_add(MetricObject *self, PyObject *const *args, Py_ssize_
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0)
         return NULL;
-    int rc = sw_window_add(&self->win, ev, n, now);
+    int rc = self->ev != NULL ? sw_evleap_add(self->ev, ev, n, now)
+                              : sw_window_add(&self->win, ev, n, now);
     if (rc != SW_OK)
         return raise_core_error(rc);
     Py_RETURN_NONE;
@@ -386,7 +451,7 @@ static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssi
     int64_t rt, now;
     if (parse_fast("add_rt", args, nargs, kwnames, names, 2, 1, a) < 0)
         return NULL;
-    if (!self->win.leap->has_rt)
+    if (!m_has_rt(self))
         return metric_no_rt(self, "add_rt");
     if (a[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "add_rt() missing required argument 'rt_ms'");
@@ -394,7 +459,8 @@ static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssi
     }
     if (as_int64(a[0], "rt_ms", 0, INT64_MAX, &rt) < 0 || parse_now(a[1], &now) < 0)
         return NULL;
-    int rc = sw_window_add_rt(&self->win, rt, now);
+    int rc = self->ev != NULL ? sw_evleap_add_rt(self->ev, rt, now)
+                              : sw_window_add_rt(&self->win, rt, now);
     if (rc != SW_OK)
         return raise_core_error(rc);
     Py_RETURN_NONE;
@@ -420,7 +486,8 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_now(a[1], &now) < 0)
         return -1;
-    int rc = sw_window_read(&self->win, which, ev, now, out);
+    int rc = self->ev != NULL ? sw_evleap_read(self->ev, which, ev, now, out)
+                              : sw_window_read(&self->win, which, ev, now, out);
     if (rc != SW_OK) {
         raise_core_error(rc);
         return -1;
@@ -443,7 +510,7 @@ static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize
     int64_t v;
     if (metric_read(self, "rate", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
         return NULL;
-    return PyFloat_FromDouble((double)v / ((double)self->win.leap->interval_ms / 1000.0));
+    return PyFloat_FromDouble((double)v / ((double)m_interval(self) / 1000.0));
 }
 
 static PyObject *Metric_current(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -471,9 +538,12 @@ static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssi
     int64_t now, m;
     if (parse_now_only("min_rt", args, nargs, kwnames, &now) < 0)
         return NULL;
-    if (!self->win.leap->has_rt)
+    if (!m_has_rt(self))
         return metric_no_rt(self, "min_rt");
-    sw_window_rt(&self->win, now, &m, NULL, NULL);
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, &m, NULL, NULL);
+    else
+        sw_window_rt(&self->win, now, &m, NULL, NULL);
     return PyLong_FromLongLong(m);
 }
 
@@ -483,9 +553,12 @@ static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssi
     int64_t now, rt, ok;
     if (parse_now_only("avg_rt", args, nargs, kwnames, &now) < 0)
         return NULL;
-    if (!self->win.leap->has_rt)
+    if (!m_has_rt(self))
         return metric_no_rt(self, "avg_rt");
-    sw_window_rt(&self->win, now, NULL, &rt, &ok);
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, NULL, &rt, &ok);
+    else
+        sw_window_rt(&self->win, now, NULL, &rt, &ok);
     return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
 }
 
@@ -495,21 +568,22 @@ static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ss
     int64_t now;
     if (parse_now_only("buckets", args, nargs, kwnames, &now) < 0)
         return NULL;
-    const struct sw_leap *l = self->win.leap;
-    size_t words = (size_t)l->sample_count * l->stride;
+    uint32_t n_events = m_nev(self), stride = SW_SLOT_COUNTS + n_events;
+    size_t words = (size_t)m_samples(self) * stride;
     int64_t *buf = PyMem_Malloc(words * sizeof(int64_t));
     if (buf == NULL)
         return PyErr_NoMemory();
-    uint32_t nb = sw_window_buckets(&self->win, now, buf);
+    uint32_t nb = self->ev != NULL ? sw_evleap_buckets(self->ev, now, buf)
+                                   : sw_window_buckets(&self->win, now, buf);
     PyObject *list = PyList_New((Py_ssize_t)nb);
     if (list == NULL)
         goto fail;
     for (uint32_t i = 0; i < nb; i++) {
-        const int64_t *b = buf + (size_t)i * l->stride;
-        PyObject *counts = PyTuple_New((Py_ssize_t)l->n_events);
+        const int64_t *b = buf + (size_t)i * stride;
+        PyObject *counts = PyTuple_New((Py_ssize_t)n_events);
         if (counts == NULL)
             goto fail;
-        for (uint32_t e = 0; e < l->n_events; e++) {
+        for (uint32_t e = 0; e < n_events; e++) {
             PyObject *c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e]);
             if (c == NULL) {
                 Py_DECREF(counts);
@@ -542,22 +616,26 @@ fail:
 
 static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))
 {
-    sw_window_reset(&self->win);
+    if (self->ev != NULL)
+        sw_evleap_reset(self->ev);
+    else
+        sw_window_reset(&self->win);
     Py_RETURN_NONE;
 }
 
 static PyObject *Metric_repr(MetricObject *self)
 {
-    const struct sw_leap *l = self->win.leap;
     bool sh = self->shared != NULL && self->shared != Py_None;
     PyObject *r = PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u",
-                                       (long long)l->interval_ms, l->sample_count);
+                                       (long long)m_interval(self), m_samples(self));
     if (r != NULL && self->names != self->st->default_names)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", events=%R", self->names));
     if (r != NULL && sh)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", shared=%R", self->shared));
     if (r != NULL && self->name != NULL && self->name_given)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", name=%R", self->name));
+    if (r != NULL && self->ev != NULL)
+        PyUnicode_AppendAndDel(&r, PyUnicode_FromString(", consistency='eventual'"));
     if (r != NULL)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromString(")"));
     return r;
@@ -579,20 +657,25 @@ static PyObject *Metric_get_shared(MetricObject *self, void *Py_UNUSED(c))
 
 static PyObject *Metric_get_interval(MetricObject *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromLongLong(self->win.leap->interval_ms);
+    return PyLong_FromLongLong(m_interval(self));
 }
 static PyObject *Metric_get_samples(MetricObject *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromUnsignedLong(self->win.leap->sample_count);
+    return PyLong_FromUnsignedLong(m_samples(self));
 }
 static PyObject *Metric_get_window(MetricObject *self, void *Py_UNUSED(c))
 {
-    return PyLong_FromLongLong(self->win.leap->window_ms);
+    return PyLong_FromLongLong(m_window(self));
 }
 static PyObject *Metric_get_events(MetricObject *self, void *Py_UNUSED(c))
 {
     Py_INCREF(self->names);
     return self->names;
+}
+
+static PyObject *Metric_get_consistency(MetricObject *self, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(self->ev != NULL ? "eventual" : "strong");
 }
 
 static PyGetSetDef Metric_getset[] = {
@@ -605,6 +688,9 @@ static PyGetSetDef Metric_getset[] = {
      NULL},
     {"name", (getter)Metric_get_name, NULL,
      "The name (name=, else the shared region's name), or None.", NULL},
+    {"consistency", (getter)Metric_get_consistency, NULL,
+     "\"strong\" (adds and reads under the lock) or \"eventual\" (adds with no lock).",
+     NULL},
     {NULL}};
 
 static PyMemberDef Metric_members[] = {
@@ -636,7 +722,7 @@ static PyMethodDef Metric_methods[] = {
 
 static PyType_Slot Metric_slots[] = {
     {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None, shared=None, "
-                "name=None)\n--\n\n"
+                "name=None, consistency='strong')\n--\n\n"
                 "Sliding-window statistics: a ring of sample_count buckets over interval_ms."},
     {Py_tp_new, Metric_new},
     {Py_tp_traverse, Metric_traverse},

@@ -342,7 +342,10 @@ static int peek_region(const char *path, struct peek *pk)
         struct sw_leap_cfg cfg = {h->interval_ms, h->sample_count,
                                   h->n_events ? h->n_events : SW_EV_DEFAULT_COUNT,
                                   h->n_events == 0};
-        size_t lsz = sw_leap_check(&cfg) == SW_OK ? sw_leap_size(&cfg) : 0;
+        bool eventual = h->consistency == SW_CONSISTENCY_EVENTUAL;
+        size_t lsz = sw_leap_check(&cfg) != SW_OK ? 0
+                     : eventual                   ? sw_evleap_size(&cfg)
+                                                  : sw_leap_size(&cfg);
         if (lsz == 0 || sizeof(struct metric_mem) + lsz != h->state_size) {
             peek_fail("a damaged Metric region (its layout)", path);
             goto done;
@@ -477,21 +480,30 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     } else if (h->kind == SW_KIND_METRIC) {
         struct metric_mem *mem = (struct metric_mem *)(void *)pk.copy;
         struct sw_leap *l = (struct sw_leap *)(void *)mem->leap;
-        if (l->interval_ms != h->interval_ms || l->sample_count != h->sample_count ||
+        struct sw_evleap *evl = (struct sw_evleap *)(void *)mem->leap;
+        struct sw_leap_cfg ecfg = {h->interval_ms, h->sample_count,
+                                   h->n_events ? h->n_events : SW_EV_DEFAULT_COUNT,
+                                   h->n_events == 0};
+        bool eventual = h->consistency == SW_CONSISTENCY_EVENTUAL;
+        if (eventual ? !sw_evleap_layout_ok(evl, &ecfg) :
+            l->interval_ms != h->interval_ms || l->sample_count != h->sample_count ||
             l->n_events != (h->n_events ? h->n_events : SW_EV_DEFAULT_COUNT) ||
             l->has_rt != (h->n_events == 0) || l->window_ms != h->interval_ms / h->sample_count ||
             l->stride != SW_SLOT_COUNTS + l->n_events || !sw_leap_indices_ok(l)) {
             peek_fail("a damaged Metric region (its window)", path);
             goto fail;
         }
-        sw_leap_repair(l);
-        int64_t t = sw_leap_clamp(l, sw_ms_of_ns(now));
+        int64_t t = 0;
+        if (!eventual) {
+            sw_leap_repair(l);
+            t = sw_leap_clamp(l, sw_ms_of_ns(now));
+        }
         window = PyDict_New();
         if (window == NULL)
             goto fail;
         const char *ev = h->events;
         uint32_t off = 0;
-        for (uint32_t e = 0; e < l->n_events; e++) {
+        for (uint32_t e = 0; e < ecfg.n_events; e++) {
             PyObject *k;
             if (h->n_events == 0) {
                 k = PyUnicode_FromString(default_event_names[e]);
@@ -500,7 +512,12 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
                 k = PyUnicode_DecodeUTF8(ev + off, (Py_ssize_t)len, "replace");
                 off += (uint32_t)len + 1u;
             }
-            PyObject *v = PyLong_FromLongLong(sw_leap_sum(l, NULL, e, t));
+            int64_t sum = 0;
+            if (eventual)
+                (void)sw_evleap_read(evl, SW_READ_SUM, e, now, &sum);
+            else
+                sum = sw_leap_sum(l, NULL, e, t);
+            PyObject *v = PyLong_FromLongLong(sum);
             int bad = k == NULL || v == NULL || PyDict_SetItem(window, k, v) < 0;
             Py_XDECREF(k);
             Py_XDECREF(v);
@@ -508,7 +525,12 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
                 goto fail;
         }
         if (h->n_events == 0) {
-            PyObject *v = PyLong_FromLongLong(sw_leap_min_rt(l, NULL, t));
+            int64_t m = SW_MIN_RT_INIT;
+            if (eventual)
+                (void)sw_evleap_rt(evl, now, &m, NULL, NULL);
+            else
+                m = sw_leap_min_rt(l, NULL, t);
+            PyObject *v = PyLong_FromLongLong(m);
             if (v == NULL || PyDict_SetItemString(window, "min_rt", v) < 0) {
                 Py_XDECREF(v);
                 goto fail;

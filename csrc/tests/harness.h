@@ -63,5 +63,6 @@ void test_observe(void);
 void test_adaptive(void);
 void test_group(void);
 void test_breaker(void);
+void test_evleap(void);
 
 #endif /* SW_TEST_HARNESS_H */
