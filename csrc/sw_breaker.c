@@ -80,10 +80,13 @@ int sw_brule_init(struct sw_brule *rule, const struct sw_breaker_cfg *cfg)
     rule->slow_rt_ms = cfg->grade == SW_BRK_SLOW_RATIO ? cfg->slow_rt_ms : -1;
     rule->min_requests = cfg->min_requests;
     rule->recovery_ns = (int64_t)llround(cfg->recovery_s * 1e9);
-    /* beyond about 292 years (inf included): never */
+    /* beyond about 292 years (inf included): never; a timeout > 0 is at least 1 ns (0 would
+     * fail every probe at once, and the breaker could never close) */
     rule->probe_timeout_ns = cfg->probe_timeout_s < 9.2e9
                                  ? (int64_t)llround(cfg->probe_timeout_s * 1e9)
                                  : INT64_MAX;
+    if (rule->probe_timeout_ns < 1)
+        rule->probe_timeout_ns = 1;
     rule->interval_ms = cfg->interval_ms;
     rule->sample_count = cfg->sample_count;
     return SW_OK;

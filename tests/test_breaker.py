@@ -1671,6 +1671,14 @@ def test_a_silent_probe_times_out_and_reopens_for_recovery_s():
     assert (t["probes_timed_out"], t["cancelled"], t["probes"]) == (1, 0, 2)
 
 
+def test_a_probe_timeout_below_a_nanosecond_still_lets_a_prompt_probe_close_it():
+    br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=1e-10)
+    br.record(1, error=True, now_ns=1 * S)          # open until 11 s
+    assert br.try_pass(now_ns=11 * S)
+    br.record(1, now_ns=11 * S)                     # the probe's success, at once
+    assert br.state == "closed"
+
+
 def test_a_late_bare_record_after_a_probe_timeout_does_not_close_it():
     br = Breaker(error_count=0, min_requests=1, recovery_s=10, probe_timeout_s=30)
     br.record(1, error=True, now_ns=1 * S)
