@@ -107,9 +107,18 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_PROBE_GAIN 0.5   /* bbr: a probe pins the limit to this x the bound */
 #define SW_ADAPT_BBR_QUEUED 1.5       /* bbr: a window whose min mean RT is this x RTprop
                                          calls for a probe (while refusing) */
+#define SW_ADAPT_BBR_SLOWER 4.0       /* bbr: the last buckets' fastest RT this x RTprop
+                                         calls for a probe at once (a slower backend: a queue
+                                         the limit allows rarely inflates it this much) */
 #define SW_ADAPT_BBR_QUEUE_RT 1.25    /* bbr: the last buckets' mean RT above this x the
                                          drained RT is queueing: the bound is enforced */
-#define SW_ADAPT_BBR_EVIDENCE 2       /* bbr: the last buckets whose mean RT is the evidence */
+#define SW_ADAPT_BBR_EVIDENCE 2       /* bbr: the last buckets (at least; and at least
+                                         SW_ADAPT_MIN_SAMPLES completions) whose fastest RT
+                                         is the evidence */
+#define SW_ADAPT_BBR_EVIDENCE_SAMPLES 20u /* bbr: the completions (at least) whose fastest RT
+                                         is the evidence: the min of fewer is noisy */
+#define SW_ADAPT_RT_SLACK_MS 1.0      /* bbr: the evidence's margin for the buckets' whole-ms
+                                         min RT */
 #define SW_ADAPT_BBR_GROW 1.1        /* bbr without queueing: the limit grows by this a
                                          bucket while callers are refused */
 #define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
