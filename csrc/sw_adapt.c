@@ -313,9 +313,11 @@ bool sw_adapt_too_far(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
     return ahead > (uint64_t)period_ms(sec, s);
 }
 
+/* A new sample window from t: no cut remembered (gradient_update sets it after a cut). */
 static void new_window(struct sw_adapt_state *s, const struct sw_leap *sec, int64_t t)
 {
     s->mark_ms = t;
+    s->floors = 0;
     s->samples = 0;
     s->rt_sum_us = 0;
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
@@ -339,11 +341,21 @@ static void end_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
                       const struct sw_leap *sec, int64_t t)
 {
     float restore = s->base_us;
-    s->base_us = s->samples > 0 ? (float)((double)s->rt_sum_us / (double)s->samples) : 0.0f;
+    /* the baseline: the probe's fastest RT */
+    s->base_us = s->samples > 0 ? (float)(s->rt_sum_us > 1 ? (double)s->rt_sum_us : 1.0) : 0.0f;
     s->limit = bounded(cfg, (double)restore);
     set_phase(s, SW_ADAPT_RUNNING);
     s->probe_ms = t + (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t)));
     new_window(s, sec, t);
+}
+
+/* The completions an update needs: SW_ADAPT_MIN_SAMPLES, or two rounds of a lower limit (a
+ * limit of 1 would otherwise wait for 10 serial calls before it may grow). */
+static uint32_t window_samples(const struct sw_adapt_state *s)
+{
+    double two_rounds = 2.0 * (double)s->limit;
+    return two_rounds < (double)SW_ADAPT_MIN_SAMPLES ? (uint32_t)(two_rounds < 1.0 ? 1.0 : two_rounds)
+                                                      : SW_ADAPT_MIN_SAMPLES;
 }
 
 static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
@@ -353,24 +365,48 @@ static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_stat
         end_probe(cfg, s, sec, t);
         return;
     }
-    if (s->samples < SW_ADAPT_MIN_SAMPLES) { /* too few to judge: look again next bucket */
+    if (s->samples < window_samples(s)) { /* too few to judge: look again next bucket */
         s->next_ms = sw_leap_start_of(sec, t) + sec->window_ms;
         return;
     }
-    double short_us = (double)s->rt_sum_us / (double)s->samples;
+    /* the window's fastest RT: a queue delays every call, the fastest too, while RTs that do
+     * not grow with the calls in flight leave it where it was however they spread (a fast
+     * cache in front of a slow database, rare outliers of seconds), where a mean reads the
+     * spread as a queue */
+    double fastest = s->rt_sum_us > 1 ? (double)s->rt_sum_us : 1.0;
+    /* the fastest RT before the last update, when it cut the limit (floors: log2 of its
+     * ratio to the baseline, in 1/16ths, + 1) */
+    double before_cut = s->floors > 0 && s->base_us > 0.0f
+                            ? (double)s->base_us * exp2((double)(s->floors - 1) / 16.0)
+                            : 0.0;
     bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
     bool busy = (s->flags & SW_ADAPT_BUSY) != 0;
-    if (s->base_us <= 0.0f) {
+    double base = (double)s->base_us;
+    bool measured = false; /* a drained RT measured here: the next probe can wait */
+    if (base <= 0.0) {
         /* the first window (cold start, at most initial_limit in flight) is the baseline
          * until a probe measures it */
-        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
-    } else if (short_us * 2.0 < (double)s->base_us) {
+        base = fastest;
+    } else if (fastest * 2.0 < base) {
         /* clearly faster than the baseline: the backend got faster */
-        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
+        base = fastest;
+    } else if (s->limit <= (float)cfg->min_limit) {
+        /* at most min_limit in flight (calls admitted in the window only): drained, as a
+         * probe's; never parked at the floor by a stale baseline */
+        base = fastest;
+        measured = true;
+    } else if (before_cut > 0.0 && fastest >= SW_ADAPT_SHIFT * before_cut) {
+        /* the last update cut the limit by SW_ADAPT_CUT or more and the fastest call is no
+         * faster: its RT does not grow with the calls in flight, so it is no queue but a
+         * slower backend (a dependency 10x slower): the new baseline */
+        base = fastest;
+        measured = true;
     }
-    double l = (double)s->limit;
-    double g = clampd(SW_ADAPT_TOLERANCE * (double)s->base_us / (short_us > 1.0 ? short_us : 1.0),
-                      0.5, 2.0);
+    s->base_us = (float)base;
+    float before = s->limit;
+    double l = (double)before;
+    double ratio = SW_ADAPT_TOLERANCE * base / fastest;
+    double g = clampd(ratio, 0.5, 2.0);
     if (g >= 1.0) {
         if (busy) /* an app-limited window says nothing about a larger limit */
             l = l * g + sqrt(l * g);
@@ -378,14 +414,17 @@ static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_stat
         l = l * g;
     }
     s->limit = bounded(cfg, l);
-    if (s->limit <= (float)cfg->min_limit && refused)
-        s->floors = (uint8_t)(s->floors < 255 ? s->floors + 1 : 255);
-    else
-        s->floors = 0;
-    if (refused && (t >= s->probe_ms || s->floors >= SW_ADAPT_FLOOR_UPDATES))
+    if (measured)
+        s->probe_ms = sw_sat_add(t, (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t))));
+    if (refused && t >= s->probe_ms) {
         start_probe(cfg, s, t);
-    else
+    } else {
         new_window(s, sec, t);
+        if (ratio <= SW_ADAPT_CUT && s->limit < before) { /* a cut: remember the fastest RT */
+            double octaves = 16.0 * log2(fastest / base);
+            s->floors = (uint8_t)(octaves < 0.0 ? 1.0 : (octaves > 254.0 ? 255.0 : octaves + 1.0));
+        }
+    }
 }
 
 void sw_adapt_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
@@ -452,15 +491,15 @@ void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     if (phase == SW_ADAPT_FRESH || rt_ns < 0)
         return;
     int64_t rt_us = rt_ns / 1000;
-    if (phase == SW_ADAPT_PROBING) {
-        /* admitted before the probe began: queued behind the old limit, not a drained RT */
-        int64_t started_ms = t - (rt_ns / 1000000 + (rt_ns % 1000000 != 0)); /* no overflow */
-        if (started_ms < s->mark_ms)
-            return;
-    }
+    /* admitted before the probe (the window) began: queued behind the old limit, not a
+     * drained RT (not one at the limit the window judges) */
+    int64_t started_ms = t - (rt_ns / 1000000 + (rt_ns % 1000000 != 0)); /* no overflow */
+    if (started_ms < s->mark_ms)
+        return;
     if (s->samples < UINT32_MAX) {
+        if (s->samples == 0 || rt_us < s->rt_sum_us)
+            s->rt_sum_us = rt_us; /* the fastest */
         s->samples++;
-        s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_us);
     }
     if (phase == SW_ADAPT_PROBING && s->samples >= SW_ADAPT_PROBE_SAMPLES)
         end_probe(cfg, s, sec, t);

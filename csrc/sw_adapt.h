@@ -69,20 +69,23 @@ enum { SW_ADAPT_FRESH = 0, SW_ADAPT_RUNNING = 1, SW_ADAPT_PROBING = 2 };
 struct sw_adapt_state {
     int64_t next_ms;     /* when the limit is next computed (sw_adapt_due) */
     int64_t mark_ms;     /* gradient: start of the sample window, or of the probe (its
-                            epoch); bbr: the last refusal while triggered (cool-off; with
+                            epoch): completions of calls admitted before it are ignored; bbr: the last refusal while triggered (cool-off; with
                             a cpu_threshold), the last queued update (without), or
                             INT64_MIN */
     int64_t probe_ms;    /* when a probe is next due; bbr while probing: its epoch */
-    int64_t rt_sum_us;   /* the RT sum of the window's (probe's) samples, us (bbr: probe) */
+    int64_t rt_sum_us;   /* the fastest RT of the window's (probe's) samples, us (bbr: the
+                            probe's); valid when samples > 0 */
     float limit;         /* the limit in force (an integer value) */
-    float base_us;       /* gradient: the baseline RT, us (0: not measured); while probing,
-                            the limit to restore. bbr: the last probe's mean RT (RTprop),
-                            us (0: none yet); while probing, the estimate it re-measures */
+    float base_us;       /* gradient: the baseline (drained fastest) RT, us (0: not
+                            measured); while probing, the limit to restore. bbr: the last
+                            probe's fastest RT, us (0: none yet); while probing, the
+                            estimate it re-measures */
     uint32_t samples;    /* completions sampled in the window (probe); bbr while running:
                             the window's max completions at the last update */
     uint16_t cpu;        /* the latest CPU use, permille (bbr's trigger) */
     uint8_t flags;       /* phase | SW_ADAPT_BUSY | SW_ADAPT_REFUSED */
-    uint8_t floors;      /* gradient: consecutive updates that left the limit at min_limit;
+    uint8_t floors;      /* gradient: after an update that cut the limit by SW_ADAPT_CUT or
+                            more, 1 + 16 x log2(its window's fastest RT / base_us), else 0;
                             bbr: 1 after a bucket at the probing gain */
 };
 
@@ -93,7 +96,10 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_PIN 2u         /* the probe's limit (at least min_limit) */
 #define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
-#define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
+#define SW_ADAPT_CUT 0.6              /* gradient: an update whose gradient is this or less
+                                         cut the limit: the next window checks it sped up */
+#define SW_ADAPT_SHIFT 0.9            /* gradient: after a cut, a fastest RT at least this x
+                                         the one before is no queue: the new baseline */
 #define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal
                                          (cpu_threshold), the evidence of queueing this long
                                          after the last queued bucket (without) */
