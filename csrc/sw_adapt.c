@@ -245,7 +245,7 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
          (probed > 0.0 && (fastest > SW_ADAPT_BBR_QUEUED * probed ||
                            w.last_min > SW_ADAPT_BBR_SLOWER * probed)))) {
         /* the estimate the probe re-measures (kept if the probe gets no sample) */
-        s->base_us = (float)((drained > 0.0 ? drained : 1.0) * 1000.0);
+        s->base_us = (float)((fastest > 1.0 ? fastest : 1.0) * 1000.0);
         set_phase(s, SW_ADAPT_PROBING);
         s->probe_ms = t; /* the epoch: completions of requests admitted before it are ignored */
         s->samples = 0;

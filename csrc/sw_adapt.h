@@ -129,7 +129,7 @@ struct sw_adapt_state {
                                          bucket while callers are refused */
 #define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
                                          bucket while in flight stays under half of it */
-#define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
+#define SW_ADAPT_BBR_DEEPER 0.5       /* bbr: a probe that found the fastest RT below this x the
                                          estimate calls for another at once */
 
 /** Check settings. @param param set to the offending parameter's name on SW_EINVAL
