@@ -98,7 +98,7 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
 #define SW_ADAPT_CUT 0.6              /* gradient: an update whose gradient is this or less
                                          cut the limit: the next window checks it sped up */
-#define SW_ADAPT_SHIFT 0.9            /* gradient: after a cut, a fastest RT at least this x
+#define SW_ADAPT_SHIFT 0.97           /* gradient: after a cut, a fastest RT at least this x
                                          the one before is no queue: the new baseline */
 #define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal
                                          (cpu_threshold), the evidence of queueing this long
