@@ -7,30 +7,38 @@
  *   bucket boundary, bound = max over the window's completed buckets of completions per
  *   second x RTprop (a bucket that follows one without completions is partial and left
  *   out; no bucket left: initial_limit); RTprop = min over them of the bucket's mean RT,
- *   but at most 1.1 x the mean RT of the last probe. A probe (TCP BBR's ProbeRTT, BBRv2's
- *   pin at half the bound) drains the queue: the limit is pinned at bound / 2, completions
- *   of requests admitted before it are ignored, and after max(20, 2 x pin) samples their
- *   mean is the RTprop; probes run only while the limiter refuses: one window after the
- *   cold start, every 10 s (+0-15 %), when the window's min mean RT exceeds 1.5 x RTprop,
- *   and at once after a probe that lowered the estimate below 0.8 x. Gain cycle: one
- *   bucket in 8 at 1.25 x the bound, and every bucket after a probing bucket that raised
- *   the max by 10 %. Admit while in flight <= bound (limit = floor(bound x gain) + 1),
- *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
- *   after the last refusal; always when there is no threshold), and, without a threshold,
- *   only on evidence of queueing: the last 2 buckets' mean RT above 1.25 x the drained RT
- *   (the probe's, or the window's mean when lower or before a probe), held 1 s. Without
- *   it the limit in force stays (at least the bound): x1.1 + 1 a bucket while refusing,
- *   x0.75 a bucket while in flight stays under half of it; probes then run only at the
- *   cold start (none has measured the drained RT yet).
+ *   taken down by how far the window's fastest RT ran over 1.1 x the drained fastest RT
+ *   (the last probe's). A probe (TCP BBR's ProbeRTT, BBRv2's pin at half the bound) drains
+ *   the queue: the limit is pinned at bound / 2, completions of requests admitted before it
+ *   are ignored, and after max(10, 2 x pin) samples their fastest RT is the drained one;
+ *   probes run only while the limiter refuses: one window after the cold start, every 10 s
+ *   (+0-15 %), when the window's fastest RT exceeds 1.5 x the drained one (or the last
+ *   buckets' 4 x), and at once after a probe that found under half the fastest RT it
+ *   re-measured. Gain cycle: one bucket in 8 at 1.25 x the bound, and every bucket after a
+ *   probing bucket that raised the max by 10 %. Admit while in flight <= bound (limit =
+ *   floor(bound x gain) + 1), only while the trigger holds (CPU use at or above
+ *   cpu_threshold, then 1 s of cool-off after the last refusal; always when there is no
+ *   threshold), and, without a threshold, only on evidence of queueing: the fastest RT of
+ *   the last buckets (>= 2, >= 20 completions) above 1.25 x the drained one + 1 ms, held
+ *   1 s. The FASTEST RT is the signal: a queue delays every call, the fastest too, while
+ *   RTs that do not grow with the calls in flight leave it where it was, however they
+ *   spread (bimodal, rare outliers). Without evidence the limit in force stays (at least
+ *   the bound): x1.1 + 1 per drained RT (a bucket at most) while refusing, x0.75 a bucket
+ *   while in flight stays under half of it.
  * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
  *   concurrency filter anchors it): once per update window (>= one bucket, >= 2 baseline
- *   RTs, >= 10 samples) g = clamp(tolerance x baseline / mean RT, 0.5, 2);
- *   g >= 1: L' = L g + sqrt(L g) when the window used at least half of L (else L stays);
- *   g < 1: L' = L g. The baseline is the mean RT of a drained probe: the limit is pinned low,
- *   completions of requests admitted before the pin are ignored, and after 20 samples the
- *   limit comes back. Probes run at cold start and every 30 s (+0-15 %), and after 5 updates
- *   at the floor, but only while the limiter refuses (demand above the limit): a healthy
- *   backend with fewer callers than its capacity is never probed, so never refused.
+ *   RTs, >= 10 samples, or two rounds of a limit under 5) g = clamp(tolerance x baseline /
+ *   fastest RT, 0.5, 2), over the calls admitted in the window; g >= 1: L' = L g + sqrt(L g)
+ *   when the window used at least half of L (else L stays); g < 1: L' = L g. The baseline is
+ *   the fastest RT of a drained probe: the limit is pinned low, completions of requests
+ *   admitted before the pin are ignored, and after 20 samples the limit comes back. Probes
+ *   run at cold start and every 30 s (+0-15 %), but only while the limiter refuses (demand
+ *   above the limit): a healthy backend with fewer callers than its capacity is never
+ *   probed, so never refused. A window is a new baseline without a probe when it ran at
+ *   min_limit (drained), and when the update before it cut the limit by 40 % or more and
+ *   its fastest RT is still within 3 % of the one before the cut (RT that does not fall
+ *   with the calls in flight is a slower backend, not a queue); both put the next probe
+ *   30 s off.
  *
  * The state is 48 bytes inside the node (struct sw_node), so it is shared with the node's
  * windows (shared= regions) and zero in a fresh node. It is input like the rest of a region:
