@@ -324,10 +324,11 @@ static void new_window(struct sw_adapt_state *s, const struct sw_leap *sec, int6
     s->next_ms = t + period_ms(sec, s);
 }
 
-static void start_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t)
+static void start_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t,
+                        double pin)
 {
     s->base_us = s->limit; /* the limit to restore */
-    s->limit = (float)probe_pin(cfg);
+    s->limit = bounded(cfg, pin > (double)probe_pin(cfg) ? pin : (double)probe_pin(cfg));
     set_phase(s, SW_ADAPT_PROBING);
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->mark_ms = t; /* the epoch: completions of requests admitted before it are ignored */
@@ -417,7 +418,9 @@ static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_stat
     if (measured)
         s->probe_ms = sw_sat_add(t, (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t))));
     if (refused && t >= s->probe_ms) {
-        start_probe(cfg, s, t);
+        /* the pin: 2, or an eighth of the limit while the queue is mild (the limit is then
+         * well under 8x the capacity): drained alike, and its samples come 4x sooner */
+        start_probe(cfg, s, t, ratio >= 0.8 ? floor((double)before / 8.0) : 0.0);
     } else {
         new_window(s, sec, t);
         if (ratio <= SW_ADAPT_CUT && s->limit < before) { /* a cut: remember the fastest RT */

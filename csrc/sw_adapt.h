@@ -30,7 +30,8 @@
  *   RTs, >= 10 samples, or two rounds of a limit under 5) g = clamp(tolerance x baseline /
  *   fastest RT, 0.5, 2), over the calls admitted in the window; g >= 1: L' = L g + sqrt(L g)
  *   when the window used at least half of L (else L stays); g < 1: L' = L g. The baseline is
- *   the fastest RT of a drained probe: the limit is pinned low, completions of requests
+ *   the fastest RT of a drained probe: the limit is pinned low (2; an eighth of the limit
+ *   while the last window's queue was mild), completions of requests
  *   admitted before the pin are ignored, and after 20 samples the limit comes back. Probes
  *   run at cold start and every 30 s (+0-15 %), but only while the limiter refuses (demand
  *   above the limit): a healthy backend with fewer callers than its capacity is never
