@@ -157,6 +157,126 @@ def simulate(guard: Any, phases: List[Tuple[float, int]], seed: int = SEED) -> D
     return {"bins": bins, "limits": limits}
 
 
+# ------------------------------------------------ a backend that keeps up, and one 10x slower
+
+# (label, arrivals per s, [(probability, response time ms)]): a backend with no capacity
+# limit, each call taking its own sampled time whatever the load (a cache in front of a
+# database; a service with rare outliers of seconds)
+KEEPS_UP: List[Tuple[str, float, List[Tuple[float, float]]]] = [
+    ("half 1 ms, half 200 ms, 1,000/s", 1000.0, [(0.5, 1.0), (0.5, 200.0)]),
+    ("90% 1 ms, 10% 100 ms, 2,000/s", 2000.0, [(0.9, 1.0), (0.1, 100.0)]),
+    ("99% 20 ms, 1% 30 s, 500/s", 500.0, [(0.99, 20.0), (0.01, 30000.0)]),
+]
+KEEPS_UP_SECONDS = 60.0
+KEEPS_UP_SEEDS = (1, 2, 3)
+
+
+def keeps_up(guard: Any, rate_per_s: float, mix: List[Tuple[float, float]],
+             seconds: float = KEEPS_UP_SECONDS, seed: int = 1) -> Dict[str, Any]:
+    """Open-loop Poisson arrivals at ``rate_per_s`` against a backend with no capacity
+    limit: an admitted call takes a response time drawn from ``mix`` ([(probability, ms)]),
+    whatever else is in flight. Virtual time through ``try_acquire(now_ns=)`` and
+    ``release(rt_ms=, now_ns=)``, seeded. Returns the refused fraction over the second half
+    of the run (warmed up), over the whole run, and the limit at the end."""
+    rng = random.Random(seed)
+    t0 = 10**12  # ns: any fixed origin
+    end = seconds * 1000.0
+    half = end / 2
+    cum: List[Tuple[float, float]] = []
+    acc = 0.0
+    for p, rt in mix:
+        acc += p
+        cum.append((acc, rt))
+    running: List[Tuple[float, float]] = []  # heap of (finish ms, response time ms)
+    counts = {"admitted": 0, "refused": 0, "admitted_late": 0, "refused_late": 0}
+    t = rng.expovariate(rate_per_s / 1000.0)
+    while t < end:
+        while running and running[0][0] <= t:
+            done, rt = heapq.heappop(running)
+            guard.release(rt_ms=rt, now_ns=t0 + int(done * MS))
+        u = rng.random()
+        rt = next((r for c, r in cum if u < c), cum[-1][1])
+        late = "_late" if t >= half else ""
+        if guard.try_acquire(now_ns=t0 + int(t * MS)):
+            heapq.heappush(running, (t + rt, rt))
+            counts["admitted" + late] += 1
+        else:
+            counts["refused" + late] += 1
+        t += rng.expovariate(rate_per_s / 1000.0)
+    late_n = counts["admitted_late"] + counts["refused_late"]
+    all_n = late_n + counts["admitted"] + counts["refused"]
+    return {"refused_late": counts["refused_late"] / max(1, late_n),
+            "refused_all": (counts["refused"] + counts["refused_late"]) / max(1, all_n),
+            "limit_end": guard.limit}
+
+
+SLOWER_CAP = 40            # calls the backend serves at full speed, before and after
+SLOWER_FACTOR = 10.0       # the work of every call from the change on
+SLOWER_AT_S = 20           # when
+SLOWER_SECONDS = 40
+
+
+def slower(guard: Any, seconds: int = SLOWER_SECONDS, at_s: int = SLOWER_AT_S,
+           cap: int = SLOWER_CAP, factor: float = SLOWER_FACTOR, seed: int = SEED) -> Dict[str, Any]:
+    """A dependency becomes ``factor`` x slower at the same concurrency capacity: the
+    processor-sharing backend of the overload benchmark (capacity ``cap``, work uniform in
+    10-30 ms, Poisson arrivals at 1.5x the capacity, 1 s client timeout), whose work per
+    call is multiplied by ``factor`` from ``at_s`` on (the capacity in calls per s falls
+    ``factor``-fold). Returns the goodput per 1 s bin and the limit every 100 ms."""
+    rng = random.Random(seed)
+    rate_per_ms = LOAD * cap / (sum(WORK_MS) / 2)
+    total = seconds * 1000.0
+    good = [0] * seconds
+    limits: List[Tuple[float, Optional[int]]] = []
+    t = served = 0.0
+    running: List[Tuple[float, float]] = []
+    t_arr = rng.expovariate(rate_per_ms)
+    next_sample = 0.0
+    while True:
+        n = len(running)
+        share = min(1.0, cap / n) if n else 1.0
+        t_done = t + (running[0][0] - served) / share if n else math.inf
+        t_next = min(t_done, t_arr, total)
+        if n:
+            served += (t_next - t) * share
+        t = t_next
+        if t >= total:
+            break
+        while t >= next_sample:
+            limits.append((next_sample / 1000.0, guard.limit))
+            next_sample += 100.0
+        if t == t_done:
+            _, started = heapq.heappop(running)
+            rt = t - started
+            guard.release(rt_ms=rt, now_ns=int(t * MS))
+            if rt <= TIMEOUT_MS:
+                good[int(t // 1000)] += 1
+        else:
+            work = rng.uniform(*WORK_MS) * (factor if t >= at_s * 1000.0 else 1.0)
+            if guard.try_acquire(now_ns=int(t * MS)):
+                heapq.heappush(running, (served + work, t))
+            t_arr = t + rng.expovariate(rate_per_ms)
+    return {"good": good, "limits": limits}
+
+
+def slower_summary(run: Dict[str, Any], min_limit: int = 1, at_s: int = SLOWER_AT_S,
+                   cap: int = SLOWER_CAP, factor: float = SLOWER_FACTOR) -> Dict[str, Any]:
+    """Goodput per s before and after the change (the last 10 s), the time to follow it
+    (from the change until the first 1 s bin from which the mean goodput is >= 90 % of the
+    new capacity's and no bin is under 75 %: a probe's dip allowed, not a long one) and the
+    seconds spent at ``min_limit`` after it."""
+    good = run["good"]
+    new_cap = cap / (sum(WORK_MS) / 2 * factor) * 1000.0
+    after = good[at_s:]
+    follow = next((float(i) for i in range(len(after))
+                   if sum(after[i:]) >= 0.9 * new_cap * len(after[i:])
+                   and all(g >= 0.75 * new_cap for g in after[i:])), None)
+    at_min = sum(0.1 for x, l in run["limits"] if x >= at_s and l is not None and l <= min_limit)
+    before = good[max(1, at_s - 10):at_s]  # the first second is the cold start
+    return {"before": sum(before) / max(1, len(before)), "after": sum(good[-10:]) / 10.0,
+            "follow_s": follow, "at_min_limit_s": round(at_min, 1)}
+
+
 def pct(xs: List[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -219,7 +339,21 @@ def run_all(quick: bool = False) -> Dict[str, Any]:
         row["follow_doubled_s"] = follow_time(run, edges[2], edges[3], phases[2][1], ref["p99"])
         row["sim_wall_s"] = round(wall[name], 2)
         table.append(row)
+    keeps = []
+    for label, rate, mix in KEEPS_UP:
+        row = {"workload": label}
+        for algorithm in ("bbr", "gradient"):
+            runs_k = [keeps_up(Adaptive(algorithm), rate, mix, seed=seed)
+                      for seed in KEEPS_UP_SEEDS]
+            row[algorithm] = [r["refused_late"] for r in runs_k]
+            row[algorithm + "_limit"] = [r["limit_end"] for r in runs_k]
+        keeps.append(row)
+    slow = {}
+    for name, guard in (("fixed 40", Fixed(SLOWER_CAP)), ("AdaptiveLimiter bbr", Adaptive("bbr")),
+                        ("AdaptiveLimiter gradient", Adaptive("gradient"))):
+        slow[name] = slower_summary(slower(guard))
     return {"phases": phases, "edges": edges, "reference": ref, "table": table,
+            "keeps_up": keeps, "slower": slow,
             "limits": {k: v["limits"] for k, v in runs.items() if "Adaptive" in k},
             "goodput_series": {k: [b["good"] for b in v["bins"]] for k, v in runs.items()},
             "config": {"work_ms": WORK_MS, "timeout_ms": TIMEOUT_MS, "load": LOAD,
@@ -247,6 +381,11 @@ def verdicts(res: Dict[str, Any]) -> List[str]:
                       [("never" if f is None else "%g" % f) for f in follow],
                       "MEETS the targets" if all(checks) and f_ok else "does NOT meet the targets"))
     return out
+
+
+def _span_pct(xs: List[float]) -> str:
+    lo, hi = min(xs) * 100, max(xs) * 100
+    return "%.1f%%" % lo if round(lo, 1) == round(hi, 1) else "%.1f-%.1f%%" % (lo, hi)
 
 
 def markdown(res: Dict[str, Any]) -> str:
@@ -282,6 +421,29 @@ def markdown(res: Dict[str, Any]) -> str:
         lines.append("| %s | %s | %s |" % (row["limiter"], *[
             "never" if x is None else "%g" % x for x in f]))
     lines += ["", "Verdicts:", ""] + ["- " + v for v in verdicts(res)]
+    if res.get("keeps_up"):
+        lines += ["", "A backend that keeps up (no capacity limit: each call takes its own "
+                  "time whatever the load; Poisson arrivals, %g s, seeds %s): refused over the "
+                  "second half of each run (target: <= 1 %%):" % (
+                      KEEPS_UP_SECONDS, ", ".join(str(x) for x in KEEPS_UP_SEEDS)), "",
+                  "| workload | bbr refused | gradient refused |", "| --- | ---: | ---: |"]
+        for row in res["keeps_up"]:
+            lines.append("| %s | %s | %s |" % (row["workload"], _span_pct(row["bbr"]),
+                                                _span_pct(row["gradient"])))
+    if res.get("slower"):
+        lines += ["", "A dependency 10x slower at the same concurrency capacity (%d in flight; "
+                  "work x%g at t = %d s; %d s): goodput per s before and over the last 10 s, "
+                  "time to follow (from then on a mean goodput >= 90 %% of the new "
+                  "capacity's, no 1 s bin under 75 %%), and time at the limit of 1 after "
+                  "the change:" % (
+                      SLOWER_CAP, SLOWER_FACTOR, SLOWER_AT_S, SLOWER_SECONDS), "",
+                  "| limiter | goodput/s before | after | follows in | at limit 1 |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for name, r in res["slower"].items():
+            lines.append("| %s | %.0f | %.0f | %s | %.1f s |" % (
+                name, r["before"], r["after"],
+                "never" if r["follow_s"] is None else "%g s" % r["follow_s"],
+                r["at_min_limit_s"]))
     if res.get("realtime"):
         lines += ["", "Real-clock confirmation (threads, %s):" % res["realtime"]["what"], ""]
         for k, v in res["realtime"]["rows"].items():

@@ -93,8 +93,10 @@ struct bbr_read {
     int64_t max_done; /* the max of their completions (aegis); 0: none has completions */
     double min_rt;    /* the min of their mean RTs, ms (aegis) */
     double mean_rt;   /* their mean RT, ms: the unloaded reference before any probe */
-    double last_rt;   /* the mean RT of the last SW_ADAPT_BBR_EVIDENCE completed buckets, ms
-                         (-1: no completions): the evidence of queueing */
+    double min_min;   /* the min of their fastest RTs (bucket min RT), ms; -1: none */
+    double last_min;  /* the fastest RT of the last buckets (at least SW_ADAPT_BBR_EVIDENCE,
+                         and at least SW_ADAPT_MIN_SAMPLES completions), ms (-1: too few
+                         completions): the evidence of queueing */
 };
 
 /* A bucket that follows one without completions is partial (traffic began in it): it counts
@@ -102,8 +104,8 @@ struct bbr_read {
 static void bbr_window(const struct sw_leap *sec, int64_t cur, struct bbr_read *w)
 {
     w->max_done = 0;
-    w->min_rt = w->mean_rt = w->last_rt = -1.0;
-    double last_sum = 0.0, sum = 0.0;
+    w->min_rt = w->mean_rt = w->min_min = w->last_min = -1.0;
+    double sum = 0.0, last_min = -1.0;
     int64_t last_n = 0, n = 0;
     /* the current bucket is still filling (aegis skips it) */
     uint32_t back = sec->sample_count > 1 ? sec->sample_count - 1 : 1;
@@ -115,10 +117,13 @@ static void bbr_window(const struct sw_leap *sec, int64_t cur, struct bbr_read *
         if (done <= 0)
             continue;
         double rt_sum = (double)slot[SW_SLOT_COUNTS + SW_EV_RT];
-        if (k <= SW_ADAPT_BBR_EVIDENCE) {
-            last_sum += rt_sum;
+        double fastest = (double)slot[SW_SLOT_MIN_RT];
+        if (fastest < 0.0)
+            fastest = 0.0;
+        if (k <= SW_ADAPT_BBR_EVIDENCE || last_n < (int64_t)SW_ADAPT_BBR_EVIDENCE_SAMPLES) {
+            if (last_min < 0.0 || fastest < last_min)
+                last_min = fastest;
             last_n += done;
-            w->last_rt = last_sum / (double)last_n;
         }
         if (k + 1 < sec->sample_count) {
             /* a partial bucket's count would pull the bound below the level in flight (a
@@ -134,22 +139,26 @@ static void bbr_window(const struct sw_leap *sec, int64_t cur, struct bbr_read *
             w->max_done = done;
         if (w->min_rt < 0 || rt < w->min_rt)
             w->min_rt = rt;
+        if (w->min_min < 0 || fastest < w->min_min)
+            w->min_min = fastest;
     }
     if (n > 0)
         w->mean_rt = sum / (double)n;
+    if (last_n >= (int64_t)SW_ADAPT_BBR_EVIDENCE_SAMPLES)
+        w->last_min = last_min;
 }
 
-/* The end of a probe (enough samples, or given up): its mean RT becomes the RTprop. A probe
- * that found it well below the estimate it re-measured (the estimate was queued) calls for
+/* The end of a probe (enough samples, or given up): its fastest RT becomes the drained RT
+ * (base_us). A probe that found it well below the estimate it re-measured (queued) calls for
  * another at once (its pin, half the new bound, is lower again); else the next is due in
  * SW_ADAPT_BBR_PROBE_EVERY_MS. The limit is computed again at the next decision. */
 static void bbr_end_probe(struct sw_adapt_state *s, int64_t t)
 {
     bool deeper = false;
     if (s->samples > 0 && s->rt_sum_us >= 0) {
-        double mean = (double)s->rt_sum_us / (double)s->samples;
-        deeper = !(mean >= SW_ADAPT_BBR_DEEPER * (double)s->base_us);
-        s->base_us = (float)(mean > 1.0 ? mean : 1.0);
+        double fastest = (double)s->rt_sum_us;
+        deeper = !(fastest >= SW_ADAPT_BBR_DEEPER * (double)s->base_us);
+        s->base_us = (float)(fastest > 1.0 ? fastest : 1.0);
     }
     set_phase(s, SW_ADAPT_RUNNING);
     s->samples = 0;
@@ -195,25 +204,33 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     double probed = (double)s->base_us / 1000.0;
     /* The bound is the AVERAGE level in flight, which a healthy load's instantaneous level
      * exceeds half the time: it is enforced only on evidence of queueing. With a
-     * cpu_threshold the evidence is the CPU trigger (Sentinel's, aegis'); without, the last
-     * SW_ADAPT_BBR_EVIDENCE buckets ran SW_ADAPT_BBR_QUEUE_RT x slower than the drained RT
-     * (the last probe's mean, or the window's mean RT when lower or before any probe), and
-     * the evidence holds for SW_ADAPT_COOL_OFF_MS (mark_ms: the last queued update). */
-    double drained = probed > 0.0 && probed < w.mean_rt ? probed : w.mean_rt;
+     * cpu_threshold the evidence is the CPU trigger (Sentinel's, aegis'); without, the
+     * fastest RT of the last buckets (at least SW_ADAPT_MIN_SAMPLES completions) ran
+     * SW_ADAPT_BBR_QUEUE_RT x (+ 1 ms, the resolution) slower than the drained one (the last
+     * probe's fastest, or the window's when lower or before any probe), and the evidence
+     * holds for SW_ADAPT_COOL_OFF_MS (mark_ms: the last queued update). The FASTEST RT: a
+     * queue (processor sharing or FIFO) delays every call, the fastest too, while RTs that
+     * do not grow with the calls in flight leave it where it was however they spread (a
+     * fast cache in front of a slow database, rare outliers of seconds); a mean, or a
+     * probe's first completions (its fast calls), read such a spread as a queue. */
+    double fastest = w.min_min >= 0.0 ? w.min_min : w.last_min;
+    double drained = probed > 0.0 && (fastest < 0.0 || probed < fastest) ? probed : fastest;
     bool queued = cfg->cpu_threshold != SW_ADAPT_NO_CPU;
     if (!queued) {
-        if (w.last_rt > SW_ADAPT_BBR_QUEUE_RT * (drained > 1.0 ? drained : 1.0))
+        if (w.last_min >= 0.0 && drained >= 0.0 &&
+            w.last_min > SW_ADAPT_BBR_QUEUE_RT * drained + SW_ADAPT_RT_SLACK_MS)
             s->mark_ms = t;
         queued = s->mark_ms != INT64_MIN && s->mark_ms <= t &&
                  sw_sat_sub(t, s->mark_ms) < SW_ADAPT_COOL_OFF_MS; /* a damaged mark: no UB */
     }
-    /* RTprop: the window's min mean RT (aegis), but at most SW_ADAPT_BBR_TOLERANCE x the last
-     * probe's drained RT: under overload the window's is queued, and taken alone it makes
-     * the bound equal the level in flight at any level above the capacity (Little's law),
-     * which the max/min selections then ratchet up. A faster window counts at once. */
+    /* RTprop: the window's min mean RT (aegis), with the queue taken out: divided by how far
+     * the window's fastest RT ran above SW_ADAPT_BBR_TOLERANCE x the last probe's (a queue
+     * delays every call alike). Taken queued, it makes the bound equal the level in flight
+     * at any level above the capacity (Little's law), which the max/min selections then
+     * ratchet up. A faster window counts at once. */
     double rt_prop = min_rt;
-    if (probed > 0.0 && rt_prop > SW_ADAPT_BBR_TOLERANCE * probed)
-        rt_prop = SW_ADAPT_BBR_TOLERANCE * probed;
+    if (probed > 0.0 && fastest > SW_ADAPT_BBR_TOLERANCE * probed)
+        rt_prop *= SW_ADAPT_BBR_TOLERANCE * probed / fastest;
     /* a mean RT of 0 (calls faster than the 1 ms resolution) counts as 1 ms (aegis) */
     if (rt_prop < 1.0)
         rt_prop = 1.0;
@@ -224,9 +241,11 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
      * due, or when the whole window ran well above it (queueing the bound does not see, or
      * a slower backend) */
     if (refused && (queued || probed <= 0.0) &&
-        (t >= s->probe_ms || (probed > 0.0 && min_rt > SW_ADAPT_BBR_QUEUED * probed))) {
+        (t >= s->probe_ms ||
+         (probed > 0.0 && (fastest > SW_ADAPT_BBR_QUEUED * probed ||
+                           w.last_min > SW_ADAPT_BBR_SLOWER * probed)))) {
         /* the estimate the probe re-measures (kept if the probe gets no sample) */
-        s->base_us = (float)(rt_prop * 1000.0);
+        s->base_us = (float)((fastest > 1.0 ? fastest : 1.0) * 1000.0);
         set_phase(s, SW_ADAPT_PROBING);
         s->probe_ms = t; /* the epoch: completions of requests admitted before it are ignored */
         s->samples = 0;
@@ -250,12 +269,14 @@ static void bbr_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     s->samples = max_done > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)max_done;
     double limit = floor(bound * gain) + 1.0;
     if (!queued) {
-        /* no queueing: the limit in force stays, at least the bound; it grows by the probing
-         * gain while callers are refused (demand above it), and shrinks toward twice the peak
+        /* no queueing: the limit in force stays, at least the bound; it grows while callers
+         * are refused (demand above it) by SW_ADAPT_BBR_GROW a drained RT (a bucket at most:
+         * evidence of a queue takes an RT to come back), and shrinks toward twice the peak
          * in flight while that stays under half of it (TCP BBR's cwnd_gain of 2) */
         double l = (double)s->limit;
+        double per_rt = drained > (double)sec->window_ms ? (double)sec->window_ms / drained : 1.0;
         if (refused)
-            l = floor(l * SW_ADAPT_BBR_GROW) + 1.0;
+            l = floor(l * (1.0 + (SW_ADAPT_BBR_GROW - 1.0) * per_rt)) + 1.0;
         else if (!busy)
             l = floor(l * SW_ADAPT_BBR_SHRINK);
         if (l > limit)
@@ -292,19 +313,22 @@ bool sw_adapt_too_far(const struct sw_adapt_cfg *cfg, const struct sw_adapt_stat
     return ahead > (uint64_t)period_ms(sec, s);
 }
 
+/* A new sample window from t: no cut remembered (gradient_update sets it after a cut). */
 static void new_window(struct sw_adapt_state *s, const struct sw_leap *sec, int64_t t)
 {
     s->mark_ms = t;
+    s->floors = 0;
     s->samples = 0;
     s->rt_sum_us = 0;
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->next_ms = t + period_ms(sec, s);
 }
 
-static void start_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t)
+static void start_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s, int64_t t,
+                        double pin)
 {
     s->base_us = s->limit; /* the limit to restore */
-    s->limit = (float)probe_pin(cfg);
+    s->limit = bounded(cfg, pin > (double)probe_pin(cfg) ? pin : (double)probe_pin(cfg));
     set_phase(s, SW_ADAPT_PROBING);
     s->flags = (uint8_t)(s->flags & SW_ADAPT_PHASE);
     s->mark_ms = t; /* the epoch: completions of requests admitted before it are ignored */
@@ -318,11 +342,21 @@ static void end_probe(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
                       const struct sw_leap *sec, int64_t t)
 {
     float restore = s->base_us;
-    s->base_us = s->samples > 0 ? (float)((double)s->rt_sum_us / (double)s->samples) : 0.0f;
+    /* the baseline: the probe's fastest RT */
+    s->base_us = s->samples > 0 ? (float)(s->rt_sum_us > 1 ? (double)s->rt_sum_us : 1.0) : 0.0f;
     s->limit = bounded(cfg, (double)restore);
     set_phase(s, SW_ADAPT_RUNNING);
     s->probe_ms = t + (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t)));
     new_window(s, sec, t);
+}
+
+/* The completions an update needs: SW_ADAPT_MIN_SAMPLES, or two rounds of a lower limit (a
+ * limit of 1 would otherwise wait for 10 serial calls before it may grow). */
+static uint32_t window_samples(const struct sw_adapt_state *s)
+{
+    double two_rounds = 2.0 * (double)s->limit;
+    return two_rounds < (double)SW_ADAPT_MIN_SAMPLES ? (uint32_t)(two_rounds < 1.0 ? 1.0 : two_rounds)
+                                                      : SW_ADAPT_MIN_SAMPLES;
 }
 
 static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
@@ -332,24 +366,48 @@ static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_stat
         end_probe(cfg, s, sec, t);
         return;
     }
-    if (s->samples < SW_ADAPT_MIN_SAMPLES) { /* too few to judge: look again next bucket */
+    if (s->samples < window_samples(s)) { /* too few to judge: look again next bucket */
         s->next_ms = sw_leap_start_of(sec, t) + sec->window_ms;
         return;
     }
-    double short_us = (double)s->rt_sum_us / (double)s->samples;
+    /* the window's fastest RT: a queue delays every call, the fastest too, while RTs that do
+     * not grow with the calls in flight leave it where it was however they spread (a fast
+     * cache in front of a slow database, rare outliers of seconds), where a mean reads the
+     * spread as a queue */
+    double fastest = s->rt_sum_us > 1 ? (double)s->rt_sum_us : 1.0;
+    /* the fastest RT before the last update, when it cut the limit (floors: log2 of its
+     * ratio to the baseline, in 1/16ths, + 1) */
+    double before_cut = s->floors > 0 && s->base_us > 0.0f
+                            ? (double)s->base_us * exp2((double)(s->floors - 1) / 16.0)
+                            : 0.0;
     bool refused = (s->flags & SW_ADAPT_REFUSED) != 0;
     bool busy = (s->flags & SW_ADAPT_BUSY) != 0;
-    if (s->base_us <= 0.0f) {
+    double base = (double)s->base_us;
+    bool measured = false; /* a drained RT measured here: the next probe can wait */
+    if (base <= 0.0) {
         /* the first window (cold start, at most initial_limit in flight) is the baseline
          * until a probe measures it */
-        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
-    } else if (short_us * 2.0 < (double)s->base_us) {
+        base = fastest;
+    } else if (fastest * 2.0 < base) {
         /* clearly faster than the baseline: the backend got faster */
-        s->base_us = (float)(short_us > 1.0 ? short_us : 1.0);
+        base = fastest;
+    } else if (s->limit <= (float)cfg->min_limit) {
+        /* at most min_limit in flight (calls admitted in the window only): drained, as a
+         * probe's; never parked at the floor by a stale baseline */
+        base = fastest;
+        measured = true;
+    } else if (before_cut > 0.0 && fastest >= SW_ADAPT_SHIFT * before_cut) {
+        /* the last update cut the limit by SW_ADAPT_CUT or more and the fastest call is no
+         * faster: its RT does not grow with the calls in flight, so it is no queue but a
+         * slower backend (a dependency 10x slower): the new baseline */
+        base = fastest;
+        measured = true;
     }
-    double l = (double)s->limit;
-    double g = clampd(SW_ADAPT_TOLERANCE * (double)s->base_us / (short_us > 1.0 ? short_us : 1.0),
-                      0.5, 2.0);
+    s->base_us = (float)base;
+    float before = s->limit;
+    double l = (double)before;
+    double ratio = SW_ADAPT_TOLERANCE * base / fastest;
+    double g = clampd(ratio, 0.5, 2.0);
     if (g >= 1.0) {
         if (busy) /* an app-limited window says nothing about a larger limit */
             l = l * g + sqrt(l * g);
@@ -357,14 +415,19 @@ static void gradient_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_stat
         l = l * g;
     }
     s->limit = bounded(cfg, l);
-    if (s->limit <= (float)cfg->min_limit && refused)
-        s->floors = (uint8_t)(s->floors < 255 ? s->floors + 1 : 255);
-    else
-        s->floors = 0;
-    if (refused && (t >= s->probe_ms || s->floors >= SW_ADAPT_FLOOR_UPDATES))
-        start_probe(cfg, s, t);
-    else
+    if (measured)
+        s->probe_ms = sw_sat_add(t, (int64_t)((double)SW_ADAPT_PROBE_EVERY_MS * (1.0 + jitter(t))));
+    if (refused && t >= s->probe_ms) {
+        /* the pin: 2, or an eighth of the limit while the queue is mild (the limit is then
+         * well under 8x the capacity): drained alike, and its samples come 4x sooner */
+        start_probe(cfg, s, t, ratio >= 0.8 ? floor((double)before / 8.0) : 0.0);
+    } else {
         new_window(s, sec, t);
+        if (ratio <= SW_ADAPT_CUT && s->limit < before) { /* a cut: remember the fastest RT */
+            double octaves = 16.0 * log2(fastest / base);
+            s->floors = (uint8_t)(octaves < 0.0 ? 1.0 : (octaves > 254.0 ? 255.0 : octaves + 1.0));
+        }
+    }
 }
 
 void sw_adapt_update(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
@@ -411,14 +474,15 @@ void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
         if (phase_of(s) != SW_ADAPT_PROBING || started_ms < s->probe_ms)
             return; /* admitted before the probe began: queued behind the old limit */
         if (s->samples < UINT32_MAX) {
+            if (s->samples == 0 || rt_ns / 1000 < s->rt_sum_us)
+                s->rt_sum_us = rt_ns / 1000; /* the probe's fastest */
             s->samples++;
-            s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_ns / 1000);
         }
         /* at least two of the pin's rounds: the first completions of a round are its
          * shortest calls */
         double need = 2.0 * (double)s->limit;
-        if (need < (double)SW_ADAPT_PROBE_SAMPLES)
-            need = (double)SW_ADAPT_PROBE_SAMPLES;
+        if (need < (double)SW_ADAPT_MIN_SAMPLES)
+            need = (double)SW_ADAPT_MIN_SAMPLES;
         if ((double)s->samples >= need)
             bbr_end_probe(s, t);
         return;
@@ -430,15 +494,15 @@ void sw_adapt_sample(const struct sw_adapt_cfg *cfg, struct sw_adapt_state *s,
     if (phase == SW_ADAPT_FRESH || rt_ns < 0)
         return;
     int64_t rt_us = rt_ns / 1000;
-    if (phase == SW_ADAPT_PROBING) {
-        /* admitted before the probe began: queued behind the old limit, not a drained RT */
-        int64_t started_ms = t - (rt_ns / 1000000 + (rt_ns % 1000000 != 0)); /* no overflow */
-        if (started_ms < s->mark_ms)
-            return;
-    }
+    /* admitted before the probe (the window) began: queued behind the old limit, not a
+     * drained RT (not one at the limit the window judges) */
+    int64_t started_ms = t - (rt_ns / 1000000 + (rt_ns % 1000000 != 0)); /* no overflow */
+    if (started_ms < s->mark_ms)
+        return;
     if (s->samples < UINT32_MAX) {
+        if (s->samples == 0 || rt_us < s->rt_sum_us)
+            s->rt_sum_us = rt_us; /* the fastest */
         s->samples++;
-        s->rt_sum_us = sw_sat_add(s->rt_sum_us, rt_us);
     }
     if (phase == SW_ADAPT_PROBING && s->samples >= SW_ADAPT_PROBE_SAMPLES)
         end_probe(cfg, s, sec, t);

@@ -7,30 +7,39 @@
  *   bucket boundary, bound = max over the window's completed buckets of completions per
  *   second x RTprop (a bucket that follows one without completions is partial and left
  *   out; no bucket left: initial_limit); RTprop = min over them of the bucket's mean RT,
- *   but at most 1.1 x the mean RT of the last probe. A probe (TCP BBR's ProbeRTT, BBRv2's
- *   pin at half the bound) drains the queue: the limit is pinned at bound / 2, completions
- *   of requests admitted before it are ignored, and after max(20, 2 x pin) samples their
- *   mean is the RTprop; probes run only while the limiter refuses: one window after the
- *   cold start, every 10 s (+0-15 %), when the window's min mean RT exceeds 1.5 x RTprop,
- *   and at once after a probe that lowered the estimate below 0.8 x. Gain cycle: one
- *   bucket in 8 at 1.25 x the bound, and every bucket after a probing bucket that raised
- *   the max by 10 %. Admit while in flight <= bound (limit = floor(bound x gain) + 1),
- *   only while the trigger holds (CPU use at or above cpu_threshold, then 1 s of cool-off
- *   after the last refusal; always when there is no threshold), and, without a threshold,
- *   only on evidence of queueing: the last 2 buckets' mean RT above 1.25 x the drained RT
- *   (the probe's, or the window's mean when lower or before a probe), held 1 s. Without
- *   it the limit in force stays (at least the bound): x1.1 + 1 a bucket while refusing,
- *   x0.75 a bucket while in flight stays under half of it; probes then run only at the
- *   cold start (none has measured the drained RT yet).
+ *   taken down by how far the window's fastest RT ran over 1.1 x the drained fastest RT
+ *   (the last probe's). A probe (TCP BBR's ProbeRTT, BBRv2's pin at half the bound) drains
+ *   the queue: the limit is pinned at bound / 2, completions of requests admitted before it
+ *   are ignored, and after max(10, 2 x pin) samples their fastest RT is the drained one;
+ *   probes run only while the limiter refuses: one window after the cold start, every 10 s
+ *   (+0-15 %), when the window's fastest RT exceeds 1.5 x the drained one (or the last
+ *   buckets' 4 x), and at once after a probe that found under half the fastest RT it
+ *   re-measured. Gain cycle: one bucket in 8 at 1.25 x the bound, and every bucket after a
+ *   probing bucket that raised the max by 10 %. Admit while in flight <= bound (limit =
+ *   floor(bound x gain) + 1), only while the trigger holds (CPU use at or above
+ *   cpu_threshold, then 1 s of cool-off after the last refusal; always when there is no
+ *   threshold), and, without a threshold, only on evidence of queueing: the fastest RT of
+ *   the last buckets (>= 2, >= 20 completions) above 1.25 x the drained one + 1 ms, held
+ *   1 s. The FASTEST RT is the signal: a queue delays every call, the fastest too, while
+ *   RTs that do not grow with the calls in flight leave it where it was, however they
+ *   spread (bimodal, rare outliers). Without evidence the limit in force stays (at least
+ *   the bound): x1.1 + 1 per drained RT (a bucket at most) while refusing, x0.75 a bucket
+ *   while in flight stays under half of it.
  * - "gradient" (Netflix concurrency-limits' Gradient2 update, anchored as Envoy's adaptive
  *   concurrency filter anchors it): once per update window (>= one bucket, >= 2 baseline
- *   RTs, >= 10 samples) g = clamp(tolerance x baseline / mean RT, 0.5, 2);
- *   g >= 1: L' = L g + sqrt(L g) when the window used at least half of L (else L stays);
- *   g < 1: L' = L g. The baseline is the mean RT of a drained probe: the limit is pinned low,
- *   completions of requests admitted before the pin are ignored, and after 20 samples the
- *   limit comes back. Probes run at cold start and every 30 s (+0-15 %), and after 5 updates
- *   at the floor, but only while the limiter refuses (demand above the limit): a healthy
- *   backend with fewer callers than its capacity is never probed, so never refused.
+ *   RTs, >= 10 samples, or two rounds of a limit under 5) g = clamp(tolerance x baseline /
+ *   fastest RT, 0.5, 2), over the calls admitted in the window; g >= 1: L' = L g + sqrt(L g)
+ *   when the window used at least half of L (else L stays); g < 1: L' = L g. The baseline is
+ *   the fastest RT of a drained probe: the limit is pinned low (2; an eighth of the limit
+ *   while the last window's queue was mild), completions of requests
+ *   admitted before the pin are ignored, and after 20 samples the limit comes back. Probes
+ *   run at cold start and every 30 s (+0-15 %), but only while the limiter refuses (demand
+ *   above the limit): a healthy backend with fewer callers than its capacity is never
+ *   probed, so never refused. A window is a new baseline without a probe when it ran at
+ *   min_limit (drained), and when the update before it cut the limit by 40 % or more and
+ *   its fastest RT is still within 3 % of the one before the cut (RT that does not fall
+ *   with the calls in flight is a slower backend, not a queue); both put the next probe
+ *   30 s off.
  *
  * The state is 48 bytes inside the node (struct sw_node), so it is shared with the node's
  * windows (shared= regions) and zero in a fresh node. It is input like the rest of a region:
@@ -69,20 +78,23 @@ enum { SW_ADAPT_FRESH = 0, SW_ADAPT_RUNNING = 1, SW_ADAPT_PROBING = 2 };
 struct sw_adapt_state {
     int64_t next_ms;     /* when the limit is next computed (sw_adapt_due) */
     int64_t mark_ms;     /* gradient: start of the sample window, or of the probe (its
-                            epoch); bbr: the last refusal while triggered (cool-off; with
+                            epoch): completions of calls admitted before it are ignored; bbr: the last refusal while triggered (cool-off; with
                             a cpu_threshold), the last queued update (without), or
                             INT64_MIN */
     int64_t probe_ms;    /* when a probe is next due; bbr while probing: its epoch */
-    int64_t rt_sum_us;   /* the RT sum of the window's (probe's) samples, us (bbr: probe) */
+    int64_t rt_sum_us;   /* the fastest RT of the window's (probe's) samples, us (bbr: the
+                            probe's); valid when samples > 0 */
     float limit;         /* the limit in force (an integer value) */
-    float base_us;       /* gradient: the baseline RT, us (0: not measured); while probing,
-                            the limit to restore. bbr: the last probe's mean RT (RTprop),
-                            us (0: none yet); while probing, the estimate it re-measures */
+    float base_us;       /* gradient: the baseline (drained fastest) RT, us (0: not
+                            measured); while probing, the limit to restore. bbr: the last
+                            probe's fastest RT, us (0: none yet); while probing, the
+                            estimate it re-measures */
     uint32_t samples;    /* completions sampled in the window (probe); bbr while running:
                             the window's max completions at the last update */
     uint16_t cpu;        /* the latest CPU use, permille (bbr's trigger) */
     uint8_t flags;       /* phase | SW_ADAPT_BUSY | SW_ADAPT_REFUSED */
-    uint8_t floors;      /* gradient: consecutive updates that left the limit at min_limit;
+    uint8_t floors;      /* gradient: after an update that cut the limit by SW_ADAPT_CUT or
+                            more, 1 + 16 x log2(its window's fastest RT / base_us), else 0;
                             bbr: 1 after a bucket at the probing gain */
 };
 
@@ -93,7 +105,10 @@ struct sw_adapt_state {
 #define SW_ADAPT_PROBE_PIN 2u         /* the probe's limit (at least min_limit) */
 #define SW_ADAPT_PROBE_EVERY_MS 30000 /* between probes, plus 0-15 % */
 #define SW_ADAPT_PROBE_GIVE_UP_MS 10000 /* a probe without enough samples ends after this */
-#define SW_ADAPT_FLOOR_UPDATES 5u     /* updates at the floor that call for a probe */
+#define SW_ADAPT_CUT 0.6              /* gradient: an update whose gradient is this or less
+                                         cut the limit: the next window checks it sped up */
+#define SW_ADAPT_SHIFT 0.97           /* gradient: after a cut, a fastest RT at least this x
+                                         the one before is no queue: the new baseline */
 #define SW_ADAPT_COOL_OFF_MS 1000     /* bbr: the trigger holds this long after a refusal
                                          (cpu_threshold), the evidence of queueing this long
                                          after the last queued bucket (without) */
@@ -107,14 +122,23 @@ struct sw_adapt_state {
 #define SW_ADAPT_BBR_PROBE_GAIN 0.5   /* bbr: a probe pins the limit to this x the bound */
 #define SW_ADAPT_BBR_QUEUED 1.5       /* bbr: a window whose min mean RT is this x RTprop
                                          calls for a probe (while refusing) */
+#define SW_ADAPT_BBR_SLOWER 4.0       /* bbr: the last buckets' fastest RT this x RTprop
+                                         calls for a probe at once (a slower backend: a queue
+                                         the limit allows rarely inflates it this much) */
 #define SW_ADAPT_BBR_QUEUE_RT 1.25    /* bbr: the last buckets' mean RT above this x the
                                          drained RT is queueing: the bound is enforced */
-#define SW_ADAPT_BBR_EVIDENCE 2       /* bbr: the last buckets whose mean RT is the evidence */
+#define SW_ADAPT_BBR_EVIDENCE 2       /* bbr: the last buckets (at least; and at least
+                                         SW_ADAPT_MIN_SAMPLES completions) whose fastest RT
+                                         is the evidence */
+#define SW_ADAPT_BBR_EVIDENCE_SAMPLES 20u /* bbr: the completions (at least) whose fastest RT
+                                         is the evidence: the min of fewer is noisy */
+#define SW_ADAPT_RT_SLACK_MS 1.0      /* bbr: the evidence's margin for the buckets' whole-ms
+                                         min RT */
 #define SW_ADAPT_BBR_GROW 1.1        /* bbr without queueing: the limit grows by this a
                                          bucket while callers are refused */
 #define SW_ADAPT_BBR_SHRINK 0.75      /* bbr without queueing: the limit shrinks by this a
                                          bucket while in flight stays under half of it */
-#define SW_ADAPT_BBR_DEEPER 0.8       /* bbr: a probe that lowered RTprop below this x the
+#define SW_ADAPT_BBR_DEEPER 0.5       /* bbr: a probe that found the fastest RT below this x the
                                          estimate calls for another at once */
 
 /** Check settings. @param param set to the offending parameter's name on SW_EINVAL

@@ -147,13 +147,20 @@ class AdaptiveLimiter(Limiter):
                     name=None, on_block=None)
 
     - ``"bbr"``: Sentinel's system rule / go-kratos BBR: admit while in flight <= the
-      window's max completions per second x min response time (kept near the RT of a
-      drained probe, as TCP BBR's ProbeRTT does: docs/adaptive.md), enforced only under
-      pressure: while the host's CPU use is at or above ``cpu_threshold`` (a fraction, 0.8
-      for 80 %), or, without one, while response times run 25 % above the drained RT (a
-      queue); otherwise the limit follows the demand and refuses nothing.
-    - ``"gradient"``: Netflix Gradient2's update: the limit grows while the response time
-      stays near its no-load baseline and shrinks as queueing inflates it.
+      window's max completions per second x min response time (with the queue taken out,
+      measured against a drained probe as TCP BBR's ProbeRTT does: docs/adaptive.md),
+      enforced only under pressure: while the host's CPU use is at or above
+      ``cpu_threshold`` (a fraction, 0.8 for 80 %), or, without one, while the fastest
+      calls run 25 % slower than drained (a queue); otherwise the limit follows the demand
+      and refuses nothing.
+    - ``"gradient"``: Netflix Gradient2's update: the limit grows while the fastest
+      response time stays near its drained baseline and shrinks as queueing inflates it.
+
+    Both judge queueing by the fastest calls: response times that do not grow with the
+    calls in flight (a fast cache in front of a slow database, rare outliers of seconds)
+    are no queue, however they spread, and refuse nothing once warmed up. When the
+    backend itself gets slower (a dependency 10x slower), the limit follows it within
+    seconds instead of parking at ``min_limit``.
 
     The limit stays in ``[min_limit, max_limit]`` and starts at ``initial_limit`` (20
     clamped to the bounds when not given);
