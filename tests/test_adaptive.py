@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import os
 import pickle
 import subprocess
 import sys
