@@ -58,7 +58,8 @@ P="$VENV/bin/python"
 # `server` tests, which this job does not run; it has no cp313t wheel)
 MISSING=()
 for spec in "mypy>=1.5,<1.19" "redis>=5.0.1" "starlette>=0.33" "flask>=2.2" "fastapi>=0.100" \
-            "httpx>=0.24" "httpx2" "uvicorn>=0.20" "gunicorn>=22" "prometheus_client>=0.12"; do
+            "httpx>=0.24" "httpx2" "uvicorn>=0.20" "gunicorn>=22" "prometheus_client>=0.12" \
+            "django>=4.2" "openai>=1.0" "anthropic>=0.30"; do
     name=${spec%%[<>=]*}
     if ! "$P" -m pip install -q --only-binary=:all: "$spec" >"$STAGE/pip-$name.log" 2>&1; then
         echo "free-threaded: $spec does not install on 3.13t (its tests skip):"

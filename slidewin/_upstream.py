@@ -719,7 +719,7 @@ class UpstreamCall:
             ticket, self._ticket = self._ticket, None
             if failed and not issubclass(et, _core.BlockedError):
                 br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
-                           issubclass(et, br._errors))
+                           br._is_failure(et, ev))
             elif et is None:
                 br._record(ticket, (_monotonic_ns() - self._start) / 1e6, False)
             else:

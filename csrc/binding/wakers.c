@@ -22,6 +22,7 @@ PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg)
         return NULL;
     }
     PyObject *old;
+    (void)owner; /* unused where the critical section is a no-op (a build with the GIL) */
     if (arg != Py_None)
         Py_INCREF(arg);
     Py_BEGIN_CRITICAL_SECTION(owner);
@@ -35,6 +36,7 @@ PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg)
 PyObject *waker_get(PyObject *owner, PyObject **slot)
 {
     PyObject *w;
+    (void)owner;
     Py_BEGIN_CRITICAL_SECTION(owner);
     w = *slot;
     Py_XINCREF(w);
