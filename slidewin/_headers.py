@@ -91,7 +91,8 @@ def _rfc3339_in(text: Optional[str], wall: float) -> Optional[float]:
     text = text.strip()
     if text[-1:] in ("Z", "z"):  # before 3.11 fromisoformat takes only an offset
         text = text[:-1] + "+00:00"
-    text = _FRACTION.sub(lambda m: m.group(0)[:7], text)  # at most microseconds
+    # exactly microseconds: before 3.11 fromisoformat takes only 3 or 6 digits
+    text = _FRACTION.sub(lambda m: m.group(0)[:7].ljust(7, "0"), text)
     try:
         t = datetime.fromisoformat(text)
     except ValueError:

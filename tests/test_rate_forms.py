@@ -1,5 +1,6 @@
 """Rate strings as flask-limiter, slowapi and django-ratelimit users write them: the short
 units, "per", several rates at once, a positional rate, and a KeyedLimiter's rate= memory."""
+import asyncio
 import os
 
 import pytest
@@ -179,7 +180,11 @@ def test_redis_keyed_limiters_take_the_same_rate_forms_and_steps():
     assert RedisKeyedLimiter(client, "b", "5/s").sample_count == 5
     assert RedisKeyedLimiter(client, "c", rate="5/minute").sample_count == 6
     assert RedisKeyedLimiter(client, "d", rate="5/minute", sample_count=60).sample_count == 60
-    assert AsyncRedisKeyedLimiter(redis.asyncio.Redis(), "e", "10 per minute").sample_count == 6
+
+    async def made_in_a_loop():  # redis.asyncio before Python 3.10 needs a loop to construct
+        return AsyncRedisKeyedLimiter(redis.asyncio.Redis(), "e", "10 per minute")
+
+    assert asyncio.run(made_in_a_loop()).sample_count == 6
     with pytest.raises(ValueError, match="all_of"):
         RedisLimiter(client, "f", rate="1/s;2/m")
 
