@@ -106,6 +106,8 @@ CC_BIN=${CC:-gcc}
 LIBTSAN=$("$CC_BIN" -print-file-name=libtsan.so)
 [ -e "$LIBTSAN" ] || { echo "free-threaded: $CC_BIN has no libtsan.so ($LIBTSAN)" >&2; exit 1; }
 "$P" -m pip uninstall -q -y slidewin
+# the first install's objects (no TSan) are in build/: setuptools would link them again
+rm -rf "$STAGE/src/build"
 if ! (cd "$STAGE/src" && CC=$CC_BIN SLIDEWIN_TSAN=1 "$P" -m pip install -q --no-deps \
         --no-cache-dir . >"$STAGE/pip-tsan.log" 2>&1); then
     tail -40 "$STAGE/pip-tsan.log"; exit 1
