@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check the layering of the C sources (issue 20): exits 1 naming every violation.
+"""Check the layering of the C sources: exits 1 naming every violation.
 
 The core (csrc/sw_*.{c,h}) is base -> mechanisms -> products: a file may include the header
 of its own module or of a module placed lower in CORE below, never one above or beside it

@@ -260,7 +260,7 @@ class LimiterModel:
             if self.max_token > self.warning:
                 self.slope = (cf - 1.0) / q / (self.max_token - self.warning)
             else:
-                self.slope = None  # no ramp (docs/design.md §8 item 10)
+                self.slope = None  # no ramp (docs/design.md §8, "tiny q * W")
             self.stored = self.max_token  # a fresh limiter starts cold
             self.last_filled: int | None = None
         # an oversize request admitted into an empty window is paid back until this ms

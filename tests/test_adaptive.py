@@ -197,9 +197,9 @@ bench = _bench_adaptive()
 def test_refuses_nothing_once_warmed_up_when_the_backend_keeps_up(algorithm, workload):
     """Response times that do not grow with the calls in flight are no evidence of queueing,
     whatever their spread (docs/adaptive.md): a backend with no capacity limit whose calls
-    are bimodal (a cache in front of a database) or have rare outliers of 30 s. An outside
-    review measured 51-96 % refused by bbr and up to 92 % by gradient on these workloads:
-    the RT means of a probe's first completions (the fast calls) read as a queue."""
+    are bimodal (a cache in front of a database) or have rare outliers of 30 s: the RT means
+    of a probe's first completions (the fast calls) must not read as a queue (a controller
+    that took them as one would refuse most calls here)."""
     _, rate, mix = workload
     # long enough to warm up (the 30 s outliers fill the in-flight count for 30 s), short
     # enough to stay fast: about 30,000 arrivals a run (benchmarks/bench_adaptive.py runs

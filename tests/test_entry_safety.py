@@ -12,7 +12,7 @@ import slidewin
 from slidewin import BlockedError, Limiter, Metric, _core
 
 
-# -- item 1: nothing can be instantiated half-built ---------------------------------------
+# -- nothing can be instantiated half-built -----------------------------------------------
 
 def test_entry_cannot_be_instantiated():
     with pytest.raises(TypeError):
@@ -52,7 +52,7 @@ def test_every_other_type_is_built_whole_or_refuses():
     assert bucket_t((1, (0,), 5000)).start_ms == 1
 
 
-# -- item 4: an Entry is a GC type -------------------------------------------------------
+# -- an Entry is a GC type ----------------------------------------------------------------
 
 class Holder(Limiter):
     """A Limiter subclass with a __dict__, so it can hold its own entry."""
@@ -88,7 +88,7 @@ def test_entered_entry_collected_in_a_cycle_gives_its_count_back():
     assert lim.in_flight == 0
 
 
-# -- item 4b: one atomic step per transition --------------------------------------------
+# -- one atomic step per transition -------------------------------------------------------
 
 def test_second_enter_and_second_exit_are_refused():
     lim = Limiter(concurrency=5)

@@ -90,7 +90,8 @@ def test_warm_up_idle_cools_down_again():
 
 
 def test_warm_up_cold_limiter_fed_only_large_requests_still_warms():
-    # docs/design.md §8 item 11: a cold limiter never dies. Its cold allowance here is 3.33 per window;
+    # docs/design.md §8, "a cold warm-up limiter never dies". Its cold allowance here is
+    # 3.33 per window;
     # requests of n=4 alone would never fit, so the first request of an empty window passes
     # whatever its size (n <= L), and the admitted passes warm it up to q.
     lim = Limiter(qps=10, behavior="warm_up", warm_up_s=10, cold_factor=3)

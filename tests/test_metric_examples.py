@@ -298,7 +298,7 @@ def test_sample_count_one_previous_after_gap_is_zero():
     assert m.previous(Event.PASS, now_ns=ms(2100)) == 0
 
 
-# -- clamp of earlier times (docs/design.md §2, §8 item 2) ------------------------------
+# -- clamp of earlier times (docs/design.md §2; §8, "late times are clamped") ------------
 
 
 def test_earlier_write_lands_in_newest_bucket():
