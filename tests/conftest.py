@@ -92,7 +92,8 @@ def skip_unless_ci(reason):
 # ---- markers: the groups CI's passes select with -m (registered in pyproject.toml; the rules
 # are in CONTRIBUTING.md). `server` follows from what a test uses, so that a new test file
 # is grouped without a list to update: a test is a server test when a fixture it uses, directly
-# or through other fixtures, is one of tests/redis_servers.py (redis_server, r, own_server).
+# or through other fixtures, is one of tests/redis_servers.py (redis_server, r, own_server,
+# cluster).
 # A test that starts servers otherwise (a fixture of its own calling Server(), gunicorn,
 # uvicorn, tmux) and the `c_core` and `procs` tests say so themselves (`pytestmark`,
 # `@pytest.mark.server`, `pytest.param(..., marks=pytest.mark.server)`).

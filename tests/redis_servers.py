@@ -180,3 +180,29 @@ def own_server(request):
     s = Server(kind=request.param).start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A 3-master Redis Cluster of its own (no replicas), up and agreed on its slots."""
+    need_server()
+    nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "2000").start() for _ in range(3)]
+    try:
+        subprocess.run([CLI, "--cluster", "create"]
+                       + ["127.0.0.1:%d" % s.port for s in nodes]
+                       + ["--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            infos = [s.client().execute_command("CLUSTER", "INFO") for s in nodes]
+            if all(b"cluster_state:ok" in i for i in infos):
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("the cluster did not come up")
+        yield nodes
+    finally:
+        for s in nodes:
+            s.stop()

@@ -406,6 +406,7 @@ print(lim.in_flight, flush=True)
 """
 
 
+@pytest.mark.procs
 def test_shared_across_two_processes(name):
     lim = AdaptiveLimiter(algorithm="gradient", shared=name)
     # teach it in virtual time: 10 s of a capacity of 40 with 120 callers

@@ -1158,6 +1158,7 @@ print("total", br.totals()["total"], br.state, flush=True)
 '''
 
 
+@pytest.mark.procs
 def test_a_stuck_lock_word_naming_a_live_process_gives_up(shm_name):
     Breaker(**BRK, shared=shm_name)
     sleeper = subprocess.Popen(["sleep", "600"])
@@ -1225,6 +1226,7 @@ def test_a_crafted_probe_owner_or_retry_time_does_not_keep_it_refusing(shm_name,
     assert br.state == "closed"
 
 
+@pytest.mark.procs
 def test_fork_while_another_thread_holds_a_private_probe():
     br = Breaker(error_count=0, min_requests=1, recovery_s=0.05)
     br.record(1, error=True)
@@ -1496,6 +1498,7 @@ print("ok", held, sorted(counts.items()), flush=True)
 '''
 
 
+@pytest.mark.procs
 def test_update_in_a_loop_beside_readers_and_calls_never_deadlocks(shm_name):
     # update() never holds its settings mutex while it waits for the region's lock with the
     # GIL released: a reader holding the GIL and waiting for that mutex would hang the
@@ -1518,6 +1521,7 @@ def test_update_in_a_loop_beside_readers_and_calls_never_deadlocks(shm_name):
     assert out.stdout.startswith("ok"), out.stdout
 
 
+@pytest.mark.procs
 def test_a_child_forked_while_another_thread_tells_a_change_tells_its_own():
     # the queue of a parent thread's delivery is the parent's: the child's own changes are
     # told in the child (without the reset its listeners would wait for a parent's thread)

@@ -186,6 +186,7 @@ else:
 """
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("kind", ["metric", "limiter"])
 def test_head_near_int64_max_is_refused_not_a_hang(folder, kind):
     if kind == "metric":

@@ -114,6 +114,7 @@ def load(port: int, seconds: float, threads: int = 6, cap: int = 4000):
     return results
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("mode", ["named", "anonymous"])
 def test_gunicorn_workers_share_one_limit(mode):
     if gunicorn is None:
@@ -158,6 +159,7 @@ def test_gunicorn_workers_share_one_limit(mode):
         assert max(samples) <= QPS                            # a sampled window, never above
 
 
+@pytest.mark.procs
 def test_django_project_limit_is_shared_by_two_gunicorn_workers():
     """settings.SLIDEWIN = {"rate": "10/minute", "shared": name} under gunicorn -w 2: the
     two workers admit 10 together (two private limits would admit 20), the refusals are

@@ -277,6 +277,7 @@ def _make_regions(names):
         Limiter(qps=5, shared=name).try_acquire()
 
 
+@pytest.mark.procs
 def test_a_region_removed_or_damaged_mid_collect_is_skipped(folder, monkeypatch):
     # made by another process, which has left: no process maps them (this one mapping a
     # region cut short under it would take a SIGBUS on its next decision, as any mmap user)
@@ -302,6 +303,7 @@ def test_a_region_removed_or_damaged_mid_collect_is_skipped(folder, monkeypatch)
     assert requests(s, "a")["pass"] == 1
 
 
+@pytest.mark.procs
 def test_regions_deleted_while_scraping(folder):
     """A process creating and unlinking regions in a loop while this one scrapes: every
     scrape succeeds."""

@@ -168,6 +168,7 @@ def test_list_regions_of_an_explicit_folder(tmp_path):
         _core.list_regions(str(tmp_path / "missing"))
 
 
+@pytest.mark.procs
 def test_a_region_shrinking_while_read_is_an_error_never_a_crash(tmp_path, monkeypatch):
     """read_region reads with pread, not a mapping: a file truncated under it (by anyone who
     can write the folder) gives a short read, never a SIGBUS in the reading process."""

@@ -285,6 +285,7 @@ def _worker(port, name, t0, per_thread, threads, q):
     q.put(sum(counts))
 
 
+@pytest.mark.procs
 def test_four_processes_never_admit_more_than_the_limit(r, redis_server):
     from slidewin.redis import RedisLimiter
 
@@ -743,6 +744,7 @@ def _fork_run(fn):
     return os.waitstatus_to_exitcode(status)
 
 
+@pytest.mark.procs
 def test_forked_children_take_lease_ids_of_their_own(r):
     """gunicorn --preload: workers forked from one parent, each with the parent's limiter.
     Child A takes a slot and dies; child B's admission must not name A's lease (it did: the

@@ -15,8 +15,7 @@ import pytest
 
 from slidewin import BlockedError
 
-from redis_servers import need_server, r, redis_server  # noqa: F401 (fixtures)
-from test_redis_cluster import cluster  # noqa: F401 (fixture)
+from redis_servers import cluster, need_server, r, redis_server  # noqa: F401 (fixtures)
 
 MS = 1_000_000
 T0 = 1_700_000_000_000 * MS

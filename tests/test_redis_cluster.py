@@ -7,38 +7,13 @@ import time
 
 import pytest
 
-from redis_servers import CLI, Server, need_server
+from redis_servers import CLI, Server, cluster, need_server  # noqa: F401 (fixture)
 
-# a cluster of servers started by the module's own fixture (the `server` group: CONTRIBUTING.md)
+# a cluster of servers started by a fixture (the `server` group: CONTRIBUTING.md)
 pytestmark = pytest.mark.server
 
 MS = 1_000_000
 SHIFT = (1_700_000_000_000 // 3_600_000) * 3_600_000 * MS
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    need_server()
-    nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "2000").start() for _ in range(3)]
-    try:
-        subprocess.run([CLI, "--cluster", "create"]
-                       + ["127.0.0.1:%d" % s.port for s in nodes]
-                       + ["--cluster-replicas", "0", "--cluster-yes"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=30)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            infos = [s.client().execute_command("CLUSTER", "INFO") for s in nodes]
-            if all(b"cluster_state:ok" in i for i in infos):
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("the cluster did not come up")
-        yield nodes
-    finally:
-        for s in nodes:
-            s.stop()
 
 
 def _migrate(cluster, rc, key):

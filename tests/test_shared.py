@@ -329,6 +329,7 @@ def test_shared_of_the_wrong_type(bad):
         Limiter(qps=1, shared=bad)
 
 
+@pytest.mark.procs
 def test_no_permission_is_permission_error(tmp_path):
     path = str(tmp_path / "secret")
     Limiter(qps=1, shared=path)

@@ -110,6 +110,7 @@ def workers(folder):
 
 # --- --once and --json ---------------------------------------------------------------------
 
+@pytest.mark.procs
 def test_once_against_busy_regions(folder, workers, tmp_path):
     before = {r.name: r for r in _observe.read_regions()}
     r = top("--once", cwd=tmp_path)
@@ -141,6 +142,7 @@ def test_once_against_busy_regions(folder, workers, tmp_path):
     assert rows[0]["NAME"] == "pool"
 
 
+@pytest.mark.procs
 def test_json(folder, workers, tmp_path):
     got = json.loads(top("--json", cwd=tmp_path).stdout)
     by = {r["name"]: r for r in got}
@@ -300,6 +302,7 @@ def names(lines):
     return [r["NAME"] for r in table_rows(lines)]
 
 
+@pytest.mark.procs
 @pytest.mark.server  # tmux
 def test_live_view_in_tmux(folder, workers, tmp_path):
     if shutil.which("tmux") is None:

@@ -113,6 +113,7 @@ def _hammer(name, tries, seed):
     return got
 
 
+@pytest.mark.procs
 def test_shared_totals_across_processes(name):
     Limiter(qps=50, shared=name)  # create it
     with mp.get_context("fork").Pool(3) as p:

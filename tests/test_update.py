@@ -174,6 +174,7 @@ def _child_decides(name, ready, go, out):
     out.put([lim.qps, sum(lim.try_acquire(now_ns=3 * S) for _ in range(10))])
 
 
+@pytest.mark.procs
 def test_update_on_a_shared_region_changes_only_this_process(name):
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -257,6 +258,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.procs
 @pytest.mark.parametrize("kind", ["limiter", "keyed"])
 def test_settings_read_while_a_stopped_peer_holds_the_lock(kind, name):
     """Reading settings or repr() of a shared object takes no cross-process lock: a peer
