@@ -182,27 +182,36 @@ def own_server(request):
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A 3-master Redis Cluster of its own (no replicas), up and agreed on its slots."""
+def start_cluster(masters, replicas=0, node_timeout_ms=2000, *args):
+    """A Redis Cluster of masters * (1 + replicas) servers of its own, up and agreed on its
+    slots (args: more settings for every node); the caller stops the servers."""
     need_server()
     nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "2000").start() for _ in range(3)]
+                    "--cluster-node-timeout", str(node_timeout_ms), *args).start()
+             for _ in range(masters * (1 + replicas))]
     try:
         subprocess.run([CLI, "--cluster", "create"]
                        + ["127.0.0.1:%d" % s.port for s in nodes]
-                       + ["--cluster-replicas", "0", "--cluster-yes"],
+                       + ["--cluster-replicas", str(replicas), "--cluster-yes"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=30)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            infos = [s.client().execute_command("CLUSTER", "INFO") for s in nodes]
-            if all(b"cluster_state:ok" in i for i in infos):
-                break
+        while not all(b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO")
+                      for s in nodes):
+            if time.monotonic() >= deadline:
+                raise RuntimeError("the cluster did not come up")
             time.sleep(0.1)
-        else:
-            raise RuntimeError("the cluster did not come up")
-        yield nodes
-    finally:
+    except BaseException:
         for s in nodes:
             s.stop()
+        raise
+    return nodes
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A 3-master Redis Cluster of its own (no replicas)."""
+    nodes = start_cluster(3)
+    yield nodes
+    for s in nodes:
+        s.stop()

@@ -2,12 +2,11 @@
 keys spread over the nodes (one hash tag per key), and MOVED after a slot migration is
 followed (the cluster client's slot table is refreshed) with the limiter's state intact."""
 
-import subprocess
 import time
 
 import pytest
 
-from redis_servers import CLI, Server, cluster, need_server  # noqa: F401 (fixture)
+from redis_servers import cluster, start_cluster  # noqa: F401 (fixture)
 
 # a cluster of servers started by a fixture (the `server` group: CONTRIBUTING.md)
 pytestmark = pytest.mark.server
@@ -111,21 +110,8 @@ def test_master_failover_is_followed():
 
     from slidewin.redis import AsyncRedisLimiter, RedisLimiter
 
-    need_server()
-    nodes = [Server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "1000",
-                    "--cluster-replica-validity-factor", "0").start() for _ in range(6)]
+    nodes = start_cluster(3, 1, 1000, "--cluster-replica-validity-factor", "0")
     try:
-        subprocess.run([CLI, "--cluster", "create"]
-                       + ["127.0.0.1:%d" % s.port for s in nodes]
-                       + ["--cluster-replicas", "1", "--cluster-yes"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=30)
-        deadline = time.monotonic() + 20
-        while not all(b"cluster_state:ok" in s.client().execute_command("CLUSTER", "INFO")
-                      for s in nodes):
-            assert time.monotonic() < deadline, "the cluster did not come up"
-            time.sleep(0.1)
         kw = dict(socket_timeout=0.5, socket_connect_timeout=0.5)
         rc = redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, **kw)
         lim = RedisLimiter(rc, "fo", qps=1000)

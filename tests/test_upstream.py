@@ -37,6 +37,15 @@ class Schedule:
         return max(self.until, time.monotonic())
 
 
+def call_times(api, sched, n, timeout):
+    """The times n calls of api, one after the other, were let through."""
+    sent = []
+    for _ in range(n):
+        with api.call(timeout=timeout):
+            sent.append(sched.at())
+    return sent
+
+
 def most_in_window(times, d):
     times = sorted(times)
     best, j = 0, 0
@@ -53,10 +62,7 @@ def most_in_window(times, d):
 def test_requests_are_paced_never_the_periods_quota_at_once(monkeypatch):
     sched = Schedule(monkeypatch)
     api = Upstream(requests="600/minute")  # one every 100 ms
-    sent = []
-    for _ in range(30):
-        with api.call(timeout=60):
-            sent.append(sched.at())
+    sent = call_times(api, sched, 30, timeout=60)
     for d in (0.0, 0.05, 0.35, 1.0, 2.0):
         assert most_in_window(sent, d) <= 600 * d / 60 + 1 + 1e-9, d
     assert api.stats()["sent"] == 30
@@ -366,10 +372,7 @@ def test_the_server_view_lowers_the_pace_until_its_reset(monkeypatch):
     with api.call() as c:  # the server: 4 more in the next 2 s (one every 500 ms)
         c.observe(200, {"x-ratelimit-remaining-requests": "4",
                         "x-ratelimit-reset-requests": "2s"})
-    sent = []
-    for _ in range(4):
-        with api.call(timeout=10):
-            sent.append(sched.at())
+    sent = call_times(api, sched, 4, timeout=10)
     gaps = [b - a for a, b in zip(sent, sent[1:])]
     assert all(g > 0.45 for g in gaps)
 
@@ -380,10 +383,7 @@ def test_the_server_view_never_raises_the_configured_pace(monkeypatch):
     with api.call() as c:
         c.observe(200, {"x-ratelimit-remaining-requests": "100000",
                         "x-ratelimit-reset-requests": "1s"})
-    sent = []
-    for _ in range(5):
-        with api.call(timeout=10):
-            sent.append(sched.at())
+    sent = call_times(api, sched, 5, timeout=10)
     assert most_in_window(sent, 0.25) <= 10 * 0.25 + 1
 
 

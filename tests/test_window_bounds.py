@@ -74,7 +74,7 @@ def test_a_huge_qps_window_admits_exactly_its_limit_not_one_more(qps, interval_m
 @pytest.mark.parametrize("qps", [2.5e9, 1e12, 9e15])
 def test_a_throttle_faster_than_a_request_a_nanosecond_admits_one_a_nanosecond(qps):
     lim = Limiter(qps=qps, behavior="throttle", max_queueing_ms=0)
-    assert sum(lim.try_acquire(now_ns=T0) for _ in range(1000)) == 1
+    assert admitted(lim, T0, 1000) == 1
     assert lim.try_acquire(now_ns=T0 + 1)
 
 
@@ -84,28 +84,30 @@ DAY = 86_400 * 10**9
 B0 = 10 * DAY  # a boundary of every step below (whole days)
 
 
-def test_qps_5_admits_10_within_500_ms_and_1_ns_across_a_step_and_no_sooner():
-    """The default window (1 s in 2 steps of 500 ms): 5 in the last nanosecond of a step, 5
-    more the moment that step slides out, 500 ms + 1 ns later; not a nanosecond sooner."""
-    lim = Limiter(qps=5)
-    t1 = B0 + 500 * MS - 1
-    assert sum(lim.try_acquire(now_ns=t1) for _ in range(20)) == 5
-    assert sum(lim.try_acquire(now_ns=B0 + 1000 * MS - 1) for _ in range(20)) == 0
-    t2 = B0 + 1000 * MS
-    assert t2 - t1 == 500 * MS + 1
-    assert sum(lim.try_acquire(now_ns=t2) for _ in range(20)) == 5
-    # and then nothing until the step of t2 slides out in its turn (the 5 of t2 are in it)
-    assert sum(lim.try_acquire(now_ns=B0 + 1500 * MS - 1) for _ in range(20)) == 0
+def admitted(lim, now_ns, tries):
+    """How many of `tries` decisions at now_ns pass."""
+    return sum(lim.try_acquire(now_ns=now_ns) for _ in range(tries))
 
 
-def test_rate_100_a_minute_admits_200_within_59_s_and_1_ns_and_no_sooner():
-    lim = Limiter(rate="100/minute")  # 60 steps of 1 s
-    t1 = B0 + 1000 * MS - 1
-    assert sum(lim.try_acquire(now_ns=t1) for _ in range(150)) == 100
-    assert sum(lim.try_acquire(now_ns=B0 + 60_000 * MS - 1) for _ in range(150)) == 0
-    t2 = B0 + 60_000 * MS
-    assert t2 - t1 == 59_000 * MS + 1
-    assert sum(lim.try_acquire(now_ns=t2) for _ in range(150)) == 100
+@pytest.mark.parametrize("make, step_ms, window_ms, count, tries", [
+    # the default window (1 s in 2 steps of 500 ms): 5 in the last nanosecond of a step, 5
+    # more the moment that step slides out, 500 ms + 1 ns later; not a nanosecond sooner
+    (lambda: Limiter(qps=5), 500, 1000, 5, 20),
+    # 60 steps of 1 s: 100 in the last nanosecond of the first, 100 more 59 s + 1 ns later
+    (lambda: Limiter(rate="100/minute"), 1000, 60_000, 100, 150),
+], ids=["qps_5_admits_10_within_500_ms_and_1_ns",
+      "rate_100_a_minute_admits_200_within_59_s_and_1_ns"])
+def test_twice_the_count_within_a_window_less_a_step_and_1_ns_and_no_sooner(
+        make, step_ms, window_ms, count, tries):
+    lim = make()
+    t1 = B0 + step_ms * MS - 1
+    assert admitted(lim, t1, tries) == count
+    assert admitted(lim, B0 + window_ms * MS - 1, tries) == 0
+    t2 = B0 + window_ms * MS
+    assert t2 - t1 == (window_ms - step_ms) * MS + 1
+    assert admitted(lim, t2, tries) == count
+    # and then nothing until the step of t2 slides out in its turn (the count of t2 is in it)
+    assert admitted(lim, t2 + step_ms * MS - 1, tries) == 0
 
 
 def _most_within(events, span_ns):

@@ -1157,6 +1157,26 @@ static void *attach_thread(void *arg)
     return NULL;
 }
 
+/* A limiter region at path (qps 10) that no live process holds a slot in: *v is a view of it
+ * whose own slot's token was cleared. */
+static void open_unheld_region(const char *path, const struct sw_shm_layout *lay,
+                               struct sw_shm *a, struct sw_rule *rule, struct sw_view *v)
+{
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(a, path, lay, &err), SW_OK);
+    rule_of(rule, SW_GRADE_QPS, 10);
+    view_of(a, rule, v);
+    atomic_store(&a->slots[v->my_slot].token, 0);
+}
+
+/* The attacher t joined: it attached, and the region's boot id is this boot's again. */
+static void attach_joined(struct attacher *t, pthread_t th, const struct sw_shm *a)
+{
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(t->rc, SW_OK);
+    CHECK(strcmp(a->hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+}
+
 /* A region whose header names another boot is reinitialised under the state's lock: while a
  * user holds the lock, the attacher waits, and the user's state is not touched under it.
  * Before: reinitialised at once under the user (its counts zeroed while it held the lock; a
@@ -1167,13 +1187,9 @@ static void reinit_takes_the_state_lock(void)
     tmp_path(path, sizeof path, "boot");
     struct sw_shm_layout lay = lim_layout(1000, 2);
     struct sw_shm a;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
     struct sw_rule rule;
-    rule_of(&rule, SW_GRADE_QPS, 10);
     struct sw_view v; /* no process slot: nothing says a live process uses it */
-    view_of(&a, &rule, &v);
-    atomic_store(&a.slots[v.my_slot].token, 0);
+    open_unheld_region(path, &lay, &a, &rule, &v);
     v.slots = NULL;
     v.my_slot = -1;
     struct sw_decision d;
@@ -1194,9 +1210,7 @@ static void reinit_takes_the_state_lock(void)
         life = st->hot[SW_HOT_LIFE]; /* the count is the larger (struct sw_lstate) */
     CHECK_EQ(life, 3); /* untouched under the lock */
     sw_view_unlock(&v);
-    CHECK_EQ(pthread_join(th, NULL), 0);
-    CHECK_EQ(t.rc, SW_OK);
-    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    attach_joined(&t, th, &a);
     struct sw_totals tot;
     sw_totals_read(&v, &tot);
     CHECK_EQ(tot.pass, 0); /* reinitialised after the user let go */
@@ -1216,13 +1230,9 @@ static void reinit_forces_a_stale_lock_word(void)
     tmp_path(path, sizeof path, "bootw");
     struct sw_shm_layout lay = lim_layout(1000, 2);
     struct sw_shm a;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
     struct sw_rule rule;
-    rule_of(&rule, SW_GRADE_QPS, 10);
     struct sw_view v;
-    view_of(&a, &rule, &v);
-    atomic_store(&a.slots[v.my_slot].token, 0);
+    open_unheld_region(path, &lay, &a, &rule, &v);
     fake_boot_id(&a);
     struct sw_lstate *st = a.state;
     atomic_store(&st->lock.word, sw_proc_token()); /* live (this process), not holding it */
@@ -1234,9 +1244,7 @@ static void reinit_forces_a_stale_lock_word(void)
     CHECK_EQ(atomic_load(&t.done), 1);
     if (!atomic_load(&t.done))
         return; /* hung: the thread is left behind */
-    CHECK_EQ(pthread_join(th, NULL), 0);
-    CHECK_EQ(t.rc, SW_OK);
-    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    attach_joined(&t, th, &a);
     CHECK_EQ(atomic_load(&st->lock.word), 0); /* reinitialised, the lock free */
     sw_shm_close(&t.shm);
     sw_shm_close(&a);
