@@ -1226,6 +1226,25 @@ def test_a_crafted_probe_owner_or_retry_time_does_not_keep_it_refusing(shm_name,
     assert br.state == "closed"
 
 
+def in_a_fork(child, most=1000):
+    """child() run in a forked child; the bytes it returns, read here (at most `most`; none
+    when it raised)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.write(w, child())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        return os.read(r, most)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+
+
 @pytest.mark.procs
 def test_fork_while_another_thread_holds_a_private_probe():
     br = Breaker(error_count=0, min_requests=1, recovery_s=0.05)
@@ -1240,25 +1259,17 @@ def test_fork_while_another_thread_holds_a_private_probe():
     t = threading.Thread(target=probe)
     t.start()
     assert held.wait(30)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        ok = False
+
+    def child():
         deadline = time.monotonic() + 3  # the child is never half-open for ever
         while time.monotonic() < deadline:
             if br.try_pass():
-                ok = True
-                break
+                return b"1"
             time.sleep(0.01)
-        os.write(w, b"1" if ok else b"0")
-        os._exit(0)
-    os.close(w)
+        return b"0"
     try:
-        got = os.read(r, 1)
+        got = in_a_fork(child, 1)
     finally:
-        os.close(r)
-        os.waitpid(pid, 0)
         done.set()
         t.join(30)
     assert got == b"1"
@@ -1540,21 +1551,15 @@ def test_a_child_forked_while_another_thread_tells_a_change_tells_its_own():
     t = threading.Thread(target=lambda: br.record(1, error=True))
     t.start()
     assert telling.wait(30)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
+
+    def child():
         del seen[:]
         br.try_pass()          # the child's own change: open -> half_open
         br.record(1)           # half_open -> closed
-        os.write(w, repr(seen).encode())
-        os._exit(0)
-    os.close(w)
+        return repr(seen).encode()
     try:
-        got = os.read(r, 1000).decode()
+        got = in_a_fork(child).decode()
     finally:
-        os.close(r)
-        os.waitpid(pid, 0)
         done.set()
         t.join(30)
     assert got == repr([("open", "half_open"), ("half_open", "closed")])
