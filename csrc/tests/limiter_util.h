@@ -38,6 +38,13 @@ static inline struct sw_limiter_cfg cfg_of(int grade, int behavior, double count
     return c;
 }
 
+/* A limiter of cfg_of(grade, behavior, count) in fresh heap memory (checked), or NULL. */
+static inline struct sw_limiter *lim_of(int grade, int behavior, double count)
+{
+    struct sw_limiter_cfg c = cfg_of(grade, behavior, count);
+    return lim_new(&c);
+}
+
 /* One decision; returns the verdict (or -1 on an error code). */
 static inline int decide(struct sw_limiter *lim, int64_t n, int64_t now_ns, unsigned flags,
                          struct sw_decision *d)

@@ -34,13 +34,7 @@ struct gm {
 static void gm_views(struct gm *g)
 {
     if (g->keyed) {
-        g->kv.st = g->kst;
-        g->kv.rule = &g->krule;
-        g->kv.token = SW_LOCK_PRIVATE;
-        g->kv.slots = NULL;
-        g->kv.n_slots = 0;
-        g->kv.my_slot = -1;
-        g->kv.held = NULL;
+        g->kv = (struct sw_kview){g->kst, &g->krule, SW_LOCK_PRIVATE, NULL, 0, -1, NULL};
     } else {
         sw_limiter_view(g->lim, &g->v);
     }

@@ -18,8 +18,7 @@ static void totals_of(struct sw_limiter *lim, struct sw_totals *t)
  * when granted; the window forgets, the totals do not. */
 static void test_totals_basic(void)
 {
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_REJECT, 2);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, 2);
     if (lim == NULL)
         return;
     struct sw_totals t;

@@ -455,12 +455,11 @@ static void test_tokens(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* Issue: a cold warm-up limiter admitted an oversize request in every empty window (the
- * full rate from cold). It is paid back now: n / rate seconds pass before the next. */
+/* A cold warm-up limiter admits an oversize request into an empty window, and pays it back:
+ * n / rate seconds pass before the next (not the full rate from cold, one per window). */
 static void test_warmup_payback(void)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 100);
-    struct sw_limiter *lim = lim_new(&cfg);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_WARM_UP, 100);
     if (lim == NULL)
         return;
     struct sw_decision d;

@@ -104,8 +104,7 @@ static void *ph_worker(void *p)
 
 static void stress_phased(void)
 {
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_REJECT, PH_LIMIT);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, PH_LIMIT);
     if (lim == NULL)
         return;
     struct ph_shared sh = {.lim = lim, .flags_mask = SW_F_TRY | SW_F_ENTRY};
@@ -501,8 +500,7 @@ static void *cc_worker(void *p)
 
 static void stress_concurrency(void)
 {
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, CC_LIMIT);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_CONCURRENCY, SW_REJECT, CC_LIMIT);
     if (lim == NULL)
         return;
     static struct cc_shared sh;
