@@ -225,8 +225,7 @@ static void test_concurrency(void)
 
 static void test_count_exit_stats(void)
 {
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_REJECT, 100);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, 100);
     if (lim == NULL)
         return;
     CHECK_EQ(sw_limiter_count(lim, SW_EV_BLOCK, 2, MS(100)), SW_OK);

@@ -68,8 +68,7 @@ static void test_totals_basic(void)
 /* Sum of the window's counts read at the end of each whole window == the totals. */
 static void test_totals_vs_windows(void)
 {
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_REJECT, 5);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, 5);
     if (lim == NULL)
         return;
     uint64_t rng = 12345;
@@ -172,8 +171,7 @@ static void test_shadow(void)
     shadow_twin(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 40);
     shadow_twin(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
     /* the flag on an enforcing rule: a refusal counts BLOCK even with SW_F_NO_BLOCK */
-    struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_REJECT, 0);
-    struct sw_limiter *lim = lim_new(&c);
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, 0);
     if (lim == NULL)
         return;
     struct sw_decision d;
