@@ -150,6 +150,10 @@ int64_t crafted_value(struct rd *r, int64_t window_ms, int64_t near);
 
 /* ---- configurations the modes pick from (by bits of the configuration bytes) ---- */
 
+/* A limiter's settings from three configuration bytes: grade and behavior, count,
+ * interval, samples, warm-up, cold factor, queue and occupy timeout. */
+void limiter_cfg_of(unsigned c0, unsigned c1, unsigned c2, struct sw_limiter_cfg *out);
+
 extern const double k_count[16];
 extern const int64_t k_interval[8];
 extern const uint32_t k_samples[8];

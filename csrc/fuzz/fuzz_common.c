@@ -257,6 +257,23 @@ const double k_warm[] = {10, 0, 1, 3};
 const double k_cf[] = {3, 1.5, 10, 2};
 const int64_t k_queue[] = {500, 0, 100, 2000};
 
+/* A limiter's settings from three configuration bytes (the limiter and group modes). */
+void limiter_cfg_of(unsigned c0, unsigned c1, unsigned c2, struct sw_limiter_cfg *out)
+{
+    struct sw_limiter_cfg c;
+    sw_limiter_cfg_default(&c);
+    c.grade = (c0 & 0xe0u) == 0xe0u ? SW_GRADE_CONCURRENCY : SW_GRADE_QPS;
+    c.behavior = c.grade == SW_GRADE_CONCURRENCY ? SW_REJECT : (int)(c0 & 3u);
+    c.count = k_count[(c0 >> 2) & 15u];
+    c.interval_ms = k_interval[c1 & 7u];
+    c.sample_count = k_samples[(c1 >> 3) & 7u];
+    c.warm_up_s = k_warm[(c1 >> 6) & 3u];
+    c.cold_factor = k_cf[c2 & 3u];
+    c.max_queueing_ms = k_queue[(c2 >> 2) & 3u];
+    c.occupy_timeout_ms = (int64_t)((c2 >> 4) & 15u) * 50;
+    *out = c;
+}
+
 /* ---- crafted values (an untrusted region) ---- */
 
 /* A value to write: the edges of every range the code checks. */

@@ -105,16 +105,7 @@ void run_group(struct rd *r)
         struct gmem *g = &gs[i];
         unsigned c0 = u8(r), c1 = u8(r), c2 = u8(r), kb = u8(r);
         struct sw_limiter_cfg c;
-        sw_limiter_cfg_default(&c);
-        c.grade = (c0 & 0xe0u) == 0xe0u ? SW_GRADE_CONCURRENCY : SW_GRADE_QPS;
-        c.behavior = c.grade == SW_GRADE_CONCURRENCY ? SW_REJECT : (int)(c0 & 3u);
-        c.count = k_count[(c0 >> 2) & 15u];
-        c.interval_ms = k_interval[c1 & 7u];
-        c.sample_count = k_samples[(c1 >> 3) & 7u];
-        c.warm_up_s = k_warm[(c1 >> 6) & 3u];
-        c.cold_factor = k_cf[c2 & 3u];
-        c.max_queueing_ms = k_queue[(c2 >> 2) & 3u];
-        c.occupy_timeout_ms = (int64_t)((c2 >> 4) & 15u) * 50;
+        limiter_cfg_of(c0, c1, c2, &c);
         c.shadow = (kb & 0x0eu) == 0x0eu; /* a shadow member now and then */
         g->keyed = (kb & 1u) != 0;
         if (c.interval_ms % (int64_t)c.sample_count != 0)
