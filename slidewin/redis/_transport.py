@@ -200,6 +200,10 @@ def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
     return parts[3:3 + nkeys], parts[3 + nkeys:]
 
 
+def _unreadable() -> RedisReplyError:
+    return RedisReplyError("unreadable reply from Redis: nested without end")
+
+
 def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
     """One script call through redis-py's public API (a client the fast path does not
     know): EVALSHA, then EVAL on NOSCRIPT; the client's own routing and retry policy
@@ -212,6 +216,8 @@ def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             return client.eval(script.source, len(keys), *keys, *args)
+    except RecursionError:  # redis-py's reader on a reply nested without end
+        raise _unreadable() from None
     finally:
         _DECIDING.reset(token)
 
@@ -331,6 +337,8 @@ async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 return await client.eval(script.source, len(keys), *keys, *args)
+        except RecursionError:
+            raise _unreadable() from None
         finally:
             _DECIDING.reset(token)
     if not cluster:
