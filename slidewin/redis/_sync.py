@@ -102,20 +102,16 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
 
-    def try_acquire(self, key: Any, n: int = 1, *,
-                    now_ns: Optional[int] = None) -> bool:
+    def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
-    def reserve(self, key: Any, n: int = 1, *,
-                now_ns: Optional[int] = None) -> Optional[int]:
+    def reserve(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]:
         return self._t.drive(self._g_admit(key, n, 0, now_ns))  # type: ignore[no-any-return]
 
-    def acquire(self, key: Any, n: int = 1, *,
-                timeout: Optional[float] = None) -> None:
+    def acquire(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> None:
         self._t.drive(self._g_acquire(key, n, timeout))
 
-    def charge(self, key: Any, n: int, *,
-               now_ns: Optional[int] = None) -> None:
+    def charge(self, key: Any, n: int, *, now_ns: Optional[int] = None) -> None:
         """Count n more as admitted for key now, without a decision (KeyedLimiter.charge);
         counted in local_totals()["pass"] once Redis took it."""
         self._t.drive(self._g_charge(key, n, now_ns))
@@ -123,8 +119,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
     def release(self, key: Any, n: int = 1) -> None:
         self._t.drive(self._g_release(key, n))
 
-    def stats(self, key: Any,
-              now_ns: Optional[int] = None) -> Stats:
+    def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:
         """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
         the outcomes of keys are counted by each client (``local_totals()``)."""
         return self._t.drive(self._g_stats(key, now_ns))  # type: ignore[no-any-return]
