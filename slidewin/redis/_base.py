@@ -262,27 +262,15 @@ class _Base:
 
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
                 lease: str, sleep_wait: bool = True) -> Any:
-        """The loop of acquire() and entry(): returns the wait slept (ns), or to sleep
+        """The wait of acquire() and entry(): returns the wait slept (ns), or to sleep
         (sleep_wait False: entry() registers its lease for renewal first)."""
-        if timeout is None:
-            verdict, wait_ns, retry_ns = yield from self._g_decide(key, cfg, n, flags | F_RETRY,
-                                                                   None, lease)
-            if verdict != PASS:
-                raise self._blocked(n, verdict, retry_ns)
-        else:
-            deadline = time.monotonic() + timeout
-            step = 0.001
-            while True:
-                verdict, wait_ns, retry_ns = yield from self._g_decide(
-                    key, cfg, n, flags | F_NO_BLOCK | F_RETRY, None, lease)
-                if verdict == PASS:
-                    break
-                now = time.monotonic()
-                if verdict == NEVER or now >= deadline:
-                    yield from self._g_exit(key, cfg, n, _OUT_BLOCK, 0, [])
-                    raise self._blocked(n, verdict, retry_ns)
-                sleep, step = _step(retry_ns, step)
-                yield float(max(0.0, min(sleep, deadline - now)))
+        def refused(res: Tuple[int, int, int], timed_out: bool) -> Any:
+            if timed_out:  # the refusal's BLOCK (the decisions with F_NO_BLOCK counted none)
+                yield from self._g_exit(key, cfg, n, _OUT_BLOCK, 0, [])
+            return self._blocked(n, res[0], res[2])
+
+        wait_ns = yield from _g_poll(
+            lambda f: self._g_decide(key, cfg, n, f, None, lease), refused, timeout, flags)
         if wait_ns > 0 and sleep_wait:
             yield wait_ns / 1e9
         return wait_ns
@@ -380,6 +368,30 @@ def _step(retry_ns: int, step: float) -> Tuple[float, float]:
     if retry_ns > 0:
         return retry_ns / 1e9, step
     return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
+
+
+def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> Any:
+    """The wait loop of an acquire or entry, a limiter's or a group's: the wait (ns) of
+    the admission. `decide(flags)`: a generator of (verdict, wait_ns, retry_ns, ...);
+    `refused(result, timed_out)`: a generator of the BlockedError to raise. Without a
+    timeout one decision; with one, decide again at the refusal's retry (polling where it
+    cannot tell) until admitted or the timeout passed."""
+    if timeout is None:
+        res = yield from decide(flags | F_RETRY)
+        if res[0] != PASS:
+            raise (yield from refused(res, False))
+        return res[1]
+    deadline = time.monotonic() + timeout
+    step = 0.001
+    while True:
+        res = yield from decide(flags | F_NO_BLOCK | F_RETRY)
+        if res[0] == PASS:
+            return res[1]
+        now = time.monotonic()
+        if res[0] == NEVER or now >= deadline:
+            raise (yield from refused(res, True))
+        sleep, step = _step(res[2], step)
+        yield float(max(0.0, min(sleep, deadline - now)))
 
 
 def _elapsed_ms(t0: float) -> int:

@@ -18,11 +18,11 @@ from typing import Any, List, Literal, Optional, Sequence, Tuple
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome, _step
+from ._base import _Base, _elapsed_ms, _g_poll, _KeyedMixin, _outcome
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
-from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_RETRY, F_TRY, NEVER,
+from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
                     PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
                     _time_args)
 
@@ -251,26 +251,15 @@ class _Group:
 
     def _g_wait(self, ns: List[int], timeout: Optional[float], flags: int,
                 leases: List[str]) -> Any:
-        if timeout is None:
-            v, wait, retry, verdicts = yield from self._g_once(ns, flags | F_RETRY, None,
-                                                               leases)
-            if v != PASS:
-                raise self._blocked(ns, verdicts, v, retry)
-            return wait
-        deadline = time.monotonic() + timeout
-        step = 0.001
-        while True:
-            v, wait, retry, verdicts = yield from self._g_once(
-                ns, flags | F_NO_BLOCK | F_RETRY, None, leases)
-            if v == PASS:
-                return wait
-            now = time.monotonic()
-            if v == NEVER or now >= deadline:
+        def refused(res: Tuple[Any, ...], timed_out: bool) -> Any:
+            v, _, retry, verdicts = res
+            if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
                 for m, n in self._refusers(ns, verdicts):
                     yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
-                raise self._blocked(ns, verdicts, v, retry)
-            sleep, step = _step(retry, step)
-            yield float(max(0.0, min(sleep, deadline - now)))
+            return self._blocked(ns, verdicts, v, retry)
+
+        return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
+                                   timeout, flags))
 
     def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
                  leases: List[str]) -> Any:
