@@ -406,7 +406,39 @@ def _outcome(exc_type: Any) -> int:
     return _OUT_NONE
 
 
-class _Entry:
+class _Driven:
+    """An entry's context-manager protocols: ``with`` on a sync type, ``async with`` on an
+    asyncio one, each running the entry's _enter/_exit generators on its owner's transport
+    (the wrong one is a TypeError)."""
+
+    __slots__ = ()
+
+    def _owner(self) -> Any:
+        raise NotImplementedError
+
+    def _kind(self, is_async: bool) -> Any:
+        t = self._owner()._t
+        if t.is_async != is_async:
+            raise TypeError("the entry of a %s is entered with `%s`" % (
+                type(self._owner()).__name__, "async with" if t.is_async else "with"))
+        return t
+
+    def __enter__(self) -> Any:
+        return self._kind(False).drive(self._enter())  # type: ignore[attr-defined]
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+        return self._kind(False).drive(  # type: ignore[no-any-return]
+            self._exit(exc_type))  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> Any:
+        return await self._kind(True).drive(self._enter())  # type: ignore[attr-defined]
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        return await self._kind(True).drive(  # type: ignore[no-any-return]
+            self._exit(exc_type))  # type: ignore[attr-defined]
+
+
+class _Entry(_Driven):
     """``with lim.entry():`` of a sync type, ``async with`` of an asyncio one: the same
     logic, run by the limiter's transport."""
 
@@ -447,23 +479,8 @@ class _Entry:
                                          _elapsed_ms(self._t0), [(self._lease, self.n)])
         return False
 
-    def _kind(self, is_async: bool) -> Any:
-        if self._lim._t.is_async != is_async:
-            raise TypeError("the entry of a %s is entered with `%s`" % (
-                type(self._lim).__name__, "async with" if self._lim._t.is_async else "with"))
-        return self._lim._t
-
-    def __enter__(self) -> "_Entry":
-        return self._kind(False).drive(self._enter())  # type: ignore[no-any-return]
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        return self._kind(False).drive(self._exit(exc_type))  # type: ignore[no-any-return]
-
-    async def __aenter__(self) -> "_Entry":
-        return await self._kind(True).drive(self._enter())  # type: ignore[no-any-return]
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        return await self._kind(True).drive(self._exit(exc_type))  # type: ignore[no-any-return]
+    def _owner(self) -> Any:
+        return self._lim
 
 
 class _KeyedMixin:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, List, Literal, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _g_poll, _KeyedMixin, _outcome
+from ._base import _Base, _Driven, _elapsed_ms, _g_poll, _KeyedMixin, _outcome
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
@@ -344,7 +344,7 @@ class AsyncRedisGroup(_Group, AsyncAdmission):
         await self._t.drive(self._g_charge(ns, now_ns))
 
 
-class _GroupEntry:
+class _GroupEntry(_Driven):
     """``with group.entry():`` (``async with`` for an async group): the same logic, run by
     the members' transport."""
 
@@ -387,26 +387,8 @@ class _GroupEntry:
             yield from self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
         return False
 
-    def _kind(self, is_async: bool) -> Any:
-        if self._g._t.is_async != is_async:
-            raise TypeError("the entry of a %s is entered with `%s`" % (
-                type(self._g).__name__, "async with" if self._g._t.is_async else "with"))
-        return self._g._t
-
-    def __enter__(self) -> "_GroupEntry":
-        return self._kind(False).drive(self._enter())  # type: ignore[no-any-return]
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        return self._kind(False).drive(self._exit(exc_type))  # type: ignore[no-any-return]
-
-    async def __aenter__(self) -> "_GroupEntry":
-        return await self._kind(True).drive(self._enter())  # type: ignore[no-any-return]
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        return await self._kind(True).drive(self._exit(exc_type))  # type: ignore[no-any-return]
-
-
-
+    def _owner(self) -> Any:
+        return self._g
 
 
 def all_of(*members: Any) -> Any:
