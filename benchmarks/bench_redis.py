@@ -152,6 +152,10 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
         thr = RedisLimiter(c, "b2", qps=1e9, behavior="throttle")
         warm = RedisLimiter(c, "b3", qps=1e9, behavior="warm_up")
         per = RedisKeyedLimiter(c, "bk", qps=1e9)
+        # the same decision through redis-py's public API (client.evalsha), the path of a
+        # client the fast path does not know (slidewin/redis/_fast.py)
+        pub = RedisLimiter(c, "b4", qps=1e9)
+        pub._t.fast = False
         cases: Dict[str, Tuple[Callable[[], Any], Optional[str]]] = {
             "PING (the floor)": (c.ping, None),
             "slidewin RedisLimiter reject": (lim.try_acquire, lim.key),
@@ -159,6 +163,7 @@ def run(cfg: Dict[str, Any], log) -> Dict[str, Any]:
             "slidewin RedisLimiter warm_up": (warm.try_acquire, warm.key),
             "slidewin RedisKeyedLimiter reject": (lambda: per.try_acquire("user-1"),
                                                   "slidewin:k:*"),
+            "public API (evalsha): RedisLimiter reject": (pub.try_acquire, pub.key),
         }
         for label, (fn, pat) in _peers(c, port, log).items():
             cases[label] = (fn, pat)

@@ -677,8 +677,7 @@ def test_group_charge_is_checked_and_writes_all_or_nothing(r, monkeypatch):
     """A member's foreign state or layout: nothing written, the error names it; a reply no
     script returns is a RedisReplyError (a Redis reply is input)."""
     from slidewin.redis import RedisLimiter, RedisReplyError, RedisStateError, all_of
-    from slidewin.redis import _group as group_mod
-    from slidewin.redis import _sync as sync_mod
+    from slidewin.redis import _transport
 
     a = RedisLimiter(r, "{v}.a", qps=5, on_error="raise")
     b = RedisLimiter(r, "{v}.b", qps=5, on_error="raise")
@@ -699,11 +698,11 @@ def test_group_charge_is_checked_and_writes_all_or_nothing(r, monkeypatch):
     two = all_of(a, RedisLimiter(r, "{v}.c", qps=5))
     for bad in ([1, 0], [[1, 0, 0]], b"OK", [[0, 0, 0], [1, 0, 0]], [[1, 5, 0], [1, 0, 0]],
                 [[1, 0, 0], [1, 0, -1]], [[1, 0, 0], "x"]):
-        monkeypatch.setattr(group_mod, "_sync_call", lambda *a, **k: bad)
+        monkeypatch.setattr(_transport._SyncTransport, "call", lambda *a, **k: bad)
         with pytest.raises(RedisReplyError):
             two.charge(1)
     for bad in ([1, 0], [1, 5, 0], [0, 0, 0], [1, 0, 0, 0], b"OK", None, [2, 0, -1]):
-        monkeypatch.setattr(sync_mod, "_sync_call", lambda *a, **k: bad)
+        monkeypatch.setattr(_transport._SyncTransport, "call", lambda *a, **k: bad)
         with pytest.raises(RedisReplyError):
             a.charge(1)
 

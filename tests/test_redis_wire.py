@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError  # noqa: E4
 from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError  # noqa: E402
 
 from slidewin.redis import RedisLimiter, RedisReplyError, RedisStateError  # noqa: E402
-from slidewin.redis import _scripts, _transport, _wire  # noqa: E402
+from slidewin.redis import _fast, _scripts, _transport, _wire  # noqa: E402
 
 
 # -- encoding ---------------------------------------------------------------------------------
@@ -143,24 +143,24 @@ def _served(chunks, close=True):
 
 def test_exchange_reads_a_reply_split_over_reads_and_checks_its_end():
     a, b, t = _served([b"*3\r\n:1", b"\r\n:0\r\n:-", b"1\r\n"], close=False)
-    assert _transport._exchange(a, b"x", 1) == [[1, 0, -1]]
+    assert _fast._exchange(a, b"x", 1) == [[1, 0, -1]]
     t.join()
     a.close()
     b.close()
     a, b, t = _served([b":1\r\n:2\r\n"], close=False)  # more than one reply asked for
     with pytest.raises(RedisReplyError, match="more than one"):
-        _transport._exchange(a, b"x", 1)
+        _fast._exchange(a, b"x", 1)
     t.join()
     a.close()
     b.close()
     a, b, t = _served([b"*3\r\n:1\r\n"])  # closed mid-reply
     with pytest.raises(RedisConnectionError):
-        _transport._exchange(a, b"x", 1)
+        _fast._exchange(a, b"x", 1)
     t.join()
     a.close()
     a, b, t = _served([b"$x\r\n"], close=False)  # a garbled length
     with pytest.raises(RedisReplyError, match="unreadable"):
-        _transport._exchange(a, b"x", 1)
+        _fast._exchange(a, b"x", 1)
     t.join()
     a.close()
     b.close()

@@ -18,7 +18,8 @@ methods are coroutines.
   ``interval_ms``/``sample_count`` raises ValueError at its first decision.
 - One round trip per decision: one Lua script per behavior, called with EVALSHA (on
   NOSCRIPT the script is sent once with EVAL), written on the connection's socket and its
-  reply read here. Keys expire once idle.
+  reply read here for a client of a redis-py release this was tested on (_fast.py), else
+  through the client's public API (evalsha). Keys expire once idle.
 - Decisions use the client's own connection pool (a BlockingConnectionPool is waited on;
   never more connections than its max_connections); a connect made for a decision is tried
   once (the pool's retry policy skips its retries during slidewin's calls only).
@@ -38,7 +39,6 @@ methods are coroutines.
 
 See the README, "Across hosts: slidewin.redis".
 """
-from __future__ import annotations
 from __future__ import annotations
 
 from ._async import AsyncRedisKeyedLimiter, AsyncRedisLimiter

@@ -1,5 +1,9 @@
-"""What the sync and async Redis types share: settings, arguments, replies, on_error, and
-the per-key part of the keyed types."""
+"""What the sync and async Redis types share: settings, arguments, replies, on_error, the
+per-key part of the keyed types, and the decision logic itself. Each operation (decide,
+acquire's waits, entries, exit, charge, release, renewal) is written once, as a generator
+that yields its round trips (a script call, a sleep) to the limiter's transport
+(_transport: _SyncTransport calls and sleeps, _AsyncTransport awaits): the sync and async
+types differ only there."""
 from __future__ import annotations
 
 import logging
@@ -7,16 +11,21 @@ import math
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from .._core import BlockedError, Stats
-from .._limiter import _check_timeout
+from .._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
-from ._transport import _arenewer, _Held, _is_cluster, _renewer, _unrenew
-from ._wire import (BLOCK, F_LEAN, F_MINUTE, NEVER, PASS, _bulk, _check_name, _decision,
-                    _encode_key, _keyed_prefix, _NO_TIME, _OUT_EXCEPTION, _OUT_NONE,
-                    _OUT_SUCCESS, _small_bulk, _SMALL, _stats_reply, _time_args, _what)
+from ._scripts import SCRIPTS as _SCRIPTS
+from ._scripts import _Script
+from ._transport import (_ERRORS, _AsyncTransport, _Held, _renew_args, _SyncTransport,
+                         _unrenew)
+from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK, F_RETRY, NEVER,
+                    PASS, _bulk, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
+                    _check_name, _decision, _encode_key, _keyed_prefix, _NO_TIME,
+                    _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _pack, _small_bulk, _SMALL,
+                    _stats_reply, _time_args, _what)
 
 log = logging.getLogger("slidewin.redis")
 _LOG_EVERY_S = 60.0
@@ -49,7 +58,8 @@ class _Base:
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
         self._cfg = _Config(qps, kw, lease_ms)
         self._client = client
-        self._cluster = _is_cluster(client)
+        self._t = (_AsyncTransport if self._is_async else _SyncTransport)(client)
+        self._cluster = self._t.cluster
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
@@ -95,8 +105,7 @@ class _Base:
         (on the server's clock only)."""
         tok = None
         if now_ns is None:
-            tok = (_arenewer() if self._is_async else _renewer(self._client)).add(
-                self, key, cfg, lease)
+            tok = self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
             self._held.add(hkey, lease, n, tok)
 
@@ -196,6 +205,155 @@ class _Base:
     def _stats(reply: Any, cfg: _Config, name: str) -> Stats:
         return _stats_reply(reply, name, cfg.layout, cfg.interval_ms)
 
+    # -- the decision logic: generators of round trips, run by the transport (self._t) --
+
+    _keyed = False
+
+    def _where(self, key: Any) -> Tuple[Any, Any, _Config]:
+        """(Redis key, what holds its admissions, settings) of a call's key."""
+        return self.key, None, self._cfg  # type: ignore[attr-defined]
+
+    def _tally(self, v: int, n: int) -> None:
+        """A keyed limiter counts its keys' PASS and BLOCK here (_KeyedMixin)."""
+
+    @staticmethod
+    def _op(script: _Script, key: Any, args: List[Any]) -> Tuple[Any, ...]:
+        """A script call for the transport: the script, the key it is routed by, the EVALSHA."""
+        return script, key, _pack(["EVALSHA", script.sha, "1", key] + args)
+
+    def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
+                  lease: str) -> Any:
+        try:
+            packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
+            return self._parse((yield cfg.script, key, packed), cfg)
+        except _ERRORS as e:
+            return self._failed(e, flags)
+
+    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                leases: List[Tuple[str, int]]) -> Any:
+        args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
+        for lid, k in leases:
+            args += [lid, str(k)]
+        try:
+            _check_exit_reply((yield self._op(_SCRIPTS["exit"], key, args)), self._name)
+        except _ERRORS as e:
+            # the lease expires on its own (lease_ms); the outcome is lost: counted
+            with self._lock:
+                self.errors += 1
+            log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
+
+    def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                 leases: List[Tuple[str, int]]) -> Any:
+        """One EXIT (outcome, leases given back): done, or a coroutine on an async type."""
+        return self._t.drive(self._g_exit(key, cfg, n, outcome, rt_ms, leases))
+
+    def _g_renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
+        try:
+            reply = yield self._op(_SCRIPTS["exit"], key, _renew_args(self, cfg, ids))
+            _check_exit_reply(reply, self._name)
+            return True
+        except Exception as e:  # the next renewal tries again; the leases may run out
+            log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
+            return False
+
+    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
+        """Renew this client's leases on a key (the renewer): False if it failed."""
+        return self._t.drive(self._g_renew(key, cfg, ids))
+
+    def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
+                lease: str, sleep_wait: bool = True) -> Any:
+        """The wait of acquire() and entry(): returns the wait slept (ns), or to sleep
+        (sleep_wait False: entry() registers its lease for renewal first)."""
+        def refused(res: Tuple[int, int, int], timed_out: bool) -> Any:
+            if timed_out:  # the refusal's BLOCK (the decisions with F_NO_BLOCK counted none)
+                yield from self._g_exit(key, cfg, n, _OUT_BLOCK, 0, [])
+            return self._blocked(n, res[0], res[2])
+
+        wait_ns = yield from _g_poll(
+            lambda f: self._g_decide(key, cfg, n, f, None, lease), refused, timeout, flags)
+        if wait_ns > 0 and sleep_wait:
+            yield wait_ns / 1e9
+        return wait_ns
+
+    def _g_admit(self, key: Any, n: int, flags: int, now_ns: Any) -> Any:
+        """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
+        rk, hk, cfg = self._where(key)
+        n = _check_n(n)
+        lease = self._lease_for(cfg)
+        v, wait, _ = yield from self._g_decide(rk, cfg, n, flags, now_ns, lease)
+        self._tally(v, n)
+        if v != PASS:
+            return None
+        if cfg.concurrency is not None:
+            self._hold(hk, rk, cfg, lease, n, now_ns)
+        return wait
+
+    def _g_acquire(self, key: Any, n: int, timeout: Any) -> Any:
+        rk, hk, cfg = self._where(key)
+        n = _check_n(n)
+        timeout = _wait_timeout(cfg, n, timeout)
+        lease = self._lease_for(cfg)
+        try:
+            yield from self._g_wait(rk, cfg, n, timeout, 0, lease)
+        except BlockedError:
+            self._tally(BLOCK, n)
+            raise
+        self._tally(PASS, n)
+        if cfg.concurrency is not None:
+            self._hold(hk, rk, cfg, lease, n, None)
+
+    def _g_charge_on(self, key: Any, cfg: _Config, n: int, now_ns: Any) -> Any:
+        """One CHARGE round trip; False when Redis did not take it (on_error not "raise")."""
+        try:
+            reply = yield self._op(_SCRIPTS["charge"], key, self._charge_args(cfg, n, now_ns))
+            _charge_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
+            return True
+        except _ERRORS as e:
+            self._charge_failed(e)
+            return False
+
+    def _g_charge(self, key: Any, n: int, now_ns: Any) -> Any:
+        rk, _, cfg = self._where(key)
+        n = _check_charge_n(n)
+        _time_args(now_ns)
+        self._chargeable(cfg, n, "charge(%r, n=%d)" % (key, n) if self._keyed
+                         else "charge(n=%d)" % n)
+        if n and (yield from self._g_charge_on(rk, cfg, n, now_ns)):
+            self._tally(PASS, n)
+
+    def _g_release(self, key: Any, n: int) -> Any:
+        rk, hk, cfg = self._where(key)
+        n = _check_n(n)
+        pairs = self._unhold(hk, n, "key %r" % (key,) if self._keyed else repr(self._name))
+        yield from self._g_exit(rk, cfg, n, _OUT_NONE, 0, pairs)
+
+    def _g_stats(self, key: Any, now_ns: Any) -> Any:
+        rk, _, cfg = self._where(key)
+        args = self._args(cfg, 1, 0, now_ns, "")
+        return self._stats((yield self._op(_SCRIPTS["stats"], rk, args)), cfg, self._name)
+
+    def _entry(self, key: Any, n: int, timeout: Any) -> "_Entry":
+        rk, _, cfg = self._where(key)
+        n = _check_n(n)
+        return _Entry(self, rk, cfg, n, _wait_timeout(cfg, n, timeout))
+
+    # the surface both kinds share (the methods with round trips: _sync, _async)
+
+    def entry(self, n: int = 1, *, timeout: Optional[float] = None) -> "_Entry":
+        """``with lim.entry(): ...`` (``async with`` on the asyncio types): acquire (waiting
+        up to `timeout` s, as acquire()), then on exit record SUCCESS (and RT) or EXCEPTION
+        and give back the in-flight lease."""
+        return self._entry(None, n, timeout)
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """Limiter's decorator (``@lim``, ``@lim(on_block=..., timeout=5)``)."""
+        timeout = _check_timeout(timeout)
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, type(self).__name__, func, on_block, None,
+                                 self._is_async, timeout)
+
 
 def _wait_timeout(cfg: _Config, n: int, timeout: Any) -> Optional[float]:
     """A wait's timeout (acquire, entry), checked: a request that can never pass waits 0."""
@@ -212,6 +370,30 @@ def _step(retry_ns: int, step: float) -> Tuple[float, float]:
     return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
 
 
+def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> Any:
+    """The wait loop of an acquire or entry, a limiter's or a group's: the wait (ns) of
+    the admission. `decide(flags)`: a generator of (verdict, wait_ns, retry_ns, ...);
+    `refused(result, timed_out)`: a generator of the BlockedError to raise. Without a
+    timeout one decision; with one, decide again at the refusal's retry (polling where it
+    cannot tell) until admitted or the timeout passed."""
+    if timeout is None:
+        res = yield from decide(flags | F_RETRY)
+        if res[0] != PASS:
+            raise (yield from refused(res, False))
+        return res[1]
+    deadline = time.monotonic() + timeout
+    step = 0.001
+    while True:
+        res = yield from decide(flags | F_NO_BLOCK | F_RETRY)
+        if res[0] == PASS:
+            return res[1]
+        now = time.monotonic()
+        if res[0] == NEVER or now >= deadline:
+            raise (yield from refused(res, True))
+        sleep, step = _step(res[2], step)
+        yield float(max(0.0, min(sleep, deadline - now)))
+
+
 def _elapsed_ms(t0: float) -> int:
     return max(0, int((time.monotonic() - t0) * 1000))
 
@@ -222,6 +404,83 @@ def _outcome(exc_type: Any) -> int:
     if issubclass(exc_type, Exception):
         return _OUT_EXCEPTION
     return _OUT_NONE
+
+
+class _Driven:
+    """An entry's context-manager protocols: ``with`` on a sync type, ``async with`` on an
+    asyncio one, each running the entry's _enter/_exit generators on its owner's transport
+    (the wrong one is a TypeError)."""
+
+    __slots__ = ()
+
+    def _owner(self) -> Any:
+        raise NotImplementedError
+
+    def _kind(self, is_async: bool) -> Any:
+        t = self._owner()._t
+        if t.is_async != is_async:
+            raise TypeError("the entry of a %s is entered with `%s`" % (
+                type(self._owner()).__name__, "async with" if t.is_async else "with"))
+        return t
+
+    def __enter__(self) -> Any:
+        return self._kind(False).drive(self._enter())  # type: ignore[attr-defined]
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+        return self._kind(False).drive(  # type: ignore[no-any-return]
+            self._exit(exc_type))  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> Any:
+        return await self._kind(True).drive(self._enter())  # type: ignore[attr-defined]
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        return await self._kind(True).drive(  # type: ignore[no-any-return]
+            self._exit(exc_type))  # type: ignore[attr-defined]
+
+
+class _Entry(_Driven):
+    """``with lim.entry():`` of a sync type, ``async with`` of an asyncio one: the same
+    logic, run by the limiter's transport."""
+
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok", "_timeout")
+
+    def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
+                 timeout: Optional[float] = None) -> None:
+        self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._timeout = timeout  # checked (_wait_timeout): None, refused at once
+        self._lease = os.urandom(8).hex()
+        self._held = False
+
+    def _enter(self) -> Any:
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        lim = self._lim
+        wait_ns = yield from lim._g_wait(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
+                                         self._lease, False)
+        # renewed from the decision on: a throttle's wait may outlast the lease
+        self._tok = lim._t.renewer().add(lim, self._key, self._cfg, self._lease)
+        if wait_ns > 0:
+            try:
+                yield wait_ns / 1e9
+            except BaseException:  # interrupted (cancelled) before the body: given back
+                _unrenew(self._tok)
+                yield from lim._g_exit(self._key, self._cfg, self.n, _OUT_NONE, 0,
+                                       [(self._lease, self.n)])
+                raise
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    def _exit(self, exc_type: Any) -> Any:
+        if self._held:
+            self._held = False
+            _unrenew(self._tok)
+            yield from self._lim._g_exit(self._key, self._cfg, self.n, _outcome(exc_type),
+                                         _elapsed_ms(self._t0), [(self._lease, self.n)])
+        return False
+
+    def _owner(self) -> Any:
+        return self._lim
 
 
 class _KeyedMixin:
@@ -252,6 +511,29 @@ class _KeyedMixin:
 
     def _rkey(self, key: Any) -> bytes:
         return self._prefix + _encode_key(key) + b"}"
+
+    _keyed = True
+
+    def _where(self, key: Any) -> Tuple[Any, Any, _Config]:
+        rk = self._rkey(key)
+        return rk, rk, self._cfg_for(rk)
+
+    def entry(self, key: Any, n: int = 1, *,
+              timeout: Optional[float] = None) -> "_Entry":
+        """``with lim.entry(key): ...`` (``async with`` on the asyncio type)."""
+        return self._entry(key, n, timeout)  # type: ignore[attr-defined,no-any-return]
+
+    def __call__(self, func: Any = None, *, key: Any = None, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """``@per_user(key=lambda request, *a, **k: request.client_ip)`` (also on_block=,
+        timeout=: KeyedLimiter's decorator)."""
+        timeout = _check_timeout(timeout)
+        if func is None:
+            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
+        if key is None or not callable(key):
+            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
+        return _decorate_entries(self, type(self).__name__, func, on_block, key,
+                                 self._is_async, timeout)  # type: ignore[attr-defined]
 
     def _cfg_for(self, rk: bytes) -> _Config:
         """The settings of a Redis key of this limiter (its overrides, else the limiter's)."""

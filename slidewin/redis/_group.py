@@ -11,21 +11,18 @@ with its own rules, then writes all (admitted) or only the refusers' BLOCK count
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from typing import Any, List, Literal, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _elapsed_ms, _KeyedMixin, _outcome, _step
+from ._base import _Base, _Driven, _elapsed_ms, _g_poll, _KeyedMixin, _outcome
 from ._config import _Config
-from ._sync import _refuse_in_loop
 from ._scripts import GROUP_INDEX, SCRIPTS
-from ._transport import (_UNREACHABLE, _arenewer, _async_call, _is_cluster, _renewer,
-                         _sync_call, _unrenew)
-from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_RETRY, F_TRY, NEVER,
+from ._transport import _ERRORS, _is_cluster, _unrenew
+from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
                     PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
                     _time_args)
 
@@ -86,7 +83,8 @@ class _Group:
     def __init__(self, members: Sequence[_Member]) -> None:
         self._members = members
         self._client = members[0].lim._client
-        self._cluster = _is_cluster(self._client)
+        self._t = members[0].lim._t  # the members' transport (one client, one kind)
+        self._cluster = self._t.cluster
 
     @property
     def members(self) -> Tuple[Any, ...]:
@@ -232,86 +230,63 @@ class _Group:
                 out.append((m, n))
         return out
 
+    # -- the logic, once: generators of round trips run by the members' transport --------
 
-class RedisGroup(_Group, SyncAdmission):
-    """all_of over sync Redis limiters: admitted by all, or charged nothing."""
-
-    def _decide(self, ns: List[int], flags: int, now_ns: Any,
-                leases: List[str]) -> List[Tuple[int, int, int]]:
+    def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         try:
             keys, packed, _ = self._request(ns, flags, now_ns, leases)
-            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed,
-                               keys)
-            return self._read(reply)
-        except _UNREACHABLE as e:
+            return self._read((yield _SCRIPT, keys[0], packed, keys))
+        except _ERRORS as e:
             return self._failed(e, flags)
 
-    def _once(self, ns: List[int], flags: int, now_ns: Any,
-              leases: List[str]) -> Tuple[int, int, int, List[Tuple[int, int, int]]]:
-        verdicts = self._decide(ns, flags, now_ns, leases)
+    def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
+        verdicts = yield from self._g_decide(ns, flags, now_ns, leases)
         return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
 
-    def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
-        """Admit now by every member, or refuse and charge none; never waits."""
+    def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
+        """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
         n = self._ns(ns)
-        return self._once(n, F_TRY, now_ns, self._leases(False))[0] == PASS
-
-    def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
-        """The wait in ns (the largest of the members'), already admitted; None: refused."""
-        n = self._ns(ns)
-        v, wait, _, _ = self._once(n, 0, now_ns, self._leases(False))
+        v, wait, _, _ = yield from self._g_once(n, flags, now_ns, self._leases(False))
         return wait if v == PASS else None
 
-    def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
-                 leases: List[str]) -> int:
-        if timeout is None:
-            v, wait, retry, verdicts = self._once(ns, flags | F_RETRY, None, leases)
-            if v != PASS:
-                raise self._blocked(ns, verdicts, v, retry)
-            return wait
-        deadline = time.monotonic() + timeout
-        step = 0.001
-        while True:
-            v, wait, retry, verdicts = self._once(ns, flags | F_NO_BLOCK | F_RETRY, None,
-                                                  leases)
-            if v == PASS:
-                return wait
-            now = time.monotonic()
-            if v == NEVER or now >= deadline:
+    def _g_wait(self, ns: List[int], timeout: Optional[float], flags: int,
+                leases: List[str]) -> Any:
+        def refused(res: Tuple[Any, ...], timed_out: bool) -> Any:
+            v, _, retry, verdicts = res
+            if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
                 for m, n in self._refusers(ns, verdicts):
-                    m.lim._exit_on(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
-                raise self._blocked(ns, verdicts, v, retry)
-            sleep, step = _step(retry, step)
-            _refuse_in_loop()
-            time.sleep(max(0.0, min(sleep, deadline - now)))
+                    yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
+            return self._blocked(ns, verdicts, v, retry)
 
-    def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
-        """One decision, sleeping its wait; with a timeout, decide again until admitted or
-        the timeout passed. Raises BlockedError (retry_after: the largest refuser's)."""
+        return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
+                                   timeout, flags))
+
+    def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
+                 leases: List[str]) -> Any:
+        """The wait (ns) of an admission (or a coroutine of it, an async group)."""
+        return self._t.drive(self._g_wait(ns, timeout, flags, leases))
+
+    def _g_acquire(self, ns: Tuple[Any, ...], timeout: Any) -> Any:
         n = self._ns(ns)
-        wait = self._acquire(n, self._timeout(n, timeout), 0, self._leases(False))
+        wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases(False))
         if wait > 0:
-            _refuse_in_loop()
-            time.sleep(wait / 1e9)
+            yield wait / 1e9
 
-    def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
-        """Count ns more as admitted now on the members, without a decision, in one round
-        trip (slidewin.all_of's charge): one n for all or one per member, each >= 0 (0: not
-        charged; a concurrency member only 0). Never refuses."""
+    def _g_charge(self, ns: Tuple[Any, ...], now_ns: Any) -> Any:
         picks = self._charges(ns, now_ns)
         if not picks:
             return
         try:
             keys, packed, _ = self._charge_request(picks, now_ns)
-            reply = _sync_call(self._client, self._cluster, _SCRIPT, keys[0], packed, keys)
-            self._charged(picks, reply)
-        except _UNREACHABLE as e:
+            self._charged(picks, (yield _SCRIPT, keys[0], packed, keys))
+        except _ERRORS as e:
             self._charge_failed(picks, e)
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "_GroupEntry":
-        """``with group.entry(): ...``: admitted by all (their in-flight leases taken), then
-        each member records the outcome and gives its lease back. With a timeout, wait as
-        acquire(timeout=) does; without, refused at once."""
+        """``with group.entry(): ...`` (``async with`` for an async group): admitted by all
+        (their in-flight leases taken), then each member records the outcome and gives its
+        lease back. With a timeout, wait as acquire(timeout=) does; without, refused at
+        once."""
         n = self._ns(ns)
         return _GroupEntry(self, n, self._timeout(n, timeout))
 
@@ -322,179 +297,98 @@ class RedisGroup(_Group, SyncAdmission):
         timeout = _check_timeout(timeout)
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, "all_of group", func, on_block, None, False, timeout)
+        return _decorate_entries(self, "async all_of group" if self._t.is_async
+                                 else "all_of group", func, on_block, None,
+                                 self._t.is_async, timeout)
 
 
-class _GroupEntry:
-    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held", "_timeout")
+class RedisGroup(_Group, SyncAdmission):
+    """all_of over sync Redis limiters: admitted by all, or charged nothing."""
 
-    def __init__(self, group: RedisGroup, ns: List[int], timeout: Optional[float]) -> None:
-        self._g, self.n = group, ns
-        self._timeout = timeout  # checked (_Group._timeout): None, refused at once
-        self._held = False
+    def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
+        """Admit now by every member, or refuse and charge none; never waits."""
+        return self._t.drive(self._g_admit(ns, F_TRY, now_ns)) is not None
 
-    def _give_back(self, outcome: int, rt_ms: int) -> None:
-        for tok in self._toks:
-            _unrenew(tok)
-        for m, n, lease in zip(self._g._members, self.n, self._leases):
-            m.lim._exit_on(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+    def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
+        """The wait in ns (the largest of the members'), already admitted; None: refused."""
+        return self._t.drive(self._g_admit(ns, 0, now_ns))  # type: ignore[no-any-return]
 
-    def __enter__(self) -> "_GroupEntry":
-        if self._held:
-            raise RuntimeError("this entry is already entered")
-        g = self._g
-        self._leases = g._leases(True)
-        wait = g._acquire(self.n, self._timeout, F_ENTRY, self._leases)
-        # renewed from the decision on: a throttle's wait may outlast the lease
-        self._toks = [_renewer(g._client).add(m.lim, m.rkey, m.cfg, lease)
-                      for m, lease in zip(g._members, self._leases)]
-        if wait > 0:
-            try:
-                _refuse_in_loop()
-                time.sleep(wait / 1e9)
-            except BaseException:  # interrupted before the body: given back
-                self._give_back(_OUT_NONE, 0)
-                raise
-        self._held = True
-        self._t0 = time.monotonic()
-        return self
+    def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
+        """One decision, sleeping its wait; with a timeout, decide again until admitted or
+        the timeout passed. Raises BlockedError (retry_after: the largest refuser's)."""
+        self._t.drive(self._g_acquire(ns, timeout))
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        if self._held:
-            self._held = False
-            self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
-        return False
+    def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
+        """Count ns more as admitted now on the members, without a decision, in one round
+        trip (slidewin.all_of's charge): one n for all or one per member, each >= 0 (0: not
+        charged; a concurrency member only 0). Never refuses."""
+        self._t.drive(self._g_charge(ns, now_ns))
 
 
 class AsyncRedisGroup(_Group, AsyncAdmission):
     """all_of over AsyncRedisLimiter members: the methods are coroutines."""
 
-    async def _decide(self, ns: List[int], flags: int, now_ns: Any,
-                      leases: List[str]) -> List[Tuple[int, int, int]]:
-        try:
-            keys, packed, args = self._request(ns, flags, now_ns, leases)
-            if self._cluster:  # the cluster client routes it: its keys and arguments
-                reply = await _async_call(self._client, True, _SCRIPT, keys[0], args,
-                                          None, keys, keys)
-            else:  # the same bytes as the sync group sends
-                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed,
-                                          None, keys)
-            return self._read(reply)
-        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
-            return self._failed(e, flags)
-
-    async def _once(self, ns: List[int], flags: int, now_ns: Any,
-                    leases: List[str]) -> Tuple[int, int, int, List[Tuple[int, int, int]]]:
-        verdicts = await self._decide(ns, flags, now_ns, leases)
-        return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
-
     async def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
-        n = self._ns(ns)
-        return (await self._once(n, F_TRY, now_ns, self._leases(False)))[0] == PASS
+        return await self._t.drive(self._g_admit(ns, F_TRY, now_ns)) is not None
 
     async def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
-        n = self._ns(ns)
-        v, wait, _, _ = await self._once(n, 0, now_ns, self._leases(False))
-        return wait if v == PASS else None
-
-    async def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
-                       leases: List[str]) -> int:
-        if timeout is None:
-            v, wait, retry, verdicts = await self._once(ns, flags | F_RETRY, None, leases)
-            if v != PASS:
-                raise self._blocked(ns, verdicts, v, retry)
-            return wait
-        deadline = time.monotonic() + timeout
-        step = 0.001
-        while True:
-            v, wait, retry, verdicts = await self._once(ns, flags | F_NO_BLOCK | F_RETRY,
-                                                        None, leases)
-            if v == PASS:
-                return wait
-            now = time.monotonic()
-            if v == NEVER or now >= deadline:
-                for m, n in self._refusers(ns, verdicts):
-                    await m.lim._exit_on(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
-                raise self._blocked(ns, verdicts, v, retry)
-            sleep, step = _step(retry, step)
-            await asyncio.sleep(max(0.0, min(sleep, deadline - now)))
+        return await self._t.drive(self._g_admit(ns, 0, now_ns))  # type: ignore[no-any-return]
 
     async def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
-        n = self._ns(ns)
-        wait = await self._acquire(n, self._timeout(n, timeout), 0, self._leases(False))
-        if wait > 0:
-            await asyncio.sleep(wait / 1e9)
+        await self._t.drive(self._g_acquire(ns, timeout))
 
     acquire_async = acquire
 
     async def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
         """RedisGroup.charge: count ns more as admitted now, in one round trip."""
-        picks = self._charges(ns, now_ns)
-        if not picks:
-            return
-        try:
-            keys, packed, args = self._charge_request(picks, now_ns)
-            if self._cluster:
-                reply = await _async_call(self._client, True, _SCRIPT, keys[0], args,
-                                          None, keys, keys)
-            else:
-                reply = await _async_call(self._client, False, _SCRIPT, keys[0], [], packed,
-                                          None, keys)
-            self._charged(picks, reply)
-        except _UNREACHABLE + (asyncio.TimeoutError,) as e:
-            self._charge_failed(picks, e)
-
-    def entry(self, *ns: int, timeout: Optional[float] = None) -> "_AsyncGroupEntry":
-        n = self._ns(ns)
-        return _AsyncGroupEntry(self, n, self._timeout(n, timeout))
-
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
-                 timeout: Optional[float] = None) -> Any:
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, "async all_of group", func, on_block, None, True,
-                                 timeout)
+        await self._t.drive(self._g_charge(ns, now_ns))
 
 
-class _AsyncGroupEntry:
+class _GroupEntry(_Driven):
+    """``with group.entry():`` (``async with`` for an async group): the same logic, run by
+    the members' transport."""
+
     __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held", "_timeout")
 
-    def __init__(self, group: AsyncRedisGroup, ns: List[int],
-                 timeout: Optional[float]) -> None:
+    def __init__(self, group: _Group, ns: List[int], timeout: Optional[float]) -> None:
         self._g, self.n = group, ns
-        self._timeout = timeout
+        self._timeout = timeout  # checked (_Group._timeout): None, refused at once
         self._held = False
 
-    async def _give_back(self, outcome: int, rt_ms: int) -> None:
+    def _give_back(self, outcome: int, rt_ms: int) -> Any:
         for tok in self._toks:
             _unrenew(tok)
         for m, n, lease in zip(self._g._members, self.n, self._leases):
-            await m.lim._exit_on(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
 
-    async def __aenter__(self) -> "_AsyncGroupEntry":
+    def _enter(self) -> Any:
         if self._held:
             raise RuntimeError("this entry is already entered")
         g = self._g
         self._leases = g._leases(True)
-        wait = await g._acquire(self.n, self._timeout, F_ENTRY, self._leases)
-        self._toks = [_arenewer().add(m.lim, m.rkey, m.cfg, lease)
+        wait = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
+        # renewed from the decision on: a throttle's wait may outlast the lease
+        renewer = g._t.renewer()
+        self._toks = [renewer.add(m.lim, m.rkey, m.cfg, lease)
                       for m, lease in zip(g._members, self._leases)]
         if wait > 0:
             try:
-                await asyncio.sleep(wait / 1e9)
-            except BaseException:  # cancelled before the body: given back
-                await self._give_back(_OUT_NONE, 0)
+                yield wait / 1e9
+            except BaseException:  # interrupted (cancelled) before the body: given back
+                yield from self._give_back(_OUT_NONE, 0)
                 raise
         self._held = True
         self._t0 = time.monotonic()
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def _exit(self, exc_type: Any) -> Any:
         if self._held:
             self._held = False
-            await self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
+            yield from self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
         return False
+
+    def _owner(self) -> Any:
+        return self._g
 
 
 def all_of(*members: Any) -> Any:

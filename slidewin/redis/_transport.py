@@ -1,6 +1,9 @@
-"""The transport of slidewin.redis: one script call over the client's own redis-py pool,
-written and read on the connection's socket (never retried once it may have applied),
-Redis Cluster routing, and the in-flight leases this process holds and renews."""
+"""The transport of slidewin.redis: the round trip, the only part the sync and async types
+do differently. _SyncTransport and _AsyncTransport run the shared decision logic (_base: a
+generator that yields script calls and sleeps) and make its script calls over the client's
+own redis-py pool (never retried once one may have applied): the fast path of _fast where
+the client is one it knows, else redis-py's public API. Also Redis Cluster routing, and the
+in-flight leases this process holds and renews."""
 from __future__ import annotations
 
 import asyncio
@@ -13,17 +16,16 @@ import logging
 import math
 import os
 import re
-import socket
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .._limiter import _MISSING
+from .._admission import refuse_in_loop
+from . import _fast
 from ._scripts import _Script
-from ._wire import (_ASKING, _OUT_RENEW, NoScriptError, ReadOnlyError, RedisClusterException,
-                    RedisError, RedisReplyError, ResponseError, _eval_of, _Incomplete, _named,
-                    _parse)
+from ._wire import (_OUT_RENEW, NoScriptError, ReadOnlyError, RedisClusterException,
+                    RedisError, RedisReplyError, ResponseError, _eval_of, _named, _parse)
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
     import redis as _redis
@@ -38,6 +40,7 @@ log = logging.getLogger("slidewin.redis")
 # what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
 # errors, and a Cluster client's "no reachable node" (not a RedisError)
 _UNREACHABLE = (RedisError, OSError, RedisClusterException)
+_ERRORS = _UNREACHABLE + (asyncio.TimeoutError,)  # asyncio's: not an OSError before 3.11
 
 
 def _is_cluster(client: Any) -> bool:
@@ -52,73 +55,6 @@ def _is_cluster(client: Any) -> bool:
     except ImportError:  # pragma: no cover
         return False
     return isinstance(client, ARedisCluster)
-
-
-def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
-    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
-    ConnectionError; the caller closes the connection on any exception."""
-    try:
-        sock.sendall(data)
-        buf = sock.recv(65536)
-        if count == 1 and buf[:5] == b"*3\r\n:":  # a decision's [verdict, wait, retry]
-            parts = buf.split(b"\r\n")
-            if (len(parts) == 5 and not parts[4] and parts[2][:1] == b":"
-                    and parts[3][:1] == b":"):
-                return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
-        while True:
-            if not buf:
-                raise _redis.ConnectionError("Connection closed by server.")
-            try:
-                out = []
-                pos = 0
-                for _ in range(count):
-                    v, pos = _parse(buf, pos)
-                    out.append(v)
-            except _Incomplete:
-                more = sock.recv(65536)
-                if not more:
-                    raise _redis.ConnectionError("Connection closed by server.") from None
-                buf += more
-                continue
-            if pos != len(buf):  # more than was asked: out of step
-                raise RedisReplyError("Redis sent more than one reply")
-            return out
-    except socket.timeout:
-        raise _redis.TimeoutError("Timeout reading from socket") from None
-    except (ValueError, IndexError) as e:  # a garbled length or type byte
-        raise RedisReplyError("unreadable reply from Redis: %s" % e) from None
-    except OSError as e:
-        if isinstance(e, RedisError):
-            raise
-        raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
-
-
-def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
-    """One script call on a connection's socket, written and read here (redis-py's
-    command machinery costs tens of microseconds a call; a decision is one small fixed
-    command and one small reply). The pool checked the connection (a server that closed
-    it idle, say by a restart, gave a new connection, never a failed decision)."""
-    sock = conn._sock
-    if sock is None:
-        conn.connect()
-        sock = conn._sock
-    if asking:
-        ok, reply = _exchange(sock, _ASKING + packed, 2)
-        if isinstance(ok, ResponseError):
-            raise ok
-    else:
-        reply = _exchange(sock, packed, 1)[0]
-    if isinstance(reply, NoScriptError):
-        # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
-        # the source once, which also caches it again. Nothing ran, so this is no retry.
-        cmd = _eval_of(packed, script.source)
-        if asking:
-            ok, reply = _exchange(sock, _ASKING + cmd, 2)
-        else:
-            reply = _exchange(sock, cmd, 1)[0]
-    if isinstance(reply, ResponseError):
-        raise reply
-    return reply
 
 
 # -- the client's own pool, its retries off for a decision's connect -----------------------
@@ -252,51 +188,38 @@ def _get_conn(pool: Any) -> Any:
 def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
     token = _DECIDING.set(True)
     try:
-        conn = _get_conn(pool)
-        if getattr(conn, "_sock", _MISSING) is _MISSING:  # not a socket connection
-            return _call_generic(pool, conn, script, asking, packed)
-        try:
-            reply = _call_conn(conn, script, asking, packed)
-        except ResponseError as e:
-            if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
-                # a replica now (a failover): a new connection finds the primary again
-                # (DNS, Sentinel), as redis-py's Sentinel connections do
-                conn.disconnect()
-            pool.release(conn)  # an error reply: the connection is in step
-            raise
-        except BaseException:
-            # a timeout or a broken connection: the reply may still come, so this
-            # connection is out of step; it is closed, and the call is not repeated
-            conn.disconnect()
-            pool.release(conn)
-            raise
-        pool.release(conn)
-        return reply
+        return _fast.call_pool(pool, _get_conn(pool), script, packed, asking)
     finally:
         _DECIDING.reset(token)
 
 
-def _call_generic(pool: Any, conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
+    """(keys, arguments) of a packed EVALSHA."""
+    parts = _parse(packed, 0)[0]
+    nkeys = int(parts[2])
+    return parts[3:3 + nkeys], parts[3 + nkeys:]
+
+
+def _unreadable() -> RedisReplyError:
+    return RedisReplyError("unreadable reply from Redis: nested without end")
+
+
+def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
+    """One script call through redis-py's public API (a client the fast path does not
+    know): EVALSHA, then EVAL on NOSCRIPT; the client's own routing and retry policy
+    (a connect during it tried once where the pool's connections carry the guarded policy)."""
+    keys, args = _unpack(packed)
+    token = _DECIDING.set(True)
     try:
-        if asking:
-            conn.send_command("ASKING")
-            conn.read_response()
+        _guard_pool(getattr(client, "connection_pool", None))
         try:
-            conn.send_packed_command([packed])
-            return conn.read_response()
+            return client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            if asking:
-                conn.send_command("ASKING")
-                conn.read_response()
-            conn.send_packed_command([_eval_of(packed, script.source)])
-            return conn.read_response()
-    except ResponseError:
-        raise
-    except BaseException:
-        conn.disconnect()
-        raise
+            return client.eval(script.source, len(keys), *keys, *args)
+    except RecursionError:  # redis-py's reader on a reply nested without end
+        raise _unreadable() from None
     finally:
-        pool.release(conn)
+        _DECIDING.reset(token)
 
 
 def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
@@ -340,19 +263,6 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes,
-               names: Optional[List[Any]] = None) -> Any:
-    """One script call routed by `key`; `names`: the keys of a script over several (all_of),
-    one of which its error reply names."""
-    try:
-        return _sync_call_on(client, cluster, script, key, packed)
-    except ResponseError as e:
-        named = _named(e, key if names is None else names)
-        if named is e:
-            raise
-        raise named from e
-
-
 def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
                   packed: bytes) -> Any:
     if not cluster:
@@ -388,8 +298,7 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
     raise RedisReplyError("too many cluster redirections for key %r" % (key,))
 
 
-async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any],
-                           packed: Optional[bytes] = None) -> Any:
+async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
     token = _DECIDING.set(True)
     try:
         _guard_pool(pool)
@@ -400,19 +309,13 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
         _guard_conn(conn)
         try:
             try:
-                if packed is not None:
-                    await conn.send_packed_command([packed])
-                else:
-                    await conn.send_command("EVALSHA", script.sha, 1, key, *args)
+                await conn.send_packed_command([packed])
                 return await conn.read_response()
             except NoScriptError:
-                if packed is not None:
-                    await conn.send_packed_command([_eval_of(packed, script.source)])
-                else:
-                    await conn.send_command("EVAL", script.source, 1, key, *args)
+                await conn.send_packed_command([_eval_of(packed, script.source)])
                 return await conn.read_response()
         except ResponseError as e:
-            if isinstance(e, ReadOnlyError):  # a replica now: see _call_pool
+            if isinstance(e, ReadOnlyError):  # a replica now: see _fast.call_pool
                 await conn.disconnect()
             raise
         except BaseException:
@@ -424,39 +327,138 @@ async def _async_call_pool(pool: Any, script: _Script, key: Any, args: List[Any]
         _DECIDING.reset(token)
 
 
-async def _async_call(client: Any, cluster: bool, script: _Script, key: Any,
-                      args: List[Any], packed: Optional[bytes] = None,
-                      keys: Optional[List[Any]] = None,
-                      names: Optional[List[Any]] = None) -> Any:
-    """One script call; `keys`: a script over several keys (all_of: one slot), routed by
-    the first (`key`), else the one `key`; `names`: the keys its error reply may name."""
-    try:
-        return await _async_call_on(client, cluster, script, key, args, packed, keys)
-    except ResponseError as e:
-        named = _named(e, key if names is None else names)
-        if named is e:
-            raise
-        raise named from e
-
-
-async def _async_call_on(client: Any, cluster: bool, script: _Script, key: Any,
-                         args: List[Any], packed: Optional[bytes] = None,
-                         keys: Optional[List[Any]] = None) -> Any:
+async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script, key: Any,
+                         packed: bytes) -> Any:
+    if not fast:  # a client the fast path does not know: redis-py's public API
+        keys, args = _unpack(packed)
+        token = _DECIDING.set(True)
+        try:
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                return await client.eval(script.source, len(keys), *keys, *args)
+        except RecursionError:
+            raise _unreadable() from None
+        finally:
+            _DECIDING.reset(token)
     if not cluster:
-        return await _async_call_pool(client.connection_pool, script, key, args, packed)
+        return await _async_call_pool(client.connection_pool, script, packed)
     # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
     # call without one is retried on TimeoutError / ConnectionError by the cluster client,
     # which could apply a decision twice and hold the caller past its timeout.
     if getattr(client, "_initialize", False):
         await client.initialize()
     node = client.get_node_from_key(key)
-    ks = [key] if keys is None else keys
+    ks, args = _unpack(packed)
     try:
         return await client.execute_command("EVALSHA", script.sha, len(ks), *ks, *args,
                                             target_nodes=node)
     except NoScriptError:
         return await client.execute_command("EVAL", script.source, len(ks), *ks, *args,
                                             target_nodes=node)
+
+
+def _refuse_in_loop() -> None:
+    refuse_in_loop("a Redis limiter's acquire() or entry(timeout=...) that must wait",
+                   "its asyncio twin (AsyncRedisLimiter: await lim.acquire(), "
+                   "async with lim.entry(), async with lim)")
+
+
+def _renamed(e: ResponseError, key: Any, names: Any) -> BaseException:
+    """An error reply about a key's value, named for what it is (_wire._named)."""
+    return _named(e, key if names is None else names)
+
+
+class _SyncTransport:
+    """The round trip of the sync types. drive() runs one operation of the shared logic: a
+    generator that yields script calls ``(script, key, packed EVALSHA, names)`` (`names`:
+    the keys of a script over several, all_of, one of which its error reply names) and
+    sleeps (a float, seconds), and gets each call's reply (or its exception) back."""
+
+    is_async = False
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.cluster = _is_cluster(client)
+        self.fast: Optional[bool] = None  # the fast path (_fast.fast), decided at first use
+
+    def drive(self, gen: Any) -> Any:
+        val: Any = None
+        exc: Optional[BaseException] = None
+        while True:
+            try:
+                op = gen.send(val) if exc is None else gen.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            exc = None
+            try:
+                if type(op) is float:
+                    _refuse_in_loop()
+                    time.sleep(op)
+                    val = None
+                else:
+                    val = self.call(*op)
+            except BaseException as e:  # to the logic (a KeyboardInterrupt gives back too)
+                val, exc = None, e
+
+    def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
+        try:
+            if self.fast is None:
+                self.fast = _fast.fast(self.client)
+            if self.fast:
+                try:
+                    return _sync_call_on(self.client, self.cluster, script, key, packed)
+                except _fast._NotFast:  # a connection of another kind: public from now on
+                    self.fast = False
+            return _public_call(self.client, script, packed)
+        except ResponseError as e:
+            named = _renamed(e, key, names)
+            if named is e:
+                raise
+            raise named from e
+
+    def renewer(self) -> "_Renewer":
+        return _renewer(self.client)
+
+
+class _AsyncTransport(_SyncTransport):
+    """The round trip of the asyncio types: drive() is a coroutine, as are its calls."""
+
+    is_async = True
+
+    async def drive(self, gen: Any) -> Any:
+        val: Any = None
+        exc: Optional[BaseException] = None
+        while True:
+            try:
+                op = gen.send(val) if exc is None else gen.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            exc = None
+            try:
+                if type(op) is float:
+                    await asyncio.sleep(op)
+                    val = None
+                else:
+                    val = await self.call(*op)
+            except BaseException as e:  # to the logic (a cancellation gives back too)
+                val, exc = None, e
+
+    async def call(self, script: _Script, key: Any, packed: bytes,
+                   names: Any = None) -> Any:
+        if self.fast is None:
+            self.fast = _fast.fast(self.client)
+        try:
+            return await _async_call_on(self.client, self.cluster, self.fast, script, key,
+                                        packed)
+        except ResponseError as e:
+            named = _renamed(e, key, names)
+            if named is e:
+                raise
+            raise named from e
+
+    def renewer(self) -> "_AsyncRenewer":  # type: ignore[override]
+        return _arenewer()
 
 
 class _Held:

@@ -233,7 +233,10 @@ def _error_reply(text: str) -> Exception:
     return ResponseError(text)
 
 
-def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
+_MAX_DEPTH = 8  # arrays in arrays: a slidewin script's reply is at most 2 deep (all_of)
+
+
+def _parse(buf: bytes, pos: int, depth: int = 0) -> Tuple[Any, int]:
     """One RESP reply at buf[pos:]: (value, end). An error reply is a ResponseError instance
     (returned, not raised: the connection is still in step). Raises _Incomplete when more
     bytes are needed, RedisReplyError on what no slidewin script returns."""
@@ -244,13 +247,16 @@ def _parse(buf: bytes, pos: int) -> Tuple[Any, int]:
     if t == 58:  # ':' integer
         return int(buf[pos + 1:end]), end + 2
     if t == 42:  # '*' array
+        if depth >= _MAX_DEPTH:
+            raise RedisReplyError("a reply from Redis nested deeper than %d arrays"
+                                  % _MAX_DEPTH)
         n = int(buf[pos + 1:end])
         pos = end + 2
         if n < 0:
             return None, pos
         items = []
         for _ in range(n):
-            v, pos = _parse(buf, pos)
+            v, pos = _parse(buf, pos, depth + 1)
             items.append(v)
         return items, pos
     if t == 36:  # '$' bulk string

@@ -1,0 +1,173 @@
+"""The fast path of slidewin.redis: a sync decision written and read on the socket of a
+connection of the client's own redis-py pool.
+
+Why: redis-py's command machinery (argument encoding, the parser, the retry wrapper) costs
+tens of microseconds a call, and a decision is one small fixed command (packed once per
+limiter, _Config) with one small reply. Measured on one CPU with a local redis-server
+(benchmarks/bench_redis.py), a decision this way takes about 1.4x a PING round trip; the
+same decision through ``client.evalsha`` about 2x.
+
+What it relies on that redis-py does not promise (checked here, once per client):
+
+- ``Connection._sock``: the connected socket (None until ``connect()``);
+- ``ConnectionPool.get_connection()`` / ``release(conn)`` and ``Connection.disconnect()``
+  (public methods, used as redis-py's own commands use them);
+- ``RedisCluster.get_node_from_key`` / ``get_redis_connection`` / ``nodes_manager`` (the
+  cluster client's routing, slidewin follows MOVED/ASK itself).
+
+``fast(client)`` says whether a client takes this path: a ``redis.Redis`` (or
+``redis.RedisCluster``) of a redis-py release in FAST_VERSIONS whose pool and connections are
+redis-py's socket ones. Any other client -- another redis-py release, a subclass with
+another pool or connection class, a wrapper or a look-alike -- takes the public API
+(``client.evalsha``, then ``client.eval`` on NOSCRIPT: _transport._public_call), as does a
+connection found without ``_sock`` at call time (_NotFast). Replies are read by _wire._parse:
+whatever is not what a slidewin script returns is a RedisReplyError (on_error), never a crash.
+"""
+from __future__ import annotations
+
+import socket
+from typing import Any, List, Tuple
+
+from ._scripts import _Script
+from ._wire import (_ASKING, NoScriptError, ReadOnlyError, RedisError, RedisReplyError,
+                    ResponseError, _eval_of, _Incomplete, _parse)
+
+try:  # redis-py is an optional extra: pip install "slidewin[redis]"
+    import redis as _redis
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _redis = None  # type: ignore[assignment]
+
+# the redis-py releases (major versions) whose connection internals the fast path was
+# tested on; tests/test_redis_wire.py pins that the installed one is among them
+FAST_VERSIONS = (5, 6, 7, 8)
+
+
+class _NotFast(Exception):
+    """The connection is not one the fast path knows (no ``_sock``): the public API."""
+
+
+def _version(v: str) -> Tuple[int, ...]:
+    out = []
+    for part in v.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def fast(client: Any) -> bool:
+    """Whether `client` takes the fast path (see the module's docstring): a sync client's
+    decision on its connection's socket, an asyncio client's packed on its connection
+    (``send_packed_command``) or, on a cluster, sent to the key's node by name."""
+    if _redis is None or _version(getattr(_redis, "__version__", "0"))[0] not in FAST_VERSIONS:
+        return False
+    import redis.asyncio as aredis
+    from redis.asyncio.cluster import RedisCluster as ARedisCluster
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        return all(callable(getattr(client, a, None))
+                   for a in ("get_node_from_key", "get_redis_connection", "get_node"))
+    if isinstance(client, ARedisCluster):
+        return all(callable(getattr(client, a, None))
+                   for a in ("get_node_from_key", "initialize", "execute_command"))
+    pool_cls: Any
+    conn_base: Any
+    if isinstance(client, _redis.Redis):
+        pool_cls, conn_base = _redis.ConnectionPool, getattr(
+            _redis.connection, "AbstractConnection", _redis.Connection)
+    elif isinstance(client, aredis.Redis):
+        pool_cls, conn_base = aredis.ConnectionPool, getattr(
+            aredis.connection, "AbstractConnection", aredis.Connection)
+    else:
+        return False
+    pool = getattr(client, "connection_pool", None)
+    cls = getattr(pool, "connection_class", None)
+    return (isinstance(pool, pool_cls) and isinstance(cls, type) and issubclass(cls, conn_base)
+            and callable(getattr(pool, "get_connection", None)))
+
+
+def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
+    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
+    ConnectionError; the caller closes the connection on any exception."""
+    try:
+        sock.sendall(data)
+        buf = sock.recv(65536)
+        if count == 1 and buf[:5] == b"*3\r\n:":  # a decision's [verdict, wait, retry]
+            parts = buf.split(b"\r\n")
+            if (len(parts) == 5 and not parts[4] and parts[2][:1] == b":"
+                    and parts[3][:1] == b":"):
+                return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
+        while True:
+            if not buf:
+                raise _redis.ConnectionError("Connection closed by server.")
+            try:
+                out = []
+                pos = 0
+                for _ in range(count):
+                    v, pos = _parse(buf, pos)
+                    out.append(v)
+            except _Incomplete:
+                more = sock.recv(65536)
+                if not more:
+                    raise _redis.ConnectionError("Connection closed by server.") from None
+                buf += more
+                continue
+            if pos != len(buf):  # more than was asked: out of step
+                raise RedisReplyError("Redis sent more than one reply")
+            return out
+    except socket.timeout:
+        raise _redis.TimeoutError("Timeout reading from socket") from None
+    except (ValueError, IndexError) as e:  # a garbled length or type byte
+        raise RedisReplyError("unreadable reply from Redis: %s" % e) from None
+    except OSError as e:
+        if isinstance(e, RedisError):
+            raise
+        raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
+
+
+def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
+    """One script call on a connection's socket. The pool checked the connection (a server
+    that closed it idle, say by a restart, gave a new connection, never a failed decision)."""
+    sock = conn._sock
+    if sock is None:
+        conn.connect()
+        sock = conn._sock
+    if asking:
+        ok, reply = _exchange(sock, _ASKING + packed, 2)
+        if isinstance(ok, ResponseError):
+            raise ok
+    else:
+        reply = _exchange(sock, packed, 1)[0]
+    if isinstance(reply, NoScriptError):
+        # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
+        # the source once, which also caches it again. Nothing ran, so this is no retry.
+        cmd = _eval_of(packed, script.source)
+        if asking:
+            ok, reply = _exchange(sock, _ASKING + cmd, 2)
+        else:
+            reply = _exchange(sock, cmd, 1)[0]
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
+
+
+def call_pool(pool: Any, conn: Any, script: _Script, packed: bytes, asking: bool) -> Any:
+    """One script call on `conn` of `pool`, given back to the pool; closed when it may be
+    out of step (a timeout, a broken connection: the call is not repeated) or a replica."""
+    if getattr(conn, "_sock", _NotFast) is _NotFast:
+        pool.release(conn)
+        raise _NotFast
+    try:
+        reply = _call_conn(conn, script, asking, packed)
+    except ResponseError as e:
+        if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
+            # a replica now (a failover): a new connection finds the primary again
+            conn.disconnect()
+        pool.release(conn)  # an error reply: the connection is in step
+        raise
+    except BaseException:
+        conn.disconnect()
+        pool.release(conn)
+        raise
+    pool.release(conn)
+    return reply
