@@ -167,7 +167,7 @@ class Group(_core.Group, Admission):
             if wake is not None:
                 waiters_of(lim).hook(lim, wake)
             else:
-                waiters_of(lim).unhook(lim, self._waitq.wake)  # type: ignore[union-attr]
+                waiters_of(lim).unhook(lim, self._waitq.wake)
 
     # -- admission ----------------------------------------------------------------------
 

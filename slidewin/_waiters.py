@@ -57,8 +57,8 @@ _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then de
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
-def _set(fut: "asyncio.Future[None]") -> None:
-    if not fut.done():
+def _set(fut: "Optional[asyncio.Future[None]]") -> None:
+    if fut is not None and not fut.done():
         fut.set_result(None)
 
 
@@ -128,7 +128,7 @@ class Waiters:
         if w.ev is not None:
             w.ev.set()
         elif _get_running_loop() is w.loop:
-            _set(w.fut)  # type: ignore[arg-type]
+            _set(w.fut)
         else:
             try:
                 w.loop.call_soon_threadsafe(_set, w.fut)  # type: ignore[union-attr]
@@ -265,7 +265,7 @@ class Waiters:
                 d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
                 if d[0] == _PASS or d[0] == _SHADOWED:
                     got = d
-                    return d
+                    return d  # type: ignore[no-any-return]
                 w.ev.wait(self._sleep_s(adm, req, d, first, deadline, poll))  # type: ignore
         finally:
             self._leave(adm, req, w, got, fp)
@@ -283,7 +283,7 @@ class Waiters:
                 d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
                 if d[0] == _PASS or d[0] == _SHADOWED:
                     got = d
-                    return d
+                    return d  # type: ignore[no-any-return]
                 fut = w.fut
                 timer = loop.call_later(self._sleep_s(adm, req, d, first, deadline, poll),
                                         _set, fut)
