@@ -17,12 +17,15 @@ from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_c
 __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
            "Admitter", "AdmissionEntry", "Decision"]
 
+from . import _core
+
 # the entries held by `with lim:` / `async with lim:` in this context: ((lim, entry), ...)
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
 _running_loop = asyncio.events._get_running_loop
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
+_PASS, _SHADOWED, _F_RETRY = _core.PASS, _core.SHADOWED, _core.F_RETRY
 
 
 def refuse_in_loop(what: str, async_form: str) -> None:
@@ -209,10 +212,16 @@ class AdmissionEntry:
         time.sleep(wait_ns / 1e9)
 
     def __enter__(self) -> Any:
-        from ._waiters import admit
-        self._claim()
-        d = admit(self._adm, self._req, self._timeout, None, *self._in_loop)
-        self._entered(self._adm._adm_hold(self._req, d))
+        if self._state != 0:
+            self._claim()
+        adm, req = self._adm, self._req
+        if self._timeout is None:  # one decision, spelled out: the common case
+            d = adm._adm_decide(req, _F_RETRY)
+            if d[0] != _PASS and d[0] != _SHADOWED:
+                adm._adm_refuse(req, d)
+        else:
+            d = admit(adm, req, self._timeout, None, *self._in_loop)
+        self._entered(adm._adm_hold(req, d))
         if d[1] > 0:
             try:
                 self._sleep(d[1])
@@ -223,7 +232,6 @@ class AdmissionEntry:
         return self
 
     async def __aenter__(self) -> Any:
-        from ._waiters import admit_async
         self._claim()
         d = await admit_async(self._adm, self._req, self._timeout)
         self._entered(self._adm._adm_hold(self._req, d))
@@ -247,3 +255,6 @@ class AdmissionEntry:
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
         self.__exit__(et, ev, tb)
+
+
+from ._waiters import admit, admit_async  # noqa: E402 (it imports this module's names)

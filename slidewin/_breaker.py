@@ -126,17 +126,6 @@ class _Deadline:
         return self._ours
 
 
-class _Call:
-    """What an admitted call holds: the core's ticket, and the timer of ``call_timeout_s``
-    (``async with``)."""
-
-    __slots__ = ("ticket", "deadline")
-
-    def __init__(self, ticket: int) -> None:
-        self.ticket = ticket
-        self.deadline: Optional[_Deadline] = None
-
-
 class _BreakerEntry(AdmissionEntry):
     """One protected call: ``with br.entry():`` / ``async with br.entry():``.
 
@@ -157,7 +146,12 @@ class _BreakerEntry(AdmissionEntry):
     _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
-        super().__init__(br, None, None)
+        self._adm = br
+        self._req = None
+        self._timeout = None
+        self._held = None
+        self._start = 0
+        self._state = 0
         self._timed = timed
 
     async def __aenter__(self) -> "_BreakerEntry":
@@ -171,7 +165,7 @@ class _BreakerEntry(AdmissionEntry):
             except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
                 task = None
             if task is not None:
-                self._held.deadline = _Deadline(loop, task, seconds)
+                self._held[1] = _Deadline(loop, task, seconds)
         return self
 
 
@@ -332,14 +326,13 @@ class Breaker(_core.Breaker, Admission):
                       deadline: float) -> Optional[float]:
         raise self._open_error()
 
-    def _adm_hold(self, req: Any, decision: Any) -> _Call:
-        return _Call(decision[3])
+    def _adm_hold(self, req: Any, decision: Any) -> List[Any]:
+        return [decision[3], None]  # the core's ticket, the timer of call_timeout_s
 
-    def _adm_exit(self, req: Any, held: _Call, et: Any, ev: Any,
+    def _adm_exit(self, req: Any, held: List[Any], et: Any, ev: Any,
                   rt_ns: int) -> Optional[BaseException]:
-        ticket = held.ticket
+        ticket, deadline = held
         rt = rt_ns / 1e6
-        deadline = held.deadline
         interrupted = deadline is not None and deadline.settle()
         limit = self._call_timeout_ms
         cancel = et is not None and (issubclass(et, _core.BlockedError) or
@@ -366,8 +359,8 @@ class Breaker(_core.Breaker, Admission):
             self._record(ticket, rt, error)
         return None
 
-    def _adm_release(self, req: Any, held: _Call) -> None:
-        self._cancel(held.ticket)
+    def _adm_release(self, req: Any, held: List[Any]) -> None:
+        self._cancel(held[0])
 
     def _adm_listen(self, wake: Any) -> None:
         pass  # nothing waits on a breaker

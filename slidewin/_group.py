@@ -137,10 +137,12 @@ class Group(_core.Group, Admission):
 
     def _hold(self, flags: int, shadowed: Tuple[int, ...]) -> bytearray:
         done = bytearray(len(self))
-        entry = flags & _F_ENTRY
-        for i in range(len(done)):
-            if i in shadowed or not (entry or i in self._conc):
-                done[i] = 1
+        for i in shadowed:
+            done[i] = 1
+        if not flags & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
+            for i in range(len(done)):
+                if i not in self._conc:
+                    done[i] = 1
         return done
 
     def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
@@ -260,7 +262,12 @@ class GroupEntry(AdmissionEntry):
     _in_loop = _IN_LOOP
 
     def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
-        super().__init__(group, (ns, _F_ENTRY), timeout)
+        self._adm = group
+        self._req = (ns, _F_ENTRY)
+        self._timeout = timeout
+        self._held = None
+        self._start = 0
+        self._state = 0
 
     @property
     def group(self) -> Group:
@@ -269,7 +276,8 @@ class GroupEntry(AdmissionEntry):
     def _entered(self, held: Any) -> None:
         if isinstance(held, tuple):  # the shadow members of an admission made elsewhere
             held = self.group._hold(_F_ENTRY, held)
-        super()._entered(held)
+        self._held = held
+        self._state = 1
 
     def _release(self) -> None:
         """End the entry without an outcome (the members not yet done)."""

@@ -29,7 +29,7 @@ from typing import (
 from . import _core, _rate
 from . import _rate as _ratespec
 from ._admission import Admission, refuse_in_loop  # noqa: F401
-from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, waiters_of
+from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
 
@@ -192,16 +192,8 @@ async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
     KeyedLimiter: (verdict, the ns to sleep before going on), or BlockedError once `timeout`
     has passed (one BLOCK counted). A refused task waits in the limiter's (or the key's)
     queue, woken by releases (slidewin._waiters), not polling."""
-    at = _at(key, n)
-    first = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY, None)
-    verdict = first[0]
-    if verdict == _PASS or verdict == _SHADOWED:
-        return verdict, first[1]
-    deadline = time.monotonic() + timeout
-    req = (at, flags)
-    lim._adm_retry_in(req, first, False, deadline)  # raises: no time left, or never
     fp = None if key is _NO_KEY else lim._fingerprint(key)
-    d = await waiters_of(lim).admit_async(lim, req, deadline, fp)
+    d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
 
 
