@@ -9,7 +9,6 @@ calls through the teller registered at import (``_tell``) once the core's lock i
 released.
 """
 import asyncio
-import inspect
 import logging
 import math
 import time
@@ -413,26 +412,10 @@ class Breaker(_core.Breaker, Admission):
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        if inspect.isasyncgenfunction(func):
-            # its consumer runs between the items, in the same task: never cancelled
-            wrapper = _decorate_entries(_UntimedEntries(self), "Breaker", func, on_block)
-            wrapper.limiter = self
-            return wrapper
-        return _decorate_entries(self, "Breaker", func, on_block)
-
-
-class _UntimedEntries:
-    """What the decorator of an async generator enters: the breaker's entries without the
-    cancel at call_timeout_s (the generator's iteration spans its consumer's code)."""
-
-    __slots__ = ("_br", "_on_block")
-
-    def __init__(self, br: Breaker) -> None:
-        self._br = br
-        self._on_block = br._on_block
-
-    def entry(self) -> _BreakerEntry:
-        return _BreakerEntry(self._br, False)
+        # an async generator's consumer runs between the items, in the same task: its
+        # entry never cancels it
+        return _decorate_entries(self, "Breaker", func, on_block,
+                                 agen_entry=lambda: _BreakerEntry(self, False))
 
 
 def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:

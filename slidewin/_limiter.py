@@ -13,7 +13,6 @@ import re
 import time
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Dict,
     NoReturn,
@@ -588,8 +587,8 @@ def _wrap_generator(lim: Any, func: Any, handler: Any,
 
 
 def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False,
-                          timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
+                          timeout: Optional[float] = None, entry: Any = None) -> Any:
+    entry = entry or _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -643,13 +642,16 @@ def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False
 
 
 def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any = None,
-                      is_async: Optional[bool] = None, timeout: Optional[float] = None) -> Any:
+                      is_async: Optional[bool] = None, timeout: Optional[float] = None,
+                      agen_entry: Any = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too): the
     same kinds, on_block checks and wrappers. ``keyfn``: a keyed limiter's key function
     (then no generator, as KeyedLimiter). ``is_async``: None for a limiter whose entries
     enter both ways (Limiter); True for one whose decisions are awaited (entries entered
     and exited with ``async with``: coroutine functions and async generators only); False
-    for one whose decisions block (sync functions and generators only)."""
+    for one whose decisions block (sync functions and generators only). ``agen_entry``:
+    what an async generator's iteration enters, when not ``lim.entry()`` (a Breaker's entry
+    that never cancels: its consumer runs between the items)."""
     handler = _decorator_handler(lim, kind, func, on_block)
     agen = inspect.isasyncgenfunction(func)
     coro = not agen and inspect.iscoroutinefunction(func)
@@ -667,7 +669,7 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         % (kind, _name(func)))
     aexit = bool(is_async)
     if agen:
-        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout)
+        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout, agen_entry)
     elif coro:
         wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
     else:
