@@ -240,9 +240,14 @@ class Waiters:
 
     # -- the wait ---------------------------------------------------------------------------
 
-    def _sleep_s(self, adm: Any, req: Any, d: Decision, first: bool, deadline: float,
-                 poll: "list[float]") -> float:
-        """How long a refused waiter sleeps (the admitter raises once the wait is over)."""
+    def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
+             poll: "list[float]") -> "tuple[Optional[Decision], float]":
+        """One decision of a waiter: (the decision, 0) when admitted, else (None, the seconds
+        to sleep before the next one); the admitter raises once the wait is over."""
+        first = self._rearm(w)
+        d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+        if d[0] == _PASS or d[0] == _SHADOWED:
+            return d, 0.0
         step = adm._adm_retry_in(req, d, first, deadline)
         sleep = deadline - time.monotonic()
         if first:
@@ -250,7 +255,7 @@ class Waiters:
                 step = poll[0]
                 poll[0] = min(step * 2, _POLL_MAX_S)
             sleep = min(sleep, step)
-        return min(max(sleep, 0.0), _MAX_SLEEP_S)
+        return None, min(max(sleep, 0.0), _MAX_SLEEP_S)
 
     def admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int] = None) -> Decision:
         """A thread's wait: queue, and decide until admitted (the decision), or the
@@ -260,13 +265,11 @@ class Waiters:
         got: Optional[Decision] = None
         poll = [_POLL_MIN_S]
         try:
-            while True:
-                first = self._rearm(w)
-                d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
-                if d[0] == _PASS or d[0] == _SHADOWED:
-                    got = d
-                    return d  # type: ignore[no-any-return]
-                w.ev.wait(self._sleep_s(adm, req, d, first, deadline, poll))  # type: ignore
+            while got is None:
+                got, sleep = self._try(adm, req, w, deadline, poll)
+                if got is None:
+                    w.ev.wait(sleep)  # type: ignore[union-attr]
+            return got
         finally:
             self._leave(adm, req, w, got, fp)
 
@@ -278,19 +281,15 @@ class Waiters:
         got: Optional[Decision] = None
         poll = [_POLL_MIN_S]
         try:
-            while True:
-                first = self._rearm(w)
-                d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
-                if d[0] == _PASS or d[0] == _SHADOWED:
-                    got = d
-                    return d  # type: ignore[no-any-return]
-                fut = w.fut
-                timer = loop.call_later(self._sleep_s(adm, req, d, first, deadline, poll),
-                                        _set, fut)
-                try:
-                    await fut  # type: ignore[misc]
-                finally:
-                    timer.cancel()
+            while got is None:
+                got, sleep = self._try(adm, req, w, deadline, poll)
+                if got is None:
+                    timer = loop.call_later(sleep, _set, w.fut)
+                    try:
+                        await w.fut  # type: ignore[misc]
+                    finally:
+                        timer.cancel()
+            return got
         finally:
             self._leave(adm, req, w, got, fp)
 
