@@ -271,8 +271,8 @@ PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
 PyObject *entry_abort(PyObject *self, PyObject *unused);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort_as(atomic_int *state);
-/** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends the transition
- * (back to idle when it cannot be made). @return new reference or NULL */
+/** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends
+ * the transition (back to idle when it cannot be made). @return new reference or NULL */
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
 /** __aexit__(et, ...): the registered aexit(owner, self, et). @return new reference or NULL */
 PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

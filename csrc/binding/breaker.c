@@ -179,12 +179,13 @@ static struct bk_pending *bk_next(BreakerObject *self)
     return p;
 }
 
-/* Tell the listeners (the Python layer's registered breaker_tell) about the changes of one call, the core's
- * lock released, in the order of the changes: queued, then told by this thread unless another
- * is telling (that one tells these too, in order; a listener that makes a change has it told
- * after the one it is told). A failing teller is reported as unraisable and the caller goes
- * on, except for a BaseException that is not an Exception (KeyboardInterrupt): the first is
- * raised by the call once every queued change was told. @return 0, or -1 with it set */
+/* Tell the listeners (through the Python layer's registered breaker_tell) about the changes
+ * of one call, the core's lock released, in the order of the changes: queued, then told by
+ * this thread unless another is telling (that one tells these too, in order; a listener that
+ * makes a change has it told after the one it is told). A failing teller is reported as
+ * unraisable and the caller goes on, except for a BaseException that is not an Exception
+ * (KeyboardInterrupt): the first is raised by the call once every queued change was told.
+ * @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
     if (!bk_enqueue(self, chg))

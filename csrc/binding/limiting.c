@@ -503,8 +503,8 @@ PyObject *entry_abort(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* the registered Python function `which` of the layer (module state), or NULL with
- * RuntimeError when slidewin's Python layer has not registered it */
+/* the Python layer's registered aenter (exit 0) or aexit (exit 1), or NULL with an error set
+ * (RuntimeError when slidewin's Python layer has not registered them) */
 static PyObject *entry_layer_fn(PyObject *self, int exit)
 {
     module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));

@@ -86,7 +86,7 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
 }
 
 /* _set_layer(aenter, aexit, breaker_tell): the Python layer's functions that the types call
- * (slidewin._admission registers them once, at import): the coroutines of an entry's
+ * (slidewin registers them once, at import): the coroutines of an entry's
  * __aenter__ and __aexit__, and the teller of a Breaker's changes of state. */
 static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
