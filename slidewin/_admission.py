@@ -1,4 +1,5 @@
-"""``with lim:`` and ``async with lim:`` over any limiter's ``entry()``, and the guard that
+"""The one admission protocol (``Admitter``) and the one entry over it (``AdmissionEntry``);
+``with lim:`` and ``async with lim:`` over any limiter's ``entry()``, and the guard that
 keeps a thread-API wait off a running event loop.
 
 ``async with lim:`` waits for admission as ``asyncio.Semaphore`` and aiolimiter do: it is
@@ -10,15 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import Any, NoReturn, Optional, Tuple
+import time
+from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_checkable
 
-__all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop"]
+__all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
+           "Admitter", "AdmissionEntry", "Decision"]
+
+from . import _core
 
 # the entries held by `with lim:` / `async with lim:` in this context: ((lim, entry), ...)
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
 _running_loop = asyncio.events._get_running_loop
+_monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
+_PASS, _SHADOWED, _F_RETRY = _core.PASS, _core.SHADOWED, _core.F_RETRY
 
 
 def refuse_in_loop(what: str, async_form: str) -> None:
@@ -105,3 +112,149 @@ class NeedsKey:
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> NoReturn:
         self._no_key()
+
+
+# -- the one admission protocol ------------------------------------------------------------
+
+Decision = Tuple[Any, ...]  # the admitter's answer: (verdict, wait_ns, retry_ns, ...)
+Wake = Callable[..., None]
+
+OUT_SUCCESS, OUT_EXCEPTION, OUT_NONE = 0, 1, 2  # the outcomes of an exit (the core's)
+
+
+@runtime_checkable
+class Admitter(Protocol):
+    """What every admission type implements (Limiter, KeyedLimiter, AdaptiveLimiter, Group,
+    Breaker; a Redis limiter can too): the one entry (``AdmissionEntry``), the one waiter
+    (``slidewin._waiters``) and the one decorator run over these methods and nothing else.
+
+    ``req`` is the request as the admitter knows it (its sizes, key and the caller's flags:
+    an entry or an acquire), opaque to the callers; ``held`` is what an admission holds
+    until its exit (``_adm_hold``). A ``Decision`` starts with (verdict, wait_ns, retry_ns):
+    the verdict (``PASS``, ``SHADOWED`` admit; ``BLOCK``, ``NEVER`` refuse), the ns to sleep
+    before going on (a throttle's pace), the ns after which a refused request may pass (0:
+    unknown, -1: never).
+
+    Limiter and KeyedLimiter also have fast paths of the same protocol in C
+    (``try_acquire()``, ``acquire()``, their ``entry()``): they decide, wait (threads) and
+    exit as these methods do, without a Python call.
+    """
+
+    def _adm_decide(self, req: Any, flags: int) -> Decision:
+        """One decision; ``flags`` adds to the request's (``F_NO_BLOCK``: a retry of a wait,
+        which counts no BLOCK; ``F_RETRY``: give the retry time)."""
+
+    def _adm_refuse(self, req: Any, decision: Decision) -> NoReturn:
+        """Raise the refusal's error (a decision without ``F_NO_BLOCK`` counted it)."""
+
+    def _adm_retry_in(self, req: Any, decision: Decision, first: bool,
+                      deadline: float) -> Optional[float]:
+        """A refused try of a wait that ends at ``deadline`` (``time.monotonic()``): the
+        seconds until the first waiter should decide again (None: unknown, poll), or, the
+        wait being over (the deadline passed, or it can never pass), one BLOCK counted and
+        the refusal raised. ``first``: the caller is the first of its queue."""
+
+    def _adm_hold(self, req: Any, decision: Decision) -> Any:
+        """What an admission holds until its exit or release."""
+
+    def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
+                  rt_ns: int) -> Optional[BaseException]:
+        """End an admission with its outcome (how the body ended: ``et``, ``ev``) and its
+        response time. Raising leaves it held (an exit may be retried); a returned exception
+        is raised by the caller once the admission has ended."""
+
+    def _adm_release(self, req: Any, held: Any) -> None:
+        """Give an admission back without an outcome (its caller never ran the body)."""
+
+    def _adm_listen(self, wake: Optional[Wake]) -> None:
+        """The wake-up hook: call ``wake()`` (or ``wake(fingerprint)``, a key's release)
+        from any thread at each release that may admit a waiter; None: no more."""
+
+
+class AdmissionEntry:
+    """The one entry over an ``Admitter`` (``with`` and ``async with``): admitted (waiting up
+    to ``timeout`` seconds, None: not at all) and held while the body runs, then ended with
+    the body's outcome and response time. Used once, unless ``_reusable``."""
+
+    __slots__ = ("_adm", "_req", "_timeout", "_held", "_start", "_state")
+    _what = "entry"
+    _reusable = False
+    # a thread's wait in a running event loop: what it is, and the async form to use
+    _in_loop = ("an entry(timeout=...) that must wait", "async with ...entry(...)")
+
+    def __init__(self, adm: Admitter, req: Any, timeout: Optional[float]) -> None:
+        self._adm = adm
+        self._req = req
+        self._timeout = timeout
+        self._held: Any = None
+        self._start = 0
+        self._state = 0  # 0 idle, 1 entered, 2 exited
+
+    def _claim(self) -> None:
+        if self._state != 0:
+            raise RuntimeError("this %s is already %s" % (
+                self._what, "entered" if self._state == 1 else "used"))
+
+    def _entered(self, held: Any) -> None:
+        self._held = held
+        self._state = 1
+
+    def _abort(self) -> None:
+        """Interrupted between its admission and its body: hold nothing, as if never
+        entered (it may be entered again)."""
+        if self._state == 1:
+            self._adm._adm_release(self._req, self._held)
+        self._state = 0
+        self._held = None
+
+    def _sleep(self, wait_ns: int) -> None:
+        refuse_in_loop(*self._in_loop)
+        time.sleep(wait_ns / 1e9)
+
+    def __enter__(self) -> Any:
+        if self._state != 0:
+            self._claim()
+        adm, req = self._adm, self._req
+        if self._timeout is None:  # one decision, spelled out: the common case
+            d = adm._adm_decide(req, _F_RETRY)
+            if d[0] != _PASS and d[0] != _SHADOWED:
+                adm._adm_refuse(req, d)
+        else:
+            d = admit(adm, req, self._timeout, None, *self._in_loop)
+        self._entered(adm._adm_hold(req, d))
+        if d[1] > 0:
+            try:
+                self._sleep(d[1])
+            except BaseException:
+                self._abort()
+                raise
+        self._start = _monotonic_ns()
+        return self
+
+    async def __aenter__(self) -> Any:
+        self._claim()
+        d = await admit_async(self._adm, self._req, self._timeout)
+        self._entered(self._adm._adm_hold(self._req, d))
+        if d[1] > 0:
+            try:
+                await asyncio.sleep(d[1] / 1e9)
+            except BaseException:  # cancelled while waiting: give the admission back
+                self._abort()
+                raise
+        self._start = _monotonic_ns()
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if self._state != 1:
+            raise RuntimeError("exit of a %s that is not entered" % self._what)
+        err = self._adm._adm_exit(self._req, self._held, et, ev, _monotonic_ns() - self._start)
+        self._state = 0 if self._reusable else 2
+        self._held = None
+        if err is not None:
+            raise err from ev
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        self.__exit__(et, ev, tb)
+
+
+from ._waiters import admit, admit_async  # noqa: E402 (it imports this module's names)

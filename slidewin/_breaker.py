@@ -5,21 +5,23 @@ The decisions are the C core's (``sw_breaker``): admission, outcomes, the trip, 
 probe and its timeout each happen in one critical section. This module adds what is Python:
 the entry (sync and ``async with``, with its ``call_timeout_s``), the decorator (Limiter's,
 over ``entry()``), which exceptions count as errors, and the listeners, which the C base
-calls through ``_notify`` once the core's lock is released.
+calls through the teller registered at import (``_tell``) once the core's lock is
+released.
 """
 import asyncio
-import inspect
 import logging
 import math
 import time
-from typing import (Any, Callable, List, Optional, Tuple, Type, TypeVar, Union, cast,
-                    overload)
+from typing import (Any, Callable, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
+                    cast, overload)
 
 from . import _core
-from ._admission import Admission
-from ._limiter import _MISSING, _check_on_block, _decorate_entries
+from ._admission import Admission, AdmissionEntry
+from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
+_PASS = _core.PASS
+_BLOCK = _core.BLOCK
 Listener = Callable[[str, str, Optional[float]], Any]
 ErrorClasses = Tuple[Type[BaseException], ...]
 ErrorPredicate = Callable[[BaseException], bool]
@@ -123,7 +125,7 @@ class _Deadline:
         return self._ours
 
 
-class _BreakerEntry:
+class _BreakerEntry(AdmissionEntry):
     """One protected call: ``with br.entry():`` / ``async with br.entry():``.
 
     Enter: admitted (a ticket from the core) or ``BreakerOpenError``. Exit: no exception, or
@@ -135,70 +137,26 @@ class _BreakerEntry:
     by a cancel; an ``async with`` body still running then is cancelled, and the exit raises
     ``TimeoutError`` in place of that ``CancelledError``. ``timed``: whether ``async with``
     may cancel the body (not for an async generator's iteration: its consumer runs between
-    the items, in the same task).
+    the items, in the same task). Entered again once exited.
     """
 
-    __slots__ = ("_br", "_ticket", "_start", "_deadline", "_timed")
+    __slots__ = ("_timed",)
+    _what = "breaker entry"
+    _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
-        self._br = br
-        self._ticket: Optional[int] = None
+        self._adm = br
+        self._req = None
+        self._timeout = None
+        self._held = None
         self._start = 0
-        self._deadline: Optional[_Deadline] = None
+        self._state = 0
         self._timed = timed
-
-    def __enter__(self) -> "_BreakerEntry":
-        if self._ticket is not None:
-            raise RuntimeError("this breaker entry is already entered")
-        br = self._br
-        ticket = br._pass()
-        if ticket is None:
-            raise br._open_error()
-        self._ticket = ticket
-        self._start = _monotonic_ns()
-        return self
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        ticket = self._ticket
-        if ticket is None:
-            raise RuntimeError("exit of a breaker entry that is not entered")
-        br = self._br
-        rt = (_monotonic_ns() - self._start) / 1e6
-        deadline = self._deadline
-        interrupted = deadline is not None and deadline.settle()
-        limit = br._call_timeout_ms
-        cancel = et is not None and (issubclass(et, _core.BlockedError) or
-                                     not issubclass(et, Exception))
-        # the ticket is given up only once the core took the outcome: an exit whose wait for
-        # a shared region's lock gave up (OSError) stays entered and may be retried
-        if ((deadline is not None and deadline.fired) or
-                (not cancel and limit is not None and rt > limit)):
-            br._record_timeout(ticket, rt)  # still running at call_timeout_s: a failure
-            self._ticket = None
-            self._deadline = None
-            if interrupted and et is not None and issubclass(et, asyncio.CancelledError):
-                raise TimeoutError("the call ran past its breaker's call_timeout_s=%g s"
-                                   % (br._call_timeout_s or 0.0)) from ev
-            return
-        if et is None:
-            br._record(ticket, rt, False)
-        elif cancel:
-            br._cancel(ticket)
-        else:
-            try:
-                error = br._is_failure(et, ev)
-            except BaseException:  # KeyboardInterrupt in the predicate: the call is given up
-                br._cancel(ticket)
-                self._ticket = None
-                self._deadline = None
-                raise
-            br._record(ticket, rt, error)
-        self._ticket = None
-        self._deadline = None
 
     async def __aenter__(self) -> "_BreakerEntry":
         self.__enter__()
-        seconds = self._br._call_timeout_s
+        br = cast(Breaker, self._adm)
+        seconds = br._call_timeout_s
         if seconds is not None and self._timed:
             try:
                 loop = asyncio.get_running_loop()
@@ -206,11 +164,8 @@ class _BreakerEntry:
             except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
                 task = None
             if task is not None:
-                self._deadline = _Deadline(loop, task, seconds)
+                self._held[1] = _Deadline(loop, task, seconds)
         return self
-
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
-        self.__exit__(et, ev, tb)
 
 
 class Breaker(_core.Breaker, Admission):
@@ -357,6 +312,58 @@ class Breaker(_core.Breaker, Admission):
         self._listeners.append(fn)
         return fn
 
+    # -- the admission protocol (slidewin._admission.Admitter): a breaker never waits ------
+
+    def _adm_decide(self, req: Any, flags: int) -> Any:
+        ticket = self._pass()
+        return (_PASS, 0, 0, ticket) if ticket is not None else (_BLOCK, 0, -1, None)
+
+    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
+        raise self._open_error()
+
+    def _adm_retry_in(self, req: Any, decision: Any, first: bool,
+                      deadline: float) -> Optional[float]:
+        raise self._open_error()
+
+    def _adm_hold(self, req: Any, decision: Any) -> List[Any]:
+        return [decision[3], None]  # the core's ticket, the timer of call_timeout_s
+
+    def _adm_exit(self, req: Any, held: List[Any], et: Any, ev: Any,
+                  rt_ns: int) -> Optional[BaseException]:
+        ticket, deadline = held
+        rt = rt_ns / 1e6
+        interrupted = deadline is not None and deadline.settle()
+        limit = self._call_timeout_ms
+        cancel = et is not None and (issubclass(et, _core.BlockedError) or
+                                     not issubclass(et, Exception))
+        # the call ends only once the core took the outcome: an exit whose wait for a shared
+        # region's lock gave up (OSError) stays entered and may be retried
+        if ((deadline is not None and deadline.fired) or
+                (not cancel and limit is not None and rt > limit)):
+            self._record_timeout(ticket, rt)  # still running at call_timeout_s: a failure
+            if interrupted and et is not None and issubclass(et, asyncio.CancelledError):
+                return TimeoutError("the call ran past its breaker's call_timeout_s=%g s"
+                                    % (self._call_timeout_s or 0.0))
+            return None
+        if et is None:
+            self._record(ticket, rt, False)
+        elif cancel:
+            self._cancel(ticket)
+        else:
+            try:
+                error = self._is_failure(et, ev)
+            except BaseException as e:  # KeyboardInterrupt in the predicate: the call is given
+                self._cancel(ticket)       # up, and the exception raised once it has ended
+                return e
+            self._record(ticket, rt, error)
+        return None
+
+    def _adm_release(self, req: Any, held: List[Any]) -> None:
+        self._cancel(held[0])
+
+    def _adm_listen(self, wake: Any) -> None:
+        pass  # nothing waits on a breaker
+
     def _notify(self, old: str, new: str, value: Optional[float]) -> None:
         first: Optional[BaseException] = None
         for fn in list(self._listeners):
@@ -405,23 +412,18 @@ class Breaker(_core.Breaker, Admission):
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        if inspect.isasyncgenfunction(func):
-            # its consumer runs between the items, in the same task: never cancelled
-            wrapper = _decorate_entries(_UntimedEntries(self), "Breaker", func, on_block)
-            wrapper.limiter = self
-            return wrapper
-        return _decorate_entries(self, "Breaker", func, on_block)
+        # an async generator's consumer runs between the items, in the same task: its
+        # entry never cancels it
+        return _decorate_entries(self, "Breaker", func, on_block,
+                                 agen_entry=lambda: _BreakerEntry(self, False))
 
 
-class _UntimedEntries:
-    """What the decorator of an async generator enters: the breaker's entries without the
-    cancel at call_timeout_s (the generator's iteration spans its consumer's code)."""
+def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:
+    """A Breaker's change of state, told by the C base (its registered teller): the
+    listeners of a Breaker (the C base alone has none)."""
+    if isinstance(br, Breaker):
+        br._notify(old, new, value)
 
-    __slots__ = ("_br", "_on_block")
 
-    def __init__(self, br: Breaker) -> None:
-        self._br = br
-        self._on_block = br._on_block
-
-    def entry(self) -> _BreakerEntry:
-        return _BreakerEntry(self._br, False)
+# the functions the C types call (never a method of a subclass by name)
+_core._set_layer(_aenter, _aexit, _tell)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Optional, Tuple, TypeVar, Union, cast, overload
+from typing import Any, Callable, NoReturn, Optional, Tuple, TypeVar, Union, cast, overload
 
 from . import _core
 from . import _rate as _ratespec
-from ._admission import Admission, refuse_in_loop
+from ._admission import Admission, AdmissionEntry, refuse_in_loop
 from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
-from ._waiters import _SHARED_RECHECK_S, _GroupWaiters
+from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
 
@@ -29,15 +29,12 @@ _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 # a refusal whose members do not know when it could pass (warm-up) is retried this often; a
 # full concurrency member's waiters are woken by its release instead
 _POLL_S = 0.001
-# the longest one sleep of a wait: a wait without end (timeout inf, 1e300) sleeps in steps
-# this long, deciding again after each (a thread's sleep cannot reach past the clock's end)
-_MAX_SLEEP_S = 3600.0
+_IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
+            "await group.acquire_async(...), async with group.entry(...) or async with group")
 
 
 def _refuse_in_loop() -> None:
-    refuse_in_loop("a group's acquire() or entry(timeout=...) that must wait",
-                   "await group.acquire_async(...), async with group.entry(...) or "
-                   "async with group")
+    refuse_in_loop(*_IN_LOOP)
 
 
 class Group(_core.Group, Admission):
@@ -61,7 +58,7 @@ class Group(_core.Group, Admission):
     # the concurrency members: index -> whether shared (its waiters also retry now and then:
     # a dead process's slots come back at a decision's reap)
     _conc: "dict[int, bool]"
-    _waitq: Optional[_GroupWaiters]  # the waiting tasks and threads, woken by their releases
+    _waitq: Any  # the waiting tasks and threads (slidewin._waiters), woken by releases
 
     def __new__(cls, *members: Any) -> "Group":
         self = cast("Group", super().__new__(cls, *members))
@@ -69,7 +66,7 @@ class Group(_core.Group, Admission):
         owners = self.limiters
         self._conc = {i: o.shared is not None for i, o in enumerate(owners)
                       if o.concurrency is not None}
-        self._waitq = _GroupWaiters(tuple(owners[i] for i in self._conc)) if self._conc else None
+        self._waitq = None
         return self
 
     # -- refusals -----------------------------------------------------------------------
@@ -101,73 +98,100 @@ class Group(_core.Group, Admission):
         for i in shadowed:
             owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1), True)
 
+    # -- the admission protocol (slidewin._admission.Admitter) ------------------------
+    # req: (ns, flags); held: one byte per member, set when it holds nothing (a shadow
+    # admission, a member an acquire does not hold) or has exited
+
+    def _adm_decide(self, req: Any, flags: int) -> Any:
+        ns = req[0]
+        d = self._decide(ns, req[1] | flags, None)
+        if d[0] == _PASS and d[4] and flags & _F_NO_BLOCK:
+            # a retry of a wait: its shadow members would have refused (counted nothing)
+            try:
+                self._count_blocks(ns, (), d[4])
+            except BaseException:  # a signal handler's exception: the caller never knew
+                self._adm_release(req, self._adm_hold(req, d))
+                raise
+        return d
+
+    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
+        raise self._blocked(req[0], decision[0], decision[2], decision[3], decision[5])
+
+    def _adm_retry_in(self, req: Any, decision: Any, first: bool,
+                      deadline: float) -> Optional[float]:
+        verdict, retry_ns, refused = decision[0], decision[2], decision[3]
+        now = time.monotonic()
+        if verdict == _NEVER or now >= deadline:
+            self._count_blocks(req[0], refused, decision[4])
+            self._adm_refuse(req, decision)
+        if retry_ns > 0:
+            return float(retry_ns / 1e9)
+        if any(i in self._conc for i in refused):
+            # a full concurrency member: until its release wakes the group's first waiter
+            # (a shared one's waiters also recheck: a dead process's slots come back)
+            return _SHARED_RECHECK_S if any(self._conc.get(i) for i in refused) else _MAX_SLEEP_S
+        return _POLL_S  # warm-up: no known time
+
+    def _adm_hold(self, req: Any, decision: Any) -> bytearray:
+        return self._hold(req[1], decision[4])
+
+    def _hold(self, flags: int, shadowed: Tuple[int, ...]) -> bytearray:
+        done = bytearray(len(self))
+        for i in shadowed:
+            done[i] = 1
+        if not flags & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
+            for i in range(len(done)):
+                if i not in self._conc:
+                    done[i] = 1
+        return done
+
+    def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
+                  rt_ns: int) -> Optional[BaseException]:
+        if et is None:
+            outcome, rt = _OUT_SUCCESS, max(0, rt_ns) // 1_000_000
+        elif isinstance(et, type) and issubclass(et, Exception):
+            outcome, rt = _OUT_EXCEPTION, 0
+        else:
+            outcome, rt = _OUT_NONE, 0
+        # a shared member's lock given up on (a stuck owner: OSError; a signal handler's
+        # exception): the members not yet exited stay held; calling again ends those, each
+        # exactly once
+        self._exit(req[0] or None, outcome, rt, held)
+        return None
+
+    def _adm_release(self, req: Any, held: Any) -> None:
+        self._exit(req[0] or None, _OUT_NONE, 0, held)
+
+    def _adm_listen(self, wake: Any) -> None:
+        owners = self.limiters
+        for i in self._conc:
+            lim = owners[i]
+            if wake is not None:
+                waiters_of(lim).hook(lim, wake)
+            else:
+                waiters_of(lim).unhook(lim, self._waitq.wake)
+
     # -- admission ----------------------------------------------------------------------
 
     def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
                ) -> Tuple[int, Tuple[int, ...]]:
-        """One decision (timeout None) or retries until `timeout`: (the ns to wait before
-        going on, the shadow members admitted without holding anything), or BlockedError."""
-        if timeout is None:
-            verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
-                ns, flags | _F_RETRY, None)
-            if verdict == _PASS:
-                return wait_ns, shadowed
-            raise self._blocked(ns, verdict, retry_ns, refused, who)
-        deadline = time.monotonic() + timeout
-        admitted, sleep_s = self._retry(ns, flags, deadline)
-        if admitted is not None:
-            return admitted
-        _refuse_in_loop()
-        if self._waitq is not None:  # woken by a release of a concurrency member
-            return cast("Tuple[int, Tuple[int, ...]]",
-                        self._waitq.admit(self, ns, flags, deadline))
-        while True:
-            time.sleep(sleep_s)
-            admitted, sleep_s = self._retry(ns, flags, deadline)
-            if admitted is not None:
-                return admitted
+        """One decision (timeout None) or a wait of `timeout` seconds at most: (the ns to
+        wait before going on, the shadow members admitted without holding anything), or
+        BlockedError."""
+        d = admit(self, (ns, flags), timeout, None, *_IN_LOOP)
+        return d[1], d[4]
 
-    def _retry(self, ns: Tuple[int, ...], flags: int, deadline: float
-               ) -> Tuple[Optional[Tuple[int, Tuple[int, ...]]], float]:
-        """One try of a wait with a timeout, for _admit and _admit_async: ((the ns to wait,
-        the shadow members), 0) when admitted, else (None, the seconds to sleep before the
-        next try); BlockedError, one BLOCK counted on the refusers, at the deadline."""
-        verdict, wait_ns, retry_ns, refused, shadowed, who = self._decide(
-            ns, flags | _F_NO_BLOCK | _F_RETRY, None)
-        if verdict == _PASS:
-            if shadowed:
-                try:
-                    self._count_blocks(ns, (), shadowed)
-                except BaseException:  # a signal handler's exception: the caller never knew
-                    self._give_back(ns, flags, shadowed)
-                    raise
-            return (wait_ns, shadowed), 0.0
-        now = time.monotonic()
-        if verdict == _NEVER or now >= deadline:
-            self._count_blocks(ns, refused, shadowed)
-            raise self._blocked(ns, verdict, retry_ns, refused, who)
-        if retry_ns > 0:
-            step = retry_ns / 1e9
-        elif any(i in self._conc for i in refused):
-            # a full concurrency member: until its release wakes the group's first waiter
-            # (a shared one's waiters also recheck: a dead process's slots come back)
-            shared = any(self._conc.get(i) for i in refused)
-            step = _SHARED_RECHECK_S if shared else deadline - now
-        else:
-            step = _POLL_S  # warm-up: no known time
-        return None, min(step, deadline - now, _MAX_SLEEP_S)
+    async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
+                           ) -> Tuple[int, Tuple[int, ...]]:
+        d = await admit_async(self, (ns, flags), timeout)
+        return d[1], d[4]
 
     def _give_back(self, ns: Tuple[int, ...], flags: int, shadowed: Tuple[int, ...]) -> None:
         """Undo the in-flight counts of an admission that its caller never learned of (a
         cancelled task, KeyboardInterrupt in the wait that followed it): on every member for
         an entry (flags _F_ENTRY), on the concurrency members for acquire(); a shadow member
         admitted where it would have refused holds nothing. Counts nothing."""
-        done = bytearray(len(self))
-        entry = flags & _F_ENTRY
-        for i in range(len(done)):
-            if i in shadowed or not (entry or i in self._conc):
-                done[i] = 1
-        self._exit(ns or None, _OUT_NONE, 0, done)
+        self._adm_release((ns, flags), self._hold(flags, shadowed))
 
     def _sleep_admitted(self, ns: Tuple[int, ...], admitted: Tuple[int, Tuple[int, ...]],
                         flags: int) -> None:
@@ -190,23 +214,6 @@ class Group(_core.Group, Admission):
             except BaseException:  # cancelled: the caller never learned it was admitted
                 self._give_back(ns, flags, admitted[1])
                 raise
-
-    async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
-                           ) -> Tuple[int, Tuple[int, ...]]:
-        if timeout is None:
-            return self._admit(ns, None, flags)  # one decision: never sleeps
-        deadline = time.monotonic() + timeout
-        admitted, sleep_s = self._retry(ns, flags, deadline)
-        if admitted is not None:
-            return admitted
-        if self._waitq is not None:  # woken by a release of a concurrency member
-            return cast("Tuple[int, Tuple[int, ...]]",
-                        await self._waitq.admit_async(self, ns, flags, deadline))
-        while True:
-            await asyncio.sleep(sleep_s)
-            admitted, sleep_s = self._retry(ns, flags, deadline)
-            if admitted is not None:
-                return admitted
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a
@@ -246,105 +253,43 @@ class Group(_core.Group, Admission):
         return _decorate_entries(self, "group", func, on_block, timeout=timeout)
 
 
-class GroupEntry:
+class GroupEntry(AdmissionEntry):
     """An entry of a group (``group.entry(*ns)``): usable once, with ``with`` or
     ``async with``."""
 
-    __slots__ = ("_group", "_ns", "_timeout", "_done", "_start", "_state")
+    __slots__ = ()
+    _what = "group entry"
+    _in_loop = _IN_LOOP
 
     def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
-        self._group = group
-        self._ns = ns
+        self._adm = group
+        self._req = (ns, _F_ENTRY)
         self._timeout = timeout
-        # one byte per member: set when it holds nothing (a shadow admission) or has exited
-        self._done = bytearray()
+        self._held = None
         self._start = 0
-        self._state = 0  # 0 idle, 1 entered, 2 exited
+        self._state = 0
 
     @property
     def group(self) -> Group:
-        return self._group
+        return cast(Group, self._adm)
 
-    def _claim(self) -> None:
-        if self._state != 0:
-            raise RuntimeError("this entry was already %s" % (
-                "entered" if self._state == 1 else "used"))
-
-    def __enter__(self) -> "GroupEntry":
-        self._claim()
-        admitted = self._group._admit(self._ns, self._timeout, _F_ENTRY)
-        try:
-            self._entered(admitted[1])
-            if admitted[0] > 0:
-                _refuse_in_loop()
-                time.sleep(admitted[0] / 1e9)
-        except BaseException:
-            self._abort(admitted[1])
-            raise
-        self._start = time.monotonic_ns()
-        return self
-
-    async def __aenter__(self) -> "GroupEntry":
-        self._claim()
-        admitted = await self._group._admit_async(self._ns, self._timeout, _F_ENTRY)
-        try:
-            self._entered(admitted[1])
-            if admitted[0] > 0:
-                await asyncio.sleep(admitted[0] / 1e9)
-        except BaseException:  # cancelled while waiting: give the counts back
-            self._abort(admitted[1])
-            raise
-        self._start = time.monotonic_ns()
-        return self
-
-    def _abort(self, skip: Tuple[int, ...]) -> None:
-        """Interrupted between its admission and its body: hold nothing, as if never entered
-        (it may be entered again)."""
-        if self._state == 1:
-            self._release()
-        else:
-            self._group._give_back(self._ns, _F_ENTRY, skip)
-        self._state = 0
-        self._done = bytearray()
-
-    def _entered(self, skip: Tuple[int, ...]) -> None:
-        done = bytearray(len(self._group))
-        for i in skip:
-            done[i] = 1
-        self._done = done
+    def _entered(self, held: Any) -> None:
+        if isinstance(held, tuple):  # the shadow members of an admission made elsewhere
+            held = self.group._hold(_F_ENTRY, held)
+        self._held = held
         self._state = 1
 
-    def _finish(self, outcome: int, rt: int) -> None:
-        """End the entry on the members not yet done. A shared member's lock given up on (a
-        stuck owner: OSError; a signal handler's exception): the entry stays entered, the
-        members not yet exited still held; calling again ends those, each exactly once."""
+    def _release(self) -> None:
+        """End the entry without an outcome (the members not yet done)."""
         self._state = 2
         try:
-            self._group._exit(self._ns or None, outcome, rt, self._done)
+            self._adm._adm_release(self._req, self._held)
         except BaseException:
             self._state = 1
             raise
 
-    def _release(self) -> None:
-        self._finish(_OUT_NONE, 0)
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        if self._state != 1:
-            raise RuntimeError("exit of a group entry that is not entered")
-        if et is None:
-            outcome = _OUT_SUCCESS
-            rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
-        elif isinstance(et, type) and issubclass(et, Exception):
-            outcome, rt = _OUT_EXCEPTION, 0
-        else:
-            outcome, rt = _OUT_NONE, 0
-        self._finish(outcome, rt)
-
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
-        self.__exit__(et, ev, tb)
-
     def __repr__(self) -> str:
-        return "<GroupEntry of %r ns=%r>" % (self._group, self._ns)
+        return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])
 
 
 def all_of(*members: Union[Any, Tuple[Any, Any]]) -> Group:

@@ -13,10 +13,9 @@ from ._admission import NeedsKey
 from ._limiter import (
     _MISSING,
     _acquire_async,
-    _aenter_for,
     _check_timeout,
     _decorate_entries,
-    _exit_async,
+    _Limiting,
     _new,
     _repr,
     _rebuild,  # noqa: F401 (pickles made before it moved name slidewin._keyed._rebuild)
@@ -30,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes, int]
 
 
-class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
+class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
     KeyedLimiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None,
@@ -132,9 +131,6 @@ class KeyedLimiter(_core.KeyedLimiter, NeedsKey):
     ) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await _acquire_async(self, key, n, _check_timeout(timeout))
-
-    _aenter = _aenter_for(keyed=True)  # called by entry.__aenter__
-    _aexit = _exit_async  # called by entry.__aexit__
 
     # -- decorator -------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ import re
 import time
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Dict,
+    NoReturn,
     Optional,
     Sequence,
     Tuple,
@@ -28,7 +28,7 @@ from typing import (
 from . import _core, _rate
 from . import _rate as _ratespec
 from ._admission import Admission, refuse_in_loop  # noqa: F401
-from ._waiters import waiters_of
+from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
 
@@ -41,6 +41,7 @@ _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _SHADOWED = _core.SHADOWED
+_KEYED_ENTRY = _core.KeyedEntry
 
 
 def _check_timeout(timeout: Optional[float]) -> Optional[float]:
@@ -190,17 +191,61 @@ async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
     KeyedLimiter: (verdict, the ns to sleep before going on), or BlockedError once `timeout`
     has passed (one BLOCK counted). A refused task waits in the limiter's (or the key's)
     queue, woken by releases (slidewin._waiters), not polling."""
-    deadline = time.monotonic() + timeout
-    at = _at(key, n)
-    first = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY, None)
-    verdict = first[0]
-    if verdict == _PASS or verdict == _SHADOWED:
-        return verdict, first[1]
-    if verdict == _NEVER or timeout <= 0:
-        lim._count_block(n)
-        lim._raise_blocked(*at, verdict, first[2])
     fp = None if key is _NO_KEY else lim._fingerprint(key)
-    return await waiters_of(lim).admit(lim, at, fp, flags, deadline, first)
+    d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
+    return d[0], d[1]
+
+
+class _Limiting:
+    """The admission protocol (slidewin._admission.Admitter) of Limiter and KeyedLimiter,
+    whose C ``entry()``, ``acquire()`` and ``try_acquire()`` are its fast paths. ``req``:
+    ((n,) or (key, n), flags); ``held``: the C entry that holds the admission (its exit
+    records the outcome and RT)."""
+
+    __slots__ = ()
+
+    def _adm_decide(self, req: Any, flags: int) -> Any:
+        return self._decide(*req[0], req[1] | flags, None)  # type: ignore[attr-defined]
+
+    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
+        self._raise_blocked(*req[0], decision[0], decision[2])  # type: ignore[attr-defined]
+        raise AssertionError("unreachable")  # _raise_blocked raises
+
+    def _adm_retry_in(self, req: Any, decision: Any, first: bool,
+                      deadline: float) -> Optional[float]:
+        lim: Any = self
+        at = req[0]
+        verdict, retry_ns = decision[0], decision[2]
+        shared = lim.shared is not None
+        if verdict != _NEVER and shared and lim._reap():
+            return 0.0  # a dead process's slots came back: decide again now
+        if first and len(at) == 2 and lim.concurrency is not None:
+            # refused while its key holds nothing: the table is full of keys in flight, and
+            # a release of any key may make room
+            waiters_of(lim).wait_for_room(lim._fingerprint(at[0]), lim.in_flight(at[0]) == 0)
+        if verdict == _NEVER or time.monotonic() >= deadline:
+            lim._count_block(at[-1])
+            self._adm_refuse(req, decision)
+        if retry_ns > 0:
+            return float(retry_ns / 1e9)
+        if lim.concurrency is not None:  # until a release wakes the first waiter
+            return _SHARED_RECHECK_S if shared else _MAX_SLEEP_S
+        return None  # warm-up: no known time
+
+    def _adm_hold(self, req: Any, decision: Any) -> Any:
+        return None  # the C entry holds it
+
+    def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
+                  rt_ns: int) -> Optional[BaseException]:
+        held.__exit__(et, ev, None)  # the C entry measures its own RT
+        return None
+
+    def _adm_release(self, req: Any, held: Any) -> None:
+        if req[1] & _F_ENTRY:  # an acquire's slot is the caller's to release()
+            self._release_entry(*req[0])  # type: ignore[attr-defined]
+
+    def _adm_listen(self, wake: Any) -> None:
+        self._set_waker(wake)  # type: ignore[attr-defined]
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
@@ -213,40 +258,37 @@ async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -
         await asyncio.sleep(wait_ns / 1e9)
 
 
-def _aenter_for(keyed: bool) -> Callable[[Any, Any], Awaitable[Any]]:
-    """The _aenter method of a Limiter (keyed=False) or a KeyedLimiter: entry.__aenter__
-    calls it once it has claimed the entry (idle -> entering) in one atomic step. One
-    coroutine, no further one, per async entry: that is its whole cost in Python."""
-
-    async def _aenter(lim: Any, entry: Any) -> Any:
-        key = entry.key if keyed else _NO_KEY
-        n = entry.n
-        try:
-            timeout = entry.timeout
-            if timeout is None:
-                verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
-            else:
-                verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
-            if wait_ns > 0:
-                try:
-                    await asyncio.sleep(wait_ns / 1e9)
-                except BaseException:
-                    lim._release_entry(*_at(key, n))  # cancelled: give the slot back
-                    raise
-        except BaseException:
-            entry._abort()  # refused or cancelled: holds nothing, may be entered again
-            raise
-        entry._started(verdict == _SHADOWED)
-        return entry
-
-    return _aenter
+async def _aenter(lim: Any, entry: Any) -> Any:
+    """The coroutine of an entry's ``__aenter__`` (a Limiter's or a KeyedLimiter's), which
+    the C entry calls once it has claimed the entry (idle -> entering) in one atomic step.
+    One coroutine, no further one, per async entry: that is its whole cost in Python."""
+    key = entry.key if type(entry) is _KEYED_ENTRY else _NO_KEY
+    n = entry.n
+    try:
+        timeout = entry.timeout
+        if timeout is None:
+            verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
+        else:
+            verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
+        if wait_ns > 0:
+            try:
+                await asyncio.sleep(wait_ns / 1e9)
+            except BaseException:
+                lim._release_entry(*_at(key, n))  # cancelled: give the slot back
+                raise
+    except BaseException:
+        entry._abort()  # refused or cancelled: holds nothing, may be entered again
+        raise
+    entry._started(verdict == _SHADOWED)
+    return entry
 
 
-async def _exit_async(lim: Any, entry: Any, exc_type: Any) -> bool:
+async def _aexit(lim: Any, entry: Any, exc_type: Any) -> bool:
+    """The coroutine of an entry's ``__aexit__``: its exit, which never waits."""
     return bool(entry.__exit__(exc_type, None, None))
 
 
-class Limiter(_core.Limiter, Admission):
+class Limiter(_core.Limiter, _Limiting, Admission):
     """Flow control with its own sliding-window statistics.
 
     Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
@@ -353,9 +395,6 @@ class Limiter(_core.Limiter, Admission):
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await _acquire_async(self, _NO_KEY, n, _check_timeout(timeout))
-
-    _aenter = _aenter_for(keyed=False)  # called by entry.__aenter__
-    _aexit = _exit_async  # called by entry.__aexit__
 
     # -- decorator -------------------------------------------------------------------------
 
@@ -548,8 +587,8 @@ def _wrap_generator(lim: Any, func: Any, handler: Any,
 
 
 def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False,
-                          timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
+                          timeout: Optional[float] = None, entry: Any = None) -> Any:
+    entry = entry or _entry_maker(lim, timeout)
     blocked = _core.BlockedError
 
     @functools.wraps(func)
@@ -603,13 +642,16 @@ def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False
 
 
 def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any = None,
-                      is_async: Optional[bool] = None, timeout: Optional[float] = None) -> Any:
+                      is_async: Optional[bool] = None, timeout: Optional[float] = None,
+                      agen_entry: Any = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too): the
     same kinds, on_block checks and wrappers. ``keyfn``: a keyed limiter's key function
     (then no generator, as KeyedLimiter). ``is_async``: None for a limiter whose entries
     enter both ways (Limiter); True for one whose decisions are awaited (entries entered
     and exited with ``async with``: coroutine functions and async generators only); False
-    for one whose decisions block (sync functions and generators only)."""
+    for one whose decisions block (sync functions and generators only). ``agen_entry``:
+    what an async generator's iteration enters, when not ``lim.entry()`` (a Breaker's entry
+    that never cancels: its consumer runs between the items)."""
     handler = _decorator_handler(lim, kind, func, on_block)
     agen = inspect.isasyncgenfunction(func)
     coro = not agen and inspect.iscoroutinefunction(func)
@@ -627,7 +669,7 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         % (kind, _name(func)))
     aexit = bool(is_async)
     if agen:
-        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout)
+        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout, agen_entry)
     elif coro:
         wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
     else:

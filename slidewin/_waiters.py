@@ -1,7 +1,10 @@
-"""Asyncio tasks waiting for a limiter's admission: woken, not polling.
+"""The one waiter: tasks (asyncio) and threads waiting for any admitter's admission
+(slidewin._admission.Admitter), woken, not polling.
 
-One FIFO queue per limiter, and per key for a KeyedLimiter (made at the first waiting task).
-A task that is refused queues and sleeps on a future of its own event loop:
+One FIFO queue per admitter, and per key for a KeyedLimiter (made at the first waiter). A
+task or thread that is refused queues and sleeps on a future of its own event loop (a task)
+or an Event (a thread); the decisions and the sleeps between them are the admitter's
+(``_adm_decide``, ``_adm_retry_in``), the wake-ups its hook's (``_adm_listen``):
 
 - a release (``release()``, an entry's exit, an ``update()``) wakes the first task not yet
   woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters; a
@@ -20,9 +23,12 @@ A task that is refused queues and sleeps on a future of its own event loop:
   died holding slots is reaped then);
 - a task that leaves without being admitted (timeout, cancellation) after it was woken, or
   while first, passes the wake-up on: none is lost;
-- a group (slidewin.all_of) with concurrency members queues its waiting tasks and threads in
-  a queue of its own (_GroupWaiters), hooked on those members' queues while any waits: a
-  release of any of them wakes the group's first waiter too, with the same baton.
+- a group (slidewin.all_of) queues its waiting tasks and threads in a queue of its own,
+  hooked (its ``_adm_listen``) on its concurrency members' queues while any waits: a release
+  of any of them wakes the group's first waiter too, with the same baton.
+
+A Limiter's and a KeyedLimiter's threads wait in C (``acquire()``, ``entry(timeout=)``), the
+fast path of the same FIFO.
 """
 from __future__ import annotations
 
@@ -32,12 +38,12 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Optional
 
 from . import _core
+from ._admission import Admitter, Decision, refuse_in_loop
 
 _PASS = _core.PASS
-_NEVER = _core.NEVER
 _SHADOWED = _core.SHADOWED
 _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_RETRY = _core.F_RETRY
@@ -46,44 +52,48 @@ _SHARED_RECHECK_S = 0.25  # the first waiter of a shared concurrency limit retri
 _POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's poll, doubling ...
 _POLL_MAX_S = 0.05        # ... up to this
 _WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wait this often
-_MAX_SLEEP_S = 3600.0     # a group's wait without end sleeps at most this long, then decides
+_MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then decides again
 
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
-def _set(fut: "asyncio.Future[None]") -> None:
-    if not fut.done():
+def _set(fut: "Optional[asyncio.Future[None]]") -> None:
+    if fut is not None and not fut.done():
         fut.set_result(None)
 
 
 class _Waiter:
-    __slots__ = ("loop", "fut", "woken", "q")
+    """A task (its loop and a future) or a thread (an Event) waiting in a queue."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, q: "Deque[_Waiter]") -> None:
+    __slots__ = ("loop", "fut", "ev", "woken", "q")
+
+    def __init__(self, loop: Optional[asyncio.AbstractEventLoop], q: "Deque[_Waiter]") -> None:
         self.loop = loop
-        self.fut: "asyncio.Future[None]" = loop.create_future()
+        self.fut: "Optional[asyncio.Future[None]]" = None
+        self.ev = threading.Event() if loop is None else None
         self.woken = False
-        self.q = q  # the queue it waits in (its limiter's, or its key's)
+        self.q = q  # the queue it waits in (its admitter's, or its key's)
 
 
-class _Waiters:
-    """The queues of one limiter's waiting tasks (see the module's docstring)."""
+class Waiters:
+    """The queues of one admitter's waiting tasks and threads (see the module's docstring)."""
 
-    __slots__ = ("_lim", "_qs", "_n", "_room", "_mu", "_shared", "_watching", "_hooks",
+    __slots__ = ("_adm", "_qs", "_n", "_room", "_mu", "_shared", "_watching", "_hooks",
                  "__weakref__")
 
-    def __init__(self, lim: Any) -> None:
-        self._lim = weakref.ref(lim)  # the limiter holds the queues, not the other way round
-        # the queue of each key's fingerprint (a Limiter: the one queue, under None)
+    def __init__(self, adm: Any) -> None:
+        self._adm = weakref.ref(adm)  # the admitter holds the queues, not the other way round
+        # the queue of each key's fingerprint (one queue: under None)
         self._qs: Dict[Optional[int], Deque[_Waiter]] = {}
-        self._n = 0  # tasks waiting, in all the queues
+        self._n = 0  # waiters, in all the queues
         # the keys whose first task waits for room in a full table (its key holds nothing: a
         # release of any key may make room): woken by every release, not only their key's
         self._room: "set[Optional[int]]" = set()
         self._mu = threading.Lock()
-        self._shared = lim.shared is not None
+        # a shared limiter: its releases in any process are heard by a helper thread
+        self._shared = hasattr(adm, "_watch") and adm.shared is not None
         self._watching = False
-        # the wake functions of the groups waiting on this limiter (_GroupWaiters.wake)
+        # the wake functions of the groups waiting on this limiter (their Waiters.wake)
         self._hooks: "list[Any]" = []
 
     # -- waking (any thread) ------------------------------------------------------------
@@ -115,20 +125,23 @@ class _Waiters:
 
     @staticmethod
     def _post(w: _Waiter) -> None:
-        if _get_running_loop() is w.loop:
+        if w.ev is not None:
+            w.ev.set()
+        elif _get_running_loop() is w.loop:
             _set(w.fut)
         else:
             try:
-                w.loop.call_soon_threadsafe(_set, w.fut)
+                w.loop.call_soon_threadsafe(_set, w.fut)  # type: ignore[union-attr]
             except RuntimeError:  # its loop is closed: the task is gone with it
                 pass
 
-    # -- the queue (the waiting task's loop) --------------------------------------------
+    # -- the queue ------------------------------------------------------------------------
 
-    def _add(self, lim: Any, loop: asyncio.AbstractEventLoop, fp: Optional[int]) -> _Waiter:
+    def _add(self, adm: Any, loop: Optional[asyncio.AbstractEventLoop],
+             fp: Optional[int]) -> _Waiter:
         with self._mu:
             if not self._n and not self._hooks:
-                self._listen(lim)
+                self._listen(adm)
             q = self._qs.get(fp)
             if q is None:
                 q = self._qs[fp] = deque()
@@ -137,38 +150,45 @@ class _Waiters:
             self._n += 1
         return w
 
-    def _listen(self, lim: Any) -> None:
-        """The first waiter or hook: hear the limiter's releases (self._mu held)."""
+    def _listen(self, adm: Any) -> None:
+        """The first waiter or hook: hear the admitter's releases (self._mu held)."""
         if not self._shared:
-            lim._set_waker(self.wake)  # shared: the helper sees every release
-        elif not self._watching:
-            seq = lim._watch(1)  # from now on every release bumps the sequence
+            adm._adm_listen(self.wake)
+        elif not self._watching:  # shared: the helper sees every release
+            seq = adm._watch(1)  # from now on every release bumps the sequence
             self._watching = True
-            threading.Thread(target=self._watch, args=(lim, seq),
+            threading.Thread(target=self._watch, args=(adm, seq),
                              name="slidewin-waiters", daemon=True).start()
 
-    def hook(self, lim: Any, fn: Any) -> None:
-        """Call fn() at every release of the limiter (a group's waiters; see unhook)."""
+    def _unlisten(self, adm: Any) -> None:
+        """The last waiter or hook gone (self._mu held)."""
+        if not self._n and not self._hooks and not self._shared:
+            adm._adm_listen(None)
+
+    def hook(self, adm: Any, fn: Callable[[], None]) -> None:
+        """Call fn() at every release of the admitter (a group's waiters; see unhook)."""
         with self._mu:
             if not self._n and not self._hooks:
-                self._listen(lim)
+                self._listen(adm)
             self._hooks.append(fn)
 
-    def unhook(self, lim: Any, fn: Any) -> None:
+    def unhook(self, adm: Any, fn: Callable[[], None]) -> None:
         with self._mu:
             self._hooks.remove(fn)
-            if not self._n and not self._hooks and not self._shared:
-                lim._set_waker(None)
+            self._unlisten(adm)
 
     def _rearm(self, w: _Waiter) -> bool:
-        """A new future for the next sleep, before the next decision (a wake-up after the
-        decision then sets it). Returns whether w is first of its queue."""
+        """Ready for the next sleep, before the next decision (a wake-up after the decision
+        then ends it). Returns whether w is first of its queue."""
         with self._mu:
-            w.fut = w.loop.create_future()
+            if w.ev is not None:
+                w.ev.clear()
+            else:
+                w.fut = w.loop.create_future()  # type: ignore[union-attr]
             w.woken = False
             return w.q[0] is w
 
-    def _remove(self, lim: Any, w: _Waiter, admitted: bool, fp: Optional[int]) -> None:
+    def _remove(self, adm: Any, w: _Waiter, admitted: bool, fp: Optional[int]) -> None:
         q = w.q
         with self._mu:
             first = q[0] is w
@@ -177,20 +197,30 @@ class _Waiters:
             if not q:
                 del self._qs[fp]
                 self._room.discard(fp)
-            if not self._n and not self._hooks and not self._shared:
-                lim._set_waker(None)
+            self._unlisten(adm)
             if q and (admitted or w.woken or first):
                 self._wake_first(q)  # the baton, or a wake-up this waiter will not use
 
-    def _watch(self, lim: Any, seq: int) -> None:
+    def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
+               fp: Optional[int]) -> None:
+        """Out of the queue; `got`: the admission, given back when leaving is interrupted (a
+        signal handler's exception): its caller never learns of it."""
+        try:
+            self._remove(adm, w, got is not None, fp)
+        except BaseException:
+            if got is not None:
+                adm._adm_release(req, adm._adm_hold(req, got))
+            raise
+
+    def _watch(self, adm: Any, seq: int) -> None:
         """The helper thread of a shared limiter: releases in any process wake the first."""
         try:
             while True:
-                new = lim._release_wait(seq, _WATCH_SLICE_NS)
+                new = adm._release_wait(seq, _WATCH_SLICE_NS)
                 with self._mu:
                     if not self._n and not self._hooks:
                         self._watching = False
-                        lim._watch(-1)
+                        adm._watch(-1)
                         return
                 if new != seq:
                     seq = new
@@ -200,7 +230,8 @@ class _Waiters:
                 self._watching = False
             raise
 
-    def _wait_for_room(self, fp: int, room: bool) -> None:
+    def wait_for_room(self, fp: int, room: bool) -> None:
+        """A key's first waiter waits for room in a full table (True) or for its key."""
         with self._mu:
             if room:
                 self._room.add(fp)
@@ -209,202 +240,111 @@ class _Waiters:
 
     # -- the wait ---------------------------------------------------------------------------
 
-    async def admit(self, lim: Any, at: Tuple[Any, ...], fp: Optional[int], flags: int,
-                    deadline: float, first: Tuple[int, int, int]) -> Tuple[int, int]:
-        """Queue, and wait until admitted: (verdict, the ns to sleep before going on), or
-        BlockedError at the deadline (time.monotonic()), one BLOCK counted. `at`: (n,) of a
-        Limiter, (key, n) of a KeyedLimiter, whose key has the fingerprint `fp` (a Limiter:
-        None). `first`: the refusal that made the task wait."""
-        loop = asyncio.get_running_loop()
-        w = self._add(lim, loop, fp)
-        admitted = False
-        poll = _POLL_MIN_S
-        verdict, wait_ns, retry_ns = first
+    def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
+             poll: "list[float]") -> "tuple[Optional[Decision], float]":
+        """One decision of a waiter: (the decision, 0) when admitted, else (None, the seconds
+        to sleep before the next one); the admitter raises once the wait is over."""
+        first = self._rearm(w)
+        d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+        if d[0] == _PASS or d[0] == _SHADOWED:
+            return d, 0.0
+        step = adm._adm_retry_in(req, d, first, deadline)
+        sleep = deadline - time.monotonic()
+        if first:
+            if step is None:  # unknown: poll with a growing step
+                step = poll[0]
+                poll[0] = min(step * 2, _POLL_MAX_S)
+            sleep = min(sleep, step)
+        return None, min(max(sleep, 0.0), _MAX_SLEEP_S)
+
+    def admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int] = None) -> Decision:
+        """A thread's wait: queue, and decide until admitted (the decision), or the
+        admitter's refusal at the deadline (time.monotonic()), one BLOCK counted. `fp`: the
+        key's fingerprint (a KeyedLimiter), else None."""
+        w = self._add(adm, None, fp)
+        got: Optional[Decision] = None
+        poll = [_POLL_MIN_S]
         try:
-            while True:
-                is_first = self._rearm(w)
-                verdict, wait_ns, retry_ns = lim._decide(*at, flags | _F_NO_BLOCK | _F_RETRY,
-                                                         None)
-                if verdict == _PASS or verdict == _SHADOWED:
-                    admitted = True
-                    return verdict, wait_ns
-                if verdict != _NEVER and self._shared and lim._reap():
-                    continue  # a dead process's slots came back
-                if is_first and fp is not None and lim.concurrency is not None:
-                    # refused while its key holds nothing: the table is full of keys in
-                    # flight, and a release of any key may make room
-                    self._wait_for_room(fp, lim.in_flight(at[0]) == 0)
-                now = time.monotonic()
-                if verdict == _NEVER or now >= deadline:
-                    break
-                sleep = deadline - now
-                if is_first:
-                    if retry_ns > 0:
-                        step = retry_ns / 1e9
-                    elif lim.concurrency is not None:
-                        step = _SHARED_RECHECK_S if self._shared else sleep
-                    else:
-                        step, poll = poll, min(poll * 2, _POLL_MAX_S)
-                    sleep = min(sleep, step)
-                timer = loop.call_later(sleep, _set, w.fut)
-                try:
-                    await w.fut
-                finally:
-                    timer.cancel()
+            while got is None:
+                got, sleep = self._try(adm, req, w, deadline, poll)
+                if got is None:
+                    w.ev.wait(sleep)  # type: ignore[union-attr]
+            return got
         finally:
-            self._remove(lim, w, admitted, fp)
-        lim._count_block(at[-1])
-        lim._raise_blocked(*at, verdict, retry_ns)
-        raise AssertionError("unreachable")  # _raise_blocked raises
+            self._leave(adm, req, w, got, fp)
 
-
-class _GWaiter:
-    """A task (its loop and a future) or a thread (an Event) waiting on a group."""
-
-    __slots__ = ("loop", "fut", "ev", "woken")
-
-    def __init__(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
-        self.loop = loop
-        self.fut: "Optional[asyncio.Future[None]]" = None
-        self.ev = threading.Event() if loop is None else None
-        self.woken = False
-
-
-class _GroupWaiters:
-    """The tasks and threads waiting on one group with concurrency members: one FIFO queue,
-    woken by a release of any of those members (a hook on their queues while any waits), and
-    the baton of _Waiters: an admitted waiter, or one leaving after a wake-up or while first,
-    wakes the next. The first waiter alone sleeps until its refusal's retry time; the others
-    wait for the baton (or their deadline)."""
-
-    __slots__ = ("_members", "_q", "_mu", "_hook_mu", "_users", "__weakref__")
-
-    def __init__(self, members: Tuple[Any, ...]) -> None:
-        self._members = members  # the group's concurrency limiters (Limiter, KeyedLimiter)
-        self._q: "Deque[_GWaiter]" = deque()
-        self._mu = threading.Lock()
-        self._hook_mu = threading.Lock()  # the hooks put on and taken off in order
-        self._users = 0
-        _GROUPS.add(self)
-
-    def wake(self) -> None:
-        """A release of a member (any thread): wake the first waiter not yet woken."""
-        with self._mu:
-            self._wake_first()
-
-    def _wake_first(self) -> None:
-        for w in self._q:
-            if not w.woken:
-                w.woken = True
-                if w.ev is not None:
-                    w.ev.set()
-                else:
-                    _Waiters._post(w)  # type: ignore[arg-type]
-                return
-
-    def _add(self, loop: Optional[asyncio.AbstractEventLoop]) -> _GWaiter:
-        with self._hook_mu:
-            if not self._users:
-                for lim in self._members:
-                    waiters_of(lim).hook(lim, self.wake)
-            self._users += 1
-        w = _GWaiter(loop)
-        with self._mu:
-            self._q.append(w)
-        return w
-
-    def _rearm(self, w: _GWaiter) -> bool:
-        """Ready for the next sleep, before the next decision (a release after the decision
-        then wakes it). Returns whether w is first."""
-        with self._mu:
-            if w.ev is not None:
-                w.ev.clear()
-            else:
-                w.fut = w.loop.create_future()  # type: ignore[union-attr]
-            w.woken = False
-            return self._q[0] is w
-
-    def _remove(self, w: _GWaiter, admitted: bool) -> None:
-        with self._mu:
-            first = self._q[0] is w
-            self._q.remove(w)
-            if self._q and (admitted or w.woken or first):
-                self._wake_first()  # the baton, or a wake-up this waiter will not use
-        with self._hook_mu:
-            self._users -= 1
-            if not self._users:
-                for lim in self._members:
-                    waiters_of(lim).unhook(lim, self.wake)
-
-    def _leave(self, group: Any, ns: Tuple[int, ...], flags: int, w: _GWaiter,
-               got: Any) -> None:
-        """Out of the queue; `got`: the admission, given back when leaving is interrupted (a
-        signal handler's exception): its caller never learns of it."""
-        try:
-            self._remove(w, got is not None)
-        except BaseException:
-            if got is not None:
-                group._give_back(ns, flags, got[1])
-            raise
-
-    def admit(self, group: Any, ns: Tuple[int, ...], flags: int, deadline: float) -> Any:
-        """A thread's wait: group._retry until admitted (its result), or BlockedError at the
-        deadline (time.monotonic())."""
-        w = self._add(None)
-        got = None
-        try:
-            while True:
-                first = self._rearm(w)
-                got, sleep_s = group._retry(ns, flags, deadline)
-                if got is not None:
-                    return got
-                if not first:
-                    sleep_s = deadline - time.monotonic()
-                # a wait without end (deadline inf) sleeps in bounded steps
-                w.ev.wait(min(max(sleep_s, 0.0), _MAX_SLEEP_S))  # type: ignore[union-attr]
-        finally:
-            self._leave(group, ns, flags, w, got)
-
-    async def admit_async(self, group: Any, ns: Tuple[int, ...], flags: int,
-                          deadline: float) -> Any:
+    async def admit_async(self, adm: Any, req: Any, deadline: float,
+                          fp: Optional[int] = None) -> Decision:
         """admit() for an asyncio task."""
         loop = asyncio.get_running_loop()
-        w = self._add(loop)
-        got = None
+        w = self._add(adm, loop, fp)
+        got: Optional[Decision] = None
+        poll = [_POLL_MIN_S]
         try:
-            while True:
-                first = self._rearm(w)
-                got, sleep_s = group._retry(ns, flags, deadline)
-                if got is not None:
-                    return got
-                if not first:
-                    sleep_s = deadline - time.monotonic()
-                fut = w.fut
-                assert fut is not None
-                timer = loop.call_later(min(max(sleep_s, 0.0), _MAX_SLEEP_S), _set, fut)
-                try:
-                    await fut
-                finally:
-                    timer.cancel()
+            while got is None:
+                got, sleep = self._try(adm, req, w, deadline, poll)
+                if got is None:
+                    timer = loop.call_later(sleep, _set, w.fut)
+                    try:
+                        await w.fut  # type: ignore[misc]
+                    finally:
+                        timer.cancel()
+            return got
         finally:
-            self._leave(group, ns, flags, w, got)
+            self._leave(adm, req, w, got, fp)
 
 
-_GROUPS: "weakref.WeakSet[_GroupWaiters]" = weakref.WeakSet()
-_ALL: "weakref.WeakSet[_Waiters]" = weakref.WeakSet()
+_ALL: "weakref.WeakSet[Waiters]" = weakref.WeakSet()
 
 
-def waiters_of(lim: Any) -> _Waiters:
-    q: Optional[_Waiters] = lim._waitq
+def waiters_of(adm: Any) -> Waiters:
+    q: Optional[Waiters] = adm._waitq
     if q is None:
-        q = lim._waitq = _Waiters(lim)
+        q = adm._waitq = Waiters(adm)
         _ALL.add(q)
     return q
 
 
+def _first_try(adm: Admitter, req: Any, timeout: Optional[float]) -> Any:
+    """The decision of an admission that goes at once: a Decision, or the deadline of a wait
+    (a float), or the refusal raised."""
+    if timeout is None:
+        d = adm._adm_decide(req, _F_RETRY)
+        if d[0] != _PASS and d[0] != _SHADOWED:
+            adm._adm_refuse(req, d)
+        return d
+    deadline = time.monotonic() + timeout
+    d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+    if d[0] == _PASS or d[0] == _SHADOWED:
+        return d
+    adm._adm_retry_in(req, d, False, deadline)  # raises: no time left, or never
+    return deadline
+
+
+def admit(adm: Admitter, req: Any, timeout: Optional[float], fp: Optional[int] = None,
+          what: str = "an entry(timeout=...) that must wait",
+          async_form: str = "async with ...entry(...)") -> Decision:
+    """An admission of a thread: one decision (timeout None), or a wait in the admitter's
+    queue of at most `timeout` seconds. The decision, or the refusal raised."""
+    got = _first_try(adm, req, timeout)
+    if not isinstance(got, float):
+        return got  # type: ignore[no-any-return]
+    refuse_in_loop(what, async_form)
+    return waiters_of(adm).admit(adm, req, got, fp)
+
+
+async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
+                      fp: Optional[int] = None) -> Decision:
+    """admit() for an asyncio task."""
+    got = _first_try(adm, req, timeout)
+    if not isinstance(got, float):
+        return got  # type: ignore[no-any-return]
+    return await waiters_of(adm).admit_async(adm, req, got, fp)
+
+
 def _after_fork_in_child() -> None:
-    """fork(): the parent's tasks and helper threads are not the child's; its queues start
-    empty (the parent's helper keeps its own count of the region's watchers)."""
+    """fork(): the parent's tasks, threads and helper threads are not the child's; its queues
+    start empty (the parent's helper keeps its own count of the region's watchers)."""
     for q in list(_ALL):
         q._mu = threading.Lock()
         q._qs.clear()
@@ -412,14 +352,9 @@ def _after_fork_in_child() -> None:
         q._hooks.clear()
         q._n = 0
         q._watching = False
-        lim = q._lim()
-        if lim is not None:
-            lim._set_waker(None)
-    for g in list(_GROUPS):
-        g._mu = threading.Lock()
-        g._hook_mu = threading.Lock()
-        g._q.clear()
-        g._users = 0
+        adm = q._adm()
+        if adm is not None and hasattr(adm, "_watch"):  # a limiter (a group's hooks: above)
+            adm._adm_listen(None)
 
 
 if hasattr(os, "register_at_fork"):

@@ -47,8 +47,11 @@ typedef struct {
     PyObject *BlockedError;
     PyObject *default_names; /* tuple of the default event names */
     PyObject *default_map;   /* dict name -> index */
-    PyObject *str_aenter;    /* "_aenter" */
-    PyObject *str_aexit;     /* "_aexit" */
+    /* the Python layer's functions, registered once by _set_layer(): C calls them, never a
+     * method of a Python subclass by name; NULL until registered */
+    PyObject *aenter;        /* aenter(owner, entry): the coroutine of entry.__aenter__ */
+    PyObject *aexit;         /* aexit(owner, entry, et): the coroutine of entry.__aexit__ */
+    PyObject *breaker_tell;  /* breaker_tell(breaker, old, new, value): a change of state */
     PyObject *registry;      /* dict name -> [weakref]: the named objects (limiters()) */
 } module_state;
 
@@ -268,10 +271,10 @@ PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
 PyObject *entry_abort(PyObject *self, PyObject *unused);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort_as(atomic_int *state);
-/** __aenter__ after the claim: owner._aenter(self), the coroutine that ends the transition
- * (back to idle when it cannot be made). @return new reference or NULL */
+/** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends
+ * the transition (back to idle when it cannot be made). @return new reference or NULL */
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
-/** __aexit__(et, ...): owner._aexit(self, et). @return new reference or NULL */
+/** __aexit__(et, ...): the registered aexit(owner, self, et). @return new reference or NULL */
 PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /** The properties `n`, `timeout` (s, or None), `limiter` (None after the GC broke a cycle) */
 PyObject *entry_get_n(PyObject *self, void *unused);

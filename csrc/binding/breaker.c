@@ -179,32 +179,35 @@ static struct bk_pending *bk_next(BreakerObject *self)
     return p;
 }
 
-/* Tell the listeners (the Python class's _notify) about the changes of one call, the core's
- * lock released, in the order of the changes: queued, then told by this thread unless another
- * is telling (that one tells these too, in order; a listener that makes a change has it told
- * after the one it is told). A failing _notify is reported as unraisable and the caller goes
- * on, except for a BaseException that is not an Exception (KeyboardInterrupt): the first is
- * raised by the call once every queued change was told. @return 0, or -1 with it set */
+/* Tell the listeners (through the Python layer's registered breaker_tell) about the changes
+ * of one call, the core's lock released, in the order of the changes: queued, then told by
+ * this thread unless another is telling (that one tells these too, in order; a listener that
+ * makes a change has it told after the one it is told). A failing teller is reported as
+ * unraisable and the caller goes on, except for a BaseException that is not an Exception
+ * (KeyboardInterrupt): the first is raised by the call once every queued change was told.
+ * @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
     if (!bk_enqueue(self, chg))
         return 0;
     PyObject *et, *ev, *tb, *kt = NULL, *kv = NULL, *ktb = NULL;
+    module_state *st = state_of_type(Py_TYPE(self));
+    PyObject *tell = st == NULL ? NULL : st->breaker_tell; /* NULL: no layer, no listeners */
     PyErr_Fetch(&et, &ev, &tb);
     struct bk_pending *c;
     while ((c = bk_next(self)) != NULL) {
         PyObject *value = isnan(c->value) ? bk_ref(Py_None) : PyFloat_FromDouble(c->value);
         PyObject *r = NULL;
-        if (value != NULL)
-            r = PyObject_CallMethod((PyObject *)self, "_notify", "ssO",
-                                    breaker_state_names[c->from % 3u],
-                                    breaker_state_names[c->to % 3u], value);
+        if (value != NULL && tell != NULL)
+            r = PyObject_CallFunction(tell, "OssO", (PyObject *)self,
+                                      breaker_state_names[c->from % 3u],
+                                      breaker_state_names[c->to % 3u], value);
+        else if (value != NULL)
+            r = bk_ref(Py_None);
         PyMem_RawFree(c);
         Py_XDECREF(value);
         if (r == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_AttributeError))
-                PyErr_Clear(); /* the C base alone: no listeners */
-            else if (!PyErr_ExceptionMatches(PyExc_Exception) && kt == NULL)
+            if (!PyErr_ExceptionMatches(PyExc_Exception) && kt == NULL)
                 PyErr_Fetch(&kt, &kv, &ktb);
             else
                 PyErr_WriteUnraisable((PyObject *)self);

@@ -503,11 +503,24 @@ PyObject *entry_abort(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
+/* the Python layer's registered aenter (exit 0) or aexit (exit 1), or NULL with an error set
+ * (RuntimeError when slidewin's Python layer has not registered them) */
+static PyObject *entry_layer_fn(PyObject *self, int exit)
 {
     module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    PyObject *r = st == NULL ? NULL
-                             : PyObject_CallMethodObjArgs(owner, st->str_aenter, self, NULL);
+    if (st == NULL)
+        return NULL;
+    PyObject *fn = exit ? st->aexit : st->aenter;
+    if (fn == NULL)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "async with an entry needs slidewin's Python layer (import slidewin)");
+    return fn;
+}
+
+PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
+{
+    PyObject *fn = entry_layer_fn(self, 0);
+    PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, owner, self, NULL);
     if (r == NULL)
         atomic_store(state, ENTRY_IDLE);
     return r;
@@ -520,10 +533,10 @@ PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
         return NULL;
     }
-    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    if (st == NULL)
+    PyObject *fn = entry_layer_fn(self, 1);
+    if (fn == NULL)
         return NULL;
-    return PyObject_CallMethodObjArgs(owner, st->str_aexit, self, et, NULL);
+    return PyObject_CallFunctionObjArgs(fn, owner, self, et, NULL);
 }
 
 PyObject *entry_get_n(PyObject *self, void *Py_UNUSED(c))

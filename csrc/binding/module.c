@@ -85,7 +85,34 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* _set_layer(aenter, aexit, breaker_tell): the Python layer's functions that the types call
+ * (slidewin registers them once, at import): the coroutines of an entry's
+ * __aenter__ and __aexit__, and the teller of a Breaker's changes of state. */
+static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_set_layer(aenter, aexit, breaker_tell)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 3; i++)
+        if (!PyCallable_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "_set_layer() takes callables, not %s",
+                         Py_TYPE(args[i])->tp_name);
+            return NULL;
+        }
+    module_state *st = (module_state *)PyModule_GetState(m);
+    PyObject **slots[3] = {&st->aenter, &st->aexit, &st->breaker_tell};
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_set_layer", (PyCFunction)(void (*)(void))mod_set_layer, METH_FASTCALL,
+     "_set_layer(aenter, aexit, breaker_tell)\n--\n\nThe Python layer's functions the types "
+     "call: registered once by slidewin at import."},
     {"unlink", shared_unlink, METH_O,
      "unlink(name)\n--\n\nRemove a shared region's name (or path): True if it existed. "
      "Processes attached to it go on using it; the next to open the name gets a fresh one. "
@@ -202,10 +229,6 @@ static int module_exec(PyObject *m)
     st->registry = PyDict_New();
     if (st->registry == NULL)
         return -1;
-    st->str_aenter = PyUnicode_InternFromString("_aenter");
-    st->str_aexit = PyUnicode_InternFromString("_aexit");
-    if (st->str_aenter == NULL || st->str_aexit == NULL)
-        return -1;
     Py_INCREF(st->default_names);
     if (PyModule_AddObject(m, "EVENT_NAMES", st->default_names) < 0) {
         Py_DECREF(st->default_names);
@@ -243,6 +266,9 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->default_names);
     Py_VISIT(st->default_map);
     Py_VISIT(st->registry);
+    Py_VISIT(st->aenter);
+    Py_VISIT(st->aexit);
+    Py_VISIT(st->breaker_tell);
     return 0;
 }
 
@@ -260,8 +286,9 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->default_names);
     Py_CLEAR(st->default_map);
     Py_CLEAR(st->registry);
-    Py_CLEAR(st->str_aenter);
-    Py_CLEAR(st->str_aexit);
+    Py_CLEAR(st->aenter);
+    Py_CLEAR(st->aexit);
+    Py_CLEAR(st->breaker_tell);
     return 0;
 }
 
