@@ -314,7 +314,8 @@ int sw_lstate_copy(struct sw_lstate *dst, size_t size,
             continue;
         /* odd and unchanged: an operation is under way, or was until its process died (or
          * the lock was let go): then the state no longer changes and the copy is whole */
-        uint64_t owner = atomic_load_explicit(&dst->lock.word, memory_order_relaxed);
+        uint64_t owner = sw_lock_owner_of(atomic_load_explicit(&dst->lock.word,
+                                                               memory_order_relaxed));
         if (!(before & 1u) || owner == 0u ||
             ((owner >> 32) != 0u && sw_proc_token_dead(owner))) {
             *hot_ok = true;
