@@ -22,8 +22,14 @@ extern "C" {
  * shared region. A waiter that has spun for a while on a lock whose owner is a process that
  * has died (SIGKILL in the middle of a critical section) takes the lock over, and learns so
  * from the return value: the caller then repairs what the dead owner may have half-written.
- * Critical sections are O(1) and never sleep, so spinning (then yielding, then napping) is
- * enough for a running owner. An owner that is stopped (SIGSTOP, docker pause, the cgroup
+ * Critical sections are O(1) and never sleep. A waiter spins a few microseconds (testing the
+ * word before writing it, backing off); then, for a lock held by a process, it sleeps on the
+ * word (a futex on its high half) after setting SW_LOCK_WAITERS, and the release that finds
+ * that bit wakes one sleeper: an owner that was preempted inside its critical section gets
+ * a core back instead of waiting behind waiters that burn their time slices spinning (a
+ * private lock's waiters, threads of one process, yield then nap as before). A sleep lasts
+ * at most until the owner has held the lock about a millisecond (a wake lost to a SIGKILL
+ * costs that at most). An owner that is stopped (SIGSTOP, docker pause, the cgroup
  * freezer, a debugger) keeps the lock until it resumes or dies: past about a millisecond, a
  * waiter on another process's lock calls sw_lock_wait_hook (when set) instead of napping,
  * which may release what the caller holds (the Python binding: the GIL), run signal handlers
@@ -31,6 +37,16 @@ extern "C" {
 typedef struct sw_lock {
     _Atomic uint64_t word;
 } sw_lock;
+
+/* Set in a process-owned lock's word, beside the owner's token, by a waiter about to sleep on
+ * it: its release wakes one. No token has it (a pid is below 2**22). */
+#define SW_LOCK_WAITERS (UINT64_C(1) << 63)
+
+/** The owner's token in a lock word (0: free), without SW_LOCK_WAITERS. */
+static inline uint64_t sw_lock_owner_of(uint64_t word)
+{
+    return word & ~SW_LOCK_WAITERS;
+}
 
 /* The token of a lock shared only by the threads of one process. */
 #define SW_LOCK_PRIVATE UINT64_C(1)
@@ -52,7 +68,7 @@ enum { SW_LOCK_GOT = 0, SW_LOCK_TOOK_OVER = 1, SW_LOCK_GAVE_UP = -1 };
 /* A long wait on another process's lock, as sw_lock_wait_hook sees it. */
 struct sw_lock_wait {
     sw_lock *lock;
-    uint64_t owner;     /* the token in the lock word */
+    uint64_t owner;     /* the token in the lock word (sw_lock_owner_of: no waiters bit) */
     int64_t held_ns;    /* how long this waiter has seen that owner hold it */
     bool stopped;       /* the owner is stopped (SIGSTOP, a debugger) */
     bool stuck;         /* held longer than SW_LOCK_STUCK_NS by a live owner not stopped */
@@ -99,10 +115,19 @@ static inline void sw_lock_acquire(sw_lock *l)
 {
     (void)sw_lock_acquire_as(l, SW_LOCK_PRIVATE);
 }
+/** Wake one waiter sleeping on a lock (sw_lock_release, when SW_LOCK_WAITERS was set). */
+void sw_lock_wake(sw_lock *l);
 /** Release a lock taken by sw_lock_acquire or sw_lock_acquire_as. */
 static inline void sw_lock_release(sw_lock *l)
 {
-    atomic_store_explicit(&l->word, 0u, memory_order_release);
+    /* a private lock (token 1, the holder's own word: nobody else writes it while held) has
+     * no sleeper: a plain store; a process's lock may have one (SW_LOCK_WAITERS) */
+    if ((atomic_load_explicit(&l->word, memory_order_relaxed) >> 32) == 0u) {
+        atomic_store_explicit(&l->word, 0u, memory_order_release);
+        return;
+    }
+    if (atomic_exchange_explicit(&l->word, 0u, memory_order_release) & SW_LOCK_WAITERS)
+        sw_lock_wake(l);
 }
 /** Force a lock open (after fork(), in the only thread of the child, for a private lock whose
  * holder was another thread of the parent). */

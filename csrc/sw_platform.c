@@ -114,6 +114,15 @@ void sw_futex_wake_all(_Atomic uint32_t *word)
 #endif
 }
 
+void sw_futex_wake_one(_Atomic uint32_t *word)
+{
+#if SW_PLATFORM_LINUX
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 1, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
 int sw_platform_lock_byte(int fd, long byte, short type)
 {
 #if SW_PLATFORM_LINUX

@@ -53,6 +53,8 @@ int sw_platform_random(void *buf, size_t len);
 int sw_futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
 /** Wake every process waiting on word (the portable wait polls: nothing to do). */
 void sw_futex_wake_all(_Atomic uint32_t *word);
+/** Wake one process waiting on word (the portable wait polls: nothing to do). */
+void sw_futex_wake_one(_Atomic uint32_t *word);
 
 /** An OFD lock (F_OFD_SETLK) of one byte: type F_RDLCK, F_WRLCK or F_UNLCK.
  * @return 0 or an errno (EAGAIN: held by another open file description; ENOSYS: no OFD

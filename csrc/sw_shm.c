@@ -322,13 +322,15 @@ static void lock_after_reboot(const void *base, sw_lock *l, uint64_t me)
         if (w != seen) {
             seen = w;
             since = now;
-        } else if (now - since > sw_lock_stuck_ns || sw_proc_token_dead(w)) {
+        } else if (now - since > sw_lock_stuck_ns ||
+                   sw_proc_token_dead(sw_lock_owner_of(w))) {
             if (atomic_compare_exchange_strong_explicit(&l->word, &w, me, memory_order_acquire,
                                                         memory_order_relaxed))
                 return;
             continue;
         }
-        struct sw_lock_wait wt = {l, w, now - since, false, false, false, '?'};
+        struct sw_lock_wait wt = {l, sw_lock_owner_of(w), now - since, false, false, false,
+                                  '?'};
         int (*hook)(const struct sw_lock_wait *) = sw_lock_wait_hook;
         if (hook != NULL) {
             (void)hook(&wt);

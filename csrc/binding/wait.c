@@ -154,7 +154,8 @@ static int lock_hook(const struct sw_lock_wait *w)
     /* until the word changes (released, or taken by another): 50 us naps, growing to 1 ms
      * while the owner stays (a stopped one may stay for minutes) */
     long nap_ns = 50000;
-    while (atomic_load_explicit(&w->lock->word, memory_order_relaxed) == w->owner && now < end) {
+    while (sw_lock_owner_of(atomic_load_explicit(&w->lock->word, memory_order_relaxed)) ==
+               w->owner && now < end) {
         struct timespec nap = {0, nap_ns};
         nanosleep(&nap, NULL);
         if (nap_ns < 1000000)

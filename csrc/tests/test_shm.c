@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -557,6 +558,77 @@ static void give_back_per_object(void)
     sw_shm_close(&s);
 }
 
+/* A waiter for a lock held by another process sleeps on it: it sets SW_LOCK_WAITERS beside
+ * the owner's token (the owner's pid stays readable), the owner's release wakes it, it holds
+ * the lock with the bit (other sleepers may remain: its own release wakes the next), and the
+ * last release leaves the word free. */
+struct lock_waiter {
+    sw_lock *lock;
+    uint64_t held_as; /* the word while the waiter held the lock */
+};
+
+static void *lock_waiter_run(void *arg)
+{
+    struct lock_waiter *w = arg;
+    (void)sw_lock_acquire_as(w->lock, sw_proc_token());
+    w->held_as = atomic_load(&w->lock->word);
+    sw_lock_release(w->lock);
+    return NULL;
+}
+
+static void test_lock_waiter_sleeps_and_is_woken(void)
+{
+    sw_lock *l = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int ready[2], go[2];
+    CHECK(l != MAP_FAILED && pipe(ready) == 0 && pipe(go) == 0);
+    if (l == MAP_FAILED)
+        return;
+    sw_lock_init(l);
+    pid_t kid = fork();
+    if (kid == 0) {
+        char c = 0;
+        (void)sw_lock_acquire_as(l, sw_proc_token());
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(2);
+        sw_lock_release(l);
+        _exit(0);
+    }
+    char c = 0;
+    CHECK(kid > 0 && read(ready[0], &c, 1) == 1);
+    uint64_t kid_word = atomic_load(&l->word);
+    CHECK_EQ(kid_word >> 32, (uint64_t)kid);
+    struct lock_waiter w = {l, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, lock_waiter_run, &w), 0);
+    bool flagged = false;
+    for (int i = 0; i < 20000 && !flagged; i++) { /* 2 s at most */
+        flagged = atomic_load(&l->word) == (kid_word | SW_LOCK_WAITERS);
+        if (!flagged) {
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    CHECK(flagged);
+    CHECK_EQ(sw_lock_owner_of(atomic_load(&l->word)), kid_word);
+    CHECK(write(go[1], &c, 1) == 1);
+    int status = -1;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK(w.held_as == (sw_proc_token() | SW_LOCK_WAITERS));
+    CHECK_EQ(atomic_load(&l->word), 0);
+    /* a private lock's release stays a plain store; its word holds no bit */
+    sw_lock_acquire(l);
+    CHECK_EQ(atomic_load(&l->word), SW_LOCK_PRIVATE);
+    sw_lock_release(l);
+    CHECK_EQ(atomic_load(&l->word), 0);
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    close(go[1]);
+    munmap(l, 4096);
+}
+
 void test_shm(void)
 {
     test_tokens();
@@ -565,6 +637,7 @@ void test_shm(void)
     test_creation_race();
     test_dead_owner();
     test_stopped_and_stuck_owner();
+    test_lock_waiter_sleeps_and_is_woken();
     test_warmup_payback();
     test_shm_review();
     foreign_namespace_taken_over();

@@ -1,0 +1,570 @@
+/* sw_decide.c - a limiter's decisions and events: the fast path on the lock's line, the
+ * general path (warm-up, throttle, borrowing), counts, exits and releases (docs/design.md §5,
+ * §7). The state, its repair and its statistics: sw_limiter.c. */
+#include "sw_limiter.h"
+#include "sw_limiter_lock.h"
+
+#include "sw_time.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+/* ns from now_ns until ms time `at_ms`, never negative */
+static int64_t ns_until(int64_t at_ms, int64_t now_ns)
+{
+    int64_t d = sw_sat_sub(sw_sat_mul(at_ms, INT64_C(1000000)), now_ns < 0 ? 0 : now_ns);
+    return d < 0 ? 0 : d;
+}
+
+/* The warm-up admitted rate with slidewin's rule (c): never below min(q, 1 per window). */
+static double warm_rate(const struct sw_rule *r, struct sw_warm_state *ws, struct sw_node *node,
+                        int64_t t)
+{
+    /* paying back an oversize request during the last whole second counts as busy: its
+     * passes are spread over the payback, so the tokens keep falling and it warms up */
+    bool busy = ws->paid_until_ms != INT64_MIN && ws->paid_until_ms > t - t % 1000 - 1000;
+    sw_warmup_sync(&r->warm, ws, t, sw_node_previous_second_pass(node, t), busy);
+    double rate = sw_warmup_rate(&r->warm, ws);
+    return rate < r->min_rate ? r->min_rate : rate;
+}
+
+/* The time an oversize request admitted into an empty window at t is paid back by: n
+ * requests at `rate` per second take n / rate seconds (rounded up to a whole ms). */
+static int64_t paid_back_at(int64_t t, int64_t n, double rate)
+{
+    double ms = ceil((double)n * 1000.0 / rate);
+    if (!(ms < 9.0e18))
+        return INT64_MAX;
+    return sw_sat_add(t, (int64_t)ms);
+}
+
+/* The general path of a decision, lock held: roll the windows (sw_lstate_enter), sync the
+ * warm-up tokens (idempotent at one time), and decide, without counting or holding anything:
+ * the throttle's slot and a warm-up payback are computed into the plan, stored by plan_end.
+ * now_ns and flags are resolved (SW_NOW read, shadow applied). */
+static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                         struct sw_plan *p, bool lone)
+{
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    struct sw_decision *out = &p->d;
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    p->n = n;
+    p->flags = flags;
+    p->grant_ms = 0;
+    p->paid_until_ms = INT64_MIN;
+    p->has_thr = 0;
+    /* a lone decision (sw_decide) works in place, as it always did: it keeps its token sync
+     * admitted or not, and a throttle moves only when it admits. A plan that may not be
+     * committed syncs and reserves on copies. */
+    struct sw_warm_state *ws = &st->warm;
+    struct sw_throttle *th = &st->thr;
+    p->keep_sync = lone;
+    if (!lone) {
+        p->thr = st->thr;
+        p->warm = st->warm;
+        ws = &p->warm;
+        th = &p->thr;
+    }
+    p->fast = 0;
+    p->grade = r->grade;
+
+    sw_lstate_enter(st);
+    int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+    p->t = t;
+
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        /* an adaptive limit: the learned one (computed first when due) */
+        struct sw_adapt_state *ad = r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
+        double cap = r->count;
+        if (ad != NULL) {
+            if (sw_adapt_due(&r->adapt, ad, sw_node_sec(node), t))
+                sw_adapt_update(&r->adapt, ad, sw_node_sec(node), t);
+            cap = sw_adapt_cap(&r->adapt, ad);
+        }
+        if ((double)n > r->count)
+            out->verdict = SW_NEVER;
+        else if (sw_reject_fits(in_flight_now(node), n, cap))
+            out->verdict = SW_PASS;
+        if (ad != NULL && out->verdict != SW_PASS)
+            sw_adapt_refused(&r->adapt, ad, t);
+    } else if (r->count <= 0) {
+        out->verdict = SW_NEVER;
+    } else {
+        switch (r->behavior) {
+        case SW_REJECT: {
+            int64_t pass = sw_node_pass_at(node, t);
+            if ((double)n > r->limit) {
+                out->verdict = SW_NEVER;
+            } else if (sw_reject_fits(pass, n, r->limit)) {
+                out->verdict = SW_PASS;
+            } else if ((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY) &&
+                       sw_borrow_try_occupy(sw_node_sec(node), sw_node_fut(node), t, n,
+                                            r->limit, r->occupy_timeout_ms, &p->grant_ms)) {
+                out->verdict = SW_PASS;
+                out->occupied = 1;
+                out->wait_ns = ns_until(p->grant_ms, now_ns);
+            } else if (flags & SW_F_RETRY) {
+                int64_t wait_ms = sw_reject_retry_ms(sw_node_sec(node), t, n, r->limit);
+                out->retry_ns = wait_ms < 0 ? -1 : ns_until(t + wait_ms, now_ns);
+            }
+            break;
+        }
+        case SW_WARM_UP: {
+            double rate = warm_rate(r, ws, node, t);
+            double allowed = window_limit(rate, r->interval_ms);
+            int64_t pass = sw_node_pass_at(node, t);
+            if ((double)n > r->limit) {
+                out->verdict = SW_NEVER;
+            } else if (st->warm.paid_until_ms != INT64_MIN && t < st->warm.paid_until_ms) {
+                /* an oversize request is being paid back */
+                if (flags & SW_F_RETRY)
+                    out->retry_ns = ns_until(st->warm.paid_until_ms, now_ns);
+            } else if (sw_reject_fits(pass, n, allowed)) {
+                out->verdict = SW_PASS;
+            } else if (pass == 0) {
+                /* rule (c): a cold limiter fed only requests above its cold allowance must
+                 * still warm up, so an empty window admits one request of any size n <= L;
+                 * it is paid back: nothing more passes until n / rate seconds have gone by,
+                 * so the average stays within the admitted rate */
+                out->verdict = SW_PASS;
+                p->paid_until_ms = paid_back_at(t, n, rate);
+            }
+            break;
+        }
+        default: { /* SW_THROTTLE, SW_WARM_UP_THROTTLE: the slot is reserved on a copy */
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, ws, node, t);
+            int64_t cost = sw_throttle_cost(rate, n);
+            if (sw_throttle_reserve(th, cost, now_ns, r->max_queue_ns,
+                                    (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
+                out->verdict = SW_PASS;
+                p->has_thr = 1;
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* End a plan, lock held: commit (an admitted plan counts PASS, takes its throttle slot, its
+ * warm-up payback, its in-flight count; a refused one, a shadow's, counts BLOCK), or not
+ * (only a refusal counts: BLOCK). Then sw_lstate_leave. Cannot fail. */
+static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool commit)
+{
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    int64_t n = p->n, t = p->t;
+    if (p->fast) { /* counted on the lock's line, as sw_decide's fast path */
+        int k = -1;
+        if (p->d.verdict == SW_PASS) {
+            if (commit)
+                k = 0;
+        } else if (!(p->flags & SW_F_NO_BLOCK)) {
+            k = 1;
+        }
+        if (k >= 0) {
+            st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+            st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+            st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+            if (k == 1 && (p->flags & SW_F_SHADOW))
+                node->shadow_block = sw_sat_add(node->shadow_block, n);
+        }
+        if (k == 0 && (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY)))
+            add_in_flight(v, node, n);
+        if (k == 0 && p->grade == SW_GRADE_CONCURRENCY && v->rule->adapt.algo != SW_ADAPT_NONE)
+            sw_adapt_admitted(&node->adapt, in_flight_now(node));
+        return;
+    }
+    if (p->d.verdict == SW_PASS) {
+        if (commit) {
+            if (!p->keep_sync) { /* a group's plan: its copies become the state */
+                if (p->has_thr)
+                    st->thr = p->thr;
+                st->warm = p->warm;
+            }
+            if (p->paid_until_ms != INT64_MIN)
+                st->warm.paid_until_ms = p->paid_until_ms;
+            if (p->d.occupied) {
+                sw_node_add_at(node, SW_EV_OCCUPIED_PASS, n, t);
+                sw_borrow_add(sw_node_fut(node), p->grant_ms, n);
+                sw_node_total_add(node, SW_EV_PASS, n); /* its PASS, counted when granted */
+            } else {
+                sw_node_add_at(node, SW_EV_PASS, n, t);
+            }
+            if (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY))
+                add_in_flight(v, node, n);
+            if (p->grade == SW_GRADE_CONCURRENCY && v->rule->adapt.algo != SW_ADAPT_NONE)
+                sw_adapt_admitted(&node->adapt, in_flight_now(node));
+            sw_lstate_leave(st);
+            return;
+        }
+    } else if (!(p->flags & SW_F_NO_BLOCK)) {
+        sw_node_add_at(node, SW_EV_BLOCK, n, t);
+        if (p->flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
+    }
+    sw_lstate_leave(st);
+}
+
+int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+              struct sw_decision *out)
+{
+    if (n < 1)
+        return SW_EINVAL;
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->now_ns = now_ns;
+    out->shadowed = 0;
+    struct sw_node *node = sw_lstate_node(st);
+    if (!lock_state_or_give_up(v))
+        return SW_EBUSY;
+    /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (flags & SW_F_SHADOW)
+        flags &= ~SW_F_NO_BLOCK;
+    if (now_ns == SW_NOW)
+        now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+    out->now_ns = now_ns;
+
+    /* Fast path: a rejecting QPS decision, or a concurrency one, at the head bucket of both
+     * windows counts on the lock's line only (struct sw_lstate): one cache line written
+     * (and the in-flight count when it holds one). A refusal that needs more (a borrow, a
+     * retry time) takes the general path. */
+    int64_t ms = sw_ms_of_ns(now_ns);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    /* an adaptive limit: the learned one within this rule's bounds, once computed for this
+     * time and sound (else the slow path computes or repairs it) */
+    struct sw_adapt_state *ad = conc && r->adapt.algo != SW_ADAPT_NONE ? &node->adapt : NULL;
+    double cap = r->count;
+    bool adapt_ok = true;
+    if (ad != NULL) {
+        adapt_ok = !sw_adapt_due(&r->adapt, ad, sw_node_sec(node), ms);
+        cap = sw_adapt_cap(&r->adapt, ad);
+    }
+    if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
+        sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
+        int k = -1; /* the event counted: 0 PASS, 1 BLOCK */
+        if (conc) {
+            if ((double)n > r->count) {
+                out->verdict = SW_NEVER;
+                k = 1;
+            } else if (sw_reject_fits(in_flight_now(node), n, cap)) {
+                out->verdict = SW_PASS;
+                k = 0;
+            } else {
+                k = 1;
+            }
+        } else if ((double)n > r->limit) {
+            out->verdict = SW_NEVER;
+            k = 1;
+        } else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
+                                                        st->hot[SW_HOT_SEC]),
+                                  n, r->limit)) {
+            out->verdict = SW_PASS;
+            k = 0;
+        } else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) &&
+                   !(flags & SW_F_RETRY)) {
+            k = 1;
+        }
+        if (k >= 0) {
+            if (k == 0 || !(flags & SW_F_NO_BLOCK)) {
+                st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
+                st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
+                st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+                if (k == 1 && (flags & SW_F_SHADOW))
+                    node->shadow_block = sw_sat_add(node->shadow_block, n);
+            }
+            if (k == 0 && (conc || (flags & SW_F_ENTRY)))
+                add_in_flight(v, node, n);
+            if (ad != NULL) {
+                if (k == 0)
+                    sw_adapt_admitted(ad, in_flight_now(node));
+                else
+                    sw_adapt_refused(&r->adapt, ad, ms);
+            }
+            unlock_state(v);
+            goto done;
+        }
+        out->verdict = SW_BLOCK;
+    }
+
+    {
+        struct sw_plan p;
+        plan_general(v, n, now_ns, flags, &p, true);
+        plan_end(v, &p, p.d.verdict == SW_PASS);
+        *out = p.d;
+    }
+    unlock_state(v);
+done:
+    if (flags & SW_F_SHADOW) {
+        out->shadowed = out->verdict != SW_PASS;
+        out->verdict = SW_PASS;
+        out->wait_ns = 0;
+        out->retry_ns = -1;
+    }
+    return SW_OK;
+}
+
+int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                   struct sw_plan *p)
+{
+    if (n < 1)
+        return SW_EINVAL;
+    const struct sw_rule *r = v->rule;
+    /* a shadow rule keeps SW_F_NO_BLOCK here (sw_decide drops it: a lone shadow decision
+     * admits, so it is never retried): a group retries while another member refuses, and
+     * counts a shadow's would-be refusal once, at the end (sw_count_shadow_block) */
+    if (r->shadow)
+        flags |= SW_F_SHADOW;
+    if (now_ns == SW_NOW)
+        now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+    /* as sw_decide's fast path: a rejecting QPS plan, or a concurrency one, at the head
+     * bucket of both windows reads the counts on the lock's line and commits there */
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    int64_t ms = sw_ms_of_ns(now_ns);
+    bool conc = r->grade == SW_GRADE_CONCURRENCY;
+    /* (an adaptive limit takes the general path: its learned limit is computed there) */
+    if (((conc && r->adapt.algo == SW_ADAPT_NONE) ||
+         (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
+        sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
+        int verdict = -1;
+        if (conc)
+            verdict = (double)n > r->count                           ? SW_NEVER
+                      : sw_reject_fits(in_flight_now(node), n, r->count) ? SW_PASS
+                                                                         : SW_BLOCK;
+        else if ((double)n > r->limit)
+            verdict = SW_NEVER;
+        else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
+                                                      st->hot[SW_HOT_SEC]),
+                                n, r->limit))
+            verdict = SW_PASS;
+        else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+            verdict = SW_BLOCK;
+        if (verdict >= 0) {
+            p->d.verdict = verdict;
+            p->d.occupied = 0;
+            p->d.wait_ns = 0;
+            p->d.retry_ns = -1;
+            p->d.now_ns = now_ns;
+            p->d.shadowed = 0;
+            p->n = n;
+            p->flags = flags;
+            p->grade = r->grade;
+            p->fast = 1;
+            p->keep_sync = 0;
+            return SW_OK;
+        }
+    }
+    plan_general(v, n, now_ns, flags, p, false);
+    return SW_OK;
+}
+
+void sw_plan_end_locked(const struct sw_view *v, const struct sw_plan *p, bool commit)
+{
+    plan_end(v, p, commit);
+}
+
+int sw_count(const struct sw_view *v, uint32_t ev, int64_t n, int64_t now_ns)
+{
+    if (ev >= SW_EV_DEFAULT_COUNT)
+        return SW_EEVENT;
+    if (n < 0)
+        return SW_EINVAL;
+    bool entered = true;
+    if (ev == SW_EV_PASS || ev == SW_EV_BLOCK)
+        lock_node(v);
+    else
+        entered = lock_for_other_event(v, &now_ns, false) == 1;
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    sw_node_add(sw_lstate_node(v->st), ev, n, sw_ms_of_ns(now_ns));
+    if (entered)
+        unlock_node(v);
+    else
+        unlock_state(v);
+    return SW_OK;
+}
+
+int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    sw_node_add_shadow_block(sw_lstate_node(v->st), n, sw_ms_of_ns(now_ns));
+    unlock_node(v);
+    return SW_OK;
+}
+
+int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    const struct sw_rule *r = v->rule; /* read under the lock only */
+    if (r->grade == SW_GRADE_CONCURRENCY) {
+        unlock_node(v);
+        return n == 0 ? SW_OK : SW_ESTATE;
+    }
+    if (n > 0) {
+        struct sw_lstate *st = v->st;
+        struct sw_node *node = sw_lstate_node(st);
+        if (now_ns == SW_NOW)
+            now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
+        if (is_throttle(r) && r->count > 0) {
+            /* the queue moves by the cost of n, as for n admitted now (never backwards) */
+            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, &st->warm, node, t);
+            int64_t cost = sw_throttle_cost(rate, n);
+            struct sw_throttle *th = &st->thr;
+            if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost) {
+                th->last_ns = now_ns;
+                th->has_last = 1;
+                th->saturated = 0;
+            } else if (__builtin_add_overflow(th->last_ns, cost, &th->last_ns)) {
+                th->last_ns = INT64_MAX;
+                th->saturated = 1;
+            }
+        }
+        sw_node_add_at(node, SW_EV_PASS, n, t);
+    }
+    unlock_node(v);
+    return SW_OK;
+}
+
+int sw_refund(const struct sw_view *v, int64_t n, int64_t now_ns)
+{
+    if (n < 0)
+        return SW_EINVAL;
+    lock_node(v);
+    const struct sw_rule *r = v->rule; /* read under the lock only */
+    if (n > 0 && is_throttle(r) && r->count > 0) {
+        struct sw_lstate *st = v->st;
+        struct sw_throttle *th = &st->thr;
+        if (now_ns == SW_NOW)
+            now_ns = sw_time_ns();
+        if (th->has_last && !th->saturated && th->last_ns > now_ns) {
+            double rate = r->count;
+            if (r->behavior != SW_THROTTLE) {
+                struct sw_node *node = sw_lstate_node(st);
+                rate = warm_rate(r, &st->warm, node,
+                                 sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns)));
+            }
+            int64_t back = sw_sat_sub(th->last_ns, sw_throttle_cost(rate, n));
+            th->last_ns = back > now_ns ? back : now_ns;
+        }
+    }
+    unlock_node(v);
+    return SW_OK;
+}
+
+static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                      int64_t now_ns, bool may_give_up);
+
+static int exit_as(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
+                   int64_t now_ns, bool may_give_up)
+{
+    if (rt_ms < 0)
+        return SW_EINVAL;
+    return exit_rt_as(v, n, sw_sat_mul(rt_ms, INT64_C(1000000)), outcome, now_ns, may_give_up);
+}
+
+int sw_exit_rt(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome, int64_t now_ns)
+{
+    return exit_rt_as(v, n, rt_ns, outcome, now_ns, false);
+}
+
+int sw_exit_rt_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                          int64_t now_ns)
+{
+    return exit_rt_as(v, n, rt_ns, outcome, now_ns, true);
+}
+
+static int exit_rt_as(const struct sw_view *v, int64_t n, int64_t rt_ns, int outcome,
+                      int64_t now_ns, bool may_give_up)
+{
+    if (n < 0 || rt_ns < 0)
+        return SW_EINVAL;
+    const struct sw_rule *r = v->rule; /* read under the lock only (sw_view_set_rule) */
+    struct sw_node *node = sw_lstate_node(v->st);
+    bool entered = false;
+    if (outcome == SW_OUT_NONE) {
+        /* the in-flight count only: not on the lock's line */
+        if (!may_give_up)
+            lock_state(v);
+        else if (!lock_state_or_give_up(v))
+            return SW_EBUSY; /* nothing counted, the count stays held: the caller may retry */
+    } else {
+        int got = lock_for_other_event(v, &now_ns, may_give_up);
+        if (got < 0)
+            return SW_EBUSY;
+        entered = got == 1;
+        int64_t t = sw_ms_of_ns(now_ns);
+        /* whole ms, truncated as Sentinel's clock differences are; an adaptive rule's are
+         * rounded instead: truncation biases each RT low by half a ms on average, and with
+         * it bbr's bound (a mean RT of a few ms) */
+        int64_t rt_ms = r->adapt.algo != SW_ADAPT_NONE && rt_ns <= INT64_MAX - 500000
+                            ? (rt_ns + 500000) / INT64_C(1000000)
+                            : rt_ns / INT64_C(1000000);
+        sw_node_add_outcome(node, outcome, n, rt_ms, t);
+        if (outcome == SW_OUT_SUCCESS && r->grade == SW_GRADE_CONCURRENCY &&
+            r->adapt.algo != SW_ADAPT_NONE)
+            sw_adapt_sample(&r->adapt, &node->adapt, sw_node_sec(node), rt_ns, t);
+    }
+    int64_t held = in_flight_now(node);
+    add_in_flight(v, node, -(held > n ? n : held));
+    if (entered)
+        unlock_node(v);
+    else
+        unlock_state(v);
+    return SW_OK;
+}
+
+int sw_exit(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome, int64_t now_ns)
+{
+    return exit_as(v, n, rt_ms, outcome, now_ns, false);
+}
+
+int sw_exit_or_give_up(const struct sw_view *v, int64_t n, int64_t rt_ms, int outcome,
+                       int64_t now_ns)
+{
+    return exit_as(v, n, rt_ms, outcome, now_ns, true);
+}
+
+int sw_release(const struct sw_view *v, int64_t n)
+{
+    int rc = SW_OK;
+    if (n < 1)
+        return SW_EINVAL;
+    struct sw_node *node = sw_lstate_node(v->st);
+    if (!lock_state_or_give_up(v))
+        return SW_EBUSY; /* the count stays held: the caller may try again */
+    if (in_flight_now(node) < n)
+        rc = SW_ESTATE;
+    else
+        add_in_flight(v, node, -n);
+    unlock_state(v);
+    return rc;
+}
+
+int64_t sw_in_flight(const struct sw_view *v)
+{
+    lock_state(v);
+    int64_t x = in_flight_now(sw_lstate_node(v->st));
+    unlock_state(v);
+    return x;
+}
