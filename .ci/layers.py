@@ -46,6 +46,7 @@ CORE = {
     "sw_keyed": ("product", 1),
     "sw_group": ("product", 2),   # all_of: one decision over limiters and keys
     "sw_breaker": ("product", 0),  # circuit breaking over the leap array
+    "sw_observe": ("product", 3),  # observers' reads of regions (limiter, keyed, Breaker, Metric)
 }
 
 # binding file stem -> unit (stems not listed are their own unit)

@@ -91,7 +91,7 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
 
 static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 {
-    struct metric_mem *mem = state;
+    struct sw_metric_mem *mem = state;
     sw_lock_init(&mem->lock);
     if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
         return sw_evleap_init((struct sw_evleap *)(void *)mem->leap,
@@ -101,24 +101,12 @@ static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 
 static sw_lock *metric_state_lock(void *state)
 {
-    return &((struct metric_mem *)state)->lock;
+    return &((struct sw_metric_mem *)state)->lock;
 }
 
 static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 {
-    struct metric_mem *mem = state;
-    const struct sw_leap_cfg *cfg = lay->arg;
-    if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
-        return sw_evleap_layout_ok((const struct sw_evleap *)(const void *)mem->leap, cfg)
-                   ? SW_OK
-                   : SW_EINVAL;
-    const struct sw_leap *l = (const struct sw_leap *)(const void *)mem->leap;
-    if (l->interval_ms != cfg->interval_ms || l->sample_count != cfg->sample_count ||
-        l->n_events != cfg->n_events || l->has_rt != (uint32_t)cfg->has_rt ||
-        l->window_ms != cfg->interval_ms / (int64_t)cfg->sample_count ||
-        l->stride != SW_SLOT_COUNTS + cfg->n_events || !sw_leap_indices_ok(l))
-        return SW_EINVAL;
-    return SW_OK;
+    return sw_metric_mem_check(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
 }
 
 /* Open the region of a shared Metric (names: its user-defined events, NULL for the
@@ -153,8 +141,7 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     lay.interval_ms = cfg->interval_ms;
     lay.sample_count = cfg->sample_count;
     lay.consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG;
-    lay.state_size = sizeof(struct metric_mem) + (eventual ? sw_evleap_size(cfg)
-                                                           : sw_leap_size(cfg));
+    lay.state_size = sw_metric_mem_size(cfg, eventual);
     lay.init_state = metric_init_state;
     lay.check_state = metric_check_state;
     lay.state_lock = metric_state_lock;
@@ -338,7 +325,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
         return (PyObject *)self;
     }
-    self->mem = PyMem_Calloc(1, sizeof(struct metric_mem) + size);
+    self->mem = PyMem_Calloc(1, sizeof(struct sw_metric_mem) + size);
     if (self->mem == NULL) {
         PyErr_NoMemory();
         goto fail;
