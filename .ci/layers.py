@@ -51,7 +51,6 @@ CORE = {
 
 # binding file stem -> unit (stems not listed are their own unit)
 UNITS = {
-    "entry": "limiter",      # Limiter and its Entry
     "adaptive": "limiter",   # ... and the adaptive rule of a Limiter
     "binding": "binding",    # binding.h: what every type uses; defined in binding.c ...
     "limiting": "binding",   # ... and in limiting.c (what the limiter types share)

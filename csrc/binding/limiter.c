@@ -3,7 +3,6 @@
 #include "limiting_ops.h"
 #include "adaptive.h"
 #include "args.h"
-#include "entry.h"
 #include "metric.h"
 #include "observe.h"
 #include "shared.h"
@@ -417,7 +416,15 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
             parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
             return NULL;
     }
-    return entry_new(self, n, timeout);
+    EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
+    if (e == NULL)
+        return NULL;
+    Py_INCREF(self);
+    e->limiter = self;
+    ENTRY_INIT(e, n);
+    e->timeout_ns = timeout;
+    PyObject_GC_Track(e);
+    return (PyObject *)e;
 }
 
 /* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
