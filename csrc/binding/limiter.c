@@ -325,16 +325,8 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
 static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"n", "now_ns"};
-    PyObject *a[2] = {NULL, NULL};
-    int64_t n, now = SW_NOW;
-    if (parse_fast("charge", args, nargs, kwnames, names, 2, 1, a) < 0)
-        return NULL;
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "charge() missing required argument 'n'");
-        return NULL;
-    }
-    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+    int64_t n, now;
+    if (parse_n_now("charge", args, nargs, kwnames, 0, &n, &now) < 0)
         return NULL;
     if (sw_charge(limiter_view(self), n, now) == SW_ESTATE) {
         PyErr_Format(PyExc_ValueError, "charge(n=%lld): a concurrency limiter counts requests "
@@ -348,16 +340,8 @@ static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_s
 static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"n", "now_ns"};
-    PyObject *a[2] = {NULL, NULL};
-    int64_t n, now = SW_NOW;
-    if (parse_fast("_refund", args, nargs, kwnames, names, 2, 1, a) < 0)
-        return NULL;
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "_refund() missing required argument 'n'");
-        return NULL;
-    }
-    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+    int64_t n, now;
+    if (parse_n_now("_refund", args, nargs, kwnames, 0, &n, &now) < 0)
         return NULL;
     (void)sw_refund(limiter_view(self), n, now);
     Py_RETURN_NONE;

@@ -389,11 +389,7 @@ static PyObject *Metric_add(MetricObject *self, PyObject *const *args, Py_ssize_
         a[0] = args[0];
         a[1] = nargs > 1 ? args[1] : NULL;
         a[2] = NULL;
-    } else if (parse_fast("add", args, nargs, kwnames, names, 3, 2, a) < 0) {
-        return NULL;
-    }
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "add() missing required argument 'event'");
+    } else if (parse_fast_req("add", args, nargs, kwnames, names, 3, 2, 1, a) < 0) {
         return NULL;
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0)
@@ -419,14 +415,10 @@ static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssi
     static const char *const names[] = {"rt_ms", "now_ns"};
     PyObject *a[2];
     int64_t rt, now;
-    if (parse_fast("add_rt", args, nargs, kwnames, names, 2, 1, a) < 0)
+    if (parse_fast_req("add_rt", args, nargs, kwnames, names, 2, 1, 1, a) < 0)
         return NULL;
     if (!m_has_rt(self))
         return metric_no_rt(self, "add_rt");
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "add_rt() missing required argument 'rt_ms'");
-        return NULL;
-    }
     if (as_int64(a[0], "rt_ms", 0, INT64_MAX, &rt) < 0 || parse_now(a[1], &now) < 0)
         return NULL;
     int rc = self->ev != NULL ? sw_evleap_add_rt(self->ev, rt, now)
@@ -447,11 +439,7 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     if (kwnames == NULL && nargs == 1) {
         a[0] = args[0];
         a[1] = NULL;
-    } else if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0) {
-        return -1;
-    }
-    if (a[0] == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'event'", fname);
+    } else if (parse_fast_req(fname, args, nargs, kwnames, names, 2, 1, 1, a) < 0) {
         return -1;
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_now(a[1], &now) < 0)
@@ -465,14 +453,19 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     return 0;
 }
 
-static PyObject *Metric_sum(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "sum", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
-}
+/* sum(), current(), previous(): one event's count (metric_read); rate(): its sum a second */
+#define METRIC_READ_INT(fn, fname, which)                                                      \
+    static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        int64_t v;                                                                             \
+        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0                   \
+                   ? NULL                                                                      \
+                   : PyLong_FromLongLong(v);                                                   \
+    }
+METRIC_READ_INT(Metric_sum, "sum", SW_READ_SUM)
+METRIC_READ_INT(Metric_current, "current", SW_READ_CURRENT)
+METRIC_READ_INT(Metric_previous, "previous", SW_READ_PREVIOUS)
 
 static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
@@ -483,52 +476,41 @@ static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize
     return PyFloat_FromDouble((double)v / ((double)m_interval(self) / 1000.0));
 }
 
-static PyObject *Metric_current(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                PyObject *kwnames)
+/* min_rt(), avg_rt(): the window's RT read at now_ns (any out NULL: not wanted).
+ * @return 0, or -1 with an exception set */
+static int metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames, int64_t *min_rt, int64_t *rt,
+                     int64_t *ok)
 {
-    int64_t v;
-    if (metric_read(self, "current", SW_READ_CURRENT, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
+    int64_t now;
+    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return -1;
+    if (!m_has_rt(self)) {
+        metric_no_rt(self, fname);
+        return -1;
+    }
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, min_rt, rt, ok);
+    else
+        sw_window_rt(&self->win, now, min_rt, rt, ok);
+    return 0;
 }
-
-static PyObject *Metric_previous(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "previous", SW_READ_PREVIOUS, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
-}
-
 
 static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t now, m;
-    if (parse_now_only("min_rt", args, nargs, kwnames, &now) < 0)
+    int64_t m;
+    if (metric_rt(self, "min_rt", args, nargs, kwnames, &m, NULL, NULL) < 0)
         return NULL;
-    if (!m_has_rt(self))
-        return metric_no_rt(self, "min_rt");
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, &m, NULL, NULL);
-    else
-        sw_window_rt(&self->win, now, &m, NULL, NULL);
     return PyLong_FromLongLong(m);
 }
 
 static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t now, rt, ok;
-    if (parse_now_only("avg_rt", args, nargs, kwnames, &now) < 0)
+    int64_t rt, ok;
+    if (metric_rt(self, "avg_rt", args, nargs, kwnames, NULL, &rt, &ok) < 0)
         return NULL;
-    if (!m_has_rt(self))
-        return metric_no_rt(self, "avg_rt");
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, NULL, &rt, &ok);
-    else
-        sw_window_rt(&self->win, now, NULL, &rt, &ok);
     return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
 }
 

@@ -301,10 +301,6 @@ static int region_window(const struct sw_region_read *r, PyObject **window, PyOb
 static int region_path(PyObject *o, char *path, size_t cap)
 {
     PyObject *fs = NULL;
-    if (o == NULL) {
-        PyErr_SetString(PyExc_TypeError, "read_region() missing required argument 'path'");
-        return -1;
-    }
     if (!PyUnicode_Check(o)) {
         if (!PyUnicode_FSDecoder(o, &fs))
             return -1;
@@ -335,7 +331,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     const char *bstate;
     struct sw_region_read r;
     struct sw_shm_error err;
-    if (parse_fast("read_region", args, nargs, kwnames, names, 2, 1, a) < 0 ||
+    if (parse_fast_req("read_region", args, nargs, kwnames, names, 2, 1, 1, a) < 0 ||
         parse_now(a[1], &now) < 0 || region_path(a[0], path, sizeof path) < 0)
         return NULL;
     int rc = sw_region_read(path, now, &r, &err);
