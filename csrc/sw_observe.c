@@ -4,6 +4,7 @@
 #include "sw_keyed.h"
 #include "sw_time.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -318,6 +319,94 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
     }
     free(copy);
     return rc;
+}
+
+/* A region file found by sw_region_list: its identity and one of its names. */
+struct seen {
+    uint64_t dev, ino;
+    char *path;
+};
+
+/* By file, then name: the names of one file next to each other, the first one first. */
+static int seen_cmp(const void *pa, const void *pb)
+{
+    const struct seen *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->ino != b->ino)
+        return a->ino < b->ino ? -1 : 1;
+    return strcmp(a->path, b->path);
+}
+
+void sw_region_list_free(char **paths, size_t n)
+{
+    for (size_t k = 0; paths != NULL && k < n; k++)
+        free(paths[k]);
+    free(paths);
+}
+
+/* The regions of an open folder, each name of each file. @return SW_OK or SW_ENOMEM */
+static int list_seen(DIR *dp, const char *dir, struct seen **seen, size_t *n)
+{
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        if (strncmp(de->d_name, "slidewin-", 9) != 0 || de->d_name[9] == '\0')
+            continue;
+        char path[4096 + 256];
+        struct sw_shm_error err;
+        uint64_t dev, ino;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (sw_region_probe(path, &dev, &ino, &err) != SW_OK)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct seen *ns = realloc(*seen, cap * sizeof **seen);
+            if (ns == NULL)
+                return SW_ENOMEM;
+            *seen = ns;
+        }
+        struct seen *s = &(*seen)[*n];
+        s->dev = dev;
+        s->ino = ino;
+        if ((s->path = strdup(path)) == NULL)
+            return SW_ENOMEM;
+        (*n)++;
+    }
+    return SW_OK;
+}
+
+int sw_region_list(const char *dir, char ***paths, size_t *n, struct sw_shm_error *err)
+{
+    struct seen *seen = NULL;
+    size_t n_seen = 0;
+    *paths = NULL;
+    *n = 0;
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return fail(err, SW_EOS, errno, NULL);
+    int rc = list_seen(dp, dir, &seen, &n_seen);
+    closedir(dp);
+    if (rc == SW_OK && n_seen > 0) {
+        qsort(seen, n_seen, sizeof *seen, seen_cmp);
+        if ((*paths = malloc(n_seen * sizeof **paths)) == NULL)
+            rc = SW_ENOMEM;
+    }
+    for (size_t k = 0; k < n_seen; k++) {
+        bool again = k > 0 && seen[k].dev == seen[k - 1].dev && seen[k].ino == seen[k - 1].ino;
+        if (rc == SW_OK && !again) /* else another name of the same file */
+            (*paths)[(*n)++] = seen[k].path;
+        else
+            free(seen[k].path);
+    }
+    free(seen);
+    if (rc != SW_OK) {
+        sw_region_list_free(*paths, *n);
+        *paths = NULL;
+        *n = 0;
+        return fail(err, rc, 0, NULL);
+    }
+    return SW_OK;
 }
 
 const char *sw_region_event_name(const struct sw_region_read *r, uint32_t e, size_t *len)

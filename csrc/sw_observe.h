@@ -80,6 +80,15 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *out,
  * @return SW_OK, or an error as sw_region_read's */
 int sw_region_probe(const char *path, uint64_t *dev, uint64_t *ino, struct sw_shm_error *err);
 
+/** The region files `slidewin-*` of folder dir that sw_region_probe accepts; a file with
+ * several names (hard links) once, by its first name in byte order.
+ * @param paths receives an array of n paths (dir/name), owned by the caller: release it with
+ *        sw_region_list_free (NULL when n is 0)
+ * @return SW_OK; SW_EOS with err->sys_errno when dir cannot be read; SW_ENOMEM */
+int sw_region_list(const char *dir, char ***paths, size_t *n, struct sw_shm_error *err);
+/** Release what sw_region_list gave. */
+void sw_region_list_free(char **paths, size_t n);
+
 /** The name of event e of a read Metric region with its own events (hdr.n_events > 0): the
  * e-th NUL-separated name of hdr.events. @param len receives its length in bytes
  * @return a pointer into r->hdr.events (not NUL-ended when len reaches the end) */

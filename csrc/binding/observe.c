@@ -17,7 +17,6 @@
 #include "shared.h"
 #include "sw_observe.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,30 +358,6 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     return out;
 }
 
-/* A region file found by list_regions: its identity and one of its names. */
-struct seen {
-    uint64_t dev, ino;
-    char *path;
-};
-
-/* By file, then name: the names of one file next to each other, the first one first. */
-static int seen_cmp(const void *pa, const void *pb)
-{
-    const struct seen *a = pa, *b = pb;
-    if (a->dev != b->dev)
-        return a->dev < b->dev ? -1 : 1;
-    if (a->ino != b->ino)
-        return a->ino < b->ino ? -1 : 1;
-    return strcmp(a->path, b->path);
-}
-
-static void seen_free(struct seen *seen, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        free(seen[k].path);
-    PyMem_RawFree(seen);
-}
-
 /* list_regions(folder=None) -> list[str]: the region files `slidewin-*` of a folder
  * (SLIDEWIN_SHM_DIR or /dev/shm) whose header is a current slidewin region's, owned by this
  * process's effective uid; a file with several names (hard links) once, by its first name */
@@ -409,70 +384,22 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
         snprintf(dir, sizeof dir, "%s", PyBytes_AS_STRING(fs));
         Py_DECREF(fs);
     }
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    DIR *dp = opendir(dir);
-    if (dp == NULL) {
-        Py_DECREF(out);
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir);
-        return NULL;
+    char **paths;
+    size_t n;
+    struct sw_shm_error err;
+    int rc = sw_region_list(dir, &paths, &n, &err);
+    if (rc != SW_OK)
+        return region_error(rc, &err, dir);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; out != NULL && k < n; k++) {
+        PyObject *p = PyUnicode_DecodeFSDefault(paths[k]);
+        if (p == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)k, p);
     }
-    struct seen *seen = NULL;
-    size_t n_seen = 0, cap_seen = 0;
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        if (strncmp(de->d_name, "slidewin-", 9) != 0 || de->d_name[9] == '\0')
-            continue;
-        char path[4096 + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        uint64_t dev, ino;
-        struct sw_shm_error err;
-        if (sw_region_probe(path, &dev, &ino, &err) != SW_OK)
-            continue;
-        if (n_seen == cap_seen) {
-            size_t nc = cap_seen ? 2 * cap_seen : 16;
-            struct seen *ns = PyMem_RawRealloc(seen, nc * sizeof *seen);
-            if (ns == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            seen = ns;
-            cap_seen = nc;
-        }
-        seen[n_seen].dev = dev;
-        seen[n_seen].ino = ino;
-        seen[n_seen].path = strdup(path);
-        if (seen[n_seen].path == NULL) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        n_seen++;
-    }
-    closedir(dp);
-    dp = NULL;
-    if (n_seen > 0)
-        qsort(seen, n_seen, sizeof *seen, seen_cmp);
-    for (size_t k = 0; k < n_seen; k++) {
-        if (k > 0 && seen[k].dev == seen[k - 1].dev && seen[k].ino == seen[k - 1].ino)
-            continue; /* another name of the same file */
-        PyObject *p = PyUnicode_DecodeFSDefault(seen[k].path);
-        if (p == NULL || PyList_Append(out, p) < 0) {
-            Py_XDECREF(p);
-            goto fail;
-        }
-        Py_DECREF(p);
-    }
-    seen_free(seen, n_seen);
-    if (PyList_Sort(out) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
+    sw_region_list_free(paths, n);
+    if (out != NULL && PyList_Sort(out) < 0)
+        Py_CLEAR(out);
     return out;
-fail:
-    if (dp != NULL)
-        closedir(dp);
-    seen_free(seen, n_seen);
-    Py_DECREF(out);
-    return NULL;
 }

@@ -216,8 +216,44 @@ static void test_read_damaged(void)
     unlink(path);
 }
 
+/* A folder's regions: each file once (by its first name), what is not a region left out. */
+static void test_list_regions(void)
+{
+    char dir[] = "/tmp/sw-list-XXXXXX", a[64], b[64], junk[64], other[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(a, sizeof a, "%s/slidewin-a", dir);
+    snprintf(b, sizeof b, "%s/slidewin-b", dir);
+    snprintf(junk, sizeof junk, "%s/slidewin-junk", dir);
+    snprintf(other, sizeof other, "%s/other", dir);
+    struct sw_shm shm;
+    limiter_region(&shm, a);
+    sw_shm_close(&shm);
+    CHECK_EQ(link(a, b), 0);
+    CHECK_EQ(link(a, other), 0);
+    int fd = open(junk, O_CREAT | O_WRONLY | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    char **paths;
+    size_t n;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_region_list(dir, &paths, &n, &err), SW_OK);
+    CHECK_EQ(n, 1);
+    CHECK(n == 1 && strcmp(paths[0], a) == 0);
+    sw_region_list_free(paths, n);
+    unlink(a);
+    unlink(b);
+    unlink(junk);
+    unlink(other);
+    CHECK_EQ(sw_region_list(dir, &paths, &n, &err), SW_OK);
+    CHECK_EQ(n, 0);
+    rmdir(dir);
+    CHECK_EQ(sw_region_list(dir, &paths, &n, &err), SW_EOS);
+    CHECK_EQ(err.sys_errno, ENOENT);
+}
+
 void test_region_read(void)
 {
+    test_list_regions();
     test_read_limiter();
     test_read_metric();
     test_read_not_a_region();
