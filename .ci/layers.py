@@ -46,6 +46,7 @@ CORE = {
     "sw_keyed": ("product", 1),
     "sw_group": ("product", 2),   # all_of: one decision over limiters and keys
     "sw_breaker": ("product", 0),  # circuit breaking over the leap array
+    "sw_observe": ("product", 3),  # observers' reads of regions (limiter, keyed, Breaker, Metric)
 }
 
 # the other files of a core module split over several: file stem -> module (its files include
@@ -57,7 +58,6 @@ PARTS = {
 
 # binding file stem -> unit (stems not listed are their own unit)
 UNITS = {
-    "entry": "limiter",      # Limiter and its Entry
     "adaptive": "limiter",   # ... and the adaptive rule of a Limiter
     "binding": "binding",    # binding.h: what every type uses; defined in binding.c ...
     "limiting": "binding",   # ... and in limiting.c (what the limiter types share)

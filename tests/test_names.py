@@ -82,3 +82,16 @@ def test_the_region_keeps_its_creators_name(region):
 def test_unnamed_region_reads_as_its_file_name(region):
     Metric(shared=region)
     assert slidewin._core.read_region(region)["name"] == region
+
+
+def test_a_metric_refused_for_its_window_keeps_no_reference_to_its_name():
+    import sys
+
+    name = "metric-" + uuid.uuid4().hex  # a str only this test holds
+    before = sys.getrefcount(name)
+    for _ in range(50):
+        with pytest.raises(ValueError, match="interval_ms"):
+            Metric(interval_ms=0, name=name)
+        with pytest.raises(ValueError, match="divisible"):
+            Metric(interval_ms=1000, sample_count=3, name=name)
+    assert sys.getrefcount(name) == before

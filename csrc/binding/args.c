@@ -114,6 +114,32 @@ int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs,
     return 0;
 }
 
+int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
+                   Py_ssize_t npos, Py_ssize_t nreq, PyObject **out)
+{
+    if (parse_fast(fname, args, nargs, kwnames, names, nnames, npos, out) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < nreq; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
+                         names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                int64_t lo, int64_t *n, int64_t *now)
+{
+    static const char *const names[] = {"n", "now_ns"};
+    PyObject *a[2];
+    if (parse_fast_req(fname, args, nargs, kwnames, names, 2, 1, 1, a) < 0)
+        return -1;
+    return parse_n(a[0], lo, n) < 0 ? -1 : parse_now(a[1], now);
+}
+
 PyObject *raise_core_error(int rc)
 {
     if (rc == SW_ENOMEM)

@@ -37,6 +37,17 @@ int parse_timeout(PyObject *o, int64_t *out);
 int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                const char *const *names, Py_ssize_t nnames, Py_ssize_t npos, PyObject **out);
 
+/** parse_fast, the first `nreq` parameters required (TypeError naming the one missing).
+ * @return 0, or -1 with an exception set */
+int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
+                   Py_ssize_t npos, Py_ssize_t nreq, PyObject **out);
+
+/** The parameters (n, now_ns=None) of a method: n required, an int >= lo.
+ * @return 0, or -1 with an exception set */
+int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                int64_t lo, int64_t *n, int64_t *now);
+
 /** Parse only the keyword `now_ns`. @return 0, or -1 with an exception set */
 int parse_now_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, int64_t *now);

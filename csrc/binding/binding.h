@@ -23,6 +23,7 @@
 #include "sw_evleap.h"
 #include "sw_keyed.h"
 #include "sw_limiter.h"
+#include "sw_observe.h"
 #include "sw_proc.h"
 #include "sw_shm.h"
 #include "sw_time.h"
@@ -82,18 +83,12 @@ static inline int traverse_type(PyObject *self, visitproc visit, void *arg)
 /* ------------------------------------------------------------------------------------ */
 /* object structs                                                                        */
 
-/* Standalone Metric memory: the lock, then the ring (sw_leap_size bytes). */
-struct metric_mem {
-    sw_lock lock;
-    _Alignas(16) unsigned char leap[];
-};
-
 typedef struct {
     PyObject_HEAD
     struct sw_window win;   /* strong mode (win.leap), and the lock of either mode */
     struct sw_evleap *ev;   /* consistency="eventual": the ring (in mem), win.leap NULL;
                                NULL in the strong mode */
-    struct metric_mem *mem; /* owned core state (standalone), or NULL for a limiter's view */
+    struct sw_metric_mem *mem; /* owned core state (standalone), or NULL for a limiter's view */
     PyObject *owner;        /* the Limiter whose state this views, or NULL */
     PyObject *names;        /* tuple of event names */
     PyObject *name_map;     /* dict name -> index */

@@ -10,19 +10,6 @@
 #include "args.h"
 #include "limiter.h"
 
-PyObject *entry_new(LimiterObject *lim, int64_t n, int64_t timeout_ns)
-{
-    EntryObject *e = PyObject_GC_New(EntryObject, lim->st->Entry_Type);
-    if (e == NULL)
-        return NULL;
-    Py_INCREF(lim);
-    e->limiter = lim;
-    ENTRY_INIT(e, n);
-    e->timeout_ns = timeout_ns;
-    PyObject_GC_Track(e);
-    return (PyObject *)e;
-}
-
 /* Claim an idle entry for one enter. @return 0, or -1 with RuntimeError set */
 static inline int entry_claim(EntryObject *self)
 {

@@ -3,7 +3,6 @@
 #include "limiting_ops.h"
 #include "adaptive.h"
 #include "args.h"
-#include "entry.h"
 #include "metric.h"
 #include "observe.h"
 #include "shared.h"
@@ -326,16 +325,8 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
 static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"n", "now_ns"};
-    PyObject *a[2] = {NULL, NULL};
-    int64_t n, now = SW_NOW;
-    if (parse_fast("charge", args, nargs, kwnames, names, 2, 1, a) < 0)
-        return NULL;
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "charge() missing required argument 'n'");
-        return NULL;
-    }
-    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+    int64_t n, now;
+    if (parse_n_now("charge", args, nargs, kwnames, 0, &n, &now) < 0)
         return NULL;
     if (sw_charge(limiter_view(self), n, now) == SW_ESTATE) {
         PyErr_Format(PyExc_ValueError, "charge(n=%lld): a concurrency limiter counts requests "
@@ -349,16 +340,8 @@ static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_s
 static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"n", "now_ns"};
-    PyObject *a[2] = {NULL, NULL};
-    int64_t n, now = SW_NOW;
-    if (parse_fast("_refund", args, nargs, kwnames, names, 2, 1, a) < 0)
-        return NULL;
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "_refund() missing required argument 'n'");
-        return NULL;
-    }
-    if (parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
+    int64_t n, now;
+    if (parse_n_now("_refund", args, nargs, kwnames, 0, &n, &now) < 0)
         return NULL;
     (void)sw_refund(limiter_view(self), n, now);
     Py_RETURN_NONE;
@@ -417,7 +400,15 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
             parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
             return NULL;
     }
-    return entry_new(self, n, timeout);
+    EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
+    if (e == NULL)
+        return NULL;
+    Py_INCREF(self);
+    e->limiter = self;
+    ENTRY_INIT(e, n);
+    e->timeout_ns = timeout;
+    PyObject_GC_Track(e);
+    return (PyObject *)e;
 }
 
 /* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */

@@ -91,7 +91,7 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
 
 static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 {
-    struct metric_mem *mem = state;
+    struct sw_metric_mem *mem = state;
     sw_lock_init(&mem->lock);
     if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
         return sw_evleap_init((struct sw_evleap *)(void *)mem->leap,
@@ -101,24 +101,26 @@ static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 
 static sw_lock *metric_state_lock(void *state)
 {
-    return &((struct metric_mem *)state)->lock;
+    return &((struct sw_metric_mem *)state)->lock;
 }
 
 static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 {
-    struct metric_mem *mem = state;
-    const struct sw_leap_cfg *cfg = lay->arg;
-    if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
-        return sw_evleap_layout_ok((const struct sw_evleap *)(const void *)mem->leap, cfg)
-                   ? SW_OK
-                   : SW_EINVAL;
-    const struct sw_leap *l = (const struct sw_leap *)(const void *)mem->leap;
-    if (l->interval_ms != cfg->interval_ms || l->sample_count != cfg->sample_count ||
-        l->n_events != cfg->n_events || l->has_rt != (uint32_t)cfg->has_rt ||
-        l->window_ms != cfg->interval_ms / (int64_t)cfg->sample_count ||
-        l->stride != SW_SLOT_COUNTS + cfg->n_events || !sw_leap_indices_ok(l))
-        return SW_EINVAL;
-    return SW_OK;
+    return sw_metric_mem_check(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
+}
+
+/* The window of either mode over self->mem: the ring, no future, no hooks. */
+static void metric_set_window(MetricObject *self, bool eventual, uint64_t token)
+{
+    self->win.lock = &self->mem->lock;
+    self->win.leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap;
+    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
+    self->win.future = NULL;
+    self->win.token = token;
+    self->win.repair = NULL;
+    self->win.enter = NULL;
+    self->win.leave = NULL;
+    self->win.hot_ctx = NULL;
 }
 
 /* Open the region of a shared Metric (names: its user-defined events, NULL for the
@@ -153,8 +155,7 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     lay.interval_ms = cfg->interval_ms;
     lay.sample_count = cfg->sample_count;
     lay.consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG;
-    lay.state_size = sizeof(struct metric_mem) + (eventual ? sw_evleap_size(cfg)
-                                                           : sw_leap_size(cfg));
+    lay.state_size = sw_metric_mem_size(cfg, eventual);
     lay.init_state = metric_init_state;
     lay.check_state = metric_check_state;
     lay.state_lock = metric_state_lock;
@@ -163,30 +164,110 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     if (shared_open(&self->shm, mode, path, &lay) < 0)
         return -1;
     self->mem = self->shm.state;
-    self->win.lock = &self->mem->lock;
-    if (eventual) {
-        /* no lock and no repair: every value the ring holds is checked where it is used */
-        self->ev = (struct sw_evleap *)(void *)self->mem->leap;
-        self->win.leap = NULL;
-        self->win.future = NULL;
-        self->win.token = SW_LOCK_PROCESS;
-        self->win.repair = NULL;
-        self->win.enter = NULL;
-        self->win.leave = NULL;
-        self->win.hot_ctx = NULL;
-        return 0;
-    }
-    self->win.leap = (struct sw_leap *)(void *)self->mem->leap;
-    self->win.future = NULL;
-    self->win.token = SW_LOCK_PROCESS;
-    self->win.repair = NULL;
-    self->win.enter = NULL;
-    self->win.leave = NULL;
-    self->win.hot_ctx = NULL;
-    /* restore every invariant the hot path relies on (a region is input) */
-    if (GAVE_UP(sw_window_check_repair(&self->win))) /* the hook releases the GIL */
+    metric_set_window(self, eventual, SW_LOCK_PROCESS);
+    /* eventual: no lock and no repair, every value the ring holds is checked where it is
+     * used; strong: restore every invariant the hot path relies on (a region is input) */
+    if (!eventual && GAVE_UP(sw_window_check_repair(&self->win))) /* the hook releases the GIL */
         return lock_gave_up() < 0 ? -1 : 0;
     return 0;
+}
+
+/* A private Metric's state, initialised. @return 0, or -1 with an exception set */
+static int metric_init_private(MetricObject *self, const struct sw_leap_cfg *cfg, bool eventual)
+{
+    self->mem = PyMem_Calloc(1, sw_metric_mem_size(cfg, eventual));
+    if (self->mem == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    sw_lock_init(&self->mem->lock);
+    metric_set_window(self, eventual, SW_LOCK_PRIVATE);
+    if ((eventual ? sw_evleap_init(self->ev, cfg) : sw_leap_init(self->win.leap, cfg)) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
+        return -1;
+    }
+    return fork_register(&self->fork, self->win.lock, NULL);
+}
+
+/* consistency=: None or "strong" (false), "eventual" (true). @return 0, or -1 with an
+ * exception set */
+static int parse_consistency(PyObject *o, bool *eventual)
+{
+    *eventual = false;
+    if (o == NULL)
+        return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "consistency must be a str, \"strong\" or \"eventual\", not %.100s",
+                     type_name_of(o));
+        return -1;
+    }
+    if (PyUnicode_CompareWithASCIIString(o, "eventual") == 0) {
+        *eventual = true;
+    } else if (PyUnicode_CompareWithASCIIString(o, "strong") != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "consistency must be \"strong\" (the default: every add and read "
+                     "under the lock) or \"eventual\" (adds with no lock), got %R", o);
+        return -1;
+    }
+    return 0;
+}
+
+/* events= as a tuple of names, of at least one, at most SW_MAX_EVENTS, of str, non-empty and
+ * distinct, and the map name -> index. @return 0 (new references), or -1 with an exception set
+ * (nothing to release) */
+static int parse_events(PyObject *o, PyObject **names, PyObject **map)
+{
+    *map = NULL;
+    if (PyUnicode_Check(o) || PyBytes_Check(o)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "events must be a sequence of str names, not a single string");
+        return -1;
+    }
+    if (PyAnySet_Check(o)) {
+        /* a set has no order: the indexes of its names would be arbitrary */
+        PyErr_Format(PyExc_TypeError, "events must be an ordered sequence of str names (a tuple "
+                     "or list), not %.100s", type_name_of(o));
+        return -1;
+    }
+    if ((*names = PySequence_Tuple(o)) == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "events must be a sequence of str names, not %.100s",
+                         type_name_of(o));
+        }
+        return -1;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(*names);
+    if (k < 1 || k > SW_MAX_EVENTS) {
+        PyErr_Format(PyExc_ValueError, "events must name 1 to %d events, got %zd",
+                     SW_MAX_EVENTS, k);
+        goto fail;
+    }
+    if ((*map = PyDict_New()) == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *nm = PyTuple_GET_ITEM(*names, i), *idx;
+        int has = PyUnicode_Check(nm) ? PyDict_Contains(*map, nm) : 0;
+        if (!PyUnicode_Check(nm))
+            PyErr_Format(PyExc_TypeError, "events must be str names, got %.100s at index %zd",
+                         type_name_of(nm), i);
+        else if (PyUnicode_GET_LENGTH(nm) == 0)
+            PyErr_Format(PyExc_ValueError, "events: name at index %zd is empty", i);
+        else if (has > 0)
+            PyErr_Format(PyExc_ValueError, "events: duplicate name %R", nm);
+        if (PyErr_Occurred() || (idx = PyLong_FromSsize_t(i)) == NULL)
+            goto fail;
+        has = PyDict_SetItem(*map, nm, idx);
+        Py_DECREF(idx);
+        if (has < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    Py_CLEAR(*names);
+    Py_CLEAR(*map);
+    return -1;
 }
 
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -194,12 +275,10 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name",
                              "consistency", NULL};
     PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None,
-             *o_name = Py_None, *o_consistency = NULL, *name = NULL;
-    bool eventual = false;
+             *o_name = Py_None, *o_consistency = NULL, *name = NULL, *names, *map;
+    bool eventual;
     char path[4096];
-    int mode;
-    PyObject *names = NULL, *map = NULL;
-    MetricObject *self = NULL;
+    int mode, name_given;
     int64_t interval = 1000, samples = 2;
     module_state *st = state_of_type(type);
     if (st == NULL) {
@@ -207,170 +286,61 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events, &o_shared, &o_name, &o_consistency))
+                                     &o_samples, &o_events, &o_shared, &o_name, &o_consistency) ||
+        parse_consistency(o_consistency, &eventual) < 0)
         return NULL;
-    if (o_consistency != NULL) {
-        if (!PyUnicode_Check(o_consistency)) {
-            PyErr_Format(PyExc_TypeError,
-                         "consistency must be a str, \"strong\" or \"eventual\", not %.100s",
-                         type_name_of(o_consistency));
-            return NULL;
-        }
-        if (PyUnicode_CompareWithASCIIString(o_consistency, "eventual") == 0) {
-            eventual = true;
-        } else if (PyUnicode_CompareWithASCIIString(o_consistency, "strong") != 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "consistency must be \"strong\" (the default: every add and read "
-                         "under the lock) or \"eventual\" (adds with no lock), got %R",
-                         o_consistency);
-            return NULL;
-        }
-    }
-    int name_given;
     mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if (o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0)
-        return NULL;
-    if (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
-        return NULL;
+    if ((o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0) ||
+        (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0))
+        goto fail_name;
     if (interval % samples != 0) {
         PyErr_Format(PyExc_ValueError,
                      "interval_ms (%lld) must be divisible by sample_count (%lld)",
                      (long long)interval, (long long)samples);
-        return NULL;
+        goto fail_name;
     }
     if (o_events == Py_None) {
         names = st->default_names;
         map = st->default_map;
         Py_INCREF(names);
         Py_INCREF(map);
-    } else {
-        if (PyUnicode_Check(o_events) || PyBytes_Check(o_events)) {
-            PyErr_SetString(PyExc_TypeError,
-                            "events must be a sequence of str names, not a single string");
-            return NULL;
-        }
-        if (PyAnySet_Check(o_events)) {
-            /* a set has no order: the indexes of its names would be arbitrary */
-            PyErr_Format(PyExc_TypeError,
-                         "events must be an ordered sequence of str names (a tuple or list), "
-                         "not %.100s", type_name_of(o_events));
-            return NULL;
-        }
-        names = PySequence_Tuple(o_events);
-        if (names == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "events must be a sequence of str names, not %.100s",
-                             type_name_of(o_events));
-            }
-            return NULL;
-        }
-        Py_ssize_t k = PyTuple_GET_SIZE(names);
-        if (k < 1 || k > SW_MAX_EVENTS) {
-            PyErr_Format(PyExc_ValueError, "events must name 1 to %d events, got %zd",
-                         SW_MAX_EVENTS, k);
-            goto fail;
-        }
-        map = PyDict_New();
-        if (map == NULL)
-            goto fail;
-        for (Py_ssize_t i = 0; i < k; i++) {
-            PyObject *nm = PyTuple_GET_ITEM(names, i);
-            if (!PyUnicode_Check(nm)) {
-                PyErr_Format(PyExc_TypeError, "events must be str names, got %.100s at index %zd",
-                             type_name_of(nm), i);
-                goto fail;
-            }
-            if (PyUnicode_GET_LENGTH(nm) == 0) {
-                PyErr_Format(PyExc_ValueError, "events: name at index %zd is empty", i);
-                goto fail;
-            }
-            int has = PyDict_Contains(map, nm);
-            if (has < 0)
-                goto fail;
-            if (has) {
-                PyErr_Format(PyExc_ValueError, "events: duplicate name %R", nm);
-                goto fail;
-            }
-            PyObject *idx = PyLong_FromSsize_t(i);
-            if (idx == NULL || PyDict_SetItem(map, nm, idx) < 0) {
-                Py_XDECREF(idx);
-                goto fail;
-            }
-            Py_DECREF(idx);
-        }
+    } else if (parse_events(o_events, &names, &map) < 0) {
+        goto fail_name;
     }
-    struct sw_leap_cfg cfg;
-    cfg.interval_ms = interval;
-    cfg.sample_count = (uint32_t)samples;
-    cfg.n_events = (uint32_t)PyTuple_GET_SIZE(names);
-    cfg.has_rt = (names == st->default_names);
-    size_t size = eventual ? sw_evleap_size(&cfg) : sw_leap_size(&cfg);
-    if (size == 0) {
+    bool own_events = names != st->default_names;
+    struct sw_leap_cfg cfg = {interval, (uint32_t)samples, (uint32_t)PyTuple_GET_SIZE(names),
+                              !own_events};
+    MetricObject *self = NULL;
+    if (sw_metric_mem_size(&cfg, eventual) == 0)
         PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
-        goto fail;
+    else
+        self = (MetricObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(names);
+        Py_DECREF(map);
+        goto fail_name;
     }
-    self = (MetricObject *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        goto fail;
     self->name = name;
     self->name_given = name_given;
-    name = NULL;
-    if (mode == 0) {
-        self->shared = Py_None;
-        Py_INCREF(Py_None);
-    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
-        goto fail;
-    }
-    if (mode != 0) {
-        if (metric_open_shared(self, mode, path, &cfg, names == st->default_names ? NULL : names,
-                               eventual) < 0)
-            goto fail;
-        self->owner = NULL;
-        self->names = names;
-        self->name_map = map;
-        self->st = st;
-        if (registry_add(st, self->name, (PyObject *)self) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
-        return (PyObject *)self;
-    }
-    self->mem = PyMem_Calloc(1, sizeof(struct metric_mem) + size);
-    if (self->mem == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    self->win.lock = &self->mem->lock;
-    sw_lock_init(self->win.lock);
-    self->win.leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap;
-    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
-    self->win.future = NULL;
-    self->win.token = SW_LOCK_PRIVATE;
-    self->win.repair = NULL;
-    self->win.enter = NULL;
-    self->win.leave = NULL;
-    self->win.hot_ctx = NULL;
-    if ((eventual ? sw_evleap_init(self->ev, &cfg) : sw_leap_init(self->win.leap, &cfg)) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
-        goto fail;
-    }
-    self->owner = NULL;
-    self->names = names;
+    self->names = names; /* owned by self from here: its dealloc releases them */
     self->name_map = map;
-    names = map = NULL;
     self->st = st;
-    if (fork_register(&self->fork, self->win.lock, NULL) < 0 ||
-        registry_add(st, self->name, (PyObject *)self) < 0)
-        goto fail;
+    if (mode == 0)
+        Py_INCREF(Py_None);
+    self->shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
+    if (self->shared == NULL ||
+        (mode != 0 ? metric_open_shared(self, mode, path, &cfg, own_events ? names : NULL,
+                                        eventual)
+                   : metric_init_private(self, &cfg, eventual)) < 0 ||
+        registry_add(st, self->name, (PyObject *)self) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
-fail:
+fail_name:
     Py_XDECREF(name);
-    Py_XDECREF(names);
-    Py_XDECREF(map);
-    Py_XDECREF(self);
     return NULL;
 }
 
@@ -419,11 +389,7 @@ static PyObject *Metric_add(MetricObject *self, PyObject *const *args, Py_ssize_
         a[0] = args[0];
         a[1] = nargs > 1 ? args[1] : NULL;
         a[2] = NULL;
-    } else if (parse_fast("add", args, nargs, kwnames, names, 3, 2, a) < 0) {
-        return NULL;
-    }
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "add() missing required argument 'event'");
+    } else if (parse_fast_req("add", args, nargs, kwnames, names, 3, 2, 1, a) < 0) {
         return NULL;
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0)
@@ -449,14 +415,10 @@ static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssi
     static const char *const names[] = {"rt_ms", "now_ns"};
     PyObject *a[2];
     int64_t rt, now;
-    if (parse_fast("add_rt", args, nargs, kwnames, names, 2, 1, a) < 0)
+    if (parse_fast_req("add_rt", args, nargs, kwnames, names, 2, 1, 1, a) < 0)
         return NULL;
     if (!m_has_rt(self))
         return metric_no_rt(self, "add_rt");
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "add_rt() missing required argument 'rt_ms'");
-        return NULL;
-    }
     if (as_int64(a[0], "rt_ms", 0, INT64_MAX, &rt) < 0 || parse_now(a[1], &now) < 0)
         return NULL;
     int rc = self->ev != NULL ? sw_evleap_add_rt(self->ev, rt, now)
@@ -477,11 +439,7 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     if (kwnames == NULL && nargs == 1) {
         a[0] = args[0];
         a[1] = NULL;
-    } else if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0) {
-        return -1;
-    }
-    if (a[0] == NULL) {
-        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'event'", fname);
+    } else if (parse_fast_req(fname, args, nargs, kwnames, names, 2, 1, 1, a) < 0) {
         return -1;
     }
     if (metric_event(self, a[0], &ev) < 0 || parse_now(a[1], &now) < 0)
@@ -495,14 +453,19 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     return 0;
 }
 
-static PyObject *Metric_sum(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "sum", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
-}
+/* sum(), current(), previous(): one event's count (metric_read); rate(): its sum a second */
+#define METRIC_READ_INT(fn, fname, which)                                                      \
+    static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        int64_t v;                                                                             \
+        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0                   \
+                   ? NULL                                                                      \
+                   : PyLong_FromLongLong(v);                                                   \
+    }
+METRIC_READ_INT(Metric_sum, "sum", SW_READ_SUM)
+METRIC_READ_INT(Metric_current, "current", SW_READ_CURRENT)
+METRIC_READ_INT(Metric_previous, "previous", SW_READ_PREVIOUS)
 
 static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
@@ -513,52 +476,41 @@ static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize
     return PyFloat_FromDouble((double)v / ((double)m_interval(self) / 1000.0));
 }
 
-static PyObject *Metric_current(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                PyObject *kwnames)
+/* min_rt(), avg_rt(): the window's RT read at now_ns (any out NULL: not wanted).
+ * @return 0, or -1 with an exception set */
+static int metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames, int64_t *min_rt, int64_t *rt,
+                     int64_t *ok)
 {
-    int64_t v;
-    if (metric_read(self, "current", SW_READ_CURRENT, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
+    int64_t now;
+    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return -1;
+    if (!m_has_rt(self)) {
+        metric_no_rt(self, fname);
+        return -1;
+    }
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, min_rt, rt, ok);
+    else
+        sw_window_rt(&self->win, now, min_rt, rt, ok);
+    return 0;
 }
-
-static PyObject *Metric_previous(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "previous", SW_READ_PREVIOUS, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyLong_FromLongLong(v);
-}
-
 
 static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t now, m;
-    if (parse_now_only("min_rt", args, nargs, kwnames, &now) < 0)
+    int64_t m;
+    if (metric_rt(self, "min_rt", args, nargs, kwnames, &m, NULL, NULL) < 0)
         return NULL;
-    if (!m_has_rt(self))
-        return metric_no_rt(self, "min_rt");
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, &m, NULL, NULL);
-    else
-        sw_window_rt(&self->win, now, &m, NULL, NULL);
     return PyLong_FromLongLong(m);
 }
 
 static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t now, rt, ok;
-    if (parse_now_only("avg_rt", args, nargs, kwnames, &now) < 0)
+    int64_t rt, ok;
+    if (metric_rt(self, "avg_rt", args, nargs, kwnames, NULL, &rt, &ok) < 0)
         return NULL;
-    if (!m_has_rt(self))
-        return metric_no_rt(self, "avg_rt");
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, NULL, &rt, &ok);
-    else
-        sw_window_rt(&self->win, now, NULL, &rt, &ok);
     return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
 }
 

@@ -64,5 +64,6 @@ void test_adaptive(void);
 void test_group(void);
 void test_breaker(void);
 void test_evleap(void);
+void test_region_read(void);
 
 #endif /* SW_TEST_HARNESS_H */

@@ -558,6 +558,7 @@ int main(void)
     test_group();
     test_breaker();
     test_evleap();
+    test_region_read();
     printf("%ld passed, %ld failed\n", sw_t_passed, sw_t_failed);
     return sw_t_failed == 0 ? 0 : 1;
 }
