@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable, List, Tuple, Union
 
-from . import _routes, _web
+from . import _routes
 
 try:
     from fastapi import HTTPException, Request
@@ -29,6 +29,8 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the ex
     raise ModuleNotFoundError(
         'slidewin.fastapi needs FastAPI: pip install "slidewin[fastapi]" '
         '(or pip install fastapi)', name=_e.name) from None
+
+from .starlette import blocked_handler  # noqa: E402  (FastAPI's responses are Starlette's)
 
 __all__ = ["install", "limit", "limit_route", "RouteRefused", "refused_handler",
            "blocked_handler"]
@@ -52,32 +54,13 @@ async def refused_handler(request: Request, exc: Exception) -> Response:
                     media_type="application/problem+json")
 
 
-async def blocked_handler(request: Request, exc: Exception) -> Response:
-    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered: 429, or
-    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
-    RateLimit fields of its limiter and a problem+json body."""
-    code, fields, body = _web.raised_refusal(exc)
-    return Response(body, code, headers=dict(fields), media_type="application/problem+json")
-
-
 def install(app: Any) -> Any:
     """Answer refusals through the app's own exception handlers: a ``BlockedError`` or
     ``BreakerOpenError`` raised anywhere in a route (a ``@Limiter``-decorated function it
     called) becomes 429 / 503 with ``Retry-After`` (``blocked_handler``) instead of a 500,
     and a ``limit`` dependency's ``RouteRefused`` gets ``refused_handler``. Handlers the
     app registered already are kept. Returns the app."""
-    from slidewin import BlockedError
-
-    handlers = getattr(app, "exception_handlers", None)
-    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
-                                                              None)):
-        raise TypeError("install() takes a FastAPI or Starlette app, not %s"
-                        % type(app).__name__)
-    if BlockedError not in handlers:
-        app.add_exception_handler(BlockedError, blocked_handler)
-    if RouteRefused not in handlers:
-        app.add_exception_handler(RouteRefused, refused_handler)
-    return app
+    return _routes.install_blocked(app, blocked_handler, (RouteRefused, refused_handler))
 
 
 def _install_handler(request: Request) -> None:
@@ -123,19 +106,9 @@ def limit(
                        concurrency_status, headers, limiter_kwargs)
 
 
-def limit_route(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[..., AsyncIterator[None]]:
+def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
     """The same as ``limit`` (its former name)."""
-    return _dependency("slidewin.fastapi.limit_route", limiter, key, trusted_proxies, status,
-                       concurrency_status, headers, limiter_kwargs)
+    return limit(limiter, **kwargs)
 
 
 def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status: int,

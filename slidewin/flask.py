@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, TypeVar, Union
 
-from . import _routes, _web
+from . import _io, _routes, _web
 
 try:
     import flask
@@ -53,6 +53,11 @@ def install(app: Any) -> Any:
     return app
 
 
+def _refused(r: _routes.Refused) -> Any:
+    code, fields, body = r.refusal()
+    return flask.Response(body, code, headers=fields)
+
+
 def limit(
     limiter: Any = None,
     *,
@@ -80,29 +85,14 @@ def limit(
         @functools.wraps(view)
         def limited(*args: Any, **kwargs: Any) -> Any:
             request = flask.request
-            if _routes.decided(request.environ, route):  # decided with the middleware's
-                return view(*args, **kwargs)
-            entry = route.entry(request, request.environ)
-            if entry is None:  # key None: not limited
-                return view(*args, **kwargs)
-            try:
-                entry.__enter__()
-            except _routes.Refused as r:
-                code, fields, body = r.refusal()
-                return flask.Response(body, code, headers=fields)
-            try:
-                result = view(*args, **kwargs)
-            except BaseException as exc:
-                entry.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            entry.__exit__(None, None, None)
-            if route.headers:
-                fields = entry.headers()
-                if fields:
-                    result = flask.make_response(result)
-                    for name, value in fields:
-                        if name not in result.headers:
-                            result.headers[name] = value
+            result, fields = _io.run(_routes.guarded(
+                route, request, request.environ, _io.SYNC,
+                functools.partial(view, *args, **kwargs), _refused))
+            if fields:
+                result = flask.make_response(result)
+                for name, value in fields:
+                    if name not in result.headers:
+                        result.headers[name] = value
             return result
 
         limited.limiter = route.limiter  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ import functools
 import inspect
 from typing import Any, Awaitable, Callable, TypeVar, Union
 
-from . import _routes, _web
+from . import _io, _routes, _web
 
 try:
     from starlette.requests import Request
@@ -47,15 +47,12 @@ def install(app: Any) -> Any:
     ``@Limiter``-decorated function it called) through the app's exception handlers: 429 /
     503 with ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app
     registered already is kept. Returns the app."""
-    from slidewin import BlockedError
+    return _routes.install_blocked(app, blocked_handler)
 
-    handlers = getattr(app, "exception_handlers", None)
-    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
-                                                              None)):
-        raise TypeError("install() takes a Starlette app, not %s" % type(app).__name__)
-    if BlockedError not in handlers:
-        app.add_exception_handler(BlockedError, blocked_handler)
-    return app
+
+def _refused(r: _routes.Refused) -> Response:
+    code, fields, body = r.refusal()
+    return Response(body, code, headers=dict(fields))
 
 
 def limit(
@@ -81,24 +78,11 @@ def limit(
 
         @functools.wraps(endpoint)
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
-            if _routes.decided(request.scope, route):  # decided with the middleware's limit
-                return await endpoint(request, *args, **kwargs)
-            entry = route.entry(request, request.scope)
-            if entry is None:  # key None: not limited
-                return await endpoint(request, *args, **kwargs)
-            try:
-                await entry.__aenter__()
-            except _routes.Refused as r:
-                code, fields, body = r.refusal()
-                return Response(body, code, headers=dict(fields))
-            try:
-                result = await endpoint(request, *args, **kwargs)
-            except BaseException as exc:
-                await entry.__aexit__(type(exc), exc, exc.__traceback__)
-                raise
-            await entry.__aexit__(None, None, None)
-            if route.headers and isinstance(result, Response):
-                for name, value in entry.headers():
+            result, fields = await _io.arun(_routes.guarded(
+                route, request, request.scope, _io.ASYNC,
+                functools.partial(endpoint, request, *args, **kwargs), _refused))
+            if fields and isinstance(result, Response):
+                for name, value in fields:
                     if name not in result.headers:
                         result.headers[name] = value
             return result
