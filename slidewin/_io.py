@@ -13,7 +13,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Coroutine, Generator
 
 from . import _core
 
@@ -23,8 +23,7 @@ Steps = Generator[Callable[[], Any], Any, Any]
 _NATIVE_ENTRIES = (_core.Entry, _core.KeyedEntry)
 
 
-def run(steps: Steps) -> Any:
-    """Drive `steps` in this thread: each yielded callable is called."""
+async def _drive(steps: Steps, awaiting: bool) -> Any:
     value: Any = None
     error: Any = None
     while True:
@@ -37,29 +36,28 @@ def run(steps: Steps) -> Any:
             return stop.value
         try:
             value = op()
-        except BaseException as e:
-            value, error = None, e
-
-
-async def arun(steps: Steps) -> Any:
-    """Drive `steps` under asyncio: each yielded callable is called, its result awaited
-    when it is awaitable."""
-    value: Any = None
-    error: Any = None
-    while True:
-        try:
-            if error is None:
-                op = steps.send(value)
-            else:
-                op, error = steps.throw(error), None
-        except StopIteration as stop:
-            return stop.value
-        try:
-            value = op()
-            if inspect.isawaitable(value):
+            if awaiting and inspect.isawaitable(value):
                 value = await value
         except BaseException as e:
             value, error = None, e
+
+
+def run(steps: Steps) -> Any:
+    """Drive `steps` in this thread: each yielded callable is called. (The driver is the
+    asyncio one told not to await: it never suspends, so one send() runs it to its end.)"""
+    driver = _drive(steps, False)
+    try:
+        driver.send(None)
+    except StopIteration as done:
+        return done.value
+    driver.close()  # pragma: no cover - a driver that does not await cannot suspend
+    raise RuntimeError("slidewin: a sync step suspended")  # pragma: no cover
+
+
+def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
+    """Drive `steps` under asyncio: each yielded callable is called, its result awaited
+    when it is awaitable."""
+    return _drive(steps, True)
 
 
 def no_wait(entry: Any) -> bool:
