@@ -499,7 +499,7 @@ class Upstream:
             self._board.view(b, remaining, reset_s, floor, now)
 
 
-def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, int]) -> Tuple[int, Any]:
+def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
     """(the pace's wait in ns, the entry the call holds) of a group's admission."""
     wait_ns, skip = admitted
     entry = GroupEntry(group, ns, None)

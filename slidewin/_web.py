@@ -405,7 +405,7 @@ class Middleware:
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
         "_concurrency_status", "_body", "_content_type", "_body_type", "_headers",
-        "_on_block", "_overrides", "_overrides_at",
+        "_on_block", "_overrides", "_overrides_at", "_own",
     )
     _APP = "an app"
     _ASYNC = False
@@ -415,15 +415,18 @@ class Middleware:
         self,
         app: Any,
         limiter: Any,
-        key: Any,
-        exempt: Any,
-        status: Any,
-        concurrency_status: Any,
-        body: Any,
-        content_type: Any,
-        headers: Any,
-        on_block: Any = None,
+        *,
+        key: Optional[Callable[[Any], Union[str, bytes, int, None]]] = None,
+        exempt: Union[None, str, Callable[[Any], bool], Any] = None,
+        status: int = 429,
+        concurrency_status: int = 503,
+        body: Union[bytes, str, None] = None,
+        content_type: Optional[str] = None,
+        headers: bool = True,
+        on_block: Optional[Callable[[Any, Any], Any]] = None,
     ) -> None:
+        from . import _routes
+
         where = self._WHERE
         if not callable(app):
             raise TypeError("%s: app must be %s, not %s" % (where, self._APP, type(app).__name__))
@@ -462,6 +465,7 @@ class Middleware:
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
+        self._own = _routes.Own(limiter, self._keyed, headers)  # its limit in an Admission
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
@@ -517,14 +521,94 @@ class Middleware:
     def _admitted_headers(self, key: Any) -> List[Tuple[str, str]]:
         return admitted_headers(self.limiter, self._keyed, self._threshold(key))
 
-    def _custom(
-        self, result: Any, code: int, fields: List[Tuple[str, str]]
-    ) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """on_block's (status, headers, body): the refusal it describes."""
-        return custom_refusal(
-            result, code, fields, self._body, self._content_type, self._body_type,
-            self._WHERE,
-        )
+    # -- one request, written once: the server's I/O is yielded to its driver ---------------
+
+    def _limited_key(self, scope_or_environ: Any, path: str) -> Tuple[bool, Any]:
+        """(whether the request is limited, its key): not when exempt, nor when key() gave
+        None."""
+        if self._exempt_path is not None and self._exempt_path(path):
+            return False, None
+        if self._exempt is not None and self._exempt(scope_or_environ):
+            return False, None
+        if self._key is None:
+            return True, None
+        k = self._key(scope_or_environ)
+        return k is not None, k
+
+    def _route_limits(self, scope_or_environ: Any) -> Tuple[Tuple[Any, ...], Any]:
+        """(the route limits of the request's route, a request object for their keys)."""
+        return (), None
+
+    def _request(self, scope_or_environ: Any) -> Any:
+        """A request object for a route limit's key function."""
+        return None
+
+    def _deciding(self, io: Any, scope_or_environ: Any, k: Any) -> Any:
+        """Decide the request (the limiter's entry entered through `io`): ``(entry,
+        fields)``, the entry held until the response is finished and the RateLimit fields of
+        the admitted response (None: none added); or ``(None, refusal)``, refusal as
+        ``_refusing`` gives it. With route limits, they and this one decide together: a
+        request refused by one is charged to none."""
+        from . import _routes
+
+        routes, request = self._route_limits(scope_or_environ)
+        admission = None
+        if routes:
+            pairs: List[Tuple[Any, Any]] = [(self._own, k)]
+            for route in routes:
+                rk = None
+                if route.keyed:
+                    if route.key is not None and request is None:
+                        request = self._request(scope_or_environ)
+                    rk = route.key_of(request, scope_or_environ)
+                    if rk is None:
+                        continue  # not limited by that route limit
+                pairs.append((route, rk))
+            # the routes decided: their helpers then let the request through
+            scope_or_environ[_routes.DECIDED] = frozenset(routes)
+            admission = _routes.Admission(pairs)
+            entry: Any = admission
+        else:
+            entry = self.limiter.entry(k) if self._key is not None else self.limiter.entry()
+        try:
+            yield io.enter(entry)
+        except (_core.BlockedError, _routes.Refused) as exc:
+            refusal = yield from self._refusing(io, scope_or_environ, exc, k)
+            return None, refusal
+        if admission is not None:
+            return entry, admission.headers()
+        return entry, (self._admitted_headers(k) if self._headers else None)
+
+    def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
+        """The refusal of `exc` (a BlockedError, or an Admission's Refused): ``(app, status,
+        headers, body)``; app is the response on_block returned (to call with the
+        refusal's fields as `headers`), else None."""
+        from . import _routes
+
+        if isinstance(exc, _routes.Refused):
+            if exc.route is not self._own:
+                return (None,) + exc.refusal()  # a route limit's own refusal
+            exc = exc.error
+        code, fields = self._refusal_fields(exc, key)
+        if self._on_block is not None:
+            result = yield functools.partial(self._on_block, exc, scope_or_environ)
+            if inspect.isawaitable(result):  # left unawaited by a sync driver: WSGI
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()  # a coroutine never awaited: no warning on top of the error
+                raise TypeError(
+                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
+                    "to run it: give a plain function" % self._WHERE
+                )
+            if result is not None:
+                if callable(result) and not isinstance(result, tuple):
+                    return result, code, fields, b""  # a response
+                return (None,) + custom_refusal(
+                    result, code, fields, self._body, self._content_type, self._body_type,
+                    self._WHERE)
+        raw = problem(code) if self._body is None else self._body
+        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
+        return None, code, hdrs + fields, raw
 
 
 # ---- exempt ---------------------------------------------------------------------------------
