@@ -74,8 +74,8 @@ class LimitMiddleware(_web.Middleware):
       draft-ietf-httpapi-ratelimit-headers-10 (``RateLimit-Policy`` on every limited
       response; ``RateLimit`` with the remaining quota ``r`` where it is known, and
       ``r=0;t=<seconds>`` on a refusal), with the quota of the request's key (its
-      override); ``headers=False`` leaves them out. A limit of 0 (``qps=0``, an override of 0) never admits:
-      its refusals carry no ``Retry-After``.
+      override); ``headers=False`` leaves them out. A limit of 0 (``qps=0``, an override
+      of 0) never admits: its refusals carry no ``Retry-After``.
     """
 
     app: ASGIApp
