@@ -26,6 +26,7 @@ from typing import (
     Optional,
     Set,
     Tuple,
+    Type,
     Union,
 )
 
@@ -425,8 +426,6 @@ class Middleware:
         headers: bool = True,
         on_block: Optional[Callable[[Any, Any], Any]] = None,
     ) -> None:
-        from . import _routes
-
         where = self._WHERE
         if not callable(app):
             raise TypeError("%s: app must be %s, not %s" % (where, self._APP, type(app).__name__))
@@ -543,48 +542,42 @@ class Middleware:
         """A request object for a route limit's key function."""
         return None
 
-    def _deciding(self, io: Any, scope_or_environ: Any, k: Any) -> Any:
-        """Decide the request (the limiter's entry entered through `io`): ``(entry,
-        fields)``, the entry held until the response is finished and the RateLimit fields of
-        the admitted response (None: none added); or ``(None, refusal)``, refusal as
-        ``_refusing`` gives it. With route limits, they and this one decide together: a
-        request refused by one is charged to none."""
-        from . import _routes
-
+    def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
+        """(what the request enters, the Admission among it and the route limits or None).
+        With route limits, they and this one decide together (an Admission): a request
+        refused by one is charged to none; the routes are marked decided in the scope, so
+        their helpers let the request through."""
         routes, request = self._route_limits(scope_or_environ)
-        admission = None
-        if routes:
-            pairs: List[Tuple[Any, Any]] = [(self._own, k)]
-            for route in routes:
-                rk = None
-                if route.keyed:
-                    if route.key is not None and request is None:
-                        request = self._request(scope_or_environ)
-                    rk = route.key_of(request, scope_or_environ)
-                    if rk is None:
-                        continue  # not limited by that route limit
-                pairs.append((route, rk))
-            # the routes decided: their helpers then let the request through
-            scope_or_environ[_routes.DECIDED] = frozenset(routes)
-            admission = _routes.Admission(pairs)
-            entry: Any = admission
-        else:
-            entry = self.limiter.entry(k) if self._key is not None else self.limiter.entry()
-        try:
-            yield io.enter(entry)
-        except (_core.BlockedError, _routes.Refused) as exc:
-            refusal = yield from self._refusing(io, scope_or_environ, exc, k)
-            return None, refusal
+        if not routes:
+            lim = self.limiter
+            return (lim.entry(k) if self._key is not None else lim.entry()), None
+        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
+        for route in routes:
+            rk = None
+            if route.keyed:
+                if route.key is not None and request is None:
+                    request = self._request(scope_or_environ)
+                rk = route.key_of(request, scope_or_environ)
+                if rk is None:
+                    continue  # not limited by that route limit
+            pairs.append((route, rk))
+        scope_or_environ[_routes.DECIDED] = frozenset(routes)
+        admission = _routes.Admission(pairs)
+        return admission, admission
+
+    def _admitted_fields(self, admission: Any, k: Any) -> Optional[List[Tuple[str, str]]]:
+        """The RateLimit fields of the admitted response (None: none added)."""
         if admission is not None:
-            return entry, admission.headers()
-        return entry, (self._admitted_headers(k) if self._headers else None)
+            return admission.headers()  # type: ignore[no-any-return]
+        return self._admitted_headers(k) if self._headers else None
+
+    # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
+    _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
     def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """The refusal of `exc` (a BlockedError, or an Admission's Refused): ``(app, status,
         headers, body)``; app is the response on_block returned (to call with the
         refusal's fields as `headers`), else None."""
-        from . import _routes
-
         if isinstance(exc, _routes.Refused):
             if exc.route is not self._own:
                 return (None,) + exc.refusal()  # a route limit's own refusal
@@ -978,3 +971,9 @@ def missing_fields(
     """The refusal's fields a response from on_block does not set itself."""
     names = {n.lower() for n in present}
     return [(n, v) for n, v in fields if n.lower() not in names]
+
+
+# the route limits the middlewares decide with their own (it imports this module: last)
+from . import _routes  # noqa: E402
+
+Middleware._REFUSED = (_core.BlockedError, _routes.Refused)

@@ -88,14 +88,19 @@ class LimitMiddleware(_web.Middleware):
         limited, k = self._limited_key(scope, scope.get("path", ""))
         if not limited:
             return await self.app(scope, receive, send)
-        entry, fields = await _io.arun(self._deciding(_io.ASYNC, scope, k))
-        if entry is None:
-            app, code, hdrs, raw = fields
+        entry, admission = self._entry(scope, k)
+        try:
+            w = _io.ASYNC.enter(entry)()  # a C decision that never sleeps: no coroutine
+            if inspect.isawaitable(w):
+                await w
+        except self._REFUSED as exc:
+            app, code, hdrs, raw = await _io.arun(self._refusing(_io.ASYNC, scope, exc, k))
             if app is not None:
                 await app(scope, receive, _adding(send, hdrs))  # on_block's response
             else:
                 await _send(send, code, hdrs, raw)
             return
+        fields = self._admitted_fields(admission, k)
 
         # held until the response is finished; `done` makes the exit happen once. finish()
         # is sync for a slidewin Limiter (its exit is a C call), and returns the awaitable

@@ -68,14 +68,17 @@ class LimitMiddleware(_web.Middleware):
         limited, k = self._limited_key(environ, environ.get("PATH_INFO", ""))
         if not limited:
             return self.app(environ, start_response)
-        entry, fields = _io.run(self._deciding(_io.SYNC, environ, k))
-        if entry is None:
-            app, code, hdrs, raw = fields
+        entry, admission = self._entry(environ, k)
+        try:
+            entry.__enter__()
+        except self._REFUSED as exc:
+            app, code, hdrs, raw = _io.run(self._refusing(_io.SYNC, environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
                 response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
                 return response
             start_response("%d %s" % (code, _web.reason(code)), hdrs)
             return [raw]
+        fields = self._admitted_fields(admission, k)
         respond = start_response
         if fields is not None:
             extra = fields
