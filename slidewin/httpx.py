@@ -71,8 +71,9 @@ class _Limited:
     _flavour: Any = _io.SYNC  # the flavour of the transport's I/O
     _BASE = "BaseTransport"  # the class of httpx the wrapped transport is
 
-    def __init__(self, upstream: Upstream, tokens: Optional[Callable[[httpx.Request], int]],
-                 retries: int, deadline_s: float, transport: Any) -> None:
+    def __init__(self, upstream: Upstream, *,
+                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
+                 deadline_s: float = 60, transport: Optional[Any] = None) -> None:
         if not isinstance(upstream, Upstream):
             raise TypeError("upstream must be a slidewin.Upstream, not %s"
                             % type(upstream).__name__)
@@ -88,6 +89,8 @@ class _Limited:
                             % type(deadline_s).__name__)
         if not deadline_s > 0:
             raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
+        if transport is None:
+            transport = self._default_transport()
         mod = _http_module(transport, self._BASE)
         if mod is None:
             raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
@@ -98,6 +101,9 @@ class _Limited:
         self._estimate = tokens
         self.retries = retries
         self.deadline_s = float(deadline_s)
+
+    def _default_transport(self) -> Any:
+        raise NotImplementedError
 
     def _send(self, request: httpx.Request) -> Any:
         raise NotImplementedError
@@ -206,12 +212,8 @@ class LimitedTransport(httpx.BaseTransport, _Limited):
     _flavour = _io.SYNC
     _BASE = "BaseTransport"
 
-    def __init__(self, upstream: Upstream, *,
-                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
-                 deadline_s: float = 60, transport: Optional[httpx.BaseTransport] = None
-                 ) -> None:
-        _Limited.__init__(self, upstream, tokens, retries, deadline_s,
-                          transport if transport is not None else httpx.HTTPTransport())
+    def _default_transport(self) -> httpx.BaseTransport:
+        return httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
@@ -236,12 +238,8 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
     _flavour = _io.ASYNC
     _BASE = "AsyncBaseTransport"
 
-    def __init__(self, upstream: Upstream, *,
-                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
-                 deadline_s: float = 60, transport: Optional[httpx.AsyncBaseTransport] = None
-                 ) -> None:
-        _Limited.__init__(self, upstream, tokens, retries, deadline_s,
-                          transport if transport is not None else httpx.AsyncHTTPTransport())
+    def _default_transport(self) -> httpx.AsyncBaseTransport:
+        return httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
