@@ -3,7 +3,7 @@ the route's limiter, its key, and the refusal (429 with Retry-After / 503), as t
 middlewares answer it (slidewin._web)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core, _io, _rate, _web
 
@@ -295,6 +295,31 @@ def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
     if not decided(scope_or_environ, route):
         admission = route.entry(request, scope_or_environ)
     return (yield from around(io, admission, endpoint, refused, route.headers))
+
+
+def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],
+                   doc: str) -> Callable[..., Any]:
+    """A framework's ``limit(limiter=None, *, key=None, trusted_proxies=(), status=429,
+    concurrency_status=503, headers=True, **limiter_kwargs)``: the route limit of its
+    arguments, handed to `build` (a decorator, a dependency). `module` names it."""
+    where = module + ".limit"
+
+    def limit(
+        limiter: Any = None,
+        *,
+        key: Union[None, str, Callable[[Any], Any]] = None,
+        trusted_proxies: Any = (),
+        status: int = 429,
+        concurrency_status: int = 503,
+        headers: bool = True,
+        **limiter_kwargs: Any,
+    ) -> Any:
+        return build(RouteLimit(where, is_async, limiter, key, trusted_proxies, status,
+                                concurrency_status, headers, limiter_kwargs))
+
+    limit.__module__ = module
+    limit.__doc__ = doc
+    return limit
 
 
 def install_blocked(app: Any, handler: Any, *more: Any) -> Any:

@@ -76,47 +76,7 @@ def _install_handler(request: Request) -> None:
                               (app_handlers or {}).get(RouteRefused, refused_handler))
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[..., AsyncIterator[None]]:
-    """A FastAPI dependency limiting the routes that depend on it.
-
-    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
-    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
-    dependency to several to share it). ``key="ip"``: one limit per client address
-    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
-    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
-    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
-    one.
-
-    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
-    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
-    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
-    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
-    together: a request refused by one is charged to neither.
-    """
-    return _dependency("slidewin.fastapi.limit", limiter, key, trusted_proxies, status,
-                       concurrency_status, headers, limiter_kwargs)
-
-
-def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
-    """The same as ``limit`` (its former name)."""
-    return limit(limiter, **kwargs)
-
-
-def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status: int,
-                concurrency_status: int, headers: bool, limiter_kwargs: Any
-                ) -> Callable[..., AsyncIterator[None]]:
-    route = _routes.RouteLimit(where, True, limiter, key, trusted_proxies, status,
-                               concurrency_status, headers, limiter_kwargs)
-
+def _build(route: _routes.RouteLimit) -> Any:
     async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
         if _routes.decided(request.scope, route):  # the middleware decided it with its own
             yield
@@ -145,3 +105,27 @@ def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status
     slidewin_limit.limiter = route.limiter  # type: ignore[attr-defined]
     slidewin_limit.slidewin_route = route  # type: ignore[attr-defined]
     return slidewin_limit
+
+
+limit = _routes.limit_function("slidewin.fastapi", True, _build, """
+    A FastAPI dependency limiting the routes that depend on it.
+
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
+    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
+    dependency to several to share it). ``key="ip"``: one limit per client address
+    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
+    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
+    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
+    one.
+
+    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
+    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
+    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
+    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
+    together: a request refused by one is charged to neither.
+    """)
+
+
+def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
+    """The same as ``limit`` (its former name)."""
+    return limit(limiter, **kwargs)  # type: ignore[no-any-return]

@@ -58,29 +58,7 @@ def _refused(r: _routes.Refused) -> Any:
     return flask.Response(body, code, headers=fields)
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Any], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[[F], F]:
-    """Decorate a Flask view (put it below ``@app.route``): the view runs inside the
-    limiter's entry; a refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After``
-    and a problem+json body.
-
-    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``):
-    one limit for the view. ``key="ip"``: one per client address (``trusted_proxies`` as
-    for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per value of that header;
-    ``key=f``: per ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared,
-    or a sync ``slidewin.redis`` one). An admitted response gets the RateLimit fields of
-    the most restrictive limit (``headers=False``: none).
-    """
-    route = _routes.RouteLimit("slidewin.flask.limit", False, limiter, key, trusted_proxies,
-                               status, concurrency_status, headers, limiter_kwargs)
+def _build(route: _routes.RouteLimit) -> Any:
     def decorate(view: F) -> F:
         @functools.wraps(view)
         def limited(*args: Any, **kwargs: Any) -> Any:
@@ -100,3 +78,17 @@ def limit(
         return limited  # type: ignore[return-value]
 
     return decorate
+
+
+limit = _routes.limit_function("slidewin.flask", False, _build, """
+    Decorate a Flask view (put it below ``@app.route``): the view runs inside the
+    limiter's entry; a refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After``
+    and a problem+json body.
+
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``):
+    one limit for the view. ``key="ip"``: one per client address (``trusted_proxies`` as
+    for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per value of that header;
+    ``key=f``: per ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared,
+    or a sync ``slidewin.redis`` one). An admitted response gets the RateLimit fields of
+    the most restrictive limit (``headers=False``: none).
+    """)

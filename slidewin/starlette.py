@@ -55,22 +55,7 @@ def _refused(r: _routes.Refused) -> Response:
     return Response(body, code, headers=dict(fields))
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[[F], F]:
-    """Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
-    refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
-    body; an admitted response gets the RateLimit fields (``headers=False``: none).
-    Arguments as ``slidewin.fastapi.limit``."""
-    route = _routes.RouteLimit("slidewin.starlette.limit", True, limiter, key, trusted_proxies,
-                               status, concurrency_status, headers, limiter_kwargs)
+def _build(route: _routes.RouteLimit) -> Any:
     def decorate(endpoint: F) -> F:
         if not inspect.iscoroutinefunction(endpoint):
             raise TypeError("slidewin.starlette.limit decorates async endpoints "
@@ -92,3 +77,10 @@ def limit(
         return limited  # type: ignore[return-value]
 
     return decorate
+
+
+limit = _routes.limit_function("slidewin.starlette", True, _build, """
+    Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
+    refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
+    body; an admitted response gets the RateLimit fields (``headers=False``: none).
+    Arguments as ``slidewin.fastapi.limit``.""")
