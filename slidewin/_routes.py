@@ -322,6 +322,28 @@ def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], An
     return limit
 
 
+def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:
+    """Set on a response's headers the fields it does not set itself."""
+    for name, value in fields:
+        if name not in headers:
+            headers[name] = value
+
+
+def marked(wrapper: Any, route: RouteLimit) -> Any:
+    """A route's wrapper (decorated endpoint, dependency), telling its limit: ``limiter``
+    for the user, ``slidewin_route`` for the middlewares that decide it with theirs."""
+    wrapper.limiter = route.limiter
+    wrapper.slidewin_route = route
+    return wrapper
+
+
+def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNotFoundError:
+    """The error of ``import slidewin.<extra>`` without its framework."""
+    return ModuleNotFoundError(
+        'slidewin.%s needs %s: pip install "slidewin[%s]" (or pip install %s)'
+        % (extra, name, extra, extra), name=error.name)
+
+
 def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
     """Add `handler` for BlockedError (and each (exception, handler) of `more`) to a
     Starlette or FastAPI app's exception handlers, keeping those it has."""

@@ -38,9 +38,7 @@ try:
         import_string,
     )
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.django needs Django: pip install "slidewin[django]" '
-        '(or pip install django)', name=_e.name) from None
+    raise _routes.missing_extra("django", "Django", _e) from None
 
 __all__ = ["LimitMiddleware", "ratelimit", "refusal_response", "ALL", "UNSAFE"]
 

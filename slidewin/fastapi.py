@@ -26,9 +26,7 @@ try:
     from fastapi import HTTPException, Request
     from fastapi.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.fastapi needs FastAPI: pip install "slidewin[fastapi]" '
-        '(or pip install fastapi)', name=_e.name) from None
+    raise _routes.missing_extra("fastapi", "FastAPI", _e) from None
 
 from .starlette import blocked_handler  # noqa: E402  (FastAPI's responses are Starlette's)
 
@@ -102,9 +100,7 @@ def _build(route: _routes.RouteLimit) -> Any:
         else:
             await entry.__aexit__(None, None, None)
 
-    slidewin_limit.limiter = route.limiter  # type: ignore[attr-defined]
-    slidewin_limit.slidewin_route = route  # type: ignore[attr-defined]
-    return slidewin_limit
+    return _routes.marked(slidewin_limit, route)
 
 
 limit = _routes.limit_function("slidewin.fastapi", True, _build, """

@@ -21,9 +21,7 @@ from . import _io, _routes, _web
 try:
     import flask
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.flask needs Flask: pip install "slidewin[flask]" '
-        '(or pip install flask)', name=_e.name) from None
+    raise _routes.missing_extra("flask", "Flask", _e) from None
 
 __all__ = ["install", "limit", "blocked_handler"]
 
@@ -68,14 +66,10 @@ def _build(route: _routes.RouteLimit) -> Any:
                 functools.partial(view, *args, **kwargs), _refused))
             if fields:
                 result = flask.make_response(result)
-                for name, value in fields:
-                    if name not in result.headers:
-                        result.headers[name] = value
+                _routes.add_missing(result.headers, fields)
             return result
 
-        limited.limiter = route.limiter  # type: ignore[attr-defined]
-        limited.slidewin_route = route  # type: ignore[attr-defined]
-        return limited  # type: ignore[return-value]
+        return _routes.marked(limited, route)  # type: ignore[no-any-return]
 
     return decorate
 

@@ -25,9 +25,7 @@ try:
     from starlette.requests import Request
     from starlette.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.starlette needs Starlette: pip install "slidewin[starlette]" '
-        '(or pip install starlette)', name=_e.name) from None
+    raise _routes.missing_extra("starlette", "Starlette", _e) from None
 
 __all__ = ["install", "limit", "blocked_handler"]
 
@@ -67,14 +65,10 @@ def _build(route: _routes.RouteLimit) -> Any:
                 route, request, request.scope, _io.ASYNC,
                 functools.partial(endpoint, request, *args, **kwargs), _refused))
             if fields and isinstance(result, Response):
-                for name, value in fields:
-                    if name not in result.headers:
-                        result.headers[name] = value
+                _routes.add_missing(result.headers, fields)
             return result
 
-        limited.limiter = route.limiter  # type: ignore[attr-defined]
-        limited.slidewin_route = route  # type: ignore[attr-defined]
-        return limited  # type: ignore[return-value]
+        return _routes.marked(limited, route)  # type: ignore[no-any-return]
 
     return decorate
 
