@@ -30,7 +30,6 @@ from typing import (
     MutableMapping,
     Optional,
     Tuple,
-    Union,
 )
 
 from . import _io, _routes, _web

@@ -18,7 +18,7 @@ responses carry the RateLimit fields of the most restrictive limit (``headers=Fa
 """
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, List, Tuple, Union
+from typing import Any, AsyncIterator, Callable, List, Tuple
 
 from . import _routes
 

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, TypeVar
 
 from . import _io, _routes, _web
 

@@ -35,7 +35,6 @@ from typing import (
     List,
     Optional,
     Tuple,
-    Union,
 )
 
 from . import _io, _routes, _web
