@@ -3,9 +3,9 @@ the route's limiter, its key, and the refusal (429 with Retry-After / 503), as t
 middlewares answer it (slidewin._web)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _core, _rate, _web
+from . import _core, _io, _rate, _web
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
@@ -202,51 +202,39 @@ class Admission:
                 return Refused(route, error)
         return Refused(self._pairs[0][0], error)
 
-    def __enter__(self) -> "Admission":
+    def entering(self, io: Any) -> _io.Steps:
+        """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
+        refusal, everything entered so far given back (ended with no outcome)."""
         from slidewin import BlockedError
 
         for e in self._plan():
             try:
-                e.__enter__()
+                yield io.enter(e)
             except BlockedError as exc:
-                self.__exit__(GeneratorExit, None, None)  # ended, counted as no outcome
+                yield from self.exiting(io, GeneratorExit, None, None)
                 raise self._refused(exc) from None
-            except BaseException:  # interrupted: the limits entered so far are given back
-                self.__exit__(GeneratorExit, None, None)
+            except BaseException:  # interrupted, cancelled: the limits entered are given back
+                yield from self.exiting(io, GeneratorExit, None, None)
                 raise
             self._entries.append(e)
         return self
+
+    def exiting(self, io: Any, et: Any, ev: Any, tb: Any) -> _io.Steps:
+        entries, self._entries = self._entries, []
+        for e in reversed(entries):
+            yield io.exit(e, et, ev, tb)
+
+    def __enter__(self) -> "Admission":
+        return _io.run(self.entering(_io.SYNC))  # type: ignore[no-any-return]
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        entries, self._entries = self._entries, []
-        for e in reversed(entries):
-            e.__exit__(et, ev, tb)
+        _io.run(self.exiting(_io.SYNC, et, ev, tb))
 
     async def __aenter__(self) -> "Admission":
-        from slidewin import BlockedError
-
-        for e in self._plan():
-            try:
-                if _no_wait(e):
-                    e.__enter__()  # decides in C and never sleeps
-                else:
-                    await e.__aenter__()
-            except BlockedError as exc:
-                await self.__aexit__(GeneratorExit, None, None)
-                raise self._refused(exc) from None
-            except BaseException:  # cancelled: the limits entered so far are given back
-                await self.__aexit__(GeneratorExit, None, None)
-                raise
-            self._entries.append(e)
-        return self
+        return await _io.arun(self.entering(_io.ASYNC))  # type: ignore[no-any-return]
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
-        entries, self._entries = self._entries, []
-        for e in reversed(entries):
-            if isinstance(e, _NATIVE_ENTRIES):
-                e.__exit__(et, ev, tb)  # type: ignore[attr-defined]
-            else:
-                await e.__aexit__(et, ev, tb)
+        await _io.arun(self.exiting(_io.ASYNC, et, ev, tb))
 
     def headers(self) -> List[Tuple[str, str]]:
         """The RateLimit fields of the most restrictive limit that admitted the request
@@ -274,16 +262,102 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
     return g
 
 
-# entries whose exit is a C call (sync, also under asyncio); the others' is awaited
-_NATIVE_ENTRIES: Tuple[type, ...] = (_core.Entry, _core.KeyedEntry)
+def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
+           refused: Callable[[Refused], Any], headers: bool) -> _io.Steps:
+    """One call of a route's endpoint inside its admission (None: unlimited), the I/O
+    yielded to the driver of `io`: (the endpoint's result, the RateLimit fields to add to
+    it). A refusal is answered by ``refused(Refused)``: its response, or None to call the
+    endpoint unlimited."""
+    if admission is not None:
+        try:
+            yield from admission.entering(io)
+        except Refused as r:
+            response = refused(r)
+            if response is not None:
+                return response, []
+            admission = None
+    if admission is None:
+        return (yield endpoint), []
+    try:
+        result = yield endpoint
+    except BaseException as exc:
+        yield from admission.exiting(io, type(exc), exc, exc.__traceback__)
+        raise
+    yield from admission.exiting(io, None, None, None)
+    return result, (admission.headers() if headers else [])
 
 
-def _no_wait(entry: Any) -> bool:
-    """An entry whose __enter__ never sleeps: a reject or warm-up Limiter's (one decision
-    in C); a throttle's or a waiting group's sleeps with asyncio instead."""
-    if not isinstance(entry, (_core.Entry, _core.KeyedEntry)):
-        return False  # a group's: it may wait (its __aenter__ sleeps with asyncio)
-    return entry.limiter.behavior in ("reject", "warm_up") and entry.timeout is None
+def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
+            endpoint: Callable[[], Any], refused: Callable[[Refused], Any]) -> _io.Steps:
+    """``around`` with the route's own admission: none when an outer middleware decided
+    the route together with its limit, or when the request's key is None."""
+    admission = None
+    if not decided(scope_or_environ, route):
+        admission = route.entry(request, scope_or_environ)
+    return (yield from around(io, admission, endpoint, refused, route.headers))
+
+
+def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],
+                   doc: str) -> Callable[..., Any]:
+    """A framework's ``limit(limiter=None, *, key=None, trusted_proxies=(), status=429,
+    concurrency_status=503, headers=True, **limiter_kwargs)``: the route limit of its
+    arguments, handed to `build` (a decorator, a dependency). `module` names it."""
+    where = module + ".limit"
+
+    def limit(
+        limiter: Any = None,
+        *,
+        key: Union[None, str, Callable[[Any], Any]] = None,
+        trusted_proxies: Any = (),
+        status: int = 429,
+        concurrency_status: int = 503,
+        headers: bool = True,
+        **limiter_kwargs: Any,
+    ) -> Any:
+        return build(RouteLimit(where, is_async, limiter, key, trusted_proxies, status,
+                                concurrency_status, headers, limiter_kwargs))
+
+    limit.__module__ = module
+    limit.__doc__ = doc
+    return limit
+
+
+def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:
+    """Set on a response's headers the fields it does not set itself."""
+    for name, value in fields:
+        if name not in headers:
+            headers[name] = value
+
+
+def marked(wrapper: Any, route: RouteLimit) -> Any:
+    """A route's wrapper (decorated endpoint, dependency), telling its limit: ``limiter``
+    for the user, ``slidewin_route`` for the middlewares that decide it with theirs."""
+    wrapper.limiter = route.limiter
+    wrapper.slidewin_route = route
+    return wrapper
+
+
+def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNotFoundError:
+    """The error of ``import slidewin.<extra>`` without its framework."""
+    return ModuleNotFoundError(
+        'slidewin.%s needs %s: pip install "slidewin[%s]" (or pip install %s)'
+        % (extra, name, extra, extra), name=error.name)
+
+
+def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
+    """Add `handler` for BlockedError (and each (exception, handler) of `more`) to a
+    Starlette or FastAPI app's exception handlers, keeping those it has."""
+    from slidewin import BlockedError
+
+    handlers = getattr(app, "exception_handlers", None)
+    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
+                                                              None)):
+        raise TypeError("install() takes a %s app, not %s"
+                        % ("FastAPI or Starlette" if more else "Starlette", type(app).__name__))
+    for exc, h in ((BlockedError, handler),) + more:
+        if exc not in handlers:
+            app.add_exception_handler(exc, h)
+    return app
 
 
 def detail(status: int) -> str:

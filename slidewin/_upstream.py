@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import math
 import mmap
 import os
@@ -32,7 +33,7 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import _core, _headers, _rate
+from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
 from ._group import Group, GroupEntry, all_of
 from ._limiter import Limiter
@@ -388,10 +389,7 @@ class Upstream:
         if self._redis is not None:
             from .redis._upstream import admit
             return admit(group, ns, left)
-        wait_ns, skip = group._admit(ns, left, _F_ENTRY)
-        entry = GroupEntry(group, ns, None)
-        entry._entered(skip)
-        return wait_ns, entry
+        return _held(group, ns, group._admit(ns, left, _F_ENTRY))
 
     async def _admit_async(self, group: Any, ns: Tuple[int, ...], left: float
                            ) -> Tuple[int, Any]:
@@ -399,10 +397,7 @@ class Upstream:
             from .redis._upstream import admit
             return await asyncio.get_running_loop().run_in_executor(
                 None, admit, group, ns, left)
-        wait_ns, skip = await group._admit_async(ns, left, _F_ENTRY)
-        entry = GroupEntry(group, ns, None)
-        entry._entered(skip)
-        return wait_ns, entry
+        return _held(group, ns, await group._admit_async(ns, left, _F_ENTRY))
 
     # -- what it is ------------------------------------------------------------------------
 
@@ -504,6 +499,14 @@ class Upstream:
             self._board.view(b, remaining, reset_s, floor, now)
 
 
+def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
+    """(the pace's wait in ns, the entry the call holds) of a group's admission."""
+    wait_ns, skip = admitted
+    entry = GroupEntry(group, ns, None)
+    entry._entered(skip)
+    return wait_ns, entry
+
+
 class UpstreamCall:
     """One call of an ``Upstream`` (``api.call(...)``): usable once, with ``with`` or
     ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
@@ -603,50 +606,39 @@ class UpstreamCall:
             raise RuntimeError("this call was already %s" % (
                 "entered" if self._state == 1 else "used"))
 
-    def __enter__(self) -> "UpstreamCall":
+    def _entering(self, io: Any) -> _io.Steps:
+        """The admission, one step at a time; its waits (the pause, a free slot, the pace)
+        are yielded to the driver of `io` (threads or asyncio)."""
         self._claim()
         deadline = self._deadline()
+        up = self._up
         while True:
             pause = self._paused(deadline)
             if pause > 0:
-                time.sleep(pause)
+                yield io.sleep(pause)
                 continue
-            wait_ns, entry = (self._up._admit(self._group, self._ns, self._left(deadline))
-                              if self._group is not None else (0, None))
+            wait_ns, entry = 0, None
+            if self._group is not None:
+                admit = up._admit_async if io.is_async else up._admit
+                wait_ns, entry = yield functools.partial(admit, self._group, self._ns,
+                                                         self._left(deadline))
             sleep = self._placed(wait_ns, entry, deadline)
             if sleep > 0:
                 try:
-                    time.sleep(sleep)
+                    yield io.sleep(sleep)
                 except BaseException:
                     self._undo()
                     raise
-            if self._up._board.pause_left(self._up._board.now_ns()) > 0:
+            if up._board.pause_left(up._board.now_ns()) > 0:
                 self._undo()  # paused while it waited its slot: nothing is sent
                 continue
             return self._admitted()
 
+    def __enter__(self) -> "UpstreamCall":
+        return _io.run(self._entering(_io.SYNC))  # type: ignore[no-any-return]
+
     async def __aenter__(self) -> "UpstreamCall":
-        self._claim()
-        deadline = self._deadline()
-        while True:
-            pause = self._paused(deadline)
-            if pause > 0:
-                await asyncio.sleep(pause)
-                continue
-            wait_ns, entry = ((await self._up._admit_async(self._group, self._ns,
-                                                           self._left(deadline)))
-                              if self._group is not None else (0, None))
-            sleep = self._placed(wait_ns, entry, deadline)
-            if sleep > 0:
-                try:
-                    await asyncio.sleep(sleep)
-                except BaseException:
-                    self._undo()
-                    raise
-            if self._up._board.pause_left(self._up._board.now_ns()) > 0:
-                self._undo()
-                continue
-            return self._admitted()
+        return await _io.arun(self._entering(_io.ASYNC))  # type: ignore[no-any-return]
 
     # -- the response ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import (
     Optional,
     Set,
     Tuple,
+    Type,
     Union,
 )
 
@@ -405,7 +406,7 @@ class Middleware:
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
         "_concurrency_status", "_body", "_content_type", "_body_type", "_headers",
-        "_on_block", "_overrides", "_overrides_at",
+        "_on_block", "_overrides", "_overrides_at", "_own",
     )
     _APP = "an app"
     _ASYNC = False
@@ -415,14 +416,15 @@ class Middleware:
         self,
         app: Any,
         limiter: Any,
-        key: Any,
-        exempt: Any,
-        status: Any,
-        concurrency_status: Any,
-        body: Any,
-        content_type: Any,
-        headers: Any,
-        on_block: Any = None,
+        *,
+        key: Optional[Callable[[Any], Union[str, bytes, int, None]]] = None,
+        exempt: Union[None, str, Callable[[Any], bool], Any] = None,
+        status: int = 429,
+        concurrency_status: int = 503,
+        body: Union[bytes, str, None] = None,
+        content_type: Optional[str] = None,
+        headers: bool = True,
+        on_block: Optional[Callable[[Any, Any], Any]] = None,
     ) -> None:
         where = self._WHERE
         if not callable(app):
@@ -462,6 +464,7 @@ class Middleware:
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
+        self._own = _routes.Own(limiter, self._keyed, headers)  # its limit in an Admission
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
@@ -517,14 +520,88 @@ class Middleware:
     def _admitted_headers(self, key: Any) -> List[Tuple[str, str]]:
         return admitted_headers(self.limiter, self._keyed, self._threshold(key))
 
-    def _custom(
-        self, result: Any, code: int, fields: List[Tuple[str, str]]
-    ) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """on_block's (status, headers, body): the refusal it describes."""
-        return custom_refusal(
-            result, code, fields, self._body, self._content_type, self._body_type,
-            self._WHERE,
-        )
+    # -- one request, written once: the server's I/O is yielded to its driver ---------------
+
+    def _limited_key(self, scope_or_environ: Any, path: str) -> Tuple[bool, Any]:
+        """(whether the request is limited, its key): not when exempt, nor when key() gave
+        None."""
+        if self._exempt_path is not None and self._exempt_path(path):
+            return False, None
+        if self._exempt is not None and self._exempt(scope_or_environ):
+            return False, None
+        if self._key is None:
+            return True, None
+        k = self._key(scope_or_environ)
+        return k is not None, k
+
+    def _route_limits(self, scope_or_environ: Any) -> Tuple[Tuple[Any, ...], Any]:
+        """(the route limits of the request's route, a request object for their keys)."""
+        return (), None
+
+    def _request(self, scope_or_environ: Any) -> Any:
+        """A request object for a route limit's key function."""
+        return None
+
+    def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
+        """(what the request enters, the Admission among it and the route limits or None).
+        With route limits, they and this one decide together (an Admission): a request
+        refused by one is charged to none; the routes are marked decided in the scope, so
+        their helpers let the request through."""
+        routes, request = self._route_limits(scope_or_environ)
+        if not routes:
+            lim = self.limiter
+            return (lim.entry(k) if self._key is not None else lim.entry()), None
+        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
+        for route in routes:
+            rk = None
+            if route.keyed:
+                if route.key is not None and request is None:
+                    request = self._request(scope_or_environ)
+                rk = route.key_of(request, scope_or_environ)
+                if rk is None:
+                    continue  # not limited by that route limit
+            pairs.append((route, rk))
+        scope_or_environ[_routes.DECIDED] = frozenset(routes)
+        admission = _routes.Admission(pairs)
+        return admission, admission
+
+    def _admitted_fields(self, admission: Any, k: Any) -> Optional[List[Tuple[str, str]]]:
+        """The RateLimit fields of the admitted response (None: none added)."""
+        if admission is not None:
+            return admission.headers()  # type: ignore[no-any-return]
+        return self._admitted_headers(k) if self._headers else None
+
+    # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
+    _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
+
+    def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
+        """The refusal of `exc` (a BlockedError, or an Admission's Refused): ``(app, status,
+        headers, body)``; app is the response on_block returned (to call with the
+        refusal's fields as `headers`), else None."""
+        if isinstance(exc, _routes.Refused):
+            if exc.route is not self._own:
+                return (None,) + exc.refusal()  # a route limit's own refusal
+            exc = exc.error
+        code, fields = self._refusal_fields(exc, key)
+        if self._on_block is not None:
+            result = yield functools.partial(self._on_block, exc, scope_or_environ)
+            if inspect.isawaitable(result):  # left unawaited by a sync driver: WSGI
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()  # a coroutine never awaited: no warning on top of the error
+                raise TypeError(
+                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
+                    "to run it: give a plain function" % self._WHERE
+                )
+            if result is not None:
+                if callable(result) and not isinstance(result, tuple):
+                    return result, code, fields, b""  # a response
+                return (None,) + custom_refusal(
+                    result, code, fields, self._body, self._content_type, self._body_type,
+                    self._WHERE)
+        raw = problem(code) if self._body is None else self._body
+        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
+        return None, code, hdrs + fields, raw
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -894,3 +971,9 @@ def missing_fields(
     """The refusal's fields a response from on_block does not set itself."""
     names = {n.lower() for n in present}
     return [(n, v) for n, v in fields if n.lower() not in names]
+
+
+# the route limits the middlewares decide with their own (it imports this module: last)
+from . import _routes  # noqa: E402
+
+Middleware._REFUSED = (_core.BlockedError, _routes.Refused)

@@ -30,10 +30,9 @@ from typing import (
     MutableMapping,
     Optional,
     Tuple,
-    Union,
 )
 
-from . import _core, _routes, _web
+from . import _io, _routes, _web
 
 __all__ = ["LimitMiddleware", "Scope", "Message", "Receive", "Send", "ASGIApp"]
 
@@ -43,15 +42,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_Blocked = _core.BlockedError
-_Native = _core.Limiter
-_NO_WAIT = frozenset(("reject", "warm_up"))  # behaviors whose entry never sleeps
 _Cancelled = asyncio.CancelledError
 
 
 class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=False, on_block=None)
+    concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
 
     - ``limiter``: a Limiter (private or ``shared=``), a KeyedLimiter, or anything with the
       same ``entry()`` (``entry(key)`` for a keyed one). Across hosts, the asyncio ones:
@@ -73,77 +69,37 @@ class LimitMiddleware(_web.Middleware):
       added, e.g. CORS), or a response: an ASGI app (a Starlette ``Response``), called with
       the request's receive and send. The refusal's Retry-After and RateLimit fields are
       added to whatever is sent, unless it sets them itself.
-    - ``headers=True`` adds the RateLimit header fields of the IETF draft
+    - ``headers`` (True): the RateLimit header fields of the IETF draft
       draft-ietf-httpapi-ratelimit-headers-10 (``RateLimit-Policy`` on every limited
       response; ``RateLimit`` with the remaining quota ``r`` where it is known, and
       ``r=0;t=<seconds>`` on a refusal), with the quota of the request's key (its
-      override). Off by default. A limit of 0 (``qps=0``, an override of 0) never admits:
-      its refusals carry no ``Retry-After``.
+      override); ``headers=False`` leaves them out. A limit of 0 (``qps=0``, an override
+      of 0) never admits: its refusals carry no ``Retry-After``.
     """
 
-    __slots__ = ("_native", "_own")
     app: ASGIApp
     _APP = "an ASGI app"
     _ASYNC = True
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        limiter: Any,
-        *,
-        key: Optional[Callable[[Scope], Union[str, bytes, int, None]]] = None,
-        exempt: Union[None, str, Callable[[Scope], bool], Any] = None,
-        status: int = 429,
-        concurrency_status: int = 503,
-        body: Union[bytes, str, None] = None,
-        content_type: Optional[str] = None,
-        headers: bool = False,
-        on_block: Optional[Callable[[Any, Scope], Any]] = None,
-    ) -> None:
-        super().__init__(
-            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers,
-            on_block,
-        )
-        self._native = isinstance(limiter, _Native)
-        self._own = _routes.Own(limiter, self._keyed, headers)
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        if self._exempt_path is not None and self._exempt_path(scope.get("path", "")):
+        limited, k = self._limited_key(scope, scope.get("path", ""))
+        if not limited:
             return await self.app(scope, receive, send)
-        if self._exempt is not None and self._exempt(scope):
-            return await self.app(scope, receive, send)
-        lim = self.limiter
-        k = None
-        if self._key is not None:
-            k = self._key(scope)
-            if k is None:
-                return await self.app(scope, receive, send)
-        routes = _routes.starlette_limits(scope, self.app) if _routes.ASGI_ROUTES[0] else ()
-        admission = None
-        if routes:
-            # the route's limits and this one decide together: charged to none on a refusal
-            admission = self._admission(scope, k, routes)
-            entry: Any = admission
-            native = False
-        else:
-            entry = lim.entry(k) if self._key is not None else lim.entry()
-            native = self._native
+        entry, admission = self._entry(scope, k)
         try:
-            if native and lim.behavior in _NO_WAIT:
-                entry.__enter__()  # decides in C and never sleeps: no coroutine needed
+            w = _io.ASYNC.enter(entry)()  # a C decision that never sleeps: no coroutine
+            if inspect.isawaitable(w):
+                await w
+        except self._REFUSED as exc:
+            app, code, hdrs, raw = await _io.arun(self._refusing(_io.ASYNC, scope, exc, k))
+            if app is not None:
+                await app(scope, receive, _adding(send, hdrs))  # on_block's response
             else:
-                await entry.__aenter__()
-        except _Blocked as exc:
-            await self._refuse(scope, receive, send, exc, k)
+                await _send(send, code, hdrs, raw)
             return
-        except _routes.Refused as r:
-            if r.route is self._own:
-                await self._refuse(scope, receive, send, r.error, k)
-            else:
-                await _send(send, *r.refusal())
-            return
+        fields = self._admitted_fields(admission, k)
 
         # held until the response is finished; `done` makes the exit happen once. finish()
         # is sync for a slidewin Limiter (its exit is a C call), and returns the awaitable
@@ -155,16 +111,10 @@ class LimitMiddleware(_web.Middleware):
             if done:
                 return None
             done = True
-            if native:
-                entry.__exit__(exc_type, None, None)
-                return None
-            return entry.__aexit__(exc_type, None, None)  # type: ignore[no-any-return]
+            w = _io.ASYNC.exit(entry, exc_type)()
+            return w if inspect.isawaitable(w) else None
 
-        if admission is not None:
-            fields = admission.headers()
-            extra = _encode(fields) if fields else None
-        else:
-            extra = _encode(self._admitted_headers(k)) if self._headers else None
+        extra = _encode(fields) if fields else None
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.body":
@@ -212,46 +162,15 @@ class LimitMiddleware(_web.Middleware):
             if w is not None:
                 await w
 
-    def _admission(self, scope: Scope, k: Any, routes: Any) -> Any:
-        """One Admission by this middleware's limit and the route's limits, the routes
-        marked decided in the scope (their helpers then let the request through)."""
-        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
-        request = None
-        for route in routes:
-            rk = None
-            if route.keyed:
-                if route.key is not None and request is None:
-                    from starlette.requests import Request
+    def _route_limits(self, scope: Scope) -> Tuple[Tuple[Any, ...], Any]:
+        if not _routes.ASGI_ROUTES[0]:
+            return (), None
+        return _routes.starlette_limits(scope, self.app), None
 
-                    request = Request(scope)
-                rk = route.key_of(request, scope)
-                if rk is None:
-                    continue  # not limited by that route limit
-            pairs.append((route, rk))
-        scope[_routes.DECIDED] = frozenset(routes)
-        return _routes.Admission(pairs)
+    def _request(self, scope: Scope) -> Any:
+        from starlette.requests import Request
 
-    async def _refuse(
-        self, scope: Scope, receive: Receive, send: Send, error: Any, key: Any
-    ) -> None:
-        code, fields = self._refusal_fields(error, key)
-        if self._on_block is not None:
-            result = self._on_block(error, scope)
-            if inspect.isawaitable(result):
-                result = await result
-            if result is not None:
-                if callable(result) and not isinstance(result, tuple):
-                    await result(scope, receive, _adding(send, fields))  # a response
-                    return
-                code, hdrs, raw = self._custom(result, code, fields)
-                await _send(send, code, hdrs, raw)
-                return
-        if self._body is None:
-            raw = _web.problem(code)
-        else:
-            raw = self._body
-        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
-        await _send(send, code, hdrs + fields, raw)
+        return Request(scope)
 
 
 async def _send(send: Send, code: int, hdrs: List[Tuple[str, str]], raw: bytes) -> None:

@@ -28,7 +28,7 @@ import inspect
 from typing import (Any, Callable, FrozenSet, List, Optional, Sequence, Tuple, TypeVar,
                     Union)
 
-from . import _core, _routes, _web
+from . import _core, _io, _routes, _web
 
 try:
     from asgiref.sync import iscoroutinefunction, markcoroutinefunction
@@ -38,9 +38,7 @@ try:
         import_string,
     )
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.django needs Django: pip install "slidewin[django]" '
-        '(or pip install django)', name=_e.name) from None
+    raise _routes.missing_extra("django", "Django", _e) from None
 
 __all__ = ["LimitMiddleware", "ratelimit", "refusal_response", "ALL", "UNSAFE"]
 
@@ -129,6 +127,10 @@ class _Key:
             return request.headers.get(self.header)
         assert self.func is not None
         return self.func(request)
+
+    def of(self, io: Any, request: Any) -> Callable[[], Any]:
+        """The I/O step reading the request's key under the flavour `io`."""
+        return functools.partial(self.async_ if io.is_async else self.sync, request)
 
     async def async_(self, request: Any) -> Any:
         kind = self.kind
@@ -258,74 +260,49 @@ def ratelimit(
                                    (), status, concurrency_status, headers, limiter_kwargs)
         vl = _ViewLimit(route, k, methods, block)
 
+        io = _io.ASYNC if is_async else _io.SYNC
+
+        def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
+            return io.run(_view_steps(io, vl, request, functools.partial(
+                view, request, *args, **kwargs)))
+
+        wrapper: Any = functools.wraps(view)(limited)
         if is_async:
-            @functools.wraps(view)
-            async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
-                admission = None
-                if _enabled() and vl.applies(request):
-                    state = getattr(request, "_slidewin", None)
-                    if state is None or vl not in state.decided:
-                        kv = await vl.key.async_(request) if vl.key is not None else None
-                        if vl.key is None or kv is not None:
-                            admission = _routes.Admission([(route, kv)])
-                            try:
-                                await admission.__aenter__()
-                            except _routes.Refused as r:
-                                if block:
-                                    return _response(*r.refusal())
-                                request.limited = True
-                                admission = None
-                request.limited = getattr(request, "limited", False)
-                if admission is None:
-                    return await view(request, *args, **kwargs)
-                try:
-                    response = await view(request, *args, **kwargs)
-                except BaseException as exc:
-                    await admission.__aexit__(type(exc), exc, None)
-                    raise
-                await admission.__aexit__(None, None, None)
-                if route.headers:
-                    _add_headers(response, admission.headers())
-                return response
-
-            wrapper: Any = limited_async
-        else:
-            @functools.wraps(view)
-            def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-                admission = None
-                if _enabled() and vl.applies(request):
-                    state = getattr(request, "_slidewin", None)
-                    if state is None or vl not in state.decided:
-                        kv = vl.key.sync(request) if vl.key is not None else None
-                        if vl.key is None or kv is not None:
-                            admission = _routes.Admission([(route, kv)])
-                            try:
-                                admission.__enter__()
-                            except _routes.Refused as r:
-                                if block:
-                                    return _response(*r.refusal())
-                                request.limited = True
-                                admission = None
-                request.limited = getattr(request, "limited", False)
-                if admission is None:
-                    return view(request, *args, **kwargs)
-                try:
-                    response = view(request, *args, **kwargs)
-                except BaseException as exc:
-                    admission.__exit__(type(exc), exc, None)
-                    raise
-                admission.__exit__(None, None, None)
-                if route.headers:
-                    _add_headers(response, admission.headers())
-                return response
-
-            wrapper = limited
+            markcoroutinefunction(wrapper)
         # the limits of the view, outermost last (stacked decorators), for the middleware
         wrapper.slidewin_limits = getattr(view, "slidewin_limits", ()) + (vl,)
         wrapper.limiter = route.limiter
         return wrapper  # type: ignore[no-any-return]
 
     return decorate
+
+
+def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
+                ) -> _io.Steps:
+    """A ``@ratelimit`` view called: its limit decided unless the middleware decided it
+    with its own (or the method, SLIDEWIN_ENABLED or a key of None leave it out)."""
+    admission = None
+    if _enabled() and vl.applies(request):
+        state = getattr(request, "_slidewin", None)
+        if state is None or vl not in state.decided:
+            kv = (yield vl.key.of(io, request)) if vl.key is not None else None
+            if vl.key is None or kv is not None:
+                admission = _routes.Admission([(vl.route, kv)])
+
+    def refused(r: _routes.Refused) -> Any:
+        if vl.block:
+            return _response(*r.refusal())
+        request.limited = True
+        return None  # the view is called, unlimited
+
+    def call() -> Any:
+        request.limited = getattr(request, "limited", False)
+        return view()
+
+    response, fields = yield from _routes.around(io, admission, call, refused,
+                                                 vl.route.headers)
+    _add_headers(response, fields)
+    return response
 
 
 class LimitMiddleware:
@@ -408,43 +385,27 @@ class LimitMiddleware:
     # -- the request ----------------------------------------------------------------------
 
     def __call__(self, request: Any) -> Any:
-        if self.is_async:
-            return self.__acall__(request)
-        if not _enabled():
-            return self.get_response(request)
-        request._slidewin = state = _State()
-        try:
-            response = self.get_response(request)
-        except BaseException as exc:  # not answered by Django (KeyboardInterrupt, SystemExit)
-            if state.admission is not None:
-                state.admission.__exit__(type(exc), exc, None)
-            raise
-        if not state.reached and self._global_applies(request):
-            late = self._late(request)  # not routed to a view: decided now
-            if late is not None:
-                return late
-        if self._finish(state, response):
-            assert state.admission is not None
-            state.admission.__exit__(state.exc, None, None)
-        return response
+        io = _io.ASYNC if self.is_async else _io.SYNC
+        return io.run(self._serving(io, request))
 
-    async def __acall__(self, request: Any) -> Any:
+    def _serving(self, io: Any, request: Any) -> _io.Steps:
+        get_response = functools.partial(self.get_response, request)
         if not _enabled():
-            return await self.get_response(request)
+            return (yield get_response)
         request._slidewin = state = _State()
         try:
-            response = await self.get_response(request)
-        except BaseException as exc:  # cancelled: Django cancels a request whose client left
-            if state.admission is not None:
-                await state.admission.__aexit__(type(exc), exc, None)
+            response = yield get_response
+        except BaseException as exc:  # not answered by Django (KeyboardInterrupt,
+            if state.admission is not None:  # SystemExit), cancelled (the client left)
+                yield from state.admission.exiting(io, type(exc), exc, None)
             raise
         if not state.reached and self._global_applies(request):
-            late = await self._late_async(request)
+            late = yield from self._late(io, request)  # not routed to a view: decided now
             if late is not None:
                 return late
         if self._finish(state, response):
             assert state.admission is not None
-            await state.admission.__aexit__(state.exc, None, None)
+            yield from state.admission.exiting(io, state.exc, None, None)
         return response
 
     def _global_applies(self, request: Any) -> bool:
@@ -458,19 +419,28 @@ class LimitMiddleware:
 
     def process_view(self, request: Any, view_func: Any, view_args: Any,
                      view_kwargs: Any) -> Any:
+        return _io.run(self._deciding(_io.SYNC, request, view_func))
+
+    async def _process_view_async(self, request: Any, view_func: Any, view_args: Any,
+                                  view_kwargs: Any) -> Any:
+        return await _io.arun(self._deciding(_io.ASYNC, request, view_func))
+
+    def _deciding(self, io: Any, request: Any, view_func: Any) -> _io.Steps:
+        """The project's limit and the view's blocking limits, decided together: None
+        (admitted, held until the response is finished), or the refusal's response."""
         state = getattr(request, "_slidewin", None)
         if state is None:
             return None  # switched off, or not through __call__
         state.reached = True
         pairs: List[Tuple[Any, Any]] = []
         if self._global_applies(request):
-            k = self.key.sync(request) if self.key is not None else None
+            k = (yield self.key.of(io, request)) if self.key is not None else None
             if self.key is None or k is not None:
                 assert self.route is not None
                 pairs.append((self.route, k))
         views = self._views(request, view_func)
         for vl in views:
-            k = vl.key.sync(request) if vl.key is not None else None
+            k = (yield vl.key.of(io, request)) if vl.key is not None else None
             if vl.key is None or k is not None:
                 pairs.append((vl.route, k))
         state.decided = tuple(views)
@@ -478,36 +448,7 @@ class LimitMiddleware:
             return None
         admission = _routes.Admission(pairs)
         try:
-            admission.__enter__()
-        except _routes.Refused as r:
-            return _response(*r.refusal())
-        state.admission = admission
-        state.headers = admission.headers()
-        return None
-
-    async def _process_view_async(self, request: Any, view_func: Any, view_args: Any,
-                                  view_kwargs: Any) -> Any:
-        state = getattr(request, "_slidewin", None)
-        if state is None:
-            return None
-        state.reached = True
-        pairs: List[Tuple[Any, Any]] = []
-        if self._global_applies(request):
-            k = await self.key.async_(request) if self.key is not None else None
-            if self.key is None or k is not None:
-                assert self.route is not None
-                pairs.append((self.route, k))
-        views = self._views(request, view_func)
-        for vl in views:
-            k = await vl.key.async_(request) if vl.key is not None else None
-            if vl.key is None or k is not None:
-                pairs.append((vl.route, k))
-        state.decided = tuple(views)
-        if not pairs:
-            return None
-        admission = _routes.Admission(pairs)
-        try:
-            await admission.__aenter__()
+            yield from admission.entering(io)
         except _routes.Refused as r:
             return _response(*r.refusal())
         state.admission = admission
@@ -525,30 +466,17 @@ class LimitMiddleware:
 
     # -- after the view -------------------------------------------------------------------
 
-    def _late(self, request: Any) -> Any:
-        k = self.key.sync(request) if self.key is not None else None
+    def _late(self, io: Any, request: Any) -> _io.Steps:
+        k = (yield self.key.of(io, request)) if self.key is not None else None
         if self.key is not None and k is None:
             return None
         assert self.route is not None
         admission = _routes.Admission([(self.route, k)])
         try:
-            admission.__enter__()
+            yield from admission.entering(io)
         except _routes.Refused as r:
             return _response(*r.refusal())
-        admission.__exit__(None, None, None)
-        return None
-
-    async def _late_async(self, request: Any) -> Any:
-        k = await self.key.async_(request) if self.key is not None else None
-        if self.key is not None and k is None:
-            return None
-        assert self.route is not None
-        admission = _routes.Admission([(self.route, k)])
-        try:
-            await admission.__aenter__()
-        except _routes.Refused as r:
-            return _response(*r.refusal())
-        await admission.__aexit__(None, None, None)
+        yield from admission.exiting(io, None, None, None)
         return None
 
     def _finish(self, state: _State, response: Any) -> bool:

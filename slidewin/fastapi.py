@@ -18,17 +18,17 @@ responses carry the RateLimit fields of the most restrictive limit (``headers=Fa
 """
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, List, Tuple, Union
+from typing import Any, AsyncIterator, Callable, List, Tuple
 
-from . import _routes, _web
+from . import _routes
 
 try:
     from fastapi import HTTPException, Request
     from fastapi.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.fastapi needs FastAPI: pip install "slidewin[fastapi]" '
-        '(or pip install fastapi)', name=_e.name) from None
+    raise _routes.missing_extra("fastapi", "FastAPI", _e) from None
+
+from .starlette import blocked_handler  # noqa: E402  (FastAPI's responses are Starlette's)
 
 __all__ = ["install", "limit", "limit_route", "RouteRefused", "refused_handler",
            "blocked_handler"]
@@ -52,32 +52,13 @@ async def refused_handler(request: Request, exc: Exception) -> Response:
                     media_type="application/problem+json")
 
 
-async def blocked_handler(request: Request, exc: Exception) -> Response:
-    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered: 429, or
-    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
-    RateLimit fields of its limiter and a problem+json body."""
-    code, fields, body = _web.raised_refusal(exc)
-    return Response(body, code, headers=dict(fields), media_type="application/problem+json")
-
-
 def install(app: Any) -> Any:
     """Answer refusals through the app's own exception handlers: a ``BlockedError`` or
     ``BreakerOpenError`` raised anywhere in a route (a ``@Limiter``-decorated function it
     called) becomes 429 / 503 with ``Retry-After`` (``blocked_handler``) instead of a 500,
     and a ``limit`` dependency's ``RouteRefused`` gets ``refused_handler``. Handlers the
     app registered already are kept. Returns the app."""
-    from slidewin import BlockedError
-
-    handlers = getattr(app, "exception_handlers", None)
-    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
-                                                              None)):
-        raise TypeError("install() takes a FastAPI or Starlette app, not %s"
-                        % type(app).__name__)
-    if BlockedError not in handlers:
-        app.add_exception_handler(BlockedError, blocked_handler)
-    if RouteRefused not in handlers:
-        app.add_exception_handler(RouteRefused, refused_handler)
-    return app
+    return _routes.install_blocked(app, blocked_handler, (RouteRefused, refused_handler))
 
 
 def _install_handler(request: Request) -> None:
@@ -93,57 +74,7 @@ def _install_handler(request: Request) -> None:
                               (app_handlers or {}).get(RouteRefused, refused_handler))
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[..., AsyncIterator[None]]:
-    """A FastAPI dependency limiting the routes that depend on it.
-
-    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
-    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
-    dependency to several to share it). ``key="ip"``: one limit per client address
-    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
-    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
-    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
-    one.
-
-    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
-    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
-    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
-    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
-    together: a request refused by one is charged to neither.
-    """
-    return _dependency("slidewin.fastapi.limit", limiter, key, trusted_proxies, status,
-                       concurrency_status, headers, limiter_kwargs)
-
-
-def limit_route(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[..., AsyncIterator[None]]:
-    """The same as ``limit`` (its former name)."""
-    return _dependency("slidewin.fastapi.limit_route", limiter, key, trusted_proxies, status,
-                       concurrency_status, headers, limiter_kwargs)
-
-
-def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status: int,
-                concurrency_status: int, headers: bool, limiter_kwargs: Any
-                ) -> Callable[..., AsyncIterator[None]]:
-    route = _routes.RouteLimit(where, True, limiter, key, trusted_proxies, status,
-                               concurrency_status, headers, limiter_kwargs)
-
+def _build(route: _routes.RouteLimit) -> Any:
     async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
         if _routes.decided(request.scope, route):  # the middleware decided it with its own
             yield
@@ -169,6 +100,28 @@ def _dependency(where: str, limiter: Any, key: Any, trusted_proxies: Any, status
         else:
             await entry.__aexit__(None, None, None)
 
-    slidewin_limit.limiter = route.limiter  # type: ignore[attr-defined]
-    slidewin_limit.slidewin_route = route  # type: ignore[attr-defined]
-    return slidewin_limit
+    return _routes.marked(slidewin_limit, route)
+
+
+limit = _routes.limit_function("slidewin.fastapi", True, _build, """
+    A FastAPI dependency limiting the routes that depend on it.
+
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
+    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
+    dependency to several to share it). ``key="ip"``: one limit per client address
+    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
+    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
+    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
+    one.
+
+    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
+    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
+    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
+    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
+    together: a request refused by one is charged to neither.
+    """)
+
+
+def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
+    """The same as ``limit`` (its former name)."""
+    return limit(limiter, **kwargs)  # type: ignore[no-any-return]

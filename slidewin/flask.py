@@ -14,16 +14,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, TypeVar
 
-from . import _routes, _web
+from . import _io, _routes, _web
 
 try:
     import flask
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.flask needs Flask: pip install "slidewin[flask]" '
-        '(or pip install flask)', name=_e.name) from None
+    raise _routes.missing_extra("flask", "Flask", _e) from None
 
 __all__ = ["install", "limit", "blocked_handler"]
 
@@ -53,17 +51,31 @@ def install(app: Any) -> Any:
     return app
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Any], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[[F], F]:
-    """Decorate a Flask view (put it below ``@app.route``): the view runs inside the
+def _refused(r: _routes.Refused) -> Any:
+    code, fields, body = r.refusal()
+    return flask.Response(body, code, headers=fields)
+
+
+def _build(route: _routes.RouteLimit) -> Any:
+    def decorate(view: F) -> F:
+        @functools.wraps(view)
+        def limited(*args: Any, **kwargs: Any) -> Any:
+            request = flask.request
+            result, fields = _io.run(_routes.guarded(
+                route, request, request.environ, _io.SYNC,
+                functools.partial(view, *args, **kwargs), _refused))
+            if fields:
+                result = flask.make_response(result)
+                _routes.add_missing(result.headers, fields)
+            return result
+
+        return _routes.marked(limited, route)  # type: ignore[no-any-return]
+
+    return decorate
+
+
+limit = _routes.limit_function("slidewin.flask", False, _build, """
+    Decorate a Flask view (put it below ``@app.route``): the view runs inside the
     limiter's entry; a refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After``
     and a problem+json body.
 
@@ -73,40 +85,4 @@ def limit(
     ``key=f``: per ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared,
     or a sync ``slidewin.redis`` one). An admitted response gets the RateLimit fields of
     the most restrictive limit (``headers=False``: none).
-    """
-    route = _routes.RouteLimit("slidewin.flask.limit", False, limiter, key, trusted_proxies,
-                               status, concurrency_status, headers, limiter_kwargs)
-    def decorate(view: F) -> F:
-        @functools.wraps(view)
-        def limited(*args: Any, **kwargs: Any) -> Any:
-            request = flask.request
-            if _routes.decided(request.environ, route):  # decided with the middleware's
-                return view(*args, **kwargs)
-            entry = route.entry(request, request.environ)
-            if entry is None:  # key None: not limited
-                return view(*args, **kwargs)
-            try:
-                entry.__enter__()
-            except _routes.Refused as r:
-                code, fields, body = r.refusal()
-                return flask.Response(body, code, headers=fields)
-            try:
-                result = view(*args, **kwargs)
-            except BaseException as exc:
-                entry.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            entry.__exit__(None, None, None)
-            if route.headers:
-                fields = entry.headers()
-                if fields:
-                    result = flask.make_response(result)
-                    for name, value in fields:
-                        if name not in result.headers:
-                            result.headers[name] = value
-            return result
-
-        limited.limiter = route.limiter  # type: ignore[attr-defined]
-        limited.slidewin_route = route  # type: ignore[attr-defined]
-        return limited  # type: ignore[return-value]
-
-    return decorate
+    """)

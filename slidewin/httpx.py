@@ -10,15 +10,16 @@ are returned as they came. Works under the ``openai`` and ``anthropic`` clients
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import httpx
 
-from . import _core
+from . import _core, _io
 from ._upstream import Upstream, UpstreamCall
 
 __all__ = ["LimitedTransport", "AsyncLimitedTransport"]
@@ -67,8 +68,12 @@ class _Limited:
     """What the sync and async transports share: the arguments, the estimate, what a
     response means (observe, retry or not)."""
 
-    def __init__(self, upstream: Upstream, *, tokens: Optional[Callable[[httpx.Request], int]],
-                 retries: int, deadline_s: float) -> None:
+    _flavour: Any = _io.SYNC  # the flavour of the transport's I/O
+    _BASE = "BaseTransport"  # the class of httpx the wrapped transport is
+
+    def __init__(self, upstream: Upstream, *,
+                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
+                 deadline_s: float = 60, transport: Optional[Any] = None) -> None:
         if not isinstance(upstream, Upstream):
             raise TypeError("upstream must be a slidewin.Upstream, not %s"
                             % type(upstream).__name__)
@@ -84,10 +89,62 @@ class _Limited:
                             % type(deadline_s).__name__)
         if not deadline_s > 0:
             raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
+        if transport is None:
+            transport = self._default_transport()
+        mod = _http_module(transport, self._BASE)
+        if mod is None:
+            raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
+                            % (self._BASE, type(transport).__name__))
+        self._h = mod
+        self.transport = transport
         self.upstream = upstream
         self._estimate = tokens
         self.retries = retries
         self.deadline_s = float(deadline_s)
+
+    def _default_transport(self) -> Any:
+        raise NotImplementedError
+
+    def _send(self, request: httpx.Request) -> Any:
+        raise NotImplementedError
+
+    def _read_raw(self, response: httpx.Response) -> Any:
+        raise NotImplementedError
+
+    def _attempts(self, request: httpx.Request) -> _io.Steps:
+        """The request sent through the upstream, retried after a 429/503: the I/O (enter
+        the call, send, read a body) yielded to the transport's driver."""
+        io = self._flavour
+        start = time.monotonic()
+        n = self._tokens(request)
+        last: Optional[httpx.Response] = None
+        attempt = 0
+        while True:
+            try:
+                call = self.upstream.call(tokens=n, timeout=self._left(start))
+                yield io.enter(call)
+            except _core.BlockedError:
+                if last is not None:
+                    return last
+                raise
+            try:
+                response = yield functools.partial(self._send, request)
+                body = None
+                if response.status_code in _RETRY or _is_json(response):
+                    body = self._read_already(response)
+                    if body is None:
+                        raw = yield functools.partial(self._read_raw, response)
+                        response, body = self._rebuilt(response, raw, request)
+                self._observe(call, response, body)
+            except BaseException as e:
+                call.__exit__(type(e), e, e.__traceback__)
+                raise
+            call.__exit__(None, None, None)
+            if not self._retry(response, attempt, start):
+                return response
+            attempt += 1
+            self.upstream._count("retried")
+            last = response
 
     def _tokens(self, request: httpx.Request) -> int:
         if self._estimate is None:
@@ -152,55 +209,23 @@ class LimitedTransport(httpx.BaseTransport, _Limited):
     request that cannot start in time raises ``BlockedError``
     (or, after a retried response, that response is returned)."""
 
-    def __init__(self, upstream: Upstream, *,
-                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
-                 deadline_s: float = 60, transport: Optional[httpx.BaseTransport] = None
-                 ) -> None:
-        _Limited.__init__(self, upstream, tokens=tokens, retries=retries,
-                          deadline_s=deadline_s)
-        if transport is None:
-            transport = httpx.HTTPTransport()
-        mod = _http_module(transport, "BaseTransport")
-        if mod is None:
-            raise TypeError("transport must be None or an httpx.BaseTransport (httpx2's too), not %s"
-                            % type(transport).__name__)
-        self._h = mod
-        self.transport = transport
+    _flavour = _io.SYNC
+    _BASE = "BaseTransport"
+
+    def _default_transport(self) -> httpx.BaseTransport:
+        return httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        start = time.monotonic()
-        n = self._tokens(request)
-        last: Optional[httpx.Response] = None
-        attempt = 0
-        while True:
-            try:
-                call = self.upstream.call(tokens=n, timeout=self._left(start))
-                call.__enter__()
-            except _core.BlockedError:
-                if last is not None:
-                    return last
-                raise
-            try:
-                response = self.transport.handle_request(request)
-                body = None
-                if response.status_code in _RETRY or _is_json(response):
-                    body = self._read_already(response)
-                    if body is None:
-                        try:
-                            raw = b"".join(response.iter_raw())
-                        finally:
-                            response.close()
-                        response, body = self._rebuilt(response, raw, request)
-                self._observe(call, response, body)
-            except BaseException as e:
-                call.__exit__(type(e), e, e.__traceback__)
-                raise
-            call.__exit__(None, None, None)
-            if not self._retry(response, attempt, start):
-                return response
-            attempt += 1
-            self.upstream._count("retried")
-            last = response
+        return self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        return self.transport.handle_request(request)  # type: ignore[no-any-return]
+
+    def _read_raw(self, response: httpx.Response) -> bytes:
+        try:
+            return b"".join(response.iter_raw())
+        finally:
+            response.close()
 
     def close(self) -> None:
         self.transport.close()
@@ -210,56 +235,23 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
     """``LimitedTransport`` for ``httpx.AsyncClient`` (wrapping
     ``httpx.AsyncHTTPTransport()`` by default); waits with asyncio."""
 
-    def __init__(self, upstream: Upstream, *,
-                 tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
-                 deadline_s: float = 60, transport: Optional[httpx.AsyncBaseTransport] = None
-                 ) -> None:
-        _Limited.__init__(self, upstream, tokens=tokens, retries=retries,
-                          deadline_s=deadline_s)
-        if transport is None:
-            transport = httpx.AsyncHTTPTransport()
-        mod = _http_module(transport, "AsyncBaseTransport")
-        if mod is None:
-            raise TypeError("transport must be None or an httpx.AsyncBaseTransport (httpx2's too), not %s"
-                            % type(transport).__name__)
-        self._h = mod
-        self.transport = transport
+    _flavour = _io.ASYNC
+    _BASE = "AsyncBaseTransport"
+
+    def _default_transport(self) -> httpx.AsyncBaseTransport:
+        return httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        start = time.monotonic()
-        n = self._tokens(request)
-        last: Optional[httpx.Response] = None
-        attempt = 0
-        while True:
-            try:
-                call = self.upstream.call(tokens=n, timeout=self._left(start))
-                await call.__aenter__()
-            except _core.BlockedError:
-                if last is not None:
-                    return last
-                raise
-            try:
-                response = await self.transport.handle_async_request(request)
-                body = None
-                if response.status_code in _RETRY or _is_json(response):
-                    body = self._read_already(response)
-                    if body is None:
-                        try:
-                            raw = b"".join([part async for part in response.aiter_raw()])
-                        finally:
-                            await response.aclose()
-                        response, body = self._rebuilt(response, raw, request)
-                self._observe(call, response, body)
-            except BaseException as e:
-                await call.__aexit__(type(e), e, e.__traceback__)
-                raise
-            await call.__aexit__(None, None, None)
-            if not self._retry(response, attempt, start):
-                return response
-            attempt += 1
-            self.upstream._count("retried")
-            last = response
+        return await self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
+
+    def _send(self, request: httpx.Request) -> Awaitable[httpx.Response]:
+        return self.transport.handle_async_request(request)  # type: ignore[no-any-return]
+
+    async def _read_raw(self, response: httpx.Response) -> bytes:
+        try:
+            return b"".join([part async for part in response.aiter_raw()])
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
         await self.transport.aclose()
-

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, TypeVar, Union
+from typing import Any, Awaitable, Callable, TypeVar
 
-from . import _routes, _web
+from . import _io, _routes, _web
 
 try:
     from starlette.requests import Request
     from starlette.responses import Response
 except ModuleNotFoundError as _e:  # pragma: no cover - exercised without the extra
-    raise ModuleNotFoundError(
-        'slidewin.starlette needs Starlette: pip install "slidewin[starlette]" '
-        '(or pip install starlette)', name=_e.name) from None
+    raise _routes.missing_extra("starlette", "Starlette", _e) from None
 
 __all__ = ["install", "limit", "blocked_handler"]
 
@@ -47,33 +45,15 @@ def install(app: Any) -> Any:
     ``@Limiter``-decorated function it called) through the app's exception handlers: 429 /
     503 with ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app
     registered already is kept. Returns the app."""
-    from slidewin import BlockedError
-
-    handlers = getattr(app, "exception_handlers", None)
-    if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
-                                                              None)):
-        raise TypeError("install() takes a Starlette app, not %s" % type(app).__name__)
-    if BlockedError not in handlers:
-        app.add_exception_handler(BlockedError, blocked_handler)
-    return app
+    return _routes.install_blocked(app, blocked_handler)
 
 
-def limit(
-    limiter: Any = None,
-    *,
-    key: Union[None, str, Callable[[Request], Any]] = None,
-    trusted_proxies: Any = (),
-    status: int = 429,
-    concurrency_status: int = 503,
-    headers: bool = True,
-    **limiter_kwargs: Any,
-) -> Callable[[F], F]:
-    """Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
-    refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
-    body; an admitted response gets the RateLimit fields (``headers=False``: none).
-    Arguments as ``slidewin.fastapi.limit``."""
-    route = _routes.RouteLimit("slidewin.starlette.limit", True, limiter, key, trusted_proxies,
-                               status, concurrency_status, headers, limiter_kwargs)
+def _refused(r: _routes.Refused) -> Response:
+    code, fields, body = r.refusal()
+    return Response(body, code, headers=dict(fields))
+
+
+def _build(route: _routes.RouteLimit) -> Any:
     def decorate(endpoint: F) -> F:
         if not inspect.iscoroutinefunction(endpoint):
             raise TypeError("slidewin.starlette.limit decorates async endpoints "
@@ -81,30 +61,20 @@ def limit(
 
         @functools.wraps(endpoint)
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
-            if _routes.decided(request.scope, route):  # decided with the middleware's limit
-                return await endpoint(request, *args, **kwargs)
-            entry = route.entry(request, request.scope)
-            if entry is None:  # key None: not limited
-                return await endpoint(request, *args, **kwargs)
-            try:
-                await entry.__aenter__()
-            except _routes.Refused as r:
-                code, fields, body = r.refusal()
-                return Response(body, code, headers=dict(fields))
-            try:
-                result = await endpoint(request, *args, **kwargs)
-            except BaseException as exc:
-                await entry.__aexit__(type(exc), exc, exc.__traceback__)
-                raise
-            await entry.__aexit__(None, None, None)
-            if route.headers and isinstance(result, Response):
-                for name, value in entry.headers():
-                    if name not in result.headers:
-                        result.headers[name] = value
+            result, fields = await _io.arun(_routes.guarded(
+                route, request, request.scope, _io.ASYNC,
+                functools.partial(endpoint, request, *args, **kwargs), _refused))
+            if fields and isinstance(result, Response):
+                _routes.add_missing(result.headers, fields)
             return result
 
-        limited.limiter = route.limiter  # type: ignore[attr-defined]
-        limited.slidewin_route = route  # type: ignore[attr-defined]
-        return limited  # type: ignore[return-value]
+        return _routes.marked(limited, route)  # type: ignore[no-any-return]
 
     return decorate
+
+
+limit = _routes.limit_function("slidewin.starlette", True, _build, """
+    Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
+    refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
+    body; an admitted response gets the RateLimit fields (``headers=False``: none).
+    Arguments as ``slidewin.fastapi.limit``.""")

@@ -25,7 +25,6 @@
 """
 from __future__ import annotations
 
-import inspect
 import sys
 from typing import (
     Any,
@@ -36,10 +35,9 @@ from typing import (
     List,
     Optional,
     Tuple,
-    Union,
 )
 
-from . import _core, _routes, _web
+from . import _io, _routes, _web
 
 __all__ = ["LimitMiddleware", "Environ", "StartResponse", "WSGIApp"]
 
@@ -47,12 +45,10 @@ Environ = Dict[str, Any]
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_Blocked = _core.BlockedError
-
 
 class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=False, on_block=None)
+    concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
 
     The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)``,
     ``exempt(environ)`` and ``on_block(error, environ)`` taking the WSGI environ (paths match
@@ -64,63 +60,27 @@ class LimitMiddleware(_web.Middleware):
     Redis one is a TypeError).
     """
 
-    __slots__ = ("_own",)
     app: WSGIApp
     _APP = "a WSGI app"
 
-    def __init__(
-        self,
-        app: WSGIApp,
-        limiter: Any,
-        *,
-        key: Optional[Callable[[Environ], Union[str, bytes, int, None]]] = None,
-        exempt: Union[None, str, Callable[[Environ], bool], Any] = None,
-        status: int = 429,
-        concurrency_status: int = 503,
-        body: Union[bytes, str, None] = None,
-        content_type: Optional[str] = None,
-        headers: bool = False,
-        on_block: Optional[Callable[[Any, Environ], Any]] = None,
-    ) -> None:
-        super().__init__(
-            app, limiter, key, exempt, status, concurrency_status, body, content_type, headers,
-            on_block,
-        )
-        self._own = _routes.Own(limiter, self._keyed, headers)
-
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if self._exempt_path is not None and self._exempt_path(environ.get("PATH_INFO", "")):
+        limited, k = self._limited_key(environ, environ.get("PATH_INFO", ""))
+        if not limited:
             return self.app(environ, start_response)
-        if self._exempt is not None and self._exempt(environ):
-            return self.app(environ, start_response)
-        lim = self.limiter
-        k = None
-        if self._key is not None:
-            k = self._key(environ)
-            if k is None:
-                return self.app(environ, start_response)
-        routes, request = (_routes.flask_limits(environ, self.app) if _routes.WSGI_ROUTES[0]
-                           else ((), None))
-        admission = None
-        if routes:
-            # the view's limit and this one decide together: charged to none on a refusal
-            admission = self._admission(environ, k, routes, request)
-            entry: Any = admission
-        else:
-            entry = lim.entry(k) if self._key is not None else lim.entry()
+        entry, admission = self._entry(environ, k)
         try:
             entry.__enter__()
-        except _Blocked as exc:
-            return self._refuse(environ, start_response, exc, k)
-        except _routes.Refused as r:
-            if r.route is self._own:
-                return self._refuse(environ, start_response, r.error, k)
-            code, hdrs, raw = r.refusal()
+        except self._REFUSED as exc:
+            app, code, hdrs, raw = _io.run(self._refusing(_io.SYNC, environ, exc, k))
+            if app is not None:  # on_block's response: the app's own iterable
+                response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
+                return response
             start_response("%d %s" % (code, _web.reason(code)), hdrs)
             return [raw]
+        fields = self._admitted_fields(admission, k)
         respond = start_response
-        if admission is not None or self._headers:
-            extra = admission.headers() if admission is not None else self._admitted_headers(k)
+        if fields is not None:
+            extra = fields
 
             def respond(
                 status: str, headers: List[Tuple[str, str]], exc_info: Any = None
@@ -144,43 +104,10 @@ class LimitMiddleware(_web.Middleware):
                 pass  # its close cannot be replaced (a C type, __slots__): wrapped below
         return _Closing(result, entry)
 
-    def _admission(self, environ: Environ, k: Any, routes: Any, request: Any) -> Any:
-        """One Admission by this middleware's limit and the view's, the view's marked
-        decided in the environ (its decorator then lets the request through)."""
-        pairs: List[Tuple[Any, Any]] = [(self._own, k)]
-        for route in routes:
-            rk = route.key_of(request, environ) if route.keyed else None
-            if route.keyed and rk is None:
-                continue
-            pairs.append((route, rk))
-        environ[_routes.DECIDED] = frozenset(routes)
-        return _routes.Admission(pairs)
-
-    def _refuse(
-        self, environ: Environ, start_response: StartResponse, error: Any, key: Any
-    ) -> Iterable[bytes]:
-        code, fields = self._refusal_fields(error, key)
-        if self._on_block is not None:
-            result = self._on_block(error, environ)
-            if inspect.isawaitable(result):
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()  # a coroutine never awaited: no warning on top of the error
-                raise TypeError(
-                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
-                    "to run it: give a plain function" % self._WHERE
-                )
-            if result is not None:
-                if callable(result) and not isinstance(result, tuple):
-                    response: Iterable[bytes] = result(environ, _adding(start_response, fields))
-                    return response  # a response: the app's own iterable
-                code, hdrs, raw = self._custom(result, code, fields)
-                start_response("%d %s" % (code, _web.reason(code)), hdrs)
-                return [raw]
-        raw = _web.problem(code) if self._body is None else self._body
-        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
-        start_response("%d %s" % (code, _web.reason(code)), hdrs + fields)
-        return [raw]
+    def _route_limits(self, environ: Environ) -> Tuple[Tuple[Any, ...], Any]:
+        if not _routes.WSGI_ROUTES[0]:
+            return (), None
+        return _routes.flask_limits(environ, self.app)
 
 
 def _adding(start_response: StartResponse, fields: List[Tuple[str, str]]) -> StartResponse:

@@ -86,9 +86,22 @@ def run(coro):
 # ---- statuses and headers ---------------------------------------------------------------------
 
 
+def test_ratelimit_fields_are_on_by_default():
+    mw = LimitMiddleware(ok_app, long_qps(1))
+
+    async def main():
+        return [await request(mw) for _ in range(2)]
+
+    ok, refused = run(main())
+    assert ok.headers["ratelimit-policy"] == '"default";q=1;w=60'
+    assert ok.headers["ratelimit"] == '"default";r=0'
+    assert refused.status == 429
+    assert refused.headers["ratelimit"] == '"default";r=0;t=%s' % refused.headers["retry-after"]
+
+
 def test_admitted_then_429_with_retry_after():
     lim = long_qps(3)
-    mw = LimitMiddleware(ok_app, lim)
+    mw = LimitMiddleware(ok_app, lim, headers=False)
 
     async def main():
         return [await request(mw) for _ in range(5)]
@@ -107,7 +120,7 @@ def test_admitted_then_429_with_retry_after():
     doc = json.loads(refused.body)
     assert doc["status"] == 429 and doc["title"] == "Too Many Requests"
     assert int(refused.headers["content-length"]) == len(refused.body)
-    assert not any(k.startswith("ratelimit") for k in refused.headers)  # off by default
+    assert not any(k.startswith("ratelimit") for k in refused.headers)  # headers=False
     assert "retry-after" not in conns[0].headers                        # never on a 2xx
     assert lim.metric.sum("pass") == 3 and lim.metric.sum("block") == 3  # 2 + acquire's
     assert lim.metric.sum("success") == 3

@@ -343,8 +343,8 @@ def test_the_servers_file_wrapper_is_returned_as_it_is(tmp_path):
         made.append(file_app(environ, start_response))
         return made[-1]
 
-    # stacked, with the headers: every layer keeps the wrapper
-    mw = LimitMiddleware(LimitMiddleware(app, lim, headers=True), long_qps(10))
+    # stacked, with the inner one's headers: every layer keeps the wrapper
+    mw = LimitMiddleware(LimitMiddleware(app, lim), long_qps(10), headers=False)
     r = Response()
     result = mw(environ(**{"wsgi.file_wrapper": FileWrapper, "test.path": str(path)}),
                 r.start_response)
@@ -436,6 +436,15 @@ def test_on_block_tuple_adds_cors_headers_and_keeps_retry_after():
     r = serve(mw, path="/b")
     assert seen == ["/b"] and r.status == 429 and r.headers["access-control-allow-origin"] == "*"
     assert int(r.headers["retry-after"]) >= 1 and json.loads(r.body)["status"] == 429
+
+
+def test_ratelimit_fields_are_on_by_default():
+    mw = LimitMiddleware(ok_app, long_qps(1))
+    ok, refused = serve(mw), serve(mw)
+    assert ok.headers["ratelimit-policy"] == '"default";q=1;w=60'
+    assert ok.headers["ratelimit"] == '"default";r=0'
+    assert refused.status == 429
+    assert refused.headers["ratelimit"] == '"default";r=0;t=%s' % refused.headers["retry-after"]
 
 
 def test_on_block_returning_a_wsgi_response():

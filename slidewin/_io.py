@@ -1,0 +1,113 @@
+"""Logic written once for sync and asyncio callers.
+
+A step of logic that needs I/O (enter a limiter, send a request, sleep) is a generator: it
+yields each I/O it needs as a callable taking no argument and is sent back its result (or
+thrown its exception). ``run(steps)`` drives it in the calling thread; ``arun(steps)``
+drives it under asyncio, awaiting what a callable returns when that is awaitable. The
+faces of a flavour (``SYNC``, ``ASYNC``) name the I/O that differs: how a context manager
+is entered and exited, how to sleep.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from typing import Any, Callable, Coroutine, Generator
+
+from . import _core
+
+Steps = Generator[Callable[[], Any], Any, Any]
+
+# entries whose exit is a C call (sync, also under asyncio); the others' is awaited
+_NATIVE_ENTRIES = (_core.Entry, _core.KeyedEntry)
+
+
+async def _drive(steps: Steps, awaiting: bool) -> Any:
+    value: Any = None
+    error: Any = None
+    while True:
+        try:
+            if error is None:
+                op = steps.send(value)
+            else:
+                op, error = steps.throw(error), None
+        except StopIteration as stop:
+            return stop.value
+        try:
+            value = op()
+            if awaiting and inspect.isawaitable(value):
+                value = await value
+        except BaseException as e:
+            value, error = None, e
+
+
+def run(steps: Steps) -> Any:
+    """Drive `steps` in this thread: each yielded callable is called. (The driver is the
+    asyncio one told not to await: it never suspends, so one send() runs it to its end.)"""
+    driver = _drive(steps, False)
+    try:
+        driver.send(None)
+    except StopIteration as done:
+        return done.value
+    driver.close()  # pragma: no cover - a driver that does not await cannot suspend
+    raise RuntimeError("slidewin: a sync step suspended")  # pragma: no cover
+
+
+def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
+    """Drive `steps` under asyncio: each yielded callable is called, its result awaited
+    when it is awaitable."""
+    return _drive(steps, True)
+
+
+def no_wait(entry: Any) -> bool:
+    """An entry whose __enter__ never sleeps: a reject or warm-up Limiter's (one decision
+    in C), entered without a coroutine; a throttle's or a group's sleeps with asyncio."""
+    if not isinstance(entry, _NATIVE_ENTRIES):
+        return False
+    return entry.limiter.behavior in ("reject", "warm_up") and entry.timeout is None
+
+
+class Sync:
+    """The I/O of a thread: ``with``, ``time.sleep``."""
+
+    is_async = False
+    run = staticmethod(run)
+
+    @staticmethod
+    def enter(cm: Any) -> Callable[[], Any]:
+        return cm.__enter__  # type: ignore[no-any-return]
+
+    @staticmethod
+    def exit(cm: Any, et: Any = None, ev: Any = None, tb: Any = None) -> Callable[[], Any]:
+        return functools.partial(cm.__exit__, et, ev, tb)
+
+    @staticmethod
+    def sleep(seconds: float) -> Callable[[], Any]:
+        return functools.partial(time.sleep, seconds)
+
+
+class Async:
+    """The I/O of asyncio: ``async with`` (a C decision that never sleeps, and a C exit,
+    called as they are), ``asyncio.sleep``."""
+
+    is_async = True
+    run = staticmethod(arun)
+
+    @staticmethod
+    def enter(cm: Any) -> Callable[[], Any]:
+        return cm.__enter__ if no_wait(cm) else cm.__aenter__  # type: ignore[no-any-return]
+
+    @staticmethod
+    def exit(cm: Any, et: Any = None, ev: Any = None, tb: Any = None) -> Callable[[], Any]:
+        if isinstance(cm, _NATIVE_ENTRIES):
+            return functools.partial(cm.__exit__, et, ev, tb)
+        return functools.partial(cm.__aexit__, et, ev, tb)
+
+    @staticmethod
+    def sleep(seconds: float) -> Callable[[], Any]:
+        return functools.partial(asyncio.sleep, seconds)
+
+
+SYNC = Sync()
+ASYNC = Async()
