@@ -13,6 +13,7 @@ from .._core import BlockedError, Stats
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
 from ._base import _Base, _elapsed_ms, _wait_timeout, _KeyedMixin, _outcome, _step
 from ._config import _Config
+from ._lease import keyed_take, lease_engine
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
 from ._transport import _UNREACHABLE, _Held, _renew_args, _renewer, _sync_call, _unrenew
@@ -165,7 +166,7 @@ class RedisLimiter(_SyncOps, SyncAdmission):
                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
                  sample_count: int = _rate.SAMPLE_COUNT,
                  on_error: str = "allow", lease_ms: int = 5_000,
-                 on_block: Optional[Callable[..., Any]] = None) -> None:
+                 on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
@@ -173,10 +174,13 @@ class RedisLimiter(_SyncOps, SyncAdmission):
         self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
         self.key = _limiter_key(self._name)
         self._held = _Held()
+        self._leased = lease_engine(self, lease)
 
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
         n = _check_n(n)
+        if self._leased is not None:
+            return self._leased.try_take(self.key, self._cfg, n, now_ns)
         lease = self._lease_for(self._cfg)
         v, _, _ = self._decide_on(self.key, self._cfg, n, F_TRY, now_ns, lease)
         if v == PASS and self._cfg.concurrency is not None:
@@ -251,7 +255,9 @@ class RedisLimiter(_SyncOps, SyncAdmission):
 
     def close(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
-        for callers of earlier versions."""
+        for callers of earlier versions. With lease=True: gives back the unused slice."""
+        if self._leased is not None:
+            self._leased.close()
 
 
 class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
@@ -270,7 +276,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
                  sample_count: int = _rate.SAMPLE_COUNT,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
-                 lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None) -> None:
+                 lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None,
+                 lease: bool = False) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
@@ -278,6 +285,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
         _rate.keyed_samples(kw)  # as KeyedLimiter: a rate's default steps are fewer
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
+        self._leased = lease_engine(self, lease)
 
     def _one(self, key: Any, n: int, flags: int, now_ns: Any) -> Tuple[int, int, int]:
         rk = self._rkey(key)
@@ -291,6 +299,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
         return v, wait, retry
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        if self._leased is not None:
+            return keyed_take(self, key, n, now_ns)
         return self._one(key, n, F_TRY, now_ns)[0] == PASS
 
     def reserve(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]:
@@ -357,4 +367,9 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
 
     def reset(self, key: Any) -> None:
         self._client.delete(self._rkey(key))
+
+    def close(self) -> None:
+        """With lease=True: gives back every key's unused slice (else nothing to close)."""
+        if self._leased is not None:
+            self._leased.close()
 
