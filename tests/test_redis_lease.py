@@ -329,3 +329,23 @@ def test_lease_bad_input(r):
         lim.try_acquire(now_ns=-1)
     assert lim.try_acquire(6, now_ns=T0) is False  # more than the window's limit: never
     assert RedisLimiter(r, "rate", rate="10/s", lease=True).try_acquire(now_ns=T0)
+
+
+def test_lease_docs_example_runs_against_a_real_server(r, redis_server, capsys):
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "redis.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    blocks = [b for b in re.findall(r"^```python[ \t]*\n(.*?)^```", text, flags=re.S | re.M)
+              if "lease=True" in b]
+    assert len(blocks) == 1
+    code = blocks[0]
+    assert "port=6379" in code
+    code = code.replace("port=6379", "port=%d" % redis_server.port)
+    exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
+    for line, shown in zip(capsys.readouterr().out.splitlines(),
+                           re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
+        assert shown.startswith(line), (line, shown)
