@@ -67,7 +67,7 @@ def keyed_take(lim: Any, key: Any, n: int, now_ns: Optional[int]) -> bool:
     """A keyed limiter's try_acquire on its key's slice (counted in local_totals())."""
     rk = lim._rkey(key)
     n = _check_n(n)
-    ok = lim._leased.try_take(rk, lim._cfg_for(rk), n, now_ns)
+    ok = bool(lim._leased.try_take(rk, lim._cfg_for(rk), n, now_ns))
     lim._tally(PASS if ok else BLOCK, n)
     return ok
 
