@@ -349,3 +349,25 @@ def test_lease_docs_example_runs_against_a_real_server(r, redis_server, capsys):
     for line, shown in zip(capsys.readouterr().out.splitlines(),
                            re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
         assert shown.startswith(line), (line, shown)
+
+
+@pytest.mark.procs
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_lease_forked_child_does_not_share_the_parents_slice(r):
+    import os
+
+    lim = _lim(r, qps=320)
+    t = T0 + 10 * MS
+    assert lim.try_acquire(now_ns=t) and lim.try_acquire(now_ns=t + MS)
+    assert lim._leased._slices[lim.key].left > 0
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no slice of its parent's
+        ok = not lim._leased._slices
+        os.write(wr, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(rd, 1) == b"1"
+    os.close(rd)
+    os.close(wr)
+    assert lim._leased._slices[lim.key].left > 0  # the parent keeps its own

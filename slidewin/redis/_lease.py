@@ -115,6 +115,7 @@ class _Leases:
         self._seq = 0
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        _ENGINES.add(self)
         self.decisions = 0     # try_acquire calls decided here
         self.round_trips = 0   # grant and give-back scripts run (tried)
         self.granted = 0       # permits leased
@@ -451,6 +452,25 @@ class _Leases:
         with self._cond:
             return {"decisions": self.decisions, "round_trips": self.round_trips,
                     "granted": self.granted, "returned": self.returned}
+
+
+_ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """A forked child holds none of its parent's slices (the parent goes on using them) and
+    no thread: it leases its own."""
+    for eng in list(_ENGINES):
+        eng._lock = threading.Lock()
+        eng._cond = threading.Condition(eng._lock)
+        eng._slices = {}
+        eng._topup = []
+        eng._ends = []
+        eng._thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _loop(ref: "weakref.ref[_Leases]") -> None:
