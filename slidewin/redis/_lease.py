@@ -35,8 +35,8 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _UNREACHABLE, _sync_call
-from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, _check_n, RedisReplyError, _bulk, _decision,
-                    _fmt, _time_args)
+from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
+                    _check_n, _decision, _fmt, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
