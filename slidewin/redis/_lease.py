@@ -32,6 +32,8 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, cast
 
+from .._core import _LeaseSlice
+
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _UNREACHABLE, _sync_call
@@ -63,24 +65,30 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
     return _Leases(lim)
 
 
-def keyed_take(lim: Any, key: Any, n: int, now_ns: Optional[int]) -> bool:
+def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
     """A keyed limiter's try_acquire on its key's slice (counted in local_totals())."""
     rk = lim._rkey(key)
-    n = _check_n(n)
-    ok = bool(lim._leased.try_take(rk, lim._cfg_for(rk), n, now_ns))
+    c = lim._leased._cs.get(rk)
+    if c is not None:
+        ok = c.take(n, now_ns=now_ns)  # checks n and now_ns
+    else:
+        n = _check_n(n)
+        ok = bool(lim._leased.try_take(rk, lim._cfg_for(rk), n, now_ns))
     lim._tally(PASS if ok else BLOCK, n)
     return ok
 
 
 class _Slice:
-    """One key's lease state (under the engine's lock)."""
+    """One key's lease state (under the engine's lock). Its permits are those of its C
+    slice (``c``): taken there without the lock, changed here only by the slice's own
+    one-step methods (add, debit, drain)."""
 
-    __slots__ = ("left", "leases", "start", "end", "explicit", "backs", "busy", "dry_until",
+    __slots__ = ("c", "leases", "start", "end", "explicit", "backs", "busy", "dry_until",
                  "err_until", "retry", "blocks", "rate", "demand", "rate_t", "last_k",
                  "used", "rtt", "err", "queued", "last")
 
-    def __init__(self) -> None:
-        self.left = 0                           # permits in hand
+    def __init__(self, c: Any) -> None:
+        self.c = c                              # the permits in hand, decided on in C
         self.leases: List[List[Any]] = []       # [lease id, granted] of the current slice
         self.start = 0                          # the slice's bucket, ns on its clock
         self.end = 0
@@ -101,6 +109,10 @@ class _Slice:
         self.rtt = 0                            # the last grant's round trip (ns)
         self.err: Optional[BaseException] = None  # the last grant's error
 
+    @property
+    def left(self) -> int:
+        return int(self.c.left)
+
 
 class _Leases:
     """The slices of one limiter's keys, its counters and its background thread."""
@@ -110,6 +122,10 @@ class _Leases:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._slices: Dict[Any, _Slice] = {}
+        # each key's C slice (a keyed limiter drops an idle key's; a RedisLimiter keeps its
+        # one, its try_acquire)
+        self._cs: Dict[Any, Any] = {}
+        self._keyed = hasattr(lim, "_cfg_for")
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
         self._seq = 0
@@ -123,23 +139,51 @@ class _Leases:
 
     # -- the decision ------------------------------------------------------------------
     def try_take(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
-        if now_ns is None:  # the common case: n from the slice, under a plain lock
-            with self._lock:
-                s = self._slices.get(rk)
-                if (s is not None and s.left >= n and not s.explicit
-                        and time.monotonic_ns() < s.end):
-                    s.left -= n
-                    s.used += n
-                    s.demand += n
-                    self.decisions += 1
-                    if s.queued or s.left * 2 >= s.last_k:
-                        return True
-                    s.queued = True
-                    self._topup.append(rk)
-                    self._start_thread()
-                    self._cond.notify()
-                    return True
+        """The decision (n checked): on the key's C slice when it has one."""
+        c = self._cs.get(rk)
+        if c is not None:
+            return bool(c.take(n, now_ns=now_ns))
         return self._try_slow(rk, cfg, n, now_ns)
+
+    def c_slice(self, rk: Any) -> Any:
+        """The key's C slice (made on first use): its take() is the decision."""
+        c = self._cs.get(rk)
+        if c is None:
+            lim, ref = self._lim, weakref.ref(self)
+
+            def refill() -> None:
+                eng = ref()
+                if eng is not None:
+                    eng._refill(rk)
+
+            def slow(n: int, now_ns: Optional[int]) -> bool:
+                eng = ref()
+                if eng is None:
+                    raise RuntimeError("slidewin.redis: the limiter is gone")
+                cfg = lim._cfg_for(rk) if eng._keyed else lim._cfg
+                return eng._try_slow(rk, cfg, n, now_ns)
+
+            c = self._cs[rk] = _LeaseSlice(refill, slow)
+        return c
+
+    def _refill(self, rk: Any) -> None:
+        """The C slice crossed its low-water mark: a top-up, in the background."""
+        with self._cond:
+            s = self._slices.get(rk)
+            if s is None or s.queued or self._closed:
+                return
+            s.queued = True
+            self._topup.append(rk)
+            self._start_thread()
+            self._cond.notify()
+
+    def _fold(self, s: _Slice) -> None:
+        """Count what the C slice decided since the last fold. Under the lock."""
+        calls, taken = s.c.harvest()
+        if calls:
+            self.decisions += calls
+            s.used += taken
+            s.demand += taken
 
     def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
         explicit = now_ns is not None
@@ -156,7 +200,7 @@ class _Leases:
             self.decisions += 1
             s = self._slices.get(rk)
             if s is None:
-                s = self._slices[rk] = _Slice()
+                s = self._slices[rk] = _Slice(self.c_slice(rk))
             s.demand += n
             s.last = (explicit, now_ns or 0)
             asked = False
@@ -220,8 +264,7 @@ class _Leases:
             self._retire(s)
         if s.leases and explicit and t < s.start:
             return False  # a bucket that begins later (a clock ahead counted it)
-        if s.left >= n:
-            s.left -= n
+        if s.c.debit(n):
             s.used += n
             return True
         d = s.dry_until
@@ -231,13 +274,13 @@ class _Leases:
 
     def _retire(self, s: _Slice) -> None:
         """The slice ends: what is left goes back (latest lease first)."""
-        left = s.left
+        self._fold(s)
+        left = s.c.drain()
         for lease in reversed(s.leases):
             back = min(left, lease[1])
             if back > 0:
                 s.backs.append((lease[0], back))
                 left -= back
-        s.left = 0
         s.leases = []
         s.used = 0
 
@@ -253,6 +296,7 @@ class _Leases:
 
     def _rate(self, s: _Slice, cfg: _Config, t: int, explicit: bool) -> None:
         """The key's demand per ns: an average over about half a bucket."""
+        self._fold(s)
         r = s.rate_t
         if r is None or r[0] != explicit or t < r[1]:
             s.rate_t = (explicit, t)
@@ -316,14 +360,15 @@ class _Leases:
                 self.granted += k
                 if k >= 1 and end > (t if explicit else time.monotonic_ns()):
                     if s.leases and s.explicit == explicit and abs(end - s.end) < win_ns // 2:
-                        s.left += k                  # a top-up: the same bucket
-                        s.end = min(s.end, end)
+                        s.end = min(s.end, end)      # a top-up: the same bucket
                     else:
                         self._retire(s)
-                        s.left, s.end, s.start = k, end, end - win_ns
+                        s.end, s.start = end, end - win_ns
                         s.explicit = explicit
                     s.leases.append([lid, k])
                     s.last_k = max(k, 2 * need)
+                    # taken in C only on the monotonic clock (explicit now_ns: the slow path)
+                    s.c.add(k, 0 if explicit else s.end, (s.last_k + 1) // 2)
                     s.dry_until = None
                 elif k >= 1:  # a retried grant of a bucket gone by: all of it back
                     s.backs.append((lid, k))
@@ -401,12 +446,13 @@ class _Leases:
             if s is None or s.busy:
                 return
             now = time.monotonic_ns()
+            self._fold(s)
             if kind == "end":
                 if s.leases and now < s.end:
                     return  # a later slice: its own end is queued
                 active = s.used > 0 or s.demand > 0
                 if not active and not s.leases and not s.backs:
-                    del self._slices[rk]
+                    self._drop(rk)
                     return
                 want: Optional[int] = None if active else 0
             elif not s.leases or s.left * 2 >= s.last_k:
@@ -421,8 +467,15 @@ class _Leases:
             return
         if want == 0:
             with self._cond:
+                self._fold(s)
                 if not s.leases and not s.backs and not s.busy and s.demand == 0:
-                    self._slices.pop(rk, None)
+                    self._drop(rk)
+
+    def _drop(self, rk: Any) -> None:
+        """An idle key's slice goes (a keyed limiter's C slice too). Under the lock."""
+        self._slices.pop(rk, None)
+        if self._keyed:
+            self._cs.pop(rk, None)
 
     def close(self) -> None:
         """Give back every key's unused permits now (one round trip per key holding any)."""
@@ -447,9 +500,13 @@ class _Leases:
         with self._cond:
             self._closed = False
             self._slices.clear()
+            if self._keyed:
+                self._cs.clear()
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
+            for s in self._slices.values():
+                self._fold(s)
             return {"decisions": self.decisions, "round_trips": self.round_trips,
                     "granted": self.granted, "returned": self.returned}
 
@@ -464,6 +521,9 @@ def _forget_in_child() -> None:
         eng._lock = threading.Lock()
         eng._cond = threading.Condition(eng._lock)
         eng._slices = {}
+        for c in eng._cs.values():  # the parent's permits: not the child's to spend
+            c.drain()
+            c.harvest()
         eng._topup = []
         eng._ends = []
         eng._thread = None
