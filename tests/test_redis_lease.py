@@ -396,3 +396,126 @@ def test_lease_forked_child_does_not_share_the_parents_slice(r):
     os.close(rd)
     os.close(wr)
     assert lim._leased._slices[lim.key].left > 0  # the parent keeps its own
+
+
+# -- the C slice (_core._LeaseSlice): its edge cases, no server ---------------------------
+
+def _cslice():
+    from slidewin import _core
+
+    calls = {"refill": 0, "slow": []}
+
+    def refill():
+        calls["refill"] += 1
+
+    def slow(n, now_ns):
+        calls["slow"].append((n, now_ns))
+        return "slow"
+
+    return _core._LeaseSlice(refill, slow), calls
+
+
+def test_lease_slice_empty_goes_slow():
+    c, calls = _cslice()
+    assert c.take() == "slow"
+    assert c.take(3) == "slow"
+    assert calls["slow"] == [(1, None), (3, None)]
+    assert c.harvest() == (0, 0)
+
+
+def test_lease_slice_expired_goes_slow_and_keeps_its_permits():
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() - 1, 0)  # its bucket is over
+    assert c.take() == "slow"
+    assert c.left == 5
+    c.add(0, 0, 0)  # end 0: never taken from here (a slice on explicit time)
+    assert c.take() == "slow"
+    assert c.debit(2) is True and c.left == 3  # the slow path's own take ignores the clock
+    assert c.drain() == 3 and c.left == 0 and c.end == 0
+
+
+def test_lease_slice_explicit_now_ns_goes_slow():
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() + 60 * S, 0)
+    assert c.take(2, now_ns=T0) == "slow"
+    assert calls["slow"] == [(2, T0)] and c.left == 5
+
+
+def test_lease_slice_takes_then_goes_slow_when_short():
+    c, calls = _cslice()
+    c.add(4, time.monotonic_ns() + 60 * S, 0)
+    assert c.take() is True
+    assert c.take(n=3) is True
+    assert c.left == 0
+    assert c.take() == "slow"
+    assert c.harvest() == (2, 4)
+    assert c.harvest() == (0, 0)
+
+
+def test_lease_slice_crossing_low_water_calls_refill_exactly_once():
+    c, calls = _cslice()
+    c.add(10, time.monotonic_ns() + 60 * S, 5)
+    for _ in range(5):  # 10 -> 5: not below the mark
+        assert c.take() is True
+    assert calls["refill"] == 0
+    assert c.take() is True  # 5 -> 4: crosses
+    assert calls["refill"] == 1
+    for _ in range(4):  # below the mark already: no more
+        assert c.take() is True
+    assert calls["refill"] == 1
+    assert c.take() == "slow" and calls["refill"] == 1
+    c.add(10, time.monotonic_ns() + 60 * S, 5)  # a top-up above the mark: crossing again
+    for _ in range(6):
+        c.take()
+    assert calls["refill"] == 2
+
+
+def test_lease_slice_refill_error_is_unraisable_and_the_decision_stands(monkeypatch):
+    import sys
+
+    from slidewin import _core
+
+    def refill():
+        raise RuntimeError("refill failed")
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    c = _core._LeaseSlice(refill, lambda n, t: False)
+    c.add(2, time.monotonic_ns() + 60 * S, 2)
+    assert c.take() is True
+    assert c.left == 1
+    assert len(seen) == 1 and str(seen[0]) == "refill failed"
+
+
+@pytest.mark.parametrize("args, kw, exc, msg", [
+    ((0,), {}, ValueError, "n must be >= 1, got 0"),
+    ((-1,), {}, ValueError, "n must be >= 1, got -1"),
+    ((2**63,), {}, ValueError, "n must be between 1 and 9223372036854775807"),
+    ((1.0,), {}, TypeError, "n must be an int, not float"),
+    ((True,), {}, TypeError, "n must be an int, not bool"),
+    (("1",), {}, TypeError, "n must be an int, not str"),
+    ((), {"now_ns": 1.5}, TypeError, "now_ns must be an int (ns since the epoch), not float"),
+    ((), {"now_ns": True}, TypeError, "now_ns must be an int (ns since the epoch), not bool"),
+    ((), {"now_ns": -1}, ValueError, "now_ns must be >= 0, got -1"),
+    ((), {"now_ns": 2**62}, ValueError, "now_ns must be below 2**62"),
+    ((1, 2), {}, TypeError, "at most 1 positional argument"),
+    ((), {"when": 1}, TypeError, "unexpected or repeated keyword argument 'when'"),
+])
+def test_lease_slice_bad_input(args, kw, exc, msg):
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() + 60 * S, 0)
+    with pytest.raises(exc) as e:
+        c.take(*args, **kw)
+    assert msg in str(e.value)
+    assert c.left == 5 and calls["slow"] == []
+
+
+def test_lease_limiter_try_acquire_is_the_c_slice(r):
+    lim = _lim(r, "cfast")
+    assert lim.try_acquire.__qualname__ == "_LeaseSlice.take"  # no Python frame between
+    assert lim.try_acquire() is True  # the first: a grant, on the slow path
+    assert lim.try_acquire() is True  # then on the slice
+    assert lim._leased.counters()["decisions"] == 2
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        lim.try_acquire(0)
+    lim.close()
