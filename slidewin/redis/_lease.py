@@ -68,7 +68,7 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
 def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
     """A keyed limiter's try_acquire on its key's slice (counted in local_totals())."""
     rk = lim._rkey(key)
-    c = lim._leased._cs.get(rk)
+    c: Optional[_LeaseSlice] = lim._leased._cs.get(rk)
     if c is not None:
         ok = c.take(n, now_ns=now_ns)  # checks n and now_ns
     else:
@@ -124,7 +124,7 @@ class _Leases:
         self._slices: Dict[Any, _Slice] = {}
         # each key's C slice (a keyed limiter drops an idle key's; a RedisLimiter keeps its
         # one, its try_acquire)
-        self._cs: Dict[Any, Any] = {}
+        self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
@@ -145,7 +145,7 @@ class _Leases:
             return bool(c.take(n, now_ns=now_ns))
         return self._try_slow(rk, cfg, n, now_ns)
 
-    def c_slice(self, rk: Any) -> Any:
+    def c_slice(self, rk: Any) -> _LeaseSlice:
         """The key's C slice (made on first use): its take() is the decision."""
         c = self._cs.get(rk)
         if c is None:
