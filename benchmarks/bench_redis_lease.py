@@ -124,20 +124,30 @@ def run_case(mode: str, port: int, qps: int, procs: int, seconds: float) -> Dict
 
 
 def decision_cost(port: int, number: int) -> Dict[str, float]:
-    """ns per try_acquire: a private Limiter, and a leased RedisLimiter with a slice."""
+    """ns per try_acquire: a private Limiter, a leased RedisLimiter with a slice, a private
+    KeyedLimiter and a leased RedisKeyedLimiter with a slice for its key."""
+    import functools
+
     import redis
 
     import slidewin
-    from slidewin.redis import RedisLimiter
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
 
     private = slidewin.Limiter(qps=1e12)
-    leased = RedisLimiter(redis.Redis(port=port), "cost", qps=10**9, lease=True)
+    pkeyed = slidewin.KeyedLimiter(qps=1e12)
+    client = redis.Redis(port=port)
+    leased = RedisLimiter(client, "cost", qps=10**9, lease=True)
+    lkeyed = RedisKeyedLimiter(client, "costk", qps=10**9, lease=True)
     for _ in range(2000):
         leased.try_acquire()
+        lkeyed.try_acquire("k")
     out = {}
-    for label, f in (("private Limiter", private.try_acquire), ("lease=True", leased.try_acquire)):
+    for label, f in (("private Limiter", private.try_acquire), ("lease=True", leased.try_acquire),
+                     ("private KeyedLimiter", functools.partial(pkeyed.try_acquire, "k")),
+                     ("keyed lease=True", functools.partial(lkeyed.try_acquire, "k"))):
         out[label] = min(timeit.repeat(f, number=number, repeat=5)) / number * 1e9
     leased.close()
+    lkeyed.close()
     return out
 
 
@@ -173,6 +183,10 @@ def main() -> None:
         print("  try_acquire: private Limiter %.0f ns, lease=True with a slice %.0f ns (%.1fx)"
               % (cost["private Limiter"], cost["lease=True"],
                  cost["lease=True"] / cost["private Limiter"]))
+        print("  try_acquire(key): private KeyedLimiter %.0f ns, lease=True with a slice %.0f ns "
+              "(%.1fx the private Limiter)"
+              % (cost["private KeyedLimiter"], cost["keyed lease=True"],
+                 cost["keyed lease=True"] / cost["private Limiter"]))
         print("load average %.2f at the end" % os.getloadavg()[0])
     finally:
         server.kill()
