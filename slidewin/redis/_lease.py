@@ -66,14 +66,14 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
 
 
 def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
-    """A keyed limiter's try_acquire on its key's slice (counted in local_totals())."""
+    """A keyed limiter's try_acquire on its key's slice (counted in local_totals(): the
+    slow path's decisions there, the slice's when they are folded)."""
     rk = lim._rkey(key)
     c: Optional[_LeaseSlice] = lim._leased._cs.get(rk)
     if c is not None:
-        ok = c.take(n, now_ns=now_ns)  # checks n and now_ns
-    else:
-        n = _check_n(n)
-        ok = bool(lim._leased.try_take(rk, lim._cfg_for(rk), n, now_ns))
+        return c.take(n, now_ns=now_ns)  # checks n and now_ns
+    n = _check_n(n)
+    ok = bool(lim._leased._try_slow(rk, lim._cfg_for(rk), n, now_ns))
     lim._tally(PASS if ok else BLOCK, n)
     return ok
 
@@ -160,8 +160,11 @@ class _Leases:
                 eng = ref()
                 if eng is None:
                     raise RuntimeError("slidewin.redis: the limiter is gone")
-                cfg = lim._cfg_for(rk) if eng._keyed else lim._cfg
-                return eng._try_slow(rk, cfg, n, now_ns)
+                if not eng._keyed:
+                    return eng._try_slow(rk, lim._cfg, n, now_ns)
+                ok = eng._try_slow(rk, lim._cfg_for(rk), n, now_ns)
+                lim._tally(PASS if ok else BLOCK, n)
+                return ok
 
             c = self._cs[rk] = _LeaseSlice(refill, slow)
         return c
@@ -184,6 +187,8 @@ class _Leases:
             self.decisions += calls
             s.used += taken
             s.demand += taken
+            if self._keyed:  # a keyed limiter's local totals
+                self._lim._tally(PASS, taken)
 
     def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
         explicit = now_ns is not None

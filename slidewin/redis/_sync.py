@@ -300,6 +300,11 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _SyncOps):
             self._hold(rk, rk, cfg, lease, n, now_ns)
         return v, wait, retry
 
+    def local_totals(self) -> Dict[str, int]:
+        if self._leased is not None:
+            self._leased.counters()  # folds the decisions made on slices into the totals
+        return super().local_totals()
+
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         if self._leased is not None:
             return keyed_take(self, key, n, now_ns)
