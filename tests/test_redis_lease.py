@@ -519,3 +519,15 @@ def test_lease_limiter_try_acquire_is_the_c_slice(r):
     with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         lim.try_acquire(0)
     lim.close()
+
+
+def test_lease_keyed_local_totals_count_decisions_made_on_slices(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "ktotals", qps=10**6, lease=True)
+    for _ in range(50):
+        assert lim.try_acquire("a") is True
+    assert lim._leased._cs[lim._rkey("a")].left > 0  # most of them made on the C slice
+    assert lim.local_totals() == {"pass": 50, "block": 0}
+    assert lim._leased.counters()["decisions"] == 50
+    lim.close()
