@@ -9,6 +9,7 @@
 #include "observe.h"
 #include "shared.h"
 #include "group.h"
+#include "slice.h"
 
 #include <signal.h>
 #include <time.h>
@@ -200,6 +201,13 @@ static int module_exec(PyObject *m)
     st->Stats_Type = PyStructSequence_NewType(&Stats_desc);
     if (st->Stats_Type == NULL || PyModule_AddType(m, st->Stats_Type) < 0)
         return -1;
+    { /* slidewin.redis lease=True's slices (slice.c) */
+        PyObject *t = PyType_FromModuleAndSpec(m, &LeaseSlice_spec, NULL);
+        int bad = t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0;
+        Py_XDECREF(t);
+        if (bad)
+            return -1;
+    }
     { /* slidewin.all_of's groups (group.c) */
         PyObject *gt = PyType_FromModuleAndSpec(m, &Group_spec, NULL);
         int bad = gt == NULL || PyModule_AddType(m, (PyTypeObject *)gt) < 0;

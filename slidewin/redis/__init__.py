@@ -36,6 +36,10 @@ methods are coroutines.
   ``lease_ms`` is at least 100), so a crashed
   client's slots, and those of a decision that ran after its caller timed out, come back.
 - Constructing contacts no server; the first decision does.
+- ``lease=True`` (RedisLimiter, RedisKeyedLimiter; qps= or rate=, behavior "reject"):
+  ``try_acquire`` decides locally on a slice of the current bucket's quota leased from
+  Redis ahead of need (counted there when leased, valid only in its bucket, unused permits
+  given back); see docs/redis.md, "Leased quotas".
 
 See the README, "Across hosts: slidewin.redis".
 """

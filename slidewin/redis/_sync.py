@@ -8,6 +8,7 @@ from .. import _rate
 from .._admission import NeedsKey, SyncAdmission
 from .._core import Stats
 from ._base import _Base, _KeyedMixin
+from ._lease import keyed_take, lease_engine
 from ._transport import _Held
 from ._transport import _refuse_in_loop  # noqa: F401 (kept importable here)
 from ._wire import F_PRIO, F_TRY, _limiter_key
@@ -29,7 +30,7 @@ class RedisLimiter(_Base, SyncAdmission):
                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
                  sample_count: int = _rate.SAMPLE_COUNT,
                  on_error: str = "allow", lease_ms: int = 5_000,
-                 on_block: Optional[Callable[..., Any]] = None) -> None:
+                 on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
@@ -37,9 +38,14 @@ class RedisLimiter(_Base, SyncAdmission):
         self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
         self.key = _limiter_key(self._name)
         self._held = _Held()
+        self._leased = lease_engine(self, lease)
+        if self._leased is not None:  # the decision: the slice's C method, no frame between
+            setattr(self, "try_acquire", self._leased.c_slice(self.key).take)
 
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
+        if self._leased is not None:
+            return self._leased.try_take(self.key, self._cfg, n, now_ns)
         return self._t.drive(self._g_admit(None, n, F_TRY, now_ns)) is not None
 
     def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
@@ -74,7 +80,9 @@ class RedisLimiter(_Base, SyncAdmission):
 
     def close(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
-        for callers of earlier versions."""
+        for callers of earlier versions. With lease=True: gives back the unused slice."""
+        if self._leased is not None:
+            self._leased.close()
 
 
 class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
@@ -93,7 +101,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
                  sample_count: int = _rate.SAMPLE_COUNT,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
-                 lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None) -> None:
+                 lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None,
+                 lease: bool = False) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
                   cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
                   occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
@@ -101,8 +110,16 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         _rate.keyed_samples(kw)  # as KeyedLimiter: a rate's default steps are fewer
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
+        self._leased = lease_engine(self, lease)
+
+    def local_totals(self) -> Dict[str, int]:
+        if self._leased is not None:
+            self._leased.counters()  # folds the decisions made on slices into the totals
+        return super().local_totals()
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        if self._leased is not None:
+            return keyed_take(self, key, n, now_ns)
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
     def reserve(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]:
@@ -126,3 +143,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
 
     def reset(self, key: Any) -> None:
         self._client.delete(self._rkey(key))
+
+    def close(self) -> None:
+        """With lease=True: gives back every key's unused slice (else nothing to close)."""
+        if self._leased is not None:
+            self._leased.close()

@@ -230,3 +230,14 @@ def _upstream() -> None:
     async def ask() -> None:
         async with api.call(tokens=10) as c:
             c.observe(429, None)
+
+
+def _redis_leased(r: Any) -> bool:
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    lim = RedisLimiter(r, "api", qps=100, lease=True)
+    per = RedisKeyedLimiter(r, "per-user", rate="10/s", lease=True)
+    ok: bool = lim.try_acquire() and per.try_acquire("user-42")
+    lim.close()
+    per.close()
+    return ok

@@ -1,0 +1,316 @@
+/* slice.c - _core._LeaseSlice(refill, slow): a leased slice's permits, decided on in C.
+ *
+ * take(n=1, *, now_ns=None): with no now_ns, while CLOCK_MONOTONIC (time.monotonic_ns()) is
+ * before `end` and at least n permits are left, takes them and returns True; the take that
+ * brings the permits from `low` or more to below `low` then calls refill() once (its
+ * exception, if any, is reported as unraisable: the decision is made). Otherwise (an
+ * explicit now_ns, too few permits, the slice's bucket over) returns slow(n, now_ns).
+ *
+ * The Python side changes the permits only through add(), debit() and drain(), each one
+ * step: under the GIL a take never interleaves with them. A free-threaded build does each
+ * step, and take's check-and-decrement, in a critical section on the object. */
+#include "slice.h"
+
+#include <time.h>
+
+typedef struct {
+    PyObject_HEAD
+    int64_t left;  /* permits in hand */
+    int64_t end;   /* the slice is valid before this, ns on CLOCK_MONOTONIC (0: not here) */
+    int64_t low;   /* the low-water mark: crossing it calls refill() */
+    int64_t calls; /* decisions made here since the last harvest() */
+    int64_t taken; /* permits taken here since the last harvest() */
+    PyObject *refill;
+    PyObject *slow;
+} LeaseSlice;
+
+#ifdef Py_GIL_DISABLED
+#define SLICE_LOCK(o) Py_BEGIN_CRITICAL_SECTION(o)
+#define SLICE_UNLOCK() Py_END_CRITICAL_SECTION()
+#else
+#define SLICE_LOCK(o) {
+#define SLICE_UNLOCK() }
+#endif
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return INT64_MAX; /* no clock: never valid here (the slow path decides) */
+    return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
+}
+
+static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    static char *kws[] = {"refill", "slow", NULL};
+    PyObject *refill, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:_LeaseSlice", kws, &refill, &slow))
+        return NULL;
+    if (!PyCallable_Check(refill) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "_LeaseSlice: refill and slow must be callable");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+    LeaseSlice *self = (LeaseSlice *)alloc(tp, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(refill);
+    Py_INCREF(slow);
+    self->refill = refill;
+    self->slow = slow;
+    return (PyObject *)self;
+}
+
+static int slice_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    Py_VISIT(Py_TYPE(o));
+    Py_VISIT(self->refill);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int slice_clear(PyObject *o)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    Py_CLEAR(self->refill);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void slice_dealloc(PyObject *o)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    PyObject_GC_UnTrack(o);
+    slice_clear(o);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(o);
+    Py_DECREF(tp);
+}
+
+/* n as slidewin.redis checks it: an int (not a bool), 1 to 2**63 - 1 */
+static int slice_n(PyObject *o, int64_t *out)
+{
+    if (PyBool_Check(o) || !PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "n must be an int, not %.100s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow > 0) {
+        PyErr_Format(PyExc_ValueError, "n must be between 1 and %lld, got %R",
+                     (long long)INT64_MAX, o);
+        return -1;
+    }
+    if (overflow < 0 || v < 1) {
+        PyErr_Format(PyExc_ValueError, "n must be >= 1, got %R", o);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* now_ns as slidewin.redis checks it: an int (not a bool), 0 to 2**62 - 1 */
+static int slice_now(PyObject *o)
+{
+    if (PyBool_Check(o) || !PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "now_ns must be an int (ns since the epoch), not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow < 0 || (overflow == 0 && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "now_ns must be >= 0, got %R", o);
+        return -1;
+    }
+    if (overflow > 0 || v >= (INT64_C(1) << 62)) {
+        PyErr_Format(PyExc_ValueError, "now_ns must be below 2**62, got %R", o);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    PyObject *n_obj = NULL, *now_obj = NULL;
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most 1 positional argument "
+                                      "(%zd given)", nargs);
+        return NULL;
+    }
+    if (nargs == 1)
+        n_obj = args[0];
+    if (kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0 && now_obj == NULL)
+                now_obj = args[nargs + i];
+            else if (PyUnicode_CompareWithASCIIString(k, "n") == 0 && n_obj == NULL)
+                n_obj = args[nargs + i];
+            else {
+                PyErr_Format(PyExc_TypeError,
+                             "try_acquire() got an unexpected or repeated keyword argument %R",
+                             k);
+                return NULL;
+            }
+        }
+    }
+    int64_t n = 1;
+    if (n_obj != NULL && slice_n(n_obj, &n) < 0)
+        return NULL;
+    if (now_obj == Py_None)
+        now_obj = NULL;
+    if (now_obj != NULL && slice_now(now_obj) < 0)
+        return NULL;
+    if (now_obj == NULL) {
+        int ok = 0, crossed = 0;
+        int64_t t = mono_ns();
+        SLICE_LOCK(o);
+        if (self->left >= n && t < self->end) {
+            int64_t before = self->left;
+            self->left -= n;
+            self->calls++;
+            self->taken += n;
+            ok = 1;
+            crossed = before >= self->low && self->left < self->low;
+        }
+        SLICE_UNLOCK();
+        if (ok) {
+            if (crossed) {
+                PyObject *r = PyObject_CallNoArgs(self->refill);
+                if (r == NULL)
+                    PyErr_WriteUnraisable(self->refill);
+                Py_XDECREF(r);
+            }
+            Py_RETURN_TRUE;
+        }
+    }
+    PyObject *nn = n_obj != NULL ? n_obj : PyLong_FromLongLong(n);
+    if (n_obj != NULL)
+        Py_INCREF(nn);
+    if (nn == NULL)
+        return NULL;
+    PyObject *cargs[2] = {nn, now_obj != NULL ? now_obj : Py_None};
+    PyObject *r = PyObject_Vectorcall(self->slow, cargs, 2, NULL);
+    Py_DECREF(nn);
+    return r;
+}
+
+static PyObject *slice_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    long long k, end, low;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add(k, end, low): 3 arguments");
+        return NULL;
+    }
+    k = PyLong_AsLongLong(args[0]);
+    end = PyLong_AsLongLong(args[1]);
+    low = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (k < 0) {
+        PyErr_SetString(PyExc_ValueError, "add: k must be >= 0");
+        return NULL;
+    }
+    SLICE_LOCK(o);
+    self->left = self->left > INT64_MAX - k ? INT64_MAX : self->left + k;
+    self->end = end;
+    self->low = low;
+    SLICE_UNLOCK();
+    Py_RETURN_NONE;
+}
+
+static PyObject *slice_debit(PyObject *o, PyObject *arg)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    int64_t n;
+    if (slice_n(arg, &n) < 0)
+        return NULL;
+    int ok = 0;
+    SLICE_LOCK(o);
+    if (self->left >= n) {
+        self->left -= n;
+        ok = 1;
+    }
+    SLICE_UNLOCK();
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *slice_drain(PyObject *o, PyObject *Py_UNUSED(a))
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    int64_t left;
+    SLICE_LOCK(o);
+    left = self->left;
+    self->left = 0;
+    self->end = 0;
+    SLICE_UNLOCK();
+    return PyLong_FromLongLong(left);
+}
+
+static PyObject *slice_harvest(PyObject *o, PyObject *Py_UNUSED(a))
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    int64_t calls, taken;
+    SLICE_LOCK(o);
+    calls = self->calls;
+    taken = self->taken;
+    self->calls = 0;
+    self->taken = 0;
+    SLICE_UNLOCK();
+    return Py_BuildValue("(LL)", (long long)calls, (long long)taken);
+}
+
+static PyMethodDef slice_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))slice_take, FASTKW,
+     "take(n=1, *, now_ns=None)\n--\n\nThe decision: n permits from the slice while it is "
+     "valid (True), else slow(n, now_ns)."},
+    {"add", (PyCFunction)(void (*)(void))slice_add, METH_FASTCALL,
+     "add(k, end, low)\n--\n\nk permits more; the slice valid before end (CLOCK_MONOTONIC "
+     "ns, 0: never here); refill() when the permits cross below low."},
+    {"debit", slice_debit, METH_O,
+     "debit(n)\n--\n\nTake n permits if there are (True), whatever the clock; no refill."},
+    {"drain", slice_drain, METH_NOARGS,
+     "drain()\n--\n\nThe permits left; none left after, the slice not valid here."},
+    {"harvest", slice_harvest, METH_NOARGS,
+     "harvest()\n--\n\n(decisions, permits) taken by take() since the last harvest()."},
+    {NULL}};
+
+static PyObject *slice_get(PyObject *o, void *which)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    int64_t v;
+    SLICE_LOCK(o);
+    v = which == (void *)0 ? self->left : which == (void *)1 ? self->end : self->low;
+    SLICE_UNLOCK();
+    return PyLong_FromLongLong(v);
+}
+
+static PyGetSetDef slice_getset[] = {
+    {"left", slice_get, NULL, "permits in hand", (void *)0},
+    {"end", slice_get, NULL, "valid before this, CLOCK_MONOTONIC ns (0: not here)", (void *)1},
+    {"low", slice_get, NULL, "the low-water mark", (void *)2},
+    {NULL}};
+
+static PyType_Slot slice_slots[] = {
+    {Py_tp_doc, "_LeaseSlice(refill, slow)\n--\n\nA slice leased from Redis "
+                "(slidewin.redis lease=True), decided on in C."},
+    {Py_tp_new, slice_new},
+    {Py_tp_dealloc, slice_dealloc},
+    {Py_tp_traverse, slice_traverse},
+    {Py_tp_clear, slice_clear},
+    {Py_tp_methods, slice_methods},
+    {Py_tp_getset, slice_getset},
+    {0, NULL}};
+
+PyType_Spec LeaseSlice_spec = {"slidewin._core._LeaseSlice", sizeof(LeaseSlice), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, slice_slots};

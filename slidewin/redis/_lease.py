@@ -1,0 +1,559 @@
+"""Leased quotas (``lease=True``): a client decides ``try_acquire`` locally against a slice
+of the current bucket's quota that it leased from Redis ahead of need.
+
+- A grant counts its permits as PASS in Redis when it is made, in the bucket of the
+  sliding window that is current then, and the slice is valid only while that bucket is
+  (so every admission made on it falls in the bucket it was counted in: the fleet is never
+  over the limit in any window).
+- Unused permits go back when the slice ends (the bucket ended, the clock changed, close()):
+  out of the bucket they were counted in, while the window still holds it. The give-back
+  rides on the key's next grant, or goes on its own (the background thread, close()).
+- Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
+  grant retried after a timeout gets the recorded grant, a give-back applies once.
+- A slice is sized from the key's recent demand (requests, admitted or not, per ns, an
+  average over about half a bucket): its demand for a quarter of a bucket, no more than the
+  bucket has left, at most 1/32 of the limit. When half of it is used the next one is
+  fetched: in the background (one daemon thread per limiter) when the server's clock is
+  used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
+  scenario on virtual time is deterministic).
+- A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
+  bucket (then it asks again: slices given back free room) or until the bucket ends.
+- While Redis is unreachable a key decides on what is left of its slice, then by
+  ``on_error`` (a failed grant is not asked again for 50 ms).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from typing import Any, Dict, List, Optional, Tuple, cast
+
+from .._core import _LeaseSlice
+
+from ._config import _Config
+from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
+from ._transport import _UNREACHABLE
+from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
+                    _check_n, _decision, _fmt, _time_args)
+
+log = logging.getLogger("slidewin.redis")
+
+LEASE_SCRIPT = _Script(HEAD + GENERIC + COMMON + _read("lease_return") + _read("lease_grant"))
+
+HORIZON = 0.25      # a slice: the key's demand for this fraction of a bucket
+CAP = 1.0 / 32      # ... and at most this fraction of the window's limit
+DRY = 0.125         # a key granted nothing asks again after this fraction of a bucket
+ERROR_BACKOFF_NS = 50_000_000  # a failed grant: the next is tried no sooner
+
+
+def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
+    """The leases of a limiter constructed with ``lease=`` (None when False), checked."""
+    if not isinstance(lease, bool):
+        raise TypeError("lease must be a bool, not %s" % type(lease).__name__)
+    if not lease:
+        return None
+    cfg: _Config = lim._cfg
+    if cfg.concurrency is not None or cfg.behavior != "reject":
+        what = ("concurrency=%d" % cfg.concurrency if cfg.concurrency is not None
+                else "behavior=%r" % cfg.behavior)
+        raise ValueError("lease=True leases slices of a qps= or rate= limit with "
+                         "behavior='reject'; got %s" % what)
+    return _Leases(lim)
+
+
+def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
+    """A keyed limiter's try_acquire on its key's slice (counted in local_totals(): the
+    slow path's decisions there, the slice's when they are folded)."""
+    rk = lim._rkey(key)
+    c: Optional[_LeaseSlice] = lim._leased._cs.get(rk)
+    if c is not None:
+        return c.take(n, now_ns=now_ns)  # checks n and now_ns
+    n = _check_n(n)
+    ok = bool(lim._leased._try_slow(rk, lim._cfg_for(rk), n, now_ns))
+    lim._tally(PASS if ok else BLOCK, n)
+    return ok
+
+
+class _Slice:
+    """One key's lease state (under the engine's lock). Its permits are those of its C
+    slice (``c``): taken there without the lock, changed here only by the slice's own
+    one-step methods (add, debit, drain)."""
+
+    __slots__ = ("c", "leases", "start", "end", "explicit", "backs", "busy", "dry_until",
+                 "err_until", "retry", "blocks", "rate", "demand", "rate_t", "last_k",
+                 "used", "rtt", "err", "queued", "last")
+
+    def __init__(self, c: Any) -> None:
+        self.c = c                              # the permits in hand, decided on in C
+        self.leases: List[List[Any]] = []       # [lease id, granted] of the current slice
+        self.start = 0                          # the slice's bucket, ns on its clock
+        self.end = 0
+        self.explicit = False                   # its clock: now_ns given, or monotonic
+        self.backs: List[Tuple[str, int]] = []  # (lease id, unused) to give back
+        self.busy = False                       # a grant in flight
+        self.queued = False                     # a top-up asked of the thread
+        self.last: Optional[Tuple[bool, int]] = None  # the latest decision's clock, time
+        self.dry_until: Optional[Tuple[bool, int]] = None
+        self.err_until: Optional[Tuple[bool, int]] = None
+        self.retry: Optional[Tuple[str, bool, int]] = None  # a grant that may have applied
+        self.blocks = 0                         # refusals not yet counted in Redis
+        self.rate = 0.0                         # demand per ns
+        self.demand = 0                         # requested since rate_t
+        self.rate_t: Optional[Tuple[bool, int]] = None
+        self.last_k = 0
+        self.used = 0                           # admitted on the current slice
+        self.rtt = 0                            # the last grant's round trip (ns)
+        self.err: Optional[BaseException] = None  # the last grant's error
+
+    @property
+    def left(self) -> int:
+        return int(self.c.left)
+
+
+class _Leases:
+    """The slices of one limiter's keys, its counters and its background thread."""
+
+    def __init__(self, lim: Any) -> None:
+        self._lim = lim
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._slices: Dict[Any, _Slice] = {}
+        # each key's C slice (a keyed limiter drops an idle key's; a RedisLimiter keeps its
+        # one, its try_acquire)
+        self._cs: Dict[Any, _LeaseSlice] = {}
+        self._keyed = hasattr(lim, "_cfg_for")
+        self._topup: List[Any] = []
+        self._ends: List[Tuple[int, int, Any]] = []
+        self._seq = 0
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        _ENGINES.add(self)
+        self.decisions = 0     # try_acquire calls decided here
+        self.round_trips = 0   # grant and give-back scripts run (tried)
+        self.granted = 0       # permits leased
+        self.returned = 0      # permits given back unused
+
+    # -- the decision ------------------------------------------------------------------
+    def try_take(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        """The decision (n checked): on the key's C slice when it has one."""
+        c = self._cs.get(rk)
+        if c is not None:
+            return bool(c.take(n, now_ns=now_ns))
+        return self._try_slow(rk, cfg, n, now_ns)
+
+    def c_slice(self, rk: Any) -> _LeaseSlice:
+        """The key's C slice (made on first use): its take() is the decision."""
+        c = self._cs.get(rk)
+        if c is None:
+            lim, ref = self._lim, weakref.ref(self)
+
+            def refill() -> None:
+                eng = ref()
+                if eng is not None:
+                    eng._refill(rk)
+
+            def slow(n: int, now_ns: Optional[int]) -> bool:
+                eng = ref()
+                if eng is None:
+                    raise RuntimeError("slidewin.redis: the limiter is gone")
+                if not eng._keyed:
+                    return eng._try_slow(rk, lim._cfg, n, now_ns)
+                ok = eng._try_slow(rk, lim._cfg_for(rk), n, now_ns)
+                lim._tally(PASS if ok else BLOCK, n)
+                return ok
+
+            c = self._cs[rk] = _LeaseSlice(refill, slow)
+        return c
+
+    def _refill(self, rk: Any) -> None:
+        """The C slice crossed its low-water mark: a top-up, in the background."""
+        with self._cond:
+            s = self._slices.get(rk)
+            if s is None or s.queued or self._closed:
+                return
+            s.queued = True
+            self._topup.append(rk)
+            self._start_thread()
+            self._cond.notify()
+
+    def _fold(self, s: _Slice) -> None:
+        """Count what the C slice decided since the last fold. Under the lock."""
+        calls, taken = s.c.harvest()
+        if calls:
+            self.decisions += calls
+            s.used += taken
+            s.demand += taken
+            if self._keyed:  # a keyed limiter's local totals
+                self._lim._tally(PASS, taken)
+
+    def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        explicit = now_ns is not None
+        if explicit:
+            _time_args(now_ns)  # its TypeError / ValueError
+        if cfg.can_never_pass(n):
+            with self._cond:
+                self.decisions += 1
+            return False
+        cond = self._cond
+        err: Optional[BaseException] = None
+        low = False
+        with cond:
+            self.decisions += 1
+            s = self._slices.get(rk)
+            if s is None:
+                s = self._slices[rk] = _Slice(self.c_slice(rk))
+            s.demand += n
+            s.last = (explicit, now_ns or 0)
+            asked = False
+            while True:
+                t = now_ns if explicit else time.monotonic_ns()
+                assert t is not None
+                got = self._take(s, n, t, explicit)
+                if got is not None:
+                    break
+                if s.busy:
+                    cond.wait(0.05)
+                    continue
+                e_until = s.err_until
+                if e_until is not None and e_until[0] == explicit and t < e_until[1]:
+                    err = s.err
+                    break
+                if asked:  # granted less than n (or a bucket not yet begun here)
+                    got = False
+                    break
+                asked = True
+                cond.release()
+                try:
+                    self._grant(rk, cfg, s, n, now_ns)
+                except _UNREACHABLE as e:
+                    err = e
+                finally:
+                    cond.acquire()
+                if err is not None:
+                    s.err_until, s.err = (explicit, t + ERROR_BACKOFF_NS), err
+                    break
+            if got is False:
+                s.blocks += n
+                return False
+            if got:
+                low = not s.busy and s.left * 2 < s.last_k
+                if low and not explicit:
+                    if s.queued:
+                        return True
+                    s.queued = True
+                    self._topup.append(rk)
+                    self._start_thread()
+                    cond.notify_all()
+                    return True
+        if got:
+            if low:
+                try:
+                    self._grant(rk, cfg, s, 1, now_ns)
+                except _UNREACHABLE as e:  # decided: the next decision tries again
+                    with cond:
+                        s.err_until, s.err = (True, cast(int, now_ns) + ERROR_BACKOFF_NS), e
+                    log.debug("slidewin.redis: a lease top-up of %r failed: %s",
+                              self._lim._name, e)
+            return True
+        assert err is not None
+        return bool(self._lim._failed(err, F_TRY)[0] == PASS)
+
+    def _take(self, s: _Slice, n: int, t: int, explicit: bool) -> Optional[bool]:
+        """True: taken from the slice; False: refused (the window is full); None: a grant
+        is needed. Under the lock."""
+        if s.leases and (s.explicit != explicit or t >= s.end):
+            self._retire(s)
+        if s.leases and explicit and t < s.start:
+            return False  # a bucket that begins later (a clock ahead counted it)
+        if s.c.debit(n):
+            s.used += n
+            return True
+        d = s.dry_until
+        if d is not None and d[0] == explicit and t < d[1]:
+            return False
+        return None
+
+    def _retire(self, s: _Slice) -> None:
+        """The slice ends: what is left goes back (latest lease first)."""
+        self._fold(s)
+        left = s.c.drain()
+        for lease in reversed(s.leases):
+            back = min(left, lease[1])
+            if back > 0:
+                s.backs.append((lease[0], back))
+                left -= back
+        s.leases = []
+        s.used = 0
+
+    # -- a round trip ------------------------------------------------------------------
+    def _size(self, s: _Slice, cfg: _Config, need: int, t: int) -> int:
+        win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
+        horizon = win_ns * HORIZON
+        if s.leases:
+            horizon = min(horizon, max(0, s.end - t))
+        k = math.ceil(s.rate * horizon)
+        cap = max(1, int(cfg.limit * CAP))
+        return max(min(k, cap), need, 1)
+
+    def _rate(self, s: _Slice, cfg: _Config, t: int, explicit: bool) -> None:
+        """The key's demand per ns: an average over about half a bucket."""
+        self._fold(s)
+        r = s.rate_t
+        if r is None or r[0] != explicit or t < r[1]:
+            s.rate_t = (explicit, t)
+            return
+        dt = t - r[1]
+        if dt <= 0:
+            return
+        tau = cfg.interval_ms * 1e6 / cfg.sample_count / 2
+        a = min(1.0, dt / tau)
+        s.rate += a * (s.demand / dt - s.rate)
+        s.demand = 0
+        s.rate_t = (explicit, t)
+
+    def _grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
+               now_ns: Optional[int], want: Optional[int] = None) -> None:
+        """One round trip for a key: give back what its ended slices left, and lease up to
+        `want` permits (sized here when None; 0: only give back). Raises what the call
+        raised (the slice is left as it was, to be retried with the same lease id)."""
+        explicit = now_ns is not None
+        with self._cond:
+            if s.busy:
+                return
+            t = now_ns if explicit else time.monotonic_ns()
+            assert t is not None
+            if s.leases and (s.explicit != explicit or t >= s.end):
+                self._retire(s)
+            if want is None:
+                self._rate(s, cfg, t, explicit)
+                want = self._size(s, cfg, need, t)
+            r = s.retry
+            if r is not None and r[1] == explicit and 0 <= t - r[2] < cfg.interval_ms * 1e6:
+                lid = r[0]
+            else:
+                lid = os.urandom(8).hex()
+                s.retry = (lid, explicit, t)
+            backs = list(s.backs)
+            blocks = s.blocks
+            s.blocks = 0
+            s.busy = True
+        try:
+            t_send = time.monotonic_ns()
+            reply = self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
+            rtt = time.monotonic_ns() - t_send
+            k, rem = self._reply(reply, cfg)
+        except BaseException:
+            with self._cond:
+                s.busy = False
+                s.blocks += blocks
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            s.busy = False
+            s.retry = None
+            s.rtt = rtt
+            self.returned += sum(b for _, b in backs)
+            del s.backs[:len(backs)]
+            base = t if explicit else t_send
+            end = base + rem
+            win_ns = int(cfg.interval_ms * 1_000_000 // cfg.sample_count)
+            if want > 0:
+                self.granted += k
+                if k >= 1 and end > (t if explicit else time.monotonic_ns()):
+                    if s.leases and s.explicit == explicit and abs(end - s.end) < win_ns // 2:
+                        s.end = min(s.end, end)      # a top-up: the same bucket
+                    else:
+                        self._retire(s)
+                        s.end, s.start = end, end - win_ns
+                        s.explicit = explicit
+                    s.leases.append([lid, k])
+                    s.last_k = max(k, 2 * need)
+                    # taken in C only on the monotonic clock (explicit now_ns: the slow path)
+                    s.c.add(k, 0 if explicit else s.end, (s.last_k + 1) // 2)
+                    s.dry_until = None
+                elif k >= 1:  # a retried grant of a bucket gone by: all of it back
+                    s.backs.append((lid, k))
+                else:
+                    now = t if explicit else time.monotonic_ns()
+                    s.dry_until = (explicit, min(end, now + int(win_ns * DRY)))
+            if not explicit and s.leases:
+                self._seq += 1
+                heapq.heappush(self._ends, (s.end + rtt + 1_000_000, self._seq, rk))
+                self._start_thread()
+            self._cond.notify_all()
+
+    def _call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
+              backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
+        lim = self._lim
+        key = rk.encode() if isinstance(rk, str) else rk
+        keys = [key, key + b"|lease:" + lid.encode()]
+        keys += [key + b"|lease:" + b.encode() for b, _ in backs]
+        ms, sub = _time_args(now_ns)
+        flags = 0
+        if lim._lean:
+            flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
+        rttl = max(2 * cfg.interval_ms, cfg.ttl_ms) + 1000
+        args = [ms, sub, str(want), str(flags), cfg.layout, str(cfg.ttl_ms),
+                str(cfg.interval_ms), str(cfg.sample_count), lid, str(cfg.lease_ms),
+                _fmt(cfg.limit), str(need), str(blocks), str(rttl)]
+        args += [str(b) for _, b in backs]
+        parts: List[Any] = ["EVALSHA", LEASE_SCRIPT.sha, str(len(keys))] + keys + args
+        packed = b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
+        with self._cond:
+            self.round_trips += 1
+        return lim._t.call(LEASE_SCRIPT, key, packed)
+
+    def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
+        if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
+            _decision(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
+        if (type(reply) is not list or len(reply) != 4
+                or not all(type(x) is int for x in reply) or reply[0] != 1
+                or reply[1] < 0 or reply[3] < 0):
+            raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
+                                  % (self._lim._name, reply))
+        return reply[1], reply[3]
+
+    # -- the background thread (the server's clock) -------------------------------------
+    def _start_thread(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),),
+                                            name="slidewin-redis-lease", daemon=True)
+            self._thread.start()
+
+    def _job(self) -> Tuple[Optional[Tuple[str, Any]], float]:
+        """The next job, or how long to wait for one. Under the lock."""
+        if self._topup:
+            return ("topup", self._topup.pop(0)), 0.0
+        if self._ends:
+            at, _, rk = self._ends[0]
+            wait = (at - time.monotonic_ns()) / 1e9
+            if wait <= 0:
+                heapq.heappop(self._ends)
+                return ("end", rk), 0.0
+            return None, min(wait, 1.0)
+        return None, 1.0
+
+    def _run(self, job: Tuple[str, Any]) -> None:
+        kind, rk = job
+        lim = self._lim
+        if kind == "topup":
+            with self._cond:
+                s0 = self._slices.get(rk)
+                if s0 is not None:
+                    s0.queued = False
+        cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
+        with self._cond:
+            s = self._slices.get(rk)
+            if s is None or s.busy:
+                return
+            now = time.monotonic_ns()
+            self._fold(s)
+            if kind == "end":
+                if s.leases and now < s.end:
+                    return  # a later slice: its own end is queued
+                active = s.used > 0 or s.demand > 0
+                if not active and not s.leases and not s.backs:
+                    self._drop(rk)
+                    return
+                want: Optional[int] = None if active else 0
+            elif not s.leases or s.left * 2 >= s.last_k:
+                return
+            else:
+                want = None
+        try:
+            self._grant(rk, cfg, s, 1, None, want)
+        except Exception as e:  # the decisions try again (and apply on_error)
+            log.debug("slidewin.redis: a lease of %r failed in the background: %s",
+                      lim._name, e)
+            return
+        if want == 0:
+            with self._cond:
+                self._fold(s)
+                if not s.leases and not s.backs and not s.busy and s.demand == 0:
+                    self._drop(rk)
+
+    def _drop(self, rk: Any) -> None:
+        """An idle key's slice goes (a keyed limiter's C slice too). Under the lock."""
+        self._slices.pop(rk, None)
+        if self._keyed:
+            self._cs.pop(rk, None)
+
+    def close(self) -> None:
+        """Give back every key's unused permits now (one round trip per key holding any)."""
+        with self._cond:
+            self._closed = True
+            items = list(self._slices.items())
+            for _, s in items:
+                self._retire(s)
+            self._ends.clear()
+            self._topup.clear()
+            self._cond.notify_all()
+        lim = self._lim
+        for rk, s in items:
+            if s.backs:
+                cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
+                r = s.last  # a slice on explicit time: given back at its latest now_ns
+                try:
+                    self._grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None, 0)
+                except Exception as e:  # they count until their bucket leaves the window
+                    log.debug("slidewin.redis: giving back the leases of %r failed: %s",
+                              lim._name, e)
+        with self._cond:
+            self._closed = False
+            self._slices.clear()
+            if self._keyed:
+                self._cs.clear()
+
+    def counters(self) -> Dict[str, int]:
+        with self._cond:
+            for s in self._slices.values():
+                self._fold(s)
+            return {"decisions": self.decisions, "round_trips": self.round_trips,
+                    "granted": self.granted, "returned": self.returned}
+
+
+_ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """A forked child holds none of its parent's slices (the parent goes on using them) and
+    no thread: it leases its own."""
+    for eng in list(_ENGINES):
+        eng._lock = threading.Lock()
+        eng._cond = threading.Condition(eng._lock)
+        eng._slices = {}
+        for c in eng._cs.values():  # the parent's permits: not the child's to spend
+            c.drain()
+            c.harvest()
+        eng._topup = []
+        eng._ends = []
+        eng._thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _loop(ref: "weakref.ref[_Leases]") -> None:
+    while True:
+        eng = ref()
+        if eng is None:
+            return
+        with eng._cond:
+            job, wait = eng._job()
+            if job is None:
+                if eng._closed:
+                    eng._thread = None
+                    return
+                eng._cond.wait(wait)
+                del eng
+                continue
+        try:
+            eng._run(job)
+        except Exception as e:  # never dies: the decisions decide on their own
+            log.debug("slidewin.redis: lease thread: %s", e)
+        del eng

@@ -1,0 +1,535 @@
+"""Leased quotas on Redis (lease=True) against a real redis-server: never over the limit in
+any window across clients, threads and processes; grants idempotent per lease id; unused
+permits given back; a fleet of 8 clients with shifting 80/20 demand on virtual time; Redis
+down; bad input."""
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from redis_servers import need_server, own_server, r, redis_server  # noqa: F401 (fixtures)
+
+MS = 1_000_000
+S = 1_000_000_000
+# a whole number of hours since the epoch: every window and bucket starts on it
+T0 = (1_700_000_000_000 // 3_600_000) * 3_600_000 * MS
+WIN = S // 2  # the default layout's bucket (1000 ms / 2)
+
+
+def _lim(client, name="lease", **kw):
+    from slidewin.redis import RedisLimiter
+
+    kw.setdefault("qps", 100)
+    return RedisLimiter(client, name, lease=True, **kw)
+
+
+def _over(times, limit, win=WIN, sc=2):
+    """The bucket-aligned windows (sc buckets) holding more than `limit` admissions."""
+    per = {}
+    for t in times:
+        per[t // win] = per.get(t // win, 0) + 1
+    bad = []
+    for b in per:
+        total = sum(per.get(b - k, 0) for k in range(sc))
+        if total > limit:
+            bad.append((b, total))
+    return bad
+
+
+def _pass(lim, now_ns):
+    return round(lim.stats(now_ns=now_ns).pass_qps)
+
+
+def test_lease_decides_locally_and_counts_the_slice_in_redis(r):
+    lim = _lim(r, qps=320)
+    t = T0 + 10 * MS
+    assert lim.try_acquire(now_ns=t)
+    # the first grant was sized for the request; the decisions that follow ask for more
+    # as the key's rate shows, at most 1/32 of the limit (10) a grant
+    got = [lim.try_acquire(now_ns=t + i * 100_000) for i in range(1, 200)]
+    assert all(got)
+    rts = lim._leased.round_trips
+    assert rts < 200 // 4  # most decisions made on the slice, no round trip
+    # what Redis counts: every admission, plus the slice in hand (at most 2 grants of 10)
+    held = lim._leased._slices[lim.key].left
+    assert _pass(lim, t + 20 * MS) == 200 + held
+    assert 0 <= held <= 20
+
+
+def test_lease_window_full_refuses_locally_and_never_over(r):
+    a, b = _lim(r, qps=50), _lim(r, qps=50)
+    times = []
+    for i in range(400):  # two clients, 4 s of virtual time, 200 requests/s each
+        t = T0 + i * 10 * MS
+        for lim in (a, b):
+            if lim.try_acquire(now_ns=t + (lim is b)):
+                times.append(t)
+    assert _over(times, 50) == []
+    # a full window's worth admitted in every window after the first bucket
+    assert len(times) >= 50 * 4 * 0.9
+
+
+def test_lease_slice_is_not_used_after_its_bucket(r):
+    a, b = _lim(r, qps=320), _lim(r, qps=320)
+    times = []
+
+    def ask(lim, t, k):
+        for _ in range(k):
+            if lim.try_acquire(now_ns=t):
+                times.append(t)
+            t += 10_000
+
+    ask(a, T0 + WIN - 10 * MS, 30)            # the end of bucket 0: a holds some of a slice
+    assert a._leased._slices[a.key].left > 0
+    ask(b, T0 + WIN + MS, 400)                # bucket 1: b takes the rest of the window
+    ask(a, T0 + 2 * WIN + MS, 400)            # bucket 2: a's slice of bucket 0 is gone
+    ask(b, T0 + 2 * WIN + 2 * MS, 400)
+    assert _over(times, 320) == []
+
+
+def test_lease_threads_share_one_slice_and_never_over(r):
+    lim = _lim(r, qps=200)
+    other = _lim(r, qps=200)
+    times = []
+    lock = threading.Lock()
+    stop = time.time_ns() + 1_200 * MS
+
+    def run(client):
+        mine = []
+        while True:
+            t = time.time_ns()
+            if t >= stop:
+                break
+            if client.try_acquire(now_ns=t):
+                mine.append(t)
+        with lock:
+            times.extend(mine)
+
+    ts = [threading.Thread(target=run, args=(c,)) for c in (lim, lim, other, other)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert _over(times, 200) == []
+    assert len(times) >= 200  # at least a window's worth in 1.2 s
+
+
+def _proc_worker(port, name, ready, go, q):
+    import redis
+
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(redis.Redis(port=port), name, qps=150, lease=True)
+    mine = []
+    ready.put(1)
+    go.wait(60)
+    stop = time.time_ns() + 1_200 * MS
+    while True:
+        t = time.time_ns()
+        if t >= stop:
+            break
+        if lim.try_acquire(now_ns=t):
+            mine.append(t)
+    lim.close()
+    q.put(mine)
+
+
+@pytest.mark.procs
+def test_lease_processes_never_over_the_limit(r, redis_server):
+    ctx = multiprocessing.get_context("spawn")
+    q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_proc_worker, args=(redis_server.port, "procs", ready, go, q))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    go.set()
+    times = []
+    for _ in procs:
+        times.extend(q.get(timeout=60))
+    for p in procs:
+        p.join(10)
+    assert _over(times, 150) == []
+    assert len(times) >= 150
+
+
+def test_lease_server_clock_threads_never_over(r):
+    # on the server's clock (redis-server on this host: time.time_ns() is its clock too), an
+    # admission stamped before and after in one bucket was made in that bucket
+    lims = [_lim(r, qps=300) for _ in range(2)]
+    times = []
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def run(client):
+        mine = []
+        while time.monotonic() - t0 < 1.2:
+            a = time.time_ns()
+            ok = client.try_acquire()
+            b = time.time_ns()
+            if ok and a // WIN == b // WIN:
+                mine.append(a)
+        with lock:
+            times.extend(mine)
+
+    ts = [threading.Thread(target=run, args=(c,)) for c in lims for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for lim in lims:
+        lim.close()
+    assert _over(times, 300) == []
+    assert len(times) >= 150
+
+
+def test_lease_grant_idempotent_on_retry(r, monkeypatch):
+    import redis
+
+    from slidewin.redis import _lease
+
+    lim = _lim(r, qps=100, on_error="deny")
+    real = lim._t.call
+    calls = []
+
+    def applied_then_timed_out(*a, **kw):
+        reply = real(*a, **kw)
+        if a[0] is not _lease.LEASE_SCRIPT:  # the grants only
+            return reply
+        calls.append(reply)
+        if len(calls) == 1:
+            raise redis.exceptions.TimeoutError("the reply was lost")
+        return reply
+
+    monkeypatch.setattr(lim._t, "call", applied_then_timed_out)
+    t = T0 + 10 * MS
+    assert lim.try_acquire(now_ns=t) is False  # the grant applied, its reply lost: on_error
+    assert lim.errors == 1
+    assert _pass(lim, t) == 1
+    # the next grant, after the error's back-off, is the same lease: granted once
+    assert lim.try_acquire(now_ns=t + 60 * MS)
+    assert calls[0][:3] == calls[1][:3]  # the same grant (k, bucket)
+    held = lim._leased._slices[lim.key].left
+    assert _pass(lim, t + 60 * MS) == 1 + held
+
+
+def test_lease_give_back_applies_once_per_lease(r):
+    lim = _lim(r, qps=320)
+    t = T0 + 10 * MS
+    for i in range(50):
+        lim.try_acquire(now_ns=t + i * MS)
+    eng = lim._leased
+    s = eng._slices[lim.key]
+    lid, k = s.leases[-1]
+    eng._retire(s)
+    backs = list(s.backs)
+    before = _pass(lim, t + 60 * MS)
+    given = sum(b for _, b in backs)
+    assert given > 0
+    for _ in range(2):  # the same give-back sent twice: applied once
+        eng._call(lim.key, lim._cfg, "x" * 16, 0, 1, 0, backs, t + 60 * MS)
+    assert _pass(lim, t + 60 * MS) == before - given == 50
+
+
+def test_lease_unused_permits_refunded_at_lease_end(r):
+    lim = _lim(r, qps=320)
+    t = T0 + 10 * MS
+    for i in range(40):
+        assert lim.try_acquire(now_ns=t + i * MS)
+    assert _pass(lim, t + 40 * MS) > 40  # a slice in hand, counted in Redis
+    # the next bucket: the first decision ends the slice, its rest goes back into the
+    # bucket it was taken from (still in the window)
+    t2 = T0 + WIN + 10 * MS
+    assert lim.try_acquire(now_ns=t2)
+    held = lim._leased._slices[lim.key].left
+    assert _pass(lim, t2) == 40 + 1 + held
+    lim.close()  # close() gives back the slice in hand
+    assert _pass(lim, t2) == 41
+
+
+def test_lease_keyed_slices_per_key(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    per = RedisKeyedLimiter(r, "per", qps=10, lease=True)
+    t = T0 + 10 * MS
+    assert [per.try_acquire("a", now_ns=t + i * MS) for i in range(12)] == [True] * 10 + [False] * 2
+    assert per.try_acquire("b", now_ns=t + 20 * MS)
+    assert per.local_totals() == {"pass": 11, "block": 2}
+    per.close()
+    assert round(per.stats("a", now_ns=t + 30 * MS).pass_qps) == 10
+    assert round(per.stats("b", now_ns=t + 30 * MS).pass_qps) == 1
+
+
+def _fleet(r, seconds=12, shift_s=5, qps=500, clients=8, demand=2.0):
+    """8 clients on virtual time, demand `demand` x the limit, 80% of it from two clients
+    that change every shift_s: admissions per bucket per client, and round trips."""
+    lims = [_lim(r, "fleet", qps=qps) for _ in range(clients)]
+    events = []
+    total = demand * qps
+    periods = -(-seconds // shift_s)
+    for p in range(periods):
+        hot = {(2 * p) % clients, (2 * p + 1) % clients}
+        for c in range(clients):
+            rate = total * (0.4 if c in hot else 0.2 / (clients - 2))
+            step = S / rate
+            t = p * shift_s * S + step * (c + 1) / (clients + 1)
+            end = min((p + 1) * shift_s, seconds) * S
+            while t < end:
+                events.append((int(t), c))
+                t += step
+    events.sort()
+    adm = [[0] * clients for _ in range(seconds * S // WIN)]
+    for t, c in events:
+        if lims[c].try_acquire(now_ns=T0 + t):
+            adm[t // WIN][c] += 1
+    rts = sum(lim._leased.round_trips for lim in lims)
+    return adm, len(events), rts
+
+
+def test_lease_fleet_80_20_shifting_admits_the_limit_and_follows_demand(r):
+    qps, shift_s = 500, 5
+    adm, events, rts = _fleet(r, qps=qps, shift_s=shift_s)
+    for b in range(1, len(adm)):  # every window (two buckets) after the first
+        window = [adm[b - 1][c] + adm[b][c] for c in range(8)]
+        total = sum(window)
+        assert total <= qps, (b, window)
+        assert total >= 0.95 * qps, (b, window)
+        # two windows after a shift, the two busy clients hold most of the admissions
+        start_s = (b - 1) * WIN / S
+        period = int(start_s // shift_s)
+        if start_s - period * shift_s >= 2 and start_s + 1 <= (period + 1) * shift_s:
+            hot = {(2 * period) % 8, (2 * period + 1) % 8}
+            share = sum(window[c] for c in hot) / total
+            assert share >= 0.7, (b, window)
+    assert rts < events * 0.25
+
+
+def test_lease_redis_down_decides_on_slice_then_on_error(own_server):
+    import redis
+
+    from slidewin.redis import RedisLimiter
+
+    def make(on_error):
+        c = own_server.client(socket_timeout=0.3, socket_connect_timeout=0.3)
+        return RedisLimiter(c, "down-" + on_error, qps=3200, lease=True, on_error=on_error)
+
+    lims = {p: make(p) for p in ("allow", "deny", "raise")}
+    t = T0 + 10 * MS
+    for lim in lims.values():
+        for i in range(200):
+            assert lim.try_acquire(now_ns=t + i * 100_000)
+    own_server.kill()
+    left = {p: lim._leased._slices[lim.key].left for p, lim in lims.items()}
+    assert all(v > 0 for v in left.values())
+    t1 = t + 30 * MS
+    for p, lim in lims.items():  # the slice in hand first, no error
+        assert [lim.try_acquire(now_ns=t1) for _ in range(left[p])] == [True] * left[p]
+        assert lim.errors == 0
+    # then on_error
+    assert lims["allow"].try_acquire(now_ns=t1) is True
+    assert lims["deny"].try_acquire(now_ns=t1) is False
+    with pytest.raises(redis.exceptions.ConnectionError):
+        lims["raise"].try_acquire(now_ns=t1)
+    assert lims["allow"].errors_allowed == 1 and lims["deny"].errors_denied == 1
+
+
+def test_lease_bad_input(r):
+    from slidewin.redis import RedisKeyedLimiter, RedisLimiter
+
+    with pytest.raises(TypeError, match="lease must be a bool"):
+        RedisLimiter(r, "x", qps=5, lease="yes")
+    for kw in (dict(qps=5, behavior="throttle"), dict(concurrency=3),
+               dict(qps=5, behavior="warm_up")):
+        with pytest.raises(ValueError, match="lease=True"):
+            RedisLimiter(r, "x", lease=True, **kw)
+        with pytest.raises(ValueError, match="lease=True"):
+            RedisKeyedLimiter(r, "x", lease=True, **kw)
+    lim = _lim(r, qps=5)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        lim.try_acquire(0)
+    with pytest.raises(TypeError, match="now_ns must be an int"):
+        lim.try_acquire(now_ns=1.5)
+    with pytest.raises(ValueError, match="now_ns must be >= 0"):
+        lim.try_acquire(now_ns=-1)
+    assert lim.try_acquire(6, now_ns=T0) is False  # more than the window's limit: never
+    assert RedisLimiter(r, "rate", rate="10/s", lease=True).try_acquire(now_ns=T0)
+
+
+def test_lease_docs_example_runs_against_a_real_server(r, redis_server, capsys):
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "redis.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    blocks = [b for b in re.findall(r"^```python[ \t]*\n(.*?)^```", text, flags=re.S | re.M)
+              if "lease=True" in b]
+    assert len(blocks) == 1
+    code = blocks[0]
+    assert "port=6379" in code
+    code = code.replace("port=6379", "port=%d" % redis_server.port)
+    exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
+    for line, shown in zip(capsys.readouterr().out.splitlines(),
+                           re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
+        assert shown.startswith(line), (line, shown)
+
+
+@pytest.mark.procs
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_lease_forked_child_does_not_share_the_parents_slice(r):
+    import os
+
+    lim = _lim(r, qps=320)
+    t = T0 + 10 * MS
+    assert lim.try_acquire(now_ns=t) and lim.try_acquire(now_ns=t + MS)
+    assert lim._leased._slices[lim.key].left > 0
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no slice of its parent's
+        ok = not lim._leased._slices
+        os.write(wr, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(rd, 1) == b"1"
+    os.close(rd)
+    os.close(wr)
+    assert lim._leased._slices[lim.key].left > 0  # the parent keeps its own
+
+
+# -- the C slice (_core._LeaseSlice): its edge cases, no server ---------------------------
+
+def _cslice():
+    from slidewin import _core
+
+    calls = {"refill": 0, "slow": []}
+
+    def refill():
+        calls["refill"] += 1
+
+    def slow(n, now_ns):
+        calls["slow"].append((n, now_ns))
+        return "slow"
+
+    return _core._LeaseSlice(refill, slow), calls
+
+
+def test_lease_slice_empty_goes_slow():
+    c, calls = _cslice()
+    assert c.take() == "slow"
+    assert c.take(3) == "slow"
+    assert calls["slow"] == [(1, None), (3, None)]
+    assert c.harvest() == (0, 0)
+
+
+def test_lease_slice_expired_goes_slow_and_keeps_its_permits():
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() - 1, 0)  # its bucket is over
+    assert c.take() == "slow"
+    assert c.left == 5
+    c.add(0, 0, 0)  # end 0: never taken from here (a slice on explicit time)
+    assert c.take() == "slow"
+    assert c.debit(2) is True and c.left == 3  # the slow path's own take ignores the clock
+    assert c.drain() == 3 and c.left == 0 and c.end == 0
+
+
+def test_lease_slice_explicit_now_ns_goes_slow():
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() + 60 * S, 0)
+    assert c.take(2, now_ns=T0) == "slow"
+    assert calls["slow"] == [(2, T0)] and c.left == 5
+
+
+def test_lease_slice_takes_then_goes_slow_when_short():
+    c, calls = _cslice()
+    c.add(4, time.monotonic_ns() + 60 * S, 0)
+    assert c.take() is True
+    assert c.take(n=3) is True
+    assert c.left == 0
+    assert c.take() == "slow"
+    assert c.harvest() == (2, 4)
+    assert c.harvest() == (0, 0)
+
+
+def test_lease_slice_crossing_low_water_calls_refill_exactly_once():
+    c, calls = _cslice()
+    c.add(10, time.monotonic_ns() + 60 * S, 5)
+    for _ in range(5):  # 10 -> 5: not below the mark
+        assert c.take() is True
+    assert calls["refill"] == 0
+    assert c.take() is True  # 5 -> 4: crosses
+    assert calls["refill"] == 1
+    for _ in range(4):  # below the mark already: no more
+        assert c.take() is True
+    assert calls["refill"] == 1
+    assert c.take() == "slow" and calls["refill"] == 1
+    c.add(10, time.monotonic_ns() + 60 * S, 5)  # a top-up above the mark: crossing again
+    for _ in range(6):
+        c.take()
+    assert calls["refill"] == 2
+
+
+def test_lease_slice_refill_error_is_unraisable_and_the_decision_stands(monkeypatch):
+    import sys
+
+    from slidewin import _core
+
+    def refill():
+        raise RuntimeError("refill failed")
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    c = _core._LeaseSlice(refill, lambda n, t: False)
+    c.add(2, time.monotonic_ns() + 60 * S, 2)
+    assert c.take() is True
+    assert c.left == 1
+    assert len(seen) == 1 and str(seen[0]) == "refill failed"
+
+
+@pytest.mark.parametrize("args, kw, exc, msg", [
+    ((0,), {}, ValueError, "n must be >= 1, got 0"),
+    ((-1,), {}, ValueError, "n must be >= 1, got -1"),
+    ((2**63,), {}, ValueError, "n must be between 1 and 9223372036854775807"),
+    ((1.0,), {}, TypeError, "n must be an int, not float"),
+    ((True,), {}, TypeError, "n must be an int, not bool"),
+    (("1",), {}, TypeError, "n must be an int, not str"),
+    ((), {"now_ns": 1.5}, TypeError, "now_ns must be an int (ns since the epoch), not float"),
+    ((), {"now_ns": True}, TypeError, "now_ns must be an int (ns since the epoch), not bool"),
+    ((), {"now_ns": -1}, ValueError, "now_ns must be >= 0, got -1"),
+    ((), {"now_ns": 2**62}, ValueError, "now_ns must be below 2**62"),
+    ((1, 2), {}, TypeError, "at most 1 positional argument"),
+    ((), {"when": 1}, TypeError, "unexpected or repeated keyword argument 'when'"),
+])
+def test_lease_slice_bad_input(args, kw, exc, msg):
+    c, calls = _cslice()
+    c.add(5, time.monotonic_ns() + 60 * S, 0)
+    with pytest.raises(exc) as e:
+        c.take(*args, **kw)
+    assert msg in str(e.value)
+    assert c.left == 5 and calls["slow"] == []
+
+
+def test_lease_limiter_try_acquire_is_the_c_slice(r):
+    lim = _lim(r, "cfast")
+    assert lim.try_acquire.__qualname__ == "_LeaseSlice.take"  # no Python frame between
+    assert lim.try_acquire() is True  # the first: a grant, on the slow path
+    assert lim.try_acquire() is True  # then on the slice
+    assert lim._leased.counters()["decisions"] == 2
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        lim.try_acquire(0)
+    lim.close()
+
+
+def test_lease_keyed_local_totals_count_decisions_made_on_slices(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "ktotals", qps=10**6, lease=True)
+    for _ in range(50):
+        assert lim.try_acquire("a") is True
+    assert lim._leased._cs[lim._rkey("a")].left > 0  # most of them made on the C slice
+    assert lim.local_totals() == {"pass": 50, "block": 0}
+    assert lim._leased.counters()["decisions"] == 50
+    lim.close()
