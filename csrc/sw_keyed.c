@@ -81,9 +81,36 @@ static struct sw_node_cfg node_cfg(int64_t interval_ms, uint32_t sample_count)
 }
 
 struct klayout {
-    uint64_t off_node, off_entries, off_hold, size;
-    uint32_t cap, entry_size, hold_cap;
+    uint64_t off_node, off_entries, off_hold, size, stride, total;
+    uint32_t cap, entry_size, hold_cap, n_stripes, stripe_keys;
 };
+
+_Static_assert(offsetof(struct sw_kstate, live) % 64u == 0 &&
+                   sizeof(struct sw_kstate) == offsetof(struct sw_kstate, live) + 64u,
+               "a stripe's live count sits on a line of its own");
+
+/* Stripes of a table: one (private, or a small shared table: exact LRU over the whole table
+ * stays), else a power of 2 with at least SW_KEYED_STRIPE_KEYS keys each. */
+static uint32_t stripes_of(uint32_t max_keys, bool shared)
+{
+    uint32_t s = 1;
+    while (shared && s < SW_KEYED_MAX_STRIPES && max_keys / (2u * s) >= SW_KEYED_STRIPE_KEYS)
+        s *= 2u;
+    return s;
+}
+
+/* Keys one stripe may hold: its share, plus room for the keys' uneven spread over the
+ * stripes (about 2 standard deviations more; the whole table still holds max_keys at most). */
+static uint32_t stripe_keys_of(uint32_t max_keys, uint32_t n_stripes)
+{
+    if (n_stripes == 1)
+        return max_keys;
+    uint32_t per = (max_keys + n_stripes - 1u) / n_stripes, r = 1;
+    while ((r + 1u) * (r + 1u) <= per)
+        r++;
+    uint32_t k = per + 2u * r + 8u;
+    return k < max_keys ? k : max_keys;
+}
 
 static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared,
                       struct klayout *k)
@@ -95,6 +122,9 @@ static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_k
     size_t node = sw_node_size(&nc);
     if (node == 0)
         return false;
+    k->n_stripes = stripes_of(max_keys, shared);
+    k->stripe_keys = stripe_keys_of(max_keys, k->n_stripes);
+    max_keys = k->stripe_keys;
     k->cap = cap_of(max_keys);
     uint64_t words = (uint64_t)sample_count + (keeps_total(sample_count) ? 1u : 0u);
     k->entry_size = (uint32_t)(sizeof(struct sw_kentry) + 8u * words);
@@ -105,7 +135,9 @@ static bool layout_of(int64_t interval_ms, uint32_t sample_count, uint32_t max_k
     uint64_t entries = (uint64_t)k->cap * k->entry_size;
     k->off_hold = k->off_entries + entries;
     k->size = k->off_hold + (uint64_t)k->hold_cap * sizeof(struct sw_khold);
-    return k->size <= (UINT64_C(1) << 40);
+    k->stride = (k->size + 63u) & ~(uint64_t)63u;
+    k->total = k->n_stripes == 1 ? k->size : k->stride * k->n_stripes;
+    return k->total <= (UINT64_C(1) << 40);
 }
 
 size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, bool shared)
@@ -113,7 +145,7 @@ size_t sw_keyed_size(int64_t interval_ms, uint32_t sample_count, uint32_t max_ke
     struct klayout k;
     if (!layout_of(interval_ms, sample_count, max_keys, shared, &k))
         return 0;
-    return (size_t)k.size;
+    return (size_t)k.total;
 }
 
 static inline struct sw_kentry *entry_at(struct sw_kstate *st, uint32_t i)
@@ -127,6 +159,47 @@ static inline struct sw_khold *holds_of(struct sw_kstate *st)
     return (struct sw_khold *)(void *)((char *)st + st->off_hold);
 }
 
+/* Stripe i of a table (st: the first). */
+static inline struct sw_kstate *stripe_at(struct sw_kstate *st, uint32_t i)
+{
+    return (struct sw_kstate *)(void *)((char *)st + (size_t)i * st->stride);
+}
+
+/* The table's first stripe, from any of its stripes. */
+static inline struct sw_kstate *first_stripe(struct sw_kstate *st)
+{
+    return (struct sw_kstate *)(void *)((char *)st - (size_t)st->stripe * st->stride);
+}
+
+/* The stripe of a key: its fingerprint's low bits (home_of reads the high ones). */
+static inline uint32_t stripe_of(const struct sw_kstate *st, uint64_t fp)
+{
+    return (uint32_t)(fp & (uint64_t)(st->n_stripes - 1u));
+}
+
+/* A view of the stripe that holds key fp (the view itself when the table has one stripe).
+ * @param buf the stripe's view, when one is made */
+static inline const struct sw_kview *key_view(const struct sw_kview *v, uint64_t fp,
+                                              struct sw_kview *buf)
+{
+    if (v->st->n_stripes == 1)
+        return v;
+    *buf = *v;
+    buf->st = stripe_at(v->st, stripe_of(v->st, fp));
+    return buf;
+}
+
+/* A view of stripe i. */
+static inline const struct sw_kview *stripe_view(const struct sw_kview *v, uint32_t i,
+                                                 struct sw_kview *buf)
+{
+    if (i == 0)
+        return v;
+    *buf = *v;
+    buf->st = stripe_at(v->st, i);
+    return buf;
+}
+
 int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_count,
                   uint32_t max_keys, bool shared)
 {
@@ -136,29 +209,39 @@ int sw_keyed_init(struct sw_kstate *st, int64_t interval_ms, uint32_t sample_cou
         return SW_EINVAL;
     if (sw_keyed_random_seed(&seed) != SW_OK)
         return SW_EOS;
-    sw_lock_init(&st->lock);
-    st->max_keys = max_keys;
-    st->resv_ = 0;
-    st->n_live = 0;
-    st->cap = k.cap;
-    st->entry_size = k.entry_size;
-    st->sample_count = sample_count;
-    st->hold_cap = k.hold_cap;
-    st->pad_ = 0;
-    st->interval_ms = interval_ms;
-    st->window_ms = interval_ms / (int64_t)sample_count;
-    st->tick = 0;
-    st->sweep = 0;
-    st->evicted = 0;
-    st->size = k.size;
-    st->off_node = k.off_node;
-    st->seed = seed;
-    st->off_entries = k.off_entries;
-    st->off_hold = k.off_hold;
-    /* the entries and holdings are zero already (the caller's zeroed memory): their pages
-     * are touched only as keys arrive */
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
-    return sw_node_init(sw_keyed_node(st), &nc);
+    struct sw_kstate *first = st;
+    for (uint32_t i = 0; i < k.n_stripes; i++) {
+        st = (struct sw_kstate *)(void *)((char *)first + (size_t)i * k.stride);
+        sw_lock_init(&st->lock);
+        st->max_keys = k.stripe_keys;
+        st->n_stripes = k.n_stripes;
+        st->n_live = 0;
+        st->cap = k.cap;
+        st->entry_size = k.entry_size;
+        st->sample_count = sample_count;
+        st->hold_cap = k.hold_cap;
+        st->stripe = i;
+        st->interval_ms = interval_ms;
+        st->window_ms = interval_ms / (int64_t)sample_count;
+        st->tick = 0;
+        st->sweep = 0;
+        st->evicted = 0;
+        st->size = k.size;
+        st->off_node = k.off_node;
+        st->seed = seed;
+        st->off_entries = k.off_entries;
+        st->off_hold = k.off_hold;
+        st->stride = k.stride;
+        st->max_total = max_keys;
+        atomic_init(&st->live, 0);
+        /* the entries and holdings are zero already (the caller's zeroed memory): their
+         * pages are touched only as keys arrive */
+        int rc = sw_node_init(sw_keyed_node(st), &nc);
+        if (rc != SW_OK)
+            return rc;
+    }
+    return SW_OK;
 }
 
 int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed)
@@ -166,12 +249,14 @@ int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed)
     int rc = SW_OK;
     if (seed == 0)
         return SW_EINVAL;
-    lock_table(v);
-    if (v->st->n_live != 0)
-        rc = SW_ESTATE;
-    else
-        v->st->seed = seed;
-    unlock_table(v);
+    sw_keyed_lock(v);
+    uint32_t n = v->st->n_stripes;
+    for (uint32_t i = 0; i < n; i++)
+        if (stripe_at(v->st, i)->n_live != 0)
+            rc = SW_ESTATE;
+    for (uint32_t i = 0; i < n && rc == SW_OK; i++)
+        stripe_at(v->st, i)->seed = seed;
+    sw_keyed_unlock(v);
     return rc;
 }
 
@@ -538,6 +623,34 @@ static void tomb_sweep(struct sw_kstate *st, uint32_t keep)
     }
 }
 
+/* Whether the whole table has room for one more key (several stripes: the first stripe's
+ * count of keys; one stripe: its own n_live tells). */
+static inline bool room_total(struct sw_kstate *st)
+{
+    return st->n_stripes == 1 ||
+           atomic_load_explicit(&first_stripe(st)->live, memory_order_relaxed) < st->max_total;
+}
+
+/* Hold a place in the whole table for a key about to take a free entry of stripe st (lock
+ * held): the first stripe's count of keys goes up, below max_total, and the stripe notes it
+ * (`pending`: a process killed before the key is counted in n_live leaves the repair what it
+ * needs to count it once). @return false when the table holds max_total keys */
+static bool reserve_key(struct sw_kstate *st)
+{
+    if (st->n_stripes == 1)
+        return true;
+    _Atomic uint32_t *live = &first_stripe(st)->live;
+    uint32_t x = atomic_load_explicit(live, memory_order_relaxed);
+    do {
+        if (x >= st->max_total)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(live, &x, x + 1u, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    st->pending = st->n_live + 1u;
+    STORE_ORDER();
+    return true;
+}
+
 /* The entry of a key, inserted when absent (evicting when needed). A new key goes into the
  * first free entry of its probe path while the table holds fewer than max_keys keys; else (or
  * when its path has no free entry) it replaces the least recently used of a sample of the
@@ -552,9 +665,13 @@ static uint32_t get_key(const struct sw_kview *v, uint64_t fp, int64_t now_ns, b
     uint32_t i = find(st, fp, &fr, &stop);
     if (i != UINT32_MAX || !insert)
         return i;
-    if (fr != UINT32_MAX && st->n_live < st->max_keys) {
+    if (fr != UINT32_MAX && st->n_live < st->max_keys && reserve_key(st)) {
         kentry_take(st, entry_at(st, fr), fp);
         st->n_live++;
+        if (st->n_stripes > 1) {
+            STORE_ORDER();
+            st->pending = 0;
+        }
         return fr;
     }
     /* the candidates: the first SW_KEYED_EVICT_SAMPLE keys that may go (not in flight) from
@@ -762,14 +879,30 @@ void sw_kheld_clear(struct sw_kheld *h)
     memset(h, 0, sizeof *h);
 }
 
+/* Add d to a process slot's in-flight count: the stripes' locks do not
+ * exclude one another, so the word changes atomically. */
+static void slot_add(struct sw_proc_slot *slot, int64_t d)
+{
+    int64_t x = __atomic_load_n(&slot->in_flight, __ATOMIC_RELAXED), y;
+    do {
+        y = sw_sat_add(x, d);
+    } while (!__atomic_compare_exchange_n(&slot->in_flight, &x, y, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
 /* Change a key's in-flight count by d (lock held): the key, the table, this process. */
 static void add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kentry *e, int64_t d)
 {
     struct sw_node *node = sw_keyed_node(v->st);
     if (v->my_slot >= 0) {
-        v->slots[v->my_slot].in_flight = sw_sat_add(v->slots[v->my_slot].in_flight, d);
-        if (v->held != NULL && d != 0)
+        /* the process's count and the object's map: its threads may change them under the
+         * locks of different stripes */
+        slot_add(&v->slots[v->my_slot], d);
+        if (v->held != NULL && d != 0) {
+            sw_lock_acquire(&v->held->lock);
             kheld_add(v->held, e->fp, d);
+            sw_lock_release(&v->held->lock);
+        }
     }
     /* a holding is never behind its share of the key's count: taking, the holding goes
      * first; giving back, the count. A process killed in between leaves its holding ahead,
@@ -825,6 +958,8 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
 {
     if (n < 1)
         return SW_EINVAL;
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     /* the key's home entry (and the line after it) is fetched while the lock is taken and
@@ -943,24 +1078,66 @@ int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t s
 
 void sw_keyed_lock(const struct sw_kview *v)
 {
-    lock_table(v);
+    struct sw_kview sv;
+    for (uint32_t i = 0; i < v->st->n_stripes; i++)
+        lock_table(stripe_view(v, i, &sv));
 }
 
 bool sw_keyed_lock_or_give_up(const struct sw_kview *v)
 {
-    return lock_table_or_give_up(v);
+    struct sw_kview sv;
+    for (uint32_t i = 0; i < v->st->n_stripes; i++) {
+        if (!lock_table_or_give_up(stripe_view(v, i, &sv))) {
+            while (i-- > 0)
+                unlock_table(stripe_view(v, i, &sv));
+            return false;
+        }
+    }
+    return true;
 }
 
 void sw_keyed_unlock(const struct sw_kview *v)
 {
-    unlock_table(v);
+    struct sw_kview sv;
+    for (uint32_t i = v->st->n_stripes; i-- > 0;)
+        unlock_table(stripe_view(v, i, &sv));
+}
+
+bool sw_keyed_lock_key_or_give_up(const struct sw_kview *v, uint64_t fp)
+{
+    struct sw_kview kbuf;
+    return lock_table_or_give_up(key_view(v, fp, &kbuf));
+}
+
+void sw_keyed_unlock_key(const struct sw_kview *v, uint64_t fp)
+{
+    struct sw_kview kbuf;
+    unlock_table(key_view(v, fp, &kbuf));
+}
+
+const void *sw_keyed_lock_id(const struct sw_kview *v)
+{
+    return &v->st->lock;
 }
 
 void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out)
 {
-    lock_table(v);
-    sw_node_totals(sw_keyed_node(v->st), out);
-    unlock_table(v);
+    struct sw_kview sv;
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < v->st->n_stripes; i++) {
+        const struct sw_kview *s = stripe_view(v, i, &sv);
+        struct sw_totals t;
+        lock_table(s);
+        sw_node_totals(sw_keyed_node(s->st), &t);
+        unlock_table(s);
+        out->pass = sw_sat_add(out->pass, t.pass);
+        out->block = sw_sat_add(out->block, t.block);
+        out->exception = sw_sat_add(out->exception, t.exception);
+        out->success = sw_sat_add(out->success, t.success);
+        out->occupied_pass = sw_sat_add(out->occupied_pass, t.occupied_pass);
+        out->rt = sw_sat_add(out->rt, t.rt);
+        out->shadow_block = sw_sat_add(out->shadow_block, t.shadow_block);
+    }
 }
 
 static int kexit_as(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt_ms, int outcome,
@@ -968,6 +1145,8 @@ static int kexit_as(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt
 {
     if (n < 0 || rt_ms < 0)
         return SW_EINVAL;
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     if (!may_give_up)
@@ -1010,6 +1189,8 @@ int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
     int rc = SW_OK;
     if (n < 1)
         return SW_EINVAL;
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     if (!lock_table_or_give_up(v))
         return SW_EBUSY; /* the count stays held: the caller may try again */
@@ -1027,6 +1208,8 @@ int sw_keyed_release(const struct sw_kview *v, uint64_t fp, int64_t n)
 
 int64_t sw_keyed_in_flight(const struct sw_kview *v, uint64_t fp)
 {
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     lock_table(v);
     uint32_t i = lookup(v->st, fp);
     int64_t x = i != UINT32_MAX ? entry_at(v->st, i)->in_flight : 0;
@@ -1060,14 +1243,13 @@ int sw_keyed_count_shadow_block(const struct sw_kview *v, int64_t n, int64_t now
     return SW_OK;
 }
 
-void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
-                    int64_t *evicted, int64_t *keys)
+/* One stripe's statistics (as sw_keyed_stats). */
+static void stripe_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
+                         int64_t *evicted, int64_t *keys)
 {
     struct sw_node *node = sw_keyed_node(v->st);
     struct sw_leap *sec = sw_node_sec(node);
     lock_table(v);
-    if (now_ns == SW_NOW)
-        now_ns = sw_time_coarse_ns();
     int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
     out->min_rt = sw_leap_min_rt(sec, NULL, t);
     out->pass = sw_leap_sum(sec, NULL, SW_EV_PASS, t);
@@ -1083,11 +1265,41 @@ void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *o
     unlock_table(v);
 }
 
+void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *out,
+                    int64_t *evicted, int64_t *keys)
+{
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    stripe_stats(v, now_ns, out, evicted, keys);
+    struct sw_kview sv;
+    for (uint32_t i = 1; i < v->st->n_stripes; i++) {
+        struct sw_stats s;
+        int64_t ev, k;
+        stripe_stats(stripe_view(v, i, &sv), now_ns, &s, &ev, &k);
+        /* (a stripe without data reads SW_MIN_RT_INIT, the most a bucket's minimum is) */
+        if (s.min_rt < out->min_rt)
+            out->min_rt = s.min_rt;
+        out->pass = sw_sat_add(out->pass, s.pass);
+        out->block = sw_sat_add(out->block, s.block);
+        out->success = sw_sat_add(out->success, s.success);
+        out->exception = sw_sat_add(out->exception, s.exception);
+        out->rt_sum = sw_sat_add(out->rt_sum, s.rt_sum);
+        out->in_flight = sw_sat_add(out->in_flight, s.in_flight);
+        *evicted = sw_sat_add(*evicted, ev);
+        *keys += k;
+    }
+}
+
 uint32_t sw_keyed_len(const struct sw_kview *v)
 {
-    lock_table(v);
-    uint32_t x = v->st->n_live;
-    unlock_table(v);
+    struct sw_kview sv;
+    uint32_t x = 0;
+    for (uint32_t i = 0; i < v->st->n_stripes; i++) {
+        const struct sw_kview *s = stripe_view(v, i, &sv);
+        lock_table(s);
+        x += s->st->n_live;
+        unlock_table(s);
+    }
     return x;
 }
 
@@ -1098,16 +1310,23 @@ int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t in
 {
     struct klayout k;
     if (st == NULL || !layout_of(interval_ms, sample_count, max_keys, shared, &k) ||
-        size < k.size)
+        size < k.total)
         return SW_EINVAL;
-    if (st->max_keys != max_keys || st->cap != k.cap || st->entry_size != k.entry_size ||
-        st->sample_count != sample_count || st->hold_cap != k.hold_cap ||
-        st->interval_ms != interval_ms ||
-        st->window_ms != interval_ms / (int64_t)sample_count || st->size != k.size ||
-        st->off_node != k.off_node || st->seed == 0 ||
-        st->off_entries != k.off_entries || st->off_hold != k.off_hold ||
-        st->n_live > max_keys)
-        return SW_EINVAL;
+    uint64_t seed = st->seed;
+    for (uint32_t i = 0; i < k.n_stripes; i++) {
+        const struct sw_kstate *s =
+            (const struct sw_kstate *)(const void *)((const char *)st + (size_t)i * k.stride);
+        if (s->max_keys != k.stripe_keys || s->n_stripes != k.n_stripes || s->stripe != i ||
+            s->cap != k.cap || s->entry_size != k.entry_size ||
+            s->sample_count != sample_count || s->hold_cap != k.hold_cap ||
+            s->interval_ms != interval_ms ||
+            s->window_ms != interval_ms / (int64_t)sample_count || s->size != k.size ||
+            s->off_node != k.off_node || s->seed == 0 || s->seed != seed ||
+            s->off_entries != k.off_entries || s->off_hold != k.off_hold ||
+            s->stride != k.stride || s->max_total != max_keys ||
+            s->n_live > k.stripe_keys)
+            return SW_EINVAL;
+    }
     return SW_OK;
 }
 
@@ -1120,14 +1339,20 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
     /* other processes may be deciding meanwhile (no lock here): every bound checked is a
      * constant of the layout, never a count that moves. The entries hold no index (any bit
      * pattern is a state a decision handles); the holdings name entries. */
-    const struct sw_khold *h = holds_of(st);
-    for (uint32_t p = 0; p < st->hold_cap; p++) {
-        uint32_t e = h[p].entry;
-        if (e != HOLD_DEL && (e > st->cap || h[p].slot >= SW_SHM_MAX_PROCS))
-            return SW_EINVAL;
-    }
     struct sw_node_cfg nc = node_cfg(interval_ms, sample_count);
-    return sw_node_validate(sw_keyed_node(st), &nc);
+    for (uint32_t i = 0; i < st->n_stripes; i++) {
+        struct sw_kstate *s = stripe_at(st, i);
+        const struct sw_khold *h = holds_of(s);
+        for (uint32_t p = 0; p < s->hold_cap; p++) {
+            uint32_t e = h[p].entry;
+            if (e != HOLD_DEL && (e > s->cap || h[p].slot >= SW_SHM_MAX_PROCS))
+                return SW_EINVAL;
+        }
+        int rc = sw_node_validate(sw_keyed_node(s), &nc);
+        if (rc != SW_OK)
+            return rc;
+    }
+    return SW_OK;
 }
 
 /* Whether the key in entry i is where a lookup finds it: within its probe window, no empty
@@ -1151,7 +1376,7 @@ static bool reachable(struct sw_kstate *st, uint32_t i)
 void sw_keyed_repair(const struct sw_kview *v)
 {
     struct sw_kstate *st = v->st;
-    uint32_t live = 0;
+    uint32_t live = 0, was = st->n_live;
     int64_t in_flight = 0;
     /* a key lost here (a duplicate, out of its window, or beyond max_keys: never from a
      * process killed mid-decision, only from damage) frees its entry for probes to go past */
@@ -1183,6 +1408,22 @@ void sw_keyed_repair(const struct sw_kview *v)
         }
         live++;
         in_flight = sw_sat_add(in_flight, e->in_flight);
+    }
+    if (st->n_stripes > 1) {
+        /* the table's count of keys: this stripe's change, less the place a key being taken
+         * held in it (`pending`: counted there, and in `live` below once taken) */
+        uint32_t before = st->pending != 0 ? st->pending - 1u : was;
+        int64_t d = (int64_t)live - (int64_t)before - (st->pending != 0 ? 1 : 0);
+        _Atomic uint32_t *all = &first_stripe(st)->live;
+        if (d > 0)
+            atomic_fetch_add_explicit(all, (uint32_t)d, memory_order_relaxed);
+        for (; d < 0; d++) {
+            uint32_t x = atomic_load_explicit(all, memory_order_relaxed);
+            while (x > 0 && !atomic_compare_exchange_weak_explicit(
+                                all, &x, x - 1u, memory_order_relaxed, memory_order_relaxed)) {
+            }
+        }
+        st->pending = 0;
     }
     st->n_live = live;
     struct sw_khold *h = holds_of(st);
@@ -1271,14 +1512,16 @@ uint32_t sw_keyed_reap(const struct sw_kview *v)
         uint64_t tok = atomic_load_explicit(&v->slots[s].token, memory_order_acquire);
         if (tok == 0 || tok == me || !sw_proc_token_dead(tok))
             continue;
-        lock_table(v);
+        sw_keyed_lock(v);
         if (atomic_load_explicit(&v->slots[s].token, memory_order_relaxed) == tok) {
-            reap_slot(v, s);
-            v->slots[s].in_flight = 0;
+            struct sw_kview sv;
+            for (uint32_t i = 0; i < v->st->n_stripes; i++)
+                reap_slot(stripe_view(v, i, &sv), s);
+            __atomic_store_n(&v->slots[s].in_flight, 0, __ATOMIC_RELAXED);
             atomic_store_explicit(&v->slots[s].token, 0, memory_order_release);
             freed++;
         }
-        unlock_table(v);
+        sw_keyed_unlock(v);
     }
     return freed;
 }
@@ -1298,24 +1541,17 @@ static int cmp_kback(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int64_t sw_keyed_give_back_locked(const struct sw_kview *v,
-                                  int64_t (*others)(uint64_t fp, void *ctx), void *ctx)
+/* sw_keyed_give_back_locked over the keys of one stripe (v: its view). @param kb room for
+ * held->n keys @return the count given back */
+static int64_t give_back_stripe(const struct sw_kview *v, const struct sw_kheld *held,
+                                struct kback *kb, int64_t (*others)(uint64_t fp, void *ctx),
+                                void *ctx)
 {
-    struct sw_kheld *held = v->held;
-    int64_t total = 0;
-    if (held == NULL || held->n == 0)
-        return 0;
     struct sw_kstate *st = v->st;
-    struct kback *kb = NULL;
-    /* only this process's own slot (a slot reaped and claimed again is another's) */
-    if (v->slots == NULL || v->my_slot < 0 || st->hold_cap == 0 ||
-        atomic_load_explicit(&v->slots[v->my_slot].token, memory_order_relaxed) !=
-            sw_token_resolve(v->token) ||
-        (kb = calloc(held->n, sizeof *kb)) == NULL)
-        goto out;
+    int64_t total = 0;
     uint32_t k = 0;
     for (uint32_t p = 0; p < held->cap; p++) {
-        if (held->fp[p] == 0)
+        if (held->fp[p] == 0 || stripe_of(st, held->fp[p]) != st->stripe)
             continue;
         uint32_t i = lookup(st, held->fp[p]); /* gone (evicted once at 0): nothing to give */
         if (i == UINT32_MAX || k == held->n)
@@ -1359,11 +1595,31 @@ int64_t sw_keyed_give_back_locked(const struct sw_kview *v,
             sw_test_in_critical();
         STORE_ORDER();
         hold_add(v, kb[j].ent - 1u, -take);
-        slot->in_flight = sw_sat_sub(slot->in_flight, take);
+        slot_add(slot, -take);
         int64_t left = sw_sat_sub(node->in_flight, take);
         node->in_flight = left < 0 ? 0 : left;
         total = sw_sat_add(total, take);
     }
+    return total;
+}
+
+int64_t sw_keyed_give_back_locked(const struct sw_kview *v,
+                                  int64_t (*others)(uint64_t fp, void *ctx), void *ctx)
+{
+    struct sw_kheld *held = v->held;
+    int64_t total = 0;
+    if (held == NULL || held->n == 0)
+        return 0;
+    struct kback *kb = NULL;
+    /* only this process's own slot (a slot reaped and claimed again is another's) */
+    if (v->slots == NULL || v->my_slot < 0 || v->st->hold_cap == 0 ||
+        atomic_load_explicit(&v->slots[v->my_slot].token, memory_order_relaxed) !=
+            sw_token_resolve(v->token) ||
+        (kb = calloc(held->n, sizeof *kb)) == NULL)
+        goto out;
+    struct sw_kview sv;
+    for (uint32_t i = 0; i < v->st->n_stripes; i++)
+        total = sw_sat_add(total, give_back_stripe(stripe_view(v, i, &sv), held, kb, others, ctx));
 out:
     free(kb);
     sw_kheld_clear(held);
@@ -1374,11 +1630,11 @@ void sw_keyed_detach(const struct sw_kview *v)
 {
     if (v->slots == NULL || v->my_slot < 0)
         return;
-    lock_table(v);
+    sw_keyed_lock(v);
     struct sw_proc_slot *slot = &v->slots[v->my_slot];
-    if (slot->in_flight == 0)
+    if (__atomic_load_n(&slot->in_flight, __ATOMIC_RELAXED) == 0)
         atomic_store_explicit(&slot->token, 0, memory_order_release);
-    unlock_table(v);
+    sw_keyed_unlock(v);
 }
 
 /* ---- plans (sw_group.c): decide a key without counting, then commit or not -------------- */
@@ -1391,7 +1647,7 @@ static bool can_insert(struct sw_kstate *st, uint64_t fp)
     uint32_t fr, stop;
     if (find(st, fp, &fr, &stop) != UINT32_MAX)
         return true;
-    if (fr != UINT32_MAX && st->n_live < st->max_keys)
+    if (fr != UINT32_MAX && st->n_live < st->max_keys && room_total(st))
         return true;
     uint32_t plen = probe_len(st), p = home_of(st, fp);
     for (uint32_t d = 0; d < plen; d++) {
@@ -1409,6 +1665,8 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
 {
     if (n < 1)
         return SW_EINVAL;
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     const struct sw_rule *r = &v->rule->base;
@@ -1486,6 +1744,8 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
 
 void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p, bool commit)
 {
+    struct sw_kview kbuf;
+    v = key_view(v, p->fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     int64_t n = p->n;
@@ -1527,6 +1787,8 @@ int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
 {
     if (n < 0)
         return SW_EINVAL;
+    struct sw_kview kbuf;
+    v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
     lock_table(v);
