@@ -122,29 +122,33 @@ struct sw_khold {
  * Every stripe's header holds the table's layout fields (the same in each) and its own
  * counts; the first stripe's `live` counts the keys of the whole table. */
 struct sw_kstate {
-    sw_lock lock;
+    /* the layout (written by init only, but the seed by sw_keyed_set_seed): read by every
+     * decision, on lines no lock shares */
     uint32_t max_keys;    /* keys this stripe may hold */
     uint32_t n_stripes;   /* stripes of the table: a power of 2 */
-    uint32_t n_live;      /* entries holding a key, at most max_keys */
     uint32_t cap;         /* entries */
     uint32_t entry_size;  /* bytes of one entry */
     uint32_t sample_count;
     uint32_t hold_cap;    /* holding cells (0: private) */
     uint32_t stripe;      /* this stripe's number */
+    uint32_t max_total;   /* keys the whole table may hold (len()) */
     int64_t interval_ms;
     int64_t window_ms;
-    uint64_t tick;        /* LRU clock, bumped by every use */
-    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
-    int64_t evicted;      /* keys evicted so far */
     uint64_t size;        /* bytes of this stripe */
     uint64_t off_node;
     uint64_t seed;        /* the key hash's seed: random per table (never 0), see above */
     uint64_t off_entries, off_hold;
     uint64_t stride;      /* bytes from one stripe to the next (a multiple of 64) */
-    uint32_t max_total;   /* keys the whole table may hold (len()) */
+    uint64_t pad0_[4];
+    /* the stripe's lock, and what changes under it */
+    sw_lock lock;
+    uint32_t n_live;      /* entries holding a key, at most max_keys */
     uint32_t pending;     /* several stripes: 1 + n_live while a key taken into a free entry
                              holds a place in `live` not yet in n_live, else 0 (repair) */
-    uint32_t pad_[14];
+    uint64_t tick;        /* LRU clock, bumped by every use */
+    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
+    int64_t evicted;      /* keys evicted so far */
+    uint64_t pad1_[3];
     /* the first stripe's (several stripes): keys held by the whole table, at most max_total,
      * on a line of its own (changed only as a key is taken into a free entry) */
     _Atomic uint32_t live;

@@ -24,9 +24,9 @@ static uint32_t hold_cap_of(uint32_t max_keys, bool shared)
 }
 
 
-_Static_assert(offsetof(struct sw_kstate, live) % 64u == 0 &&
-                   sizeof(struct sw_kstate) == offsetof(struct sw_kstate, live) + 64u,
-               "a stripe's live count sits on a line of its own");
+_Static_assert(offsetof(struct sw_kstate, lock) == 128u &&
+                   offsetof(struct sw_kstate, live) == 192u && sizeof(struct sw_kstate) == 256u,
+               "a stripe's layout, its lock and the table's count of keys on lines apart");
 
 /* Stripes of a table: one (private, or a small shared table: exact LRU over the whole table
  * stays), else a power of 2 with at least SW_KEYED_STRIPE_KEYS keys each. */
