@@ -15,7 +15,9 @@ Two parts.
   ``multiprocessing.Manager`` list and a ``multiprocessing.RLock``), the one peer that
   shares a limit between processes, with the same process count. And a shared ``Metric``
   counting (``add``) in both consistency modes: ``"strong"`` (every add under the region's
-  lock) and ``"eventual"`` (an atomic add on the process's own stripe, no lock).
+  lock) and ``"eventual"`` (an atomic add on the process's own stripe, no lock). And a
+  shared ``KeyedLimiter`` with keys of each process's own (10 000 a process): the table is
+  in stripes, each with its own lock, so that processes on different keys seldom meet.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ BIG = 10 ** 9
 REFUSING_QPS = 1000        # the "mostly refused" throughput case: 1 000 admitted per second
 PYRATE_ADMIT_RATE = 10 ** 6  # far above what MultiprocessBucket can do: every call admitted
 PYRATE_REFUSE_RATE = 10      # full after 10: every later call refused
+KEYED_KEYS = 10_000          # the shared keyed case: keys of each process's own
 
 
 _CREATED: List[str] = []  # every region name this run made, unlinked at the end
@@ -156,6 +159,15 @@ def _make_call(spec: Dict[str, Any], pyrate: Dict[str, Any], cache: Dict[str, An
         lim = Limiter(**spec["kw"])
         cache["keep"] = lim
         return lim.try_acquire
+    if kind == "keyed":
+        from slidewin import KeyedLimiter
+
+        lim = KeyedLimiter(**spec["kw"])
+        cache["keep"] = lim
+        # keys of this process's own (no other process decides on them), cycled
+        keys = itertools.cycle([f"{os.getpid()}-{i}" for i in range(spec["keys"])])
+        acq = lim.try_acquire
+        return lambda: acq(next(keys))
     if kind == "metric":
         import functools
 
@@ -316,6 +328,10 @@ def throughput_cases(names: Dict[str, str], pyrate_ok: bool):
         ("sw.refuse", f"slidewin shared='name', qps={REFUSING_QPS} (mostly refused)",
          {"kind": "slidewin", "kw": {"qps": REFUSING_QPS, "shared": names["refuse"]},
           "chunk": 256}, "slidewin"),
+        ("sw.keyed", f"slidewin KeyedLimiter shared='name', qps=10**9, {KEYED_KEYS:,} distinct "
+         "keys per process (all admitted)",
+         {"kind": "keyed", "kw": {"qps": BIG, "shared": names["keyed"]}, "keys": KEYED_KEYS,
+          "chunk": 256, "warm": 2 * KEYED_KEYS}, "slidewin"),
         ("private.admit", "slidewin private, one limiter per process (nothing shared)",
          {"kind": "slidewin", "kw": {"qps": BIG}, "chunk": 256}, "reference"),
         ("metric.strong", "slidewin Metric shared='name', add(PASS), consistency='strong'",
@@ -350,7 +366,7 @@ PEER_TARGETS = [("sw.admit", "pyrate.admit", "admitting"),
 
 def run_processes(cfg, log) -> Dict[str, Any]:
     import slidewin
-    from slidewin import Limiter
+    from slidewin import KeyedLimiter, Limiter
 
     procs = cfg.get("shared_procs", [1, 2])
     seconds = cfg["shared_s"]
@@ -358,11 +374,12 @@ def run_processes(cfg, log) -> Dict[str, Any]:
 
     names = {"admit": _region_name("tp-admit"), "refuse": _region_name("tp-refuse"),
              "m_strong": _region_name("tp-m-strong"),
-             "m_eventual": _region_name("tp-m-eventual")}
+             "m_eventual": _region_name("tp-m-eventual"), "keyed": _region_name("tp-keyed")}
     keep = [Limiter(qps=BIG, shared=names["admit"]),
             Limiter(qps=REFUSING_QPS, shared=names["refuse"]),
             Metric(shared=names["m_strong"]),
-            Metric(shared=names["m_eventual"], consistency="eventual")]
+            Metric(shared=names["m_eventual"], consistency="eventual"),
+            KeyedLimiter(qps=BIG, shared=names["keyed"])]
     pyrate, why, manager = _pyrate_buckets(log)
     if why:
         log(f"  {why}")
@@ -432,6 +449,16 @@ def run_processes(cfg, log) -> Dict[str, Any]:
                             "measured": v, "limit": ">= 0.7x", "met": v >= 0.7,
                             "detail": f"{fmt_rate(r['by_procs'][two]['per_s'])} / "
                                       f"{fmt_rate(r['by_procs']['1']['per_s'])}"})
+    r = by.get("sw.keyed")
+    if r and "error" not in r and two in r["by_procs"]:
+        v = r["by_procs"][two]["vs_1"]
+        cv = r["by_procs"][two]["cpu_vs_1"]
+        targets.append({"target": f"{two} processes / 1 process, shared KeyedLimiter, "
+                                  "distinct keys (a lock per stripe of the table)",
+                        "measured": v, "limit": ">= 1.6x", "met": v >= 1.6,
+                        "detail": f"{fmt_rate(r['by_procs'][two]['per_s'])} / "
+                                  f"{fmt_rate(r['by_procs']['1']['per_s'])}; per "
+                                  f"CPU-second {cv:.2f}x"})
     for key, what, limit in (("metric.eventual", "consistency='eventual'", 1.6),
                              ("metric.strong", "consistency='strong'", None)):
         r = by.get(key)

@@ -6,7 +6,7 @@
 
 void sw_gmember_order_private(struct sw_gmember *m)
 {
-    const void *lock = m->kind == SW_GM_KEYED ? (const void *)&m->kv->st->lock
+    const void *lock = m->kind == SW_GM_KEYED ? sw_keyed_lock_id(m->kv)
                                               : (const void *)&m->v->st->lock;
     m->order[0] = UINT64_MAX;
     m->order[1] = (uint64_t)(uintptr_t)lock;
@@ -42,21 +42,20 @@ static bool paces(const struct sw_gmember *m)
  * @return false when the wait gave up (sw_lock_wait_hook; the lock is not held) */
 static inline bool lock_member(const struct sw_gmember *m)
 {
-    bool keyed = m->kind == SW_GM_KEYED;
-    sw_lock *l = keyed ? &m->kv->st->lock : &m->v->st->lock;
-    int got = sw_lock_acquire_or_give_up(l, sw_token_resolve(keyed ? m->kv->token : m->v->token));
-    if (got == SW_LOCK_TOOK_OVER) {
-        if (keyed)
-            sw_keyed_repair(m->kv);
-        else
-            sw_lstate_repair(m->v);
-    }
+    if (m->kind == SW_GM_KEYED)
+        return sw_keyed_lock_key_or_give_up(m->kv, m->fp); /* the key's stripe's */
+    int got = sw_lock_acquire_or_give_up(&m->v->st->lock, sw_token_resolve(m->v->token));
+    if (got == SW_LOCK_TOOK_OVER)
+        sw_lstate_repair(m->v);
     return got != SW_LOCK_GAVE_UP;
 }
 
 static inline void unlock_member(const struct sw_gmember *m)
 {
-    sw_lock_release(m->kind == SW_GM_KEYED ? &m->kv->st->lock : &m->v->st->lock);
+    if (m->kind == SW_GM_KEYED)
+        sw_keyed_unlock_key(m->kv, m->fp);
+    else
+        sw_lock_release(&m->v->st->lock);
 }
 
 /* The common group: limiters deciding on their locks' lines (rejecting QPS rules and fixed

@@ -59,6 +59,8 @@ extern "C" {
 #define SW_KEYED_HOLD_PROBE 64u
 #define SW_KEYED_SWEEP 4u     /* free marks an eviction checks in turn */
 #define SW_KEYED_SUM_MAX 2u   /* up to this many buckets an entry sums its counts */
+#define SW_KEYED_STRIPE_KEYS 256u /* a shared table has a stripe per this many keys... */
+#define SW_KEYED_MAX_STRIPES 64u  /* ...up to this many */
 
 /* Key type tags of the encoding hashed by sw_keyed_hash. */
 enum { SW_KEY_STR = 's', SW_KEY_BYTES = 'b', SW_KEY_INT = 'i', SW_KEY_BIGINT = 'I' };
@@ -112,32 +114,54 @@ struct sw_khold {
     int64_t count;
 };
 
+/* One stripe of a table (the whole table when it has one stripe): its own lock, statistics
+ * node, entries and holdings. A table is n_stripes stripes `stride` bytes apart (each on its
+ * own cache lines), the first one's header at the table's start; a key lives in stripe
+ * fp % n_stripes, so that decisions on keys of different stripes share no lock and no line.
+ * A private table, or a shared one of fewer than 2 x SW_KEYED_STRIPE_KEYS keys, has one.
+ * Every stripe's header holds the table's layout fields (the same in each) and its own
+ * counts; the first stripe's `live` counts the keys of the whole table. */
 struct sw_kstate {
-    sw_lock lock;
-    uint32_t max_keys;
-    uint32_t resv_;       /* 0 */
-    uint32_t n_live;      /* entries holding a key (len()), at most max_keys */
+    /* the layout (written by init only, but the seed by sw_keyed_set_seed): read by every
+     * decision, on lines no lock shares */
+    uint32_t max_keys;    /* keys this stripe may hold */
+    uint32_t n_stripes;   /* stripes of the table: a power of 2 */
     uint32_t cap;         /* entries */
     uint32_t entry_size;  /* bytes of one entry */
     uint32_t sample_count;
     uint32_t hold_cap;    /* holding cells (0: private) */
-    uint32_t pad_;
+    uint32_t stripe;      /* this stripe's number */
+    uint32_t max_total;   /* keys the whole table may hold (len()) */
     int64_t interval_ms;
     int64_t window_ms;
-    uint64_t tick;        /* LRU clock, bumped by every use */
-    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
-    int64_t evicted;      /* keys evicted so far */
-    uint64_t size;        /* total bytes */
+    uint64_t size;        /* bytes of this stripe */
     uint64_t off_node;
     uint64_t seed;        /* the key hash's seed: random per table (never 0), see above */
     uint64_t off_entries, off_hold;
+    uint64_t stride;      /* bytes from one stripe to the next (a multiple of 64) */
+    uint64_t pad0_[4];
+    /* the stripe's lock, and what changes under it */
+    sw_lock lock;
+    uint32_t n_live;      /* entries holding a key, at most max_keys */
+    uint32_t pending;     /* several stripes: 1 + n_live while a key taken into a free entry
+                             holds a place in `live` not yet in n_live, else 0 (repair) */
+    uint64_t tick;        /* LRU clock, bumped by every use */
+    uint64_t sweep;       /* the next entry whose free mark an eviction checks */
+    int64_t evicted;      /* keys evicted so far */
+    uint64_t pad1_[3];
+    /* the first stripe's (several stripes): keys held by the whole table, at most max_total,
+     * on a line of its own (changed only as a key is taken into a free entry) */
+    _Atomic uint32_t live;
+    uint32_t pad2_[15];
 };
 
 /* What one object of a process holds in flight per key of a shared table (process memory,
  * never shared): an open-addressing map fingerprint -> count (> 0), changed with the
- * process's holdings under the table's lock, its cells freed as counts reach 0 (bounded by
+ * process's holdings under the key's stripe's lock, its cells freed as counts reach 0 (bounded by
  * what the object holds). Zeroed: empty. */
 struct sw_kheld {
+    sw_lock lock;   /* (private) the stripes of a table are locked apart: the object's
+                       threads change its cells under this too */
     uint64_t *fp;   /* cells: 0 free */
     int64_t *count;
     uint32_t cap;   /* cells: 0 or a power of 2 */
@@ -178,9 +202,10 @@ int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t in
 size_t sw_keyed_node_size(int64_t interval_ms, uint32_t sample_count);
 /** Check a copy of a table's node (as sw_node_validate). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t sample_count);
-/** Restore what a process that died inside a critical section may have left half-written:
- * per-key derived fields, free-entry marks, keys a lookup would not find (damage only), the
- * holdings, the node, the in-flight totals. O(max_keys). Lock held by the caller. */
+/** Restore what a process that died inside a critical section of stripe v->st may have left
+ * half-written: per-key derived fields, free-entry marks, keys a lookup would not find
+ * (damage only), the holdings, the node, the in-flight totals, the table's count of keys.
+ * O(keys of the stripe). The stripe's lock held by the caller. */
 void sw_keyed_repair(const struct sw_kview *v);
 /** Give back the in-flight counts (per key) of the dead processes of a shared table.
  * @return the number of process slots freed */
@@ -229,7 +254,8 @@ struct sw_kplan {
     unsigned flags;
     struct sw_throttle thr; /* throttle: the key's state after the reservation (has_thr) */
 };
-/** Plan a key's decision, the table's lock held (sw_keyed_lock / sw_keyed_lock_or_give_up):
+/** Plan a key's decision, the key's stripe's lock held (sw_keyed_lock_key_or_give_up, or all
+ * of them: sw_keyed_lock):
  * as sw_keyed_decide (flags SW_F_TRY, SW_F_NO_BLOCK, kept by a shadow rule, SW_F_ENTRY,
  * SW_F_RETRY), counting and
  * taking nothing (the key's window may roll). End it before the lock is released.
@@ -268,14 +294,21 @@ void sw_keyed_stats(const struct sw_kview *v, int64_t now_ns, struct sw_stats *o
                     int64_t *evicted, int64_t *keys);
 /** Lifetime totals of the whole table (as sw_totals_read). */
 void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out);
-/** Take / release the table's lock (as a decision does). Settings change under it: a
- * decision reads the rule (and its overrides) under the lock only, so swapping `rule`'s
- * fields (and freeing old overrides after the unlock) is safe. */
+/** Take / release the table's locks (every stripe's, in order). Settings change under
+ * them: a decision reads the rule (and its overrides) under its key's stripe's lock only, so
+ * swapping `rule`'s fields (and freeing old overrides after the unlock) is safe. */
 void sw_keyed_lock(const struct sw_kview *v);
 /** sw_keyed_lock for a caller that can give up (sw_lock_wait_hook; a destructor).
  * @return false when it gave up (the lock is not held) */
 bool sw_keyed_lock_or_give_up(const struct sw_kview *v);
 void sw_keyed_unlock(const struct sw_kview *v);
+/** Take the lock of the stripe that holds key fp (a group's member: sw_keyed_plan_locked and
+ * sw_keyed_plan_end_locked of that key under it); repairs the stripe when taken over from a
+ * dead process. @return false when the wait gave up (sw_lock_wait_hook; not held) */
+bool sw_keyed_lock_key_or_give_up(const struct sw_kview *v, uint64_t fp);
+void sw_keyed_unlock_key(const struct sw_kview *v, uint64_t fp);
+/** The table's identity as a private group member orders it (its first lock's address). */
+const void *sw_keyed_lock_id(const struct sw_kview *v);
 /** Keys held now. */
 uint32_t sw_keyed_len(const struct sw_kview *v);
 

@@ -644,7 +644,8 @@ def start_on_a_stuck_word(workers, script: str, name: str, sleeper, held: str,
     p = workers.py(script, name, kind, env=STUCK_ENV)
     deadline = time.monotonic() + DEADLINE
     assert wait_line(p, "held", deadline) == held
-    craft_lock_word(name, token(sleeper.pid), at=0 if kind == "keyed" else 64)
+    # a keyed table of 100 keys has one stripe: its lock after the layout's two lines
+    craft_lock_word(name, token(sleeper.pid), at=128 if kind == "keyed" else 64)
     send(p)
     return p, deadline
 
@@ -695,7 +696,7 @@ OBJECTS = """
 import os, signal, sys, time, slidewin
 name, kind = sys.argv[1], sys.argv[2]
 if kind == "keyed":
-    lim = slidewin.KeyedLimiter(concurrency=5, shared=name)
+    lim = slidewin.KeyedLimiter(concurrency=5, shared=name, max_keys=100)  # one stripe
     entry = lambda: lim.entry("k")
     in_flight = lambda: lim.in_flight("k")
     release = lambda: lim.release("k")

@@ -20,143 +20,18 @@
 #include <sys/mman.h>
 
 #define DEFAULT_MAX_KEYS 65536
-/* hash keys at least this long with the GIL released (xxhash's binding uses 64 KiB) */
-#define HASH_NOGIL_BYTES 65536
 
-typedef struct {
-    PyObject_HEAD
-    LIMITING_HEAD;             /* binding.h; the settings cfg and rule: written under the
-                                  table's lock (decisions read the rule under it, in the core)
-                                  and cfg_mu, taken after it; getters, repr and update's
-                                  snapshot take cfg_mu only, so that no thread frees what
-                                  another reads, with or without the GIL */
-    struct sw_kstate *mem;     /* owned table (private), or NULL (shared) */
-    _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
-    uint32_t max_keys;
-    struct sw_krule rule;      /* this process's settings; rule.over points into `over` */
-    struct sw_kover *over;     /* PyMem-owned, sorted by fp */
-    PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
-    struct sw_kview view;
-    struct sw_kheld held;      /* shared: what this object holds in flight per key (in the
-                                  process's holdings), given back when it goes; view.held */
-} KeyedObject;
-
-typedef struct {
-    ENTRY_HEAD(KeyedObject, lim) /* binding.h */
-    PyObject *key;
-    uint64_t fp;
-} KeyedEntryObject;
 
 static const char *const kbehavior_names[] = {"reject", "warm_up", "throttle",
                                               "warm_up_throttle"};
 
-/* ---- keys ------------------------------------------------------------------------------ */
-
-static uint64_t hash_bytes(uint64_t seed, int tag, const char *s, Py_ssize_t len)
-{
-    uint64_t h;
-    if (len >= HASH_NOGIL_BYTES) {
-        Py_BEGIN_ALLOW_THREADS
-        h = sw_keyed_hash(seed, tag, s, (size_t)len);
-        Py_END_ALLOW_THREADS
-        return h;
-    }
-    return sw_keyed_hash(seed, tag, s, (size_t)len);
-}
-
-/* A key's fingerprint. str: its UTF-8 (lone surrogates kept, "surrogatepass"); bytes: its
- * bytes; int: 8 little-endian two's complement bytes when it fits in int64, else its hex
- * digits ("-0x1f..."), each under its own tag: "1", b"1" and 1 are three keys.
- * @param what the parameter named in errors @param exc the exception of a wrong type
- * @return 0, or -1 with an exception set */
-static int key_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
-                     const char *what)
-{
-    if (PyUnicode_Check(key)) {
-        Py_ssize_t len;
-        if (PyUnicode_IS_COMPACT_ASCII(key)) {
-            /* ASCII is its own UTF-8: the characters right after the object header */
-            len = PyUnicode_GET_LENGTH(key);
-            *out = hash_bytes(seed, SW_KEY_STR, (const char *)PyUnicode_DATA(key), len);
-            return 0;
-        }
-        const char *s = PyUnicode_AsUTF8AndSize(key, &len);
-        if (s != NULL) {
-            *out = hash_bytes(seed, SW_KEY_STR, s, len);
-            return 0;
-        }
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
-            return -1;
-        PyErr_Clear();
-        PyObject *b = PyUnicode_AsEncodedString(key, "utf-8", "surrogatepass");
-        if (b == NULL)
-            return -1;
-        *out = hash_bytes(seed, SW_KEY_STR, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
-        Py_DECREF(b);
-        return 0;
-    }
-    if (PyBytes_Check(key)) {
-        *out = hash_bytes(seed, SW_KEY_BYTES, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
-        return 0;
-    }
-    if (PyLong_Check(key) && !PyBool_Check(key)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
-        if (v == -1 && PyErr_Occurred())
-            return -1;
-        if (!overflow) {
-            unsigned char b[8];
-            uint64_t u = (uint64_t)v;
-            for (int i = 0; i < 8; i++)
-                b[i] = (unsigned char)(u >> (8 * i));
-            *out = sw_keyed_hash(seed, SW_KEY_INT, b, 8);
-            return 0;
-        }
-        PyObject *h = PyNumber_ToBase(key, 16);
-        if (h == NULL)
-            return -1;
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(h, &len);
-        if (s == NULL) {
-            Py_DECREF(h);
-            return -1;
-        }
-        *out = hash_bytes(seed, SW_KEY_BIGINT, s, len);
-        Py_DECREF(h);
-        return 0;
-    }
-    PyErr_Format(exc, "%s must be a str, bytes or int, not %.100s", what, type_name_of(key));
-    return -1;
-}
-
-static inline int key_fp(uint64_t seed, PyObject *key, uint64_t *out)
-{
-    if (key == NULL) {
-        PyErr_SetString(PyExc_TypeError, "missing required argument 'key'");
-        return -1;
-    }
-    return key_fp_as(seed, key, out, PyExc_TypeError, "key");
-}
-
-static inline uint64_t seed_of(KeyedObject *self)
-{
-    return atomic_load_explicit(&self->seed, memory_order_relaxed);
-}
-
 /* ---- the object ------------------------------------------------------------------------ */
 
 
-static inline const struct sw_kview *kview(KeyedObject *self)
-{
-    if (self->is_shared &&
-        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        limiting_refork((PyObject *)self);
-    return &self->view;
-}
 
 /* A release (of the key with fingerprint fp; has_fp 0: of any key, e.g. new settings):
  * threads in acquire() and asyncio tasks waiting are woken. */
-static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
+void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     PyObject *arg = NULL;
     PyObject *w = waker_get((PyObject *)self, &self->waker);
@@ -189,139 +64,7 @@ static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const 
     return key_fp(seed, a[0], fp);
 }
 
-static int cmp_over(const void *a, const void *b)
-{
-    uint64_t x = ((const struct sw_kover *)a)->fp, y = ((const struct sw_kover *)b)->fp;
-    return x < y ? -1 : x > y;
-}
 
-/* Per-key thresholds checked against a configuration, ready to install. */
-struct overrides {
-    struct sw_kover *arr; /* PyMem-owned, sorted by fp, unique */
-    uint32_t n;
-    PyObject *copy;       /* the dict as given */
-};
-
-/* Check per-key thresholds (a Mapping, or None for none) against cfg.
- * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
-static int build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
-                           struct overrides *out)
-{
-    PyObject *copy = PyDict_New(), *items = NULL;
-    struct sw_kover *arr = NULL;
-    if (copy == NULL)
-        return -1;
-    if (value != NULL && value != Py_None) {
-        if (!PyDict_Check(value) && !PyObject_HasAttrString(value, "items")) {
-            PyErr_Format(PyExc_TypeError, "overrides must be a dict of key -> threshold, not "
-                         "%.100s", type_name_of(value));
-            goto fail;
-        }
-        items = PyMapping_Items(value);
-        if (items == NULL)
-            goto fail;
-    }
-    Py_ssize_t n = items != NULL ? PyList_GET_SIZE(items) : 0;
-    if (n > (Py_ssize_t)SW_KEYED_MAX_KEYS) {
-        PyErr_Format(PyExc_ValueError, "overrides: at most %u keys, got %zd",
-                     (unsigned)SW_KEYED_MAX_KEYS, n);
-        goto fail;
-    }
-    if (n > 0) {
-        arr = PyMem_Calloc((size_t)n, sizeof *arr);
-        if (arr == NULL) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-    }
-    bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PyList_GET_ITEM(items, i);
-        PyObject *k, *t;
-        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
-            PyErr_SetString(PyExc_TypeError, "overrides: items() must give (key, threshold) pairs");
-            goto fail;
-        }
-        k = PyTuple_GET_ITEM(it, 0);
-        t = PyTuple_GET_ITEM(it, 1);
-        if (key_fp_as(seed, k, &arr[i].fp, PyExc_ValueError, "an overrides key") < 0) {
-            if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "overrides: key %R must be a str, bytes or int, "
-                             "not %.100s", k, type_name_of(k));
-            }
-            goto fail;
-        }
-        double v = -1;
-        bool ok;
-        if (conc)
-            ok = PyLong_Check(t) && !PyBool_Check(t);
-        else
-            ok = (PyLong_Check(t) || PyFloat_Check(t)) && !PyBool_Check(t);
-        if (ok) {
-            v = PyFloat_AsDouble(t);
-            if (v == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-                v = -1; /* too large: refused below */
-            }
-        }
-        struct sw_limiter_cfg c = *cfg;
-        c.count = v;
-        struct sw_cfg_error err;
-        if (!ok || v < 0 || sw_limiter_check_ex(&c, &err) != SW_OK) {
-            PyObject *msg = NULL;
-            if (ok && v >= 0)
-                msg = PyUnicode_FromString(err.msg);
-            else
-                msg = PyUnicode_FromFormat("%s must be %s, got %R", conc ? "concurrency" : "qps",
-                                           conc ? "an int in [0, 2**53]"
-                                                : "a finite number in [0, 9e15]", t);
-            if (msg != NULL) {
-                PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
-                                                    "range: %U"
-                                                  : "overrides[%R]: threshold %R is not a "
-                                                    "number: %U",
-                             k, t, msg);
-                Py_DECREF(msg);
-            }
-            goto fail;
-        }
-        arr[i].count = v;
-        arr[i].limit = conc ? v : (cfg->interval_ms == 1000
-                                       ? v : v * ((double)cfg->interval_ms / 1000.0));
-        if (PyDict_SetItem(copy, k, t) < 0)
-            goto fail;
-    }
-    if (n > 1)
-        qsort(arr, (size_t)n, sizeof *arr, cmp_over);
-    /* equal fingerprints (the same key twice, e.g. 1 and True are refused, so only a
-     * collision): the last wins */
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (m > 0 && arr[m - 1].fp == arr[i].fp)
-            arr[m - 1] = arr[i];
-        else
-            arr[m++] = arr[i];
-    }
-    out->arr = arr;
-    out->n = (uint32_t)m;
-    out->copy = copy;
-    Py_XDECREF(items);
-    return 0;
-fail:
-    PyMem_Free(arr);
-    Py_XDECREF(items);
-    Py_DECREF(copy);
-    return -1;
-}
-
-static inline const struct sw_kview *kview(KeyedObject *self);
-
-static void overrides_free(struct overrides *ov)
-{
-    PyMem_Free(ov->arr);
-    Py_CLEAR(ov->copy);
-}
 
 /* The overrides dict (a new reference), read under cfg_mu (as limiting_settings); with cfg,
  * the configuration and generation of the same snapshot too */
@@ -371,7 +114,7 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
 {
     struct keyed_install in = {rule, ov};
     int rc = limiting_install((PyObject *)self, gen, cfg, keyed_apply, &in);
-    overrides_free(ov); /* the replaced ones, or (changed meanwhile) the new ones */
+    keyed_overrides_free(ov); /* the replaced ones, or (changed meanwhile) the new ones */
     return rc;
 }
 
@@ -384,7 +127,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
         uint64_t gen;
         struct overrides ov;
         limiting_settings((PyObject *)self, &cfg, &gen);
-        if (build_overrides(&cfg, seed_of(self), value, &ov) < 0)
+        if (keyed_build_overrides(&cfg, seed_of(self), value, &ov) < 0)
             return -1;
         if (install_settings(self, NULL, NULL, &ov, gen) == 0)
             return 0;
@@ -480,9 +223,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     /* the overrides checked before a region is created or attached (their fingerprints
      * need the table's seed: built again below) */
     struct overrides ov0;
-    if (build_overrides(&cfg, 1, o_over, &ov0) < 0)
+    if (keyed_build_overrides(&cfg, 1, o_over, &ov0) < 0)
         goto fail;
-    overrides_free(&ov0);
+    keyed_overrides_free(&ov0);
     if (mode == 0) {
         self->mem = PyMem_RawCalloc(1, size);
         if (self->mem == NULL) {
@@ -711,9 +454,8 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
 /* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
  * defer_wait: an admitted request's wait is left to the caller (an entry sleeps it itself).
  * @return 0 admitted (*d its decision), -1 with an exception set. */
-static int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                           int64_t timeout_ns, unsigned flags, bool defer_wait,
-                           struct sw_decision *d)
+int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
+                    int64_t timeout_ns, unsigned flags, bool defer_wait, struct sw_decision *d)
 {
     if (timeout_ns < 0) {
         if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, d)) &&
@@ -835,9 +577,6 @@ static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
-static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
-                            int64_t timeout_ns);
-
 static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
@@ -849,7 +588,7 @@ static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
         return NULL;
-    return kentry_new(self, a[0], fp, n, timeout);
+    return keyed_entry_new(self, a[0], fp, n, timeout);
 }
 
 /* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);
@@ -967,7 +706,7 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         }
         struct overrides ov;
         /* the overrides given, or the current ones checked again against the new settings */
-        rc = build_overrides(&cfg, seed_of(self), v[8] != NULL ? v[8] : cur, &ov);
+        rc = keyed_build_overrides(&cfg, seed_of(self), v[8] != NULL ? v[8] : cur, &ov);
         Py_XDECREF(cur);
         if (rc < 0)
             return NULL;
@@ -1054,244 +793,3 @@ PyType_Spec KeyedLimiter_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .slots = Keyed_slots,
 };
-
-/* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
-
-static PyObject *kentry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
-                            int64_t timeout_ns)
-{
-    KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
-    if (e == NULL)
-        return NULL;
-    Py_INCREF(lim);
-    Py_INCREF(key);
-    e->lim = lim;
-    e->key = key;
-    e->fp = fp;
-    e->timeout_ns = timeout_ns;
-    ENTRY_INIT(e, n);
-    PyObject_GC_Track(e);
-    return (PyObject *)e;
-}
-
-static inline int kentry_claim(KeyedEntryObject *self)
-{
-    return entry_claim_as(&self->state, self->lim,
-                          "an entry can be entered only once: this one has exited; make a new "
-                          "one per request with per_key.entry(key)",
-                          "an entry can be entered only once: this one is already entered");
-}
-
-/* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
- * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
- * the count still held) */
-static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt: ns */
-{
-    if (self->hollow)
-        return 0;
-    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
-                                         outcome, SW_NOW)))
-        return SW_EBUSY;
-    keyed_notify(self->lim, 1, self->fp);
-    return 0;
-}
-
-/* As entry_give_back (entry.c): a give-up leaves the count held by the KeyedLimiter object,
- * given back per key when it goes. */
-static void kentry_give_back(KeyedEntryObject *self)
-{
-    int expected = ENTRY_ENTERED;
-    if (self->lim != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, kentry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
-}
-
-static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->lim);
-    Py_VISIT(self->key);
-    return 0;
-}
-
-static int KEntry_clear(KeyedEntryObject *self)
-{
-    kentry_give_back(self);
-    Py_CLEAR(self->lim);
-    Py_CLEAR(self->key);
-    return 0;
-}
-
-static void KEntry_dealloc(KeyedEntryObject *self)
-{
-    entry_dealloc_with((PyObject *)self, (inquiry)KEntry_clear);
-}
-
-static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (kentry_claim(self) < 0)
-        return NULL;
-    KeyedObject *lim = self->lim;
-    struct sw_decision d;
-    if (self->timeout_ns >= 0) {
-        /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
-         * the end: one BLOCK counted, BlockedError raised */
-        if (keyed_acquire_d(lim, self->key, self->fp, self->n, self->timeout_ns, SW_F_ENTRY,
-                            true, &d) < 0) {
-            atomic_store(&self->state, ENTRY_IDLE);
-            return NULL;
-        }
-    } else if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW,
-                                       SW_F_ENTRY | SW_F_RETRY, &d))) {
-        atomic_store(&self->state, ENTRY_IDLE);
-        (void)lock_gave_up();
-        return NULL;
-    }
-    if (d.verdict != SW_PASS) {
-        atomic_store(&self->state, ENTRY_IDLE);
-        limiting_raise_blocked((PyObject *)lim, self->key, self->n, &d);
-        return NULL;
-    }
-    self->hollow = d.shadowed;
-    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
-        sw_keyed_exit(kview(lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
-        atomic_store(&self->state, ENTRY_EXITED);
-        keyed_notify(lim, 1, self->fp);
-        return NULL;
-    }
-    self->start_ns = sw_time_ns();
-    atomic_store(&self->state, ENTRY_ENTERED);
-    Py_INCREF(self);
-    return (PyObject *)self;
-}
-
-static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
-}
-
-static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t rt;
-    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
-    if (outcome < 0)
-        return NULL;
-    if (kentry_finish(self, rt, outcome) != 0) {
-        /* gave up waiting for the lock: still entered, holding its count; may be retried */
-        atomic_store(&self->state, ENTRY_ENTERED);
-        (void)lock_gave_up_error();
-        return NULL;
-    }
-    Py_RETURN_FALSE;
-}
-
-static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (kentry_claim(self) < 0)
-        return NULL;
-    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
-}
-
-static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    PyObject *k = self->key != NULL ? self->key : Py_None;
-    Py_INCREF(k);
-    return k;
-}
-
-static PyObject *KEntry_repr(KeyedEntryObject *self)
-{
-    return PyUnicode_FromFormat("<slidewin keyed entry key=%R n=%lld %s of %R>",
-                                self->key ? self->key : Py_None, (long long)self->n,
-                                entry_state_names[atomic_load(&self->state) & 3],
-                                self->lim ? (PyObject *)self->lim : Py_None);
-}
-
-static PyGetSetDef KEntry_getset[] = {
-    {"n", entry_get_n, NULL, "The request size.", NULL},
-    {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
-    {"timeout", entry_get_timeout, NULL,
-     "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
-     NULL},
-    {"limiter", entry_get_limiter, NULL, "The KeyedLimiter.", NULL},
-    {NULL}};
-
-static PyMethodDef KEntry_methods[] = {
-    {"__enter__", (PyCFunction)KEntry_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)(void (*)(void))KEntry_exit, METH_FASTCALL, NULL},
-    {"__aenter__", (PyCFunction)KEntry_aenter, METH_NOARGS, NULL},
-    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
-    {"_started", (PyCFunction)(void (*)(void))KEntry_started, METH_FASTCALL, NULL},
-    {"_abort", entry_abort, METH_NOARGS, NULL},
-    {NULL}};
-
-#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
-#endif
-
-static PyType_Slot KEntry_slots[] = {
-    {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async with)."},
-    {Py_tp_traverse, KEntry_traverse},
-    {Py_tp_clear, KEntry_clear},
-    {Py_tp_dealloc, KEntry_dealloc},
-    {Py_tp_methods, KEntry_methods},
-    {Py_tp_getset, KEntry_getset},
-    {Py_tp_repr, KEntry_repr},
-    {0, NULL}};
-
-PyType_Spec KeyedEntry_spec = {
-    .name = "slidewin._core.KeyedEntry",
-    .basicsize = sizeof(KeyedEntryObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = KEntry_slots,
-};
-
-/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
-
-int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
-                       int *shared)
-{
-    KeyedObject *self = (KeyedObject *)keyed;
-    if (key_fp(seed_of(self), key, fp) < 0)
-        return -1;
-    struct sw_gmember m;
-    m.kind = SW_GM_KEYED;
-    m.kv = &self->view;
-    limiting_group_order(keyed, &m);
-    order[0] = m.order[0];
-    order[1] = m.order[1];
-    *shared = self->is_shared;
-    return 0;
-}
-
-const struct sw_kview *keyed_group_view(PyObject *keyed)
-{
-    return kview((KeyedObject *)keyed);
-}
-
-int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
-{
-    KeyedObject *self = (KeyedObject *)keyed;
-    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self), fp, n, rt_ms, outcome, SW_NOW)))
-        return SW_EBUSY;
-    keyed_notify(self, 1, fp);
-    return 0;
-}
-
-void keyed_group_maybe_reap(PyObject *keyed)
-{
-    (void)limiting_maybe_reap(keyed);
-}
-
-int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)
-{
-    return sw_keyed_charge(kview((KeyedObject *)keyed), fp, n, now_ns);
-}
-
-int keyed_group_grade(PyObject *keyed)
-{
-    return ((KeyedObject *)keyed)->grade;
-}

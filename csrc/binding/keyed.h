@@ -3,7 +3,10 @@
 #define SW_BINDING_KEYED_H
 
 #include "binding.h"
+#include "limiting_ops.h"
 #include "sw_keyed.h"
+
+#include <stdatomic.h>
 
 extern PyType_Spec KeyedLimiter_spec;
 extern PyType_Spec KeyedEntry_spec;
@@ -27,5 +30,79 @@ int keyed_group_grade(PyObject *keyed);
 /** A refusal by a shared table: give back dead processes' counts when due. */
 void keyed_group_maybe_reap(PyObject *keyed);
 
+/* ---- between keyed.c, keyed_args.c and keyed_entry.c ----------------------------------- */
+
+
+/** A key's fingerprint under the table's seed (str, bytes, int). @param exc the exception of
+ * a wrong type @param what the parameter named in errors @return 0, or -1 with it set */
+int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc, const char *what);
+typedef struct {
+    PyObject_HEAD
+    LIMITING_HEAD;             /* binding.h; the settings cfg and rule: written under the
+                                  table's lock (decisions read the rule under it, in the core)
+                                  and cfg_mu, taken after it; getters, repr and update's
+                                  snapshot take cfg_mu only, so that no thread frees what
+                                  another reads, with or without the GIL */
+    struct sw_kstate *mem;     /* owned table (private), or NULL (shared) */
+    _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
+    uint32_t max_keys;
+    struct sw_krule rule;      /* this process's settings; rule.over points into `over` */
+    struct sw_kover *over;     /* PyMem-owned, sorted by fp */
+    PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
+    struct sw_kview view;
+    struct sw_kheld held;      /* shared: what this object holds in flight per key (in the
+                                  process's holdings), given back when it goes; view.held */
+} KeyedObject;
+
+typedef struct {
+    ENTRY_HEAD(KeyedObject, lim) /* binding.h */
+    PyObject *key;
+    uint64_t fp;
+} KeyedEntryObject;
+
+/* The view decisions go through (a forked shared table claims its slot first). */
+static inline const struct sw_kview *kview(KeyedObject *self)
+{
+    if (self->is_shared &&
+        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
+        limiting_refork((PyObject *)self);
+    return &self->view;
+}
+
+static inline int key_fp(uint64_t seed, PyObject *key, uint64_t *out)
+{
+    if (key == NULL) {
+        PyErr_SetString(PyExc_TypeError, "missing required argument 'key'");
+        return -1;
+    }
+    return keyed_fp_as(seed, key, out, PyExc_TypeError, "key");
+}
+
+static inline uint64_t seed_of(KeyedObject *self)
+{
+    return atomic_load_explicit(&self->seed, memory_order_relaxed);
+}
+
+
+/* Per-key thresholds checked against a configuration, ready to install. */
+struct overrides {
+    struct sw_kover *arr; /* PyMem-owned, sorted by fp, unique */
+    uint32_t n;
+    PyObject *copy;       /* the dict as given */
+};
+
+/** Check per-key thresholds (a Mapping, or None for none) against cfg. @return 0 (out
+ * filled, owning), or -1 with an exception set (ValueError naming the key) */
+int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
+                          struct overrides *out);
+void keyed_overrides_free(struct overrides *ov);
+/** A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
+void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp);
+/** acquire() (keyed.c): 0 admitted (*d its decision), -1 with an exception set. */
+int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
+                    int64_t timeout_ns, unsigned flags, bool defer_wait, struct sw_decision *d);
+/** A KeyedEntry (keyed_entry.c). @return a new reference, or NULL with an exception set */
+PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
+                          int64_t timeout_ns);
 
 #endif /* SW_BINDING_KEYED_H */

@@ -59,6 +59,7 @@ void test_stress(void);
 void test_shm(void);
 void test_totals(void);
 void test_keyed(void);
+void test_keyed_stripes(void);
 void test_observe(void);
 void test_adaptive(void);
 void test_group(void);

@@ -553,6 +553,7 @@ int main(void)
     test_stress();
     test_shm();
     test_keyed();
+    test_keyed_stripes();
     test_observe();
     test_adaptive();
     test_group();

@@ -1,0 +1,223 @@
+/* keyed_args.c - what a KeyedLimiter's arguments become: keys hashed into fingerprints
+ * (sw_keyed_hash with the table's seed; long keys with the GIL released) and per-key
+ * thresholds (overrides=) checked and sorted for the table. */
+#include "keyed.h"
+#include "limiting_ops.h"
+#include "args.h"
+#include "observe.h"
+#include "shared.h"
+#include "wakers.h"
+
+#include "sw_group.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* hash keys at least this long with the GIL released (xxhash's binding uses 64 KiB) */
+#define HASH_NOGIL_BYTES 65536
+
+/* ---- keys ------------------------------------------------------------------------------ */
+
+static uint64_t hash_bytes(uint64_t seed, int tag, const char *s, Py_ssize_t len)
+{
+    uint64_t h;
+    if (len >= HASH_NOGIL_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        h = sw_keyed_hash(seed, tag, s, (size_t)len);
+        Py_END_ALLOW_THREADS
+        return h;
+    }
+    return sw_keyed_hash(seed, tag, s, (size_t)len);
+}
+
+/* A key's fingerprint. str: its UTF-8 (lone surrogates kept, "surrogatepass"); bytes: its
+ * bytes; int: 8 little-endian two's complement bytes when it fits in int64, else its hex
+ * digits ("-0x1f..."), each under its own tag: "1", b"1" and 1 are three keys.
+ * @param what the parameter named in errors @param exc the exception of a wrong type
+ * @return 0, or -1 with an exception set */
+int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
+                const char *what)
+{
+    if (PyUnicode_Check(key)) {
+        Py_ssize_t len;
+        if (PyUnicode_IS_COMPACT_ASCII(key)) {
+            /* ASCII is its own UTF-8: the characters right after the object header */
+            len = PyUnicode_GET_LENGTH(key);
+            *out = hash_bytes(seed, SW_KEY_STR, (const char *)PyUnicode_DATA(key), len);
+            return 0;
+        }
+        const char *s = PyUnicode_AsUTF8AndSize(key, &len);
+        if (s != NULL) {
+            *out = hash_bytes(seed, SW_KEY_STR, s, len);
+            return 0;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return -1;
+        PyErr_Clear();
+        PyObject *b = PyUnicode_AsEncodedString(key, "utf-8", "surrogatepass");
+        if (b == NULL)
+            return -1;
+        *out = hash_bytes(seed, SW_KEY_STR, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+        Py_DECREF(b);
+        return 0;
+    }
+    if (PyBytes_Check(key)) {
+        *out = hash_bytes(seed, SW_KEY_BYTES, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        return 0;
+    }
+    if (PyLong_Check(key) && !PyBool_Check(key)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow) {
+            unsigned char b[8];
+            uint64_t u = (uint64_t)v;
+            for (int i = 0; i < 8; i++)
+                b[i] = (unsigned char)(u >> (8 * i));
+            *out = sw_keyed_hash(seed, SW_KEY_INT, b, 8);
+            return 0;
+        }
+        PyObject *h = PyNumber_ToBase(key, 16);
+        if (h == NULL)
+            return -1;
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(h, &len);
+        if (s == NULL) {
+            Py_DECREF(h);
+            return -1;
+        }
+        *out = hash_bytes(seed, SW_KEY_BIGINT, s, len);
+        Py_DECREF(h);
+        return 0;
+    }
+    PyErr_Format(exc, "%s must be a str, bytes or int, not %.100s", what, type_name_of(key));
+    return -1;
+}
+
+
+static int cmp_over(const void *a, const void *b)
+{
+    uint64_t x = ((const struct sw_kover *)a)->fp, y = ((const struct sw_kover *)b)->fp;
+    return x < y ? -1 : x > y;
+}
+
+
+/* Check per-key thresholds (a Mapping, or None for none) against cfg.
+ * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
+int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
+                           struct overrides *out)
+{
+    PyObject *copy = PyDict_New(), *items = NULL;
+    struct sw_kover *arr = NULL;
+    if (copy == NULL)
+        return -1;
+    if (value != NULL && value != Py_None) {
+        if (!PyDict_Check(value) && !PyObject_HasAttrString(value, "items")) {
+            PyErr_Format(PyExc_TypeError, "overrides must be a dict of key -> threshold, not "
+                         "%.100s", type_name_of(value));
+            goto fail;
+        }
+        items = PyMapping_Items(value);
+        if (items == NULL)
+            goto fail;
+    }
+    Py_ssize_t n = items != NULL ? PyList_GET_SIZE(items) : 0;
+    if (n > (Py_ssize_t)SW_KEYED_MAX_KEYS) {
+        PyErr_Format(PyExc_ValueError, "overrides: at most %u keys, got %zd",
+                     (unsigned)SW_KEYED_MAX_KEYS, n);
+        goto fail;
+    }
+    if (n > 0) {
+        arr = PyMem_Calloc((size_t)n, sizeof *arr);
+        if (arr == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+    }
+    bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        PyObject *k, *t;
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+            PyErr_SetString(PyExc_TypeError, "overrides: items() must give (key, threshold) pairs");
+            goto fail;
+        }
+        k = PyTuple_GET_ITEM(it, 0);
+        t = PyTuple_GET_ITEM(it, 1);
+        if (keyed_fp_as(seed, k, &arr[i].fp, PyExc_ValueError, "an overrides key") < 0) {
+            if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "overrides: key %R must be a str, bytes or int, "
+                             "not %.100s", k, type_name_of(k));
+            }
+            goto fail;
+        }
+        double v = -1;
+        bool ok;
+        if (conc)
+            ok = PyLong_Check(t) && !PyBool_Check(t);
+        else
+            ok = (PyLong_Check(t) || PyFloat_Check(t)) && !PyBool_Check(t);
+        if (ok) {
+            v = PyFloat_AsDouble(t);
+            if (v == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                v = -1; /* too large: refused below */
+            }
+        }
+        struct sw_limiter_cfg c = *cfg;
+        c.count = v;
+        struct sw_cfg_error err;
+        if (!ok || v < 0 || sw_limiter_check_ex(&c, &err) != SW_OK) {
+            PyObject *msg = NULL;
+            if (ok && v >= 0)
+                msg = PyUnicode_FromString(err.msg);
+            else
+                msg = PyUnicode_FromFormat("%s must be %s, got %R", conc ? "concurrency" : "qps",
+                                           conc ? "an int in [0, 2**53]"
+                                                : "a finite number in [0, 9e15]", t);
+            if (msg != NULL) {
+                PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
+                                                    "range: %U"
+                                                  : "overrides[%R]: threshold %R is not a "
+                                                    "number: %U",
+                             k, t, msg);
+                Py_DECREF(msg);
+            }
+            goto fail;
+        }
+        arr[i].count = v;
+        arr[i].limit = conc ? v : (cfg->interval_ms == 1000
+                                       ? v : v * ((double)cfg->interval_ms / 1000.0));
+        if (PyDict_SetItem(copy, k, t) < 0)
+            goto fail;
+    }
+    if (n > 1)
+        qsort(arr, (size_t)n, sizeof *arr, cmp_over);
+    /* equal fingerprints (the same key twice, e.g. 1 and True are refused, so only a
+     * collision): the last wins */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (m > 0 && arr[m - 1].fp == arr[i].fp)
+            arr[m - 1] = arr[i];
+        else
+            arr[m++] = arr[i];
+    }
+    out->arr = arr;
+    out->n = (uint32_t)m;
+    out->copy = copy;
+    Py_XDECREF(items);
+    return 0;
+fail:
+    PyMem_Free(arr);
+    Py_XDECREF(items);
+    Py_DECREF(copy);
+    return -1;
+}
+
+void keyed_overrides_free(struct overrides *ov)
+{
+    PyMem_Free(ov->arr);
+    Py_CLEAR(ov->copy);
+}

@@ -1,0 +1,254 @@
+/* keyed_entry.c - KeyedEntry (`with per_user.entry(key):`) and what a group (all_of) asks
+ * of a KeyedLimiter member. */
+#include "keyed.h"
+#include "limiting_ops.h"
+#include "args.h"
+#include "observe.h"
+#include "shared.h"
+#include "wakers.h"
+
+#include "sw_group.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
+
+PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
+                          int64_t timeout_ns)
+{
+    KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
+    if (e == NULL)
+        return NULL;
+    Py_INCREF(lim);
+    Py_INCREF(key);
+    e->lim = lim;
+    e->key = key;
+    e->fp = fp;
+    e->timeout_ns = timeout_ns;
+    ENTRY_INIT(e, n);
+    PyObject_GC_Track(e);
+    return (PyObject *)e;
+}
+
+static inline int kentry_claim(KeyedEntryObject *self)
+{
+    return entry_claim_as(&self->state, self->lim,
+                          "an entry can be entered only once: this one has exited; make a new "
+                          "one per request with per_key.entry(key)",
+                          "an entry can be entered only once: this one is already entered");
+}
+
+/* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
+ * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
+ * the count still held) */
+static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt: ns */
+{
+    if (self->hollow)
+        return 0;
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
+                                         outcome, SW_NOW)))
+        return SW_EBUSY;
+    keyed_notify(self->lim, 1, self->fp);
+    return 0;
+}
+
+/* As entry_give_back (entry.c): a give-up leaves the count held by the KeyedLimiter object,
+ * given back per key when it goes. */
+static void kentry_give_back(KeyedEntryObject *self)
+{
+    int expected = ENTRY_ENTERED;
+    if (self->lim != NULL &&
+        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
+        struct dealloc_wait dw;
+        dealloc_wait_begin(&dw);
+        (void)dealloc_wait_end(&dw, kentry_finish(self, 0, SW_OUT_NONE) == 0);
+    }
+}
+
+static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->lim);
+    Py_VISIT(self->key);
+    return 0;
+}
+
+static int KEntry_clear(KeyedEntryObject *self)
+{
+    kentry_give_back(self);
+    Py_CLEAR(self->lim);
+    Py_CLEAR(self->key);
+    return 0;
+}
+
+static void KEntry_dealloc(KeyedEntryObject *self)
+{
+    entry_dealloc_with((PyObject *)self, (inquiry)KEntry_clear);
+}
+
+static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (kentry_claim(self) < 0)
+        return NULL;
+    KeyedObject *lim = self->lim;
+    struct sw_decision d;
+    if (self->timeout_ns >= 0) {
+        /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
+         * the end: one BLOCK counted, BlockedError raised */
+        if (keyed_acquire_d(lim, self->key, self->fp, self->n, self->timeout_ns, SW_F_ENTRY,
+                            true, &d) < 0) {
+            atomic_store(&self->state, ENTRY_IDLE);
+            return NULL;
+        }
+    } else if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW,
+                                       SW_F_ENTRY | SW_F_RETRY, &d))) {
+        atomic_store(&self->state, ENTRY_IDLE);
+        (void)lock_gave_up();
+        return NULL;
+    }
+    if (d.verdict != SW_PASS) {
+        atomic_store(&self->state, ENTRY_IDLE);
+        limiting_raise_blocked((PyObject *)lim, self->key, self->n, &d);
+        return NULL;
+    }
+    self->hollow = d.shadowed;
+    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
+        sw_keyed_exit(kview(lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
+        atomic_store(&self->state, ENTRY_EXITED);
+        keyed_notify(lim, 1, self->fp);
+        return NULL;
+    }
+    self->start_ns = sw_time_ns();
+    atomic_store(&self->state, ENTRY_ENTERED);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
+}
+
+static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t rt;
+    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
+    if (outcome < 0)
+        return NULL;
+    if (kentry_finish(self, rt, outcome) != 0) {
+        /* gave up waiting for the lock: still entered, holding its count; may be retried */
+        atomic_store(&self->state, ENTRY_ENTERED);
+        (void)lock_gave_up_error();
+        return NULL;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (kentry_claim(self) < 0)
+        return NULL;
+    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
+}
+
+static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
+{
+    PyObject *k = self->key != NULL ? self->key : Py_None;
+    Py_INCREF(k);
+    return k;
+}
+
+static PyObject *KEntry_repr(KeyedEntryObject *self)
+{
+    return PyUnicode_FromFormat("<slidewin keyed entry key=%R n=%lld %s of %R>",
+                                self->key ? self->key : Py_None, (long long)self->n,
+                                entry_state_names[atomic_load(&self->state) & 3],
+                                self->lim ? (PyObject *)self->lim : Py_None);
+}
+
+static PyGetSetDef KEntry_getset[] = {
+    {"n", entry_get_n, NULL, "The request size.", NULL},
+    {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
+    {"timeout", entry_get_timeout, NULL,
+     "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
+     NULL},
+    {"limiter", entry_get_limiter, NULL, "The KeyedLimiter.", NULL},
+    {NULL}};
+
+static PyMethodDef KEntry_methods[] = {
+    {"__enter__", (PyCFunction)KEntry_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))KEntry_exit, METH_FASTCALL, NULL},
+    {"__aenter__", (PyCFunction)KEntry_aenter, METH_NOARGS, NULL},
+    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
+    {"_started", (PyCFunction)(void (*)(void))KEntry_started, METH_FASTCALL, NULL},
+    {"_abort", entry_abort, METH_NOARGS, NULL},
+    {NULL}};
+
+#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#endif
+
+static PyType_Slot KEntry_slots[] = {
+    {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async with)."},
+    {Py_tp_traverse, KEntry_traverse},
+    {Py_tp_clear, KEntry_clear},
+    {Py_tp_dealloc, KEntry_dealloc},
+    {Py_tp_methods, KEntry_methods},
+    {Py_tp_getset, KEntry_getset},
+    {Py_tp_repr, KEntry_repr},
+    {0, NULL}};
+
+PyType_Spec KeyedEntry_spec = {
+    .name = "slidewin._core.KeyedEntry",
+    .basicsize = sizeof(KeyedEntryObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = KEntry_slots,
+};
+
+/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
+
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (key_fp(seed_of(self), key, fp) < 0)
+        return -1;
+    struct sw_gmember m;
+    m.kind = SW_GM_KEYED;
+    m.kv = &self->view;
+    limiting_group_order(keyed, &m);
+    order[0] = m.order[0];
+    order[1] = m.order[1];
+    *shared = self->is_shared;
+    return 0;
+}
+
+const struct sw_kview *keyed_group_view(PyObject *keyed)
+{
+    return kview((KeyedObject *)keyed);
+}
+
+int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self), fp, n, rt_ms, outcome, SW_NOW)))
+        return SW_EBUSY;
+    keyed_notify(self, 1, fp);
+    return 0;
+}
+
+void keyed_group_maybe_reap(PyObject *keyed)
+{
+    (void)limiting_maybe_reap(keyed);
+}
+
+int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_charge(kview((KeyedObject *)keyed), fp, n, now_ns);
+}
+
+int keyed_group_grade(PyObject *keyed)
+{
+    return ((KeyedObject *)keyed)->grade;
+}

@@ -1,0 +1,301 @@
+/* test_keyed_stripes.c - a shared keyed table in stripes: the layout (a stripe per group of
+ * keys, the whole table still bounded by max_keys), exact per-key counts from several
+ * processes and threads hammering distinct and common keys, and a process killed inside one
+ * stripe's critical section (the other stripes go on meanwhile; the stripe is taken over,
+ * repaired, and the table's count of keys stays right; its holdings in every stripe come
+ * back). */
+#include "limiter_util.h"
+#include "shm_util.h"
+#include "sw_keyed.h"
+#include "sw_proc.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KMAX 4096u /* keys of the tables here: 16 stripes */
+
+static int ks_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
+}
+
+static sw_lock *ks_state_lock(void *state)
+{
+    return &((struct sw_kstate *)state)->lock;
+}
+
+static int ks_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                             lay->sample_count, lay->max_keys, true);
+}
+
+static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
+{
+    memset(lay, 0, sizeof *lay);
+    lay->kind = SW_KIND_KEYED;
+    lay->interval_ms = 1000;
+    lay->sample_count = 2;
+    lay->max_keys = max_keys;
+    lay->n_slots = SW_SHM_MAX_PROCS;
+    lay->state_size = sw_keyed_size(1000, 2, max_keys, true);
+    lay->init_state = ks_init_state;
+    lay->check_state = ks_check_state;
+    lay->state_lock = ks_state_lock;
+    shm_anon(s, lay);
+}
+
+static void ks_view(struct sw_shm *s, const struct sw_krule *rule, struct sw_kview *v)
+{
+    v->st = s->state;
+    v->rule = rule;
+    v->token = SW_LOCK_PROCESS;
+    v->slots = s->slots;
+    v->n_slots = s->n_slots;
+    v->my_slot = sw_shm_claim_slot(s, sw_proc_token());
+    v->held = NULL;
+}
+
+/* A fingerprint of stripe `stripe` (its low bits), k-th of that stripe. */
+static uint64_t fp_in(uint32_t stripe, uint64_t k)
+{
+    return ((k + 1u) * UINT64_C(0x9e3779b97f4a7c15) & ~(uint64_t)0xff) | stripe;
+}
+
+/* The table's count of keys (the first stripe's) equals the keys its stripes hold. */
+static void check_live(const struct sw_kview *v)
+{
+    uint32_t sum = 0;
+    sw_keyed_lock(v);
+    for (uint32_t i = 0; i < v->st->n_stripes; i++)
+        sum += ((struct sw_kstate *)(void *)((char *)v->st + i * v->st->stride))->n_live;
+    CHECK_EQ(atomic_load(&v->st->live), sum);
+    sw_keyed_unlock(v);
+    CHECK_EQ(sw_keyed_len(v), sum);
+}
+
+/* A private table has one stripe; a shared one of KMAX keys 16, every one on lines of its
+ * own; the whole table holds max_keys keys (not more: a new key then evicts one). */
+static void test_stripes_layout(void)
+{
+    CHECK_EQ(sw_keyed_size(1000, 2, 100, true) > 0, 1);
+    struct sw_shm s;
+    struct sw_shm_layout lay;
+    ks_open(&s, &lay, KMAX);
+    struct sw_kstate *st = s.state;
+    CHECK_EQ(st->n_stripes, 16u);
+    CHECK_EQ(st->stride % 64u, 0u);
+    CHECK_EQ(st->max_total, KMAX);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    struct sw_kview v;
+    ks_view(&s, &rule, &v);
+    struct sw_decision d;
+    uint64_t x = 99;
+    for (uint32_t k = 0; k < KMAX + 1000u; k++) {
+        x = x * UINT64_C(6364136223846793005) + 1442695040888963407u;
+        uint64_t fp = (x ^ (x >> 29)) * UINT64_C(0xbf58476d1ce4e5b9); /* as a hash: every bit */
+        fp ^= fp >> 32;
+        CHECK_EQ(sw_keyed_decide(&v, fp != 0 ? fp : 1, 1, MS(10), SW_F_TRY, &d), SW_OK);
+        CHECK_EQ(d.verdict, SW_PASS);
+    }
+    struct sw_stats stats;
+    int64_t ev, keys;
+    sw_keyed_stats(&v, MS(10), &stats, &ev, &keys);
+    CHECK_EQ(keys, (int64_t)KMAX);
+    CHECK_EQ(ev + keys, (int64_t)KMAX + 1000);
+    CHECK_EQ(stats.pass, (int64_t)KMAX + 1000);
+    check_live(&v);
+    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    /* a stripe's header that disagrees with the layout is refused */
+    struct sw_kstate *s3 = (struct sw_kstate *)(void *)((char *)st + 3u * st->stride);
+    s3->stripe = 4;
+    CHECK_EQ(ks_check_state(s.state, &lay), SW_EINVAL);
+    s3->stripe = 3;
+    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    sw_shm_close(&s);
+    /* a small shared table keeps one stripe (exact LRU over all its keys) */
+    ks_open(&s, &lay, 300);
+    CHECK_EQ(((struct sw_kstate *)s.state)->n_stripes, 1u);
+    sw_shm_close(&s);
+}
+
+#define HAMMER_PROCS 3
+#define HAMMER_THREADS 2
+#define HAMMER_OWN 200    /* keys of each thread's own */
+#define HAMMER_COMMON 64  /* keys every thread decides on */
+#define HAMMER_TRIES 12   /* decisions per key per thread */
+#define HAMMER_LIMIT 5    /* per key, per window */
+
+struct hammer {
+    struct sw_shm *s;
+    const struct sw_krule *rule;
+    int id;
+    int64_t passes; /* out */
+    int64_t bad;    /* out: a call that failed */
+};
+
+static void *hammer_thread(void *arg)
+{
+    struct hammer *h = arg;
+    struct sw_kview v;
+    ks_view(h->s, h->rule, &v);
+    struct sw_decision d;
+    for (int t = 0; t < HAMMER_TRIES; t++) {
+        for (uint32_t k = 0; k < HAMMER_OWN; k++) {
+            uint64_t fp = fp_in(k % 16u, 1000u + (uint64_t)h->id * HAMMER_OWN + k);
+            if (sw_keyed_decide(&v, fp, 1, MS(10), SW_F_TRY | SW_F_ENTRY, &d) != SW_OK)
+                h->bad++;
+            if (d.verdict == SW_PASS) {
+                h->passes++;
+                if (sw_keyed_release(&v, fp, 1) != SW_OK)
+                    h->bad++;
+            }
+        }
+        for (uint32_t k = 0; k < HAMMER_COMMON; k++) {
+            if (sw_keyed_decide(&v, fp_in(k % 16u, k), 1, MS(10), SW_F_TRY, &d) != SW_OK)
+                h->bad++;
+            h->passes += d.verdict == SW_PASS;
+        }
+    }
+    return NULL;
+}
+
+/* Processes and threads on one striped table, each on keys of its own and on common keys, all
+ * at one instant: every key admits exactly its limit (no count lost or doubled), the
+ * table's statistics add up, nothing stays in flight. */
+static void test_stripes_hammer(void)
+{
+    struct sw_shm s;
+    struct sw_shm_layout lay;
+    ks_open(&s, &lay, KMAX);
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, HAMMER_LIMIT);
+    struct sw_krule rule;
+    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    int pipes[HAMMER_PROCS][2];
+    pid_t kids[HAMMER_PROCS];
+    for (int p = 0; p < HAMMER_PROCS; p++) {
+        CHECK_EQ(pipe(pipes[p]), 0);
+        kids[p] = fork();
+        if (kids[p] == 0) {
+            struct hammer h[HAMMER_THREADS];
+            pthread_t th[HAMMER_THREADS];
+            for (int t = 0; t < HAMMER_THREADS; t++) {
+                h[t] = (struct hammer){&s, &rule, p * HAMMER_THREADS + t, 0, 0};
+                pthread_create(&th[t], NULL, hammer_thread, &h[t]);
+            }
+            int64_t out[2] = {0, 0};
+            for (int t = 0; t < HAMMER_THREADS; t++) {
+                pthread_join(th[t], NULL);
+                out[0] += h[t].passes;
+                out[1] += h[t].bad;
+            }
+            _exit(write(pipes[p][1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 3);
+        }
+        close(pipes[p][1]);
+    }
+    int64_t passes = 0;
+    for (int p = 0; p < HAMMER_PROCS; p++) {
+        int64_t out[2] = {0, 1};
+        CHECK_EQ(read(pipes[p][0], out, sizeof out), (ssize_t)sizeof out);
+        close(pipes[p][0]);
+        int status = -1;
+        waitpid(kids[p], &status, 0);
+        CHECK_EQ(status, 0);
+        CHECK_EQ(out[1], 0);
+        passes += out[0];
+    }
+    int64_t workers = HAMMER_PROCS * HAMMER_THREADS;
+    /* own keys: released at once, the window's limit still counts every pass */
+    int64_t want = workers * HAMMER_OWN * HAMMER_LIMIT + HAMMER_COMMON * HAMMER_LIMIT;
+    CHECK_EQ(passes, want);
+    struct sw_kview v;
+    ks_view(&s, &rule, &v);
+    struct sw_stats st;
+    int64_t ev, keys;
+    sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+    CHECK_EQ(st.pass, want);
+    CHECK_EQ(st.block, workers * (HAMMER_OWN + HAMMER_COMMON) * HAMMER_TRIES - want);
+    CHECK_EQ(st.in_flight, 0);
+    CHECK_EQ(keys, workers * HAMMER_OWN + HAMMER_COMMON);
+    CHECK_EQ(ev, 0);
+    struct sw_decision d;
+    for (uint32_t k = 0; k < HAMMER_COMMON; k++) {
+        CHECK_EQ(sw_keyed_in_flight(&v, fp_in(k % 16u, k)), 0);
+        sw_keyed_decide(&v, fp_in(k % 16u, k), 1, MS(10), SW_F_TRY | SW_F_NO_BLOCK, &d);
+        CHECK_EQ(d.verdict, SW_BLOCK); /* full: exactly its limit went through */
+    }
+    check_live(&v);
+    sw_shm_close(&s);
+}
+
+/* A process killed inside one stripe's critical section (a new key being taken, its place
+ * in the table's count held): the other stripes decide meanwhile, without waiting; the
+ * stripe is taken over and repaired (the table's count of keys right again); what the dead
+ * process held in flight in every stripe is given back by the reap. */
+static void test_stripes_kill(void)
+{
+    for (int round = 0; round < 2; round++) {
+        struct sw_shm s;
+        struct sw_shm_layout lay;
+        ks_open(&s, &lay, KMAX);
+        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
+        struct sw_krule rule;
+        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        struct sw_kview v;
+        ks_view(&s, &rule, &v);
+        struct sw_decision d;
+        for (uint32_t k = 0; k < 16; k++) /* this process holds 1 of a key in every stripe */
+            sw_keyed_decide(&v, fp_in(k, 7), 1, MS(10), 0, &d);
+        struct victim kid;
+        if (victim_fork(&kid)) {
+            struct sw_kview cv;
+            ks_view(&s, &rule, &cv);
+            struct sw_decision cd;
+            for (uint32_t k = 0; k < 16; k++) /* the child holds 2 of each */
+                sw_keyed_decide(&cv, fp_in(k, 7), 2, MS(10), 0, &cd);
+            victim_arm(victim_hang);
+            if (round == 0)
+                sw_keyed_decide(&cv, fp_in(3, 500), 1, MS(10), 0, &cd); /* a new key */
+            else
+                sw_keyed_exit(&cv, fp_in(3, 7), 1, 0, SW_OUT_NONE, MS(10)); /* giving back */
+            _exit(0);
+        }
+        CHECK_EQ(victim_wait(&kid), 'h');
+        /* stripe 3 is held by a process hung inside it: the others decide */
+        for (uint32_t k = 0; k < 16; k++) {
+            if (k == 3)
+                continue;
+            sw_keyed_decide(&v, fp_in(k, 900), 1, MS(10), 0, &d);
+            CHECK_EQ(d.verdict, SW_PASS);
+            CHECK_EQ(sw_keyed_release(&v, fp_in(k, 900), 1), SW_OK);
+        }
+        victim_kill(&kid);
+        CHECK_EQ(sw_keyed_in_flight(&v, fp_in(3, 7)), round == 0 ? 3 : 2); /* taken over */
+        check_live(&v);
+        CHECK_EQ(sw_keyed_reap(&v), 1);
+        for (uint32_t k = 0; k < 16; k++)
+            CHECK_EQ(sw_keyed_in_flight(&v, fp_in(k, 7)), 1);
+        struct sw_stats st;
+        int64_t ev, keys;
+        sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+        CHECK_EQ(st.in_flight, 16);
+        check_live(&v);
+        sw_keyed_decide(&v, fp_in(3, 501), 1, MS(10), 0, &d);
+        CHECK_EQ(d.verdict, SW_PASS);
+        check_live(&v);
+        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        sw_shm_close(&s);
+    }
+}
+
+void test_keyed_stripes(void)
+{
+    test_stripes_layout();
+    test_stripes_hammer();
+    test_stripes_kill();
+}
