@@ -75,4 +75,27 @@ static inline void view_of(struct sw_shm *shm, const struct sw_rule *rule, struc
     v->held = NULL;
 }
 
+/* The region at path opened (checked) as a, and v, its view for this process of a rule of
+ * these settings. */
+static inline void region_at(struct sw_shm *a, const char *path, const struct sw_shm_layout *lay,
+                             struct sw_rule *rule, int grade, double count, struct sw_view *v)
+{
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(a, path, lay, &err), SW_OK);
+    rule_of(rule, grade, count);
+    view_of(a, rule, v);
+}
+
+/* n tries of 1 at now_ns through v (each checked SW_OK): how many passed. */
+static inline int tries_passed(struct sw_view *v, int n, int64_t now_ns)
+{
+    int passed = 0;
+    for (int i = 0; i < n; i++) {
+        struct sw_decision d;
+        CHECK_EQ(sw_decide(v, 1, now_ns, SW_F_TRY, &d), SW_OK);
+        passed += d.verdict == SW_PASS;
+    }
+    return passed;
+}
+
 #endif /* SW_TEST_SHM_LIM_UTIL_H */

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
 /* A region at a fresh path, opened by a first process (checked) with a view of a QPS rule of
  * 10 (v), damaged by hand; then attached by a second (b, vb) that checks and repairs it. */
 struct crafted {
@@ -35,6 +36,14 @@ static void crafted_open(struct crafted *c, const char *tag, uint32_t samples)
     cfg.sample_count = samples;
     CHECK_EQ(sw_rule_init(&c->rule, &cfg), SW_OK);
     view_of(&c->a, &c->rule, &c->v);
+}
+
+/* The same with a concurrency rule of 5, 1000 ms in 2 buckets. */
+static void crafted_open_concurrency(struct crafted *c, const char *tag)
+{
+    tmp_path(c->path, sizeof c->path, tag);
+    c->lay = lim_layout(1000, 2);
+    region_at(&c->a, c->path, &c->lay, &c->rule, SW_GRADE_CONCURRENCY, 5, &c->v);
 }
 
 /* The second process attaches after the damage: the check and repair on attaching. */
@@ -91,12 +100,8 @@ static void crafted_negative_count(void)
     old[SW_SLOT_COUNTS + SW_EV_PASS] = -1000; /* the crafted damage */
     ((struct sw_lstate *)c.a.state)->hot[SW_HOT_SEC] = -1000; /* and on the lock's line */
     crafted_attach(&c);
-    int passed = 0;
-    for (int i = 0; i < 20; i++) {
-        CHECK_EQ(sw_decide(&c.vb, 1, MS(1200), SW_F_TRY, &d), SW_OK);
-        passed += d.verdict == SW_PASS;
-    }
-    CHECK_EQ(passed, 9); /* bucket 500's 1 counted as 0, bucket 1000's 1 */
+    /* bucket 500's 1 counted as 0, bucket 1000's 1 */
+    CHECK_EQ(tries_passed(&c.vb, 20, MS(1200)), 9);
     crafted_close(&c);
 }
 
@@ -158,47 +163,32 @@ static void crafted_head_near_max(void)
 static void crafted_negative_in_flight(void)
 {
     for (int dead = 0; dead < 2; dead++) {
-        char path[128];
-        tmp_path(path, sizeof path, "nif");
-        struct sw_shm_layout lay = lim_layout(1000, 2);
-        struct sw_shm a, b;
-        struct sw_shm_error err;
-        CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
-        struct sw_rule rule;
-        rule_of(&rule, SW_GRADE_CONCURRENCY, 5);
-        struct sw_view va, vb;
-        view_of(&a, &rule, &va);
-        CHECK(va.my_slot >= 0);
+        struct crafted c;
+        crafted_open_concurrency(&c, "nif");
+        CHECK(c.v.my_slot >= 0);
         if (!dead) {
-            a.slots[va.my_slot].in_flight = -100; /* the crafted damage, a live process's */
+            c.a.slots[c.v.my_slot].in_flight = -100; /* the crafted damage, a live process's */
         } else {
             uint64_t gone = ((uint64_t)4194301u << 32) | 7u;
             if (kill(4194301, 0) == 0) { /* that pid exists here: skip */
-                sw_shm_close(&a);
-                unlink(path);
+                sw_shm_close(&c.a);
+                unlink(c.path);
                 continue;
             }
-            atomic_store(&a.slots[va.my_slot].token, gone);
-            a.slots[va.my_slot].in_flight = -100;
-            sw_lstate_node(a.state)->in_flight = -100; /* the sum of the slots */
+            atomic_store(&c.a.slots[c.v.my_slot].token, gone);
+            c.a.slots[c.v.my_slot].in_flight = -100;
+            sw_lstate_node(c.a.state)->in_flight = -100; /* the sum of the slots */
         }
-        CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
-        view_of(&b, &rule, &vb);
+        struct sw_shm_error err;
+        CHECK_EQ(sw_shm_open(&c.b, c.path, &c.lay, &err), SW_OK);
+        view_of(&c.b, &c.rule, &c.vb);
         if (dead)
-            CHECK_EQ(sw_lstate_reap(&vb), 1);
+            CHECK_EQ(sw_lstate_reap(&c.vb), 1);
         else
-            sw_lstate_check_repair(&vb);
-        int passed = 0;
-        for (int i = 0; i < 20; i++) {
-            struct sw_decision d;
-            CHECK_EQ(sw_decide(&vb, 1, MS(100), SW_F_TRY, &d), SW_OK);
-            passed += d.verdict == SW_PASS;
-        }
-        CHECK_EQ(passed, 5);
-        CHECK_EQ(sw_in_flight(&vb), 5);
-        sw_shm_close(&a);
-        sw_shm_close(&b);
-        unlink(path);
+            sw_lstate_check_repair(&c.vb);
+        CHECK_EQ(tries_passed(&c.vb, 20, MS(100)), 5);
+        CHECK_EQ(sw_in_flight(&c.vb), 5);
+        crafted_close(&c);
     }
 }
 
@@ -226,16 +216,32 @@ static void *attach_thread(void *arg)
     return NULL;
 }
 
-/* A limiter region at path (qps 10) that no live process holds a slot in: *v is a view of it
- * whose own slot's token was cleared. */
-static void open_unheld_region(const char *path, const struct sw_shm_layout *lay,
-                               struct sw_shm *a, struct sw_rule *rule, struct sw_view *v)
+/* A limiter region at a fresh path for tag (qps 10) that no live process holds a slot in: c->v
+ * is a view of it whose own slot's token was cleared. */
+static void open_unheld_region(struct crafted *c, const char *tag)
 {
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(a, path, lay, &err), SW_OK);
-    rule_of(rule, SW_GRADE_QPS, 10);
-    view_of(a, rule, v);
-    atomic_store(&a->slots[v->my_slot].token, 0);
+    tmp_path(c->path, sizeof c->path, tag);
+    c->lay = lim_layout(1000, 2);
+    region_at(&c->a, c->path, &c->lay, &c->rule, SW_GRADE_QPS, 10, &c->v);
+    atomic_store(&c->a.slots[c->v.my_slot].token, 0);
+}
+
+/* A thread (returned) that attaches t to the region at path (checked started). */
+static pthread_t attach_start(struct attacher *t, const char *path,
+                              const struct sw_shm_layout *lay)
+{
+    *t = (struct attacher){path, lay, {0}, -1, 0};
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, attach_thread, t), 0);
+    return th;
+}
+
+/* The attacher's region and a closed, the file at path removed. */
+static void attach_close(struct attacher *t, struct sw_shm *a, const char *path)
+{
+    sw_shm_close(&t->shm);
+    sw_shm_close(a);
+    unlink(path);
 }
 
 /* The attacher t joined: it attached, and the region's boot id is this boot's again. */
@@ -252,41 +258,33 @@ static void attach_joined(struct attacher *t, pthread_t th, const struct sw_shm 
  * user mid-decision divided by a zeroed window: SIGFPE). */
 static void reinit_takes_the_state_lock(void)
 {
-    char path[128];
-    tmp_path(path, sizeof path, "boot");
-    struct sw_shm_layout lay = lim_layout(1000, 2);
-    struct sw_shm a;
-    struct sw_rule rule;
-    struct sw_view v; /* no process slot: nothing says a live process uses it */
-    open_unheld_region(path, &lay, &a, &rule, &v);
-    v.slots = NULL;
-    v.my_slot = -1;
+    struct crafted c;
+    open_unheld_region(&c, "boot");
+    c.v.slots = NULL; /* no process slot: nothing says a live process uses it */
+    c.v.my_slot = -1;
     struct sw_decision d;
     for (int i = 0; i < 3; i++)
-        CHECK_EQ(sw_decide(&v, 1, MS(100), SW_F_TRY, &d), SW_OK);
-    fake_boot_id(&a);
-    sw_view_lock(&v); /* a user inside its critical section */
-    struct attacher t = {path, &lay, {0}, -1, 0};
-    pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, attach_thread, &t), 0);
+        CHECK_EQ(sw_decide(&c.v, 1, MS(100), SW_F_TRY, &d), SW_OK);
+    fake_boot_id(&c.a);
+    sw_view_lock(&c.v); /* a user inside its critical section */
+    struct attacher t;
+    pthread_t th = attach_start(&t, c.path, &c.lay);
     /* give the attacher ample time to reach the state: it must wait for the lock */
     for (int i = 0; i < 50 && !atomic_load(&t.done); i++)
         usleep(10000);
     CHECK_EQ(atomic_load(&t.done), 0);
-    struct sw_lstate *st = a.state;
+    struct sw_lstate *st = c.a.state;
     int64_t life = sw_lstate_node(st)->totals[SW_EV_PASS];
     if (st->hot[SW_HOT_LIFE] > life)
         life = st->hot[SW_HOT_LIFE]; /* the count is the larger (struct sw_lstate) */
     CHECK_EQ(life, 3); /* untouched under the lock */
-    sw_view_unlock(&v);
-    attach_joined(&t, th, &a);
+    sw_view_unlock(&c.v);
+    attach_joined(&t, th, &c.a);
     struct sw_totals tot;
-    sw_totals_read(&v, &tot);
+    sw_totals_read(&c.v, &tot);
     CHECK_EQ(tot.pass, 0); /* reinitialised after the user let go */
     CHECK_EQ(atomic_load(&st->lock.word), 0); /* and the lock free */
-    sw_shm_close(&t.shm);
-    sw_shm_close(&a);
-    unlink(path);
+    attach_close(&t, &c.a, c.path);
 }
 
 /* A region from another boot whose state lock word names a live process that is not in it
@@ -295,29 +293,21 @@ static void reinit_takes_the_state_lock(void)
  * Before: it waited for the word forever (the attach hung). */
 static void reinit_forces_a_stale_lock_word(void)
 {
-    char path[128];
-    tmp_path(path, sizeof path, "bootw");
-    struct sw_shm_layout lay = lim_layout(1000, 2);
-    struct sw_shm a;
-    struct sw_rule rule;
-    struct sw_view v;
-    open_unheld_region(path, &lay, &a, &rule, &v);
-    fake_boot_id(&a);
-    struct sw_lstate *st = a.state;
+    struct crafted c;
+    open_unheld_region(&c, "bootw");
+    fake_boot_id(&c.a);
+    struct sw_lstate *st = c.a.state;
     atomic_store(&st->lock.word, sw_proc_token()); /* live (this process), not holding it */
-    struct attacher t = {path, &lay, {0}, -1, 0};
-    pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, attach_thread, &t), 0);
+    struct attacher t;
+    pthread_t th = attach_start(&t, c.path, &c.lay);
     for (int i = 0; i < 3000 && !atomic_load(&t.done); i++) /* 30 s: a hang */
         usleep(10000);
     CHECK_EQ(atomic_load(&t.done), 1);
     if (!atomic_load(&t.done))
         return; /* hung: the thread is left behind */
-    attach_joined(&t, th, &a);
+    attach_joined(&t, th, &c.a);
     CHECK_EQ(atomic_load(&st->lock.word), 0); /* reinitialised, the lock free */
-    sw_shm_close(&t.shm);
-    sw_shm_close(&a);
-    unlink(path);
+    attach_close(&t, &c.a, c.path);
 }
 
 /* A region in use by a live process of this boot (it holds a process slot) whose header
@@ -325,34 +315,17 @@ static void reinit_forces_a_stale_lock_word(void)
  * live process's 3 in flight lost: 3 more admitted than the limit). */
 static void reinit_keeps_a_live_region(void)
 {
-    char path[128];
-    tmp_path(path, sizeof path, "boot2");
-    struct sw_shm_layout lay = lim_layout(1000, 2);
-    struct sw_shm a, b;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
-    struct sw_rule rule;
-    rule_of(&rule, SW_GRADE_CONCURRENCY, 5);
-    struct sw_view va, vb;
-    view_of(&a, &rule, &va);
+    struct crafted c;
+    crafted_open_concurrency(&c, "boot2");
     struct sw_decision d;
     for (int i = 0; i < 3; i++)
-        CHECK_EQ(sw_decide(&va, 1, MS(100), SW_F_TRY, &d), SW_OK);
-    fake_boot_id(&a);
-    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
-    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
-    view_of(&b, &rule, &vb);
-    sw_lstate_check_repair(&vb);
-    CHECK_EQ(sw_in_flight(&vb), 3);
-    int passed = 0;
-    for (int i = 0; i < 5; i++) {
-        CHECK_EQ(sw_decide(&vb, 1, MS(100), SW_F_TRY, &d), SW_OK);
-        passed += d.verdict == SW_PASS;
-    }
-    CHECK_EQ(passed, 2);
-    sw_shm_close(&a);
-    sw_shm_close(&b);
-    unlink(path);
+        CHECK_EQ(sw_decide(&c.v, 1, MS(100), SW_F_TRY, &d), SW_OK);
+    fake_boot_id(&c.a);
+    crafted_attach(&c);
+    CHECK(strcmp(c.a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    CHECK_EQ(sw_in_flight(&c.vb), 3);
+    CHECK_EQ(tries_passed(&c.vb, 5, MS(100)), 2);
+    crafted_close(&c);
 }
 
 void test_shm_crafted(void)

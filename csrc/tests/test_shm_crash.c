@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
 /* The time this thread has waited for a CPU while runnable (ns; the second field of
  * /proc/thread-self/schedstat), or 0 where the kernel does not say. */
 static int64_t runqueue_wait_ns(void)
