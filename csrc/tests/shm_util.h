@@ -1,4 +1,4 @@
-/* shm_util.h - helpers shared by the tests of shared regions (test_shm.c, test_keyed.c): a
+/* shm_util.h - helpers shared by the tests of shared regions (test_shm*.c, test_keyed.c): a
  * fresh anonymous region, and a child process killed inside a critical section.
  *
  * A child killed at a test hook (sw_test_in_critical) inside a critical section:

@@ -75,6 +75,17 @@ static void sim_init(struct sim *s, struct sw_limiter *lim, int clients, double 
     sim_reset_counts(s);
 }
 
+/* A fresh adaptive limiter of algo (limits 1 to 1000, initial 20, no CPU) simulated with
+ * these clients, work (ms) and capacity; false when it could not be made. Free s->lim. */
+static bool sim_new(struct sim *s, uint32_t algo, int clients, double base, double cap)
+{
+    struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
+    if (lim == NULL)
+        return false;
+    sim_init(s, lim, clients, base, cap);
+    return true;
+}
+
 static int64_t cur_limit(struct sim *s)
 {
     struct sw_view v;
@@ -156,11 +167,9 @@ static void measure(struct sim *s, uint32_t algo, const char *what, int64_t ms)
  * 90 % of the capacity, latency at most 1.5x the work. */
 static void follows_capacity(uint32_t algo)
 {
-    struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-    if (lim == NULL)
-        return;
     static struct sim s;
-    sim_init(&s, lim, 240, 20, 80);
+    if (!sim_new(&s, algo, 240, 20, 80))
+        return;
     const double caps[3] = {80, 25, 80};
     const char *names[3] = {"cold start", "halved+", "back up"};
     for (int ph = 0; ph < 3; ph++) {
@@ -179,7 +188,7 @@ static void follows_capacity(uint32_t algo)
         CHECK((double)s.done * 20.0 / (20000.0 * c) >= 0.9);
         CHECK(s.lat_sum / (double)s.done <= 1.5 * 20.0);
     }
-    free(lim);
+    free(s.lim);
 }
 
 /* gradient: C = 80 -> 25 -> 80 with 240 clients; over the last 20 s of each 60 s phase the
@@ -352,11 +361,9 @@ static void test_bbr_pressure(void)
 /* How fast the gradient follows: within 5 s of a step the limit is within the band above. */
 static void test_gradient_follows_within_5s(void)
 {
-    struct sw_limiter *lim = adaptive_new(SW_ADAPT_GRADIENT, 1, 1000, 20, SW_ADAPT_NO_CPU);
-    if (lim == NULL)
-        return;
     static struct sim s;
-    sim_init(&s, lim, 240, 20, 80);
+    if (!sim_new(&s, SW_ADAPT_GRADIENT, 240, 20, 80))
+        return;
     sim_run(&s, 20000);
     s.cap = 40;
     sim_run(&s, 5000);
@@ -366,7 +373,7 @@ static void test_gradient_follows_within_5s(void)
     sim_run(&s, 5000);
     l = cur_limit(&s);
     CHECK(l >= 80 && l <= 80 * 1.25 + sqrt(100) + 1);
-    free(lim);
+    free(s.lim);
 }
 
 /* Fewer callers than the capacity: nothing is refused, ever (both algorithms); more callers
@@ -375,24 +382,20 @@ static void test_gradient_follows_within_5s(void)
 static void test_never_starves(void)
 {
     for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
-        struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-        if (lim == NULL)
-            return;
         static struct sim s;
-        sim_init(&s, lim, 10, 20, 80);
+        if (!sim_new(&s, algo, 10, 20, 80))
+            return;
         measure(&s, algo, "10 callers, C=80", 60000);
         CHECK_EQ(s.refused, 0);
         CHECK(s.done > 0);
-        free(lim);
+        free(s.lim);
 
-        lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-        if (lim == NULL)
+        if (!sim_new(&s, algo, 60, 20, 80))
             return;
-        sim_init(&s, lim, 60, 20, 80);
         sim_run(&s, 10000);
         measure(&s, algo, "60 callers, C=80", 50000);
         CHECK_EQ(s.refused, 0);
-        free(lim);
+        free(s.lim);
     }
 }
 
@@ -406,18 +409,16 @@ static void test_spread_is_no_queue(void)
         {1, 200, 2, 200}, {20, 5000, 100, 200}};
     for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
         for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
-            struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-            if (lim == NULL)
-                return;
             static struct sim s;
-            sim_init(&s, lim, w[k].clients, w[k].fast, 1e9);
+            if (!sim_new(&s, algo, w[k].clients, w[k].fast, 1e9))
+                return;
             s.slow_every = w[k].every;
             s.slow_ms = w[k].slow;
             sim_run(&s, 10000);
             measure(&s, algo, "spread, no capacity", 20000);
             CHECK(s.done > 1000);
             CHECK(s.refused * 100 <= s.done + s.refused);
-            free(lim);
+            free(s.lim);
         }
     }
 }
@@ -430,11 +431,9 @@ static void test_spread_is_no_queue(void)
 static void test_follows_a_slower_backend(void)
 {
     for (uint32_t algo = SW_ADAPT_GRADIENT; algo <= SW_ADAPT_GRADIENT; algo++) {
-        struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-        if (lim == NULL)
-            return;
         static struct sim s;
-        sim_init(&s, lim, 240, 20, 40);
+        if (!sim_new(&s, algo, 240, 20, 40))
+            return;
         sim_run(&s, 10000);
         s.base_ms = 200;
         measure(&s, algo, "10x slower (0-5 s)", 5000);
@@ -442,7 +441,7 @@ static void test_follows_a_slower_backend(void)
         measure(&s, algo, "10x slower (5-10 s)", 5000);
         CHECK(s.lim_lo > 1);
         CHECK((double)s.done >= 0.9 * 40.0 / 200.0 * 5000.0);
-        free(lim);
+        free(s.lim);
     }
 }
 
@@ -451,18 +450,16 @@ static void test_follows_a_slower_backend(void)
 static void test_climbs_back(void)
 {
     for (uint32_t algo = SW_ADAPT_BBR; algo <= SW_ADAPT_GRADIENT; algo++) {
-        struct sw_limiter *lim = adaptive_new(algo, 1, 1000, 20, SW_ADAPT_NO_CPU);
-        if (lim == NULL)
-            return;
         static struct sim s;
-        sim_init(&s, lim, 240, 20, 80);
+        if (!sim_new(&s, algo, 240, 20, 80))
+            return;
         sim_run(&s, 20000);
         s.cap = 5;
         sim_run(&s, 30000);
         s.cap = 80;
         measure(&s, algo, "back from 5", 10000);
         CHECK(cur_limit(&s) >= 80);
-        free(lim);
+        free(s.lim);
     }
 }
 

@@ -57,6 +57,14 @@ static bool brk_new(struct brk *b, const struct sw_breaker_cfg *c)
     return true;
 }
 
+/* New settings c for b's breaker (checked), through its view. */
+static void brk_set_rule(struct brk *b, const struct sw_breaker_cfg *c)
+{
+    struct sw_brule nr;
+    CHECK_EQ(sw_brule_init(&nr, c), SW_OK);
+    CHECK_EQ(sw_bview_set_rule(&b->v, &b->br->rule, &nr), SW_OK);
+}
+
 static void brk_free(struct brk *b)
 {
     free(b->br);
@@ -866,20 +874,16 @@ static void test_new_recovery_moves_next_probe(void)
     if (!brk_new(&b, &c))
         return;
     record_at(&b, SW_BRK_ANY, 1, true, SEC(1));          /* open until 61 s */
-    struct sw_brule nr;
     c.recovery_s = 5;
-    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
-    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    brk_set_rule(&b, &c);
     CHECK_EQ(retry_of(&b.v, SEC(3)), SEC(3));
     CHECK(!pass_at(&b, SEC(3), NULL));                   /* refused, and not pushed back */
     CHECK_EQ(retry_of(&b.v, SEC(3)), SEC(3));
     c.recovery_s = 20;
-    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
-    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    brk_set_rule(&b, &c);
     CHECK(!pass_at(&b, SEC(6), NULL));                   /* longer: until 21 s */
     c.min_requests = 3;                                  /* not the recovery: no move */
-    CHECK_EQ(sw_brule_init(&nr, &c), SW_OK);
-    CHECK_EQ(sw_bview_set_rule(&b.v, &b.br->rule, &nr), SW_OK);
+    brk_set_rule(&b, &c);
     CHECK_EQ(retry_of(&b.v, SEC(6)), SEC(15));
     CHECK(pass_at(&b, SEC(21), NULL));
     brk_free(&b);

@@ -1,0 +1,101 @@
+/* shm_lim_util.h - helpers shared by the tests of limiter regions (test_shm.c,
+ * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a fresh path under /tmp, a rule,
+ * an anonymous region with a rule, and a view of a region for this process. */
+#ifndef SW_TEST_SHM_LIM_UTIL_H
+#define SW_TEST_SHM_LIM_UTIL_H
+
+#include "limiter_util.h"
+#include "shm_util.h"
+#include "sw_proc.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline int lim_init_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
+}
+
+static inline sw_lock *lim_state_lock(void *state)
+{
+    return &((struct sw_lstate *)state)->lock;
+}
+
+static inline int lim_check_state(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                              lay->sample_count);
+}
+
+static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samples)
+{
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.kind = SW_KIND_LIMITER;
+    lay.interval_ms = interval_ms;
+    lay.sample_count = samples;
+    lay.n_slots = SW_SHM_MAX_PROCS;
+    lay.state_size = sw_lstate_size(interval_ms, samples);
+    lay.init_state = lim_init_state;
+    lay.check_state = lim_check_state;
+    lay.state_lock = lim_state_lock;
+    return lay;
+}
+
+static inline void tmp_path(char *out, size_t cap, const char *tag)
+{
+    snprintf(out, cap, "/tmp/sw-test-%ld-%s", (long)getpid(), tag);
+    unlink(out);
+}
+
+/* A rule of these settings (checked). */
+static inline void rule_of(struct sw_rule *rule, int grade, double count)
+{
+    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
+    CHECK_EQ(sw_rule_init(rule, &cfg), SW_OK);
+}
+
+/* A fresh anonymous region of the default layout (1000 ms in 2 buckets), and a rule. */
+static inline void region_open(struct sw_shm *s, struct sw_rule *rule, int grade, double count)
+{
+    struct sw_shm_layout lay = lim_layout(1000, 2);
+    shm_anon(s, &lay);
+    rule_of(rule, grade, count);
+}
+
+static inline void view_of(struct sw_shm *shm, const struct sw_rule *rule, struct sw_view *v)
+{
+    v->st = shm->state;
+    v->rule = rule;
+    v->token = sw_proc_token();
+    v->slots = shm->slots;
+    v->n_slots = shm->n_slots;
+    v->my_slot = sw_shm_claim_slot(shm, v->token);
+    v->held = NULL;
+}
+
+/* The region at path opened (checked) as a, and v, its view for this process of a rule of
+ * these settings. */
+static inline void region_at(struct sw_shm *a, const char *path, const struct sw_shm_layout *lay,
+                             struct sw_rule *rule, int grade, double count, struct sw_view *v)
+{
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(a, path, lay, &err), SW_OK);
+    rule_of(rule, grade, count);
+    view_of(a, rule, v);
+}
+
+/* n tries of 1 at now_ns through v (each checked SW_OK): how many passed. */
+static inline int tries_passed(struct sw_view *v, int n, int64_t now_ns)
+{
+    int passed = 0;
+    for (int i = 0; i < n; i++) {
+        struct sw_decision d;
+        CHECK_EQ(sw_decide(v, 1, now_ns, SW_F_TRY, &d), SW_OK);
+        passed += d.verdict == SW_PASS;
+    }
+    return passed;
+}
+
+#endif /* SW_TEST_SHM_LIM_UTIL_H */
