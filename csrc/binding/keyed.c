@@ -163,6 +163,108 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 
 static const struct limiting_ops keyed_ops;
 
+/* kwds without max_keys= and overrides= (KeyedLimiter's own), which go to *o_max and
+ * *o_over (new references, or NULL when not given). @return 0, or -1 with an exception set
+ * (what was taken is still the caller's to release) */
+static int keyed_take_kwargs(PyObject *kwds, PyObject **rest, PyObject **o_max,
+                             PyObject **o_over)
+{
+    if (kwds == NULL)
+        return 0;
+    *rest = PyDict_Copy(kwds);
+    if (*rest == NULL)
+        return -1;
+    *o_max = PyDict_GetItemString(*rest, "max_keys");
+    *o_over = PyDict_GetItemString(*rest, "overrides");
+    Py_XINCREF(*o_max);
+    Py_XINCREF(*o_over);
+    if ((*o_max && PyDict_DelItemString(*rest, "max_keys") < 0) ||
+        (*o_over && PyDict_DelItemString(*rest, "overrides") < 0))
+        return -1;
+    return 0;
+}
+
+/* The bytes of a table of max_keys keys (shared: with its region's records).
+ * @return 0, or -1 with ValueError set (a table above 1 TiB) */
+static int keyed_table_size(const struct sw_limiter_cfg *cfg, int64_t max_keys, int mode,
+                            size_t *size)
+{
+    *size = sw_keyed_size(cfg->interval_ms, cfg->sample_count, (uint32_t)max_keys, mode != 0);
+    if (*size != 0)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
+                 "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
+                 cfg->sample_count);
+    return -1;
+}
+
+/* A large table is read at random: transparent huge pages spare a TLB miss per decision
+ * (measured at 1,000,000 keys: about 2.5x a private decision, not 6x). */
+static void keyed_huge_pages(void *mem, size_t size)
+{
+#ifdef MADV_HUGEPAGE
+    if (size >= ((size_t)8 << 20)) {
+        uintptr_t lo = ((uintptr_t)mem + ((uintptr_t)2 << 20) - 1) & ~(((uintptr_t)2 << 20) - 1);
+        uintptr_t hi = ((uintptr_t)mem + size) & ~(((uintptr_t)2 << 20) - 1);
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#else
+    (void)mem;
+    (void)size;
+#endif
+}
+
+/* A private table of size bytes in this process's memory, and self's view of it.
+ * @return 0, or -1 with an exception set */
+static int keyed_open_private(KeyedObject *self, const struct sw_limiter_cfg *cfg, size_t size)
+{
+    self->mem = PyMem_RawCalloc(1, size);
+    if (self->mem == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    keyed_huge_pages(self->mem, size);
+    int rc = sw_keyed_init(self->mem, cfg->interval_ms, cfg->sample_count, self->max_keys, false);
+    if (rc != SW_OK) {
+        raise_core_error(rc);
+        return -1;
+    }
+    self->view.st = self->mem;
+    atomic_store_explicit(&self->seed, self->mem->seed, memory_order_relaxed);
+    self->view.rule = &self->rule;
+    self->view.token = SW_LOCK_PRIVATE;
+    self->view.slots = NULL;
+    self->view.n_slots = 0;
+    self->view.my_slot = -1;
+    return fork_register(&self->fork, &self->mem->lock, &self->wq);
+}
+
+/* The shared region at path (created or attached as mode says), self's view of it and a
+ * record in it. @return 0, or -1 with an exception set */
+static int keyed_open_shared(KeyedObject *self, const struct sw_limiter_cfg *cfg, int mode,
+                             const char *path, size_t size)
+{
+    if (region_open(&self->shm, mode, path, &keyed_ops.region, cfg->interval_ms,
+                    cfg->sample_count, self->max_keys, SW_SHM_MAX_PROCS, size, self->name) < 0)
+        return -1;
+    self->is_shared = 1;
+    self->view.st = self->shm.state;
+    /* the creator's seed, checked (never 0) by k_check_state; it never changes after */
+    atomic_store_explicit(&self->seed, self->view.st->seed, memory_order_relaxed);
+    self->view.rule = &self->rule;
+    self->view.token = SW_LOCK_PROCESS;
+    self->view.slots = self->shm.slots;
+    self->view.n_slots = self->shm.n_slots;
+    self->view.held = &self->held;
+    if (limiting_claim((PyObject *)self) < 0)
+        return -1;
+    self->shm.hdr->next_reap_ms = 0;
+    (void)limiting_maybe_reap((PyObject *)self);
+    fork_register_shared(&self->fork); /* found by the others' keyed_others */
+    return 0;
+}
+
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
@@ -173,18 +275,8 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
         return NULL;
     }
-    if (kwds != NULL) {
-        rest = PyDict_Copy(kwds);
-        if (rest == NULL)
-            return NULL;
-        o_max = PyDict_GetItemString(rest, "max_keys");
-        o_over = PyDict_GetItemString(rest, "overrides");
-        Py_XINCREF(o_max);
-        Py_XINCREF(o_over);
-        if ((o_max && PyDict_DelItemString(rest, "max_keys") < 0) ||
-            (o_over && PyDict_DelItemString(rest, "overrides") < 0))
-            goto fail0;
-    }
+    if (keyed_take_kwargs(kwds, &rest, &o_max, &o_over) < 0)
+        goto fail0;
     if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||
         keyed_check_behavior(&cfg) < 0)
         goto fail0;
@@ -194,15 +286,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail0;
     int name_given;
     int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
-    if (mode < 0)
+    size_t size;
+    if (mode < 0 || keyed_table_size(&cfg, max_keys, mode, &size) < 0)
         goto fail0;
-    size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys, mode != 0);
-    if (size == 0) {
-        PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
-                     "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
-                     cfg.sample_count);
-        goto fail0;
-    }
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail0;
@@ -226,57 +312,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (keyed_build_overrides(&cfg, 1, o_over, &ov0) < 0)
         goto fail;
     keyed_overrides_free(&ov0);
-    if (mode == 0) {
-        self->mem = PyMem_RawCalloc(1, size);
-        if (self->mem == NULL) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-#ifdef MADV_HUGEPAGE
-        /* a large table is read at random: transparent huge pages spare a TLB miss per
-         * decision (measured at 1,000,000 keys: about 2.5x a private decision, not 6x) */
-        if (size >= ((size_t)8 << 20)) {
-            uintptr_t lo = ((uintptr_t)self->mem + ((uintptr_t)2 << 20) - 1) &
-                           ~(((uintptr_t)2 << 20) - 1);
-            uintptr_t hi = ((uintptr_t)self->mem + size) & ~(((uintptr_t)2 << 20) - 1);
-            if (hi > lo)
-                (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-        }
-#endif
-        rc = sw_keyed_init(self->mem, cfg.interval_ms, cfg.sample_count, self->max_keys, false);
-        if (rc != SW_OK) {
-            raise_core_error(rc);
-            goto fail;
-        }
-        self->view.st = self->mem;
-        atomic_store_explicit(&self->seed, self->mem->seed, memory_order_relaxed);
-        self->view.rule = &self->rule;
-        self->view.token = SW_LOCK_PRIVATE;
-        self->view.slots = NULL;
-        self->view.n_slots = 0;
-        self->view.my_slot = -1;
-        if (fork_register(&self->fork, &self->mem->lock, &self->wq) < 0)
-            goto fail;
-    } else {
-        if (region_open(&self->shm, mode, path, &keyed_ops.region, cfg.interval_ms,
-                        cfg.sample_count, self->max_keys, SW_SHM_MAX_PROCS, size,
-                        self->name) < 0)
-            goto fail;
-        self->is_shared = 1;
-        self->view.st = self->shm.state;
-        /* the creator's seed, checked (never 0) by k_check_state; it never changes after */
-        atomic_store_explicit(&self->seed, self->view.st->seed, memory_order_relaxed);
-        self->view.rule = &self->rule;
-        self->view.token = SW_LOCK_PROCESS;
-        self->view.slots = self->shm.slots;
-        self->view.n_slots = self->shm.n_slots;
-        self->view.held = &self->held;
-        if (limiting_claim((PyObject *)self) < 0)
-            goto fail;
-        self->shm.hdr->next_reap_ms = 0;
-        (void)limiting_maybe_reap((PyObject *)self);
-        fork_register_shared(&self->fork); /* found by the others' keyed_others */
-    }
+    if ((mode == 0 ? keyed_open_private(self, &cfg, size)
+                   : keyed_open_shared(self, &cfg, mode, path, size)) < 0)
+        goto fail;
     if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     Py_XDECREF(rest);

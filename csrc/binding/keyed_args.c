@@ -103,6 +103,108 @@ static int cmp_over(const void *a, const void *b)
 }
 
 
+/* The (key, threshold) pairs of overrides= (a Mapping, or None for none).
+ * @return 0 (*items a new list, or NULL for none), or -1 with an exception set */
+static int overrides_items(PyObject *value, PyObject **items)
+{
+    *items = NULL;
+    if (value == NULL || value == Py_None)
+        return 0;
+    if (!PyDict_Check(value) && !PyObject_HasAttrString(value, "items")) {
+        PyErr_Format(PyExc_TypeError, "overrides must be a dict of key -> threshold, not "
+                     "%.100s", type_name_of(value));
+        return -1;
+    }
+    *items = PyMapping_Items(value);
+    return *items == NULL ? -1 : 0;
+}
+
+/* One key's threshold t checked against cfg (a concurrency: an int; qps: an int or float).
+ * @return 0 (*v the threshold), or -1 with ValueError set naming the key */
+static int override_threshold(const struct sw_limiter_cfg *cfg, PyObject *k, PyObject *t,
+                              double *v)
+{
+    bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
+    bool ok;
+    *v = -1;
+    if (conc)
+        ok = PyLong_Check(t) && !PyBool_Check(t);
+    else
+        ok = (PyLong_Check(t) || PyFloat_Check(t)) && !PyBool_Check(t);
+    if (ok) {
+        *v = PyFloat_AsDouble(t);
+        if (*v == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            *v = -1; /* too large: refused below */
+        }
+    }
+    struct sw_limiter_cfg c = *cfg;
+    c.count = *v;
+    struct sw_cfg_error err;
+    if (ok && *v >= 0 && sw_limiter_check_ex(&c, &err) == SW_OK)
+        return 0;
+    PyObject *msg = NULL;
+    if (ok && *v >= 0)
+        msg = PyUnicode_FromString(err.msg);
+    else
+        msg = PyUnicode_FromFormat("%s must be %s, got %R", conc ? "concurrency" : "qps",
+                                   conc ? "an int in [0, 2**53]"
+                                        : "a finite number in [0, 9e15]", t);
+    if (msg != NULL) {
+        PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
+                                            "range: %U"
+                                          : "overrides[%R]: threshold %R is not a "
+                                            "number: %U",
+                     k, t, msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+/* One item of overrides.items() into *o (its fingerprint with seed, its threshold and its
+ * limit per window), also kept in copy. @return 0, or -1 with an exception set */
+static int override_entry(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *it,
+                          struct sw_kover *o, PyObject *copy)
+{
+    if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
+        PyErr_SetString(PyExc_TypeError, "overrides: items() must give (key, threshold) pairs");
+        return -1;
+    }
+    PyObject *k = PyTuple_GET_ITEM(it, 0), *t = PyTuple_GET_ITEM(it, 1);
+    if (keyed_fp_as(seed, k, &o->fp, PyExc_ValueError, "an overrides key") < 0) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "overrides: key %R must be a str, bytes or int, "
+                         "not %.100s", k, type_name_of(k));
+        }
+        return -1;
+    }
+    double v;
+    if (override_threshold(cfg, k, t, &v) < 0)
+        return -1;
+    o->count = v;
+    o->limit = cfg->grade == SW_GRADE_CONCURRENCY
+                   ? v
+                   : (cfg->interval_ms == 1000 ? v : v * ((double)cfg->interval_ms / 1000.0));
+    return PyDict_SetItem(copy, k, t);
+}
+
+/* Sort n overrides by fingerprint; equal fingerprints (the same key twice, e.g. 1 and True
+ * are refused, so only a collision): the last wins. @return how many are left */
+static uint32_t overrides_sort(struct sw_kover *arr, Py_ssize_t n)
+{
+    if (n > 1)
+        qsort(arr, (size_t)n, sizeof *arr, cmp_over);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (m > 0 && arr[m - 1].fp == arr[i].fp)
+            arr[m - 1] = arr[i];
+        else
+            arr[m++] = arr[i];
+    }
+    return (uint32_t)m;
+}
+
 /* Check per-key thresholds (a Mapping, or None for none) against cfg.
  * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
 int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
@@ -112,16 +214,8 @@ int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObj
     struct sw_kover *arr = NULL;
     if (copy == NULL)
         return -1;
-    if (value != NULL && value != Py_None) {
-        if (!PyDict_Check(value) && !PyObject_HasAttrString(value, "items")) {
-            PyErr_Format(PyExc_TypeError, "overrides must be a dict of key -> threshold, not "
-                         "%.100s", type_name_of(value));
-            goto fail;
-        }
-        items = PyMapping_Items(value);
-        if (items == NULL)
-            goto fail;
-    }
+    if (overrides_items(value, &items) < 0)
+        goto fail;
     Py_ssize_t n = items != NULL ? PyList_GET_SIZE(items) : 0;
     if (n > (Py_ssize_t)SW_KEYED_MAX_KEYS) {
         PyErr_Format(PyExc_ValueError, "overrides: at most %u keys, got %zd",
@@ -135,77 +229,11 @@ int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObj
             goto fail;
         }
     }
-    bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PyList_GET_ITEM(items, i);
-        PyObject *k, *t;
-        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2) {
-            PyErr_SetString(PyExc_TypeError, "overrides: items() must give (key, threshold) pairs");
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (override_entry(cfg, seed, PyList_GET_ITEM(items, i), &arr[i], copy) < 0)
             goto fail;
-        }
-        k = PyTuple_GET_ITEM(it, 0);
-        t = PyTuple_GET_ITEM(it, 1);
-        if (keyed_fp_as(seed, k, &arr[i].fp, PyExc_ValueError, "an overrides key") < 0) {
-            if (PyErr_ExceptionMatches(PyExc_ValueError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "overrides: key %R must be a str, bytes or int, "
-                             "not %.100s", k, type_name_of(k));
-            }
-            goto fail;
-        }
-        double v = -1;
-        bool ok;
-        if (conc)
-            ok = PyLong_Check(t) && !PyBool_Check(t);
-        else
-            ok = (PyLong_Check(t) || PyFloat_Check(t)) && !PyBool_Check(t);
-        if (ok) {
-            v = PyFloat_AsDouble(t);
-            if (v == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-                v = -1; /* too large: refused below */
-            }
-        }
-        struct sw_limiter_cfg c = *cfg;
-        c.count = v;
-        struct sw_cfg_error err;
-        if (!ok || v < 0 || sw_limiter_check_ex(&c, &err) != SW_OK) {
-            PyObject *msg = NULL;
-            if (ok && v >= 0)
-                msg = PyUnicode_FromString(err.msg);
-            else
-                msg = PyUnicode_FromFormat("%s must be %s, got %R", conc ? "concurrency" : "qps",
-                                           conc ? "an int in [0, 2**53]"
-                                                : "a finite number in [0, 9e15]", t);
-            if (msg != NULL) {
-                PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
-                                                    "range: %U"
-                                                  : "overrides[%R]: threshold %R is not a "
-                                                    "number: %U",
-                             k, t, msg);
-                Py_DECREF(msg);
-            }
-            goto fail;
-        }
-        arr[i].count = v;
-        arr[i].limit = conc ? v : (cfg->interval_ms == 1000
-                                       ? v : v * ((double)cfg->interval_ms / 1000.0));
-        if (PyDict_SetItem(copy, k, t) < 0)
-            goto fail;
-    }
-    if (n > 1)
-        qsort(arr, (size_t)n, sizeof *arr, cmp_over);
-    /* equal fingerprints (the same key twice, e.g. 1 and True are refused, so only a
-     * collision): the last wins */
-    Py_ssize_t m = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (m > 0 && arr[m - 1].fp == arr[i].fp)
-            arr[m - 1] = arr[i];
-        else
-            arr[m++] = arr[i];
-    }
     out->arr = arr;
-    out->n = (uint32_t)m;
+    out->n = overrides_sort(arr, n);
     out->copy = copy;
     Py_XDECREF(items);
     return 0;

@@ -61,6 +61,7 @@ void test_shm_crash(void);
 void test_shm_crafted(void);
 void test_totals(void);
 void test_keyed(void);
+void test_keyed_shared(void);
 void test_keyed_stripes(void);
 void test_observe(void);
 void test_adaptive(void);

@@ -1,0 +1,74 @@
+/* keyed_util.h - helpers shared by the keyed table tests (test_keyed.c, test_keyed_shared.c):
+ * a private table with a rule and a view, fingerprints of integer keys and of a given home
+ * entry, an entry by index, a pseudo-random sequence, a repair that must keep every key. */
+#ifndef SW_TEST_KEYED_UTIL_H
+#define SW_TEST_KEYED_UTIL_H
+
+#include "limiter_util.h"
+#include "sw_keyed.h"
+
+#include <stdlib.h>
+
+/* any seed: the core takes fingerprints; the binding hashes with the table's seed */
+#define TEST_SEED UINT64_C(0x736c69646577696e)
+
+struct ktab {
+    struct sw_kstate *st;
+    struct sw_krule rule;
+    struct sw_kview v;
+};
+
+static inline int ktab_new(struct ktab *k, const struct sw_limiter_cfg *cfg, uint32_t max_keys)
+{
+    size_t sz = sw_keyed_size(cfg->interval_ms, cfg->sample_count, max_keys, false);
+    CHECK(sz > 0);
+    k->st = calloc(1, sz);
+    if (k->st == NULL)
+        return -1;
+    CHECK_EQ(sw_keyed_init(k->st, cfg->interval_ms, cfg->sample_count, max_keys, false), SW_OK);
+    CHECK_EQ(sw_krule_init(&k->rule, cfg), SW_OK);
+    k->v.st = k->st;
+    k->v.rule = &k->rule;
+    k->v.token = SW_LOCK_PRIVATE;
+    k->v.slots = NULL;
+    k->v.n_slots = 0;
+    k->v.my_slot = -1;
+    k->v.held = NULL;
+    return 0;
+}
+
+static inline uint64_t fp_int(int64_t x)
+{
+    return sw_keyed_hash(TEST_SEED, SW_KEY_INT, &x, sizeof x);
+}
+
+static inline uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A repair (as a takeover does it), then the table holds `len` keys. */
+static inline void check_repair_keeps(struct sw_kview *v, uint32_t len)
+{
+    sw_keyed_lock(v);
+    sw_keyed_repair(v);
+    sw_keyed_unlock(v);
+    CHECK_EQ(sw_keyed_len(v), len);
+}
+
+/* The k-th fingerprint (k >= 1) whose home is entry h of st's table. */
+static inline uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t k)
+{
+    unsigned __int128 base = (((unsigned __int128)h << 64) + st->cap - 1u) / st->cap;
+    return (uint64_t)base + k;
+}
+
+static inline struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
+{
+    return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
+}
+
+#endif
