@@ -54,6 +54,9 @@ CORE = {
 PARTS = {
     "sw_decide": "sw_limiter",       # a limiter's decisions and events
     "sw_limiter_lock": "sw_limiter",  # its locking helpers, shared by its two sources
+    "sw_keyed_table": "sw_keyed",    # the keyed table's layout (stripes), lookup, eviction
+    "sw_keyed_shared": "sw_keyed",   # a shared keyed table: validation, repair, reaping
+    "sw_keyed_impl": "sw_keyed",     # what the keyed table's files share
 }
 
 # binding file stem -> unit (stems not listed are their own unit)
@@ -61,6 +64,8 @@ UNITS = {
     "adaptive": "limiter",   # ... and the adaptive rule of a Limiter
     "binding": "binding",    # binding.h: what every type uses; defined in binding.c ...
     "limiting": "binding",   # ... and in limiting.c (what the limiter types share)
+    "keyed_args": "keyed",   # KeyedLimiter's arguments: keys hashed, overrides checked
+    "keyed_entry": "keyed",  # KeyedEntry and what all_of asks of a KeyedLimiter
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -322,8 +322,11 @@ def test_framework_extras_exist_and_are_documented(extra, dist):
     mod = {"fastapi": "fastapi", "starlette": "starlette", "flask": "flask",
            "django": "django"}[extra]
     src = (root / "slidewin" / ("%s.py" % mod)).read_text()
-    assert 'pip install \\"slidewin[%s]\\"' % extra in src or \
-        "slidewin[%s]" % extra in src
+    # the module's ImportError without its framework: _routes.missing_extra(<extra>, ...)
+    assert 'missing_extra("%s",' % extra in src
+    from slidewin import _routes
+    err = _routes.missing_extra(extra, dist, ModuleNotFoundError(dist, name=dist))
+    assert 'pip install "slidewin[%s]"' % extra in str(err) and err.name == dist
 
 
 # ---- install(app): a BlockedError raised in a route is answered, not a 500 ----------------
