@@ -194,7 +194,8 @@ int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed);
  * (holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
                       uint32_t sample_count, uint32_t max_keys, bool shared);
-/** The header part of sw_keyed_validate (the layout fields only; reads nothing else).
+/** The header part of sw_keyed_validate (the layout fields only; reads nothing else): the
+ * header of every stripe, so st is the whole table (size bytes), never a copy of one header.
  * @param size the bytes the whole table occupies @return SW_OK or SW_EINVAL */
 int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t interval_ms,
                              uint32_t sample_count, uint32_t max_keys, bool shared);

@@ -37,6 +37,11 @@ void sw_kt_add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kentr
                          int64_t d);
 void sw_kt_hold_add(const struct sw_kview *v, uint32_t idx, int64_t d);
 void sw_kt_slot_add(struct sw_proc_slot *slot, int64_t d);
+/* Whether stripe i's header (s, a copy or in place) agrees with the table's layout k and
+ * arguments, seed its first stripe's. @return SW_OK or SW_EINVAL */
+int sw_kt_validate_stripe(const struct sw_kstate *s, uint32_t i, const struct klayout *k,
+                          int64_t interval_ms, uint32_t sample_count, uint32_t max_keys,
+                          uint64_t seed);
 
 
 #define HOLD_DEL UINT32_MAX

@@ -12,6 +12,22 @@
 
 /* ---- shared regions: validation, repair, reaping ----------------------------------------- */
 
+int sw_kt_validate_stripe(const struct sw_kstate *s, uint32_t i, const struct klayout *k,
+                          int64_t interval_ms, uint32_t sample_count, uint32_t max_keys,
+                          uint64_t seed)
+{
+    if (s->max_keys != k->stripe_keys || s->n_stripes != k->n_stripes || s->stripe != i ||
+        s->cap != k->cap || s->entry_size != k->entry_size ||
+        s->sample_count != sample_count || s->hold_cap != k->hold_cap ||
+        s->interval_ms != interval_ms ||
+        s->window_ms != interval_ms / (int64_t)sample_count || s->size != k->size ||
+        s->off_node != k->off_node || s->seed == 0 || s->seed != seed ||
+        s->off_entries != k->off_entries || s->off_hold != k->off_hold ||
+        s->stride != k->stride || s->max_total != max_keys || s->n_live > k->stripe_keys)
+        return SW_EINVAL;
+    return SW_OK;
+}
+
 int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t interval_ms,
                              uint32_t sample_count, uint32_t max_keys, bool shared)
 {
@@ -19,19 +35,11 @@ int sw_keyed_validate_header(const struct sw_kstate *st, size_t size, int64_t in
     if (st == NULL || !sw_kt_layout(interval_ms, sample_count, max_keys, shared, &k) ||
         size < k.total)
         return SW_EINVAL;
-    uint64_t seed = st->seed;
     for (uint32_t i = 0; i < k.n_stripes; i++) {
         const struct sw_kstate *s =
             (const struct sw_kstate *)(const void *)((const char *)st + (size_t)i * k.stride);
-        if (s->max_keys != k.stripe_keys || s->n_stripes != k.n_stripes || s->stripe != i ||
-            s->cap != k.cap || s->entry_size != k.entry_size ||
-            s->sample_count != sample_count || s->hold_cap != k.hold_cap ||
-            s->interval_ms != interval_ms ||
-            s->window_ms != interval_ms / (int64_t)sample_count || s->size != k.size ||
-            s->off_node != k.off_node || s->seed == 0 || s->seed != seed ||
-            s->off_entries != k.off_entries || s->off_hold != k.off_hold ||
-            s->stride != k.stride || s->max_total != max_keys ||
-            s->n_live > k.stripe_keys)
+        if (sw_kt_validate_stripe(s, i, &k, interval_ms, sample_count, max_keys, st->seed) !=
+            SW_OK)
             return SW_EINVAL;
     }
     return SW_OK;

@@ -1,7 +1,7 @@
 /* sw_observe.c - reading a shared region as an observer (see sw_observe.h). */
 #include "sw_observe.h"
 
-#include "sw_keyed.h"
+#include "sw_keyed_impl.h"
 #include "sw_time.h"
 
 #include <dirent.h>
@@ -149,10 +149,10 @@ int sw_region_probe(const char *path, uint64_t *dev, uint64_t *ino, struct sw_sh
     return SW_OK;
 }
 
-/* Where the statistics of a region of this header lie and how many bytes they take (a keyed
- * table's header read and checked on the way, into *kh). @return SW_OK or SW_EINVAL */
-static int stats_extent(int fd, const char *path, const struct sw_shm_header *h,
-                        struct sw_kstate *kh, off_t *off, size_t *len, struct sw_shm_error *err)
+/* Where the statistics of a region of this header lie and how many bytes they take (not a
+ * keyed table: read_keyed). @return SW_OK or SW_EINVAL */
+static int stats_extent(const char *path, const struct sw_shm_header *h, off_t *off,
+                        size_t *len, struct sw_shm_error *err)
 {
     *off = (off_t)h->off_state;
     *len = (size_t)h->state_size;
@@ -165,20 +165,6 @@ static int stats_extent(int fd, const char *path, const struct sw_shm_header *h,
         size_t need = sw_bstate_size(h->interval_ms, h->sample_count);
         if (need == 0 || need != h->state_size || !plain)
             return damaged(err, path, "a damaged Breaker region (its layout)");
-    } else if (h->kind == SW_KIND_KEYED) {
-        size_t total = sw_keyed_size(h->interval_ms, h->sample_count, h->max_keys, true);
-        if (total == 0 || total != h->state_size)
-            return damaged(err, path, "a damaged KeyedLimiter region (its layout)");
-        if (pread_all(fd, kh, sizeof *kh, *off) != 0)
-            return damaged(err, path, "truncated while being read");
-        if (sw_keyed_validate_header(kh, total, h->interval_ms, h->sample_count, h->max_keys,
-                                     true) != SW_OK)
-            return damaged(err, path, "a damaged KeyedLimiter region (its table)");
-        size_t nsz = sw_keyed_node_size(h->interval_ms, h->sample_count);
-        if (nsz == 0 || kh->off_node > total || nsz > total - kh->off_node)
-            return damaged(err, path, "a damaged KeyedLimiter region (its node)");
-        *off += (off_t)kh->off_node;
-        *len = nsz;
     } else {
         struct sw_leap_cfg cfg = sw_region_metric_cfg(h);
         size_t need = sw_metric_mem_size(&cfg, h->consistency == SW_CONSISTENCY_EVENTUAL);
@@ -273,6 +259,85 @@ static int read_metric(struct sw_region_read *r, void *copy, const char *path,
     return SW_OK;
 }
 
+/* A keyed table's statistics (a shared table: one stripe or several, each its own header
+ * and node, read where it lies, never the whole table): the stripes' sums. @return SW_OK or
+ * an error */
+static int read_keyed(int fd, const char *path, struct sw_region_read *r,
+                      struct sw_shm_error *err)
+{
+    const struct sw_shm_header *h = &r->hdr;
+    struct klayout k;
+    if (!sw_kt_layout(h->interval_ms, h->sample_count, h->max_keys, true, &k) ||
+        k.total != h->state_size)
+        return damaged(err, path, "a damaged KeyedLimiter region (its layout)");
+    size_t nsz = sw_keyed_node_size(h->interval_ms, h->sample_count);
+    if (nsz == 0 || k.off_node > k.size || nsz > k.size - k.off_node)
+        return damaged(err, path, "a damaged KeyedLimiter region (its node)");
+    void *copy = aligned_alloc(64, (nsz + 63u) & ~(size_t)63u);
+    if (copy == NULL)
+        return fail(err, SW_ENOMEM, 0, "%.400s: out of memory", path);
+    int rc = SW_OK;
+    uint64_t seed = 0;
+    int64_t keys = 0, evicted = 0;
+    for (uint32_t i = 0; i < k.n_stripes && rc == SW_OK; i++) {
+        off_t at = (off_t)h->off_state + (off_t)((uint64_t)i * k.stride);
+        struct sw_kstate kh;
+        if (pread_all(fd, &kh, sizeof kh, at) != 0 ||
+            pread_all(fd, copy, nsz, at + (off_t)k.off_node) != 0) {
+            rc = damaged(err, path, "truncated while being read");
+            break;
+        }
+        if (i == 0)
+            seed = kh.seed;
+        if (sw_kt_validate_stripe(&kh, i, &k, h->interval_ms, h->sample_count, h->max_keys,
+                                  seed) != SW_OK) {
+            rc = damaged(err, path, "a damaged KeyedLimiter region (its table)");
+            break;
+        }
+        struct sw_node *node = copy;
+        if (sw_keyed_node_validate(node, h->interval_ms, h->sample_count) != SW_OK) {
+            rc = damaged(err, path, "a damaged KeyedLimiter region (its statistics)");
+            break;
+        }
+        sw_node_repair(node);
+        struct sw_stats s;
+        struct sw_totals t;
+        sw_node_stats(node, r->now_ns, &s);
+        sw_node_totals(node, &t);
+        keys += kh.n_live;
+        evicted = sw_sat_add(evicted, kh.evicted < 0 ? 0 : kh.evicted);
+        if (i == 0) {
+            r->stats = s;
+            r->totals = t;
+            continue;
+        }
+        /* (a stripe without data reads SW_MIN_RT_INIT, the most a bucket's minimum is) */
+        if (s.min_rt < r->stats.min_rt)
+            r->stats.min_rt = s.min_rt;
+        r->stats.pass = sw_sat_add(r->stats.pass, s.pass);
+        r->stats.block = sw_sat_add(r->stats.block, s.block);
+        r->stats.success = sw_sat_add(r->stats.success, s.success);
+        r->stats.exception = sw_sat_add(r->stats.exception, s.exception);
+        r->stats.rt_sum = sw_sat_add(r->stats.rt_sum, s.rt_sum);
+        r->stats.in_flight = sw_sat_add(r->stats.in_flight, s.in_flight);
+        r->stats.waiting = sw_sat_add(r->stats.waiting, s.waiting);
+        r->stats.occupied_pass = sw_sat_add(r->stats.occupied_pass, s.occupied_pass);
+        r->totals.pass = sw_sat_add(r->totals.pass, t.pass);
+        r->totals.block = sw_sat_add(r->totals.block, t.block);
+        r->totals.exception = sw_sat_add(r->totals.exception, t.exception);
+        r->totals.success = sw_sat_add(r->totals.success, t.success);
+        r->totals.occupied_pass = sw_sat_add(r->totals.occupied_pass, t.occupied_pass);
+        r->totals.rt = sw_sat_add(r->totals.rt, t.rt);
+        r->totals.shadow_block = sw_sat_add(r->totals.shadow_block, t.shadow_block);
+    }
+    free(copy);
+    if (rc == SW_OK) {
+        r->keys = keys;
+        r->evicted = evicted;
+    }
+    return rc;
+}
+
 int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
                    struct sw_shm_error *err)
 {
@@ -287,12 +352,16 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
     /* everything below reads copies: the file may change under us */
     const struct sw_shm_header *h = &r->hdr;
     r->waiters = atomic_load_explicit(&r->hdr.waiters, memory_order_relaxed);
-    struct sw_kstate kh;
+    if (h->kind == SW_KIND_KEYED) {
+        rc = read_keyed(fd, path, r, err);
+        close(fd);
+        return rc;
+    }
     off_t off;
     size_t len;
     void *copy = NULL;
     bool hot_ok = true;
-    rc = stats_extent(fd, path, h, &kh, &off, &len, err);
+    rc = stats_extent(path, h, &off, &len, err);
     if (rc == SW_OK && (copy = aligned_alloc(64, (len + 63u) & ~(size_t)63u)) == NULL)
         rc = fail(err, SW_ENOMEM, 0, "%.400s: out of memory", path);
     if (rc == SW_OK) {
@@ -312,10 +381,6 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
             rc = read_metric(r, copy, path, err);
         else
             rc = read_node(r, copy, len, hot_ok, path, err);
-    }
-    if (rc == SW_OK && h->kind == SW_KIND_KEYED) {
-        r->keys = kh.n_live;
-        r->evicted = kh.evicted < 0 ? 0 : kh.evicted;
     }
     free(copy);
     return rc;

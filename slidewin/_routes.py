@@ -220,9 +220,21 @@ class Admission:
         return self
 
     def exiting(self, io: Any, et: Any, ev: Any, tb: Any) -> _io.Steps:
+        """End every limit entered, newest first. An exit that raises (a Redis round trip
+        cancelled, KeyboardInterrupt) does not leave the others held: the first such
+        exception is raised once every limit has ended."""
         entries, self._entries = self._entries, []
+        error: Optional[BaseException] = None
         for e in reversed(entries):
-            yield io.exit(e, et, ev, tb)
+            try:
+                yield io.exit(e, et, ev, tb)
+            except GeneratorExit:  # the steps themselves closed: nothing left to drive
+                raise
+            except BaseException as exc:
+                if error is None:
+                    error = exc
+        if error is not None:
+            raise error
 
     def __enter__(self) -> "Admission":
         return _io.run(self.entering(_io.SYNC))  # type: ignore[no-any-return]

@@ -202,3 +202,17 @@ def test_a_region_shrinking_while_read_is_an_error_never_a_crash(tmp_path, monke
             bad += 1
     os.waitpid(pid, 0)
     assert good + bad > 0          # and this process is alive to count them
+
+
+def test_a_striped_keyed_region_reads_back_every_stripe(folder):
+    """A shared table large enough for several stripes: read_region sums them all (keys,
+    window, totals, in flight), reading each stripe where it lies."""
+    per = KeyedLimiter(concurrency=100, shared="big", max_keys=4096)
+    keys = ["k%d" % i for i in range(200)]
+    for key in keys:
+        assert per.try_acquire(key)
+    k = _core.read_region("big", now_ns=S)
+    assert k["kind"] == "keyed" and k["max_keys"] == 4096
+    assert k["keys"] == 200 and k["in_flight"] == 200
+    assert k["totals"]["pass"] == 200 == per.totals()["pass"]
+    assert k["evicted"] == 0

@@ -687,3 +687,54 @@ def test_a_routes_limits_die_with_it_not_kept_by_a_module_cache():
     del a, b
     gc.collect()
     assert gone() is None
+
+
+class _FailingExit:
+    """A limiter of its own kind whose exit is interrupted (a Redis round trip cancelled,
+    KeyboardInterrupt in it)."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def entry(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        raise self.exc
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        raise self.exc
+
+
+def test_an_exit_interrupted_on_one_limit_still_ends_the_others():
+    import asyncio
+
+    from slidewin import _routes
+
+    held = Limiter(concurrency=1)
+    sync = _routes.Admission([(_routes.Own(held, False, False), None),
+                              (_routes.Own(_FailingExit(KeyboardInterrupt()), False, False),
+                               None)])
+    sync.__enter__()
+    assert held.in_flight == 1
+    with pytest.raises(KeyboardInterrupt):
+        sync.__exit__(None, None, None)
+    assert held.in_flight == 0
+
+    async def cancelled_in_exit():
+        adm = _routes.Admission([(_routes.Own(held, False, False), None),
+                                 (_routes.Own(_FailingExit(asyncio.CancelledError()), False,
+                                              False), None)])
+        await adm.__aenter__()
+        assert held.in_flight == 1
+        await adm.__aexit__(None, None, None)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled_in_exit())
+    assert held.in_flight == 0
