@@ -208,7 +208,7 @@ class _Leases:
                 s = self._slices[rk] = _Slice(self.c_slice(rk))
             s.demand += n
             s.last = (explicit, now_ns or 0)
-            asked = False
+            asked = 0
             while True:
                 t = now_ns if explicit else time.monotonic_ns()
                 assert t is not None
@@ -222,10 +222,12 @@ class _Leases:
                 if e_until is not None and e_until[0] == explicit and t < e_until[1]:
                     err = s.err
                     break
-                if asked:  # granted less than n (or a bucket not yet begun here)
+                # granted less than n (or a bucket not yet begun here); a grant that came
+                # back after its bucket ended here (given back) is asked once more, in the next
+                if asked == 2:
                     got = False
                     break
-                asked = True
+                asked += 1
                 cond.release()
                 try:
                     self._grant(rk, cfg, s, n, now_ns)
