@@ -274,6 +274,8 @@ static int64_t give_back_stripe(const struct sw_kview *v, const struct sw_kheld 
         kb[k].ent = i + 1u;
         kb[k].count = held->count[p];
         kb[k].others = others != NULL ? others(held->fp[p], ctx) : 0;
+        kb[k].mine = 0; /* kb serves each stripe in turn: nothing of the previous one's */
+        kb[k].theirs = 0;
         k++;
     }
     qsort(kb, k, sizeof *kb, cmp_kback);
