@@ -48,7 +48,10 @@ def test_the_fast_path_is_pinned_to_the_redis_py_releases_it_knows(monkeypatch):
     assert _fast.fast(redis.Redis(port=1))  # constructing connects nothing
     import redis.asyncio as aredis
 
-    assert _fast.fast(aredis.Redis(port=1))
+    async def built_in_a_loop():  # Python 3.9: redis.asyncio's pool needs a running loop
+        return aredis.Redis(port=1)
+
+    assert _fast.fast(asyncio.run(built_in_a_loop()))
     for v in ("4.6.0", "9.0.0", "10.1", "", "dev"):
         monkeypatch.setattr(redis, "__version__", v)
         assert not _fast.fast(redis.Redis(port=1)), v
