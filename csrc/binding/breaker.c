@@ -913,24 +913,9 @@ static PyGetSetDef Breaker_getset[] = {
      (void *)offsetof(BreakerObject, name)},
     {NULL}};
 
-static PyMemberDef Breaker_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(BreakerObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Breaker, BreakerObject);
 
-static PyType_Slot Breaker_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.Breaker."},
-    {Py_tp_new, Breaker_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, Breaker_dealloc},
-    {Py_tp_repr, Breaker_repr},
-    {Py_tp_methods, Breaker_methods},
-    {Py_tp_getset, Breaker_getset},
-    {Py_tp_members, Breaker_members},
-    {0, NULL}};
-
-PyType_Spec Breaker_spec = {
-    .name = "slidewin._core.Breaker",
-    .basicsize = sizeof(BreakerObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Breaker_slots,
-};
+TYPE_SPEC(Breaker, "slidewin._core.Breaker", BreakerObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.Breaker."}, {Py_tp_new, Breaker_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, Breaker_dealloc},
+          {Py_tp_repr, Breaker_repr}, TYPE_TABLES(Breaker));

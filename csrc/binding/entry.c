@@ -181,26 +181,15 @@ static PyMethodDef Entry_methods[] = {
     {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
-static PyType_Slot Entry_slots[] = {
-    {Py_tp_doc, "An admission in progress: `with lim.entry(n):` or `async with lim.entry(n):`."},
 #if PY_VERSION_HEX < 0x030A0000
-    {Py_tp_new, Entry_new},
-#endif
-    {Py_tp_traverse, Entry_traverse},
-    {Py_tp_clear, Entry_clear},
-    {Py_tp_dealloc, Entry_dealloc},
-    {Py_tp_methods, Entry_methods},
-    {Py_tp_getset, Entry_getset},
-    {Py_tp_repr, Entry_repr},
-    {0, NULL}};
-
-#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#define ENTRY_NEW_SLOT {Py_tp_new, Entry_new},
+#else
+#define ENTRY_NEW_SLOT
 #endif
 
-PyType_Spec Entry_spec = {
-    .name = "slidewin._core.Entry",
-    .basicsize = sizeof(EntryObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = Entry_slots,
-};
+TYPE_SPEC(Entry, "slidewin._core.Entry", EntryObject, Py_TPFLAGS_DISALLOW_INSTANTIATION,
+          {Py_tp_doc, "An admission in progress: `with lim.entry(n):` or `async with "
+                      "lim.entry(n):`."},
+          ENTRY_NEW_SLOT{Py_tp_traverse, Entry_traverse}, {Py_tp_clear, Entry_clear},
+          {Py_tp_dealloc, Entry_dealloc}, {Py_tp_methods, Entry_methods},
+          {Py_tp_getset, Entry_getset}, {Py_tp_repr, Entry_repr});

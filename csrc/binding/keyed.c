@@ -808,26 +808,10 @@ static PyMethodDef Keyed_methods[] = {
     LIMITING_METHODS,
     {NULL}};
 
-static PyMemberDef Keyed_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(KeyedObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Keyed, KeyedObject);
 
-static PyType_Slot Keyed_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.KeyedLimiter."},
-    {Py_tp_new, Keyed_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, limiting_repr},
-    {Py_tp_methods, Keyed_methods},
-    {Py_tp_getset, Keyed_getset},
-    {Py_tp_members, Keyed_members},
-    {Py_sq_length, Keyed_len},
-    {Py_mp_length, Keyed_len},
-    {0, NULL}};
-
-PyType_Spec KeyedLimiter_spec = {
-    .name = "slidewin._core.KeyedLimiter",
-    .basicsize = sizeof(KeyedObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Keyed_slots,
-};
+TYPE_SPEC(KeyedLimiter, "slidewin._core.KeyedLimiter", KeyedObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.KeyedLimiter."}, {Py_tp_new, Keyed_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, limiting_dealloc},
+          {Py_tp_repr, limiting_repr}, TYPE_TABLES(Keyed), {Py_sq_length, Keyed_len},
+          {Py_mp_length, Keyed_len});

@@ -185,26 +185,13 @@ static PyMethodDef KEntry_methods[] = {
     {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
-#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
-#endif
-
-static PyType_Slot KEntry_slots[] = {
-    {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async with)."},
-    {Py_tp_traverse, KEntry_traverse},
-    {Py_tp_clear, KEntry_clear},
-    {Py_tp_dealloc, KEntry_dealloc},
-    {Py_tp_methods, KEntry_methods},
-    {Py_tp_getset, KEntry_getset},
-    {Py_tp_repr, KEntry_repr},
-    {0, NULL}};
-
-PyType_Spec KeyedEntry_spec = {
-    .name = "slidewin._core.KeyedEntry",
-    .basicsize = sizeof(KeyedEntryObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = KEntry_slots,
-};
+TYPE_SPEC(KeyedEntry, "slidewin._core.KeyedEntry", KeyedEntryObject,
+          Py_TPFLAGS_DISALLOW_INSTANTIATION,
+          {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async "
+                      "with)."},
+          {Py_tp_traverse, KEntry_traverse}, {Py_tp_clear, KEntry_clear},
+          {Py_tp_dealloc, KEntry_dealloc}, {Py_tp_methods, KEntry_methods},
+          {Py_tp_getset, KEntry_getset}, {Py_tp_repr, KEntry_repr});
 
 /* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
 

@@ -540,24 +540,9 @@ static PyMethodDef Limiter_methods[] = {
     ADAPTIVE_METHODS
     {NULL}};
 
-static PyMemberDef Limiter_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(LimiterObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Limiter, LimiterObject);
 
-static PyType_Slot Limiter_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.Limiter."},
-    {Py_tp_new, Limiter_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, limiting_repr},
-    {Py_tp_methods, Limiter_methods},
-    {Py_tp_getset, Limiter_getset},
-    {Py_tp_members, Limiter_members},
-    {0, NULL}};
-
-PyType_Spec Limiter_spec = {
-    .name = "slidewin._core.Limiter",
-    .basicsize = sizeof(LimiterObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Limiter_slots,
-};
+TYPE_SPEC(Limiter, "slidewin._core.Limiter", LimiterObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.Limiter."}, {Py_tp_new, Limiter_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, limiting_dealloc},
+          {Py_tp_repr, limiting_repr}, TYPE_TABLES(Limiter));
