@@ -367,31 +367,8 @@ static int keyed_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, 
                            d);
 }
 
-static uint32_t keyed_reap(const void *view)
-{
-    return sw_keyed_reap(view);
-}
-
-static bool keyed_lock(const void *view, bool may_give_up)
-{
-    if (may_give_up)
-        return sw_keyed_lock_or_give_up(view);
-    sw_keyed_lock(view);
-    return true;
-}
-
-static void keyed_unlock(const void *view)
-{
-    sw_keyed_unlock(view);
-}
-
-static void keyed_count_block(const void *view, int64_t n, bool shadow)
-{
-    if (shadow)
-        sw_keyed_count_shadow_block(view, n, SW_NOW);
-    else
-        sw_keyed_count(view, SW_EV_BLOCK, n, SW_NOW);
-}
+LIMITING_VIEW_OPS(keyed, sw_keyed_reap, sw_keyed_lock_or_give_up, sw_keyed_lock, sw_keyed_unlock,
+                  sw_keyed_count_shadow_block, sw_keyed_count, sw_keyed_totals)
 
 static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
                         int64_t *evicted)
@@ -400,11 +377,6 @@ static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
     sw_keyed_stats(view, now_ns, out, evicted, &keys);
     out->waiting = 0; /* no throttle queue and no borrowing per key */
     out->occupied_pass = 0;
-}
-
-static void keyed_totals(const void *view, struct sw_totals *out)
-{
-    sw_keyed_totals(view, out);
 }
 
 static bool keyed_holds(PyObject *self)

@@ -159,41 +159,13 @@ static int lim_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, un
     return sw_decide(limiter_view((LimiterObject *)self), n, now_ns, flags, d);
 }
 
-static uint32_t lim_reap(const void *view)
-{
-    return sw_lstate_reap(view);
-}
-
-static bool lim_lock(const void *view, bool may_give_up)
-{
-    if (may_give_up)
-        return sw_view_lock_or_give_up(view);
-    sw_view_lock(view);
-    return true;
-}
-
-static void lim_unlock(const void *view)
-{
-    sw_view_unlock(view);
-}
-
-static void lim_count_block(const void *view, int64_t n, bool shadow)
-{
-    if (shadow)
-        sw_count_shadow_block(view, n, SW_NOW);
-    else
-        sw_count(view, SW_EV_BLOCK, n, SW_NOW);
-}
+LIMITING_VIEW_OPS(lim, sw_lstate_reap, sw_view_lock_or_give_up, sw_view_lock, sw_view_unlock,
+                  sw_count_shadow_block, sw_count, sw_totals_read)
 
 static void lim_stats(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted)
 {
     sw_stats_read(view, now_ns, out);
     *evicted = 0; /* KeyedLimiter only */
-}
-
-static void lim_totals(const void *view, struct sw_totals *out)
-{
-    sw_totals_read(view, out);
 }
 
 static int64_t lim_give_back_locked(PyObject *self)
