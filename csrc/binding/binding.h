@@ -56,6 +56,7 @@
 /* ------------------------------------------------------------------------------------ */
 /* module state                                                                          */
 
+/* Its references are visited and cleared by module.c (STATE_REFS): a new one goes there too. */
 typedef struct {
     PyTypeObject *Metric_Type;
     PyTypeObject *Limiter_Type;
@@ -264,6 +265,17 @@ static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
         PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
         return SW_OUT_EXCEPTION;
     return SW_OUT_NONE;
+}
+
+/* __exit__'s end, its count given back (gave_up 0) or not (it gave up waiting for the lock:
+ * still entered, holding its count; the exit may be retried). @return False, or NULL */
+static inline PyObject *entry_exit_done(atomic_int *state, int gave_up)
+{
+    if (gave_up == 0)
+        Py_RETURN_FALSE;
+    atomic_store(state, ENTRY_ENTERED);
+    (void)lock_gave_up_error();
+    return NULL;
 }
 
 /* tp_dealloc of an entry: its tp_clear gives back an in-flight count never exited. */

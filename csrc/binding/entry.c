@@ -128,13 +128,7 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    if (entry_finish(self, rt, outcome) != 0) {
-        /* gave up waiting for the lock: still entered, holding its count; may be retried */
-        atomic_store(&self->state, ENTRY_ENTERED);
-        (void)lock_gave_up_error();
-        return NULL;
-    }
-    Py_RETURN_FALSE;
+    return entry_exit_done(&self->state, entry_finish(self, rt, outcome));
 }
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))

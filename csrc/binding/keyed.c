@@ -481,16 +481,26 @@ int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
                                  d);
 }
 
+/* acquire()'s and entry()'s arguments (key, n=1, *, timeout=None): a[0] the key, its
+ * fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 with an exception set */
+static int parse_key_n_timeout(KeyedObject *self, const char *fname, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames, PyObject *a[3], uint64_t *fp,
+                               int64_t *n, int64_t *timeout)
+{
+    static const char *const names[] = {"key", "n", "timeout"};
+    *timeout = -1;
+    if (parse_key_n(seed_of(self), fname, args, nargs, kwnames, names, 3, a, fp, n, NULL) < 0)
+        return -1;
+    return a[2] != NULL ? parse_timeout(a[2], timeout) : 0;
+}
+
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n, timeout = -1;
+    int64_t n, timeout;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
-        return NULL;
-    if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
+    if (parse_key_n_timeout(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
     if (keyed_acquire_d(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
@@ -590,13 +600,10 @@ static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, P
 static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n, timeout = -1;
+    int64_t n, timeout;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "entry", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
-        return NULL;
-    if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
+    if (parse_key_n_timeout(self, "entry", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     return keyed_entry_new(self, a[0], fp, n, timeout);
 }

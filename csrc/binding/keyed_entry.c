@@ -136,13 +136,7 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    if (kentry_finish(self, rt, outcome) != 0) {
-        /* gave up waiting for the lock: still entered, holding its count; may be retried */
-        atomic_store(&self->state, ENTRY_ENTERED);
-        (void)lock_gave_up_error();
-        return NULL;
-    }
-    Py_RETURN_FALSE;
+    return entry_exit_done(&self->state, kentry_finish(self, rt, outcome));
 }
 
 static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))

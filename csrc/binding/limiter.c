@@ -276,17 +276,29 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
     return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
 }
 
-static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
+/* acquire()'s and entry()'s arguments (n=1, *, timeout=None): n and the timeout (ns, -1:
+ * none). @return 0, or -1 with an exception set */
+static int parse_n_timeout(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, int64_t *n, int64_t *timeout)
 {
     static const char *const names[] = {"n", "timeout"};
     PyObject *a[2] = {NULL, NULL};
-    int64_t n = 1, timeout = -1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("acquire", args, nargs, kwnames, names, 2, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
-            return NULL;
-    }
+    *n = 1;
+    *timeout = -1;
+    if (nargs == 0 && kwnames == NULL)
+        return 0;
+    if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0 || parse_n(a[0], 1, n) < 0 ||
+        parse_timeout(a[1], timeout) < 0)
+        return -1;
+    return 0;
+}
+
+static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    int64_t n, timeout;
+    if (parse_n_timeout("acquire", args, nargs, kwnames, &n, &timeout) < 0)
+        return NULL;
     struct sw_decision d;
     if (limiter_acquire_d(self, n, timeout, 0u, false, &d) < 0)
         return NULL;
@@ -364,14 +376,9 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t n = 1, timeout = -1;
-    if (nargs != 0 || kwnames != NULL) {
-        static const char *const names[] = {"n", "timeout"};
-        PyObject *a[2] = {NULL, NULL};
-        if (parse_fast("entry", args, nargs, kwnames, names, 2, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
-            return NULL;
-    }
+    int64_t n, timeout;
+    if (parse_n_timeout("entry", args, nargs, kwnames, &n, &timeout) < 0)
+        return NULL;
     EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
     if (e == NULL)
         return NULL;

@@ -260,43 +260,27 @@ static int module_exec(PyObject *m)
     return 0;
 }
 
+/* The module state's references (module_state, binding.h), visited and cleared. */
+#define STATE_REFS(X)                                                                          \
+    X(Metric_Type) X(Limiter_Type) X(Entry_Type) X(KeyedLimiter_Type) X(KeyedEntry_Type)       \
+    X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
+    X(aenter) X(aexit) X(breaker_tell)
+
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    Py_VISIT(st->Metric_Type);
-    Py_VISIT(st->Limiter_Type);
-    Py_VISIT(st->Entry_Type);
-    Py_VISIT(st->KeyedLimiter_Type);
-    Py_VISIT(st->KeyedEntry_Type);
-    Py_VISIT(st->Bucket_Type);
-    Py_VISIT(st->Stats_Type);
-    Py_VISIT(st->BlockedError);
-    Py_VISIT(st->default_names);
-    Py_VISIT(st->default_map);
-    Py_VISIT(st->registry);
-    Py_VISIT(st->aenter);
-    Py_VISIT(st->aexit);
-    Py_VISIT(st->breaker_tell);
+#define VISIT_REF(f) Py_VISIT(st->f);
+    STATE_REFS(VISIT_REF)
+#undef VISIT_REF
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    Py_CLEAR(st->Metric_Type);
-    Py_CLEAR(st->Limiter_Type);
-    Py_CLEAR(st->Entry_Type);
-    Py_CLEAR(st->KeyedLimiter_Type);
-    Py_CLEAR(st->KeyedEntry_Type);
-    Py_CLEAR(st->Bucket_Type);
-    Py_CLEAR(st->Stats_Type);
-    Py_CLEAR(st->BlockedError);
-    Py_CLEAR(st->default_names);
-    Py_CLEAR(st->default_map);
-    Py_CLEAR(st->registry);
-    Py_CLEAR(st->aenter);
-    Py_CLEAR(st->aexit);
-    Py_CLEAR(st->breaker_tell);
+#define CLEAR_REF(f) Py_CLEAR(st->f);
+    STATE_REFS(CLEAR_REF)
+#undef CLEAR_REF
     return 0;
 }
 
