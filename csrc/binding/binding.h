@@ -34,9 +34,29 @@
 
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 
+#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#endif
+
+/* A type's tables: a PyType_Spec `Name_spec` for the object struct Type (garbage-collected:
+ * Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, and more_flags) over the slots given, and the member
+ * table `Name_members` of a type whose objects have a weakreflist. TYPE_TABLES(P) is the
+ * slots of P_methods, P_getset and P_members. */
+#define TYPE_SPEC(Name, qualname_, Type, more_flags, ...)                                      \
+    static PyType_Slot Name##_slots[] = {__VA_ARGS__, {0, NULL}};                              \
+    PyType_Spec Name##_spec = {.name = qualname_, .basicsize = sizeof(Type),                   \
+                               .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | (more_flags), \
+                               .slots = Name##_slots}
+#define WEAKREF_MEMBERS(Name, Type)                                                            \
+    static PyMemberDef Name##_members[] = {                                                    \
+        {"__weaklistoffset__", T_PYSSIZET, offsetof(Type, weakreflist), READONLY, NULL}, {NULL}}
+#define TYPE_TABLES(P)                                                                         \
+    {Py_tp_methods, P##_methods}, {Py_tp_getset, P##_getset}, {Py_tp_members, P##_members}
+
 /* ------------------------------------------------------------------------------------ */
 /* module state                                                                          */
 
+/* Its references are visited and cleared by module.c (STATE_REFS): a new one goes there too. */
 typedef struct {
     PyTypeObject *Metric_Type;
     PyTypeObject *Limiter_Type;
@@ -245,6 +265,17 @@ static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
         PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
         return SW_OUT_EXCEPTION;
     return SW_OUT_NONE;
+}
+
+/* __exit__'s end, its count given back (gave_up 0) or not (it gave up waiting for the lock:
+ * still entered, holding its count; the exit may be retried). @return False, or NULL */
+static inline PyObject *entry_exit_done(atomic_int *state, int gave_up)
+{
+    if (gave_up == 0)
+        Py_RETURN_FALSE;
+    atomic_store(state, ENTRY_ENTERED);
+    (void)lock_gave_up_error();
+    return NULL;
 }
 
 /* tp_dealloc of an entry: its tp_clear gives back an in-flight count never exited. */

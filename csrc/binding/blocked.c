@@ -226,21 +226,11 @@ static PyMemberDef BlockedError_members[] = {
      "The Limiter that refused the request (or None)."},
     {NULL}};
 
-static PyType_Slot BlockedError_slots[] = {
-    {Py_tp_doc, "BlockedError(message, *, retry_after=None, limiter=None)\n--\n\n"
-                "A limiter refused the request. retry_after: seconds after which the same "
-                "request could be admitted (None when unknown); limiter: the Limiter."},
-    {Py_tp_init, BlockedError_init},
-    {Py_tp_traverse, BlockedError_traverse},
-    {Py_tp_clear, BlockedError_clear},
-    {Py_tp_dealloc, BlockedError_dealloc},
-    {Py_tp_members, BlockedError_members},
-    {Py_tp_methods, BlockedError_methods},
-    {0, NULL}};
-
-PyType_Spec BlockedError_spec = {
-    .name = "slidewin.BlockedError",
-    .basicsize = sizeof(BlockedErrorObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = BlockedError_slots,
-};
+TYPE_SPEC(BlockedError, "slidewin.BlockedError", BlockedErrorObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "BlockedError(message, *, retry_after=None, limiter=None)\n--\n\n"
+                      "A limiter refused the request. retry_after: seconds after which the "
+                      "same request could be admitted (None when unknown); limiter: the "
+                      "Limiter."},
+          {Py_tp_init, BlockedError_init}, {Py_tp_traverse, BlockedError_traverse},
+          {Py_tp_clear, BlockedError_clear}, {Py_tp_dealloc, BlockedError_dealloc},
+          {Py_tp_members, BlockedError_members}, {Py_tp_methods, BlockedError_methods});

@@ -481,6 +481,17 @@ static inline int parse_rt(PyObject *o, double *rt)
     return as_nonneg_double(o, "rt_ms", 1e300, rt);
 }
 
+/* A recording's end: the core's code rc as an exception, or the changes told. */
+static PyObject *bk_recorded(BreakerObject *self, int rc, struct sw_brk_changes *chg)
+{
+    if (GAVE_UP(rc))
+        return bk_gave_up();
+    if (rc != SW_OK)
+        return raise_core_error(rc);
+    FIRE(self, *chg);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
@@ -503,12 +514,7 @@ static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_s
         parse_now(a[2], &now) < 0)
         return NULL;
     int rc = sw_breaker_record(&self->view, rt, error != 0, SW_BRK_ANY, now, &chg);
-    if (GAVE_UP(rc))
-        return bk_gave_up();
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    FIRE(self, chg);
-    Py_RETURN_NONE;
+    return bk_recorded(self, rc, &chg);
 }
 
 static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -558,6 +564,20 @@ static int parse_ticket(PyObject *o, uint64_t *ticket)
     return 0;
 }
 
+/* A ticket call's positional arguments (ticket, <nfixed - 1 more>, now_ns=None): the ticket
+ * and now_ns, the others parsed by the caller. @return 0, or -1 with TypeError set (usage) */
+static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t nfixed,
+                             const char *usage, uint64_t *ticket, int64_t *now)
+{
+    if (nargs < nfixed || nargs > nfixed + 1) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (parse_ticket(args[0], ticket) < 0)
+        return -1;
+    return nargs > nfixed ? parse_now(args[nfixed], now) : 0;
+}
+
 /* _record(ticket, rt_ms, error, now_ns=None) */
 static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
@@ -566,23 +586,14 @@ static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *arg
     double rt;
     int64_t now = SW_NOW;
     struct sw_brk_changes chg;
-    if (nargs < 3 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "_record(ticket, rt_ms, error, now_ns=None)");
-        return NULL;
-    }
-    if (parse_ticket(args[0], &ticket) < 0 || parse_rt(args[1], &rt) < 0 ||
-        (nargs == 4 && parse_now(args[3], &now) < 0))
+    if (parse_ticket_call(args, nargs, 3, "_record(ticket, rt_ms, error, now_ns=None)", &ticket,
+                          &now) < 0 || parse_rt(args[1], &rt) < 0)
         return NULL;
     int error = PyObject_IsTrue(args[2]);
     if (error < 0)
         return NULL;
-    int rc = sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg);
-    if (GAVE_UP(rc))
-        return bk_gave_up();
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    FIRE(self, chg);
-    Py_RETURN_NONE;
+    return bk_recorded(self, sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg),
+                       &chg);
 }
 
 /* _record_timeout(ticket, rt_ms, now_ns=None): the ticket's call ran past call_timeout_s */
@@ -593,20 +604,10 @@ static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *ar
     double rt;
     int64_t now = SW_NOW;
     struct sw_brk_changes chg;
-    if (nargs < 2 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "_record_timeout(ticket, rt_ms, now_ns=None)");
+    if (parse_ticket_call(args, nargs, 2, "_record_timeout(ticket, rt_ms, now_ns=None)", &ticket,
+                          &now) < 0 || parse_rt(args[1], &rt) < 0)
         return NULL;
-    }
-    if (parse_ticket(args[0], &ticket) < 0 || parse_rt(args[1], &rt) < 0 ||
-        (nargs == 3 && parse_now(args[2], &now) < 0))
-        return NULL;
-    int rc = sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg);
-    if (GAVE_UP(rc))
-        return bk_gave_up();
-    if (rc != SW_OK)
-        return raise_core_error(rc);
-    FIRE(self, chg);
-    Py_RETURN_NONE;
+    return bk_recorded(self, sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg), &chg);
 }
 
 /* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */
@@ -616,11 +617,7 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
     uint64_t ticket;
     int64_t now = SW_NOW;
     struct sw_brk_changes chg;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "_cancel(ticket, now_ns=None)");
-        return NULL;
-    }
-    if (parse_ticket(args[0], &ticket) < 0 || (nargs == 2 && parse_now(args[1], &now) < 0))
+    if (parse_ticket_call(args, nargs, 1, "_cancel(ticket, now_ns=None)", &ticket, &now) < 0)
         return NULL;
     int done = sw_breaker_cancel(&self->view, ticket, now, &chg);
     if (GAVE_UP(done))
@@ -913,24 +910,9 @@ static PyGetSetDef Breaker_getset[] = {
      (void *)offsetof(BreakerObject, name)},
     {NULL}};
 
-static PyMemberDef Breaker_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(BreakerObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Breaker, BreakerObject);
 
-static PyType_Slot Breaker_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.Breaker."},
-    {Py_tp_new, Breaker_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, Breaker_dealloc},
-    {Py_tp_repr, Breaker_repr},
-    {Py_tp_methods, Breaker_methods},
-    {Py_tp_getset, Breaker_getset},
-    {Py_tp_members, Breaker_members},
-    {0, NULL}};
-
-PyType_Spec Breaker_spec = {
-    .name = "slidewin._core.Breaker",
-    .basicsize = sizeof(BreakerObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Breaker_slots,
-};
+TYPE_SPEC(Breaker, "slidewin._core.Breaker", BreakerObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.Breaker."}, {Py_tp_new, Breaker_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, Breaker_dealloc},
+          {Py_tp_repr, Breaker_repr}, TYPE_TABLES(Breaker));

@@ -128,13 +128,7 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    if (entry_finish(self, rt, outcome) != 0) {
-        /* gave up waiting for the lock: still entered, holding its count; may be retried */
-        atomic_store(&self->state, ENTRY_ENTERED);
-        (void)lock_gave_up_error();
-        return NULL;
-    }
-    Py_RETURN_FALSE;
+    return entry_exit_done(&self->state, entry_finish(self, rt, outcome));
 }
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -181,26 +175,15 @@ static PyMethodDef Entry_methods[] = {
     {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
-static PyType_Slot Entry_slots[] = {
-    {Py_tp_doc, "An admission in progress: `with lim.entry(n):` or `async with lim.entry(n):`."},
 #if PY_VERSION_HEX < 0x030A0000
-    {Py_tp_new, Entry_new},
-#endif
-    {Py_tp_traverse, Entry_traverse},
-    {Py_tp_clear, Entry_clear},
-    {Py_tp_dealloc, Entry_dealloc},
-    {Py_tp_methods, Entry_methods},
-    {Py_tp_getset, Entry_getset},
-    {Py_tp_repr, Entry_repr},
-    {0, NULL}};
-
-#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#define ENTRY_NEW_SLOT {Py_tp_new, Entry_new},
+#else
+#define ENTRY_NEW_SLOT
 #endif
 
-PyType_Spec Entry_spec = {
-    .name = "slidewin._core.Entry",
-    .basicsize = sizeof(EntryObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = Entry_slots,
-};
+TYPE_SPEC(Entry, "slidewin._core.Entry", EntryObject, Py_TPFLAGS_DISALLOW_INSTANTIATION,
+          {Py_tp_doc, "An admission in progress: `with lim.entry(n):` or `async with "
+                      "lim.entry(n):`."},
+          ENTRY_NEW_SLOT{Py_tp_traverse, Entry_traverse}, {Py_tp_clear, Entry_clear},
+          {Py_tp_dealloc, Entry_dealloc}, {Py_tp_methods, Entry_methods},
+          {Py_tp_getset, Entry_getset}, {Py_tp_repr, Entry_repr});

@@ -598,26 +598,10 @@ static PyGetSetDef Group_getset[] = {
      "The limiters of the members, in order (a KeyedLimiter for a pair).", NULL},
     {NULL}};
 
-static PyMemberDef Group_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(GroupObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Group, GroupObject);
 
-static PyType_Slot Group_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.all_of's groups."},
-    {Py_tp_new, Group_new},
-    {Py_tp_traverse, Group_traverse},
-    {Py_tp_clear, Group_clear},
-    {Py_tp_dealloc, Group_dealloc},
-    {Py_tp_repr, Group_repr},
-    {Py_tp_methods, Group_methods},
-    {Py_tp_getset, Group_getset},
-    {Py_tp_members, Group_members},
-    {Py_sq_length, Group_length},
-    {0, NULL}};
-
-PyType_Spec Group_spec = {
-    .name = "slidewin._core.Group",
-    .basicsize = sizeof(GroupObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Group_slots,
-};
+TYPE_SPEC(Group, "slidewin._core.Group", GroupObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.all_of's groups."}, {Py_tp_new, Group_new},
+          {Py_tp_traverse, Group_traverse}, {Py_tp_clear, Group_clear},
+          {Py_tp_dealloc, Group_dealloc}, {Py_tp_repr, Group_repr}, TYPE_TABLES(Group),
+          {Py_sq_length, Group_length});

@@ -367,31 +367,8 @@ static int keyed_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, 
                            d);
 }
 
-static uint32_t keyed_reap(const void *view)
-{
-    return sw_keyed_reap(view);
-}
-
-static bool keyed_lock(const void *view, bool may_give_up)
-{
-    if (may_give_up)
-        return sw_keyed_lock_or_give_up(view);
-    sw_keyed_lock(view);
-    return true;
-}
-
-static void keyed_unlock(const void *view)
-{
-    sw_keyed_unlock(view);
-}
-
-static void keyed_count_block(const void *view, int64_t n, bool shadow)
-{
-    if (shadow)
-        sw_keyed_count_shadow_block(view, n, SW_NOW);
-    else
-        sw_keyed_count(view, SW_EV_BLOCK, n, SW_NOW);
-}
+LIMITING_VIEW_OPS(keyed, sw_keyed_reap, sw_keyed_lock_or_give_up, sw_keyed_lock, sw_keyed_unlock,
+                  sw_keyed_count_shadow_block, sw_keyed_count, sw_keyed_totals)
 
 static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
                         int64_t *evicted)
@@ -400,11 +377,6 @@ static void keyed_stats(const void *view, int64_t now_ns, struct sw_stats *out,
     sw_keyed_stats(view, now_ns, out, evicted, &keys);
     out->waiting = 0; /* no throttle queue and no borrowing per key */
     out->occupied_pass = 0;
-}
-
-static void keyed_totals(const void *view, struct sw_totals *out)
-{
-    sw_keyed_totals(view, out);
 }
 
 static bool keyed_holds(PyObject *self)
@@ -509,16 +481,26 @@ int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
                                  d);
 }
 
+/* acquire()'s and entry()'s arguments (key, n=1, *, timeout=None): a[0] the key, its
+ * fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 with an exception set */
+static int parse_key_n_timeout(KeyedObject *self, const char *fname, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames, PyObject *a[3], uint64_t *fp,
+                               int64_t *n, int64_t *timeout)
+{
+    static const char *const names[] = {"key", "n", "timeout"};
+    *timeout = -1;
+    if (parse_key_n(seed_of(self), fname, args, nargs, kwnames, names, 3, a, fp, n, NULL) < 0)
+        return -1;
+    return a[2] != NULL ? parse_timeout(a[2], timeout) : 0;
+}
+
 static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n, timeout = -1;
+    int64_t n, timeout;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "acquire", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
-        return NULL;
-    if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
+    if (parse_key_n_timeout(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
     if (keyed_acquire_d(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
@@ -618,13 +600,10 @@ static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, P
 static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    static const char *const names[] = {"key", "n", "timeout"};
     PyObject *a[3];
-    int64_t n, timeout = -1;
+    int64_t n, timeout;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "entry", args, nargs, kwnames, names, 3, a, &fp, &n, NULL) < 0)
-        return NULL;
-    if (a[2] != NULL && parse_timeout(a[2], &timeout) < 0)
+    if (parse_key_n_timeout(self, "entry", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     return keyed_entry_new(self, a[0], fp, n, timeout);
 }
@@ -808,26 +787,10 @@ static PyMethodDef Keyed_methods[] = {
     LIMITING_METHODS,
     {NULL}};
 
-static PyMemberDef Keyed_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(KeyedObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Keyed, KeyedObject);
 
-static PyType_Slot Keyed_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.KeyedLimiter."},
-    {Py_tp_new, Keyed_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, limiting_repr},
-    {Py_tp_methods, Keyed_methods},
-    {Py_tp_getset, Keyed_getset},
-    {Py_tp_members, Keyed_members},
-    {Py_sq_length, Keyed_len},
-    {Py_mp_length, Keyed_len},
-    {0, NULL}};
-
-PyType_Spec KeyedLimiter_spec = {
-    .name = "slidewin._core.KeyedLimiter",
-    .basicsize = sizeof(KeyedObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Keyed_slots,
-};
+TYPE_SPEC(KeyedLimiter, "slidewin._core.KeyedLimiter", KeyedObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.KeyedLimiter."}, {Py_tp_new, Keyed_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, limiting_dealloc},
+          {Py_tp_repr, limiting_repr}, TYPE_TABLES(Keyed), {Py_sq_length, Keyed_len},
+          {Py_mp_length, Keyed_len});

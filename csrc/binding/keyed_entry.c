@@ -136,13 +136,7 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    if (kentry_finish(self, rt, outcome) != 0) {
-        /* gave up waiting for the lock: still entered, holding its count; may be retried */
-        atomic_store(&self->state, ENTRY_ENTERED);
-        (void)lock_gave_up_error();
-        return NULL;
-    }
-    Py_RETURN_FALSE;
+    return entry_exit_done(&self->state, kentry_finish(self, rt, outcome));
 }
 
 static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -185,26 +179,13 @@ static PyMethodDef KEntry_methods[] = {
     {"_abort", entry_abort, METH_NOARGS, NULL},
     {NULL}};
 
-#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
-#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
-#endif
-
-static PyType_Slot KEntry_slots[] = {
-    {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async with)."},
-    {Py_tp_traverse, KEntry_traverse},
-    {Py_tp_clear, KEntry_clear},
-    {Py_tp_dealloc, KEntry_dealloc},
-    {Py_tp_methods, KEntry_methods},
-    {Py_tp_getset, KEntry_getset},
-    {Py_tp_repr, KEntry_repr},
-    {0, NULL}};
-
-PyType_Spec KeyedEntry_spec = {
-    .name = "slidewin._core.KeyedEntry",
-    .basicsize = sizeof(KeyedEntryObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = KEntry_slots,
-};
+TYPE_SPEC(KeyedEntry, "slidewin._core.KeyedEntry", KeyedEntryObject,
+          Py_TPFLAGS_DISALLOW_INSTANTIATION,
+          {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async "
+                      "with)."},
+          {Py_tp_traverse, KEntry_traverse}, {Py_tp_clear, KEntry_clear},
+          {Py_tp_dealloc, KEntry_dealloc}, {Py_tp_methods, KEntry_methods},
+          {Py_tp_getset, KEntry_getset}, {Py_tp_repr, KEntry_repr});
 
 /* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
 

@@ -159,41 +159,13 @@ static int lim_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, un
     return sw_decide(limiter_view((LimiterObject *)self), n, now_ns, flags, d);
 }
 
-static uint32_t lim_reap(const void *view)
-{
-    return sw_lstate_reap(view);
-}
-
-static bool lim_lock(const void *view, bool may_give_up)
-{
-    if (may_give_up)
-        return sw_view_lock_or_give_up(view);
-    sw_view_lock(view);
-    return true;
-}
-
-static void lim_unlock(const void *view)
-{
-    sw_view_unlock(view);
-}
-
-static void lim_count_block(const void *view, int64_t n, bool shadow)
-{
-    if (shadow)
-        sw_count_shadow_block(view, n, SW_NOW);
-    else
-        sw_count(view, SW_EV_BLOCK, n, SW_NOW);
-}
+LIMITING_VIEW_OPS(lim, sw_lstate_reap, sw_view_lock_or_give_up, sw_view_lock, sw_view_unlock,
+                  sw_count_shadow_block, sw_count, sw_totals_read)
 
 static void lim_stats(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted)
 {
     sw_stats_read(view, now_ns, out);
     *evicted = 0; /* KeyedLimiter only */
-}
-
-static void lim_totals(const void *view, struct sw_totals *out)
-{
-    sw_totals_read(view, out);
 }
 
 static int64_t lim_give_back_locked(PyObject *self)
@@ -304,17 +276,29 @@ int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsign
     return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
 }
 
-static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
+/* acquire()'s and entry()'s arguments (n=1, *, timeout=None): n and the timeout (ns, -1:
+ * none). @return 0, or -1 with an exception set */
+static int parse_n_timeout(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames, int64_t *n, int64_t *timeout)
 {
     static const char *const names[] = {"n", "timeout"};
     PyObject *a[2] = {NULL, NULL};
-    int64_t n = 1, timeout = -1;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("acquire", args, nargs, kwnames, names, 2, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
-            return NULL;
-    }
+    *n = 1;
+    *timeout = -1;
+    if (nargs == 0 && kwnames == NULL)
+        return 0;
+    if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0 || parse_n(a[0], 1, n) < 0 ||
+        parse_timeout(a[1], timeout) < 0)
+        return -1;
+    return 0;
+}
+
+static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    int64_t n, timeout;
+    if (parse_n_timeout("acquire", args, nargs, kwnames, &n, &timeout) < 0)
+        return NULL;
     struct sw_decision d;
     if (limiter_acquire_d(self, n, timeout, 0u, false, &d) < 0)
         return NULL;
@@ -392,14 +376,9 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t n = 1, timeout = -1;
-    if (nargs != 0 || kwnames != NULL) {
-        static const char *const names[] = {"n", "timeout"};
-        PyObject *a[2] = {NULL, NULL};
-        if (parse_fast("entry", args, nargs, kwnames, names, 2, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0 || parse_timeout(a[1], &timeout) < 0)
-            return NULL;
-    }
+    int64_t n, timeout;
+    if (parse_n_timeout("entry", args, nargs, kwnames, &n, &timeout) < 0)
+        return NULL;
     EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
     if (e == NULL)
         return NULL;
@@ -540,24 +519,9 @@ static PyMethodDef Limiter_methods[] = {
     ADAPTIVE_METHODS
     {NULL}};
 
-static PyMemberDef Limiter_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(LimiterObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Limiter, LimiterObject);
 
-static PyType_Slot Limiter_slots[] = {
-    {Py_tp_doc, "The C base of slidewin.Limiter."},
-    {Py_tp_new, Limiter_new},
-    {Py_tp_traverse, traverse_type},
-    {Py_tp_dealloc, limiting_dealloc},
-    {Py_tp_repr, limiting_repr},
-    {Py_tp_methods, Limiter_methods},
-    {Py_tp_getset, Limiter_getset},
-    {Py_tp_members, Limiter_members},
-    {0, NULL}};
-
-PyType_Spec Limiter_spec = {
-    .name = "slidewin._core.Limiter",
-    .basicsize = sizeof(LimiterObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Limiter_slots,
-};
+TYPE_SPEC(Limiter, "slidewin._core.Limiter", LimiterObject, Py_TPFLAGS_BASETYPE,
+          {Py_tp_doc, "The C base of slidewin.Limiter."}, {Py_tp_new, Limiter_new},
+          {Py_tp_traverse, traverse_type}, {Py_tp_dealloc, limiting_dealloc},
+          {Py_tp_repr, limiting_repr}, TYPE_TABLES(Limiter));

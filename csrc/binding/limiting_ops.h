@@ -61,6 +61,37 @@ struct limiting_ops {
     int (*repr_own)(PyObject *self, PyObject *parts);
 };
 
+/* A type's view operations over its core state's functions: pfx_reap, pfx_lock,
+ * pfx_unlock, pfx_count_block and pfx_totals (the table's reap .. totals but stats). */
+#define LIMITING_VIEW_OPS(pfx, core_reap, core_lock_or_give_up, core_lock, core_unlock,         \
+                          core_count_shadow_block, core_count, core_totals)                     \
+    static uint32_t pfx##_reap(const void *view)                                                \
+    {                                                                                           \
+        return core_reap(view);                                                                 \
+    }                                                                                           \
+    static bool pfx##_lock(const void *view, bool may_give_up)                                  \
+    {                                                                                           \
+        if (may_give_up)                                                                        \
+            return core_lock_or_give_up(view);                                                  \
+        core_lock(view);                                                                        \
+        return true;                                                                            \
+    }                                                                                           \
+    static void pfx##_unlock(const void *view)                                                  \
+    {                                                                                           \
+        core_unlock(view);                                                                      \
+    }                                                                                           \
+    static void pfx##_count_block(const void *view, int64_t n, bool shadow)                     \
+    {                                                                                           \
+        if (shadow)                                                                             \
+            core_count_shadow_block(view, n, SW_NOW);                                           \
+        else                                                                                    \
+            core_count(view, SW_EV_BLOCK, n, SW_NOW);                                           \
+    }                                                                                           \
+    static void pfx##_totals(const void *view, struct sw_totals *out)                           \
+    {                                                                                           \
+        core_totals(view, out);                                                                 \
+    }
+
 /** The head's fields every constructor sets first (st, ops, settings, view, cfg_mu, the
  * name and shared=, stolen). @return 0, or -1 with an exception set (the caller DECREFs) */
 int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *st,

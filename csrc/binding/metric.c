@@ -645,9 +645,7 @@ static PyGetSetDef Metric_getset[] = {
      NULL},
     {NULL}};
 
-static PyMemberDef Metric_members[] = {
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(MetricObject, weakreflist), READONLY, NULL},
-    {NULL}};
+WEAKREF_MEMBERS(Metric, MetricObject);
 
 static PyMethodDef Metric_methods[] = {
     {"add", (PyCFunction)(void (*)(void))Metric_add, FASTKW,
@@ -672,23 +670,11 @@ static PyMethodDef Metric_methods[] = {
      "reset()\n--\n\nForget everything, including the newest time seen."},
     {NULL}};
 
-static PyType_Slot Metric_slots[] = {
-    {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None, shared=None, "
-                "name=None, consistency='strong')\n--\n\n"
-                "Sliding-window statistics: a ring of sample_count buckets over interval_ms."},
-    {Py_tp_new, Metric_new},
-    {Py_tp_traverse, Metric_traverse},
-    {Py_tp_clear, Metric_clear},
-    {Py_tp_dealloc, Metric_dealloc},
-    {Py_tp_repr, Metric_repr},
-    {Py_tp_methods, Metric_methods},
-    {Py_tp_getset, Metric_getset},
-    {Py_tp_members, Metric_members},
-    {0, NULL}};
-
-PyType_Spec Metric_spec = {
-    .name = "slidewin.Metric",
-    .basicsize = sizeof(MetricObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .slots = Metric_slots,
-};
+TYPE_SPEC(Metric, "slidewin.Metric", MetricObject, 0,
+          {Py_tp_doc, "Metric(interval_ms=1000, sample_count=2, *, events=None, shared=None, "
+                      "name=None, consistency='strong')\n--\n\n"
+                      "Sliding-window statistics: a ring of sample_count buckets over "
+                      "interval_ms."},
+          {Py_tp_new, Metric_new}, {Py_tp_traverse, Metric_traverse},
+          {Py_tp_clear, Metric_clear}, {Py_tp_dealloc, Metric_dealloc},
+          {Py_tp_repr, Metric_repr}, TYPE_TABLES(Metric));

@@ -162,28 +162,30 @@ static int module_exec(PyObject *m)
     read_test_stuck_threshold();
     lock_wait_install();
     module_state *st = (module_state *)PyModule_GetState(m);
-    st->Metric_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Metric_spec, NULL);
-    if (st->Metric_Type == NULL || PyModule_AddType(m, st->Metric_Type) < 0)
-        return -1;
-    st->Limiter_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Limiter_spec, NULL);
-    if (st->Limiter_Type == NULL || PyModule_AddType(m, st->Limiter_Type) < 0)
-        return -1;
-    st->Entry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Entry_spec, NULL);
-    if (st->Entry_Type == NULL || PyModule_AddType(m, st->Entry_Type) < 0)
-        return -1;
-    st->KeyedLimiter_Type =
-        (PyTypeObject *)PyType_FromModuleAndSpec(m, &KeyedLimiter_spec, NULL);
-    if (st->KeyedLimiter_Type == NULL || PyModule_AddType(m, st->KeyedLimiter_Type) < 0)
-        return -1;
-    st->KeyedEntry_Type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &KeyedEntry_spec, NULL);
-    if (st->KeyedEntry_Type == NULL || PyModule_AddType(m, st->KeyedEntry_Type) < 0)
-        return -1;
-    {
-        PyObject *t = PyType_FromModuleAndSpec(m, &Breaker_spec, NULL); /* held by the module */
-        int rc = t == NULL ? -1 : PyModule_AddType(m, (PyTypeObject *)t);
-        Py_XDECREF(t);
-        if (rc < 0)
+    /* the types in order: those the state holds kept there, the others held by the module */
+    static const struct {
+        PyType_Spec *spec;
+        ptrdiff_t held; /* where in the state, or -1 */
+    } types[] = {
+        {&Metric_spec, offsetof(module_state, Metric_Type)},
+        {&Limiter_spec, offsetof(module_state, Limiter_Type)},
+        {&Entry_spec, offsetof(module_state, Entry_Type)},
+        {&KeyedLimiter_spec, offsetof(module_state, KeyedLimiter_Type)},
+        {&KeyedEntry_spec, offsetof(module_state, KeyedEntry_Type)},
+        {&Breaker_spec, -1},
+        {&LeaseSlice_spec, -1}, /* slidewin.redis lease=True's slices (slice.c) */
+        {&Group_spec, -1},      /* slidewin.all_of's groups (group.c) */
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        PyObject *t = PyType_FromModuleAndSpec(m, types[i].spec, NULL);
+        if (t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0) {
+            Py_XDECREF(t);
             return -1;
+        }
+        if (types[i].held >= 0)
+            *(PyTypeObject **)(void *)((char *)st + types[i].held) = (PyTypeObject *)t;
+        else
+            Py_DECREF(t);
     }
     /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
      * tuple") */
@@ -201,20 +203,6 @@ static int module_exec(PyObject *m)
     st->Stats_Type = PyStructSequence_NewType(&Stats_desc);
     if (st->Stats_Type == NULL || PyModule_AddType(m, st->Stats_Type) < 0)
         return -1;
-    { /* slidewin.redis lease=True's slices (slice.c) */
-        PyObject *t = PyType_FromModuleAndSpec(m, &LeaseSlice_spec, NULL);
-        int bad = t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0;
-        Py_XDECREF(t);
-        if (bad)
-            return -1;
-    }
-    { /* slidewin.all_of's groups (group.c) */
-        PyObject *gt = PyType_FromModuleAndSpec(m, &Group_spec, NULL);
-        int bad = gt == NULL || PyModule_AddType(m, (PyTypeObject *)gt) < 0;
-        Py_XDECREF(gt);
-        if (bad)
-            return -1;
-    }
     /* "linux", or "portable": the core's fallbacks for systems without futexes, /proc and
      * OFD locks (macOS; on Linux, a build with SLIDEWIN_PORTABLE=1), see sw_platform.h */
     if (PyModule_AddStringConstant(m, "_platform", sw_platform_name()) < 0)
@@ -260,43 +248,27 @@ static int module_exec(PyObject *m)
     return 0;
 }
 
+/* The module state's references (module_state, binding.h), visited and cleared. */
+#define STATE_REFS(X)                                                                          \
+    X(Metric_Type) X(Limiter_Type) X(Entry_Type) X(KeyedLimiter_Type) X(KeyedEntry_Type)       \
+    X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
+    X(aenter) X(aexit) X(breaker_tell)
+
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    Py_VISIT(st->Metric_Type);
-    Py_VISIT(st->Limiter_Type);
-    Py_VISIT(st->Entry_Type);
-    Py_VISIT(st->KeyedLimiter_Type);
-    Py_VISIT(st->KeyedEntry_Type);
-    Py_VISIT(st->Bucket_Type);
-    Py_VISIT(st->Stats_Type);
-    Py_VISIT(st->BlockedError);
-    Py_VISIT(st->default_names);
-    Py_VISIT(st->default_map);
-    Py_VISIT(st->registry);
-    Py_VISIT(st->aenter);
-    Py_VISIT(st->aexit);
-    Py_VISIT(st->breaker_tell);
+#define VISIT_REF(f) Py_VISIT(st->f);
+    STATE_REFS(VISIT_REF)
+#undef VISIT_REF
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    Py_CLEAR(st->Metric_Type);
-    Py_CLEAR(st->Limiter_Type);
-    Py_CLEAR(st->Entry_Type);
-    Py_CLEAR(st->KeyedLimiter_Type);
-    Py_CLEAR(st->KeyedEntry_Type);
-    Py_CLEAR(st->Bucket_Type);
-    Py_CLEAR(st->Stats_Type);
-    Py_CLEAR(st->BlockedError);
-    Py_CLEAR(st->default_names);
-    Py_CLEAR(st->default_map);
-    Py_CLEAR(st->registry);
-    Py_CLEAR(st->aenter);
-    Py_CLEAR(st->aexit);
-    Py_CLEAR(st->breaker_tell);
+#define CLEAR_REF(f) Py_CLEAR(st->f);
+    STATE_REFS(CLEAR_REF)
+#undef CLEAR_REF
     return 0;
 }
 

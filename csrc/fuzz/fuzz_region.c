@@ -8,20 +8,7 @@
  * works, never a crash, and in-flight is never below 0 nor admitted past a concurrency limit.
  */
 #include "fuzz.h"
-
-static int fz_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
-}
-static int fz_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                              lay->sample_count);
-}
-static sw_lock *fz_state_lock(void *state)
-{
-    return &((struct sw_lstate *)state)->lock;
-}
+#include "tests/lim_region.h"
 
 /* Where the fields are, taken from the region as made (crafted fields never move them). */
 struct fz_map {
@@ -193,9 +180,9 @@ void run_region(struct rd *r)
     lay.sample_count = c.sample_count;
     lay.n_slots = 8; /* few slots: crafted ones are hit often */
     lay.state_size = sw_lstate_size(c.interval_ms, c.sample_count);
-    lay.init_state = fz_init_state;
-    lay.check_state = fz_check_state;
-    lay.state_lock = fz_state_lock;
+    lay.init_state = lim_init_state;
+    lay.check_state = lim_check_state;
+    lay.state_lock = lim_state_lock;
     struct sw_shm a, b;
     struct sw_shm_error err;
     if (sw_shm_open(&a, path, &lay, &err) != SW_OK)

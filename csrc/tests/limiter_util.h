@@ -5,6 +5,7 @@
 #include "harness.h"
 #include "sw_limiter.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,14 @@ static inline struct sw_limiter *lim_new(const struct sw_limiter_cfg *cfg)
         return NULL;
     }
     return lim;
+}
+
+/* The limiter *lim freed and replaced by a new one of cfg: whether it was made (checked). */
+static inline bool lim_renew(struct sw_limiter **lim, const struct sw_limiter_cfg *cfg)
+{
+    free(*lim);
+    *lim = lim_new(cfg);
+    return *lim != NULL;
 }
 
 static inline struct sw_limiter_cfg cfg_of(int grade, int behavior, double count)

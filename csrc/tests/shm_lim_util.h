@@ -4,6 +4,7 @@
 #ifndef SW_TEST_SHM_LIM_UTIL_H
 #define SW_TEST_SHM_LIM_UTIL_H
 
+#include "lim_region.h"
 #include "limiter_util.h"
 #include "shm_util.h"
 #include "sw_proc.h"
@@ -11,22 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static inline int lim_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
-}
-
-static inline sw_lock *lim_state_lock(void *state)
-{
-    return &((struct sw_lstate *)state)->lock;
-}
-
-static inline int lim_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                              lay->sample_count);
-}
 
 static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samples)
 {

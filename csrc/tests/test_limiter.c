@@ -72,14 +72,12 @@ static void test_reject_qps(void)
     CHECK_EQ(sw_limiter_in_flight(lim), 3);
     CHECK_EQ(sw_limiter_exit(lim, 3, 12, SW_OUT_SUCCESS, MS(2600)), SW_OK);
     CHECK_EQ(sw_limiter_in_flight(lim), 0);
-    free(lim);
 
     /* interval 2000 / 4: L = 20 */
     c = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
     c.interval_ms = 2000;
     c.sample_count = 4;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK(lim->rule.limit == 20.0);
     CHECK_EQ(decide(lim, 20, MS(0), 0, NULL), SW_PASS);
@@ -87,13 +85,11 @@ static void test_reject_qps(void)
     CHECK_EQ(d.retry_ns, MS(1));
     CHECK_EQ(decide(lim, 21, MS(1999), 0, NULL), SW_NEVER);
     CHECK_EQ(decide(lim, 20, MS(2000), 0, NULL), SW_PASS);
-    free(lim);
 
     /* q = 0.5 over 2 s: one per window */
     c = cfg_of(SW_GRADE_QPS, SW_REJECT, 0.5);
     c.interval_ms = 2000;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, 1, MS(0), 0, NULL), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(1999), 0, NULL), SW_BLOCK);
@@ -143,12 +139,10 @@ static void test_occupy(void)
     CHECK_EQ(decide(lim, 1, MS(1000), 0, NULL), SW_BLOCK);
     /* previous second (minute window) does not count the borrowed passes as PASS */
     CHECK_EQ(sw_node_previous_second_pass(sw_limiter_node(lim), 1000), 10);
-    free(lim);
 
     /* occupy timeout 50: w = 50 at 950 is not below it, w = 49 at 951 is */
     c.occupy_timeout_ms = 50;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, 10, MS(100), 0, NULL), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(950), SW_F_PRIORITIZED, &d), SW_BLOCK);
@@ -161,13 +155,11 @@ static void test_occupy(void)
     CHECK_EQ(st2.pass, 1);
     CHECK_EQ(decide(lim, 9, MS(1000), 0, NULL), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(1000), 0, NULL), SW_BLOCK);
-    free(lim);
 
     /* behaviors other than reject ignore the flag */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 10);
     c.warm_up_s = 0;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK(sw_node_fut(sw_limiter_node(lim)) != NULL); /* every state has the ring (shared layout) */
     CHECK_EQ(decide(lim, 10, MS(900), 0, NULL), SW_PASS);
@@ -386,11 +378,9 @@ static void test_limiter_saturation(void)
     CHECK_EQ(st.pass, INT64_MAX);
     CHECK_EQ(decide(lim, 1, INT64_MAX, 0, &d), SW_BLOCK);
     CHECK_EQ(decide(lim, INT64_MAX, INT64_MAX, SW_F_ENTRY, &d), SW_NEVER);
-    free(lim);
 
     c = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 9.0e15);
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, INT64_C(9000000000000000), MS(1), 0, &d), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(1), 0, &d), SW_BLOCK);

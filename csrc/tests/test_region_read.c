@@ -2,6 +2,7 @@
  * Metric's statistics as the writer left them, one file under two names, and a damaged,
  * truncated or foreign file refused with a message, never a crash. */
 #include "harness.h"
+#include "lim_region.h"
 #include "limiter_util.h"
 
 #include "sw_observe.h"
@@ -14,22 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int lstate_init(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
-}
-
-static int lstate_check(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_lstate_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                              lay->sample_count);
-}
-
-static sw_lock *lstate_lock(void *state)
-{
-    return &((struct sw_lstate *)state)->lock;
-}
 
 static int mem_init(void *state, const struct sw_shm_layout *lay)
 {
@@ -56,8 +41,8 @@ static void limiter_region(struct sw_shm *shm, const char *path)
     struct sw_shm_layout lay = {.kind = SW_KIND_LIMITER, .interval_ms = 1000, .sample_count = 2,
                                 .n_slots = SW_SHM_MAX_PROCS, .name = "api",
                                 .state_size = sw_lstate_size(1000, 2),
-                                .init_state = lstate_init, .check_state = lstate_check,
-                                .state_lock = lstate_lock};
+                                .init_state = lim_init_state, .check_state = lim_check_state,
+                                .state_lock = lim_state_lock};
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(shm, path, &lay, &err), SW_OK);
     struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 2);

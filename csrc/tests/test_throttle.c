@@ -116,12 +116,10 @@ static void test_throttle_limiter(void)
     sw_limiter_stats(lim, MS(201), &st);
     CHECK_EQ(st.block, 2);
     CHECK_EQ(st.pass, 3);
-    free(lim);
 
     /* exact ns pacing above 1000 QPS */
     c = cfg_of(SW_GRADE_QPS, SW_THROTTLE, 3000);
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     int64_t t0 = MS(1000) + 17;
     for (int i = 0; i < 1500; i++) {
@@ -133,10 +131,8 @@ static void test_throttle_limiter(void)
     }
     CHECK_EQ(decide(lim, 1, t0, 0, &d), SW_PASS); /* 1500 * 333333 = 499.9995 ms */
     CHECK_EQ(decide(lim, 1, t0, 0, &d), SW_BLOCK);
-    free(lim);
     c = cfg_of(SW_GRADE_QPS, SW_THROTTLE, 100000);
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     /* cost 10 us: one request every 10 us passes at once, 100000 in a second */
     int passed = 0;
@@ -148,13 +144,11 @@ static void test_throttle_limiter(void)
     CHECK_EQ(d.retry_ns, 1);
     CHECK_EQ(decide(lim, 1, MS(10) + 100000 * INT64_C(10000) - 1, 0, &d), SW_PASS);
     CHECK_EQ(d.wait_ns, 1);
-    free(lim);
 
     /* 0 < q < 0.5: one per 4 s */
     c = cfg_of(SW_GRADE_QPS, SW_THROTTLE, 0.25);
     c.max_queueing_ms = 5000;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, 1, MS(0), 0, &d), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(0), 0, &d), SW_PASS);

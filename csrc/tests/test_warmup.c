@@ -126,48 +126,40 @@ static void test_warm_up_limiter(void)
      * cold limiter fed only n=4 (above its 3.33 allowance) still admits and warms up */
     CHECK_EQ(decide(lim, 4, MS(9000), 0, NULL), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(9000), 0, NULL), SW_BLOCK);
-    free(lim);
 
     /* rule (b): q=1, W=1 has no ramp: 1 per second at once (Sentinel: NaN, blocks all) */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 1);
     c.warm_up_s = 1;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     drive(lim, 0, 10, 3, got);
     CHECK_EQ(got[0], 1);
     CHECK_EQ(got[1], 1);
     CHECK_EQ(got[2], 1);
-    free(lim);
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 5);
     c.warm_up_s = 0;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     drive(lim, 0, 10, 2, got);
     CHECK_EQ(got[0], 5);
     CHECK_EQ(got[1], 5);
-    free(lim);
 
     /* rule (c): q=2 < cf: cold rate 0.67 would admit nothing; slidewin admits 1 per window
      * while cold, burns a token a second, and reaches q after 10 s */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 2);
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     drive(lim, 0, 10, 14, got);
     for (int s = 0; s < 10; s++)
         CHECK_EQ(got[s], 1);
     for (int s = 10; s < 14; s++)
         CHECK_EQ(got[s], 2);
-    free(lim);
 
     /* window of 2 s: the window admits allowed * 2 (cold: 6.67) */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 10);
     c.interval_ms = 2000;
     c.sample_count = 4;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     drive(lim, 0, 10, 2, got);
     CHECK_EQ(got[0], 6);
@@ -192,24 +184,20 @@ static void test_warm_up_throttle(void)
     CHECK_EQ(d.retry_ns, MS(600));
     CHECK_EQ(decide(lim, 1, MS(1600), SW_F_TRY, &d), SW_PASS);
     CHECK_EQ(d.wait_ns, 0);
-    free(lim);
 
     /* rule (b): no ramp, cost 1 s */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 1);
     c.warm_up_s = 1;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_PASS);
     CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_BLOCK);
     CHECK_EQ(d.retry_ns, MS(500));
-    free(lim);
 
     /* rule (c): q=2, cold rate 0.67 -> at least 1 per second: cost 1 s, not 1.5 s */
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 2);
     c.max_queueing_ms = 2000;
-    lim = lim_new(&c);
-    if (lim == NULL)
+    if (!lim_renew(&lim, &c))
         return;
     CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
