@@ -153,6 +153,34 @@ class _BreakerEntry(AdmissionEntry):
         self._state = 0
         self._timed = timed
 
+    # The protocol's steps for a breaker, which never waits (decide: the core's ticket or
+    # BreakerOpenError; hold: [ticket, call_timeout_s timer]), spelled out: no decision
+    # tuple, no step calls, as the Limiter's C entry is a direct form of the same protocol.
+    def __enter__(self) -> "_BreakerEntry":
+        if self._state != 0:
+            self._claim()
+        br = cast("Breaker", self._adm)
+        ticket = br._pass()
+        if ticket is None:
+            raise br._open_error()
+        self._held = [ticket, None]
+        self._state = 1
+        self._start = _monotonic_ns()
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        held = self._held
+        if et is None and self._state == 1 and held[1] is None:  # a success, no timer
+            rt = (_monotonic_ns() - self._start) / 1e6
+            br = cast("Breaker", self._adm)
+            limit = br._call_timeout_ms
+            if limit is None or rt <= limit:
+                br._record(held[0], rt, False)
+                self._state = 0
+                self._held = None
+                return
+        AdmissionEntry.__exit__(self, et, ev, tb)
+
     async def __aenter__(self) -> "_BreakerEntry":
         self.__enter__()
         br = cast(Breaker, self._adm)

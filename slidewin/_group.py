@@ -273,6 +273,36 @@ class GroupEntry(AdmissionEntry):
     def group(self) -> Group:
         return cast(Group, self._adm)
 
+    # The protocol's steps for the common case (no timeout: one decision; a success),
+    # spelled out without the step calls; anything else takes AdmissionEntry's.
+    def __enter__(self) -> "GroupEntry":
+        if self._timeout is not None or self._state != 0:
+            return cast(GroupEntry, AdmissionEntry.__enter__(self))
+        group = cast(Group, self._adm)
+        req = self._req
+        d = group._decide(req[0], _F_ENTRY | _F_RETRY, None)
+        if d[0] != _PASS:
+            group._adm_refuse(req, d)
+        self._held = group._hold(_F_ENTRY, d[4])
+        self._state = 1
+        if d[1] > 0:
+            try:
+                self._sleep(d[1])
+            except BaseException:
+                self._abort()
+                raise
+        self._start = time.monotonic_ns()
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if et is not None or self._state != 1:
+            return AdmissionEntry.__exit__(self, et, ev, tb)
+        rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
+        cast(Group, self._adm)._exit(self._req[0] or None, _OUT_SUCCESS, rt, self._held)
+        self._state = 2
+        self._held = None
+        return None
+
     def _entered(self, held: Any) -> None:
         if isinstance(held, tuple):  # the shadow members of an admission made elsewhere
             held = self.group._hold(_F_ENTRY, held)
