@@ -411,10 +411,33 @@ class _Driven:
     asyncio one, each running the entry's _enter/_exit generators on its owner's transport
     (the wrong one is a TypeError)."""
 
-    __slots__ = ()
+    __slots__ = ("_held", "_t0")
 
     def _owner(self) -> Any:
         raise NotImplementedError
+
+    def _give_back(self, outcome: int, rt_ms: int) -> Any:
+        """End what the entry holds with an outcome (a generator of round trips)."""
+        raise NotImplementedError
+
+    def _held_after(self, wait_s: float) -> Any:
+        """The end of an admitted _enter: wait `wait_s` (a throttle's slot), then held; an
+        interruption (a cancellation) before the body gives everything back."""
+        if wait_s > 0:
+            try:
+                yield wait_s
+            except BaseException:
+                yield from self._give_back(_OUT_NONE, 0)
+                raise
+        self._held = True
+        self._t0 = time.monotonic()
+        return self
+
+    def _exit(self, exc_type: Any) -> Any:
+        if self._held:
+            self._held = False
+            yield from self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
+        return False
 
     def _kind(self, is_async: bool) -> Any:
         t = self._owner()._t
@@ -428,21 +451,21 @@ class _Driven:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         return self._kind(False).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))  # type: ignore[attr-defined]
+            self._exit(exc_type))
 
     async def __aenter__(self) -> Any:
         return await self._kind(True).drive(self._enter())  # type: ignore[attr-defined]
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         return await self._kind(True).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))  # type: ignore[attr-defined]
+            self._exit(exc_type))
 
 
 class _Entry(_Driven):
     """``with lim.entry():`` of a sync type, ``async with`` of an asyncio one: the same
     logic, run by the limiter's transport."""
 
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_t0", "_held", "_tok", "_timeout")
+    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_tok", "_timeout")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
                  timeout: Optional[float] = None) -> None:
@@ -459,25 +482,12 @@ class _Entry(_Driven):
                                          self._lease, False)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = lim._t.renewer().add(lim, self._key, self._cfg, self._lease)
-        if wait_ns > 0:
-            try:
-                yield wait_ns / 1e9
-            except BaseException:  # interrupted (cancelled) before the body: given back
-                _unrenew(self._tok)
-                yield from lim._g_exit(self._key, self._cfg, self.n, _OUT_NONE, 0,
-                                       [(self._lease, self.n)])
-                raise
-        self._held = True
-        self._t0 = time.monotonic()
-        return self
+        return (yield from self._held_after(wait_ns / 1e9))
 
-    def _exit(self, exc_type: Any) -> Any:
-        if self._held:
-            self._held = False
-            _unrenew(self._tok)
-            yield from self._lim._g_exit(self._key, self._cfg, self.n, _outcome(exc_type),
-                                         _elapsed_ms(self._t0), [(self._lease, self.n)])
-        return False
+    def _give_back(self, outcome: int, rt_ms: int) -> Any:
+        _unrenew(self._tok)
+        yield from self._lim._g_exit(self._key, self._cfg, self.n, outcome, rt_ms,
+                                     [(self._lease, self.n)])
 
     def _owner(self) -> Any:
         return self._lim

@@ -12,17 +12,16 @@ with its own rules, then writes all (admitted) or only the refusers' BLOCK count
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, List, Optional, Sequence, Tuple
 
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _Driven, _elapsed_ms, _g_poll, _KeyedMixin, _outcome
+from ._base import _Base, _Driven, _g_poll, _KeyedMixin
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
-from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
+from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
                     PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
                     _time_args)
 
@@ -348,7 +347,7 @@ class _GroupEntry(_Driven):
     """``with group.entry():`` (``async with`` for an async group): the same logic, run by
     the members' transport."""
 
-    __slots__ = ("_g", "n", "_leases", "_toks", "_t0", "_held", "_timeout")
+    __slots__ = ("_g", "n", "_leases", "_toks", "_timeout")
 
     def __init__(self, group: _Group, ns: List[int], timeout: Optional[float]) -> None:
         self._g, self.n = group, ns
@@ -371,21 +370,7 @@ class _GroupEntry(_Driven):
         renewer = g._t.renewer()
         self._toks = [renewer.add(m.lim, m.rkey, m.cfg, lease)
                       for m, lease in zip(g._members, self._leases)]
-        if wait > 0:
-            try:
-                yield wait / 1e9
-            except BaseException:  # interrupted (cancelled) before the body: given back
-                yield from self._give_back(_OUT_NONE, 0)
-                raise
-        self._held = True
-        self._t0 = time.monotonic()
-        return self
-
-    def _exit(self, exc_type: Any) -> Any:
-        if self._held:
-            self._held = False
-            yield from self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
-        return False
+        return (yield from self._held_after(wait / 1e9))
 
     def _owner(self) -> Any:
         return self._g

@@ -21,6 +21,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
 from ._scripts import _Script
@@ -383,6 +384,12 @@ class _SyncTransport:
         self.fast: Optional[bool] = None  # the fast path (_fast.fast), decided at first use
 
     def drive(self, gen: Any) -> Any:
+        return _io.run(self._steps(gen))
+
+    def _steps(self, gen: Any) -> Any:
+        """The logic's round trips and sleeps as _io's steps (callables): each reply, or
+        its exception, goes back to the logic (a KeyboardInterrupt or a cancellation gives
+        back too)."""
         val: Any = None
         exc: Optional[BaseException] = None
         while True:
@@ -392,14 +399,15 @@ class _SyncTransport:
                 return stop.value
             exc = None
             try:
-                if type(op) is float:
-                    _refuse_in_loop()
-                    time.sleep(op)
-                    val = None
-                else:
-                    val = self.call(*op)
-            except BaseException as e:  # to the logic (a KeyboardInterrupt gives back too)
+                val = yield (self._sleep(op) if type(op) is float
+                             else functools.partial(self.call, *op))
+            except BaseException as e:
                 val, exc = None, e
+
+    @staticmethod
+    def _sleep(seconds: float) -> Any:
+        _refuse_in_loop()
+        return functools.partial(time.sleep, seconds)
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         try:
@@ -427,22 +435,11 @@ class _AsyncTransport(_SyncTransport):
     is_async = True
 
     async def drive(self, gen: Any) -> Any:
-        val: Any = None
-        exc: Optional[BaseException] = None
-        while True:
-            try:
-                op = gen.send(val) if exc is None else gen.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-            exc = None
-            try:
-                if type(op) is float:
-                    await asyncio.sleep(op)
-                    val = None
-                else:
-                    val = await self.call(*op)
-            except BaseException as e:  # to the logic (a cancellation gives back too)
-                val, exc = None, e
+        return await _io.arun(self._steps(gen))
+
+    @staticmethod
+    def _sleep(seconds: float) -> Any:
+        return functools.partial(asyncio.sleep, seconds)
 
     async def call(self, script: _Script, key: Any, packed: bytes,
                    names: Any = None) -> Any:
