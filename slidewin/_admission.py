@@ -223,13 +223,17 @@ class AdmissionEntry:
             d = admit(adm, req, self._timeout, None, *self._in_loop)
         self._entered(adm._adm_hold(req, d))
         if d[1] > 0:
-            try:
-                self._sleep(d[1])
-            except BaseException:
-                self._abort()
-                raise
+            self._wait_held(d[1])
         self._start = _monotonic_ns()
         return self
+
+    def _wait_held(self, wait_ns: int) -> None:
+        """Sleep an admission's wait (a throttle's slot); interrupted: given back."""
+        try:
+            self._sleep(wait_ns)
+        except BaseException:
+            self._abort()
+            raise
 
     async def __aenter__(self) -> Any:
         self._claim()

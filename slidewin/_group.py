@@ -286,11 +286,7 @@ class GroupEntry(AdmissionEntry):
         self._held = group._hold(_F_ENTRY, d[4])
         self._state = 1
         if d[1] > 0:
-            try:
-                self._sleep(d[1])
-            except BaseException:
-                self._abort()
-                raise
+            self._wait_held(d[1])
         self._start = time.monotonic_ns()
         return self
 
