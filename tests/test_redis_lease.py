@@ -533,3 +533,89 @@ def test_lease_keyed_local_totals_count_decisions_made_on_slices(r):
     assert lim.local_totals() == {"pass": 50, "block": 0}
     assert lim._leased.counters()["decisions"] == 50
     lim.close()
+
+
+def _counting(monkeypatch, obj, name):
+    calls = []
+    f = getattr(obj, name)
+
+    def counted(*a, **k):
+        calls.append(a)
+        return f(*a, **k)
+
+    monkeypatch.setattr(obj, name, counted)
+    return calls
+
+
+def test_lease_keyed_take_with_a_slice_calls_no_python(r, monkeypatch):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kfast", qps=10**6, lease=True)
+    assert lim.try_acquire.__qualname__ == "_KeyedSlices.take"  # no Python frame between
+    encoded = _counting(monkeypatch, lim, "_rkey")
+    slow = _counting(monkeypatch, lim._leased, "_try_slow")
+    for _ in range(2000):
+        assert lim.try_acquire("a") is True
+    assert len(encoded) == 1  # the key encoded once, for its first decision (its grant)
+    assert len(slow) < 100   # grants only: the rest decided on the key's slice in C
+    assert lim.local_totals() == {"pass": 2000, "block": 0}
+    assert lim._leased.counters()["decisions"] == 2000
+    lim.close()
+
+
+def test_lease_keyed_keys_of_each_type_have_their_own_slice(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    class Name(str):
+        pass
+
+    lim = RedisKeyedLimiter(r, "ktypes", qps=4, lease=True)
+    t = T0 + 10 * MS
+    for key in ("1", b"1", 1):  # as KeyedLimiter: three keys
+        assert [lim.try_acquire(key, now_ns=t) for _ in range(5)] == [True] * 4 + [False]
+    assert lim.try_acquire(Name("x"), now_ns=t) is True  # a subclass: decided in Python
+    assert lim.try_acquire("x", now_ns=t) is True        # ... on the same key
+    assert lim.local_totals() == {"pass": 14, "block": 3}
+    lim.close()
+
+
+@pytest.mark.parametrize("key, exc, msg", [
+    (True, TypeError, "a key must be str, bytes or int, not bool"),
+    (1.0, TypeError, "a key must be str, bytes or int, not float"),
+    (None, TypeError, "a key must be str, bytes or int, not NoneType"),
+    ((1,), TypeError, "a key must be str, bytes or int, not tuple"),
+    ("k" * 5000, ValueError, "key must be at most"),
+])
+def test_lease_keyed_bad_key_is_refused_as_without_lease(r, key, exc, msg):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kbad", qps=10**6, lease=True)
+    plain = RedisKeyedLimiter(r, "kbad", qps=10**6)
+    assert lim.try_acquire(1) is True  # key 1 has a slice: True and 1.0 are not key 1
+    for f in (lim.try_acquire, plain.try_acquire):
+        with pytest.raises(exc, match=msg):
+            f(key)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'key'"):
+        lim.try_acquire()
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        lim.try_acquire(1, 0)
+    with pytest.raises(TypeError, match="now_ns must be an int"):
+        lim.try_acquire(1, now_ns="soon")
+    assert lim.local_totals() == {"pass": 1, "block": 0}
+    lim.close()
+
+
+def test_lease_keyed_idle_key_dropped_and_close_forget_its_c_slice(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kdrop", qps=10**6, lease=True)
+    eng = lim._leased
+    assert lim.try_acquire("a") and lim.try_acquire("b")
+    assert len(eng._ks) == 2
+    with eng._cond:
+        eng._drop(lim._rkey("a"))
+    assert len(eng._ks) == 1
+    assert lim.try_acquire("a") is True  # leased again
+    assert len(eng._ks) == 2
+    lim.close()
+    assert len(eng._ks) == 0

@@ -207,6 +207,11 @@ static int module_exec(PyObject *m)
         Py_XDECREF(t);
         if (bad)
             return -1;
+        t = PyType_FromModuleAndSpec(m, &KeyedSlices_spec, NULL);
+        bad = t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0;
+        Py_XDECREF(t);
+        if (bad)
+            return -1;
     }
     { /* slidewin.all_of's groups (group.c) */
         PyObject *gt = PyType_FromModuleAndSpec(m, &Group_spec, NULL);

@@ -32,7 +32,7 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, cast
 
-from .._core import _LeaseSlice
+from .._core import _KeyedSlices, _LeaseSlice
 
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
@@ -65,17 +65,30 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
     return _Leases(lim)
 
 
-def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
-    """A keyed limiter's try_acquire on its key's slice (counted in local_totals(): the
-    slow path's decisions there, the slice's when they are folded)."""
-    rk = lim._rkey(key)
-    c: Optional[_LeaseSlice] = lim._leased._cs.get(rk)
-    if c is not None:
-        return c.take(n, now_ns=now_ns)  # checks n and now_ns
-    n = _check_n(n)
-    ok = bool(lim._leased._try_slow(rk, lim._cfg_for(rk), n, now_ns))
-    lim._tally(PASS if ok else BLOCK, n)
-    return ok
+def keyed_slices(lim: Any) -> _KeyedSlices:
+    """A leased keyed limiter's decision: its take(key, n, now_ns=) is the try_acquire. A key
+    with a slice is decided in C; the first decision on a key comes here (its slice made and
+    registered by the key as given: str, bytes and int keys are not encoded again)."""
+    ref = weakref.ref(lim._leased)
+
+    def first(key: Any, n: int, now_ns: Optional[int]) -> bool:
+        eng = ref()
+        if eng is None:
+            raise RuntimeError("slidewin.redis: the limiter is gone")
+        rk = lim._rkey(key)  # its TypeError / ValueError
+        c = eng.c_slice(rk)
+        if type(key) in _EXACT:  # (a subclass's == and hash are its own: never cached)
+            with eng._cond:
+                if not eng._closed and eng._cs.get(rk) is c:  # (not dropped meanwhile)
+                    eng._ukeys[rk] = key
+                    cast(_KeyedSlices, eng._ks).set(key, c)
+        return bool(c.take(n, now_ns=now_ns))
+
+    ks = lim._leased._ks = _KeyedSlices(first)
+    return ks
+
+
+_EXACT = (str, bytes, int)
 
 
 class _Slice:
@@ -126,6 +139,8 @@ class _Leases:
         # one, its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
+        self._ks: Optional[_KeyedSlices] = None  # a keyed limiter's slices by the caller's key
+        self._ukeys: Dict[Any, Any] = {}           # ... and each Redis key's caller's key
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
         self._seq = 0
@@ -483,6 +498,8 @@ class _Leases:
         self._slices.pop(rk, None)
         if self._keyed:
             self._cs.pop(rk, None)
+            if rk in self._ukeys and self._ks is not None:
+                self._ks.pop(self._ukeys.pop(rk))
 
     def close(self) -> None:
         """Give back every key's unused permits now (one round trip per key holding any)."""
@@ -509,6 +526,9 @@ class _Leases:
             self._slices.clear()
             if self._keyed:
                 self._cs.clear()
+                self._ukeys.clear()
+                if self._ks is not None:
+                    self._ks.clear()
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
