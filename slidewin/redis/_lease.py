@@ -23,6 +23,7 @@ of the current bucket's quota that it leased from Redis ahead of need.
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import math
@@ -36,7 +37,7 @@ from .._core import _KeyedSlices, _LeaseSlice
 
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
-from ._transport import _UNREACHABLE
+from ._transport import _ERRORS
 from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
                     _check_n, _decision, _fmt, _time_args)
 
@@ -62,7 +63,7 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
                 else "behavior=%r" % cfg.behavior)
         raise ValueError("lease=True leases slices of a qps= or rate= limit with "
                          "behavior='reject'; got %s" % what)
-    return _Leases(lim)
+    return (_AsyncLeases if lim._is_async else _Leases)(lim)
 
 
 def keyed_slices(lim: Any) -> _KeyedSlices:
@@ -71,7 +72,7 @@ def keyed_slices(lim: Any) -> _KeyedSlices:
     registered by the key as given: str, bytes and int keys are not encoded again)."""
     ref = weakref.ref(lim._leased)
 
-    def first(key: Any, n: int, now_ns: Optional[int]) -> bool:
+    def first(key: Any, n: int, now_ns: Optional[int]) -> object:
         eng = ref()
         if eng is None:
             raise RuntimeError("slidewin.redis: the limiter is gone")
@@ -82,13 +83,15 @@ def keyed_slices(lim: Any) -> _KeyedSlices:
                 if not eng._closed and eng._cs.get(rk) is c:  # (not dropped meanwhile)
                     eng._ukeys[rk] = key
                     cast(_KeyedSlices, eng._ks).set(key, c)
-        return bool(c.take(n, now_ns=now_ns))
+        r = c.take(n, now_ns=now_ns)
+        return r if r is _SLOW else bool(r)
 
     ks = lim._leased._ks = _KeyedSlices(first)
     return ks
 
 
 _EXACT = (str, bytes, int)
+_SLOW = object()  # an asyncio limiter's slice: the decision needs a round trip (awaited)
 
 
 class _Slice:
@@ -129,6 +132,8 @@ class _Slice:
 
 class _Leases:
     """The slices of one limiter's keys, its counters and its background thread."""
+
+    _async = False  # the asyncio types' engine: _AsyncLeases
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
@@ -171,10 +176,12 @@ class _Leases:
                 if eng is not None:
                     eng._refill(rk)
 
-            def slow(n: int, now_ns: Optional[int]) -> bool:
+            def slow(n: int, now_ns: Optional[int]) -> Any:
                 eng = ref()
                 if eng is None:
                     raise RuntimeError("slidewin.redis: the limiter is gone")
+                if eng._async:  # awaited by the caller (AsyncRedisLimiter.try_acquire)
+                    return _SLOW
                 if not eng._keyed:
                     return eng._try_slow(rk, lim._cfg, n, now_ns)
                 ok = eng._try_slow(rk, lim._cfg_for(rk), n, now_ns)
@@ -206,6 +213,11 @@ class _Leases:
                 self._lim._tally(PASS, taken)
 
     def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        return bool(self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
+
+    def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
+        """The decision without a slice in hand (n checked): round trips yielded to the
+        limiter's transport (the engine's lock is never held across one)."""
         explicit = now_ns is not None
         if explicit:
             _time_args(now_ns)  # its TypeError / ValueError
@@ -230,8 +242,15 @@ class _Leases:
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
-                if s.busy:
-                    cond.wait(0.05)
+                if s.busy:  # another's grant in flight: its slice is ours too
+                    if not self._async:
+                        cond.wait(0.05)
+                        continue
+                    cond.release()
+                    try:
+                        yield 0.001
+                    finally:
+                        cond.acquire()
                     continue
                 e_until = s.err_until
                 if e_until is not None and e_until[0] == explicit and t < e_until[1]:
@@ -245,8 +264,8 @@ class _Leases:
                 asked += 1
                 cond.release()
                 try:
-                    self._grant(rk, cfg, s, n, now_ns)
-                except _UNREACHABLE as e:
+                    yield from self._g_grant(rk, cfg, s, n, now_ns)
+                except _ERRORS as e:
                     err = e
                 finally:
                     cond.acquire()
@@ -269,8 +288,8 @@ class _Leases:
         if got:
             if low:
                 try:
-                    self._grant(rk, cfg, s, 1, now_ns)
-                except _UNREACHABLE as e:  # decided: the next decision tries again
+                    yield from self._g_grant(rk, cfg, s, 1, now_ns)
+                except _ERRORS as e:  # decided: the next decision tries again
                     with cond:
                         s.err_until, s.err = (True, cast(int, now_ns) + ERROR_BACKOFF_NS), e
                     log.debug("slidewin.redis: a lease top-up of %r failed: %s",
@@ -332,8 +351,8 @@ class _Leases:
         s.demand = 0
         s.rate_t = (explicit, t)
 
-    def _grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
-               now_ns: Optional[int], want: Optional[int] = None) -> None:
+    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
+                 now_ns: Optional[int], want: Optional[int] = None) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
         `want` permits (sized here when None; 0: only give back). Raises what the call
         raised (the slice is left as it was, to be retried with the same lease id)."""
@@ -360,7 +379,7 @@ class _Leases:
             s.busy = True
         try:
             t_send = time.monotonic_ns()
-            reply = self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
+            reply = yield self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
             rtt = time.monotonic_ns() - t_send
             k, rem = self._reply(reply, cfg)
         except BaseException:
@@ -422,7 +441,7 @@ class _Leases:
         packed = b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
         with self._cond:
             self.round_trips += 1
-        return lim._t.call(LEASE_SCRIPT, key, packed)
+        return LEASE_SCRIPT, key, packed
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
@@ -454,7 +473,7 @@ class _Leases:
             return None, min(wait, 1.0)
         return None, 1.0
 
-    def _run(self, job: Tuple[str, Any]) -> None:
+    def _g_run(self, job: Tuple[str, Any]) -> Any:
         kind, rk = job
         lim = self._lim
         if kind == "topup":
@@ -482,7 +501,7 @@ class _Leases:
             else:
                 want = None
         try:
-            self._grant(rk, cfg, s, 1, None, want)
+            yield from self._g_grant(rk, cfg, s, 1, None, want)
         except Exception as e:  # the decisions try again (and apply on_error)
             log.debug("slidewin.redis: a lease of %r failed in the background: %s",
                       lim._name, e)
@@ -503,6 +522,9 @@ class _Leases:
 
     def close(self) -> None:
         """Give back every key's unused permits now (one round trip per key holding any)."""
+        self._lim._t.drive(self._g_close())
+
+    def _g_close(self) -> Any:
         with self._cond:
             self._closed = True
             items = list(self._slices.items())
@@ -517,7 +539,8 @@ class _Leases:
                 cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
                 r = s.last  # a slice on explicit time: given back at its latest now_ns
                 try:
-                    self._grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None, 0)
+                    yield from self._g_grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None,
+                                             0)
                 except Exception as e:  # they count until their bucket leaves the window
                     log.debug("slidewin.redis: giving back the leases of %r failed: %s",
                               lim._name, e)
@@ -554,6 +577,8 @@ def _forget_in_child() -> None:
         eng._topup = []
         eng._ends = []
         eng._thread = None
+        if isinstance(eng, _AsyncLeases):
+            eng._task = eng._wake = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -575,7 +600,72 @@ def _loop(ref: "weakref.ref[_Leases]") -> None:
                 del eng
                 continue
         try:
-            eng._run(job)
+            eng._lim._t.drive(eng._g_run(job))
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
+        del eng
+
+
+class _AsyncLeases(_Leases):
+    """The leases of an asyncio limiter: the same logic, its round trips awaited; the
+    prefetch and the ends of slices run by one task on the event loop (no thread)."""
+
+    _async = True
+
+    def __init__(self, lim: Any) -> None:
+        super().__init__(lim)
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._wake: Optional[asyncio.Event] = None
+
+    async def slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        """The decision the C slice could not make (n and now_ns checked)."""
+        ok = bool(await self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
+        if self._keyed:
+            self._lim._tally(PASS if ok else BLOCK, n)
+        return ok
+
+    def _start_thread(self) -> None:
+        """Wake the engine's task (started on the running loop if none runs there)."""
+        if self._closed:
+            return
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop here: the next decision in one starts it
+                return
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(_aloop(weakref.ref(self)))
+        assert self._wake is not None
+        self._wake.set()
+
+    async def aclose(self) -> None:
+        """close(), awaited: gives back every key's unused permits; the task ends."""
+        await self._lim._t.drive(self._g_close())
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _aloop(ref: "weakref.ref[_AsyncLeases]") -> None:
+    while True:
+        eng = ref()
+        if eng is None:
+            return
+        wake = eng._wake
+        assert wake is not None
+        wake.clear()
+        with eng._cond:
+            job, wait = eng._job()
+        if job is None:
+            del eng
+            try:
+                await asyncio.wait_for(wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            continue
+        try:
+            await eng._lim._t.drive(eng._g_run(job))
+        except Exception as e:  # never dies: the decisions decide on their own
+            log.debug("slidewin.redis: lease task: %s", e)
         del eng
