@@ -368,14 +368,16 @@ def test_lease_docs_example_runs_against_a_real_server(r, redis_server, capsys):
         text = f.read()
     blocks = [b for b in re.findall(r"^```python[ \t]*\n(.*?)^```", text, flags=re.S | re.M)
               if "lease=True" in b]
-    assert len(blocks) == 1
-    code = blocks[0]
-    assert "port=6379" in code
-    code = code.replace("port=6379", "port=%d" % redis_server.port)
-    exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
-    for line, shown in zip(capsys.readouterr().out.splitlines(),
-                           re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
-        assert shown.startswith(line), (line, shown)
+    assert len(blocks) == 2  # RedisLimiter, AsyncRedisKeyedLimiter
+    for code in blocks:
+        assert "port=6379" in code
+        code = code.replace("port=6379", "port=%d" % redis_server.port)
+        exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
+        shown = re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)
+        out = capsys.readouterr().out.splitlines()
+        assert len(out) == len(shown)
+        for line, want in zip(out, shown):
+            assert want.startswith(line), (line, want)
 
 
 @pytest.mark.procs

@@ -7,14 +7,16 @@ of the current bucket's quota that it leased from Redis ahead of need.
   over the limit in any window).
 - Unused permits go back when the slice ends (the bucket ended, the clock changed, close()):
   out of the bucket they were counted in, while the window still holds it. The give-back
-  rides on the key's next grant, or goes on its own (the background thread, close()).
+  rides on the key's next grant, or goes on its own (the background thread or task, close()).
+- The grant, give-back and slow decision are generators of round trips, driven by the
+  limiter's transport: the sync types call, the asyncio types await (_AsyncLeases).
 - Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
   grant retried after a timeout gets the recorded grant, a give-back applies once.
 - A slice is sized from the key's recent demand (requests, admitted or not, per ns, an
   average over about half a bucket): its demand for a quarter of a bucket, no more than the
   bucket has left, at most 1/32 of the limit. When half of it is used the next one is
-  fetched: in the background (one daemon thread per limiter) when the server's clock is
-  used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
+  fetched: in the background (one daemon thread per limiter; an asyncio limiter's: one task
+  on its event loop) when the server's clock is used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
   scenario on virtual time is deterministic).
 - A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
   bucket (then it asks again: slices given back free room) or until the bucket ends.
