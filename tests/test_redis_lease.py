@@ -601,9 +601,14 @@ def test_lease_keyed_bad_key_is_refused_as_without_lease(r, key, exc, msg):
         lim.try_acquire()
     with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         lim.try_acquire(1, 0)
+    with pytest.raises(TypeError, match="at most 2 positional arguments"):
+        lim.try_acquire(1, 1, 1)
+    with pytest.raises(TypeError, match="unexpected or repeated keyword argument 'key'"):
+        lim.try_acquire(1, key=1)
+    assert lim.try_acquire(key=1, n=1) is True
     with pytest.raises(TypeError, match="now_ns must be an int"):
         lim.try_acquire(1, now_ns="soon")
-    assert lim.local_totals() == {"pass": 1, "block": 0}
+    assert lim.local_totals() == {"pass": 2, "block": 0}
     lim.close()
 
 

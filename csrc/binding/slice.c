@@ -78,11 +78,12 @@ static int slice_clear(PyObject *o)
     return 0;
 }
 
+/* both types' tp_dealloc: their own tp_clear, then freed */
 static void slice_dealloc(PyObject *o)
 {
     PyTypeObject *tp = Py_TYPE(o);
     PyObject_GC_UnTrack(o);
-    slice_clear(o);
+    ((inquiry)PyType_GetSlot(tp, Py_tp_clear))(o);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free(o);
     Py_DECREF(tp);
@@ -174,40 +175,59 @@ static PyObject *slice_slow(LeaseSlice *self, PyObject *n_obj, int64_t n, PyObje
     return r;
 }
 
+/* try_acquire's arguments: ([key,] n=1, *, now_ns=None), the key only where `key` is not
+ * NULL (then required); n and now_ns checked (*now NULL when None). 0, or -1 with an error. */
+static int take_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject **key, PyObject **n_obj, int64_t *n, PyObject **now)
+{
+    Py_ssize_t pos = key != NULL ? 2 : 1, i = 0;
+    PyObject **slot[2] = {key != NULL ? key : n_obj, n_obj};
+    *n_obj = *now = NULL;
+    if (key != NULL)
+        *key = NULL;
+    if (nargs > pos) {
+        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most %zd positional argument%s "
+                                      "(%zd given)", pos, pos > 1 ? "s" : "", nargs);
+        return -1;
+    }
+    for (i = 0; i < nargs; i++)
+        *slot[i] = args[i];
+    Py_ssize_t nk = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i), **to = NULL;
+        if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0)
+            to = now;
+        else if (PyUnicode_CompareWithASCIIString(k, "n") == 0)
+            to = n_obj;
+        else if (key != NULL && PyUnicode_CompareWithASCIIString(k, "key") == 0)
+            to = key;
+        if (to == NULL || *to != NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "try_acquire() got an unexpected or repeated keyword argument %R", k);
+            return -1;
+        }
+        *to = args[nargs + i];
+    }
+    if (key != NULL && *key == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "try_acquire() missing 1 required positional argument: 'key'");
+        return -1;
+    }
+    *n = 1;
+    if (*n_obj != NULL && slice_n(*n_obj, n) < 0)
+        return -1;
+    if (*now == Py_None)
+        *now = NULL;
+    return *now != NULL && slice_now(*now) < 0 ? -1 : 0;
+}
+
 static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
     LeaseSlice *self = (LeaseSlice *)o;
-    PyObject *n_obj = NULL, *now_obj = NULL;
-    if (nargs > 1) {
-        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most 1 positional argument "
-                                      "(%zd given)", nargs);
-        return NULL;
-    }
-    if (nargs == 1)
-        n_obj = args[0];
-    if (kwnames != NULL) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t i = 0; i < nk; i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0 && now_obj == NULL)
-                now_obj = args[nargs + i];
-            else if (PyUnicode_CompareWithASCIIString(k, "n") == 0 && n_obj == NULL)
-                n_obj = args[nargs + i];
-            else {
-                PyErr_Format(PyExc_TypeError,
-                             "try_acquire() got an unexpected or repeated keyword argument %R",
-                             k);
-                return NULL;
-            }
-        }
-    }
-    int64_t n = 1;
-    if (n_obj != NULL && slice_n(n_obj, &n) < 0)
-        return NULL;
-    if (now_obj == Py_None)
-        now_obj = NULL;
-    if (now_obj != NULL && slice_now(now_obj) < 0)
+    PyObject *n_obj, *now_obj;
+    int64_t n;
+    if (take_args(args, nargs, kwnames, NULL, &n_obj, &n, &now_obj) < 0)
         return NULL;
     if (now_obj == NULL && slice_fast(self, n))
         Py_RETURN_TRUE;
@@ -381,16 +401,6 @@ static int keyed_clear(PyObject *o)
     return 0;
 }
 
-static void keyed_dealloc(PyObject *o)
-{
-    PyTypeObject *tp = Py_TYPE(o);
-    PyObject_GC_UnTrack(o);
-    keyed_clear(o);
-    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    tp_free(o);
-    Py_DECREF(tp);
-}
-
 /* the key's slice (a new reference), or NULL (none; an error set if the lookup failed) */
 static LeaseSlice *keyed_get(KeyedSlices *self, PyObject *key)
 {
@@ -411,39 +421,10 @@ static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
                             PyObject *kwnames)
 {
     KeyedSlices *self = (KeyedSlices *)o;
-    PyObject *key = NULL, *n_obj = NULL, *now_obj = NULL;
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most 2 positional arguments "
-                                      "(%zd given)", nargs);
+    PyObject *key, *n_obj, *now_obj;
+    int64_t n;
+    if (take_args(args, nargs, kwnames, &key, &n_obj, &n, &now_obj) < 0)
         return NULL;
-    }
-    if (nargs >= 1)
-        key = args[0];
-    if (nargs == 2)
-        n_obj = args[1];
-    if (kwnames != NULL) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t i = 0; i < nk; i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0 && now_obj == NULL)
-                now_obj = args[nargs + i];
-            else if (PyUnicode_CompareWithASCIIString(k, "n") == 0 && n_obj == NULL)
-                n_obj = args[nargs + i];
-            else if (PyUnicode_CompareWithASCIIString(k, "key") == 0 && key == NULL)
-                key = args[nargs + i];
-            else {
-                PyErr_Format(PyExc_TypeError,
-                             "try_acquire() got an unexpected or repeated keyword argument %R",
-                             k);
-                return NULL;
-            }
-        }
-    }
-    if (key == NULL) {
-        PyErr_SetString(PyExc_TypeError,
-                        "try_acquire() missing 1 required positional argument: 'key'");
-        return NULL;
-    }
     int exact = PyUnicode_CheckExact(key) || PyBytes_CheckExact(key) || PyLong_CheckExact(key);
     if (!exact && !PyUnicode_Check(key) && !PyBytes_Check(key)
         && (!PyLong_Check(key) || PyBool_Check(key))) {
@@ -451,13 +432,6 @@ static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
                      Py_TYPE(key)->tp_name);
         return NULL;
     }
-    int64_t n = 1;
-    if (n_obj != NULL && slice_n(n_obj, &n) < 0)
-        return NULL;
-    if (now_obj == Py_None)
-        now_obj = NULL;
-    if (now_obj != NULL && slice_now(now_obj) < 0)
-        return NULL;
     if (exact) {
         LeaseSlice *sl = keyed_get(self, key);
         if (sl != NULL) {
@@ -536,7 +510,7 @@ static PyType_Slot keyed_slots[] = {
     {Py_tp_doc, "_KeyedSlices(slow)\n--\n\nA keyed limiter's slices leased from Redis "
                 "(slidewin.redis lease=True), by key, decided on in C."},
     {Py_tp_new, keyed_new},
-    {Py_tp_dealloc, keyed_dealloc},
+    {Py_tp_dealloc, slice_dealloc},
     {Py_tp_traverse, keyed_traverse},
     {Py_tp_clear, keyed_clear},
     {Py_tp_methods, keyed_methods},
