@@ -10,8 +10,9 @@ server's count of script calls (`INFO commandstats`: EVALSHA and EVAL) over the 
 made. The decision cost is one process's `try_acquire()` with a slice in hand, next to a
 private in-process `Limiter.try_acquire()`, in the same process.
 
-Standalone: `python benchmarks/bench_redis_lease.py [--quick]` (prints a table; the figures
-depend on the machine's load: say so when quoting them).
+Standalone: `python benchmarks/bench_redis_lease.py [--quick] [--cost]` (prints a table;
+--cost: only the decision costs; the figures depend on the machine's load: say so when
+quoting them).
 """
 
 from __future__ import annotations
@@ -123,9 +124,10 @@ def run_case(mode: str, port: int, qps: int, procs: int, seconds: float) -> Dict
             "round_trips_pct": 100.0 * calls / n if n else 0.0}
 
 
-def decision_cost(port: int, number: int) -> Dict[str, float]:
-    """ns per try_acquire: a private Limiter, a leased RedisLimiter with a slice, a private
-    KeyedLimiter and a leased RedisKeyedLimiter with a slice for its key."""
+def decision_cost(port: int, number: int, repeat: int = 15) -> Dict[str, float]:
+    """ns per try_acquire, the minimum over `repeat` interleaved rounds of timeit: a private
+    Limiter, a leased RedisLimiter with a slice, a private KeyedLimiter and a leased
+    RedisKeyedLimiter with a slice for its key."""
     import functools
 
     import redis
@@ -141,11 +143,13 @@ def decision_cost(port: int, number: int) -> Dict[str, float]:
     for _ in range(2000):
         leased.try_acquire()
         lkeyed.try_acquire("k")
-    out = {}
-    for label, f in (("private Limiter", private.try_acquire), ("lease=True", leased.try_acquire),
-                     ("private KeyedLimiter", functools.partial(pkeyed.try_acquire, "k")),
-                     ("keyed lease=True", functools.partial(lkeyed.try_acquire, "k"))):
-        out[label] = min(timeit.repeat(f, number=number, repeat=5)) / number * 1e9
+    cases = (("private Limiter", private.try_acquire), ("lease=True", leased.try_acquire),
+             ("private KeyedLimiter", functools.partial(pkeyed.try_acquire, "k")),
+             ("keyed lease=True", functools.partial(lkeyed.try_acquire, "k")))
+    out = {label: float("inf") for label, _ in cases}
+    for _ in range(repeat):  # interleaved: each round times every case once (a noisy CPU)
+        for label, f in cases:
+            out[label] = min(out[label], timeit.timeit(f, number=number) / number * 1e9)
     leased.close()
     lkeyed.close()
     return out
@@ -171,7 +175,7 @@ def main() -> None:
         print("%s, %d client processes, %.0f s a case, load average %.2f at the start"
               % (os.path.basename(binary), procs, seconds, load))
         rows: List[Dict[str, Any]] = []
-        for qps in (10**7, 20_000):
+        for qps in (() if "--cost" in sys.argv else (10**7, 20_000)):
             for mode in ["per decision"] + peers + ["lease"]:
                 rows.append(run_case(mode, port, qps, procs, seconds))
                 r = rows[-1]

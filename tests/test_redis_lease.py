@@ -230,7 +230,7 @@ def test_lease_give_back_applies_once_per_lease(r):
     given = sum(b for _, b in backs)
     assert given > 0
     for _ in range(2):  # the same give-back sent twice: applied once
-        eng._call(lim.key, lim._cfg, "x" * 16, 0, 1, 0, backs, t + 60 * MS)
+        lim._t.call(*eng._call(lim.key, lim._cfg, "x" * 16, 0, 1, 0, backs, t + 60 * MS))
     assert _pass(lim, t + 60 * MS) == before - given == 50
 
 
@@ -368,14 +368,16 @@ def test_lease_docs_example_runs_against_a_real_server(r, redis_server, capsys):
         text = f.read()
     blocks = [b for b in re.findall(r"^```python[ \t]*\n(.*?)^```", text, flags=re.S | re.M)
               if "lease=True" in b]
-    assert len(blocks) == 1
-    code = blocks[0]
-    assert "port=6379" in code
-    code = code.replace("port=6379", "port=%d" % redis_server.port)
-    exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
-    for line, shown in zip(capsys.readouterr().out.splitlines(),
-                           re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)):
-        assert shown.startswith(line), (line, shown)
+    assert len(blocks) == 2  # RedisLimiter, AsyncRedisKeyedLimiter
+    for code in blocks:
+        assert "port=6379" in code
+        code = code.replace("port=6379", "port=%d" % redis_server.port)
+        exec(compile(code, "docs/redis.md", "exec"), {"__name__": "docs_example"})
+        shown = re.findall(r"print\(.*\)\s+# (.*?)(?::|$)", code, flags=re.M)
+        out = capsys.readouterr().out.splitlines()
+        assert len(out) == len(shown)
+        for line, want in zip(out, shown):
+            assert want.startswith(line), (line, want)
 
 
 @pytest.mark.procs
@@ -533,3 +535,271 @@ def test_lease_keyed_local_totals_count_decisions_made_on_slices(r):
     assert lim.local_totals() == {"pass": 50, "block": 0}
     assert lim._leased.counters()["decisions"] == 50
     lim.close()
+
+
+def _counting(monkeypatch, obj, name):
+    calls = []
+    f = getattr(obj, name)
+
+    def counted(*a, **k):
+        calls.append(a)
+        return f(*a, **k)
+
+    monkeypatch.setattr(obj, name, counted)
+    return calls
+
+
+def test_lease_keyed_take_with_a_slice_calls_no_python(r, monkeypatch):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kfast", qps=10**6, lease=True)
+    assert lim.try_acquire.__qualname__ == "_KeyedSlices.take"  # no Python frame between
+    encoded = _counting(monkeypatch, lim, "_rkey")
+    slow = _counting(monkeypatch, lim._leased, "_try_slow")
+    oks = sum(lim.try_acquire("a") is True for _ in range(2000))
+    assert len(encoded) == 1  # the key encoded once, for its first decision (its grant)
+    assert len(slow) < 100   # grants only: the rest decided on the key's slice in C
+    # (a grant whose reply is read after its bucket ended is asked again once: on a loaded
+    # machine a decision at a bucket's edge can still find none)
+    assert oks >= 1990
+    assert lim.local_totals() == {"pass": oks, "block": 2000 - oks}
+    assert lim._leased.counters()["decisions"] == 2000
+    lim.close()
+
+
+def test_lease_keyed_keys_of_each_type_have_their_own_slice(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    class Name(str):
+        pass
+
+    lim = RedisKeyedLimiter(r, "ktypes", qps=4, lease=True)
+    t = T0 + 10 * MS
+    for key in ("1", b"1", 1):  # as KeyedLimiter: three keys
+        assert [lim.try_acquire(key, now_ns=t) for _ in range(5)] == [True] * 4 + [False]
+    assert lim.try_acquire(Name("x"), now_ns=t) is True  # a subclass: decided in Python
+    assert lim.try_acquire("x", now_ns=t) is True        # ... on the same key
+    assert lim.local_totals() == {"pass": 14, "block": 3}
+    lim.close()
+
+
+@pytest.mark.parametrize("key, exc, msg", [
+    (True, TypeError, "a key must be str, bytes or int, not bool"),
+    (1.0, TypeError, "a key must be str, bytes or int, not float"),
+    (None, TypeError, "a key must be str, bytes or int, not NoneType"),
+    ((1,), TypeError, "a key must be str, bytes or int, not tuple"),
+    ("k" * 5000, ValueError, "key must be at most"),
+])
+def test_lease_keyed_bad_key_is_refused_as_without_lease(r, key, exc, msg):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kbad", qps=10**6, lease=True)
+    plain = RedisKeyedLimiter(r, "kbad", qps=10**6)
+    assert lim.try_acquire(1) is True  # key 1 has a slice: True and 1.0 are not key 1
+    for f in (lim.try_acquire, plain.try_acquire):
+        with pytest.raises(exc, match=msg):
+            f(key)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'key'"):
+        lim.try_acquire()
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        lim.try_acquire(1, 0)
+    with pytest.raises(TypeError, match="at most 2 positional arguments"):
+        lim.try_acquire(1, 1, 1)
+    with pytest.raises(TypeError, match="unexpected or repeated keyword argument 'key'"):
+        lim.try_acquire(1, key=1)
+    assert lim.try_acquire(key=1, n=1) is True
+    with pytest.raises(TypeError, match="now_ns must be an int"):
+        lim.try_acquire(1, now_ns="soon")
+    assert lim.local_totals() == {"pass": 2, "block": 0}
+    lim.close()
+
+
+def test_lease_keyed_idle_key_dropped_and_close_forget_its_c_slice(r):
+    from slidewin.redis import RedisKeyedLimiter
+
+    lim = RedisKeyedLimiter(r, "kdrop", qps=10**6, lease=True)
+    eng = lim._leased
+    assert lim.try_acquire("a") and lim.try_acquire("b")
+    assert len(eng._ks) == 2
+    with eng._cond:
+        eng._drop(lim._rkey("a"))
+    assert len(eng._ks) == 1
+    assert lim.try_acquire("a") is True  # leased again
+    assert len(eng._ks) == 2
+    lim.close()
+    assert len(eng._ks) == 0
+
+
+# -- asyncio: AsyncRedisLimiter / AsyncRedisKeyedLimiter(lease=True) ----------------------
+
+def _arun(coro_fn):
+    import asyncio
+
+    return asyncio.run(coro_fn())
+
+
+def test_lease_async_decides_locally_and_counts_the_slice_in_redis(redis_server):
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        c = redis_server.async_client()
+        await c.flushall()
+        lim = AsyncRedisLimiter(c, "alease", qps=320, lease=True)
+        t = T0 + 10 * MS
+        got = [await lim.try_acquire(now_ns=t + i * 100_000) for i in range(200)]
+        held = lim._leased._slices[lim.key].left
+        pass_qps = round((await lim.stats(now_ns=t + 20 * MS)).pass_qps)
+        rts = lim._leased.round_trips
+        await lim.aclose()
+        after = round((await lim.stats(now_ns=t + 30 * MS)).pass_qps)
+        await c.aclose()
+        return got, held, pass_qps, rts, after
+
+    got, held, pass_qps, rts, after = _arun(main)
+    assert all(got)
+    assert rts < 200 // 4
+    assert pass_qps == 200 + held and 0 <= held <= 20
+    assert after == 200  # aclose() gave the slice back
+
+
+def test_lease_async_server_clock_decides_in_c_and_prefetches_in_a_task(redis_server):
+    import asyncio
+    import threading
+
+    from slidewin.redis import AsyncRedisKeyedLimiter, AsyncRedisLimiter
+
+    async def main():
+        c = redis_server.async_client()
+        await c.flushall()
+        threads = threading.active_count()
+        lim = AsyncRedisLimiter(c, "atask", qps=10**6, lease=True)
+        per = AsyncRedisKeyedLimiter(c, "ataskk", qps=10**6, lease=True)
+        slow = []
+        for l in (lim, per):
+            f = l._leased._g_slow
+            l._leased._g_slow = lambda *a, f=f: slow.append(a) or f(*a)
+        oks = 0
+        for _ in range(2000):
+            oks += await lim.try_acquire() is True
+            oks += await per.try_acquire("k") is True
+            await asyncio.sleep(0)  # the lease task's turn
+        tasks = [l._leased._task for l in (lim, per)]
+        out = (threading.active_count() - threads, len(slow), oks, per.local_totals(),
+               [t is not None and not t.done() for t in tasks])
+        await lim.aclose()
+        await per.aclose()
+        out += ([t.done() for t in tasks], lim._leased.returned > 0)
+        await c.aclose()
+        return out
+
+    new_threads, slow, oks, totals, running, done, returned = _arun(main)
+    assert new_threads == 0            # the prefetch: a task on the loop, no thread
+    assert slow < 200                  # most decisions on the slices in hand, no round trip
+    # (a grant whose reply is read after its bucket ended is asked again once: on a loaded
+    # machine a decision at a bucket's edge can still find none)
+    assert oks >= 3990
+    assert totals["pass"] + totals["block"] == 2000 and totals["pass"] >= 1990
+    assert running == [True, True] and done == [True, True]
+    assert returned
+
+
+def test_lease_async_clients_never_over_the_limit(redis_server):
+    import asyncio
+
+    from slidewin.redis import AsyncRedisKeyedLimiter, AsyncRedisLimiter
+
+    async def client(lim, times, tag):
+        for i in range(300):  # 3 s of virtual time, 100 requests/s each
+            t = T0 + i * 10 * MS + tag
+            if await lim.try_acquire(now_ns=t):
+                times.append(t)
+            if i % 7 == 0:
+                await asyncio.sleep(0)
+
+    async def main():
+        c = redis_server.async_client()
+        await c.flushall()
+        lims = [AsyncRedisLimiter(c, "afleet", qps=50, lease=True) for _ in range(4)]
+        keyed = [AsyncRedisKeyedLimiter(c, "afleetk", qps=50, lease=True) for _ in range(3)]
+        times, ktimes = [], []
+        await asyncio.gather(*[client(l, times, k) for k, l in enumerate(lims)])
+        await asyncio.gather(*[client(_Keyed(l), ktimes, k) for k, l in enumerate(keyed)])
+        for l in lims + keyed:
+            await l.aclose()
+        await c.aclose()
+        return times, ktimes
+
+    times, ktimes = _arun(main)
+    for ts in (times, ktimes):
+        assert _over(ts, 50) == []
+        assert len(ts) >= 50 * 3 * 0.9
+
+
+class _Keyed:
+    def __init__(self, lim):
+        self.lim = lim
+
+    async def try_acquire(self, now_ns):
+        return await self.lim.try_acquire("user", now_ns=now_ns)
+
+
+def test_lease_async_redis_down_decides_on_slice_then_on_error(own_server):
+    import redis
+
+    from slidewin.redis import AsyncRedisLimiter
+
+    async def main():
+        out = {}
+        lims = {}
+        for p in ("allow", "deny", "raise"):
+            c = own_server.async_client(socket_timeout=0.3, socket_connect_timeout=0.3)
+            lims[p] = AsyncRedisLimiter(c, "adown-" + p, qps=3200, lease=True, on_error=p)
+        t = T0 + 10 * MS
+        for lim in lims.values():
+            for i in range(200):
+                assert await lim.try_acquire(now_ns=t + i * 100_000)
+        own_server.kill()
+        left = {p: lim._leased._slices[lim.key].left for p, lim in lims.items()}
+        t1 = t + 30 * MS
+        for p, lim in lims.items():
+            out[p] = [await lim.try_acquire(now_ns=t1) for _ in range(left[p])]
+        out["errors"] = [lim.errors for lim in lims.values()]
+        out["allow"] = await lims["allow"].try_acquire(now_ns=t1)
+        out["deny"] = await lims["deny"].try_acquire(now_ns=t1)
+        try:
+            await lims["raise"].try_acquire(now_ns=t1)
+            out["raise"] = None
+        except redis.exceptions.ConnectionError as e:
+            out["raise"] = e
+        return left, out
+
+    left, out = _arun(main)
+    assert all(v > 0 for v in left.values())
+    assert out["errors"] == [0, 0, 0]  # the slice in hand first, no error
+    assert out["allow"] is True and out["deny"] is False
+    assert isinstance(out["raise"], redis.exceptions.ConnectionError)
+
+
+def test_lease_async_bad_input(redis_server):
+    from slidewin.redis import AsyncRedisKeyedLimiter, AsyncRedisLimiter
+
+    async def main():
+        c = redis_server.async_client()
+        with pytest.raises(TypeError, match="lease must be a bool"):
+            AsyncRedisLimiter(c, "x", qps=5, lease="yes")
+        with pytest.raises(ValueError, match="lease=True"):
+            AsyncRedisLimiter(c, "x", concurrency=3, lease=True)
+        with pytest.raises(ValueError, match="lease=True"):
+            AsyncRedisKeyedLimiter(c, "x", qps=5, behavior="throttle", lease=True)
+        lim = AsyncRedisLimiter(c, "abad", qps=5, lease=True)
+        per = AsyncRedisKeyedLimiter(c, "abadk", qps=5, lease=True)
+        with pytest.raises(ValueError, match="n must be >= 1"):
+            await lim.try_acquire(0)
+        with pytest.raises(TypeError, match="now_ns must be an int"):
+            await lim.try_acquire(now_ns=1.5)
+        with pytest.raises(TypeError, match="a key must be str, bytes or int, not float"):
+            await per.try_acquire(1.0)
+        assert await lim.try_acquire(6, now_ns=T0) is False
+        await c.aclose()
+
+    _arun(main)

@@ -174,6 +174,7 @@ static int module_exec(PyObject *m)
         {&KeyedEntry_spec, offsetof(module_state, KeyedEntry_Type)},
         {&Breaker_spec, -1},
         {&LeaseSlice_spec, -1}, /* slidewin.redis lease=True's slices (slice.c) */
+        {&KeyedSlices_spec, -1},
         {&Group_spec, -1},      /* slidewin.all_of's groups (group.c) */
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -78,11 +78,12 @@ static int slice_clear(PyObject *o)
     return 0;
 }
 
+/* both types' tp_dealloc: their own tp_clear, then freed */
 static void slice_dealloc(PyObject *o)
 {
     PyTypeObject *tp = Py_TYPE(o);
     PyObject_GC_UnTrack(o);
-    slice_clear(o);
+    ((inquiry)PyType_GetSlot(tp, Py_tp_clear))(o);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free(o);
     Py_DECREF(tp);
@@ -135,64 +136,34 @@ static int slice_now(PyObject *o)
     return 0;
 }
 
-static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
+/* take's C path: n permits while the slice is valid on CLOCK_MONOTONIC (1), else 0; the
+ * take that crosses the low-water mark calls refill() (its error unraisable) */
+static int slice_fast(LeaseSlice *self, int64_t n)
 {
-    LeaseSlice *self = (LeaseSlice *)o;
-    PyObject *n_obj = NULL, *now_obj = NULL;
-    if (nargs > 1) {
-        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most 1 positional argument "
-                                      "(%zd given)", nargs);
-        return NULL;
+    int ok = 0, crossed = 0;
+    int64_t t = mono_ns();
+    SLICE_LOCK(self);
+    if (self->left >= n && t < self->end) {
+        int64_t before = self->left;
+        self->left -= n;
+        self->calls++;
+        self->taken += n;
+        ok = 1;
+        crossed = before >= self->low && self->left < self->low;
     }
-    if (nargs == 1)
-        n_obj = args[0];
-    if (kwnames != NULL) {
-        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-        for (Py_ssize_t i = 0; i < nk; i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0 && now_obj == NULL)
-                now_obj = args[nargs + i];
-            else if (PyUnicode_CompareWithASCIIString(k, "n") == 0 && n_obj == NULL)
-                n_obj = args[nargs + i];
-            else {
-                PyErr_Format(PyExc_TypeError,
-                             "try_acquire() got an unexpected or repeated keyword argument %R",
-                             k);
-                return NULL;
-            }
-        }
+    SLICE_UNLOCK();
+    if (ok && crossed) {
+        PyObject *r = PyObject_CallNoArgs(self->refill);
+        if (r == NULL)
+            PyErr_WriteUnraisable(self->refill);
+        Py_XDECREF(r);
     }
-    int64_t n = 1;
-    if (n_obj != NULL && slice_n(n_obj, &n) < 0)
-        return NULL;
-    if (now_obj == Py_None)
-        now_obj = NULL;
-    if (now_obj != NULL && slice_now(now_obj) < 0)
-        return NULL;
-    if (now_obj == NULL) {
-        int ok = 0, crossed = 0;
-        int64_t t = mono_ns();
-        SLICE_LOCK(o);
-        if (self->left >= n && t < self->end) {
-            int64_t before = self->left;
-            self->left -= n;
-            self->calls++;
-            self->taken += n;
-            ok = 1;
-            crossed = before >= self->low && self->left < self->low;
-        }
-        SLICE_UNLOCK();
-        if (ok) {
-            if (crossed) {
-                PyObject *r = PyObject_CallNoArgs(self->refill);
-                if (r == NULL)
-                    PyErr_WriteUnraisable(self->refill);
-                Py_XDECREF(r);
-            }
-            Py_RETURN_TRUE;
-        }
-    }
+    return ok;
+}
+
+/* take's Python path: slow(n, now_ns) (n_obj NULL: n made an int) */
+static PyObject *slice_slow(LeaseSlice *self, PyObject *n_obj, int64_t n, PyObject *now_obj)
+{
     PyObject *nn = n_obj != NULL ? n_obj : PyLong_FromLongLong(n);
     if (n_obj != NULL)
         Py_INCREF(nn);
@@ -202,6 +173,65 @@ static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
     PyObject *r = PyObject_Vectorcall(self->slow, cargs, 2, NULL);
     Py_DECREF(nn);
     return r;
+}
+
+/* try_acquire's arguments: ([key,] n=1, *, now_ns=None), the key only where `key` is not
+ * NULL (then required); n and now_ns checked (*now NULL when None). 0, or -1 with an error. */
+static int take_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject **key, PyObject **n_obj, int64_t *n, PyObject **now)
+{
+    Py_ssize_t pos = key != NULL ? 2 : 1, i = 0;
+    PyObject **slot[2] = {key != NULL ? key : n_obj, n_obj};
+    *n_obj = *now = NULL;
+    if (key != NULL)
+        *key = NULL;
+    if (nargs > pos) {
+        PyErr_Format(PyExc_TypeError, "try_acquire() takes at most %zd positional argument%s "
+                                      "(%zd given)", pos, pos > 1 ? "s" : "", nargs);
+        return -1;
+    }
+    for (i = 0; i < nargs; i++)
+        *slot[i] = args[i];
+    Py_ssize_t nk = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i), **to = NULL;
+        if (PyUnicode_CompareWithASCIIString(k, "now_ns") == 0)
+            to = now;
+        else if (PyUnicode_CompareWithASCIIString(k, "n") == 0)
+            to = n_obj;
+        else if (key != NULL && PyUnicode_CompareWithASCIIString(k, "key") == 0)
+            to = key;
+        if (to == NULL || *to != NULL) {
+            PyErr_Format(PyExc_TypeError,
+                         "try_acquire() got an unexpected or repeated keyword argument %R", k);
+            return -1;
+        }
+        *to = args[nargs + i];
+    }
+    if (key != NULL && *key == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "try_acquire() missing 1 required positional argument: 'key'");
+        return -1;
+    }
+    *n = 1;
+    if (*n_obj != NULL && slice_n(*n_obj, n) < 0)
+        return -1;
+    if (*now == Py_None)
+        *now = NULL;
+    return *now != NULL && slice_now(*now) < 0 ? -1 : 0;
+}
+
+static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    LeaseSlice *self = (LeaseSlice *)o;
+    PyObject *n_obj, *now_obj;
+    int64_t n;
+    if (take_args(args, nargs, kwnames, NULL, &n_obj, &n, &now_obj) < 0)
+        return NULL;
+    if (now_obj == NULL && slice_fast(self, n))
+        Py_RETURN_TRUE;
+    return slice_slow(self, n_obj, n, now_obj);
 }
 
 static PyObject *slice_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
@@ -314,3 +344,178 @@ static PyType_Slot slice_slots[] = {
 
 PyType_Spec LeaseSlice_spec = {"slidewin._core._LeaseSlice", sizeof(LeaseSlice), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, slice_slots};
+
+
+/* _core._KeyedSlices(slow): a keyed limiter's slices by the caller's key, and its decision.
+ *
+ * take(key, n=1, *, now_ns=None): a key of exactly str, bytes or int is looked up as it is
+ * (CPython hashes it: nothing is encoded); while its slice has the permits on the monotonic
+ * clock, they are taken in C (the slice's take). A key whose slice is spent or over goes to
+ * that slice's slow(n, now_ns); a key with no slice here (or of a subclass of those types)
+ * to slow(key, n, now_ns), which leases and registers it with set(). Any other key is a
+ * TypeError, as the keyed limiter without lease says. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *slices; /* dict: key -> _LeaseSlice */
+    PyObject *slow;
+} KeyedSlices;
+
+static PyObject *keyed_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    static char *kws[] = {"slow", NULL};
+    PyObject *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:_KeyedSlices", kws, &slow))
+        return NULL;
+    if (!PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "_KeyedSlices: slow must be callable");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+    KeyedSlices *self = (KeyedSlices *)alloc(tp, 0);
+    if (self == NULL)
+        return NULL;
+    self->slices = PyDict_New();
+    if (self->slices == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_INCREF(slow);
+    self->slow = slow;
+    return (PyObject *)self;
+}
+
+static int keyed_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    KeyedSlices *self = (KeyedSlices *)o;
+    Py_VISIT(Py_TYPE(o));
+    Py_VISIT(self->slices);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int keyed_clear(PyObject *o)
+{
+    KeyedSlices *self = (KeyedSlices *)o;
+    Py_CLEAR(self->slices);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+/* the key's slice (a new reference), or NULL (none; an error set if the lookup failed) */
+static LeaseSlice *keyed_get(KeyedSlices *self, PyObject *key)
+{
+    PyObject *v;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyDict_GetItemRef(self->slices, key, &v) <= 0)
+        return NULL;
+#else
+    v = PyDict_GetItemWithError(self->slices, key);
+    if (v == NULL)
+        return NULL;
+    Py_INCREF(v);
+#endif
+    return (LeaseSlice *)v;
+}
+
+static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    KeyedSlices *self = (KeyedSlices *)o;
+    PyObject *key, *n_obj, *now_obj;
+    int64_t n;
+    if (take_args(args, nargs, kwnames, &key, &n_obj, &n, &now_obj) < 0)
+        return NULL;
+    int exact = PyUnicode_CheckExact(key) || PyBytes_CheckExact(key) || PyLong_CheckExact(key);
+    if (!exact && !PyUnicode_Check(key) && !PyBytes_Check(key)
+        && (!PyLong_Check(key) || PyBool_Check(key))) {
+        PyErr_Format(PyExc_TypeError, "a key must be str, bytes or int, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    if (exact) {
+        LeaseSlice *sl = keyed_get(self, key);
+        if (sl != NULL) {
+            PyObject *r;
+            if (now_obj == NULL && slice_fast(sl, n)) {
+                Py_INCREF(Py_True);
+                r = Py_True;
+            }
+            else
+                r = slice_slow(sl, n_obj, n, now_obj);
+            Py_DECREF(sl);
+            return r;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *nn = n_obj != NULL ? n_obj : PyLong_FromLongLong(n);
+    if (n_obj != NULL)
+        Py_INCREF(nn);
+    if (nn == NULL)
+        return NULL;
+    PyObject *cargs[3] = {key, nn, now_obj != NULL ? now_obj : Py_None};
+    PyObject *r = PyObject_Vectorcall(self->slow, cargs, 3, NULL);
+    Py_DECREF(nn);
+    return r;
+}
+
+static PyObject *keyed_set(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
+{
+    KeyedSlices *self = (KeyedSlices *)o;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set(key, slice): 2 arguments");
+        return NULL;
+    }
+    if (PyType_GetSlot(Py_TYPE(args[1]), Py_tp_new) != (void *)slice_new) {
+        PyErr_Format(PyExc_TypeError, "set: slice must be a _LeaseSlice, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    if (PyDict_SetItem(self->slices, args[0], args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *keyed_pop(PyObject *o, PyObject *key)
+{
+    KeyedSlices *self = (KeyedSlices *)o;
+    int r = PyDict_Contains(self->slices, key);
+    if (r < 0 || (r == 1 && PyDict_DelItem(self->slices, key) < 0))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *keyed_clear_all(PyObject *o, PyObject *Py_UNUSED(a))
+{
+    PyDict_Clear(((KeyedSlices *)o)->slices);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t keyed_len(PyObject *o)
+{
+    return PyDict_Size(((KeyedSlices *)o)->slices);
+}
+
+static PyMethodDef keyed_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))keyed_take, FASTKW,
+     "take(key, n=1, *, now_ns=None)\n--\n\nThe decision: n permits from the key's slice "
+     "while it is valid (True), else the slice's slow(n, now_ns), else slow(key, n, now_ns)."},
+    {"set", (PyCFunction)(void (*)(void))keyed_set, METH_FASTCALL,
+     "set(key, slice)\n--\n\nThe key's slice from now on."},
+    {"pop", keyed_pop, METH_O, "pop(key)\n--\n\nForget the key's slice (if any)."},
+    {"clear", keyed_clear_all, METH_NOARGS, "clear()\n--\n\nForget every slice."},
+    {NULL}};
+
+static PyType_Slot keyed_slots[] = {
+    {Py_tp_doc, "_KeyedSlices(slow)\n--\n\nA keyed limiter's slices leased from Redis "
+                "(slidewin.redis lease=True), by key, decided on in C."},
+    {Py_tp_new, keyed_new},
+    {Py_tp_dealloc, slice_dealloc},
+    {Py_tp_traverse, keyed_traverse},
+    {Py_tp_clear, keyed_clear},
+    {Py_tp_methods, keyed_methods},
+    {Py_mp_length, keyed_len},
+    {0, NULL}};
+
+PyType_Spec KeyedSlices_spec = {"slidewin._core._KeyedSlices", sizeof(KeyedSlices), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, keyed_slots};

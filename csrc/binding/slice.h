@@ -5,5 +5,6 @@
 #include "binding.h"
 
 extern PyType_Spec LeaseSlice_spec;
+extern PyType_Spec KeyedSlices_spec;
 
 #endif

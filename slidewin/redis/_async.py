@@ -6,9 +6,10 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from .. import _rate
 from .._admission import AsyncAdmission, NeedsKey
-from .._core import Stats
+from .._core import Stats, _KeyedSlices
 from ._base import _Base, _KeyedMixin
 from ._sync import RedisKeyedLimiter
+from ._lease import _SLOW, keyed_slices, lease_engine
 from ._transport import _Held
 from ._wire import F_PRIO, F_TRY, _limiter_key
 
@@ -19,8 +20,16 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
     _is_async = True
     key: str  # set by __init__ (_init_limiter)
     _held: "_Held"
+    _leased: Any  # lease=True: the _AsyncLeases (else None)
+    _take: Any    # ... and its C slice's take
 
     async def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
+        """With lease=True: on the slice in hand (in C, no round trip), else a grant."""
+        if self._leased is not None:
+            r = self._take(n, now_ns=now_ns)  # checks n and now_ns
+            if r is not _SLOW:
+                return bool(r)
+            return bool(await self._leased.slow(self.key, self._cfg, n, now_ns))
         return await self._t.drive(self._g_admit(None, n, F_TRY, now_ns)) is not None
 
     async def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
@@ -48,14 +57,20 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
 
     async def aclose(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
-        for callers of earlier versions."""
+        for callers of earlier versions. With lease=True: gives back the unused slices and
+        ends the lease task."""
+        if self._leased is not None:
+            await self._leased.aclose()
 
 
 def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any],
-                  on_error: str, lease_ms: int, on_block: Any) -> None:
+                  on_error: str, lease_ms: int, on_block: Any, lease: bool) -> None:
     self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
     self.key = _limiter_key(self._name)
     self._held = _Held()
+    self._leased = lease_engine(self, lease)
+    if self._leased is not None:
+        self._take = self._leased.c_slice(self.key).take
 
 
 def _limiter_init(self: Any, client: Any, name: str,
@@ -66,12 +81,12 @@ def _limiter_init(self: Any, client: Any, name: str,
                   occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
                   sample_count: int = _rate.SAMPLE_COUNT,
                   on_error: str = "allow", lease_ms: int = 5_000,
-                  on_block: Optional[Callable[..., Any]] = None) -> None:
+                  on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
     kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
               cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
               occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
               sample_count=sample_count)
-    _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block)
+    _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block, lease)
 
 
 AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignment]
@@ -86,6 +101,15 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
 
     async def try_acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
                           now_ns: Optional[int] = None) -> bool:
+        """With lease=True: on the key's slice in hand (in C, no round trip), else a grant."""
+        if self._leased is not None:
+            if self._ks is None:
+                self._ks = keyed_slices(self)
+            r = self._ks.take(key, n, now_ns=now_ns)  # checks key, n and now_ns
+            if r is not _SLOW:
+                return bool(r)
+            rk = self._rkey(key)
+            return bool(await self._leased.slow(rk, self._cfg_for(rk), n, now_ns))
         return await self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
     async def reserve(self, key: Any, n: int = 1, *,  # type: ignore[override]
@@ -113,3 +137,10 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
 
     async def reset(self, key: Any) -> None:  # type: ignore[override]
         await self._client.delete(self._rkey(key))
+
+    _ks: Optional[_KeyedSlices] = None  # lease=True: the keys' slices (from the first decision)
+
+    def local_totals(self) -> Dict[str, int]:
+        if self._leased is not None:
+            self._leased.counters()  # folds the decisions made on slices into the totals
+        return super().local_totals()

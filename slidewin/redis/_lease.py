@@ -7,14 +7,16 @@ of the current bucket's quota that it leased from Redis ahead of need.
   over the limit in any window).
 - Unused permits go back when the slice ends (the bucket ended, the clock changed, close()):
   out of the bucket they were counted in, while the window still holds it. The give-back
-  rides on the key's next grant, or goes on its own (the background thread, close()).
+  rides on the key's next grant, or goes on its own (the background thread or task, close()).
+- The grant, give-back and slow decision are generators of round trips, driven by the
+  limiter's transport: the sync types call, the asyncio types await (_AsyncLeases).
 - Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
   grant retried after a timeout gets the recorded grant, a give-back applies once.
 - A slice is sized from the key's recent demand (requests, admitted or not, per ns, an
   average over about half a bucket): its demand for a quarter of a bucket, no more than the
   bucket has left, at most 1/32 of the limit. When half of it is used the next one is
-  fetched: in the background (one daemon thread per limiter) when the server's clock is
-  used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
+  fetched: in the background (one daemon thread per limiter; an asyncio limiter's: one task
+  on its event loop) when the server's clock is used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
   scenario on virtual time is deterministic).
 - A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
   bucket (then it asks again: slices given back free room) or until the bucket ends.
@@ -23,6 +25,7 @@ of the current bucket's quota that it leased from Redis ahead of need.
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import math
@@ -32,11 +35,11 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple, cast
 
-from .._core import _LeaseSlice
+from .._core import _KeyedSlices, _LeaseSlice
 
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
-from ._transport import _UNREACHABLE
+from ._transport import _ERRORS
 from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
                     _check_n, _decision, _fmt, _time_args)
 
@@ -62,20 +65,35 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
                 else "behavior=%r" % cfg.behavior)
         raise ValueError("lease=True leases slices of a qps= or rate= limit with "
                          "behavior='reject'; got %s" % what)
-    return _Leases(lim)
+    return (_AsyncLeases if lim._is_async else _Leases)(lim)
 
 
-def keyed_take(lim: Any, key: Any, n: int = 1, now_ns: Optional[int] = None) -> bool:
-    """A keyed limiter's try_acquire on its key's slice (counted in local_totals(): the
-    slow path's decisions there, the slice's when they are folded)."""
-    rk = lim._rkey(key)
-    c: Optional[_LeaseSlice] = lim._leased._cs.get(rk)
-    if c is not None:
-        return c.take(n, now_ns=now_ns)  # checks n and now_ns
-    n = _check_n(n)
-    ok = bool(lim._leased._try_slow(rk, lim._cfg_for(rk), n, now_ns))
-    lim._tally(PASS if ok else BLOCK, n)
-    return ok
+def keyed_slices(lim: Any) -> _KeyedSlices:
+    """A leased keyed limiter's decision: its take(key, n, now_ns=) is the try_acquire. A key
+    with a slice is decided in C; the first decision on a key comes here (its slice made and
+    registered by the key as given: str, bytes and int keys are not encoded again)."""
+    ref = weakref.ref(lim._leased)
+
+    def first(key: Any, n: int, now_ns: Optional[int]) -> object:
+        eng = ref()
+        if eng is None:
+            raise RuntimeError("slidewin.redis: the limiter is gone")
+        rk = lim._rkey(key)  # its TypeError / ValueError
+        c = eng.c_slice(rk)
+        if type(key) in _EXACT:  # (a subclass's == and hash are its own: never cached)
+            with eng._cond:
+                if not eng._closed and eng._cs.get(rk) is c:  # (not dropped meanwhile)
+                    eng._ukeys[rk] = key
+                    cast(_KeyedSlices, eng._ks).set(key, c)
+        r = c.take(n, now_ns=now_ns)
+        return r if r is _SLOW else bool(r)
+
+    ks = lim._leased._ks = _KeyedSlices(first)
+    return ks
+
+
+_EXACT = (str, bytes, int)
+_SLOW = object()  # an asyncio limiter's slice: the decision needs a round trip (awaited)
 
 
 class _Slice:
@@ -117,6 +135,8 @@ class _Slice:
 class _Leases:
     """The slices of one limiter's keys, its counters and its background thread."""
 
+    _async = False  # the asyncio types' engine: _AsyncLeases
+
     def __init__(self, lim: Any) -> None:
         self._lim = lim
         self._lock = threading.Lock()
@@ -126,6 +146,8 @@ class _Leases:
         # one, its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
+        self._ks: Optional[_KeyedSlices] = None  # a keyed limiter's slices by the caller's key
+        self._ukeys: Dict[Any, Any] = {}           # ... and each Redis key's caller's key
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
         self._seq = 0
@@ -156,10 +178,12 @@ class _Leases:
                 if eng is not None:
                     eng._refill(rk)
 
-            def slow(n: int, now_ns: Optional[int]) -> bool:
+            def slow(n: int, now_ns: Optional[int]) -> Any:
                 eng = ref()
                 if eng is None:
                     raise RuntimeError("slidewin.redis: the limiter is gone")
+                if eng._async:  # awaited by the caller (AsyncRedisLimiter.try_acquire)
+                    return _SLOW
                 if not eng._keyed:
                     return eng._try_slow(rk, lim._cfg, n, now_ns)
                 ok = eng._try_slow(rk, lim._cfg_for(rk), n, now_ns)
@@ -191,6 +215,11 @@ class _Leases:
                 self._lim._tally(PASS, taken)
 
     def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        return bool(self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
+
+    def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
+        """The decision without a slice in hand (n checked): round trips yielded to the
+        limiter's transport (the engine's lock is never held across one)."""
         explicit = now_ns is not None
         if explicit:
             _time_args(now_ns)  # its TypeError / ValueError
@@ -215,8 +244,15 @@ class _Leases:
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
-                if s.busy:
-                    cond.wait(0.05)
+                if s.busy:  # another's grant in flight: its slice is ours too
+                    if not self._async:
+                        cond.wait(0.05)
+                        continue
+                    cond.release()
+                    try:
+                        yield 0.001
+                    finally:
+                        cond.acquire()
                     continue
                 e_until = s.err_until
                 if e_until is not None and e_until[0] == explicit and t < e_until[1]:
@@ -230,8 +266,8 @@ class _Leases:
                 asked += 1
                 cond.release()
                 try:
-                    self._grant(rk, cfg, s, n, now_ns)
-                except _UNREACHABLE as e:
+                    yield from self._g_grant(rk, cfg, s, n, now_ns)
+                except _ERRORS as e:
                     err = e
                 finally:
                     cond.acquire()
@@ -254,8 +290,8 @@ class _Leases:
         if got:
             if low:
                 try:
-                    self._grant(rk, cfg, s, 1, now_ns)
-                except _UNREACHABLE as e:  # decided: the next decision tries again
+                    yield from self._g_grant(rk, cfg, s, 1, now_ns)
+                except _ERRORS as e:  # decided: the next decision tries again
                     with cond:
                         s.err_until, s.err = (True, cast(int, now_ns) + ERROR_BACKOFF_NS), e
                     log.debug("slidewin.redis: a lease top-up of %r failed: %s",
@@ -317,8 +353,8 @@ class _Leases:
         s.demand = 0
         s.rate_t = (explicit, t)
 
-    def _grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
-               now_ns: Optional[int], want: Optional[int] = None) -> None:
+    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
+                 now_ns: Optional[int], want: Optional[int] = None) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
         `want` permits (sized here when None; 0: only give back). Raises what the call
         raised (the slice is left as it was, to be retried with the same lease id)."""
@@ -345,7 +381,7 @@ class _Leases:
             s.busy = True
         try:
             t_send = time.monotonic_ns()
-            reply = self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
+            reply = yield self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
             rtt = time.monotonic_ns() - t_send
             k, rem = self._reply(reply, cfg)
         except BaseException:
@@ -407,7 +443,7 @@ class _Leases:
         packed = b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
         with self._cond:
             self.round_trips += 1
-        return lim._t.call(LEASE_SCRIPT, key, packed)
+        return LEASE_SCRIPT, key, packed
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
@@ -439,7 +475,7 @@ class _Leases:
             return None, min(wait, 1.0)
         return None, 1.0
 
-    def _run(self, job: Tuple[str, Any]) -> None:
+    def _g_run(self, job: Tuple[str, Any]) -> Any:
         kind, rk = job
         lim = self._lim
         if kind == "topup":
@@ -467,7 +503,7 @@ class _Leases:
             else:
                 want = None
         try:
-            self._grant(rk, cfg, s, 1, None, want)
+            yield from self._g_grant(rk, cfg, s, 1, None, want)
         except Exception as e:  # the decisions try again (and apply on_error)
             log.debug("slidewin.redis: a lease of %r failed in the background: %s",
                       lim._name, e)
@@ -483,9 +519,14 @@ class _Leases:
         self._slices.pop(rk, None)
         if self._keyed:
             self._cs.pop(rk, None)
+            if rk in self._ukeys and self._ks is not None:
+                self._ks.pop(self._ukeys.pop(rk))
 
     def close(self) -> None:
         """Give back every key's unused permits now (one round trip per key holding any)."""
+        self._lim._t.drive(self._g_close())
+
+    def _g_close(self) -> Any:
         with self._cond:
             self._closed = True
             items = list(self._slices.items())
@@ -500,7 +541,8 @@ class _Leases:
                 cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
                 r = s.last  # a slice on explicit time: given back at its latest now_ns
                 try:
-                    self._grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None, 0)
+                    yield from self._g_grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None,
+                                             0)
                 except Exception as e:  # they count until their bucket leaves the window
                     log.debug("slidewin.redis: giving back the leases of %r failed: %s",
                               lim._name, e)
@@ -509,6 +551,9 @@ class _Leases:
             self._slices.clear()
             if self._keyed:
                 self._cs.clear()
+                self._ukeys.clear()
+                if self._ks is not None:
+                    self._ks.clear()
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
@@ -534,6 +579,8 @@ def _forget_in_child() -> None:
         eng._topup = []
         eng._ends = []
         eng._thread = None
+        if isinstance(eng, _AsyncLeases):
+            eng._task = eng._wake = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -555,7 +602,72 @@ def _loop(ref: "weakref.ref[_Leases]") -> None:
                 del eng
                 continue
         try:
-            eng._run(job)
+            eng._lim._t.drive(eng._g_run(job))
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
+        del eng
+
+
+class _AsyncLeases(_Leases):
+    """The leases of an asyncio limiter: the same logic, its round trips awaited; the
+    prefetch and the ends of slices run by one task on the event loop (no thread)."""
+
+    _async = True
+
+    def __init__(self, lim: Any) -> None:
+        super().__init__(lim)
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._wake: Optional[asyncio.Event] = None
+
+    async def slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
+        """The decision the C slice could not make (n and now_ns checked)."""
+        ok = bool(await self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
+        if self._keyed:
+            self._lim._tally(PASS if ok else BLOCK, n)
+        return ok
+
+    def _start_thread(self) -> None:
+        """Wake the engine's task (started on the running loop if none runs there)."""
+        if self._closed:
+            return
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop here: the next decision in one starts it
+                return
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(_aloop(weakref.ref(self)))
+        assert self._wake is not None
+        self._wake.set()
+
+    async def aclose(self) -> None:
+        """close(), awaited: gives back every key's unused permits; the task ends."""
+        await self._lim._t.drive(self._g_close())
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _aloop(ref: "weakref.ref[_AsyncLeases]") -> None:
+    while True:
+        eng = ref()
+        if eng is None:
+            return
+        wake = eng._wake
+        assert wake is not None
+        wake.clear()
+        with eng._cond:
+            job, wait = eng._job()
+        if job is None:
+            del eng
+            try:
+                await asyncio.wait_for(wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            continue
+        try:
+            await eng._lim._t.drive(eng._g_run(job))
+        except Exception as e:  # never dies: the decisions decide on their own
+            log.debug("slidewin.redis: lease task: %s", e)
         del eng

@@ -8,7 +8,7 @@ from .. import _rate
 from .._admission import NeedsKey, SyncAdmission
 from .._core import Stats
 from ._base import _Base, _KeyedMixin
-from ._lease import keyed_take, lease_engine
+from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
 from ._transport import _refuse_in_loop  # noqa: F401 (kept importable here)
 from ._wire import F_PRIO, F_TRY, _limiter_key
@@ -111,6 +111,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
         self._leased = lease_engine(self, lease)
+        if self._leased is not None and not self._is_async:  # the decision: in C while the
+            setattr(self, "try_acquire", keyed_slices(self).take)  # key's slice has permits
 
     def local_totals(self) -> Dict[str, int]:
         if self._leased is not None:
@@ -118,8 +120,6 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         return super().local_totals()
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
-        if self._leased is not None:
-            return keyed_take(self, key, n, now_ns)
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
     def reserve(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> Optional[int]:
