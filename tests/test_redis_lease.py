@@ -531,9 +531,12 @@ def test_lease_keyed_local_totals_count_decisions_made_on_slices(r):
     lim = RedisKeyedLimiter(r, "ktotals", qps=10**6, lease=True)
     for _ in range(50):
         assert lim.try_acquire("a") is True
-    assert lim._leased._cs[lim._rkey("a")].left > 0  # most of them made on the C slice
     assert lim.local_totals() == {"pass": 50, "block": 0}
-    assert lim._leased.counters()["decisions"] == 50
+    counters = lim._leased.counters()
+    assert counters["decisions"] == 50
+    # most of them made on the C slice: a grant a slice, not a round trip a decision (the
+    # slice's `left` is not read: a bucket ending now ends it)
+    assert counters["round_trips"] < 25, counters
     lim.close()
 
 
