@@ -63,8 +63,11 @@ def test_sigint_interrupts_acquire(kind, target):
     for attempt in range(4):
         lim, held = saturated_kept(kind)
         sent = []
+        inside = threading.Event()
 
         def send():
+            # from inside pytest.raises on: a loaded machine may run the main thread late
+            inside.wait(30)
             time.sleep(0.1 + 0.037 * attempt)  # land anywhere in the wait's cycle
             sent.append(time.monotonic())
             if target == "thread":
@@ -76,6 +79,7 @@ def test_sigint_interrupts_acquire(kind, target):
         t.start()
         try:
             with pytest.raises(KeyboardInterrupt):
+                inside.set()
                 lim.acquire(timeout=5)
                 time.sleep(2)  # (not reached: acquire is saturated for 5 s)
             got = time.monotonic()
