@@ -86,6 +86,8 @@ void sw_kt_leave(struct sw_kstate *st)
     for (int k = 0; k < 2; k++) {
         const int64_t *slot = sw_leap_head_slot_(rings[k]);
         st->hot[k] = slot != NULL ? slot[SW_SLOT_COUNTS + SW_EV_PASS] : 0;
+        if (k == 0 && sw_test_in_critical != NULL)
+            sw_test_in_critical();
     }
     st->hot[SW_KHOT_LIFE] = node->totals[SW_EV_PASS];
 }

@@ -315,9 +315,62 @@ static void test_stripes_kill(void)
     }
 }
 
+/* A stripe's PASS counts kept on its lock's line: decisions at the heads count there, and a
+ * process killed while moving them into the node (round 0: after raising the node's words,
+ * before zeroing them; round 1: while loading them back) loses or doubles none: the
+ * stripe's statistics and totals count every PASS, including those decided after the
+ * repair. */
+static void test_stripes_hot_counts_survive_a_kill(void)
+{
+    for (int round = 0; round < 2; round++) {
+        struct sw_shm s;
+        struct sw_shm_layout lay;
+        ks_open(&s, &lay, KMAX);
+        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
+        struct sw_krule rule;
+        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        struct sw_kview v;
+        ks_view(&s, &rule, &v);
+        struct sw_decision d;
+        uint64_t fp = fp_in(5, 1);
+        for (int k = 0; k < 5; k++) {
+            sw_keyed_decide(&v, fp, 1, MS(10), SW_F_TRY, &d);
+            CHECK_EQ(d.verdict, SW_PASS);
+        }
+        struct victim kid;
+        if (victim_fork(&kid)) {
+            struct sw_kview cv;
+            ks_view(&s, &rule, &cv);
+            struct sw_decision cd;
+            for (int k = 0; k < 3; k++)
+                sw_keyed_decide(&cv, fp, 1, MS(10), SW_F_TRY, &cd);
+            hang_skip = round;
+            victim_arm(hang_later);
+            sw_keyed_exit(&cv, fp, 1, 5, SW_OUT_SUCCESS, MS(10)); /* moves them */
+            _exit(0);
+        }
+        CHECK_EQ(victim_wait(&kid), 'h');
+        victim_kill(&kid);
+        for (int k = 0; k < 2; k++) {
+            sw_keyed_decide(&v, fp, 1, MS(10), SW_F_TRY, &d); /* takes the stripe over */
+            CHECK_EQ(d.verdict, SW_PASS);
+        }
+        struct sw_totals t;
+        sw_keyed_totals(&v, &t);
+        CHECK_EQ(t.pass, 10);
+        struct sw_stats st;
+        int64_t ev, keys;
+        sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+        CHECK_EQ(st.pass, 10);
+        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        sw_shm_close(&s);
+    }
+}
+
 void test_keyed_stripes(void)
 {
     test_stripes_layout();
     test_stripes_hammer();
     test_stripes_kill();
+    test_stripes_hot_counts_survive_a_kill();
 }
