@@ -46,6 +46,71 @@ int sw_keyed_random_seed(uint64_t *out)
     return SW_OK;
 }
 
+/* ---- the node's PASS counts on the lock's line (struct sw_kstate, hot[]) ---------------- */
+
+static inline void raise_to(int64_t *w, int64_t v)
+{
+    if (v > *w)
+        *w = v;
+}
+
+/* Raise the node's head buckets and lifetime total to the counts of hot[] (redoing it
+ * changes nothing). */
+static void hot_raise(const int64_t *hot, struct sw_node *node)
+{
+    struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
+    for (int k = 0; k < 2; k++) {
+        int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
+        if (slot != NULL)
+            raise_to(&slot[SW_SLOT_COUNTS + SW_EV_PASS], hot[k]);
+    }
+    raise_to(&node->totals[SW_EV_PASS], hot[SW_KHOT_LIFE]);
+}
+
+void sw_kt_enter(struct sw_kstate *st)
+{
+    hot_raise(st->hot, sw_keyed_node(st));
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    STORE_ORDER();
+    for (int i = 0; i < 3; i++)
+        st->hot[i] = 0;
+    STORE_ORDER();
+}
+
+void sw_kt_leave(struct sw_kstate *st)
+{
+    struct sw_node *node = sw_keyed_node(st);
+    struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
+    STORE_ORDER();
+    for (int k = 0; k < 2; k++) {
+        const int64_t *slot = sw_leap_head_slot_(rings[k]);
+        st->hot[k] = slot != NULL ? slot[SW_SLOT_COUNTS + SW_EV_PASS] : 0;
+        if (k == 0 && sw_test_in_critical != NULL)
+            sw_test_in_critical();
+    }
+    st->hot[SW_KHOT_LIFE] = node->totals[SW_EV_PASS];
+}
+
+void sw_kt_node_add(struct sw_kstate *st, uint32_t ev, int64_t n, int64_t t)
+{
+    struct sw_node *node = sw_keyed_node(st);
+    if (ev == SW_EV_PASS && sw_leap_at_head(sw_node_sec(node), t) &&
+        sw_leap_at_head(sw_node_min(node), t)) {
+        for (int i = 0; i < 3; i++)
+            st->hot[i] = sw_sat_add(st->hot[i], n);
+        return;
+    }
+    sw_kt_enter(st);
+    sw_node_add_at(node, ev, n, t);
+    sw_kt_leave(st);
+}
+
+void sw_keyed_settle_copy(const struct sw_kstate *hdr, struct sw_node *node)
+{
+    hot_raise(hdr->hot, node);
+}
+
 /* ---- per-key windows ------------------------------------------------------------------- */
 
 static void kwin_clear(struct sw_kstate *st, struct sw_kentry *e)
@@ -243,11 +308,11 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         }
     }
     if (out->verdict == SW_PASS) {
-        sw_node_add_at(node, SW_EV_PASS, n, tn);
+        sw_kt_node_add(st, SW_EV_PASS, n, tn);
         if (conc || (flags & SW_F_ENTRY))
             sw_kt_add_in_flight(v, i, e, n);
     } else if (!(flags & SW_F_NO_BLOCK)) {
-        sw_node_add_at(node, SW_EV_BLOCK, n, tn);
+        sw_kt_node_add(st, SW_EV_BLOCK, n, tn);
         if (flags & SW_F_SHADOW)
             node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
@@ -273,11 +338,19 @@ int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t s
     return sw_node_validate(node, &nc);
 }
 
+/* Every stripe's lock held: the table's count of keys recounted when a repair asked for it. */
+static void recount_if_asked(const struct sw_kview *v)
+{
+    if (v->st->n_stripes > 1 && atomic_load_explicit(&v->st->recount, memory_order_relaxed))
+        sw_kt_recount(v->st);
+}
+
 void sw_keyed_lock(const struct sw_kview *v)
 {
     struct sw_kview sv;
     for (uint32_t i = 0; i < v->st->n_stripes; i++)
         lock_table(stripe_view(v, i, &sv));
+    recount_if_asked(v);
 }
 
 bool sw_keyed_lock_or_give_up(const struct sw_kview *v)
@@ -290,6 +363,7 @@ bool sw_keyed_lock_or_give_up(const struct sw_kview *v)
             return false;
         }
     }
+    recount_if_asked(v);
     return true;
 }
 
@@ -325,7 +399,9 @@ void sw_keyed_totals(const struct sw_kview *v, struct sw_totals *out)
         const struct sw_kview *s = stripe_view(v, i, &sv);
         struct sw_totals t;
         lock_table(s);
+        sw_kt_enter(s->st);
         sw_node_totals(sw_keyed_node(s->st), &t);
+        sw_kt_leave(s->st);
         unlock_table(s);
         out->pass = sw_sat_add(out->pass, t.pass);
         out->block = sw_sat_add(out->block, t.block);
@@ -356,7 +432,9 @@ static int kexit_as(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t rt
         if (now_ns == SW_NOW)
             now_ns = sw_time_coarse_ns();
         int64_t t = sw_ms_of_ns(now_ns);
+        sw_kt_enter(st);
         sw_node_add_outcome(node, outcome, n, rt_ms, t);
+        sw_kt_leave(st);
         /* a private limiter's window sees this time too (its clamp) */
         if (e != NULL && (e->flags & SW_KE_WINDOW))
             kwin_advance(st, e, kclamp(e, t));
@@ -423,7 +501,9 @@ int sw_keyed_count(const struct sw_kview *v, uint32_t ev, int64_t n, int64_t now
     lock_table(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
+    sw_kt_enter(v->st);
     sw_node_add(sw_keyed_node(v->st), ev, n, sw_ms_of_ns(now_ns));
+    sw_kt_leave(v->st);
     unlock_table(v);
     return SW_OK;
 }
@@ -435,7 +515,9 @@ int sw_keyed_count_shadow_block(const struct sw_kview *v, int64_t n, int64_t now
     lock_table(v);
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();
+    sw_kt_enter(v->st);
     sw_node_add_shadow_block(sw_keyed_node(v->st), n, sw_ms_of_ns(now_ns));
+    sw_kt_leave(v->st);
     unlock_table(v);
     return SW_OK;
 }
@@ -447,6 +529,7 @@ static void stripe_stats(const struct sw_kview *v, int64_t now_ns, struct sw_sta
     struct sw_node *node = sw_keyed_node(v->st);
     struct sw_leap *sec = sw_node_sec(node);
     lock_table(v);
+    sw_kt_enter(v->st);
     int64_t t = sw_leap_clamp(sec, sw_ms_of_ns(now_ns));
     out->min_rt = sw_leap_min_rt(sec, NULL, t);
     out->pass = sw_leap_sum(sec, NULL, SW_EV_PASS, t);
@@ -459,6 +542,7 @@ static void stripe_stats(const struct sw_kview *v, int64_t now_ns, struct sw_sta
     out->waiting = 0;
     *evicted = v->st->evicted;
     *keys = v->st->n_live;
+    sw_kt_leave(v->st);
     unlock_table(v);
 }
 
@@ -615,11 +699,11 @@ void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p
                     e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
             }
         }
-        sw_node_add_at(node, SW_EV_PASS, n, p->tn);
+        sw_kt_node_add(st, SW_EV_PASS, n, p->tn);
         if (e != NULL && (p->conc || (p->flags & SW_F_ENTRY)))
             sw_kt_add_in_flight(v, i, e, n);
     } else if (!(p->flags & SW_F_NO_BLOCK)) {
-        sw_node_add_at(node, SW_EV_BLOCK, n, p->tn);
+        sw_kt_node_add(st, SW_EV_BLOCK, n, p->tn);
         if (p->flags & SW_F_SHADOW)
             node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
@@ -675,7 +759,7 @@ int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
                 e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
         }
     }
-    sw_node_add_at(node, SW_EV_PASS, n, tn);
+    sw_kt_node_add(st, SW_EV_PASS, n, tn);
     unlock_table(v);
     return SW_OK;
 }

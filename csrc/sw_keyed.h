@@ -148,12 +148,24 @@ struct sw_kstate {
     uint64_t tick;        /* LRU clock, bumped by every use */
     uint64_t sweep;       /* the next entry whose free mark an eviction checks */
     int64_t evicted;      /* keys evicted so far */
-    uint64_t pad1_[3];
+    /* the PASS counts of the node's head buckets (second window, minute window) and its
+     * lifetime PASS total, as absolute values (SW_KHOT_*): the true count is the larger of
+     * the node's word and this. A decision passing at both heads raises these only, so that
+     * it writes one line of the stripe's, the lock's; every other use of the node raises the
+     * node's words to them and zeroes them first (sw_kt_enter), then loads them back
+     * (sw_kt_leave). Each step only raises a word to a maximum or lowers one to a value held
+     * elsewhere: a process killed anywhere leaves the maximum exact (the repair redoes them) */
+    int64_t hot[3];
     /* the first stripe's (several stripes): keys held by the whole table, at most max_total,
      * on a line of its own (changed only as a key is taken into a free entry) */
     _Atomic uint32_t live;
-    uint32_t pad2_[15];
+    /* non-zero while `live` may be ahead of the keys held (a process killed between
+     * counting a key there and noting it in `pending`): recounted with every lock held */
+    _Atomic uint32_t recount;
+    uint32_t pad2_[14];
 };
+
+enum { SW_KHOT_SEC = 0, SW_KHOT_MIN = 1, SW_KHOT_LIFE = 2 };
 
 /* What one object of a process holds in flight per key of a shared table (process memory,
  * never shared): an open-addressing map fingerprint -> count (> 0), changed with the
@@ -208,6 +220,9 @@ int sw_keyed_node_validate(struct sw_node *node, int64_t interval_ms, uint32_t s
  * (damage only), the holdings, the node, the in-flight totals, the table's count of keys.
  * O(keys of the stripe). The stripe's lock held by the caller. */
 void sw_keyed_repair(const struct sw_kview *v);
+/** Fold a stripe's counts kept on its lock's line (hdr->hot, a copy of its header) into a
+ * copy of its node (an observer reading a region without the lock). */
+void sw_keyed_settle_copy(const struct sw_kstate *hdr, struct sw_node *node);
 /** Give back the in-flight counts (per key) of the dead processes of a shared table.
  * @return the number of process slots freed */
 uint32_t sw_keyed_reap(const struct sw_kview *v);

@@ -37,6 +37,19 @@ void sw_kt_add_in_flight(const struct sw_kview *v, uint32_t idx, struct sw_kentr
                          int64_t d);
 void sw_kt_hold_add(const struct sw_kview *v, uint32_t idx, int64_t d);
 void sw_kt_slot_add(struct sw_proc_slot *slot, int64_t d);
+/* The node's counts kept on the stripe's lock's line (struct sw_kstate, hot[]), lock held:
+ * sw_kt_enter before any other use of the node (its words raised to them, then they are
+ * zeroed), sw_kt_leave after (loaded back from its head buckets and totals);
+ * sw_kt_node_add: sw_node_add_at through them (a PASS at both heads: on the lock's line). */
+void sw_kt_enter(struct sw_kstate *st);
+void sw_kt_leave(struct sw_kstate *st);
+void sw_kt_node_add(struct sw_kstate *st, uint32_t ev, int64_t n, int64_t t);
+/* The table's count of keys (`live`) made the sum of its stripes' n_live: sw_kt_recount with
+ * every stripe's lock held; sw_kt_try_recount with stripe `held`'s lock held, the others
+ * taken only when free at once (no wait: a stripe's repair runs with its lock held),
+ * else the table is marked for the next sw_keyed_lock. */
+void sw_kt_recount(struct sw_kstate *first);
+void sw_kt_try_recount(struct sw_kstate *held, uint64_t token);
 /* Whether stripe i's header (s, a copy or in place) agrees with the table's layout k and
  * arguments, seed its first stripe's. @return SW_OK or SW_EINVAL */
 int sw_kt_validate_stripe(const struct sw_kstate *s, uint32_t i, const struct klayout *k,

@@ -141,6 +141,10 @@ void sw_keyed_repair(const struct sw_kview *v)
         st->pending = 0;
     }
     st->n_live = live;
+    /* a process killed between counting a key in `live` and noting it in `pending` left
+     * `live` a key ahead of the table (never behind): count the stripes' keys again */
+    if (st->n_stripes > 1)
+        sw_kt_try_recount(st, sw_token_resolve(v->token));
     struct sw_khold *h = holds_of(st);
     for (uint32_t p = 0; p < st->hold_cap; p++) {
         if (h[p].entry == 0 || h[p].entry == HOLD_DEL)
@@ -151,6 +155,8 @@ void sw_keyed_repair(const struct sw_kview *v)
     }
     struct sw_node *node = sw_keyed_node(st);
     sw_node_repair(node);
+    sw_kt_enter(st); /* the counts on the lock's line: into the node, and back */
+    sw_kt_leave(st);
     node->in_flight = in_flight;
 }
 

@@ -373,9 +373,41 @@ static bool reserve_key(struct sw_kstate *st)
             return false;
     } while (!atomic_compare_exchange_weak_explicit(live, &x, x + 1u, memory_order_relaxed,
                                                     memory_order_relaxed));
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical(); /* tests: killed here, `live` is a key ahead (the repair recounts) */
+    STORE_ORDER();
     st->pending = st->n_live + 1u;
     STORE_ORDER();
     return true;
+}
+
+void sw_kt_recount(struct sw_kstate *first)
+{
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < first->n_stripes; i++)
+        sum += stripe_at(first, i)->n_live;
+    atomic_store_explicit(&first->live, sum, memory_order_relaxed);
+    atomic_store_explicit(&first->recount, 0u, memory_order_relaxed);
+}
+
+void sw_kt_try_recount(struct sw_kstate *held, uint64_t token)
+{
+    struct sw_kstate *first = first_stripe(held);
+    uint32_t n = first->n_stripes, got = 0;
+    atomic_store_explicit(&first->recount, 1u, memory_order_relaxed);
+    for (; got < n; got++) {
+        struct sw_kstate *s = stripe_at(first, got);
+        uint64_t free_word = 0;
+        if (s != held && !atomic_compare_exchange_strong_explicit(
+                             &s->lock.word, &free_word, token, memory_order_acquire,
+                             memory_order_relaxed))
+            break;
+    }
+    if (got == n)
+        sw_kt_recount(first);
+    while (got-- > 0)
+        if (stripe_at(first, got) != held)
+            sw_lock_release(&stripe_at(first, got)->lock);
 }
 
 /* The entry of a key, inserted when absent (evicting when needed). A new key goes into the

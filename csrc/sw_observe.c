@@ -281,12 +281,19 @@ static int read_keyed(int fd, const char *path, struct sw_region_read *r,
     int64_t keys = 0, evicted = 0;
     for (uint32_t i = 0; i < k.n_stripes && rc == SW_OK; i++) {
         off_t at = (off_t)h->off_state + (off_t)((uint64_t)i * k.stride);
-        struct sw_kstate kh;
-        if (pread_all(fd, &kh, sizeof kh, at) != 0 ||
-            pread_all(fd, copy, nsz, at + (off_t)k.off_node) != 0) {
-            rc = damaged(err, path, "truncated while being read");
-            break;
+        struct sw_kstate kh, again;
+        /* the header's counts on the lock's line (hot[]) with the node they go with: read
+         * again while a decision moves them in between (a few tries) */
+        for (int tries = 0; tries < 8 && rc == SW_OK; tries++) {
+            if (pread_all(fd, &kh, sizeof kh, at) != 0 ||
+                pread_all(fd, copy, nsz, at + (off_t)k.off_node) != 0 ||
+                pread_all(fd, &again, sizeof again, at) != 0)
+                rc = damaged(err, path, "truncated while being read");
+            else if (memcmp(kh.hot, again.hot, sizeof kh.hot) == 0)
+                break;
         }
+        if (rc != SW_OK)
+            break;
         if (i == 0)
             seed = kh.seed;
         if (sw_kt_validate_stripe(&kh, i, &k, h->interval_ms, h->sample_count, h->max_keys,
@@ -300,6 +307,7 @@ static int read_keyed(int fd, const char *path, struct sw_region_read *r,
             break;
         }
         sw_node_repair(node);
+        sw_keyed_settle_copy(&kh, node);
         struct sw_stats s;
         struct sw_totals t;
         sw_node_stats(node, r->now_ns, &s);

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define SW_SHM_LAYOUT_VERSION 7u /* 2: lifetime totals in the node, the region's name;
+#define SW_SHM_LAYOUT_VERSION 8u /* 2: lifetime totals in the node, the region's name;
                                   3: a limiter state's lock shares its line with the node's
                                      totals, rings on 64-byte lines, lazy ring totals; keyed
                                      tables without an index (the probed entry is the key's);
@@ -32,7 +32,8 @@ extern "C" {
                                   6: every process using a region holds the shared OFD
                                      lock on it (a region nobody locks is taken over);
                                   7: a shared keyed table in stripes, each with its own
-                                     lock, node, entries and holdings */
+                                     lock, node, entries and holdings;
+                                  8: a keyed stripe's PASS counts on its lock's line */
 #define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */

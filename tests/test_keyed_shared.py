@@ -42,6 +42,21 @@ def test_processes_admit_exactly_each_keys_limit(ctx, kwargs, limits, name):
     assert round(s.block_qps) == 3 * 12 * len(KEYS) - sum(limits)
 
 
+def test_a_striped_tables_passes_count_in_stats_totals_and_read_region(name):
+    """A table of several stripes counts a decision passing at its window's newest bucket
+    beside the stripe's lock (not in its statistics' rings): stats(), totals() and an
+    observer's read_region() still count every pass, from every object on the region."""
+    a = KeyedLimiter(qps=1000, shared=name, max_keys=4096)
+    b = KeyedLimiter(qps=1000, shared=name, max_keys=4096)
+    for i in range(300):
+        assert (a if i % 2 else b).try_acquire("k%d" % (i % 100), now_ns=W.T0)
+    for lim in (a, b):
+        assert lim.stats(now_ns=W.T0).pass_qps == 300.0
+        assert lim.totals()["pass"] == 300
+    r = slidewin._core.read_region(name, now_ns=W.T0)
+    assert (r["window"]["pass"], r["totals"]["pass"], r["keys"]) == (300, 300, 100)
+
+
 def test_layout_mismatch_names_max_keys(name):
     KeyedLimiter(qps=5, max_keys=100, shared=name)
     with pytest.raises(ValueError, match=r"max_keys.*100.*200"):
