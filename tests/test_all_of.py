@@ -900,6 +900,7 @@ def test_a_group_wait_on_a_full_member_still_ends_at_its_timeout(mode):
     assert conc.in_flight == 1 and rpm.totals()["pass"] == 0
 
 
+@pytest.mark.procs
 def test_a_release_in_another_process_wakes_the_group_waiters_of_a_shared_member(names):
     name = names[0]
     with W.held_in_another_process(name) as go:

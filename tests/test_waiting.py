@@ -314,6 +314,7 @@ def test_decorator_timeout():
 # -- shared ---------------------------------------------------------------------------------
 
 
+@pytest.mark.procs
 def test_shared_release_in_another_process_wakes_an_async_waiter(name):
     with W.held_in_another_process(name) as go:
         lim = Counting(concurrency=1, shared=name)
@@ -501,6 +502,7 @@ def test_keyed_decorator_timeout():
         per(key=lambda u: u, timeout=-1)
 
 
+@pytest.mark.procs
 def test_keyed_shared_release_in_another_process_wakes_an_async_waiter(name):
     with W.held_in_another_process(name, "k") as go:
         per = CountingKeyed(concurrency=1, shared=name)
