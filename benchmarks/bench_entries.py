@@ -4,8 +4,8 @@ builds of slidewin run alternately.
 Standalone (not a section of run.py):
 
 - ``python benchmarks/bench_entries.py``: this build. Each form is timed against
-  ``Limiter.try_acquire()`` right before it (15 rounds, minimum of 3 timeit repeats of
-  5,000 calls each), and printed as ns and as a multiple of that ``try_acquire``: the
+  ``Limiter.try_acquire()`` right before it (15 rounds, or ``ROUNDS=N`` in the environment;
+  minimum of 3 timeit repeats of 5,000 calls each), and printed as ns and as a multiple of that ``try_acquire``: the
   multiple is what survives a machine whose CPU speed changes between runs.
 - ``python benchmarks/bench_entries.py --ab BEFORE AFTER [--runs N]``: BEFORE and AFTER are
   two source trees with slidewin built in place (``python setup.py build_ext --inplace``);
@@ -14,8 +14,9 @@ Standalone (not a section of run.py):
   ratio AFTER / BEFORE. A form that BEFORE lacks is left blank.
 
 Forms: ``with lim.entry()``, ``async with lim.entry()``, a decorated function, a
-``Breaker``'s ``try_pass`` + ``record`` and ``with br.entry()``, an ``all_of`` group of two
-limiters' ``try_acquire`` and ``with group.entry()``.
+``Breaker``'s ``try_pass`` + ``record``, ``with br.entry()``, ``async with br.entry()`` and a
+function decorated with it, an ``all_of`` group of two limiters' ``try_acquire``,
+``with group.entry()`` and ``async with group.entry()``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import timeit
 from typing import Callable, Dict, List
 
-ROUNDS = 15
+ROUNDS = int(os.environ.get("ROUNDS", "15"))
 NUMBER = 5000
 
 
@@ -49,15 +50,16 @@ def forms() -> Dict[str, Callable[[], object]]:
     def decorated() -> None:
         pass
 
-    async def async_entries() -> None:
-        for _ in range(NUMBER):
-            async with lim.entry():
-                pass
-
     loop = asyncio.new_event_loop()
 
-    def async_entry() -> None:  # NUMBER entries a call: divided below
-        loop.run_until_complete(async_entries())
+    def async_entry(of: object) -> Callable[[], object]:
+        """NUMBER `async with of.entry()` a call (divided below: PER_CALL)"""
+        async def entries() -> None:
+            for _ in range(NUMBER):
+                async with of.entry():  # type: ignore[attr-defined]
+                    pass
+
+        return lambda: loop.run_until_complete(entries())
 
     def breaker_pair() -> None:
         if br.try_pass():
@@ -67,6 +69,10 @@ def forms() -> Dict[str, Callable[[], object]]:
         with br.entry():
             pass
 
+    @br
+    def breaker_decorated() -> None:
+        pass
+
     def group_entry() -> None:
         with group.entry():
             pass
@@ -74,17 +80,21 @@ def forms() -> Dict[str, Callable[[], object]]:
     out: Dict[str, Callable[[], object]] = {
         "try_acquire": lim.try_acquire,
         "with lim.entry()": entry,
-        "async with lim.entry()": async_entry,
+        "async with lim.entry()": async_entry(lim),
         "@lim function": decorated,
         "Breaker try_pass() + record()": breaker_pair,
         "with br.entry()": breaker_entry,
+        "async with br.entry()": async_entry(br),
+        "@br function": breaker_decorated,
         "all_of(a, b).try_acquire()": group.try_acquire,
         "with all_of(a, b).entry()": group_entry,
+        "async with all_of(a, b).entry()": async_entry(group),
     }
     return out
 
 
-PER_CALL = {"async with lim.entry()": NUMBER}
+PER_CALL = {name: NUMBER for name in ("async with lim.entry()", "async with br.entry()",
+                                       "async with all_of(a, b).entry()")}
 
 
 def measure() -> Dict[str, List[float]]:
