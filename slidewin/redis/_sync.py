@@ -10,7 +10,6 @@ from .._core import Stats
 from ._base import _Base, _KeyedMixin
 from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
-from ._transport import _refuse_in_loop  # noqa: F401 (kept importable here)
 from ._wire import F_PRIO, F_TRY, _limiter_key
 
 
