@@ -9,7 +9,7 @@ totals, observers and ``shared=`` are the Limiter's.
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
 from ._limiter import _MISSING, Limiter
@@ -191,9 +191,9 @@ class AdaptiveLimiter(Limiter):
                            "cpu_threshold": cpu_threshold})
         if on_block is not None and not callable(on_block):
             raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
-        self = cast("AdaptiveLimiter", _core.Limiter.__new__(
+        self = _core.Limiter.__new__(
             cls, None, concurrency=max_limit, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name))
+            sample_count=sample_count, shared=shared, name=name)
         self._on_block = on_block
         self._rate = None
         self._waitq = None
