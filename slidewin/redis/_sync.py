@@ -39,7 +39,8 @@ class RedisLimiter(_Base, SyncAdmission):
         self._held = _Held()
         self._leased = lease_engine(self, lease)
         if self._leased is not None:  # the decision: the slice's C method, no frame between
-            setattr(self, "try_acquire", self._leased.c_slice(self.key).take)
+            setattr(self, "_take" if self._is_async else "try_acquire",
+                    self._leased.c_slice(self.key).take)
 
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
