@@ -102,3 +102,16 @@ async def blocked_async_generators(lim):
 
     return ([x async for x in a(1)], [x async for x in b(2)], [x async for x in d(3)],
             await co(4))
+
+
+def running_total(lim):
+    """An async generator function decorated by `lim`: it yields the sum of what it is sent."""
+
+    @lim
+    async def running_total():
+        total = 0
+        while True:
+            x = yield total
+            total += x
+
+    return running_total

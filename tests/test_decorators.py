@@ -22,7 +22,8 @@ from slidewin import BlockedError, Event, Limiter, limit
 
 from redis_servers import Server, need_server
 from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, async_handler,
-                             blocked_async_generators, eight_second, long_window)
+                             blocked_async_generators, eight_second, long_window,
+                             running_total)
 
 _STATS = {Event.PASS: "pass_qps", Event.BLOCK: "block_qps", Event.SUCCESS: "success_qps",
           Event.EXCEPTION: "exception_qps"}
@@ -357,15 +358,8 @@ def test_async_generator_released_when_abandoned():
 def test_async_generator_asend_passes_through():
     lim = Limiter(concurrency=1)
 
-    @lim
-    async def running_total():
-        total = 0
-        while True:
-            x = yield total
-            total += x
-
     async def main():
-        g = running_total()
+        g = running_total(lim)()
         assert await g.asend(None) == 0
         assert await g.asend(5) == 5
         assert await g.asend(2) == 7

@@ -11,7 +11,8 @@ import pytest
 
 from slidewin import BlockedError
 
-from limiter_helpers import ASYNC_HANDLER_IDS, ASYNC_HANDLERS, blocked_async_generators
+from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, blocked_async_generators,
+                             running_total)
 from redis_servers import need_server, r, redis_server  # noqa: F401 (fixtures)
 
 
@@ -105,14 +106,7 @@ def test_async_kinds_generators_and_on_block(redis_server):
         assert [x async for x in first] == [1, 2]
         assert (await lim.stats()).concurrency == 0
 
-        @lim
-        async def running_total():
-            total = 0
-            while True:
-                x = yield total
-                total += x
-
-        g = running_total()
+        g = running_total(lim)()
         assert await g.asend(None) == 0 and await g.asend(5) == 5
         await g.aclose()
         assert (await lim.stats()).concurrency == 0
