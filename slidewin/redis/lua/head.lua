@@ -116,3 +116,35 @@ local function encode_compact(D, IV, SC)
   end
   return cmsgpack.pack(unpack(out, 1, o))
 end
+-- the smallest double above x
+local function nextafter_up(x)
+  local _, e = math.frexp(x)
+  return x + math.ldexp(1, e - 53)
+end
+-- the compact state's minute counters moved to whole second si (its passes wc, the
+-- previous second's wp)
+local function minute_at(D, si)
+  local mni = D.mni
+  if mni == nil then
+    D.mni = si; D.wc = 0; D.wp = 0
+  elseif si > mni then
+    if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
+    D.wc = 0; D.mni = si
+  end
+end
+-- the warm-up tokens synced at whole second sec (ms) from `stored`, last synced at lf (ms,
+-- or nil), prev the last second's passes; nil when already synced this second
+local function warm_tokens(stored, lf, sec, q, warning, maxt, prev, cold_pass, busy)
+  if lf ~= nil and sec <= lf then return nil end
+  local elapsed = 0
+  if lf ~= nil then elapsed = sec - lf end
+  local x = stored
+  if stored < warning or (stored > warning and prev < cold_pass and not busy) then
+    local nv = stored + elapsed * q / 1000
+    if nv >= maxt then x = maxt else x = math.floor(nv) end
+  end
+  if x > maxt then x = maxt end
+  x = x - prev
+  if x < 0 then x = 0 end
+  return x
+end
