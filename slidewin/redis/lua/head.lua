@@ -148,3 +148,21 @@ local function warm_tokens(stored, lf, sec, q, warning, maxt, prev, cold_pass, b
   if x < 0 then x = 0 end
   return x
 end
+-- a throttle's decision on its pace (lm ms, ln ns within it; lm nil: none yet) for a
+-- request of cost ns at now, queueing up to maxq ns unless `try`: the verdict (1 pass),
+-- its wait, its retry (-1: none) and the new pace (nil: unchanged)
+local function pace_step(lm, ln, cost, maxq, try)
+  if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
+    return 1, 0, -1, now_ms, sub
+  end
+  local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
+  if try or w > maxq then
+    local retry = w
+    if not try then retry = w - maxq end
+    if retry > NS_MAX then retry = NS_MAX end
+    return 0, 0, retry, nil, nil
+  end
+  local total = ln + cost
+  local carry = math.floor(total / 1000000)
+  return 1, w, -1, lm + carry, total - carry * 1000000
+end
