@@ -2,7 +2,7 @@
 (a redis.asyncio client; the methods are coroutines)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from .._admission import AsyncAdmission, NeedsKey
 from .._core import Stats, _KeyedSlices
@@ -110,8 +110,3 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
         await self._client.delete(self._rkey(key))
 
     _ks: Optional[_KeyedSlices] = None  # lease=True: the keys' slices (from the first decision)
-
-    def local_totals(self) -> Dict[str, int]:
-        if self._leased is not None:
-            self._leased.counters()  # folds the decisions made on slices into the totals
-        return super().local_totals()

@@ -503,6 +503,7 @@ class _KeyedMixin:
     _name: str
     _cfg: _Config
     _lock: threading.Lock
+    _leased: Any = None  # lease=True: the leases (set by the keyed types' __init__)
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = _keyed_prefix(self._name)
@@ -587,6 +588,8 @@ class _KeyedMixin:
 
     def local_totals(self) -> Dict[str, int]:
         """This client's admitted and refused requests over every key."""
+        if self._leased is not None:
+            self._leased.counters()  # folds the decisions made on slices into the totals
         with self._lock:
             return dict(self._totals)
 

@@ -114,11 +114,6 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         if self._leased is not None and not self._is_async:  # the decision: in C while the
             setattr(self, "try_acquire", keyed_slices(self).take)  # key's slice has permits
 
-    def local_totals(self) -> Dict[str, int]:
-        if self._leased is not None:
-            self._leased.counters()  # folds the decisions made on slices into the totals
-        return super().local_totals()
-
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
