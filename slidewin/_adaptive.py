@@ -9,10 +9,10 @@ totals, observers and ``shared=`` are the Limiter's.
 import os
 import threading
 import weakref
-from typing import Any, Callable, Dict, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter
+from ._limiter import _MISSING, Limiter, _check_on_block
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -189,11 +189,10 @@ class AdaptiveLimiter(Limiter):
         settings = _check({"algorithm": algorithm, "min_limit": min_limit,
                            "max_limit": max_limit, "initial_limit": initial_limit,
                            "cpu_threshold": cpu_threshold})
-        if on_block is not None and not callable(on_block):
-            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
-        self = cast("AdaptiveLimiter", _core.Limiter.__new__(
+        _check_on_block(on_block)
+        self = _core.Limiter.__new__(
             cls, None, concurrency=max_limit, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name))
+            sample_count=sample_count, shared=shared, name=name)
         self._on_block = on_block
         self._rate = None
         self._waitq = None
@@ -264,8 +263,8 @@ class AdaptiveLimiter(Limiter):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
-        if on_block is not _MISSING and on_block is not None and not callable(on_block):
-            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        if on_block is not _MISSING:
+            _check_on_block(on_block)
         new = dict(self._adaptive)
         if "initial_limit" not in settings:
             # not given: the one in force, clamped to the new bounds (a user who lowers

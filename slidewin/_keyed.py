@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
-from . import _core
+from . import _core, _limiter
 from . import _rate as _ratespec
 from ._admission import NeedsKey
 from ._limiter import (
@@ -18,7 +18,6 @@ from ._limiter import (
     _Limiting,
     _new,
     _repr,
-    _rebuild,  # noqa: F401 (pickles made before it moved name slidewin._keyed._rebuild)
     _reduce,
     _update,
 )
@@ -27,6 +26,7 @@ __all__ = ["KeyedLimiter"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes, int]
+_rebuild = _limiter._rebuild  # pickles made before it moved name slidewin._keyed._rebuild
 
 
 class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):

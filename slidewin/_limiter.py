@@ -27,7 +27,7 @@ from typing import (
 
 from . import _core, _rate
 from . import _rate as _ratespec
-from ._admission import Admission, refuse_in_loop  # noqa: F401
+from ._admission import Admission
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]

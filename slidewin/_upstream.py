@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
 from ._group import Group, GroupEntry, all_of
-from ._limiter import Limiter
+from ._limiter import Limiter, _check_timeout
 
 __all__ = ["Upstream", "UpstreamCall"]
 
@@ -459,13 +459,7 @@ class Upstream:
                             % type(tokens).__name__)
         if tokens < 0:
             raise ValueError("tokens must be >= 0, got %d" % tokens)
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise TypeError("timeout must be None or a number of seconds, not %s"
-                                % type(timeout).__name__)
-            if timeout != timeout or timeout < 0:
-                raise ValueError("timeout must be None or >= 0 seconds, got %r" % (timeout,))
-        return UpstreamCall(self, tokens, timeout)
+        return UpstreamCall(self, tokens, _check_timeout(timeout))
 
     def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
         group = self._full if tokens > 0 else self._no_tokens

@@ -33,6 +33,7 @@ fast path of the same FIFO.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -40,7 +41,7 @@ import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional
 
-from . import _core
+from . import _core, _io
 from ._admission import Admitter, Decision, refuse_in_loop
 
 _PASS = _core.PASS
@@ -55,6 +56,22 @@ _WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wa
 _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then decides again
 
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
+
+
+def _sleep_on(w: Any, loop: Optional[asyncio.AbstractEventLoop], sleep: float) -> Any:
+    """A waiter's sleep until woken or `sleep` s passed: its Event's (a thread), else an
+    awaitable of its future's (a task)."""
+    if loop is None:
+        return w.ev.wait(sleep)
+    return _sleep_async(w, loop, sleep)
+
+
+async def _sleep_async(w: Any, loop: asyncio.AbstractEventLoop, sleep: float) -> None:
+    timer = loop.call_later(sleep, _set, w.fut)
+    try:
+        await w.fut
+    finally:
+        timer.cancel()
 
 
 def _set(fut: "Optional[asyncio.Future[None]]") -> None:
@@ -257,26 +274,12 @@ class Waiters:
             sleep = min(sleep, step)
         return None, min(max(sleep, 0.0), _MAX_SLEEP_S)
 
-    def admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int] = None) -> Decision:
-        """A thread's wait: queue, and decide until admitted (the decision), or the
-        admitter's refusal at the deadline (time.monotonic()), one BLOCK counted. `fp`: the
-        key's fingerprint (a KeyedLimiter), else None."""
-        w = self._add(adm, None, fp)
-        got: Optional[Decision] = None
-        poll = [_POLL_MIN_S]
-        try:
-            while got is None:
-                got, sleep = self._try(adm, req, w, deadline, poll)
-                if got is None:
-                    w.ev.wait(sleep)  # type: ignore[union-attr]
-            return got
-        finally:
-            self._leave(adm, req, w, got, fp)
-
-    async def admit_async(self, adm: Any, req: Any, deadline: float,
-                          fp: Optional[int] = None) -> Decision:
-        """admit() for an asyncio task."""
-        loop = asyncio.get_running_loop()
+    def _admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int],
+               loop: Optional[asyncio.AbstractEventLoop]) -> _io.Steps:
+        """The wait of a thread (`loop` None) or an asyncio task: queue, and decide until
+        admitted (the decision), or the admitter's refusal at the deadline
+        (time.monotonic()), one BLOCK counted; its sleeps are the steps. `fp`: the key's
+        fingerprint (a KeyedLimiter), else None."""
         w = self._add(adm, loop, fp)
         got: Optional[Decision] = None
         poll = [_POLL_MIN_S]
@@ -284,14 +287,20 @@ class Waiters:
             while got is None:
                 got, sleep = self._try(adm, req, w, deadline, poll)
                 if got is None:
-                    timer = loop.call_later(sleep, _set, w.fut)
-                    try:
-                        await w.fut  # type: ignore[misc]
-                    finally:
-                        timer.cancel()
+                    yield functools.partial(_sleep_on, w, loop, sleep)
             return got
         finally:
             self._leave(adm, req, w, got, fp)
+
+    def admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int] = None) -> Decision:
+        """A thread's wait (_admit)."""
+        return _io.run(self._admit(adm, req, deadline, fp, None))  # type: ignore[no-any-return]
+
+    async def admit_async(self, adm: Any, req: Any, deadline: float,
+                          fp: Optional[int] = None) -> Decision:
+        """admit() for an asyncio task."""
+        return await _io.arun(  # type: ignore[no-any-return]
+            self._admit(adm, req, deadline, fp, asyncio.get_running_loop()))
 
 
 _ALL: "weakref.WeakSet[Waiters]" = weakref.WeakSet()

@@ -78,17 +78,9 @@ class LimitMiddleware(_web.Middleware):
             start_response("%d %s" % (code, _web.reason(code)), hdrs)
             return [raw]
         fields = self._admitted_fields(admission, k)
-        respond = start_response
-        if fields is not None:
-            extra = fields
-
-            def respond(
-                status: str, headers: List[Tuple[str, str]], exc_info: Any = None
-            ) -> Any:
-                return start_response(status, list(headers) + extra, exc_info)
-
         try:
-            result = self.app(environ, respond)
+            result = self.app(environ, start_response if fields is None
+                              else _adding(start_response, fields, only_missing=False))
         except BaseException as exc:
             entry.__exit__(type(exc), exc, None)
             raise
@@ -110,11 +102,13 @@ class LimitMiddleware(_web.Middleware):
         return _routes.flask_limits(environ, self.app)
 
 
-def _adding(start_response: StartResponse, fields: List[Tuple[str, str]]) -> StartResponse:
-    """start_response, adding the refusal's fields the response does not set."""
+def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
+            only_missing: bool = True) -> StartResponse:
+    """start_response, adding `fields` (only those the response does not set: a refusal's)."""
 
     def adding(status: str, headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
-        extra = _web.missing_fields([k for k, _ in headers], fields)
+        extra = (_web.missing_fields([k for k, _ in headers], fields) if only_missing
+                 else fields)
         return start_response(status, list(headers) + extra, exc_info)
 
     return adding

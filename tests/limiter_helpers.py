@@ -70,3 +70,48 @@ class _AsyncCallable:
 # ids=ASYNC_HANDLER_IDS)
 ASYNC_HANDLERS = [async_handler, functools.partial(async_handler), _AsyncCallable()]
 ASYNC_HANDLER_IDS = ["coroutine function", "partial", "async __call__"]
+
+
+async def blocked_async_generators(lim):
+    """Three async generators and a coroutine function decorated by `lim`, which refuses
+    every call, with an async, a sync, an async-generator and an async on_block: what each
+    gives."""
+
+    async def fallback(err, k):
+        return ["cached", k]
+
+    async def fallback_stream(err, k):
+        yield "stream"
+        yield k
+
+    @lim(on_block=fallback)
+    async def a(k):
+        yield k
+
+    @lim(on_block=lambda err, k: ("sync", k))
+    async def b(k):
+        yield k
+
+    @lim(on_block=fallback_stream)
+    async def d(k):
+        yield k
+
+    @lim(on_block=fallback)
+    async def co(k):
+        return k
+
+    return ([x async for x in a(1)], [x async for x in b(2)], [x async for x in d(3)],
+            await co(4))
+
+
+def running_total(lim):
+    """An async generator function decorated by `lim`: it yields the sum of what it is sent."""
+
+    @lim
+    async def running_total():
+        total = 0
+        while True:
+            x = yield total
+            total += x
+
+    return running_total

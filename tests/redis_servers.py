@@ -168,7 +168,7 @@ def r(redis_server):
     c.flushall()
     yield c
     c.close()
-    from slidewin.redis import _close_pools
+    from slidewin.redis._transport import _close_pools
 
     _close_pools(c, False)
 

@@ -701,19 +701,17 @@ class FakeLLM:
                 self.now -= 1
 
 
-def test_llm_client_estimates_then_charges_against_a_fake_api():
-    api = FakeLLM(concurrency=3)
-    rpm = Limiter(qps=10**6)
-    tpm = Limiter(qps=10**9)
-    in_flight = Limiter(concurrency=3)
-    per_user = KeyedLimiter(qps=10**9)
+def llm_clients(api, group_of, calls, timeout):
+    """Six threads making `calls` calls each to `api` through group_of(thread, user) (an
+    all_of of rpm, tpm, in-flight and (per-user, user)): each call's estimate taken with the
+    entry, what it used beyond charged after. The tokens counted, a list of one a call."""
     charged = []
     lock = threading.Lock()
 
-    def ask(user, prompt, max_tokens):
+    def ask(w, user, prompt, max_tokens):
         estimate = len(prompt) // 4 + max_tokens // 2        # an expected reply, not the max
-        llm = all_of(rpm, tpm, in_flight, (per_user, user))
-        with llm.entry(1, estimate, 1, estimate, timeout=10):
+        llm = group_of(w, user)
+        with llm.entry(1, estimate, 1, estimate, timeout=timeout):
             used = api.complete(prompt, max_tokens)
         extra = max(0, used - estimate)
         llm.charge(0, extra, 0, extra)
@@ -721,14 +719,25 @@ def test_llm_client_estimates_then_charges_against_a_fake_api():
             charged.append(estimate + extra)
 
     def worker(w):
-        for i in range(10):
-            ask("user-%d" % (w % 2), "p" * (40 + 13 * i + w), 64)
+        for i in range(calls):
+            ask(w, "user-%d" % (w % 2), "p" * (40 + 13 * i + w), 64)
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
+    return charged
+
+
+def test_llm_client_estimates_then_charges_against_a_fake_api():
+    api = FakeLLM(concurrency=3)
+    rpm = Limiter(qps=10**6)
+    tpm = Limiter(qps=10**9)
+    in_flight = Limiter(concurrency=3)
+    per_user = KeyedLimiter(qps=10**9)
+    charged = llm_clients(api, lambda w, user: all_of(rpm, tpm, in_flight, (per_user, user)),
+                          10, 10)
     assert api.calls == 60 and api.peak <= 3  # never a 429
     assert rpm.totals()["pass"] == 60 and in_flight.in_flight == 0
     assert in_flight.totals()["success"] == 60

@@ -21,8 +21,9 @@ import pytest
 from slidewin import BlockedError, Event, Limiter, limit
 
 from redis_servers import Server, need_server
-from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, async_handler, eight_second,
-                             long_window)
+from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, async_handler,
+                             blocked_async_generators, eight_second, long_window,
+                             running_total)
 
 _STATS = {Event.PASS: "pass_qps", Event.BLOCK: "block_qps", Event.SUCCESS: "success_qps",
           Event.EXCEPTION: "exception_qps"}
@@ -357,15 +358,8 @@ def test_async_generator_released_when_abandoned():
 def test_async_generator_asend_passes_through():
     lim = Limiter(concurrency=1)
 
-    @lim
-    async def running_total():
-        total = 0
-        while True:
-            x = yield total
-            total += x
-
     async def main():
-        g = running_total()
+        g = running_total(lim)()
         assert await g.asend(None) == 0
         assert await g.asend(5) == 5
         assert await g.asend(2) == 7
@@ -376,31 +370,8 @@ def test_async_generator_asend_passes_through():
 
 
 def test_async_generator_on_block_sync_and_async():
-    async def fallback(err, k):
-        return ["cached", k]
-
-    async def fallback_stream(err, k):
-        yield "stream"
-        yield k
-
-    lim = Limiter(concurrency=0)
-
-    @lim(on_block=fallback)
-    async def a(k):
-        yield k
-
-    @lim(on_block=lambda err, k: ("sync", k))
-    async def b(k):
-        yield k
-
-    @lim(on_block=fallback_stream)
-    async def c(k):
-        yield k
-
-    async def main():
-        return [x async for x in a(1)], [x async for x in b(2)], [x async for x in c(3)]
-
-    assert asyncio.run(main()) == (["cached", 1], ["sync", 2], ["stream", 3])
+    assert asyncio.run(blocked_async_generators(Limiter(concurrency=0))) == (
+        ["cached", 1], ["sync", 2], ["stream", 3], ["cached", 4])
 
 
 # -- async on_block on sync code ------------------------------------------------------------

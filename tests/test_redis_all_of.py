@@ -912,13 +912,11 @@ def test_the_docs_llm_example_runs_against_a_real_server(r, redis_server, capsys
 def test_llm_client_across_hosts_estimates_then_charges_against_a_fake_api(r, redis_server):
     """Two hosts (each its own client), three threads each, one provider: never above its
     concurrency, every call counted once, every token it used charged."""
-    from test_all_of import FakeLLM
+    from test_all_of import FakeLLM, llm_clients
 
     from slidewin.redis import RedisKeyedLimiter, RedisLimiter, all_of
 
     api = FakeLLM(concurrency=3)
-    charged = []
-    lock = threading.Lock()
     hosts = []
     for _ in range(2):
         c = redis_server.client()
@@ -929,25 +927,11 @@ def test_llm_client_across_hosts_estimates_then_charges_against_a_fake_api(r, re
             in_flight=RedisLimiter(c, "{llm}.in-flight", concurrency=3),
             per_user=RedisKeyedLimiter(c, "{llm}.per-user", rate="1000000000/minute")))
 
-    def ask(h, user, prompt, max_tokens):
-        estimate = len(prompt) // 4 + max_tokens // 2
-        llm = all_of(h["rpm"], h["tpm"], h["in_flight"], (h["per_user"], user))
-        with llm.entry(1, estimate, 1, estimate, timeout=30):
-            used = api.complete(prompt, max_tokens)
-        extra = max(0, used - estimate)
-        llm.charge(0, extra, 0, extra)
-        with lock:
-            charged.append(estimate + extra)
+    def group_of(w, user):
+        h = hosts[w % 2]
+        return all_of(h["rpm"], h["tpm"], h["in_flight"], (h["per_user"], user))
 
-    def worker(w):
-        for i in range(8):
-            ask(hosts[w % 2], "user-%d" % (w % 2), "p" * (40 + 13 * i + w), 64)
-
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    charged = llm_clients(api, group_of, 8, 30)
     assert api.calls == 48 and api.peak <= 3  # never a 429
     h = hosts[0]
     assert counts(h["rpm"]) == (48, 0) and h["in_flight"].stats().concurrency == 0

@@ -11,7 +11,8 @@ import pytest
 
 from slidewin import BlockedError
 
-from limiter_helpers import ASYNC_HANDLER_IDS, ASYNC_HANDLERS
+from limiter_helpers import (ASYNC_HANDLER_IDS, ASYNC_HANDLERS, blocked_async_generators,
+                             running_total)
 from redis_servers import need_server, r, redis_server  # noqa: F401 (fixtures)
 
 
@@ -105,45 +106,12 @@ def test_async_kinds_generators_and_on_block(redis_server):
         assert [x async for x in first] == [1, 2]
         assert (await lim.stats()).concurrency == 0
 
-        @lim
-        async def running_total():
-            total = 0
-            while True:
-                x = yield total
-                total += x
-
-        g = running_total()
+        g = running_total(lim)()
         assert await g.asend(None) == 0 and await g.asend(5) == 5
         await g.aclose()
         assert (await lim.stats()).concurrency == 0
 
-        async def fallback(err, k):
-            return ["cached", k]
-
-        async def fallback_stream(err, k):
-            yield "stream"
-            yield k
-
-        full = AsyncRedisLimiter(c, "dagen0", concurrency=0)
-
-        @full(on_block=fallback)
-        async def a(k):
-            yield k
-
-        @full(on_block=lambda err, k: ("sync", k))
-        async def b(k):
-            yield k
-
-        @full(on_block=fallback_stream)
-        async def d(k):
-            yield k
-
-        @full(on_block=fallback)
-        async def co(k):
-            return k
-
-        got = ([x async for x in a(1)], [x async for x in b(2)], [x async for x in d(3)],
-               await co(4))
+        got = await blocked_async_generators(AsyncRedisLimiter(c, "dagen0", concurrency=0))
         assert got == (["cached", 1], ["sync", 2], ["stream", 3], ["cached", 4])
         s = await lim.stats()
         # the exhausted generator succeeded; the closed one counts nothing (as Limiter)

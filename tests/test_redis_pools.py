@@ -266,7 +266,7 @@ def test_a_decision_reports_to_fail_only_what_the_policy_retries():
     import redis.retry
     from redis.backoff import NoBackoff
 
-    from slidewin.redis import _DECIDING, _guard
+    from slidewin.redis._transport import _DECIDING, _guard
 
     g = _guard(redis.retry.Retry(NoBackoff(), 3))
     failed = []

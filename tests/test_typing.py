@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -69,3 +71,12 @@ def test_limiters_is_typed_with_every_type_that_takes_a_name() -> None:
         # "A | B" (newer mypy) or "Union[A, B]" (older)
         spaced = proc.stdout.replace("]", " ").replace(",", " ")
         assert f".{cls.__qualname__} " in spaced, (cls, proc.stdout)
+
+
+def test_pyflakes_finds_nothing_in_the_package() -> None:
+    # no unused import, no redefined name, no undefined name in slidewin/ (its .py files)
+    pytest.importorskip("pyflakes")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyflakes", os.path.join(os.path.dirname(HERE), "slidewin")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout

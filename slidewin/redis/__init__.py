@@ -46,11 +46,8 @@ See the README, "Across hosts: slidewin.redis".
 from __future__ import annotations
 
 from ._async import AsyncRedisKeyedLimiter, AsyncRedisLimiter
-from ._config import MIN_LEASE_MS  # noqa: F401
 from ._group import AsyncRedisGroup, RedisGroup, all_of
 from ._sync import RedisKeyedLimiter, RedisLimiter
-# kept importable here: the tests, and callers of earlier versions (_close_pools)
-from ._transport import _DECIDING, _close_pools, _guard  # noqa: F401
 from ._wire import MAX_KEY_BYTES, RedisReplyError, RedisStateError
 
 __all__ = [

@@ -2,23 +2,23 @@
 (a redis.asyncio client; the methods are coroutines)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Optional
 
-from .. import _rate
 from .._admission import AsyncAdmission, NeedsKey
 from .._core import Stats, _KeyedSlices
 from ._base import _Base, _KeyedMixin
-from ._sync import RedisKeyedLimiter
-from ._lease import _SLOW, keyed_slices, lease_engine
+from ._sync import RedisKeyedLimiter, RedisLimiter
+from ._lease import _SLOW, keyed_slices
 from ._transport import _Held
-from ._wire import F_PRIO, F_TRY, _limiter_key
+from ._wire import F_PRIO, F_TRY
 
 
 class AsyncRedisLimiter(_Base, AsyncAdmission):
     """RedisLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
     _is_async = True
-    key: str  # set by __init__ (_init_limiter)
+    __init__ = RedisLimiter.__init__
+    key: str  # set by __init__
     _held: "_Held"
     _leased: Any  # lease=True: the _AsyncLeases (else None)
     _take: Any    # ... and its C slice's take
@@ -61,35 +61,6 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
         ends the lease task."""
         if self._leased is not None:
             await self._leased.aclose()
-
-
-def _init_limiter(self: Any, client: Any, name: str, qps: Any, kw: Dict[str, Any],
-                  on_error: str, lease_ms: int, on_block: Any, lease: bool) -> None:
-    self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
-    self.key = _limiter_key(self._name)
-    self._held = _Held()
-    self._leased = lease_engine(self, lease)
-    if self._leased is not None:
-        self._take = self._leased.c_slice(self.key).take
-
-
-def _limiter_init(self: Any, client: Any, name: str,
-                  qps: Union[int, float, str, None] = None, *,
-                  rate: Optional[str] = None,
-                  concurrency: Optional[int] = None, behavior: str = "reject",
-                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                  occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
-                  sample_count: int = _rate.SAMPLE_COUNT,
-                  on_error: str = "allow", lease_ms: int = 5_000,
-                  on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
-    kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
-              cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
-              occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
-              sample_count=sample_count)
-    _init_limiter(self, client, name, qps, kw, on_error, lease_ms, on_block, lease)
-
-
-AsyncRedisLimiter.__init__ = _limiter_init  # type: ignore[method-assign,assignment]
 
 
 class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
@@ -139,8 +110,3 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
         await self._client.delete(self._rkey(key))
 
     _ks: Optional[_KeyedSlices] = None  # lease=True: the keys' slices (from the first decision)
-
-    def local_totals(self) -> Dict[str, int]:
-        if self._leased is not None:
-            self._leased.counters()  # folds the decisions made on slices into the totals
-        return super().local_totals()

@@ -14,7 +14,7 @@ import time
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from .._core import BlockedError, Stats
-from .._limiter import _MISSING, _check_timeout, _decorate_entries
+from .._limiter import _MISSING, _check_on_block, _check_timeout, _decorate_entries
 from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
 from ._scripts import SCRIPTS as _SCRIPTS
@@ -54,8 +54,7 @@ class _Base:
         if not MIN_LEASE_MS <= lease_ms <= 2**40:  # renewed every lease_ms / 3
             raise ValueError("lease_ms must be in [%d, 2**40] ms, got %d"
                              % (MIN_LEASE_MS, lease_ms))
-        if on_block is not None and not callable(on_block):
-            raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
+        _check_on_block(on_block)
         self._cfg = _Config(qps, kw, lease_ms)
         self._client = client
         self._t = (_AsyncTransport if self._is_async else _SyncTransport)(client)
@@ -504,6 +503,7 @@ class _KeyedMixin:
     _name: str
     _cfg: _Config
     _lock: threading.Lock
+    _leased: Any = None  # lease=True: the leases (set by the keyed types' __init__)
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = _keyed_prefix(self._name)
@@ -588,6 +588,8 @@ class _KeyedMixin:
 
     def local_totals(self) -> Dict[str, int]:
         """This client's admitted and refused requests over every key."""
+        if self._leased is not None:
+            self._leased.counters()  # folds the decisions made on slices into the totals
         with self._lock:
             return dict(self._totals)
 

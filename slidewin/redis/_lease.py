@@ -41,7 +41,7 @@ from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _ERRORS
 from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
-                    _check_n, _decision, _fmt, _time_args)
+                    _decision, _fmt, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 

@@ -10,7 +10,6 @@ from .._core import Stats
 from ._base import _Base, _KeyedMixin
 from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
-from ._transport import _refuse_in_loop  # noqa: F401 (kept importable here)
 from ._wire import F_PRIO, F_TRY, _limiter_key
 
 
@@ -40,7 +39,8 @@ class RedisLimiter(_Base, SyncAdmission):
         self._held = _Held()
         self._leased = lease_engine(self, lease)
         if self._leased is not None:  # the decision: the slice's C method, no frame between
-            setattr(self, "try_acquire", self._leased.c_slice(self.key).take)
+            setattr(self, "_take" if self._is_async else "try_acquire",
+                    self._leased.c_slice(self.key).take)
 
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
@@ -113,11 +113,6 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         self._leased = lease_engine(self, lease)
         if self._leased is not None and not self._is_async:  # the decision: in C while the
             setattr(self, "try_acquire", keyed_slices(self).take)  # key's slice has permits
-
-    def local_totals(self) -> Dict[str, int]:
-        if self._leased is not None:
-            self._leased.counters()  # folds the decisions made on slices into the totals
-        return super().local_totals()
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None

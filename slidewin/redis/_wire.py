@@ -134,25 +134,20 @@ def _check_name(name: Any) -> str:
     return name
 
 
-def _check_n(n: Any) -> int:
+def _check_n(n: Any, least: int = 1) -> int:
+    """A request's n: `least` to 2**63 - 1, as the in-process types."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError("n must be an int, not %s" % type(n).__name__)
-    if n < 1:
-        raise ValueError("n must be >= 1, got %d" % n)
-    if n > 2**63 - 1:  # as the in-process types
-        raise ValueError("n must be between 1 and %d, got %d" % (2**63 - 1, n))
+    if n < least:
+        raise ValueError("n must be >= %d, got %d" % (least, n))
+    if n > 2**63 - 1:
+        raise ValueError("n must be between %d and %d, got %d" % (least, 2**63 - 1, n))
     return n
 
 
 def _check_charge_n(n: Any) -> int:
     """A charge's n: 0 (nothing) to 2**63 - 1, as the in-process charge()."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError("n must be an int, not %s" % type(n).__name__)
-    if n < 0:
-        raise ValueError("n must be >= 0, got %d" % n)
-    if n > 2**63 - 1:
-        raise ValueError("n must be between 0 and %d, got %d" % (2**63 - 1, n))
-    return n
+    return _check_n(n, 0)
 
 
 def _charge_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:

@@ -1,7 +1,3 @@
-local function nextafter_up(x)
-  local _, e = math.frexp(x)
-  return x + math.ldexp(1, e - 53)
-end
 local function conclude(verdict, t, wait, retry, occupied, grant, concurrency)
   if verdict == 1 then
     if occupied then
@@ -28,21 +24,8 @@ local function warm_rate(t, q, warning, maxt, ramp, slope, cold_pass, min_rate)
   local sec = t - t % 1000
   local stored = get('st')
   if stored == nil or stored < 0 then stored = maxt; set('st', stored) end
-  local lf = get('lf')
-  if not (lf ~= nil and sec <= lf) then
-    local elapsed = 0
-    if lf ~= nil then elapsed = sec - lf end
-    local v = stored
-    if stored < warning or (stored > warning and prev < cold_pass and not busy) then
-      local nv = stored + elapsed * q / 1000
-      if nv >= maxt then v = maxt else v = math.floor(nv) end
-    end
-    if v > maxt then v = maxt end
-    v = v - prev
-    if v < 0 then v = 0 end
-    stored = v
-    set('st', v); set('lf', sec)
-  end
+  local x = warm_tokens(stored, get('lf'), sec, q, warning, maxt, prev, cold_pass, busy)
+  if x ~= nil then stored = x; set('st', x); set('lf', sec) end
   local rate = q
   if ramp == 1 and stored >= warning then
     rate = nextafter_up(1.0 / ((stored - warning) * slope + 1.0 / q))

@@ -2,14 +2,7 @@
         if v == 1 then
           D.c[1] = D.c[1] + n
           if not lean or fl % 128 >= 64 then  -- the minute window's passes
-            local si = (t - t % 1000) / 1000
-            local mni = D.mni
-            if mni == nil then
-              D.mni = si; D.wc = 0; D.wp = 0
-            elseif si > mni then
-              if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
-              D.wc = 0; D.mni = si
-            end
+            minute_at(D, (t - t % 1000) / 1000)
             D.wc = D.wc + n
           end
         elseif not lean and fl % 8 < 4 then

@@ -116,3 +116,53 @@ local function encode_compact(D, IV, SC)
   end
   return cmsgpack.pack(unpack(out, 1, o))
 end
+-- the smallest double above x
+local function nextafter_up(x)
+  local _, e = math.frexp(x)
+  return x + math.ldexp(1, e - 53)
+end
+-- the compact state's minute counters moved to whole second si (its passes wc, the
+-- previous second's wp)
+local function minute_at(D, si)
+  local mni = D.mni
+  if mni == nil then
+    D.mni = si; D.wc = 0; D.wp = 0
+  elseif si > mni then
+    if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
+    D.wc = 0; D.mni = si
+  end
+end
+-- the warm-up tokens synced at whole second sec (ms) from `stored`, last synced at lf (ms,
+-- or nil), prev the last second's passes; nil when already synced this second
+local function warm_tokens(stored, lf, sec, q, warning, maxt, prev, cold_pass, busy)
+  if lf ~= nil and sec <= lf then return nil end
+  local elapsed = 0
+  if lf ~= nil then elapsed = sec - lf end
+  local x = stored
+  if stored < warning or (stored > warning and prev < cold_pass and not busy) then
+    local nv = stored + elapsed * q / 1000
+    if nv >= maxt then x = maxt else x = math.floor(nv) end
+  end
+  if x > maxt then x = maxt end
+  x = x - prev
+  if x < 0 then x = 0 end
+  return x
+end
+-- a throttle's decision on its pace (lm ms, ln ns within it; lm nil: none yet) for a
+-- request of cost ns at now, queueing up to maxq ns unless `try`: the verdict (1 pass),
+-- its wait, its retry (-1: none) and the new pace (nil: unchanged)
+local function pace_step(lm, ln, cost, maxq, try)
+  if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
+    return 1, 0, -1, now_ms, sub
+  end
+  local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
+  if try or w > maxq then
+    local retry = w
+    if not try then retry = w - maxq end
+    if retry > NS_MAX then retry = NS_MAX end
+    return 0, 0, retry, nil, nil
+  end
+  local total = ln + cost
+  local carry = math.floor(total / 1000000)
+  return 1, w, -1, lm + carry, total - carry * 1000000
+end

@@ -14,23 +14,8 @@ else
   if lm ~= nil and another_clocks((lm - now_ms) * 1000000 + (ln - sub), maxq + IV * 1000000) then
     lm = nil; del('lm'); del('ln')  -- another clock's pace (beyond any queue)
   end
-  if lm == nil or (now_ms - lm) * 1000000 + (sub - ln) >= cost then
-    set('lm', now_ms); set('ln', sub)
-    v = 1
-  else
-    local w = (lm - now_ms) * 1000000 + (ln - sub) + cost
-    if has(F_TRY) then
-      retry = w
-      if retry > NS_MAX then retry = NS_MAX end
-    elseif w > maxq then
-      retry = w - maxq
-      if retry > NS_MAX then retry = NS_MAX end
-    else
-      local total = ln + cost
-      local carry = math.floor(total / 1000000)
-      set('lm', lm + carry); set('ln', total - carry * 1000000)
-      v = 1; wait = w
-    end
-  end
+  local nlm, nln
+  v, wait, retry, nlm, nln = pace_step(lm, ln, cost, maxq, has(F_TRY))
+  if nlm ~= nil then set('lm', nlm); set('ln', nln) end
 end
 return conclude(v, t, wait, retry, false, 0, false)

@@ -8,36 +8,16 @@
       local sec = t - t % 1000
       local busy = pu ~= nil and pu > sec - 1000
       local si = sec / 1000
-      local mni = D.mni
-      if mni == nil then
-        D.mni = si; D.wc = 0; D.wp = 0
-      elseif si > mni then
-        if si == mni + 1 then D.wp = D.wc else D.wp = 0 end
-        D.wc = 0; D.mni = si
-      end
+      minute_at(D, si)
       local prev = D.wp  -- the last whole second's passes
       local stored, lf = D.st, D.lfi
       if stored == nil then stored = maxt end
       if lf ~= nil then lf = lf * 1000 end
-      if not (lf ~= nil and sec <= lf) then
-        local elapsed = 0
-        if lf ~= nil then elapsed = sec - lf end
-        local x = stored
-        if stored < warning or (stored > warning and prev < tonumber(ARGV[17]) and not busy) then
-          local nv = stored + elapsed * q / 1000
-          if nv >= maxt then x = maxt else x = math.floor(nv) end
-        end
-        if x > maxt then x = maxt end
-        x = x - prev
-        if x < 0 then x = 0 end
-        stored = x
-        D.st = x; D.lfi = si
-      end
+      local x = warm_tokens(stored, lf, sec, q, warning, maxt, prev, tonumber(ARGV[17]), busy)
+      if x ~= nil then stored = x; D.st = x; D.lfi = si end
       local rate = q
       if ARGV[15] == '1' and stored >= warning then
-        local x = 1.0 / ((stored - warning) * tonumber(ARGV[16]) + 1.0 / q)
-        local _, e = math.frexp(x)
-        rate = x + math.ldexp(1, e - 53)
+        rate = nextafter_up(1.0 / ((stored - warning) * tonumber(ARGV[16]) + 1.0 / q))
       end
       local min_rate = tonumber(ARGV[18])
       if rate < min_rate then rate = min_rate end
