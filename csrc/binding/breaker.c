@@ -844,43 +844,17 @@ static PyObject *Breaker_repr(BreakerObject *self)
 }
 
 static PyMethodDef Breaker_methods[] = {
-    {"try_pass", (PyCFunction)(void (*)(void))Breaker_try_pass, FASTKW,
-     "try_pass(*, now_ns=None)\n--\n\nWhether a call may run now: always when closed; when "
-     "open, no until recovery_s has passed, then yes for exactly one caller (the probe, "
-     "half-open); no while half-open."},
-    {"record", (PyCFunction)(void (*)(void))Breaker_record, FASTKW,
-     "record(rt_ms, *, error=False, now_ns=None)\n--\n\nThe outcome of an admitted call: "
-     "counted in the window; it may open the breaker (closed), or close or reopen it (the "
-     "probe's outcome, half-open)."},
-    {"cancel", (PyCFunction)(void (*)(void))Breaker_cancel, FASTKW,
-     "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe that "
-     "try_pass() let through (never an entry's) is given back, the breaker reopens with the "
-     "retry time unchanged (the next caller probes at once); a probe silent past "
-     "probe_timeout_s has already failed, and its cancel changes nothing."},
-    {"retry_after", (PyCFunction)(void (*)(void))Breaker_retry_after, FASTKW,
-     "retry_after(*, now_ns=None)\n--\n\nSeconds until a probe may pass: None when closed; "
-     "recovery_s when half-open (a probe is out)."},
-    {"stats", (PyCFunction)(void (*)(void))Breaker_stats, FASTKW,
-     "stats(now_ns=None)\n--\n\nThe window: a dict of total, errors, slow, state and "
-     "retry_after."},
-    {"totals", (PyCFunction)Breaker_totals, METH_NOARGS,
-     "totals()\n--\n\nLifetime totals since creation: a dict of total, errors, slow, "
-     "refused, probes, cancelled, and the transitions opened, half_opened, closed."},
-    {"update", (PyCFunction)(void (*)(void))Breaker_update, METH_VARARGS | METH_KEYWORDS,
-     "update(**settings)\n--\n\nChange the settings in place (error_ratio, error_count, "
-     "slow_rt_ms, slow_ratio, min_requests, recovery_s, probe_timeout_s); the state and "
-     "window are kept; a new recovery_s moves the next probe of an open breaker at once to "
-     "when it opened + recovery_s."},
-    {"_pass", (PyCFunction)(void (*)(void))Breaker_pass_ticket, FASTKW,
-     "_pass(now_ns=None)\n--\n\nAdmission with a ticket (int), or None."},
-    {"_record", (PyCFunction)(void (*)(void))Breaker_record_ticket, METH_FASTCALL,
-     "_record(ticket, rt_ms, error, now_ns=None)\n--\n\nThe outcome of the ticket's call."},
-    {"_record_timeout", (PyCFunction)(void (*)(void))Breaker_record_timeout, METH_FASTCALL,
-     "_record_timeout(ticket, rt_ms, now_ns=None)\n--\n\nThe ticket's call ran past "
-     "call_timeout_s: a failure (slow, for the slow grade)."},
-    {"_cancel", (PyCFunction)(void (*)(void))Breaker_cancel_ticket, METH_FASTCALL,
-     "_cancel(ticket, now_ns=None)\n--\n\nThe ticket's call did not run. Whether it was the "
-     "probe."},
+    METHOD(try_pass, Breaker_try_pass, FASTKW, "(*, now_ns=None)", "Whether a call may run now: always when closed; when open, no until recovery_s has passed, then yes for exactly one caller (the probe, half-open); no while half-open."),
+    METHOD(record, Breaker_record, FASTKW, "(rt_ms, *, error=False, now_ns=None)", "The outcome of an admitted call: counted in the window; it may open the breaker (closed), or close or reopen it (the probe's outcome, half-open)."),
+    METHOD(cancel, Breaker_cancel, FASTKW, "(*, now_ns=None)", "An admitted call that did not run: a probe that try_pass() let through (never an entry's) is given back, the breaker reopens with the retry time unchanged (the next caller probes at once); a probe silent past probe_timeout_s has already failed, and its cancel changes nothing."),
+    METHOD(retry_after, Breaker_retry_after, FASTKW, "(*, now_ns=None)", "Seconds until a probe may pass: None when closed; recovery_s when half-open (a probe is out)."),
+    METHOD(stats, Breaker_stats, FASTKW, "(now_ns=None)", "The window: a dict of total, errors, slow, state and retry_after."),
+    METHOD(totals, Breaker_totals, METH_NOARGS, "()", "Lifetime totals since creation: a dict of total, errors, slow, refused, probes, cancelled, and the transitions opened, half_opened, closed."),
+    METHOD(update, Breaker_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (error_ratio, error_count, slow_rt_ms, slow_ratio, min_requests, recovery_s, probe_timeout_s); the state and window are kept; a new recovery_s moves the next probe of an open breaker at once to when it opened + recovery_s."),
+    METHOD(_pass, Breaker_pass_ticket, FASTKW, "(now_ns=None)", "Admission with a ticket (int), or None."),
+    METHOD(_record, Breaker_record_ticket, METH_FASTCALL, "(ticket, rt_ms, error, now_ns=None)", "The outcome of the ticket's call."),
+    METHOD(_record_timeout, Breaker_record_timeout, METH_FASTCALL, "(ticket, rt_ms, now_ns=None)", "The ticket's call ran past call_timeout_s: a failure (slow, for the slow grade)."),
+    METHOD(_cancel, Breaker_cancel_ticket, METH_FASTCALL, "(ticket, now_ns=None)", "The ticket's call did not run. Whether it was the probe."),
     {NULL}};
 
 static PyGetSetDef Breaker_getset[] = {

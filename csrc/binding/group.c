@@ -574,21 +574,11 @@ static PyObject *Group_repr(GroupObject *self)
 }
 
 static PyMethodDef Group_methods[] = {
-    {"try_acquire", (PyCFunction)(void (*)(void))Group_try_acquire, FASTKW,
-     "try_acquire(*ns, now_ns=None)\n--\n\n"
-     "Admit now by every member, or charge none; never waits. ns: nothing (1 each), one n "
-     "for every member, or one n per member. A refusal counts BLOCK on the refusing members."},
-    {"reserve", (PyCFunction)(void (*)(void))Group_reserve, FASTKW,
-     "reserve(*ns, now_ns=None)\n--\n\n"
-     "Admission that may need a wait (throttle members): the largest of the members' waits "
-     "in ns (0 = go now), already counted as admitted by all; None when refused."},
-    {"charge", (PyCFunction)(void (*)(void))Group_charge, FASTKW,
-     "charge(*ns, now_ns=None)\n--\n\nCount ns more as admitted now on the members, without "
-     "a decision: what a request used beyond its admission (tokens known after the reply). "
-     "One n for all or one per member, each >= 0 (0: not charged; a concurrency member only "
-     "0). Never refuses, never gives back."},
-    {"_decide", (PyCFunction)(void (*)(void))Group_decide, METH_FASTCALL, NULL},
-    {"_exit", (PyCFunction)(void (*)(void))Group_exit, METH_FASTCALL, NULL},
+    METHOD(try_acquire, Group_try_acquire, FASTKW, "(*ns, now_ns=None)", "Admit now by every member, or charge none; never waits. ns: nothing (1 each), one n for every member, or one n per member. A refusal counts BLOCK on the refusing members."),
+    METHOD(reserve, Group_reserve, FASTKW, "(*ns, now_ns=None)", "Admission that may need a wait (throttle members): the largest of the members' waits in ns (0 = go now), already counted as admitted by all; None when refused."),
+    METHOD(charge, Group_charge, FASTKW, "(*ns, now_ns=None)", "Count ns more as admitted now on the members, without a decision: what a request used beyond its admission (tokens known after the reply). One n for all or one per member, each >= 0 (0: not charged; a concurrency member only 0). Never refuses, never gives back."),
+    HIDDEN(_decide, Group_decide, METH_FASTCALL),
+    HIDDEN(_exit, Group_exit, METH_FASTCALL),
     {NULL}};
 
 static PyGetSetDef Group_getset[] = {

@@ -480,41 +480,17 @@ static PyGetSetDef Limiter_getset[] = {
     {NULL}};
 
 static PyMethodDef Limiter_methods[] = {
-    {"totals", limiting_totals, METH_NOARGS,
-     "totals()\n--\n\nLifetime totals since creation (monotonic, never reset): a dict with "
-     "pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow "
-     "decisions an enforcing limiter would have refused, a part of block)."},
-    {"update", (PyCFunction)(void (*)(void))Limiter_update, METH_VARARGS | METH_KEYWORDS,
-     "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
-     "warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the "
-     "throttle's queue and the warm-up tokens are kept. Shared: this process's settings."},
-    {"try_acquire", (PyCFunction)(void (*)(void))Limiter_try_acquire, FASTKW,
-     "try_acquire(n=1, *, now_ns=None)\n--\n\n"
-     "Admit now or refuse; never waits. Counts PASS or BLOCK."},
-    {"reserve", (PyCFunction)(void (*)(void))Limiter_reserve, FASTKW,
-     "reserve(n=1, *, now_ns=None, prioritized=False)\n--\n\n"
-     "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."},
-    {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, FASTKW,
-     "acquire(n=1, *, timeout=None)\n--\n\n"
-     "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. "
-     "With a timeout, retry until admitted or timeout seconds have passed."},
-    {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
-     "release(n=1)\n--\n\nGive back n in flight."},
-    {"_refund", (PyCFunction)(void (*)(void))Limiter_refund, FASTKW,
-     "_refund(n, now_ns=None)\n--\n\nGive back a throttle's slot of n not used: its queue "
-     "moves back by the cost of n, never before now. Counts nothing."},
-    {"charge", (PyCFunction)(void (*)(void))Limiter_charge, FASTKW,
-     "charge(n, *, now_ns=None)\n--\n\nCount n more as admitted now, without a decision: "
-     "what a request used beyond what it was admitted for (tokens known after the reply). "
-     "PASS (n) in the current bucket, seen by later decisions until it slides out; a "
-     "throttle's queue moves by the cost of n. Never refuses, never gives back."},
-    {"entry", (PyCFunction)(void (*)(void))Limiter_entry, FASTKW,
-     "entry(n=1, *, timeout=None)\n--\n\nA context manager: acquire (as acquire(n, "
-     "timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit "
-     "record SUCCESS or EXCEPTION, RT, and release."},
-    {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
-     "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
-    {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
+    METHOD(totals, limiting_totals, METH_NOARGS, "()", "Lifetime totals since creation (monotonic, never reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow decisions an enforcing limiter would have refused, a part of block)."),
+    METHOD(update, Limiter_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the throttle's queue and the warm-up tokens are kept. Shared: this process's settings."),
+    METHOD(try_acquire, Limiter_try_acquire, FASTKW, "(n=1, *, now_ns=None)", "Admit now or refuse; never waits. Counts PASS or BLOCK."),
+    METHOD(reserve, Limiter_reserve, FASTKW, "(n=1, *, now_ns=None, prioritized=False)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
+    METHOD(acquire, Limiter_acquire, FASTKW, "(n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. With a timeout, retry until admitted or timeout seconds have passed."),
+    METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
+    METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),
+    METHOD(charge, Limiter_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
+    METHOD(entry, Limiter_entry, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
+    METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The window's statistics as a Stats."),
+    HIDDEN(_release_entry, Limiter_release_entry, METH_O),
     LIMITING_METHODS,
     ADAPTIVE_METHODS
     {NULL}};
