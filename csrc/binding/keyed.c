@@ -134,22 +134,6 @@ static int set_overrides(KeyedObject *self, PyObject *value)
     }
 }
 
-static int k_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *k_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int k_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
 /* Warm-up is not per key. @return 0, or -1 with ValueError set */
 static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 {
@@ -250,7 +234,7 @@ static int keyed_open_shared(KeyedObject *self, const struct sw_limiter_cfg *cfg
         return -1;
     self->is_shared = 1;
     self->view.st = self->shm.state;
-    /* the creator's seed, checked (never 0) by k_check_state; it never changes after */
+    /* the creator's seed, checked (never 0) by sw_keyed_region_check; it never changes after */
     atomic_store_explicit(&self->seed, self->view.st->seed, memory_order_relaxed);
     self->view.rule = &self->rule;
     self->view.token = SW_LOCK_PROCESS;
@@ -409,7 +393,7 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts);
 _Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
     "KeyedLimiter",
-    {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
+    {SW_KIND_KEYED, sw_keyed_region_init, sw_keyed_region_check, sw_keyed_region_lock},
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,

@@ -112,15 +112,11 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 /* The window of either mode over self->mem: the ring, no future, no hooks. */
 static void metric_set_window(MetricObject *self, bool eventual, uint64_t token)
 {
-    self->win.lock = &self->mem->lock;
-    self->win.leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap;
+    self->win = (struct sw_window){
+        .lock = &self->mem->lock,
+        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
+        .token = token};
     self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
-    self->win.future = NULL;
-    self->win.token = token;
-    self->win.repair = NULL;
-    self->win.enter = NULL;
-    self->win.leave = NULL;
-    self->win.hot_ctx = NULL;
 }
 
 /* Open the region of a shared Metric (names: its user-defined events, NULL for the

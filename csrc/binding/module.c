@@ -236,21 +236,27 @@ static int module_exec(PyObject *m)
     X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
     X(aenter) X(aexit) X(breaker_tell)
 
+#define REF_OFFSET(f) offsetof(module_state, f),
+static const size_t state_refs[] = {STATE_REFS(REF_OFFSET)};
+#undef REF_OFFSET
+
+/* The i-th reference of the module's state (state_refs). */
+static PyObject **state_ref(PyObject *m, size_t i)
+{
+    return (PyObject **)(void *)((char *)PyModule_GetState(m) + state_refs[i]);
+}
+
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    module_state *st = (module_state *)PyModule_GetState(m);
-#define VISIT_REF(f) Py_VISIT(st->f);
-    STATE_REFS(VISIT_REF)
-#undef VISIT_REF
+    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
+        Py_VISIT(*state_ref(m, i));
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
-    module_state *st = (module_state *)PyModule_GetState(m);
-#define CLEAR_REF(f) Py_CLEAR(st->f);
-    STATE_REFS(CLEAR_REF)
-#undef CLEAR_REF
+    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
+        Py_CLEAR(*state_ref(m, i));
     return 0;
 }
 

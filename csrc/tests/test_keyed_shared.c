@@ -225,22 +225,6 @@ static void test_kill_anywhere(void)
 }
 
 
-static int k_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *k_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int k_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
 static struct sw_shm_layout k_layout(uint32_t max_keys)
 {
     struct sw_shm_layout lay;
@@ -251,9 +235,9 @@ static struct sw_shm_layout k_layout(uint32_t max_keys)
     lay.max_keys = max_keys;
     lay.n_slots = SW_SHM_MAX_PROCS;
     lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay.init_state = k_init_state;
-    lay.check_state = k_check_state;
-    lay.state_lock = k_state_lock;
+    lay.init_state = sw_keyed_region_init;
+    lay.check_state = sw_keyed_region_check;
+    lay.state_lock = sw_keyed_region_lock;
     return lay;
 }
 
@@ -315,18 +299,18 @@ static void test_shared(void)
     sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(sw_keyed_release(&v, fp_int(1), 2), SW_OK);
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* a damaged region is refused: a holding naming an entry past the table */
     struct sw_kstate *ks = s.state;
     struct sw_khold *h = (struct sw_khold *)(void *)((char *)ks + ks->off_hold);
     struct sw_khold saved = h[0];
     h[0].entry = ks->cap + 1u;
     h[0].slot = 0;
-    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     h[0] = saved;
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     ks->n_live = ks->max_keys + 1u; /* beyond the layout */
-    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     sw_shm_close(&s);
 }
 
@@ -396,7 +380,7 @@ static void give_back_per_key(void)
     CHECK_EQ(sw_keyed_release(&b, fp_int(2), 1), SW_OK);
     CHECK_EQ(sw_keyed_release(&b, fp_int(5), 1), SW_OK);
     CHECK_EQ(sw_keyed_release(&p2, fp_int(3), 1), SW_OK);
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* many keys: the record grows, then shrinks as they are released */
     for (int64_t i = 0; i < 90; i++)
         sw_keyed_decide(&a, fp_int(100 + i), 1, MS(10), 0, &d);
@@ -500,7 +484,7 @@ static void test_shared_kill_mid_eviction(void)
         CHECK_EQ(d.verdict, SW_PASS);
         uint32_t len = sw_keyed_len(&v);
         CHECK(len >= 7u && len <= 8u);
-        CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         check_repair_keeps(&v, len); /* every key held is found */
     }
     for (int64_t key = 1000; key < 1050; key++)
@@ -510,7 +494,7 @@ static void test_shared_kill_mid_eviction(void)
         sw_keyed_decide(&v, fp_int(key), 10, MS(40), SW_F_TRY, &d);
         CHECK_EQ(d.verdict, SW_BLOCK); /* held with its window (1 passed: 10 more do not fit) */
     }
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
 }
 

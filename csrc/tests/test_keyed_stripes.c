@@ -17,22 +17,6 @@
 
 #define KMAX 4096u /* keys of the tables here: 16 stripes */
 
-static int ks_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *ks_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int ks_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
 static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
 {
     memset(lay, 0, sizeof *lay);
@@ -42,9 +26,9 @@ static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_ke
     lay->max_keys = max_keys;
     lay->n_slots = SW_SHM_MAX_PROCS;
     lay->state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay->init_state = ks_init_state;
-    lay->check_state = ks_check_state;
-    lay->state_lock = ks_state_lock;
+    lay->init_state = sw_keyed_region_init;
+    lay->check_state = sw_keyed_region_check;
+    lay->state_lock = sw_keyed_region_lock;
     shm_anon(s, lay);
 }
 
@@ -110,13 +94,13 @@ static void test_stripes_layout(void)
     CHECK_EQ(ev + keys, (int64_t)KMAX + 1000);
     CHECK_EQ(stats.pass, (int64_t)KMAX + 1000);
     check_live(&v);
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* a stripe's header that disagrees with the layout is refused */
     struct sw_kstate *s3 = (struct sw_kstate *)(void *)((char *)st + 3u * st->stride);
     s3->stripe = 4;
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     s3->stripe = 3;
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
     /* a small shared table keeps one stripe (exact LRU over all its keys) */
     ks_open(&s, &lay, 300);
@@ -310,7 +294,7 @@ static void test_stripes_kill(void)
         sw_keyed_decide(&v, fp_in(3, 501), 1, MS(10), 0, &d);
         CHECK_EQ(d.verdict, SW_PASS);
         check_live(&v);
-        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         sw_shm_close(&s);
     }
 }
@@ -362,7 +346,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         int64_t ev, keys;
         sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
         CHECK_EQ(st.pass, 10);
-        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         sw_shm_close(&s);
     }
 }
