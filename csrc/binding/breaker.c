@@ -269,13 +269,6 @@ static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
     return NULL;
 }
 
-/* FIRE for an admission: a listener's exception gives the admission back (a probe's) */
-#define FIRE_ADMITTED(self, chg, ok, ticket)                                                   \
-    do {                                                                                       \
-        if (__builtin_expect((chg).n != 0, 0) && bk_fire((self), &(chg)) < 0)                 \
-            return (ok) ? bk_fire_failed_give_back((self), (ticket)) : NULL;                   \
-    } while (0)
-
 /* ---- shared regions ---- */
 
 static int bk_init_state(void *state, const struct sw_shm_layout *lay)
@@ -362,42 +355,30 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name = name;
     self->name_given = name_given;
     self->weakreflist = NULL;
-    if (mode == 0) {
-        self->shared = bk_ref(Py_None);
-    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    self->shared = mode == 0 ? bk_ref(Py_None) : shared_canonical(o_shared, path);
+    if (self->shared == NULL)
+        goto fail;
+    int rc;
     if (mode == 0) {
         size_t size = sw_breaker_size(&cfg);
         self->br = size ? PyMem_Calloc(1, size) : NULL;
         if (self->br == NULL) {
-            Py_DECREF(self);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            goto fail;
         }
-        int rc = sw_breaker_init(self->br, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_breaker_init(self->br, &cfg)) != SW_OK)
+            goto fail_rc;
         sw_breaker_view(self->br, &self->view);
         self->view.seq = &self->seq;
-        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0)
+            goto fail;
     } else {
-        int rc = sw_brule_init(&self->rule, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_brule_init(&self->rule, &cfg)) != SW_OK)
+            goto fail_rc;
         if (region_open(&self->shm, mode, path, &breaker_region, cfg.interval_ms,
                         cfg.sample_count, 0, 0,
-                        sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+                        sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0)
+            goto fail;
         self->is_shared = 1;
         self->view.st = self->shm.state;
         self->view.rule = &self->rule;
@@ -405,21 +386,22 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.seq = &self->seq;
         /* a region is input: restore what a process killed inside may have left */
         if (GAVE_UP(sw_bstate_check_repair(&self->view))) {
-            Py_DECREF(self);
-            return bk_gave_up();
+            (void)bk_gave_up();
+            goto fail;
         }
         /* no private lock to reset, but the queue (not a shared link: the limiters'
          * fork_sum reads those as limiters) */
-        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0)
+            goto fail;
     }
-    if (registry_add(st, self->name, (PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    if (registry_add(st, self->name, (PyObject *)self) < 0)
+        goto fail;
     return (PyObject *)self;
+fail_rc:
+    (void)raise_core_error(rc);
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 static void Breaker_dealloc(BreakerObject *self)
@@ -446,20 +428,38 @@ static void Breaker_dealloc(BreakerObject *self)
 
 /* ---- the hot pair ---- */
 
+/* The admission of try_pass() and _pass(now_ns=None) (admit: the core's call), the changes
+ * told (a listener's exception gives the admission back, a probe's). @return whether
+ * admitted (the ticket in *ticket), or -1 with an exception set */
+static inline int bk_admit(BreakerObject *self, const char *fname,
+                           int (*admit)(const struct sw_bview *, int64_t, uint64_t *,
+                                        struct sw_brk_changes *),
+                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                           uint64_t *ticket)
+{
+    int64_t now = SW_NOW;
+    struct sw_brk_changes chg;
+    if ((nargs != 0 || kwnames != NULL) && parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return -1;
+    int ok = admit(&self->view, now, ticket, &chg);
+    if (GAVE_UP(ok)) {
+        (void)bk_gave_up();
+        return -1;
+    }
+    if (__builtin_expect(chg.n != 0, 0) && bk_fire(self, &chg) < 0) {
+        if (ok)
+            (void)bk_fire_failed_give_back(self, *ticket);
+        return -1;
+    }
+    return ok != 0;
+}
+
 static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
     uint64_t ticket;
-    struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("try_pass", args, nargs, kwnames, &now) < 0)
-        return NULL;
-    int ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
-    if (GAVE_UP(ok))
-        return bk_gave_up();
-    FIRE_ADMITTED(self, chg, ok, ticket);
-    return bk_ref(ok ? Py_True : Py_False);
+    int ok = bk_admit(self, "try_pass", sw_breaker_try_pass, args, nargs, kwnames, &ticket);
+    return ok < 0 ? NULL : bk_ref(ok ? Py_True : Py_False);
 }
 
 /* rt_ms: an int or float >= 0 (the fast path: a plain float or int) */
@@ -522,8 +522,7 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
 {
     int64_t now = SW_NOW; /* the probe timeout: a probe silent past it is not cancelled */
     struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
+    if (parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
         return NULL;
     if (GAVE_UP(sw_breaker_cancel(&self->view, SW_BRK_ANY, now, &chg)))
         return bk_gave_up();
@@ -537,18 +536,10 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
 static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
     uint64_t ticket;
-    struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("_pass", args, nargs, kwnames, &now) < 0)
-        return NULL;
-    int ok = sw_breaker_pass_ticket(&self->view, now, &ticket, &chg);
-    if (GAVE_UP(ok))
-        return bk_gave_up();
-    FIRE_ADMITTED(self, chg, ok, ticket);
-    if (!ok)
-        Py_RETURN_NONE;
+    int ok = bk_admit(self, "_pass", sw_breaker_pass_ticket, args, nargs, kwnames, &ticket);
+    if (ok <= 0)
+        return ok < 0 ? NULL : bk_ref(Py_None);
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
@@ -631,9 +622,8 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
 static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
+    int64_t now;
+    if (parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
         return NULL;
     int64_t ns;
     if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
