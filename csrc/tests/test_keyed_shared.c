@@ -225,39 +225,12 @@ static void test_kill_anywhere(void)
 }
 
 
-static struct sw_shm_layout k_layout(uint32_t max_keys)
-{
-    struct sw_shm_layout lay;
-    memset(&lay, 0, sizeof lay);
-    lay.kind = SW_KIND_KEYED;
-    lay.interval_ms = 1000;
-    lay.sample_count = 2;
-    lay.max_keys = max_keys;
-    lay.n_slots = SW_SHM_MAX_PROCS;
-    lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay.init_state = sw_keyed_region_init;
-    lay.check_state = sw_keyed_region_check;
-    lay.state_lock = sw_keyed_region_lock;
-    return lay;
-}
-
-static void kview_of(struct sw_shm *shm, const struct sw_krule *rule, struct sw_kview *v)
-{
-    v->st = shm->state;
-    v->rule = rule;
-    v->token = SW_LOCK_PROCESS;
-    v->slots = shm->slots;
-    v->n_slots = shm->n_slots;
-    v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
-    v->held = NULL;
-}
-
 /* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
  * rule (checked). */
 static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_krule *rule,
                          uint32_t max_keys, int grade, double count)
 {
-    *lay = k_layout(max_keys);
+    *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
     struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
     CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
@@ -272,7 +245,7 @@ static void test_shared(void)
     struct victim kid;
     if (victim_fork(&kid)) {
         struct sw_kview v;
-        kview_of(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d); /* holds key 1 fully */
         sw_keyed_decide(&v, fp_int(2), 1, MS(10), 0, &d); /* and 1 of key 2 */
@@ -283,7 +256,7 @@ static void test_shared(void)
     victim_wait(&kid);
     victim_kill(&kid);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d); /* takes the lock over, repairs */
     CHECK_EQ(d.verdict, SW_BLOCK);
@@ -333,10 +306,10 @@ static void give_back_per_key(void)
     struct sw_kheld ha, hb;
     memset(&ha, 0, sizeof ha);
     memset(&hb, 0, sizeof hb);
-    kview_of(&s, &rule, &a);
-    kview_of(&s, &rule, &b);
-    kview_of(&s, &rule, &p2);
-    kview_of(&s, &rule, &p3);
+    kshm_view(&s, &rule, &a);
+    kshm_view(&s, &rule, &b);
+    kshm_view(&s, &rule, &p2);
+    kshm_view(&s, &rule, &p3);
     CHECK_EQ(a.my_slot, b.my_slot); /* one slot a process */
     p2.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as other processes' */
     p3.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 2u);
@@ -412,14 +385,14 @@ static void kill_mid_hold(bool giving_back)
     struct sw_krule rule;
     kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 5);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
     CHECK_EQ(d.verdict, SW_PASS);
     struct victim kid;
     if (victim_fork(&kid)) {
         struct sw_kview cv;
-        kview_of(&s, &rule, &cv);
+        kshm_view(&s, &rule, &cv);
         struct sw_decision cd;
         if (giving_back)
             sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
@@ -459,7 +432,7 @@ static void test_shared_kill_mid_eviction(void)
     struct sw_krule rule;
     kregion_open(&s, &lay, &rule, 8, SW_GRADE_QPS, 10);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     for (int64_t key = 0; key < 8; key++)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
@@ -470,7 +443,7 @@ static void test_shared_kill_mid_eviction(void)
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            kview_of(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             victim_arm(victim_hang);
             sw_keyed_decide(&cv, fp_int(100 + round), 1, MS(20), 0, &d); /* evicts: hangs */
             _exit(0);
@@ -511,7 +484,7 @@ static void test_takeover_without_random(void)
     char path[128];
     snprintf(path, sizeof path, "/tmp/sw-test-%ld-kns", (long)getpid());
     unlink(path);
-    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm_layout lay = kshm_layout(16);
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
@@ -539,7 +512,7 @@ static void test_reinit_without_random(void)
     char path[128];
     snprintf(path, sizeof path, "/tmp/sw-test-%ld-kboot", (long)getpid());
     unlink(path);
-    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm_layout lay = kshm_layout(16);
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);

@@ -4,6 +4,7 @@
  * stripe's critical section (the other stripes go on meanwhile; the stripe is taken over,
  * repaired, and the table's count of keys stays right; its holdings in every stripe come
  * back). */
+#include "keyed_util.h"
 #include "limiter_util.h"
 #include "shm_util.h"
 #include "sw_keyed.h"
@@ -19,28 +20,8 @@
 
 static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
 {
-    memset(lay, 0, sizeof *lay);
-    lay->kind = SW_KIND_KEYED;
-    lay->interval_ms = 1000;
-    lay->sample_count = 2;
-    lay->max_keys = max_keys;
-    lay->n_slots = SW_SHM_MAX_PROCS;
-    lay->state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay->init_state = sw_keyed_region_init;
-    lay->check_state = sw_keyed_region_check;
-    lay->state_lock = sw_keyed_region_lock;
+    *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
-}
-
-static void ks_view(struct sw_shm *s, const struct sw_krule *rule, struct sw_kview *v)
-{
-    v->st = s->state;
-    v->rule = rule;
-    v->token = SW_LOCK_PROCESS;
-    v->slots = s->slots;
-    v->n_slots = s->n_slots;
-    v->my_slot = sw_shm_claim_slot(s, sw_proc_token());
-    v->held = NULL;
 }
 
 /* A fingerprint of stripe `stripe` (its low bits), k-th of that stripe. */
@@ -77,7 +58,7 @@ static void test_stripes_layout(void)
     struct sw_krule rule;
     CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
     struct sw_kview v;
-    ks_view(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     uint64_t x = 99;
     for (uint32_t k = 0; k < KMAX + 1000u; k++) {
@@ -127,7 +108,7 @@ static void *hammer_thread(void *arg)
 {
     struct hammer *h = arg;
     struct sw_kview v;
-    ks_view(h->s, h->rule, &v);
+    kshm_view(h->s, h->rule, &v);
     struct sw_decision d;
     for (int t = 0; t < HAMMER_TRIES; t++) {
         for (uint32_t k = 0; k < HAMMER_OWN; k++) {
@@ -198,7 +179,7 @@ static void test_stripes_hammer(void)
     int64_t want = workers * HAMMER_OWN * HAMMER_LIMIT + HAMMER_COMMON * HAMMER_LIMIT;
     CHECK_EQ(passes, want);
     struct sw_kview v;
-    ks_view(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_stats st;
     int64_t ev, keys;
     sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
@@ -251,14 +232,14 @@ static void test_stripes_kill(void)
         struct sw_krule rule;
         CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
         struct sw_kview v;
-        ks_view(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         for (uint32_t k = 0; k < 16; k++) /* this process holds 1 of a key in every stripe */
             sw_keyed_decide(&v, fp_in(k, 7), 1, MS(10), 0, &d);
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            ks_view(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             struct sw_decision cd;
             for (uint32_t k = 0; k < 16; k++) /* the child holds 2 of each */
                 sw_keyed_decide(&cv, fp_in(k, 7), 2, MS(10), 0, &cd);
@@ -314,7 +295,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         struct sw_krule rule;
         CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
         struct sw_kview v;
-        ks_view(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         uint64_t fp = fp_in(5, 1);
         for (int k = 0; k < 5; k++) {
@@ -324,7 +305,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            ks_view(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             struct sw_decision cd;
             for (int k = 0; k < 3; k++)
                 sw_keyed_decide(&cv, fp, 1, MS(10), SW_F_TRY, &cd);
