@@ -93,6 +93,8 @@ typedef struct {
 
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
 module_state *state_of_type(PyTypeObject *tp);
+/** state_of_type for a constructor: NULL with TypeError set when none. */
+module_state *state_for_new(PyTypeObject *tp);
 
 /* The start of tp_dealloc of a GC type with weak references: untracked, the weak references
  * cleared. @return its type, to release last */

@@ -114,11 +114,7 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
                                                        &cfg->probe_timeout_s) < 0)
         return -1;
     struct sw_cfg_error err;
-    if (sw_breaker_check_ex(cfg, &err) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, err.msg);
-        return -1;
-    }
-    return 0;
+    return cfg_checked(sw_breaker_check_ex(cfg, &err), &err);
 }
 
 /* ---- listeners ---- */
@@ -317,11 +313,9 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
     PyObject *name = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOO:Breaker", kwlist,
                                      &a.error_ratio, &a.error_count, &a.slow_rt_ms,
                                      &a.slow_ratio, &a.min_requests, &a.recovery_s,
@@ -329,13 +323,8 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     struct sw_breaker_cfg cfg;
     sw_breaker_cfg_default(&cfg);
-    int64_t samples = cfg.sample_count;
-    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg.interval_ms) < 0)
-        return NULL;
-    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
-        return NULL;
-    cfg.sample_count = (uint32_t)samples;
-    if (bk_apply(&cfg, &a, 1) < 0)
+    if (parse_window(o_int, o_samp, &cfg.interval_ms, &cfg.sample_count) < 0 ||
+        bk_apply(&cfg, &a, 1) < 0)
         return NULL;
     int name_given;
     int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
@@ -569,36 +558,37 @@ static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t
     return nargs > nfixed ? parse_now(args[nfixed], now) : 0;
 }
 
-/* _record(ticket, rt_ms, error, now_ns=None) */
+/* _record(ticket, rt_ms, error, now_ns=None), or (timeout) _record_timeout(ticket, rt_ms,
+ * now_ns=None): the ticket's call ran past call_timeout_s */
+static PyObject *bk_record_ticket(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  bool timeout)
+{
+    uint64_t ticket;
+    double rt;
+    int64_t now = SW_NOW;
+    int error = 1;
+    struct sw_brk_changes chg;
+    if (parse_ticket_call(args, nargs, timeout ? 2 : 3,
+                          timeout ? "_record_timeout(ticket, rt_ms, now_ns=None)"
+                                  : "_record(ticket, rt_ms, error, now_ns=None)",
+                          &ticket, &now) < 0 ||
+        parse_rt(args[1], &rt) < 0 || (!timeout && (error = PyObject_IsTrue(args[2])) < 0))
+        return NULL;
+    int rc = timeout ? sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg)
+                     : sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg);
+    return bk_recorded(self, rc, &chg);
+}
+
 static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
 {
-    uint64_t ticket;
-    double rt;
-    int64_t now = SW_NOW;
-    struct sw_brk_changes chg;
-    if (parse_ticket_call(args, nargs, 3, "_record(ticket, rt_ms, error, now_ns=None)", &ticket,
-                          &now) < 0 || parse_rt(args[1], &rt) < 0)
-        return NULL;
-    int error = PyObject_IsTrue(args[2]);
-    if (error < 0)
-        return NULL;
-    return bk_recorded(self, sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg),
-                       &chg);
+    return bk_record_ticket(self, args, nargs, false);
 }
 
-/* _record_timeout(ticket, rt_ms, now_ns=None): the ticket's call ran past call_timeout_s */
 static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *args,
                                         Py_ssize_t nargs)
 {
-    uint64_t ticket;
-    double rt;
-    int64_t now = SW_NOW;
-    struct sw_brk_changes chg;
-    if (parse_ticket_call(args, nargs, 2, "_record_timeout(ticket, rt_ms, now_ns=None)", &ticket,
-                          &now) < 0 || parse_rt(args[1], &rt) < 0)
-        return NULL;
-    return bk_recorded(self, sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg), &chg);
+    return bk_record_ticket(self, args, nargs, true);
 }
 
 /* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */

@@ -254,11 +254,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     struct sw_limiter_cfg cfg;
     PyObject *o_shared, *o_name, *name = NULL, *o_max = NULL, *o_over = NULL, *rest = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (keyed_take_kwargs(kwds, &rest, &o_max, &o_over) < 0)
         goto fail0;
     if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||

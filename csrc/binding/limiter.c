@@ -49,11 +49,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     struct sw_limiter_cfg cfg;
     PyObject *o_shared, *o_name, *name = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
         return NULL;
     int name_given;
@@ -73,72 +71,60 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
     Py_XINCREF(mode == 0 ? shared : NULL);
     if (limiting_init((PyObject *)self, &limiter_ops, st, &cfg, &self->view, &self->view.my_slot,
-                      name, name_given, shared) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+                      name, name_given, shared) < 0)
+        goto fail;
     self->fork.kind = FORK_KIND_LIMITER;
+    int rc;
     if (mode == 0) {
         self->lim = PyMem_Calloc(1, size);
         if (self->lim == NULL) {
-            Py_DECREF(self);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            goto fail;
         }
-        int rc = sw_limiter_init(self->lim, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_limiter_init(self->lim, &cfg)) != SW_OK)
+            goto fail_rc;
         sw_limiter_view(self->lim, &self->view);
         struct sw_window w;
         sw_limiter_window(self->lim, &w);
-        if (fork_register(&self->fork, w.lock, &self->wq) < 0 ||
-            registry_add(st, self->name, (PyObject *)self) < 0) {
-            Py_DECREF(self);
-            return NULL;
+        if (fork_register(&self->fork, w.lock, &self->wq) < 0)
+            goto fail;
+    } else {
+        if ((rc = sw_rule_init(&self->rule, &cfg)) != SW_OK)
+            goto fail_rc;
+        if (region_open(&self->shm, mode, path, &limiter_ops.region, cfg.interval_ms,
+                        cfg.sample_count, 0, SW_SHM_MAX_PROCS,
+                        sw_lstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0)
+            goto fail;
+        self->is_shared = 1;
+        self->view.st = self->shm.state;
+        self->view.rule = &self->rule;
+        self->view.token = SW_LOCK_PROCESS;
+        self->view.slots = self->shm.slots;
+        self->view.n_slots = self->shm.n_slots;
+        self->held = 0;
+        self->view.held = &self->held;
+        if (limiting_claim((PyObject *)self) < 0)
+            goto fail;
+        /* restore every invariant the hot path relies on (a region is input), then give back
+         * what dead processes left in flight when a reap is due */
+        if (GAVE_UP(sw_lstate_check_repair(&self->view))) {
+            (void)lock_gave_up();
+            /* the slot just claimed holds nothing: free it without the lock that never came */
+            atomic_store(&self->view.slots[self->view.my_slot].token, 0);
+            self->view.my_slot = -1;
+            goto fail;
         }
-        return (PyObject *)self;
+        (void)limiting_maybe_reap((PyObject *)self);
+        fork_register_shared(&self->fork); /* found by the others' held_on_region */
     }
-    int rc = sw_rule_init(&self->rule, &cfg);
-    if (rc != SW_OK) {
-        Py_DECREF(self);
-        return raise_core_error(rc);
-    }
-    if (region_open(&self->shm, mode, path, &limiter_ops.region, cfg.interval_ms,
-                    cfg.sample_count, 0, SW_SHM_MAX_PROCS,
-                    sw_lstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->is_shared = 1;
-    self->view.st = self->shm.state;
-    self->view.rule = &self->rule;
-    self->view.token = SW_LOCK_PROCESS;
-    self->view.slots = self->shm.slots;
-    self->view.n_slots = self->shm.n_slots;
-    self->held = 0;
-    self->view.held = &self->held;
-    if (limiting_claim((PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    /* restore every invariant the hot path relies on (a region is input), then give back
-     * what dead processes left in flight when a reap is due */
-    if (GAVE_UP(sw_lstate_check_repair(&self->view))) {
-        (void)lock_gave_up();
-        /* the slot just claimed holds nothing: free it without the lock that never came */
-        atomic_store(&self->view.slots[self->view.my_slot].token, 0);
-        self->view.my_slot = -1;
-        Py_DECREF(self);
-        return NULL;
-    }
-    (void)limiting_maybe_reap((PyObject *)self);
-    fork_register_shared(&self->fork); /* found by the others' held_on_region */
-    if (registry_add(st, self->name, (PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    if (registry_add(st, self->name, (PyObject *)self) < 0)
+        goto fail;
     return (PyObject *)self;
+fail_rc:
+    (void)raise_core_error(rc);
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 /* What another live object of this process holds in the process's slot of self's region (its

@@ -275,12 +275,11 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     bool eventual;
     char path[4096];
     int mode, name_given;
-    int64_t interval = 1000, samples = 2;
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    int64_t interval = 1000;
+    uint32_t samples = 2;
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
                                      &o_samples, &o_events, &o_shared, &o_name, &o_consistency) ||
         parse_consistency(o_consistency, &eventual) < 0)
@@ -288,10 +287,9 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if ((o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0) ||
-        (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0))
+    if (parse_window(o_interval, o_samples, &interval, &samples) < 0)
         goto fail_name;
-    if (interval % samples != 0) {
+    if (interval % (int64_t)samples != 0) {
         PyErr_Format(PyExc_ValueError,
                      "interval_ms (%lld) must be divisible by sample_count (%lld)",
                      (long long)interval, (long long)samples);
@@ -306,7 +304,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail_name;
     }
     bool own_events = names != st->default_names;
-    struct sw_leap_cfg cfg = {interval, (uint32_t)samples, (uint32_t)PyTuple_GET_SIZE(names),
+    struct sw_leap_cfg cfg = {interval, samples, (uint32_t)PyTuple_GET_SIZE(names),
                               !own_events};
     MetricObject *self = NULL;
     if (sw_metric_mem_size(&cfg, eventual) == 0)
