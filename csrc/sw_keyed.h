@@ -206,6 +206,13 @@ int sw_keyed_set_seed(const struct sw_kview *v, uint64_t seed);
  * (holdings, the node's rings). @return SW_OK, SW_EINVAL, SW_ENOMEM */
 int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
                       uint32_t sample_count, uint32_t max_keys, bool shared);
+struct sw_shm_layout;
+/** A shared table's region callbacks (struct sw_shm_layout's init_state, check_state and
+ * state_lock: sw_keyed_init, sw_keyed_validate and the lock of the table in the region, with
+ * the layout's interval_ms, sample_count and max_keys, shared). */
+int sw_keyed_region_init(void *state, const struct sw_shm_layout *lay);
+int sw_keyed_region_check(void *state, const struct sw_shm_layout *lay);
+sw_lock *sw_keyed_region_lock(void *state);
 /** The header part of sw_keyed_validate (the layout fields only; reads nothing else): the
  * header of every stripe, so st is the whole table (size bytes), never a copy of one header.
  * @param size the bytes the whole table occupies @return SW_OK or SW_EINVAL */

@@ -5,6 +5,7 @@
 
 #include "sw_platform.h"
 #include "sw_proc.h"
+#include "sw_shm.h"
 #include "sw_time.h"
 
 #include <stdlib.h>
@@ -68,6 +69,22 @@ int sw_keyed_validate(struct sw_kstate *st, size_t size, int64_t interval_ms,
             return rc;
     }
     return SW_OK;
+}
+
+int sw_keyed_region_init(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
+}
+
+int sw_keyed_region_check(void *state, const struct sw_shm_layout *lay)
+{
+    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
+                             lay->sample_count, lay->max_keys, true);
+}
+
+sw_lock *sw_keyed_region_lock(void *state)
+{
+    return &((struct sw_kstate *)state)->lock;
 }
 
 /* Whether the key in entry i is where a lookup finds it: within its probe window, no empty

@@ -217,3 +217,22 @@ PyObject *float_repr(double v)
     Py_DECREF(f);
     return r;
 }
+
+int parse_window(PyObject *o_int, PyObject *o_samp, int64_t *interval_ms,
+                 uint32_t *sample_count)
+{
+    int64_t samples = *sample_count;
+    if ((o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, interval_ms) < 0) ||
+        (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0))
+        return -1;
+    *sample_count = (uint32_t)samples;
+    return 0;
+}
+
+int cfg_checked(int rc, const struct sw_cfg_error *err)
+{
+    if (rc == SW_OK)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, err->msg);
+    return -1;
+}

@@ -52,6 +52,15 @@ int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyOb
 int parse_now_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, int64_t *now);
 
+/** A window's interval_ms and sample_count (NULL: the value in *interval_ms, *sample_count
+ * kept), each in its range. @return 0, or -1 with an exception set */
+int parse_window(PyObject *o_int, PyObject *o_samp, int64_t *interval_ms,
+                 uint32_t *sample_count);
+
+/** The verdict rc of a core configuration check (sw_*_check_ex) that filled err.
+ * @return 0 for SW_OK, else -1 with ValueError set (err's message: it names the parameter) */
+int cfg_checked(int rc, const struct sw_cfg_error *err);
+
 /** Turn a core error code into an exception. @return NULL */
 PyObject *raise_core_error(int rc);
 

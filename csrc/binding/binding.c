@@ -23,3 +23,11 @@ module_state *state_of_type(PyTypeObject *tp)
     }
     return NULL;
 }
+
+module_state *state_for_new(PyTypeObject *tp)
+{
+    module_state *st = state_of_type(tp);
+    if (st == NULL)
+        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    return st;
+}

@@ -34,6 +34,18 @@
 
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 
+/* A method table's row: the method `name`, its C function and flags, and its docstring in
+ * the "name(signature)\n--\n\ntext" form that inspect.signature reads; HIDDEN: no doc. */
+#define METHOD(name, fn, flags, sig, doc)                                                      \
+    {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
+#define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
+
+/* A method table's row: the method `name`, its C function and flags, and its docstring in
+ * the "name(signature)\n--\n\ntext" form that inspect.signature reads; HIDDEN: no doc. */
+#define METHOD(name, fn, flags, sig, doc)                                                      \
+    {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
+#define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
+
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif
@@ -81,6 +93,8 @@ typedef struct {
 
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
 module_state *state_of_type(PyTypeObject *tp);
+/** state_of_type for a constructor: NULL with TypeError set when none. */
+module_state *state_for_new(PyTypeObject *tp);
 
 /* The start of tp_dealloc of a GC type with weak references: untracked, the weak references
  * cleared. @return its type, to release last */

@@ -212,7 +212,7 @@ done:
 static PyMethodDef BlockedError_methods[] = {
     {"__reduce__", (PyCFunction)BlockedError_reduce, METH_NOARGS,
      "Pickle support: keeps retry_after; a Limiter is dropped to None (not picklable)."},
-    {"__setstate__", (PyCFunction)BlockedError_setstate, METH_O, NULL},
+    HIDDEN(__setstate__, BlockedError_setstate, METH_O),
     {"__copy__", (PyCFunction)BlockedError_copy, METH_NOARGS,
      "A copy with the same retry_after and limiter."},
     {"__deepcopy__", (PyCFunction)BlockedError_deepcopy, METH_O,

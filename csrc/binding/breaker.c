@@ -114,11 +114,7 @@ static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int nee
                                                        &cfg->probe_timeout_s) < 0)
         return -1;
     struct sw_cfg_error err;
-    if (sw_breaker_check_ex(cfg, &err) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, err.msg);
-        return -1;
-    }
-    return 0;
+    return cfg_checked(sw_breaker_check_ex(cfg, &err), &err);
 }
 
 /* ---- listeners ---- */
@@ -269,13 +265,6 @@ static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
     return NULL;
 }
 
-/* FIRE for an admission: a listener's exception gives the admission back (a probe's) */
-#define FIRE_ADMITTED(self, chg, ok, ticket)                                                   \
-    do {                                                                                       \
-        if (__builtin_expect((chg).n != 0, 0) && bk_fire((self), &(chg)) < 0)                 \
-            return (ok) ? bk_fire_failed_give_back((self), (ticket)) : NULL;                   \
-    } while (0)
-
 /* ---- shared regions ---- */
 
 static int bk_init_state(void *state, const struct sw_shm_layout *lay)
@@ -324,11 +313,9 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
     PyObject *name = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOO:Breaker", kwlist,
                                      &a.error_ratio, &a.error_count, &a.slow_rt_ms,
                                      &a.slow_ratio, &a.min_requests, &a.recovery_s,
@@ -336,13 +323,8 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     struct sw_breaker_cfg cfg;
     sw_breaker_cfg_default(&cfg);
-    int64_t samples = cfg.sample_count;
-    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg.interval_ms) < 0)
-        return NULL;
-    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
-        return NULL;
-    cfg.sample_count = (uint32_t)samples;
-    if (bk_apply(&cfg, &a, 1) < 0)
+    if (parse_window(o_int, o_samp, &cfg.interval_ms, &cfg.sample_count) < 0 ||
+        bk_apply(&cfg, &a, 1) < 0)
         return NULL;
     int name_given;
     int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
@@ -362,42 +344,30 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name = name;
     self->name_given = name_given;
     self->weakreflist = NULL;
-    if (mode == 0) {
-        self->shared = bk_ref(Py_None);
-    } else if ((self->shared = shared_canonical(o_shared, path)) == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    self->shared = mode == 0 ? bk_ref(Py_None) : shared_canonical(o_shared, path);
+    if (self->shared == NULL)
+        goto fail;
+    int rc;
     if (mode == 0) {
         size_t size = sw_breaker_size(&cfg);
         self->br = size ? PyMem_Calloc(1, size) : NULL;
         if (self->br == NULL) {
-            Py_DECREF(self);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            goto fail;
         }
-        int rc = sw_breaker_init(self->br, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_breaker_init(self->br, &cfg)) != SW_OK)
+            goto fail_rc;
         sw_breaker_view(self->br, &self->view);
         self->view.seq = &self->seq;
-        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0)
+            goto fail;
     } else {
-        int rc = sw_brule_init(&self->rule, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_brule_init(&self->rule, &cfg)) != SW_OK)
+            goto fail_rc;
         if (region_open(&self->shm, mode, path, &breaker_region, cfg.interval_ms,
                         cfg.sample_count, 0, 0,
-                        sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+                        sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0)
+            goto fail;
         self->is_shared = 1;
         self->view.st = self->shm.state;
         self->view.rule = &self->rule;
@@ -405,21 +375,22 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.seq = &self->seq;
         /* a region is input: restore what a process killed inside may have left */
         if (GAVE_UP(sw_bstate_check_repair(&self->view))) {
-            Py_DECREF(self);
-            return bk_gave_up();
+            (void)bk_gave_up();
+            goto fail;
         }
         /* no private lock to reset, but the queue (not a shared link: the limiters'
          * fork_sum reads those as limiters) */
-        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0)
+            goto fail;
     }
-    if (registry_add(st, self->name, (PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    if (registry_add(st, self->name, (PyObject *)self) < 0)
+        goto fail;
     return (PyObject *)self;
+fail_rc:
+    (void)raise_core_error(rc);
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 static void Breaker_dealloc(BreakerObject *self)
@@ -446,20 +417,38 @@ static void Breaker_dealloc(BreakerObject *self)
 
 /* ---- the hot pair ---- */
 
+/* The admission of try_pass() and _pass(now_ns=None) (admit: the core's call), the changes
+ * told (a listener's exception gives the admission back, a probe's). @return whether
+ * admitted (the ticket in *ticket), or -1 with an exception set */
+static inline int bk_admit(BreakerObject *self, const char *fname,
+                           int (*admit)(const struct sw_bview *, int64_t, uint64_t *,
+                                        struct sw_brk_changes *),
+                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                           uint64_t *ticket)
+{
+    int64_t now = SW_NOW;
+    struct sw_brk_changes chg;
+    if ((nargs != 0 || kwnames != NULL) && parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return -1;
+    int ok = admit(&self->view, now, ticket, &chg);
+    if (GAVE_UP(ok)) {
+        (void)bk_gave_up();
+        return -1;
+    }
+    if (__builtin_expect(chg.n != 0, 0) && bk_fire(self, &chg) < 0) {
+        if (ok)
+            (void)bk_fire_failed_give_back(self, *ticket);
+        return -1;
+    }
+    return ok != 0;
+}
+
 static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
     uint64_t ticket;
-    struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("try_pass", args, nargs, kwnames, &now) < 0)
-        return NULL;
-    int ok = sw_breaker_try_pass(&self->view, now, &ticket, &chg);
-    if (GAVE_UP(ok))
-        return bk_gave_up();
-    FIRE_ADMITTED(self, chg, ok, ticket);
-    return bk_ref(ok ? Py_True : Py_False);
+    int ok = bk_admit(self, "try_pass", sw_breaker_try_pass, args, nargs, kwnames, &ticket);
+    return ok < 0 ? NULL : bk_ref(ok ? Py_True : Py_False);
 }
 
 /* rt_ms: an int or float >= 0 (the fast path: a plain float or int) */
@@ -522,8 +511,7 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
 {
     int64_t now = SW_NOW; /* the probe timeout: a probe silent past it is not cancelled */
     struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
+    if (parse_now_only("cancel", args, nargs, kwnames, &now) < 0)
         return NULL;
     if (GAVE_UP(sw_breaker_cancel(&self->view, SW_BRK_ANY, now, &chg)))
         return bk_gave_up();
@@ -537,18 +525,10 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
 static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
     uint64_t ticket;
-    struct sw_brk_changes chg;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("_pass", args, nargs, kwnames, &now) < 0)
-        return NULL;
-    int ok = sw_breaker_pass_ticket(&self->view, now, &ticket, &chg);
-    if (GAVE_UP(ok))
-        return bk_gave_up();
-    FIRE_ADMITTED(self, chg, ok, ticket);
-    if (!ok)
-        Py_RETURN_NONE;
+    int ok = bk_admit(self, "_pass", sw_breaker_pass_ticket, args, nargs, kwnames, &ticket);
+    if (ok <= 0)
+        return ok < 0 ? NULL : bk_ref(Py_None);
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
@@ -578,36 +558,37 @@ static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t
     return nargs > nfixed ? parse_now(args[nfixed], now) : 0;
 }
 
-/* _record(ticket, rt_ms, error, now_ns=None) */
+/* _record(ticket, rt_ms, error, now_ns=None), or (timeout) _record_timeout(ticket, rt_ms,
+ * now_ns=None): the ticket's call ran past call_timeout_s */
+static PyObject *bk_record_ticket(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  bool timeout)
+{
+    uint64_t ticket;
+    double rt;
+    int64_t now = SW_NOW;
+    int error = 1;
+    struct sw_brk_changes chg;
+    if (parse_ticket_call(args, nargs, timeout ? 2 : 3,
+                          timeout ? "_record_timeout(ticket, rt_ms, now_ns=None)"
+                                  : "_record(ticket, rt_ms, error, now_ns=None)",
+                          &ticket, &now) < 0 ||
+        parse_rt(args[1], &rt) < 0 || (!timeout && (error = PyObject_IsTrue(args[2])) < 0))
+        return NULL;
+    int rc = timeout ? sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg)
+                     : sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg);
+    return bk_recorded(self, rc, &chg);
+}
+
 static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
 {
-    uint64_t ticket;
-    double rt;
-    int64_t now = SW_NOW;
-    struct sw_brk_changes chg;
-    if (parse_ticket_call(args, nargs, 3, "_record(ticket, rt_ms, error, now_ns=None)", &ticket,
-                          &now) < 0 || parse_rt(args[1], &rt) < 0)
-        return NULL;
-    int error = PyObject_IsTrue(args[2]);
-    if (error < 0)
-        return NULL;
-    return bk_recorded(self, sw_breaker_record(&self->view, rt, error != 0, ticket, now, &chg),
-                       &chg);
+    return bk_record_ticket(self, args, nargs, false);
 }
 
-/* _record_timeout(ticket, rt_ms, now_ns=None): the ticket's call ran past call_timeout_s */
 static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *args,
                                         Py_ssize_t nargs)
 {
-    uint64_t ticket;
-    double rt;
-    int64_t now = SW_NOW;
-    struct sw_brk_changes chg;
-    if (parse_ticket_call(args, nargs, 2, "_record_timeout(ticket, rt_ms, now_ns=None)", &ticket,
-                          &now) < 0 || parse_rt(args[1], &rt) < 0)
-        return NULL;
-    return bk_recorded(self, sw_breaker_record_timeout(&self->view, rt, ticket, now, &chg), &chg);
+    return bk_record_ticket(self, args, nargs, true);
 }
 
 /* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */
@@ -631,9 +612,8 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
 static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now = SW_NOW;
-    if ((nargs != 0 || kwnames != NULL) &&
-        parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
+    int64_t now;
+    if (parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
         return NULL;
     int64_t ns;
     if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
@@ -844,43 +824,17 @@ static PyObject *Breaker_repr(BreakerObject *self)
 }
 
 static PyMethodDef Breaker_methods[] = {
-    {"try_pass", (PyCFunction)(void (*)(void))Breaker_try_pass, FASTKW,
-     "try_pass(*, now_ns=None)\n--\n\nWhether a call may run now: always when closed; when "
-     "open, no until recovery_s has passed, then yes for exactly one caller (the probe, "
-     "half-open); no while half-open."},
-    {"record", (PyCFunction)(void (*)(void))Breaker_record, FASTKW,
-     "record(rt_ms, *, error=False, now_ns=None)\n--\n\nThe outcome of an admitted call: "
-     "counted in the window; it may open the breaker (closed), or close or reopen it (the "
-     "probe's outcome, half-open)."},
-    {"cancel", (PyCFunction)(void (*)(void))Breaker_cancel, FASTKW,
-     "cancel(*, now_ns=None)\n--\n\nAn admitted call that did not run: a probe that "
-     "try_pass() let through (never an entry's) is given back, the breaker reopens with the "
-     "retry time unchanged (the next caller probes at once); a probe silent past "
-     "probe_timeout_s has already failed, and its cancel changes nothing."},
-    {"retry_after", (PyCFunction)(void (*)(void))Breaker_retry_after, FASTKW,
-     "retry_after(*, now_ns=None)\n--\n\nSeconds until a probe may pass: None when closed; "
-     "recovery_s when half-open (a probe is out)."},
-    {"stats", (PyCFunction)(void (*)(void))Breaker_stats, FASTKW,
-     "stats(now_ns=None)\n--\n\nThe window: a dict of total, errors, slow, state and "
-     "retry_after."},
-    {"totals", (PyCFunction)Breaker_totals, METH_NOARGS,
-     "totals()\n--\n\nLifetime totals since creation: a dict of total, errors, slow, "
-     "refused, probes, cancelled, and the transitions opened, half_opened, closed."},
-    {"update", (PyCFunction)(void (*)(void))Breaker_update, METH_VARARGS | METH_KEYWORDS,
-     "update(**settings)\n--\n\nChange the settings in place (error_ratio, error_count, "
-     "slow_rt_ms, slow_ratio, min_requests, recovery_s, probe_timeout_s); the state and "
-     "window are kept; a new recovery_s moves the next probe of an open breaker at once to "
-     "when it opened + recovery_s."},
-    {"_pass", (PyCFunction)(void (*)(void))Breaker_pass_ticket, FASTKW,
-     "_pass(now_ns=None)\n--\n\nAdmission with a ticket (int), or None."},
-    {"_record", (PyCFunction)(void (*)(void))Breaker_record_ticket, METH_FASTCALL,
-     "_record(ticket, rt_ms, error, now_ns=None)\n--\n\nThe outcome of the ticket's call."},
-    {"_record_timeout", (PyCFunction)(void (*)(void))Breaker_record_timeout, METH_FASTCALL,
-     "_record_timeout(ticket, rt_ms, now_ns=None)\n--\n\nThe ticket's call ran past "
-     "call_timeout_s: a failure (slow, for the slow grade)."},
-    {"_cancel", (PyCFunction)(void (*)(void))Breaker_cancel_ticket, METH_FASTCALL,
-     "_cancel(ticket, now_ns=None)\n--\n\nThe ticket's call did not run. Whether it was the "
-     "probe."},
+    METHOD(try_pass, Breaker_try_pass, FASTKW, "(*, now_ns=None)", "Whether a call may run now: always when closed; when open, no until recovery_s has passed, then yes for exactly one caller (the probe, half-open); no while half-open."),
+    METHOD(record, Breaker_record, FASTKW, "(rt_ms, *, error=False, now_ns=None)", "The outcome of an admitted call: counted in the window; it may open the breaker (closed), or close or reopen it (the probe's outcome, half-open)."),
+    METHOD(cancel, Breaker_cancel, FASTKW, "(*, now_ns=None)", "An admitted call that did not run: a probe that try_pass() let through (never an entry's) is given back, the breaker reopens with the retry time unchanged (the next caller probes at once); a probe silent past probe_timeout_s has already failed, and its cancel changes nothing."),
+    METHOD(retry_after, Breaker_retry_after, FASTKW, "(*, now_ns=None)", "Seconds until a probe may pass: None when closed; recovery_s when half-open (a probe is out)."),
+    METHOD(stats, Breaker_stats, FASTKW, "(now_ns=None)", "The window: a dict of total, errors, slow, state and retry_after."),
+    METHOD(totals, Breaker_totals, METH_NOARGS, "()", "Lifetime totals since creation: a dict of total, errors, slow, refused, probes, cancelled, and the transitions opened, half_opened, closed."),
+    METHOD(update, Breaker_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (error_ratio, error_count, slow_rt_ms, slow_ratio, min_requests, recovery_s, probe_timeout_s); the state and window are kept; a new recovery_s moves the next probe of an open breaker at once to when it opened + recovery_s."),
+    METHOD(_pass, Breaker_pass_ticket, FASTKW, "(now_ns=None)", "Admission with a ticket (int), or None."),
+    METHOD(_record, Breaker_record_ticket, METH_FASTCALL, "(ticket, rt_ms, error, now_ns=None)", "The outcome of the ticket's call."),
+    METHOD(_record_timeout, Breaker_record_timeout, METH_FASTCALL, "(ticket, rt_ms, now_ns=None)", "The ticket's call ran past call_timeout_s: a failure (slow, for the slow grade)."),
+    METHOD(_cancel, Breaker_cancel_ticket, METH_FASTCALL, "(ticket, now_ns=None)", "The ticket's call did not run. Whether it was the probe."),
     {NULL}};
 
 static PyGetSetDef Breaker_getset[] = {

@@ -167,12 +167,12 @@ static PyGetSetDef Entry_getset[] = {
     {NULL}};
 
 static PyMethodDef Entry_methods[] = {
-    {"__enter__", (PyCFunction)Entry_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)(void (*)(void))Entry_exit, METH_FASTCALL, NULL},
-    {"__aenter__", (PyCFunction)Entry_aenter, METH_NOARGS, NULL},
-    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
-    {"_started", (PyCFunction)(void (*)(void))Entry_started, METH_FASTCALL, NULL},
-    {"_abort", entry_abort, METH_NOARGS, NULL},
+    HIDDEN(__enter__, Entry_enter, METH_NOARGS),
+    HIDDEN(__exit__, Entry_exit, METH_FASTCALL),
+    HIDDEN(__aenter__, Entry_aenter, METH_NOARGS),
+    HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
+    HIDDEN(_started, Entry_started, METH_FASTCALL),
+    HIDDEN(_abort, entry_abort, METH_NOARGS),
     {NULL}};
 
 #if PY_VERSION_HEX < 0x030A0000

@@ -34,6 +34,87 @@ static const char *member_text(PyObject *o)
     return type_name_of(o);
 }
 
+/* Member i of a group being made (o: a Limiter or a (KeyedLimiter, key) pair): its slot
+ * filled and its owner set, refused when a member before it is the same limiter.
+ * @return 0, or -1 with TypeError or ValueError set */
+static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject *o)
+{
+    struct gslot *s = &self->slots[i];
+    if (PyObject_TypeCheck(o, st->Limiter_Type)) {
+        LimiterObject *lim = (LimiterObject *)o;
+        struct sw_gmember m;
+        m.kind = SW_GM_LIMITER;
+        m.v = &lim->view;
+        limiting_group_order(o, &m);
+        s->order[0] = m.order[0];
+        s->order[1] = m.order[1];
+        s->shared = lim->is_shared;
+        s->obj = o;
+    } else if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2 &&
+               PyObject_TypeCheck(PyTuple_GET_ITEM(o, 0), st->KeyedLimiter_Type)) {
+        PyObject *keyed = PyTuple_GET_ITEM(o, 0), *key = PyTuple_GET_ITEM(o, 1);
+        if (keyed_group_member(keyed, key, &s->fp, s->order, &s->shared) < 0) {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_Format(PyExc_TypeError, "all_of() member %zd: the key of a (KeyedLimiter, "
+                         "key) pair must be a str, bytes or int, not %.100s", i,
+                         member_text(key));
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            return -1;
+        }
+        s->keyed = 1;
+        s->obj = keyed;
+        s->key = key;
+        Py_INCREF(key);
+    } else if (PyTuple_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "all_of() member %zd: a tuple member must be a "
+                     "(KeyedLimiter, key) pair, got a tuple of %zd item(s) starting with "
+                     "%.100s", i, PyTuple_GET_SIZE(o),
+                     PyTuple_GET_SIZE(o) > 0 ? member_text(PyTuple_GET_ITEM(o, 0)) : "nothing");
+        return -1;
+    } else if (PyObject_TypeCheck(o, st->KeyedLimiter_Type)) {
+        PyErr_Format(PyExc_TypeError, "all_of() member %zd: a KeyedLimiter needs its key: "
+                     "pass (keyed_limiter, key)", i);
+        return -1;
+    } else {
+        PyErr_Format(PyExc_TypeError, "all_of() member %zd: expected a Limiter or a "
+                     "(KeyedLimiter, key) pair, got %.100s", i, member_text(o));
+        return -1;
+    }
+    Py_INCREF(s->obj);
+    Py_INCREF(s->obj);
+    PyTuple_SET_ITEM(self->owners, i, s->obj);
+    self->count = (uint32_t)(i + 1);
+    for (Py_ssize_t j = 0; j < i; j++) {
+        if (self->slots[j].order[0] == s->order[0] && self->slots[j].order[1] == s->order[1]) {
+            PyErr_Format(PyExc_ValueError, "all_of() members %zd and %zd are one limiter "
+                         "(the same state%s): a group may hold each limiter once", j, i,
+                         s->keyed ? "; a KeyedLimiter may be in a group with one key" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* self->perm: the members by lock order (an insertion sort). */
+static void group_sort(GroupObject *self)
+{
+    for (uint32_t i = 0; i < self->count; i++) {
+        uint32_t j = i;
+        const uint64_t *o = self->slots[i].order;
+        while (j > 0) {
+            const uint64_t *p = self->slots[self->perm[j - 1]].order;
+            if (p[0] < o[0] || (p[0] == o[0] && p[1] < o[1]))
+                break;
+            self->perm[j] = self->perm[j - 1];
+            j--;
+        }
+        self->perm[j] = i;
+    }
+}
+
 static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     module_state *st = state_of_type(type);
@@ -70,81 +151,12 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(args);
     self->members = args;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *o = PyTuple_GET_ITEM(args, i);
-        struct gslot *s = &self->slots[i];
-        if (PyObject_TypeCheck(o, st->Limiter_Type)) {
-            LimiterObject *lim = (LimiterObject *)o;
-            struct sw_gmember m;
-            m.kind = SW_GM_LIMITER;
-            m.v = &lim->view;
-            limiting_group_order(o, &m);
-            s->order[0] = m.order[0];
-            s->order[1] = m.order[1];
-            s->shared = lim->is_shared;
-            s->obj = o;
-        } else if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2 &&
-                   PyObject_TypeCheck(PyTuple_GET_ITEM(o, 0), st->KeyedLimiter_Type)) {
-            PyObject *keyed = PyTuple_GET_ITEM(o, 0), *key = PyTuple_GET_ITEM(o, 1);
-            if (keyed_group_member(keyed, key, &s->fp, s->order, &s->shared) < 0) {
-                PyObject *et, *ev, *tb;
-                PyErr_Fetch(&et, &ev, &tb);
-                PyErr_Format(PyExc_TypeError, "all_of() member %zd: the key of a (KeyedLimiter, "
-                             "key) pair must be a str, bytes or int, not %.100s", i,
-                             member_text(key));
-                Py_XDECREF(et);
-                Py_XDECREF(ev);
-                Py_XDECREF(tb);
-                Py_DECREF(self);
-                return NULL;
-            }
-            s->keyed = 1;
-            s->obj = keyed;
-            s->key = key;
-            Py_INCREF(key);
-        } else if (PyTuple_Check(o)) {
-            PyErr_Format(PyExc_TypeError, "all_of() member %zd: a tuple member must be a "
-                         "(KeyedLimiter, key) pair, got a tuple of %zd item(s) starting with "
-                         "%.100s", i, PyTuple_GET_SIZE(o),
-                         PyTuple_GET_SIZE(o) > 0 ? member_text(PyTuple_GET_ITEM(o, 0)) : "nothing");
+        if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0) {
             Py_DECREF(self);
             return NULL;
-        } else if (PyObject_TypeCheck(o, st->KeyedLimiter_Type)) {
-            PyErr_Format(PyExc_TypeError, "all_of() member %zd: a KeyedLimiter needs its key: "
-                         "pass (keyed_limiter, key)", i);
-            Py_DECREF(self);
-            return NULL;
-        } else {
-            PyErr_Format(PyExc_TypeError, "all_of() member %zd: expected a Limiter or a "
-                         "(KeyedLimiter, key) pair, got %.100s", i, member_text(o));
-            Py_DECREF(self);
-            return NULL;
-        }
-        Py_INCREF(s->obj);
-        Py_INCREF(s->obj);
-        PyTuple_SET_ITEM(self->owners, i, s->obj);
-        self->count = (uint32_t)(i + 1);
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (self->slots[j].order[0] == s->order[0] && self->slots[j].order[1] == s->order[1]) {
-                PyErr_Format(PyExc_ValueError, "all_of() members %zd and %zd are one limiter "
-                             "(the same state%s): a group may hold each limiter once", j, i,
-                             s->keyed ? "; a KeyedLimiter may be in a group with one key" : "");
-                Py_DECREF(self);
-                return NULL;
-            }
         }
     }
-    for (uint32_t i = 0; i < self->count; i++) { /* insertion sort by lock order */
-        uint32_t j = i;
-        const uint64_t *o = self->slots[i].order;
-        while (j > 0) {
-            const uint64_t *p = self->slots[self->perm[j - 1]].order;
-            if (p[0] < o[0] || (p[0] == o[0] && p[1] < o[1]))
-                break;
-            self->perm[j] = self->perm[j - 1];
-            j--;
-        }
-        self->perm[j] = i;
-    }
+    group_sort(self);
     return (PyObject *)self;
 }
 
@@ -574,21 +586,11 @@ static PyObject *Group_repr(GroupObject *self)
 }
 
 static PyMethodDef Group_methods[] = {
-    {"try_acquire", (PyCFunction)(void (*)(void))Group_try_acquire, FASTKW,
-     "try_acquire(*ns, now_ns=None)\n--\n\n"
-     "Admit now by every member, or charge none; never waits. ns: nothing (1 each), one n "
-     "for every member, or one n per member. A refusal counts BLOCK on the refusing members."},
-    {"reserve", (PyCFunction)(void (*)(void))Group_reserve, FASTKW,
-     "reserve(*ns, now_ns=None)\n--\n\n"
-     "Admission that may need a wait (throttle members): the largest of the members' waits "
-     "in ns (0 = go now), already counted as admitted by all; None when refused."},
-    {"charge", (PyCFunction)(void (*)(void))Group_charge, FASTKW,
-     "charge(*ns, now_ns=None)\n--\n\nCount ns more as admitted now on the members, without "
-     "a decision: what a request used beyond its admission (tokens known after the reply). "
-     "One n for all or one per member, each >= 0 (0: not charged; a concurrency member only "
-     "0). Never refuses, never gives back."},
-    {"_decide", (PyCFunction)(void (*)(void))Group_decide, METH_FASTCALL, NULL},
-    {"_exit", (PyCFunction)(void (*)(void))Group_exit, METH_FASTCALL, NULL},
+    METHOD(try_acquire, Group_try_acquire, FASTKW, "(*ns, now_ns=None)", "Admit now by every member, or charge none; never waits. ns: nothing (1 each), one n for every member, or one n per member. A refusal counts BLOCK on the refusing members."),
+    METHOD(reserve, Group_reserve, FASTKW, "(*ns, now_ns=None)", "Admission that may need a wait (throttle members): the largest of the members' waits in ns (0 = go now), already counted as admitted by all; None when refused."),
+    METHOD(charge, Group_charge, FASTKW, "(*ns, now_ns=None)", "Count ns more as admitted now on the members, without a decision: what a request used beyond its admission (tokens known after the reply). One n for all or one per member, each >= 0 (0: not charged; a concurrency member only 0). Never refuses, never gives back."),
+    HIDDEN(_decide, Group_decide, METH_FASTCALL),
+    HIDDEN(_exit, Group_exit, METH_FASTCALL),
     {NULL}};
 
 static PyGetSetDef Group_getset[] = {

@@ -134,22 +134,6 @@ static int set_overrides(KeyedObject *self, PyObject *value)
     }
 }
 
-static int k_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *k_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int k_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
 /* Warm-up is not per key. @return 0, or -1 with ValueError set */
 static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 {
@@ -250,7 +234,7 @@ static int keyed_open_shared(KeyedObject *self, const struct sw_limiter_cfg *cfg
         return -1;
     self->is_shared = 1;
     self->view.st = self->shm.state;
-    /* the creator's seed, checked (never 0) by k_check_state; it never changes after */
+    /* the creator's seed, checked (never 0) by sw_keyed_region_check; it never changes after */
     atomic_store_explicit(&self->seed, self->view.st->seed, memory_order_relaxed);
     self->view.rule = &self->rule;
     self->view.token = SW_LOCK_PROCESS;
@@ -270,11 +254,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     struct sw_limiter_cfg cfg;
     PyObject *o_shared, *o_name, *name = NULL, *o_max = NULL, *o_over = NULL, *rest = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (keyed_take_kwargs(kwds, &rest, &o_max, &o_over) < 0)
         goto fail0;
     if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||
@@ -409,7 +391,7 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts);
 _Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
     "KeyedLimiter",
-    {SW_KIND_KEYED, k_init_state, k_check_state, k_state_lock},
+    {SW_KIND_KEYED, sw_keyed_region_init, sw_keyed_region_check, sw_keyed_region_lock},
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
@@ -749,41 +731,19 @@ static PyGetSetDef Keyed_getset[] = {
     {NULL}};
 
 static PyMethodDef Keyed_methods[] = {
-    {"totals", limiting_totals, METH_NOARGS,
-     "totals()\n--\n\nLifetime totals of the whole table since creation (monotonic, never "
-     "reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and "
-     "shadow_block (shadow decisions an enforcing limiter would have refused, a part of "
-     "block)."},
-    {"update", (PyCFunction)(void (*)(void))Keyed_update, METH_VARARGS | METH_KEYWORDS,
-     "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
-     "max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. "
-     "Shared: this process's settings."},
-    {"try_acquire", (PyCFunction)(void (*)(void))Keyed_try_acquire, FASTKW,
-     "try_acquire(key, n=1, *, now_ns=None)\n--\n\n"
-     "Admit now or refuse, under this key's own limit; never waits."},
-    {"reserve", (PyCFunction)(void (*)(void))Keyed_reserve, FASTKW,
-     "reserve(key, n=1, *, now_ns=None)\n--\n\n"
-     "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."},
-    {"acquire", (PyCFunction)(void (*)(void))Keyed_acquire, FASTKW,
-     "acquire(key, n=1, *, timeout=None)\n--\n\n"
-     "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."},
-    {"release", (PyCFunction)(void (*)(void))Keyed_release, FASTKW,
-     "release(key, n=1)\n--\n\nGive back n in flight of this key."},
-    {"charge", (PyCFunction)(void (*)(void))Keyed_charge, FASTKW,
-     "charge(key, n, *, now_ns=None)\n--\n\nCount n more as admitted for key now, without "
-     "a decision (as Limiter.charge)."},
-    {"entry", (PyCFunction)(void (*)(void))Keyed_entry, FASTKW,
-     "entry(key, n=1, *, timeout=None)\n--\n\nA context manager: acquire for key; on exit "
-     "record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long "
-     "for admission (woken by releases), as acquire(key, n, timeout=) does."},
-    {"in_flight", (PyCFunction)Keyed_in_flight, METH_O,
-     "in_flight(key)\n--\n\nRequests of this key in flight now."},
-    {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
-     "stats(now_ns=None)\n--\n\nThe statistics of all keys together (a Stats; .evicted: keys "
-     "evicted so far)."},
-    {"_release_entry", (PyCFunction)(void (*)(void))Keyed_release_entry, METH_FASTCALL, NULL},
-    {"_fingerprint", (PyCFunction)(void (*)(void))Keyed_fingerprint, METH_FASTCALL, NULL},
-    {"_set_seed", (PyCFunction)Keyed_set_seed, METH_O, NULL},
+    METHOD(totals, limiting_totals, METH_NOARGS, "()", "Lifetime totals of the whole table since creation (monotonic, never reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow decisions an enforcing limiter would have refused, a part of block)."),
+    METHOD(update, Keyed_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. Shared: this process's settings."),
+    METHOD(try_acquire, Keyed_try_acquire, FASTKW, "(key, n=1, *, now_ns=None)", "Admit now or refuse, under this key's own limit; never waits."),
+    METHOD(reserve, Keyed_reserve, FASTKW, "(key, n=1, *, now_ns=None)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
+    METHOD(acquire, Keyed_acquire, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
+    METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
+    METHOD(charge, Keyed_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
+    METHOD(entry, Keyed_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
+    METHOD(in_flight, Keyed_in_flight, METH_O, "(key)", "Requests of this key in flight now."),
+    METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The statistics of all keys together (a Stats; .evicted: keys evicted so far)."),
+    HIDDEN(_release_entry, Keyed_release_entry, METH_FASTCALL),
+    HIDDEN(_fingerprint, Keyed_fingerprint, METH_FASTCALL),
+    HIDDEN(_set_seed, Keyed_set_seed, METH_O),
     LIMITING_METHODS,
     {NULL}};
 

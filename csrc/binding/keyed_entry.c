@@ -171,12 +171,12 @@ static PyGetSetDef KEntry_getset[] = {
     {NULL}};
 
 static PyMethodDef KEntry_methods[] = {
-    {"__enter__", (PyCFunction)KEntry_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)(void (*)(void))KEntry_exit, METH_FASTCALL, NULL},
-    {"__aenter__", (PyCFunction)KEntry_aenter, METH_NOARGS, NULL},
-    {"__aexit__", (PyCFunction)(void (*)(void))entry_aexit, METH_FASTCALL, NULL},
-    {"_started", (PyCFunction)(void (*)(void))KEntry_started, METH_FASTCALL, NULL},
-    {"_abort", entry_abort, METH_NOARGS, NULL},
+    HIDDEN(__enter__, KEntry_enter, METH_NOARGS),
+    HIDDEN(__exit__, KEntry_exit, METH_FASTCALL),
+    HIDDEN(__aenter__, KEntry_aenter, METH_NOARGS),
+    HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
+    HIDDEN(_started, KEntry_started, METH_FASTCALL),
+    HIDDEN(_abort, entry_abort, METH_NOARGS),
     {NULL}};
 
 TYPE_SPEC(KeyedEntry, "slidewin._core.KeyedEntry", KeyedEntryObject,

@@ -49,11 +49,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     struct sw_limiter_cfg cfg;
     PyObject *o_shared, *o_name, *name = NULL;
     char path[4096];
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
         return NULL;
     int name_given;
@@ -73,72 +71,60 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
     Py_XINCREF(mode == 0 ? shared : NULL);
     if (limiting_init((PyObject *)self, &limiter_ops, st, &cfg, &self->view, &self->view.my_slot,
-                      name, name_given, shared) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+                      name, name_given, shared) < 0)
+        goto fail;
     self->fork.kind = FORK_KIND_LIMITER;
+    int rc;
     if (mode == 0) {
         self->lim = PyMem_Calloc(1, size);
         if (self->lim == NULL) {
-            Py_DECREF(self);
-            return PyErr_NoMemory();
+            PyErr_NoMemory();
+            goto fail;
         }
-        int rc = sw_limiter_init(self->lim, &cfg);
-        if (rc != SW_OK) {
-            Py_DECREF(self);
-            return raise_core_error(rc);
-        }
+        if ((rc = sw_limiter_init(self->lim, &cfg)) != SW_OK)
+            goto fail_rc;
         sw_limiter_view(self->lim, &self->view);
         struct sw_window w;
         sw_limiter_window(self->lim, &w);
-        if (fork_register(&self->fork, w.lock, &self->wq) < 0 ||
-            registry_add(st, self->name, (PyObject *)self) < 0) {
-            Py_DECREF(self);
-            return NULL;
+        if (fork_register(&self->fork, w.lock, &self->wq) < 0)
+            goto fail;
+    } else {
+        if ((rc = sw_rule_init(&self->rule, &cfg)) != SW_OK)
+            goto fail_rc;
+        if (region_open(&self->shm, mode, path, &limiter_ops.region, cfg.interval_ms,
+                        cfg.sample_count, 0, SW_SHM_MAX_PROCS,
+                        sw_lstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0)
+            goto fail;
+        self->is_shared = 1;
+        self->view.st = self->shm.state;
+        self->view.rule = &self->rule;
+        self->view.token = SW_LOCK_PROCESS;
+        self->view.slots = self->shm.slots;
+        self->view.n_slots = self->shm.n_slots;
+        self->held = 0;
+        self->view.held = &self->held;
+        if (limiting_claim((PyObject *)self) < 0)
+            goto fail;
+        /* restore every invariant the hot path relies on (a region is input), then give back
+         * what dead processes left in flight when a reap is due */
+        if (GAVE_UP(sw_lstate_check_repair(&self->view))) {
+            (void)lock_gave_up();
+            /* the slot just claimed holds nothing: free it without the lock that never came */
+            atomic_store(&self->view.slots[self->view.my_slot].token, 0);
+            self->view.my_slot = -1;
+            goto fail;
         }
-        return (PyObject *)self;
+        (void)limiting_maybe_reap((PyObject *)self);
+        fork_register_shared(&self->fork); /* found by the others' held_on_region */
     }
-    int rc = sw_rule_init(&self->rule, &cfg);
-    if (rc != SW_OK) {
-        Py_DECREF(self);
-        return raise_core_error(rc);
-    }
-    if (region_open(&self->shm, mode, path, &limiter_ops.region, cfg.interval_ms,
-                    cfg.sample_count, 0, SW_SHM_MAX_PROCS,
-                    sw_lstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->is_shared = 1;
-    self->view.st = self->shm.state;
-    self->view.rule = &self->rule;
-    self->view.token = SW_LOCK_PROCESS;
-    self->view.slots = self->shm.slots;
-    self->view.n_slots = self->shm.n_slots;
-    self->held = 0;
-    self->view.held = &self->held;
-    if (limiting_claim((PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    /* restore every invariant the hot path relies on (a region is input), then give back
-     * what dead processes left in flight when a reap is due */
-    if (GAVE_UP(sw_lstate_check_repair(&self->view))) {
-        (void)lock_gave_up();
-        /* the slot just claimed holds nothing: free it without the lock that never came */
-        atomic_store(&self->view.slots[self->view.my_slot].token, 0);
-        self->view.my_slot = -1;
-        Py_DECREF(self);
-        return NULL;
-    }
-    (void)limiting_maybe_reap((PyObject *)self);
-    fork_register_shared(&self->fork); /* found by the others' held_on_region */
-    if (registry_add(st, self->name, (PyObject *)self) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
+    if (registry_add(st, self->name, (PyObject *)self) < 0)
+        goto fail;
     return (PyObject *)self;
+fail_rc:
+    (void)raise_core_error(rc);
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 /* What another live object of this process holds in the process's slot of self's region (its
@@ -480,41 +466,17 @@ static PyGetSetDef Limiter_getset[] = {
     {NULL}};
 
 static PyMethodDef Limiter_methods[] = {
-    {"totals", limiting_totals, METH_NOARGS,
-     "totals()\n--\n\nLifetime totals since creation (monotonic, never reset): a dict with "
-     "pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow "
-     "decisions an enforcing limiter would have refused, a part of block)."},
-    {"update", (PyCFunction)(void (*)(void))Limiter_update, METH_VARARGS | METH_KEYWORDS,
-     "update(**settings)\n--\n\nChange the settings in place (qps, concurrency, behavior, "
-     "warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the "
-     "throttle's queue and the warm-up tokens are kept. Shared: this process's settings."},
-    {"try_acquire", (PyCFunction)(void (*)(void))Limiter_try_acquire, FASTKW,
-     "try_acquire(n=1, *, now_ns=None)\n--\n\n"
-     "Admit now or refuse; never waits. Counts PASS or BLOCK."},
-    {"reserve", (PyCFunction)(void (*)(void))Limiter_reserve, FASTKW,
-     "reserve(n=1, *, now_ns=None, prioritized=False)\n--\n\n"
-     "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."},
-    {"acquire", (PyCFunction)(void (*)(void))Limiter_acquire, FASTKW,
-     "acquire(n=1, *, timeout=None)\n--\n\n"
-     "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. "
-     "With a timeout, retry until admitted or timeout seconds have passed."},
-    {"release", (PyCFunction)(void (*)(void))Limiter_release, FASTKW,
-     "release(n=1)\n--\n\nGive back n in flight."},
-    {"_refund", (PyCFunction)(void (*)(void))Limiter_refund, FASTKW,
-     "_refund(n, now_ns=None)\n--\n\nGive back a throttle's slot of n not used: its queue "
-     "moves back by the cost of n, never before now. Counts nothing."},
-    {"charge", (PyCFunction)(void (*)(void))Limiter_charge, FASTKW,
-     "charge(n, *, now_ns=None)\n--\n\nCount n more as admitted now, without a decision: "
-     "what a request used beyond what it was admitted for (tokens known after the reply). "
-     "PASS (n) in the current bucket, seen by later decisions until it slides out; a "
-     "throttle's queue moves by the cost of n. Never refuses, never gives back."},
-    {"entry", (PyCFunction)(void (*)(void))Limiter_entry, FASTKW,
-     "entry(n=1, *, timeout=None)\n--\n\nA context manager: acquire (as acquire(n, "
-     "timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit "
-     "record SUCCESS or EXCEPTION, RT, and release."},
-    {"stats", (PyCFunction)(void (*)(void))limiting_stats, FASTKW,
-     "stats(now_ns=None)\n--\n\nThe window's statistics as a Stats."},
-    {"_release_entry", (PyCFunction)Limiter_release_entry, METH_O, NULL},
+    METHOD(totals, limiting_totals, METH_NOARGS, "()", "Lifetime totals since creation (monotonic, never reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow decisions an enforcing limiter would have refused, a part of block)."),
+    METHOD(update, Limiter_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the throttle's queue and the warm-up tokens are kept. Shared: this process's settings."),
+    METHOD(try_acquire, Limiter_try_acquire, FASTKW, "(n=1, *, now_ns=None)", "Admit now or refuse; never waits. Counts PASS or BLOCK."),
+    METHOD(reserve, Limiter_reserve, FASTKW, "(n=1, *, now_ns=None, prioritized=False)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
+    METHOD(acquire, Limiter_acquire, FASTKW, "(n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. With a timeout, retry until admitted or timeout seconds have passed."),
+    METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
+    METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),
+    METHOD(charge, Limiter_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
+    METHOD(entry, Limiter_entry, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
+    METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The window's statistics as a Stats."),
+    HIDDEN(_release_entry, Limiter_release_entry, METH_O),
     LIMITING_METHODS,
     ADAPTIVE_METHODS
     {NULL}};

@@ -375,20 +375,12 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
         return -1;
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
-    int64_t samples = cfg->sample_count;
-    if (o_int && as_int64(o_int, "interval_ms", 1, SW_MAX_INTERVAL_MS, &cfg->interval_ms) < 0)
+    if (parse_window(o_int, o_samp, &cfg->interval_ms, &cfg->sample_count) < 0)
         return -1;
-    if (o_samp && as_int64(o_samp, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0)
-        return -1;
-    cfg->sample_count = (uint32_t)samples;
     /* the combinations (window divisible, a window limit of at least 1, warm-up tokens that
      * fit): one source of truth, the core's own check, which names the parameter */
     struct sw_cfg_error err;
-    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, err.msg);
-        return -1;
-    }
-    return 0;
+    return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
 /* Is `key` one of the layout keywords, which update() cannot change? */
@@ -457,11 +449,7 @@ static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o
     if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
         return -1;
     struct sw_cfg_error err;
-    if (sw_limiter_check_ex(cfg, &err) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, err.msg);
-        return -1;
-    }
-    return 0;
+    return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
 int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,

@@ -34,18 +34,12 @@ int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *
                   PyObject *name, int name_given, PyObject *shared)
 {
     struct limiting_head *h = LIMITING(self);
-    h->ops = ops; /* first: the dealloc of a half-made object needs it */
+    /* ops first: the dealloc of a half-made object needs it */
+    *h = (struct limiting_head){.ops = ops, .st = st, .cfg = *cfg, .grade = cfg->grade,
+                                .interval_ms = cfg->interval_ms, .viewp = view,
+                                .my_slot = my_slot, .shared = shared, .name = name,
+                                .name_given = name_given};
     pthread_mutex_init(&h->cfg_mu, NULL);
-    h->st = st;
-    h->cfg = *cfg;
-    h->grade = cfg->grade;
-    h->interval_ms = cfg->interval_ms;
-    h->weakreflist = NULL;
-    h->viewp = view;
-    h->my_slot = my_slot;
-    h->name = name;
-    h->name_given = name_given;
-    h->shared = shared;
     if (shared == NULL)
         return -1;
     return waitq_init(&h->wq);

@@ -112,15 +112,11 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
 /* The window of either mode over self->mem: the ring, no future, no hooks. */
 static void metric_set_window(MetricObject *self, bool eventual, uint64_t token)
 {
-    self->win.lock = &self->mem->lock;
-    self->win.leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap;
+    self->win = (struct sw_window){
+        .lock = &self->mem->lock,
+        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
+        .token = token};
     self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
-    self->win.future = NULL;
-    self->win.token = token;
-    self->win.repair = NULL;
-    self->win.enter = NULL;
-    self->win.leave = NULL;
-    self->win.hot_ctx = NULL;
 }
 
 /* Open the region of a shared Metric (names: its user-defined events, NULL for the
@@ -279,12 +275,11 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     bool eventual;
     char path[4096];
     int mode, name_given;
-    int64_t interval = 1000, samples = 2;
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "slidewin module state not found");
+    int64_t interval = 1000;
+    uint32_t samples = 2;
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
                                      &o_samples, &o_events, &o_shared, &o_name, &o_consistency) ||
         parse_consistency(o_consistency, &eventual) < 0)
@@ -292,10 +287,9 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
-    if ((o_interval && as_int64(o_interval, "interval_ms", 1, SW_MAX_INTERVAL_MS, &interval) < 0) ||
-        (o_samples && as_int64(o_samples, "sample_count", 1, SW_MAX_SAMPLES, &samples) < 0))
+    if (parse_window(o_interval, o_samples, &interval, &samples) < 0)
         goto fail_name;
-    if (interval % samples != 0) {
+    if (interval % (int64_t)samples != 0) {
         PyErr_Format(PyExc_ValueError,
                      "interval_ms (%lld) must be divisible by sample_count (%lld)",
                      (long long)interval, (long long)samples);
@@ -310,7 +304,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail_name;
     }
     bool own_events = names != st->default_names;
-    struct sw_leap_cfg cfg = {interval, (uint32_t)samples, (uint32_t)PyTuple_GET_SIZE(names),
+    struct sw_leap_cfg cfg = {interval, samples, (uint32_t)PyTuple_GET_SIZE(names),
                               !own_events};
     MetricObject *self = NULL;
     if (sw_metric_mem_size(&cfg, eventual) == 0)
@@ -648,26 +642,16 @@ static PyGetSetDef Metric_getset[] = {
 WEAKREF_MEMBERS(Metric, MetricObject);
 
 static PyMethodDef Metric_methods[] = {
-    {"add", (PyCFunction)(void (*)(void))Metric_add, FASTKW,
-     "add(event, n=1, *, now_ns=None)\n--\n\nCount n of event in the bucket of now."},
-    {"add_rt", (PyCFunction)(void (*)(void))Metric_add_rt, FASTKW,
-     "add_rt(rt_ms, *, now_ns=None)\n--\n\nAdd a response time: RT sum and the bucket's min RT."},
-    {"sum", (PyCFunction)(void (*)(void))Metric_sum, FASTKW,
-     "sum(event, *, now_ns=None)\n--\n\nSum of event over the window's valid buckets."},
-    {"rate", (PyCFunction)(void (*)(void))Metric_rate, FASTKW,
-     "rate(event, *, now_ns=None)\n--\n\nsum / (interval_ms / 1000): per second."},
-    {"current", (PyCFunction)(void (*)(void))Metric_current, FASTKW,
-     "current(event, *, now_ns=None)\n--\n\nCount of event in the bucket containing now."},
-    {"previous", (PyCFunction)(void (*)(void))Metric_previous, FASTKW,
-     "previous(event, *, now_ns=None)\n--\n\nCount of event in the bucket just before, else 0."},
-    {"min_rt", (PyCFunction)(void (*)(void))Metric_min_rt, FASTKW,
-     "min_rt(*, now_ns=None)\n--\n\nMinimum RT in ms over the window (5000 when empty, >= 1)."},
-    {"avg_rt", (PyCFunction)(void (*)(void))Metric_avg_rt, FASTKW,
-     "avg_rt(*, now_ns=None)\n--\n\nRT sum / success over the window, 0.0 without success."},
-    {"buckets", (PyCFunction)(void (*)(void))Metric_buckets, FASTKW,
-     "buckets(*, now_ns=None)\n--\n\nThe window's buckets, oldest first (dense)."},
-    {"reset", (PyCFunction)Metric_reset, METH_NOARGS,
-     "reset()\n--\n\nForget everything, including the newest time seen."},
+    METHOD(add, Metric_add, FASTKW, "(event, n=1, *, now_ns=None)", "Count n of event in the bucket of now."),
+    METHOD(add_rt, Metric_add_rt, FASTKW, "(rt_ms, *, now_ns=None)", "Add a response time: RT sum and the bucket's min RT."),
+    METHOD(sum, Metric_sum, FASTKW, "(event, *, now_ns=None)", "Sum of event over the window's valid buckets."),
+    METHOD(rate, Metric_rate, FASTKW, "(event, *, now_ns=None)", "sum / (interval_ms / 1000): per second."),
+    METHOD(current, Metric_current, FASTKW, "(event, *, now_ns=None)", "Count of event in the bucket containing now."),
+    METHOD(previous, Metric_previous, FASTKW, "(event, *, now_ns=None)", "Count of event in the bucket just before, else 0."),
+    METHOD(min_rt, Metric_min_rt, FASTKW, "(*, now_ns=None)", "Minimum RT in ms over the window (5000 when empty, >= 1)."),
+    METHOD(avg_rt, Metric_avg_rt, FASTKW, "(*, now_ns=None)", "RT sum / success over the window, 0.0 without success."),
+    METHOD(buckets, Metric_buckets, FASTKW, "(*, now_ns=None)", "The window's buckets, oldest first (dense)."),
+    METHOD(reset, Metric_reset, METH_NOARGS, "()", "Forget everything, including the newest time seen."),
     {NULL}};
 
 TYPE_SPEC(Metric, "slidewin.Metric", MetricObject, 0,

@@ -111,36 +111,17 @@ static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t na
 }
 
 static PyMethodDef module_methods[] = {
-    {"_set_layer", (PyCFunction)(void (*)(void))mod_set_layer, METH_FASTCALL,
-     "_set_layer(aenter, aexit, breaker_tell)\n--\n\nThe Python layer's functions the types "
-     "call: registered once by slidewin at import."},
-    {"unlink", shared_unlink, METH_O,
-     "unlink(name)\n--\n\nRemove a shared region's name (or path): True if it existed. "
-     "Processes attached to it go on using it; the next to open the name gets a fresh one. "
-     "Only a slidewin region of this user is removed: another file is a ValueError, another "
-     "user's region a PermissionError."},
-    {"limiters", mod_limiters, METH_NOARGS,
-     "limiters()\n--\n\nThe live named Metric, Limiter and KeyedLimiter objects of this "
-     "process: a dict name -> object (the newest object of a name)."},
-    {"read_region", (PyCFunction)(void (*)(void))mod_read_region, FASTKW,
-     "read_region(path, *, now_ns=None)\n--\n\nRead a shared region without attaching to it "
-     "(read-only, no lock, no process slot): a dict of its kind, name, layout, totals, window "
-     "counts at now_ns, in-flight and waiting counts. For observers (Prometheus, top)."},
-    {"list_regions", (PyCFunction)(void (*)(void))mod_list_regions, FASTKW,
-     "list_regions(folder=None)\n--\n\nThe paths of the slidewin regions (files slidewin-*) "
-     "of a folder (default: SLIDEWIN_SHM_DIR or /dev/shm), sorted."},
-    {"_set_test_hook", mod_set_test_hook, METH_O,
-     "_set_test_hook(us)\n--\n\nTests only: hold every critical section us microseconds."},
-    {"clock_ns", mod_clock_ns, METH_NOARGS,
-     "clock_ns()\n--\n\nCLOCK_MONOTONIC in ns (the clock of pacing and RT)."},
-    {"coarse_clock_ns", mod_coarse_clock_ns, METH_NOARGS,
-     "coarse_clock_ns()\n--\n\nCLOCK_MONOTONIC_COARSE in ns (the clock of window math)."},
-    {"coarse_resolution_ns", mod_coarse_resolution_ns, METH_NOARGS,
-     "coarse_resolution_ns()\n--\n\nResolution of the coarse clock in ns."},
-    {"_noop", bench_noop, METH_NOARGS, "_noop()\n--\n\nDo nothing (a benchmark floor)."},
-    {"_try_acquire_nogil", (PyCFunction)(void (*)(void))bench_try_acquire_nogil, FASTKW,
-     "_try_acquire_nogil(lim, n=1, *, now_ns=None)\n--\n\n"
-     "lim.try_acquire() with the GIL released around the core call (the GIL study)."},
+    METHOD(_set_layer, mod_set_layer, METH_FASTCALL, "(aenter, aexit, breaker_tell)", "The Python layer's functions the types call: registered once by slidewin at import."),
+    METHOD(unlink, shared_unlink, METH_O, "(name)", "Remove a shared region's name (or path): True if it existed. Processes attached to it go on using it; the next to open the name gets a fresh one. Only a slidewin region of this user is removed: another file is a ValueError, another user's region a PermissionError."),
+    METHOD(limiters, mod_limiters, METH_NOARGS, "()", "The live named Metric, Limiter and KeyedLimiter objects of this process: a dict name -> object (the newest object of a name)."),
+    METHOD(read_region, mod_read_region, FASTKW, "(path, *, now_ns=None)", "Read a shared region without attaching to it (read-only, no lock, no process slot): a dict of its kind, name, layout, totals, window counts at now_ns, in-flight and waiting counts. For observers (Prometheus, top)."),
+    METHOD(list_regions, mod_list_regions, FASTKW, "(folder=None)", "The paths of the slidewin regions (files slidewin-*) of a folder (default: SLIDEWIN_SHM_DIR or /dev/shm), sorted."),
+    METHOD(_set_test_hook, mod_set_test_hook, METH_O, "(us)", "Tests only: hold every critical section us microseconds."),
+    METHOD(clock_ns, mod_clock_ns, METH_NOARGS, "()", "CLOCK_MONOTONIC in ns (the clock of pacing and RT)."),
+    METHOD(coarse_clock_ns, mod_coarse_clock_ns, METH_NOARGS, "()", "CLOCK_MONOTONIC_COARSE in ns (the clock of window math)."),
+    METHOD(coarse_resolution_ns, mod_coarse_resolution_ns, METH_NOARGS, "()", "Resolution of the coarse clock in ns."),
+    METHOD(_noop, bench_noop, METH_NOARGS, "()", "Do nothing (a benchmark floor)."),
+    METHOD(_try_acquire_nogil, bench_try_acquire_nogil, FASTKW, "(lim, n=1, *, now_ns=None)", "lim.try_acquire() with the GIL released around the core call (the GIL study)."),
     {NULL}};
 
 /* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live
@@ -255,21 +236,27 @@ static int module_exec(PyObject *m)
     X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
     X(aenter) X(aexit) X(breaker_tell)
 
+#define REF_OFFSET(f) offsetof(module_state, f),
+static const size_t state_refs[] = {STATE_REFS(REF_OFFSET)};
+#undef REF_OFFSET
+
+/* The i-th reference of the module's state (state_refs). */
+static PyObject **state_ref(PyObject *m, size_t i)
+{
+    return (PyObject **)(void *)((char *)PyModule_GetState(m) + state_refs[i]);
+}
+
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    module_state *st = (module_state *)PyModule_GetState(m);
-#define VISIT_REF(f) Py_VISIT(st->f);
-    STATE_REFS(VISIT_REF)
-#undef VISIT_REF
+    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
+        Py_VISIT(*state_ref(m, i));
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
-    module_state *st = (module_state *)PyModule_GetState(m);
-#define CLEAR_REF(f) Py_CLEAR(st->f);
-    STATE_REFS(CLEAR_REF)
-#undef CLEAR_REF
+    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
+        Py_CLEAR(*state_ref(m, i));
     return 0;
 }
 

@@ -301,18 +301,11 @@ static PyObject *slice_harvest(PyObject *o, PyObject *Py_UNUSED(a))
 }
 
 static PyMethodDef slice_methods[] = {
-    {"take", (PyCFunction)(void (*)(void))slice_take, FASTKW,
-     "take(n=1, *, now_ns=None)\n--\n\nThe decision: n permits from the slice while it is "
-     "valid (True), else slow(n, now_ns)."},
-    {"add", (PyCFunction)(void (*)(void))slice_add, METH_FASTCALL,
-     "add(k, end, low)\n--\n\nk permits more; the slice valid before end (CLOCK_MONOTONIC "
-     "ns, 0: never here); refill() when the permits cross below low."},
-    {"debit", slice_debit, METH_O,
-     "debit(n)\n--\n\nTake n permits if there are (True), whatever the clock; no refill."},
-    {"drain", slice_drain, METH_NOARGS,
-     "drain()\n--\n\nThe permits left; none left after, the slice not valid here."},
-    {"harvest", slice_harvest, METH_NOARGS,
-     "harvest()\n--\n\n(decisions, permits) taken by take() since the last harvest()."},
+    METHOD(take, slice_take, FASTKW, "(n=1, *, now_ns=None)", "The decision: n permits from the slice while it is valid (True), else slow(n, now_ns)."),
+    METHOD(add, slice_add, METH_FASTCALL, "(k, end, low)", "k permits more; the slice valid before end (CLOCK_MONOTONIC ns, 0: never here); refill() when the permits cross below low."),
+    METHOD(debit, slice_debit, METH_O, "(n)", "Take n permits if there are (True), whatever the clock; no refill."),
+    METHOD(drain, slice_drain, METH_NOARGS, "()", "The permits left; none left after, the slice not valid here."),
+    METHOD(harvest, slice_harvest, METH_NOARGS, "()", "(decisions, permits) taken by take() since the last harvest()."),
     {NULL}};
 
 static PyObject *slice_get(PyObject *o, void *which)
@@ -497,13 +490,10 @@ static Py_ssize_t keyed_len(PyObject *o)
 }
 
 static PyMethodDef keyed_methods[] = {
-    {"take", (PyCFunction)(void (*)(void))keyed_take, FASTKW,
-     "take(key, n=1, *, now_ns=None)\n--\n\nThe decision: n permits from the key's slice "
-     "while it is valid (True), else the slice's slow(n, now_ns), else slow(key, n, now_ns)."},
-    {"set", (PyCFunction)(void (*)(void))keyed_set, METH_FASTCALL,
-     "set(key, slice)\n--\n\nThe key's slice from now on."},
-    {"pop", keyed_pop, METH_O, "pop(key)\n--\n\nForget the key's slice (if any)."},
-    {"clear", keyed_clear_all, METH_NOARGS, "clear()\n--\n\nForget every slice."},
+    METHOD(take, keyed_take, FASTKW, "(key, n=1, *, now_ns=None)", "The decision: n permits from the key's slice while it is valid (True), else the slice's slow(n, now_ns), else slow(key, n, now_ns)."),
+    METHOD(set, keyed_set, METH_FASTCALL, "(key, slice)", "The key's slice from now on."),
+    METHOD(pop, keyed_pop, METH_O, "(key)", "Forget the key's slice (if any)."),
+    METHOD(clear, keyed_clear_all, METH_NOARGS, "()", "Forget every slice."),
     {NULL}};
 
 static PyType_Slot keyed_slots[] = {

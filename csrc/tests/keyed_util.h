@@ -1,11 +1,13 @@
-/* keyed_util.h - helpers shared by the keyed table tests (test_keyed.c, test_keyed_shared.c):
- * a private table with a rule and a view, fingerprints of integer keys and of a given home
- * entry, an entry by index, a pseudo-random sequence, a repair that must keep every key. */
+/* keyed_util.h - helpers shared by the keyed table tests (test_keyed.c, test_keyed_shared.c,
+ * test_keyed_stripes.c): a private table with a rule and a view, fingerprints of integer keys
+ * and of a given home entry, an entry by index, a pseudo-random sequence, a repair that must
+ * keep every key, a shared table's layout and view. */
 #ifndef SW_TEST_KEYED_UTIL_H
 #define SW_TEST_KEYED_UTIL_H
 
 #include "limiter_util.h"
 #include "sw_keyed.h"
+#include "sw_proc.h"
 
 #include <stdlib.h>
 
@@ -69,6 +71,36 @@ static inline uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t 
 static inline struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
 {
     return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
+}
+
+/* A shared table's layout (interval 1000 ms, 2 samples, max_keys keys), and a view of the
+ * table in a region (a slot claimed for this process). */
+static inline struct sw_shm_layout kshm_layout(uint32_t max_keys)
+{
+    struct sw_shm_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.kind = SW_KIND_KEYED;
+    lay.interval_ms = 1000;
+    lay.sample_count = 2;
+    lay.max_keys = max_keys;
+    lay.n_slots = SW_SHM_MAX_PROCS;
+    lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
+    lay.init_state = sw_keyed_region_init;
+    lay.check_state = sw_keyed_region_check;
+    lay.state_lock = sw_keyed_region_lock;
+    return lay;
+}
+
+static inline void kshm_view(struct sw_shm *shm, const struct sw_krule *rule,
+                             struct sw_kview *v)
+{
+    v->st = shm->state;
+    v->rule = rule;
+    v->token = SW_LOCK_PROCESS;
+    v->slots = shm->slots;
+    v->n_slots = shm->n_slots;
+    v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
+    v->held = NULL;
 }
 
 #endif

@@ -225,55 +225,12 @@ static void test_kill_anywhere(void)
 }
 
 
-static int k_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *k_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int k_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
-static struct sw_shm_layout k_layout(uint32_t max_keys)
-{
-    struct sw_shm_layout lay;
-    memset(&lay, 0, sizeof lay);
-    lay.kind = SW_KIND_KEYED;
-    lay.interval_ms = 1000;
-    lay.sample_count = 2;
-    lay.max_keys = max_keys;
-    lay.n_slots = SW_SHM_MAX_PROCS;
-    lay.state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay.init_state = k_init_state;
-    lay.check_state = k_check_state;
-    lay.state_lock = k_state_lock;
-    return lay;
-}
-
-static void kview_of(struct sw_shm *shm, const struct sw_krule *rule, struct sw_kview *v)
-{
-    v->st = shm->state;
-    v->rule = rule;
-    v->token = SW_LOCK_PROCESS;
-    v->slots = shm->slots;
-    v->n_slots = shm->n_slots;
-    v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
-    v->held = NULL;
-}
-
 /* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
  * rule (checked). */
 static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_krule *rule,
                          uint32_t max_keys, int grade, double count)
 {
-    *lay = k_layout(max_keys);
+    *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
     struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
     CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
@@ -288,7 +245,7 @@ static void test_shared(void)
     struct victim kid;
     if (victim_fork(&kid)) {
         struct sw_kview v;
-        kview_of(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d); /* holds key 1 fully */
         sw_keyed_decide(&v, fp_int(2), 1, MS(10), 0, &d); /* and 1 of key 2 */
@@ -299,7 +256,7 @@ static void test_shared(void)
     victim_wait(&kid);
     victim_kill(&kid);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d); /* takes the lock over, repairs */
     CHECK_EQ(d.verdict, SW_BLOCK);
@@ -315,18 +272,18 @@ static void test_shared(void)
     sw_keyed_decide(&v, fp_int(1), 2, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(sw_keyed_release(&v, fp_int(1), 2), SW_OK);
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* a damaged region is refused: a holding naming an entry past the table */
     struct sw_kstate *ks = s.state;
     struct sw_khold *h = (struct sw_khold *)(void *)((char *)ks + ks->off_hold);
     struct sw_khold saved = h[0];
     h[0].entry = ks->cap + 1u;
     h[0].slot = 0;
-    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     h[0] = saved;
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     ks->n_live = ks->max_keys + 1u; /* beyond the layout */
-    CHECK_EQ(k_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     sw_shm_close(&s);
 }
 
@@ -349,10 +306,10 @@ static void give_back_per_key(void)
     struct sw_kheld ha, hb;
     memset(&ha, 0, sizeof ha);
     memset(&hb, 0, sizeof hb);
-    kview_of(&s, &rule, &a);
-    kview_of(&s, &rule, &b);
-    kview_of(&s, &rule, &p2);
-    kview_of(&s, &rule, &p3);
+    kshm_view(&s, &rule, &a);
+    kshm_view(&s, &rule, &b);
+    kshm_view(&s, &rule, &p2);
+    kshm_view(&s, &rule, &p3);
     CHECK_EQ(a.my_slot, b.my_slot); /* one slot a process */
     p2.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as other processes' */
     p3.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 2u);
@@ -396,7 +353,7 @@ static void give_back_per_key(void)
     CHECK_EQ(sw_keyed_release(&b, fp_int(2), 1), SW_OK);
     CHECK_EQ(sw_keyed_release(&b, fp_int(5), 1), SW_OK);
     CHECK_EQ(sw_keyed_release(&p2, fp_int(3), 1), SW_OK);
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* many keys: the record grows, then shrinks as they are released */
     for (int64_t i = 0; i < 90; i++)
         sw_keyed_decide(&a, fp_int(100 + i), 1, MS(10), 0, &d);
@@ -428,14 +385,14 @@ static void kill_mid_hold(bool giving_back)
     struct sw_krule rule;
     kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 5);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
     CHECK_EQ(d.verdict, SW_PASS);
     struct victim kid;
     if (victim_fork(&kid)) {
         struct sw_kview cv;
-        kview_of(&s, &rule, &cv);
+        kshm_view(&s, &rule, &cv);
         struct sw_decision cd;
         if (giving_back)
             sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
@@ -475,7 +432,7 @@ static void test_shared_kill_mid_eviction(void)
     struct sw_krule rule;
     kregion_open(&s, &lay, &rule, 8, SW_GRADE_QPS, 10);
     struct sw_kview v;
-    kview_of(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     for (int64_t key = 0; key < 8; key++)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
@@ -486,7 +443,7 @@ static void test_shared_kill_mid_eviction(void)
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            kview_of(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             victim_arm(victim_hang);
             sw_keyed_decide(&cv, fp_int(100 + round), 1, MS(20), 0, &d); /* evicts: hangs */
             _exit(0);
@@ -500,7 +457,7 @@ static void test_shared_kill_mid_eviction(void)
         CHECK_EQ(d.verdict, SW_PASS);
         uint32_t len = sw_keyed_len(&v);
         CHECK(len >= 7u && len <= 8u);
-        CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         check_repair_keeps(&v, len); /* every key held is found */
     }
     for (int64_t key = 1000; key < 1050; key++)
@@ -510,7 +467,7 @@ static void test_shared_kill_mid_eviction(void)
         sw_keyed_decide(&v, fp_int(key), 10, MS(40), SW_F_TRY, &d);
         CHECK_EQ(d.verdict, SW_BLOCK); /* held with its window (1 passed: 10 more do not fit) */
     }
-    CHECK_EQ(k_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
 }
 
@@ -527,7 +484,7 @@ static void test_takeover_without_random(void)
     char path[128];
     snprintf(path, sizeof path, "/tmp/sw-test-%ld-kns", (long)getpid());
     unlink(path);
-    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm_layout lay = kshm_layout(16);
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
@@ -555,7 +512,7 @@ static void test_reinit_without_random(void)
     char path[128];
     snprintf(path, sizeof path, "/tmp/sw-test-%ld-kboot", (long)getpid());
     unlink(path);
-    struct sw_shm_layout lay = k_layout(16);
+    struct sw_shm_layout lay = kshm_layout(16);
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);

@@ -4,6 +4,7 @@
  * stripe's critical section (the other stripes go on meanwhile; the stripe is taken over,
  * repaired, and the table's count of keys stays right; its holdings in every stripe come
  * back). */
+#include "keyed_util.h"
 #include "limiter_util.h"
 #include "shm_util.h"
 #include "sw_keyed.h"
@@ -17,46 +18,10 @@
 
 #define KMAX 4096u /* keys of the tables here: 16 stripes */
 
-static int ks_init_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_init(state, lay->interval_ms, lay->sample_count, lay->max_keys, true);
-}
-
-static sw_lock *ks_state_lock(void *state)
-{
-    return &((struct sw_kstate *)state)->lock;
-}
-
-static int ks_check_state(void *state, const struct sw_shm_layout *lay)
-{
-    return sw_keyed_validate(state, (size_t)lay->state_size, lay->interval_ms,
-                             lay->sample_count, lay->max_keys, true);
-}
-
 static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
 {
-    memset(lay, 0, sizeof *lay);
-    lay->kind = SW_KIND_KEYED;
-    lay->interval_ms = 1000;
-    lay->sample_count = 2;
-    lay->max_keys = max_keys;
-    lay->n_slots = SW_SHM_MAX_PROCS;
-    lay->state_size = sw_keyed_size(1000, 2, max_keys, true);
-    lay->init_state = ks_init_state;
-    lay->check_state = ks_check_state;
-    lay->state_lock = ks_state_lock;
+    *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
-}
-
-static void ks_view(struct sw_shm *s, const struct sw_krule *rule, struct sw_kview *v)
-{
-    v->st = s->state;
-    v->rule = rule;
-    v->token = SW_LOCK_PROCESS;
-    v->slots = s->slots;
-    v->n_slots = s->n_slots;
-    v->my_slot = sw_shm_claim_slot(s, sw_proc_token());
-    v->held = NULL;
 }
 
 /* A fingerprint of stripe `stripe` (its low bits), k-th of that stripe. */
@@ -93,7 +58,7 @@ static void test_stripes_layout(void)
     struct sw_krule rule;
     CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
     struct sw_kview v;
-    ks_view(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_decision d;
     uint64_t x = 99;
     for (uint32_t k = 0; k < KMAX + 1000u; k++) {
@@ -110,13 +75,13 @@ static void test_stripes_layout(void)
     CHECK_EQ(ev + keys, (int64_t)KMAX + 1000);
     CHECK_EQ(stats.pass, (int64_t)KMAX + 1000);
     check_live(&v);
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     /* a stripe's header that disagrees with the layout is refused */
     struct sw_kstate *s3 = (struct sw_kstate *)(void *)((char *)st + 3u * st->stride);
     s3->stripe = 4;
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_EINVAL);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_EINVAL);
     s3->stripe = 3;
-    CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
     /* a small shared table keeps one stripe (exact LRU over all its keys) */
     ks_open(&s, &lay, 300);
@@ -143,7 +108,7 @@ static void *hammer_thread(void *arg)
 {
     struct hammer *h = arg;
     struct sw_kview v;
-    ks_view(h->s, h->rule, &v);
+    kshm_view(h->s, h->rule, &v);
     struct sw_decision d;
     for (int t = 0; t < HAMMER_TRIES; t++) {
         for (uint32_t k = 0; k < HAMMER_OWN; k++) {
@@ -214,7 +179,7 @@ static void test_stripes_hammer(void)
     int64_t want = workers * HAMMER_OWN * HAMMER_LIMIT + HAMMER_COMMON * HAMMER_LIMIT;
     CHECK_EQ(passes, want);
     struct sw_kview v;
-    ks_view(&s, &rule, &v);
+    kshm_view(&s, &rule, &v);
     struct sw_stats st;
     int64_t ev, keys;
     sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
@@ -267,14 +232,14 @@ static void test_stripes_kill(void)
         struct sw_krule rule;
         CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
         struct sw_kview v;
-        ks_view(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         for (uint32_t k = 0; k < 16; k++) /* this process holds 1 of a key in every stripe */
             sw_keyed_decide(&v, fp_in(k, 7), 1, MS(10), 0, &d);
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            ks_view(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             struct sw_decision cd;
             for (uint32_t k = 0; k < 16; k++) /* the child holds 2 of each */
                 sw_keyed_decide(&cv, fp_in(k, 7), 2, MS(10), 0, &cd);
@@ -310,7 +275,7 @@ static void test_stripes_kill(void)
         sw_keyed_decide(&v, fp_in(3, 501), 1, MS(10), 0, &d);
         CHECK_EQ(d.verdict, SW_PASS);
         check_live(&v);
-        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         sw_shm_close(&s);
     }
 }
@@ -330,7 +295,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         struct sw_krule rule;
         CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
         struct sw_kview v;
-        ks_view(&s, &rule, &v);
+        kshm_view(&s, &rule, &v);
         struct sw_decision d;
         uint64_t fp = fp_in(5, 1);
         for (int k = 0; k < 5; k++) {
@@ -340,7 +305,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         struct victim kid;
         if (victim_fork(&kid)) {
             struct sw_kview cv;
-            ks_view(&s, &rule, &cv);
+            kshm_view(&s, &rule, &cv);
             struct sw_decision cd;
             for (int k = 0; k < 3; k++)
                 sw_keyed_decide(&cv, fp, 1, MS(10), SW_F_TRY, &cd);
@@ -362,7 +327,7 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         int64_t ev, keys;
         sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
         CHECK_EQ(st.pass, 10);
-        CHECK_EQ(ks_check_state(s.state, &lay), SW_OK);
+        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
         sw_shm_close(&s);
     }
 }

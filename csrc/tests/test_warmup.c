@@ -127,22 +127,21 @@ static void test_warm_up_limiter(void)
     CHECK_EQ(decide(lim, 4, MS(9000), 0, NULL), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(9000), 0, NULL), SW_BLOCK);
 
-    /* rule (b): q=1, W=1 has no ramp: 1 per second at once (Sentinel: NaN, blocks all) */
-    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 1);
-    c.warm_up_s = 1;
-    if (!lim_renew(&lim, &c))
-        return;
-    drive(lim, 0, 10, 3, got);
-    CHECK_EQ(got[0], 1);
-    CHECK_EQ(got[1], 1);
-    CHECK_EQ(got[2], 1);
-    c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, 5);
-    c.warm_up_s = 0;
-    if (!lim_renew(&lim, &c))
-        return;
-    drive(lim, 0, 10, 2, got);
-    CHECK_EQ(got[0], 5);
-    CHECK_EQ(got[1], 5);
+    /* rule (b): q=1, W=1 has no ramp: 1 per second at once (Sentinel: NaN, blocks all); nor
+     * has W=0: q=5 per second at once. Every second driven admits q. */
+    static const struct {
+        double q, warm_up_s;
+        int seconds;
+    } at_once[] = {{1, 1, 3}, {5, 0, 2}};
+    for (size_t i = 0; i < sizeof at_once / sizeof at_once[0]; i++) {
+        c = cfg_of(SW_GRADE_QPS, SW_WARM_UP, at_once[i].q);
+        c.warm_up_s = at_once[i].warm_up_s;
+        if (!lim_renew(&lim, &c))
+            return;
+        drive(lim, 0, 10, at_once[i].seconds, got);
+        for (int s = 0; s < at_once[i].seconds; s++)
+            CHECK_EQ(got[s], (int64_t)at_once[i].q);
+    }
 
     /* rule (c): q=2 < cf: cold rate 0.67 would admit nothing; slidewin admits 1 per window
      * while cold, burns a token a second, and reaches q after 10 s */
