@@ -244,24 +244,61 @@ void sw_lstate_enter(struct sw_lstate *st)
     atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     /* 1. raise the head buckets and the totals to the counts kept on the lock's line */
+    int64_t *to[SW_HOT_WORDS]; /* where each word of hot[] is kept (NULL: nowhere) */
     for (int k = 0; k < 2; k++) {
         int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
-        if (slot != NULL)
-            for (int e = 0; e < 2; e++)
-                raise_to(&slot[SW_SLOT_COUNTS + hot_ev[e]], st->hot[2 * k + e]);
+        for (int e = 0; e < 2; e++) {
+            to[2 * k + e] = slot != NULL ? &slot[SW_SLOT_COUNTS + hot_ev[e]] : NULL;
+            if (slot != NULL)
+                raise_to(to[2 * k + e], st->hot[2 * k + e]);
+        }
         hot_hook();
     }
-    for (int e = 0; e < 2; e++)
-        raise_to(&node->totals[hot_ev[e]], st->hot[SW_HOT_LIFE + e]);
-    /* 2. zero them (each is stored elsewhere now): a head may move from here on */
+    for (int e = 0; e < 2; e++) {
+        to[SW_HOT_LIFE + e] = &node->totals[hot_ev[e]];
+        raise_to(to[SW_HOT_LIFE + e], st->hot[SW_HOT_LIFE + e]);
+    }
+    /* 2. zero them (each is stored elsewhere now): a head may move from here on. A BLOCK
+     * word may have been raised by a refusal without the lock since step 1: it is zeroed
+     * only with a compare-and-swap from the value just raised into its place */
     atomic_signal_fence(memory_order_seq_cst);
     hot_hook();
     for (int i = 0; i < SW_HOT_WORDS; i++) {
-        st->hot[i] = 0;
+        if (i & 1) {
+            int64_t x = sw_hot_get(st, i);
+            do {
+                if (to[i] != NULL)
+                    raise_to(to[i], x);
+            } while (!__atomic_compare_exchange_n(&st->hot[i], &x, 0, false, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED));
+        } else {
+            sw_hot_set(st, i, 0);
+        }
         if (i == SW_HOT_WORDS / 2)
             hot_hook();
     }
     atomic_signal_fence(memory_order_seq_cst);
+}
+
+/* Load a BLOCK word of hot[] back from its place *w (NULL: none), lock held, in
+ * sw_lstate_leave. A refusal without the lock that saw the state before sw_lstate_enter
+ * began may have added to the word after enter zeroed it: what the word holds is then added
+ * to *w first (*w is raised before the word changes, so a process killed between the two
+ * leaves max(*w, word) exact), and the word becomes *w with a compare-and-swap, retried
+ * while such adds keep coming. */
+static void block_word_back(struct sw_lstate *st, int i, int64_t *w)
+{
+    int64_t moved = 0;
+    int64_t x = sw_hot_get(st, i);
+    for (;;) {
+        if (w != NULL && x != moved) {
+            *w = sw_sat_add(*w, x - moved);
+            moved = x;
+        }
+        if (__atomic_compare_exchange_n(&st->hot[i], &x, w != NULL ? *w : x, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return;
+    }
 }
 
 void sw_lstate_leave(struct sw_lstate *st)
@@ -270,13 +307,13 @@ void sw_lstate_leave(struct sw_lstate *st)
     struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
     atomic_signal_fence(memory_order_seq_cst);
     for (int k = 0; k < 2; k++) {
-        const int64_t *slot = sw_leap_head_slot_(rings[k]);
-        for (int e = 0; e < 2; e++)
-            st->hot[2 * k + e] = slot != NULL ? slot[SW_SLOT_COUNTS + hot_ev[e]] : 0;
+        int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
+        sw_hot_set(st, 2 * k, slot != NULL ? slot[SW_SLOT_COUNTS + SW_EV_PASS] : 0);
+        block_word_back(st, 2 * k + 1, slot != NULL ? &slot[SW_SLOT_COUNTS + SW_EV_BLOCK] : NULL);
         hot_hook();
     }
-    for (int e = 0; e < 2; e++)
-        st->hot[SW_HOT_LIFE + e] = node->totals[hot_ev[e]];
+    sw_hot_set(st, SW_HOT_LIFE, node->totals[SW_EV_PASS]);
+    block_word_back(st, SW_HOT_LIFE + 1, &node->totals[SW_EV_BLOCK]);
     uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
     atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
 }
@@ -404,6 +441,11 @@ static void cancel_surplus(const struct sw_view *v, uint32_t except, int64_t sur
 void sw_lstate_repair(const struct sw_view *v)
 {
     struct sw_node *node = sw_lstate_node(v->st);
+    /* the windows change here: a refusal without the lock must not trust them (an odd
+     * sequence count; sw_lstate_settle below makes it even) */
+    uint64_t seq = atomic_load_explicit(&v->st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&v->st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     sw_node_repair(node);
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
