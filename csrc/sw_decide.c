@@ -253,8 +253,9 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
     const struct sw_leap *sec = sw_node_sec(node);
     if (!sw_leap_at_head_peek(sec, ms) || !sw_leap_at_head_peek(sw_node_min(node), ms))
         return false;
-    int64_t pass = sw_leap_sum_peek(sec, SW_EV_PASS, sw_hot_get(st, SW_HOT_SEC));
-    atomic_thread_fence(memory_order_acquire);
+    /* acquire loads (free on x86): the second load of hot_seq cannot move before them */
+    int64_t pass = sw_leap_sum_peek(sec, SW_EV_PASS,
+                                    __atomic_load_n(&st->hot[SW_HOT_SEC], __ATOMIC_ACQUIRE));
     if (atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
         sw_reject_fits(pass, n, r->limit))
         return false;

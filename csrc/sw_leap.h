@@ -133,7 +133,7 @@ static inline void sw_leap_store_(int64_t *w, int64_t v)
 }
 static inline int64_t sw_leap_load_(const int64_t *w)
 {
-    return __atomic_load_n(w, __ATOMIC_RELAXED);
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE); /* a later load stays after it */
 }
 static inline void sw_leap_store_u_(uint64_t *w, uint64_t v)
 {
@@ -221,8 +221,8 @@ static inline int64_t sw_leap_sum_with_head(const struct sw_leap *l, uint32_t ev
 static inline int64_t sw_leap_sum_peek(const struct sw_leap *l, uint32_t ev, int64_t d)
 {
     const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
-    uint64_t lo = __atomic_load_n(&w[0], __ATOMIC_RELAXED);
-    uint64_t hi = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+    uint64_t lo = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+    uint64_t hi = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
     return sw_leap_sum128_(lo, hi, d);
 }
 
