@@ -250,13 +250,13 @@ void sw_lstate_enter(struct sw_lstate *st)
         for (int e = 0; e < 2; e++) {
             to[2 * k + e] = slot != NULL ? &slot[SW_SLOT_COUNTS + hot_ev[e]] : NULL;
             if (slot != NULL)
-                raise_to(to[2 * k + e], st->hot[2 * k + e]);
+                raise_to(to[2 * k + e], sw_hot_get(st, 2 * k + e));
         }
         hot_hook();
     }
     for (int e = 0; e < 2; e++) {
         to[SW_HOT_LIFE + e] = &node->totals[hot_ev[e]];
-        raise_to(to[SW_HOT_LIFE + e], st->hot[SW_HOT_LIFE + e]);
+        raise_to(to[SW_HOT_LIFE + e], sw_hot_get(st, SW_HOT_LIFE + e));
     }
     /* 2. zero them (each is stored elsewhere now): a head may move from here on. A BLOCK
      * word may have been raised by a refusal without the lock since step 1: it is zeroed
