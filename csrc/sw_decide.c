@@ -238,8 +238,12 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
                             struct sw_decision *out)
 {
     const struct sw_rule *r = v->rule;
-    if (r->grade == SW_GRADE_CONCURRENCY || r->behavior != SW_REJECT || r->shadow ||
-        !(r->count > 0) || (double)n > r->limit ||
+    double count, limit;
+    __atomic_load(&r->count, &count, __ATOMIC_RELAXED);
+    __atomic_load(&r->limit, &limit, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&r->grade, __ATOMIC_RELAXED) == SW_GRADE_CONCURRENCY ||
+        __atomic_load_n(&r->behavior, __ATOMIC_RELAXED) != SW_REJECT ||
+        __atomic_load_n(&r->shadow, __ATOMIC_RELAXED) || !(count > 0) || (double)n > limit ||
         (flags & (SW_F_SHADOW | SW_F_RETRY | SW_F_PRIORITIZED)))
         return false;
     struct sw_lstate *st = v->st;
@@ -257,7 +261,7 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
     int64_t pass = sw_leap_sum_peek(sec, SW_EV_PASS,
                                     __atomic_load_n(&st->hot[SW_HOT_SEC], __ATOMIC_ACQUIRE));
     if (atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
-        sw_reject_fits(pass, n, r->limit))
+        sw_reject_fits(pass, n, limit))
         return false;
     if (!(flags & SW_F_NO_BLOCK))
         sw_hot_count(st, 1, n);

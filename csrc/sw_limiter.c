@@ -548,7 +548,14 @@ void sw_view_unlock(const struct sw_view *v)
 void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
 {
     lock_state(v);
-    *dst = *src;
+    /* word by word, atomic stores: a refusal without the lock reads the rule (refuse_unlocked
+     * in sw_decide.c loads its fields atomically) */
+    _Static_assert(sizeof *dst % 8 == 0, "struct sw_rule: whole 8-byte words");
+    uint64_t w[sizeof *dst / 8];
+    memcpy(w, src, sizeof w);
+    uint64_t *d = (uint64_t *)(void *)dst;
+    for (size_t i = 0; i < sizeof w / 8; i++)
+        __atomic_store_n(&d[i], w[i], __ATOMIC_RELAXED);
     unlock_state(v);
 }
 
