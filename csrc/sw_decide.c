@@ -223,16 +223,19 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
  * at the instant of the last load, and passes within a bucket's life only grow: when it
  * already leaves no room for n, the decision under the lock would refuse too. Nothing is
  * admitted here, so no admission can exceed the limit.
- * The refusal is then counted with an atomic add into the three BLOCK words of hot[] (the
- * heads' and the lifetime count). No count is lost: an add that comes before a lock holder's
- * sw_lstate_enter zeroes the word is raised into the bucket the word belongs to (enter zeroes
- * a BLOCK word only with a compare-and-swap from the value it raised), one that comes after
- * is added by sw_lstate_leave to the then head (block_word_back), and one after that belongs
- * with the word as usual. The one loss: a process killed between enter's zeroing and leave,
- * with such an add in between, leaves the add in a word that a repair reads as a head's
- * count (at most those refusals' BLOCK counts; never a PASS). Anything uncertain (an odd or
- * changed hot_seq, a head not at ms, a sum with room) takes the locked path. The rule is read
- * without the lock: a concurrent sw_view_set_rule may pair this refusal with the old rule.
+ * The refusal is then counted with a compare-and-swap on each of the three BLOCK words of
+ * hot[] (the heads' and the lifetime count), a word at a time, while it does not hold
+ * SW_HOT_MARK (a lock holder between sw_lstate_enter and sw_lstate_leave: the word's count
+ * is then in the node). An add before the mark is raised into the node by enter (it marks a
+ * word only with a compare-and-swap from the value it raised), so no count lives only in a
+ * marked word and a holder killed at any step loses none. A word found marked: when it is
+ * the first, nothing was counted and the decision is made under the lock; otherwise the rest
+ * are counted under the lock, after the holder (a lock stuck past giving up leaves them
+ * uncounted: the one case, as a decision there would fail with SW_EBUSY). A refusal counted
+ * in a bucket that became the head while it was being proven is counted in that head.
+ * Anything uncertain (an odd or changed hot_seq, a head not at ms, a sum with room) takes the
+ * locked path. The rule is read without the lock: a concurrent sw_view_set_rule may pair
+ * this refusal with the old rule.
  * @return true when refused and counted (out filled), false: decide under the lock */
 static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
                             struct sw_decision *out)
@@ -263,8 +266,18 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
     if (atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
         sw_reject_fits(pass, n, limit))
         return false;
-    if (!(flags & SW_F_NO_BLOCK))
-        sw_hot_count(st, 1, n);
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical(); /* tests: a holder enters (and dies) between the proof and the count */
+    if (!(flags & SW_F_NO_BLOCK)) {
+        int i = sw_hot_count_unlocked(st, SW_HOT_SEC + 1, n);
+        if (i == SW_HOT_SEC + 1)
+            return false; /* a lock holder is inside sw_lstate_enter .. leave: decide after it */
+        if (i < SW_HOT_WORDS && lock_state_or_give_up(v)) {
+            for (; i < SW_HOT_WORDS; i += 2) /* the rest, after that holder left */
+                sw_hot_add(st, i, n);
+            unlock_state(v);
+        }
+    }
     out->now_ns = now_ns;
     return true;
 }

@@ -259,8 +259,9 @@ void sw_lstate_enter(struct sw_lstate *st)
         raise_to(to[SW_HOT_LIFE + e], sw_hot_get(st, SW_HOT_LIFE + e));
     }
     /* 2. zero them (each is stored elsewhere now): a head may move from here on. A BLOCK
-     * word may have been raised by a refusal without the lock since step 1: it is zeroed
-     * only with a compare-and-swap from the value just raised into its place */
+     * word may have been raised by a refusal without the lock since step 1: it is marked
+     * (SW_HOT_MARK, no such refusal adds to it any more) only with a compare-and-swap from the
+     * value just raised into its place */
     atomic_signal_fence(memory_order_seq_cst);
     hot_hook();
     for (int i = 0; i < SW_HOT_WORDS; i++) {
@@ -268,9 +269,9 @@ void sw_lstate_enter(struct sw_lstate *st)
             int64_t x = sw_hot_get(st, i);
             do {
                 if (to[i] != NULL)
-                    raise_to(to[i], x);
-            } while (!__atomic_compare_exchange_n(&st->hot[i], &x, 0, false, __ATOMIC_RELAXED,
-                                                  __ATOMIC_RELAXED));
+                    raise_to(to[i], x); /* SW_HOT_MARK: nothing */
+            } while (!__atomic_compare_exchange_n(&st->hot[i], &x, SW_HOT_MARK, false,
+                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED));
         } else {
             sw_hot_set(st, i, 0);
         }
@@ -280,40 +281,20 @@ void sw_lstate_enter(struct sw_lstate *st)
     atomic_signal_fence(memory_order_seq_cst);
 }
 
-/* Load a BLOCK word of hot[] back from its place *w (NULL: none), lock held, in
- * sw_lstate_leave. A refusal without the lock that saw the state before sw_lstate_enter
- * began may have added to the word after enter zeroed it: what the word holds is then added
- * to *w first (*w is raised before the word changes, so a process killed between the two
- * leaves max(*w, word) exact), and the word becomes *w with a compare-and-swap, retried
- * while such adds keep coming. */
-static void block_word_back(struct sw_lstate *st, int i, int64_t *w)
-{
-    int64_t moved = 0;
-    int64_t x = sw_hot_get(st, i);
-    for (;;) {
-        if (w != NULL && x != moved) {
-            *w = sw_sat_add(*w, x - moved);
-            moved = x;
-        }
-        if (__atomic_compare_exchange_n(&st->hot[i], &x, w != NULL ? *w : x, false,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            return;
-    }
-}
-
 void sw_lstate_leave(struct sw_lstate *st)
 {
     struct sw_node *node = sw_lstate_node(st);
     struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
     atomic_signal_fence(memory_order_seq_cst);
+    /* a BLOCK word holds SW_HOT_MARK here: no refusal without the lock changes it */
     for (int k = 0; k < 2; k++) {
-        int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
-        sw_hot_set(st, 2 * k, slot != NULL ? slot[SW_SLOT_COUNTS + SW_EV_PASS] : 0);
-        block_word_back(st, 2 * k + 1, slot != NULL ? &slot[SW_SLOT_COUNTS + SW_EV_BLOCK] : NULL);
+        const int64_t *slot = sw_leap_head_slot_(rings[k]);
+        for (int e = 0; e < 2; e++)
+            sw_hot_set(st, 2 * k + e, slot != NULL ? slot[SW_SLOT_COUNTS + hot_ev[e]] : 0);
         hot_hook();
     }
-    sw_hot_set(st, SW_HOT_LIFE, node->totals[SW_EV_PASS]);
-    block_word_back(st, SW_HOT_LIFE + 1, &node->totals[SW_EV_BLOCK]);
+    for (int e = 0; e < 2; e++)
+        sw_hot_set(st, SW_HOT_LIFE + e, node->totals[hot_ev[e]]);
     uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
     atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
 }
