@@ -170,9 +170,7 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
             k = 1;
         }
         if (k >= 0) {
-            st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
-            st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
-            st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+            sw_hot_count(st, k, n);
             if (k == 1 && (p->flags & SW_F_SHADOW))
                 node->shadow_block = sw_sat_add(node->shadow_block, n);
         }
@@ -213,6 +211,77 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
     sw_lstate_leave(st);
 }
 
+/* A refusal proven without the lock: a rejecting QPS rule (no shadow, no warm-up or
+ * throttle), n within its limit, a plain request (no borrow, no retry time), whose window
+ * already holds the limit's passes at ms. The proof reads, between two loads of hot_seq that
+ * must be equal and even, both windows' head (newest bucket, its slot's start stamp: the
+ * head of each is the bucket of ms) and the passes of the limiter's window (the running total
+ * of the buckets before the head, then hot[SW_HOT_SEC], the head's). While hot_seq stays
+ * even no head moves and no running total changes (only sw_lstate_enter .. sw_lstate_leave
+ * and a repair move them, and they make it odd first), and hot[SW_HOT_SEC] only grows (a
+ * decision at the head raises it). So the sum read is a lower bound of the window's passes
+ * at the instant of the last load, and passes within a bucket's life only grow: when it
+ * already leaves no room for n, the decision under the lock would refuse too. Nothing is
+ * admitted here, so no admission can exceed the limit.
+ * The refusal is then counted with a compare-and-swap on each of the three BLOCK words of
+ * hot[] (the heads' and the lifetime count), a word at a time, while it does not hold
+ * SW_HOT_MARK (a lock holder between sw_lstate_enter and sw_lstate_leave: the word's count
+ * is then in the node). An add before the mark is raised into the node by enter (it marks a
+ * word only with a compare-and-swap from the value it raised), so no count lives only in a
+ * marked word and a holder killed at any step loses none. A word found marked: when it is
+ * the first, nothing was counted and the decision is made under the lock; otherwise the rest
+ * are counted under the lock, after the holder (a lock stuck past giving up leaves them
+ * uncounted: the one case, as a decision there would fail with SW_EBUSY). A refusal counted
+ * in a bucket that became the head while it was being proven is counted in that head.
+ * Anything uncertain (an odd or changed hot_seq, a head not at ms, a sum with room) takes the
+ * locked path. The rule is read without the lock: a concurrent sw_view_set_rule may pair
+ * this refusal with the old rule.
+ * @return true when refused and counted (out filled), false: decide under the lock */
+static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
+                            struct sw_decision *out)
+{
+    const struct sw_rule *r = v->rule;
+    double count, limit;
+    __atomic_load(&r->count, &count, __ATOMIC_RELAXED);
+    __atomic_load(&r->limit, &limit, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&r->grade, __ATOMIC_RELAXED) == SW_GRADE_CONCURRENCY ||
+        __atomic_load_n(&r->behavior, __ATOMIC_RELAXED) != SW_REJECT ||
+        __atomic_load_n(&r->shadow, __ATOMIC_RELAXED) || !(count > 0) || (double)n > limit ||
+        (flags & (SW_F_SHADOW | SW_F_RETRY | SW_F_PRIORITIZED)))
+        return false;
+    struct sw_lstate *st = v->st;
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_acquire);
+    if (seq & 1u)
+        return false;
+    if (now_ns == SW_NOW)
+        now_ns = sw_time_coarse_ns();
+    int64_t ms = sw_ms_of_ns(now_ns);
+    struct sw_node *node = sw_lstate_node(st);
+    const struct sw_leap *sec = sw_node_sec(node);
+    if (!sw_leap_at_head_peek(sec, ms) || !sw_leap_at_head_peek(sw_node_min(node), ms))
+        return false;
+    /* acquire loads (free on x86): the second load of hot_seq cannot move before them */
+    int64_t pass = sw_leap_sum_peek(sec, SW_EV_PASS,
+                                    __atomic_load_n(&st->hot[SW_HOT_SEC], __ATOMIC_ACQUIRE));
+    if (atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
+        sw_reject_fits(pass, n, limit))
+        return false;
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical(); /* tests: a holder enters (and dies) between the proof and the count */
+    if (!(flags & SW_F_NO_BLOCK)) {
+        int i = sw_hot_count_unlocked(st, SW_HOT_SEC + 1, n);
+        if (i == SW_HOT_SEC + 1)
+            return false; /* a lock holder is inside sw_lstate_enter .. leave: decide after it */
+        if (i < SW_HOT_WORDS && lock_state_or_give_up(v)) {
+            for (; i < SW_HOT_WORDS; i += 2) /* the rest, after that holder left */
+                sw_hot_add(st, i, n);
+            unlock_state(v);
+        }
+    }
+    out->now_ns = now_ns;
+    return true;
+}
+
 int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
               struct sw_decision *out)
 {
@@ -227,6 +296,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->now_ns = now_ns;
     out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
+    if (refuse_unlocked(v, n, now_ns, flags, out))
+        return SW_OK;
     if (!lock_state_or_give_up(v))
         return SW_EBUSY;
     /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
@@ -280,9 +351,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
         }
         if (k >= 0) {
             if (k == 0 || !(flags & SW_F_NO_BLOCK)) {
-                st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
-                st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
-                st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+                sw_hot_count(st, k, n);
                 if (k == 1 && (flags & SW_F_SHADOW))
                     node->shadow_block = sw_sat_add(node->shadow_block, n);
             }

@@ -76,16 +76,24 @@ static void dq_push(struct sw_leap *l, uint32_t i)
     l->dq_len++;
 }
 
+/* Zero the running totals (atomic stores: see sw_leap_store_). */
+static void zero_totals(struct sw_leap *l)
+{
+    uint64_t *w = sw_leap_totals_(l);
+    for (size_t i = 0; i < 2u * (size_t)l->n_events; i++)
+        sw_leap_store_u_(&w[i], 0u);
+}
+
 void sw_leap_reset(struct sw_leap *l)
 {
-    l->newest = SW_LEAP_EMPTY;
-    l->newest_idx = 0;
-    l->head = SW_LEAP_EMPTY;
+    sw_leap_store_(&l->newest, SW_LEAP_EMPTY);
+    sw_leap_store_(&l->newest_idx, 0);
+    sw_leap_store_(&l->head, SW_LEAP_EMPTY);
     l->dq_first = 0;
     l->dq_len = 0;
     for (uint32_t i = 0; i < l->sample_count; i++)
         sw_leap_slot_clear(l, sw_leap_slot(l, i), SW_LEAP_EMPTY);
-    memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+    zero_totals(l);
     if (l->has_rt)
         memset(dq_mem(l), 0, (size_t)l->sample_count * sizeof(uint32_t));
 }
@@ -106,8 +114,8 @@ int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t)
         if (start < l->newest)
             return l->newest;
     }
-    l->newest = start;
-    l->newest_idx = sw_leap_index(l, start);
+    sw_leap_store_(&l->newest, start);
+    sw_leap_store_(&l->newest_idx, sw_leap_index(l, start));
     return t;
 }
 
@@ -118,7 +126,7 @@ int64_t sw_leap_clamp_slow(struct sw_leap *l, int64_t t)
 static void leap_slide(struct sw_leap *l, int64_t start)
 {
     if (l->head == SW_LEAP_EMPTY || start - l->head >= l->interval_ms) {
-        memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+        zero_totals(l);
         l->dq_first = 0;
         l->dq_len = 0;
         return;
@@ -166,7 +174,7 @@ int64_t *sw_leap_refresh_slow(struct sw_leap *l, const struct sw_leap *future, i
     sw_leap_slot_clear(l, slot, start);
     if (sw_test_in_critical != NULL)
         sw_test_in_critical(); /* tests: a process killed here leaves a slot ahead of head */
-    l->head = start;
+    sw_leap_store_(&l->head, start);
     if (future != NULL) {
         const int64_t *fs = sw_leap_find(future, start);
         if (fs != NULL)
@@ -433,12 +441,12 @@ void sw_leap_repair(struct sw_leap *l)
                 slot[SW_SLOT_COUNTS + e] = 0;
     }
     if (l->head != SW_LEAP_EMPTY && (l->newest == SW_LEAP_EMPTY || l->newest < l->head))
-        l->newest = l->head; /* head is never ahead of the newest time seen */
+        sw_leap_store_(&l->newest, l->head); /* head is never ahead of the newest seen */
     if (l->newest != SW_LEAP_EMPTY)
-        l->newest_idx = sw_leap_index(l, l->newest);
+        sw_leap_store_(&l->newest_idx, sw_leap_index(l, l->newest));
     /* rebuild the totals (the head's slot excepted) and the deque from the slots of
      * (head - interval, head] */
-    memset(sw_leap_totals_(l), 0, 2u * (size_t)l->n_events * sizeof(uint64_t));
+    zero_totals(l);
     l->dq_first = 0;
     l->dq_len = 0;
     if (l->head == SW_LEAP_EMPTY)

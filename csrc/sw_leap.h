@@ -122,11 +122,29 @@ static inline bool sw_leap_in_newest(const struct sw_leap *l, int64_t t)
     return l->newest != SW_LEAP_EMPTY && t >= l->newest && t - l->newest < l->window_ms;
 }
 
+/* The words a reader without the lock loads (sw_leap_at_head_peek, sw_leap_sum_peek: a
+ * limiter's refusal without its lock, sw_decide.c): newest, newest_idx, head, each slot's
+ * start and the running totals. The writers, lock held, store them with relaxed atomic
+ * stores (a plain store on the usual targets) so that such a read is no data race; the
+ * reader brackets its loads with the state's sequence count (struct sw_lstate, hot_seq). */
+static inline void sw_leap_store_(int64_t *w, int64_t v)
+{
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+static inline int64_t sw_leap_load_(const int64_t *w)
+{
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE); /* a later load stays after it */
+}
+static inline void sw_leap_store_u_(uint64_t *w, uint64_t v)
+{
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
 /** (Re)start a slot in place: bucket `start`, min_rt SW_MIN_RT_INIT, counters 0.
  * Only the slot changes: a ring's totals are kept by its callers. */
 static inline void sw_leap_slot_clear(const struct sw_leap *l, int64_t *slot, int64_t start)
 {
-    slot[SW_SLOT_START] = start;
+    sw_leap_store_(&slot[SW_SLOT_START], start);
     slot[SW_SLOT_MIN_RT] = SW_MIN_RT_INIT;
     for (uint32_t e = 0; e < l->n_events; e++)
         slot[SW_SLOT_COUNTS + e] = 0;
@@ -148,8 +166,8 @@ static inline void sw_leap_total_add_(struct sw_leap *l, uint32_t ev, int64_t d)
 {
     uint64_t *w = sw_leap_totals_(l) + 2u * ev;
     uint64_t lo = w[0] + (uint64_t)d;
-    w[1] += (d < 0 ? UINT64_MAX : 0u) + (lo < w[0] ? 1u : 0u);
-    w[0] = lo;
+    sw_leap_store_u_(&w[1], w[1] + (d < 0 ? UINT64_MAX : 0u) + (lo < w[0] ? 1u : 0u));
+    sw_leap_store_u_(&w[0], lo);
 }
 
 /** Subtract a (signed) value from event ev's running total. */
@@ -157,8 +175,8 @@ static inline void sw_leap_total_sub_(struct sw_leap *l, uint32_t ev, int64_t v)
 {
     uint64_t *w = sw_leap_totals_(l) + 2u * ev;
     uint64_t lo = w[0] - (uint64_t)v;
-    w[1] -= (v < 0 ? UINT64_MAX : 0u) + (lo > w[0] ? 1u : 0u);
-    w[0] = lo;
+    sw_leap_store_u_(&w[1], w[1] - ((v < 0 ? UINT64_MAX : 0u) + (lo > w[0] ? 1u : 0u)));
+    sw_leap_store_u_(&w[0], lo);
 }
 
 /** The head's slot (the bucket starting at head), or NULL when the ring holds none or the
@@ -175,12 +193,9 @@ static inline const int64_t *sw_leap_head_slot_(const struct sw_leap *l)
     return slot[SW_SLOT_START] == l->head ? slot : NULL;
 }
 
-/** The running total of event ev (the window's buckets before the head) plus `d`, saturated
- * to int64. @param l the ring @param ev event index < n_events @param d the head's count */
-static inline int64_t sw_leap_sum_with_head(const struct sw_leap *l, uint32_t ev, int64_t d)
+/* The 128-bit total (hi : lo) plus d, saturated to int64. */
+static inline int64_t sw_leap_sum128_(uint64_t lo, uint64_t hi, int64_t d)
 {
-    const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
-    uint64_t lo = w[0], hi = w[1];
     {
         uint64_t s = lo + (uint64_t)d;
         hi += (d < 0 ? UINT64_MAX : 0u) + (s < lo ? 1u : 0u);
@@ -191,6 +206,24 @@ static inline int64_t sw_leap_sum_with_head(const struct sw_leap *l, uint32_t ev
     if (hi == UINT64_MAX && lo > (uint64_t)INT64_MAX)
         return -(int64_t)~lo - 1;
     return (hi >> 63) ? INT64_MIN : INT64_MAX;
+}
+
+/** The running total of event ev (the window's buckets before the head) plus `d`, saturated
+ * to int64. @param l the ring @param ev event index < n_events @param d the head's count */
+static inline int64_t sw_leap_sum_with_head(const struct sw_leap *l, uint32_t ev, int64_t d)
+{
+    const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
+    return sw_leap_sum128_(w[0], w[1], d);
+}
+
+/** sw_leap_sum_with_head read without the lock (atomic loads): a value to trust only when
+ * the state's sequence count was even and unchanged around the read (sw_decide.c). */
+static inline int64_t sw_leap_sum_peek(const struct sw_leap *l, uint32_t ev, int64_t d)
+{
+    const uint64_t *w = sw_leap_ctotals_(l) + 2u * ev;
+    uint64_t lo = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+    uint64_t hi = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
+    return sw_leap_sum128_(lo, hi, d);
 }
 
 /** Sum of event ev over the buckets in the window of the newest bucket held,
@@ -209,6 +242,19 @@ static inline bool sw_leap_at_head(const struct sw_leap *l, int64_t t)
 {
     return sw_leap_in_newest(l, t) && l->head == l->newest &&
            l->slots[(size_t)l->newest_idx * l->stride + SW_SLOT_START] == l->newest;
+}
+
+/** sw_leap_at_head read without the lock (atomic loads; an index out of range: false): to
+ * trust only when the state's sequence count was even and unchanged around the read. */
+static inline bool sw_leap_at_head_peek(const struct sw_leap *l, int64_t t)
+{
+    int64_t newest = sw_leap_load_(&l->newest);
+    if (newest == SW_LEAP_EMPTY || t < newest || t - newest >= l->window_ms ||
+        sw_leap_load_(&l->head) != newest)
+        return false;
+    int64_t i = sw_leap_load_(&l->newest_idx);
+    return i >= 0 && i < (int64_t)l->sample_count &&
+           sw_leap_load_(&l->slots[(size_t)i * l->stride + SW_SLOT_START]) == newest;
 }
 
 /** Min of min_rt over the same buckets (not clamped to 1), SW_MIN_RT_INIT when none or

@@ -244,20 +244,37 @@ void sw_lstate_enter(struct sw_lstate *st)
     atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     /* 1. raise the head buckets and the totals to the counts kept on the lock's line */
+    int64_t *to[SW_HOT_WORDS]; /* where each word of hot[] is kept (NULL: nowhere) */
     for (int k = 0; k < 2; k++) {
         int64_t *slot = (int64_t *)(uintptr_t)sw_leap_head_slot_(rings[k]);
-        if (slot != NULL)
-            for (int e = 0; e < 2; e++)
-                raise_to(&slot[SW_SLOT_COUNTS + hot_ev[e]], st->hot[2 * k + e]);
+        for (int e = 0; e < 2; e++) {
+            to[2 * k + e] = slot != NULL ? &slot[SW_SLOT_COUNTS + hot_ev[e]] : NULL;
+            if (slot != NULL)
+                raise_to(to[2 * k + e], sw_hot_get(st, 2 * k + e));
+        }
         hot_hook();
     }
-    for (int e = 0; e < 2; e++)
-        raise_to(&node->totals[hot_ev[e]], st->hot[SW_HOT_LIFE + e]);
-    /* 2. zero them (each is stored elsewhere now): a head may move from here on */
+    for (int e = 0; e < 2; e++) {
+        to[SW_HOT_LIFE + e] = &node->totals[hot_ev[e]];
+        raise_to(to[SW_HOT_LIFE + e], sw_hot_get(st, SW_HOT_LIFE + e));
+    }
+    /* 2. zero them (each is stored elsewhere now): a head may move from here on. A BLOCK
+     * word may have been raised by a refusal without the lock since step 1: it is marked
+     * (SW_HOT_MARK, no such refusal adds to it any more) only with a compare-and-swap from the
+     * value just raised into its place */
     atomic_signal_fence(memory_order_seq_cst);
     hot_hook();
     for (int i = 0; i < SW_HOT_WORDS; i++) {
-        st->hot[i] = 0;
+        if (i & 1) {
+            int64_t x = sw_hot_get(st, i);
+            do {
+                if (to[i] != NULL)
+                    raise_to(to[i], x); /* SW_HOT_MARK: nothing */
+            } while (!__atomic_compare_exchange_n(&st->hot[i], &x, SW_HOT_MARK, false,
+                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+        } else {
+            sw_hot_set(st, i, 0);
+        }
         if (i == SW_HOT_WORDS / 2)
             hot_hook();
     }
@@ -269,14 +286,15 @@ void sw_lstate_leave(struct sw_lstate *st)
     struct sw_node *node = sw_lstate_node(st);
     struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
     atomic_signal_fence(memory_order_seq_cst);
+    /* a BLOCK word holds SW_HOT_MARK here: no refusal without the lock changes it */
     for (int k = 0; k < 2; k++) {
         const int64_t *slot = sw_leap_head_slot_(rings[k]);
         for (int e = 0; e < 2; e++)
-            st->hot[2 * k + e] = slot != NULL ? slot[SW_SLOT_COUNTS + hot_ev[e]] : 0;
+            sw_hot_set(st, 2 * k + e, slot != NULL ? slot[SW_SLOT_COUNTS + hot_ev[e]] : 0);
         hot_hook();
     }
     for (int e = 0; e < 2; e++)
-        st->hot[SW_HOT_LIFE + e] = node->totals[hot_ev[e]];
+        sw_hot_set(st, SW_HOT_LIFE + e, node->totals[hot_ev[e]]);
     uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
     atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
 }
@@ -404,6 +422,11 @@ static void cancel_surplus(const struct sw_view *v, uint32_t except, int64_t sur
 void sw_lstate_repair(const struct sw_view *v)
 {
     struct sw_node *node = sw_lstate_node(v->st);
+    /* the windows change here: a refusal without the lock must not trust them (an odd
+     * sequence count; sw_lstate_settle below makes it even) */
+    uint64_t seq = atomic_load_explicit(&v->st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&v->st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     sw_node_repair(node);
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
@@ -506,7 +529,14 @@ void sw_view_unlock(const struct sw_view *v)
 void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
 {
     lock_state(v);
-    *dst = *src;
+    /* word by word, atomic stores: a refusal without the lock reads the rule (refuse_unlocked
+     * in sw_decide.c loads its fields atomically) */
+    _Static_assert(sizeof *dst % 8 == 0, "struct sw_rule: whole 8-byte words");
+    uint64_t w[sizeof *dst / 8];
+    memcpy(w, src, sizeof w);
+    uint64_t *d = (uint64_t *)(void *)dst;
+    for (size_t i = 0; i < sizeof w / 8; i++)
+        __atomic_store_n(&d[i], w[i], __ATOMIC_RELAXED);
     unlock_state(v);
 }
 

@@ -443,6 +443,60 @@ static inline void sw_view_add_in_flight(const struct sw_view *v, struct sw_node
     node->in_flight = sw_sat_add(node->in_flight, d);
 }
 
+/* hot[]'s words are loaded and stored atomically: a refusal proven without the lock
+ * (sw_decide.c, refuse_unlocked) loads hot[SW_HOT_SEC] and raises the three BLOCK words
+ * (odd indices) with a compare-and-swap while a lock holder may work on them. So a BLOCK word
+ * is raised with a compare-and-swap by lock holders too; a PASS word is written by lock
+ * holders only (a plain read, an atomic store).
+ * Between sw_lstate_enter and sw_lstate_leave a BLOCK word holds SW_HOT_MARK: its count is
+ * in the ring or the total it belongs to, and no refusal without the lock adds to it (such a
+ * refusal counts under the lock instead: sw_hot_count_unlocked). So the word never holds a
+ * count that lives nowhere else, and a process killed inside the bracket loses none. */
+#define SW_HOT_MARK INT64_MIN
+static inline int64_t sw_hot_get(const struct sw_lstate *st, int i)
+{
+    return __atomic_load_n(&st->hot[i], __ATOMIC_RELAXED);
+}
+static inline void sw_hot_set(struct sw_lstate *st, int i, int64_t v)
+{
+    __atomic_store_n(&st->hot[i], v, __ATOMIC_RELAXED);
+}
+static inline void sw_hot_add(struct sw_lstate *st, int i, int64_t n)
+{
+    if (!(i & 1)) {
+        sw_hot_set(st, i, sw_sat_add(st->hot[i], n));
+        return;
+    }
+    int64_t x = sw_hot_get(st, i);
+    while (!__atomic_compare_exchange_n(&st->hot[i], &x, sw_sat_add(x, n), true,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+/* Without the lock: add n to the BLOCK words of hot[] from index i on (SW_HOT_SEC + 1, then
+ * the minute's, then the lifetime's) until one holds SW_HOT_MARK. @return the index of that
+ * word (its count and the later ones' are still to make, under the lock), or SW_HOT_WORDS
+ * when every word was counted */
+static inline int sw_hot_count_unlocked(struct sw_lstate *st, int i, int64_t n)
+{
+    for (; i < SW_HOT_WORDS; i += 2) {
+        int64_t x = sw_hot_get(st, i);
+        do {
+            if (x == SW_HOT_MARK)
+                return i;
+        } while (!__atomic_compare_exchange_n(&st->hot[i], &x, sw_sat_add(x, n), true,
+                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    }
+    return SW_HOT_WORDS;
+}
+/* count n of event k (0 PASS, 1 BLOCK) on the lock's line: the heads of both windows and
+ * the lifetime totals */
+static inline void sw_hot_count(struct sw_lstate *st, int k, int64_t n)
+{
+    sw_hot_add(st, SW_HOT_SEC + k, n);
+    sw_hot_add(st, SW_HOT_MIN + k, n);
+    sw_hot_add(st, SW_HOT_LIFE + k, n);
+}
+
 /** The plan of a decision made on the lock's line (sw_plan_locked's fast path, inline for
  * sw_group's decisions over limiters), lock held, reading only: the verdict of n at ms
  * (SW_PASS, SW_BLOCK, SW_NEVER) when the rule decides there (not a shadow; a rejecting QPS
@@ -481,9 +535,7 @@ static inline void sw_plan_fast_count(const struct sw_view *v, int64_t n, unsign
     if (k < 0)
         return;
     struct sw_lstate *st = v->st;
-    st->hot[SW_HOT_SEC + k] = sw_sat_add(st->hot[SW_HOT_SEC + k], n);
-    st->hot[SW_HOT_MIN + k] = sw_sat_add(st->hot[SW_HOT_MIN + k], n);
-    st->hot[SW_HOT_LIFE + k] = sw_sat_add(st->hot[SW_HOT_LIFE + k], n);
+    sw_hot_count(st, k, n);
     if (k == 0 && (v->rule->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY)))
         sw_view_add_in_flight(v, sw_lstate_node(st), n);
 }

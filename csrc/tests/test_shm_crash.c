@@ -623,6 +623,57 @@ static void test_lock_waiter_sleeps_and_is_woken(void)
     munmap(l, 4096);
 }
 
+/* A refusal proven without the lock, when a process takes the lock and enters the
+ * bracket of sw_lstate_enter (zeroing hot[] for a move of the heads) between the proof and
+ * the count, then dies there: the refusal is counted all the same, once (the takeover's
+ * repair keeps every count; here the refusal, finding hot[] marked, is decided and counted
+ * under the lock). */
+static struct sw_limiter *bracket_lim;
+static int bracket_entered;
+static void enter_then_die(void)
+{
+    if (bracket_entered++)
+        return; /* the hooks inside sw_lstate_enter itself */
+    atomic_store(&bracket_lim->st.lock.word, ((uint64_t)4194003u << 32) | 77u); /* a dead owner */
+    sw_lstate_enter(&bracket_lim->st);
+}
+
+static void unlocked_refusal_beside_a_holder_killed_in_the_bracket(void)
+{
+    if (kill(4194003, 0) == 0)
+        return; /* that pid exists here */
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
+    struct sw_limiter *lim = lim_new(&cfg);
+    if (lim == NULL)
+        return;
+    struct sw_decision d;
+    for (int i = 0; i < 10; i++)
+        sw_limiter_decide(lim, 1, MS(600), SW_F_TRY, &d);
+    sw_limiter_decide(lim, 1, MS(650), SW_F_TRY, &d); /* full: refused without the lock */
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    struct sw_view v;
+    sw_limiter_view(lim, &v);
+    v.token = SW_LOCK_PROCESS; /* checks the owner's liveness, as a shared view does */
+    bracket_lim = lim;
+    bracket_entered = 0;
+    sw_test_in_critical = enter_then_die;
+    CHECK_EQ(sw_decide(&v, 1, MS(700), SW_F_TRY, &d), SW_OK);
+    sw_test_in_critical = NULL;
+    CHECK(bracket_entered > 0);
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    CHECK_EQ(sw_decide(&v, 1, MS(720), SW_F_TRY, &d), SW_OK); /* and one more, as usual */
+    CHECK_EQ(d.verdict, SW_BLOCK);
+    struct sw_totals tot;
+    sw_limiter_totals(lim, &tot);
+    CHECK_EQ(tot.pass, 10);
+    CHECK_EQ(tot.block, 3);
+    struct sw_stats st;
+    sw_limiter_stats(lim, MS(720), &st);
+    CHECK_EQ(st.pass, 10);
+    CHECK_EQ(st.block, 3);
+    free(lim);
+}
+
 void test_shm_crash(void)
 {
     test_dead_owner();
@@ -636,4 +687,5 @@ void test_shm_crash(void)
     reap_keeps_the_sum();
     release_for_another_then_acquire();
     give_back_after_a_release_for_it();
+    unlocked_refusal_beside_a_holder_killed_in_the_bracket();
 }

@@ -18,6 +18,7 @@
 #include "sw_time.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -524,6 +525,154 @@ static void stress_concurrency(void)
     free(lim);
 }
 
+/* ---- 6. refusals without the lock while the window rolls ---- */
+
+#define RR_PHASES 24
+#define RR_LIMIT 50
+
+struct rr_shared {
+    struct sw_limiter *lim;
+    _Atomic int64_t now_ms;
+    _Atomic int stop;
+};
+struct rr_arg {
+    struct rr_shared *sh;
+    int id;
+    int64_t calls, pass, block;
+    int errors, bad_windows;
+};
+
+/* Thread 0 rolls the window: each phase moves the time one bucket on (while the others keep
+ * deciding at the time they read), decides there until refused, then reads the window, which
+ * must hold exactly RR_LIMIT passes (demand is above it). The others decide without pause at
+ * the shared time: a full window refuses them without the lock, at every bucket boundary. */
+static void *rr_worker(void *p)
+{
+    struct rr_arg *a = p;
+    struct rr_shared *sh = a->sh;
+    if (a->id == 0) {
+        for (int k = 1; k <= RR_PHASES; k++) {
+            int64_t t = (int64_t)k * 500 + 250;
+            atomic_store(&sh->now_ms, t);
+            for (;;) {
+                int v = decide(sh->lim, 1, MS(t), 0, NULL);
+                a->calls++;
+                if (v == SW_PASS)
+                    a->pass++;
+                else if (v == SW_BLOCK)
+                    a->block++;
+                else
+                    a->errors++;
+                if (v != SW_PASS)
+                    break;
+            }
+            for (int i = 0; i < 2000; i++) { /* let the others refuse a while */
+                int v = decide(sh->lim, 1, MS(t), 0, NULL);
+                a->calls++;
+                a->pass += v == SW_PASS;
+                a->block += v == SW_BLOCK;
+                a->errors += v != SW_PASS && v != SW_BLOCK;
+            }
+            struct sw_stats st;
+            sw_limiter_stats(sh->lim, MS(t), &st);
+            if (st.pass != RR_LIMIT && a->bad_windows++ < 5)
+                printf("  window at %lld ms holds %lld passes\n", (long long)t,
+                       (long long)st.pass);
+        }
+        atomic_store(&sh->stop, 1);
+        return NULL;
+    }
+    while (!atomic_load(&sh->stop)) {
+        int64_t t = atomic_load(&sh->now_ms);
+        int v = decide(sh->lim, 1, MS(t) + (int64_t)a->calls % 1000, 0, NULL);
+        a->calls++;
+        if (v == SW_PASS)
+            a->pass++;
+        else if (v == SW_BLOCK)
+            a->block++;
+        else
+            a->errors++;
+    }
+    return NULL;
+}
+
+static void stress_refuse_while_rolling(void)
+{
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, RR_LIMIT);
+    if (lim == NULL)
+        return;
+    static struct rr_shared sh;
+    sh.lim = lim;
+    atomic_store(&sh.now_ms, 250);
+    atomic_store(&sh.stop, 0);
+    static struct rr_arg args[NTHREADS];
+    RUN_WORKERS(rr_worker, args, &sh);
+    int64_t calls = 0, pass = 0, block = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        CHECK_EQ(args[i].errors, 0);
+        CHECK_EQ(args[i].bad_windows, 0);
+        calls += args[i].calls;
+        pass += args[i].pass;
+        block += args[i].block;
+    }
+    CHECK_EQ(pass + block, calls);
+    struct sw_totals tot;
+    sw_limiter_totals(lim, &tot); /* every decision counted once: none lost, none twice */
+    CHECK_EQ(tot.pass, pass);
+    CHECK_EQ(tot.block, block);
+    CHECK(pass <= (int64_t)RR_LIMIT * (RR_PHASES + 1));
+    free(lim);
+}
+
+/* A full window refuses while another thread holds the lock (the refusal takes no lock),
+ * and counts the refusal. */
+struct rl_arg {
+    struct sw_limiter *lim;
+    _Atomic int done;
+    int verdict;
+};
+
+static void *rl_worker(void *p)
+{
+    struct rl_arg *a = p;
+    a->verdict = decide(a->lim, 1, MS(700), 0, NULL);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void full_window_refuses_while_the_lock_is_held(void)
+{
+    struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, 10);
+    if (lim == NULL)
+        return;
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(decide(lim, 1, MS(600), 0, NULL), SW_PASS);
+    CHECK_EQ(decide(lim, 1, MS(650), 0, NULL), SW_BLOCK); /* full: the head is at 500 ms */
+    static struct rl_arg a;
+    a.lim = lim;
+    atomic_store(&a.done, 0);
+    sw_lock_acquire(&lim->st.lock);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, rl_worker, &a), 0);
+    int64_t deadline = sw_time_ns() + INT64_C(5000000000);
+    while (!atomic_load(&a.done) && sw_time_ns() < deadline)
+        sched_yield();
+    int done = atomic_load(&a.done);
+    sw_lock_release(&lim->st.lock);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(done, 1);
+    CHECK_EQ(a.verdict, SW_BLOCK);
+    struct sw_totals tot;
+    sw_limiter_totals(lim, &tot);
+    CHECK_EQ(tot.pass, 10);
+    CHECK_EQ(tot.block, 2);
+    /* the locked path still sees the refusal in the window's counts */
+    struct sw_stats st;
+    sw_limiter_stats(lim, MS(700), &st);
+    CHECK_EQ(st.block, 2);
+    free(lim);
+}
+
 void test_stress(void)
 {
     stress_phased();
@@ -531,4 +680,6 @@ void test_stress(void)
     stress_throttle();
     stress_adds();
     stress_concurrency();
+    stress_refuse_while_rolling();
+    full_window_refuses_while_the_lock_is_held();
 }
