@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define SW_SHM_LAYOUT_VERSION 8u /* 2: lifetime totals in the node, the region's name;
+#define SW_SHM_LAYOUT_VERSION 9u /* 2: lifetime totals in the node, the region's name;
                                   3: a limiter state's lock shares its line with the node's
                                      totals, rings on 64-byte lines, lazy ring totals; keyed
                                      tables without an index (the probed entry is the key's);
@@ -33,7 +33,9 @@ extern "C" {
                                      lock on it (a region nobody locks is taken over);
                                   7: a shared keyed table in stripes, each with its own
                                      lock, node, entries and holdings;
-                                  8: a keyed stripe's PASS counts on its lock's line */
+                                  8: a keyed stripe's PASS counts on its lock's line;
+                                  9: a limiter's BLOCK words on the lock's line raised
+                                     without the lock, marked while the heads move */
 #define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
