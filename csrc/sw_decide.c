@@ -234,24 +234,27 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
  * uncounted: the one case, as a decision there would fail with SW_EBUSY). A refusal counted
  * in a bucket that became the head while it was being proven is counted in that head.
  * Anything uncertain (an odd or changed hot_seq, a head not at ms, a sum with room) takes the
- * locked path. The rule is read without the lock: a concurrent sw_view_set_rule may pair
- * this refusal with the old rule.
+ * locked path. The rule is read without the lock, between the same two loads of hot_seq:
+ * a change of rule (sw_lstate_store_rule) makes it odd, so the proof holds for one rule.
  * @return true when refused and counted (out filled), false: decide under the lock */
 static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
                             struct sw_decision *out)
 {
-    const struct sw_rule *r = v->rule;
-    double count, limit;
-    __atomic_load(&r->count, &count, __ATOMIC_RELAXED);
-    __atomic_load(&r->limit, &limit, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&r->grade, __ATOMIC_RELAXED) == SW_GRADE_CONCURRENCY ||
-        __atomic_load_n(&r->behavior, __ATOMIC_RELAXED) != SW_REJECT ||
-        __atomic_load_n(&r->shadow, __ATOMIC_RELAXED) || !(count > 0) || (double)n > limit ||
-        (flags & (SW_F_SHADOW | SW_F_RETRY | SW_F_PRIORITIZED)))
+    if (flags & (SW_F_SHADOW | SW_F_RETRY | SW_F_PRIORITIZED))
         return false;
     struct sw_lstate *st = v->st;
     uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_acquire);
     if (seq & 1u)
+        return false;
+    /* the rule between the two loads of hot_seq too (sw_lstate_store_rule makes it odd):
+     * acquire loads, so that the second load of hot_seq stays after them */
+    const struct sw_rule *r = v->rule;
+    double count, limit;
+    __atomic_load(&r->count, &count, __ATOMIC_ACQUIRE);
+    __atomic_load(&r->limit, &limit, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&r->grade, __ATOMIC_ACQUIRE) == SW_GRADE_CONCURRENCY ||
+        __atomic_load_n(&r->behavior, __ATOMIC_ACQUIRE) != SW_REJECT ||
+        __atomic_load_n(&r->shadow, __ATOMIC_ACQUIRE) || !(count > 0) || (double)n > limit)
         return false;
     if (now_ns == SW_NOW)
         now_ns = sw_time_coarse_ns();

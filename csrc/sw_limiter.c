@@ -270,8 +270,9 @@ void sw_lstate_enter(struct sw_lstate *st)
             do {
                 if (to[i] != NULL)
                     raise_to(to[i], x); /* SW_HOT_MARK: nothing */
+                /* a release: the raise is stored before the mark (a kill in between) */
             } while (!__atomic_compare_exchange_n(&st->hot[i], &x, SW_HOT_MARK, false,
-                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+                                                  __ATOMIC_RELEASE, __ATOMIC_RELAXED));
         } else {
             sw_hot_set(st, i, 0);
         }
@@ -526,17 +527,27 @@ void sw_view_unlock(const struct sw_view *v)
     unlock_state(v);
 }
 
-void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
+void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struct sw_rule *src)
 {
-    lock_state(v);
-    /* word by word, atomic stores: a refusal without the lock reads the rule (refuse_unlocked
-     * in sw_decide.c loads its fields atomically) */
+    /* the sequence count odd first (as sw_lstate_enter makes it): a refusal without the lock
+     * (refuse_unlocked in sw_decide.c) loads the rule's fields atomically between two loads
+     * of it, so it never pairs a field of the old rule with one of the new */
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     _Static_assert(sizeof *dst % 8 == 0, "struct sw_rule: whole 8-byte words");
     uint64_t w[sizeof *dst / 8];
     memcpy(w, src, sizeof w);
     uint64_t *d = (uint64_t *)(void *)dst;
     for (size_t i = 0; i < sizeof w / 8; i++)
         __atomic_store_n(&d[i], w[i], __ATOMIC_RELAXED);
+    atomic_store_explicit(&st->hot_seq, (seq + 4u) & ~(uint64_t)1u, memory_order_release);
+}
+
+void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
+{
+    lock_state(v);
+    sw_lstate_store_rule(v->st, dst, src);
     unlock_state(v);
 }
 

@@ -141,6 +141,11 @@ void sw_view_unlock(const struct sw_view *v);
  * last slot) is kept; what the new rule reads of it applies from the next decision.
  * @param dst the rule the view points to (v->rule) @param src the new settings (copied) */
 void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src);
+/** sw_view_set_rule's swap with the state's lock already held (a caller that changes more
+ * under the same lock): the rule is stored with atomic word stores while the state's sequence
+ * count is odd, so a refusal without the lock that read any of it retries under the lock.
+ * @param st the view's state @param dst v->rule @param src the new settings (copied) */
+void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struct sw_rule *src);
 
 /** Derive the settings from a configuration.
  * @return SW_OK, or SW_EINVAL (cfg fails sw_limiter_check) */

@@ -216,6 +216,41 @@ def test_updates_while_threads_decide():
     assert peak[0] <= 2 and lim.in_flight == 0
 
 
+
+def test_updates_while_threads_refuse_a_full_window_never_mix_two_rules():
+    # a full window refuses without the lock, reading the rule there: a refusal that paired
+    # the shadow rule's limit (5) with the other rule's flags (no shadow) would refuse a call
+    # that neither rule refuses (the shadow one admits all, the other has room for 10**6)
+    t = 10**9
+    lim = Limiter(qps=5, shadow=True)
+    for _ in range(50):  # 5 passes, then shadow refusals (admitted, counted BLOCK)
+        assert lim.try_acquire(now_ns=t)
+    stop = threading.Event()
+    refused = []
+
+    def work():
+        for _ in range(20000):
+            if not lim.try_acquire(now_ns=t):
+                refused.append(1)
+
+    def flip():
+        while not stop.is_set():
+            lim.update(qps=10**6, shadow=False)
+            lim.update(qps=5, shadow=True)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    stop.set()
+    flipper.join(60)
+    totals = lim.totals()
+    assert refused == [] and totals["block"] == totals["shadow_block"]
+    assert totals["pass"] + totals["shadow_block"] == 50 + 4 * 20000
+
 # A driver process: makes the objects, starts a peer that hangs inside a decision holding the
 # region's lock (the test hook, 1 s at each step, then SIGSTOP), reads the settings and the
 # repr, and leaves with os._exit (a detach could wait for the lock).

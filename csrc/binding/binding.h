@@ -40,12 +40,6 @@
     {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
 #define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
 
-/* A method table's row: the method `name`, its C function and flags, and its docstring in
- * the "name(signature)\n--\n\ntext" form that inspect.signature reads; HIDDEN: no doc. */
-#define METHOD(name, fn, flags, sig, doc)                                                      \
-    {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
-#define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
-
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif

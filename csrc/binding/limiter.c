@@ -421,7 +421,8 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
  * process's for a shared state) */
 static void lim_apply_rule(PyObject *self, void *rule)
 {
-    *(struct sw_rule *)(uintptr_t)((LimiterObject *)self)->view.rule = *(struct sw_rule *)rule;
+    struct sw_view *v = &((LimiterObject *)self)->view;
+    sw_lstate_store_rule(v->st, (struct sw_rule *)(uintptr_t)v->rule, rule);
 }
 
 /* update(**settings): change this process's settings in place; the state is kept. */
