@@ -306,11 +306,17 @@ class Waiters:
 _ALL: "weakref.WeakSet[Waiters]" = weakref.WeakSet()
 
 
+_MADE = threading.Lock()  # one Waiters an admitter, when threads race for its first
+
+
 def waiters_of(adm: Any) -> Waiters:
     q: Optional[Waiters] = adm._waitq
     if q is None:
-        q = adm._waitq = Waiters(adm)
-        _ALL.add(q)
+        with _MADE:
+            q = adm._waitq
+            if q is None:
+                q = adm._waitq = Waiters(adm)
+                _ALL.add(q)
     return q
 
 

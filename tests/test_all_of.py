@@ -854,6 +854,30 @@ def test_many_async_group_waiters_use_no_cpu_and_a_release_wakes_them(keyed):
     assert (conc.in_flight("k") if keyed else conc.in_flight) == 0
 
 
+
+def test_threads_racing_for_the_first_wait_share_one_queue():
+    # the queue of waiters is made at the first wait: threads that race there (free-threaded
+    # CPython) must get the same one, or a group hooks one member queue's wake-up and
+    # unhooks another's (ValueError in a waiter's thread)
+    from slidewin._waiters import waiters_of
+
+    n = 8
+    for _ in range(100):
+        g = all_of(Limiter(qps=10), Limiter(concurrency=1))
+        start = threading.Barrier(n)
+        got = []
+
+        def race():
+            start.wait(30)
+            got.append(waiters_of(g))
+
+        threads = [threading.Thread(target=race) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(got) == n and all(q is got[0] for q in got)
+
 def test_threads_waiting_on_a_group_sleep_until_a_release():
     g, conc, _ = full_conc_group()
     n = 16
