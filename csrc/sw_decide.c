@@ -211,7 +211,7 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
     sw_lstate_leave(st);
 }
 
-/* A refusal proven without the lock: a rejecting QPS rule (no shadow, no warm-up or
+/* A refusal proven without the lock, tried while another holds it: a rejecting QPS rule (no shadow, no warm-up or
  * throttle), n within its limit, a plain request (no borrow, no retry time), whose window
  * already holds the limit's passes at ms. The proof reads, between two loads of hot_seq that
  * must be equal and even, both windows' head (newest bucket, its slot's start stamp: the
@@ -299,7 +299,10 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->now_ns = now_ns;
     out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
-    if (refuse_unlocked(v, n, now_ns, flags, out))
+    /* only when the lock is held elsewhere: a free lock is taken as cheaply as the proof
+     * (an uncontended decision would otherwise make it twice) */
+    if (sw_lock_owner_of(atomic_load_explicit(&st->lock.word, memory_order_relaxed)) != 0u &&
+        refuse_unlocked(v, n, now_ns, flags, out))
         return SW_OK;
     if (!lock_state_or_give_up(v))
         return SW_EBUSY;

@@ -634,8 +634,7 @@ static void enter_then_die(void)
 {
     if (bracket_entered++)
         return; /* the hooks inside sw_lstate_enter itself */
-    atomic_store(&bracket_lim->st.lock.word, ((uint64_t)4194003u << 32) | 77u); /* a dead owner */
-    sw_lstate_enter(&bracket_lim->st);
+    sw_lstate_enter(&bracket_lim->st); /* the lock's owner, dead below */
 }
 
 static void unlocked_refusal_beside_a_holder_killed_in_the_bracket(void)
@@ -656,6 +655,8 @@ static void unlocked_refusal_beside_a_holder_killed_in_the_bracket(void)
     v.token = SW_LOCK_PROCESS; /* checks the owner's liveness, as a shared view does */
     bracket_lim = lim;
     bracket_entered = 0;
+    /* the lock held (a refusal without it is tried only then) by a process that dies */
+    atomic_store(&lim->st.lock.word, ((uint64_t)4194003u << 32) | 77u);
     sw_test_in_critical = enter_then_die;
     CHECK_EQ(sw_decide(&v, 1, MS(700), SW_F_TRY, &d), SW_OK);
     sw_test_in_critical = NULL;
