@@ -228,6 +228,22 @@ static inline void hot_hook(void)
         sw_test_in_critical(); /* tests: a process killed between two steps */
 }
 
+/* readers without the lock (sw_lstate_copy, refuse_unlocked in sw_decide.c) trust what they
+ * read between two equal, even loads of hot_seq: made odd (and fenced) before a change, even
+ * again after it (a new value each time: a reader sees any change between its loads) */
+static inline void seq_make_odd(struct sw_lstate *st)
+{
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static inline void seq_make_even(struct sw_lstate *st)
+{
+    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
+    atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
+}
+
 /* raise *w to v: redoing it changes nothing */
 static inline void raise_to(int64_t *w, int64_t v)
 {
@@ -240,9 +256,7 @@ void sw_lstate_enter(struct sw_lstate *st)
     struct sw_node *node = sw_lstate_node(st);
     struct sw_leap *rings[2] = {sw_node_sec(node), sw_node_min(node)};
     /* 0. tell observers (sw_lstate_copy) that the heads may move from here on */
-    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
-    atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    seq_make_odd(st);
     /* 1. raise the head buckets and the totals to the counts kept on the lock's line */
     int64_t *to[SW_HOT_WORDS]; /* where each word of hot[] is kept (NULL: nowhere) */
     for (int k = 0; k < 2; k++) {
@@ -296,8 +310,7 @@ void sw_lstate_leave(struct sw_lstate *st)
     }
     for (int e = 0; e < 2; e++)
         sw_hot_set(st, SW_HOT_LIFE + e, node->totals[hot_ev[e]]);
-    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
-    atomic_store_explicit(&st->hot_seq, (seq + 1u) & ~(uint64_t)1u, memory_order_release);
+    seq_make_even(st);
 }
 
 void sw_lstate_settle(struct sw_lstate *st)
@@ -425,9 +438,7 @@ void sw_lstate_repair(const struct sw_view *v)
     struct sw_node *node = sw_lstate_node(v->st);
     /* the windows change here: a refusal without the lock must not trust them (an odd
      * sequence count; sw_lstate_settle below makes it even) */
-    uint64_t seq = atomic_load_explicit(&v->st->hot_seq, memory_order_relaxed);
-    atomic_store_explicit(&v->st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    seq_make_odd(v->st);
     sw_node_repair(node);
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
@@ -532,16 +543,14 @@ void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struc
     /* the sequence count odd first (as sw_lstate_enter makes it): a refusal without the lock
      * (refuse_unlocked in sw_decide.c) loads the rule's fields atomically between two loads
      * of it, so it never pairs a field of the old rule with one of the new */
-    uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
-    atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    seq_make_odd(st);
     _Static_assert(sizeof *dst % 8 == 0, "struct sw_rule: whole 8-byte words");
     uint64_t w[sizeof *dst / 8];
     memcpy(w, src, sizeof w);
     uint64_t *d = (uint64_t *)(void *)dst;
     for (size_t i = 0; i < sizeof w / 8; i++)
         __atomic_store_n(&d[i], w[i], __ATOMIC_RELAXED);
-    atomic_store_explicit(&st->hot_seq, (seq + 4u) & ~(uint64_t)1u, memory_order_release);
+    seq_make_even(st);
 }
 
 void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
