@@ -319,17 +319,19 @@ def test_shared_release_in_another_process_wakes_an_async_waiter(name):
     with W.held_in_another_process(name) as go:
         lim = Counting(concurrency=1, shared=name)
 
+        async def enter_and_leave():
+            async with lim.entry(timeout=30):
+                await asyncio.sleep(0)
+
         async def main():
-            tasks = [asyncio.ensure_future(lim.acquire_async(timeout=30)) for _ in range(1)]
-            entries = [asyncio.ensure_future(lim.entry(timeout=30).__aenter__())
-                       for _ in range(20)]
+            first = asyncio.ensure_future(lim.acquire_async(timeout=30))
+            # each entry leaves by itself: the test does not depend on the order they pass in
+            entries = [asyncio.ensure_future(enter_and_leave()) for _ in range(20)]
             await asyncio.sleep(0.2)
             go.set()
-            await asyncio.gather(*tasks)
+            await first
             lim.release()
-            for e in entries:  # the entries then pass one after the other
-                entry = await e
-                await entry.__aexit__(None, None, None)
+            await asyncio.gather(*entries)  # the entries then pass one after the other
 
         run(main(), deadline=60)
         # woken by the release, not polling (1 ms polls over 0.5 s: ~10 000 decisions)
