@@ -485,6 +485,35 @@ int sw_count_shadow_block(const struct sw_view *v, int64_t n, int64_t now_ns)
     return SW_OK;
 }
 
+/* The throttle's queue moved by the cost of n requests at its rate at now_ns (lock held):
+ * forward (charge: as for n admitted now, never backwards), or back (refund: never before
+ * now_ns, and not a queue saturated at the end of time) */
+static void move_throttle(const struct sw_view *v, int64_t n, int64_t now_ns, bool forward)
+{
+    const struct sw_rule *r = v->rule;
+    struct sw_lstate *st = v->st;
+    struct sw_node *node = sw_lstate_node(st);
+    struct sw_throttle *th = &st->thr;
+    if (!forward && !(th->has_last && !th->saturated && th->last_ns > now_ns))
+        return;
+    double rate = r->behavior == SW_THROTTLE
+                      ? r->count
+                      : warm_rate(r, &st->warm, node,
+                                  sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns)));
+    int64_t cost = sw_throttle_cost(rate, n);
+    if (!forward) {
+        int64_t back = sw_sat_sub(th->last_ns, cost);
+        th->last_ns = back > now_ns ? back : now_ns;
+    } else if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost) {
+        th->last_ns = now_ns;
+        th->has_last = 1;
+        th->saturated = 0;
+    } else if (__builtin_add_overflow(th->last_ns, cost, &th->last_ns)) {
+        th->last_ns = INT64_MAX;
+        th->saturated = 1;
+    }
+}
+
 int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
 {
     if (n < 0)
@@ -496,26 +525,12 @@ int sw_charge(const struct sw_view *v, int64_t n, int64_t now_ns)
         return n == 0 ? SW_OK : SW_ESTATE;
     }
     if (n > 0) {
-        struct sw_lstate *st = v->st;
-        struct sw_node *node = sw_lstate_node(st);
+        struct sw_node *node = sw_lstate_node(v->st);
         if (now_ns == SW_NOW)
             now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
-        int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
-        if (is_throttle(r) && r->count > 0) {
-            /* the queue moves by the cost of n, as for n admitted now (never backwards) */
-            double rate = r->behavior == SW_THROTTLE ? r->count : warm_rate(r, &st->warm, node, t);
-            int64_t cost = sw_throttle_cost(rate, n);
-            struct sw_throttle *th = &st->thr;
-            if (!th->has_last || sw_sat_sub(now_ns, th->last_ns) >= cost) {
-                th->last_ns = now_ns;
-                th->has_last = 1;
-                th->saturated = 0;
-            } else if (__builtin_add_overflow(th->last_ns, cost, &th->last_ns)) {
-                th->last_ns = INT64_MAX;
-                th->saturated = 1;
-            }
-        }
-        sw_node_add_at(node, SW_EV_PASS, n, t);
+        if (is_throttle(r) && r->count > 0)
+            move_throttle(v, n, now_ns, true);
+        sw_node_add_at(node, SW_EV_PASS, n, sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns)));
     }
     unlock_node(v);
     return SW_OK;
@@ -527,22 +542,8 @@ int sw_refund(const struct sw_view *v, int64_t n, int64_t now_ns)
         return SW_EINVAL;
     lock_node(v);
     const struct sw_rule *r = v->rule; /* read under the lock only */
-    if (n > 0 && is_throttle(r) && r->count > 0) {
-        struct sw_lstate *st = v->st;
-        struct sw_throttle *th = &st->thr;
-        if (now_ns == SW_NOW)
-            now_ns = sw_time_ns();
-        if (th->has_last && !th->saturated && th->last_ns > now_ns) {
-            double rate = r->count;
-            if (r->behavior != SW_THROTTLE) {
-                struct sw_node *node = sw_lstate_node(st);
-                rate = warm_rate(r, &st->warm, node,
-                                 sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns)));
-            }
-            int64_t back = sw_sat_sub(th->last_ns, sw_throttle_cost(rate, n));
-            th->last_ns = back > now_ns ? back : now_ns;
-        }
-    }
+    if (n > 0 && is_throttle(r) && r->count > 0)
+        move_throttle(v, n, now_ns == SW_NOW ? sw_time_ns() : now_ns, false);
     unlock_node(v);
     return SW_OK;
 }
