@@ -153,6 +153,50 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
     }
 }
 
+/* The fast path's verdict (lock held; the heads of both windows at the decision's ms): a
+ * concurrency rule against `cap` (its limit, or an adaptive one's learned limit), a rejecting
+ * QPS rule against the passes counted on the lock's line; -1 when a refusal needs more than
+ * this path gives (a borrow, a retry time) */
+static int fast_verdict(const struct sw_rule *r, const struct sw_lstate *st,
+                        struct sw_node *node, int64_t n, unsigned flags, double cap)
+{
+    if (r->grade == SW_GRADE_CONCURRENCY)
+        return (double)n > r->count                         ? SW_NEVER
+               : sw_reject_fits(in_flight_now(node), n, cap) ? SW_PASS
+                                                             : SW_BLOCK;
+    if ((double)n > r->limit)
+        return SW_NEVER;
+    if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
+                       n, r->limit))
+        return SW_PASS;
+    if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+        return SW_BLOCK;
+    return -1;
+}
+
+/* The fast path's counts, on the lock's line (lock held): an admission committed counts PASS
+ * (and its in-flight count), a refusal BLOCK unless SW_F_NO_BLOCK. @return whether it
+ * counted an admission */
+static bool fast_count(const struct sw_view *v, struct sw_node *node, int verdict, int64_t n,
+                       unsigned flags, bool commit)
+{
+    int k = verdict == SW_PASS ? (commit ? 0 : -1) : (flags & SW_F_NO_BLOCK) ? -1 : 1;
+    if (k < 0)
+        return false;
+    sw_hot_count(v->st, k, n);
+    if (k == 1) {
+        if (flags & SW_F_SHADOW)
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
+        return false;
+    }
+    const struct sw_rule *r = v->rule;
+    if (r->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
+        add_in_flight(v, node, n);
+    if (r->grade == SW_GRADE_CONCURRENCY && r->adapt.algo != SW_ADAPT_NONE)
+        sw_adapt_admitted(&node->adapt, in_flight_now(node));
+    return true;
+}
+
 /* End a plan, lock held: commit (an admitted plan counts PASS, takes its throttle slot, its
  * warm-up payback, its in-flight count; a refused one, a shadow's, counts BLOCK), or not
  * (only a refusal counts: BLOCK). Then sw_lstate_leave. Cannot fail. */
@@ -162,22 +206,7 @@ static void plan_end(const struct sw_view *v, const struct sw_plan *p, bool comm
     struct sw_node *node = sw_lstate_node(st);
     int64_t n = p->n, t = p->t;
     if (p->fast) { /* counted on the lock's line, as sw_decide's fast path */
-        int k = -1;
-        if (p->d.verdict == SW_PASS) {
-            if (commit)
-                k = 0;
-        } else if (!(p->flags & SW_F_NO_BLOCK)) {
-            k = 1;
-        }
-        if (k >= 0) {
-            sw_hot_count(st, k, n);
-            if (k == 1 && (p->flags & SW_F_SHADOW))
-                node->shadow_block = sw_sat_add(node->shadow_block, n);
-        }
-        if (k == 0 && (p->grade == SW_GRADE_CONCURRENCY || (p->flags & SW_F_ENTRY)))
-            add_in_flight(v, node, n);
-        if (k == 0 && p->grade == SW_GRADE_CONCURRENCY && v->rule->adapt.algo != SW_ADAPT_NONE)
-            sw_adapt_admitted(&node->adapt, in_flight_now(node));
+        (void)fast_count(v, node, p->d.verdict, n, p->flags, commit);
         return;
     }
     if (p->d.verdict == SW_PASS) {
@@ -332,43 +361,12 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     }
     if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
-        int k = -1; /* the event counted: 0 PASS, 1 BLOCK */
-        if (conc) {
-            if ((double)n > r->count) {
-                out->verdict = SW_NEVER;
-                k = 1;
-            } else if (sw_reject_fits(in_flight_now(node), n, cap)) {
-                out->verdict = SW_PASS;
-                k = 0;
-            } else {
-                k = 1;
-            }
-        } else if ((double)n > r->limit) {
-            out->verdict = SW_NEVER;
-            k = 1;
-        } else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
-                                                        st->hot[SW_HOT_SEC]),
-                                  n, r->limit)) {
-            out->verdict = SW_PASS;
-            k = 0;
-        } else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) &&
-                   !(flags & SW_F_RETRY)) {
-            k = 1;
-        }
-        if (k >= 0) {
-            if (k == 0 || !(flags & SW_F_NO_BLOCK)) {
-                sw_hot_count(st, k, n);
-                if (k == 1 && (flags & SW_F_SHADOW))
-                    node->shadow_block = sw_sat_add(node->shadow_block, n);
-            }
-            if (k == 0 && (conc || (flags & SW_F_ENTRY)))
-                add_in_flight(v, node, n);
-            if (ad != NULL) {
-                if (k == 0)
-                    sw_adapt_admitted(ad, in_flight_now(node));
-                else
-                    sw_adapt_refused(&r->adapt, ad, ms);
-            }
+        int verdict = fast_verdict(r, st, node, n, flags, cap);
+        if (verdict >= 0) {
+            out->verdict = verdict;
+            bool admitted = fast_count(v, node, verdict, n, flags, true);
+            if (ad != NULL && !admitted)
+                sw_adapt_refused(&r->adapt, ad, ms);
             unlock_state(v);
             goto done;
         }
@@ -415,19 +413,7 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
     if (((conc && r->adapt.algo == SW_ADAPT_NONE) ||
          (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
-        int verdict = -1;
-        if (conc)
-            verdict = (double)n > r->count                           ? SW_NEVER
-                      : sw_reject_fits(in_flight_now(node), n, r->count) ? SW_PASS
-                                                                         : SW_BLOCK;
-        else if ((double)n > r->limit)
-            verdict = SW_NEVER;
-        else if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS,
-                                                      st->hot[SW_HOT_SEC]),
-                                n, r->limit))
-            verdict = SW_PASS;
-        else if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
-            verdict = SW_BLOCK;
+        int verdict = fast_verdict(r, st, node, n, flags, r->count);
         if (verdict >= 0) {
             p->d.verdict = verdict;
             p->d.occupied = 0;
