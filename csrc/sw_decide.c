@@ -156,9 +156,10 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
 /* The fast path's verdict (lock held; the heads of both windows at the decision's ms): a
  * concurrency rule against `cap` (its limit, or an adaptive one's learned limit), a rejecting
  * QPS rule against the passes counted on the lock's line; -1 when a refusal needs more than
- * this path gives (a borrow, a retry time) */
-static int fast_verdict(const struct sw_rule *r, const struct sw_lstate *st,
-                        struct sw_node *node, int64_t n, unsigned flags, double cap)
+ * this path gives (a borrow, a retry time). Inlined: it is try_acquire's path */
+static inline __attribute__((always_inline)) int
+fast_verdict(const struct sw_rule *r, const struct sw_lstate *st, struct sw_node *node, int64_t n,
+             unsigned flags, double cap)
 {
     if (r->grade == SW_GRADE_CONCURRENCY)
         return (double)n > r->count                         ? SW_NEVER
@@ -176,9 +177,10 @@ static int fast_verdict(const struct sw_rule *r, const struct sw_lstate *st,
 
 /* The fast path's counts, on the lock's line (lock held): an admission committed counts PASS
  * (and its in-flight count), a refusal BLOCK unless SW_F_NO_BLOCK. @return whether it
- * counted an admission */
-static bool fast_count(const struct sw_view *v, struct sw_node *node, int verdict, int64_t n,
-                       unsigned flags, bool commit)
+ * counted an admission. Inlined: it is try_acquire's path */
+static inline __attribute__((always_inline)) bool
+fast_count(const struct sw_view *v, struct sw_node *node, int verdict, int64_t n, unsigned flags,
+           bool commit)
 {
     int k = verdict == SW_PASS ? (commit ? 0 : -1) : (flags & SW_F_NO_BLOCK) ? -1 : 1;
     if (k < 0)
