@@ -153,28 +153,6 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
     }
 }
 
-/* The fast path's verdict (lock held; the heads of both windows at the decision's ms): a
- * concurrency rule against `cap` (its limit, or an adaptive one's learned limit), a rejecting
- * QPS rule against the passes counted on the lock's line; -1 when a refusal needs more than
- * this path gives (a borrow, a retry time). Inlined: it is try_acquire's path */
-static inline __attribute__((always_inline)) int
-fast_verdict(const struct sw_rule *r, const struct sw_lstate *st, struct sw_node *node, int64_t n,
-             unsigned flags, double cap)
-{
-    if (r->grade == SW_GRADE_CONCURRENCY)
-        return (double)n > r->count                         ? SW_NEVER
-               : sw_reject_fits(in_flight_now(node), n, cap) ? SW_PASS
-                                                             : SW_BLOCK;
-    if ((double)n > r->limit)
-        return SW_NEVER;
-    if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
-                       n, r->limit))
-        return SW_PASS;
-    if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
-        return SW_BLOCK;
-    return -1;
-}
-
 /* The fast path's counts, on the lock's line (lock held): an admission committed counts PASS
  * (and its in-flight count), a refusal BLOCK unless SW_F_NO_BLOCK. @return whether it
  * counted an admission. Inlined: it is try_acquire's path */
@@ -183,17 +161,12 @@ fast_count(const struct sw_view *v, struct sw_node *node, int verdict, int64_t n
            bool commit)
 {
     int k = verdict == SW_PASS ? (commit ? 0 : -1) : (flags & SW_F_NO_BLOCK) ? -1 : 1;
-    if (k < 0)
+    sw_plan_fast_count(v, n, flags, k);
+    if (k == 1 && (flags & SW_F_SHADOW))
+        node->shadow_block = sw_sat_add(node->shadow_block, n);
+    if (k != 0)
         return false;
-    sw_hot_count(v->st, k, n);
-    if (k == 1) {
-        if (flags & SW_F_SHADOW)
-            node->shadow_block = sw_sat_add(node->shadow_block, n);
-        return false;
-    }
     const struct sw_rule *r = v->rule;
-    if (r->grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY))
-        add_in_flight(v, node, n);
     if (r->grade == SW_GRADE_CONCURRENCY && r->adapt.algo != SW_ADAPT_NONE)
         sw_adapt_admitted(&node->adapt, in_flight_now(node));
     return true;
@@ -363,7 +336,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     }
     if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
-        int verdict = fast_verdict(r, st, node, n, flags, cap);
+        int verdict = sw_fast_verdict(r, st, node, n, flags, cap);
         if (verdict >= 0) {
             out->verdict = verdict;
             bool admitted = fast_count(v, node, verdict, n, flags, true);
@@ -415,7 +388,7 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
     if (((conc && r->adapt.algo == SW_ADAPT_NONE) ||
          (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
-        int verdict = fast_verdict(r, st, node, n, flags, r->count);
+        int verdict = sw_fast_verdict(r, st, node, n, flags, r->count);
         if (verdict >= 0) {
             p->d.verdict = verdict;
             p->d.occupied = 0;

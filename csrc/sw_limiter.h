@@ -502,6 +502,27 @@ static inline void sw_hot_count(struct sw_lstate *st, int k, int64_t n)
     sw_hot_add(st, SW_HOT_LIFE + k, n);
 }
 
+/** The verdict of n on the lock's line (lock held; both windows at the head bucket of the
+ * decision's ms): a concurrency rule against `cap` (its limit, or an adaptive one's learned
+ * limit), a rejecting QPS rule against the passes counted there; -1 when a refusal wants more
+ * than this gives (a borrow, a retry time). */
+static inline int sw_fast_verdict(const struct sw_rule *r, const struct sw_lstate *st,
+                                  struct sw_node *node, int64_t n, unsigned flags, double cap)
+{
+    if (r->grade == SW_GRADE_CONCURRENCY)
+        return (double)n > r->count                                 ? SW_NEVER
+               : sw_reject_fits(sw_node_in_flight_now(node), n, cap) ? SW_PASS
+                                                                     : SW_BLOCK;
+    if ((double)n > r->limit)
+        return SW_NEVER;
+    if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
+                       n, r->limit))
+        return SW_PASS;
+    if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
+        return SW_BLOCK;
+    return -1;
+}
+
 /** The plan of a decision made on the lock's line (sw_plan_locked's fast path, inline for
  * sw_group's decisions over limiters), lock held, reading only: the verdict of n at ms
  * (SW_PASS, SW_BLOCK, SW_NEVER) when the rule decides there (not a shadow; a rejecting QPS
@@ -519,18 +540,7 @@ static inline int sw_plan_fast_locked(const struct sw_view *v, int64_t n, int64_
         !(conc ? r->adapt.algo == SW_ADAPT_NONE : (r->behavior == SW_REJECT && r->count > 0)) ||
         !sw_leap_at_head(sw_node_sec(node), ms) || !sw_leap_at_head(sw_node_min(node), ms))
         return -1;
-    if (conc)
-        return (double)n > r->count                                     ? SW_NEVER
-               : sw_reject_fits(sw_node_in_flight_now(node), n, r->count) ? SW_PASS
-                                                                          : SW_BLOCK;
-    if ((double)n > r->limit)
-        return SW_NEVER;
-    if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
-                       n, r->limit))
-        return SW_PASS;
-    if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
-        return SW_BLOCK;
-    return -1;
+    return sw_fast_verdict(r, st, node, n, flags, r->count);
 }
 
 /** End a plan of sw_plan_fast_locked, lock held: k 0 counts n PASS (and holds n in flight for
