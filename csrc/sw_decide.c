@@ -303,13 +303,17 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->now_ns = now_ns;
     out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
-    /* only when the lock is held elsewhere: a free lock is taken as cheaply as the proof
-     * (an uncontended decision would otherwise make it twice) */
-    if (sw_lock_owner_of(atomic_load_explicit(&st->lock.word, memory_order_relaxed)) != 0u &&
-        refuse_unlocked(v, n, now_ns, flags, out))
-        return SW_OK;
-    if (!lock_state_or_give_up(v))
-        return SW_EBUSY;
+    /* the lock tried first: one compare-and-swap takes the lock's line once, where a load
+     * before it took the line twice from another process deciding on it. Only when another
+     * holds it, a refusal is proven without it (an uncontended decision would otherwise
+     * make the proof and then the decision) */
+    uint64_t seen;
+    if (!try_lock_state(v, &seen)) {
+        if (sw_lock_owner_of(seen) != 0u && refuse_unlocked(v, n, now_ns, flags, out))
+            return SW_OK;
+        if (!lock_state_or_give_up(v))
+            return SW_EBUSY;
+    }
     /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
     if (r->shadow)
         flags |= SW_F_SHADOW;

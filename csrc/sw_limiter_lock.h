@@ -35,6 +35,16 @@ static inline bool lock_state_or_give_up(const struct sw_view *v)
     return got != SW_LOCK_GAVE_UP;
 }
 
+/* One try for the state's lock, no wait: @return true when taken; else *seen is the lock's
+ * word (its owner: sw_lock_owner_of) */
+static inline bool try_lock_state(const struct sw_view *v, uint64_t *seen)
+{
+    *seen = 0;
+    return atomic_compare_exchange_strong_explicit(&v->st->lock.word, seen,
+                                                   sw_token_resolve(v->token),
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+
 static inline void unlock_state(const struct sw_view *v)
 {
     sw_lock_release(&v->st->lock);
