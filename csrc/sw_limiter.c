@@ -230,8 +230,9 @@ static inline void hot_hook(void)
 
 /* readers without the lock (sw_lstate_copy, refuse_unlocked in sw_decide.c) trust what they
  * read between two equal, even loads of hot_seq: made odd (and fenced) before a change, even
- * again after it (a new value each time: a reader sees any change between its loads) */
-static inline void seq_make_odd(struct sw_lstate *st)
+ * again after it (a new value each time: a reader sees any change between its loads).
+ * Not inlined: GCC rejects a fence inlined into a ThreadSanitizer build (-Wtsan) */
+static __attribute__((noinline)) void seq_make_odd(struct sw_lstate *st)
 {
     uint64_t seq = atomic_load_explicit(&st->hot_seq, memory_order_relaxed);
     atomic_store_explicit(&st->hot_seq, (seq + 2u) | 1u, memory_order_relaxed);
