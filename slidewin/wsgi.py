@@ -136,17 +136,8 @@ class _CloseHook:
     def __call__(self) -> None:
         entry, self._entry = self._entry, None
         close, self._close = self._close, None  # (drops the cycle wrapper -> hook -> wrapper)
-        if entry is None:
-            return  # closed before
         failed_send = isinstance(sys.exc_info()[1], OSError)
-        outcome: Optional[type] = GeneratorExit if failed_send else None
-        try:
-            if close is not None:
-                close()
-        except BaseException as exc:
-            entry.__exit__(type(exc), exc, None)
-            raise
-        entry.__exit__(outcome, None, None)
+        _close_and_exit(entry, close, GeneratorExit if failed_send else None)
 
 
 class _Closing:
@@ -181,13 +172,19 @@ class _Closing:
 
     def close(self) -> None:
         entry, self._entry = self._entry, None
-        if entry is None:
-            return  # closed before
-        try:
-            close = getattr(self._result, "close", None)
-            if close is not None:
-                close()
-        except BaseException as exc:
-            entry.__exit__(type(exc), exc, None)
-            raise
-        entry.__exit__(self._outcome, None, None)
+        _close_and_exit(entry, getattr(self._result, "close", None), self._outcome)
+
+
+def _close_and_exit(entry: Any, close: Optional[Callable[[], Any]],
+                    outcome: Optional[type]) -> None:
+    """Call `close`, then end `entry` (None: closed before) with `outcome`, or with the
+    exception close raised."""
+    if entry is None:
+        return
+    try:
+        if close is not None:
+            close()
+    except BaseException as exc:
+        entry.__exit__(type(exc), exc, None)
+        raise
+    entry.__exit__(outcome, None, None)
