@@ -600,8 +600,7 @@ class Middleware:
                     result, code, fields, self._body, self._content_type, self._body_type,
                     self._WHERE)
         raw = problem(code) if self._body is None else self._body
-        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
-        return None, code, hdrs + fields, raw
+        return None, code, _framed(self._content_type, raw) + fields, raw
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -684,20 +683,20 @@ def problem(status: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def _body_bytes(body: Any, what: str, where: str) -> bytes:
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise TypeError("%s: %s must be bytes, str or None, not %s"
+                    % (where, what, type(body).__name__))
+
+
 def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes], str]:
-    if body is None:
-        ctype = "application/problem+json" if content_type is None else content_type
-        raw: Optional[bytes] = None
-    elif isinstance(body, str):
-        raw = body.encode("utf-8")
-        ctype = "text/plain; charset=utf-8" if content_type is None else content_type
-    elif isinstance(body, (bytes, bytearray, memoryview)):
-        raw = bytes(body)
-        ctype = "text/plain; charset=utf-8" if content_type is None else content_type
-    else:
-        raise TypeError(
-            "%s: body must be bytes, str or None, not %s" % (where, type(body).__name__)
-        )
+    raw = None if body is None else _body_bytes(body, "body", where)
+    ctype = content_type
+    if ctype is None:
+        ctype = "application/problem+json" if body is None else "text/plain; charset=utf-8"
     if not isinstance(ctype, str):
         raise TypeError(
             "%s: content_type must be a str, not %s" % (where, type(ctype).__name__)
@@ -760,14 +759,12 @@ def policy_header(limiter: Any, threshold: Any = _OWN) -> str:
     not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
     of the request's key (a KeyedLimiter's override), else the limiter's own."""
     name = _policy_name(limiter)
-    conc = getattr(limiter, "concurrency", None)
     if threshold is _OWN or threshold is None:
-        threshold = conc if conc is not None else getattr(limiter, "qps", None)
-    if conc is not None:
+        threshold = own_threshold(limiter)
+    if is_concurrency(limiter):
         return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
-    qps = threshold or 0.0
     interval_ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
-    quota = int(math.floor(qps * interval_ms / 1000.0 + 1e-9))
+    quota = _window_quota(threshold, interval_ms)
     if interval_ms % 1000 == 0:
         return "%s;q=%d;w=%d" % (name, quota, interval_ms // 1000)
     return "%s;q=%d;slidewin-window-ms=%d" % (name, quota, interval_ms)
@@ -783,9 +780,13 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
         return max(0, conc - limiter.in_flight)
     if limiter.behavior not in ("reject", "warm_up"):
         return None
-    qps = limiter.qps or 0.0
-    quota = int(math.floor(qps * limiter.interval_ms / 1000.0 + 1e-9))
+    quota = _window_quota(limiter.qps, limiter.interval_ms)
     return max(0, quota - limiter.metric.sum(Event.PASS))
+
+
+def _window_quota(qps: Optional[float], interval_ms: int) -> int:
+    """The requests a qps admits in a window (a float product a hair under an int is it)."""
+    return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
 def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[Tuple[str, str]]:
@@ -796,6 +797,11 @@ def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[T
     if r is not None:
         out.append(("RateLimit", "%s;r=%d" % (_policy_name(limiter), r)))
     return out
+
+
+def _has_quota(limiter: Any) -> bool:
+    """A limiter whose RateLimit fields can be told: a qps or a concurrency, not a breaker."""
+    return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
 def _quota(limiter: Any) -> float:
@@ -813,8 +819,7 @@ def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tup
     else its quota)."""
     best: Optional[Tuple[float, Any, bool]] = None
     for lim, keyed in candidates:
-        if isinstance(lim, _core.Breaker) or (
-                getattr(lim, "qps", None) is None and getattr(lim, "concurrency", None) is None):
+        if not _has_quota(lim):
             continue
         r = remaining(lim, keyed)
         left = float(r) if r is not None else _quota(lim)
@@ -865,10 +870,7 @@ def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[st
     an open breaker, else 429; Retry-After; the RateLimit fields of the error's limiter
     when it is known."""
     lim = getattr(error, "limiter", None)
-    known = (lim is not None and not isinstance(lim, _core.Breaker)
-             and not isinstance(error, BreakerOpenError)
-             and (getattr(lim, "qps", None) is not None
-                  or getattr(lim, "concurrency", None) is not None))
+    known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
     code, fields = refusal_fields(lim, error, 429, 503, headers and known)
     return code, fields, problem(code)
 
@@ -886,7 +888,11 @@ def refusal(
     """(status, headers, body) of a refused request."""
     code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
     raw = problem(code) if body is None else body
-    return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
+    return code, _framed(content_type, raw) + fields, raw
+
+
+def _framed(content_type: str, raw: bytes) -> List[Tuple[str, str]]:
+    return [("Content-Type", content_type), ("Content-Length", str(len(raw)))]
 
 
 # ---- on_block ---------------------------------------------------------------------------------
@@ -943,20 +949,12 @@ def custom_refusal(
         raw = problem(code) if body is None else body
         if ctype is None:
             ctype = content_type
-    elif isinstance(new_body, str):
-        raw = new_body.encode("utf-8")
-    elif isinstance(new_body, (bytes, bytearray, memoryview)):
-        raw = bytes(new_body)
     else:
-        raise TypeError(
-            "%s: on_block's body must be bytes, str or None, not %s"
-            % (where, type(new_body).__name__)
-        )
+        raw = _body_bytes(new_body, "on_block's body", where)
     if ctype is None:
         ctype = body_type
-    names = {n.lower() for n, _ in given}
-    kept = [(n, v) for n, v in fields if n.lower() not in names]
-    return code, [("Content-Type", ctype), ("Content-Length", str(len(raw)))] + kept + given, raw
+    kept = missing_fields([n for n, _ in given], fields)
+    return code, _framed(ctype, raw) + kept + given, raw
 
 
 def _describe(result: Any) -> str:
