@@ -443,14 +443,11 @@ class Middleware:
         else:
             self._exempt = None
             self._exempt_path = path_matcher(exempt, where, wsgi=not self._ASYNC)
-        self._status = check_status(status, "status", where)
-        self._concurrency_status = check_status(concurrency_status, "concurrency_status", where)
+        self._status, self._concurrency_status, self._headers = check_refusal_arguments(
+            status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
         # the type of a body on_block gives without one of its own
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
-        if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
-        self._headers = headers
         if on_block is not None and not callable(on_block):
             raise TypeError(
                 "%s: on_block must be callable, on_block(error, %s), not %s"
@@ -503,23 +500,6 @@ class Middleware:
                     return v
         return own_threshold(lim)
 
-    def _refusal_fields(self, error: Any, key: Any) -> Tuple[int, List[Tuple[str, str]]]:
-        """The refusal's status and its rate-limit fields (Retry-After, RateLimit-*)."""
-        lim = self.limiter
-        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
-        # "unknown" when there is no retry_after
-        threshold = (
-            self._threshold(key)
-            if self._headers or getattr(error, "retry_after", None) is None
-            else _OWN
-        )
-        return refusal_fields(
-            lim, error, self._status, self._concurrency_status, self._headers, threshold
-        )
-
-    def _admitted_headers(self, key: Any) -> List[Tuple[str, str]]:
-        return admitted_headers(self.limiter, self._keyed, self._threshold(key))
-
     # -- one request, written once: the server's I/O is yielded to its driver ---------------
 
     def _limited_key(self, scope_or_environ: Any, path: str) -> Tuple[bool, Any]:
@@ -569,7 +549,9 @@ class Middleware:
         """The RateLimit fields of the admitted response (None: none added)."""
         if admission is not None:
             return admission.headers()  # type: ignore[no-any-return]
-        return self._admitted_headers(k) if self._headers else None
+        if not self._headers:
+            return None
+        return admitted_headers(self.limiter, self._keyed, self._threshold(k))
 
     # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
@@ -582,7 +564,12 @@ class Middleware:
             if exc.route is not self._own:
                 return (None,) + exc.refusal()  # a route limit's own refusal
             exc = exc.error
-        code, fields = self._refusal_fields(exc, key)
+        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
+        # "unknown" when there is no retry_after
+        threshold = (self._threshold(key)
+                     if self._headers or getattr(exc, "retry_after", None) is None else _OWN)
+        code, fields = refusal_fields(self.limiter, exc, self._status, self._concurrency_status,
+                                      self._headers, threshold)
         if self._on_block is not None:
             result = yield functools.partial(self._on_block, exc, scope_or_environ)
             if inspect.isawaitable(result):  # left unawaited by a sync driver: WSGI
@@ -653,6 +640,16 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
 
 
 # ---- refusals -------------------------------------------------------------------------------
+
+
+def check_refusal_arguments(status: Any, concurrency_status: Any, headers: Any,
+                            where: str) -> Tuple[int, int, bool]:
+    """(status, concurrency_status, headers), checked."""
+    status = check_status(status, "status", where)
+    concurrency_status = check_status(concurrency_status, "concurrency_status", where)
+    if not isinstance(headers, bool):
+        raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
+    return status, concurrency_status, headers
 
 
 def check_status(status: Any, name: str, where: str) -> int:
