@@ -161,12 +161,6 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
     return _response(code, fields, body)
 
 
-def _add_headers(response: Any, fields: Sequence[Tuple[str, str]]) -> None:
-    for name, value in fields:
-        if not response.has_header(name):
-            response[name] = value
-
-
 class _ViewLimit:
     """A ``@ratelimit``: the limit (a RouteLimit), its key, methods and block."""
 
@@ -277,6 +271,14 @@ def ratelimit(
     return decorate
 
 
+def _keyed(io: Any, route: Any, key: Optional[_Key], request: Any) -> _io.Steps:
+    """(route, the request's key) to decide; None when the key is None (not limited)."""
+    if key is None:
+        return route, None
+    k = yield key.of(io, request)
+    return None if k is None else (route, k)
+
+
 def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
                 ) -> _io.Steps:
     """A ``@ratelimit`` view called: its limit decided unless the middleware decided it
@@ -285,9 +287,9 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
     if _enabled() and vl.applies(request):
         state = getattr(request, "_slidewin", None)
         if state is None or vl not in state.decided:
-            kv = (yield vl.key.of(io, request)) if vl.key is not None else None
-            if vl.key is None or kv is not None:
-                admission = _routes.Admission([(vl.route, kv)])
+            pair = yield from _keyed(io, vl.route, vl.key, request)
+            if pair is not None:
+                admission = _routes.Admission([pair])
 
     def refused(r: _routes.Refused) -> Any:
         if vl.block:
@@ -301,7 +303,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
 
     response, fields = yield from _routes.around(io, admission, call, refused,
                                                  vl.route.headers)
-    _add_headers(response, fields)
+    _routes.add_missing(response, fields)
     return response
 
 
@@ -432,17 +434,15 @@ class LimitMiddleware:
         if state is None:
             return None  # switched off, or not through __call__
         state.reached = True
-        pairs: List[Tuple[Any, Any]] = []
-        if self._global_applies(request):
-            k = (yield self.key.of(io, request)) if self.key is not None else None
-            if self.key is None or k is not None:
-                assert self.route is not None
-                pairs.append((self.route, k))
         views = self._views(request, view_func)
-        for vl in views:
-            k = (yield vl.key.of(io, request)) if vl.key is not None else None
-            if vl.key is None or k is not None:
-                pairs.append((vl.route, k))
+        limits: List[Tuple[Any, Optional[_Key]]] = [(vl.route, vl.key) for vl in views]
+        if self._global_applies(request):
+            limits.insert(0, (self.route, self.key))
+        pairs: List[Tuple[Any, Any]] = []
+        for route, key in limits:
+            pair = yield from _keyed(io, route, key, request)
+            if pair is not None:
+                pairs.append(pair)
         state.decided = tuple(views)
         if not pairs:
             return None
@@ -467,11 +467,10 @@ class LimitMiddleware:
     # -- after the view -------------------------------------------------------------------
 
     def _late(self, io: Any, request: Any) -> _io.Steps:
-        k = (yield self.key.of(io, request)) if self.key is not None else None
-        if self.key is not None and k is None:
+        pair = yield from _keyed(io, self.route, self.key, request)
+        if pair is None:
             return None
-        assert self.route is not None
-        admission = _routes.Admission([(self.route, k)])
+        admission = _routes.Admission([pair])
         try:
             yield from admission.entering(io)
         except _routes.Refused as r:
@@ -483,7 +482,7 @@ class LimitMiddleware:
         """Add the RateLimit fields; True when the admission ends now (a streaming
         response holds it until its last chunk has been sent, or it is closed)."""
         if state.headers:
-            _add_headers(response, state.headers)
+            _routes.add_missing(response, state.headers)
         admission = state.admission
         if admission is None:
             return False
