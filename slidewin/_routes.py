@@ -373,12 +373,6 @@ def detail(status: int) -> str:
                 status, "request refused by the rate limiter")
 
 
-
-def problem(status: int) -> bytes:
-    """The middleware's default refusal body (RFC 9457 problem details)."""
-    return _web.problem(status)
-
-
 # scope["slidewin.decided"]: the route limits an outer middleware has decided for this
 # request, together with its own limit (the route's helper then lets the request through)
 DECIDED = "slidewin.decided"

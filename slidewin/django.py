@@ -145,6 +145,15 @@ class _Key:
         return self.sync(request)
 
 
+def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
+    """The _Key of `spec`; without one, a ready KeyedLimiter's default: the address."""
+    if spec is not None:
+        return _Key(spec, where)
+    if limiter is not None and not isinstance(limiter, str) and _web.is_keyed(limiter):
+        return _Key("ip", where)
+    return None
+
+
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
     resp = HttpResponse(body, status=code, content_type=_PROBLEM)
     for name, value in fields:
@@ -244,9 +253,7 @@ def ratelimit(
     if not isinstance(block, bool):
         raise TypeError("%s: block must be a bool, not %s" % (where, type(block).__name__))
     methods = _methods(method, where)
-    k = _Key(key, where) if key is not None else None
-    if k is None and not isinstance(rate, str) and rate is not None and _web.is_keyed(rate):
-        k = _Key("ip", where)  # a KeyedLimiter's default, as the middleware's: the address
+    k = _key_of(key, rate, where)
 
     def decorate(view: F) -> F:
         is_async = iscoroutinefunction(view)
@@ -367,9 +374,7 @@ class LimitMiddleware:
                     "\"qps\", \"concurrency\" or \"limiter\"" % ", ".join(given))
             return  # no project-wide limit
         key = conf.get("key")
-        self.key = _Key(key, where) if key is not None else None
-        if limiter is not None and key is None and _web.is_keyed(limiter):
-            self.key = _Key("ip", where)  # a KeyedLimiter's default: the client's address
+        self.key = _key_of(key, limiter, where)
         try:
             self.route = _routes.RouteLimit(
                 where, self.is_async, limiter, self.key.sync if self.key is not None else None,
