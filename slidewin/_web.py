@@ -912,7 +912,8 @@ def custom_refusal(
         raise TypeError(
             "%s: on_block returned %s; it returns None (the default refusal), a (status, "
             "headers, body) tuple, or a response (an app, which the middleware calls)"
-            % (where, _describe(result))
+            % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
+               else "an object of type %s" % type(result).__name__)
         )
     status, hdrs, new_body = result
     if status is not None:
@@ -952,12 +953,6 @@ def custom_refusal(
         ctype = body_type
     kept = missing_fields([n for n, _ in given], fields)
     return code, _framed(ctype, raw) + kept + given, raw
-
-
-def _describe(result: Any) -> str:
-    if isinstance(result, tuple):
-        return "a tuple of %d" % len(result)
-    return "an object of type %s" % type(result).__name__
 
 
 def missing_fields(

@@ -85,7 +85,9 @@ class LimitMiddleware(_web.Middleware):
             entry.__exit__(type(exc), exc, None)
             raise
         wrapper = environ.get("wsgi.file_wrapper")
-        if wrapper is not None and type(result) is not list and _is_file(result, wrapper):
+        # PEP 3333 lets wsgi.file_wrapper be any callable: only a type has instances
+        if (isinstance(wrapper, type) and type(result) is not list
+                and isinstance(result, wrapper)):
             # the server's own file wrapper, returned as it is: the server recognises it
             # (isinstance) and sends the file with sendfile(); its close() ends the entry
             try:
@@ -112,12 +114,6 @@ def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
         return start_response(status, list(headers) + extra, exc_info)
 
     return adding
-
-
-def _is_file(result: Any, wrapper: Any) -> bool:
-    """Is `result` an instance of the server's wsgi.file_wrapper (when that is a type:
-    PEP 3333 lets it be any callable)?"""
-    return isinstance(wrapper, type) and isinstance(result, wrapper)
 
 
 class _CloseHook:
