@@ -135,10 +135,7 @@ def _parse_ip(text: str) -> Optional[_Address]:
 
 
 def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
-    for net in nets:
-        if addr.version == net.version and addr in net:
-            return True
-    return False
+    return any(addr.version == net.version and addr in net for net in nets)
 
 
 _XFF = "x-forwarded-for"
