@@ -100,13 +100,8 @@ class RouteLimit:
             self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
-        self.status = _web.check_status(status, "status", where)
-        self.concurrency_status = _web.check_status(concurrency_status, "concurrency_status",
-                                                    where)
-        if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s"
-                            % (where, type(headers).__name__))
-        self.headers = headers
+        self.status, self.concurrency_status, self.headers = _web.check_refusal_arguments(
+            status, concurrency_status, headers, where)
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def key_of(self, request: Any, scope_or_environ: Any) -> Any:
@@ -376,12 +371,6 @@ def detail(status: int) -> str:
     return {429: "request rate limit exceeded; retry after the Retry-After seconds",
             503: "too many requests in progress; retry later"}.get(
                 status, "request refused by the rate limiter")
-
-
-
-def problem(status: int) -> bytes:
-    """The middleware's default refusal body (RFC 9457 problem details)."""
-    return _web.problem(status)
 
 
 # scope["slidewin.decided"]: the route limits an outer middleware has decided for this

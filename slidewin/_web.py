@@ -135,10 +135,7 @@ def _parse_ip(text: str) -> Optional[_Address]:
 
 
 def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
-    for net in nets:
-        if addr.version == net.version and addr in net:
-            return True
-    return False
+    return any(addr.version == net.version and addr in net for net in nets)
 
 
 _XFF = "x-forwarded-for"
@@ -443,14 +440,11 @@ class Middleware:
         else:
             self._exempt = None
             self._exempt_path = path_matcher(exempt, where, wsgi=not self._ASYNC)
-        self._status = check_status(status, "status", where)
-        self._concurrency_status = check_status(concurrency_status, "concurrency_status", where)
+        self._status, self._concurrency_status, self._headers = check_refusal_arguments(
+            status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
         # the type of a body on_block gives without one of its own
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
-        if not isinstance(headers, bool):
-            raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
-        self._headers = headers
         if on_block is not None and not callable(on_block):
             raise TypeError(
                 "%s: on_block must be callable, on_block(error, %s), not %s"
@@ -503,23 +497,6 @@ class Middleware:
                     return v
         return own_threshold(lim)
 
-    def _refusal_fields(self, error: Any, key: Any) -> Tuple[int, List[Tuple[str, str]]]:
-        """The refusal's status and its rate-limit fields (Retry-After, RateLimit-*)."""
-        lim = self.limiter
-        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
-        # "unknown" when there is no retry_after
-        threshold = (
-            self._threshold(key)
-            if self._headers or getattr(error, "retry_after", None) is None
-            else _OWN
-        )
-        return refusal_fields(
-            lim, error, self._status, self._concurrency_status, self._headers, threshold
-        )
-
-    def _admitted_headers(self, key: Any) -> List[Tuple[str, str]]:
-        return admitted_headers(self.limiter, self._keyed, self._threshold(key))
-
     # -- one request, written once: the server's I/O is yielded to its driver ---------------
 
     def _limited_key(self, scope_or_environ: Any, path: str) -> Tuple[bool, Any]:
@@ -569,7 +546,9 @@ class Middleware:
         """The RateLimit fields of the admitted response (None: none added)."""
         if admission is not None:
             return admission.headers()  # type: ignore[no-any-return]
-        return self._admitted_headers(k) if self._headers else None
+        if not self._headers:
+            return None
+        return admitted_headers(self.limiter, self._keyed, self._threshold(k))
 
     # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
@@ -582,7 +561,12 @@ class Middleware:
             if exc.route is not self._own:
                 return (None,) + exc.refusal()  # a route limit's own refusal
             exc = exc.error
-        code, fields = self._refusal_fields(exc, key)
+        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
+        # "unknown" when there is no retry_after
+        threshold = (self._threshold(key)
+                     if self._headers or getattr(exc, "retry_after", None) is None else _OWN)
+        code, fields = refusal_fields(self.limiter, exc, self._status, self._concurrency_status,
+                                      self._headers, threshold)
         if self._on_block is not None:
             result = yield functools.partial(self._on_block, exc, scope_or_environ)
             if inspect.isawaitable(result):  # left unawaited by a sync driver: WSGI
@@ -600,8 +584,7 @@ class Middleware:
                     result, code, fields, self._body, self._content_type, self._body_type,
                     self._WHERE)
         raw = problem(code) if self._body is None else self._body
-        hdrs = [("Content-Type", self._content_type), ("Content-Length", str(len(raw)))]
-        return None, code, hdrs + fields, raw
+        return None, code, _framed(self._content_type, raw) + fields, raw
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -656,6 +639,16 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
 # ---- refusals -------------------------------------------------------------------------------
 
 
+def check_refusal_arguments(status: Any, concurrency_status: Any, headers: Any,
+                            where: str) -> Tuple[int, int, bool]:
+    """(status, concurrency_status, headers), checked."""
+    status = check_status(status, "status", where)
+    concurrency_status = check_status(concurrency_status, "concurrency_status", where)
+    if not isinstance(headers, bool):
+        raise TypeError("%s: headers must be a bool, not %s" % (where, type(headers).__name__))
+    return status, concurrency_status, headers
+
+
 def check_status(status: Any, name: str, where: str) -> int:
     if isinstance(status, bool) or not isinstance(status, int):
         raise TypeError("%s: %s must be an int, not %s" % (where, name, type(status).__name__))
@@ -684,20 +677,20 @@ def problem(status: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+def _body_bytes(body: Any, what: str, where: str) -> bytes:
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise TypeError("%s: %s must be bytes, str or None, not %s"
+                    % (where, what, type(body).__name__))
+
+
 def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes], str]:
-    if body is None:
-        ctype = "application/problem+json" if content_type is None else content_type
-        raw: Optional[bytes] = None
-    elif isinstance(body, str):
-        raw = body.encode("utf-8")
-        ctype = "text/plain; charset=utf-8" if content_type is None else content_type
-    elif isinstance(body, (bytes, bytearray, memoryview)):
-        raw = bytes(body)
-        ctype = "text/plain; charset=utf-8" if content_type is None else content_type
-    else:
-        raise TypeError(
-            "%s: body must be bytes, str or None, not %s" % (where, type(body).__name__)
-        )
+    raw = None if body is None else _body_bytes(body, "body", where)
+    ctype = content_type
+    if ctype is None:
+        ctype = "application/problem+json" if body is None else "text/plain; charset=utf-8"
     if not isinstance(ctype, str):
         raise TypeError(
             "%s: content_type must be a str, not %s" % (where, type(ctype).__name__)
@@ -760,14 +753,12 @@ def policy_header(limiter: Any, threshold: Any = _OWN) -> str:
     not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
     of the request's key (a KeyedLimiter's override), else the limiter's own."""
     name = _policy_name(limiter)
-    conc = getattr(limiter, "concurrency", None)
     if threshold is _OWN or threshold is None:
-        threshold = conc if conc is not None else getattr(limiter, "qps", None)
-    if conc is not None:
+        threshold = own_threshold(limiter)
+    if is_concurrency(limiter):
         return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
-    qps = threshold or 0.0
     interval_ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
-    quota = int(math.floor(qps * interval_ms / 1000.0 + 1e-9))
+    quota = _window_quota(threshold, interval_ms)
     if interval_ms % 1000 == 0:
         return "%s;q=%d;w=%d" % (name, quota, interval_ms // 1000)
     return "%s;q=%d;slidewin-window-ms=%d" % (name, quota, interval_ms)
@@ -783,9 +774,13 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
         return max(0, conc - limiter.in_flight)
     if limiter.behavior not in ("reject", "warm_up"):
         return None
-    qps = limiter.qps or 0.0
-    quota = int(math.floor(qps * limiter.interval_ms / 1000.0 + 1e-9))
+    quota = _window_quota(limiter.qps, limiter.interval_ms)
     return max(0, quota - limiter.metric.sum(Event.PASS))
+
+
+def _window_quota(qps: Optional[float], interval_ms: int) -> int:
+    """The requests a qps admits in a window (a float product a hair under an int is it)."""
+    return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
 def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[Tuple[str, str]]:
@@ -796,6 +791,11 @@ def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[T
     if r is not None:
         out.append(("RateLimit", "%s;r=%d" % (_policy_name(limiter), r)))
     return out
+
+
+def _has_quota(limiter: Any) -> bool:
+    """A limiter whose RateLimit fields can be told: a qps or a concurrency, not a breaker."""
+    return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
 def _quota(limiter: Any) -> float:
@@ -813,8 +813,7 @@ def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tup
     else its quota)."""
     best: Optional[Tuple[float, Any, bool]] = None
     for lim, keyed in candidates:
-        if isinstance(lim, _core.Breaker) or (
-                getattr(lim, "qps", None) is None and getattr(lim, "concurrency", None) is None):
+        if not _has_quota(lim):
             continue
         r = remaining(lim, keyed)
         left = float(r) if r is not None else _quota(lim)
@@ -865,10 +864,7 @@ def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[st
     an open breaker, else 429; Retry-After; the RateLimit fields of the error's limiter
     when it is known."""
     lim = getattr(error, "limiter", None)
-    known = (lim is not None and not isinstance(lim, _core.Breaker)
-             and not isinstance(error, BreakerOpenError)
-             and (getattr(lim, "qps", None) is not None
-                  or getattr(lim, "concurrency", None) is not None))
+    known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
     code, fields = refusal_fields(lim, error, 429, 503, headers and known)
     return code, fields, problem(code)
 
@@ -886,7 +882,11 @@ def refusal(
     """(status, headers, body) of a refused request."""
     code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
     raw = problem(code) if body is None else body
-    return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
+    return code, _framed(content_type, raw) + fields, raw
+
+
+def _framed(content_type: str, raw: bytes) -> List[Tuple[str, str]]:
+    return [("Content-Type", content_type), ("Content-Length", str(len(raw)))]
 
 
 # ---- on_block ---------------------------------------------------------------------------------
@@ -909,7 +909,8 @@ def custom_refusal(
         raise TypeError(
             "%s: on_block returned %s; it returns None (the default refusal), a (status, "
             "headers, body) tuple, or a response (an app, which the middleware calls)"
-            % (where, _describe(result))
+            % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
+               else "an object of type %s" % type(result).__name__)
         )
     status, hdrs, new_body = result
     if status is not None:
@@ -943,26 +944,12 @@ def custom_refusal(
         raw = problem(code) if body is None else body
         if ctype is None:
             ctype = content_type
-    elif isinstance(new_body, str):
-        raw = new_body.encode("utf-8")
-    elif isinstance(new_body, (bytes, bytearray, memoryview)):
-        raw = bytes(new_body)
     else:
-        raise TypeError(
-            "%s: on_block's body must be bytes, str or None, not %s"
-            % (where, type(new_body).__name__)
-        )
+        raw = _body_bytes(new_body, "on_block's body", where)
     if ctype is None:
         ctype = body_type
-    names = {n.lower() for n, _ in given}
-    kept = [(n, v) for n, v in fields if n.lower() not in names]
-    return code, [("Content-Type", ctype), ("Content-Length", str(len(raw)))] + kept + given, raw
-
-
-def _describe(result: Any) -> str:
-    if isinstance(result, tuple):
-        return "a tuple of %d" % len(result)
-    return "an object of type %s" % type(result).__name__
+    kept = missing_fields([n for n, _ in given], fields)
+    return code, _framed(ctype, raw) + kept + given, raw
 
 
 def missing_fields(

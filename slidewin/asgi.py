@@ -26,9 +26,9 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    Generator,
     List,
     MutableMapping,
-    Optional,
     Tuple,
 )
 
@@ -102,65 +102,46 @@ class LimitMiddleware(_web.Middleware):
         fields = self._admitted_fields(admission, k)
 
         # held until the response is finished; `done` makes the exit happen once. finish()
-        # is sync for a slidewin Limiter (its exit is a C call), and returns the awaitable
-        # __aexit__ of any other limiter
+        # exits a slidewin Limiter at once (a C call) and returns what is left to await:
+        # the __aexit__ of any other limiter, else _DONE (no coroutine made)
         done = False
 
-        def finish(exc_type: Any) -> Optional[Awaitable[Any]]:
+        def finish(exc_type: Any) -> Awaitable[Any]:
             nonlocal done
             if done:
-                return None
+                return _DONE
             done = True
             w = _io.ASYNC.exit(entry, exc_type)()
-            return w if inspect.isawaitable(w) else None
+            return w if inspect.isawaitable(w) else _DONE
 
         extra = _encode(fields) if fields else None
 
         async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                try:
-                    await send(message)
-                except BaseException:
-                    w = finish(_Cancelled)  # the client is gone: the app did not fail
-                    if w is not None:
-                        await w
-                    raise
-                if not message.get("more_body", False):
-                    w = finish(None)
-                    if w is not None:
-                        await w
-                return
-            if extra is not None and message["type"] == "http.response.start":
+            kind = message["type"]
+            if extra is not None and kind == "http.response.start":
                 message = dict(message)
                 message["headers"] = list(message.get("headers") or ()) + extra
             try:
                 await send(message)
             except BaseException:
-                if message["type"] == "http.response.start":
-                    w = finish(_Cancelled)  # the client left before the headers: not the app
-                    if w is not None:
-                        await w
+                if kind in ("http.response.start", "http.response.body"):
+                    await finish(_Cancelled)  # the client is gone: the app did not fail
                 raise
+            if kind == "http.response.body" and not message.get("more_body", False):
+                await finish(None)
 
         async def receive_wrapper() -> Message:
             message = await receive()
             if message["type"] == "http.disconnect":
-                w = finish(_Cancelled)
-                if w is not None:
-                    await w
+                await finish(_Cancelled)
             return message
 
         try:
             await self.app(scope, receive_wrapper, send_wrapper)
         except BaseException as exc:
-            w = finish(type(exc))
-            if w is not None:
-                await w
+            await finish(type(exc))
             raise
-        if not done:
-            w = finish(None)
-            if w is not None:
-                await w
+        await finish(None)
 
     def _route_limits(self, scope: Scope) -> Tuple[Tuple[Any, ...], Any]:
         if not _routes.ASGI_ROUTES[0]:
@@ -171,6 +152,18 @@ class LimitMiddleware(_web.Middleware):
         from starlette.requests import Request
 
         return Request(scope)
+
+
+class _Done:
+    """An awaitable already done."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+_DONE = _Done()
 
 
 async def _send(send: Send, code: int, hdrs: List[Tuple[str, str]], raw: bytes) -> None:

@@ -145,6 +145,15 @@ class _Key:
         return self.sync(request)
 
 
+def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
+    """The _Key of `spec`; without one, a ready KeyedLimiter's default: the address."""
+    if spec is not None:
+        return _Key(spec, where)
+    if limiter is not None and not isinstance(limiter, str) and _web.is_keyed(limiter):
+        return _Key("ip", where)
+    return None
+
+
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
     resp = HttpResponse(body, status=code, content_type=_PROBLEM)
     for name, value in fields:
@@ -159,12 +168,6 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
     problem+json body. What the middleware answers for one raised in a view."""
     code, fields, body = _web.raised_refusal(error, headers)
     return _response(code, fields, body)
-
-
-def _add_headers(response: Any, fields: Sequence[Tuple[str, str]]) -> None:
-    for name, value in fields:
-        if not response.has_header(name):
-            response[name] = value
 
 
 class _ViewLimit:
@@ -250,9 +253,7 @@ def ratelimit(
     if not isinstance(block, bool):
         raise TypeError("%s: block must be a bool, not %s" % (where, type(block).__name__))
     methods = _methods(method, where)
-    k = _Key(key, where) if key is not None else None
-    if k is None and not isinstance(rate, str) and rate is not None and _web.is_keyed(rate):
-        k = _Key("ip", where)  # a KeyedLimiter's default, as the middleware's: the address
+    k = _key_of(key, rate, where)
 
     def decorate(view: F) -> F:
         is_async = iscoroutinefunction(view)
@@ -277,6 +278,14 @@ def ratelimit(
     return decorate
 
 
+def _keyed(io: Any, route: Any, key: Optional[_Key], request: Any) -> _io.Steps:
+    """(route, the request's key) to decide; None when the key is None (not limited)."""
+    if key is None:
+        return route, None
+    k = yield key.of(io, request)
+    return None if k is None else (route, k)
+
+
 def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
                 ) -> _io.Steps:
     """A ``@ratelimit`` view called: its limit decided unless the middleware decided it
@@ -285,9 +294,9 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
     if _enabled() and vl.applies(request):
         state = getattr(request, "_slidewin", None)
         if state is None or vl not in state.decided:
-            kv = (yield vl.key.of(io, request)) if vl.key is not None else None
-            if vl.key is None or kv is not None:
-                admission = _routes.Admission([(vl.route, kv)])
+            pair = yield from _keyed(io, vl.route, vl.key, request)
+            if pair is not None:
+                admission = _routes.Admission([pair])
 
     def refused(r: _routes.Refused) -> Any:
         if vl.block:
@@ -301,7 +310,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
 
     response, fields = yield from _routes.around(io, admission, call, refused,
                                                  vl.route.headers)
-    _add_headers(response, fields)
+    _routes.add_missing(response, fields)
     return response
 
 
@@ -365,9 +374,7 @@ class LimitMiddleware:
                     "\"qps\", \"concurrency\" or \"limiter\"" % ", ".join(given))
             return  # no project-wide limit
         key = conf.get("key")
-        self.key = _Key(key, where) if key is not None else None
-        if limiter is not None and key is None and _web.is_keyed(limiter):
-            self.key = _Key("ip", where)  # a KeyedLimiter's default: the client's address
+        self.key = _key_of(key, limiter, where)
         try:
             self.route = _routes.RouteLimit(
                 where, self.is_async, limiter, self.key.sync if self.key is not None else None,
@@ -432,17 +439,15 @@ class LimitMiddleware:
         if state is None:
             return None  # switched off, or not through __call__
         state.reached = True
-        pairs: List[Tuple[Any, Any]] = []
-        if self._global_applies(request):
-            k = (yield self.key.of(io, request)) if self.key is not None else None
-            if self.key is None or k is not None:
-                assert self.route is not None
-                pairs.append((self.route, k))
         views = self._views(request, view_func)
-        for vl in views:
-            k = (yield vl.key.of(io, request)) if vl.key is not None else None
-            if vl.key is None or k is not None:
-                pairs.append((vl.route, k))
+        limits: List[Tuple[Any, Optional[_Key]]] = [(vl.route, vl.key) for vl in views]
+        if self._global_applies(request):
+            limits.insert(0, (self.route, self.key))
+        pairs: List[Tuple[Any, Any]] = []
+        for route, key in limits:
+            pair = yield from _keyed(io, route, key, request)
+            if pair is not None:
+                pairs.append(pair)
         state.decided = tuple(views)
         if not pairs:
             return None
@@ -467,11 +472,10 @@ class LimitMiddleware:
     # -- after the view -------------------------------------------------------------------
 
     def _late(self, io: Any, request: Any) -> _io.Steps:
-        k = (yield self.key.of(io, request)) if self.key is not None else None
-        if self.key is not None and k is None:
+        pair = yield from _keyed(io, self.route, self.key, request)
+        if pair is None:
             return None
-        assert self.route is not None
-        admission = _routes.Admission([(self.route, k)])
+        admission = _routes.Admission([pair])
         try:
             yield from admission.entering(io)
         except _routes.Refused as r:
@@ -483,7 +487,7 @@ class LimitMiddleware:
         """Add the RateLimit fields; True when the admission ends now (a streaming
         response holds it until its last chunk has been sent, or it is closed)."""
         if state.headers:
-            _add_headers(response, state.headers)
+            _routes.add_missing(response, state.headers)
         admission = state.admission
         if admission is None:
             return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable, List, Tuple
 
-from . import _routes
+from . import _routes, _web
 
 try:
     from fastapi import HTTPException, Request
@@ -88,7 +88,7 @@ def _build(route: _routes.RouteLimit) -> Any:
         except _routes.Refused as r:
             code, fields = r.route.fields(r.error)
             _install_handler(request)
-            raise RouteRefused(code, fields, _routes.problem(code)) from None
+            raise RouteRefused(code, fields, _web.problem(code)) from None
         if route.headers:
             for name, value in entry.headers():
                 response.headers[name] = value

@@ -85,7 +85,9 @@ class LimitMiddleware(_web.Middleware):
             entry.__exit__(type(exc), exc, None)
             raise
         wrapper = environ.get("wsgi.file_wrapper")
-        if wrapper is not None and type(result) is not list and _is_file(result, wrapper):
+        # PEP 3333 lets wsgi.file_wrapper be any callable: only a type has instances
+        if (isinstance(wrapper, type) and type(result) is not list
+                and isinstance(result, wrapper)):
             # the server's own file wrapper, returned as it is: the server recognises it
             # (isinstance) and sends the file with sendfile(); its close() ends the entry
             try:
@@ -114,12 +116,6 @@ def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
     return adding
 
 
-def _is_file(result: Any, wrapper: Any) -> bool:
-    """Is `result` an instance of the server's wsgi.file_wrapper (when that is a type:
-    PEP 3333 lets it be any callable)?"""
-    return isinstance(wrapper, type) and isinstance(result, wrapper)
-
-
 class _CloseHook:
     """The close() of a server's file wrapper, returned as it is: closes the file, then
     ends the entry. The server may send the file with sendfile() and never iterate, so the
@@ -136,17 +132,8 @@ class _CloseHook:
     def __call__(self) -> None:
         entry, self._entry = self._entry, None
         close, self._close = self._close, None  # (drops the cycle wrapper -> hook -> wrapper)
-        if entry is None:
-            return  # closed before
         failed_send = isinstance(sys.exc_info()[1], OSError)
-        outcome: Optional[type] = GeneratorExit if failed_send else None
-        try:
-            if close is not None:
-                close()
-        except BaseException as exc:
-            entry.__exit__(type(exc), exc, None)
-            raise
-        entry.__exit__(outcome, None, None)
+        _close_and_exit(entry, close, GeneratorExit if failed_send else None)
 
 
 class _Closing:
@@ -181,13 +168,19 @@ class _Closing:
 
     def close(self) -> None:
         entry, self._entry = self._entry, None
-        if entry is None:
-            return  # closed before
-        try:
-            close = getattr(self._result, "close", None)
-            if close is not None:
-                close()
-        except BaseException as exc:
-            entry.__exit__(type(exc), exc, None)
-            raise
-        entry.__exit__(self._outcome, None, None)
+        _close_and_exit(entry, getattr(self._result, "close", None), self._outcome)
+
+
+def _close_and_exit(entry: Any, close: Optional[Callable[[], Any]],
+                    outcome: Optional[type]) -> None:
+    """Call `close`, then end `entry` (None: closed before) with `outcome`, or with the
+    exception close raised."""
+    if entry is None:
+        return
+    try:
+        if close is not None:
+            close()
+    except BaseException as exc:
+        entry.__exit__(type(exc), exc, None)
+        raise
+    entry.__exit__(outcome, None, None)
