@@ -168,7 +168,13 @@ class _Closing:
 
     def close(self) -> None:
         entry, self._entry = self._entry, None
-        _close_and_exit(entry, getattr(self._result, "close", None), self._outcome)
+        _close_and_exit(entry, self._close_result, self._outcome)
+
+    def _close_result(self) -> None:
+        # looked up inside _close_and_exit's try: a `close` that raises ends the entry too
+        close = getattr(self._result, "close", None)
+        if close is not None:
+            close()
 
 
 def _close_and_exit(entry: Any, close: Optional[Callable[[], Any]],
