@@ -311,7 +311,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if (!try_lock_state(v, &seen)) {
         if (sw_lock_owner_of(seen) != 0u && refuse_unlocked(v, n, now_ns, flags, out))
             return SW_OK;
-        if (!lock_state_or_give_up(v))
+        if (!wait_lock_state_or_give_up(v))
             return SW_EBUSY;
     }
     /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
@@ -349,7 +349,6 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
             unlock_state(v);
             goto done;
         }
-        out->verdict = SW_BLOCK;
     }
 
     {

@@ -25,16 +25,6 @@ static inline void lock_state(const struct sw_view *v)
         sw_lstate_repair(v);
 }
 
-/* lock_state for a call site that can give up (sw_lock_wait_hook): the same cost when the
- * lock is free. @return false when it gave up (the lock is not held) */
-static inline bool lock_state_or_give_up(const struct sw_view *v)
-{
-    int got = sw_lock_acquire_or_give_up(&v->st->lock, sw_token_resolve(v->token));
-    if (got == SW_LOCK_TOOK_OVER)
-        sw_lstate_repair(v);
-    return got != SW_LOCK_GAVE_UP;
-}
-
 /* One try for the state's lock, no wait: @return true when taken; else *seen is the lock's
  * word (its owner: sw_lock_owner_of) */
 static inline bool try_lock_state(const struct sw_view *v, uint64_t *seen)
@@ -43,6 +33,24 @@ static inline bool try_lock_state(const struct sw_view *v, uint64_t *seen)
     return atomic_compare_exchange_strong_explicit(&v->st->lock.word, seen,
                                                    sw_token_resolve(v->token),
                                                    memory_order_acquire, memory_order_relaxed);
+}
+
+/* After a try that failed: wait for the lock, or give up (sw_lock_wait_hook); repair the
+ * state when its previous owner died holding it. @return false when it gave up */
+static inline bool wait_lock_state_or_give_up(const struct sw_view *v)
+{
+    int got = sw_lock_acquire_wait(&v->st->lock, sw_token_resolve(v->token), true);
+    if (got == SW_LOCK_TOOK_OVER)
+        sw_lstate_repair(v);
+    return got != SW_LOCK_GAVE_UP;
+}
+
+/* lock_state for a call site that can give up: the same cost when the lock is free.
+ * @return false when it gave up (the lock is not held) */
+static inline bool lock_state_or_give_up(const struct sw_view *v)
+{
+    uint64_t seen;
+    return try_lock_state(v, &seen) || wait_lock_state_or_give_up(v);
 }
 
 static inline void unlock_state(const struct sw_view *v)
