@@ -23,8 +23,8 @@ from ._transport import (_ERRORS, _AsyncTransport, _Held, _renew_args, _SyncTran
                          _unrenew)
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK, F_RETRY, NEVER,
                     PASS, _bulk, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
-                    _check_name, _decision, _encode_key, _keyed_prefix, _NO_TIME,
-                    _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _pack, _SMALL, _stats_reply,
+                    _check_name, _decision, _encode_key, _evalsha, _keyed_prefix, _NO_TIME,
+                    _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
                     _time_args, _what)
 
 log = logging.getLogger("slidewin.redis")
@@ -214,7 +214,7 @@ class _Base:
     @staticmethod
     def _op(script: _Script, key: Any, args: List[Any]) -> Tuple[Any, ...]:
         """A script call for the transport: the script, the key it is routed by, the EVALSHA."""
-        return script, key, _pack(["EVALSHA", script.sha, "1", key] + args)
+        return script, key, _evalsha(script.sha, [key], args)
 
     def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                   lease: str) -> Any:

@@ -22,7 +22,7 @@ from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
-                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
+                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _evalsha,
                     _time_args)
 
 _SCRIPT = SCRIPTS["all_of"]
@@ -76,7 +76,7 @@ def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
     for _, index, a in bodies:
         args += [index, str(len(a))] + a
     keys = [m.rkey for m, _, _ in bodies]
-    return keys, _pack(["EVALSHA", _SCRIPT.sha, str(len(keys))] + keys + args)
+    return keys, _evalsha(_SCRIPT.sha, keys, args)
 
 
 def _slot(key: Any) -> int:

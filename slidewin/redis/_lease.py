@@ -16,8 +16,9 @@ of the current bucket's quota that it leased from Redis ahead of need.
   average over about half a bucket): its demand for a quarter of a bucket, no more than the
   bucket has left, at most 1/32 of the limit. When half of it is used the next one is
   fetched: in the background (one daemon thread per limiter; an asyncio limiter's: one task
-  on its event loop) when the server's clock is used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
-  scenario on virtual time is deterministic).
+  on its event loop) when the server's clock is used; inline, after the decision that
+  crossed the mark, with an explicit ``now_ns`` (so a scenario on virtual time is
+  deterministic).
 - A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
   bucket (then it asks again: slices given back free room) or until the bucket ends.
 - While Redis is unreachable a key decides on what is left of its slice, then by
@@ -40,8 +41,8 @@ from .._core import _KeyedSlices, _LeaseSlice
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _ERRORS
-from ._wire import (BLOCK, F_TRY, LAYOUT, PASS, RedisReplyError, _decision, _fmt, _ints,
-                    _pack, _time_args)
+from ._wire import (BLOCK, F_TRY, LAYOUT, PASS, RedisReplyError, _decision, _evalsha, _fmt,
+                    _ints, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -93,6 +94,16 @@ def keyed_slices(lim: Any) -> _KeyedSlices:
 
 
 _EXACT = (str, bytes, int)
+
+
+def _now(now_ns: Optional[int]) -> int:
+    """A time on a slice's clock: now_ns when given, else the monotonic clock's."""
+    return time.monotonic_ns() if now_ns is None else now_ns
+
+
+def _before(mark: Optional[Tuple[bool, int]], explicit: bool, t: int) -> bool:
+    """Whether t is before a (clock, time) mark set on its own clock."""
+    return mark is not None and mark[0] == explicit and t < mark[1]
 _SLOW = object()  # an asyncio limiter's slice: the decision needs a round trip (awaited)
 
 
@@ -244,8 +255,7 @@ class _Leases:
             s.last = (explicit, now_ns or 0)
             asked = 0
             while True:
-                t = now_ns if explicit else time.monotonic_ns()
-                assert t is not None
+                t = _now(now_ns)
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
@@ -259,8 +269,7 @@ class _Leases:
                     finally:
                         cond.acquire()
                     continue
-                e_until = s.err_until
-                if e_until is not None and e_until[0] == explicit and t < e_until[1]:
+                if _before(s.err_until, explicit, t):
                     err = s.err
                     break
                 # granted less than n (or a bucket not yet begun here); a grant that came
@@ -310,10 +319,7 @@ class _Leases:
         if s.c.debit(n):
             s.used += n
             return True
-        d = s.dry_until
-        if d is not None and d[0] == explicit and t < d[1]:
-            return False
-        return None
+        return False if _before(s.dry_until, explicit, t) else None
 
     def _retire(self, s: _Slice) -> None:
         """The slice ends: what is left goes back (latest lease first)."""
@@ -362,8 +368,7 @@ class _Leases:
         with self._cond:
             if s.busy:
                 return
-            t = now_ns if explicit else time.monotonic_ns()
-            assert t is not None
+            t = _now(now_ns)
             if s.leases and (s.explicit != explicit or t >= s.end):
                 self._retire(s)
             if want is None:
@@ -401,7 +406,7 @@ class _Leases:
             win_ns = int(cfg.interval_ms * 1_000_000 // cfg.sample_count)
             if want > 0:
                 self.granted += k
-                if k >= 1 and end > (t if explicit else time.monotonic_ns()):
+                if k >= 1 and end > _now(now_ns):
                     if s.leases and s.explicit == explicit and abs(end - s.end) < win_ns // 2:
                         s.end = min(s.end, end)      # a top-up: the same bucket
                     else:
@@ -416,8 +421,7 @@ class _Leases:
                 elif k >= 1:  # a retried grant of a bucket gone by: all of it back
                     s.backs.append((lid, k))
                 else:
-                    now = t if explicit else time.monotonic_ns()
-                    s.dry_until = (explicit, min(end, now + int(win_ns * DRY)))
+                    s.dry_until = (explicit, min(end, _now(now_ns) + int(win_ns * DRY)))
             if not explicit and s.leases:
                 self._seq += 1
                 heapq.heappush(self._ends, (s.end + rtt + 1_000_000, self._seq, rk))
@@ -434,10 +438,9 @@ class _Leases:
         args = lim._args(cfg, want, 0, now_ns, lid) + [_fmt(cfg.limit), str(need), str(blocks),
                                                        str(rttl)]
         args += [str(b) for _, b in backs]
-        packed = _pack(["EVALSHA", LEASE_SCRIPT.sha, str(len(keys))] + keys + args)
         with self._cond:
             self.round_trips += 1
-        return LEASE_SCRIPT, key, packed
+        return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:

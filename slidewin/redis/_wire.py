@@ -183,6 +183,11 @@ def _pack(parts: List[Any]) -> bytes:
     return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
 
 
+def _evalsha(sha: str, keys: List[Any], args: List[Any]) -> bytes:
+    """A script call (EVALSHA) as RESP bytes."""
+    return _pack(["EVALSHA", sha, str(len(keys))] + keys + args)
+
+
 _ASKING = _pack(["ASKING"])
 # an EVALSHA's "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" after its "*N\r\n"
 _EVALSHA_LEN = 4 + 9 + 5 + 40 + 2
