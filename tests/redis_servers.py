@@ -168,9 +168,6 @@ def r(redis_server):
     c.flushall()
     yield c
     c.close()
-    from slidewin.redis._transport import _close_pools
-
-    _close_pools(c, False)
 
 
 @pytest.fixture(params=KINDS)

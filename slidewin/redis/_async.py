@@ -29,7 +29,7 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
             r = self._take(n, now_ns=now_ns)  # checks n and now_ns
             if r is not _SLOW:
                 return bool(r)
-            return bool(await self._leased.slow(self.key, self._cfg, n, now_ns))
+            return await self._leased._try_slow(self.key, n, now_ns)  # type: ignore[no-any-return]
         return await self._t.drive(self._g_admit(None, n, F_TRY, now_ns)) is not None
 
     async def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
@@ -79,8 +79,8 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
             r = self._ks.take(key, n, now_ns=now_ns)  # checks key, n and now_ns
             if r is not _SLOW:
                 return bool(r)
-            rk = self._rkey(key)
-            return bool(await self._leased.slow(rk, self._cfg_for(rk), n, now_ns))
+            return await self._leased._try_slow(  # type: ignore[no-any-return]
+                self._rkey(key), n, now_ns)
         return await self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
 
     async def reserve(self, key: Any, n: int = 1, *,  # type: ignore[override]

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
-from .._core import BlockedError, Stats
+from .._core import BlockedError
 from .._limiter import _MISSING, _check_on_block, _check_timeout, _decorate_entries
 from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
@@ -23,9 +23,9 @@ from ._transport import (_ERRORS, _AsyncTransport, _Held, _renew_args, _SyncTran
                          _unrenew)
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK, F_RETRY, NEVER,
                     PASS, _bulk, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
-                    _check_name, _decision, _encode_key, _keyed_prefix, _NO_TIME,
-                    _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _pack, _small_bulk, _SMALL,
-                    _stats_reply, _time_args, _what)
+                    _check_name, _decision, _encode_key, _evalsha, _keyed_prefix, _NO_TIME,
+                    _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
+                    _time_args, _what)
 
 log = logging.getLogger("slidewin.redis")
 _LOG_EVERY_S = 60.0
@@ -115,11 +115,15 @@ class _Base:
             _unrenew(tok)
         return pairs
 
-    def _args(self, cfg: _Config, n: int, flags: int, now_ns: Any, lease: str) -> List[Any]:
-        ms, sub = _time_args(now_ns)
+    def _flags(self, cfg: _Config, flags: int) -> int:
+        """A keyed limiter's scripts keep a lean state (and the minute, warming up)."""
         if self._lean:
             flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
-        return [ms, sub, str(n), str(flags), cfg.layout, str(cfg.ttl_ms),
+        return flags
+
+    def _args(self, cfg: _Config, n: int, flags: int, now_ns: Any, lease: str) -> List[Any]:
+        ms, sub = _time_args(now_ns)
+        return [ms, sub, str(n), str(self._flags(cfg, flags)), cfg.layout, str(cfg.ttl_ms),
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
 
     _lean = False
@@ -127,15 +131,13 @@ class _Base:
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
         """The decision's EVALSHA as RESP bytes, its constant parts packed once (_Config)."""
-        if self._lean:
-            flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
         if now_ns is None:
             t = _NO_TIME
         else:
             ms, sub = _time_args(now_ns)
             t = _bulk(ms) + _bulk(sub)
-        return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _small_bulk(n),
-                         _SMALL[flags], cfg.mid, _bulk(lease), cfg.tail))
+        return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
+                         _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
 
     def _charge_args(self, cfg: _Config, n: int, now_ns: Any) -> List[Any]:
         """The CHARGE script's arguments: a decision's, then the behavior's index (all_of's
@@ -149,17 +151,21 @@ class _Base:
             raise ValueError("%s: a concurrency limiter counts requests in flight, not "
                              "amounts; charge a qps limiter (or charge it 0)" % what)
 
-    def _charge_failed(self, err: BaseException, quiet: bool = False) -> None:
-        """A charge Redis did not take (unreachable, an error reply, a reply no script
-        returns): counted in `errors` and logged (at most once a minute); raised when
-        on_error="raise" (else the charge is lost, as an exit's outcome is)."""
+    def _loud_error(self) -> bool:
+        """One more error in `errors`; True when it is to be logged (once a minute at most)."""
         with self._lock:
             self.errors += 1
             now = time.monotonic()
             loud = now - self._last_log >= _LOG_EVERY_S
             if loud:
                 self._last_log = now
-        if loud:
+        return loud
+
+    def _charge_failed(self, err: BaseException, quiet: bool = False) -> None:
+        """A charge Redis did not take (unreachable, an error reply, a reply no script
+        returns): counted in `errors` and logged (at most once a minute); raised when
+        on_error="raise" (else the charge is lost, as an exit's outcome is)."""
+        if self._loud_error():
             log.warning("slidewin.redis: a charge of %r %s (%s: %s): not counted "
                         "(logged at most once a minute; %d errors so far)", self._name,
                         _what(err), type(err).__name__, err, self.errors)
@@ -171,25 +177,19 @@ class _Base:
 
     def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
         """on_error: the decision when Redis could not decide."""
-        with self._lock:
-            self.errors += 1
-            now = time.monotonic()
-            quiet = now - self._last_log < _LOG_EVERY_S
-            if not quiet:
-                self._last_log = now
-        if not quiet:
+        if self._loud_error():
             log.warning("slidewin.redis: a decision of %r %s (%s: %s); on_error=%r "
                         "(logged at most once a minute; %d errors so far)", self._name,
                         _what(err), type(err).__name__, err, self._on_error, self.errors)
         if self._on_error == "raise":
             raise err
-        if self._on_error == "allow":
-            with self._lock:
-                self.errors_allowed += 1
-            return PASS, 0, -1
+        allow = self._on_error == "allow"
         with self._lock:
-            self.errors_denied += 1
-        return BLOCK, 0, -1
+            if allow:
+                self.errors_allowed += 1
+            else:
+                self.errors_denied += 1
+        return (PASS if allow else BLOCK), 0, -1
 
     def _blocked(self, n: int, verdict: int, retry_ns: int) -> BlockedError:
         retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
@@ -199,10 +199,6 @@ class _Base:
             retry_after=retry,
             limiter=self,
         )
-
-    @staticmethod
-    def _stats(reply: Any, cfg: _Config, name: str) -> Stats:
-        return _stats_reply(reply, name, cfg.layout, cfg.interval_ms)
 
     # -- the decision logic: generators of round trips, run by the transport (self._t) --
 
@@ -218,7 +214,7 @@ class _Base:
     @staticmethod
     def _op(script: _Script, key: Any, args: List[Any]) -> Tuple[Any, ...]:
         """A script call for the transport: the script, the key it is routed by, the EVALSHA."""
-        return script, key, _pack(["EVALSHA", script.sha, "1", key] + args)
+        return script, key, _evalsha(script.sha, [key], args)
 
     def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                   lease: str) -> Any:
@@ -241,11 +237,6 @@ class _Base:
                 self.errors += 1
             log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
 
-    def _exit_on(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                 leases: List[Tuple[str, int]]) -> Any:
-        """One EXIT (outcome, leases given back): done, or a coroutine on an async type."""
-        return self._t.drive(self._g_exit(key, cfg, n, outcome, rt_ms, leases))
-
     def _g_renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
         try:
             reply = yield self._op(_SCRIPTS["exit"], key, _renew_args(self, cfg, ids))
@@ -260,19 +251,15 @@ class _Base:
         return self._t.drive(self._g_renew(key, cfg, ids))
 
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
-                lease: str, sleep_wait: bool = True) -> Any:
-        """The wait of acquire() and entry(): returns the wait slept (ns), or to sleep
-        (sleep_wait False: entry() registers its lease for renewal first)."""
+                lease: str) -> Any:
+        """The decisions of acquire() and entry(): returns the admission's wait (ns)."""
         def refused(res: Tuple[int, int, int], timed_out: bool) -> Any:
             if timed_out:  # the refusal's BLOCK (the decisions with F_NO_BLOCK counted none)
                 yield from self._g_exit(key, cfg, n, _OUT_BLOCK, 0, [])
             return self._blocked(n, res[0], res[2])
 
-        wait_ns = yield from _g_poll(
-            lambda f: self._g_decide(key, cfg, n, f, None, lease), refused, timeout, flags)
-        if wait_ns > 0 and sleep_wait:
-            yield wait_ns / 1e9
-        return wait_ns
+        return (yield from _g_poll(
+            lambda f: self._g_decide(key, cfg, n, f, None, lease), refused, timeout, flags))
 
     def _g_admit(self, key: Any, n: int, flags: int, now_ns: Any) -> Any:
         """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
@@ -290,10 +277,12 @@ class _Base:
     def _g_acquire(self, key: Any, n: int, timeout: Any) -> Any:
         rk, hk, cfg = self._where(key)
         n = _check_n(n)
-        timeout = _wait_timeout(cfg, n, timeout)
+        timeout = _wait_timeout(timeout, [(cfg, n)])
         lease = self._lease_for(cfg)
         try:
-            yield from self._g_wait(rk, cfg, n, timeout, 0, lease)
+            wait_ns = yield from self._g_wait(rk, cfg, n, timeout, 0, lease)
+            if wait_ns > 0:
+                yield wait_ns / 1e9
         except BlockedError:
             self._tally(BLOCK, n)
             raise
@@ -328,13 +317,13 @@ class _Base:
 
     def _g_stats(self, key: Any, now_ns: Any) -> Any:
         rk, _, cfg = self._where(key)
-        args = self._args(cfg, 1, 0, now_ns, "")
-        return self._stats((yield self._op(_SCRIPTS["stats"], rk, args)), cfg, self._name)
+        reply = yield self._op(_SCRIPTS["stats"], rk, self._args(cfg, 1, 0, now_ns, ""))
+        return _stats_reply(reply, self._name, cfg.layout, cfg.interval_ms)
 
     def _entry(self, key: Any, n: int, timeout: Any) -> "_Entry":
         rk, _, cfg = self._where(key)
         n = _check_n(n)
-        return _Entry(self, rk, cfg, n, _wait_timeout(cfg, n, timeout))
+        return _Entry(self, rk, cfg, n, _wait_timeout(timeout, [(cfg, n)]))
 
     # the surface both kinds share (the methods with round trips: _sync, _async)
 
@@ -354,10 +343,11 @@ class _Base:
                                  self._is_async, timeout)
 
 
-def _wait_timeout(cfg: _Config, n: int, timeout: Any) -> Optional[float]:
-    """A wait's timeout (acquire, entry), checked: a request that can never pass waits 0."""
+def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional[float]:
+    """A wait's timeout (acquire, entry; a group's), checked: a request of which one
+    (settings, n) can never pass waits 0."""
     t = _check_timeout(timeout)
-    if t is not None and cfg.can_never_pass(n):
+    if t is not None and any(cfg.can_never_pass(n) for cfg, n in requests):
         t = 0.0
     return t
 
@@ -411,6 +401,7 @@ class _Driven:
     (the wrong one is a TypeError)."""
 
     __slots__ = ("_held", "_t0")
+    _held: bool
 
     def _owner(self) -> Any:
         raise NotImplementedError
@@ -419,9 +410,17 @@ class _Driven:
         """End what the entry holds with an outcome (a generator of round trips)."""
         raise NotImplementedError
 
-    def _held_after(self, wait_s: float) -> Any:
-        """The end of an admitted _enter: wait `wait_s` (a throttle's slot), then held; an
-        interruption (a cancellation) before the body gives everything back."""
+    def _admit(self) -> Any:
+        """The entry's decisions, its leases then renewed: a generator of round trips
+        returning the admission's wait (ns)."""
+        raise NotImplementedError
+
+    def _enter(self) -> Any:
+        """Admitted, then the wait (a throttle's slot), then held; an interruption (a
+        cancellation) before the body gives everything back."""
+        if self._held:
+            raise RuntimeError("this entry is already entered")
+        wait_s = (yield from self._admit()) / 1e9
         if wait_s > 0:
             try:
                 yield wait_s
@@ -446,14 +445,14 @@ class _Driven:
         return t
 
     def __enter__(self) -> Any:
-        return self._kind(False).drive(self._enter())  # type: ignore[attr-defined]
+        return self._kind(False).drive(self._enter())
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         return self._kind(False).drive(  # type: ignore[no-any-return]
             self._exit(exc_type))
 
     async def __aenter__(self) -> Any:
-        return await self._kind(True).drive(self._enter())  # type: ignore[attr-defined]
+        return await self._kind(True).drive(self._enter())
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         return await self._kind(True).drive(  # type: ignore[no-any-return]
@@ -473,15 +472,13 @@ class _Entry(_Driven):
         self._lease = os.urandom(8).hex()
         self._held = False
 
-    def _enter(self) -> Any:
-        if self._held:
-            raise RuntimeError("this entry is already entered")
+    def _admit(self) -> Any:
         lim = self._lim
         wait_ns = yield from lim._g_wait(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
-                                         self._lease, False)
+                                         self._lease)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._tok = lim._t.renewer().add(lim, self._key, self._cfg, self._lease)
-        return (yield from self._held_after(wait_ns / 1e9))
+        return wait_ns
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
         _unrenew(self._tok)
@@ -507,11 +504,9 @@ class _KeyedMixin:
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = _keyed_prefix(self._name)
-        self._kw = dict(concurrency=self._cfg.concurrency, behavior=self._cfg.behavior,
-                        warm_up_s=self._cfg.warm_up_s, cold_factor=self._cfg.cold_factor,
-                        max_queueing_ms=self._cfg.max_queueing_ms,
-                        occupy_timeout_ms=self._cfg.occupy_timeout_ms,
-                        interval_ms=self._cfg.interval_ms, sample_count=self._cfg.sample_count)
+        self._kw = {k: getattr(self._cfg, k) for k in (  # an override's other settings
+            "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+            "occupy_timeout_ms", "interval_ms", "sample_count")}
         self._overrides: Dict[bytes, _Config] = {}
         self._override_values: Dict[Any, Any] = {}
         self._held = _Held()
@@ -567,13 +562,11 @@ class _KeyedMixin:
                 enc = _encode_key(k)
             except (TypeError, ValueError) as e:
                 raise type(e)("overrides: %s" % e) from None
-            kw = dict(self._kw)
+            kw, qps = dict(self._kw), v
+            if self._cfg.concurrency is not None:
+                kw["concurrency"], qps = v, None
             try:
-                if self._cfg.concurrency is not None:
-                    kw["concurrency"] = v
-                    cfgs[enc] = _Config(None, kw, self._cfg.lease_ms)
-                else:
-                    cfgs[enc] = _Config(v, kw, self._cfg.lease_ms)
+                cfgs[enc] = _Config(qps, kw, self._cfg.lease_ms)
             except (TypeError, ValueError) as e:
                 raise type(e)("overrides[%r]: %s" % (k, e)) from None
         self._overrides = cfgs

@@ -132,20 +132,20 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     if sock is None:
         conn.connect()
         sock = conn._sock
-    if asking:
-        ok, reply = _exchange(sock, _ASKING + packed, 2)
+
+    def send(cmd: bytes) -> Any:
+        if not asking:
+            return _exchange(sock, cmd, 1)[0]
+        ok, reply = _exchange(sock, _ASKING + cmd, 2)
         if isinstance(ok, ResponseError):
             raise ok
-    else:
-        reply = _exchange(sock, packed, 1)[0]
+        return reply
+
+    reply = send(packed)
     if isinstance(reply, NoScriptError):
         # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
         # the source once, which also caches it again. Nothing ran, so this is no retry.
-        cmd = _eval_of(packed, script.source)
-        if asking:
-            ok, reply = _exchange(sock, _ASKING + cmd, 2)
-        else:
-            reply = _exchange(sock, cmd, 1)[0]
+        reply = send(_eval_of(packed, script.source))
     if isinstance(reply, ResponseError):
         raise reply
     return reply

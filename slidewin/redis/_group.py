@@ -17,12 +17,12 @@ from typing import Any, List, Optional, Sequence, Tuple
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _Driven, _g_poll, _KeyedMixin
+from ._base import _Base, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
-                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _pack,
+                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _evalsha,
                     _time_args)
 
 _SCRIPT = SCRIPTS["all_of"]
@@ -68,6 +68,17 @@ class _Member:
         return "%s %r" % (type(self.lim).__name__, self.lim.name)
 
 
+def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
+                 ) -> Tuple[List[Any], bytes]:
+    """(keys, all_of's packed EVALSHA): the time, then per member the index of its body in
+    the script, how many arguments it takes and those."""
+    args: List[Any] = list(_time_args(now_ns))
+    for _, index, a in bodies:
+        args += [index, str(len(a))] + a
+    keys = [m.rkey for m, _, _ in bodies]
+    return keys, _evalsha(_SCRIPT.sha, keys, args)
+
+
 def _slot(key: Any) -> int:
     from redis.crc import key_slot
 
@@ -111,16 +122,12 @@ class _Group:
         return [m.lim._lease_for(m.cfg) for m in self._members]
 
     def _request(self, ns: List[int], flags: int, now_ns: Any,
-                 leases: List[str]) -> Tuple[List[Any], bytes, List[Any]]:
-        """(keys, the packed EVALSHA, its arguments after the keys)."""
-        args: List[Any] = list(_time_args(now_ns))
-        keys: List[Any] = []
-        for m, n, lease in zip(self._members, ns, leases):
-            a = m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params
-            args += [str(GROUP_INDEX[m.cfg.script.sha]), str(len(a))] + a
-            keys.append(m.rkey)
-        packed = _pack(["EVALSHA", _SCRIPT.sha, str(len(keys))] + keys + args)
-        return keys, packed, args
+                 leases: List[str]) -> Tuple[List[Any], bytes]:
+        """(keys, the packed EVALSHA): each member decided by its behavior's body."""
+        return _pack_bodies(now_ns, [
+            (m, str(GROUP_INDEX[m.cfg.script.sha]),
+             m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
+            for m, n, lease in zip(self._members, ns, leases)])
 
     def _read(self, reply: Any) -> List[Tuple[int, int, int]]:
         """The members' verdicts, each checked as its own decision's."""
@@ -173,15 +180,9 @@ class _Group:
 
     @staticmethod
     def _charge_request(picks: List[Tuple[_Member, int]], now_ns: Any
-                        ) -> Tuple[List[Any], bytes, List[Any]]:
-        args: List[Any] = list(_time_args(now_ns))
-        keys: List[Any] = []
-        for m, n in picks:
-            a = m.lim._charge_args(m.cfg, n, None)[2:]
-            args += [_CHARGE, str(len(a))] + a
-            keys.append(m.rkey)
-        packed = _pack(["EVALSHA", _SCRIPT.sha, str(len(keys))] + keys + args)
-        return keys, packed, args
+                        ) -> Tuple[List[Any], bytes]:
+        return _pack_bodies(now_ns, [(m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:])
+                                     for m, n in picks])
 
     def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
         """The reply checked (one [1, 0, 0] per member charged); the keyed members' PASS
@@ -213,10 +214,7 @@ class _Group:
                             % (ns, who or "on_error"), retry_after=retry, limiter=self)
 
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
-        t = _check_timeout(timeout)
-        if t is not None and any(m.cfg.can_never_pass(n) for m, n in zip(self._members, ns)):
-            t = 0.0  # a member can never pass its n: no wait
-        return t
+        return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
     def _refusers(self, ns: List[int], verdicts: List[Tuple[int, int, int]]) -> List[Any]:
         """The refusing members with their n, after a wait that timed out: each counts one
@@ -233,7 +231,7 @@ class _Group:
 
     def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         try:
-            keys, packed, _ = self._request(ns, flags, now_ns, leases)
+            keys, packed = self._request(ns, flags, now_ns, leases)
             return self._read((yield _SCRIPT, keys[0], packed, keys))
         except _ERRORS as e:
             return self._failed(e, flags)
@@ -265,6 +263,20 @@ class _Group:
         """The wait (ns) of an admission (or a coroutine of it, an async group)."""
         return self._t.drive(self._g_wait(ns, timeout, flags, leases))
 
+    def _renew_all(self, leases: List[str]) -> List[Any]:
+        """The members' in-flight leases of an entry, renewed while held: their tokens."""
+        renewer = self._t.renewer()
+        return [renewer.add(m.lim, m.rkey, m.cfg, lease)
+                for m, lease in zip(self._members, leases)]
+
+    def _g_give_back(self, ns: List[int], leases: List[str], toks: List[Any], outcome: int,
+                     rt_ms: int) -> Any:
+        """An entry's end: its leases no longer renewed, each member's EXIT (the outcome)."""
+        for tok in toks:
+            _unrenew(tok)
+        for m, n, lease in zip(self._members, ns, leases):
+            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+
     def _g_acquire(self, ns: Tuple[Any, ...], timeout: Any) -> Any:
         n = self._ns(ns)
         wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases(False))
@@ -276,7 +288,7 @@ class _Group:
         if not picks:
             return
         try:
-            keys, packed, _ = self._charge_request(picks, now_ns)
+            keys, packed = self._charge_request(picks, now_ns)
             self._charged(picks, (yield _SCRIPT, keys[0], packed, keys))
         except _ERRORS as e:
             self._charge_failed(picks, e)
@@ -355,22 +367,15 @@ class _GroupEntry(_Driven):
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        for tok in self._toks:
-            _unrenew(tok)
-        for m, n, lease in zip(self._g._members, self.n, self._leases):
-            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+        return self._g._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
 
-    def _enter(self) -> Any:
-        if self._held:
-            raise RuntimeError("this entry is already entered")
+    def _admit(self) -> Any:
         g = self._g
         self._leases = g._leases(True)
-        wait = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
+        wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
-        renewer = g._t.renewer()
-        self._toks = [renewer.add(m.lim, m.rkey, m.cfg, lease)
-                      for m, lease in zip(g._members, self._leases)]
-        return (yield from self._held_after(wait / 1e9))
+        self._toks = g._renew_all(self._leases)
+        return wait_ns
 
     def _owner(self) -> Any:
         return self._g

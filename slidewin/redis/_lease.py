@@ -16,8 +16,9 @@ of the current bucket's quota that it leased from Redis ahead of need.
   average over about half a bucket): its demand for a quarter of a bucket, no more than the
   bucket has left, at most 1/32 of the limit. When half of it is used the next one is
   fetched: in the background (one daemon thread per limiter; an asyncio limiter's: one task
-  on its event loop) when the server's clock is used; inline, after the decision that crossed the mark, with an explicit ``now_ns`` (so a
-  scenario on virtual time is deterministic).
+  on its event loop) when the server's clock is used; inline, after the decision that
+  crossed the mark, with an explicit ``now_ns`` (so a scenario on virtual time is
+  deterministic).
 - A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
   bucket (then it asks again: slices given back free room) or until the bucket ends.
 - While Redis is unreachable a key decides on what is left of its slice, then by
@@ -40,8 +41,8 @@ from .._core import _KeyedSlices, _LeaseSlice
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _ERRORS
-from ._wire import (BLOCK, F_LEAN, F_MINUTE, F_TRY, LAYOUT, PASS, RedisReplyError, _bulk,
-                    _decision, _fmt, _time_args)
+from ._wire import (BLOCK, F_TRY, LAYOUT, PASS, RedisReplyError, _decision, _evalsha, _fmt,
+                    _ints, _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -93,6 +94,16 @@ def keyed_slices(lim: Any) -> _KeyedSlices:
 
 
 _EXACT = (str, bytes, int)
+
+
+def _now(now_ns: Optional[int]) -> int:
+    """A time on a slice's clock: now_ns when given, else the monotonic clock's."""
+    return time.monotonic_ns() if now_ns is None else now_ns
+
+
+def _before(mark: Optional[Tuple[bool, int]], explicit: bool, t: int) -> bool:
+    """Whether t is before a (clock, time) mark set on its own clock."""
+    return mark is not None and mark[0] == explicit and t < mark[1]
 _SLOW = object()  # an asyncio limiter's slice: the decision needs a round trip (awaited)
 
 
@@ -160,18 +171,16 @@ class _Leases:
         self.returned = 0      # permits given back unused
 
     # -- the decision ------------------------------------------------------------------
-    def try_take(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
-        """The decision (n checked): on the key's C slice when it has one."""
-        c = self._cs.get(rk)
-        if c is not None:
-            return bool(c.take(n, now_ns=now_ns))
-        return self._try_slow(rk, cfg, n, now_ns)
+    def _cfg(self, rk: Any) -> _Config:
+        """The settings of a key (a keyed limiter's overrides)."""
+        lim = self._lim
+        return cast(_Config, lim._cfg_for(rk) if self._keyed else lim._cfg)
 
     def c_slice(self, rk: Any) -> _LeaseSlice:
         """The key's C slice (made on first use): its take() is the decision."""
         c = self._cs.get(rk)
         if c is None:
-            lim, ref = self._lim, weakref.ref(self)
+            ref = weakref.ref(self)
 
             def refill() -> None:
                 eng = ref()
@@ -184,11 +193,7 @@ class _Leases:
                     raise RuntimeError("slidewin.redis: the limiter is gone")
                 if eng._async:  # awaited by the caller (AsyncRedisLimiter.try_acquire)
                     return _SLOW
-                if not eng._keyed:
-                    return eng._try_slow(rk, lim._cfg, n, now_ns)
-                ok = eng._try_slow(rk, lim._cfg_for(rk), n, now_ns)
-                lim._tally(PASS if ok else BLOCK, n)
-                return ok
+                return eng._try_slow(rk, n, now_ns)
 
             c = self._cs[rk] = _LeaseSlice(refill, slow)
         return c
@@ -197,12 +202,16 @@ class _Leases:
         """The C slice crossed its low-water mark: a top-up, in the background."""
         with self._cond:
             s = self._slices.get(rk)
-            if s is None or s.queued or self._closed:
-                return
+            if s is not None:
+                self._queue_topup(rk, s)
+
+    def _queue_topup(self, rk: Any, s: _Slice) -> None:
+        """A top-up of the key's slice, asked of the background thread. Under the lock."""
+        if not s.queued and not self._closed:
             s.queued = True
             self._topup.append(rk)
             self._start_thread()
-            self._cond.notify()
+            self._cond.notify_all()
 
     def _fold(self, s: _Slice) -> None:
         """Count what the C slice decided since the last fold. Under the lock."""
@@ -214,8 +223,15 @@ class _Leases:
             if self._keyed:  # a keyed limiter's local totals
                 self._lim._tally(PASS, taken)
 
-    def _try_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
-        return bool(self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
+    def _try_slow(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
+        """The decision the C slice could not make (n and now_ns checked): a bool, or a
+        coroutine of it on an asyncio limiter."""
+        return self._lim._t.drive(self._g_tallied(rk, n, now_ns))
+
+    def _g_tallied(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
+        ok = bool((yield from self._g_slow(rk, self._cfg(rk), n, now_ns)))
+        self._lim._tally(PASS if ok else BLOCK, n)  # a keyed limiter's local totals
+        return ok
 
     def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
         """The decision without a slice in hand (n checked): round trips yielded to the
@@ -239,8 +255,7 @@ class _Leases:
             s.last = (explicit, now_ns or 0)
             asked = 0
             while True:
-                t = now_ns if explicit else time.monotonic_ns()
-                assert t is not None
+                t = _now(now_ns)
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
@@ -254,8 +269,7 @@ class _Leases:
                     finally:
                         cond.acquire()
                     continue
-                e_until = s.err_until
-                if e_until is not None and e_until[0] == explicit and t < e_until[1]:
+                if _before(s.err_until, explicit, t):
                     err = s.err
                     break
                 # granted less than n (or a bucket not yet begun here); a grant that came
@@ -280,12 +294,7 @@ class _Leases:
             if got:
                 low = not s.busy and s.left * 2 < s.last_k
                 if low and not explicit:
-                    if s.queued:
-                        return True
-                    s.queued = True
-                    self._topup.append(rk)
-                    self._start_thread()
-                    cond.notify_all()
+                    self._queue_topup(rk, s)
                     return True
         if got:
             if low:
@@ -310,10 +319,7 @@ class _Leases:
         if s.c.debit(n):
             s.used += n
             return True
-        d = s.dry_until
-        if d is not None and d[0] == explicit and t < d[1]:
-            return False
-        return None
+        return False if _before(s.dry_until, explicit, t) else None
 
     def _retire(self, s: _Slice) -> None:
         """The slice ends: what is left goes back (latest lease first)."""
@@ -362,8 +368,7 @@ class _Leases:
         with self._cond:
             if s.busy:
                 return
-            t = now_ns if explicit else time.monotonic_ns()
-            assert t is not None
+            t = _now(now_ns)
             if s.leases and (s.explicit != explicit or t >= s.end):
                 self._retire(s)
             if want is None:
@@ -401,7 +406,7 @@ class _Leases:
             win_ns = int(cfg.interval_ms * 1_000_000 // cfg.sample_count)
             if want > 0:
                 self.granted += k
-                if k >= 1 and end > (t if explicit else time.monotonic_ns()):
+                if k >= 1 and end > _now(now_ns):
                     if s.leases and s.explicit == explicit and abs(end - s.end) < win_ns // 2:
                         s.end = min(s.end, end)      # a top-up: the same bucket
                     else:
@@ -416,8 +421,7 @@ class _Leases:
                 elif k >= 1:  # a retried grant of a bucket gone by: all of it back
                     s.backs.append((lid, k))
                 else:
-                    now = t if explicit else time.monotonic_ns()
-                    s.dry_until = (explicit, min(end, now + int(win_ns * DRY)))
+                    s.dry_until = (explicit, min(end, _now(now_ns) + int(win_ns * DRY)))
             if not explicit and s.leases:
                 self._seq += 1
                 heapq.heappush(self._ends, (s.end + rtt + 1_000_000, self._seq, rk))
@@ -430,27 +434,18 @@ class _Leases:
         key = rk.encode() if isinstance(rk, str) else rk
         keys = [key, key + b"|lease:" + lid.encode()]
         keys += [key + b"|lease:" + b.encode() for b, _ in backs]
-        ms, sub = _time_args(now_ns)
-        flags = 0
-        if lim._lean:
-            flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
         rttl = max(2 * cfg.interval_ms, cfg.ttl_ms) + 1000
-        args = [ms, sub, str(want), str(flags), cfg.layout, str(cfg.ttl_ms),
-                str(cfg.interval_ms), str(cfg.sample_count), lid, str(cfg.lease_ms),
-                _fmt(cfg.limit), str(need), str(blocks), str(rttl)]
+        args = lim._args(cfg, want, 0, now_ns, lid) + [_fmt(cfg.limit), str(need), str(blocks),
+                                                       str(rttl)]
         args += [str(b) for _, b in backs]
-        parts: List[Any] = ["EVALSHA", LEASE_SCRIPT.sha, str(len(keys))] + keys + args
-        packed = b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
         with self._cond:
             self.round_trips += 1
-        return LEASE_SCRIPT, key, packed
+        return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
             _decision(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
-        if (type(reply) is not list or len(reply) != 4
-                or not all(type(x) is int for x in reply) or reply[0] != 1
-                or reply[1] < 0 or reply[3] < 0):
+        if not _ints(reply, 4) or reply[0] != 1 or reply[1] < 0 or reply[3] < 0:
             raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
                                   % (self._lim._name, reply))
         return reply[1], reply[3]
@@ -483,7 +478,7 @@ class _Leases:
                 s0 = self._slices.get(rk)
                 if s0 is not None:
                     s0.queued = False
-        cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
+        cfg = self._cfg(rk)
         with self._cond:
             s = self._slices.get(rk)
             if s is None or s.busy:
@@ -538,11 +533,11 @@ class _Leases:
         lim = self._lim
         for rk, s in items:
             if s.backs:
-                cfg = lim._cfg_for(rk) if hasattr(lim, "_cfg_for") else lim._cfg
+                cfg = self._cfg(rk)
                 r = s.last  # a slice on explicit time: given back at its latest now_ns
                 try:
-                    yield from self._g_grant(rk, cfg, s, 1, r[1] if r is not None and r[0] else None,
-                                             0)
+                    explicit_now = r[1] if r is not None and r[0] else None
+                    yield from self._g_grant(rk, cfg, s, 1, explicit_now, 0)
                 except Exception as e:  # they count until their bucket leaves the window
                     log.debug("slidewin.redis: giving back the leases of %r failed: %s",
                               lim._name, e)
@@ -618,13 +613,6 @@ class _AsyncLeases(_Leases):
         super().__init__(lim)
         self._task: Optional["asyncio.Task[None]"] = None
         self._wake: Optional[asyncio.Event] = None
-
-    async def slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> bool:
-        """The decision the C slice could not make (n and now_ns checked)."""
-        ok = bool(await self._lim._t.drive(self._g_slow(rk, cfg, n, now_ns)))
-        if self._keyed:
-            self._lim._tally(PASS if ok else BLOCK, n)
-        return ok
 
     def _start_thread(self) -> None:
         """Wake the engine's task (started on the running loop if none runs there)."""

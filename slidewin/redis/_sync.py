@@ -44,8 +44,8 @@ class RedisLimiter(_Base, SyncAdmission):
 
     def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """Admit now or refuse; never waits. Counts PASS or BLOCK in Redis."""
-        if self._leased is not None:
-            return self._leased.try_take(self.key, self._cfg, n, now_ns)
+        if self._leased is not None:  # (the instance's try_acquire is its slice's take)
+            return bool(self._leased.c_slice(self.key).take(n, now_ns=now_ns))
         return self._t.drive(self._g_admit(None, n, F_TRY, now_ns)) is not None
 
     def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,

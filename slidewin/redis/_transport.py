@@ -7,6 +7,7 @@ in-flight leases this process holds and renews."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import functools
@@ -19,7 +20,7 @@ import re
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import _io
 from .._admission import refuse_in_loop
@@ -72,6 +73,21 @@ def _is_cluster(client: Any) -> bool:
 
 _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_deciding",
                                                                    default=False)
+
+
+@contextlib.contextmanager
+def _deciding() -> Iterator[None]:
+    """A slidewin call under way: a connect is tried once (_GuardedRetry); redis-py's reader
+    on a reply nested without end is a RedisReplyError."""
+    token = _DECIDING.set(True)
+    try:
+        yield
+    except RecursionError:
+        raise RedisReplyError("unreadable reply from Redis: nested without end") from None
+    finally:
+        _DECIDING.reset(token)
+
+
 def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
     with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
     return fail(err, 1) if with_count else fail(err)
@@ -162,36 +178,31 @@ def _guard(retry: Any) -> Any:
 def _guard_pool(pool: Any) -> None:
     """New connections of the pool get the guarded policy (redis-py copies it into each)."""
     kw = getattr(pool, "connection_kwargs", None)
-    if kw is not None:
-        r = kw.get("retry")
-        if r is not None and not getattr(r, "_slidewin_guarded", False):
-            kw["retry"] = _guard(r)
+    if kw is not None and kw.get("retry") is not None:
+        kw["retry"] = _guard(kw["retry"])
 
 
 def _guard_conn(conn: Any) -> None:
-    r = getattr(conn, "retry", None)
-    if r is not None and not getattr(r, "_slidewin_guarded", False):
-        conn.retry = _guard(r)
+    if getattr(conn, "retry", None) is not None:
+        conn.retry = _guard(conn.retry)
 
 
 def _get_conn(pool: Any) -> Any:
-    """A connection of the client's pool, waited for as the pool waits (a
-    BlockingConnectionPool: up to its timeout, then redis-py's ConnectionError)."""
+    """A connection of the client's pool (a coroutine of one, an asyncio pool's), waited for
+    as the pool waits (a BlockingConnectionPool: up to its timeout, then redis-py's
+    ConnectionError); the connections it makes get the guarded retry policy."""
     _guard_pool(pool)
     try:
-        conn = pool.get_connection()
-    except TypeError:  # redis-py < 5 requires a command name
-        conn = pool.get_connection("EVALSHA")
-    _guard_conn(conn)
-    return conn
+        return pool.get_connection()
+    except TypeError:  # redis-py < 5 (5.1, asyncio) requires a command name
+        return pool.get_connection("EVALSHA")
 
 
 def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
-    token = _DECIDING.set(True)
-    try:
-        return _fast.call_pool(pool, _get_conn(pool), script, packed, asking)
-    finally:
-        _DECIDING.reset(token)
+    with _deciding():
+        conn = _get_conn(pool)
+        _guard_conn(conn)
+        return _fast.call_pool(pool, conn, script, packed, asking)
 
 
 def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
@@ -201,26 +212,17 @@ def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
     return parts[3:3 + nkeys], parts[3 + nkeys:]
 
 
-def _unreadable() -> RedisReplyError:
-    return RedisReplyError("unreadable reply from Redis: nested without end")
-
-
 def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
     """One script call through redis-py's public API (a client the fast path does not
     know): EVALSHA, then EVAL on NOSCRIPT; the client's own routing and retry policy
     (a connect during it tried once where the pool's connections carry the guarded policy)."""
     keys, args = _unpack(packed)
-    token = _DECIDING.set(True)
-    try:
+    with _deciding():
         _guard_pool(getattr(client, "connection_pool", None))
         try:
             return client.evalsha(script.sha, len(keys), *keys, *args)
         except NoScriptError:
             return client.eval(script.source, len(keys), *keys, *args)
-    except RecursionError:  # redis-py's reader on a reply nested without end
-        raise _unreadable() from None
-    finally:
-        _DECIDING.reset(token)
 
 
 def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
@@ -235,11 +237,6 @@ def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
     if host is not None and port is not None and kind in ("MovedError", "AskError"):
         return ("MOVED" if kind == "MovedError" else "ASK"), host, int(port)
     return None
-
-
-def _close_pools(client: Any, cluster: bool) -> None:
-    """Nothing to close: decisions use the client's own pool (kept for callers of
-    earlier versions)."""
 
 
 _REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
@@ -300,13 +297,8 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
 
 
 async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
-    token = _DECIDING.set(True)
-    try:
-        _guard_pool(pool)
-        try:
-            conn = await pool.get_connection()
-        except TypeError:  # redis-py < 5.1 requires a command name
-            conn = await pool.get_connection("EVALSHA")
+    with _deciding():
+        conn = await _get_conn(pool)
         _guard_conn(conn)
         try:
             try:
@@ -324,24 +316,17 @@ async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
             raise
         finally:
             await pool.release(conn)
-    finally:
-        _DECIDING.reset(token)
 
 
 async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script, key: Any,
                          packed: bytes) -> Any:
     if not fast:  # a client the fast path does not know: redis-py's public API
         keys, args = _unpack(packed)
-        token = _DECIDING.set(True)
-        try:
+        with _deciding():
             try:
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 return await client.eval(script.source, len(keys), *keys, *args)
-        except RecursionError:
-            raise _unreadable() from None
-        finally:
-            _DECIDING.reset(token)
     if not cluster:
         return await _async_call_pool(client.connection_pool, script, packed)
     # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
@@ -365,9 +350,11 @@ def _refuse_in_loop() -> None:
                    "async with lim.entry(), async with lim)")
 
 
-def _renamed(e: ResponseError, key: Any, names: Any) -> BaseException:
-    """An error reply about a key's value, named for what it is (_wire._named)."""
-    return _named(e, key if names is None else names)
+def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
+    """An error reply about a key's value, raised named for what it is (_wire._named)."""
+    named = _named(e, key if names is None else names)
+    if named is not e:
+        raise named from e
 
 
 class _SyncTransport:
@@ -420,10 +407,8 @@ class _SyncTransport:
                     self.fast = False
             return _public_call(self.client, script, packed)
         except ResponseError as e:
-            named = _renamed(e, key, names)
-            if named is e:
-                raise
-            raise named from e
+            _raise_named(e, key, names)
+            raise
 
     def renewer(self) -> "_Renewer":
         return _renewer(self.client)
@@ -449,12 +434,10 @@ class _AsyncTransport(_SyncTransport):
             return await _async_call_on(self.client, self.cluster, self.fast, script, key,
                                         packed)
         except ResponseError as e:
-            named = _renamed(e, key, names)
-            if named is e:
-                raise
-            raise named from e
+            _raise_named(e, key, names)
+            raise
 
-    def renewer(self) -> "_AsyncRenewer":  # type: ignore[override]
+    def renewer(self) -> "_AsyncRenewer":
         return _arenewer()
 
 
@@ -543,42 +526,47 @@ class _Renewer:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
-        self.thread: Optional[threading.Thread] = None
+        self.runner: Any = None  # the thread (_AsyncRenewer: the task)
 
     def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
         tok = next(_SEQ)
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
             self.leases[tok] = [lim, key, cfg, lease, due]
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, daemon=True,
-                                               name="slidewin.redis leases")
-                self.thread.start()
+            if self.runner is None:
+                self.runner = self._start()
         return (self, tok)
+
+    def _start(self) -> Any:
+        thread = threading.Thread(target=self._run, daemon=True, name="slidewin.redis leases")
+        thread.start()
+        return thread
 
     def remove(self, tok: int) -> None:
         with self.lock:
             self.leases.pop(tok, None)
+
+    def _renewed(self, cfg: _Config, items: List[Tuple[int, str]], ok: bool) -> None:
+        """The leases of one renewal are due again a period later (sooner if it failed)."""
+        period = cfg.lease_ms / 3000.0
+        again = time.monotonic() + (period if ok else min(period, _TICK))
+        with self.lock:
+            for tok, _ in items:
+                v = self.leases.get(tok)
+                if v is not None:
+                    v[4] = again
 
     def _run(self) -> None:
         pid = os.getpid()
         while True:
             with self.lock:
                 if not self.leases or pid != os.getpid():
-                    if self.thread is threading.current_thread():
-                        self.thread = None
+                    if self.runner is threading.current_thread():
+                        self.runner = None
                     return
-                now = time.monotonic()
-                groups, nxt = _due(self.leases, now)
+                groups, nxt = _due(self.leases, time.monotonic())
             for lim, key, cfg, items in groups.values():
-                ok = lim._renew(key, cfg, [lid for _, lid in items])
-                period = cfg.lease_ms / 3000.0
-                again = time.monotonic() + (period if ok else min(period, _TICK))
-                with self.lock:
-                    for tok, _ in items:
-                        v = self.leases.get(tok)
-                        if v is not None:
-                            v[4] = again
+                self._renewed(cfg, items, lim._renew(key, cfg, [lid for _, lid in items]))
             if not groups:
                 time.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
 
@@ -622,36 +610,19 @@ def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
     busy.pop(cid, None)
 
 
-class _AsyncRenewer:
+class _AsyncRenewer(_Renewer):
     """The leases held through async clients on one event loop, renewed by one task (made
     with the first lease, done when none is left); each client's renewals in turn, the
     clients' at once (a stalled server delays only its own client's)."""
 
-    def __init__(self) -> None:
-        self.leases: Dict[int, List[Any]] = {}
-        self.task: Optional["asyncio.Task[None]"] = None
-
-    def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
-        tok = next(_SEQ)
-        self.leases[tok] = [lim, key, cfg, lease, time.monotonic() + cfg.lease_ms / 3000.0]
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._run())
-        return (self, tok)
-
-    def remove(self, tok: int) -> None:
-        self.leases.pop(tok, None)
+    def _start(self) -> Any:
+        return asyncio.get_running_loop().create_task(self._run())
 
     async def _client_renewals(self, groups: List[Any]) -> None:
         for lim, key, cfg, items in groups:
-            ok = await lim._renew(key, cfg, [lid for _, lid in items])
-            period = cfg.lease_ms / 3000.0
-            again = time.monotonic() + (period if ok else min(period, _TICK))
-            for tok, _ in items:
-                v = self.leases.get(tok)
-                if v is not None:
-                    v[4] = again
+            self._renewed(cfg, items, await lim._renew(key, cfg, [lid for _, lid in items]))
 
-    async def _run(self) -> None:
+    async def _run(self) -> None:  # type: ignore[override]
         busy: Dict[int, "asyncio.Task[None]"] = {}  # id(client) -> its renewals under way
         try:
             while self.leases:
@@ -670,7 +641,7 @@ class _AsyncRenewer:
         finally:
             for t in list(busy.values()):
                 t.cancel()
-            self.task = None
+            self.runner = None
 
 
 _ARENEWERS: "weakref.WeakKeyDictionary[Any, _AsyncRenewer]" = weakref.WeakKeyDictionary()

@@ -9,7 +9,6 @@ from typing import Any, List, Optional, Tuple
 
 from ._base import _outcome
 from ._group import RedisGroup
-from ._transport import _renewer, _unrenew
 from ._wire import _OUT_NONE, F_ENTRY
 
 _SOURCE = (files("slidewin.redis") / "lua" / "upstream.lua").read_text(encoding="utf-8")
@@ -58,15 +57,12 @@ class RedisHeld:
 
     def __init__(self, g: RedisGroup, ns: List[int], leases: List[str]) -> None:
         self._g, self._ns, self._leases = g, ns, leases
-        self._toks = [_renewer(g._client).add(m.lim, m.rkey, m.cfg, lease)
-                      for m, lease in zip(g._members, leases)]
+        self._toks = g._renew_all(leases)
         self._start = 0
 
     def _give_back(self, outcome: int, rt_ms: int) -> None:
-        for tok in self._toks:
-            _unrenew(tok)
-        for m, n, lease in zip(self._g._members, self._ns, self._leases):
-            m.lim._exit_on(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
+        g = self._g
+        g._t.drive(g._g_give_back(self._ns, self._leases, self._toks, outcome, rt_ms))
 
     def _release(self) -> None:
         self._give_back(_OUT_NONE, 0)

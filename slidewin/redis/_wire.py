@@ -150,13 +150,17 @@ def _check_charge_n(n: Any) -> int:
     return _check_n(n, 0)
 
 
+def _ints(reply: Any, count: int) -> bool:
+    """Whether a reply is a list of `count` integers (each script's reply is one)."""
+    return type(reply) is list and len(reply) == count and all(type(x) is int for x in reply)
+
+
 def _charge_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:
     """The CHARGE script's reply: exactly [1, 0, 0]; [LAYOUT, "iv/sc"] is the ValueError of
     a name used with another layout."""
     if type(reply) is list and len(reply) == 2 and reply[0] == LAYOUT:
         _decision(reply, name, interval_ms, sample_count)  # raises its ValueError
-    if (type(reply) is not list or len(reply) != 3
-            or not all(type(x) is int for x in reply) or reply != [PASS, 0, 0]):
+    if not _ints(reply, 3) or reply != [PASS, 0, 0]:
         raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
                               % (name, reply))
 
@@ -179,6 +183,11 @@ def _pack(parts: List[Any]) -> bytes:
     return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
 
 
+def _evalsha(sha: str, keys: List[Any], args: List[Any]) -> bytes:
+    """A script call (EVALSHA) as RESP bytes."""
+    return _pack(["EVALSHA", sha, str(len(keys))] + keys + args)
+
+
 _ASKING = _pack(["ASKING"])
 # an EVALSHA's "$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n" after its "*N\r\n"
 _EVALSHA_LEN = 4 + 9 + 5 + 40 + 2
@@ -190,12 +199,7 @@ def _eval_of(packed: bytes, source: str) -> bytes:
     return packed[:i] + b"$4\r\nEVAL\r\n" + _bulk(source) + packed[i + _EVALSHA_LEN:]
 
 
-def _small_bulk(i: int) -> bytes:
-    s = b"%d" % i
-    return b"$%d\r\n%s\r\n" % (len(s), s)
-
-
-_SMALL = [_small_bulk(i) for i in range(256)]  # n and flags, packed once
+_SMALL = [_bulk(b"%d" % i) for i in range(256)]  # n and flags, packed once
 _NO_TIME = b"$0\r\n\r\n$0\r\n\r\n"  # now_ms and sub empty: the server's TIME
 
 
@@ -304,8 +308,7 @@ def _encode_key(key: Any) -> bytes:
 
 def _check_exit_reply(reply: Any, name: str) -> int:
     """The EXIT script's reply [1, count, 0]: the count (released or renewed)."""
-    if (type(reply) is not list or len(reply) != 3 or not all(type(x) is int for x in reply)
-            or reply[0] != 1 or reply[1] < 0):
+    if not _ints(reply, 3) or reply[0] != 1 or reply[1] < 0:
         raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (name, reply))
     return cast(int, reply[1])
 
@@ -347,8 +350,7 @@ def _decision(reply: Any, name: str, interval_ms: int, sample_count: int) -> Tup
 
 def _stats_reply(reply: Any, name: str, layout: str, interval_ms: int) -> Stats:
     """The STATS script's reply (nine counts) as Stats, checked."""
-    if (not isinstance(reply, list) or len(reply) != 9
-            or not all(type(x) is int and x >= 0 for x in reply)):
+    if not _ints(reply, 9) or min(reply) < 0:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
             raise ValueError("the Redis limiter %r holds interval_ms/sample_count %s, this "
                              "client asks for %s" % (name, _text(reply[1]), layout))
