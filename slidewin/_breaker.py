@@ -145,12 +145,7 @@ class _BreakerEntry(AdmissionEntry):
     _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
-        self._adm = br
-        self._req = None
-        self._timeout = None
-        self._held = None
-        self._start = 0
-        self._state = 0
+        AdmissionEntry.__init__(self, br, None, None)
         self._timed = timed
 
     # The protocol's steps for a breaker, which never waits (decide: the core's ticket or

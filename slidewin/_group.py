@@ -254,12 +254,7 @@ class GroupEntry(AdmissionEntry):
     _in_loop = _IN_LOOP
 
     def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
-        self._adm = group
-        self._req = (ns, _F_ENTRY)
-        self._timeout = timeout
-        self._held = None
-        self._start = 0
-        self._state = 0
+        AdmissionEntry.__init__(self, group, (ns, _F_ENTRY), timeout)
 
     @property
     def group(self) -> Group:
