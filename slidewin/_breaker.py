@@ -407,9 +407,7 @@ class Breaker(_core.Breaker, Admission):
         """A context manager for one call (``with`` or ``async with``)."""
         return _BreakerEntry(self)
 
-    def _whole_entry(self) -> _BreakerEntry:
-        # `with br:` / `async with br:`: a breaker never waits, it admits or refuses
-        return _BreakerEntry(self)
+    _whole_entry = entry  # `with br:` / `async with br:`: a breaker never waits
 
     def _open_error(self) -> BreakerOpenError:
         retry = self.retry_after()

@@ -186,17 +186,11 @@ class Group(_core.Group, Admission):
         d = await admit_async(self, (ns, flags), timeout)
         return d[1], d[4]
 
-    def _give_back(self, ns: Tuple[int, ...], flags: int, shadowed: Tuple[int, ...]) -> None:
-        """Undo the in-flight counts of an admission that its caller never learned of (a
-        cancelled task, KeyboardInterrupt in the wait that followed it): on every member for
-        an entry (flags _F_ENTRY), on the concurrency members for acquire(); a shadow member
-        admitted where it would have refused holds nothing. Counts nothing."""
-        self._adm_release((ns, flags), self._hold(flags, shadowed))
-
     def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
         """acquire() of either flavour: admitted, then a throttle member's wait slept;
-        interrupted in that wait, the concurrency members' slots are given back (the caller
-        never learned it was admitted)."""
+        interrupted in that wait, the concurrency members' slots are given back, counting
+        nothing (the caller never learned it was admitted; a shadow member admitted where it
+        would have refused holds nothing)."""
         admit = self._admit_async if io.is_async else self._admit
         wait_ns, shadowed = yield functools.partial(admit, ns, _check_timeout(timeout), 0)
         if wait_ns > 0:
@@ -205,7 +199,7 @@ class Group(_core.Group, Admission):
                     _refuse_in_loop()
                 yield io.sleep(wait_ns / 1e9)
             except BaseException:
-                self._give_back(ns, 0, shadowed)
+                self._adm_release((ns, 0), self._hold(0, shadowed))
                 raise
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:

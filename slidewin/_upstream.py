@@ -56,16 +56,12 @@ _LAYOUT = struct.Struct("<qq" + "qdq" * 2)
 _BUDGETS = ("requests", "tokens")
 
 
-def _board_values() -> List[Any]:
-    return [0, 0, 0, 0.0, 0, 0, 0.0, 0]
-
-
 class _Board:
     """The pause and the server's view, in this process (a lock over a list)."""
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
-        self._v = _board_values()
+        self._v: List[Any] = [0, 0, 0, 0.0, 0, 0, 0.0, 0]  # as _LAYOUT, all zeros
         _BOARDS.add(self)
 
     @contextlib.contextmanager
