@@ -8,6 +8,7 @@ totals, observers and ``shared=`` are the Limiter's.
 
 import os
 import threading
+import time
 import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
@@ -117,16 +118,13 @@ class _CpuSampler:
         return self.value
 
     def _run(self) -> None:
-        import time
         while True:
             value = self.sample()
             with self._mu:
                 lims = list(self._lims)
-            if not lims and self._thread is not None:
-                with self._mu:
-                    if not self._lims:
-                        self._thread = None
-                        return
+                if not lims:  # the last such limiter is gone: the next add() starts another
+                    self._thread = None
+                    return
             for lim in lims:
                 try:
                     lim._set_cpu(int(round(value * 1000)))

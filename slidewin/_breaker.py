@@ -145,12 +145,7 @@ class _BreakerEntry(AdmissionEntry):
     _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
-        self._adm = br
-        self._req = None
-        self._timeout = None
-        self._held = None
-        self._start = 0
-        self._state = 0
+        AdmissionEntry.__init__(self, br, None, None)
         self._timed = timed
 
     # The protocol's steps for a breaker, which never waits (decide: the core's ticket or
@@ -412,9 +407,7 @@ class Breaker(_core.Breaker, Admission):
         """A context manager for one call (``with`` or ``async with``)."""
         return _BreakerEntry(self)
 
-    def _whole_entry(self) -> _BreakerEntry:
-        # `with br:` / `async with br:`: a breaker never waits, it admits or refuses
-        return _BreakerEntry(self)
+    _whole_entry = entry  # `with br:` / `async with br:`: a breaker never waits
 
     def _open_error(self) -> BreakerOpenError:
         retry = self.retry_after()

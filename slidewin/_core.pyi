@@ -1,13 +1,7 @@
 """Type stubs of the C extension slidewin._core."""
-import sys
 from types import TracebackType
 from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence, Literal, Tuple, Type,
-                    TypeVar, Union)
-
-if sys.version_info >= (3, 8):
-    from typing import TypedDict
-else:  # pragma: no cover
-    from typing_extensions import TypedDict
+                    TypedDict, TypeVar, Union)
 
 EventLike = Union[int, str]
 

@@ -6,11 +6,11 @@ waiting, the entries and the decorator are plain Python here, as for Limiter.
 """
 from __future__ import annotations
 
-import asyncio
+import functools
 import time
 from typing import Any, Callable, NoReturn, Optional, Tuple, TypeVar, Union, cast, overload
 
-from . import _core
+from . import _core, _io
 from . import _rate as _ratespec
 from ._admission import Admission, AdmissionEntry, refuse_in_loop
 from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
@@ -186,33 +186,20 @@ class Group(_core.Group, Admission):
         d = await admit_async(self, (ns, flags), timeout)
         return d[1], d[4]
 
-    def _give_back(self, ns: Tuple[int, ...], flags: int, shadowed: Tuple[int, ...]) -> None:
-        """Undo the in-flight counts of an admission that its caller never learned of (a
-        cancelled task, KeyboardInterrupt in the wait that followed it): on every member for
-        an entry (flags _F_ENTRY), on the concurrency members for acquire(); a shadow member
-        admitted where it would have refused holds nothing. Counts nothing."""
-        self._adm_release((ns, flags), self._hold(flags, shadowed))
-
-    def _sleep_admitted(self, ns: Tuple[int, ...], admitted: Tuple[int, Tuple[int, ...]],
-                        flags: int) -> None:
-        """Sleep an admitted request's wait; interrupted, give back what it holds."""
-        wait_ns = admitted[0]
+    def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
+        """acquire() of either flavour: admitted, then a throttle member's wait slept;
+        interrupted in that wait, the concurrency members' slots are given back, counting
+        nothing (the caller never learned it was admitted; a shadow member admitted where it
+        would have refused holds nothing)."""
+        admit = self._admit_async if io.is_async else self._admit
+        wait_ns, shadowed = yield functools.partial(admit, ns, _check_timeout(timeout), 0)
         if wait_ns > 0:
             try:
-                _refuse_in_loop()
-                time.sleep(wait_ns / 1e9)
+                if not io.is_async:
+                    _refuse_in_loop()
+                yield io.sleep(wait_ns / 1e9)
             except BaseException:
-                self._give_back(ns, flags, admitted[1])
-                raise
-
-    async def _sleep_admitted_async(self, ns: Tuple[int, ...],
-                                    admitted: Tuple[int, Tuple[int, ...]], flags: int) -> None:
-        wait_ns = admitted[0]
-        if wait_ns > 0:
-            try:
-                await asyncio.sleep(wait_ns / 1e9)
-            except BaseException:  # cancelled: the caller never learned it was admitted
-                self._give_back(ns, flags, admitted[1])
+                self._adm_release((ns, 0), self._hold(0, shadowed))
                 raise
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
@@ -222,13 +209,12 @@ class Group(_core.Group, Admission):
         that refused it). Interrupted in the wait that follows an admission (KeyboardInterrupt),
         it gives back the concurrency members' slots: the caller never learned it was
         admitted."""
-        self._sleep_admitted(ns, self._admit(ns, _check_timeout(timeout), 0), 0)
+        _io.run(self._acquiring(ns, timeout, _io.SYNC))
 
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
         """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
         it gives back the concurrency members' slots."""
-        await self._sleep_admitted_async(
-            ns, await self._admit_async(ns, _check_timeout(timeout), 0), 0)
+        await _io.arun(self._acquiring(ns, timeout, _io.ASYNC))
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
         """A context manager (``with`` / ``async with``): acquire on every member, holding an
@@ -262,12 +248,7 @@ class GroupEntry(AdmissionEntry):
     _in_loop = _IN_LOOP
 
     def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
-        self._adm = group
-        self._req = (ns, _F_ENTRY)
-        self._timeout = timeout
-        self._held = None
-        self._start = 0
-        self._state = 0
+        AdmissionEntry.__init__(self, group, (ns, _F_ENTRY), timeout)
 
     @property
     def group(self) -> Group:

@@ -7,6 +7,7 @@ region however many processes map it.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
@@ -16,6 +17,7 @@ from . import _core
 LIMITER_COUNTS = ("pass", "block", "exception", "success", "occupied_pass", "rt")
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Reading:
     """One region or one named object of this process, at one moment.
 
@@ -28,27 +30,22 @@ class Reading:
     else None; its window holds total, errors and slow. error: why a region could not be read (the other
     fields are then empty)."""
 
-    __slots__ = ("name", "kind", "source", "path", "totals", "window", "window_s",
-                 "in_flight", "waiting", "waiters", "keys", "evicted", "created_unix_ns",
-                 "error", "adaptive_limit", "state")
-
-    def __init__(self, name: str, kind: str, source: str, path: Optional[str] = None) -> None:
-        self.name = name
-        self.kind = kind
-        self.source = source
-        self.path = path
-        self.totals: Optional[Dict[str, int]] = None
-        self.window: Dict[str, int] = {}
-        self.window_s = 1.0
-        self.in_flight = 0
-        self.waiting = 0
-        self.waiters: Optional[int] = None
-        self.keys: Optional[int] = None
-        self.evicted: Optional[int] = None
-        self.created_unix_ns: Optional[int] = None
-        self.error: Optional[str] = None
-        self.adaptive_limit: Optional[int] = None
-        self.state: Optional[str] = None
+    name: str
+    kind: str
+    source: str
+    path: Optional[str] = None
+    totals: Optional[Dict[str, int]] = None
+    window: Dict[str, int] = dataclasses.field(default_factory=dict)
+    window_s: float = 1.0
+    in_flight: int = 0
+    waiting: int = 0
+    waiters: Optional[int] = None
+    keys: Optional[int] = None
+    evicted: Optional[int] = None
+    created_unix_ns: Optional[int] = None
+    error: Optional[str] = None
+    adaptive_limit: Optional[int] = None
+    state: Optional[str] = None
 
     def window_rate(self, count: str) -> Optional[float]:
         """A window count per second (None when the window does not hold that count)."""

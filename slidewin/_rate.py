@@ -155,10 +155,7 @@ def qps_for(count: int, period_ms: int) -> float:
 
 def default_samples(period_ms: int, most: int = DEFAULT_SAMPLES) -> int:
     """The largest divisor of ``period_ms`` up to ``most``: the default sample_count."""
-    for sc in range(most, 0, -1):
-        if period_ms % sc == 0:
-            return sc
-    return 1  # unreachable: 1 divides everything
+    return next((sc for sc in range(most, 0, -1) if period_ms % sc == 0), 1)
 
 
 def take_positional(args: Dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ behind.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import math
@@ -31,7 +32,7 @@ import tempfile
 import threading
 import time
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
@@ -55,29 +56,22 @@ _LAYOUT = struct.Struct("<qq" + "qdq" * 2)
 _BUDGETS = ("requests", "tokens")
 
 
-def _board_values() -> List[Any]:
-    return [0, 0, 0, 0.0, 0, 0, 0.0, 0]
-
-
 class _Board:
     """The pause and the server's view, in this process (a lock over a list)."""
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
-        self._v = _board_values()
+        self._v: List[Any] = [0, 0, 0, 0.0, 0, 0, 0.0, 0]  # as _LAYOUT, all zeros
         _BOARDS.add(self)
 
-    def _read(self) -> List[Any]:
-        return self._v
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[List[Any]]:
+        """The values, under the lock (an operation that changes them calls _write)."""
+        with self._mu:
+            yield self._v
 
     def _write(self, v: List[Any]) -> None:
         self._v = v
-
-    def _lock(self) -> None:
-        self._mu.acquire()
-
-    def _unlock(self) -> None:
-        self._mu.release()
 
     def now_ns(self) -> int:
         return _monotonic_ns()
@@ -86,18 +80,13 @@ class _Board:
 
     def pause_left(self, now: int) -> int:
         """ns until the pause ends (0: not paused)."""
-        self._lock()
-        try:
-            return max(0, int(self._read()[0]) - now)
-        finally:
-            self._unlock()
+        with self._locked() as v:
+            return max(0, int(v[0]) - now)
 
     def reserve_view(self, ns: Tuple[int, int], at: int, now: int) -> int:
         """Take the slots of the server's view for (requests, tokens) no earlier than `at`:
         the ns from now until all of them (0 when no view is in force)."""
-        self._lock()
-        try:
-            v = self._read()
+        with self._locked() as v:
             wait = 0
             changed = False
             for b in range(2):
@@ -113,27 +102,19 @@ class _Board:
             if changed:
                 self._write(v)
             return int(wait)
-        finally:
-            self._unlock()
 
     def refund_view(self, b: int, n: int, now: int) -> None:
         """Give back the view's slots of n units of budget b not used (never before now)."""
-        self._lock()
-        try:
-            v = self._read()
+        with self._locked() as v:
             reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
             if reset > now and nxt > now and n > 0:
                 v[4 + 3 * b] = max(now, nxt - int(cost * n))
                 self._write(v)
-        finally:
-            self._unlock()
 
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
         lowers it. Returns the ns by which it was extended."""
-        self._lock()
-        try:
-            v = self._read()
+        with self._locked() as v:
             if seconds is None:
                 k = v[1]
                 seconds = min(_BACKOFF_FIRST_S * (2.0 ** min(k, 30)), _BACKOFF_MAX_S)
@@ -144,19 +125,13 @@ class _Board:
                 v[0] = until
             self._write(v)
             return int(grew)
-        finally:
-            self._unlock()
 
     def settle(self) -> None:
         """A response that was not a 429/503: the backoff starts again from its first step."""
-        self._lock()
-        try:
-            v = self._read()
+        with self._locked() as v:
             if v[1]:
                 v[1] = 0
                 self._write(v)
-        finally:
-            self._unlock()
 
     def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
              now: int) -> None:
@@ -164,9 +139,7 @@ class _Board:
         pace (reset / remaining per unit) is followed while slower than `floor_cost` (the
         configured ns per unit); none left: nothing of that budget until the reset."""
         reset = now + int(reset_s * 1e9)
-        self._lock()
-        try:
-            v = self._read()
+        with self._locked() as v:
             i = 2 + 3 * b
             if remaining <= 0:
                 v[i], v[i + 1], v[i + 2] = reset, 0.0, max(v[i + 2], reset)
@@ -182,8 +155,6 @@ class _Board:
                     v[i], v[i + 1] = reset, cost
                     v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
             self._write(v)
-        finally:
-            self._unlock()
 
 
 class _ShmBoard(_Board):
@@ -212,22 +183,14 @@ class _ShmBoard(_Board):
         self._fd = fd
         self.path = path
 
-    def _lock(self) -> None:
-        self._mu.acquire()
-        try:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[List[Any]]:
+        with self._mu:
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
-        except BaseException:
-            self._mu.release()
-            raise
-
-    def _unlock(self) -> None:
-        try:
-            fcntl.lockf(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._mu.release()
-
-    def _read(self) -> List[Any]:
-        return list(_LAYOUT.unpack_from(self._map, 0))
+            try:
+                yield list(_LAYOUT.unpack_from(self._map, 0))
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def _write(self, v: List[Any]) -> None:
         _LAYOUT.pack_into(self._map, 0, *v)

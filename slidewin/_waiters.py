@@ -292,16 +292,6 @@ class Waiters:
         finally:
             self._leave(adm, req, w, got, fp)
 
-    def admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int] = None) -> Decision:
-        """A thread's wait (_admit)."""
-        return _io.run(self._admit(adm, req, deadline, fp, None))  # type: ignore[no-any-return]
-
-    async def admit_async(self, adm: Any, req: Any, deadline: float,
-                          fp: Optional[int] = None) -> Decision:
-        """admit() for an asyncio task."""
-        return await _io.arun(  # type: ignore[no-any-return]
-            self._admit(adm, req, deadline, fp, asyncio.get_running_loop()))
-
 
 _ALL: "weakref.WeakSet[Waiters]" = weakref.WeakSet()
 
@@ -345,7 +335,7 @@ def admit(adm: Admitter, req: Any, timeout: Optional[float], fp: Optional[int] =
     if not isinstance(got, float):
         return got  # type: ignore[no-any-return]
     refuse_in_loop(what, async_form)
-    return waiters_of(adm).admit(adm, req, got, fp)
+    return _io.run(waiters_of(adm)._admit(adm, req, got, fp, None))  # type: ignore[no-any-return]
 
 
 async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
@@ -354,7 +344,8 @@ async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
     got = _first_try(adm, req, timeout)
     if not isinstance(got, float):
         return got  # type: ignore[no-any-return]
-    return await waiters_of(adm).admit_async(adm, req, got, fp)
+    return await _io.arun(  # type: ignore[no-any-return]
+        waiters_of(adm)._admit(adm, req, got, fp, asyncio.get_running_loop()))
 
 
 def _after_fork_in_child() -> None:

@@ -49,7 +49,7 @@ scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, List, Optional, Set
+from typing import Any, Dict, Iterable, Iterator, Optional, Set
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -67,78 +67,64 @@ __all__ = ["Collector"]
 DECISIONS = ("pass", "block", "shadow_block")
 COMPLETIONS = ("success", "exception")
 
-_LABELS = ["limiter", "kind"]
+_C, _G = CounterMetricFamily, GaugeMetricFamily
+_LIMITER = ["limiter", "kind"]
+_BY_OUTCOME = _LIMITER + ["outcome"]
+
+# the families of a scrape, in the order it yields them: (key, type, name, help, labels)
+_FAMILIES = (
+    ("decisions", _C, "slidewin_decisions", "Decisions since the limiter was created, by "
+     "outcome: pass (admitted), block (refused), shadow_block (admitted by shadow mode where "
+     "an enforcing limiter would have refused).", _BY_OUTCOME),
+    ("completions", _C, "slidewin_completions", "Entries that ended since the limiter was "
+     "created, by outcome: success or exception.", _BY_OUTCOME),
+    ("requests", _C, "slidewin_requests", "Lifetime totals by outcome, each equal to "
+     "totals()[outcome] (pass, block, exception, success): decisions and completions in one "
+     "family, so never sum it over outcome; slidewin_decisions_total and "
+     "slidewin_completions_total split them.", _BY_OUTCOME),
+    ("occupied", _C, "slidewin_occupied_passes", "Prioritized passes borrowed from the next "
+     "window since the limiter was created.", _LIMITER),
+    ("rt", _C, "slidewin_rt_seconds", "Sum of the response times of the successes, in "
+     "seconds, since the limiter was created.", _LIMITER),
+    ("in_flight", _G, "slidewin_in_flight", "Requests holding the limiter now (entered, not "
+     "yet exited).", _LIMITER),
+    ("waiting", _G, "slidewin_waiting", "Prioritized passes granted ahead, waiting for their "
+     "window.", _LIMITER),
+    ("waiters", _G, "slidewin_waiting_processes", "Processes blocked waiting for a release "
+     "(shared regions).", _LIMITER),
+    ("window_decisions", _G, "slidewin_window_decisions_per_second", "Decisions per second "
+     "over the sliding window, by outcome: pass or block (a shadow limiter's would-be "
+     "refusals included, as in stats()).", _BY_OUTCOME),
+    ("window_completions", _G, "slidewin_window_completions_per_second", "Completed entries "
+     "per second over the sliding window, by outcome: success or exception.", _BY_OUTCOME),
+    ("avg_rt", _G, "slidewin_window_avg_rt_seconds", "Average response time, in seconds, of "
+     "the successes over the sliding window.", _LIMITER),
+    ("keys", _G, "slidewin_keys", "Keys a keyed limiter holds now.", _LIMITER),
+    ("evicted", _C, "slidewin_evicted", "Keys a keyed limiter evicted since it was created.",
+     _LIMITER),
+    ("events", _G, "slidewin_metric_window_events", "A Metric's counts over its sliding "
+     "window, by event.", ["metric", "event"]),
+    ("adaptive_limit", _G, "slidewin_adaptive_limit", "The concurrency limit an "
+     "AdaptiveLimiter has learned and enforces now.", ["limiter"]),
+    ("breaker_state", _G, "slidewin_breaker_state", "A circuit breaker's state: 0 closed, 1 "
+     "open, 2 half-open (its probe out).", ["breaker"]),
+    ("breaker_transitions", _C, "slidewin_breaker_transitions", "Changes of a circuit "
+     "breaker's state since it was created, by the state entered.", ["breaker", "to"]),
+    ("breaker_calls", _C, "slidewin_breaker_calls", "A circuit breaker's lifetime counts: "
+     "total (outcomes recorded), errors, slow (of those), refused (calls it did not let "
+     "through), probes (calls let through half-open), cancelled (probes cancelled), "
+     "timed_out (calls past call_timeout_s), probes_timed_out (probes silent past "
+     "probe_timeout_s).", ["breaker", "outcome"]),
+    ("breaker_window", _G, "slidewin_breaker_window_calls", "A circuit breaker's outcomes "
+     "over its window (total, errors, slow): what its trip test reads.",
+     ["breaker", "outcome"]),
+)
 
 
-class _Families:
-    """The families of one scrape, empty until filled."""
-
-    def __init__(self) -> None:
-        c = CounterMetricFamily
-        g = GaugeMetricFamily
-        lab = _LABELS
-        self.decisions = c("slidewin_decisions", "Decisions since the limiter was created, "
-                           "by outcome: pass (admitted), block (refused), shadow_block "
-                           "(admitted by shadow mode where an enforcing limiter would have "
-                           "refused).", labels=lab + ["outcome"])
-        self.completions = c("slidewin_completions", "Entries that ended since the limiter "
-                             "was created, by outcome: success or exception.",
-                             labels=lab + ["outcome"])
-        self.requests = c("slidewin_requests", "Lifetime totals by outcome, each equal to "
-                          "totals()[outcome] (pass, block, exception, success): decisions and "
-                          "completions in one family, so never sum it over outcome; "
-                          "slidewin_decisions_total and slidewin_completions_total split "
-                          "them.", labels=lab + ["outcome"])
-        self.occupied = c("slidewin_occupied_passes", "Prioritized passes borrowed from the "
-                          "next window since the limiter was created.", labels=lab)
-        self.rt = c("slidewin_rt_seconds", "Sum of the response times of the successes, in "
-                    "seconds, since the limiter was created.", labels=lab)
-        self.evicted = c("slidewin_evicted", "Keys a keyed limiter evicted since it was "
-                         "created.", labels=lab)
-        self.in_flight = g("slidewin_in_flight", "Requests holding the limiter now "
-                           "(entered, not yet exited).", labels=lab)
-        self.waiting = g("slidewin_waiting", "Prioritized passes granted ahead, waiting for "
-                         "their window.", labels=lab)
-        self.waiters = g("slidewin_waiting_processes", "Processes blocked waiting for a "
-                         "release (shared regions).", labels=lab)
-        self.window_decisions = g(
-            "slidewin_window_decisions_per_second", "Decisions per second over the sliding "
-            "window, by outcome: pass or block (a shadow limiter's would-be refusals "
-            "included, as in stats()).", labels=lab + ["outcome"])
-        self.window_completions = g(
-            "slidewin_window_completions_per_second", "Completed entries per second over the "
-            "sliding window, by outcome: success or exception.", labels=lab + ["outcome"])
-        self.avg_rt = g("slidewin_window_avg_rt_seconds", "Average response time, in seconds, "
-                        "of the successes over the sliding window.", labels=lab)
-        self.keys = g("slidewin_keys", "Keys a keyed limiter holds now.", labels=lab)
-        self.adaptive_limit = g("slidewin_adaptive_limit", "The concurrency limit an "
-                                "AdaptiveLimiter has learned and enforces now.",
-                                labels=["limiter"])
-        self.events = g("slidewin_metric_window_events", "A Metric's counts over its "
-                        "sliding window, by event.", labels=["metric", "event"])
-        self.breaker_state = g("slidewin_breaker_state", "A circuit breaker's state: 0 "
-                               "closed, 1 open, 2 half-open (its probe out).",
-                               labels=["breaker"])
-        self.breaker_transitions = c("slidewin_breaker_transitions", "Changes of a circuit "
-                                     "breaker's state since it was created, by the state "
-                                     "entered.", labels=["breaker", "to"])
-        self.breaker_calls = c("slidewin_breaker_calls", "A circuit breaker's lifetime "
-                               "counts: total (outcomes recorded), errors, slow (of those), "
-                               "refused (calls it did not let through), probes (calls let "
-                               "through half-open), cancelled (probes cancelled), "
-                               "timed_out (calls past call_timeout_s), probes_timed_out "
-                               "(probes silent past probe_timeout_s).",
-                               labels=["breaker", "outcome"])
-        self.breaker_window = g("slidewin_breaker_window_calls", "A circuit breaker's "
-                                "outcomes over its window (total, errors, slow): what its "
-                                "trip test reads.", labels=["breaker", "outcome"])
-
-    def all(self) -> List[Metric]:
-        return [self.decisions, self.completions, self.requests, self.occupied, self.rt, self.in_flight,
-                self.waiting, self.waiters, self.window_decisions, self.window_completions,
-                self.avg_rt, self.keys, self.evicted, self.events, self.adaptive_limit,
-                self.breaker_state, self.breaker_transitions, self.breaker_calls,
-                self.breaker_window]
+def _families() -> Dict[str, Any]:
+    """The families of one scrape, by key, empty until filled."""
+    return {key: kind(name, text, labels=labels)
+            for key, kind, name, text, labels in _FAMILIES}
 
 
 class Collector:
@@ -164,10 +150,10 @@ class Collector:
 
     def describe(self) -> Iterable[Metric]:
         # the names, without reading anything: registering costs no scrape
-        return _Families().all()
+        return list(_families().values())
 
     def collect(self) -> Iterator[Metric]:
-        fam = _Families()
+        fam = _families()
         rows = _observe.read_all(regions=self.regions, local=self.local, folder=self.folder)
         taken: Set[str] = set()
         for row in rows:
@@ -176,7 +162,7 @@ class Collector:
             name = _unique(row, taken)
             if row.kind == "metric":
                 for event, n in row.window.items():
-                    fam.events.add_metric([name, event], n)
+                    fam["events"].add_metric([name, event], n)
                 continue
             if row.kind == "breaker":
                 _breaker_rows(fam, name, row)
@@ -188,34 +174,34 @@ class Collector:
             decided = {"pass": totals.get("pass", 0),
                        "block": totals.get("block", 0) - shadow, "shadow_block": shadow}
             for outcome in DECISIONS:
-                fam.decisions.add_metric(labels + [outcome], decided[outcome],
-                                         created=created)
+                fam["decisions"].add_metric(labels + [outcome], decided[outcome],
+                                            created=created)
             for outcome in COMPLETIONS:
-                fam.completions.add_metric(labels + [outcome], totals.get(outcome, 0),
-                                           created=created)
+                fam["completions"].add_metric(labels + [outcome], totals.get(outcome, 0),
+                                              created=created)
             for outcome in ("pass", "block", "exception", "success"):
-                fam.requests.add_metric(labels + [outcome], totals.get(outcome, 0),
-                                        created=created)
-            fam.occupied.add_metric(labels, totals.get("occupied_pass", 0), created=created)
-            fam.rt.add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
-            fam.in_flight.add_metric(labels, row.in_flight)
-            fam.waiting.add_metric(labels, row.waiting)
+                fam["requests"].add_metric(labels + [outcome], totals.get(outcome, 0),
+                                           created=created)
+            fam["occupied"].add_metric(labels, totals.get("occupied_pass", 0), created=created)
+            fam["rt"].add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
+            fam["in_flight"].add_metric(labels, row.in_flight)
+            fam["waiting"].add_metric(labels, row.waiting)
             if row.waiters is not None:
-                fam.waiters.add_metric(labels, row.waiters)
+                fam["waiters"].add_metric(labels, row.waiters)
             for outcome in ("pass", "block"):
-                fam.window_decisions.add_metric(labels + [outcome],
-                                                row.window_rate(outcome) or 0.0)
+                fam["window_decisions"].add_metric(labels + [outcome],
+                                                   row.window_rate(outcome) or 0.0)
             for outcome in COMPLETIONS:
-                fam.window_completions.add_metric(labels + [outcome],
-                                                  row.window_rate(outcome) or 0.0)
-            fam.avg_rt.add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
+                fam["window_completions"].add_metric(labels + [outcome],
+                                                     row.window_rate(outcome) or 0.0)
+            fam["avg_rt"].add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
             if row.keys is not None:
-                fam.keys.add_metric(labels, row.keys)
+                fam["keys"].add_metric(labels, row.keys)
             if row.evicted is not None:
-                fam.evicted.add_metric(labels, row.evicted, created=created)
+                fam["evicted"].add_metric(labels, row.evicted, created=created)
             if row.adaptive_limit is not None:
-                fam.adaptive_limit.add_metric([name], row.adaptive_limit)
-        for f in fam.all():
+                fam["adaptive_limit"].add_metric([name], row.adaptive_limit)
+        for f in fam.values():
             if f.samples:
                 yield f
 
@@ -223,17 +209,18 @@ class Collector:
 BREAKER_STATES = {"closed": 0, "open": 1, "half_open": 2}
 
 
-def _breaker_rows(fam: _Families, name: str, row: "_observe.Reading") -> None:
+def _breaker_rows(fam: Dict[str, Any], name: str, row: "_observe.Reading") -> None:
     created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
     totals = row.totals or {}
-    fam.breaker_state.add_metric([name], BREAKER_STATES.get(row.state or "", 0))
+    fam["breaker_state"].add_metric([name], BREAKER_STATES.get(row.state or "", 0))
     for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
-        fam.breaker_transitions.add_metric([name, to], totals.get(key, 0), created=created)
+        fam["breaker_transitions"].add_metric([name, to], totals.get(key, 0), created=created)
     for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled", "timed_out",
                     "probes_timed_out"):
-        fam.breaker_calls.add_metric([name, outcome], totals.get(outcome, 0), created=created)
+        fam["breaker_calls"].add_metric([name, outcome], totals.get(outcome, 0),
+                                        created=created)
     for outcome in ("total", "errors", "slow"):
-        fam.breaker_window.add_metric([name, outcome], row.window.get(outcome, 0))
+        fam["breaker_window"].add_metric([name, outcome], row.window.get(outcome, 0))
 
 
 def _unique(row: "_observe.Reading", taken: Set[str]) -> str:

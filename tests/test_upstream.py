@@ -221,7 +221,7 @@ def _child_reads(name, q):
 
 def _child_dies_holding_the_lock(name):
     api = Upstream(requests="1000/second", shared=name)
-    api._board._lock()
+    api._board._locked().__enter__()
     os.kill(os.getpid(), signal.SIGKILL)
 
 
