@@ -303,8 +303,10 @@ PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
                            PyObject *const *args, Py_ssize_t nargs);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort(PyObject *self, PyObject *unused);
-/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
-PyObject *entry_abort_as(atomic_int *state);
+/** If entered, give the count back counting nothing, by finish(self, 0, SW_OUT_NONE)
+ * (exactly once). A give-up (reported as unraisable: nothing escapes tp_clear) leaves the
+ * count held by the limiter object, given back when it goes. */
+void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int));
 /** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends
  * the transition (back to idle when it cannot be made). @return new reference or NULL */
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);

@@ -26,8 +26,9 @@ static inline int entry_claim(EntryObject *self)
  * its own copy), so the child only counts the outcome. The wait for a shared region's lock
  * may give up (a stuck owner, a signal handler's exception: wait.h).
  * @return 0, or SW_EBUSY when it gave up (nothing counted, the count still held) */
-static int entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
+static int entry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
 {
+    EntryObject *self = (EntryObject *)e;
     LimiterObject *lim = self->limiter;
     if (self->hollow)
         return 0; /* shadow: an enforcing limiter would have refused it: nothing to count */
@@ -44,20 +45,6 @@ static int entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
     return 0;
 }
 
-/* If entered, give the in-flight count back without counting anything (exactly once). A
- * give-up (reported as unraisable: nothing escapes tp_clear) leaves the count held by the
- * limiter object, given back when it goes (or by the reap at this process's exit). */
-static void entry_give_back(EntryObject *self)
-{
-    int expected = ENTRY_ENTERED;
-    if (self->limiter != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, entry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
-}
-
 static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
@@ -67,7 +54,9 @@ static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
 
 static int Entry_clear(EntryObject *self)
 {
-    entry_give_back(self); /* before letting go of the limiter */
+    /* before letting go of the limiter; a give-up leaves the count held by the limiter
+     * object (or given back by the reap at this process's exit) */
+    entry_give_back((PyObject *)self, entry_finish);
     Py_CLEAR(self->limiter);
     return 0;
 }
@@ -128,7 +117,7 @@ static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    return entry_exit_done(&self->state, entry_finish(self, rt, outcome));
+    return entry_exit_done(&self->state, entry_finish((PyObject *)self, rt, outcome));
 }
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))

@@ -42,8 +42,9 @@ static inline int kentry_claim(KeyedEntryObject *self)
 /* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
  * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
  * the count still held) */
-static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt: ns */
+static int kentry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
 {
+    KeyedEntryObject *self = (KeyedEntryObject *)e;
     if (self->hollow)
         return 0;
     if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
@@ -51,19 +52,6 @@ static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt:
         return SW_EBUSY;
     keyed_notify(self->lim, 1, self->fp);
     return 0;
-}
-
-/* As entry_give_back (entry.c): a give-up leaves the count held by the KeyedLimiter object,
- * given back per key when it goes. */
-static void kentry_give_back(KeyedEntryObject *self)
-{
-    int expected = ENTRY_ENTERED;
-    if (self->lim != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, kentry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
 }
 
 static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
@@ -76,7 +64,7 @@ static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
 
 static int KEntry_clear(KeyedEntryObject *self)
 {
-    kentry_give_back(self);
+    entry_give_back((PyObject *)self, kentry_finish); /* a give-up: held until the table goes */
     Py_CLEAR(self->lim);
     Py_CLEAR(self->key);
     return 0;
@@ -136,7 +124,7 @@ static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_s
     int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
     if (outcome < 0)
         return NULL;
-    return entry_exit_done(&self->state, kentry_finish(self, rt, outcome));
+    return entry_exit_done(&self->state, kentry_finish((PyObject *)self, rt, outcome));
 }
 
 static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -144,13 +132,6 @@ static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignor
     if (kentry_claim(self) < 0)
         return NULL;
     return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
-}
-
-static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    PyObject *k = self->key != NULL ? self->key : Py_None;
-    Py_INCREF(k);
-    return k;
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
@@ -163,7 +144,7 @@ static PyObject *KEntry_repr(KeyedEntryObject *self)
 
 static PyGetSetDef KEntry_getset[] = {
     {"n", entry_get_n, NULL, "The request size.", NULL},
-    {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
+    {"key", get_object_or_none, NULL, "The key.", (void *)offsetof(KeyedEntryObject, key)},
     {"timeout", entry_get_timeout, NULL,
      "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
      NULL},

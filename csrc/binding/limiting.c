@@ -505,6 +505,18 @@ static PyObject *entry_layer_fn(PyObject *self, int exit)
     return fn;
 }
 
+void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int))
+{
+    AnyEntryObject *e = (AnyEntryObject *)self;
+    int expected = ENTRY_ENTERED;
+    if (e->owner != NULL &&
+        atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
+        struct dealloc_wait dw;
+        dealloc_wait_begin(&dw);
+        (void)dealloc_wait_end(&dw, finish(self, 0, SW_OUT_NONE) == 0);
+    }
+}
+
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
 {
     PyObject *fn = entry_layer_fn(self, 0);
