@@ -336,6 +336,12 @@ extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 #define UPDATE_CFG_SETTINGS                                                                    \
     "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",           \
         "occupy_timeout_ms", "shadow"
+/** update(*args, **kwds) of any type: keywords only, sorted into settings (vals, NULL when
+ * absent). @return 0; 1 for a layout keyword (*layout_key, borrowed; nothing raised: the
+ * caller says why it is fixed); or -1 with TypeError set (a positional or unknown argument) */
+int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                   PyObject **layout_key);
 /** update(**kwds) of a limiter type named tname: keywords only, sorted into settings (vals,
  * NULL when absent; a layout keyword is a ValueError, an unknown one a TypeError), then the
  * UPDATE_CFG_SETTINGS given applied to cfg (grade kept) and the whole configuration checked.

@@ -701,39 +701,18 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
 
 static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *kwds)
 {
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+    static const char *const settings[] = {"error_ratio", "error_count", "slow_rt_ms",
+                                           "slow_ratio", "min_requests", "recovery_s",
+                                           "probe_timeout_s"};
+    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name", NULL};
+    PyObject *v[7], *key;
+    int collected = update_collect(args, kwds, settings, v, 7, layout, &key);
+    if (collected > 0)
+        PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
+                     "shared and name are fixed when the Breaker is made", key);
+    if (collected != 0)
         return NULL;
-    }
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
-        if (key_equals(key, "error_ratio"))
-            a.error_ratio = value;
-        else if (key_equals(key, "error_count"))
-            a.error_count = value;
-        else if (key_equals(key, "slow_rt_ms"))
-            a.slow_rt_ms = value;
-        else if (key_equals(key, "slow_ratio"))
-            a.slow_ratio = value;
-        else if (key_equals(key, "min_requests"))
-            a.min_requests = value;
-        else if (key_equals(key, "recovery_s"))
-            a.recovery_s = value;
-        else if (key_equals(key, "probe_timeout_s"))
-            a.probe_timeout_s = value;
-        else if (key_equals(key, "interval_ms") || key_equals(key, "sample_count") ||
-                 key_equals(key, "shared") || key_equals(key, "name")) {
-            PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
-                         "shared and name are fixed when the Breaker is made", key);
-            return NULL;
-        } else {
-            PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R",
-                         key);
-            return NULL;
-        }
-    }
+    struct bk_args a = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
     /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
      * (always in this order, and no mutex is held while waiting for the state's lock, a wait
      * that releases the GIL), unless another update() landed meanwhile (then checked again):

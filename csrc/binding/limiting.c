@@ -383,25 +383,19 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
     return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
-/* Is `key` one of the layout keywords, which update() cannot change? */
-static int is_layout_key(PyObject *key, const char *const *layout)
+int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                   PyObject **layout_key)
 {
-    for (; *layout != NULL; layout++)
-        if (key_equals(key, *layout))
-            return 1;
-    return 0;
-}
-
-static int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
-                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
-{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n_settings; i++)
         vals[i] = NULL;
-    if (kwds == NULL)
-        return 0;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(kwds, &pos, &key, &value)) {
+    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
         Py_ssize_t i;
         for (i = 0; i < n_settings; i++)
             if (key_equals(key, settings[i]))
@@ -410,12 +404,11 @@ static int update_collect(const char *tname, PyObject *kwds, const char *const *
             vals[i] = value;
             continue;
         }
-        if (is_layout_key(key, layout)) {
-            PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of "
-                         "the %s's state (and of its shared region); make a new %s to change it",
-                         key, tname, tname);
-            return -1;
-        }
+        for (const char *const *l = layout; *l != NULL; l++)
+            if (key_equals(key, *l)) {
+                *layout_key = key;
+                return 1;
+            }
         PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R", key);
         return -1;
     }
@@ -456,11 +449,13 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                  struct sw_limiter_cfg *cfg)
 {
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return -1;
-    }
-    if (update_collect(tname, kwds, settings, vals, n_settings, layout) < 0)
+    PyObject *key;
+    int rc = update_collect(args, kwds, settings, vals, n_settings, layout, &key);
+    if (rc > 0)
+        PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of the "
+                     "%s's state (and of its shared region); make a new %s to change it", key,
+                     tname, tname);
+    if (rc != 0)
         return -1;
     return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
                       vals[6], vals[7]);
