@@ -40,6 +40,15 @@
     {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
 #define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
 
+#if PY_VERSION_HEX < 0x030A0000
+/* Py_NewRef (3.10+) for 3.9 */
+static inline PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#endif
+
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif

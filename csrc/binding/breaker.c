@@ -12,13 +12,6 @@
 #include <string.h>
 
 
-/* Py_NewRef (3.10+) for 3.9 */
-static inline PyObject *bk_ref(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-
 /* ---- configuration ---- */
 
 /* The settings keywords, constructor and update() alike (NULL: not given). */
@@ -192,14 +185,14 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
     PyErr_Fetch(&et, &ev, &tb);
     struct bk_pending *c;
     while ((c = bk_next(self)) != NULL) {
-        PyObject *value = isnan(c->value) ? bk_ref(Py_None) : PyFloat_FromDouble(c->value);
+        PyObject *value = isnan(c->value) ? Py_NewRef(Py_None) : PyFloat_FromDouble(c->value);
         PyObject *r = NULL;
         if (value != NULL && tell != NULL)
             r = PyObject_CallFunction(tell, "OssO", (PyObject *)self,
                                       breaker_state_names[c->from % 3u],
                                       breaker_state_names[c->to % 3u], value);
         else if (value != NULL)
-            r = bk_ref(Py_None);
+            r = Py_NewRef(Py_None);
         PyMem_RawFree(c);
         Py_XDECREF(value);
         if (r == NULL) {
@@ -344,7 +337,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name = name;
     self->name_given = name_given;
     self->weakreflist = NULL;
-    self->shared = mode == 0 ? bk_ref(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
     if (self->shared == NULL)
         goto fail;
     int rc;
@@ -448,7 +441,7 @@ static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py
 {
     uint64_t ticket;
     int ok = bk_admit(self, "try_pass", sw_breaker_try_pass, args, nargs, kwnames, &ticket);
-    return ok < 0 ? NULL : bk_ref(ok ? Py_True : Py_False);
+    return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_False);
 }
 
 /* rt_ms: an int or float >= 0 (the fast path: a plain float or int) */
@@ -528,7 +521,7 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     uint64_t ticket;
     int ok = bk_admit(self, "_pass", sw_breaker_pass_ticket, args, nargs, kwnames, &ticket);
     if (ok <= 0)
-        return ok < 0 ? NULL : bk_ref(Py_None);
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
@@ -604,7 +597,7 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
     if (GAVE_UP(done))
         return bk_gave_up();
     FIRE(self, chg);
-    return bk_ref(done ? Py_True : Py_False);
+    return Py_NewRef(done ? Py_True : Py_False);
 }
 
 /* ---- reading ---- */
@@ -636,7 +629,7 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
     struct sw_brk_stats s;
     if (GAVE_UP(sw_breaker_stats(&self->view, now, &s)))
         return bk_gave_up();
-    PyObject *retry = s.retry_ns < 0 ? bk_ref(Py_None)
+    PyObject *retry = s.retry_ns < 0 ? Py_NewRef(Py_None)
                                      : PyFloat_FromDouble((double)s.retry_ns / 1e9);
     if (retry == NULL)
         return NULL;

@@ -100,8 +100,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     self->start_ns = sw_time_ns();
     self->fork_gen = sw_proc_fork_generation();
     atomic_store(&self->state, ENTRY_ENTERED);
-    Py_INCREF(self);
-    return (PyObject *)self;
+    return Py_NewRef((PyObject *)self);
 }
 
 /* _started(hollow=False) */

@@ -148,8 +148,7 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    Py_INCREF(args);
-    self->members = args;
+    self->members = Py_NewRef(args);
     for (Py_ssize_t i = 0; i < count; i++) {
         if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0) {
             Py_DECREF(self);
@@ -552,16 +551,14 @@ static PyObject *Group_get_members(GroupObject *self, void *Py_UNUSED(c))
 {
     if (self->members == NULL) /* cleared by the GC */
         return PyTuple_New(0);
-    Py_INCREF(self->members);
-    return self->members;
+    return Py_NewRef(self->members);
 }
 
 static PyObject *Group_get_owners(GroupObject *self, void *Py_UNUSED(c))
 {
     if (self->owners == NULL)
         return PyTuple_New(0);
-    Py_INCREF(self->owners);
-    return self->owners;
+    return Py_NewRef(self->owners);
 }
 
 static PyObject *Group_repr(GroupObject *self)

@@ -40,8 +40,7 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
         if (arg == NULL) {
             if (has_fp) /* no memory for the int: wake every key's queue instead */
                 PyErr_WriteUnraisable(w);
-            Py_INCREF(Py_None);
-            arg = Py_None;
+            arg = Py_NewRef(Py_None);
         }
         Py_DECREF(w);
     }

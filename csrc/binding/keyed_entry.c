@@ -20,10 +20,8 @@ PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t 
     KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
     if (e == NULL)
         return NULL;
-    Py_INCREF(lim);
-    Py_INCREF(key);
-    e->lim = lim;
-    e->key = key;
+    e->lim = (KeyedObject *)Py_NewRef(lim);
+    e->key = Py_NewRef(key);
     e->fp = fp;
     e->timeout_ns = timeout_ns;
     ENTRY_INIT(e, n);
@@ -109,8 +107,7 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     }
     self->start_ns = sw_time_ns();
     atomic_store(&self->state, ENTRY_ENTERED);
-    Py_INCREF(self);
-    return (PyObject *)self;
+    return Py_NewRef((PyObject *)self);
 }
 
 static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -368,8 +368,7 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
     EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
     if (e == NULL)
         return NULL;
-    Py_INCREF(self);
-    e->limiter = self;
+    e->limiter = (LimiterObject *)Py_NewRef(self);
     ENTRY_INIT(e, n);
     e->timeout_ns = timeout;
     PyObject_GC_Track(e);

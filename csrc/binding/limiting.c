@@ -19,8 +19,7 @@ PyObject *get_object_or_none(PyObject *self, void *at)
     PyObject *v = *(PyObject **)(void *)((char *)self + (size_t)at);
     if (v == NULL)
         v = Py_None;
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(v);
 }
 
 /* ---- repr ------------------------------------------------------------------------------ */
@@ -552,6 +551,5 @@ PyObject *entry_get_limiter(PyObject *self, void *Py_UNUSED(c))
     PyObject *owner = ((AnyEntryObject *)self)->owner;
     if (owner == NULL)
         Py_RETURN_NONE; /* only after the GC broke a cycle */
-    Py_INCREF(owner);
-    return owner;
+    return Py_NewRef(owner);
 }

@@ -101,8 +101,7 @@ PyObject *shared_canonical(PyObject *shared, const char *path)
         if (strchr(s, '/') != NULL)
             return PyUnicode_DecodeFSDefault(path);
     }
-    Py_INCREF(shared);
-    return shared;
+    return Py_NewRef(shared);
 }
 
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay)

@@ -54,10 +54,8 @@ static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     LeaseSlice *self = (LeaseSlice *)alloc(tp, 0);
     if (self == NULL)
         return NULL;
-    Py_INCREF(refill);
-    Py_INCREF(slow);
-    self->refill = refill;
-    self->slow = slow;
+    self->refill = Py_NewRef(refill);
+    self->slow = Py_NewRef(slow);
     return (PyObject *)self;
 }
 
@@ -372,8 +370,7 @@ static PyObject *keyed_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         Py_DECREF(self);
         return NULL;
     }
-    Py_INCREF(slow);
-    self->slow = slow;
+    self->slow = Py_NewRef(slow);
     return (PyObject *)self;
 }
 
@@ -430,8 +427,7 @@ static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
         if (sl != NULL) {
             PyObject *r;
             if (now_obj == NULL && slice_fast(sl, n)) {
-                Py_INCREF(Py_True);
-                r = Py_True;
+                r = Py_NewRef(Py_True);
             }
             else
                 r = slice_slow(sl, n_obj, n, now_obj);
