@@ -35,8 +35,6 @@ static int lim_check_state(void *state, const struct sw_shm_layout *lay)
                               lay->sample_count);
 }
 
-
-
 void limiter_notify(LimiterObject *self)
 {
     limiting_notify((PyObject *)self, NULL);
@@ -179,7 +177,6 @@ static const struct limiting_ops limiter_ops = {
     NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
 };
 
-
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -200,8 +197,6 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
         (void)limiting_maybe_reap((PyObject *)self); /* a dead process's counts, next call */
     Py_RETURN_FALSE;
 }
-
-
 
 static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
@@ -225,9 +220,6 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-
-
-
 /* _release_entry(n): give back an entry's in-flight count without counting anything (an
  * asyncio entry cancelled while queued). */
 static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
@@ -239,11 +231,6 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
     limiter_notify(self);
     Py_RETURN_NONE;
 }
-
-
-
-
-
 
 /* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
 int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
@@ -346,7 +333,6 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 {
     struct sw_window w;
@@ -374,9 +360,6 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
-
-/* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
-
 
 /* ------------------------------------------------------------------------------------ */
 /* benchmark-only module functions (slidewin._core._noop, slidewin._core._try_acquire_nogil) */
@@ -414,7 +397,6 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
         Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
-
 
 /* update()'s swap, under the state's lock: the view's rule (the private one, or this
  * process's for a shared state) */

@@ -203,15 +203,12 @@ PyObject *cfg_get_shadow(PyObject *self, void *unused);
         {"name", get_object_or_none, NULL, "The name (name=, else the shared region's name), " \
          "or None.", (void *)offsetof(LimitingObject, name)}
 #define LIMITING_METHODS                                                                       \
-    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},          \
-        {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL,     \
-         NULL},                                                                                \
-        {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m,              \
-         METH_FASTCALL, NULL},                                                                 \
-        {"_set_waker", limiting_set_waker, METH_O, NULL},                                      \
-        {"_watch", limiting_watch, METH_O, NULL},                                              \
-        {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL,   \
-         NULL},                                                                                \
-        {"_reap", limiting_reap_m, METH_NOARGS, NULL}
+    HIDDEN(_decide, limiting_decide_m, METH_FASTCALL),                                         \
+        HIDDEN(_count_block, limiting_count_block, METH_FASTCALL),                             \
+        HIDDEN(_raise_blocked, limiting_raise_blocked_m, METH_FASTCALL),                       \
+        HIDDEN(_set_waker, limiting_set_waker, METH_O),                                        \
+        HIDDEN(_watch, limiting_watch, METH_O),                                                \
+        HIDDEN(_release_wait, limiting_release_wait, METH_FASTCALL),                           \
+        HIDDEN(_reap, limiting_reap_m, METH_NOARGS)
 
 #endif /* SW_BINDING_LIMITING_OPS_H */
