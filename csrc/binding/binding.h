@@ -370,6 +370,8 @@ PyObject *get_object_or_none(PyObject *self, void *at);
 
 /** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0, or -1 */
 int repr_add(PyObject *parts, PyObject *part);
+/** Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
+int repr_add_float(PyObject *parts, const char *fmt, double v);
 /** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
  * occupy, occupy_timeout_ms= when not the default), the window when not the default.
  * @return 0, or -1 with an exception set */

@@ -749,41 +749,28 @@ static PyObject *Breaker_repr(BreakerObject *self)
         return NULL;
     int bad = 0;
     switch (c.grade) {
-    case SW_BRK_ERROR_RATIO: {
-        PyObject *f = float_repr(c.threshold);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("error_ratio=%U", f)) < 0;
-        Py_XDECREF(f);
+    case SW_BRK_ERROR_RATIO:
+        bad = repr_add_float(parts, "error_ratio=%U", c.threshold) < 0;
         break;
-    }
     case SW_BRK_ERROR_COUNT:
         bad = repr_add(parts, PyUnicode_FromFormat("error_count=%lld",
                                                    (long long)c.threshold)) < 0;
         break;
-    default: {
+    default:
         bad = repr_add(parts, PyUnicode_FromFormat("slow_rt_ms=%lld",
                                                    (long long)c.slow_rt_ms)) < 0;
-        if (!bad && c.threshold != 1.0) {
-            PyObject *f = float_repr(c.threshold);
-            bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("slow_ratio=%U", f)) < 0;
-            Py_XDECREF(f);
-        }
-    }
+        if (!bad && c.threshold != 1.0)
+            bad = repr_add_float(parts, "slow_ratio=%U", c.threshold) < 0;
     }
     if (!bad && c.min_requests != 5)
         bad = repr_add(parts, PyUnicode_FromFormat("min_requests=%lld",
                                                    (long long)c.min_requests)) < 0;
-    if (!bad && c.recovery_s != 10.0) {
-        PyObject *f = float_repr(c.recovery_s);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("recovery_s=%U", f)) < 0;
-        Py_XDECREF(f);
-    }
-    if (!bad && isinf(c.probe_timeout_s)) {
+    if (!bad && c.recovery_s != 10.0)
+        bad = repr_add_float(parts, "recovery_s=%U", c.recovery_s) < 0;
+    if (!bad && isinf(c.probe_timeout_s))
         bad = repr_add(parts, PyUnicode_FromString("probe_timeout_s=None")) < 0;
-    } else if (!bad && c.probe_timeout_s != 60.0) {
-        PyObject *f = float_repr(c.probe_timeout_s);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("probe_timeout_s=%U", f)) < 0;
-        Py_XDECREF(f);
-    }
+    else if (!bad && c.probe_timeout_s != 60.0)
+        bad = repr_add_float(parts, "probe_timeout_s=%U", c.probe_timeout_s) < 0;
     if (!bad && (c.interval_ms != 1000 || c.sample_count != 1))
         bad = repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
                                                    (long long)c.interval_ms,

@@ -33,8 +33,7 @@ int repr_add(PyObject *parts, PyObject *part)
     return rc;
 }
 
-/* Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
-static int repr_add_float(PyObject *parts, const char *fmt, double v)
+int repr_add_float(PyObject *parts, const char *fmt, double v)
 {
     PyObject *num = float_repr(v);
     if (num == NULL)
