@@ -259,38 +259,36 @@ static inline int entry_claim_as(atomic_int *state, const void *owner, const cha
     return -1;
 }
 
-/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ns since
- * *start_ns, read after the step), SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE.
- * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
-static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
-                                     PyObject *const *args, Py_ssize_t nargs, int64_t *rt)
+/* __exit__(et, ...): entered -> exited, then finish(self, rt, outcome) counts the outcome
+ * and gives the count back: SW_OUT_SUCCESS (rt: the ns since start_ns, read after the step),
+ * SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE. finish may give up waiting for the lock
+ * (SW_EBUSY): the entry is then still entered, holding its count; the exit may be retried.
+ * @return False, or NULL with RuntimeError set (the entry is not entered) or the give-up's */
+static inline PyObject *entry_exit_with(PyObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs,
+                                        int (*finish)(PyObject *, int64_t, int))
 {
+    AnyEntryObject *e = (AnyEntryObject *)self;
     int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_EXITED)) {
+    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
         PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
                      entry_state_names[expected & 3]);
-        return -1;
+        return NULL;
     }
     PyObject *et = nargs > 0 ? args[0] : Py_None;
-    *rt = 0;
+    int64_t rt = 0;
+    int outcome = SW_OUT_NONE;
     if (et == Py_None) {
-        int64_t el = sw_time_ns() - *start_ns;
-        *rt = el > 0 ? el : 0; /* ns */
-        return SW_OUT_SUCCESS;
+        int64_t el = sw_time_ns() - e->start_ns;
+        rt = el > 0 ? el : 0; /* ns */
+        outcome = SW_OUT_SUCCESS;
+    } else if (PyType_Check(et) &&
+               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
+        outcome = SW_OUT_EXCEPTION;
     }
-    if (PyType_Check(et) &&
-        PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
-        return SW_OUT_EXCEPTION;
-    return SW_OUT_NONE;
-}
-
-/* __exit__'s end, its count given back (gave_up 0) or not (it gave up waiting for the lock:
- * still entered, holding its count; the exit may be retried). @return False, or NULL */
-static inline PyObject *entry_exit_done(atomic_int *state, int gave_up)
-{
-    if (gave_up == 0)
+    if (finish(self, rt, outcome) == 0)
         Py_RETURN_FALSE;
-    atomic_store(state, ENTRY_ENTERED);
+    atomic_store(&e->state, ENTRY_ENTERED);
     (void)lock_gave_up_error();
     return NULL;
 }
@@ -308,8 +306,7 @@ static inline void entry_dealloc_with(PyObject *self, inquiry clear)
 /** _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
  * shadow admission holding nothing): entering -> entered. @return None, or NULL with
  * RuntimeError set */
-PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
-                           PyObject *const *args, Py_ssize_t nargs);
+PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort(PyObject *self, PyObject *unused);
 /** If entered, give the count back counting nothing, by finish(self, 0, SW_OUT_NONE)

@@ -107,16 +107,12 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     self->fork_gen = sw_proc_fork_generation();
-    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
+    return entry_started((PyObject *)self, args, nargs);
 }
 
-static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *Entry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int64_t rt;
-    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
-    if (outcome < 0)
-        return NULL;
-    return entry_exit_done(&self->state, entry_finish((PyObject *)self, rt, outcome));
+    return entry_exit_with(self, args, nargs, entry_finish);
 }
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))

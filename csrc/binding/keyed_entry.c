@@ -110,18 +110,9 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     return Py_NewRef((PyObject *)self);
 }
 
-static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *KEntry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
-}
-
-static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t rt;
-    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
-    if (outcome < 0)
-        return NULL;
-    return entry_exit_done(&self->state, kentry_finish((PyObject *)self, rt, outcome));
+    return entry_exit_with(self, args, nargs, kentry_finish);
 }
 
 static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -153,7 +144,7 @@ static PyMethodDef KEntry_methods[] = {
     HIDDEN(__exit__, KEntry_exit, METH_FASTCALL),
     HIDDEN(__aenter__, KEntry_aenter, METH_NOARGS),
     HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
-    HIDDEN(_started, KEntry_started, METH_FASTCALL),
+    HIDDEN(_started, entry_started, METH_FASTCALL),
     HIDDEN(_abort, entry_abort, METH_NOARGS),
     {NULL}};
 

@@ -463,13 +463,13 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
 
 const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
 
-PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
-                           PyObject *const *args, Py_ssize_t nargs)
+PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    AnyEntryObject *e = (AnyEntryObject *)self;
     int expected = ENTRY_ENTERING;
-    *hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    *start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERED)) {
+    e->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
+    e->start_ns = sw_time_ns();
+    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_ENTERED)) {
         PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
                      entry_state_names[expected & 3]);
         return NULL;
