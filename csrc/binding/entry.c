@@ -75,7 +75,8 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     if (self->timeout_ns >= 0) {
         /* entry(timeout=): acquire()'s loop of retries, woken by releases; refused at the
          * end: one BLOCK counted, BlockedError raised */
-        if (limiter_acquire_d(lim, self->n, self->timeout_ns, SW_F_ENTRY, true, &d) < 0) {
+        if (limiting_acquire((PyObject *)lim, NULL, 0, self->n, self->timeout_ns, SW_F_ENTRY,
+                             true, &d) < 0) {
             atomic_store(&self->state, ENTRY_IDLE);
             return NULL;
         }

@@ -429,26 +429,6 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-/* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
- * defer_wait: an admitted request's wait is left to the caller (an entry sleeps it itself).
- * @return 0 admitted (*d its decision), -1 with an exception set. */
-int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns, unsigned flags, bool defer_wait, struct sw_decision *d)
-{
-    if (timeout_ns < 0) {
-        if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, d)) &&
-            lock_gave_up() < 0)
-            return -1;
-        if (d->verdict != SW_PASS) {
-            limiting_raise_blocked((PyObject *)self, key, n, d);
-            return -1;
-        }
-        return defer_wait ? 0 : sleep_decision(d);
-    }
-    return limiting_acquire_wait((PyObject *)self, key, fp, n, timeout_ns, flags, defer_wait,
-                                 d);
-}
-
 /* acquire()'s and entry()'s arguments (key, n=1, *, timeout=None): a[0] the key, its
  * fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 with an exception set */
 static int parse_key_n_timeout(KeyedObject *self, const char *fname, PyObject *const *args,
@@ -471,7 +451,7 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
     if (parse_key_n_timeout(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
-    if (keyed_acquire_d(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
+    if (limiting_acquire((PyObject *)self, a[0], fp, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

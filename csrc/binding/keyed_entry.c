@@ -82,8 +82,8 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     if (self->timeout_ns >= 0) {
         /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
          * the end: one BLOCK counted, BlockedError raised */
-        if (keyed_acquire_d(lim, self->key, self->fp, self->n, self->timeout_ns, SW_F_ENTRY,
-                            true, &d) < 0) {
+        if (limiting_acquire((PyObject *)lim, self->key, self->fp, self->n, self->timeout_ns,
+                             SW_F_ENTRY, true, &d) < 0) {
             atomic_store(&self->state, ENTRY_IDLE);
             return NULL;
         }

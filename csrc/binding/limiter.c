@@ -232,23 +232,6 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
-int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
-                      bool defer_wait, struct sw_decision *d)
-{
-    if (timeout_ns < 0) {
-        if (GAVE_UP(sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, d)) &&
-            lock_gave_up() < 0)
-            return -1;
-        if (d->verdict != SW_PASS) {
-            limiting_raise_blocked((PyObject *)self, NULL, n, d);
-            return -1;
-        }
-        return defer_wait ? 0 : sleep_decision(d);
-    }
-    return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
-}
-
 /* acquire()'s and entry()'s arguments (n=1, *, timeout=None): n and the timeout (ns, -1:
  * none). @return 0, or -1 with an exception set */
 static int parse_n_timeout(const char *fname, PyObject *const *args, Py_ssize_t nargs,
@@ -273,7 +256,7 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
     if (parse_n_timeout("acquire", args, nargs, kwnames, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
-    if (limiter_acquire_d(self, n, timeout, 0u, false, &d) < 0)
+    if (limiting_acquire((PyObject *)self, NULL, 0, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

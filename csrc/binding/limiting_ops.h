@@ -143,13 +143,14 @@ void limiting_dealloc(PyObject *self);
 void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
                             const struct sw_decision *d);
 
-/** acquire(timeout=): acquire_loop over ops->decide (of key, fingerprint fp), woken by
- * releases for a concurrency limit; refused at the end: one BLOCK counted (unless a lock
- * never came), BlockedError raised. @return 0 admitted (d its decision; its wait slept
- * unless defer_wait), -1 with an exception set */
-int limiting_acquire_wait(PyObject *self, PyObject *key, uint64_t fp, int64_t n,
-                          int64_t timeout_ns, unsigned flags, bool defer_wait,
-                          struct sw_decision *d);
+/** acquire() of n (of key, fingerprint fp; NULL and 0 for a Limiter): with timeout_ns < 0
+ * one decision (ops->decide, SW_NOW, flags | SW_F_RETRY); else acquire_loop over it, woken by
+ * releases for a concurrency limit, refused at the end: one BLOCK counted (unless a lock
+ * never came). A refusal raises BlockedError. defer_wait: an admitted request's wait is not
+ * slept but left in *d for the caller (an entry sleeps it itself).
+ * @return 0 admitted (d its decision), -1 with an exception set */
+int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
+                     unsigned flags, bool defer_wait, struct sw_decision *d);
 
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
