@@ -40,6 +40,15 @@
     {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
 #define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
 
+#if PY_VERSION_HEX < 0x030A0000
+/* Py_NewRef (3.10+) for 3.9 */
+static inline PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#endif
+
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif
@@ -250,38 +259,36 @@ static inline int entry_claim_as(atomic_int *state, const void *owner, const cha
     return -1;
 }
 
-/* __exit__(et, ...): entered -> exited, and what to count: SW_OUT_SUCCESS (*rt: the ns since
- * *start_ns, read after the step), SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE.
- * @return the outcome, or -1 with RuntimeError set (the entry is not entered) */
-static inline int entry_exit_outcome(atomic_int *state, const int64_t *start_ns,
-                                     PyObject *const *args, Py_ssize_t nargs, int64_t *rt)
+/* __exit__(et, ...): entered -> exited, then finish(self, rt, outcome) counts the outcome
+ * and gives the count back: SW_OUT_SUCCESS (rt: the ns since start_ns, read after the step),
+ * SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE. finish may give up waiting for the lock
+ * (SW_EBUSY): the entry is then still entered, holding its count; the exit may be retried.
+ * @return False, or NULL with RuntimeError set (the entry is not entered) or the give-up's */
+static inline PyObject *entry_exit_with(PyObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs,
+                                        int (*finish)(PyObject *, int64_t, int))
 {
+    AnyEntryObject *e = (AnyEntryObject *)self;
     int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_EXITED)) {
+    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
         PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
                      entry_state_names[expected & 3]);
-        return -1;
+        return NULL;
     }
     PyObject *et = nargs > 0 ? args[0] : Py_None;
-    *rt = 0;
+    int64_t rt = 0;
+    int outcome = SW_OUT_NONE;
     if (et == Py_None) {
-        int64_t el = sw_time_ns() - *start_ns;
-        *rt = el > 0 ? el : 0; /* ns */
-        return SW_OUT_SUCCESS;
+        int64_t el = sw_time_ns() - e->start_ns;
+        rt = el > 0 ? el : 0; /* ns */
+        outcome = SW_OUT_SUCCESS;
+    } else if (PyType_Check(et) &&
+               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
+        outcome = SW_OUT_EXCEPTION;
     }
-    if (PyType_Check(et) &&
-        PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception))
-        return SW_OUT_EXCEPTION;
-    return SW_OUT_NONE;
-}
-
-/* __exit__'s end, its count given back (gave_up 0) or not (it gave up waiting for the lock:
- * still entered, holding its count; the exit may be retried). @return False, or NULL */
-static inline PyObject *entry_exit_done(atomic_int *state, int gave_up)
-{
-    if (gave_up == 0)
+    if (finish(self, rt, outcome) == 0)
         Py_RETURN_FALSE;
-    atomic_store(state, ENTRY_ENTERED);
+    atomic_store(&e->state, ENTRY_ENTERED);
     (void)lock_gave_up_error();
     return NULL;
 }
@@ -299,12 +306,13 @@ static inline void entry_dealloc_with(PyObject *self, inquiry clear)
 /** _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
  * shadow admission holding nothing): entering -> entered. @return None, or NULL with
  * RuntimeError set */
-PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
-                           PyObject *const *args, Py_ssize_t nargs);
+PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
 PyObject *entry_abort(PyObject *self, PyObject *unused);
-/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
-PyObject *entry_abort_as(atomic_int *state);
+/** If entered, give the count back counting nothing, by finish(self, 0, SW_OUT_NONE)
+ * (exactly once). A give-up (reported as unraisable: nothing escapes tp_clear) leaves the
+ * count held by the limiter object, given back when it goes. */
+void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int));
 /** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends
  * the transition (back to idle when it cannot be made). @return new reference or NULL */
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
@@ -334,6 +342,12 @@ extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 #define UPDATE_CFG_SETTINGS                                                                    \
     "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",           \
         "occupy_timeout_ms", "shadow"
+/** update(*args, **kwds) of any type: keywords only, sorted into settings (vals, NULL when
+ * absent). @return 0; 1 for a layout keyword (*layout_key, borrowed; nothing raised: the
+ * caller says why it is fixed); or -1 with TypeError set (a positional or unknown argument) */
+int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                   PyObject **layout_key);
 /** update(**kwds) of a limiter type named tname: keywords only, sorted into settings (vals,
  * NULL when absent; a layout keyword is a ValueError, an unknown one a TypeError), then the
  * UPDATE_CFG_SETTINGS given applied to cfg (grade kept) and the whole configuration checked.
@@ -353,6 +367,8 @@ PyObject *get_object_or_none(PyObject *self, void *at);
 
 /** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0, or -1 */
 int repr_add(PyObject *parts, PyObject *part);
+/** Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
+int repr_add_float(PyObject *parts, const char *fmt, double v);
 /** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
  * occupy, occupy_timeout_ms= when not the default), the window when not the default.
  * @return 0, or -1 with an exception set */

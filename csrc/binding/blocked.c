@@ -28,10 +28,8 @@ static int BlockedError_init(BlockedErrorObject *self, PyObject *args, PyObject 
     Py_DECREF(bargs);
     if (rc < 0)
         return -1;
-    Py_INCREF(retry_after);
-    Py_XSETREF(self->retry_after, retry_after);
-    Py_INCREF(limiter);
-    Py_XSETREF(self->limiter, limiter);
+    Py_XSETREF(self->retry_after, Py_NewRef(retry_after));
+    Py_XSETREF(self->limiter, Py_NewRef(limiter));
     return 0;
 }
 
@@ -120,12 +118,10 @@ static PyObject *BlockedError_setstate(BlockedErrorObject *self, PyObject *state
             double v;
             if (value != Py_None && as_nonneg_double(value, "retry_after", 1e300, &v) < 0)
                 return NULL;
-            Py_INCREF(value);
-            Py_XSETREF(self->retry_after, value);
+            Py_XSETREF(self->retry_after, Py_NewRef(value));
         } else if (PyUnicode_Check(key) &&
                    PyUnicode_CompareWithASCIIString(key, "limiter") == 0) {
-            Py_INCREF(value);
-            Py_XSETREF(self->limiter, value);
+            Py_XSETREF(self->limiter, Py_NewRef(value));
         } else if (PyObject_SetAttr((PyObject *)self, key, value) < 0) {
             return NULL;
         }
@@ -152,8 +148,7 @@ static PyObject *blocked_args(BlockedErrorObject *self)
 {
     if (self->base.args == NULL)
         return PyTuple_New(0);
-    Py_INCREF(self->base.args);
-    return self->base.args;
+    return Py_NewRef(self->base.args);
 }
 
 /* __copy__: the same message, retry_after and limiter (the same Limiter object) */

@@ -12,13 +12,6 @@
 #include <string.h>
 
 
-/* Py_NewRef (3.10+) for 3.9 */
-static inline PyObject *bk_ref(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-
 /* ---- configuration ---- */
 
 /* The settings keywords, constructor and update() alike (NULL: not given). */
@@ -192,14 +185,14 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
     PyErr_Fetch(&et, &ev, &tb);
     struct bk_pending *c;
     while ((c = bk_next(self)) != NULL) {
-        PyObject *value = isnan(c->value) ? bk_ref(Py_None) : PyFloat_FromDouble(c->value);
+        PyObject *value = isnan(c->value) ? Py_NewRef(Py_None) : PyFloat_FromDouble(c->value);
         PyObject *r = NULL;
         if (value != NULL && tell != NULL)
             r = PyObject_CallFunction(tell, "OssO", (PyObject *)self,
                                       breaker_state_names[c->from % 3u],
                                       breaker_state_names[c->to % 3u], value);
         else if (value != NULL)
-            r = bk_ref(Py_None);
+            r = Py_NewRef(Py_None);
         PyMem_RawFree(c);
         Py_XDECREF(value);
         if (r == NULL) {
@@ -344,7 +337,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->name = name;
     self->name_given = name_given;
     self->weakreflist = NULL;
-    self->shared = mode == 0 ? bk_ref(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
     if (self->shared == NULL)
         goto fail;
     int rc;
@@ -448,7 +441,7 @@ static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py
 {
     uint64_t ticket;
     int ok = bk_admit(self, "try_pass", sw_breaker_try_pass, args, nargs, kwnames, &ticket);
-    return ok < 0 ? NULL : bk_ref(ok ? Py_True : Py_False);
+    return ok < 0 ? NULL : Py_NewRef(ok ? Py_True : Py_False);
 }
 
 /* rt_ms: an int or float >= 0 (the fast path: a plain float or int) */
@@ -528,7 +521,7 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     uint64_t ticket;
     int ok = bk_admit(self, "_pass", sw_breaker_pass_ticket, args, nargs, kwnames, &ticket);
     if (ok <= 0)
-        return ok < 0 ? NULL : bk_ref(Py_None);
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
@@ -604,7 +597,7 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
     if (GAVE_UP(done))
         return bk_gave_up();
     FIRE(self, chg);
-    return bk_ref(done ? Py_True : Py_False);
+    return Py_NewRef(done ? Py_True : Py_False);
 }
 
 /* ---- reading ---- */
@@ -636,7 +629,7 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
     struct sw_brk_stats s;
     if (GAVE_UP(sw_breaker_stats(&self->view, now, &s)))
         return bk_gave_up();
-    PyObject *retry = s.retry_ns < 0 ? bk_ref(Py_None)
+    PyObject *retry = s.retry_ns < 0 ? Py_NewRef(Py_None)
                                      : PyFloat_FromDouble((double)s.retry_ns / 1e9);
     if (retry == NULL)
         return NULL;
@@ -701,39 +694,18 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
 
 static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *kwds)
 {
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+    static const char *const settings[] = {"error_ratio", "error_count", "slow_rt_ms",
+                                           "slow_ratio", "min_requests", "recovery_s",
+                                           "probe_timeout_s"};
+    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name", NULL};
+    PyObject *v[7], *key;
+    int collected = update_collect(args, kwds, settings, v, 7, layout, &key);
+    if (collected > 0)
+        PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
+                     "shared and name are fixed when the Breaker is made", key);
+    if (collected != 0)
         return NULL;
-    }
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
-        if (key_equals(key, "error_ratio"))
-            a.error_ratio = value;
-        else if (key_equals(key, "error_count"))
-            a.error_count = value;
-        else if (key_equals(key, "slow_rt_ms"))
-            a.slow_rt_ms = value;
-        else if (key_equals(key, "slow_ratio"))
-            a.slow_ratio = value;
-        else if (key_equals(key, "min_requests"))
-            a.min_requests = value;
-        else if (key_equals(key, "recovery_s"))
-            a.recovery_s = value;
-        else if (key_equals(key, "probe_timeout_s"))
-            a.probe_timeout_s = value;
-        else if (key_equals(key, "interval_ms") || key_equals(key, "sample_count") ||
-                 key_equals(key, "shared") || key_equals(key, "name")) {
-            PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
-                         "shared and name are fixed when the Breaker is made", key);
-            return NULL;
-        } else {
-            PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R",
-                         key);
-            return NULL;
-        }
-    }
+    struct bk_args a = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
     /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
      * (always in this order, and no mutex is held while waiting for the state's lock, a wait
      * that releases the GIL), unless another update() landed meanwhile (then checked again):
@@ -777,41 +749,28 @@ static PyObject *Breaker_repr(BreakerObject *self)
         return NULL;
     int bad = 0;
     switch (c.grade) {
-    case SW_BRK_ERROR_RATIO: {
-        PyObject *f = float_repr(c.threshold);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("error_ratio=%U", f)) < 0;
-        Py_XDECREF(f);
+    case SW_BRK_ERROR_RATIO:
+        bad = repr_add_float(parts, "error_ratio=%U", c.threshold) < 0;
         break;
-    }
     case SW_BRK_ERROR_COUNT:
         bad = repr_add(parts, PyUnicode_FromFormat("error_count=%lld",
                                                    (long long)c.threshold)) < 0;
         break;
-    default: {
+    default:
         bad = repr_add(parts, PyUnicode_FromFormat("slow_rt_ms=%lld",
                                                    (long long)c.slow_rt_ms)) < 0;
-        if (!bad && c.threshold != 1.0) {
-            PyObject *f = float_repr(c.threshold);
-            bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("slow_ratio=%U", f)) < 0;
-            Py_XDECREF(f);
-        }
-    }
+        if (!bad && c.threshold != 1.0)
+            bad = repr_add_float(parts, "slow_ratio=%U", c.threshold) < 0;
     }
     if (!bad && c.min_requests != 5)
         bad = repr_add(parts, PyUnicode_FromFormat("min_requests=%lld",
                                                    (long long)c.min_requests)) < 0;
-    if (!bad && c.recovery_s != 10.0) {
-        PyObject *f = float_repr(c.recovery_s);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("recovery_s=%U", f)) < 0;
-        Py_XDECREF(f);
-    }
-    if (!bad && isinf(c.probe_timeout_s)) {
+    if (!bad && c.recovery_s != 10.0)
+        bad = repr_add_float(parts, "recovery_s=%U", c.recovery_s) < 0;
+    if (!bad && isinf(c.probe_timeout_s))
         bad = repr_add(parts, PyUnicode_FromString("probe_timeout_s=None")) < 0;
-    } else if (!bad && c.probe_timeout_s != 60.0) {
-        PyObject *f = float_repr(c.probe_timeout_s);
-        bad = f == NULL || repr_add(parts, PyUnicode_FromFormat("probe_timeout_s=%U", f)) < 0;
-        Py_XDECREF(f);
-    }
+    else if (!bad && c.probe_timeout_s != 60.0)
+        bad = repr_add_float(parts, "probe_timeout_s=%U", c.probe_timeout_s) < 0;
     if (!bad && (c.interval_ms != 1000 || c.sample_count != 1))
         bad = repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
                                                    (long long)c.interval_ms,

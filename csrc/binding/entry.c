@@ -26,8 +26,9 @@ static inline int entry_claim(EntryObject *self)
  * its own copy), so the child only counts the outcome. The wait for a shared region's lock
  * may give up (a stuck owner, a signal handler's exception: wait.h).
  * @return 0, or SW_EBUSY when it gave up (nothing counted, the count still held) */
-static int entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
+static int entry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
 {
+    EntryObject *self = (EntryObject *)e;
     LimiterObject *lim = self->limiter;
     if (self->hollow)
         return 0; /* shadow: an enforcing limiter would have refused it: nothing to count */
@@ -44,20 +45,6 @@ static int entry_finish(EntryObject *self, int64_t rt, int outcome) /* rt: ns */
     return 0;
 }
 
-/* If entered, give the in-flight count back without counting anything (exactly once). A
- * give-up (reported as unraisable: nothing escapes tp_clear) leaves the count held by the
- * limiter object, given back when it goes (or by the reap at this process's exit). */
-static void entry_give_back(EntryObject *self)
-{
-    int expected = ENTRY_ENTERED;
-    if (self->limiter != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, entry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
-}
-
 static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
@@ -67,7 +54,9 @@ static int Entry_traverse(EntryObject *self, visitproc visit, void *arg)
 
 static int Entry_clear(EntryObject *self)
 {
-    entry_give_back(self); /* before letting go of the limiter */
+    /* before letting go of the limiter; a give-up leaves the count held by the limiter
+     * object (or given back by the reap at this process's exit) */
+    entry_give_back((PyObject *)self, entry_finish);
     Py_CLEAR(self->limiter);
     return 0;
 }
@@ -86,7 +75,8 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     if (self->timeout_ns >= 0) {
         /* entry(timeout=): acquire()'s loop of retries, woken by releases; refused at the
          * end: one BLOCK counted, BlockedError raised */
-        if (limiter_acquire_d(lim, self->n, self->timeout_ns, SW_F_ENTRY, true, &d) < 0) {
+        if (limiting_acquire((PyObject *)lim, NULL, 0, self->n, self->timeout_ns, SW_F_ENTRY,
+                             true, &d) < 0) {
             atomic_store(&self->state, ENTRY_IDLE);
             return NULL;
         }
@@ -111,24 +101,19 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
     self->start_ns = sw_time_ns();
     self->fork_gen = sw_proc_fork_generation();
     atomic_store(&self->state, ENTRY_ENTERED);
-    Py_INCREF(self);
-    return (PyObject *)self;
+    return Py_NewRef((PyObject *)self);
 }
 
 /* _started(hollow=False) */
 static PyObject *Entry_started(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     self->fork_gen = sw_proc_fork_generation();
-    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
+    return entry_started((PyObject *)self, args, nargs);
 }
 
-static PyObject *Entry_exit(EntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *Entry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int64_t rt;
-    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
-    if (outcome < 0)
-        return NULL;
-    return entry_exit_done(&self->state, entry_finish(self, rt, outcome));
+    return entry_exit_with(self, args, nargs, entry_finish);
 }
 
 static PyObject *Entry_aenter(EntryObject *self, PyObject *Py_UNUSED(ignored))

@@ -29,11 +29,6 @@ typedef struct {
     PyObject *weakreflist;
 } GroupObject;
 
-static const char *member_text(PyObject *o)
-{
-    return type_name_of(o);
-}
-
 /* Member i of a group being made (o: a Limiter or a (KeyedLimiter, key) pair): its slot
  * filled and its owner set, refused when a member before it is the same limiter.
  * @return 0, or -1 with TypeError or ValueError set */
@@ -58,7 +53,7 @@ static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject
             PyErr_Fetch(&et, &ev, &tb);
             PyErr_Format(PyExc_TypeError, "all_of() member %zd: the key of a (KeyedLimiter, "
                          "key) pair must be a str, bytes or int, not %.100s", i,
-                         member_text(key));
+                         type_name_of(key));
             Py_XDECREF(et);
             Py_XDECREF(ev);
             Py_XDECREF(tb);
@@ -72,7 +67,7 @@ static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject
         PyErr_Format(PyExc_TypeError, "all_of() member %zd: a tuple member must be a "
                      "(KeyedLimiter, key) pair, got a tuple of %zd item(s) starting with "
                      "%.100s", i, PyTuple_GET_SIZE(o),
-                     PyTuple_GET_SIZE(o) > 0 ? member_text(PyTuple_GET_ITEM(o, 0)) : "nothing");
+                     PyTuple_GET_SIZE(o) > 0 ? type_name_of(PyTuple_GET_ITEM(o, 0)) : "nothing");
         return -1;
     } else if (PyObject_TypeCheck(o, st->KeyedLimiter_Type)) {
         PyErr_Format(PyExc_TypeError, "all_of() member %zd: a KeyedLimiter needs its key: "
@@ -80,7 +75,7 @@ static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject
         return -1;
     } else {
         PyErr_Format(PyExc_TypeError, "all_of() member %zd: expected a Limiter or a "
-                     "(KeyedLimiter, key) pair, got %.100s", i, member_text(o));
+                     "(KeyedLimiter, key) pair, got %.100s", i, type_name_of(o));
         return -1;
     }
     Py_INCREF(s->obj);
@@ -148,8 +143,7 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    Py_INCREF(args);
-    self->members = args;
+    self->members = Py_NewRef(args);
     for (Py_ssize_t i = 0; i < count; i++) {
         if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0) {
             Py_DECREF(self);
@@ -191,16 +185,9 @@ static int Group_clear(GroupObject *self)
 static void Group_dealloc(GroupObject *self)
 {
     PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
-    if (self->slots != NULL) {
-        for (uint32_t i = 0; i < self->count; i++) {
-            Py_CLEAR(self->slots[i].obj);
-            Py_CLEAR(self->slots[i].key);
-        }
-        PyMem_Free(self->slots);
-    }
+    Group_clear(self);
+    PyMem_Free(self->slots);
     PyMem_Free(self->perm);
-    Py_CLEAR(self->members);
-    Py_CLEAR(self->owners);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -327,11 +314,25 @@ static void reap_refusers(GroupObject *self, const struct sw_gmember *m)
     }
 }
 
+/* try_acquire()'s and reserve()'s decision, the refusers reaped. @return 0 (d set), or -1 */
+static int group_decide_reaping(GroupObject *self, const int64_t *ns, int64_t now,
+                                unsigned flags, struct sw_decision *d)
+{
+    struct gscratch sc;
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL)
+        return -1;
+    int rc = group_decide(self, ns, now, flags, m, d);
+    if (rc == 0 && d->verdict != SW_PASS)
+        reap_refusers(self, m);
+    scratch_put(&sc);
+    return rc;
+}
+
 static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now;
-    struct gscratch sc;
     struct sw_decision d;
     if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
         for (uint32_t i = 0; i < self->count; i++)
@@ -341,14 +342,7 @@ static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_
                parse_now_kw("try_acquire", args, nargs, kwnames, &now) < 0) {
         return NULL;
     }
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return NULL;
-    int rc = group_decide(self, ns, now, SW_F_TRY, m, &d);
-    if (rc == 0 && d.verdict != SW_PASS)
-        reap_refusers(self, m);
-    scratch_put(&sc);
-    if (rc < 0)
+    if (group_decide_reaping(self, ns, now, SW_F_TRY, &d) < 0)
         return NULL;
     return PyBool_FromLong(d.verdict == SW_PASS);
 }
@@ -357,19 +351,10 @@ static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssiz
                                PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now;
-    struct gscratch sc;
     struct sw_decision d;
     if (parse_ns(self, "reserve", args, nargs, ns) < 0 ||
-        parse_now_kw("reserve", args, nargs, kwnames, &now) < 0)
-        return NULL;
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return NULL;
-    int rc = group_decide(self, ns, now, 0u, m, &d);
-    if (rc == 0 && d.verdict != SW_PASS)
-        reap_refusers(self, m);
-    scratch_put(&sc);
-    if (rc < 0)
+        parse_now_kw("reserve", args, nargs, kwnames, &now) < 0 ||
+        group_decide_reaping(self, ns, now, 0u, &d) < 0)
         return NULL;
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
@@ -548,20 +533,11 @@ static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
-static PyObject *Group_get_members(GroupObject *self, void *Py_UNUSED(c))
+/* members, limiters: a tuple field (closure: its offset); empty once cleared by the GC */
+static PyObject *Group_get_tuple(PyObject *self, void *at)
 {
-    if (self->members == NULL) /* cleared by the GC */
-        return PyTuple_New(0);
-    Py_INCREF(self->members);
-    return self->members;
-}
-
-static PyObject *Group_get_owners(GroupObject *self, void *Py_UNUSED(c))
-{
-    if (self->owners == NULL)
-        return PyTuple_New(0);
-    Py_INCREF(self->owners);
-    return self->owners;
+    PyObject *t = *(PyObject **)(void *)((char *)self + (size_t)at);
+    return t != NULL ? Py_NewRef(t) : PyTuple_New(0);
 }
 
 static PyObject *Group_repr(GroupObject *self)
@@ -594,10 +570,12 @@ static PyMethodDef Group_methods[] = {
     {NULL}};
 
 static PyGetSetDef Group_getset[] = {
-    {"members", (getter)Group_get_members, NULL,
-     "The members as given: Limiters and (KeyedLimiter, key) pairs.", NULL},
-    {"limiters", (getter)Group_get_owners, NULL,
-     "The limiters of the members, in order (a KeyedLimiter for a pair).", NULL},
+    {"members", Group_get_tuple, NULL,
+     "The members as given: Limiters and (KeyedLimiter, key) pairs.",
+     (void *)offsetof(GroupObject, members)},
+    {"limiters", Group_get_tuple, NULL,
+     "The limiters of the members, in order (a KeyedLimiter for a pair).",
+     (void *)offsetof(GroupObject, owners)},
     {NULL}};
 
 WEAKREF_MEMBERS(Group, GroupObject);

@@ -21,14 +21,6 @@
 
 #define DEFAULT_MAX_KEYS 65536
 
-
-static const char *const kbehavior_names[] = {"reject", "warm_up", "throttle",
-                                              "warm_up_throttle"};
-
-/* ---- the object ------------------------------------------------------------------------ */
-
-
-
 /* A release (of the key with fingerprint fp; has_fp 0: of any key, e.g. new settings):
  * threads in acquire() and asyncio tasks waiting are woken. */
 void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
@@ -40,15 +32,13 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
         if (arg == NULL) {
             if (has_fp) /* no memory for the int: wake every key's queue instead */
                 PyErr_WriteUnraisable(w);
-            Py_INCREF(Py_None);
-            arg = Py_None;
+            arg = Py_NewRef(Py_None);
         }
         Py_DECREF(w);
     }
     limiting_notify((PyObject *)self, arg);
     Py_XDECREF(arg);
 }
-
 
 /* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
  * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
@@ -63,8 +53,6 @@ static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const 
         return -1;
     return key_fp(seed, a[0], fp);
 }
-
-
 
 /* The overrides dict (a new reference), read under cfg_mu (as limiting_settings); with cfg,
  * the configuration and generation of the same snapshot too */
@@ -141,7 +129,7 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
         return 0;
     PyErr_Format(PyExc_ValueError, "behavior='%s' is not supported per key: a KeyedLimiter "
                  "uses 'reject' or 'throttle' (with qps), or concurrency",
-                 kbehavior_names[cfg->behavior]);
+                 behavior_names[cfg->behavior]);
     return -1;
 }
 
@@ -441,28 +429,6 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-
-
-/* acquire() (as Limiter's): with timeout_ns >= 0, a loop of retries woken by releases;
- * defer_wait: an admitted request's wait is left to the caller (an entry sleeps it itself).
- * @return 0 admitted (*d its decision), -1 with an exception set. */
-int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns, unsigned flags, bool defer_wait, struct sw_decision *d)
-{
-    if (timeout_ns < 0) {
-        if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, SW_NOW, flags | SW_F_RETRY, d)) &&
-            lock_gave_up() < 0)
-            return -1;
-        if (d->verdict != SW_PASS) {
-            limiting_raise_blocked((PyObject *)self, key, n, d);
-            return -1;
-        }
-        return defer_wait ? 0 : sleep_decision(d);
-    }
-    return limiting_acquire_wait((PyObject *)self, key, fp, n, timeout_ns, flags, defer_wait,
-                                 d);
-}
-
 /* acquire()'s and entry()'s arguments (key, n=1, *, timeout=None): a[0] the key, its
  * fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 with an exception set */
 static int parse_key_n_timeout(KeyedObject *self, const char *fname, PyObject *const *args,
@@ -485,7 +451,7 @@ static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssiz
     if (parse_key_n_timeout(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
-    if (keyed_acquire_d(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
+    if (limiting_acquire((PyObject *)self, a[0], fp, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -554,14 +520,10 @@ static PyObject *Keyed_in_flight(KeyedObject *self, PyObject *key)
     return PyLong_FromLongLong(sw_keyed_in_flight(kview(self), fp));
 }
 
-
 static Py_ssize_t Keyed_len(KeyedObject *self)
 {
     return (Py_ssize_t)sw_keyed_len(kview(self));
 }
-
-
-
 
 /* _release_entry(key, n): give back an entry's count, counting nothing (asyncio cancel). */
 static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -656,7 +618,6 @@ static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUS
     return set_overrides(self, value); /* del: none */
 }
 
-
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(self->max_keys);
@@ -675,7 +636,6 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts)
     Py_XDECREF(over);
     return rc;
 }
-
 
 /* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
@@ -715,9 +675,6 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
     keyed_notify(self, 0, 0);
     Py_RETURN_NONE;
 }
-
-/* ---- the asyncio waiter queues' hooks (slidewin/_waiters.py; wakers.h) ---------------- */
-
 
 static PyGetSetDef Keyed_getset[] = {
     {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,

@@ -98,9 +98,6 @@ int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObj
 void keyed_overrides_free(struct overrides *ov);
 /** A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
 void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp);
-/** acquire() (keyed.c): 0 admitted (*d its decision), -1 with an exception set. */
-int keyed_acquire_d(KeyedObject *self, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns, unsigned flags, bool defer_wait, struct sw_decision *d);
 /** A KeyedEntry (keyed_entry.c). @return a new reference, or NULL with an exception set */
 PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
                           int64_t timeout_ns);

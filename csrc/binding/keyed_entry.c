@@ -20,10 +20,8 @@ PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t 
     KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
     if (e == NULL)
         return NULL;
-    Py_INCREF(lim);
-    Py_INCREF(key);
-    e->lim = lim;
-    e->key = key;
+    e->lim = (KeyedObject *)Py_NewRef(lim);
+    e->key = Py_NewRef(key);
     e->fp = fp;
     e->timeout_ns = timeout_ns;
     ENTRY_INIT(e, n);
@@ -42,8 +40,9 @@ static inline int kentry_claim(KeyedEntryObject *self)
 /* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
  * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
  * the count still held) */
-static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt: ns */
+static int kentry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
 {
+    KeyedEntryObject *self = (KeyedEntryObject *)e;
     if (self->hollow)
         return 0;
     if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
@@ -51,19 +50,6 @@ static int kentry_finish(KeyedEntryObject *self, int64_t rt, int outcome) /* rt:
         return SW_EBUSY;
     keyed_notify(self->lim, 1, self->fp);
     return 0;
-}
-
-/* As entry_give_back (entry.c): a give-up leaves the count held by the KeyedLimiter object,
- * given back per key when it goes. */
-static void kentry_give_back(KeyedEntryObject *self)
-{
-    int expected = ENTRY_ENTERED;
-    if (self->lim != NULL &&
-        atomic_compare_exchange_strong(&self->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, kentry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
 }
 
 static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
@@ -76,7 +62,7 @@ static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
 
 static int KEntry_clear(KeyedEntryObject *self)
 {
-    kentry_give_back(self);
+    entry_give_back((PyObject *)self, kentry_finish); /* a give-up: held until the table goes */
     Py_CLEAR(self->lim);
     Py_CLEAR(self->key);
     return 0;
@@ -96,8 +82,8 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     if (self->timeout_ns >= 0) {
         /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
          * the end: one BLOCK counted, BlockedError raised */
-        if (keyed_acquire_d(lim, self->key, self->fp, self->n, self->timeout_ns, SW_F_ENTRY,
-                            true, &d) < 0) {
+        if (limiting_acquire((PyObject *)lim, self->key, self->fp, self->n, self->timeout_ns,
+                             SW_F_ENTRY, true, &d) < 0) {
             atomic_store(&self->state, ENTRY_IDLE);
             return NULL;
         }
@@ -121,22 +107,12 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
     }
     self->start_ns = sw_time_ns();
     atomic_store(&self->state, ENTRY_ENTERED);
-    Py_INCREF(self);
-    return (PyObject *)self;
+    return Py_NewRef((PyObject *)self);
 }
 
-static PyObject *KEntry_started(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *KEntry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return entry_started_as(&self->state, &self->hollow, &self->start_ns, args, nargs);
-}
-
-static PyObject *KEntry_exit(KeyedEntryObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t rt;
-    int outcome = entry_exit_outcome(&self->state, &self->start_ns, args, nargs, &rt);
-    if (outcome < 0)
-        return NULL;
-    return entry_exit_done(&self->state, kentry_finish(self, rt, outcome));
+    return entry_exit_with(self, args, nargs, kentry_finish);
 }
 
 static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
@@ -144,13 +120,6 @@ static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignor
     if (kentry_claim(self) < 0)
         return NULL;
     return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
-}
-
-static PyObject *KEntry_get_key(KeyedEntryObject *self, void *Py_UNUSED(c))
-{
-    PyObject *k = self->key != NULL ? self->key : Py_None;
-    Py_INCREF(k);
-    return k;
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
@@ -163,7 +132,7 @@ static PyObject *KEntry_repr(KeyedEntryObject *self)
 
 static PyGetSetDef KEntry_getset[] = {
     {"n", entry_get_n, NULL, "The request size.", NULL},
-    {"key", (getter)KEntry_get_key, NULL, "The key.", NULL},
+    {"key", get_object_or_none, NULL, "The key.", (void *)offsetof(KeyedEntryObject, key)},
     {"timeout", entry_get_timeout, NULL,
      "The longest wait for admission, s (entry(key, timeout=)), or None: refused at once.",
      NULL},
@@ -175,7 +144,7 @@ static PyMethodDef KEntry_methods[] = {
     HIDDEN(__exit__, KEntry_exit, METH_FASTCALL),
     HIDDEN(__aenter__, KEntry_aenter, METH_NOARGS),
     HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
-    HIDDEN(_started, KEntry_started, METH_FASTCALL),
+    HIDDEN(_started, entry_started, METH_FASTCALL),
     HIDDEN(_abort, entry_abort, METH_NOARGS),
     {NULL}};
 

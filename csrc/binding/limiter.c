@@ -35,8 +35,6 @@ static int lim_check_state(void *state, const struct sw_shm_layout *lay)
                               lay->sample_count);
 }
 
-
-
 void limiter_notify(LimiterObject *self)
 {
     limiting_notify((PyObject *)self, NULL);
@@ -179,7 +177,6 @@ static const struct limiting_ops limiter_ops = {
     NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
 };
 
-
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -200,8 +197,6 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
         (void)limiting_maybe_reap((PyObject *)self); /* a dead process's counts, next call */
     Py_RETURN_FALSE;
 }
-
-
 
 static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
@@ -225,9 +220,6 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-
-
-
 /* _release_entry(n): give back an entry's in-flight count without counting anything (an
  * asyncio entry cancelled while queued). */
 static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
@@ -238,28 +230,6 @@ static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
     sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
     limiter_notify(self);
     Py_RETURN_NONE;
-}
-
-
-
-
-
-
-/* acquire(): one decision, or with a timeout the loop of retries (acquire_loop). */
-int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
-                      bool defer_wait, struct sw_decision *d)
-{
-    if (timeout_ns < 0) {
-        if (GAVE_UP(sw_decide(limiter_view(self), n, SW_NOW, flags | SW_F_RETRY, d)) &&
-            lock_gave_up() < 0)
-            return -1;
-        if (d->verdict != SW_PASS) {
-            limiting_raise_blocked((PyObject *)self, NULL, n, d);
-            return -1;
-        }
-        return defer_wait ? 0 : sleep_decision(d);
-    }
-    return limiting_acquire_wait((PyObject *)self, NULL, 0, n, timeout_ns, flags, defer_wait, d);
 }
 
 /* acquire()'s and entry()'s arguments (n=1, *, timeout=None): n and the timeout (ns, -1:
@@ -286,7 +256,7 @@ static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_
     if (parse_n_timeout("acquire", args, nargs, kwnames, &n, &timeout) < 0)
         return NULL;
     struct sw_decision d;
-    if (limiter_acquire_d(self, n, timeout, 0u, false, &d) < 0)
+    if (limiting_acquire((PyObject *)self, NULL, 0, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -346,7 +316,6 @@ static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
-
 static PyObject *Limiter_get_metric(LimiterObject *self, void *Py_UNUSED(c))
 {
     struct sw_window w;
@@ -368,16 +337,12 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
     EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
     if (e == NULL)
         return NULL;
-    Py_INCREF(self);
-    e->limiter = self;
+    e->limiter = (LimiterObject *)Py_NewRef(self);
     ENTRY_INIT(e, n);
     e->timeout_ns = timeout;
     PyObject_GC_Track(e);
     return (PyObject *)e;
 }
-
-/* ---- the asyncio waiter queue's hooks (slidewin/_waiters.py) ---------------------------- */
-
 
 /* ------------------------------------------------------------------------------------ */
 /* benchmark-only module functions (slidewin._core._noop, slidewin._core._try_acquire_nogil) */
@@ -415,7 +380,6 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
         Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
-
 
 /* update()'s swap, under the state's lock: the view's rule (the private one, or this
  * process's for a shared state) */

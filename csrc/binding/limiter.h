@@ -19,11 +19,6 @@ static inline const struct sw_view *limiter_view(LimiterObject *self)
 /** Wake threads (and, when shared, processes) waiting for a release. */
 void limiter_notify(LimiterObject *self);
 
-/** acquire() of a Limiter: with timeout_ns < 0 one decision, else the retry loop.
- * defer_wait: an admitted request's wait is not slept but left in *d for the caller.
- * @return 0 admitted (d: its decision), -1 with an exception set (BlockedError counted) */
-int limiter_acquire_d(LimiterObject *self, int64_t n, int64_t timeout_ns, unsigned flags,
-                      bool defer_wait, struct sw_decision *d);
 
 
 /* module-level private functions (benchmarks) */

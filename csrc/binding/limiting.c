@@ -19,8 +19,7 @@ PyObject *get_object_or_none(PyObject *self, void *at)
     PyObject *v = *(PyObject **)(void *)((char *)self + (size_t)at);
     if (v == NULL)
         v = Py_None;
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(v);
 }
 
 /* ---- repr ------------------------------------------------------------------------------ */
@@ -34,8 +33,7 @@ int repr_add(PyObject *parts, PyObject *part)
     return rc;
 }
 
-/* Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
-static int repr_add_float(PyObject *parts, const char *fmt, double v)
+int repr_add_float(PyObject *parts, const char *fmt, double v)
 {
     PyObject *num = float_repr(v);
     if (num == NULL)
@@ -383,25 +381,19 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
     return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
-/* Is `key` one of the layout keywords, which update() cannot change? */
-static int is_layout_key(PyObject *key, const char *const *layout)
+int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
+                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
+                   PyObject **layout_key)
 {
-    for (; *layout != NULL; layout++)
-        if (key_equals(key, *layout))
-            return 1;
-    return 0;
-}
-
-static int update_collect(const char *tname, PyObject *kwds, const char *const *settings,
-                   PyObject **vals, Py_ssize_t n_settings, const char *const *layout)
-{
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n_settings; i++)
         vals[i] = NULL;
-    if (kwds == NULL)
-        return 0;
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(kwds, &pos, &key, &value)) {
+    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value)) {
         Py_ssize_t i;
         for (i = 0; i < n_settings; i++)
             if (key_equals(key, settings[i]))
@@ -410,12 +402,11 @@ static int update_collect(const char *tname, PyObject *kwds, const char *const *
             vals[i] = value;
             continue;
         }
-        if (is_layout_key(key, layout)) {
-            PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of "
-                         "the %s's state (and of its shared region); make a new %s to change it",
-                         key, tname, tname);
-            return -1;
-        }
+        for (const char *const *l = layout; *l != NULL; l++)
+            if (key_equals(key, *l)) {
+                *layout_key = key;
+                return 1;
+            }
         PyErr_Format(PyExc_TypeError, "update() got an unexpected keyword argument %R", key);
         return -1;
     }
@@ -456,11 +447,13 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                  struct sw_limiter_cfg *cfg)
 {
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "update() takes keyword arguments only");
-        return -1;
-    }
-    if (update_collect(tname, kwds, settings, vals, n_settings, layout) < 0)
+    PyObject *key;
+    int rc = update_collect(args, kwds, settings, vals, n_settings, layout, &key);
+    if (rc > 0)
+        PyErr_Format(PyExc_ValueError, "update(): %U cannot change: it is the layout of the "
+                     "%s's state (and of its shared region); make a new %s to change it", key,
+                     tname, tname);
+    if (rc != 0)
         return -1;
     return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
                       vals[6], vals[7]);
@@ -470,13 +463,13 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
 
 const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
 
-PyObject *entry_started_as(atomic_int *state, int *hollow, int64_t *start_ns,
-                           PyObject *const *args, Py_ssize_t nargs)
+PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    AnyEntryObject *e = (AnyEntryObject *)self;
     int expected = ENTRY_ENTERING;
-    *hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    *start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERED)) {
+    e->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
+    e->start_ns = sw_time_ns();
+    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_ENTERED)) {
         PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
                      entry_state_names[expected & 3]);
         return NULL;
@@ -503,6 +496,18 @@ static PyObject *entry_layer_fn(PyObject *self, int exit)
         PyErr_SetString(PyExc_RuntimeError,
                         "async with an entry needs slidewin's Python layer (import slidewin)");
     return fn;
+}
+
+void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int))
+{
+    AnyEntryObject *e = (AnyEntryObject *)self;
+    int expected = ENTRY_ENTERED;
+    if (e->owner != NULL &&
+        atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
+        struct dealloc_wait dw;
+        dealloc_wait_begin(&dw);
+        (void)dealloc_wait_end(&dw, finish(self, 0, SW_OUT_NONE) == 0);
+    }
 }
 
 PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
@@ -545,6 +550,5 @@ PyObject *entry_get_limiter(PyObject *self, void *Py_UNUSED(c))
     PyObject *owner = ((AnyEntryObject *)self)->owner;
     if (owner == NULL)
         Py_RETURN_NONE; /* only after the GC broke a cycle */
-    Py_INCREF(owner);
-    return owner;
+    return Py_NewRef(owner);
 }

@@ -186,11 +186,20 @@ static bool ask_reap(void *ctx)
     return limiting_maybe_reap(((struct ask *)ctx)->self);
 }
 
-int limiting_acquire_wait(PyObject *self, PyObject *key, uint64_t fp, int64_t n,
-                          int64_t timeout_ns, unsigned flags, bool defer_wait,
-                          struct sw_decision *d)
+int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
+                     unsigned flags, bool defer_wait, struct sw_decision *d)
 {
     struct limiting_head *h = LIMITING(self);
+    if (timeout_ns < 0) {
+        if (GAVE_UP(h->ops->decide(self, fp, n, SW_NOW, flags | SW_F_RETRY, d)) &&
+            lock_gave_up() < 0)
+            return -1;
+        if (d->verdict != SW_PASS) {
+            limiting_raise_blocked(self, key, n, d);
+            return -1;
+        }
+        return defer_wait ? 0 : sleep_decision(d);
+    }
     bool conc = h->grade == SW_GRADE_CONCURRENCY;
     struct ask ask = {self, fp, n, flags};
     struct acquire_loop loop = {ask_decide, ask_reap, &ask,

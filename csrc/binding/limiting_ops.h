@@ -143,13 +143,14 @@ void limiting_dealloc(PyObject *self);
 void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
                             const struct sw_decision *d);
 
-/** acquire(timeout=): acquire_loop over ops->decide (of key, fingerprint fp), woken by
- * releases for a concurrency limit; refused at the end: one BLOCK counted (unless a lock
- * never came), BlockedError raised. @return 0 admitted (d its decision; its wait slept
- * unless defer_wait), -1 with an exception set */
-int limiting_acquire_wait(PyObject *self, PyObject *key, uint64_t fp, int64_t n,
-                          int64_t timeout_ns, unsigned flags, bool defer_wait,
-                          struct sw_decision *d);
+/** acquire() of n (of key, fingerprint fp; NULL and 0 for a Limiter): with timeout_ns < 0
+ * one decision (ops->decide, SW_NOW, flags | SW_F_RETRY); else acquire_loop over it, woken by
+ * releases for a concurrency limit, refused at the end: one BLOCK counted (unless a lock
+ * never came). A refusal raises BlockedError. defer_wait: an admitted request's wait is not
+ * slept but left in *d for the caller (an entry sleeps it itself).
+ * @return 0 admitted (d its decision), -1 with an exception set */
+int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
+                     unsigned flags, bool defer_wait, struct sw_decision *d);
 
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
@@ -203,15 +204,12 @@ PyObject *cfg_get_shadow(PyObject *self, void *unused);
         {"name", get_object_or_none, NULL, "The name (name=, else the shared region's name), " \
          "or None.", (void *)offsetof(LimitingObject, name)}
 #define LIMITING_METHODS                                                                       \
-    {"_decide", (PyCFunction)(void (*)(void))limiting_decide_m, METH_FASTCALL, NULL},          \
-        {"_count_block", (PyCFunction)(void (*)(void))limiting_count_block, METH_FASTCALL,     \
-         NULL},                                                                                \
-        {"_raise_blocked", (PyCFunction)(void (*)(void))limiting_raise_blocked_m,              \
-         METH_FASTCALL, NULL},                                                                 \
-        {"_set_waker", limiting_set_waker, METH_O, NULL},                                      \
-        {"_watch", limiting_watch, METH_O, NULL},                                              \
-        {"_release_wait", (PyCFunction)(void (*)(void))limiting_release_wait, METH_FASTCALL,   \
-         NULL},                                                                                \
-        {"_reap", limiting_reap_m, METH_NOARGS, NULL}
+    HIDDEN(_decide, limiting_decide_m, METH_FASTCALL),                                         \
+        HIDDEN(_count_block, limiting_count_block, METH_FASTCALL),                             \
+        HIDDEN(_raise_blocked, limiting_raise_blocked_m, METH_FASTCALL),                       \
+        HIDDEN(_set_waker, limiting_set_waker, METH_O),                                        \
+        HIDDEN(_watch, limiting_watch, METH_O),                                                \
+        HIDDEN(_release_wait, limiting_release_wait, METH_FASTCALL),                           \
+        HIDDEN(_reap, limiting_reap_m, METH_NOARGS)
 
 #endif /* SW_BINDING_LIMITING_OPS_H */

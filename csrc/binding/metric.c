@@ -78,12 +78,9 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
     Py_XINCREF(self->name);
     self->name_given = 0;
     self->weakreflist = NULL;
-    Py_INCREF(owner);
-    self->owner = owner;
-    Py_INCREF(st->default_names);
-    self->names = st->default_names;
-    Py_INCREF(st->default_map);
-    self->name_map = st->default_map;
+    self->owner = Py_NewRef(owner);
+    self->names = Py_NewRef(st->default_names);
+    self->name_map = Py_NewRef(st->default_map);
     self->st = st;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -590,15 +587,13 @@ static PyObject *Metric_repr(MetricObject *self)
 static PyObject *Metric_get_name(MetricObject *self, void *Py_UNUSED(c))
 {
     PyObject *v = self->name != NULL ? self->name : Py_None;
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(v);
 }
 
 static PyObject *Metric_get_shared(MetricObject *self, void *Py_UNUSED(c))
 {
     PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(v);
 }
 
 static PyObject *Metric_get_interval(MetricObject *self, void *Py_UNUSED(c))
@@ -615,8 +610,7 @@ static PyObject *Metric_get_window(MetricObject *self, void *Py_UNUSED(c))
 }
 static PyObject *Metric_get_events(MetricObject *self, void *Py_UNUSED(c))
 {
-    Py_INCREF(self->names);
-    return self->names;
+    return Py_NewRef(self->names);
 }
 
 static PyObject *Metric_get_consistency(MetricObject *self, void *Py_UNUSED(c))

@@ -104,8 +104,7 @@ static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t na
     module_state *st = (module_state *)PyModule_GetState(m);
     PyObject **slots[3] = {&st->aenter, &st->aexit, &st->breaker_tell};
     for (int i = 0; i < 3; i++) {
-        Py_INCREF(args[i]);
-        Py_XSETREF(*slots[i], args[i]);
+        Py_XSETREF(*slots[i], Py_NewRef(args[i]));
     }
     Py_RETURN_NONE;
 }

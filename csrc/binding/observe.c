@@ -46,8 +46,7 @@ static int name_parse(PyObject *o, PyObject **out)
         PyErr_Format(PyExc_ValueError, "name must be encodable as UTF-8, got %R", o);
         return -1;
     }
-    Py_INCREF(o);
-    *out = o;
+    *out = Py_NewRef(o);
     return 0;
 }
 
@@ -60,8 +59,7 @@ static PyObject *name_default(PyObject *o_shared, int mode, const char *path)
         if (s == NULL)
             return NULL;
         if (strchr(s, '/') == NULL) {
-            Py_INCREF(o_shared);
-            return o_shared;
+            return Py_NewRef(o_shared);
         }
     }
     const char *base = strrchr(path, '/');
@@ -277,8 +275,7 @@ static int region_window(const struct sw_region_read *r, PyObject **window, PyOb
         *bstate = breaker_state_names[r->brk_state];
     } else if (r->hdr.kind == SW_KIND_METRIC) {
         *window = metric_window(r);
-        Py_INCREF(Py_None);
-        *totals = Py_None;
+        *totals = Py_NewRef(Py_None);
     } else {
         *window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)s->pass, "block",
                                 (long long)s->block, "success", (long long)s->success,

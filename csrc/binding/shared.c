@@ -101,8 +101,7 @@ PyObject *shared_canonical(PyObject *shared, const char *path)
         if (strchr(s, '/') != NULL)
             return PyUnicode_DecodeFSDefault(path);
     }
-    Py_INCREF(shared);
-    return shared;
+    return Py_NewRef(shared);
 }
 
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay)
@@ -190,15 +189,10 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
                         "anonymous region (shared=True) has neither and goes with its processes");
         return NULL;
     }
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "unlink() takes a region's name or path (str), not %.100s",
-                     type_name_of(arg));
-        return NULL;
-    }
-    int mode = shared_resolve(arg, path, sizeof path);
+    int mode = PyUnicode_Check(arg) ? shared_resolve(arg, path, sizeof path) : 0;
     if (mode < 0)
         return NULL;
-    if (mode != 2) {
+    if (mode != 2) { /* not a str */
         PyErr_Format(PyExc_TypeError, "unlink() takes a region's name or path (str), not %.100s",
                      type_name_of(arg));
         return NULL;

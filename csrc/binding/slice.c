@@ -15,14 +15,20 @@
 
 typedef struct {
     PyObject_HEAD
+    PyObject *refill; /* first, as SliceRefs */
+    PyObject *slow;
     int64_t left;  /* permits in hand */
     int64_t end;   /* the slice is valid before this, ns on CLOCK_MONOTONIC (0: not here) */
     int64_t low;   /* the low-water mark: crossing it calls refill() */
     int64_t calls; /* decisions made here since the last harvest() */
     int64_t taken; /* permits taken here since the last harvest() */
-    PyObject *refill;
-    PyObject *slow;
 } LeaseSlice;
+
+/* What both types (LeaseSlice, KeyedSlices) begin with: their two references. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ref[2];
+} SliceRefs;
 
 #ifdef Py_GIL_DISABLED
 #define SLICE_LOCK(o) Py_BEGIN_CRITICAL_SECTION(o)
@@ -54,36 +60,32 @@ static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     LeaseSlice *self = (LeaseSlice *)alloc(tp, 0);
     if (self == NULL)
         return NULL;
-    Py_INCREF(refill);
-    Py_INCREF(slow);
-    self->refill = refill;
-    self->slow = slow;
+    self->refill = Py_NewRef(refill);
+    self->slow = Py_NewRef(slow);
     return (PyObject *)self;
 }
 
+/* both types' tp_traverse, tp_clear and tp_dealloc */
 static int slice_traverse(PyObject *o, visitproc visit, void *arg)
 {
-    LeaseSlice *self = (LeaseSlice *)o;
     Py_VISIT(Py_TYPE(o));
-    Py_VISIT(self->refill);
-    Py_VISIT(self->slow);
+    Py_VISIT(((SliceRefs *)o)->ref[0]);
+    Py_VISIT(((SliceRefs *)o)->ref[1]);
     return 0;
 }
 
 static int slice_clear(PyObject *o)
 {
-    LeaseSlice *self = (LeaseSlice *)o;
-    Py_CLEAR(self->refill);
-    Py_CLEAR(self->slow);
+    Py_CLEAR(((SliceRefs *)o)->ref[0]);
+    Py_CLEAR(((SliceRefs *)o)->ref[1]);
     return 0;
 }
 
-/* both types' tp_dealloc: their own tp_clear, then freed */
 static void slice_dealloc(PyObject *o)
 {
     PyTypeObject *tp = Py_TYPE(o);
     PyObject_GC_UnTrack(o);
-    ((inquiry)PyType_GetSlot(tp, Py_tp_clear))(o);
+    slice_clear(o);
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     tp_free(o);
     Py_DECREF(tp);
@@ -349,7 +351,7 @@ PyType_Spec LeaseSlice_spec = {"slidewin._core._LeaseSlice", sizeof(LeaseSlice),
  * TypeError, as the keyed limiter without lease says. */
 typedef struct {
     PyObject_HEAD
-    PyObject *slices; /* dict: key -> _LeaseSlice */
+    PyObject *slices; /* dict: key -> _LeaseSlice; first, as SliceRefs */
     PyObject *slow;
 } KeyedSlices;
 
@@ -372,26 +374,8 @@ static PyObject *keyed_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         Py_DECREF(self);
         return NULL;
     }
-    Py_INCREF(slow);
-    self->slow = slow;
+    self->slow = Py_NewRef(slow);
     return (PyObject *)self;
-}
-
-static int keyed_traverse(PyObject *o, visitproc visit, void *arg)
-{
-    KeyedSlices *self = (KeyedSlices *)o;
-    Py_VISIT(Py_TYPE(o));
-    Py_VISIT(self->slices);
-    Py_VISIT(self->slow);
-    return 0;
-}
-
-static int keyed_clear(PyObject *o)
-{
-    KeyedSlices *self = (KeyedSlices *)o;
-    Py_CLEAR(self->slices);
-    Py_CLEAR(self->slow);
-    return 0;
 }
 
 /* the key's slice (a new reference), or NULL (none; an error set if the lookup failed) */
@@ -430,8 +414,7 @@ static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
         if (sl != NULL) {
             PyObject *r;
             if (now_obj == NULL && slice_fast(sl, n)) {
-                Py_INCREF(Py_True);
-                r = Py_True;
+                r = Py_NewRef(Py_True);
             }
             else
                 r = slice_slow(sl, n_obj, n, now_obj);
@@ -501,8 +484,8 @@ static PyType_Slot keyed_slots[] = {
                 "(slidewin.redis lease=True), by key, decided on in C."},
     {Py_tp_new, keyed_new},
     {Py_tp_dealloc, slice_dealloc},
-    {Py_tp_traverse, keyed_traverse},
-    {Py_tp_clear, keyed_clear},
+    {Py_tp_traverse, slice_traverse},
+    {Py_tp_clear, slice_clear},
     {Py_tp_methods, keyed_methods},
     {Py_mp_length, keyed_len},
     {0, NULL}};
