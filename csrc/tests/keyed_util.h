@@ -5,6 +5,7 @@
 #ifndef SW_TEST_KEYED_UTIL_H
 #define SW_TEST_KEYED_UTIL_H
 
+#include "ktable.h"
 #include "limiter_util.h"
 #include "sw_keyed.h"
 #include "sw_proc.h"
@@ -66,11 +67,6 @@ static inline uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t 
 {
     unsigned __int128 base = (((unsigned __int128)h << 64) + st->cap - 1u) / st->cap;
     return (uint64_t)base + k;
-}
-
-static inline struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
-{
-    return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
 }
 
 /* A shared table's layout (interval 1000 ms, 2 samples, max_keys keys), and a view of the
