@@ -275,6 +275,30 @@ static void count_verdict(const struct sw_kview *v, bool pass, int64_t n, int64_
     }
 }
 
+/* What a decision of n for key fp reads of the rule: under the table's lock only
+ * (sw_keyed_set_rule swaps the rule under it). */
+struct kterms {
+    const struct sw_rule *r;
+    double limit, count; /* the key's override's, or the rule's */
+    bool conc, thr;
+    bool never; /* n can never pass: decided without taking an entry */
+};
+
+static struct kterms kterms_of(const struct sw_krule *rule, uint64_t fp, int64_t n)
+{
+    struct kterms k;
+    k.r = &rule->base;
+    k.limit = k.r->limit;
+    k.count = k.r->count;
+    if (rule->n_over > 0)
+        k.count = sw_krule_count(rule, fp, &k.limit);
+    k.conc = k.r->grade == SW_GRADE_CONCURRENCY;
+    k.thr = is_throttle(k.r);
+    k.never = k.conc ? (double)n > k.count
+                     : (k.count <= 0 || (!k.thr && (double)n > k.limit));
+    return k;
+}
+
 int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
                     unsigned flags, struct sw_decision *out)
 {
@@ -292,42 +316,35 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     refused(out);
     if (!lock_table_or_give_up(v))
         return SW_EBUSY;
-    /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
-    const struct sw_rule *r = &v->rule->base;
-    double limit = r->limit, count = r->count;
-    if (v->rule->n_over > 0)
-        count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    if (r->shadow)
+    struct kterms k = kterms_of(v->rule, fp, n);
+    if (k.r->shadow)
         flags |= SW_F_SHADOW;
     if (flags & SW_F_SHADOW)
         flags &= ~SW_F_NO_BLOCK;
-    /* requests that can never pass: decided without taking an entry */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     if (now_ns == SW_NOW)
-        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = k.thr ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
     int64_t t_ms = sw_ms_of_ns(now_ns);
     struct sw_leap *sec = sw_node_sec(node);
     int64_t tn = sw_leap_clamp(sec, t_ms);
-    uint32_t i = sw_kt_get_key(v, fp, now_ns, !(never && (conc || thr)));
+    uint32_t i = sw_kt_get_key(v, fp, now_ns, !(k.never && (k.conc || k.thr)));
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (e != NULL)
         e->last_use = (uint32_t)++st->tick;
-    if (never) {
+    if (k.never) {
         out->verdict = SW_NEVER;
-        if (e != NULL && !conc && !thr)
+        if (e != NULL && !k.conc && !k.thr)
             kwin_advance(st, e, kclamp(e, t_ms)); /* the clamp records the time, as ever */
     } else if (e == NULL) {
         /* the table is full of keys with requests in flight */
-    } else if (conc) {
-        if (sw_reject_fits(e->in_flight, n, count))
+    } else if (k.conc) {
+        if (sw_reject_fits(e->in_flight, n, k.count))
             out->verdict = SW_PASS;
-    } else if (thr) {
+    } else if (k.thr) {
         struct sw_throttle th;
         kthr_load(e, &th);
-        int64_t cost = sw_throttle_cost(count, n);
-        if (sw_throttle_reserve(&th, cost, now_ns, r->max_queue_ns, (flags & SW_F_TRY) != 0,
+        int64_t cost = sw_throttle_cost(k.count, n);
+        if (sw_throttle_reserve(&th, cost, now_ns, k.r->max_queue_ns, (flags & SW_F_TRY) != 0,
                                 &out->wait_ns, &out->retry_ns))
             out->verdict = SW_PASS;
         kthr_store(e, &th);
@@ -343,14 +360,14 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
             kwin_advance(st, e, t);
             slot = kslot(st, e->a);
         }
-        if (sw_reject_fits(ktotal(st, e), n, limit)) {
+        if (sw_reject_fits(ktotal(st, e), n, k.limit)) {
             out->verdict = SW_PASS;
             kwin_add(st, e, slot, n);
         } else if (flags & SW_F_RETRY) {
-            out->retry_ns = kwin_retry_ns(st, e, t, n, limit, now_ns);
+            out->retry_ns = kwin_retry_ns(st, e, t, n, k.limit, now_ns);
         }
     }
-    count_verdict(v, out->verdict == SW_PASS, n, tn, flags, conc, i, e);
+    count_verdict(v, out->verdict == SW_PASS, n, tn, flags, k.conc, i, e);
     unlock_table(v);
     if (flags & SW_F_SHADOW) {
         out->shadowed = out->verdict != SW_PASS;
@@ -630,51 +647,45 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
     v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
-    const struct sw_rule *r = &v->rule->base;
-    double limit = r->limit, count = r->count;
-    if (v->rule->n_over > 0)
-        count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    if (r->shadow)
-        flags |= SW_F_SHADOW;
-    /* (a shadow keeps SW_F_NO_BLOCK here, as sw_plan_locked) */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
+    struct kterms k = kterms_of(v->rule, fp, n);
+    if (k.r->shadow)
+        flags |= SW_F_SHADOW; /* (a shadow keeps SW_F_NO_BLOCK here, as sw_plan_locked) */
     if (now_ns == SW_NOW)
-        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = k.thr ? sw_time_ns() : sw_time_coarse_ns();
     struct sw_decision *out = &p->d;
     refused(out);
     out->now_ns = now_ns;
     p->fp = fp;
     p->n = n;
     p->flags = flags;
-    p->conc = conc;
+    p->conc = k.conc;
     p->has_thr = 0;
     p->t_ms = sw_ms_of_ns(now_ns);
     p->tn = sw_leap_clamp(sw_node_sec(node), p->t_ms);
     uint32_t i = lookup(st, fp);
     p->entry = i;
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
-    if (never) {
+    if (k.never) {
         out->verdict = SW_NEVER;
     } else if (e == NULL) {
         /* a new key starts empty (its window, its throttle, nothing in flight): it passes
          * when it can be held (a throttle's first request at once) */
         if (sw_kt_can_insert(st, fp)) {
             out->verdict = SW_PASS;
-            if (thr) {
+            if (k.thr) {
                 sw_throttle_init(&p->thr);
                 int64_t w, rt;
-                (void)sw_throttle_reserve(&p->thr, sw_throttle_cost(count, n), now_ns,
-                                          r->max_queue_ns, true, &w, &rt);
+                (void)sw_throttle_reserve(&p->thr, sw_throttle_cost(k.count, n), now_ns,
+                                          k.r->max_queue_ns, true, &w, &rt);
                 p->has_thr = 1;
             }
         }
-    } else if (conc) {
-        if (sw_reject_fits(e->in_flight, n, count))
+    } else if (k.conc) {
+        if (sw_reject_fits(e->in_flight, n, k.count))
             out->verdict = SW_PASS;
-    } else if (thr) {
+    } else if (k.thr) {
         kthr_load(e, &p->thr);
-        if (sw_throttle_reserve(&p->thr, sw_throttle_cost(count, n), now_ns, r->max_queue_ns,
+        if (sw_throttle_reserve(&p->thr, sw_throttle_cost(k.count, n), now_ns, k.r->max_queue_ns,
                                 (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
             out->verdict = SW_PASS;
             p->has_thr = 1;
@@ -683,10 +694,10 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
         /* the key's window rolls to t (the buckets sliding out leave: no count changes) */
         int64_t t = kclamp(e, p->t_ms);
         kwin_advance(st, e, t);
-        if (sw_reject_fits(ktotal(st, e), n, limit)) {
+        if (sw_reject_fits(ktotal(st, e), n, k.limit)) {
             out->verdict = SW_PASS;
         } else if (flags & SW_F_RETRY) {
-            out->retry_ns = kwin_retry_ns(st, e, t, n, limit, now_ns);
+            out->retry_ns = kwin_retry_ns(st, e, t, n, k.limit, now_ns);
         }
     }
     return SW_OK;
