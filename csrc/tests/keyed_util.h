@@ -69,6 +69,13 @@ static inline uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t 
     return (uint64_t)base + k;
 }
 
+/* A keyed rule of cfg_of(grade, SW_REJECT, count) (checked). */
+static inline void krule_of(struct sw_krule *rule, int grade, double count)
+{
+    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
+    CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
+}
+
 /* A shared table's layout (interval 1000 ms, 2 samples, max_keys keys), and a view of the
  * table in a region (a slot claimed for this process). */
 static inline struct sw_shm_layout kshm_layout(uint32_t max_keys)

@@ -160,9 +160,8 @@ static struct sw_kstate *kshared_new(uint32_t max_keys, size_t *size)
 
 static void test_kill_anywhere(void)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_CONCURRENCY, 5);
     struct sw_decision d;
     long bad = 0, steps = 0;
     /* 1. a new key takes a free mark that a key held in flight lies behind */
@@ -191,9 +190,8 @@ static void test_kill_anywhere(void)
     /* 2. random small tables, keys crowded on a few homes: each step of a decision (a take,
      * an eviction freeing a victim off the path, emptying marks, the sweep) */
     uint64_t seed = 4242;
-    struct sw_limiter_cfg qcfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 5);
     struct sw_krule qrule;
-    CHECK_EQ(sw_krule_init(&qrule, &qcfg), SW_OK);
+    krule_of(&qrule, SW_GRADE_QPS, 5);
     for (int round = 0; round < 48; round++) {
         /* a concurrency table (keys held in flight never move) and a QPS table (every key
          * idle: moved by evictions and sweeps, its window counts must go with it) */
@@ -232,8 +230,7 @@ static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_
 {
     *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
-    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
-    CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
+    krule_of(rule, grade, count);
 }
 
 static void test_shared(void)
@@ -516,9 +513,8 @@ static void test_reinit_without_random(void)
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_QPS, 10);
     struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1, NULL}; /* holds no slot */
     struct sw_decision d;
     for (int64_t key = 0; key < 3; key++)

@@ -54,9 +54,8 @@ static void test_stripes_layout(void)
     CHECK_EQ(st->n_stripes, 16u);
     CHECK_EQ(st->stride % 64u, 0u);
     CHECK_EQ(st->max_total, KMAX);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_QPS, 1000);
     struct sw_kview v;
     kshm_view(&s, &rule, &v);
     struct sw_decision d;
@@ -138,9 +137,8 @@ static void test_stripes_hammer(void)
     struct sw_shm s;
     struct sw_shm_layout lay;
     ks_open(&s, &lay, KMAX);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, HAMMER_LIMIT);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_QPS, HAMMER_LIMIT);
     int pipes[HAMMER_PROCS][2];
     pid_t kids[HAMMER_PROCS];
     for (int p = 0; p < HAMMER_PROCS; p++) {
@@ -228,9 +226,8 @@ static void test_stripes_kill(void)
         struct sw_shm s;
         struct sw_shm_layout lay;
         ks_open(&s, &lay, KMAX);
-        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
         struct sw_krule rule;
-        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        krule_of(&rule, SW_GRADE_CONCURRENCY, 3);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;
@@ -291,9 +288,8 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         struct sw_shm s;
         struct sw_shm_layout lay;
         ks_open(&s, &lay, KMAX);
-        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
         struct sw_krule rule;
-        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        krule_of(&rule, SW_GRADE_QPS, 1000);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;
