@@ -223,16 +223,6 @@ static void test_kill_anywhere(void)
 }
 
 
-/* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
- * rule (checked). */
-static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_krule *rule,
-                         uint32_t max_keys, int grade, double count)
-{
-    *lay = kshm_layout(max_keys);
-    shm_anon(s, lay);
-    krule_of(rule, grade, count);
-}
-
 static void test_shared(void)
 {
     struct sw_shm_layout lay;

@@ -18,12 +18,6 @@
 
 #define KMAX 4096u /* keys of the tables here: 16 stripes */
 
-static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
-{
-    *lay = kshm_layout(max_keys);
-    shm_anon(s, lay);
-}
-
 /* A fingerprint of stripe `stripe` (its low bits), k-th of that stripe. */
 static uint64_t fp_in(uint32_t stripe, uint64_t k)
 {
@@ -49,13 +43,12 @@ static void test_stripes_layout(void)
     CHECK_EQ(sw_keyed_size(1000, 2, 100, true) > 0, 1);
     struct sw_shm s;
     struct sw_shm_layout lay;
-    ks_open(&s, &lay, KMAX);
+    struct sw_krule rule;
+    kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, 1000);
     struct sw_kstate *st = s.state;
     CHECK_EQ(st->n_stripes, 16u);
     CHECK_EQ(st->stride % 64u, 0u);
     CHECK_EQ(st->max_total, KMAX);
-    struct sw_krule rule;
-    krule_of(&rule, SW_GRADE_QPS, 1000);
     struct sw_kview v;
     kshm_view(&s, &rule, &v);
     struct sw_decision d;
@@ -83,7 +76,7 @@ static void test_stripes_layout(void)
     CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
     /* a small shared table keeps one stripe (exact LRU over all its keys) */
-    ks_open(&s, &lay, 300);
+    kregion_open(&s, &lay, &rule, 300, SW_GRADE_QPS, 1000);
     CHECK_EQ(((struct sw_kstate *)s.state)->n_stripes, 1u);
     sw_shm_close(&s);
 }
@@ -136,9 +129,8 @@ static void test_stripes_hammer(void)
 {
     struct sw_shm s;
     struct sw_shm_layout lay;
-    ks_open(&s, &lay, KMAX);
     struct sw_krule rule;
-    krule_of(&rule, SW_GRADE_QPS, HAMMER_LIMIT);
+    kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, HAMMER_LIMIT);
     int pipes[HAMMER_PROCS][2];
     pid_t kids[HAMMER_PROCS];
     for (int p = 0; p < HAMMER_PROCS; p++) {
@@ -225,9 +217,8 @@ static void test_stripes_kill(void)
     for (int round = 0; round < 3; round++) {
         struct sw_shm s;
         struct sw_shm_layout lay;
-        ks_open(&s, &lay, KMAX);
         struct sw_krule rule;
-        krule_of(&rule, SW_GRADE_CONCURRENCY, 3);
+        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_CONCURRENCY, 3);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;
@@ -287,9 +278,8 @@ static void test_stripes_hot_counts_survive_a_kill(void)
     for (int round = 0; round < 2; round++) {
         struct sw_shm s;
         struct sw_shm_layout lay;
-        ks_open(&s, &lay, KMAX);
         struct sw_krule rule;
-        krule_of(&rule, SW_GRADE_QPS, 1000);
+        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, 1000);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;
