@@ -756,20 +756,14 @@ int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         struct sw_kentry *e = entry_at(st, i);
         e->last_use = (uint32_t)++st->tick;
         if (thr) {
-            if (!(e->flags & SW_KE_PACING)) {
-                e->flags = SW_KE_PACING;
-                e->a = 0;
+            struct sw_throttle th;
+            kthr_load(e, &th);
+            if (count > 0) { /* the queue moves by the cost of n, as for n admitted now */
+                int64_t w, rt;
+                (void)sw_throttle_reserve(&th, sw_throttle_cost(count, n), now_ns, INT64_MAX,
+                                          false, &w, &rt);
             }
-            if (count > 0 && !(e->flags & SW_KE_SATURATED)) {
-                int64_t cost = sw_throttle_cost(count, n);
-                if (!(e->flags & SW_KE_HAS_LAST) || sw_sat_sub(now_ns, e->a) >= cost) {
-                    e->a = now_ns;
-                    e->flags = SW_KE_PACING | SW_KE_HAS_LAST;
-                } else if (__builtin_add_overflow(e->a, cost, &e->a)) {
-                    e->a = INT64_MAX;
-                    e->flags |= SW_KE_SATURATED;
-                }
-            }
+            kthr_store(e, &th);
         } else {
             kwin_advance(st, e, kclamp(e, t_ms));
             kwin_add(st, e, kslot(st, e->a), n);
