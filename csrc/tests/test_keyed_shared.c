@@ -464,6 +464,21 @@ static int no_random(uint64_t *out)
     return SW_EOS; /* as getrandom(2) and /dev/urandom both failing (a seccomp filter) */
 }
 
+/* An attach of path that finds no random source: it fails, naming the cause (checked). */
+static void open_fails_without_random(const char *path, const struct sw_shm_layout *lay)
+{
+    struct sw_shm b;
+    struct sw_shm_error err;
+    sw_test_random_seed = no_random;
+    int rc = sw_shm_open(&b, path, lay, &err);
+    sw_test_random_seed = NULL;
+    CHECK_EQ(rc, SW_EOS);
+    CHECK(strstr(err.msg, "random") != NULL);
+    CHECK(strstr(err.msg, "out of memory") == NULL);
+    if (rc == SW_OK)
+        sw_shm_close(&b);
+}
+
 /* A region left by another PID namespace, taken over by an attach that finds no random
  * source: the attach fails naming the cause. Before: "cannot take over ...: out of memory". */
 static void test_takeover_without_random(void)
@@ -477,14 +492,7 @@ static void test_takeover_without_random(void)
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
     a.hdr->pidns_ino ^= UINT64_C(0x5a5a5a); /* made in another PID namespace */
     sw_shm_close(&a);                       /* nobody maps it now: it is taken over */
-    sw_test_random_seed = no_random;
-    int rc = sw_shm_open(&b, path, &lay, &err);
-    sw_test_random_seed = NULL;
-    CHECK_EQ(rc, SW_EOS);
-    CHECK(strstr(err.msg, "random") != NULL);
-    CHECK(strstr(err.msg, "out of memory") == NULL);
-    if (rc == SW_OK)
-        sw_shm_close(&b);
+    open_fails_without_random(path, &lay);
     CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK); /* with a random source, it is */
     sw_shm_close(&b);
     unlink(path);
@@ -513,13 +521,7 @@ static void test_reinit_without_random(void)
     uint64_t seed = st->seed;
     memset(a.hdr->boot_id, 0, sizeof a.hdr->boot_id);
     snprintf(a.hdr->boot_id, sizeof a.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
-    sw_test_random_seed = no_random;
-    int rc = sw_shm_open(&b, path, &lay, &err);
-    sw_test_random_seed = NULL;
-    CHECK_EQ(rc, SW_EOS);
-    CHECK(strstr(err.msg, "random") != NULL);
-    if (rc == SW_OK)
-        sw_shm_close(&b);
+    open_fails_without_random(path, &lay);
     CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") == 0);
     CHECK_EQ(st->n_live, 3u); /* untouched */
     CHECK_EQ(st->seed, seed);
