@@ -155,9 +155,46 @@ static void kwin_advance(struct sw_kstate *st, struct sw_kentry *e, int64_t t)
     e->a = cur;
 }
 
-/* sw_reject_retry_ms over a key's window (already rolled to t): the same formula. */
-static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry *e, int64_t t,
-                             int64_t n, double limit)
+/* n counted in the key's window, in bucket `slot` (and in its total, when kept). */
+static void kwin_add(struct sw_kstate *st, struct sw_kentry *e, uint32_t slot, int64_t n)
+{
+    e->counts[slot] = sw_sat_add(e->counts[slot], n);
+    if (sw_test_in_critical != NULL)
+        sw_test_in_critical();
+    if (keeps_total(st->sample_count))
+        e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+}
+
+/* A key's throttle: its state in entry e (a fresh one unless the entry paces). */
+static void kthr_load(const struct sw_kentry *e, struct sw_throttle *th)
+{
+    sw_throttle_init(th);
+    if (e->flags & SW_KE_PACING) {
+        th->last_ns = e->a;
+        th->has_last = (e->flags & SW_KE_HAS_LAST) ? 1u : 0u;
+        th->saturated = (e->flags & SW_KE_SATURATED) ? 1u : 0u;
+    }
+}
+
+/* The throttle's state kept in entry e, which paces from now on. */
+static void kthr_store(struct sw_kentry *e, const struct sw_throttle *th)
+{
+    e->a = th->last_ns;
+    e->flags = SW_KE_PACING | (th->has_last ? SW_KE_HAS_LAST : 0u) |
+               (th->saturated ? SW_KE_SATURATED : 0u);
+}
+
+/* ns from now_ns until ms time `at_ms`, never negative (as sw_limiter.c) */
+static int64_t ns_until(int64_t at_ms, int64_t now_ns)
+{
+    int64_t d = sw_sat_sub(sw_sat_mul(at_ms, INT64_C(1000000)), now_ns < 0 ? 0 : now_ns);
+    return d < 0 ? 0 : d;
+}
+
+/* sw_reject_retry_ms over a key's window (already rolled to t, the ms of now_ns): the same
+ * formula, as ns from now_ns (-1: never). */
+static int64_t kwin_retry_ns(const struct sw_kstate *st, const struct sw_kentry *e, int64_t t,
+                             int64_t n, double limit, int64_t now_ns)
 {
     if ((double)n > limit)
         return -1;
@@ -168,7 +205,7 @@ static int64_t kwin_retry_ms(const struct sw_kstate *st, const struct sw_kentry 
             gone = sw_sat_add(gone, e->counts[kslot(st, start)]);
         if (sw_reject_fits(sw_sat_sub(total, gone), n, limit)) {
             int64_t at = sw_sat_sub(sw_sat_add(start, st->interval_ms), t);
-            return at < 0 ? 0 : at;
+            return ns_until(sw_sat_add(t, at < 0 ? 0 : at), now_ns);
         }
     }
     return -1;
@@ -206,14 +243,61 @@ double sw_krule_count(const struct sw_krule *r, uint64_t fp, double *limit)
     return r->base.count;
 }
 
-/* ns from now_ns until ms time `at_ms`, never negative (as sw_limiter.c) */
-static int64_t ns_until(int64_t at_ms, int64_t now_ns)
+/* ---- decisions ---------------------------------------------------------------------------- */
+
+/* A refusal with no wait and no retry time, until decided otherwise. */
+static void refused(struct sw_decision *out)
 {
-    int64_t d = sw_sat_sub(sw_sat_mul(at_ms, INT64_C(1000000)), now_ns < 0 ? 0 : now_ns);
-    return d < 0 ? 0 : d;
+    out->verdict = SW_BLOCK;
+    out->occupied = 0;
+    out->wait_ns = 0;
+    out->retry_ns = -1;
+    out->shadowed = 0;
 }
 
-/* ---- decisions ---------------------------------------------------------------------------- */
+/* A decision of n for key fp (entry e, number i, or NULL) counted in the table: a pass, with
+ * the key's requests in flight for a concurrency rule or an entry; a refusal unless
+ * SW_F_NO_BLOCK (a shadow rule's too). */
+static void count_verdict(const struct sw_kview *v, bool pass, int64_t n, int64_t tn,
+                          unsigned flags, bool conc, uint32_t i, struct sw_kentry *e)
+{
+    struct sw_kstate *st = v->st;
+    if (pass) {
+        sw_kt_node_add(st, SW_EV_PASS, n, tn);
+        if (e != NULL && (conc || (flags & SW_F_ENTRY)))
+            sw_kt_add_in_flight(v, i, e, n);
+    } else if (!(flags & SW_F_NO_BLOCK)) {
+        sw_kt_node_add(st, SW_EV_BLOCK, n, tn);
+        if (flags & SW_F_SHADOW) {
+            struct sw_node *node = sw_keyed_node(st);
+            node->shadow_block = sw_sat_add(node->shadow_block, n);
+        }
+    }
+}
+
+/* What a decision of n for key fp reads of the rule: under the table's lock only
+ * (sw_keyed_set_rule swaps the rule under it). */
+struct kterms {
+    const struct sw_rule *r;
+    double limit, count; /* the key's override's, or the rule's */
+    bool conc, thr;
+    bool never; /* n can never pass: decided without taking an entry */
+};
+
+static struct kterms kterms_of(const struct sw_krule *rule, uint64_t fp, int64_t n)
+{
+    struct kterms k;
+    k.r = &rule->base;
+    k.limit = k.r->limit;
+    k.count = k.r->count;
+    if (rule->n_over > 0)
+        k.count = sw_krule_count(rule, fp, &k.limit);
+    k.conc = k.r->grade == SW_GRADE_CONCURRENCY;
+    k.thr = is_throttle(k.r);
+    k.never = k.conc ? (double)n > k.count
+                     : (k.count <= 0 || (!k.thr && (double)n > k.limit));
+    return k;
+}
 
 int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns,
                     unsigned flags, struct sw_decision *out)
@@ -229,60 +313,41 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
     const char *home = (const char *)entry_at(st, home_of(st, fp));
     __builtin_prefetch(home, 1, 3);
     __builtin_prefetch(home + 64, 1, 3);
-    out->verdict = SW_BLOCK;
-    out->occupied = 0;
-    out->wait_ns = 0;
-    out->retry_ns = -1;
-    out->shadowed = 0;
+    refused(out);
     if (!lock_table_or_give_up(v))
         return SW_EBUSY;
-    /* the settings are read under the lock only (sw_keyed_set_rule swaps them under it) */
-    const struct sw_rule *r = &v->rule->base;
-    double limit = r->limit, count = r->count;
-    if (v->rule->n_over > 0)
-        count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    if (r->shadow)
+    struct kterms k = kterms_of(v->rule, fp, n);
+    if (k.r->shadow)
         flags |= SW_F_SHADOW;
     if (flags & SW_F_SHADOW)
         flags &= ~SW_F_NO_BLOCK;
-    /* requests that can never pass: decided without taking an entry */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
     if (now_ns == SW_NOW)
-        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = k.thr ? sw_time_ns() : sw_time_coarse_ns();
     out->now_ns = now_ns;
     int64_t t_ms = sw_ms_of_ns(now_ns);
     struct sw_leap *sec = sw_node_sec(node);
     int64_t tn = sw_leap_clamp(sec, t_ms);
-    uint32_t i = sw_kt_get_key(v, fp, now_ns, !(never && (conc || thr)));
+    uint32_t i = sw_kt_get_key(v, fp, now_ns, !(k.never && (k.conc || k.thr)));
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
     if (e != NULL)
         e->last_use = (uint32_t)++st->tick;
-    if (never) {
+    if (k.never) {
         out->verdict = SW_NEVER;
-        if (e != NULL && !conc && !thr)
+        if (e != NULL && !k.conc && !k.thr)
             kwin_advance(st, e, kclamp(e, t_ms)); /* the clamp records the time, as ever */
     } else if (e == NULL) {
         /* the table is full of keys with requests in flight */
-    } else if (conc) {
-        if (sw_reject_fits(e->in_flight, n, count))
+    } else if (k.conc) {
+        if (sw_reject_fits(e->in_flight, n, k.count))
             out->verdict = SW_PASS;
-    } else if (thr) {
-        if (!(e->flags & SW_KE_PACING)) {
-            e->flags = SW_KE_PACING;
-            e->a = 0;
-        }
+    } else if (k.thr) {
         struct sw_throttle th;
-        th.last_ns = e->a;
-        th.has_last = (e->flags & SW_KE_HAS_LAST) ? 1u : 0u;
-        th.saturated = (e->flags & SW_KE_SATURATED) ? 1u : 0u;
-        int64_t cost = sw_throttle_cost(count, n);
-        if (sw_throttle_reserve(&th, cost, now_ns, r->max_queue_ns, (flags & SW_F_TRY) != 0,
+        kthr_load(e, &th);
+        int64_t cost = sw_throttle_cost(k.count, n);
+        if (sw_throttle_reserve(&th, cost, now_ns, k.r->max_queue_ns, (flags & SW_F_TRY) != 0,
                                 &out->wait_ns, &out->retry_ns))
             out->verdict = SW_PASS;
-        e->a = th.last_ns;
-        e->flags = SW_KE_PACING | (th.has_last ? SW_KE_HAS_LAST : 0u) |
-                   (th.saturated ? SW_KE_SATURATED : 0u);
+        kthr_store(e, &th);
     } else {
         int64_t t = kclamp(e, t_ms);
         uint32_t slot;
@@ -295,27 +360,14 @@ int sw_keyed_decide(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
             kwin_advance(st, e, t);
             slot = kslot(st, e->a);
         }
-        if (sw_reject_fits(ktotal(st, e), n, limit)) {
+        if (sw_reject_fits(ktotal(st, e), n, k.limit)) {
             out->verdict = SW_PASS;
-            e->counts[slot] = sw_sat_add(e->counts[slot], n);
-            if (sw_test_in_critical != NULL)
-                sw_test_in_critical();
-            if (keeps_total(st->sample_count))
-                e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+            kwin_add(st, e, slot, n);
         } else if (flags & SW_F_RETRY) {
-            int64_t ms = kwin_retry_ms(st, e, t, n, limit);
-            out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
+            out->retry_ns = kwin_retry_ns(st, e, t, n, k.limit, now_ns);
         }
     }
-    if (out->verdict == SW_PASS) {
-        sw_kt_node_add(st, SW_EV_PASS, n, tn);
-        if (conc || (flags & SW_F_ENTRY))
-            sw_kt_add_in_flight(v, i, e, n);
-    } else if (!(flags & SW_F_NO_BLOCK)) {
-        sw_kt_node_add(st, SW_EV_BLOCK, n, tn);
-        if (flags & SW_F_SHADOW)
-            node->shadow_block = sw_sat_add(node->shadow_block, n);
-    }
+    count_verdict(v, out->verdict == SW_PASS, n, tn, flags, k.conc, i, e);
     unlock_table(v);
     if (flags & SW_F_SHADOW) {
         out->shadowed = out->verdict != SW_PASS;
@@ -595,61 +647,45 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
     v = key_view(v, fp, &kbuf);
     struct sw_kstate *st = v->st;
     struct sw_node *node = sw_keyed_node(st);
-    const struct sw_rule *r = &v->rule->base;
-    double limit = r->limit, count = r->count;
-    if (v->rule->n_over > 0)
-        count = sw_krule_count(v->rule, fp, &limit);
-    bool conc = r->grade == SW_GRADE_CONCURRENCY, thr = is_throttle(r);
-    if (r->shadow)
-        flags |= SW_F_SHADOW;
-    /* (a shadow keeps SW_F_NO_BLOCK here, as sw_plan_locked) */
-    bool never = conc ? (double)n > count : (count <= 0 || (!thr && (double)n > limit));
+    struct kterms k = kterms_of(v->rule, fp, n);
+    if (k.r->shadow)
+        flags |= SW_F_SHADOW; /* (a shadow keeps SW_F_NO_BLOCK here, as sw_plan_locked) */
     if (now_ns == SW_NOW)
-        now_ns = thr ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = k.thr ? sw_time_ns() : sw_time_coarse_ns();
     struct sw_decision *out = &p->d;
-    out->verdict = SW_BLOCK;
-    out->occupied = 0;
-    out->wait_ns = 0;
-    out->retry_ns = -1;
+    refused(out);
     out->now_ns = now_ns;
-    out->shadowed = 0;
     p->fp = fp;
     p->n = n;
     p->flags = flags;
-    p->conc = conc;
+    p->conc = k.conc;
     p->has_thr = 0;
     p->t_ms = sw_ms_of_ns(now_ns);
     p->tn = sw_leap_clamp(sw_node_sec(node), p->t_ms);
     uint32_t i = lookup(st, fp);
     p->entry = i;
     struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
-    if (never) {
+    if (k.never) {
         out->verdict = SW_NEVER;
     } else if (e == NULL) {
         /* a new key starts empty (its window, its throttle, nothing in flight): it passes
          * when it can be held (a throttle's first request at once) */
         if (sw_kt_can_insert(st, fp)) {
             out->verdict = SW_PASS;
-            if (thr) {
+            if (k.thr) {
                 sw_throttle_init(&p->thr);
                 int64_t w, rt;
-                (void)sw_throttle_reserve(&p->thr, sw_throttle_cost(count, n), now_ns,
-                                          r->max_queue_ns, true, &w, &rt);
+                (void)sw_throttle_reserve(&p->thr, sw_throttle_cost(k.count, n), now_ns,
+                                          k.r->max_queue_ns, true, &w, &rt);
                 p->has_thr = 1;
             }
         }
-    } else if (conc) {
-        if (sw_reject_fits(e->in_flight, n, count))
+    } else if (k.conc) {
+        if (sw_reject_fits(e->in_flight, n, k.count))
             out->verdict = SW_PASS;
-    } else if (thr) {
-        struct sw_throttle *th = &p->thr;
-        sw_throttle_init(th);
-        if (e->flags & SW_KE_PACING) {
-            th->last_ns = e->a;
-            th->has_last = (e->flags & SW_KE_HAS_LAST) ? 1u : 0u;
-            th->saturated = (e->flags & SW_KE_SATURATED) ? 1u : 0u;
-        }
-        if (sw_throttle_reserve(th, sw_throttle_cost(count, n), now_ns, r->max_queue_ns,
+    } else if (k.thr) {
+        kthr_load(e, &p->thr);
+        if (sw_throttle_reserve(&p->thr, sw_throttle_cost(k.count, n), now_ns, k.r->max_queue_ns,
                                 (flags & SW_F_TRY) != 0, &out->wait_ns, &out->retry_ns)) {
             out->verdict = SW_PASS;
             p->has_thr = 1;
@@ -658,11 +694,10 @@ int sw_keyed_plan_locked(const struct sw_kview *v, uint64_t fp, int64_t n, int64
         /* the key's window rolls to t (the buckets sliding out leave: no count changes) */
         int64_t t = kclamp(e, p->t_ms);
         kwin_advance(st, e, t);
-        if (sw_reject_fits(ktotal(st, e), n, limit)) {
+        if (sw_reject_fits(ktotal(st, e), n, k.limit)) {
             out->verdict = SW_PASS;
         } else if (flags & SW_F_RETRY) {
-            int64_t ms = kwin_retry_ms(st, e, t, n, limit);
-            out->retry_ns = ms < 0 ? -1 : ns_until(sw_sat_add(t, ms), now_ns);
+            out->retry_ns = kwin_retry_ns(st, e, t, n, k.limit, now_ns);
         }
     }
     return SW_OK;
@@ -673,40 +708,27 @@ void sw_keyed_plan_end_locked(const struct sw_kview *v, const struct sw_kplan *p
     struct sw_kview kbuf;
     v = key_view(v, p->fp, &kbuf);
     struct sw_kstate *st = v->st;
-    struct sw_node *node = sw_keyed_node(st);
     int64_t n = p->n;
-    if (p->d.verdict == SW_PASS) {
+    bool pass = p->d.verdict == SW_PASS;
+    uint32_t i = p->entry;
+    struct sw_kentry *e = NULL;
+    if (pass) {
         if (!commit)
             return;
-        uint32_t i = p->entry;
         if (i == UINT32_MAX)
             i = sw_kt_get_key(v, p->fp, p->d.now_ns, true); /* can_insert said it can */
-        struct sw_kentry *e = i != UINT32_MAX ? entry_at(st, i) : NULL;
+        e = i != UINT32_MAX ? entry_at(st, i) : NULL;
         if (e != NULL) {
             e->last_use = (uint32_t)++st->tick;
             if (p->has_thr) {
-                e->a = p->thr.last_ns;
-                e->flags = SW_KE_PACING | (p->thr.has_last ? SW_KE_HAS_LAST : 0u) |
-                           (p->thr.saturated ? SW_KE_SATURATED : 0u);
+                kthr_store(e, &p->thr);
             } else if (!p->conc) {
-                int64_t t = kclamp(e, p->t_ms);
-                kwin_advance(st, e, t);
-                uint32_t slot = kslot(st, e->a);
-                e->counts[slot] = sw_sat_add(e->counts[slot], n);
-                if (sw_test_in_critical != NULL)
-                    sw_test_in_critical();
-                if (keeps_total(st->sample_count))
-                    e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+                kwin_advance(st, e, kclamp(e, p->t_ms));
+                kwin_add(st, e, kslot(st, e->a), n);
             }
         }
-        sw_kt_node_add(st, SW_EV_PASS, n, p->tn);
-        if (e != NULL && (p->conc || (p->flags & SW_F_ENTRY)))
-            sw_kt_add_in_flight(v, i, e, n);
-    } else if (!(p->flags & SW_F_NO_BLOCK)) {
-        sw_kt_node_add(st, SW_EV_BLOCK, n, p->tn);
-        if (p->flags & SW_F_SHADOW)
-            node->shadow_block = sw_sat_add(node->shadow_block, n);
     }
+    count_verdict(v, pass, n, p->tn, p->flags, p->conc, i, e);
 }
 
 int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t now_ns)
@@ -734,29 +756,17 @@ int sw_keyed_charge(const struct sw_kview *v, uint64_t fp, int64_t n, int64_t no
         struct sw_kentry *e = entry_at(st, i);
         e->last_use = (uint32_t)++st->tick;
         if (thr) {
-            if (!(e->flags & SW_KE_PACING)) {
-                e->flags = SW_KE_PACING;
-                e->a = 0;
+            struct sw_throttle th;
+            kthr_load(e, &th);
+            if (count > 0) { /* the queue moves by the cost of n, as for n admitted now */
+                int64_t w, rt;
+                (void)sw_throttle_reserve(&th, sw_throttle_cost(count, n), now_ns, INT64_MAX,
+                                          false, &w, &rt);
             }
-            if (count > 0 && !(e->flags & SW_KE_SATURATED)) {
-                int64_t cost = sw_throttle_cost(count, n);
-                if (!(e->flags & SW_KE_HAS_LAST) || sw_sat_sub(now_ns, e->a) >= cost) {
-                    e->a = now_ns;
-                    e->flags = SW_KE_PACING | SW_KE_HAS_LAST;
-                } else if (__builtin_add_overflow(e->a, cost, &e->a)) {
-                    e->a = INT64_MAX;
-                    e->flags |= SW_KE_SATURATED;
-                }
-            }
+            kthr_store(e, &th);
         } else {
-            int64_t t = kclamp(e, t_ms);
-            kwin_advance(st, e, t);
-            uint32_t slot = kslot(st, e->a);
-            e->counts[slot] = sw_sat_add(e->counts[slot], n);
-            if (sw_test_in_critical != NULL)
-                sw_test_in_critical();
-            if (keeps_total(st->sample_count))
-                e->counts[st->sample_count] = sw_sat_add(e->counts[st->sample_count], n);
+            kwin_advance(st, e, kclamp(e, t_ms));
+            kwin_add(st, e, kslot(st, e->a), n);
         }
     }
     sw_kt_node_add(st, SW_EV_PASS, n, tn);

@@ -214,6 +214,24 @@ static bool kidle(const struct sw_kview *v, const struct sw_kentry *e, int64_t n
     return true;
 }
 
+/* Key fp written into entry e (marked free until then: probes go past it), then its flags,
+ * which drop the mark. */
+static void kentry_publish(struct sw_kentry *e, uint64_t fp, uint32_t flags)
+{
+    STORE_ORDER();
+    e->fp = fp;
+    STORE_ORDER();
+    e->flags = flags;
+}
+
+/* Entry e free: marked first (probes go past it), then its key cleared. */
+static void kentry_unpublish(struct sw_kentry *e)
+{
+    e->flags = SW_KE_TOMB;
+    STORE_ORDER();
+    e->fp = 0;
+}
+
 /* Give entry e to key fp, fresh. Its state is cleared before fp is written: a process killed
  * in between leaves the old key (reset, nothing in flight) or a free entry still marked as
  * one that probes go past. The mark goes only once fp is written (a free entry unmarked for
@@ -226,10 +244,7 @@ static void kentry_take(struct sw_kstate *st, struct sw_kentry *e, uint64_t fp)
     e->flags &= SW_KE_TOMB;
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
-    STORE_ORDER();
-    e->fp = fp;
-    STORE_ORDER();
-    e->flags = 0;
+    kentry_publish(e, fp, 0);
 }
 
 /* Whether a free entry marked SW_KE_TOMB must stay marked: a key after it (before the next
@@ -278,16 +293,11 @@ static void kentry_move(struct sw_kstate *st, uint32_t i, uint32_t j)
     dst->a = src->a;
     memcpy(dst->counts, src->counts, (size_t)(st->entry_size - sizeof(struct sw_kentry)));
     dst->flags = src->flags | SW_KE_TOMB; /* still free: probes go past */
-    STORE_ORDER();
-    dst->fp = src->fp;
-    STORE_ORDER();
-    dst->flags = src->flags;
+    kentry_publish(dst, src->fp, src->flags);
     if (sw_test_in_critical != NULL)
         sw_test_in_critical();
     STORE_ORDER();
-    src->flags = SW_KE_TOMB;
-    STORE_ORDER();
-    src->fp = 0;
+    kentry_unpublish(src);
 }
 
 /* Fill the hole left by free entry i (marked) as linear probing's deletion does: the
@@ -329,10 +339,7 @@ static void hole_fill(struct sw_kstate *st, uint32_t i, uint32_t end, uint32_t k
 /* Free entry i (its key evicted) and fill the hole (hole_fill). */
 static void kentry_free(struct sw_kstate *st, uint32_t i, uint32_t end)
 {
-    struct sw_kentry *e = entry_at(st, i);
-    e->flags = SW_KE_TOMB;
-    STORE_ORDER();
-    e->fp = 0;
+    kentry_unpublish(entry_at(st, i));
     STORE_ORDER();
     hole_fill(st, i, end, UINT32_MAX);
 }

@@ -8,47 +8,18 @@
  * repair leaves a sound table.
  */
 #include "fuzz.h"
+#include "tests/ktable.h"
 
 #define K_KEYS 24
-
-static struct sw_kentry *k_entry(struct sw_kstate *st, uint32_t i)
-{
-    return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
-}
-
-static int k_find(struct sw_kstate *st, uint64_t fp)
-{
-    for (uint32_t i = 0; i < st->cap; i++)
-        if (k_entry(st, i)->fp == fp)
-            return (int)i;
-    return -1;
-}
 
 /* Every key held is reachable from its home and held once; n_live counts them. */
 static void k_check_sound(struct sw_kstate *st)
 {
-    uint32_t plen = st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE, live = 0;
-    for (uint32_t i = 0; i < st->cap; i++) {
-        uint64_t fp = k_entry(st, i)->fp;
-        if (fp == 0)
-            continue;
-        live++;
-        uint32_t p = (uint32_t)(((unsigned __int128)fp * st->cap) >> 64), d = 0;
-        for (; d < plen && p != i; d++) {
-            const struct sw_kentry *e = k_entry(st, p);
-            if (e->fp == fp)
-                FAIL("key held twice (entries %u, %u)", p, i);
-            if (e->fp == 0 && !(e->flags & SW_KE_TOMB))
-                FAIL("key at %u behind an empty entry %u", i, p);
-            if (++p == st->cap)
-                p = 0;
-        }
-        if (d == plen)
-            FAIL("key at %u beyond its probe window", i);
-    }
-    EXPECT_EQ(st->n_live, live, "n_live");
-    if (live > st->max_keys)
-        FAIL("%u keys held, max %u", live, st->max_keys);
+    char why[96];
+    if (!ktable_sound(st, why, sizeof why))
+        FAIL("%s", why);
+    if (st->n_live > st->max_keys)
+        FAIL("%u keys held, max %u", st->n_live, st->max_keys);
 }
 
 void run_keyed(struct rd *r)
@@ -106,12 +77,12 @@ void run_keyed(struct rd *r)
         case 0: case 1: case 2: {
             int64_t n = (int64_t)(a >> 6) + 1;
             unsigned flags = u8(r) & (SW_F_TRY | SW_F_RETRY | SW_F_ENTRY | SW_F_NO_BLOCK);
-            bool was = k_find(st, fps[j]) >= 0;
-            int64_t before = was ? k_entry(st, (uint32_t)k_find(st, fps[j]))->in_flight : 0;
+            bool was = kentry_find(st, fps[j]) >= 0;
+            int64_t before = was ? kentry_of(st, (uint32_t)kentry_find(st, fps[j]))->in_flight : 0;
             uint32_t len0 = st->n_live;
             struct sw_decision d, e;
             EXPECT_EQ(sw_keyed_decide(&v, fps[j], n, now, flags, &d), SW_OK, "keyed decide");
-            int at = k_find(st, fps[j]);
+            int at = kentry_find(st, fps[j]);
             inserted += !was && at >= 0;
             if (!was && at >= 0 && st->n_live == len0 && len0 == max_keys && model)
                 FAIL("evicted with room for every key");
@@ -123,14 +94,14 @@ void run_keyed(struct rd *r)
             }
             if (trusted && at >= 0 && d.verdict == SW_PASS &&
                 (c.grade == SW_GRADE_CONCURRENCY || (flags & SW_F_ENTRY)))
-                EXPECT_EQ(k_entry(st, (uint32_t)at)->in_flight, sw_sat_add(before, n),
+                EXPECT_EQ(kentry_of(st, (uint32_t)at)->in_flight, sw_sat_add(before, n),
                           "in flight taken");
             break;
         }
         case 3: {
             int64_t n = (int64_t)(a >> 6);
             int out = (int)(u8(r) % 3u);
-            if (model && k_find(st, fps[j]) < 0)
+            if (model && kentry_find(st, fps[j]) < 0)
                 break; /* an exit follows an entry (a private limiter would see its time) */
             EXPECT_EQ(sw_keyed_exit(&v, fps[j], n, 5, out, now), SW_OK, "keyed exit");
             if (model)
@@ -153,7 +124,7 @@ void run_keyed(struct rd *r)
             break;
         case 6: {
             /* untrusted bytes: any field of any entry (the model is off from here) */
-            struct sw_kentry *e = k_entry(st, u16(r) % st->cap);
+            struct sw_kentry *e = kentry_of(st, u16(r) % st->cap);
             uint64_t x = (uint64_t)u32(r) << 32 | u32(r);
             switch (a % 7u) {
             case 0: e->fp = (a & 0x80u) ? fps[j] : x; break;

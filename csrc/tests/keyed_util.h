@@ -1,11 +1,13 @@
 /* keyed_util.h - helpers shared by the keyed table tests (test_keyed.c, test_keyed_shared.c,
  * test_keyed_stripes.c): a private table with a rule and a view, fingerprints of integer keys
  * and of a given home entry, an entry by index, a pseudo-random sequence, a repair that must
- * keep every key, a shared table's layout and view. */
+ * keep every key, a keyed rule, a shared table's layout and view, a region with a table. */
 #ifndef SW_TEST_KEYED_UTIL_H
 #define SW_TEST_KEYED_UTIL_H
 
+#include "ktable.h"
 #include "limiter_util.h"
+#include "shm_util.h"
 #include "sw_keyed.h"
 #include "sw_proc.h"
 
@@ -68,9 +70,11 @@ static inline uint64_t fp_home(const struct sw_kstate *st, uint32_t h, uint64_t 
     return (uint64_t)base + k;
 }
 
-static inline struct sw_kentry *kentry_of(struct sw_kstate *st, uint32_t i)
+/* A keyed rule of cfg_of(grade, SW_REJECT, count) (checked). */
+static inline void krule_of(struct sw_krule *rule, int grade, double count)
 {
-    return (struct sw_kentry *)(void *)((char *)st + st->off_entries + (size_t)i * st->entry_size);
+    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
+    CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
 }
 
 /* A shared table's layout (interval 1000 ms, 2 samples, max_keys keys), and a view of the
@@ -101,6 +105,16 @@ static inline void kshm_view(struct sw_shm *shm, const struct sw_krule *rule,
     v->n_slots = shm->n_slots;
     v->my_slot = sw_shm_claim_slot(shm, sw_proc_token());
     v->held = NULL;
+}
+
+/* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
+ * rule (checked). */
+static inline void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay,
+                                struct sw_krule *rule, uint32_t max_keys, int grade, double count)
+{
+    *lay = kshm_layout(max_keys);
+    shm_anon(s, lay);
+    krule_of(rule, grade, count);
 }
 
 #endif

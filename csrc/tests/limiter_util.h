@@ -81,4 +81,19 @@ static inline int decide_fresh(const struct sw_limiter_cfg *cfg, int64_t n, int6
     return v;
 }
 
+/* The limiter's lifetime totals and its window at now_ns both count `pass` passes and `block`
+ * refusals (checked). */
+static inline void check_counted(struct sw_limiter *lim, int64_t now_ns, int64_t pass,
+                                 int64_t block)
+{
+    struct sw_totals tot;
+    sw_limiter_totals(lim, &tot);
+    CHECK_EQ(tot.pass, pass);
+    CHECK_EQ(tot.block, block);
+    struct sw_stats st;
+    sw_limiter_stats(lim, now_ns, &st);
+    CHECK_EQ(st.pass, pass);
+    CHECK_EQ(st.block, block);
+}
+
 #endif /* SW_TEST_LIMITER_UTIL_H */

@@ -459,37 +459,6 @@ static void test_repair_damage(void)
     }
     free(k.st);
 }
-/* Whether every key held is where a lookup finds it (no empty entry between its home and it,
- * within the probe window, no earlier copy) and n_live counts them. */
-static bool table_sound(struct sw_kstate *st)
-{
-    uint32_t plen = st->cap < SW_KEYED_PROBE ? st->cap : SW_KEYED_PROBE, live = 0;
-    for (uint32_t i = 0; i < st->cap; i++) {
-        uint64_t fp = kentry_of(st, i)->fp;
-        if (fp == 0)
-            continue;
-        live++;
-        uint32_t p = (uint32_t)(((unsigned __int128)fp * st->cap) >> 64), d = 0;
-        for (; d < plen && p != i; d++) {
-            const struct sw_kentry *e = kentry_of(st, p);
-            if (e->fp == fp || (e->fp == 0 && !(e->flags & SW_KE_TOMB)))
-                return false;
-            if (++p == st->cap)
-                p = 0;
-        }
-        if (d == plen)
-            return false;
-    }
-    return live == st->n_live;
-}
-
-static bool key_held(struct sw_kstate *st, uint64_t fp)
-{
-    for (uint32_t i = 0; i < st->cap; i++)
-        if (kentry_of(st, i)->fp == fp)
-            return true;
-    return false;
-}
 
 /* Keys crowded on a few homes (long runs, wrap-around at the table's end, free marks) in
  * tables of 1 to 40 keys, against a model: every key held is found, in-flight counts are
@@ -521,26 +490,26 @@ static void crowded(uint32_t max_keys, uint32_t n_keys, uint32_t homes, uint64_t
             }
             continue;
         }
-        bool was = key_held(st, fps[j]);
+        bool was = kentry_find(st, fps[j]) >= 0;
         int64_t lru = -1;
         if (!was && max_keys <= SW_KEYED_SAMPLE && st->n_live == max_keys)
             for (uint32_t q = 0; q < n_keys; q++)
-                if (in[q] == 0 && key_held(st, fps[q]) && (lru < 0 || used[q] < used[lru]))
+                if (in[q] == 0 && kentry_find(st, fps[q]) >= 0 && (lru < 0 || used[q] < used[lru]))
                     lru = q;
         struct sw_decision d;
         sw_keyed_decide(&k.v, fps[j], 1, MS(op), 0, &d);
-        bool now = key_held(st, fps[j]);
+        bool now = kentry_find(st, fps[j]) >= 0;
         inserted += !was && now;
         if (now)
             used[j] = ++tick;
         if (d.verdict == SW_PASS)
             in[j]++;
         if (lru >= 0)
-            bad += key_held(st, fps[lru]) || !now; /* the LRU key went, the new one came */
+            bad += kentry_find(st, fps[lru]) >= 0 || !now; /* the LRU key went, the new one came */
         if (max_keys <= SW_KEYED_SAMPLE && !now && st->n_live == max_keys) {
             bool any_free = false; /* refused: every key held is in flight */
             for (uint32_t q = 0; q < n_keys; q++)
-                any_free |= in[q] == 0 && key_held(st, fps[q]);
+                any_free |= in[q] == 0 && kentry_find(st, fps[q]) >= 0;
             bad += any_free;
         }
         if ((r >> 24) % 64 == 0) /* all given back now and then */
@@ -550,12 +519,12 @@ static void crowded(uint32_t max_keys, uint32_t n_keys, uint32_t homes, uint64_t
                     used[q] = ++tick;
                 }
         if (op % 50 == 0) {
-            bad += !table_sound(st);
+            bad += !ktable_sound(st, NULL, 0);
             for (uint32_t q = 0; q < n_keys; q++)
                 bad += sw_keyed_in_flight(&k.v, fps[q]) != in[q];
         }
     }
-    bad += !table_sound(st);
+    bad += !ktable_sound(st, NULL, 0);
     CHECK_EQ(st->evicted, inserted - (long)st->n_live);
     if (bad != 0)
         printf("  crowded(%u keys, %u homes): %ld wrong\n", max_keys, homes, bad);

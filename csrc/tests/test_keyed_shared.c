@@ -160,9 +160,8 @@ static struct sw_kstate *kshared_new(uint32_t max_keys, size_t *size)
 
 static void test_kill_anywhere(void)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_CONCURRENCY, 5);
     struct sw_decision d;
     long bad = 0, steps = 0;
     /* 1. a new key takes a free mark that a key held in flight lies behind */
@@ -191,9 +190,8 @@ static void test_kill_anywhere(void)
     /* 2. random small tables, keys crowded on a few homes: each step of a decision (a take,
      * an eviction freeing a victim off the path, emptying marks, the sweep) */
     uint64_t seed = 4242;
-    struct sw_limiter_cfg qcfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 5);
     struct sw_krule qrule;
-    CHECK_EQ(sw_krule_init(&qrule, &qcfg), SW_OK);
+    krule_of(&qrule, SW_GRADE_QPS, 5);
     for (int round = 0; round < 48; round++) {
         /* a concurrency table (keys held in flight never move) and a QPS table (every key
          * idle: moved by evictions and sweeps, its window counts must go with it) */
@@ -224,17 +222,6 @@ static void test_kill_anywhere(void)
     CHECK(steps > 1000);
 }
 
-
-/* A fresh anonymous region holding a table of max_keys keys (its layout in *lay), and a
- * rule (checked). */
-static void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay, struct sw_krule *rule,
-                         uint32_t max_keys, int grade, double count)
-{
-    *lay = kshm_layout(max_keys);
-    shm_anon(s, lay);
-    struct sw_limiter_cfg cfg = cfg_of(grade, SW_REJECT, count);
-    CHECK_EQ(sw_krule_init(rule, &cfg), SW_OK);
-}
 
 static void test_shared(void)
 {
@@ -477,6 +464,21 @@ static int no_random(uint64_t *out)
     return SW_EOS; /* as getrandom(2) and /dev/urandom both failing (a seccomp filter) */
 }
 
+/* An attach of path that finds no random source: it fails, naming the cause (checked). */
+static void open_fails_without_random(const char *path, const struct sw_shm_layout *lay)
+{
+    struct sw_shm b;
+    struct sw_shm_error err;
+    sw_test_random_seed = no_random;
+    int rc = sw_shm_open(&b, path, lay, &err);
+    sw_test_random_seed = NULL;
+    CHECK_EQ(rc, SW_EOS);
+    CHECK(strstr(err.msg, "random") != NULL);
+    CHECK(strstr(err.msg, "out of memory") == NULL);
+    if (rc == SW_OK)
+        sw_shm_close(&b);
+}
+
 /* A region left by another PID namespace, taken over by an attach that finds no random
  * source: the attach fails naming the cause. Before: "cannot take over ...: out of memory". */
 static void test_takeover_without_random(void)
@@ -490,14 +492,7 @@ static void test_takeover_without_random(void)
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
     a.hdr->pidns_ino ^= UINT64_C(0x5a5a5a); /* made in another PID namespace */
     sw_shm_close(&a);                       /* nobody maps it now: it is taken over */
-    sw_test_random_seed = no_random;
-    int rc = sw_shm_open(&b, path, &lay, &err);
-    sw_test_random_seed = NULL;
-    CHECK_EQ(rc, SW_EOS);
-    CHECK(strstr(err.msg, "random") != NULL);
-    CHECK(strstr(err.msg, "out of memory") == NULL);
-    if (rc == SW_OK)
-        sw_shm_close(&b);
+    open_fails_without_random(path, &lay);
     CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK); /* with a random source, it is */
     sw_shm_close(&b);
     unlink(path);
@@ -516,9 +511,8 @@ static void test_reinit_without_random(void)
     struct sw_shm a, b;
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 10);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    krule_of(&rule, SW_GRADE_QPS, 10);
     struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1, NULL}; /* holds no slot */
     struct sw_decision d;
     for (int64_t key = 0; key < 3; key++)
@@ -527,13 +521,7 @@ static void test_reinit_without_random(void)
     uint64_t seed = st->seed;
     memset(a.hdr->boot_id, 0, sizeof a.hdr->boot_id);
     snprintf(a.hdr->boot_id, sizeof a.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
-    sw_test_random_seed = no_random;
-    int rc = sw_shm_open(&b, path, &lay, &err);
-    sw_test_random_seed = NULL;
-    CHECK_EQ(rc, SW_EOS);
-    CHECK(strstr(err.msg, "random") != NULL);
-    if (rc == SW_OK)
-        sw_shm_close(&b);
+    open_fails_without_random(path, &lay);
     CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") == 0);
     CHECK_EQ(st->n_live, 3u); /* untouched */
     CHECK_EQ(st->seed, seed);

@@ -18,12 +18,6 @@
 
 #define KMAX 4096u /* keys of the tables here: 16 stripes */
 
-static void ks_open(struct sw_shm *s, struct sw_shm_layout *lay, uint32_t max_keys)
-{
-    *lay = kshm_layout(max_keys);
-    shm_anon(s, lay);
-}
-
 /* A fingerprint of stripe `stripe` (its low bits), k-th of that stripe. */
 static uint64_t fp_in(uint32_t stripe, uint64_t k)
 {
@@ -49,14 +43,12 @@ static void test_stripes_layout(void)
     CHECK_EQ(sw_keyed_size(1000, 2, 100, true) > 0, 1);
     struct sw_shm s;
     struct sw_shm_layout lay;
-    ks_open(&s, &lay, KMAX);
+    struct sw_krule rule;
+    kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, 1000);
     struct sw_kstate *st = s.state;
     CHECK_EQ(st->n_stripes, 16u);
     CHECK_EQ(st->stride % 64u, 0u);
     CHECK_EQ(st->max_total, KMAX);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
-    struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
     struct sw_kview v;
     kshm_view(&s, &rule, &v);
     struct sw_decision d;
@@ -84,7 +76,7 @@ static void test_stripes_layout(void)
     CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
     sw_shm_close(&s);
     /* a small shared table keeps one stripe (exact LRU over all its keys) */
-    ks_open(&s, &lay, 300);
+    kregion_open(&s, &lay, &rule, 300, SW_GRADE_QPS, 1000);
     CHECK_EQ(((struct sw_kstate *)s.state)->n_stripes, 1u);
     sw_shm_close(&s);
 }
@@ -137,10 +129,8 @@ static void test_stripes_hammer(void)
 {
     struct sw_shm s;
     struct sw_shm_layout lay;
-    ks_open(&s, &lay, KMAX);
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, HAMMER_LIMIT);
     struct sw_krule rule;
-    CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+    kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, HAMMER_LIMIT);
     int pipes[HAMMER_PROCS][2];
     pid_t kids[HAMMER_PROCS];
     for (int p = 0; p < HAMMER_PROCS; p++) {
@@ -227,10 +217,8 @@ static void test_stripes_kill(void)
     for (int round = 0; round < 3; round++) {
         struct sw_shm s;
         struct sw_shm_layout lay;
-        ks_open(&s, &lay, KMAX);
-        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
         struct sw_krule rule;
-        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_CONCURRENCY, 3);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;
@@ -290,10 +278,8 @@ static void test_stripes_hot_counts_survive_a_kill(void)
     for (int round = 0; round < 2; round++) {
         struct sw_shm s;
         struct sw_shm_layout lay;
-        ks_open(&s, &lay, KMAX);
-        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
         struct sw_krule rule;
-        CHECK_EQ(sw_krule_init(&rule, &cfg), SW_OK);
+        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, 1000);
         struct sw_kview v;
         kshm_view(&s, &rule, &v);
         struct sw_decision d;

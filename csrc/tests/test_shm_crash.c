@@ -664,14 +664,7 @@ static void unlocked_refusal_beside_a_holder_killed_in_the_bracket(void)
     CHECK_EQ(d.verdict, SW_BLOCK);
     CHECK_EQ(sw_decide(&v, 1, MS(720), SW_F_TRY, &d), SW_OK); /* and one more, as usual */
     CHECK_EQ(d.verdict, SW_BLOCK);
-    struct sw_totals tot;
-    sw_limiter_totals(lim, &tot);
-    CHECK_EQ(tot.pass, 10);
-    CHECK_EQ(tot.block, 3);
-    struct sw_stats st;
-    sw_limiter_stats(lim, MS(720), &st);
-    CHECK_EQ(st.pass, 10);
-    CHECK_EQ(st.block, 3);
+    check_counted(lim, MS(720), 10, 3);
     free(lim);
 }
 

@@ -662,14 +662,8 @@ static void full_window_refuses_while_the_lock_is_held(void)
     CHECK_EQ(pthread_join(th, NULL), 0);
     CHECK_EQ(done, 1);
     CHECK_EQ(a.verdict, SW_BLOCK);
-    struct sw_totals tot;
-    sw_limiter_totals(lim, &tot);
-    CHECK_EQ(tot.pass, 10);
-    CHECK_EQ(tot.block, 2);
-    /* the locked path still sees the refusal in the window's counts */
-    struct sw_stats st;
-    sw_limiter_stats(lim, MS(700), &st);
-    CHECK_EQ(st.block, 2);
+    /* counted, and the locked path still sees the refusal in the window's counts */
+    check_counted(lim, MS(700), 10, 2);
     free(lim);
 }
 
