@@ -14,6 +14,16 @@
 
 #include "sw_common.h"
 
+#if PY_VERSION_HEX < 0x030A0000
+/* Py_NewRef (3.10+) for 3.9: a macro casting its argument, as CPython's own */
+static inline PyObject *sw_new_ref_(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#define Py_NewRef(o) sw_new_ref_((PyObject *)(o))
+#endif
+
 static inline const char *type_name_of(PyObject *o)
 {
     return Py_TYPE(o)->tp_name;

@@ -27,6 +27,7 @@
 #include "sw_proc.h"
 #include "sw_shm.h"
 #include "sw_time.h"
+#include "args.h" /* and Py_NewRef on 3.9 */
 #include "wait.h"
 
 #define NS_PER_MS INT64_C(1000000)
@@ -40,14 +41,6 @@
     {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
 #define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
 
-#if PY_VERSION_HEX < 0x030A0000
-/* Py_NewRef (3.10+) for 3.9 */
-static inline PyObject *Py_NewRef(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-#endif
 
 #ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
