@@ -254,20 +254,24 @@ class _Leases:
             s.demand += n
             s.last = (explicit, now_ns or 0)
             asked = 0
+            # the decision's instant: kept across its own grants (a grant that came back
+            # before its bucket ended here serves it, even when that bucket ends before the
+            # next look: its permits are counted in Redis's bucket), renewed after a wait
+            t = _now(now_ns)
             while True:
-                t = _now(now_ns)
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
                 if s.busy:  # another's grant in flight: its slice is ours too
                     if not self._async:
                         cond.wait(0.05)
-                        continue
-                    cond.release()
-                    try:
-                        yield 0.001
-                    finally:
-                        cond.acquire()
+                    else:
+                        cond.release()
+                        try:
+                            yield 0.001
+                        finally:
+                            cond.acquire()
+                    t = _now(now_ns)
                     continue
                 if _before(s.err_until, explicit, t):
                     err = s.err
