@@ -77,6 +77,7 @@ static void plan_general(const struct sw_view *v, int64_t n, int64_t now_ns, uns
     p->grade = r->grade;
 
     sw_lstate_enter(st);
+    sw_lease_reclaim(v); /* before a head may move, and a refusal on exact counts */
     int64_t t = sw_leap_clamp(sw_node_sec(node), sw_ms_of_ns(now_ns));
     p->t = t;
 
@@ -270,7 +271,11 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
     /* acquire loads (free on x86): the second load of hot_seq cannot move before them */
     int64_t pass = sw_leap_sum_peek(sec, SW_EV_PASS,
                                     __atomic_load_n(&st->hot[SW_HOT_SEC], __ATOMIC_ACQUIRE));
-    if (atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
+    /* a lease out: some of those passes may be permits not yet used (refused only under the
+     * lock, once they are taken back). Loaded after the PASS word, whose store in a grant is
+     * a release after lease_out's */
+    if (atomic_load_explicit(&st->lease_out, memory_order_acquire) != 0u ||
+        atomic_load_explicit(&st->hot_seq, memory_order_relaxed) != seq ||
         sw_reject_fits(pass, n, limit))
         return false;
     if (sw_test_in_critical != NULL)
@@ -289,6 +294,66 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
     return true;
 }
 
+/* ---- leases of the head bucket (a shared limiter) ----
+ * Every admission under the lock writes the lock's line: processes deciding together move
+ * that line between their cores once a decision. So a process that admits there may take a
+ * lease: up to LEASE_MAX more permits of the head bucket, counted as passes at once (the
+ * window never holds more than the limit), kept in its process slot (a line of its own) as a
+ * word sw_limiter.h describes, and taken there by its next decisions with one
+ * compare-and-swap, without the lock, until the bucket ends or they run out. A refusal under
+ * the lock, and every step that may move a head bucket (sw_lstate_enter's callers with a
+ * view), first takes all leases back (sw_lease_reclaim): the permits left leave the counts,
+ * so a refusal is made on the passes used, and each bucket starts with no lease out. A lease
+ * is granted to a view with `lease` set (one object of a process on a region: another object
+ * may decide with other settings) for a plain decision on the clock (no entry, no shadow),
+ * at most an eighth of the room left under the limit, so near the limit no permit waits in
+ * a lease while another process would be refused. */
+#define LEASE_MAX 64
+
+/* The owner's take: n permits of its lease while its bucket lasts at ms. */
+static inline bool lease_take(const struct sw_view *v, int64_t n, int64_t ms)
+{
+    _Atomic uint64_t *w = &v->slots[v->my_slot].lease;
+    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
+    while ((int64_t)(x >> SW_LEASE_BITS) > ms && (int64_t)(x & SW_LEASE_LEFT) >= n)
+        if (atomic_compare_exchange_weak_explicit(w, &x, x - (uint64_t)n, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* Lock held, on the fast path: n admitted at ms at both heads (not yet counted). Grant the
+ * view's slot a lease when it may take one and holds none: lease_out set first, then the
+ * permits counted with n (sw_hot_count, PASS stored with release), then the word.
+ * @return the permits leased (to count with n) */
+static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_t n, int64_t ms)
+{
+    struct sw_lstate *st = v->st;
+    _Atomic uint64_t *w = &v->slots[v->my_slot].lease;
+    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
+    if ((x & SW_LEASE_LEFT) != 0u && (int64_t)(x >> SW_LEASE_BITS) > ms)
+        return 0; /* one in hand still (too few for this n): it serves the next */
+    const struct sw_leap *sec = sw_node_sec(node), *min = sw_node_min(node);
+    int64_t end = sw_sat_add(sec->newest, sec->window_ms);
+    int64_t end_min = sw_sat_add(min->newest, min->window_ms);
+    if (end_min < end)
+        end = end_min;
+    double room = v->rule->limit -
+                  (double)sw_leap_sum_with_head(sec, SW_EV_PASS, st->hot[SW_HOT_SEC]) -
+                  (double)n;
+    double k = room / 8.0;
+    if (!(k >= 1.0) || end <= ms || end >= (INT64_C(1) << (63 - SW_LEASE_BITS)))
+        return 0;
+    int64_t extra = k >= (double)LEASE_MAX ? LEASE_MAX : (int64_t)k;
+    if (atomic_load_explicit(&st->lease_out, memory_order_relaxed) == 0u)
+        atomic_store_explicit(&st->lease_out, 1u, memory_order_relaxed);
+    if (st->lease_hi <= (uint32_t)v->my_slot)
+        st->lease_hi = (uint32_t)v->my_slot + 1u;
+    atomic_store_explicit(w, (uint64_t)end << SW_LEASE_BITS | (uint64_t)extra,
+                          memory_order_relaxed);
+    return extra;
+}
+
 int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags,
               struct sw_decision *out)
 {
@@ -303,6 +368,17 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     out->now_ns = now_ns;
     out->shadowed = 0;
     struct sw_node *node = sw_lstate_node(st);
+    /* a lease in hand: decided here, with no lock and no shared line */
+    bool may_lease = v->lease && v->my_slot >= 0 && now_ns == SW_NOW &&
+                     !(flags & (SW_F_ENTRY | SW_F_SHADOW));
+    if (may_lease) {
+        int64_t at = sw_time_coarse_ns();
+        if (lease_take(v, n, sw_ms_of_ns(at))) {
+            out->verdict = SW_PASS;
+            out->now_ns = at;
+            return SW_OK;
+        }
+    }
     /* the lock tried first: one compare-and-swap takes the lock's line once, where a load
      * before it took the line twice from another process deciding on it. Only when another
      * holds it, a refusal is proven without it (an uncontended decision would otherwise
@@ -341,9 +417,16 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int verdict = sw_fast_verdict(r, st, node, n, flags, cap);
+        /* a refusal with a lease out is made on the general path, after taking it back */
+        if (verdict == SW_BLOCK &&
+            atomic_load_explicit(&st->lease_out, memory_order_relaxed) != 0u)
+            verdict = -1;
         if (verdict >= 0) {
             out->verdict = verdict;
-            bool admitted = fast_count(v, node, verdict, n, flags, true);
+            int64_t extra = verdict == SW_PASS && may_lease && !conc && !(flags & SW_F_SHADOW)
+                                ? lease_grant(v, node, n, ms)
+                                : 0;
+            bool admitted = fast_count(v, node, verdict, n + extra, flags, true);
             if (ad != NULL && !admitted)
                 sw_adapt_refused(&r->adapt, ad, ms);
             unlock_state(v);

@@ -165,8 +165,9 @@ int sw_lstate_init(struct sw_lstate *st, int64_t interval_ms, uint32_t sample_co
     if (st == NULL || total == 0)
         return SW_EINVAL;
     sw_lock_init(&st->lock);
-    st->pad_[0] = 0;
-    st->pad_[1] = 0;
+    st->pad_ = 0;
+    atomic_init(&st->lease_out, 0u);
+    st->lease_hi = 0;
     atomic_init(&st->hot_seq, 0u);
     for (int i = 0; i < SW_HOT_WORDS; i++)
         st->hot[i] = 0;
@@ -215,6 +216,7 @@ void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out)
     out->n_slots = 0;
     out->my_slot = -1;
     out->held = NULL;
+    out->lease = false;
 }
 
 /* ---- the counts on the lock's line (struct sw_lstate) ---- */
@@ -387,12 +389,27 @@ static void repair_view_cb(const void *view)
     sw_lstate_repair(view);
 }
 
+static void view_enter_cb(const void *view)
+{
+    const struct sw_view *v = view;
+    sw_lstate_enter(v->st);
+    sw_lease_reclaim(v);
+}
+
+static void view_leave_cb(const void *view)
+{
+    sw_lstate_leave(((const struct sw_view *)view)->st);
+}
+
 void sw_view_window(const struct sw_view *v, struct sw_window *out)
 {
     sw_lstate_window(v->st, out);
     out->token = v->token;
     out->repair = repair_view_cb;
     out->repair_ctx = v;
+    out->enter = view_enter_cb;
+    out->leave = view_leave_cb;
+    out->hot_ctx = v;
 }
 
 void sw_limiter_window(struct sw_limiter *lim, struct sw_window *out)
@@ -444,6 +461,9 @@ void sw_lstate_repair(const struct sw_view *v)
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
     if (v->slots != NULL) {
+        /* a lease word may be out whatever lease_out says (the region is input): the next
+         * refusal or head move looks at every slot ever leased */
+        atomic_store_explicit(&v->st->lease_out, 1u, memory_order_relaxed);
         /* the slots are input too: a free slot holds nothing (a process claiming it would
          * start from its count), and the total is never below 0 (see cancel_deficit) nor
          * above the sum of the slots. Below the sum it stays: the difference is what was
@@ -499,6 +519,7 @@ uint32_t sw_lstate_reap(const struct sw_view *v)
         lock_state(v);
         /* still the same dead owner (another reaper may have freed it meanwhile) */
         if (atomic_load_explicit(&v->slots[i].token, memory_order_relaxed) == tok) {
+            sw_lease_settle(v); /* the dead owner's lease among them */
             struct sw_node *node = sw_lstate_node(v->st);
             int64_t held = v->slots[i].in_flight;
             int64_t counted = held > 0 ? still_counted(v, node, held) : 0;
@@ -554,11 +575,64 @@ void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struc
     seq_make_even(st);
 }
 
+void sw_view_store_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
+{
+    sw_lease_settle(v);
+    sw_lstate_store_rule(v->st, dst, src);
+}
+
 void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src)
 {
     lock_state(v);
-    sw_lstate_store_rule(v->st, dst, src);
+    sw_view_store_rule(v, dst, src);
     unlock_state(v);
+}
+
+/* Take n permits left in a lease out of the head bucket of a ring that holds `end - 1` (the
+ * lease's bucket; another head means that bucket already left it: nothing to take). */
+static void lease_untake(struct sw_leap *ring, int64_t end, int64_t n)
+{
+    int64_t *head = (int64_t *)(uintptr_t)sw_leap_head_slot_(ring);
+    if (head == NULL || head[SW_SLOT_START] > end - 1 ||
+        end - 1 - head[SW_SLOT_START] >= ring->window_ms)
+        return;
+    int64_t *pass = &head[SW_SLOT_COUNTS + SW_EV_PASS];
+    *pass = *pass > n ? *pass - n : 0;
+}
+
+void sw_lease_reclaim(const struct sw_view *v)
+{
+    struct sw_lstate *st = v->st;
+    if (v->slots == NULL || atomic_load_explicit(&st->lease_out, memory_order_relaxed) == 0u)
+        return;
+    struct sw_node *node = sw_lstate_node(st);
+    /* the slots up to the highest one ever leased (the region is input: at most n_slots) */
+    uint32_t hi = st->lease_hi < v->n_slots ? st->lease_hi : v->n_slots;
+    for (uint32_t i = 0; i < hi; i++) {
+        if (atomic_load_explicit(&v->slots[i].lease, memory_order_relaxed) == 0u)
+            continue;
+        /* swapped first: a process killed after it leaves the permits counted (never more
+         * admitted than counted), and the owner's next take finds nothing */
+        uint64_t x = atomic_exchange_explicit(&v->slots[i].lease, 0u, memory_order_relaxed);
+        int64_t left = (int64_t)(x & SW_LEASE_LEFT), end = (int64_t)(x >> SW_LEASE_BITS);
+        if (left == 0)
+            continue;
+        hot_hook();
+        lease_untake(sw_node_sec(node), end, left);
+        lease_untake(sw_node_min(node), end, left);
+        int64_t *total = &node->totals[SW_EV_PASS];
+        *total = *total > left ? *total - left : 0;
+    }
+    atomic_store_explicit(&st->lease_out, 0u, memory_order_relaxed);
+}
+
+void sw_lease_settle(const struct sw_view *v)
+{
+    if (v->slots == NULL || atomic_load_explicit(&v->st->lease_out, memory_order_relaxed) == 0u)
+        return;
+    sw_lstate_enter(v->st);
+    sw_lease_reclaim(v);
+    sw_lstate_leave(v->st);
 }
 
 void sw_node_totals(const struct sw_node *node, struct sw_totals *out)
@@ -618,8 +692,10 @@ void sw_lstate_detach(const struct sw_view *v)
         return;
     lock_state(v);
     struct sw_proc_slot *slot = &v->slots[v->my_slot];
-    if (slot->in_flight == 0)
+    if (slot->in_flight == 0) {
+        sw_lease_settle(v); /* this process's lease among them */
         atomic_store_explicit(&slot->token, 0, memory_order_release);
+    }
     unlock_state(v);
 }
 

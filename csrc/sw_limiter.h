@@ -100,7 +100,12 @@ struct sw_lstate {
     uint32_t size;            /* total bytes of the state, node included */
     struct sw_warm_state warm;
     struct sw_throttle thr;
-    uint64_t pad_[2];         /* zero: puts the lock at byte 64 */
+    /* 1 while a process slot may hold a lease (sw_decide.c): every step that may move a
+     * head bucket, and a refusal, first takes the leases back (sw_lease_reclaim). Written
+     * only when it changes, so that it stays in every deciding core's cache */
+    _Atomic uint32_t lease_out;
+    uint32_t lease_hi;        /* 1 + the highest slot ever leased (under the lock) */
+    uint64_t pad_;            /* zero: puts the lock at byte 64 */
     sw_lock lock;
     int64_t hot[SW_HOT_WORDS];
     /* for observers reading the state without the lock (sw_lstate_copy): odd from the start
@@ -126,6 +131,8 @@ struct sw_view {
     int64_t *held;              /* what the view's object holds of my_slot's count (>= 0: a
                                    release of more is another object's), given back when the
                                    object goes, or NULL; changed with the slot, under the lock */
+    bool lease;                 /* decide on a lease of the head bucket in my_slot (a shared
+                                   limiter, the process's one object on its region) */
 };
 
 /** Take a view's state lock (as a decision does: with the view's token, repairing the state
@@ -146,6 +153,24 @@ void sw_view_set_rule(const struct sw_view *v, struct sw_rule *dst, const struct
  * count is odd, so a refusal without the lock that read any of it retries under the lock.
  * @param st the view's state @param dst v->rule @param src the new settings (copied) */
 void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struct sw_rule *src);
+
+/** sw_lstate_store_rule for a view (lock held): the leases of the head bucket are taken back
+ * first (sw_lease_settle), so none granted under the old rule is used under the new one. */
+void sw_view_store_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src);
+
+/* ---- leases of the head bucket (a shared limiter; sw_decide.c takes and grants them) ----
+ * A lease word in a process slot is (the end of its bucket in ms << SW_LEASE_BITS) | the
+ * permits left; they were counted as passes of the head bucket when granted. */
+#define SW_LEASE_BITS 20
+#define SW_LEASE_LEFT ((UINT64_C(1) << SW_LEASE_BITS) - 1u)
+
+/** Take every lease back (lock held, between sw_lstate_enter and sw_lstate_leave): each
+ * slot's word is swapped for 0 and its permits left are taken out of the head buckets and the
+ * lifetime total, so the counts hold exactly the permits used. O(slots ever leased). */
+void sw_lease_reclaim(const struct sw_view *v);
+/** sw_lease_reclaim with its own sw_lstate_enter .. sw_lstate_leave (lock held), when a
+ * lease may be out. */
+void sw_lease_settle(const struct sw_view *v);
 
 /** Derive the settings from a configuration.
  * @return SW_OK, or SW_EINVAL (cfg fails sw_limiter_check) */
@@ -464,7 +489,9 @@ static inline int64_t sw_hot_get(const struct sw_lstate *st, int i)
 }
 static inline void sw_hot_set(struct sw_lstate *st, int i, int64_t v)
 {
-    __atomic_store_n(&st->hot[i], v, __ATOMIC_RELAXED);
+    /* a release (a plain store on x86): a refusal without the lock that loads a PASS word
+     * with the permits of a lease in it also sees lease_out set (sw_decide.c) */
+    __atomic_store_n(&st->hot[i], v, __ATOMIC_RELEASE);
 }
 static inline void sw_hot_add(struct sw_lstate *st, int i, int64_t n)
 {
@@ -540,7 +567,11 @@ static inline int sw_plan_fast_locked(const struct sw_view *v, int64_t n, int64_
         !(conc ? r->adapt.algo == SW_ADAPT_NONE : (r->behavior == SW_REJECT && r->count > 0)) ||
         !sw_leap_at_head(sw_node_sec(node), ms) || !sw_leap_at_head(sw_node_min(node), ms))
         return -1;
-    return sw_fast_verdict(r, st, node, n, flags, r->count);
+    int verdict = sw_fast_verdict(r, st, node, n, flags, r->count);
+    /* a refusal with a lease out: sw_plan_locked takes it back first */
+    return verdict == SW_BLOCK && atomic_load_explicit(&st->lease_out, memory_order_relaxed)
+               ? -1
+               : verdict;
 }
 
 /** End a plan of sw_plan_fast_locked, lock held: k 0 counts n PASS (and holds n in flight for

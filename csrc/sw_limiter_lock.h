@@ -63,6 +63,7 @@ static inline void lock_node(const struct sw_view *v)
 {
     lock_state(v);
     sw_lstate_enter(v->st);
+    sw_lease_reclaim(v);
 }
 
 static inline void unlock_node(const struct sw_view *v)
@@ -90,6 +91,7 @@ static inline int lock_for_other_event(const struct sw_view *v, int64_t *now_ns,
     if (sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms))
         return 0;
     sw_lstate_enter(v->st);
+    sw_lease_reclaim(v);
     return 1;
 }
 

@@ -750,8 +750,12 @@ int32_t sw_shm_claim_slot(struct sw_shm *shm, uint64_t token)
     for (uint32_t i = 0; i < shm->n_slots; i++) {
         uint64_t expected = 0;
         if (atomic_load_explicit(&shm->slots[i].token, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_strong(&shm->slots[i].token, &expected, token))
+            atomic_compare_exchange_strong(&shm->slots[i].token, &expected, token)) {
+            /* a lease a killed owner left (a reap or a detach takes one back under the
+             * lock): its permits stay counted, and are not the new owner's to use */
+            atomic_store_explicit(&shm->slots[i].lease, 0u, memory_order_relaxed);
             return (int32_t)i;
+        }
     }
     return -1;
 }

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define SW_SHM_LAYOUT_VERSION 9u /* 2: lifetime totals in the node, the region's name;
+#define SW_SHM_LAYOUT_VERSION 10u /* 2: lifetime totals in the node, the region's name;
                                   3: a limiter state's lock shares its line with the node's
                                      totals, rings on 64-byte lines, lazy ring totals; keyed
                                      tables without an index (the probed entry is the key's);
@@ -35,7 +35,9 @@ extern "C" {
                                      lock, node, entries and holdings;
                                   8: a keyed stripe's PASS counts on its lock's line;
                                   9: a limiter's BLOCK words on the lock's line raised
-                                     without the lock, marked while the heads move */
+                                     without the lock, marked while the heads move;
+                                 10: a process slot on its own 64-byte line, with the
+                                     limiter's lease of the head bucket */
 #define SW_SHM_MAX_PROCS 1024u          /* process slots of a limiter region */
 #define SW_SHM_EVENTS_BYTES 1024u       /* a Metric's event names, NUL-separated */
 #define SW_SHM_NAME_BYTES 256u          /* the creator's name= for the object, NUL-ended */
@@ -51,6 +53,10 @@ enum sw_shm_kind { SW_KIND_METRIC = 1, SW_KIND_LIMITER = 2, SW_KIND_KEYED = 3,
 struct sw_proc_slot {
     _Atomic uint64_t token;   /* the owner's process token, 0 when free */
     int64_t in_flight;        /* guarded by the state's lock */
+    /* a shared limiter's lease (sw_decide.c): permits of the head bucket counted as passes
+     * and not yet used, taken by the owner without the lock; 0 when none */
+    _Atomic uint64_t lease;
+    uint64_t pad_[5];         /* one slot a line: the owner's takes touch no other's line */
 };
 
 /* What a region holds; compared on attach. */

@@ -358,7 +358,7 @@ def test_full_tmpfs_is_a_clear_oserror_at_creation(tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
     if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+            ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mnt)],
             capture_output=True).returncode != 0:
         skip_unless_ci("needs root to mount a small tmpfs")
     try:

@@ -42,6 +42,12 @@ void limiter_notify(LimiterObject *self)
 
 static const struct limiting_ops limiter_ops;
 
+/* 1 for another live object of this process on self's region */
+static int64_t other_on_region(const struct fork_link *l, const void *ctx)
+{
+    return limiting_same_region(l, (PyObject *)(uintptr_t)ctx) != NULL;
+}
+
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
@@ -113,6 +119,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         }
         (void)limiting_maybe_reap((PyObject *)self);
+        /* leases of the head bucket live in the process's slot: for one object of a process
+         * on a region (another may decide with other settings; it decides under the lock) */
+        self->view.lease = fork_sum(other_on_region, self) == 0;
         fork_register_shared(&self->fork); /* found by the others' held_on_region */
     }
     if (registry_add(st, self->name, (PyObject *)self) < 0)
@@ -386,7 +395,7 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
 static void lim_apply_rule(PyObject *self, void *rule)
 {
     struct sw_view *v = &((LimiterObject *)self)->view;
-    sw_lstate_store_rule(v->st, (struct sw_rule *)(uintptr_t)v->rule, rule);
+    sw_view_store_rule(v, (struct sw_rule *)(uintptr_t)v->rule, rule);
 }
 
 /* update(**settings): change this process's settings in place; the state is kept. */

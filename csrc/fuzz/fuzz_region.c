@@ -187,7 +187,7 @@ void run_region(struct rd *r)
     struct sw_shm_error err;
     if (sw_shm_open(&a, path, &lay, &err) != SW_OK)
         FAIL("cannot create %s: %s", path, err.msg);
-    struct sw_view va = {a.state, &rule, SW_LOCK_PROCESS, a.slots, a.n_slots, -1, NULL};
+    struct sw_view va = {a.state, &rule, SW_LOCK_PROCESS, a.slots, a.n_slots, -1, NULL, false};
     va.my_slot = sw_shm_claim_slot(&a, sw_proc_token());
     struct fz_map map;
     fz_map_of(&a, &map);
@@ -210,7 +210,7 @@ void run_region(struct rd *r)
                 FAIL("attach: %d %s", rc, err.msg);
             break; /* refused: the region stays as crafted */
         }
-        struct sw_view vb = {b.state, &rule, SW_LOCK_PROCESS, b.slots, b.n_slots, -1, NULL};
+        struct sw_view vb = {b.state, &rule, SW_LOCK_PROCESS, b.slots, b.n_slots, -1, NULL, false};
         vb.my_slot = sw_shm_claim_slot(&b, sw_proc_token());
         sw_lstate_check_repair(&vb);
         int64_t held = sw_in_flight(&vb);

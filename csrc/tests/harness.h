@@ -57,6 +57,7 @@ void test_warmup(void);
 void test_throttle(void);
 void test_stress(void);
 void test_shm(void);
+void test_lease(void);
 void test_shm_crash(void);
 void test_shm_crafted(void);
 void test_totals(void);

@@ -58,6 +58,7 @@ static inline void view_of(struct sw_shm *shm, const struct sw_rule *rule, struc
     v->n_slots = shm->n_slots;
     v->my_slot = sw_shm_claim_slot(shm, v->token);
     v->held = NULL;
+    v->lease = false;
 }
 
 /* The region at path opened (checked) as a, and v, its view for this process of a rule of

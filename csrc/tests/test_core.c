@@ -556,6 +556,7 @@ int main(void)
     test_breaker();
     test_evleap();
     test_region_read();
+    test_lease();
     printf("%ld passed, %ld failed\n", sw_t_passed, sw_t_failed);
     return sw_t_failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,210 @@
+/* test_lease.c - a shared limiter's leases of the head bucket (sw_decide.c): decisions on a
+ * lease with the real clock, exact totals with threads as processes (each view with a slot of
+ * its own), a refusal taking back every lease (a dead slot's too), reads and a change of rule
+ * taking them back, and a view without `lease` never deciding on one. */
+
+#include "shm_lim_util.h"
+#include "sw_time.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define PROCS 4
+
+/* A region of one window of 60 s (a test never leaves it) with a limit of `limit` a window,
+ * and PROCS views of it, each as another process: a slot of its own, leasing. */
+struct leased {
+    struct sw_shm shm;
+    struct sw_rule rule;
+    struct sw_view v[PROCS];
+};
+
+/* a rule of `limit` (a multiple of 60) a window of 60 s */
+static void rule_window(struct sw_rule *rule, int64_t limit)
+{
+    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, (double)(limit / 60));
+    cfg.interval_ms = 60000;
+    cfg.sample_count = 1;
+    CHECK_EQ(sw_rule_init(rule, &cfg), SW_OK);
+    CHECK_EQ(rule->limit, (double)limit);
+}
+
+static void leased_open(struct leased *l, int64_t limit)
+{
+    struct sw_shm_layout lay = lim_layout(60000, 1);
+    shm_anon(&l->shm, &lay);
+    rule_window(&l->rule, limit);
+    for (int i = 0; i < PROCS; i++) {
+        view_of(&l->shm, &l->rule, &l->v[i]);
+        l->v[i].my_slot = sw_shm_claim_slot(&l->shm, sw_proc_token() ^ (uint64_t)(i + 1) << 8);
+        CHECK(l->v[i].my_slot >= 0);
+        l->v[i].lease = true;
+    }
+}
+
+static uint64_t lease_of(const struct leased *l, int i)
+{
+    return atomic_load(&l->shm.slots[l->v[i].my_slot].lease);
+}
+
+static int64_t passes(struct leased *l)
+{
+    struct sw_totals t;
+    sw_totals_read(&l->v[0], &t);
+    return t.pass;
+}
+
+static bool try_now(struct sw_view *v)
+{
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(v, 1, SW_NOW, SW_F_TRY, &d), SW_OK);
+    return d.verdict == SW_PASS;
+}
+
+struct hammer {
+    struct sw_view *v;
+    int64_t admitted;
+    int64_t errors; /* decisions that did not return SW_OK (checked once, after) */
+};
+
+/* decide until 1000 refusals in a row */
+static void *hammer_run(void *arg)
+{
+    struct hammer *h = arg;
+    for (int refused = 0; refused < 1000 && h->errors == 0;) {
+        struct sw_decision d;
+        if (sw_decide(h->v, 1, SW_NOW, SW_F_TRY, &d) != SW_OK)
+            h->errors++;
+        else if (d.verdict == SW_PASS) {
+            h->admitted++;
+            refused = 0;
+        } else {
+            refused++;
+        }
+    }
+    return NULL;
+}
+
+/* PROCS deciding together on the clock admit exactly the limit, and the totals hold it */
+static void lease_threads_admit_exactly(void)
+{
+    struct leased l;
+    leased_open(&l, 120000);
+    pthread_t th[PROCS];
+    struct hammer h[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        h[i] = (struct hammer){&l.v[i], 0, 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, hammer_run, &h[i]), 0);
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < PROCS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(h[i].errors, 0);
+        sum += h[i].admitted;
+    }
+    CHECK_EQ(sum, 120000);
+    CHECK_EQ(passes(&l), 120000);
+    sw_shm_close(&l.shm);
+}
+
+/* a lease is taken at the heads and used without the lock; a read takes it back */
+static void lease_taken_used_and_read_back(void)
+{
+    struct leased l;
+    leased_open(&l, 1200);
+    CHECK(try_now(&l.v[0])); /* the first: the heads start (the general path) */
+    CHECK_EQ(lease_of(&l, 0), 0u);
+    CHECK(try_now(&l.v[0])); /* at the heads: (1200 - 2) / 8 = 149, at most 64 */
+    uint64_t w = lease_of(&l, 0);
+    CHECK_EQ(w & SW_LEASE_LEFT, 64u);
+    CHECK((int64_t)(w >> SW_LEASE_BITS) > sw_time_coarse_ns() / 1000000);
+    CHECK(try_now(&l.v[0])); /* on the lease */
+    CHECK_EQ(lease_of(&l, 0) & SW_LEASE_LEFT, 63u);
+    CHECK_EQ(atomic_load(&l.shm.hdr->ready), SW_SHM_READY);
+    /* the read takes it back: the counts hold the 3 used */
+    CHECK_EQ(passes(&l), 3);
+    CHECK_EQ(lease_of(&l, 0), 0u);
+    CHECK_EQ(atomic_load(&((struct sw_lstate *)l.shm.state)->lease_out), 0u);
+    /* a view without `lease` never takes one */
+    l.v[1].lease = false;
+    CHECK(try_now(&l.v[1]));
+    CHECK(try_now(&l.v[1]));
+    CHECK_EQ(lease_of(&l, 1), 0u);
+    /* an explicit time takes none either */
+    struct sw_decision d;
+    CHECK_EQ(sw_decide(&l.v[2], 1, sw_time_coarse_ns(), SW_F_TRY, &d), SW_OK);
+    CHECK_EQ(d.verdict, SW_PASS);
+    CHECK_EQ(lease_of(&l, 2), 0u);
+    CHECK_EQ(passes(&l), 6);
+    sw_shm_close(&l.shm);
+}
+
+/* a refusal takes back every lease, one in a slot whose owner is gone (no one takes from it
+ * again) too: the others reach the limit exactly */
+static void lease_refusal_takes_back_a_dead_ones(void)
+{
+    struct leased l;
+    leased_open(&l, 240);
+    CHECK(try_now(&l.v[1]));
+    CHECK(try_now(&l.v[1])); /* (240 - 2) / 8: a lease of 29 */
+    CHECK_EQ(lease_of(&l, 1) & SW_LEASE_LEFT, 29u);
+    int admitted = 0;
+    while (try_now(&l.v[0]) && admitted <= 240)
+        admitted++;
+    CHECK_EQ(admitted, 238);
+    CHECK_EQ(lease_of(&l, 1), 0u);
+    CHECK(!try_now(&l.v[1]));
+    CHECK_EQ(passes(&l), 240);
+    sw_shm_close(&l.shm);
+}
+
+/* a change of rule takes the lease back: the next decision is made with the new settings */
+static void lease_back_on_a_new_rule(void)
+{
+    struct leased l;
+    leased_open(&l, 6000);
+    CHECK(try_now(&l.v[0]));
+    CHECK(try_now(&l.v[0]));
+    CHECK(lease_of(&l, 0) != 0u);
+    struct sw_rule low;
+    rule_window(&low, 60); /* 60 a window: 58 more */
+    struct sw_rule mine = l.rule;
+    l.v[0].rule = &mine;
+    sw_view_set_rule(&l.v[0], &mine, &low);
+    CHECK_EQ(lease_of(&l, 0), 0u);
+    int admitted = 0;
+    while (try_now(&l.v[0]) && admitted <= 60)
+        admitted++;
+    CHECK_EQ(admitted, 58);
+    CHECK_EQ(passes(&l), 60);
+    sw_shm_close(&l.shm);
+}
+
+/* a lease word of a region is input: a slot beyond lease_hi is not looked at, lease_hi past
+ * the slots is bounded by them, and the permits taken back never take a count below 0 */
+static void lease_words_are_input(void)
+{
+    struct leased l;
+    leased_open(&l, 1200);
+    CHECK(try_now(&l.v[0]));
+    CHECK(try_now(&l.v[0]));
+    struct sw_lstate *st = l.shm.state;
+    st->lease_hi = UINT32_MAX;
+    /* a word claiming more permits than were ever counted, in the current bucket */
+    uint64_t w = lease_of(&l, 0);
+    atomic_store(&l.shm.slots[l.v[3].my_slot].lease, (w & ~SW_LEASE_LEFT) | 5000u);
+    CHECK_EQ(passes(&l), 0); /* 66 counted, 63 + 5000 taken back: 0, not below */
+    CHECK_EQ(lease_of(&l, 3), 0u);
+    CHECK(try_now(&l.v[1]));
+    CHECK_EQ(passes(&l), 1);
+    sw_shm_close(&l.shm);
+}
+
+void test_lease(void)
+{
+    lease_taken_used_and_read_back();
+    lease_refusal_takes_back_a_dead_ones();
+    lease_back_on_a_new_rule();
+    lease_words_are_input();
+    lease_threads_admit_exactly();
+}
