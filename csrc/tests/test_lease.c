@@ -7,6 +7,8 @@
 #include "sw_time.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PROCS 4
@@ -200,8 +202,61 @@ static void lease_words_are_input(void)
     sw_shm_close(&l.shm);
 }
 
+static volatile int lease_countdown;
+static void hang_at_countdown(void)
+{
+    if (lease_countdown > 0 && --lease_countdown == 0)
+        victim_hang();
+}
+
+/* a process killed at every step of taking its lease back (a read of the totals: the bracket
+ * of sw_lstate_enter, the swap, the subtraction): the next process takes the lock over and
+ * goes on exactly, the permits left counted at most once, never admitted twice */
+static void lease_holder_killed_anywhere(void)
+{
+    int completed = 0;
+    for (int k = 1; k < 64 && !completed; k++) {
+        struct leased l;
+        leased_open(&l, 1200);
+        struct victim kid;
+        if (victim_fork(&kid)) {
+            struct sw_view v; /* the child's own token and slot */
+            view_of(&l.shm, &l.rule, &v);
+            v.lease = true;
+            for (int i = 0; i < 3; i++) /* the second takes a lease of 64, the third uses one */
+                (void)try_now(&v);
+            lease_countdown = k;
+            victim_arm(hang_at_countdown);
+            struct sw_totals t;
+            sw_totals_read(&v, &t);
+            victim_tell('d');
+            for (;;)
+                pause();
+        }
+        char c = victim_wait(&kid);
+        CHECK(c == 'h' || c == 'd');
+        victim_kill(&kid);
+        completed = c == 'd';
+        if (completed && getenv("SW_STRESS_VERBOSE"))
+            printf("  lease_holder_killed_anywhere: %d steps killed at\n", k - 1);
+        int64_t before = passes(&l); /* takes the lock over: repairs, takes back what is left */
+        /* taken back (3 used), or swapped and killed before the subtraction: counted */
+        CHECK(before == 3 || before == 3 + 63);
+        if (completed)
+            CHECK_EQ(before, 3);
+        int64_t admitted = 0;
+        while (try_now(&l.v[1]) && admitted <= 1200)
+            admitted++;
+        CHECK_EQ(before + admitted, 1200);
+        CHECK_EQ(passes(&l), 1200);
+        sw_shm_close(&l.shm);
+    }
+    CHECK(completed); /* every step was tried */
+}
+
 void test_lease(void)
 {
+    lease_holder_killed_anywhere();
     lease_taken_used_and_read_back();
     lease_refusal_takes_back_a_dead_ones();
     lease_back_on_a_new_rule();
