@@ -1,6 +1,6 @@
 /* shm_lim_util.h - helpers shared by the tests of limiter regions (test_shm.c,
- * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a fresh path under /tmp, a rule,
- * an anonymous region with a rule, and a view of a region for this process. */
+ * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a rule, an anonymous region with a
+ * rule, and a view of a region for this process. */
 #ifndef SW_TEST_SHM_LIM_UTIL_H
 #define SW_TEST_SHM_LIM_UTIL_H
 
@@ -9,9 +9,7 @@
 #include "shm_util.h"
 #include "sw_proc.h"
 
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samples)
 {
@@ -26,12 +24,6 @@ static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samp
     lay.check_state = lim_check_state;
     lay.state_lock = lim_state_lock;
     return lay;
-}
-
-static inline void tmp_path(char *out, size_t cap, const char *tag)
-{
-    snprintf(out, cap, "/tmp/sw-test-%ld-%s", (long)getpid(), tag);
-    unlink(out);
 }
 
 /* A rule of these settings (checked). */
