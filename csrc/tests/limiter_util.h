@@ -81,6 +81,48 @@ static inline int decide_fresh(const struct sw_limiter_cfg *cfg, int64_t n, int6
     return v;
 }
 
+/* A decision script: steps decided in order on one limiter, each checked. */
+struct step {
+    int64_t n;
+    int64_t t_ns;
+    unsigned flags;
+    int verdict;   /* expected */
+    int64_t after; /* expected: a pass's wait_ns, a refusal's retry_ns; or ANY_NS (not read) */
+};
+
+#define ANY_NS INT64_MIN
+
+/* Each of the n steps decided on lim: its verdict checked, and its wait or retry unless
+ * ANY_NS (a failure names the caller's file:line and the step). */
+static inline void steps_check(struct sw_limiter *lim, const struct step *s, size_t n,
+                               const char *file, int line)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sw_decision d;
+        int v = decide(lim, s[i].n, s[i].t_ns, s[i].flags, &d);
+        SW_T_RECORD(v == s[i].verdict, "FAIL %s:%d: step %zu: verdict %d, expected %d\n", file,
+                    line, i, v, s[i].verdict);
+        if (s[i].after == ANY_NS)
+            continue;
+        bool pass = s[i].verdict == SW_PASS;
+        int64_t after = pass ? d.wait_ns : d.retry_ns;
+        SW_T_RECORD(after == s[i].after, "FAIL %s:%d: step %zu: %s %lld, expected %lld\n", file,
+                    line, i, pass ? "wait_ns" : "retry_ns", (long long)after,
+                    (long long)s[i].after);
+    }
+}
+
+/* The steps of an array, on a limiter / on a fresh limiter of *cfg (freed after). */
+#define CHECK_STEPS(lim, steps)                                                             \
+    steps_check((lim), (steps), sizeof(steps) / sizeof(steps)[0], __FILE__, __LINE__)
+#define CHECK_STEPS_FRESH(cfg, steps)                                                       \
+    do {                                                                                    \
+        struct sw_limiter *fresh_ = lim_new(cfg);                                           \
+        if (fresh_ != NULL)                                                                 \
+            CHECK_STEPS(fresh_, steps);                                                     \
+        free(fresh_);                                                                       \
+    } while (0)
+
 /* The limiter's lifetime totals and its window at now_ns both count `pass` passes and `block`
  * refusals (checked). */
 static inline void check_counted(struct sw_limiter *lim, int64_t now_ns, int64_t pass,
