@@ -1,6 +1,6 @@
 /* shm_lim_util.h - helpers shared by the tests of limiter regions (test_shm.c,
  * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a rule, an anonymous region with a
- * rule, and a view of a region for this process. */
+ * rule (and a view of it), and a view of a region for this process or as another's. */
 #ifndef SW_TEST_SHM_LIM_UTIL_H
 #define SW_TEST_SHM_LIM_UTIL_H
 
@@ -50,6 +50,28 @@ static inline void view_of(struct sw_shm *shm, const struct sw_rule *rule, struc
     v->n_slots = shm->n_slots;
     v->my_slot = sw_shm_claim_slot(shm, v->token);
     v->held = NULL;
+}
+
+/* A fresh anonymous region of the default layout, a rule (region_open), and this process's
+ * view of it. */
+struct lregion {
+    struct sw_shm s;
+    struct sw_rule rule;
+    struct sw_view v;
+};
+
+static inline void lregion_new(struct lregion *r, int grade, double count)
+{
+    region_open(&r->s, &r->rule, grade, count);
+    view_of(&r->s, &r->rule, &r->v);
+}
+
+/* A view of r's region as another process's: a slot claimed for this process's token ^ k
+ * (k = 1, 2, ...: distinct other processes). */
+static inline void view_as_other(struct lregion *r, struct sw_view *v, uint64_t k)
+{
+    view_of(&r->s, &r->rule, v);
+    v->my_slot = sw_shm_claim_slot(&r->s, sw_proc_token() ^ k);
 }
 
 /* The region at path opened (checked) as a, and v, its view for this process of a rule of
