@@ -42,6 +42,14 @@ static inline int ktab_new(struct ktab *k, const struct sw_limiter_cfg *cfg, uin
     return 0;
 }
 
+/* A table of cfg_of(grade, behavior, count) for max_keys keys, as ktab_new. */
+static inline int ktab_of(struct ktab *k, int grade, int behavior, double count,
+                          uint32_t max_keys)
+{
+    struct sw_limiter_cfg cfg = cfg_of(grade, behavior, count);
+    return ktab_new(k, &cfg, max_keys);
+}
+
 static inline uint64_t fp_int(int64_t x)
 {
     return sw_keyed_hash(TEST_SEED, SW_KEY_INT, &x, sizeof x);
