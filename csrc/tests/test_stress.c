@@ -626,17 +626,17 @@ static void stress_refuse_while_rolling(void)
 
 /* A full window refuses while another thread holds the lock (the refusal takes no lock),
  * and counts the refusal. */
+#define RL_UNDECIDED (-2) /* neither a verdict nor decide()'s error */
+
 struct rl_arg {
     struct sw_limiter *lim;
-    _Atomic int done;
-    int verdict;
+    _Atomic int verdict; /* RL_UNDECIDED until the worker has decided */
 };
 
 static void *rl_worker(void *p)
 {
     struct rl_arg *a = p;
-    a->verdict = decide(a->lim, 1, MS(700), 0, NULL);
-    atomic_store(&a->done, 1);
+    atomic_store(&a->verdict, decide(a->lim, 1, MS(700), 0, NULL));
     return NULL;
 }
 
@@ -650,18 +650,18 @@ static void full_window_refuses_while_the_lock_is_held(void)
     CHECK_EQ(decide(lim, 1, MS(650), 0, NULL), SW_BLOCK); /* full: the head is at 500 ms */
     static struct rl_arg a;
     a.lim = lim;
-    atomic_store(&a.done, 0);
+    atomic_store(&a.verdict, RL_UNDECIDED);
     sw_lock_acquire(&lim->st.lock);
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, rl_worker, &a), 0);
     int64_t deadline = sw_time_ns() + INT64_C(5000000000);
-    while (!atomic_load(&a.done) && sw_time_ns() < deadline)
+    while (atomic_load(&a.verdict) == RL_UNDECIDED && sw_time_ns() < deadline)
         sched_yield();
-    int done = atomic_load(&a.done);
+    int under_lock = atomic_load(&a.verdict);
     sw_lock_release(&lim->st.lock);
     CHECK_EQ(pthread_join(th, NULL), 0);
-    CHECK_EQ(done, 1);
-    CHECK_EQ(a.verdict, SW_BLOCK);
+    CHECK(under_lock != RL_UNDECIDED); /* decided while the lock was held */
+    CHECK_EQ(atomic_load(&a.verdict), SW_BLOCK);
     /* counted, and the locked path still sees the refusal in the window's counts */
     check_counted(lim, MS(700), 10, 2);
     free(lim);
