@@ -56,6 +56,17 @@ static void run_threads(void *(*fn)(void *), void *args, size_t arg_size)
         run_threads(fn, args, sizeof(args)[0]);                                             \
     } while (0)
 
+/* A decision's verdict counted: a pass, a refusal, or anything else (an error code). */
+static void count_verdict(int v, int64_t *pass, int64_t *block, int *errors)
+{
+    if (v == SW_PASS)
+        (*pass)++;
+    else if (v == SW_BLOCK)
+        (*block)++;
+    else
+        (*errors)++;
+}
+
 /* ---- 1. phased reject, explicit times ---- */
 
 #define PH_PHASES 40
@@ -89,15 +100,9 @@ static void *ph_worker(void *p)
             struct sw_decision d;
             int v = decide(a->sh->lim, 1, now, flags, &d);
             a->calls++;
-            if (v == SW_PASS) {
-                a->pass[k]++;
-                if (flags & SW_F_ENTRY)
-                    a->entries++;
-            }
-            else if (v == SW_BLOCK)
-                a->block[k]++;
-            else
-                a->errors++;
+            if (v == SW_PASS && (flags & SW_F_ENTRY))
+                a->entries++;
+            count_verdict(v, &a->pass[k], &a->block[k], &a->errors);
         }
     }
     return NULL;
@@ -557,21 +562,13 @@ static void *rr_worker(void *p)
             for (;;) {
                 int v = decide(sh->lim, 1, MS(t), 0, NULL);
                 a->calls++;
-                if (v == SW_PASS)
-                    a->pass++;
-                else if (v == SW_BLOCK)
-                    a->block++;
-                else
-                    a->errors++;
+                count_verdict(v, &a->pass, &a->block, &a->errors);
                 if (v != SW_PASS)
                     break;
             }
             for (int i = 0; i < 2000; i++) { /* let the others refuse a while */
-                int v = decide(sh->lim, 1, MS(t), 0, NULL);
                 a->calls++;
-                a->pass += v == SW_PASS;
-                a->block += v == SW_BLOCK;
-                a->errors += v != SW_PASS && v != SW_BLOCK;
+                count_verdict(decide(sh->lim, 1, MS(t), 0, NULL), &a->pass, &a->block, &a->errors);
             }
             struct sw_stats st;
             sw_limiter_stats(sh->lim, MS(t), &st);
@@ -586,12 +583,7 @@ static void *rr_worker(void *p)
         int64_t t = atomic_load(&sh->now_ms);
         int v = decide(sh->lim, 1, MS(t) + (int64_t)a->calls % 1000, 0, NULL);
         a->calls++;
-        if (v == SW_PASS)
-            a->pass++;
-        else if (v == SW_BLOCK)
-            a->block++;
-        else
-            a->errors++;
+        count_verdict(v, &a->pass, &a->block, &a->errors);
     }
     return NULL;
 }
@@ -601,10 +593,7 @@ static void stress_refuse_while_rolling(void)
     struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, RR_LIMIT);
     if (lim == NULL)
         return;
-    static struct rr_shared sh;
-    sh.lim = lim;
-    atomic_store(&sh.now_ms, 250);
-    atomic_store(&sh.stop, 0);
+    struct rr_shared sh = {.lim = lim, .now_ms = 250};
     static struct rr_arg args[NTHREADS];
     RUN_WORKERS(rr_worker, args, &sh);
     int64_t calls = 0, pass = 0, block = 0;
