@@ -148,11 +148,21 @@ int64_t move_time(struct rd *r, int64_t now, int64_t w_ms);
  * close to the region's own). */
 int64_t crafted_value(struct rd *r, int64_t window_ms, int64_t near);
 
+/* v written into one of a ring's ten words, `word` (0 .. 9): head, newest, newest_idx,
+ * dq_first, dq_len, then its layout: interval_ms, window_ms, sample_count, n_events, stride. */
+void craft_leap_word(struct sw_leap *l, unsigned word, int64_t v);
+
 /* ---- configurations the modes pick from (by bits of the configuration bytes) ---- */
 
 /* A limiter's settings from three configuration bytes: grade and behavior, count,
  * interval, samples, warm-up, cold factor, queue and occupy timeout. */
 void limiter_cfg_of(unsigned c0, unsigned c1, unsigned c2, struct sw_limiter_cfg *out);
+
+/* A window from one configuration byte: its interval from the low three bits (intervals: a
+ * table of 8), its samples from the next three (k_samples); samples that do not divide the
+ * interval become `fallback`. */
+void window_cfg_of(unsigned byte, const int64_t intervals[8], uint32_t fallback,
+                   int64_t *interval_ms, uint32_t *sample_count);
 
 extern const double k_count[16];
 extern const int64_t k_interval[8];

@@ -87,10 +87,7 @@ void run_adapt(struct rd *r)
     c.grade = SW_GRADE_CONCURRENCY;
     c.behavior = SW_REJECT;
     c.count = 1;
-    c.interval_ms = k_interval[c1 & 7u];
-    c.sample_count = k_samples[(c1 >> 3) & 7u];
-    if (c.interval_ms % (int64_t)c.sample_count != 0)
-        c.sample_count = 2;
+    window_cfg_of(c1, k_interval, 2, &c.interval_ms, &c.sample_count);
     struct sw_rule rules[2];
     struct sw_adapt_cfg ac[2];
     a_rule(r, &rules[0], &c, &ac[0]);

@@ -207,24 +207,8 @@ static void craft_breaker(struct rd *r, struct sw_bstate *st, size_t size, bool 
         if (process)
             atomic_store(&st->lock.word, (g & 1u) ? dead : 0u);
         break;
-    case 12:
-        switch (g % 6u) {
-        case 0: l->head = v; break;
-        case 1: l->newest = v; break;
-        case 2: l->newest_idx = v; break;
-        case 3: l->dq_first = (uint32_t)v; break;
-        case 4: l->dq_len = (uint32_t)v; break;
-        default: l->interval_ms = v; break;
-        }
-        break;
-    case 13:
-        switch (g % 4u) {
-        case 0: l->window_ms = v; break;
-        case 1: l->sample_count = (uint32_t)v; break;
-        case 2: l->n_events = (uint32_t)v; break;
-        default: l->stride = (uint32_t)v; break;
-        }
-        break;
+    case 12: craft_leap_word(l, g % 6u, v); break;      /* its indices, interval_ms */
+    case 13: craft_leap_word(l, 6u + g % 4u, v); break; /* the rest of its layout */
     case 14: { /* a slot's word, or a derived total */
         size_t words = (size_t)sc * (2u + nev) + 2u * nev;
         l->slots[((size_t)g << 8 | u8(r)) % words] = v;
@@ -255,11 +239,8 @@ void run_breaker(struct rd *r)
     c.slow_rt_ms = (int64_t)((c0 >> 5) & 7u) * 10;
     c.min_requests = (int64_t)(c1 & 7u);
     c.recovery_s = k_brk_recovery[(c1 >> 3) & 7u];
-    c.interval_ms = k_brk_interval[c2 & 7u];
-    c.sample_count = k_samples[(c2 >> 3) & 7u];
+    window_cfg_of(c2, k_brk_interval, 1, &c.interval_ms, &c.sample_count);
     c.probe_timeout_s = k_brk_probe_timeout[(c2 >> 6) & 3u];
-    if (c.interval_ms % (int64_t)c.sample_count != 0)
-        c.sample_count = 1;
     bool process = (c1 & 0x40u) != 0; /* a shared state's token: the probe has an owner */
     if (sw_breaker_check_ex(&c, NULL) != SW_OK) {
         EXPECT_EQ(sw_breaker_size(&c), 0, "size of a refused breaker cfg");

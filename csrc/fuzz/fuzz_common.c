@@ -247,6 +247,22 @@ int64_t move_time(struct rd *r, int64_t now, int64_t w_ms)
     return now;
 }
 
+void craft_leap_word(struct sw_leap *l, unsigned word, int64_t v)
+{
+    switch (word) {
+    case 0: l->head = v; break;
+    case 1: l->newest = v; break;
+    case 2: l->newest_idx = v; break;
+    case 3: l->dq_first = (uint32_t)v; break;
+    case 4: l->dq_len = (uint32_t)v; break;
+    case 5: l->interval_ms = v; break;
+    case 6: l->window_ms = v; break;
+    case 7: l->sample_count = (uint32_t)v; break;
+    case 8: l->n_events = (uint32_t)v; break;
+    default: l->stride = (uint32_t)v; break;
+    }
+}
+
 /* ---- configurations the modes pick from ---- */
 
 const double k_count[] = {0, 1, 2, 3, 5, 10, 100, 0.25, 2.5, 1000, 20000, 7, 1e6, 0.5,
@@ -297,4 +313,13 @@ int64_t crafted_value(struct rd *r, int64_t window_ms, int64_t near)
     case 12: return -(int64_t)u32(r) * 1000;
     default: return (int64_t)((uint64_t)u32(r) << 32 | u32(r));
     }
+}
+
+void window_cfg_of(unsigned byte, const int64_t intervals[8], uint32_t fallback,
+                   int64_t *interval_ms, uint32_t *sample_count)
+{
+    *interval_ms = intervals[byte & 7u];
+    *sample_count = k_samples[(byte >> 3) & 7u];
+    if (*interval_ms % (int64_t)*sample_count != 0)
+        *sample_count = fallback;
 }

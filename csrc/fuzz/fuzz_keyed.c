@@ -34,11 +34,8 @@ void run_keyed(struct rd *r)
     c.grade = modes[c0 & 3u][0];
     c.behavior = modes[c0 & 3u][1];
     c.count = k_count[(c0 >> 2) & 15u];
-    c.interval_ms = k_interval[c1 & 7u];
-    c.sample_count = k_samples[(c1 >> 3) & 7u];
+    window_cfg_of(c1, k_interval, 2, &c.interval_ms, &c.sample_count);
     c.max_queueing_ms = k_queue[(c1 >> 6) & 3u];
-    if (c.interval_ms % (int64_t)c.sample_count != 0)
-        c.sample_count = 2;
     uint32_t max_keys = 1u + (c2 & 15u) + ((c2 & 0x80u) ? 16u : 0u);
     uint32_t n_keys = 1u + (u8(r) % K_KEYS), homes = 1u + (u8(r) & 3u);
     struct sw_krule rule;

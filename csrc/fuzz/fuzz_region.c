@@ -47,24 +47,16 @@ static void craft_field(struct rd *r, struct sw_shm *s, const struct fz_map *m, 
     int64_t v = crafted_value(r, m->window_ms[ri], near);
     uint64_t dead = ((uint64_t)4194301u << 32) | 7u; /* a pid above the kernel's maximum */
     switch (f % 24u) {
-    case 0: l->head = v; break;
-    case 1: l->newest = v; break;
-    case 2: l->newest_idx = v; break;
-    case 3: l->dq_first = (uint32_t)v; break;
-    case 4: l->dq_len = (uint32_t)v; break;
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4: craft_leap_word(l, f % 24u, v); break; /* a ring's indices */
     case 5: slot[SW_SLOT_START] = v; break;
     case 6: slot[SW_SLOT_COUNTS + (g >> 4) % nev] = v; break;
     case 7: slot[SW_SLOT_MIN_RT] = v; break;
     case 8: l->slots[(size_t)sc * (2u + nev) + (g >> 2) % (2u * nev)] = v; break;
-    case 9: /* a ring's layout words */
-        switch (g % 5u) {
-        case 0: l->interval_ms = v; break;
-        case 1: l->window_ms = v; break;
-        case 2: l->sample_count = (uint32_t)v; break;
-        case 3: l->n_events = (uint32_t)v; break;
-        default: l->stride = (uint32_t)v; break;
-        }
-        break;
+    case 9: craft_leap_word(l, 5u + g % 5u, v); break; /* a ring's layout words */
     case 10: node->in_flight = v; break;
     case 11: node->totals[g % SW_EV_DEFAULT_COUNT] = v; break;
     case 12: st->hot[g % SW_HOT_WORDS] = v; break;
@@ -166,10 +158,7 @@ void run_region(struct rd *r)
     c.grade = (c0 & 1u) ? SW_GRADE_CONCURRENCY : SW_GRADE_QPS;
     c.behavior = c.grade == SW_GRADE_CONCURRENCY ? SW_REJECT : (int)((c0 >> 1) & 3u);
     c.count = k_count[(c0 >> 3) & 15u];
-    c.interval_ms = k_interval[c1 & 7u];
-    c.sample_count = k_samples[(c1 >> 3) & 7u];
-    if (c.interval_ms % (int64_t)c.sample_count != 0)
-        c.sample_count = 2;
+    window_cfg_of(c1, k_interval, 2, &c.interval_ms, &c.sample_count);
     struct sw_rule rule;
     if (sw_limiter_check(&c) != SW_OK || sw_rule_init(&rule, &c) != SW_OK)
         return;

@@ -1,7 +1,8 @@
 /* keyed_util.h - helpers shared by the keyed table tests (test_keyed.c, test_keyed_shared.c,
  * test_keyed_stripes.c): a private table with a rule and a view, fingerprints of integer keys
  * and of a given home entry, an entry by index, a pseudo-random sequence, a repair that must
- * keep every key, a keyed rule, a shared table's layout and view, a region with a table. */
+ * keep every key, a keyed rule, a shared table's layout and view, a region with a table (and
+ * a view of it). */
 #ifndef SW_TEST_KEYED_UTIL_H
 #define SW_TEST_KEYED_UTIL_H
 
@@ -39,6 +40,14 @@ static inline int ktab_new(struct ktab *k, const struct sw_limiter_cfg *cfg, uin
     k->v.my_slot = -1;
     k->v.held = NULL;
     return 0;
+}
+
+/* A table of cfg_of(grade, behavior, count) for max_keys keys, as ktab_new. */
+static inline int ktab_of(struct ktab *k, int grade, int behavior, double count,
+                          uint32_t max_keys)
+{
+    struct sw_limiter_cfg cfg = cfg_of(grade, behavior, count);
+    return ktab_new(k, &cfg, max_keys);
 }
 
 static inline uint64_t fp_int(int64_t x)
@@ -115,6 +124,28 @@ static inline void kregion_open(struct sw_shm *s, struct sw_shm_layout *lay,
     *lay = kshm_layout(max_keys);
     shm_anon(s, lay);
     krule_of(rule, grade, count);
+}
+
+/* A fresh anonymous region holding a table (kregion_open), and this process's view of it. */
+struct kregion {
+    struct sw_shm s;
+    struct sw_shm_layout lay;
+    struct sw_krule rule;
+    struct sw_kview v;
+};
+
+static inline void kregion_new(struct kregion *r, uint32_t max_keys, int grade, double count)
+{
+    kregion_open(&r->s, &r->lay, &r->rule, max_keys, grade, count);
+    kshm_view(&r->s, &r->rule, &r->v);
+}
+
+/* Another view of r's table: a child process's own (a slot claimed for the caller). */
+static inline struct sw_kview kregion_view(struct kregion *r)
+{
+    struct sw_kview v;
+    kshm_view(&r->s, &r->rule, &v);
+    return v;
 }
 
 #endif

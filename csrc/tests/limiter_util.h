@@ -6,6 +6,7 @@
 #include "sw_limiter.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,83 @@ static inline int decide_fresh(const struct sw_limiter_cfg *cfg, int64_t n, int6
     free(lim);
     return v;
 }
+
+/* A decision script: steps decided in order on one limiter, each checked. */
+struct step {
+    int64_t n;
+    int64_t t_ns;
+    unsigned flags;
+    int verdict;   /* expected */
+    int64_t after; /* expected: a pass's wait_ns, a refusal's retry_ns; or ANY_NS (not read) */
+};
+
+#define ANY_NS INT64_MIN
+
+/* Each of the n steps decided on lim: its verdict checked, and its wait or retry unless
+ * ANY_NS (a failure names the caller's file:line and the step). */
+static inline void steps_check(struct sw_limiter *lim, const struct step *s, size_t n,
+                               const char *file, int line)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sw_decision d;
+        int v = decide(lim, s[i].n, s[i].t_ns, s[i].flags, &d);
+        SW_T_RECORD(v == s[i].verdict, "FAIL %s:%d: step %zu: verdict %d, expected %d\n", file,
+                    line, i, v, s[i].verdict);
+        if (s[i].after == ANY_NS)
+            continue;
+        bool pass = s[i].verdict == SW_PASS;
+        int64_t after = pass ? d.wait_ns : d.retry_ns;
+        SW_T_RECORD(after == s[i].after, "FAIL %s:%d: step %zu: %s %lld, expected %lld\n", file,
+                    line, i, pass ? "wait_ns" : "retry_ns", (long long)after,
+                    (long long)s[i].after);
+    }
+}
+
+/* The steps of an array, on a limiter / on a fresh limiter of *cfg (freed after). */
+#define CHECK_STEPS(lim, steps)                                                             \
+    steps_check((lim), (steps), sizeof(steps) / sizeof(steps)[0], __FILE__, __LINE__)
+#define CHECK_STEPS_FRESH(cfg, steps)                                                       \
+    do {                                                                                    \
+        struct sw_limiter *fresh_ = lim_new(cfg);                                           \
+        if (fresh_ != NULL)                                                                 \
+            CHECK_STEPS(fresh_, steps);                                                     \
+        free(fresh_);                                                                       \
+    } while (0)
+
+/* Every field of the limiter's window statistics at now_ns as in *want (a check each; a
+ * failure names the caller's file:line and the field). */
+static inline void stats_check(struct sw_limiter *lim, int64_t now_ns, const struct sw_stats *want,
+                               const char *file, int line)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } fields[] = {
+        {"pass", offsetof(struct sw_stats, pass)},
+        {"block", offsetof(struct sw_stats, block)},
+        {"success", offsetof(struct sw_stats, success)},
+        {"exception", offsetof(struct sw_stats, exception)},
+        {"rt_sum", offsetof(struct sw_stats, rt_sum)},
+        {"min_rt", offsetof(struct sw_stats, min_rt)},
+        {"in_flight", offsetof(struct sw_stats, in_flight)},
+        {"waiting", offsetof(struct sw_stats, waiting)},
+        {"occupied_pass", offsetof(struct sw_stats, occupied_pass)},
+    };
+    struct sw_stats got;
+    sw_limiter_stats(lim, now_ns, &got);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        int64_t g, w;
+        memcpy(&g, (const char *)&got + fields[i].off, sizeof g);
+        memcpy(&w, (const char *)want + fields[i].off, sizeof w);
+        SW_T_RECORD(g == w, "FAIL %s:%d: stats.%s: got %lld, expected %lld\n", file, line,
+                    fields[i].name, (long long)g, (long long)w);
+    }
+}
+
+/* The window statistics at now_ns checked whole: the fields named (designated initializers
+ * of struct sw_stats), every other one 0. */
+#define CHECK_STATS(lim, now_ns, ...)                                                       \
+    stats_check((lim), (now_ns), &(struct sw_stats){__VA_ARGS__}, __FILE__, __LINE__)
 
 /* The limiter's lifetime totals and its window at now_ns both count `pass` passes and `block`
  * refusals (checked). */

@@ -1,6 +1,6 @@
 /* shm_lim_util.h - helpers shared by the tests of limiter regions (test_shm.c,
- * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a fresh path under /tmp, a rule,
- * an anonymous region with a rule, and a view of a region for this process. */
+ * test_shm_crash.c, test_shm_crafted.c): a limiter layout, a rule, an anonymous region with a
+ * rule (and a view of it), and a view of a region for this process or as another's. */
 #ifndef SW_TEST_SHM_LIM_UTIL_H
 #define SW_TEST_SHM_LIM_UTIL_H
 
@@ -9,9 +9,7 @@
 #include "shm_util.h"
 #include "sw_proc.h"
 
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samples)
 {
@@ -26,12 +24,6 @@ static inline struct sw_shm_layout lim_layout(int64_t interval_ms, uint32_t samp
     lay.check_state = lim_check_state;
     lay.state_lock = lim_state_lock;
     return lay;
-}
-
-static inline void tmp_path(char *out, size_t cap, const char *tag)
-{
-    snprintf(out, cap, "/tmp/sw-test-%ld-%s", (long)getpid(), tag);
-    unlink(out);
 }
 
 /* A rule of these settings (checked). */
@@ -59,6 +51,28 @@ static inline void view_of(struct sw_shm *shm, const struct sw_rule *rule, struc
     v->my_slot = sw_shm_claim_slot(shm, v->token);
     v->held = NULL;
     v->lease = false;
+}
+
+/* A fresh anonymous region of the default layout, a rule (region_open), and this process's
+ * view of it. */
+struct lregion {
+    struct sw_shm s;
+    struct sw_rule rule;
+    struct sw_view v;
+};
+
+static inline void lregion_new(struct lregion *r, int grade, double count)
+{
+    region_open(&r->s, &r->rule, grade, count);
+    view_of(&r->s, &r->rule, &r->v);
+}
+
+/* A view of r's region as another process's: a slot claimed for this process's token ^ k
+ * (k = 1, 2, ...: distinct other processes). */
+static inline void view_as_other(struct lregion *r, struct sw_view *v, uint64_t k)
+{
+    view_of(&r->s, &r->rule, v);
+    v->my_slot = sw_shm_claim_slot(&r->s, sw_proc_token() ^ k);
 }
 
 /* The region at path opened (checked) as a, and v, its view for this process of a rule of

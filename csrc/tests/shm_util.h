@@ -1,5 +1,6 @@
-/* shm_util.h - helpers shared by the tests of shared regions (test_shm*.c, test_keyed.c): a
- * fresh anonymous region, and a child process killed inside a critical section.
+/* shm_util.h - helpers shared by the tests of shared regions (test_shm*.c, test_keyed*.c): a
+ * fresh anonymous region, a fresh path under /tmp, and a child process killed inside a
+ * critical section.
  *
  * A child killed at a test hook (sw_test_in_critical) inside a critical section:
  *
@@ -25,6 +26,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,13 @@ static inline void shm_anon(struct sw_shm *s, const struct sw_shm_layout *lay)
 {
     struct sw_shm_error err;
     CHECK_EQ(sw_shm_anonymous(s, lay, &err), SW_OK);
+}
+
+/* A path under /tmp for this process, tag naming it, and nothing there yet. */
+static inline void tmp_path(char *out, size_t cap, const char *tag)
+{
+    snprintf(out, cap, "/tmp/sw-test-%ld-%s", (long)getpid(), tag);
+    unlink(out);
 }
 
 struct victim {

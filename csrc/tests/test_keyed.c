@@ -100,9 +100,8 @@ static void test_equivalence(void)
 
 static void test_eviction(void)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 2);
     struct ktab k;
-    if (ktab_new(&k, &cfg, 3) < 0)
+    if (ktab_of(&k, SW_GRADE_QPS, SW_REJECT, 2, 3) < 0)
         return;
     struct sw_decision d;
     /* keys 1, 2, 3 busy at t=0 (1 used first) */
@@ -137,8 +136,7 @@ static void test_eviction(void)
     free(k.st);
 
     /* concurrency: keys in flight are never evicted; all in flight -> refused (BLOCK) */
-    cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 1);
-    if (ktab_new(&k, &cfg, 2) < 0)
+    if (ktab_of(&k, SW_GRADE_CONCURRENCY, SW_REJECT, 1, 2) < 0)
         return;
     sw_keyed_decide(&k.v, fp_int(1), 1, MS(0), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
@@ -162,9 +160,8 @@ static void test_eviction(void)
 static void test_big_table(void)
 {
     /* many keys through a table with sampling: bounded, in-flight keys kept */
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 3);
     struct ktab k;
-    if (ktab_new(&k, &cfg, 1000) < 0)
+    if (ktab_of(&k, SW_GRADE_QPS, SW_REJECT, 3, 1000) < 0)
         return;
     struct sw_decision d;
     long pass = 0;
@@ -215,9 +212,8 @@ static uint32_t churn(uint32_t max_keys, uint64_t n_keys)
     /* many more keys than the table holds, some held in flight for a while: evictions free
      * entries (marked for probes to go past) and new keys reuse them; every key held stays
      * findable, in-flight counts stay with their keys */
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 5);
     struct ktab k;
-    if (ktab_new(&k, &cfg, max_keys) < 0)
+    if (ktab_of(&k, SW_GRADE_CONCURRENCY, SW_REJECT, 5, max_keys) < 0)
         return 0;
     uint64_t seed = 99;
     int64_t held[16] = {0}; /* key + 1, 0: none */
@@ -372,9 +368,8 @@ static void test_hot_key_flood(void)
 {
     static const uint32_t sizes[] = {17, 100, 1000, 65536};
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-        struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 100);
         struct ktab k;
-        if (ktab_new(&k, &cfg, sizes[z]) < 0)
+        if (ktab_of(&k, SW_GRADE_QPS, SW_REJECT, 100, sizes[z]) < 0)
             return;
         uint64_t rng = 18 + z, hot = fp_int(-1);
         long admitted = 0;
@@ -415,9 +410,8 @@ static void test_churn(void)
 static void test_repair_damage(void)
 {
     /* what a repair restores in a table written by a process killed mid-write, or damaged */
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 100);
     struct ktab k;
-    if (ktab_new(&k, &cfg, 50) < 0)
+    if (ktab_of(&k, SW_GRADE_QPS, SW_REJECT, 100, 50) < 0)
         return;
     struct sw_decision d;
     for (int64_t key = 0; key < 40; key++)
@@ -467,9 +461,8 @@ static void test_repair_damage(void)
  * when every key is in flight. */
 static void crowded(uint32_t max_keys, uint32_t n_keys, uint32_t homes, uint64_t seed)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_CONCURRENCY, SW_REJECT, 3);
     struct ktab k;
-    if (ktab_new(&k, &cfg, max_keys) < 0)
+    if (ktab_of(&k, SW_GRADE_CONCURRENCY, SW_REJECT, 3, max_keys) < 0)
         return;
     struct sw_kstate *st = k.st;
     uint64_t fps[64];
@@ -632,9 +625,8 @@ static void *kwork(void *arg)
 
 static void test_threads(void)
 {
-    struct sw_limiter_cfg cfg = cfg_of(SW_GRADE_QPS, SW_REJECT, 1000);
     struct ktab k;
-    if (ktab_new(&k, &cfg, 64) < 0)
+    if (ktab_of(&k, SW_GRADE_QPS, SW_REJECT, 1000, 64) < 0)
         return;
     enum { T = 4 };
     pthread_t th[T];

@@ -367,19 +367,14 @@ static void give_back_per_key(void)
  * reaped, the key holds exactly the other process's count (none lost, none leaked). */
 static void kill_mid_hold(bool giving_back)
 {
-    struct sw_shm_layout lay;
-    struct sw_shm s;
-    struct sw_krule rule;
-    kregion_open(&s, &lay, &rule, 100, SW_GRADE_CONCURRENCY, 5);
-    struct sw_kview v;
-    kshm_view(&s, &rule, &v);
+    struct kregion r;
+    kregion_new(&r, 100, SW_GRADE_CONCURRENCY, 5);
     struct sw_decision d;
-    sw_keyed_decide(&v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
+    sw_keyed_decide(&r.v, fp_int(7), 1, MS(10), 0, &d); /* this process holds 1 */
     CHECK_EQ(d.verdict, SW_PASS);
     struct victim kid;
     if (victim_fork(&kid)) {
-        struct sw_kview cv;
-        kshm_view(&s, &rule, &cv);
+        struct sw_kview cv = kregion_view(&r);
         struct sw_decision cd;
         if (giving_back)
             sw_keyed_decide(&cv, fp_int(7), 2, MS(10), 0, &cd); /* the child holds 2 */
@@ -392,16 +387,16 @@ static void kill_mid_hold(bool giving_back)
     }
     victim_wait(&kid);
     victim_kill(&kid);
-    (void)sw_keyed_in_flight(&v, fp_int(7)); /* takes the lock over, repairs */
-    CHECK_EQ(sw_keyed_reap(&v), 1);
-    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 1);
+    (void)sw_keyed_in_flight(&r.v, fp_int(7)); /* takes the lock over, repairs */
+    CHECK_EQ(sw_keyed_reap(&r.v), 1);
+    CHECK_EQ(sw_keyed_in_flight(&r.v, fp_int(7)), 1);
     struct sw_stats st;
     int64_t ev, keys;
-    sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+    sw_keyed_stats(&r.v, MS(10), &st, &ev, &keys);
     CHECK_EQ(st.in_flight, 1);
-    CHECK_EQ(sw_keyed_release(&v, fp_int(7), 1), SW_OK);
-    CHECK_EQ(sw_keyed_in_flight(&v, fp_int(7)), 0);
-    sw_shm_close(&s);
+    CHECK_EQ(sw_keyed_release(&r.v, fp_int(7), 1), SW_OK);
+    CHECK_EQ(sw_keyed_in_flight(&r.v, fp_int(7)), 0);
+    sw_shm_close(&r.s);
 }
 
 static void test_shared_kill_mid_hold(void)
@@ -414,48 +409,43 @@ static void test_shared_kill_mid_hold(void)
  * the new key): the next process takes the lock over, repairs, and the table stays usable. */
 static void test_shared_kill_mid_eviction(void)
 {
-    struct sw_shm_layout lay;
-    struct sw_shm s;
-    struct sw_krule rule;
-    kregion_open(&s, &lay, &rule, 8, SW_GRADE_QPS, 10);
-    struct sw_kview v;
-    kshm_view(&s, &rule, &v);
+    struct kregion r;
+    kregion_new(&r, 8, SW_GRADE_QPS, 10);
     struct sw_decision d;
     for (int64_t key = 0; key < 8; key++)
-        sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
-    CHECK_EQ(sw_keyed_len(&v), 8u);
+        sw_keyed_decide(&r.v, fp_int(key), 1, MS(10), 0, &d);
+    CHECK_EQ(sw_keyed_len(&r.v), 8u);
     for (int round = 0; round < 6; round++) {
         struct ksnap snap; /* every key with its counts: each must come through the kill */
-        ksnap_of(s.state, &snap);
+        ksnap_of(r.s.state, &snap);
         struct victim kid;
         if (victim_fork(&kid)) {
-            struct sw_kview cv;
-            kshm_view(&s, &rule, &cv);
+            struct sw_kview cv = kregion_view(&r);
             victim_arm(victim_hang);
             sw_keyed_decide(&cv, fp_int(100 + round), 1, MS(20), 0, &d); /* evicts: hangs */
             _exit(0);
         }
         victim_wait(&kid);
         victim_kill(&kid);
-        sw_keyed_lock(&v); /* takes the lock over, repairs */
-        CHECK(ksnap_kept(s.state, &snap)); /* but for the victim, every key and its counts */
-        sw_keyed_unlock(&v);
-        sw_keyed_decide(&v, fp_int(200 + round), 1, MS(30), 0, &d);
+        sw_keyed_lock(&r.v); /* takes the lock over, repairs */
+        CHECK(ksnap_kept(r.s.state, &snap)); /* but for the victim, every key and its counts */
+        sw_keyed_unlock(&r.v);
+        sw_keyed_decide(&r.v, fp_int(200 + round), 1, MS(30), 0, &d);
         CHECK_EQ(d.verdict, SW_PASS);
-        uint32_t len = sw_keyed_len(&v);
+        uint32_t len = sw_keyed_len(&r.v);
         CHECK(len >= 7u && len <= 8u);
-        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
-        check_repair_keeps(&v, len); /* every key held is found */
+        CHECK_EQ(sw_keyed_region_check(r.s.state, &r.lay), SW_OK);
+        check_repair_keeps(&r.v, len); /* every key held is found */
     }
     for (int64_t key = 1000; key < 1050; key++)
-        sw_keyed_decide(&v, fp_int(key), 1, MS(40), 0, &d);
-    CHECK_EQ(sw_keyed_len(&v), 8u);
+        sw_keyed_decide(&r.v, fp_int(key), 1, MS(40), 0, &d);
+    CHECK_EQ(sw_keyed_len(&r.v), 8u);
     for (int64_t key = 1042; key < 1050; key++) {
-        sw_keyed_decide(&v, fp_int(key), 10, MS(40), SW_F_TRY, &d);
+        sw_keyed_decide(&r.v, fp_int(key), 10, MS(40), SW_F_TRY, &d);
         CHECK_EQ(d.verdict, SW_BLOCK); /* held with its window (1 passed: 10 more do not fit) */
     }
-    CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
-    sw_shm_close(&s);
+    CHECK_EQ(sw_keyed_region_check(r.s.state, &r.lay), SW_OK);
+    sw_shm_close(&r.s);
 }
 
 static int no_random(uint64_t *out)
@@ -479,23 +469,36 @@ static void open_fails_without_random(const char *path, const struct sw_shm_layo
         sw_shm_close(&b);
 }
 
+/* A table of 16 keys in a region at a fresh path under /tmp (tag names it), opened as shm
+ * (checked). */
+struct kfile {
+    char path[128];
+    struct sw_shm_layout lay;
+    struct sw_shm shm;
+};
+
+static void kfile_open(struct kfile *f, const char *tag)
+{
+    struct sw_shm_error err;
+    tmp_path(f->path, sizeof f->path, tag);
+    f->lay = kshm_layout(16);
+    CHECK_EQ(sw_shm_open(&f->shm, f->path, &f->lay, &err), SW_OK);
+}
+
 /* A region left by another PID namespace, taken over by an attach that finds no random
  * source: the attach fails naming the cause. Before: "cannot take over ...: out of memory". */
 static void test_takeover_without_random(void)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/tmp/sw-test-%ld-kns", (long)getpid());
-    unlink(path);
-    struct sw_shm_layout lay = kshm_layout(16);
-    struct sw_shm a, b;
+    struct kfile a;
+    kfile_open(&a, "kns");
+    a.shm.hdr->pidns_ino ^= UINT64_C(0x5a5a5a); /* made in another PID namespace */
+    sw_shm_close(&a.shm);                       /* nobody maps it now: it is taken over */
+    open_fails_without_random(a.path, &a.lay);
+    struct sw_shm b;
     struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
-    a.hdr->pidns_ino ^= UINT64_C(0x5a5a5a); /* made in another PID namespace */
-    sw_shm_close(&a);                       /* nobody maps it now: it is taken over */
-    open_fails_without_random(path, &lay);
-    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK); /* with a random source, it is */
+    CHECK_EQ(sw_shm_open(&b, a.path, &a.lay, &err), SW_OK); /* with a random source, it is */
     sw_shm_close(&b);
-    unlink(path);
+    unlink(a.path);
 }
 
 /* A region from another boot, reinitialised by an attach that finds no random source (no
@@ -504,38 +507,37 @@ static void test_takeover_without_random(void)
  * zeroed window. Before: the failure was reported as "out of memory". */
 static void test_reinit_without_random(void)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/tmp/sw-test-%ld-kboot", (long)getpid());
-    unlink(path);
-    struct sw_shm_layout lay = kshm_layout(16);
-    struct sw_shm a, b;
-    struct sw_shm_error err;
-    CHECK_EQ(sw_shm_open(&a, path, &lay, &err), SW_OK);
+    struct kfile a;
+    kfile_open(&a, "kboot");
     struct sw_krule rule;
     krule_of(&rule, SW_GRADE_QPS, 10);
-    struct sw_kview v = {a.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1, NULL}; /* holds no slot */
+    /* a view that holds no slot */
+    struct sw_kview v = {a.shm.state, &rule, SW_LOCK_PROCESS, NULL, 0, -1, NULL};
     struct sw_decision d;
     for (int64_t key = 0; key < 3; key++)
         sw_keyed_decide(&v, fp_int(key), 1, MS(10), 0, &d);
-    struct sw_kstate *st = a.state;
+    struct sw_kstate *st = a.shm.state;
     uint64_t seed = st->seed;
-    memset(a.hdr->boot_id, 0, sizeof a.hdr->boot_id);
-    snprintf(a.hdr->boot_id, sizeof a.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
-    open_fails_without_random(path, &lay);
-    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") == 0);
+    char *boot_id = a.shm.hdr->boot_id;
+    memset(boot_id, 0, sizeof a.shm.hdr->boot_id);
+    snprintf(boot_id, sizeof a.shm.hdr->boot_id, "00000000-0000-0000-0000-000000000000");
+    open_fails_without_random(a.path, &a.lay);
+    CHECK(strcmp(boot_id, "00000000-0000-0000-0000-000000000000") == 0);
     CHECK_EQ(st->n_live, 3u); /* untouched */
     CHECK_EQ(st->seed, seed);
     CHECK(st->window_ms > 0 && st->cap > 0);
     /* the next attach, with a random source, reinitialises */
-    CHECK_EQ(sw_shm_open(&b, path, &lay, &err), SW_OK);
-    CHECK(strcmp(a.hdr->boot_id, "00000000-0000-0000-0000-000000000000") != 0);
+    struct sw_shm b;
+    struct sw_shm_error err;
+    CHECK_EQ(sw_shm_open(&b, a.path, &a.lay, &err), SW_OK);
+    CHECK(strcmp(boot_id, "00000000-0000-0000-0000-000000000000") != 0);
     CHECK_EQ(st->n_live, 0u);
     CHECK(st->seed != 0 && st->window_ms > 0);
     sw_keyed_decide(&v, fp_int(1), 1, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     sw_shm_close(&b);
-    sw_shm_close(&a);
-    unlink(path);
+    sw_shm_close(&a.shm);
+    unlink(a.path);
 }
 
 void test_keyed_shared(void)

@@ -215,19 +215,14 @@ static void check_live_as_is(const struct sw_kview *v)
 static void test_stripes_kill(void)
 {
     for (int round = 0; round < 3; round++) {
-        struct sw_shm s;
-        struct sw_shm_layout lay;
-        struct sw_krule rule;
-        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_CONCURRENCY, 3);
-        struct sw_kview v;
-        kshm_view(&s, &rule, &v);
+        struct kregion r;
+        kregion_new(&r, KMAX, SW_GRADE_CONCURRENCY, 3);
         struct sw_decision d;
         for (uint32_t k = 0; k < 16; k++) /* this process holds 1 of a key in every stripe */
-            sw_keyed_decide(&v, fp_in(k, 7), 1, MS(10), 0, &d);
+            sw_keyed_decide(&r.v, fp_in(k, 7), 1, MS(10), 0, &d);
         struct victim kid;
         if (victim_fork(&kid)) {
-            struct sw_kview cv;
-            kshm_view(&s, &rule, &cv);
+            struct sw_kview cv = kregion_view(&r);
             struct sw_decision cd;
             for (uint32_t k = 0; k < 16; k++) /* the child holds 2 of each */
                 sw_keyed_decide(&cv, fp_in(k, 7), 2, MS(10), 0, &cd);
@@ -244,27 +239,27 @@ static void test_stripes_kill(void)
         for (uint32_t k = 0; k < 16; k++) {
             if (k == 3)
                 continue;
-            sw_keyed_decide(&v, fp_in(k, 900), 1, MS(10), 0, &d);
+            sw_keyed_decide(&r.v, fp_in(k, 900), 1, MS(10), 0, &d);
             CHECK_EQ(d.verdict, SW_PASS);
-            CHECK_EQ(sw_keyed_release(&v, fp_in(k, 900), 1), SW_OK);
+            CHECK_EQ(sw_keyed_release(&r.v, fp_in(k, 900), 1), SW_OK);
         }
         victim_kill(&kid);
-        CHECK_EQ(sw_keyed_in_flight(&v, fp_in(3, 7)), round != 1 ? 3 : 2); /* taken over */
-        check_live_as_is(&v);
-        check_live(&v);
-        CHECK_EQ(sw_keyed_reap(&v), 1);
+        CHECK_EQ(sw_keyed_in_flight(&r.v, fp_in(3, 7)), round != 1 ? 3 : 2); /* taken over */
+        check_live_as_is(&r.v);
+        check_live(&r.v);
+        CHECK_EQ(sw_keyed_reap(&r.v), 1);
         for (uint32_t k = 0; k < 16; k++)
-            CHECK_EQ(sw_keyed_in_flight(&v, fp_in(k, 7)), 1);
+            CHECK_EQ(sw_keyed_in_flight(&r.v, fp_in(k, 7)), 1);
         struct sw_stats st;
         int64_t ev, keys;
-        sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+        sw_keyed_stats(&r.v, MS(10), &st, &ev, &keys);
         CHECK_EQ(st.in_flight, 16);
-        check_live(&v);
-        sw_keyed_decide(&v, fp_in(3, 501), 1, MS(10), 0, &d);
+        check_live(&r.v);
+        sw_keyed_decide(&r.v, fp_in(3, 501), 1, MS(10), 0, &d);
         CHECK_EQ(d.verdict, SW_PASS);
-        check_live(&v);
-        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
-        sw_shm_close(&s);
+        check_live(&r.v);
+        CHECK_EQ(sw_keyed_region_check(r.s.state, &r.lay), SW_OK);
+        sw_shm_close(&r.s);
     }
 }
 
@@ -276,22 +271,17 @@ static void test_stripes_kill(void)
 static void test_stripes_hot_counts_survive_a_kill(void)
 {
     for (int round = 0; round < 2; round++) {
-        struct sw_shm s;
-        struct sw_shm_layout lay;
-        struct sw_krule rule;
-        kregion_open(&s, &lay, &rule, KMAX, SW_GRADE_QPS, 1000);
-        struct sw_kview v;
-        kshm_view(&s, &rule, &v);
+        struct kregion r;
+        kregion_new(&r, KMAX, SW_GRADE_QPS, 1000);
         struct sw_decision d;
         uint64_t fp = fp_in(5, 1);
         for (int k = 0; k < 5; k++) {
-            sw_keyed_decide(&v, fp, 1, MS(10), SW_F_TRY, &d);
+            sw_keyed_decide(&r.v, fp, 1, MS(10), SW_F_TRY, &d);
             CHECK_EQ(d.verdict, SW_PASS);
         }
         struct victim kid;
         if (victim_fork(&kid)) {
-            struct sw_kview cv;
-            kshm_view(&s, &rule, &cv);
+            struct sw_kview cv = kregion_view(&r);
             struct sw_decision cd;
             for (int k = 0; k < 3; k++)
                 sw_keyed_decide(&cv, fp, 1, MS(10), SW_F_TRY, &cd);
@@ -303,18 +293,18 @@ static void test_stripes_hot_counts_survive_a_kill(void)
         CHECK_EQ(victim_wait(&kid), 'h');
         victim_kill(&kid);
         for (int k = 0; k < 2; k++) {
-            sw_keyed_decide(&v, fp, 1, MS(10), SW_F_TRY, &d); /* takes the stripe over */
+            sw_keyed_decide(&r.v, fp, 1, MS(10), SW_F_TRY, &d); /* takes the stripe over */
             CHECK_EQ(d.verdict, SW_PASS);
         }
         struct sw_totals t;
-        sw_keyed_totals(&v, &t);
+        sw_keyed_totals(&r.v, &t);
         CHECK_EQ(t.pass, 10);
         struct sw_stats st;
         int64_t ev, keys;
-        sw_keyed_stats(&v, MS(10), &st, &ev, &keys);
+        sw_keyed_stats(&r.v, MS(10), &st, &ev, &keys);
         CHECK_EQ(st.pass, 10);
-        CHECK_EQ(sw_keyed_region_check(s.state, &lay), SW_OK);
-        sw_shm_close(&s);
+        CHECK_EQ(sw_keyed_region_check(r.s.state, &r.lay), SW_OK);
+        sw_shm_close(&r.s);
     }
 }
 

@@ -48,13 +48,7 @@ static void test_reject_qps(void)
     CHECK_EQ(d.retry_ns, -1);
     /* a refusal with NO_BLOCK is not counted */
     CHECK_EQ(decide(lim, 1, MS(900), SW_F_NO_BLOCK, &d), SW_BLOCK);
-    struct sw_stats st;
-    sw_limiter_stats(lim, MS(900), &st);
-    CHECK_EQ(st.pass, 10);
-    CHECK_EQ(st.block, 1 + 1 + 5 + 10 + 11);
-    CHECK_EQ(st.occupied_pass, 0);
-    CHECK_EQ(st.waiting, 0);
-    CHECK_EQ(st.in_flight, 0);
+    CHECK_STATS(lim, MS(900), .pass = 10, .block = 1 + 1 + 5 + 10 + 11, .min_rt = SW_MIN_RT_INIT);
     /* the window slides: 4 fit at 1000 */
     for (int i = 0; i < 4; i++)
         CHECK_EQ(decide(lim, 1, MS(1000), 0, NULL), SW_PASS);
@@ -63,6 +57,7 @@ static void test_reject_qps(void)
     CHECK_EQ(decide(lim, 6, MS(1500), 0, NULL), SW_PASS);
     /* a caller-supplied earlier time counts into the newest bucket: still exact */
     CHECK_EQ(decide(lim, 1, MS(200), 0, NULL), SW_BLOCK);
+    struct sw_stats st;
     sw_limiter_stats(lim, MS(1500), &st);
     CHECK_EQ(st.pass, 10);
     /* SW_F_ENTRY holds in-flight counts on a QPS limiter */
@@ -86,16 +81,18 @@ static void test_reject_qps(void)
     CHECK_EQ(decide(lim, 21, MS(1999), 0, NULL), SW_NEVER);
     CHECK_EQ(decide(lim, 20, MS(2000), 0, NULL), SW_PASS);
 
+    free(lim);
+
     /* q = 0.5 over 2 s: one per window */
+    static const struct step half[] = {
+        {1, MS(0), 0, SW_PASS, ANY_NS},
+        {1, MS(1999), 0, SW_BLOCK, ANY_NS},
+        {2, MS(1999), 0, SW_NEVER, ANY_NS},
+        {1, MS(2000), 0, SW_PASS, ANY_NS},
+    };
     c = cfg_of(SW_GRADE_QPS, SW_REJECT, 0.5);
     c.interval_ms = 2000;
-    if (!lim_renew(&lim, &c))
-        return;
-    CHECK_EQ(decide(lim, 1, MS(0), 0, NULL), SW_PASS);
-    CHECK_EQ(decide(lim, 1, MS(1999), 0, NULL), SW_BLOCK);
-    CHECK_EQ(decide(lim, 2, MS(1999), 0, NULL), SW_NEVER);
-    CHECK_EQ(decide(lim, 1, MS(2000), 0, NULL), SW_PASS);
-    free(lim);
+    CHECK_STEPS_FRESH(&c, half);
 
     /* q = 0: never */
     c = cfg_of(SW_GRADE_QPS, SW_REJECT, 0);
@@ -125,17 +122,12 @@ static void test_occupy(void)
     /* 10 + 4 waiting + 1 - 4 (oldest bucket) > 10 */
     CHECK_EQ(decide(lim, 1, MS(950), SW_F_PRIORITIZED, &d), SW_BLOCK);
     CHECK_EQ(d.occupied, 0);
-    struct sw_stats st;
-    sw_limiter_stats(lim, MS(950), &st);
-    CHECK_EQ(st.pass, 10);
-    CHECK_EQ(st.occupied_pass, 4);
-    CHECK_EQ(st.waiting, 4);
-    CHECK_EQ(st.block, 3);
-    /* at 1000 the granted passes are current: 6 (bucket 500) + 4 */
-    sw_limiter_stats(lim, MS(1000), &st);
-    CHECK_EQ(st.pass, 10);
-    CHECK_EQ(st.waiting, 0);
-    CHECK_EQ(st.occupied_pass, 4); /* counted in bucket 500, still in the window */
+    CHECK_STATS(lim, MS(950), .pass = 10, .block = 3, .min_rt = SW_MIN_RT_INIT, .waiting = 4,
+                .occupied_pass = 4);
+    /* at 1000 the granted passes are current: 6 (bucket 500) + 4; the occupied ones counted
+     * in bucket 500, still in the window */
+    CHECK_STATS(lim, MS(1000), .pass = 10, .block = 3, .min_rt = SW_MIN_RT_INIT,
+                .occupied_pass = 4);
     CHECK_EQ(decide(lim, 1, MS(1000), 0, NULL), SW_BLOCK);
     /* previous second (minute window) does not count the borrowed passes as PASS */
     CHECK_EQ(sw_node_previous_second_pass(sw_limiter_node(lim), 1000), 10);
@@ -199,15 +191,9 @@ static void test_concurrency(void)
     CHECK_EQ(sw_limiter_exit(lim, -1, 0, SW_OUT_NONE, MS(40)), SW_EINVAL);
     CHECK_EQ(sw_limiter_exit(lim, 1, -1, SW_OUT_SUCCESS, MS(40)), SW_EINVAL);
     CHECK_EQ(sw_limiter_exit(lim, 0, 0, SW_OUT_SUCCESS, MS(40)), SW_OK);
-    struct sw_stats st;
-    sw_limiter_stats(lim, MS(40), &st);
-    CHECK_EQ(st.pass, 5);
-    CHECK_EQ(st.block, 1 + 3 + 2);
-    CHECK_EQ(st.success, 1);
-    CHECK_EQ(st.exception, 1);
-    CHECK_EQ(st.rt_sum, 5);
-    CHECK_EQ(st.min_rt, 1); /* the RT 0 of the last exit: max(1, 0) */
-    CHECK_EQ(st.in_flight, 0);
+    /* min_rt: the RT 0 of the last exit, max(1, 0) */
+    CHECK_STATS(lim, MS(40), .pass = 5, .block = 1 + 3 + 2, .success = 1, .exception = 1,
+                .rt_sum = 5, .min_rt = 1);
     free(lim);
 
     /* concurrency 0: never */
@@ -227,20 +213,10 @@ static void test_count_exit_stats(void)
     CHECK_EQ(sw_limiter_exit(lim, 1, 40, SW_OUT_SUCCESS, MS(150)), SW_OK);
     CHECK_EQ(sw_limiter_exit(lim, 1, 10, SW_OUT_SUCCESS, MS(600)), SW_OK);
     CHECK_EQ(sw_limiter_exit(lim, 1, 99, SW_OUT_EXCEPTION, MS(600)), SW_OK);
+    CHECK_STATS(lim, MS(700), .pass = 3, .block = 2, .success = 2, .exception = 1, .rt_sum = 50,
+                .min_rt = 10);
+    CHECK_STATS(lim, MS(1100), .success = 1, .exception = 1, .rt_sum = 10, .min_rt = 10);
     struct sw_stats st;
-    sw_limiter_stats(lim, MS(700), &st);
-    CHECK_EQ(st.pass, 3);
-    CHECK_EQ(st.block, 2);
-    CHECK_EQ(st.success, 2);
-    CHECK_EQ(st.exception, 1);
-    CHECK_EQ(st.rt_sum, 50);
-    CHECK_EQ(st.min_rt, 10);
-    CHECK_EQ(st.in_flight, 0);
-    CHECK_EQ(st.waiting, 0);
-    sw_limiter_stats(lim, MS(1100), &st);
-    CHECK_EQ(st.pass, 0);
-    CHECK_EQ(st.success, 1);
-    CHECK_EQ(st.min_rt, 10);
     sw_limiter_stats(lim, MS(1600), &st);
     CHECK_EQ(st.min_rt, SW_MIN_RT_INIT);
     CHECK_EQ(st.rt_sum, 0);

@@ -14,6 +14,18 @@ static void totals_of(struct sw_limiter *lim, struct sw_totals *t)
     sw_limiter_totals(lim, t);
 }
 
+/* Every one of the totals *t as expected (a check each). */
+static void check_totals(const struct sw_totals *t, struct sw_totals want)
+{
+    CHECK_EQ(t->pass, want.pass);
+    CHECK_EQ(t->block, want.block);
+    CHECK_EQ(t->exception, want.exception);
+    CHECK_EQ(t->success, want.success);
+    CHECK_EQ(t->occupied_pass, want.occupied_pass);
+    CHECK_EQ(t->rt, want.rt);
+    CHECK_EQ(t->shadow_block, want.shadow_block);
+}
+
 /* Every decision, exit and count reaches the totals; a prioritized grant counts its PASS
  * when granted; the window forgets, the totals do not. */
 static void test_totals_basic(void)
@@ -35,12 +47,8 @@ static void test_totals_basic(void)
     CHECK_EQ(sw_limiter_exit(lim, 1, 0, SW_OUT_EXCEPTION, MS(700)), SW_OK);
     CHECK_EQ(sw_limiter_count(lim, SW_EV_BLOCK, 4, MS(700)), SW_OK);
     totals_of(lim, &t);
-    CHECK_EQ(t.pass, 3);
-    CHECK_EQ(t.block, 5);
-    CHECK_EQ(t.success, 1);
-    CHECK_EQ(t.exception, 1);
-    CHECK_EQ(t.occupied_pass, 1);
-    CHECK_EQ(t.rt, 7);
+    check_totals(&t, (struct sw_totals){.pass = 3, .block = 5, .exception = 1, .success = 1,
+                                        .occupied_pass = 1, .rt = 7});
     /* long after: the window is empty, the totals stay */
     struct sw_stats s;
     sw_limiter_stats(lim, MS(100000), &s);
@@ -316,10 +324,8 @@ static void test_keyed_totals_shadow(void)
     CHECK_EQ(sw_keyed_in_flight(&v, 12), 0);
     struct sw_totals t;
     sw_keyed_totals(&v, &t);
-    CHECK_EQ(t.pass, 2);
-    CHECK_EQ(t.block, 2);
-    CHECK_EQ(t.success, 1);
-    CHECK_EQ(t.rt, 9);
+    check_totals(&t, (struct sw_totals){.pass = 2, .block = 2, .success = 1, .rt = 9,
+                                        .shadow_block = 1});
     free(st);
 }
 

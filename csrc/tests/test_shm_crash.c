@@ -110,12 +110,9 @@ static int give_up_hook(const struct sw_lock_wait *w)
 
 static void test_stopped_and_stuck_owner(void)
 {
-    struct sw_shm s;
-    struct sw_rule rule;
-    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 2);
-    struct sw_view v;
-    view_of(&s, &rule, &v);
-    struct sw_lstate *st = s.state;
+    struct lregion r;
+    lregion_new(&r, SW_GRADE_CONCURRENCY, 2);
+    struct sw_lstate *st = r.s.state;
     pid_t kid = fork();
     if (kid == 0) {
         (void)sw_lock_acquire_as(&st->lock, sw_proc_token());
@@ -128,21 +125,21 @@ static void test_stopped_and_stuck_owner(void)
     CHECK(WIFSTOPPED(status));
     struct sw_decision d;
     sw_lock_wait_hook = give_up_hook;
-    CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_EBUSY); /* gave up, nothing counted */
+    CHECK_EQ(sw_decide(&r.v, 1, MS(10), 0, &d), SW_EBUSY); /* gave up, nothing counted */
     CHECK(hook_calls >= 20 && hook_saw_stopped == hook_calls);
-    CHECK_EQ(sw_lstate_check_repair(&v), SW_EBUSY);
+    CHECK_EQ(sw_lstate_check_repair(&r.v), SW_EBUSY);
     /* an exit and a release give up the same way, having done nothing (the count is kept) */
     hook_calls = 0;
-    CHECK_EQ(sw_exit_or_give_up(&v, 1, 3, SW_OUT_SUCCESS, MS(10)), SW_EBUSY);
+    CHECK_EQ(sw_exit_or_give_up(&r.v, 1, 3, SW_OUT_SUCCESS, MS(10)), SW_EBUSY);
     CHECK(hook_calls >= 20);
     hook_calls = 0;
-    CHECK_EQ(sw_release(&v, 1), SW_EBUSY);
+    CHECK_EQ(sw_release(&r.v, 1), SW_EBUSY);
     sw_lock_wait_hook = NULL;
     kill(kid, SIGKILL);
     waitpid(kid, &status, 0);
-    CHECK_EQ(sw_decide(&v, 1, MS(10), 0, &d), SW_OK); /* taken over from the dead holder */
+    CHECK_EQ(sw_decide(&r.v, 1, MS(10), 0, &d), SW_OK); /* taken over from the dead holder */
     CHECK_EQ(d.verdict, SW_PASS);
-    CHECK_EQ(sw_in_flight(&v), 1);
+    CHECK_EQ(sw_in_flight(&r.v), 1);
     /* a live, running process that does not hold the lock (crafted word): stuck after
      * SW_LOCK_STUCK_NS, then a call site that may give up does (no hook set) */
     pid_t sleeper = fork();
@@ -168,14 +165,14 @@ static void test_stopped_and_stuck_owner(void)
     CHECK(start != 0);
     atomic_store(&st->lock.word, ((uint64_t)sleeper << 32) | (start & 0xffffffffu));
     int64_t t0 = sw_time_ns();
-    CHECK_EQ(sw_lstate_check_repair(&v), SW_EBUSY);
+    CHECK_EQ(sw_lstate_check_repair(&r.v), SW_EBUSY);
     int64_t took = sw_time_ns() - t0;
     CHECK(took >= SW_LOCK_STUCK_NS && took < SW_LOCK_STUCK_NS + MS(30000));
     kill(sleeper, SIGKILL);
     waitpid(sleeper, &status, 0);
-    CHECK_EQ(sw_lstate_check_repair(&v), SW_OK); /* its owner is gone now: taken over */
-    CHECK_EQ(sw_in_flight(&v), 1);
-    sw_shm_close(&s);
+    CHECK_EQ(sw_lstate_check_repair(&r.v), SW_OK); /* its owner is gone now: taken over */
+    CHECK_EQ(sw_in_flight(&r.v), 1);
+    sw_shm_close(&r.s);
 }
 
 /* ---- processes killed or finishing each other's work on a shared state ---- */
@@ -265,33 +262,39 @@ static void takeover_through_window(void)
     sw_shm_close(&s);
 }
 
+/* A region of a concurrency limit of `count`, this process's view of it (r->v) and one as
+ * another process's (*other), on distinct slots (checked). */
+static void region_and_other(struct lregion *r, double count, struct sw_view *other)
+{
+    lregion_new(r, SW_GRADE_CONCURRENCY, count);
+    view_as_other(r, other, 1u);
+    CHECK(other->my_slot >= 0 && other->my_slot != r->v.my_slot);
+}
+
 /* A release in another process than the acquisition, then both die: reaping keeps the total
  * the sum of the slots, so nothing phantom stays in flight (never clamped to 0, then +1). */
 static void reap_keeps_the_sum(void)
 {
-    struct sw_shm s;
-    struct sw_rule rule;
-    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 1);
-    struct sw_view a, b, me;
-    view_of(&s, &rule, &a);
-    view_of(&s, &rule, &b);
-    b.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as another process's */
-    CHECK(b.my_slot >= 0 && b.my_slot != a.my_slot);
+    struct lregion r;
+    struct sw_view b;
+    region_and_other(&r, 1, &b);
     struct sw_decision d;
-    sw_decide(&a, 1, MS(10), 0, &d);  /* a's slot +1 */
+    sw_decide(&r.v, 1, MS(10), 0, &d);  /* this process's slot +1 */
     CHECK_EQ(sw_release(&b, 1), SW_OK); /* b's slot -1: the total is 0 */
     /* both "die": their slots now name processes that do not exist */
     uint64_t dead1 = ((uint64_t)4194301u << 32) | 7u, dead2 = ((uint64_t)4194302u << 32) | 7u;
     if (kill(4194301, 0) == 0 || kill(4194302, 0) == 0)
         return; /* those pids exist here: skip */
-    atomic_store(&s.slots[a.my_slot].token, a.my_slot < b.my_slot ? dead1 : dead2);
-    atomic_store(&s.slots[b.my_slot].token, a.my_slot < b.my_slot ? dead2 : dead1);
-    view_of(&s, &rule, &me);
+    int mine = r.v.my_slot;
+    atomic_store(&r.s.slots[mine].token, mine < b.my_slot ? dead1 : dead2);
+    atomic_store(&r.s.slots[b.my_slot].token, mine < b.my_slot ? dead2 : dead1);
+    struct sw_view me;
+    view_of(&r.s, &r.rule, &me);
     CHECK_EQ(sw_lstate_reap(&me), 2);
     CHECK_EQ(sw_in_flight(&me), 0);
     CHECK_EQ(sw_decide(&me, 1, MS(10), 0, &d), SW_OK);
     CHECK_EQ(d.verdict, SW_PASS); /* nothing phantom in flight */
-    sw_shm_close(&s);
+    sw_shm_close(&r.s);
 }
 
 /* A release for another process, then the releaser acquires again, then the acquirer dies:
@@ -300,34 +303,30 @@ static void reap_keeps_the_sum(void)
  * acquisitions: the total stays the count held, never 4 admitted under a limit of 2). */
 static void release_for_another_then_acquire(void)
 {
-    struct sw_shm s;
-    struct sw_rule rule;
-    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 2);
-    struct sw_view kid, me;
-    view_of(&s, &rule, &me);
-    view_of(&s, &rule, &kid);
-    kid.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as another process's */
-    CHECK(kid.my_slot >= 0 && kid.my_slot != me.my_slot);
+    struct lregion r;
+    struct sw_view kid;
+    region_and_other(&r, 2, &kid);
+    struct sw_view *me = &r.v;
     struct sw_decision d;
     sw_decide(&kid, 2, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
-    CHECK_EQ(sw_release(&me, 1), SW_OK); /* the kid's counts, released here */
-    CHECK_EQ(sw_release(&me, 1), SW_OK);
-    CHECK_EQ(sw_in_flight(&me), 0);
-    CHECK_EQ(s.slots[me.my_slot].in_flight, 0); /* never below 0 */
-    sw_decide(&me, 2, MS(10), 0, &d);
+    CHECK_EQ(sw_release(me, 1), SW_OK); /* the kid's counts, released here */
+    CHECK_EQ(sw_release(me, 1), SW_OK);
+    CHECK_EQ(sw_in_flight(me), 0);
+    CHECK_EQ(r.s.slots[me->my_slot].in_flight, 0); /* never below 0 */
+    sw_decide(me, 2, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     uint64_t dead = ((uint64_t)4194301u << 32) | 7u;
     if (kill(4194301, 0) == 0)
         return; /* that pid exists here: skip */
-    atomic_store(&s.slots[kid.my_slot].token, dead); /* the kid "dies" */
-    CHECK_EQ(sw_lstate_reap(&me), 1);
-    CHECK_EQ(sw_in_flight(&me), 2); /* this process's 2 */
-    sw_decide(&me, 1, MS(10), 0, &d);
+    atomic_store(&r.s.slots[kid.my_slot].token, dead); /* the kid "dies" */
+    CHECK_EQ(sw_lstate_reap(me), 1);
+    CHECK_EQ(sw_in_flight(me), 2); /* this process's 2 */
+    sw_decide(me, 1, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_BLOCK);
-    CHECK_EQ(sw_release(&me, 2), SW_OK);
-    CHECK_EQ(sw_in_flight(&me), 0);
-    sw_shm_close(&s);
+    CHECK_EQ(sw_release(me, 2), SW_OK);
+    CHECK_EQ(sw_in_flight(me), 0);
+    sw_shm_close(&r.s);
 }
 
 /* A holds 2, B 1, and C finishes B's job (releases 1); then B's object is dropped, every
@@ -335,35 +334,31 @@ static void release_for_another_then_acquire(void)
  * C released (the total stays A's 2: nothing more admitted under 3 than fits). */
 static void give_back_after_a_release_for_it(void)
 {
-    struct sw_shm s;
-    struct sw_rule rule;
-    region_open(&s, &rule, SW_GRADE_CONCURRENCY, 3);
-    struct sw_view a, b, c;
+    struct lregion r;
+    lregion_new(&r, SW_GRADE_CONCURRENCY, 3);
+    struct sw_view a, *b = &r.v, c;
     int64_t hb = 0;
-    view_of(&s, &rule, &a);
-    view_of(&s, &rule, &b);
-    view_of(&s, &rule, &c);
-    a.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 1u); /* as other processes' */
-    c.my_slot = sw_shm_claim_slot(&s, sw_proc_token() ^ 2u);
-    CHECK(a.my_slot >= 0 && c.my_slot >= 0 && a.my_slot != b.my_slot && c.my_slot != b.my_slot);
-    b.held = &hb;
+    view_as_other(&r, &a, 1u);
+    view_as_other(&r, &c, 2u);
+    CHECK(a.my_slot >= 0 && c.my_slot >= 0 && a.my_slot != b->my_slot && c.my_slot != b->my_slot);
+    b->held = &hb;
     struct sw_decision d;
     sw_decide(&a, 2, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
-    sw_decide(&b, 1, MS(10), SW_F_ENTRY, &d);
+    sw_decide(b, 1, MS(10), SW_F_ENTRY, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(sw_release(&c, 1), SW_OK); /* B's job, finished in C */
     CHECK_EQ(sw_in_flight(&a), 2);
-    sw_view_lock(&b);
-    (void)sw_lstate_give_back_locked(&b, 0); /* B's object dropped */
-    sw_view_unlock(&b);
+    sw_view_lock(b);
+    (void)sw_lstate_give_back_locked(b, 0); /* B's object dropped */
+    sw_view_unlock(b);
     CHECK_EQ(sw_in_flight(&a), 2); /* A's 2 */
     sw_decide(&a, 1, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_PASS);
     sw_decide(&a, 1, MS(10), 0, &d);
     CHECK_EQ(d.verdict, SW_BLOCK); /* 3 of 3 */
     CHECK_EQ(sw_release(&a, 3), SW_OK);
-    sw_shm_close(&s);
+    sw_shm_close(&r.s);
 }
 
 /* ---- observers: a state copied without its lock (sw_lstate_copy) ---- */
@@ -422,20 +417,17 @@ static void copy_stats(struct sw_view *v, struct torn_src *src, unsigned tries, 
  * it is taken again. Before: the window read 100 passes in a bucket that held 1. */
 static void observer_torn_copy(void)
 {
-    struct sw_shm s;
-    struct sw_rule rule;
-    region_open(&s, &rule, SW_GRADE_QPS, 1000);
-    struct sw_view v;
-    view_of(&s, &rule, &v);
+    struct lregion r;
+    lregion_new(&r, SW_GRADE_QPS, 1000);
     struct sw_decision d;
     for (int i = 0; i < 100; i++) /* bucket 1000: 100 passes, 99 on the lock's line only */
-        CHECK_EQ(sw_decide(&v, 1, MS(1100), SW_F_TRY, &d), SW_OK);
-    struct torn_src src = {&v, 1, MS(2100)};
+        CHECK_EQ(sw_decide(&r.v, 1, MS(1100), SW_F_TRY, &d), SW_OK);
+    struct torn_src src = {&r.v, 1, MS(2100)};
     bool hot_ok = false;
     struct sw_stats st;
     struct sw_totals tot;
     int64_t min_pass;
-    copy_stats(&v, &src, 16, &hot_ok, MS(2100), &st, &tot, &min_pass);
+    copy_stats(&r.v, &src, 16, &hot_ok, MS(2100), &st, &tot, &min_pass);
     CHECK_EQ(src.inject, 0);  /* the first copy was torn */
     CHECK(hot_ok);            /* the second was not */
     CHECK_EQ(st.pass, 1);     /* the window at 2100: bucket 2000 only */
@@ -447,15 +439,15 @@ static void observer_torn_copy(void)
     src.inject = 3;
     src.at_ns = MS(3100);
     for (int i = 0; i < 50; i++) /* bucket 2500 (the window 2000..2999): 50 on the line */
-        CHECK_EQ(sw_decide(&v, 1, MS(2600), SW_F_TRY, &d), SW_OK);
-    copy_stats(&v, &src, 3, &hot_ok, MS(4100), &st, &tot, &min_pass);
+        CHECK_EQ(sw_decide(&r.v, 1, MS(2600), SW_F_TRY, &d), SW_OK);
+    copy_stats(&r.v, &src, 3, &hot_ok, MS(4100), &st, &tot, &min_pass);
     CHECK_EQ(src.inject, 0);
     CHECK(!hot_ok);
     /* each injected decision started a bucket (the general path: stored in the node) */
     CHECK_EQ(st.pass, 2);     /* buckets 3500 and 4000: 1 each */
     CHECK_EQ(tot.pass, 154);
     CHECK_EQ(min_pass, 154);  /* not 155: minute bucket 3000's 2 (on the line) into 4000 */
-    sw_shm_close(&s);
+    sw_shm_close(&r.s);
 }
 
 /* A decision at the head of both windows counts on the lock's line only; the next other

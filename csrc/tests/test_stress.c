@@ -56,6 +56,17 @@ static void run_threads(void *(*fn)(void *), void *args, size_t arg_size)
         run_threads(fn, args, sizeof(args)[0]);                                             \
     } while (0)
 
+/* A decision's verdict counted: a pass, a refusal, or anything else (an error code). */
+static void count_verdict(int v, int64_t *pass, int64_t *block, int *errors)
+{
+    if (v == SW_PASS)
+        (*pass)++;
+    else if (v == SW_BLOCK)
+        (*block)++;
+    else
+        (*errors)++;
+}
+
 /* ---- 1. phased reject, explicit times ---- */
 
 #define PH_PHASES 40
@@ -89,15 +100,9 @@ static void *ph_worker(void *p)
             struct sw_decision d;
             int v = decide(a->sh->lim, 1, now, flags, &d);
             a->calls++;
-            if (v == SW_PASS) {
-                a->pass[k]++;
-                if (flags & SW_F_ENTRY)
-                    a->entries++;
-            }
-            else if (v == SW_BLOCK)
-                a->block[k]++;
-            else
-                a->errors++;
+            if (v == SW_PASS && (flags & SW_F_ENTRY))
+                a->entries++;
+            count_verdict(v, &a->pass[k], &a->block[k], &a->errors);
         }
     }
     return NULL;
@@ -557,21 +562,13 @@ static void *rr_worker(void *p)
             for (;;) {
                 int v = decide(sh->lim, 1, MS(t), 0, NULL);
                 a->calls++;
-                if (v == SW_PASS)
-                    a->pass++;
-                else if (v == SW_BLOCK)
-                    a->block++;
-                else
-                    a->errors++;
+                count_verdict(v, &a->pass, &a->block, &a->errors);
                 if (v != SW_PASS)
                     break;
             }
             for (int i = 0; i < 2000; i++) { /* let the others refuse a while */
-                int v = decide(sh->lim, 1, MS(t), 0, NULL);
                 a->calls++;
-                a->pass += v == SW_PASS;
-                a->block += v == SW_BLOCK;
-                a->errors += v != SW_PASS && v != SW_BLOCK;
+                count_verdict(decide(sh->lim, 1, MS(t), 0, NULL), &a->pass, &a->block, &a->errors);
             }
             struct sw_stats st;
             sw_limiter_stats(sh->lim, MS(t), &st);
@@ -586,12 +583,7 @@ static void *rr_worker(void *p)
         int64_t t = atomic_load(&sh->now_ms);
         int v = decide(sh->lim, 1, MS(t) + (int64_t)a->calls % 1000, 0, NULL);
         a->calls++;
-        if (v == SW_PASS)
-            a->pass++;
-        else if (v == SW_BLOCK)
-            a->block++;
-        else
-            a->errors++;
+        count_verdict(v, &a->pass, &a->block, &a->errors);
     }
     return NULL;
 }
@@ -601,10 +593,7 @@ static void stress_refuse_while_rolling(void)
     struct sw_limiter *lim = lim_of(SW_GRADE_QPS, SW_REJECT, RR_LIMIT);
     if (lim == NULL)
         return;
-    static struct rr_shared sh;
-    sh.lim = lim;
-    atomic_store(&sh.now_ms, 250);
-    atomic_store(&sh.stop, 0);
+    struct rr_shared sh = {.lim = lim, .now_ms = 250};
     static struct rr_arg args[NTHREADS];
     RUN_WORKERS(rr_worker, args, &sh);
     int64_t calls = 0, pass = 0, block = 0;
@@ -626,17 +615,17 @@ static void stress_refuse_while_rolling(void)
 
 /* A full window refuses while another thread holds the lock (the refusal takes no lock),
  * and counts the refusal. */
+#define RL_UNDECIDED (-2) /* neither a verdict nor decide()'s error */
+
 struct rl_arg {
     struct sw_limiter *lim;
-    _Atomic int done;
-    int verdict;
+    _Atomic int verdict; /* RL_UNDECIDED until the worker has decided */
 };
 
 static void *rl_worker(void *p)
 {
     struct rl_arg *a = p;
-    a->verdict = decide(a->lim, 1, MS(700), 0, NULL);
-    atomic_store(&a->done, 1);
+    atomic_store(&a->verdict, decide(a->lim, 1, MS(700), 0, NULL));
     return NULL;
 }
 
@@ -650,18 +639,18 @@ static void full_window_refuses_while_the_lock_is_held(void)
     CHECK_EQ(decide(lim, 1, MS(650), 0, NULL), SW_BLOCK); /* full: the head is at 500 ms */
     static struct rl_arg a;
     a.lim = lim;
-    atomic_store(&a.done, 0);
+    atomic_store(&a.verdict, RL_UNDECIDED);
     sw_lock_acquire(&lim->st.lock);
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, rl_worker, &a), 0);
     int64_t deadline = sw_time_ns() + INT64_C(5000000000);
-    while (!atomic_load(&a.done) && sw_time_ns() < deadline)
+    while (atomic_load(&a.verdict) == RL_UNDECIDED && sw_time_ns() < deadline)
         sched_yield();
-    int done = atomic_load(&a.done);
+    int under_lock = atomic_load(&a.verdict);
     sw_lock_release(&lim->st.lock);
     CHECK_EQ(pthread_join(th, NULL), 0);
-    CHECK_EQ(done, 1);
-    CHECK_EQ(a.verdict, SW_BLOCK);
+    CHECK(under_lock != RL_UNDECIDED); /* decided while the lock was held */
+    CHECK_EQ(atomic_load(&a.verdict), SW_BLOCK);
     /* counted, and the locked path still sees the refusal in the window's counts */
     check_counted(lim, MS(700), 10, 2);
     free(lim);

@@ -60,49 +60,48 @@ static void test_reserve(void)
 
 static void test_throttle_limiter(void)
 {
+    static const struct step burst[] = {
+        /* 7 requests at one instant: 0, 100, ..., 500 ms, the 7th blocked */
+        {1, MS(1000), 0, SW_PASS, 0},
+        {1, MS(1000), 0, SW_PASS, MS(100)},
+        {1, MS(1000), 0, SW_PASS, MS(200)},
+        {1, MS(1000), 0, SW_PASS, MS(300)},
+        {1, MS(1000), 0, SW_PASS, MS(400)},
+        {1, MS(1000), 0, SW_PASS, MS(500)},
+        {1, MS(1000), 0, SW_BLOCK, MS(100)},
+    };
+    static const struct step after_burst[] = {
+        {1, MS(1100), 0, SW_PASS, MS(500)}, /* later: the queue drained by 100 ms */
+        /* an earlier caller-supplied time: last never moves back */
+        {1, MS(500), 0, SW_BLOCK, MS(700)}, /* wait 1200 ms - queue 500 ms */
+        /* idle: passes at once and restarts from now */
+        {1, MS(5000), 0, SW_PASS, 0},
+        {2, MS(5000), 0, SW_PASS, MS(200)},
+    };
     struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_THROTTLE, 10);
     struct sw_limiter *lim = lim_new(&c);
     if (lim == NULL)
         return;
-    struct sw_decision d;
-    /* 7 requests at one instant: 0, 100, ..., 500 ms, the 7th blocked */
-    for (int i = 0; i < 6; i++) {
-        CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_PASS);
-        CHECK_EQ(d.wait_ns, MS(100) * i);
-    }
-    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_BLOCK);
-    CHECK_EQ(d.retry_ns, MS(100));
+    CHECK_STEPS(lim, burst);
     struct sw_stats st;
     sw_limiter_stats(lim, MS(1000), &st);
     CHECK_EQ(st.pass, 6);
     CHECK_EQ(st.block, 1);
-    /* later: the queue drained by 100 ms */
-    CHECK_EQ(decide(lim, 1, MS(1100), 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, MS(500));
-    /* an earlier caller-supplied time: last never moves back */
-    CHECK_EQ(decide(lim, 1, MS(500), 0, &d), SW_BLOCK);
-    CHECK_EQ(d.retry_ns, MS(700)); /* wait 1200 ms - queue 500 ms */
-    /* idle: passes at once and restarts from now */
-    CHECK_EQ(decide(lim, 1, MS(5000), 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, 0);
-    CHECK_EQ(decide(lim, 2, MS(5000), 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, MS(200));
+    CHECK_STEPS(lim, after_burst);
     free(lim);
 
     /* a fresh throttle admits at once, whatever the clock reads (0 included) */
-    lim = lim_new(&c);
-    if (lim == NULL)
-        return;
-    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, 0);
-    CHECK_EQ(decide(lim, 1, MS(100), 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, 0);
-    free(lim);
+    static const struct step fresh[] = {
+        {1, 0, 0, SW_PASS, 0},
+        {1, MS(100), 0, SW_PASS, 0},
+    };
+    CHECK_STEPS_FRESH(&c, fresh);
 
     /* try: admits only when the wait is 0; a refusal moves nothing */
     lim = lim_new(&c);
     if (lim == NULL)
         return;
+    struct sw_decision d;
     CHECK_EQ(decide(lim, 1, MS(1), SW_F_TRY, &d), SW_PASS);
     CHECK_EQ(decide(lim, 1, MS(1), SW_F_TRY, &d), SW_BLOCK);
     CHECK_EQ(d.retry_ns, MS(100));

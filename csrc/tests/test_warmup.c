@@ -169,43 +169,37 @@ static void test_warm_up_limiter(void)
 static void test_warm_up_throttle(void)
 {
     struct sw_limiter_cfg c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 10);
-    struct sw_limiter *lim = lim_new(&c);
-    if (lim == NULL)
-        return;
-    struct sw_decision d;
-    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_PASS); /* a fresh one admits at once */
-    CHECK_EQ(d.wait_ns, 0);
-    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_PASS); /* cold cost 300 ms */
-    CHECK_EQ(d.wait_ns, MS(300));
-    CHECK_EQ(decide(lim, 1, MS(1000), 0, &d), SW_BLOCK);
-    CHECK_EQ(d.retry_ns, MS(100));
-    CHECK_EQ(decide(lim, 1, MS(1000), SW_F_TRY, &d), SW_BLOCK);
-    CHECK_EQ(d.retry_ns, MS(600));
-    CHECK_EQ(decide(lim, 1, MS(1600), SW_F_TRY, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, 0);
+    static const struct step cold[] = {
+        {1, MS(1000), 0, SW_PASS, 0},       /* a fresh one admits at once */
+        {1, MS(1000), 0, SW_PASS, MS(300)}, /* cold cost 300 ms */
+        {1, MS(1000), 0, SW_BLOCK, MS(100)},
+        {1, MS(1000), SW_F_TRY, SW_BLOCK, MS(600)},
+        {1, MS(1600), SW_F_TRY, SW_PASS, 0},
+    };
+    CHECK_STEPS_FRESH(&c, cold);
 
     /* rule (b): no ramp, cost 1 s */
+    static const struct step rule_b[] = {
+        {1, 0, 0, SW_PASS, ANY_NS},
+        {1, 0, 0, SW_BLOCK, MS(500)},
+    };
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 1);
     c.warm_up_s = 1;
-    if (!lim_renew(&lim, &c))
-        return;
-    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_PASS);
-    CHECK_EQ(decide(lim, 1, 0, 0, &d), SW_BLOCK);
-    CHECK_EQ(d.retry_ns, MS(500));
+    CHECK_STEPS_FRESH(&c, rule_b);
 
     /* rule (c): q=2, cold rate 0.67 -> at least 1 per second: cost 1 s, not 1.5 s */
+    static const struct step rule_c[] = {
+        {1, MS(3000), 0, SW_PASS, ANY_NS},
+        {1, MS(3000), 0, SW_PASS, MS(1000)},
+    };
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 2);
     c.max_queueing_ms = 2000;
-    if (!lim_renew(&lim, &c))
-        return;
-    CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
-    CHECK_EQ(decide(lim, 1, MS(3000), 0, &d), SW_PASS);
-    CHECK_EQ(d.wait_ns, MS(1000));
-    free(lim);
+    CHECK_STEPS_FRESH(&c, rule_c);
 
     /* q = 0: never */
+    static const struct step never[] = {{1, 0, 0, SW_NEVER, ANY_NS}};
     c = cfg_of(SW_GRADE_QPS, SW_WARM_UP_THROTTLE, 0);
-    CHECK_EQ(decide_fresh(&c, 1, 0, 0, &d), SW_NEVER);
+    CHECK_STEPS_FRESH(&c, never);
 }
 
 void test_warmup(void)
