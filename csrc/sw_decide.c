@@ -371,8 +371,9 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     /* a lease in hand: decided here, with no lock and no shared line */
     bool may_lease = v->lease && v->my_slot >= 0 && now_ns == SW_NOW &&
                      !(flags & (SW_F_ENTRY | SW_F_SHADOW));
+    int64_t at = SW_NOW; /* the coarse clock, once read here */
     if (may_lease) {
-        int64_t at = sw_time_coarse_ns();
+        at = sw_time_coarse_ns();
         if (lease_take(v, n, sw_ms_of_ns(at))) {
             out->verdict = SW_PASS;
             out->now_ns = at;
@@ -385,7 +386,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
      * make the proof and then the decision) */
     uint64_t seen;
     if (!try_lock_state(v, &seen)) {
-        if (sw_lock_owner_of(seen) != 0u && refuse_unlocked(v, n, now_ns, flags, out))
+        if (sw_lock_owner_of(seen) != 0u && refuse_unlocked(v, n, at != SW_NOW ? at : now_ns, flags, out))
             return SW_OK;
         if (!wait_lock_state_or_give_up(v))
             return SW_EBUSY;
@@ -396,7 +397,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if (flags & SW_F_SHADOW)
         flags &= ~SW_F_NO_BLOCK;
     if (now_ns == SW_NOW)
-        now_ns = is_throttle(r) ? sw_time_ns() : sw_time_coarse_ns();
+        now_ns = is_throttle(r) ? sw_time_ns() : at != SW_NOW ? at : sw_time_coarse_ns();
     out->now_ns = now_ns;
 
     /* Fast path: a rejecting QPS decision, or a concurrency one, at the head bucket of both
