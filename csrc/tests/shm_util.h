@@ -89,6 +89,25 @@ static inline void victim_hang(void)
         pause();
 }
 
+/* In the child: from now on its k-th hook call hangs there (victim_hang), telling the parent
+ * ('x' now, 'h' then). The count lives in the function (one per test file). */
+static inline volatile int *victim_countdown(void)
+{
+    static volatile int left;
+    return &left;
+}
+static inline void victim_hang_at_countdown(void)
+{
+    volatile int *left = victim_countdown();
+    if (*left > 0 && --*left == 0)
+        victim_hang();
+}
+static inline void victim_arm_at(int k)
+{
+    *victim_countdown() = k;
+    victim_arm(victim_hang_at_countdown);
+}
+
 /* In the parent: waits for the child to arm its hook (checked), then for its next word.
  * @return 'h' when it hangs inside its critical section, what it told otherwise, or 0 when
  * it ended without a word */

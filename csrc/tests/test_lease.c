@@ -63,6 +63,24 @@ static bool try_now(struct sw_view *v)
     return d.verdict == SW_PASS;
 }
 
+/* Two decisions of view i at the heads' start: the first starts them (the general path),
+ * the second takes a lease. @return the lease word */
+static uint64_t lease_after_two(struct leased *l, int i)
+{
+    CHECK(try_now(&l->v[i]));
+    CHECK(try_now(&l->v[i]));
+    return lease_of(l, i);
+}
+
+/* Decisions of v until the first refusal (at most cap + 1): how many were admitted */
+static int64_t admitted_until_refused(struct sw_view *v, int64_t cap)
+{
+    int64_t admitted = 0;
+    while (admitted <= cap && try_now(v))
+        admitted++;
+    return admitted;
+}
+
 struct hammer {
     struct sw_view *v;
     int64_t admitted;
@@ -129,9 +147,7 @@ static void lease_taken_used_and_read_back(void)
     CHECK_EQ(atomic_load(&((struct sw_lstate *)l.shm.state)->lease_out), 0u);
     /* a view without `lease` never takes one */
     l.v[1].lease = false;
-    CHECK(try_now(&l.v[1]));
-    CHECK(try_now(&l.v[1]));
-    CHECK_EQ(lease_of(&l, 1), 0u);
+    CHECK_EQ(lease_after_two(&l, 1), 0u);
     /* an explicit time takes none either */
     struct sw_decision d;
     CHECK_EQ(sw_decide(&l.v[2], 1, sw_time_coarse_ns(), SW_F_TRY, &d), SW_OK);
@@ -147,13 +163,8 @@ static void lease_refusal_takes_back_a_dead_ones(void)
 {
     struct leased l;
     leased_open(&l, 240);
-    CHECK(try_now(&l.v[1]));
-    CHECK(try_now(&l.v[1])); /* (240 - 2) / 8: a lease of 29 */
-    CHECK_EQ(lease_of(&l, 1) & SW_LEASE_LEFT, 29u);
-    int admitted = 0;
-    while (try_now(&l.v[0]) && admitted <= 240)
-        admitted++;
-    CHECK_EQ(admitted, 238);
+    CHECK_EQ(lease_after_two(&l, 1) & SW_LEASE_LEFT, 29u); /* (240 - 2) / 8 */
+    CHECK_EQ(admitted_until_refused(&l.v[0], 240), 238);
     CHECK_EQ(lease_of(&l, 1), 0u);
     CHECK(!try_now(&l.v[1]));
     CHECK_EQ(passes(&l), 240);
@@ -165,19 +176,14 @@ static void lease_back_on_a_new_rule(void)
 {
     struct leased l;
     leased_open(&l, 6000);
-    CHECK(try_now(&l.v[0]));
-    CHECK(try_now(&l.v[0]));
-    CHECK(lease_of(&l, 0) != 0u);
+    CHECK(lease_after_two(&l, 0) != 0u);
     struct sw_rule low;
     rule_window(&low, 60); /* 60 a window: 58 more */
     struct sw_rule mine = l.rule;
     l.v[0].rule = &mine;
     sw_view_set_rule(&l.v[0], &mine, &low);
     CHECK_EQ(lease_of(&l, 0), 0u);
-    int admitted = 0;
-    while (try_now(&l.v[0]) && admitted <= 60)
-        admitted++;
-    CHECK_EQ(admitted, 58);
+    CHECK_EQ(admitted_until_refused(&l.v[0], 60), 58);
     CHECK_EQ(passes(&l), 60);
     sw_shm_close(&l.shm);
 }
@@ -188,25 +194,16 @@ static void lease_words_are_input(void)
 {
     struct leased l;
     leased_open(&l, 1200);
-    CHECK(try_now(&l.v[0]));
-    CHECK(try_now(&l.v[0]));
+    uint64_t w = lease_after_two(&l, 0);
     struct sw_lstate *st = l.shm.state;
     st->lease_hi = UINT32_MAX;
     /* a word claiming more permits than were ever counted, in the current bucket */
-    uint64_t w = lease_of(&l, 0);
     atomic_store(&l.shm.slots[l.v[3].my_slot].lease, (w & ~SW_LEASE_LEFT) | 5000u);
     CHECK_EQ(passes(&l), 0); /* 66 counted, 63 + 5000 taken back: 0, not below */
     CHECK_EQ(lease_of(&l, 3), 0u);
     CHECK(try_now(&l.v[1]));
     CHECK_EQ(passes(&l), 1);
     sw_shm_close(&l.shm);
-}
-
-static volatile int lease_countdown;
-static void hang_at_countdown(void)
-{
-    if (lease_countdown > 0 && --lease_countdown == 0)
-        victim_hang();
 }
 
 /* a process killed at every step of taking its lease back (a read of the totals: the bracket
@@ -225,8 +222,7 @@ static void lease_holder_killed_anywhere(void)
             v.lease = true;
             for (int i = 0; i < 3; i++) /* the second takes a lease of 64, the third uses one */
                 (void)try_now(&v);
-            lease_countdown = k;
-            victim_arm(hang_at_countdown);
+            victim_arm_at(k);
             struct sw_totals t;
             sw_totals_read(&v, &t);
             victim_tell('d');
@@ -244,10 +240,7 @@ static void lease_holder_killed_anywhere(void)
         CHECK(before == 3 || before == 3 + 63);
         if (completed)
             CHECK_EQ(before, 3);
-        int64_t admitted = 0;
-        while (try_now(&l.v[1]) && admitted <= 1200)
-            admitted++;
-        CHECK_EQ(before + admitted, 1200);
+        CHECK_EQ(before + admitted_until_refused(&l.v[1], 1200), 1200);
         CHECK_EQ(passes(&l), 1200);
         sw_shm_close(&l.shm);
     }

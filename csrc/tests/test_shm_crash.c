@@ -455,13 +455,6 @@ static void observer_torn_copy(void)
  * sw_lstate_leave). A process killed at any of those steps loses and doubles nothing: the
  * next locker takes the lock over and redoes them. Round k kills the child at the k-th test
  * hook call inside such an operation, until one completes before its k-th call. */
-static volatile int hang_countdown;
-static void hang_at_countdown(void)
-{
-    if (hang_countdown > 0 && --hang_countdown == 0)
-        victim_hang();
-}
-
 static void kill_while_settling(void)
 {
     struct sw_shm_layout lay = lim_layout(1000, 2);
@@ -480,8 +473,7 @@ static void kill_while_settling(void)
                 sw_decide(&v, 1, MS(1100), SW_F_TRY, &d);
             for (int i = 0; i < 5; i++) /* 5 x 200 refused (never fits): 1000 blocks */
                 sw_decide(&v, 200, MS(1200), SW_F_TRY, &d);
-            hang_countdown = k;
-            victim_arm(hang_at_countdown);
+            victim_arm_at(k);
             /* the next bucket of the limiter's window, the same second: the general path
              * moves the 30 + 1000 into the rings and totals, then counts this pass */
             sw_decide(&v, 1, MS(1600), SW_F_TRY, &d);
