@@ -146,13 +146,20 @@ def test_async_rate_wait_sleeps_until_retry_after():
     assert lim.decisions <= 10, lim.decisions
 
 
-def test_cancelled_waiter_leaks_no_slot_and_loses_no_wakeup():
-    lim = Limiter(concurrency=1)
-    order = []
-
+def entering_in_turn(lim, order):
+    """A coroutine function: waiter(tag) enters lim (a 10 s timeout) and appends its tag to
+    order there, then lets the loop run once before it leaves."""
     async def waiter(tag):
         async with lim.entry(timeout=10):
             order.append(tag)
+            await asyncio.sleep(0)
+    return waiter
+
+
+def test_cancelled_waiter_leaks_no_slot_and_loses_no_wakeup():
+    lim = Limiter(concurrency=1)
+    order = []
+    waiter = entering_in_turn(lim, order)
 
     async def main():
         lim.acquire()
@@ -174,11 +181,7 @@ def test_cancelled_waiter_leaks_no_slot_and_loses_no_wakeup():
 def test_waiters_are_served_in_order():
     lim = Limiter(concurrency=1)
     order = []
-
-    async def waiter(tag):
-        async with lim.entry(timeout=10):
-            order.append(tag)
-            await asyncio.sleep(0)
+    waiter = entering_in_turn(lim, order)
 
     async def main():
         async with lim.entry():
