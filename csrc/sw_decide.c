@@ -296,43 +296,45 @@ static bool refuse_unlocked(const struct sw_view *v, int64_t n, int64_t now_ns, 
 
 /* ---- leases of the head bucket (a shared limiter) ----
  * Every admission under the lock writes the lock's line: processes deciding together move
- * that line between their cores once a decision. So a process that admits there may take a
- * lease: up to LEASE_MAX more permits of the head bucket, counted as passes at once (the
+ * that line between their cores once a decision. So a view that admits there may take a
+ * lease: up to SW_LEASE_MAX more permits of the head bucket, counted as passes at once (the
  * window never holds more than the limit), kept in its process slot (a line of its own) as a
  * word sw_limiter.h describes, and taken there by its next decisions with one
  * compare-and-swap, without the lock, until the bucket ends or they run out. A refusal under
  * the lock, and every step that may move a head bucket (sw_lstate_enter's callers with a
  * view), first takes all leases back (sw_lease_reclaim): the permits left leave the counts,
  * so a refusal is made on the passes used, and each bucket starts with no lease out. A lease
- * is granted to a view with `lease` set (one object of a process on a region: another object
- * may decide with other settings) for a plain decision on the clock (no entry, no shadow),
- * at most an eighth of the room left under the limit, so near the limit no permit waits in
- * a lease while another process would be refused. */
-#define LEASE_MAX 64
+ * is granted to a view with a tag (`lease`; only that view takes from it) for a plain
+ * decision on the clock (no entry, no shadow), at most an eighth of the room left under the
+ * limit, so near the limit no permit waits in a lease while another process would be
+ * refused. */
 
-/* The owner's take: n permits of its lease while its bucket lasts at ms. */
+/* The view's take: n permits of its own lease while its bucket lasts at ms. */
 static inline bool lease_take(const struct sw_view *v, int64_t n, int64_t ms)
 {
     _Atomic uint64_t *w = &v->slots[v->my_slot].lease;
     uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
-    while ((int64_t)(x >> SW_LEASE_BITS) > ms && (int64_t)(x & SW_LEASE_LEFT) >= n)
+    while ((int64_t)(x >> SW_LEASE_BITS) > ms &&
+           ((x >> SW_LEASE_TAG_SHIFT) & SW_LEASE_TAG_MAX) == v->lease &&
+           (int64_t)(x & SW_LEASE_LEFT) >= n && (x & SW_LEASE_LEFT) <= SW_LEASE_MAX)
         if (atomic_compare_exchange_weak_explicit(w, &x, x - (uint64_t)n, memory_order_relaxed,
                                                   memory_order_relaxed))
             return true;
     return false;
 }
 
-/* Lock held, on the fast path: n admitted at ms at both heads (not yet counted). Grant the
- * view's slot a lease when it may take one and holds none: lease_out set first, then the
- * permits counted with n (sw_hot_count, PASS stored with release), then the word.
- * @return the permits leased (to count with n) */
-static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_t n, int64_t ms)
+/* Lock held, on the fast path: n admitted at ms at both heads (not yet counted). A lease for
+ * the view's slot when it may take one and the slot holds none: lease_out set here; the
+ * caller counts the permits with n (sw_hot_count, PASS stored with release), then stores the
+ * word (lease_publish), so a process killed in between leaves permits counted, never a word
+ * whose permits are not. @return the permits leased (to count with n), *word its word */
+static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_t n, int64_t ms,
+                           uint64_t *word)
 {
     struct sw_lstate *st = v->st;
-    _Atomic uint64_t *w = &v->slots[v->my_slot].lease;
-    uint64_t x = atomic_load_explicit(w, memory_order_relaxed);
+    uint64_t x = atomic_load_explicit(&v->slots[v->my_slot].lease, memory_order_relaxed);
     if ((x & SW_LEASE_LEFT) != 0u && (int64_t)(x >> SW_LEASE_BITS) > ms)
-        return 0; /* one in hand still (too few for this n): it serves the next */
+        return 0; /* one in hand still (too few for this n, or another view's) */
     const struct sw_leap *sec = sw_node_sec(node), *min = sw_node_min(node);
     int64_t end = sw_sat_add(sec->newest, sec->window_ms);
     int64_t end_min = sw_sat_add(min->newest, min->window_ms);
@@ -342,15 +344,16 @@ static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_
                   (double)sw_leap_sum_with_head(sec, SW_EV_PASS, st->hot[SW_HOT_SEC]) -
                   (double)n;
     double k = room / 8.0;
-    if (!(k >= 1.0) || end <= ms || end >= (INT64_C(1) << (63 - SW_LEASE_BITS)))
+    if (!(k >= 1.0) || end <= ms || end >= (INT64_C(1) << (63 - SW_LEASE_BITS)) ||
+        v->lease > SW_LEASE_TAG_MAX)
         return 0;
-    int64_t extra = k >= (double)LEASE_MAX ? LEASE_MAX : (int64_t)k;
+    int64_t extra = k >= (double)SW_LEASE_MAX ? SW_LEASE_MAX : (int64_t)k;
     if (atomic_load_explicit(&st->lease_out, memory_order_relaxed) == 0u)
         atomic_store_explicit(&st->lease_out, 1u, memory_order_relaxed);
     if (st->lease_hi <= (uint32_t)v->my_slot)
         st->lease_hi = (uint32_t)v->my_slot + 1u;
-    atomic_store_explicit(w, (uint64_t)end << SW_LEASE_BITS | (uint64_t)extra,
-                          memory_order_relaxed);
+    *word = (uint64_t)end << SW_LEASE_BITS | (uint64_t)v->lease << SW_LEASE_TAG_SHIFT |
+            (uint64_t)extra;
     return extra;
 }
 
@@ -371,7 +374,8 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     /* a lease in hand: decided here, with no lock and no shared line */
     bool may_lease = v->lease && v->my_slot >= 0 && now_ns == SW_NOW &&
                      !(flags & (SW_F_ENTRY | SW_F_SHADOW));
-    int64_t at = SW_NOW; /* the coarse clock, once read here */
+    int64_t at = SW_NOW; /* the coarse clock read here: the decision's when the lock comes
+                            at once (after a wait, the clock is read again) */
     if (may_lease) {
         at = sw_time_coarse_ns();
         if (lease_take(v, n, sw_ms_of_ns(at))) {
@@ -386,10 +390,12 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
      * make the proof and then the decision) */
     uint64_t seen;
     if (!try_lock_state(v, &seen)) {
-        if (sw_lock_owner_of(seen) != 0u && refuse_unlocked(v, n, at != SW_NOW ? at : now_ns, flags, out))
+        if (sw_lock_owner_of(seen) != 0u &&
+            refuse_unlocked(v, n, at != SW_NOW ? at : now_ns, flags, out))
             return SW_OK;
         if (!wait_lock_state_or_give_up(v))
             return SW_EBUSY;
+        at = SW_NOW;
     }
     /* the rule is read under the lock only: sw_view_set_rule swaps it under the lock */
     if (r->shadow)
@@ -424,10 +430,13 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
             verdict = -1;
         if (verdict >= 0) {
             out->verdict = verdict;
+            uint64_t word = 0;
             int64_t extra = verdict == SW_PASS && may_lease && !conc && !(flags & SW_F_SHADOW)
-                                ? lease_grant(v, node, n, ms)
+                                ? lease_grant(v, node, n, ms, &word)
                                 : 0;
             bool admitted = fast_count(v, node, verdict, n + extra, flags, true);
+            if (extra > 0) /* after its permits are counted */
+                atomic_store_explicit(&v->slots[v->my_slot].lease, word, memory_order_relaxed);
             if (ad != NULL && !admitted)
                 sw_adapt_refused(&r->adapt, ad, ms);
             unlock_state(v);
@@ -476,6 +485,10 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
          (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int verdict = sw_fast_verdict(r, st, node, n, flags, r->count);
+        /* a refusal with a lease out is made on the general path, after taking it back */
+        if (verdict == SW_BLOCK &&
+            atomic_load_explicit(&st->lease_out, memory_order_relaxed) != 0u)
+            verdict = -1;
         if (verdict >= 0) {
             p->d.verdict = verdict;
             p->d.occupied = 0;

@@ -216,7 +216,7 @@ void sw_limiter_view(struct sw_limiter *lim, struct sw_view *out)
     out->n_slots = 0;
     out->my_slot = -1;
     out->held = NULL;
-    out->lease = false;
+    out->lease = 0;
 }
 
 /* ---- the counts on the lock's line (struct sw_lstate) ---- */
@@ -461,9 +461,10 @@ void sw_lstate_repair(const struct sw_view *v)
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
     if (v->slots != NULL) {
-        /* a lease word may be out whatever lease_out says (the region is input): the next
-         * refusal or head move looks at every slot ever leased */
+        /* a lease word may be out whatever lease_out and lease_hi say (the region is input):
+         * every slot is looked at once, below */
         atomic_store_explicit(&v->st->lease_out, 1u, memory_order_relaxed);
+        v->st->lease_hi = v->n_slots;
         /* the slots are input too: a free slot holds nothing (a process claiming it would
          * start from its count), and the total is never below 0 (see cancel_deficit) nor
          * above the sum of the slots. Below the sum it stays: the difference is what was
@@ -487,6 +488,7 @@ void sw_lstate_repair(const struct sw_view *v)
     }
     if (v->st->warm.stored < 0)
         v->st->warm.stored = SW_WARM_FRESH;
+    sw_lease_settle(v);
 }
 
 

@@ -131,8 +131,8 @@ struct sw_view {
     int64_t *held;              /* what the view's object holds of my_slot's count (>= 0: a
                                    release of more is another object's), given back when the
                                    object goes, or NULL; changed with the slot, under the lock */
-    bool lease;                 /* decide on a lease of the head bucket in my_slot (a shared
-                                   limiter, the process's one object on its region) */
+    uint32_t lease;             /* this view's lease tag (1..SW_LEASE_TAG_MAX: it decides on
+                                   leases of the head bucket in my_slot), or 0 */
 };
 
 /** Take a view's state lock (as a decision does: with the view's token, repairing the state
@@ -159,10 +159,15 @@ void sw_lstate_store_rule(struct sw_lstate *st, struct sw_rule *dst, const struc
 void sw_view_store_rule(const struct sw_view *v, struct sw_rule *dst, const struct sw_rule *src);
 
 /* ---- leases of the head bucket (a shared limiter; sw_decide.c takes and grants them) ----
- * A lease word in a process slot is (the end of its bucket in ms << SW_LEASE_BITS) | the
- * permits left; they were counted as passes of the head bucket when granted. */
+ * A lease word in a process slot is (the end of its bucket in ms << SW_LEASE_BITS) | (the
+ * holding view's tag << SW_LEASE_TAG_SHIFT) | the permits left; they were counted as passes of
+ * the head bucket when granted. Only the view of that tag takes from it (the slot is the
+ * process's; its other objects may decide with other settings). */
 #define SW_LEASE_BITS 20
-#define SW_LEASE_LEFT ((UINT64_C(1) << SW_LEASE_BITS) - 1u)
+#define SW_LEASE_TAG_SHIFT 7
+#define SW_LEASE_TAG_MAX 8191u /* tags 1..8191; 0: the view takes no lease */
+#define SW_LEASE_LEFT ((UINT64_C(1) << SW_LEASE_TAG_SHIFT) - 1u)
+#define SW_LEASE_MAX 64 /* permits a lease holds at most (more in a word: damage) */
 
 /** Take every lease back (lock held, between sw_lstate_enter and sw_lstate_leave): each
  * slot's word is swapped for 0 and its permits left are taken out of the head buckets and the

@@ -102,8 +102,8 @@ def test_an_update_applies_to_the_next_call_despite_a_lease(name):
 
 
 def test_another_object_of_the_process_decides_with_its_own_settings(name):
-    """The process's slot is shared by its objects on a region: the lease is the first
-    object's, and a second with a lower limit never admits on it."""
+    """The process's slot is shared by its objects on a region: a lease is the object's it was
+    granted to, and another with a lower limit never admits on it."""
     big = Limiter(qps=10**6, shared=name)
     assert all(big.try_acquire() for _ in range(3))
     small = Limiter(qps=5, shared=name)
@@ -119,3 +119,31 @@ def test_explicit_times_decide_under_the_lock(name):
     t = 10**12
     assert sum(lim.try_acquire(now_ns=t) for _ in range(150)) == 100
     assert lim.stats(now_ns=t).pass_qps == 100.0
+
+
+def test_a_new_object_never_decides_on_a_dropped_ones_lease(name):
+    """The process's slot outlives an object: a lease left by a dropped object belongs to it
+    (its tag), so a new object of the process with a lower limit decides under the lock."""
+    big = Limiter(qps=10**6, shared=name)
+    assert all(big.try_acquire() for _ in range(3))  # a lease of up to 64 left in the slot
+    del big
+    small = Limiter(qps=5, shared=name)
+    assert sum(small.try_acquire() for _ in range(100)) == 2
+    assert small.totals()["pass"] == 5
+
+
+def test_a_group_is_not_refused_while_a_lease_holds_the_room(name):
+    """A lease counts its permits at once; a group deciding over the limiter takes it back
+    before refusing, so the group gets every permit the lease left unused."""
+    from slidewin import all_of
+
+    lim = Limiter(qps=100, shared=name)
+    assert all(lim.try_acquire() for _ in range(3))  # a lease of (100 - 2) / 8 = 12, 1 used
+    other = Limiter(qps=100, shared=name)              # another object: under the lock
+    group = all_of(other, Limiter(qps=10**6))
+    admitted = 0
+    while group.try_acquire() and admitted <= 100:
+        admitted += 1
+    assert admitted == 97
+    assert not lim.try_acquire()                        # its lease was taken back
+    assert lim.totals()["pass"] == 100

@@ -42,11 +42,8 @@ void limiter_notify(LimiterObject *self)
 
 static const struct limiting_ops limiter_ops;
 
-/* 1 for another live object of this process on self's region */
-static int64_t other_on_region(const struct fork_link *l, const void *ctx)
-{
-    return limiting_same_region(l, (PyObject *)(uintptr_t)ctx) != NULL;
-}
+/* the next lease tag (sw_limiter.h): 1..SW_LEASE_TAG_MAX, one an object, in turn */
+static _Atomic uint32_t lease_tags;
 
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -119,9 +116,9 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         }
         (void)limiting_maybe_reap((PyObject *)self);
-        /* leases of the head bucket live in the process's slot: for one object of a process
-         * on a region (another may decide with other settings; it decides under the lock) */
-        self->view.lease = fork_sum(other_on_region, self) == 0;
+        /* leases of the head bucket live in the process's slot, each tagged with the object
+         * it was granted to (another object may decide with other settings) */
+        self->view.lease = atomic_fetch_add(&lease_tags, 1u) % SW_LEASE_TAG_MAX + 1u;
         fork_register_shared(&self->fork); /* found by the others' held_on_region */
     }
     if (registry_add(st, self->name, (PyObject *)self) < 0)

@@ -40,7 +40,7 @@ static void leased_open(struct leased *l, int64_t limit)
         view_of(&l->shm, &l->rule, &l->v[i]);
         l->v[i].my_slot = sw_shm_claim_slot(&l->shm, sw_proc_token() ^ (uint64_t)(i + 1) << 8);
         CHECK(l->v[i].my_slot >= 0);
-        l->v[i].lease = true;
+        l->v[i].lease = (uint32_t)i + 1u; /* a tag each */
     }
 }
 
@@ -140,20 +140,25 @@ static void lease_taken_used_and_read_back(void)
     CHECK((int64_t)(w >> SW_LEASE_BITS) > sw_time_coarse_ns() / 1000000);
     CHECK(try_now(&l.v[0])); /* on the lease */
     CHECK_EQ(lease_of(&l, 0) & SW_LEASE_LEFT, 63u);
+    /* another object of the process (the same slot, another tag) decides under the lock */
+    struct sw_view same_slot = l.v[0];
+    same_slot.lease = 9;
+    CHECK(try_now(&same_slot));
+    CHECK_EQ(lease_of(&l, 0) & SW_LEASE_LEFT, 63u);
     CHECK_EQ(atomic_load(&l.shm.hdr->ready), SW_SHM_READY);
-    /* the read takes it back: the counts hold the 3 used */
-    CHECK_EQ(passes(&l), 3);
+    /* the read takes it back: the counts hold the 4 used */
+    CHECK_EQ(passes(&l), 4);
     CHECK_EQ(lease_of(&l, 0), 0u);
     CHECK_EQ(atomic_load(&((struct sw_lstate *)l.shm.state)->lease_out), 0u);
     /* a view without `lease` never takes one */
-    l.v[1].lease = false;
+    l.v[1].lease = 0;
     CHECK_EQ(lease_after_two(&l, 1), 0u);
     /* an explicit time takes none either */
     struct sw_decision d;
     CHECK_EQ(sw_decide(&l.v[2], 1, sw_time_coarse_ns(), SW_F_TRY, &d), SW_OK);
     CHECK_EQ(d.verdict, SW_PASS);
     CHECK_EQ(lease_of(&l, 2), 0u);
-    CHECK_EQ(passes(&l), 6);
+    CHECK_EQ(passes(&l), 7);
     sw_shm_close(&l.shm);
 }
 
@@ -198,8 +203,13 @@ static void lease_words_are_input(void)
     struct sw_lstate *st = l.shm.state;
     st->lease_hi = UINT32_MAX;
     /* a word claiming more permits than were ever counted, in the current bucket */
-    atomic_store(&l.shm.slots[l.v[3].my_slot].lease, (w & ~SW_LEASE_LEFT) | 5000u);
-    CHECK_EQ(passes(&l), 0); /* 66 counted, 63 + 5000 taken back: 0, not below */
+    uint64_t tags = (uint64_t)SW_LEASE_TAG_MAX << SW_LEASE_TAG_SHIFT;
+    atomic_store(&l.shm.slots[l.v[3].my_slot].lease,
+                 (w & ~(tags | SW_LEASE_LEFT)) | (uint64_t)l.v[3].lease << SW_LEASE_TAG_SHIFT |
+                     127u);
+    CHECK(try_now(&l.v[3])); /* under the lock: 127 > SW_LEASE_MAX is damage, not a lease */
+    CHECK_EQ(lease_of(&l, 3) & SW_LEASE_LEFT, 127u);
+    CHECK_EQ(passes(&l), 0); /* 67 counted, 63 + 127 taken back: 0, not below */
     CHECK_EQ(lease_of(&l, 3), 0u);
     CHECK(try_now(&l.v[1]));
     CHECK_EQ(passes(&l), 1);
@@ -219,7 +229,7 @@ static void lease_holder_killed_anywhere(void)
         if (victim_fork(&kid)) {
             struct sw_view v; /* the child's own token and slot */
             view_of(&l.shm, &l.rule, &v);
-            v.lease = true;
+            v.lease = 7;
             for (int i = 0; i < 3; i++) /* the second takes a lease of 64, the third uses one */
                 (void)try_now(&v);
             victim_arm_at(k);
