@@ -326,7 +326,7 @@ static inline bool lease_take(const struct sw_view *v, int64_t n, int64_t ms)
 /* Lock held, on the fast path: n admitted at ms at both heads (not yet counted). A lease for
  * the view's slot when it may take one and the slot holds none: lease_out set here; the
  * caller counts the permits with n (sw_hot_count, PASS stored with release), then stores the
- * word (lease_publish), so a process killed in between leaves permits counted, never a word
+ * word, so a process killed in between leaves permits counted, never a word
  * whose permits are not. @return the permits leased (to count with n), *word its word */
 static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_t n, int64_t ms,
                            uint64_t *word)
@@ -424,10 +424,6 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
     if ((conc || (r->behavior == SW_REJECT && r->count > 0)) && adapt_ok &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int verdict = sw_fast_verdict(r, st, node, n, flags, cap);
-        /* a refusal with a lease out is made on the general path, after taking it back */
-        if (verdict == SW_BLOCK &&
-            atomic_load_explicit(&st->lease_out, memory_order_relaxed) != 0u)
-            verdict = -1;
         if (verdict >= 0) {
             out->verdict = verdict;
             uint64_t word = 0;
@@ -485,10 +481,6 @@ int sw_plan_locked(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned 
          (!conc && r->behavior == SW_REJECT && r->count > 0)) &&
         sw_leap_at_head(sw_node_sec(node), ms) && sw_leap_at_head(sw_node_min(node), ms)) {
         int verdict = sw_fast_verdict(r, st, node, n, flags, r->count);
-        /* a refusal with a lease out is made on the general path, after taking it back */
-        if (verdict == SW_BLOCK &&
-            atomic_load_explicit(&st->lease_out, memory_order_relaxed) != 0u)
-            verdict = -1;
         if (verdict >= 0) {
             p->d.verdict = verdict;
             p->d.occupied = 0;

@@ -550,6 +550,10 @@ static inline int sw_fast_verdict(const struct sw_rule *r, const struct sw_lstat
     if (sw_reject_fits(sw_leap_sum_with_head(sw_node_sec(node), SW_EV_PASS, st->hot[SW_HOT_SEC]),
                        n, r->limit))
         return SW_PASS;
+    /* a lease out (sw_decide.c): some passes may be permits not yet used; the general path
+     * takes them back before it refuses */
+    if (atomic_load_explicit(&st->lease_out, memory_order_relaxed) != 0u)
+        return -1;
     if (!((flags & SW_F_PRIORITIZED) && !(flags & SW_F_TRY)) && !(flags & SW_F_RETRY))
         return SW_BLOCK;
     return -1;
@@ -572,11 +576,7 @@ static inline int sw_plan_fast_locked(const struct sw_view *v, int64_t n, int64_
         !(conc ? r->adapt.algo == SW_ADAPT_NONE : (r->behavior == SW_REJECT && r->count > 0)) ||
         !sw_leap_at_head(sw_node_sec(node), ms) || !sw_leap_at_head(sw_node_min(node), ms))
         return -1;
-    int verdict = sw_fast_verdict(r, st, node, n, flags, r->count);
-    /* a refusal with a lease out: sw_plan_locked takes it back first */
-    return verdict == SW_BLOCK && atomic_load_explicit(&st->lease_out, memory_order_relaxed)
-               ? -1
-               : verdict;
+    return sw_fast_verdict(r, st, node, n, flags, r->count);
 }
 
 /** End a plan of sw_plan_fast_locked, lock held: k 0 counts n PASS (and holds n in flight for
