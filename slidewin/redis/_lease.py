@@ -276,21 +276,26 @@ class _Leases:
                 if _before(s.err_until, explicit, t):
                     err = s.err
                     break
-                # granted less than n (or a bucket not yet begun here); a grant that came
-                # back after its bucket ended here (given back) is asked once more, in the next
+                # granted less than n (or a bucket not yet begun here); a grant of less than
+                # n that came back after its bucket ended here (given back) is asked once more
                 if asked == 2:
                     got = False
                     break
                 asked += 1
+                served = False
                 cond.release()
                 try:
-                    yield from self._g_grant(rk, cfg, s, n, now_ns)
+                    served = yield from self._g_grant(rk, cfg, s, n, now_ns, serve=True)
                 except _ERRORS as e:
                     err = e
                 finally:
                     cond.acquire()
                 if err is not None:
                     s.err_until, s.err = (explicit, t + ERROR_BACKOFF_NS), err
+                    break
+                if served:  # its permits came back after their bucket ended here
+                    s.used += n
+                    got = True
                     break
             if got is False:
                 s.blocks += n
@@ -364,14 +369,21 @@ class _Leases:
         s.rate_t = (explicit, t)
 
     def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
-                 now_ns: Optional[int], want: Optional[int] = None) -> Any:
+                 now_ns: Optional[int], want: Optional[int] = None,
+                 serve: bool = False) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
         `want` permits (sized here when None; 0: only give back). Raises what the call
-        raised (the slice is left as it was, to be retried with the same lease id)."""
+        raised (the slice is left as it was, to be retried with the same lease id).
+
+        serve: a decision waits on this grant. When the grant comes back after its bucket
+        ended here (a round trip longer than what was left of the bucket), `need` of its
+        permits serve that decision, as a plain decision's pass counted in Redis does, and
+        the rest go back; the return is then True (else False)."""
         explicit = now_ns is not None
+        served = False
         with self._cond:
             if s.busy:
-                return
+                return served
             t = _now(now_ns)
             if s.leases and (s.explicit != explicit or t >= s.end):
                 self._retire(s)
@@ -422,8 +434,10 @@ class _Leases:
                     # taken in C only on the monotonic clock (explicit now_ns: the slow path)
                     s.c.add(k, 0 if explicit else s.end, (s.last_k + 1) // 2)
                     s.dry_until = None
-                elif k >= 1:  # a retried grant of a bucket gone by: all of it back
-                    s.backs.append((lid, k))
+                elif k >= 1:  # a grant of a bucket gone by here: back, but what serves
+                    served = serve and k >= need
+                    if k > need or not served:
+                        s.backs.append((lid, k - need if served else k))
                 else:
                     s.dry_until = (explicit, min(end, _now(now_ns) + int(win_ns * DRY)))
             if not explicit and s.leases:
@@ -431,6 +445,7 @@ class _Leases:
                 heapq.heappush(self._ends, (s.end + rtt + 1_000_000, self._seq, rk))
                 self._start_thread()
             self._cond.notify_all()
+        return served
 
     def _call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
               backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
