@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
 
 from . import _core, _limiter
-from . import _rate as _ratespec
 from ._admission import NeedsKey
 from ._limiter import (
     _MISSING,
@@ -17,7 +16,6 @@ from ._limiter import (
     _decorate_entries,
     _Limiting,
     _new,
-    _repr,
     _reduce,
     _update,
 )
@@ -33,7 +31,7 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
     KeyedLimiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None,
-                 behavior="reject", max_queueing_ms=500, interval_ms=1000, sample_count=2,
+                 behavior="reject", max_queueing_ms=500, interval_ms=None, sample_count=None,
                  max_keys=65536, overrides=None, shared=None, name=None, shadow=False,
                  on_block=None)
 
@@ -52,9 +50,8 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     with requests in flight is never evicted.
     """
 
-    __slots__ = ("_on_block", "_rate", "_waitq")
+    __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
-    _rate: Optional[str]
     _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
 
     def __new__(
@@ -70,8 +67,8 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: int = _ratespec.INTERVAL_MS,
-        sample_count: int = _ratespec.SAMPLE_COUNT,
+        interval_ms: Optional[int] = None,
+        sample_count: Optional[int] = None,
         max_keys: int = 65536,
         overrides: Optional[Mapping[Key, Union[int, float]]] = None,
         shared: Union[None, bool, str] = None,
@@ -84,10 +81,7 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     @property
     def rate(self) -> Optional[str]:
         """The ``rate=`` this limiter was built (or last updated) with, else None."""
-        return getattr(self, "_rate", None)
-
-    def __repr__(self) -> str:
-        return _repr(self, super().__repr__())
+        return self._rate
 
     def __reduce__(self) -> Any:
         """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to

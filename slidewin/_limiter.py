@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import re
 import time
 from typing import (
     Any,
@@ -26,7 +25,6 @@ from typing import (
 )
 
 from . import _core, _rate
-from . import _rate as _ratespec
 from ._admission import Admission
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
@@ -96,16 +94,6 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     return self
 
 
-def _repr(lim: Any, text: str) -> str:
-    """The C type's repr, with ``rate='100/minute'`` in place of the qps and interval_ms that
-    it set (while the limiter still runs on that rate)."""
-    rate = getattr(lim, "_rate", None)
-    if rate is None:
-        return text
-    text = re.sub(r"\bqps=[^,)]*", lambda m: "rate=%r" % (rate,), text, count=1)
-    return re.sub(r", interval_ms=\d+", "", text, count=1)
-
-
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
     """update() over the C type's: `args` is the locals() of the Python update(), the settings
     not given being _MISSING, plus the `layout` keywords and `on_block`."""
@@ -147,9 +135,8 @@ def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
             "another process" % ("private" if lim.shared is None else "shared=True", kind)
         )
     kw = {name: getattr(lim, name) for name in names}
-    rate = getattr(lim, "_rate", None)
-    if rate is not None:
-        kw["rate"] = rate
+    if lim._rate is not None:
+        kw["rate"] = lim._rate
     return (_rebuild, (type(lim), lim.qps, kw))
 
 
@@ -293,13 +280,14 @@ class Limiter(_core.Limiter, _Limiting, Admission):
 
     Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
             warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-            interval_ms=1000, sample_count=2, shared=None, name=None, shadow=False,
+            interval_ms=None, sample_count=None, shared=None, name=None, shadow=False,
             on_block=None)
 
     ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
     "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
     alternative to ``qps``: at most that count in the window, the window being the period
-    (``interval_ms``) in ``sample_count`` steps (60 unless given). It cannot be combined
+    (``interval_ms``) in ``sample_count`` steps (60 unless given; without a rate, None
+    means Sentinel's 1000 ms in 2 steps). It cannot be combined
     with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
     ``slidewin.rate_limiter("10/second;100/minute")``). Mind that ``qps`` is per second:
     ``qps=100, interval_ms=60_000`` allows 6000 a minute. A window admits
@@ -320,9 +308,8 @@ class Limiter(_core.Limiter, _Limiting, Admission):
     async on_block serves async functions only (see ``__call__``).
     """
 
-    __slots__ = ("_on_block", "_rate", "_waitq")
+    __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
-    _rate: Optional[str]
     _waitq: Any  # the queue of asyncio tasks waiting for admission (slidewin._waiters)
 
     def __new__(
@@ -338,8 +325,8 @@ class Limiter(_core.Limiter, _Limiting, Admission):
         cold_factor: float = 3,
         max_queueing_ms: int = 500,
         occupy_timeout_ms: int = 500,
-        interval_ms: int = _ratespec.INTERVAL_MS,
-        sample_count: int = _ratespec.SAMPLE_COUNT,
+        interval_ms: Optional[int] = None,
+        sample_count: Optional[int] = None,
         shared: Union[None, bool, str] = None,
         name: Optional[str] = None,
         shadow: bool = False,
@@ -350,10 +337,7 @@ class Limiter(_core.Limiter, _Limiting, Admission):
     @property
     def rate(self) -> Optional[str]:
         """The ``rate=`` this limiter was built (or last updated) with, else None."""
-        return getattr(self, "_rate", None)
-
-    def __repr__(self) -> str:
-        return _repr(self, super().__repr__())
+        return self._rate
 
     def __reduce__(self) -> Any:
         """A limiter shared by name pickles as its settings and the name: unpickled in another
@@ -380,8 +364,8 @@ class Limiter(_core.Limiter, _Limiting, Admission):
         **layout: Any,
     ) -> None:
         """Change the settings in place: any constructor keyword that is a setting (qps,
-        rate (over the same period as the window) or concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
-        shadow, on_block). The state is kept: the windows, the throttle's queue and
+        rate (over the same period as the window) or concurrency, behavior, warm_up_s,
+        cold_factor, max_queueing_ms, occupy_timeout_ms, shadow, on_block). The state is kept: the windows, the throttle's queue and
         the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
         changes nothing. The layout (interval_ms, sample_count, shared) and name
         cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
@@ -692,8 +676,8 @@ def limit(
     cold_factor: float = 3,
     max_queueing_ms: int = 500,
     occupy_timeout_ms: int = 500,
-    interval_ms: int = _ratespec.INTERVAL_MS,
-    sample_count: int = _ratespec.SAMPLE_COUNT,
+    interval_ms: Optional[int] = None,
+    sample_count: Optional[int] = None,
     shared: Union[None, bool, str] = None,
     name: Optional[str] = None,
     shadow: bool = False,

@@ -23,15 +23,9 @@ from typing import Any, Dict, List, Optional, Tuple
 __all__ = ["Rate", "parse_rate", "parse_rates", "resolve", "INTERVAL_MS", "SAMPLE_COUNT"]
 
 
-class _Default(int):
-    """A keyword's default value, told apart (by identity) from the same value given: rate=
-    with interval_ms=1000 given is an error, with the default it is not."""
-
-    __slots__ = ()
-
-
-INTERVAL_MS: int = _Default(1000)
-SAMPLE_COUNT: int = _Default(2)
+# interval_ms and sample_count when not given (None) and no rate= sets them: Sentinel's
+INTERVAL_MS = 1000
+SAMPLE_COUNT = 2
 
 _UNITS = {
     "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
@@ -177,25 +171,25 @@ def keyed_samples(args: Dict[str, Any]) -> None:
     takes a positional rate and sets the keyed default sample_count, in place."""
     take_positional(args)
     rate = args.get("rate")
-    if rate is not None and args.get("sample_count", SAMPLE_COUNT) is SAMPLE_COUNT:
+    if rate is not None and args.get("sample_count") is None:
         args["sample_count"] = default_samples(parse_rate(rate, keyed=True)[1], KEYED_SAMPLES)
 
 
 def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
             keyed: bool = False) -> Optional[str]:
     """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
-    ``sample_count``; INTERVAL_MS / SAMPLE_COUNT there meaning "not given") and return the
+    ``sample_count``; None there meaning "not given") and return the
     rate string, or None when no rate was given. Removes the ``rate`` key. A str as ``qps``
     (the first positional argument) is the rate. ``most_samples``: the default
     sample_count's bound (KEYED_SAMPLES for a KeyedLimiter); ``keyed``: a keyed type's."""
     take_positional(args)
     rate: Optional[str] = args.pop("rate", None)
-    iv_given = args.get("interval_ms", INTERVAL_MS) is not INTERVAL_MS
-    sc_given = args.get("sample_count", SAMPLE_COUNT) is not SAMPLE_COUNT
+    iv_given = args.get("interval_ms") is not None
+    sc_given = args.get("sample_count") is not None
     if not iv_given:
-        args["interval_ms"] = 1000
+        args["interval_ms"] = INTERVAL_MS
     if not sc_given:
-        args["sample_count"] = 2
+        args["sample_count"] = SAMPLE_COUNT
     if rate is None:
         return None
     clash = [k for k in ("qps", "concurrency") if args.get(k) is not None]

@@ -444,6 +444,7 @@ case("Limiter warm-up tokens overflow", lambda: Limiter(qps=1e15, cold_factor=1.
      ValueError, r"qps.*warm_up_s.*cold_factor")
 case("Limiter qps*warm_up_s too large", lambda: Limiter(qps=9e15, warm_up_s=1e9), ValueError,
      r"qps \* warm_up_s")
+NONE_IS_DEFAULT = ("concurrency", "interval_ms", "sample_count")
 for kw, hi in (("max_queueing_ms", 2**40), ("occupy_timeout_ms", 2**40),
                ("interval_ms", 2**40), ("sample_count", 100000), ("concurrency", 2**53)):
     base = {} if kw == "concurrency" else {"qps": 10}
@@ -453,8 +454,9 @@ for kw, hi in (("max_queueing_ms", 2**40), ("occupy_timeout_ms", 2**40),
          r"\b%s\b.*9223372036854775808" % kw)
     case(f"Limiter {kw} huge negative", lambda kw=kw, base=base: Limiter(**base, **{kw: -HUGE}),
          ValueError, r"\b%s\b" % kw)
-    for bad in (1.5, NAN, INF, "1", True) + (() if kw == "concurrency" else (None,)):
-        # (concurrency=None means "not a concurrency limiter")
+    for bad in (1.5, NAN, INF, "1", True) + (() if kw in NONE_IS_DEFAULT else (None,)):
+        # (concurrency=None means "not a concurrency limiter"; interval_ms=None and
+        # sample_count=None the default)
         case(f"Limiter {kw}={bad!r}", lambda kw=kw, bad=bad, base=base: Limiter(**base, **{kw: bad}),
              TypeError, r"\b%s\b" % kw)
 case("Limiter concurrency -5", lambda: Limiter(concurrency=-5), ValueError,

@@ -184,6 +184,25 @@ def test_unchanged_defaults_without_rate():
     slidewin.Limiter(qps=5, interval_ms=2000)  # interval_ms alone as before
 
 
+@pytest.mark.parametrize("kind", [Limiter, KeyedLimiter, limit])
+def test_the_defaults_given_explicitly_are_the_defaults(kind):
+    # None is the default of interval_ms and sample_count: given, it means what leaving them
+    # out means (Sentinel's 1000 ms in 2 steps, or a rate's period), never a value of its own
+    steps = 6 if kind is KeyedLimiter else 60
+    for kw in ({}, dict(interval_ms=None), dict(sample_count=None),
+               dict(interval_ms=None, sample_count=None)):
+        lim = kind(qps=5, **kw)
+        assert (lim.interval_ms, lim.sample_count, repr(lim)) == \
+            (1000, 2, "%s(qps=5.0)" % type(lim).__name__)
+        lim = kind(rate="100/minute", **kw)
+        assert (lim.interval_ms, lim.sample_count, lim.rate) == (60_000, steps, "100/minute")
+    lim = kind(rate="5/second", sample_count=2)  # a value given is that value
+    assert (lim.interval_ms, lim.sample_count, repr(lim)) == \
+        (1000, 2, "%s(rate='5/second')" % type(lim).__name__)
+    with pytest.raises(ValueError, match="interval_ms=1000"):  # the window is the rate's
+        kind(rate="5/second", interval_ms=1000)
+
+
 def test_the_docs_page_runs():
     import os
     import re

@@ -22,6 +22,12 @@ static inline PyObject *sw_new_ref_(PyObject *o)
     return o;
 }
 #define Py_NewRef(o) sw_new_ref_((PyObject *)(o))
+static inline PyObject *sw_xnew_ref_(PyObject *o)
+{
+    Py_XINCREF(o);
+    return o;
+}
+#define Py_XNewRef(o) sw_xnew_ref_((PyObject *)(o))
 #endif
 
 static inline const char *type_name_of(PyObject *o)

@@ -160,7 +160,10 @@ struct limiting_ops;
     PyObject *name;        /* name= (or the region's), or NULL */                             \
     int name_given;        /* name= was given (repr shows it) */                              \
     PyObject *waker;       /* set by the asyncio waiter queue while tasks wait (called by     \
-                              every release), or NULL */
+                              every release), or NULL */                                      \
+    PyObject *rate;        /* rate= as given, shown by repr in place of qps= while the        \
+                              settings are that rate's (set by the Python layer), or NULL;   \
+                              under cfg_mu */
 struct limiting_head {
     LIMITING_FIELDS
 };
@@ -365,7 +368,7 @@ int repr_add_float(PyObject *parts, const char *fmt, double v);
 /** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
  * occupy, occupy_timeout_ms= when not the default), the window when not the default.
  * @return 0, or -1 with an exception set */
-int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy);
+int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy, PyObject *rate);
 /** The repr "Type(part, ...)": parts (stolen) then shadow=, shared=, name= (when given).
  * @return new reference or NULL */
 PyObject *repr_finish(PyObject *self, PyObject *parts, int shadow, PyObject *shared,

@@ -43,13 +43,15 @@ int repr_add_float(PyObject *parts, const char *fmt, double v)
     return repr_add(parts, part);
 }
 
-int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy)
+int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy, PyObject *rate)
 {
     if (c->grade == SW_GRADE_CONCURRENCY) {
         if (repr_add(parts, PyUnicode_FromFormat("concurrency=%lld", (long long)c->count)) < 0)
             return -1;
     } else {
-        if (repr_add_float(parts, "qps=%U", c->count) < 0)
+        /* a rate (rate='100/minute') stands for the qps and the window it set */
+        if (rate != NULL ? repr_add(parts, PyUnicode_FromFormat("rate=%R", rate)) < 0
+                         : repr_add_float(parts, "qps=%U", c->count) < 0)
             return -1;
         if (c->behavior != SW_REJECT &&
             repr_add(parts, PyUnicode_FromFormat("behavior='%s'", behavior_names[c->behavior])) < 0)
@@ -68,8 +70,10 @@ int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy)
             return -1;
     }
     if (c->interval_ms != 1000 || c->sample_count != 2) {
-        if (repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms)) < 0 ||
-            repr_add(parts, PyUnicode_FromFormat("sample_count=%u", c->sample_count)) < 0)
+        if ((rate == NULL || c->grade == SW_GRADE_CONCURRENCY) &&
+            repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld", (long long)c->interval_ms)) < 0)
+            return -1;
+        if (repr_add(parts, PyUnicode_FromFormat("sample_count=%u", c->sample_count)) < 0)
             return -1;
     }
     return 0;

@@ -149,6 +149,7 @@ void limiting_dealloc(PyObject *self)
     Py_CLEAR(h->shared);
     Py_CLEAR(h->name);
     Py_CLEAR(h->waker);
+    Py_CLEAR(h->rate);
     pthread_mutex_destroy(&h->cfg_mu);
     if (h->ops != NULL)
         h->ops->free_own(self);
@@ -260,17 +261,47 @@ PyObject *limiting_repr(PyObject *self)
 {
     struct limiting_head *h = LIMITING(self);
     struct sw_limiter_cfg cfg;
-    limiting_settings(self, &cfg, NULL);
+    pthread_mutex_lock(&h->cfg_mu);
+    cfg = h->cfg;
+    PyObject *rate = Py_XNewRef(h->rate);
+    pthread_mutex_unlock(&h->cfg_mu);
     PyObject *parts = PyList_New(0);
-    if (parts == NULL)
-        return NULL;
     /* occupy_timeout_ms: a Limiter's (no borrowing per key) */
-    if (repr_settings(parts, &cfg, h->ops->key_fp == NULL) < 0 ||
+    if (parts == NULL || repr_settings(parts, &cfg, h->ops->key_fp == NULL, rate) < 0 ||
         (h->ops->repr_own != NULL && h->ops->repr_own(self, parts) < 0)) {
-        Py_DECREF(parts);
+        Py_XDECREF(parts);
+        Py_XDECREF(rate);
         return NULL;
     }
+    Py_XDECREF(rate);
     return repr_finish(self, parts, cfg.shadow != 0, h->shared, h->name, h->name_given);
+}
+
+PyObject *limiting_get_rate(PyObject *self, void *unused)
+{
+    (void)unused;
+    struct limiting_head *h = LIMITING(self);
+    pthread_mutex_lock(&h->cfg_mu);
+    PyObject *rate = Py_XNewRef(h->rate);
+    pthread_mutex_unlock(&h->cfg_mu);
+    return rate != NULL ? rate : Py_NewRef(Py_None);
+}
+
+int limiting_set_rate(PyObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (value == NULL || (value != Py_None && !PyUnicode_Check(value))) {
+        PyErr_SetString(PyExc_TypeError, "_rate must be a str or None");
+        return -1;
+    }
+    struct limiting_head *h = LIMITING(self);
+    PyObject *rate = value == Py_None ? NULL : Py_NewRef(value);
+    pthread_mutex_lock(&h->cfg_mu);
+    PyObject *old = h->rate;
+    h->rate = rate;
+    pthread_mutex_unlock(&h->cfg_mu);
+    Py_XDECREF(old);
+    return 0;
 }
 
 PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

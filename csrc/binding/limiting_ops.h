@@ -191,6 +191,9 @@ PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *unused);
 PyObject *cfg_get_interval_ms(PyObject *self, void *unused);
 PyObject *cfg_get_sample_count(PyObject *self, void *unused);
 PyObject *cfg_get_shadow(PyObject *self, void *unused);
+/* _rate: the rate string repr shows (the Python layer sets it with the settings), or None */
+PyObject *limiting_get_rate(PyObject *self, void *unused);
+int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
 
 /* The entries of the getset and method tables alike in both types */
 #define LIMITING_GETSET                                                                        \
@@ -202,7 +205,8 @@ PyObject *cfg_get_shadow(PyObject *self, void *unused);
         {"shared", get_object_or_none, NULL, "How it was opened: None (private), True "        \
          "(anonymous), or the region's name or path.", (void *)offsetof(LimitingObject, shared)}, \
         {"name", get_object_or_none, NULL, "The name (name=, else the shared region's name), " \
-         "or None.", (void *)offsetof(LimitingObject, name)}
+         "or None.", (void *)offsetof(LimitingObject, name)},                                  \
+        {"_rate", limiting_get_rate, limiting_set_rate, NULL, NULL}
 #define LIMITING_METHODS                                                                       \
     HIDDEN(_decide, limiting_decide_m, METH_FASTCALL),                                         \
         HIDDEN(_count_block, limiting_count_block, METH_FASTCALL),                             \

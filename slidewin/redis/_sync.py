@@ -18,7 +18,7 @@ class RedisLimiter(_Base, SyncAdmission):
 
     RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
                  warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-                 interval_ms=1000, sample_count=2, on_error="allow", lease_ms=5000,
+                 interval_ms=None, sample_count=None, on_error="allow", lease_ms=5000,
                  on_block=None)
     """
 
@@ -26,8 +26,8 @@ class RedisLimiter(_Base, SyncAdmission):
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
-                 sample_count: int = _rate.SAMPLE_COUNT,
+                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
+                 sample_count: Optional[int] = None,
                  on_error: str = "allow", lease_ms: int = 5_000,
                  on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
         kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
@@ -98,8 +98,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",
                  warm_up_s: float = 10, cold_factor: float = 3, max_queueing_ms: int = 500,
-                 occupy_timeout_ms: int = 500, interval_ms: int = _rate.INTERVAL_MS,
-                 sample_count: int = _rate.SAMPLE_COUNT,
+                 occupy_timeout_ms: int = 500, interval_ms: Optional[int] = None,
+                 sample_count: Optional[int] = None,
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
                  lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None,
                  lease: bool = False) -> None:
