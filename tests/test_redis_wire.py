@@ -233,4 +233,10 @@ def test_the_scripts_are_package_resources():
         assert "BODIES[%d] = function(KEYS, ARGV, redis)\n%s\nend\n" % (
             i, _scripts.SOURCES[name]) in group
     assert _scripts.SCRIPTS["reject"].source.count("(tonumber(ARGV[11]) > 0)") == 0
-    assert "tonumber(ARGV[11]) > 0 then" in _scripts.SCRIPTS["reject"].source
+    assert "local FAST_PATH = tonumber(ARGV[11]) > 0\n" in _scripts.SCRIPTS["reject"].source
+    assert "and FAST_PATH then" in _scripts.SCRIPTS["reject"].source
+    # the state is only viewed by stats (each script declares which, once, before generic)
+    for name, script in _scripts.SCRIPTS.items():
+        if name != "all_of":
+            assert script.source.count("local VIEW_ONLY = ") == 1
+            assert ("local VIEW_ONLY = true\n" in script.source) == (name == "stats")

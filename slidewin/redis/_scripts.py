@@ -29,16 +29,21 @@ class _Script:
 
 
 HEAD = _read("head")
-GENERIC = _read("generic")
+# the state's decoding and window (lua/generic.lua), for a script that decides (it writes
+# the state back) and for one that only views it (stats: a state that is behind reads as
+# started afresh, nothing is written)
+GENERIC = "local VIEW_ONLY = false\n" + _read("generic")
+VIEW_GENERIC = "local VIEW_ONLY = true\n" + _read("generic")
 COMMON = _read("common")
 _FAST_OPEN = _read("fast_open")
 _FAST_CLOSE = _read("fast_close")
 
 
 def _fast(cond: str, body: str) -> str:
-    """The straight-line path of a behavior: its condition and body between the shared
-    opening (decode, clamp) and closing (count, SET)."""
-    return _FAST_OPEN.replace("%(cond)s", cond) + _read(body) + _FAST_CLOSE
+    """The straight-line path of a behavior: its condition (a Lua expression of ARGV, the
+    local FAST_PATH that lua/fast_open.lua tests) and body between the shared opening
+    (decode, clamp) and closing (count, SET)."""
+    return "local FAST_PATH = %s\n" % cond + _FAST_OPEN + _read(body) + _FAST_CLOSE
 
 
 # ARGV[1..10] of every script: now_ms now_sub n flags layout ttl_ms interval_ms sample_count
@@ -61,8 +66,7 @@ SOURCES: Dict[str, str] = {
     "exit": HEAD + GENERIC + _read("exit"),
     # the window's sums at now: pass block exception success rt occupied min_rt in_flight
     # waiting
-    "stats": HEAD + GENERIC.replace("local VIEW_ONLY = false", "local VIEW_ONLY = true", 1)
-    + _read("stats"),
+    "stats": HEAD + VIEW_GENERIC + _read("stats"),
     # charge(n): n more PASS now, never refused (lua/charge.lua). ARGV[11]: the behavior's
     # index in GROUP_ORDER (below), then its parameters (ARGV[12..]: a decision's ARGV[11..])
     "charge": HEAD + GENERIC + COMMON + _read("charge"),

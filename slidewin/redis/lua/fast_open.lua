@@ -1,6 +1,6 @@
 do  -- the straight-line path: a compact state (or none) and no lease (entry())
   local fl, SC = tonumber(ARGV[4]), tonumber(ARGV[8])
-  if fl % 16 < 8 and SC <= 64 and %(cond)s then
+  if fl % 16 < 8 and SC <= 64 and FAST_PATH then
     local IV = tonumber(ARGV[7])
     local D
     if not raw then

@@ -166,8 +166,8 @@ end
 -- the future ring, the outcome counts) start afresh, the minute and the warm-up's last sync
 -- come back to now, and the throttle's pace and the warm-up's pause beyond any queue or
 -- pause are dropped (by the behavior, clock_restart). A decision not behind clears ca.
--- STATS (VIEW_ONLY) reads a state that is behind as started afresh and writes nothing.
-local VIEW_ONLY = false
+-- STATS (VIEW_ONLY: declared before this file by the script's assembly, _scripts.py) reads
+-- a state that is behind as started afresh and writes nothing.
 local clock_behind, clock_restart = false, false
 do
   local cur = now_ms - now_ms % WIN
