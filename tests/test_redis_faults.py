@@ -418,7 +418,9 @@ def test_a_stalled_server_does_not_starve_other_servers_renewals(own_server, fla
     from slidewin.redis import AsyncRedisLimiter, RedisLimiter
 
     healthy = Server(kind=own_server.kind).start()
-    lease_ms = 600
+    # renewed every lease_ms / 3: a loaded 2-core machine (CI) stalled a renewal thread past
+    # a 600 ms lease; a renewer stuck on the stopped server lets any lease run out
+    lease_ms = 1500
     try:
         if flavor == "sync":
             stalled = RedisLimiter(own_server.client(), "st", concurrency=1, lease_ms=lease_ms)
@@ -428,7 +430,7 @@ def test_a_stalled_server_does_not_starve_other_servers_renewals(own_server, fla
             assert stalled.try_acquire() and good.try_acquire()
             os.kill(own_server.proc.pid, signal.SIGSTOP)
             try:
-                time.sleep(4 * lease_ms / 1000)
+                time.sleep(2.5 * lease_ms / 1000)
                 assert other.try_acquire() is False  # good's slot: still renewed
                 assert other.stats().concurrency == 1
             finally:
@@ -446,7 +448,7 @@ def test_a_stalled_server_does_not_starve_other_servers_renewals(own_server, fla
             assert await stalled.try_acquire() and await good.try_acquire()
             os.kill(own_server.proc.pid, signal.SIGSTOP)
             try:
-                await asyncio.sleep(4 * lease_ms / 1000)
+                await asyncio.sleep(2.5 * lease_ms / 1000)
                 assert other.try_acquire() is False
             finally:
                 os.kill(own_server.proc.pid, signal.SIGCONT)
