@@ -100,17 +100,19 @@ def test_a_call_of_zero_tokens_takes_no_tokens(monkeypatch):
 def test_a_wait_known_to_exceed_the_timeout_is_refused_at_once_with_retry_after(monkeypatch):
     sched = Schedule(monkeypatch)
     api = Upstream(requests="1/second")
+    t0 = time.monotonic()
     with api.call(timeout=0):
         pass
     with pytest.raises(BlockedError) as e:
         with api.call(timeout=0.1):
             pass
-    assert 0.5 < e.value.retry_after <= 1.0
+    # the rest of the pace (on the real clock: a loaded machine may take its time here)
+    assert 1.0 - (time.monotonic() - t0) - 0.01 <= e.value.retry_after <= 1.0
     assert sched.slept == []  # decided without waiting
     assert api.stats()["refused"] == 1
     with api.call(timeout=5):  # the refused call took no slot: the next waits one pace
-        pass
-    assert 0.5 < sched.slept[-1] <= 1.0
+        sent = sched.at()
+    assert t0 + 1.0 - 0.01 <= sent and sum(sched.slept) <= 1.0
 
 
 def test_a_full_concurrency_bound_refuses_at_the_timeout():
