@@ -62,6 +62,20 @@ PRELUDE = textwrap.dedent(
         gc.collect()
         return [sys.getrefcount(t) for t in types], tracemalloc.get_traced_memory()[0], rss()
 
+    def decorated(deco, scale):
+        # a function and a coroutine function under one decorator: the function called
+        # 20_000 * scale times, the coroutine function returned (for the workload's loop)
+        def f(x):
+            return x
+
+        async def g(x):
+            return x
+
+        f = deco(f)
+        for i in range(int(20_000 * scale)):
+            f(i)
+        return deco(g)
+
     def run(workload):
         types = package_types()
         # full size without tracemalloc (it slows Python ~20x): references and RSS
@@ -167,16 +181,7 @@ LIMITER = textwrap.dedent(
             except ValueError:
                 pass
 
-        @limit(qps=10**9)
-        def f(x):
-            return x
-
-        @limit(qps=10**9)
-        async def g(x):
-            return x
-
-        for i in range(int(20_000 * scale)):
-            f(i)
+        g = decorated(limit(qps=10**9), scale)
 
         async def amain():
             for i in range(int(20_000 * scale)):
@@ -240,16 +245,7 @@ KEYED = textwrap.dedent(
                 except (TypeError, ValueError):
                     pass
 
-        @kl(key=lambda x: x % 10)
-        def f(x):
-            return x
-
-        @kl(key=lambda x: x % 10)
-        async def g(x):
-            return x
-
-        for i in range(int(20_000 * scale)):
-            f(i)
+        g = decorated(kl(key=lambda x: x % 10), scale)
 
         async def amain():
             for i in range(int(20_000 * scale)):
