@@ -3,6 +3,7 @@ any window across clients, threads and processes; grants idempotent per lease id
 permits given back; a fleet of 8 clients with shifting 80/20 demand on virtual time; Redis
 down; bad input."""
 
+import inspect
 import multiprocessing
 import threading
 import time
@@ -842,3 +843,65 @@ def test_lease_a_grant_slower_than_its_bucket_still_serves_the_decision_that_ask
     assert eng.round_trips == 2
     lim.close()
     assert eng.granted - eng.returned == 4  # what was given back was not used
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+def test_lease_close_waits_for_a_top_up_in_flight_and_gives_its_permits_back(redis_server,
+                                                                             flavor):
+    # close() while the background top-up's round trip is out: it gave back nothing (the
+    # slice was busy) and the top-up's permits came back to a closed engine, counted in
+    # Redis until their bucket left the window
+    import asyncio
+
+    from slidewin.redis import AsyncRedisLimiter, RedisLimiter, _lease
+
+    async def main():
+        c = redis_server.async_client() if flavor == "async" else redis_server.client()
+        await _maybe(c.flushall())
+        cls = AsyncRedisLimiter if flavor == "async" else RedisLimiter
+        lim = cls(c, "closefly", qps=10**6, lease=True)
+        eng = lim._leased
+        real = lim._t.call
+        out = []
+
+        def slow_top_up(*a, **kw):
+            r = real(*a, **kw)
+            background = (threading.current_thread().name == "slidewin-redis-lease"
+                          if flavor == "sync" else asyncio.current_task() is eng._task)
+            if a[0] is _lease.LEASE_SCRIPT and background and used >= 300:  # a top-up
+                out.append("slow")
+                return _delayed(r, 0.3)
+            return r
+
+        lim._t.call = slow_top_up
+        used = 0
+        while not out and used < 20_000:  # until a top-up is on its way (slices grown)
+            used += bool(await _maybe(lim.try_acquire()))
+            if flavor == "async":
+                await asyncio.sleep(0)
+            else:
+                time.sleep(0.0005)
+        assert out and any(s.busy for s in eng._slices.values())
+        held = sum(s.left for s in eng._slices.values())
+        await _maybe(lim.aclose() if flavor == "async" else lim.close())
+        assert not any(s.leases or s.backs for s in eng._slices.values())
+        await asyncio.sleep(0.5)  # (a top-up not waited for would have come back by now)
+        assert eng.returned >= held
+        await _maybe(c.aclose() if flavor == "async" else c.close())
+        return used, eng.granted, eng.returned
+
+    def _delayed(r, s):
+        if flavor == "async":
+            async def later():
+                v = await r
+                await asyncio.sleep(s)
+                return v
+            return later()
+        time.sleep(s)
+        return r
+
+    async def _maybe(x):
+        return (await x) if inspect.isawaitable(x) else x
+
+    used, granted, returned = asyncio.run(main())
+    assert granted - returned == used  # every permit not used went back

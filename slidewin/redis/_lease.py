@@ -52,6 +52,7 @@ HORIZON = 0.25      # a slice: the key's demand for this fraction of a bucket
 CAP = 1.0 / 32      # ... and at most this fraction of the window's limit
 DRY = 0.125         # a key granted nothing asks again after this fraction of a bucket
 ERROR_BACKOFF_NS = 50_000_000  # a failed grant: the next is tried no sooner
+CLOSE_WAIT_NS = 2_000_000_000  # close(): how long it waits for a grant in flight
 
 
 def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
@@ -541,8 +542,21 @@ class _Leases:
         self._lim._t.drive(self._g_close())
 
     def _g_close(self) -> Any:
-        with self._cond:
-            self._closed = True
+        cond = self._cond
+        with cond:
+            self._closed = True  # no more top-ups are asked
+            # a grant in flight (a top-up) brings permits that go back too: waited for, at
+            # most CLOSE_WAIT_NS (its round trip is bounded by the client's timeouts)
+            until = time.monotonic_ns() + CLOSE_WAIT_NS
+            while any(s.busy for s in self._slices.values()) and time.monotonic_ns() < until:
+                if not self._async:
+                    cond.wait(0.05)
+                    continue
+                cond.release()
+                try:
+                    yield 0.001
+                finally:
+                    cond.acquire()
             items = list(self._slices.items())
             for _, s in items:
                 self._retire(s)
