@@ -431,8 +431,11 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
                                 ? lease_grant(v, node, n, ms, &word)
                                 : 0;
             bool admitted = fast_count(v, node, verdict, n + extra, flags, true);
-            if (extra > 0) /* after its permits are counted */
+            if (extra > 0) { /* after its permits are counted */
+                if (sw_test_in_critical != NULL)
+                    sw_test_in_critical(); /* tests: killed between the count and the word */
                 atomic_store_explicit(&v->slots[v->my_slot].lease, word, memory_order_relaxed);
+            }
             if (ad != NULL && !admitted)
                 sw_adapt_refused(&r->adapt, ad, ms);
             unlock_state(v);

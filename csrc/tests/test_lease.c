@@ -257,9 +257,50 @@ static void lease_holder_killed_anywhere(void)
     CHECK(completed); /* every step was tried */
 }
 
+/* a process killed at every step of the decision that grants its lease (the lock, the count
+ * of its permit with the lease's, the word stored after them): the next process takes the
+ * lock over and goes on exactly. Killed before the count: its one pass; after the count and
+ * before the word: the lease's permits stay counted (passes never made: the window admits
+ * fewer, never more); after the word: taken back from the dead one's slot */
+static void lease_granter_killed_anywhere(void)
+{
+    int completed = 0;
+    for (int k = 1; k < 64 && !completed; k++) {
+        struct leased l;
+        leased_open(&l, 1200);
+        struct victim kid;
+        if (victim_fork(&kid)) {
+            struct sw_view v; /* the child's own token and slot */
+            view_of(&l.shm, &l.rule, &v);
+            v.lease = 7;
+            (void)try_now(&v); /* the first takes no lease */
+            victim_arm_at(k);
+            (void)try_now(&v); /* the second takes a lease of 64 */
+            victim_tell('d');
+            for (;;)
+                pause();
+        }
+        char c = victim_wait(&kid);
+        CHECK(c == 'h' || c == 'd');
+        victim_kill(&kid);
+        completed = c == 'd';
+        if (completed && getenv("SW_STRESS_VERBOSE"))
+            printf("  lease_granter_killed_anywhere: %d steps killed at\n", k - 1);
+        int64_t before = passes(&l); /* takes the lock over: repairs, takes back a lease */
+        CHECK(before == 1 || before == 2 || before == 2 + 64);
+        if (completed)
+            CHECK_EQ(before, 2);
+        CHECK_EQ(before + admitted_until_refused(&l.v[1], 1200), 1200);
+        CHECK_EQ(passes(&l), 1200);
+        sw_shm_close(&l.shm);
+    }
+    CHECK(completed); /* every step was tried */
+}
+
 void test_lease(void)
 {
     lease_holder_killed_anywhere();
+    lease_granter_killed_anywhere();
     lease_taken_used_and_read_back();
     lease_refusal_takes_back_a_dead_ones();
     lease_back_on_a_new_rule();
