@@ -216,12 +216,18 @@ static void lease_words_are_input(void)
     sw_shm_close(&l.shm);
 }
 
-/* a process killed at every step of taking its lease back (a read of the totals: the bracket
- * of sw_lstate_enter, the swap, the subtraction): the next process takes the lock over and
- * goes on exactly, the permits left counted at most once, never admitted twice */
-static void lease_holder_killed_anywhere(void)
+/* a process killed at every step of one decision: the next process takes the lock over and
+ * goes on exactly, the permits left counted at most once, never admitted twice.
+ * at_grant 0: taking its lease back (a read of the totals: the bracket of sw_lstate_enter,
+ * the swap, the subtraction): taken back (3 used), or swapped and killed before the
+ * subtraction (the 63 left stay counted).
+ * at_grant 1: the decision that grants its lease (the count of its permit with the lease's,
+ * the word stored after them): killed before the word, the lease's 64 stay counted (passes
+ * never made: the window admits fewer, never more); after it, taken back (2 used). */
+static void lease_killed_anywhere(int at_grant)
 {
     int completed = 0;
+    int64_t used = at_grant ? 2 : 3;
     for (int k = 1; k < 64 && !completed; k++) {
         struct leased l;
         leased_open(&l, 1200);
@@ -230,11 +236,18 @@ static void lease_holder_killed_anywhere(void)
             struct sw_view v; /* the child's own token and slot */
             view_of(&l.shm, &l.rule, &v);
             v.lease = 7;
-            for (int i = 0; i < 3; i++) /* the second takes a lease of 64, the third uses one */
-                (void)try_now(&v);
-            victim_arm_at(k);
-            struct sw_totals t;
-            sw_totals_read(&v, &t);
+            /* the second takes a lease of 64, the third uses one */
+            for (int i = 0; i < 3; i++) {
+                if (i == 1 && at_grant)
+                    victim_arm_at(k);
+                if (i < 2 || !at_grant)
+                    (void)try_now(&v);
+            }
+            if (!at_grant) {
+                victim_arm_at(k);
+                struct sw_totals t;
+                sw_totals_read(&v, &t);
+            }
             victim_tell('d');
             for (;;)
                 pause();
@@ -244,52 +257,12 @@ static void lease_holder_killed_anywhere(void)
         victim_kill(&kid);
         completed = c == 'd';
         if (completed && getenv("SW_STRESS_VERBOSE"))
-            printf("  lease_holder_killed_anywhere: %d steps killed at\n", k - 1);
-        int64_t before = passes(&l); /* takes the lock over: repairs, takes back what is left */
-        /* taken back (3 used), or swapped and killed before the subtraction: counted */
-        CHECK(before == 3 || before == 3 + 63);
-        if (completed)
-            CHECK_EQ(before, 3);
-        CHECK_EQ(before + admitted_until_refused(&l.v[1], 1200), 1200);
-        CHECK_EQ(passes(&l), 1200);
-        sw_shm_close(&l.shm);
-    }
-    CHECK(completed); /* every step was tried */
-}
-
-/* a process killed at every step of the decision that grants its lease (the lock, the count
- * of its permit with the lease's, the word stored after them): the next process takes the
- * lock over and goes on exactly. Killed before the count: its one pass; after the count and
- * before the word: the lease's permits stay counted (passes never made: the window admits
- * fewer, never more); after the word: taken back from the dead one's slot */
-static void lease_granter_killed_anywhere(void)
-{
-    int completed = 0;
-    for (int k = 1; k < 64 && !completed; k++) {
-        struct leased l;
-        leased_open(&l, 1200);
-        struct victim kid;
-        if (victim_fork(&kid)) {
-            struct sw_view v; /* the child's own token and slot */
-            view_of(&l.shm, &l.rule, &v);
-            v.lease = 7;
-            (void)try_now(&v); /* the first takes no lease */
-            victim_arm_at(k);
-            (void)try_now(&v); /* the second takes a lease of 64 */
-            victim_tell('d');
-            for (;;)
-                pause();
-        }
-        char c = victim_wait(&kid);
-        CHECK(c == 'h' || c == 'd');
-        victim_kill(&kid);
-        completed = c == 'd';
-        if (completed && getenv("SW_STRESS_VERBOSE"))
-            printf("  lease_granter_killed_anywhere: %d steps killed at\n", k - 1);
+            printf("  lease_killed_anywhere(%d): %d steps killed at\n", at_grant, k - 1);
         int64_t before = passes(&l); /* takes the lock over: repairs, takes back a lease */
-        CHECK(before == 1 || before == 2 || before == 2 + 64);
+        CHECK(before == used || before == (at_grant ? 2 + 64 : 3 + 63) ||
+              (at_grant && before == 1));
         if (completed)
-            CHECK_EQ(before, 2);
+            CHECK_EQ(before, used);
         CHECK_EQ(before + admitted_until_refused(&l.v[1], 1200), 1200);
         CHECK_EQ(passes(&l), 1200);
         sw_shm_close(&l.shm);
@@ -299,8 +272,8 @@ static void lease_granter_killed_anywhere(void)
 
 void test_lease(void)
 {
-    lease_holder_killed_anywhere();
-    lease_granter_killed_anywhere();
+    lease_killed_anywhere(0);
+    lease_killed_anywhere(1);
     lease_taken_used_and_read_back();
     lease_refusal_takes_back_a_dead_ones();
     lease_back_on_a_new_rule();
