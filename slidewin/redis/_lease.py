@@ -394,6 +394,7 @@ class _Leases:
             r = s.retry
             if r is not None and r[1] == explicit and 0 <= t - r[2] < cfg.interval_ms * 1e6:
                 lid = r[0]
+                serve = False  # a retried id: its grant may be of a bucket long gone
             else:
                 lid = os.urandom(8).hex()
                 s.retry = (lid, explicit, t)
