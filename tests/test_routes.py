@@ -309,7 +309,13 @@ def test_starlette_refusal_is_the_middlewares():
     r, want = client.get("/"), _middleware_refusal(mid)
     assert r.status_code == want.status_code == 429 and r.content == want.content
     for name in ("Content-Type", "Retry-After", "RateLimit-Policy", "RateLimit"):
-        assert r.headers.get(name) == want.headers.get(name), name
+        # the two refusals are made at two instants: a whole second of the wait may tick
+        # between them (CI saw Retry-After 60 and 59)
+        got, exp = (re.sub(r"\d+", "#", h.headers.get(name) or "") for h in (r, want))
+        assert got == exp, name
+        nums = [[int(x) for x in re.findall(r"\d+", h.headers.get(name) or "")]
+                for h in (r, want)]
+        assert all(abs(a - b) <= 1 for a, b in zip(*nums)), name
 
 
 @pytest.mark.parametrize("extra,dist", [("fastapi", "fastapi"), ("starlette", "starlette"),
