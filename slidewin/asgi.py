@@ -4,19 +4,11 @@
     app = LimitMiddleware(app, Limiter(qps=100))
     app.add_middleware(LimitMiddleware, limiter=KeyedLimiter(qps=10))   # Starlette, FastAPI
 
-- Only ``http`` scopes are limited; ``lifespan`` and ``websocket`` scopes reach the app
-  untouched.
-- Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
-  (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
-  concurrency limit: ``concurrency_status`` (503), with no ``Retry-After`` (none is known).
-  A limit of 0 (``qps=0``, a key's override of 0) never admits: no ``Retry-After``. The
-  app is not called; ``on_block`` may shape the refusal.
-- A throttled request waits its turn with ``asyncio.sleep`` (the loop keeps running) and is
-  then served by the app with its own status.
-- An admitted request holds its admission, as ``async with limiter.entry()`` does, until its
-  response is finished: after the last body chunk has been sent, or the client has gone
-  (``http.disconnect``), or the app raised. Then SUCCESS and the response time are counted,
-  or EXCEPTION when the app raised an ``Exception`` (nothing when cancelled or disconnected).
+Only ``http`` scopes are limited. A refused request gets ``status`` (429) with
+``Retry-After``, or ``concurrency_status`` (503) from a concurrency limit, and the app is not
+called; a throttled one waits with ``asyncio.sleep``. An admitted request holds its
+admission until its response is finished (last body chunk sent, client gone, or the app
+raised): then SUCCESS, or EXCEPTION when the app raised an ``Exception``. See docs/web.md.
 """
 from __future__ import annotations
 
@@ -49,32 +41,19 @@ class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
     concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
 
-    - ``limiter``: a Limiter (private or ``shared=``), a KeyedLimiter, or anything with the
-      same ``entry()`` (``entry(key)`` for a keyed one). Across hosts, the asyncio ones:
-      ``AsyncRedisLimiter``, ``AsyncRedisKeyedLimiter`` (a sync Redis one is a TypeError).
-    - ``key(scope)``: a KeyedLimiter's key (str, bytes or int) for the request; the default
-      is ``slidewin.client_ip(scope)`` (the peer address: give your own ``key`` with
-      ``trusted_proxies`` behind a proxy; a request without an address, on a Unix socket,
-      is then a ValueError asking for ``key``). A key of None lets the request through
-      unlimited. Only for a keyed limiter: with a Limiter, ``key`` is a ValueError.
-    - ``exempt``: requests never limited nor counted: a predicate ``exempt(scope) -> bool``,
-      or paths (``"/health"`` exactly, ``"/static/*"`` by prefix).
+    - ``limiter``: a Limiter, a KeyedLimiter, or anything with the same ``entry()``; across
+      hosts an asyncio one (``AsyncRedisLimiter``, ``AsyncRedisKeyedLimiter``).
+    - ``key(scope)``: a KeyedLimiter's key (str, bytes or int; None: unlimited); the
+      default is the peer address, ``slidewin.client_ip(scope)``. A Limiter takes no key.
+    - ``exempt``: a predicate ``exempt(scope)``, or paths (``"/health"``, ``"/static/*"``).
     - ``status`` / ``concurrency_status``: the refusals' statuses (400..599).
-    - ``body`` (bytes or str) / ``content_type``: the refusals' body. The default is an RFC
-      9457 problem document (``application/problem+json``). ``content_type`` is a header
-      value: Latin-1, no CR/LF (else a ValueError here).
-    - ``on_block(error, scope)``, sync or async, is called on each refusal (the BlockedError
-      has ``retry_after``) and returns None (the refusal as configured: log, count),
-      ``(status, headers, body)`` (None keeps the refusal's status / body; the headers are
-      added, e.g. CORS), or a response: an ASGI app (a Starlette ``Response``), called with
-      the request's receive and send. The refusal's Retry-After and RateLimit fields are
-      added to whatever is sent, unless it sets them itself.
-    - ``headers`` (True): the RateLimit header fields of the IETF draft
-      draft-ietf-httpapi-ratelimit-headers-10 (``RateLimit-Policy`` on every limited
-      response; ``RateLimit`` with the remaining quota ``r`` where it is known, and
-      ``r=0;t=<seconds>`` on a refusal), with the quota of the request's key (its
-      override); ``headers=False`` leaves them out. A limit of 0 (``qps=0``, an override
-      of 0) never admits: its refusals carry no ``Retry-After``.
+    - ``body`` / ``content_type``: the refusals' body; the default is an RFC 9457 problem
+      document (``application/problem+json``).
+    - ``on_block(error, scope)``, sync or async, called on each refusal: returns None (the
+      refusal as configured), ``(status, headers, body)`` (None keeps the refusal's status /
+      body), or an ASGI app to answer. Retry-After and RateLimit fields are added unless set.
+    - ``headers``: the RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10)
+      on limited responses; ``headers=False`` leaves them out.
     """
 
     app: ASGIApp

@@ -4,24 +4,12 @@
     app.wsgi_app = LimitMiddleware(app.wsgi_app, Limiter(qps=100))      # Flask
     application = LimitMiddleware(get_wsgi_application(), limiter)       # Django (wsgi.py)
 
-- Refused by a QPS limit (reject, warm-up, or a throttle whose queue is full): ``status``
-  (429) with ``Retry-After`` in whole seconds, rounded up, at least 1. Refused by a
-  concurrency limit: ``concurrency_status`` (503). A limit of 0 (``qps=0``, a key's
-  override of 0) never admits: no ``Retry-After``. The app is not called; ``on_block`` may
-  shape the refusal.
-- A throttled request waits its turn in its worker thread (the GIL is released while it
-  sleeps) and is then served by the app with its own status.
-- An admitted request holds its admission, as ``with limiter.entry()`` does, until the
-  server closes the response iterable (PEP 3333 ``close()``: after the last chunk, or when
-  the client is gone): a generator response holds its slot while it streams. Then SUCCESS
-  and the response time are counted when the iterable was sent to its end, EXCEPTION when
-  the app (or the iteration) raised an ``Exception``, nothing when it was closed early (the
-  client is gone).
-- The server's own ``wsgi.file_wrapper`` is handed back as it is, so the server still
-  sends it with sendfile (gunicorn checks ``isinstance(result, wsgi.file_wrapper)``): its
-  ``close()`` ends the entry, counting SUCCESS, or nothing when the server closes it while
-  an exception propagates (a failed send). A wrapper whose ``close`` cannot be replaced
-  (a C type) is wrapped as any other response.
+Refusals as in slidewin.asgi; a throttled request waits in its worker thread (the GIL
+released). An admitted request holds its admission until the server closes the response
+iterable (PEP 3333 ``close()``), so a streaming response holds its slot while it streams:
+SUCCESS when sent to its end, EXCEPTION when the app or the iteration raised, nothing when
+closed early. The server's ``wsgi.file_wrapper`` is returned as it is (so it still sends
+with sendfile): its ``close()`` ends the entry. See docs/web.md.
 """
 from __future__ import annotations
 
@@ -50,14 +38,11 @@ class LimitMiddleware(_web.Middleware):
     """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
     concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
 
-    The arguments of ``slidewin.asgi.LimitMiddleware``, with ``key(environ)``,
-    ``exempt(environ)`` and ``on_block(error, environ)`` taking the WSGI environ (paths match
-    ``PATH_INFO``, which PEP 3333 makes the path's bytes as latin-1: a path outside ASCII
-    is given as text, ``"/café"``, and matched in that form). ``on_block`` is a plain
-    function; the response it may return is a WSGI app (a Flask/werkzeug ``Response``).
-    The limiter's ``entry()`` is used synchronously (a Limiter, shared or not, a
-    KeyedLimiter, or across hosts a ``RedisLimiter`` or ``RedisKeyedLimiter``: an asyncio
-    Redis one is a TypeError).
+    The arguments of ``slidewin.asgi.LimitMiddleware``, taking the WSGI environ
+    (``key(environ)``, ``exempt(environ)``, ``on_block(error, environ)``; exempt paths
+    match ``PATH_INFO``, a non-ASCII one given as text, ``"/café"``). ``on_block`` is a plain
+    function and may return a WSGI app (a werkzeug ``Response``). The limiter is used
+    synchronously: a sync ``RedisLimiter`` / ``RedisKeyedLimiter`` across hosts.
     """
 
     app: WSGIApp
@@ -88,8 +73,7 @@ class LimitMiddleware(_web.Middleware):
         # PEP 3333 lets wsgi.file_wrapper be any callable: only a type has instances
         if (isinstance(wrapper, type) and type(result) is not list
                 and isinstance(result, wrapper)):
-            # the server's own file wrapper, returned as it is: the server recognises it
-            # (isinstance) and sends the file with sendfile(); its close() ends the entry
+            # returned as it is, so that the server still sends it with sendfile()
             try:
                 result.close = _CloseHook(  # type: ignore[attr-defined]
                     entry, getattr(result, "close", None))
@@ -179,8 +163,7 @@ class _Closing:
 
 def _close_and_exit(entry: Any, close: Optional[Callable[[], Any]],
                     outcome: Optional[type]) -> None:
-    """Call `close`, then end `entry` (None: closed before) with `outcome`, or with the
-    exception close raised."""
+    """Call `close`, then end `entry` (None: ended already) with `outcome` or close's error."""
     if entry is None:
         return
     try:
