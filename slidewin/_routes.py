@@ -146,10 +146,6 @@ class Refused(Exception):
         self.route = route
         self.error = error
 
-    def refusal(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        route: RouteLimit = self.route
-        return route.refusal(self.error)
-
 
 class Admission:
     """One request's admission by several limits, each with the request's key: ``[(route,
@@ -365,12 +361,6 @@ def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
         if exc not in handlers:
             app.add_exception_handler(exc, h)
     return app
-
-
-def detail(status: int) -> str:
-    return {429: "request rate limit exceeded; retry after the Retry-After seconds",
-            503: "too many requests in progress; retry later"}.get(
-                status, "request refused by the rate limiter")
 
 
 # scope["slidewin.decided"]: the route limits an outer middleware has decided for this

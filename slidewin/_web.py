@@ -264,26 +264,19 @@ def client_ip(
 ) -> str:
     """The client's address of an ASGI scope or a WSGI environ.
 
-    The peer (``scope["client"][0]`` / ``environ["REMOTE_ADDR"]``) when it is not a trusted
-    proxy. When it is one, the forwarding header (``X-Forwarded-For``) is read right to
-    left, skipping the trusted proxies: the first address that is not one is the client.
-    Never the leftmost value (which the client writes) unless every hop to its right is
-    trusted.
+    The peer (``scope["client"][0]`` / ``environ["REMOTE_ADDR"]``) unless it is a trusted
+    proxy; then the forwarding header is read right to left, skipping trusted proxies: the
+    first address that is not one is the client (never the leftmost, which the client
+    writes, unless every hop to its right is trusted).
 
     ``trusted_proxies``: addresses and networks (``"10.0.0.0/8"``, ``"::1"``, ipaddress
-    objects, one or an iterable of them); ``"unix"`` trusts a peer that has no IP address (a
-    Unix socket). A bad entry is a ValueError naming trusted_proxies.
+    objects, one or an iterable); ``"unix"`` trusts a peer without an IP address (a Unix
+    socket). ``header``: the one header your proxies write: ``"x-forwarded-for"``,
+    ``"forwarded"`` (RFC 7239 ``for=``) or another list of addresses (``"x-real-ip"``).
 
-    ``header``: the header your proxies write, and only that one is read (the other
-    arrives as the client wrote it): ``"x-forwarded-for"`` (the default), ``"forwarded"``
-    (RFC 7239: the ``for=`` of each element, quoted or not, ``[v6]:port`` included), or
-    another name holding a list of addresses (``"x-real-ip"``).
-
-    An entry of the header that is not an address (``unknown``, an obfuscated ``_name``, an
-    element without ``for=``, garbage) ends the walk: the last trusted hop is returned, as
-    the client cannot be told. Forwarded entries are returned normalised
-    (``str(ipaddress.ip_address(...))``; a port is dropped). A peer that is unknown (no
-    ``client``, no ``REMOTE_ADDR``: a Unix socket) and not trusted gives ``""``.
+    An entry that is not an address (``unknown``, ``_name``, garbage) ends the walk at the
+    last trusted hop. Addresses are returned normalised (a port dropped); an unknown peer
+    that is not trusted gives ``""``. See docs/web.md.
     """
     keys = _keys_of(header)
     peer, forwarded = _peer_and_forwarded(scope_or_environ, keys)
@@ -337,25 +330,18 @@ def is_keyed(limiter: Any) -> bool:
 
 
 def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
-    """Validate the middleware's limiter (`is_async`: for ASGI); True when it is keyed."""
+    """Validate the middleware's limiter (`is_async`: for ASGI); True when it is keyed.
+    A Redis limiter of the wrong kind for the server is refused here, not at the first
+    request."""
     if not callable(getattr(limiter, "entry", None)):
         raise TypeError(
             "%s takes a slidewin Limiter or KeyedLimiter (anything with entry()), not %s"
             % (where, type(limiter).__name__)
         )
-    _check_redis_kind(limiter, where, is_async)
-    return is_keyed(limiter)
-
-
-def _check_redis_kind(limiter: Any, where: str, is_async: bool) -> None:
-    """A Redis limiter of the wrong kind for the server is refused here, not at the first
-    request: a sync one's entry() has no ``async with`` (and its waits would stall the event
-    loop), an async one's has no ``with``."""
-    # a Redis limiter exists only once slidewin.redis is imported: never import it (nor
-    # redis-py, an optional extra) here
+    # a Redis limiter exists only once slidewin.redis is imported: never import it here
     redis = sys.modules.get("slidewin.redis")
     if redis is None:
-        return
+        return is_keyed(limiter)
     keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
     if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
         raise TypeError(
@@ -371,6 +357,7 @@ def _check_redis_kind(limiter: Any, where: str, is_async: bool) -> None:
             % (where, type(limiter).__name__,
                "RedisKeyedLimiter" if keyed else "RedisLimiter")
         )
+    return is_keyed(limiter)
 
 
 def check_key(key: Any, keyed: bool, limiter: Any, where: str) -> None:
@@ -396,9 +383,8 @@ _OVERRIDES_TTL_S = 1.0  # how long a copy of a KeyedLimiter's overrides serves t
 
 
 class Middleware:
-    """What slidewin.asgi.LimitMiddleware and slidewin.wsgi.LimitMiddleware share: their
-    arguments, checked and kept here. A subclass names its app's kind (``_APP``) and whether
-    it serves asyncio (``_ASYNC``)."""
+    """The arguments of slidewin.asgi's and slidewin.wsgi's LimitMiddleware, checked, and
+    one request's steps. A subclass names its app's kind (``_APP``) and ``_ASYNC``."""
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
@@ -464,8 +450,8 @@ class Middleware:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
     def _peer_key(self, scope_or_environ: Mapping[str, Any]) -> str:
-        """The default key of a KeyedLimiter: the peer address. A request without one (a Unix
-        socket) is a configuration error: every client would share the key ""."""
+        """A KeyedLimiter's default key, the peer address; without one every client would
+        share the key "": an error."""
         ip = client_ip(scope_or_environ)
         if not ip:
             raise ValueError(
@@ -497,11 +483,8 @@ class Middleware:
                     return v
         return own_threshold(lim)
 
-    # -- one request, written once: the server's I/O is yielded to its driver ---------------
-
     def _limited_key(self, scope_or_environ: Any, path: str) -> Tuple[bool, Any]:
-        """(whether the request is limited, its key): not when exempt, nor when key() gave
-        None."""
+        """(whether the request is limited: not exempt, key() not None; its key)."""
         if self._exempt_path is not None and self._exempt_path(path):
             return False, None
         if self._exempt is not None and self._exempt(scope_or_environ):
@@ -516,14 +499,11 @@ class Middleware:
         return (), None
 
     def _request(self, scope_or_environ: Any) -> Any:
-        """A request object for a route limit's key function."""
-        return None
+        return None  # a request object for a route limit's key function
 
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
-        """(what the request enters, the Admission among it and the route limits or None).
-        With route limits, they and this one decide together (an Admission): a request
-        refused by one is charged to none; the routes are marked decided in the scope, so
-        their helpers let the request through."""
+        """(what the request enters, its Admission or None). With route limits, they and
+        this one decide together, and are marked decided so their helpers let it through."""
         routes, request = self._route_limits(scope_or_environ)
         if not routes:
             lim = self.limiter
@@ -543,7 +523,6 @@ class Middleware:
         return admission, admission
 
     def _admitted_fields(self, admission: Any, k: Any) -> Optional[List[Tuple[str, str]]]:
-        """The RateLimit fields of the admitted response (None: none added)."""
         if admission is not None:
             return admission.headers()  # type: ignore[no-any-return]
         if not self._headers:
@@ -554,15 +533,13 @@ class Middleware:
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
     def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
-        """The refusal of `exc` (a BlockedError, or an Admission's Refused): ``(app, status,
-        headers, body)``; app is the response on_block returned (to call with the
-        refusal's fields as `headers`), else None."""
+        """The refusal of `exc` (a BlockedError or a Refused): ``(app, status, headers,
+        body)``; app: the response on_block returned, else None."""
         if isinstance(exc, _routes.Refused):
             if exc.route is not self._own:
-                return (None,) + exc.refusal()  # a route limit's own refusal
+                return (None,) + exc.route.refusal(exc.error)  # a route limit's own refusal
             exc = exc.error
-        # the limit matters for the RateLimit fields and to tell "never" (a limit of 0) from
-        # "unknown" when there is no retry_after
+        # the limit tells "never" (a limit of 0) from "unknown" without a retry_after
         threshold = (self._threshold(key)
                      if self._headers or getattr(exc, "retry_after", None) is None else _OWN)
         code, fields = refusal_fields(self.limiter, exc, self._status, self._concurrency_status,
@@ -583,8 +560,7 @@ class Middleware:
                 return (None,) + custom_refusal(
                     result, code, fields, self._body, self._content_type, self._body_type,
                     self._WHERE)
-        raw = problem(code) if self._body is None else self._body
-        return None, code, _framed(self._content_type, raw) + fields, raw
+        return (None,) + _framed(code, fields, self._body, self._content_type)
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -666,14 +642,18 @@ def reason(status: int) -> str:
         return "Error"
 
 
-@functools.lru_cache(maxsize=32)
-def problem(status: int) -> bytes:
-    """The default body: RFC 9457 problem details."""
-    detail = {
+def detail(status: int) -> str:
+    return {
         429: "request rate limit exceeded; retry after the Retry-After seconds",
         503: "too many requests in progress, or a backend is failing; retry later",
     }.get(status, "request refused by the rate limiter")
-    doc = {"type": "about:blank", "title": reason(status), "status": status, "detail": detail}
+
+
+@functools.lru_cache(maxsize=32)
+def problem(status: int) -> bytes:
+    """The default body: RFC 9457 problem details."""
+    doc = {"type": "about:blank", "title": reason(status), "status": status,
+           "detail": detail(status)}
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -703,7 +683,6 @@ def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes
 
 # a header field name (RFC 9110 token) and value (visible ASCII, obs-text, space and tab)
 _FIELD_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z")
-# a header field value (RFC 9110): visible ASCII, obs-text (Latin-1), space and tab
 _BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 
 
@@ -765,8 +744,7 @@ def policy_header(limiter: Any, threshold: Any = _OWN) -> str:
 
 
 def remaining(limiter: Any, keyed: bool) -> Optional[int]:
-    """``r`` of an admitted response: known for a Limiter that rejects by window or by
-    concurrency; None (no ``RateLimit`` field) for a throttle or a keyed limiter."""
+    """``r`` of an admitted response; None (unknown) for a throttle or a keyed limiter."""
     if keyed or not isinstance(limiter, _core.Limiter):
         return None
     conc = limiter.concurrency
@@ -800,17 +778,13 @@ def _has_quota(limiter: Any) -> bool:
 
 def _quota(limiter: Any) -> float:
     """The quota of a limiter's window (its concurrency for a concurrency limit)."""
-    conc = getattr(limiter, "concurrency", None)
-    if conc is not None:
-        return float(conc)
-    interval_ms = getattr(limiter, "interval_ms", 1000) or 1000
-    return (getattr(limiter, "qps", None) or 0.0) * interval_ms / 1000.0
+    scale = 1.0 if is_concurrency(limiter) else (getattr(limiter, "interval_ms", 0) or 1000) / 1e3
+    return float(own_threshold(limiter) or 0.0) * scale
 
 
 def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of an admitted response decided by several limits (``(limiter,
-    keyed)`` pairs): those of the one with the least quota left (``r`` where it is known,
-    else its quota)."""
+    """The RateLimit fields of the limit with the least quota left (``r`` where it is known,
+    else its quota) among ``(limiter, keyed)`` pairs."""
     best: Optional[Tuple[float, Any, bool]] = None
     for lim, keyed in candidates:
         if not _has_quota(lim):
@@ -833,8 +807,7 @@ def refusal_fields(
     threshold: Any = _OWN,
 ) -> Tuple[int, List[Tuple[str, str]]]:
     """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
-    pass (a QPS refusal; a concurrency one only with a known retry_after), none when the
-    request's limit is 0 (it is never admitted); the RateLimit fields with `headers`."""
+    pass (not for a limit of 0; for a concurrency one only with a known retry_after)."""
     if isinstance(limiter, _core.Breaker) or isinstance(error, BreakerOpenError):
         # a circuit breaker is open: the service behind is failing, not the client too fast
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
@@ -859,10 +832,8 @@ def refusal_fields(
 
 
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, fields, problem body) answering a BlockedError raised in a route or view (a
-    ``@Limiter``-decorated function it called): 503 for a concurrency or adaptive limit and
-    an open breaker, else 429; Retry-After; the RateLimit fields of the error's limiter
-    when it is known."""
+    """(status, fields, problem body) answering a BlockedError raised in a route or view:
+    503 for a concurrency or adaptive limit and an open breaker, else 429."""
     lim = getattr(error, "limiter", None)
     known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
     code, fields = refusal_fields(lim, error, 429, 503, headers and known)
@@ -881,12 +852,14 @@ def refusal(
 ) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, body) of a refused request."""
     code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
+    return _framed(code, fields, body, content_type)
+
+
+def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
+            content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """(status, headers, body) of `body` (None: the problem document) and `fields`."""
     raw = problem(code) if body is None else body
-    return code, _framed(content_type, raw) + fields, raw
-
-
-def _framed(content_type: str, raw: bytes) -> List[Tuple[str, str]]:
-    return [("Content-Type", content_type), ("Content-Length", str(len(raw)))]
+    return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 
 
 # ---- on_block ---------------------------------------------------------------------------------
@@ -940,21 +913,14 @@ def custom_refusal(
             ctype = value
         elif low != "content-length":
             given.append((name, value))
-    if new_body is None:
-        raw = problem(code) if body is None else body
-        if ctype is None:
-            ctype = content_type
-    else:
-        raw = _body_bytes(new_body, "on_block's body", where)
-    if ctype is None:
-        ctype = body_type
+    if new_body is not None:
+        body = _body_bytes(new_body, "on_block's body", where)
+        content_type = body_type
     kept = missing_fields([n for n, _ in given], fields)
-    return code, _framed(ctype, raw) + kept + given, raw
+    return _framed(code, kept + given, body, content_type if ctype is None else ctype)
 
 
-def missing_fields(
-    present: Iterable[str], fields: List[Tuple[str, str]]
-) -> List[Tuple[str, str]]:
+def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
     """The refusal's fields a response from on_block does not set itself."""
     names = {n.lower() for n in present}
     return [(n, v) for n, v in fields if n.lower() not in names]

@@ -300,7 +300,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
 
     def refused(r: _routes.Refused) -> Any:
         if vl.block:
-            return _response(*r.refusal())
+            return _response(*r.route.refusal(r.error))
         request.limited = True
         return None  # the view is called, unlimited
 
@@ -455,7 +455,7 @@ class LimitMiddleware:
         try:
             yield from admission.entering(io)
         except _routes.Refused as r:
-            return _response(*r.refusal())
+            return _response(*r.route.refusal(r.error))
         state.admission = admission
         state.headers = admission.headers()
         return None
@@ -479,7 +479,7 @@ class LimitMiddleware:
         try:
             yield from admission.entering(io)
         except _routes.Refused as r:
-            return _response(*r.refusal())
+            return _response(*r.route.refusal(r.error))
         yield from admission.exiting(io, None, None, None)
         return None
 

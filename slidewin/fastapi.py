@@ -41,7 +41,7 @@ class RouteRefused(HTTPException):
     otherwise; without one, ``refused_handler`` answers."""
 
     def __init__(self, status: int, fields: List[Tuple[str, str]], body: bytes) -> None:
-        super().__init__(status, _routes.detail(status), dict(fields))
+        super().__init__(status, _web.detail(status), dict(fields))
         self.body = body
 
 

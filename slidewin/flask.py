@@ -52,7 +52,7 @@ def install(app: Any) -> Any:
 
 
 def _refused(r: _routes.Refused) -> Any:
-    code, fields, body = r.refusal()
+    code, fields, body = r.route.refusal(r.error)
     return flask.Response(body, code, headers=fields)
 
 

@@ -49,7 +49,7 @@ def install(app: Any) -> Any:
 
 
 def _refused(r: _routes.Refused) -> Response:
-    code, fields, body = r.refusal()
+    code, fields, body = r.route.refusal(r.error)
     return Response(body, code, headers=dict(fields))
 
 
