@@ -13,10 +13,8 @@ HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
     """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
-    string of several (``"10/second;100/minute"``, also separated by ``,`` or ``|``), each
-    shared and named as ``slidewin.rate_limiter`` does (``"<shared>.<count>-per-<period_ms>ms"``,
-    ``"<name>[<rate>]"``: a worker's ``rate_limiter`` with the same ``shared`` is the same
-    limit); else one."""
+    string of several (``"10/second;100/minute"``), each shared and named as
+    ``slidewin.rate_limiter`` does (so that it is the same limit); else one."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
@@ -33,15 +31,13 @@ def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]
 
 
 def groupable(limiter: Any) -> bool:
-    """A member slidewin.all_of takes: a slidewin Limiter or KeyedLimiter (not a Redis
-    one, nor a Breaker)."""
+    """A member slidewin.all_of takes (not a Redis limiter, nor a Breaker)."""
     import slidewin
 
     return isinstance(limiter, (_core.Limiter, slidewin.KeyedLimiter))
 
 
 def header_key(spec: str, where: str) -> str:
-    """The header name of ``key="header:X-Api-Key"``."""
     name = spec[len(HEADER):].strip()
     if not name or not _web._TOKEN.match(name):
         raise ValueError("%s: key %r names no header; write key=\"header:X-Api-Key\""
@@ -50,15 +46,10 @@ def header_key(spec: str, where: str) -> str:
 
 
 class RouteLimit:
-    """One route's limiter and how a request picks its key.
-
-    ``limiter``: a Limiter, KeyedLimiter (shared or not) or a Redis limiter of the right kind;
-    or none, and the Limiter's keywords (``rate="10/minute"``, ``qps=``, ``concurrency=``, ...)
-    build one: a KeyedLimiter when ``key`` is given. ``key``: None (one limit for the route;
-    a KeyedLimiter then keys by client IP), ``"ip"`` (the client's address, read with
-    ``trusted_proxies``) or a function of the request returning a str, bytes or int key,
-    or None: that request is let through, unlimited and uncounted (as the middlewares do).
-    """
+    """One route's limiter (given, or built of the Limiter's keywords: a KeyedLimiter when
+    ``key`` is given) and how a request picks its key: None (one limit; a KeyedLimiter
+    keys by client IP), ``"ip"``, ``"header:Name"`` or a function of the request (a key of
+    None: unlimited and uncounted)."""
 
     def __init__(self, where: str, is_async: bool, limiter: Any, key: Any,
                  trusted_proxies: Any, status: int, concurrency_status: int, headers: bool,
@@ -110,8 +101,7 @@ class RouteLimit:
         return _web.client_ip(scope_or_environ, self.trusted)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
-        """The limit's entry for this request (one all_of entry for several rates); None
-        when its key is None (not limited)."""
+        """The limit's Admission for this request; None when its key is None."""
         k = self.key_of(request, scope_or_environ) if self.keyed else None
         if self.keyed and k is None:
             return None
@@ -131,10 +121,8 @@ class RouteLimit:
                                    self.concurrency_status, self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """(status, headers, body) of a refused request: 429 (rate) / 503 (concurrency),
-        Retry-After, RateLimit fields, an RFC 9457 problem body."""
-        return _web.refusal(self.refuser(error), error, self.status, self.concurrency_status,
-                            None, "application/problem+json", self.headers)
+        """(status, headers, problem+json body) of a refused request."""
+        return _web._framed(*self.fields(error), None, "application/problem+json")
 
 
 class Refused(Exception):
@@ -148,14 +136,11 @@ class Refused(Exception):
 
 
 class Admission:
-    """One request's admission by several limits, each with the request's key: ``[(route,
-    key), ...]`` (the key None for a limit that is not keyed). Every slidewin limiter among
-    them decides in one ``all_of`` decision: admitted by all, or charged to none. A Redis
-    limiter decides on its own, after them: a request it refuses has been counted by them
-    (their entries end with no outcome).
-
-    ``with`` / ``async with``: ``Refused`` on a refusal (with the limit that refused);
-    ``headers()`` after admission: the RateLimit fields of the most restrictive limit."""
+    """One request's admission by several limits, ``[(route, key), ...]``. The slidewin
+    limiters among them decide in one ``all_of`` decision: admitted by all, or charged to
+    none. A Redis limiter decides on its own, after them: a request it refuses has been
+    counted by them (their entries end with no outcome). ``with`` / ``async with`` raise
+    ``Refused`` on a refusal."""
 
     __slots__ = ("_pairs", "_entries")
 
@@ -240,17 +225,15 @@ class Admission:
         await _io.arun(self.exiting(_io.ASYNC, et, ev, tb))
 
     def headers(self) -> List[Tuple[str, str]]:
-        """The RateLimit fields of the most restrictive limit that admitted the request
-        (the least quota left), among those with ``headers``."""
+        """The RateLimit fields of the most restrictive limit with ``headers``."""
         cands = [(lim, route.keyed) for route, _ in self._pairs if route.headers
                  for lim in route.limiters]
         return _web.most_restrictive_headers(cands)
 
 
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
-    """The all_of group of `members`; one without keys (the same limits on every request) is
-    built once, kept in `cache`: the first limit's (a RouteLimit's or a middleware's ``Own``),
-    so that the group, and the limiters it holds, live no longer than the limits do."""
+    """The all_of group of `members`; one without keys is built once, kept in `cache`, the
+    first limit's, so that the group lives no longer than the limits do."""
     import slidewin
 
     if any(isinstance(m, tuple) for m in members):
@@ -267,10 +250,9 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
 
 def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
            refused: Callable[[Refused], Any], headers: bool) -> _io.Steps:
-    """One call of a route's endpoint inside its admission (None: unlimited), the I/O
-    yielded to the driver of `io`: (the endpoint's result, the RateLimit fields to add to
-    it). A refusal is answered by ``refused(Refused)``: its response, or None to call the
-    endpoint unlimited."""
+    """(the endpoint's result, the RateLimit fields to add to it), called inside `admission`
+    (None: unlimited). A refusal is answered by ``refused(Refused)``: its response, or None
+    to call the endpoint unlimited."""
     if admission is not None:
         try:
             yield from admission.entering(io)
@@ -292,8 +274,7 @@ def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
 
 def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
             endpoint: Callable[[], Any], refused: Callable[[Refused], Any]) -> _io.Steps:
-    """``around`` with the route's own admission: none when an outer middleware decided
-    the route together with its limit, or when the request's key is None."""
+    """``around`` with the route's own admission, unless a middleware decided it."""
     admission = None
     if not decided(scope_or_environ, route):
         admission = route.entry(request, scope_or_environ)
@@ -302,9 +283,7 @@ def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
 
 def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],
                    doc: str) -> Callable[..., Any]:
-    """A framework's ``limit(limiter=None, *, key=None, trusted_proxies=(), status=429,
-    concurrency_status=503, headers=True, **limiter_kwargs)``: the route limit of its
-    arguments, handed to `build` (a decorator, a dependency). `module` names it."""
+    """A framework's ``limit(...)``: the route limit of its arguments, handed to `build`."""
     where = module + ".limit"
 
     def limit(
@@ -326,22 +305,20 @@ def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], An
 
 
 def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:
-    """Set on a response's headers the fields it does not set itself."""
     for name, value in fields:
         if name not in headers:
             headers[name] = value
 
 
 def marked(wrapper: Any, route: RouteLimit) -> Any:
-    """A route's wrapper (decorated endpoint, dependency), telling its limit: ``limiter``
-    for the user, ``slidewin_route`` for the middlewares that decide it with theirs."""
+    """A route's wrapper, telling its limit: ``limiter`` for the user, ``slidewin_route``
+    for the middlewares."""
     wrapper.limiter = route.limiter
     wrapper.slidewin_route = route
     return wrapper
 
 
 def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNotFoundError:
-    """The error of ``import slidewin.<extra>`` without its framework."""
     return ModuleNotFoundError(
         'slidewin.%s needs %s: pip install "slidewin[%s]" (or pip install %s)'
         % (extra, name, extra, extra), name=error.name)
@@ -349,7 +326,7 @@ def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNo
 
 def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
     """Add `handler` for BlockedError (and each (exception, handler) of `more`) to a
-    Starlette or FastAPI app's exception handlers, keeping those it has."""
+    Starlette or FastAPI app, keeping those it has."""
     from slidewin import BlockedError
 
     handlers = getattr(app, "exception_handlers", None)
@@ -397,8 +374,7 @@ _PATHS: Dict[Tuple[Any, ...], Tuple[Any, Tuple[RouteLimit, ...]]] = {}
 
 
 def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
-    """The route limits of a Starlette route: its endpoint's (slidewin.starlette.limit) and
-    its FastAPI dependencies' (slidewin.fastapi.limit), nested ones included."""
+    """The route limits of a Starlette route: its endpoint's and its FastAPI dependencies'."""
     hit = _LIMITS.get(id(route))
     if hit is not None and hit[0] is route:
         return hit[1]
@@ -423,8 +399,7 @@ def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
 
 
 def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
-    """The route limits of the route a Starlette (FastAPI) app will route this request to,
-    matched as its router does; none for an app that is not one."""
+    """The route limits of the route a Starlette (FastAPI) app will route this request to."""
     router = getattr(scope.get("app"), "router", None) or getattr(app, "router", None)
     routes = getattr(router, "routes", None)
     if routes is None:
@@ -464,8 +439,8 @@ def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
 
 
 def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
-    """(the route limits of the view a Flask app will route this request to, a request
-    object for their keys); none for an app that is not a Flask app's ``wsgi_app``."""
+    """(the route limits of the Flask view of this request, a request object for their
+    keys); none for an app that is not a Flask app's ``wsgi_app``."""
     flask_app: Any = getattr(app, "__self__", None)  # app.wsgi_app: the app's bound method
     url_map = getattr(flask_app, "url_map", None)
     if url_map is None:

@@ -12,21 +12,18 @@ responses.
     @ratelimit("5/minute", key="ip", method="POST")
     def login(request): ...
 
-A refusal is a Django ``HttpResponse`` returned from inside Django (429; 503 for a
-concurrency or adaptive limit and an open breaker; ``Retry-After``, the RateLimit fields and
-an ``application/problem+json`` body), so the middleware around it (CORS, security headers)
-applies. The middleware also answers a ``BlockedError`` raised in a view (a ``@Limiter``
-function it called) that way instead of a 500. A view's ``@ratelimit`` and the
-middleware's limit decide together: a request refused by one is charged to neither.
-Sync and async: the middleware serves WSGI and ASGI projects, the decorator sync and async
-views.
+A refusal is a Django ``HttpResponse`` (429, or 503 for a concurrency limit or an open
+breaker; ``Retry-After``, RateLimit fields, a problem+json body), so the middleware around
+it (CORS, security headers) applies; a ``BlockedError`` raised in a view is answered so
+too. A view's ``@ratelimit`` and the middleware's limit decide together. Sync and async
+alike. See docs/web.md.
 """
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import (Any, Callable, FrozenSet, List, Optional, Sequence, Tuple, TypeVar,
-                    Union)
+from typing import (Any, Callable, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 from . import _core, _io, _routes, _web
 
@@ -89,43 +86,33 @@ def _user_key(user: Any, request: Any) -> str:
 
 
 class _Key:
-    """A request's key: "ip", "user" (the authenticated user's pk, else the address),
-    "header:Name", a dotted path to a function, or a function of the request (str, bytes,
-    int; None: not limited). A function may be a coroutine function for async views."""
+    """A request's key: "ip", "user", "header:Name", a dotted path or a function of the
+    request (a coroutine function for async views)."""
 
-    __slots__ = ("kind", "func", "header")
+    __slots__ = ("user", "func")
 
     def __init__(self, spec: Any, where: str) -> None:
-        self.func: Optional[Callable[[Any], Any]] = None
-        self.header = ""
-        if spec in ("ip", "user", "user_or_ip"):
-            self.kind = "user" if spec != "ip" else "ip"
-        elif isinstance(spec, str) and spec.startswith(_routes.HEADER):
-            self.kind = "header"
-            self.header = _routes.header_key(spec, where)
-        elif isinstance(spec, str):
+        self.user = spec in ("user", "user_or_ip")  # the authenticated user's pk, else the IP
+        self.func: Callable[[Any], Any] = _ip
+        if isinstance(spec, str) and spec.startswith(_routes.HEADER):
+            header = _routes.header_key(spec, where)
+            self.func = lambda request: request.headers.get(header)
+        elif isinstance(spec, str) and not self.user and spec != "ip":
             try:
-                func = import_string(spec)
+                self.func = import_string(spec)
             except ImportError:
                 raise ValueError(
                     "%s: key %r is not 'ip', 'user', 'header:Name' nor the dotted path of a "
                     "function of the request" % (where, spec)) from None
-            self.kind, self.func = "func", func
         elif callable(spec):
-            self.kind, self.func = "func", spec
-        else:
+            self.func = spec
+        elif not isinstance(spec, str):
             raise TypeError("%s: key must be 'ip', 'user', 'header:Name', a dotted path or a "
                             "function of the request, not %s" % (where, type(spec).__name__))
 
     def sync(self, request: Any) -> Any:
-        kind = self.kind
-        if kind == "ip":
-            return _ip(request)
-        if kind == "user":
+        if self.user:
             return _user_key(getattr(request, "user", None), request)
-        if kind == "header":
-            return request.headers.get(self.header)
-        assert self.func is not None
         return self.func(request)
 
     def of(self, io: Any, request: Any) -> Callable[[], Any]:
@@ -133,15 +120,12 @@ class _Key:
         return functools.partial(self.async_ if io.is_async else self.sync, request)
 
     async def async_(self, request: Any) -> Any:
-        kind = self.kind
-        if kind == "user":
+        if self.user:
             auser = getattr(request, "auser", None)  # request.user would query in the loop
             user = await auser() if auser is not None else getattr(request, "user", None)
             return _user_key(user, request)
-        if kind == "func":
-            assert self.func is not None
-            k = self.func(request)
-            return await k if inspect.isawaitable(k) else k
+        k = self.func(request)
+        return await k if inspect.isawaitable(k) else k
         return self.sync(request)
 
 
@@ -170,17 +154,13 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
     return _response(code, fields, body)
 
 
-class _ViewLimit:
-    """A ``@ratelimit``: the limit (a RouteLimit), its key, methods and block."""
+class _ViewLimit(NamedTuple):
+    """A ``@ratelimit``: the limit, its key, methods and block."""
 
-    __slots__ = ("route", "key", "methods", "block")
-
-    def __init__(self, route: _routes.RouteLimit, key: Optional[_Key],
-                 methods: Optional[FrozenSet[str]], block: bool) -> None:
-        self.route = route
-        self.key = key
-        self.methods = methods
-        self.block = block
+    route: _routes.RouteLimit
+    key: Optional[_Key]
+    methods: Optional[FrozenSet[str]]
+    block: bool
 
     def applies(self, request: Any) -> bool:
         return self.methods is None or request.method in self.methods
@@ -317,26 +297,15 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
 class LimitMiddleware:
     """The project-wide limit of ``settings.SLIDEWIN``, for ``settings.MIDDLEWARE``.
 
-    ``SLIDEWIN`` (a dict; absent or empty: no project-wide limit, the middleware still
-    answers refusals and decides views' limits with theirs):
+    ``SLIDEWIN`` (a dict; empty: no project-wide limit): ``"rate"``, ``"qps"``,
+    ``"concurrency"`` and any Limiter keyword, or ``"limiter"`` (an object or a dotted
+    path); ``"key"`` as ``@ratelimit``'s; ``"trusted_proxies"``; ``"exempt"`` (paths);
+    ``"headers"`` (True), ``"status"`` (429), ``"concurrency_status"`` (503).
 
-    - the limit: ``"rate"`` (``"100/second"``; several: ``"10/second;500/minute"``),
-      ``"qps"``, ``"concurrency"`` and any Limiter keyword (``"behavior"``,
-      ``"shared"``, ``"name"``, ...); or ``"limiter"``: a limiter object or the dotted
-      path of one (a KeyedLimiter, a shared one, a ``slidewin.redis`` one of the server's
-      kind: sync for WSGI, asyncio for ASGI);
-    - ``"key"``: one limit per ``"ip"``, ``"user"``, ``"header:X-Api-Key"``, dotted path or
-      function of the request (a KeyedLimiter is built); ``"trusted_proxies"`` (or the
-      setting ``SLIDEWIN_TRUSTED_PROXIES``) for ``client_ip``;
-    - ``"exempt"``: paths never limited (``"/health"``, ``"/static/*"``);
-    - ``"headers"`` (True): the RateLimit fields on admitted responses and refusals;
-      ``"status"`` (429) and ``"concurrency_status"`` (503).
-
-    The decision is made in ``process_view``, once Django knows the view: the view's
-    ``@ratelimit`` limits (those with ``block=True``) decide in the same ``all_of`` decision.
-    A request Django routes to no view (a 404) is decided when its response is ready, and
-    answered 429 instead if refused. The admission is held until the response is finished
-    (a streaming response's last chunk). ``SLIDEWIN_ENABLED = False``: nothing is limited.
+    Decided in ``process_view``, together with the view's blocking ``@ratelimit`` limits; a
+    request routed to no view (a 404) when its response is ready. The admission is held
+    until the response is finished (a streaming one's last chunk).
+    ``SLIDEWIN_ENABLED = False``: nothing is limited. See docs/web.md.
     """
 
     sync_capable = True
@@ -419,11 +388,6 @@ class LimitMiddleware:
         return self.route is not None and (
             self._exempt is None or not self._exempt(request.path_info))
 
-    def _views(self, request: Any, view_func: Any) -> List[_ViewLimit]:
-        """The view's blocking limits that apply to this request."""
-        return [vl for vl in getattr(view_func, "slidewin_limits", ())
-                if vl.block and vl.applies(request)]
-
     def process_view(self, request: Any, view_func: Any, view_args: Any,
                      view_kwargs: Any) -> Any:
         return _io.run(self._deciding(_io.SYNC, request, view_func))
@@ -439,7 +403,8 @@ class LimitMiddleware:
         if state is None:
             return None  # switched off, or not through __call__
         state.reached = True
-        views = self._views(request, view_func)
+        views = [vl for vl in getattr(view_func, "slidewin_limits", ())
+                 if vl.block and vl.applies(request)]
         limits: List[Tuple[Any, Optional[_Key]]] = [(vl.route, vl.key) for vl in views]
         if self._global_applies(request):
             limits.insert(0, (self.route, self.key))
@@ -449,15 +414,11 @@ class LimitMiddleware:
             if pair is not None:
                 pairs.append(pair)
         state.decided = tuple(views)
-        if not pairs:
-            return None
-        admission = _routes.Admission(pairs)
-        try:
-            yield from admission.entering(io)
-        except _routes.Refused as r:
-            return _response(*r.route.refusal(r.error))
-        state.admission = admission
-        state.headers = admission.headers()
+        if pairs:
+            state.admission, refusal = yield from _entering(io, pairs)
+            if refusal is not None:
+                return refusal
+            state.headers = state.admission.headers()
         return None
 
     def process_exception(self, request: Any, exception: BaseException) -> Any:
@@ -475,13 +436,10 @@ class LimitMiddleware:
         pair = yield from _keyed(io, self.route, self.key, request)
         if pair is None:
             return None
-        admission = _routes.Admission([pair])
-        try:
-            yield from admission.entering(io)
-        except _routes.Refused as r:
-            return _response(*r.route.refusal(r.error))
-        yield from admission.exiting(io, None, None, None)
-        return None
+        admission, refusal = yield from _entering(io, [pair])
+        if admission is not None:
+            yield from admission.exiting(io, None, None, None)
+        return refusal
 
     def _finish(self, state: _State, response: Any) -> bool:
         """Add the RateLimit fields; True when the admission ends now (a streaming
@@ -496,6 +454,16 @@ class LimitMiddleware:
             response.streaming_content = _holding(response, admission, state.exc)
             return False
         return True
+
+
+def _entering(io: Any, pairs: List[Tuple[Any, Any]]) -> _io.Steps:
+    """(the Admission of `pairs`, entered, None) or (None, the refusal's response)."""
+    admission = _routes.Admission(pairs)
+    try:
+        yield from admission.entering(io)
+    except _routes.Refused as r:
+        return None, _response(*r.route.refusal(r.error))
+    return admission, None
 
 
 def _holding(response: Any, admission: _routes.Admission, exc: Any) -> Any:

@@ -9,15 +9,14 @@
     @app.get("/search", dependencies=[Depends(slidewin.fastapi.limit("10/minute", key="ip"))])
     async def search(q: str): ...
 
-The route stays in the OpenAPI schema (it is an ordinary route with one more dependency).
-The admission is held while the endpoint runs (a concurrency limit counts it in flight).
-A refusal is answered as slidewin.asgi.LimitMiddleware answers it (an RFC 9457
-application/problem+json body): the dependency raises ``RouteRefused`` (an HTTPException)
-and, the first time, adds the handler ``refused_handler`` for it to the app. Admitted
-responses carry the RateLimit fields of the most restrictive limit (``headers=False``: none).
+The route stays in the OpenAPI schema. The admission is held while the endpoint runs. A
+refusal is answered as slidewin.asgi.LimitMiddleware answers it: the dependency raises
+``RouteRefused`` (an HTTPException), answered by ``refused_handler`` unless the app has its
+own handler. See docs/web.md.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, AsyncIterator, Callable, List, Tuple
 
 from . import _routes, _web
@@ -62,9 +61,8 @@ def install(app: Any) -> Any:
 
 
 def _install_handler(request: Request) -> None:
-    """Add ``refused_handler`` for ``RouteRefused`` unless the app has one: to the app (for
-    a stack built later) and to the handlers of the running stack, which Starlette copied
-    from the app when it started."""
+    """Add ``refused_handler`` for ``RouteRefused`` unless the app has one: to the app and
+    to the running stack's handlers, which Starlette copied from the app when it started."""
     app_handlers = getattr(request.app, "exception_handlers", None)
     if isinstance(app_handlers, dict):
         app_handlers.setdefault(RouteRefused, refused_handler)
@@ -76,11 +74,10 @@ def _install_handler(request: Request) -> None:
 
 def _build(route: _routes.RouteLimit) -> Any:
     async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
-        if _routes.decided(request.scope, route):  # the middleware decided it with its own
-            yield
-            return
-        entry = route.entry(request, request.scope)
-        if entry is None:  # key None: not limited
+        entry = None
+        if not _routes.decided(request.scope, route):  # the middleware decided it with its own
+            entry = route.entry(request, request.scope)
+        if entry is None:  # not limited here
             yield
             return
         try:
@@ -92,13 +89,9 @@ def _build(route: _routes.RouteLimit) -> Any:
         if route.headers:
             for name, value in entry.headers():
                 response.headers[name] = value
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_exit(entry)  # entered above
             yield
-        except BaseException as exc:
-            await entry.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        else:
-            await entry.__aexit__(None, None, None)
 
     return _routes.marked(slidewin_limit, route)
 
