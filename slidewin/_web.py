@@ -156,19 +156,8 @@ def _header_keys(header: str) -> Tuple[bytes, str, bool]:
     return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
 
 
-_XFF_KEYS = _header_keys(_XFF)
-
-
-def _keys_of(header: Any) -> Tuple[bytes, str, bool]:
-    if header is _XFF:
-        return _XFF_KEYS
-    if not isinstance(header, str):
-        raise TypeError("header must be a str (a header name), not %s" % type(header).__name__)
-    return _header_keys(header)
-
-
 def _peer_and_forwarded(
-    scope_or_environ: Mapping[str, Any], keys: Tuple[bytes, str, bool] = _XFF_KEYS
+    scope_or_environ: Mapping[str, Any], keys: Tuple[bytes, str, bool]
 ) -> Tuple[str, Optional[str]]:
     """(peer address or "", the forwarding header's value or None) of a scope or an environ."""
     if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
@@ -190,70 +179,49 @@ def _peer_and_forwarded(
     return peer, (",".join(values) if values else None)
 
 
+# a piece of an RFC 7239 Forwarded value: a quoted string (which may hold "," and ";"; one
+# left open runs to the end), other text, or a separator
+_FORWARDED_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.S)
+
+
 def _forwarded_nodes(value: str) -> List[Optional[str]]:
     """The ``for=`` node of each element of an RFC 7239 ``Forwarded`` value, left to right:
     None for an element that has no ``for=``, has it twice, or does not parse (an unbalanced
-    quote, a pair without ``=``); empty elements are left out. Quoted strings may hold ``,``
-    and ``;``."""
-    elements: List[List[str]] = []
-    pairs: List[str] = []
-    buf: List[str] = []
-    quoted = False
-    i, n = 0, len(value)
-    while i < n:
-        c = value[i]
-        if quoted:
-            if c == "\\" and i + 1 < n:
-                buf.append(value[i + 1])  # a quoted-pair: the character itself
-                i += 2
-                continue
-            if c == '"':
-                quoted = False
-            buf.append(c)
-        elif c == '"':
-            quoted = True
-            buf.append(c)
-        elif c == ";":
-            pairs.append("".join(buf))
-            buf = []
-        elif c == ",":
-            pairs.append("".join(buf))
-            elements.append(pairs)
-            pairs, buf = [], []
-        else:
-            buf.append(c)
-        i += 1
-    pairs.append("".join(buf))
-    elements.append(pairs)
+    quote, a pair without ``=``); empty elements are left out."""
     out: List[Optional[str]] = []
-    for k, element in enumerate(elements):
-        if all(not p.strip() for p in element):
-            continue  # "a,,b": an empty element is no hop
-        if quoted and k == len(elements) - 1:
-            out.append(None)  # the quote opened here never closed
+    pairs: List[str] = []
+    pair = ""
+    for piece in _FORWARDED_PIECE.findall(value + ","):
+        if piece not in (",", ";"):
+            pair += piece
             continue
-        node: Optional[str] = None
-        count = 0
-        for pair in element:
-            pair = pair.strip()
-            if not pair:
-                continue
-            name, eq, val = pair.partition("=")
-            if not eq:
-                count = 2  # not a pair: the element does not parse
-                break
-            if name.strip().lower() != "for":
-                continue
-            count += 1
-            val = val.strip()
-            if val.startswith('"'):
-                if len(val) < 2 or not val.endswith('"'):
-                    count = 2
-                    break
-                val = val[1:-1]
-            node = val
-        out.append(node if count == 1 else None)
+        pairs.append(pair)
+        pair = ""
+        if piece == "," and any(p.strip() for p in pairs):  # "a,,b": no hop
+            out.append(_for_node(pairs))
+        if piece == ",":
+            pairs = []
+    if pair:
+        out.append(None)  # the quote opened here never closed
     return out
+
+
+def _for_node(pairs: List[str]) -> Optional[str]:
+    nodes = []
+    for pair in pairs:
+        name, eq, val = pair.strip().partition("=")
+        if name and not eq:
+            return None  # not a pair: the element does not parse
+        if name.strip().lower() == "for":
+            nodes.append(val.strip())
+    if len(nodes) != 1:
+        return None
+    val = nodes[0]
+    if val.startswith('"'):
+        if len(val) < 2 or not val.endswith('"'):
+            return None
+        val = re.sub(r"\\(.)", r"\1", val[1:-1], flags=re.S)  # a quoted-pair: the character
+    return val
 
 
 def client_ip(
@@ -278,7 +246,9 @@ def client_ip(
     last trusted hop. Addresses are returned normalised (a port dropped); an unknown peer
     that is not trusted gives ``""``. See docs/web.md.
     """
-    keys = _keys_of(header)
+    if not isinstance(header, str):
+        raise TypeError("header must be a str (a header name), not %s" % type(header).__name__)
+    keys = _header_keys(header)
     peer, forwarded = _peer_and_forwarded(scope_or_environ, keys)
     if peer.startswith("::ffff:") or peer.startswith("::FFFF:"):
         mapped = _parse_ip(peer)  # an IPv4 peer on a dual-stack socket: its IPv4 form
