@@ -152,24 +152,16 @@ def server_view(h: Dict[str, str], wall: float) -> List[Tuple[str, int, float]]:
     """What the server says is left: ``[(budget, remaining, seconds to reset), ...]`` with
     budget ``"requests"`` or ``"tokens"``, from OpenAI's ``x-ratelimit-*``, Anthropic's
     ``anthropic-ratelimit-*`` and the IETF ``RateLimit`` field; malformed pairs left out."""
-    out: List[Tuple[str, int, float]] = []
+    found: List[Tuple[str, Optional[int], Optional[float]]] = []
     for budget in ("requests", "tokens"):
-        r = _count(h.get("x-ratelimit-remaining-" + budget))
-        t = parse_duration(h.get("x-ratelimit-reset-" + budget))
-        if r is not None and t is not None:
-            out.append((budget, r, t))
-        r = _count(h.get("anthropic-ratelimit-%s-remaining" % budget))
-        t = _rfc3339_in(h.get("anthropic-ratelimit-%s-reset" % budget), wall)
-        if r is not None and t is not None:
-            out.append((budget, r, t))
+        found += [(budget, _count(h.get("x-ratelimit-remaining-" + budget)),
+                   parse_duration(h.get("x-ratelimit-reset-" + budget))),
+                  (budget, _count(h.get("anthropic-ratelimit-%s-remaining" % budget)),
+                   _rfc3339_in(h.get("anthropic-ratelimit-%s-reset" % budget), wall))]
     field = h.get("ratelimit")
     if field is not None:
-        got = _ietf(field)
-        if got is not None:
-            out.append(("requests", got[0], got[1]))
+        r, t = _ietf(field) or (None, None)
     else:  # the older draft's separate fields
-        r = _count(h.get("ratelimit-remaining"))
-        t = parse_duration(h.get("ratelimit-reset"))
-        if r is not None and t is not None:
-            out.append(("requests", r, t))
-    return out
+        r, t = _count(h.get("ratelimit-remaining")), parse_duration(h.get("ratelimit-reset"))
+    found.append(("requests", r, t))
+    return [(b, r, t) for b, r, t in found if r is not None and t is not None]
