@@ -300,8 +300,19 @@ def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], An
                                 concurrency_status, headers, limiter_kwargs))
 
     limit.__module__ = module
-    limit.__doc__ = doc
+    limit.__doc__ = doc + _LIMIT_DOC
     return limit
+
+
+_LIMIT_DOC = """
+    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
+    must admit), or a ready limiter (a KeyedLimiter, a shared one, a ``slidewin.redis`` one
+    of the app's kind). ``key="ip"``: one limit per client address (``trusted_proxies`` as
+    for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per value of that header;
+    ``key=f``: per ``f(request)`` (None: not limited). A refusal answers 429 (rate) / 503
+    (concurrency) with ``Retry-After`` and a problem+json body; an admitted response gets
+    the RateLimit fields of the most restrictive limit (``headers=False``: none).
+    """
 
 
 def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:

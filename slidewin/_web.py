@@ -1,10 +1,5 @@
-"""What the ASGI and WSGI middleware share: the client's address, and how a refusal is told.
-
-``client_ip(scope_or_environ, trusted_proxies=())`` reads an ASGI scope or a WSGI environ.
-The rest is private to slidewin.asgi and slidewin.wsgi: the middleware's arguments, checked
-once (``Middleware``), which limiter kind is at hand, the refusal's status, headers and body,
-the optional RateLimit header fields, and ``exempt``.
-"""
+"""What the ASGI and WSGI middleware share: ``client_ip`` (public), and privately the
+middleware's arguments and steps (``Middleware``), the refusal, the RateLimit fields."""
 from __future__ import annotations
 
 import functools
@@ -40,8 +35,7 @@ _Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 TrustedProxies = Union[str, _Address, _Network, Iterable[Union[str, _Address, _Network]]]
 
-# "unix" in trusted_proxies: a peer without an IP address (a Unix socket, as nginx in front
-# of `uvicorn --uds`) is a trusted proxy
+# "unix" in trusted_proxies: a peer without an IP address (a Unix socket) is a trusted proxy
 _UNIX = "unix"
 
 
@@ -128,8 +122,7 @@ def _parse_ip(text: str) -> Optional[_Address]:
         addr = ipaddress.ip_address(text)
     except ValueError:
         return None
-    # an IPv4 client seen through a dual-stack (IPv6) socket, or written so by a proxy:
-    # the same client as its IPv4 form, matched against IPv4 networks
+    # an IPv4-mapped IPv6 address (a dual-stack socket) is matched as its IPv4 form
     mapped = getattr(addr, "ipv4_mapped", None)
     return mapped if mapped is not None else addr
 
@@ -746,12 +739,6 @@ def _has_quota(limiter: Any) -> bool:
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
-def _quota(limiter: Any) -> float:
-    """The quota of a limiter's window (its concurrency for a concurrency limit)."""
-    scale = 1.0 if is_concurrency(limiter) else (getattr(limiter, "interval_ms", 0) or 1000) / 1e3
-    return float(own_threshold(limiter) or 0.0) * scale
-
-
 def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
     """The RateLimit fields of the limit with the least quota left (``r`` where it is known,
     else its quota) among ``(limiter, keyed)`` pairs."""
@@ -760,7 +747,11 @@ def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tup
         if not _has_quota(lim):
             continue
         r = remaining(lim, keyed)
-        left = float(r) if r is not None else _quota(lim)
+        if r is not None:
+            left = float(r)
+        else:  # the window's quota (a concurrency limit's: its concurrency)
+            left = float(own_threshold(lim)) * (
+                1.0 if is_concurrency(lim) else (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
         if best is None or left < best[0]:
             best = (left, lim, keyed)
     if best is None:

@@ -52,11 +52,9 @@ async def refused_handler(request: Request, exc: Exception) -> Response:
 
 
 def install(app: Any) -> Any:
-    """Answer refusals through the app's own exception handlers: a ``BlockedError`` or
-    ``BreakerOpenError`` raised anywhere in a route (a ``@Limiter``-decorated function it
-    called) becomes 429 / 503 with ``Retry-After`` (``blocked_handler``) instead of a 500,
-    and a ``limit`` dependency's ``RouteRefused`` gets ``refused_handler``. Handlers the
-    app registered already are kept. Returns the app."""
+    """Answer a ``BlockedError`` raised anywhere in a route with ``blocked_handler`` instead
+    of a 500, and ``RouteRefused`` with ``refused_handler`` (handlers the app has are kept).
+    Returns the app."""
     return _routes.install_blocked(app, blocked_handler, (RouteRefused, refused_handler))
 
 
@@ -97,22 +95,11 @@ def _build(route: _routes.RouteLimit) -> Any:
 
 
 limit = _routes.limit_function("slidewin.fastapi", True, _build, """
-    A FastAPI dependency limiting the routes that depend on it.
-
-    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``, all
-    must admit): one limit for the route(s) (``Depends`` it on one route, or pass the same
-    dependency to several to share it). ``key="ip"``: one limit per client address
-    (``trusted_proxies`` as for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per
-    value of that header; ``key=f``: per ``f(request)`` (None: not limited). Or a ready
-    limiter: ``limit(KeyedLimiter(...))``, a shared one, or a ``slidewin.redis.AsyncRedis*``
-    one.
-
-    A refusal answers 429 (rate) or 503 (concurrency) with ``Retry-After`` (and the
-    RateLimit fields when ``headers``) and a problem+json body, as the middleware does: the
-    dependency raises ``RouteRefused``, handled by ``refused_handler`` (or your handler).
-    Under ``slidewin.asgi.LimitMiddleware``, the route's limit and the middleware's decide
-    together: a request refused by one is charged to neither.
-    """)
+    A FastAPI dependency limiting the routes that depend on it (the same dependency on
+    several routes shares its limit). A refusal raises ``RouteRefused``, answered by
+    ``refused_handler`` (or your handler). Under ``slidewin.asgi.LimitMiddleware``, the
+    route's limit and the middleware's decide together.
+""")
 
 
 def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:

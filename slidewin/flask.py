@@ -29,18 +29,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def blocked_handler(error: Exception) -> Any:
-    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a view, answered: 429, or
-    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
-    RateLimit fields of its limiter and a problem+json body."""
+    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a view, answered as a refusal:
+    429, or 503 for a concurrency or adaptive limit and an open breaker."""
     code, fields, body = _web.raised_refusal(error)
     return flask.Response(body, code, headers=fields, content_type="application/problem+json")
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` or ``BreakerOpenError`` raised anywhere in a view (a
-    ``@Limiter``-decorated function it called) with Flask's error handlers: 429 / 503 with
-    ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app registered for
-    BlockedError already is kept. Returns the app."""
+    """Answer a ``BlockedError`` raised anywhere in a view with ``blocked_handler`` instead
+    of a 500 (a handler the app has for it is kept). Returns the app."""
     from slidewin import BlockedError
 
     if not isinstance(app, (flask.Flask, flask.Blueprint)):
@@ -76,13 +73,5 @@ def _build(route: _routes.RouteLimit) -> Any:
 
 limit = _routes.limit_function("slidewin.flask", False, _build, """
     Decorate a Flask view (put it below ``@app.route``): the view runs inside the
-    limiter's entry; a refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After``
-    and a problem+json body.
-
-    ``limit("10/minute")`` (or ``rate=``; several at once: ``"10/second;100/minute"``):
-    one limit for the view. ``key="ip"``: one per client address (``trusted_proxies`` as
-    for ``slidewin.client_ip``); ``key="header:X-Api-Key"``: per value of that header;
-    ``key=f``: per ``f(flask.request)``. Or a ready limiter (Limiter, KeyedLimiter, shared,
-    or a sync ``slidewin.redis`` one). An admitted response gets the RateLimit fields of
-    the most restrictive limit (``headers=False``: none).
-    """)
+    limiter's entry (``key=f``: ``f(flask.request)``).
+""")

@@ -10,8 +10,7 @@ Retry-After; ``install(app)`` answers a BlockedError raised in any route the sam
     routes = [Route("/search", search)]
     app = install(Starlette(routes=routes))
 
-(FastAPI: use the dependency ``slidewin.fastapi.limit_route``, which keeps the endpoint's
-signature for the OpenAPI schema.)
+(FastAPI: use the dependency ``slidewin.fastapi.limit``, which keeps the OpenAPI schema.)
 """
 from __future__ import annotations
 
@@ -33,18 +32,15 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 async def blocked_handler(request: Request, exc: Exception) -> Response:
-    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered: 429, or
-    503 for a concurrency or adaptive limit and an open breaker, with ``Retry-After``, the
-    RateLimit fields of its limiter and a problem+json body."""
+    """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered as a
+    refusal: 429, or 503 for a concurrency or adaptive limit and an open breaker."""
     code, fields, body = _web.raised_refusal(exc)
     return Response(body, code, headers=dict(fields), media_type="application/problem+json")
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` or ``BreakerOpenError`` raised anywhere in a route (a
-    ``@Limiter``-decorated function it called) through the app's exception handlers: 429 /
-    503 with ``Retry-After`` (``blocked_handler``) instead of a 500. A handler the app
-    registered already is kept. Returns the app."""
+    """Answer a ``BlockedError`` raised anywhere in a route with ``blocked_handler`` instead
+    of a 500 (a handler the app has for it is kept). Returns the app."""
     return _routes.install_blocked(app, blocked_handler)
 
 
@@ -74,7 +70,5 @@ def _build(route: _routes.RouteLimit) -> Any:
 
 
 limit = _routes.limit_function("slidewin.starlette", True, _build, """
-    Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry; a
-    refusal answers 429 (rate) / 503 (concurrency) with ``Retry-After`` and a problem+json
-    body; an admitted response gets the RateLimit fields (``headers=False``: none).
-    Arguments as ``slidewin.fastapi.limit``.""")
+    Decorate an ``async def endpoint(request)``: it runs inside the limiter's entry.
+""")
