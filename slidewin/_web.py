@@ -282,11 +282,8 @@ def is_keyed(limiter: Any) -> bool:
     like it (RedisKeyedLimiter and the like: a ``KeyedLimiter`` class name or ``max_keys``)."""
     import slidewin
 
-    keyed_type = getattr(slidewin, "KeyedLimiter", None)
-    if keyed_type is not None and isinstance(limiter, keyed_type):
-        return True
-    if isinstance(limiter, _core.Limiter):
-        return False
+    if isinstance(limiter, (slidewin.KeyedLimiter, _core.Limiter)):
+        return isinstance(limiter, slidewin.KeyedLimiter)
     if any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__):
         return True
     return hasattr(limiter, "max_keys")
@@ -383,7 +380,7 @@ class Middleware:
         self._key: Optional[Callable[[Any], Any]] = (
             key if key is not None else (self._peer_key if self._keyed else None)
         )
-        if exempt is not None and callable(exempt) and not isinstance(exempt, str):
+        if callable(exempt):
             self._exempt: Optional[Callable[[Any], bool]] = exempt
             self._exempt_path: Optional[Callable[[str], bool]] = None
         else:
