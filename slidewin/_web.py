@@ -501,7 +501,7 @@ class Middleware:
             exc = exc.error
         # the limit tells "never" (a limit of 0) from "unknown" without a retry_after
         threshold = (self._threshold(key)
-                     if self._headers or getattr(exc, "retry_after", None) is None else _OWN)
+                     if self._headers or getattr(exc, "retry_after", None) is None else None)
         code, fields = refusal_fields(self.limiter, exc, self._status, self._concurrency_status,
                                       self._headers, threshold)
         if self._on_block is not None:
@@ -664,9 +664,6 @@ def retry_after_s(retry_after: Optional[float]) -> int:
     return max(1, math.ceil(retry_after))
 
 
-_OWN = object()  # refusal's threshold: the limiter's own
-
-
 def own_threshold(limiter: Any) -> Any:
     """The limiter's limit: its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
@@ -687,12 +684,12 @@ def _policy_name(limiter: Any) -> str:
     return '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def policy_header(limiter: Any, threshold: Any = _OWN) -> str:
+def policy_header(limiter: Any, threshold: Any = None) -> str:
     """``RateLimit-Policy``: the quota ``q`` per window ``w`` (whole seconds; a window that is
     not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
     of the request's key (a KeyedLimiter's override), else the limiter's own."""
     name = _policy_name(limiter)
-    if threshold is _OWN or threshold is None:
+    if threshold is None:
         threshold = own_threshold(limiter)
     if is_concurrency(limiter):
         return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
@@ -721,7 +718,7 @@ def _window_quota(qps: Optional[float], interval_ms: int) -> int:
     return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
-def admitted_headers(limiter: Any, keyed: bool, threshold: Any = _OWN) -> List[Tuple[str, str]]:
+def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[Tuple[str, str]]:
     if isinstance(limiter, _core.Breaker):
         return []  # a circuit breaker has no quota to tell
     out = [("RateLimit-Policy", policy_header(limiter, threshold))]
@@ -762,7 +759,7 @@ def refusal_fields(
     status: int,
     concurrency_status: int,
     headers: bool,
-    threshold: Any = _OWN,
+    threshold: Any = None,
 ) -> Tuple[int, List[Tuple[str, str]]]:
     """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
     pass (not for a limit of 0; for a concurrency one only with a known retry_after)."""
@@ -771,7 +768,7 @@ def refusal_fields(
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
     conc = is_concurrency(limiter)
     code = concurrency_status if conc else status
-    if threshold is _OWN:
+    if threshold is None:
         threshold = own_threshold(limiter)
     never = threshold is not None and threshold == 0
     out: List[Tuple[str, str]] = []
@@ -806,7 +803,7 @@ def refusal(
     body: Optional[bytes],
     content_type: str,
     headers: bool,
-    threshold: Any = _OWN,
+    threshold: Any = None,
 ) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, body) of a refused request."""
     code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)

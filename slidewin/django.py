@@ -335,8 +335,7 @@ class LimitMiddleware:
                 raise ValueError("settings.SLIDEWIN[\"limiter\"] %r is not the dotted path of "
                                  "a limiter: %s" % (limiter, e)) from None
         if limiter is None and not kwargs:
-            given = sorted(k for k in ("key", "exempt", "headers", "status",
-                                       "concurrency_status") if k in conf)
+            given = sorted(k for k in _OWN_KEYS - {"limiter", "trusted_proxies"} if k in conf)
             if given:
                 raise ValueError(
                     "settings.SLIDEWIN gives %s but no limit: add \"rate\" (\"100/second\"), "
