@@ -140,8 +140,7 @@ def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
 
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
     resp = HttpResponse(body, status=code, content_type=_PROBLEM)
-    for name, value in fields:
-        resp[name] = value
+    _routes.add_missing(resp, fields)
     return resp
 
 
@@ -378,9 +377,16 @@ class LimitMiddleware:
             late = yield from self._late(io, request)  # not routed to a view: decided now
             if late is not None:
                 return late
-        if self._finish(state, response):
-            assert state.admission is not None
-            yield from state.admission.exiting(io, state.exc, None, None)
+        if state.headers:
+            _routes.add_missing(response, state.headers)
+        admission = state.admission
+        if admission is not None:
+            if getattr(response, "streaming", False) and \
+                    getattr(response, "file_to_stream", None) is None:
+                # held until its last chunk has been sent, or it is closed
+                response.streaming_content = _holding(response, admission, state.exc)
+            else:
+                yield from admission.exiting(io, state.exc, None, None)
         return response
 
     def _global_applies(self, request: Any) -> bool:
@@ -439,20 +445,6 @@ class LimitMiddleware:
         if admission is not None:
             yield from admission.exiting(io, None, None, None)
         return refusal
-
-    def _finish(self, state: _State, response: Any) -> bool:
-        """Add the RateLimit fields; True when the admission ends now (a streaming
-        response holds it until its last chunk has been sent, or it is closed)."""
-        if state.headers:
-            _routes.add_missing(response, state.headers)
-        admission = state.admission
-        if admission is None:
-            return False
-        if getattr(response, "streaming", False) and \
-                getattr(response, "file_to_stream", None) is None:
-            response.streaming_content = _holding(response, admission, state.exc)
-            return False
-        return True
 
 
 def _entering(io: Any, pairs: List[Tuple[Any, Any]]) -> _io.Steps:
