@@ -33,6 +33,8 @@ __all__ = ["client_ip"]
 
 _Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+_IP_OBJECTS = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network,
+               ipaddress.IPv6Network)
 TrustedProxies = Union[str, _Address, _Network, Iterable[Union[str, _Address, _Network]]]
 
 # "unix" in trusted_proxies: a peer without an IP address (a Unix socket) is a trusted proxy
@@ -48,10 +50,7 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
     nets: List[_Network] = []
     unix = False
     for item in entries:
-        if isinstance(item, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
-            nets.append(item)
-            continue
-        if isinstance(item, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+        if isinstance(item, _IP_OBJECTS):
             nets.append(ipaddress.ip_network(item))
             continue
         if not isinstance(item, str):
@@ -81,8 +80,7 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
 
 
 def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
-    if isinstance(trusted_proxies, (str, ipaddress.IPv4Network, ipaddress.IPv6Network,
-                                    ipaddress.IPv4Address, ipaddress.IPv6Address)):
+    if isinstance(trusted_proxies, (str,) + _IP_OBJECTS):
         entries: Tuple[Any, ...] = (trusted_proxies,)
     elif isinstance(trusted_proxies, tuple):
         entries = trusted_proxies
