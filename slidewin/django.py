@@ -213,20 +213,16 @@ def ratelimit(
     """Limit a Django view, sync or async.
 
     ``rate``: ``"5/minute"``, several at once ``"10/second;100/minute"`` (all must admit),
-    or a ready limiter (Limiter, KeyedLimiter, shared, or a ``slidewin.redis`` one of the
-    view's kind); or the Limiter's keywords (``qps=``, ``concurrency=``, ``shared=``, ...).
-
-    ``key``: None (one limit for the view; the client's address for a ready
-    KeyedLimiter), ``"ip"`` (the client's address, read through
+    or a ready limiter (a ``slidewin.redis`` one of the view's kind too); or the Limiter's
+    keywords (``qps=``, ``concurrency=``, ``shared=``, ...). ``key``: None (one limit; the
+    client's address for a ready KeyedLimiter), ``"ip"`` (through
     ``SLIDEWIN_TRUSTED_PROXIES``), ``"user"`` (the authenticated user's pk, else the
-    address), ``"header:X-Api-Key"``, a dotted path or a function ``fn(request)`` (None:
-    that request is not limited). ``method``: a method or a tuple of them (``UNSAFE``);
-    ``ALL`` by default. ``block=True`` answers a refusal 429 (503 for a concurrency limit);
-    ``block=False`` sets ``request.limited = True`` and calls the view.
-
-    Under ``slidewin.django.LimitMiddleware`` the view's limit and the project's decide
-    together (a request refused by one is charged to neither); without it the decorator
-    decides alone. ``SLIDEWIN_ENABLED = False`` lets every request through.
+    address), ``"header:X-Api-Key"``, a dotted path or ``fn(request)`` (None: not limited).
+    ``method``: a method or a tuple of them (``UNSAFE``); ``ALL`` by default.
+    ``block=True`` answers a refusal 429 (503 for a concurrency limit); ``block=False``
+    sets ``request.limited = True`` and calls the view. Under ``LimitMiddleware`` the
+    view's limit and the project's decide together. ``SLIDEWIN_ENABLED = False`` lets every
+    request through.
     """
     where = "slidewin.django.ratelimit"
     if not isinstance(block, bool):
