@@ -77,6 +77,27 @@ int as_nonneg_double(PyObject *o, const char *name, double hi, double *out)
     return 0;
 }
 
+/* One keyword argument into out (the slot of its name). @return 0, or -1 with TypeError set */
+static int put_keyword(const char *fname, PyObject *key, PyObject *value,
+                       const char *const *names, Py_ssize_t nnames, PyObject **out)
+{
+    Py_ssize_t i;
+    for (i = 0; i < nnames; i++)
+        if (key_equals(key, names[i]))
+            break;
+    if (i == nnames) {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname, key);
+        return -1;
+    }
+    if (out[i] != NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                     names[i]);
+        return -1;
+    }
+    out[i] = value;
+    return 0;
+}
+
 int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
                Py_ssize_t npos, PyObject **out)
@@ -90,27 +111,25 @@ int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs,
     }
     for (Py_ssize_t i = 0; i < nargs; i++)
         out[i] = args[i];
-    if (kwnames == NULL)
-        return 0;
-    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        Py_ssize_t i;
-        for (i = 0; i < nnames; i++)
-            if (key_equals(key, names[i]))
-                break;
-        if (i == nnames) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname,
-                  key);
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++)
+        if (put_keyword(fname, PyTuple_GET_ITEM(kwnames, k), args[nargs + k], names, nnames,
+                        out) < 0)
             return -1;
-        }
-        if (out[i] != NULL) {
-            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
-                  names[i]);
+    return 0;
+}
+
+int parse_kwds(const char *fname, PyObject *args, PyObject *kwds, const char *const *names,
+               Py_ssize_t nnames, Py_ssize_t npos, PyObject **out)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    if (parse_fast(fname, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), NULL, names,
+                   nnames, npos, out) < 0)
+        return -1;
+    while (kwds != NULL && PyDict_Next(kwds, &pos, &key, &value))
+        if (put_keyword(fname, key, value, names, nnames, out) < 0)
             return -1;
-        }
-        out[i] = args[nargs + k];
-    }
     return 0;
 }
 

@@ -53,6 +53,11 @@ int parse_timeout(PyObject *o, int64_t *out);
 int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                const char *const *names, Py_ssize_t nnames, Py_ssize_t npos, PyObject **out);
 
+/** parse_fast over a call's args tuple and kwds dict (NULL: none), as tp_new gets them.
+ * @return 0, or -1 with an exception set */
+int parse_kwds(const char *fname, PyObject *args, PyObject *kwds, const char *const *names,
+               Py_ssize_t nnames, Py_ssize_t npos, PyObject **out);
+
 /** parse_fast, the first `nreq` parameters required (TypeError naming the one missing).
  * @return 0, or -1 with an exception set */
 int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,

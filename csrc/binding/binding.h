@@ -322,15 +322,15 @@ PyObject *entry_get_limiter(PyObject *self, void *unused);
 /* ------------------------------------------------------------------------------------ */
 /* cross-file helpers (limiting.c, binding.c)                                            */
 
-/** Parse Limiter's constructor arguments (also KeyedLimiter's, named `fname` in errors).
+/* The constructors' keywords, in this order (KeyedLimiter's own last), and where the
+ * parsed values of some are */
+enum { CTOR_SHARED = 9, CTOR_NAME = 10, CTOR_MAX_KEYS = 12, CTOR_OVERRIDES = 13, CTOR_N = 14 };
+extern const char *const ctor_names[CTOR_N];
+/** Parse and check the constructor's arguments (the first nnames of ctor_names, named fname
+ * in errors) into cfg; v: the values (borrowed; NULL when absent, shared= and name= None).
  * @return 0, or -1 with an exception set */
-int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
-                         struct sw_limiter_cfg *cfg, PyObject **o_shared, PyObject **o_name);
-/** Parse the settings keywords shared by the constructors and update() (NULL: unchanged).
- * @return 0, or -1 with an exception set */
-int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
-                           PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
-                           PyObject *o_shadow);
+int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds, Py_ssize_t nnames,
+                         struct sw_limiter_cfg *cfg, PyObject **v);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 
 /* The settings update() of either limiter type changes in cfg, first in its list, in this

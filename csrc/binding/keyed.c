@@ -135,27 +135,6 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 
 static const struct limiting_ops keyed_ops;
 
-/* kwds without max_keys= and overrides= (KeyedLimiter's own), which go to *o_max and
- * *o_over (new references, or NULL when not given). @return 0, or -1 with an exception set
- * (what was taken is still the caller's to release) */
-static int keyed_take_kwargs(PyObject *kwds, PyObject **rest, PyObject **o_max,
-                             PyObject **o_over)
-{
-    if (kwds == NULL)
-        return 0;
-    *rest = PyDict_Copy(kwds);
-    if (*rest == NULL)
-        return -1;
-    *o_max = PyDict_GetItemString(*rest, "max_keys");
-    *o_over = PyDict_GetItemString(*rest, "overrides");
-    Py_XINCREF(*o_max);
-    Py_XINCREF(*o_over);
-    if ((*o_max && PyDict_DelItemString(*rest, "max_keys") < 0) ||
-        (*o_over && PyDict_DelItemString(*rest, "overrides") < 0))
-        return -1;
-    return 0;
-}
-
 /* The bytes of a table of max_keys keys (shared: with its region's records).
  * @return 0, or -1 with ValueError set (a table above 1 TiB) */
 static int keyed_table_size(const struct sw_limiter_cfg *cfg, int64_t max_keys, int mode,
@@ -240,22 +219,21 @@ static int keyed_open_shared(KeyedObject *self, const struct sw_limiter_cfg *cfg
 static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
-    PyObject *o_shared, *o_name, *name = NULL, *o_max = NULL, *o_over = NULL, *rest = NULL;
+    PyObject *v[CTOR_N], *name = NULL;
     char path[4096];
     module_state *st = state_for_new(type);
-    if (st == NULL)
-        return NULL;
-    if (keyed_take_kwargs(kwds, &rest, &o_max, &o_over) < 0)
-        goto fail0;
-    if (limiter_parse_cfg_as("KeyedLimiter", args, rest, &cfg, &o_shared, &o_name) < 0 ||
+    if (st == NULL ||
+        limiter_parse_cfg_as("KeyedLimiter", args, kwds, CTOR_N, &cfg, v) < 0 ||
         keyed_check_behavior(&cfg) < 0)
-        goto fail0;
+        return NULL;
+    PyObject *o_max = v[CTOR_MAX_KEYS], *o_over = v[CTOR_OVERRIDES];
     int64_t max_keys = DEFAULT_MAX_KEYS;
     if (o_max != NULL && o_max != Py_None &&
         as_int64(o_max, "max_keys", 1, (int64_t)SW_KEYED_MAX_KEYS, &max_keys) < 0)
-        goto fail0;
+        return NULL;
     int name_given;
-    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
+    int mode = shared_and_name(v[CTOR_SHARED], v[CTOR_NAME], path, sizeof path, &name,
+                               &name_given);
     size_t size;
     if (mode < 0 || keyed_table_size(&cfg, max_keys, mode, &size) < 0)
         goto fail0;
@@ -263,11 +241,9 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         goto fail0;
     self->max_keys = (uint32_t)max_keys;
-    PyObject *shared = mode == 0 ? Py_None : o_shared;
-    Py_INCREF(shared);
+    PyObject *shared = Py_NewRef(mode == 0 ? Py_None : v[CTOR_SHARED]);
     int init = limiting_init((PyObject *)self, &keyed_ops, st, &cfg, &self->view,
                              &self->view.my_slot, name, name_given, shared);
-    name = NULL;
     self->fork.kind = FORK_KIND_KEYED;
     if (init < 0)
         goto fail;
@@ -283,21 +259,15 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail;
     keyed_overrides_free(&ov0);
     if ((mode == 0 ? keyed_open_private(self, &cfg, size)
-                   : keyed_open_shared(self, &cfg, mode, path, size)) < 0)
+                   : keyed_open_shared(self, &cfg, mode, path, size)) < 0 ||
+        set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
-    if (set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
-        goto fail;
-    Py_XDECREF(rest);
-    Py_XDECREF(o_max);
-    Py_XDECREF(o_over);
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
+    return NULL;
 fail0:
     Py_XDECREF(name);
-    Py_XDECREF(rest);
-    Py_XDECREF(o_max);
-    Py_XDECREF(o_over);
     return NULL;
 }
 

@@ -13,12 +13,6 @@
 
 #include <math.h>
 
-static int limiter_parse_cfg(PyObject *args, PyObject *kwds, struct sw_limiter_cfg *cfg,
-                             PyObject **o_shared, PyObject **o_name)
-{
-    return limiter_parse_cfg_as("Limiter", args, kwds, cfg, o_shared, o_name);
-}
-
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_lstate_init(state, lay->interval_ms, lay->sample_count);
@@ -48,15 +42,14 @@ static _Atomic uint32_t lease_tags;
 static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     struct sw_limiter_cfg cfg;
-    PyObject *o_shared, *o_name, *name = NULL;
+    PyObject *v[CTOR_N], *name = NULL;
     char path[4096];
     module_state *st = state_for_new(type);
-    if (st == NULL)
-        return NULL;
-    if (limiter_parse_cfg(args, kwds, &cfg, &o_shared, &o_name) < 0)
+    if (st == NULL || limiter_parse_cfg_as("Limiter", args, kwds, CTOR_MAX_KEYS, &cfg, v) < 0)
         return NULL;
     int name_given;
-    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
+    int mode = shared_and_name(v[CTOR_SHARED], v[CTOR_NAME], path, sizeof path, &name,
+                               &name_given);
     if (mode < 0)
         return NULL;
     size_t size = sw_limiter_size(&cfg);
@@ -69,7 +62,7 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_XDECREF(name);
         return NULL;
     }
-    PyObject *shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
+    PyObject *shared = mode == 0 ? Py_None : shared_canonical(v[CTOR_SHARED], path);
     Py_XINCREF(mode == 0 ? shared : NULL);
     if (limiting_init((PyObject *)self, &limiter_ops, st, &cfg, &self->view, &self->view.my_slot,
                       name, name_given, shared) < 0)

@@ -187,27 +187,20 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
 
 /* ---- acquire() with a timeout ---------------------------------------------------------- */
 
-static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_decision *d);
-
 int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d)
 {
+    struct waitq *wq = l->wq;
+    struct sw_shm *shm = l->shm;
     int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
     l->lock_expired = false;
     /* a wait for another process's lock (a stopped holder) ends at the deadline too */
     int64_t outer = lock_wait_deadline(deadline);
-    int rc = acquire_loop_in(l, deadline, d);
-    lock_wait_deadline(outer);
-    return rc;
-}
-
-static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_decision *d)
-{
-    struct waitq *wq = l->wq;
-    struct sw_shm *shm = l->shm;
+    int rc;
     for (;;) {
         /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
+        rc = -1;
         if (PyErr_CheckSignals() < 0)
-            return -1;
+            break;
         uint64_t gen = wq ? waitq_arm(wq) : 0;
         uint32_t seq = 0;
         if (shm) {
@@ -219,63 +212,55 @@ static int acquire_loop_in(struct acquire_loop *l, int64_t deadline, struct sw_d
         if (d->verdict != SW_PASS && shm && !PyErr_Occurred() && sw_time_ns() < deadline &&
             l->reap(l->ctx))
             l->decide(l->ctx, d);
-        if (PyErr_Occurred()) { /* a signal handler's exception while waiting for a lock */
-            if (wq)
-                waitq_disarm(wq);
-            if (shm)
-                atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            return -1;
-        }
-        if (d->verdict == SW_PASS) {
-            if (wq)
-                waitq_disarm(wq);
-            if (shm)
-                atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            return l->defer_wait ? 0 : sleep_decision(d);
-        }
         int64_t now = sw_time_ns();
-        if (d->verdict == SW_NEVER || now >= deadline) {
-            l->lock_expired = d->verdict != SW_NEVER && lock_wait_expired();
+        /* stop on a signal handler's exception while waiting for a lock, an admission, a
+         * final refusal, or (about to sleep) a running event loop */
+        if (PyErr_Occurred())
+            rc = -1;
+        else if (d->verdict == SW_PASS)
+            rc = 0;
+        else if (d->verdict == SW_NEVER || now >= deadline)
+            rc = 1;
+        else if (refuse_in_event_loop() < 0)
+            rc = -1;
+        else
+            rc = 2;
+        if (rc != 2) {
             if (wq)
                 waitq_disarm(wq);
             if (shm)
                 atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            return 1;
-        }
-        if (refuse_in_event_loop() < 0) { /* about to sleep: never on a running loop */
-            if (wq)
-                waitq_disarm(wq);
-            if (shm)
-                atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            return -1;
+            l->lock_expired = rc == 1 && d->verdict != SW_NEVER && lock_wait_expired();
+            break;
         }
         if (wq) {
             /* until a release (or the deadline), one slice at most */
             if (waitq_wait(wq, gen, deadline) < 0)
-                return -1;
+                break;
         } else if (shm) {
-            int rc = shared_wait(shm, seq, deadline);
+            int w = shared_wait(shm, seq, deadline);
             atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            if (rc < 0)
-                return -1;
+            if (w < 0)
+                break;
         } else {
             /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
-            int64_t step = d->retry_ns > 0 ? d->retry_ns : NS_PER_MS;
-            int64_t until = sw_sat_add(now, step);
-            if (until > deadline)
-                until = deadline;
-            if (sleep_until(until, false) < 0)
-                return -1;
+            int64_t until = sw_sat_add(now, d->retry_ns > 0 ? d->retry_ns : NS_PER_MS);
+            if (sleep_until(until < deadline ? until : deadline, false) < 0)
+                break;
         }
     }
+    lock_wait_deadline(outer);
+    if (rc == 0 && !l->defer_wait)
+        rc = sleep_decision(d);
+    return rc;
 }
 
 /* ---- constructor arguments and update() (Limiter's and KeyedLimiter's) ---------------- */
 
-/* Parse and check the constructor's arguments into a configuration (every message names the
- * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
-int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh, PyObject *o_warm,
-                           PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
+/* The settings keywords shared by the constructors and update() (NULL: unchanged).
+ * @return 0, or -1 with an exception set */
+static int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh,
+                                  PyObject *o_warm, PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
                            PyObject *o_shadow)
 {
     if (o_beh != NULL) {
@@ -341,25 +326,20 @@ static int parse_count(struct sw_limiter_cfg *cfg, PyObject *o)
     return 0;
 }
 
-/* Parse and check the constructor's arguments into a configuration (every message names the
- * parameter, the value and what is allowed). @return 0, or -1 with an exception set */
-int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
-                         struct sw_limiter_cfg *cfg, PyObject **o_shared, PyObject **o_name)
+const char *const ctor_names[CTOR_N] = {
+    "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+    "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow", "max_keys",
+    "overrides"};
+
+int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds, Py_ssize_t nnames,
+                         struct sw_limiter_cfg *cfg, PyObject **v)
 {
-    static char *kwlist[] = {"qps", "concurrency", "behavior", "warm_up_s", "cold_factor",
-                             "max_queueing_ms", "occupy_timeout_ms", "interval_ms",
-                             "sample_count", "shared", "name", "shadow", NULL};
-    PyObject *o_qps = Py_None, *o_conc = Py_None, *o_beh = NULL, *o_warm = NULL,
-             *o_cold = NULL, *o_queue = NULL, *o_occ = NULL, *o_int = NULL, *o_samp = NULL,
-             *o_shadow = NULL;
-    *o_shared = Py_None;
-    *o_name = Py_None;
-    char fmt[64];
-    snprintf(fmt, sizeof fmt, "|O$OOOOOOOOOOO:%s", fname);
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &o_qps,
-                                     &o_conc, &o_beh, &o_warm, &o_cold, &o_queue, &o_occ,
-                                     &o_int, &o_samp, o_shared, o_name, &o_shadow))
+    if (parse_kwds(fname, args, kwds, ctor_names, nnames, 1, v) < 0)
         return -1;
+    PyObject *o_qps = v[0] != NULL ? v[0] : Py_None, *o_conc = v[1] != NULL ? v[1] : Py_None;
+    for (int i = CTOR_SHARED; i <= CTOR_NAME; i++)
+        if (v[i] == NULL)
+            v[i] = Py_None;
     sw_limiter_cfg_default(cfg);
     if (o_qps != Py_None && o_conc != Py_None) {
         PyErr_SetString(PyExc_ValueError,
@@ -373,11 +353,9 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds,
         return -1;
     }
     cfg->grade = o_qps != Py_None ? SW_GRADE_QPS : SW_GRADE_CONCURRENCY;
-    if (parse_count(cfg, o_qps != Py_None ? o_qps : o_conc) < 0)
-        return -1;
-    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
-        return -1;
-    if (parse_window(o_int, o_samp, &cfg->interval_ms, &cfg->sample_count) < 0)
+    if (parse_count(cfg, o_qps != Py_None ? o_qps : o_conc) < 0 ||
+        limiter_apply_settings(cfg, v[2], v[3], v[4], v[5], v[6], v[11]) < 0 ||
+        parse_window(v[7], v[8], &cfg->interval_ms, &cfg->sample_count) < 0)
         return -1;
     /* the combinations (window divisible, a window limit of at least 1, warm-up tokens that
      * fit): one source of truth, the core's own check, which names the parameter */
@@ -432,21 +410,6 @@ static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade
     return parse_count(cfg, o);
 }
 
-/* The new configuration of update(): cfg's settings changed by the given keywords (NULL:
- * unchanged), the grade kept. @return 0, or -1 with an exception set */
-static int update_cfg(const char *tname, struct sw_limiter_cfg *cfg, PyObject *o_qps, PyObject *o_conc,
-               PyObject *o_beh, PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
-               PyObject *o_occ, PyObject *o_shadow)
-{
-    if ((o_qps != NULL && update_count(tname, cfg, SW_GRADE_QPS, o_qps) < 0) ||
-        (o_conc != NULL && update_count(tname, cfg, SW_GRADE_CONCURRENCY, o_conc) < 0))
-        return -1;
-    if (limiter_apply_settings(cfg, o_beh, o_warm, o_cold, o_queue, o_occ, o_shadow) < 0)
-        return -1;
-    struct sw_cfg_error err;
-    return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
-}
-
 int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                  struct sw_limiter_cfg *cfg)
@@ -459,8 +422,13 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
                      tname, tname);
     if (rc != 0)
         return -1;
-    return update_cfg(tname, cfg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5],
-                      vals[6], vals[7]);
+    /* the grade kept; NULL: unchanged */
+    if ((vals[0] != NULL && update_count(tname, cfg, SW_GRADE_QPS, vals[0]) < 0) ||
+        (vals[1] != NULL && update_count(tname, cfg, SW_GRADE_CONCURRENCY, vals[1]) < 0) ||
+        limiter_apply_settings(cfg, vals[2], vals[3], vals[4], vals[5], vals[6], vals[7]) < 0)
+        return -1;
+    struct sw_cfg_error err;
+    return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
 /* ---- the entry steps Entry (entry.c) and KeyedEntry (keyed.c) share -------------------- */

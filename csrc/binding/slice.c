@@ -91,30 +91,6 @@ static void slice_dealloc(PyObject *o)
     Py_DECREF(tp);
 }
 
-/* n as slidewin.redis checks it: an int (not a bool), 1 to 2**63 - 1 */
-static int slice_n(PyObject *o, int64_t *out)
-{
-    if (PyBool_Check(o) || !PyLong_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "n must be an int, not %.100s", Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (overflow > 0) {
-        PyErr_Format(PyExc_ValueError, "n must be between 1 and %lld, got %R",
-                     (long long)INT64_MAX, o);
-        return -1;
-    }
-    if (overflow < 0 || v < 1) {
-        PyErr_Format(PyExc_ValueError, "n must be >= 1, got %R", o);
-        return -1;
-    }
-    *out = (int64_t)v;
-    return 0;
-}
-
 /* now_ns as slidewin.redis checks it: an int (not a bool), 0 to 2**62 - 1 */
 static int slice_now(PyObject *o)
 {
@@ -163,16 +139,16 @@ static int slice_fast(LeaseSlice *self, int64_t n)
     return ok;
 }
 
-/* take's Python path: slow(n, now_ns) (n_obj NULL: n made an int) */
-static PyObject *slice_slow(LeaseSlice *self, PyObject *n_obj, int64_t n, PyObject *now_obj)
+/* take's Python path: fn([key,] n, now_ns) (key NULL: none; n_obj NULL: n made an int) */
+static PyObject *call_slow(PyObject *fn, PyObject *key, PyObject *n_obj, int64_t n,
+                           PyObject *now_obj)
 {
-    PyObject *nn = n_obj != NULL ? n_obj : PyLong_FromLongLong(n);
-    if (n_obj != NULL)
-        Py_INCREF(nn);
+    PyObject *nn = n_obj != NULL ? Py_NewRef(n_obj) : PyLong_FromLongLong(n);
     if (nn == NULL)
         return NULL;
-    PyObject *cargs[2] = {nn, now_obj != NULL ? now_obj : Py_None};
-    PyObject *r = PyObject_Vectorcall(self->slow, cargs, 2, NULL);
+    PyObject *cargs[3] = {key, nn, now_obj != NULL ? now_obj : Py_None};
+    PyObject *r = key != NULL ? PyObject_Vectorcall(fn, cargs, 3, NULL)
+                              : PyObject_Vectorcall(fn, cargs + 1, 2, NULL);
     Py_DECREF(nn);
     return r;
 }
@@ -216,7 +192,7 @@ static int take_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         return -1;
     }
     *n = 1;
-    if (*n_obj != NULL && slice_n(*n_obj, n) < 0)
+    if (*n_obj != NULL && as_int64(*n_obj, "n", 1, INT64_MAX, n) < 0)
         return -1;
     if (*now == Py_None)
         *now = NULL;
@@ -233,7 +209,7 @@ static PyObject *slice_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     if (now_obj == NULL && slice_fast(self, n))
         Py_RETURN_TRUE;
-    return slice_slow(self, n_obj, n, now_obj);
+    return call_slow(self->slow, NULL, n_obj, n, now_obj);
 }
 
 static PyObject *slice_add(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
@@ -265,7 +241,7 @@ static PyObject *slice_debit(PyObject *o, PyObject *arg)
 {
     LeaseSlice *self = (LeaseSlice *)o;
     int64_t n;
-    if (slice_n(arg, &n) < 0)
+    if (as_int64(arg, "n", 1, INT64_MAX, &n) < 0)
         return NULL;
     int ok = 0;
     SLICE_LOCK(o);
@@ -412,27 +388,16 @@ static PyObject *keyed_take(PyObject *o, PyObject *const *args, Py_ssize_t nargs
     if (exact) {
         LeaseSlice *sl = keyed_get(self, key);
         if (sl != NULL) {
-            PyObject *r;
-            if (now_obj == NULL && slice_fast(sl, n)) {
-                r = Py_NewRef(Py_True);
-            }
-            else
-                r = slice_slow(sl, n_obj, n, now_obj);
+            PyObject *r = now_obj == NULL && slice_fast(sl, n)
+                              ? Py_NewRef(Py_True)
+                              : call_slow(sl->slow, NULL, n_obj, n, now_obj);
             Py_DECREF(sl);
             return r;
         }
         if (PyErr_Occurred())
             return NULL;
     }
-    PyObject *nn = n_obj != NULL ? n_obj : PyLong_FromLongLong(n);
-    if (n_obj != NULL)
-        Py_INCREF(nn);
-    if (nn == NULL)
-        return NULL;
-    PyObject *cargs[3] = {key, nn, now_obj != NULL ? now_obj : Py_None};
-    PyObject *r = PyObject_Vectorcall(self->slow, cargs, 3, NULL);
-    Py_DECREF(nn);
-    return r;
+    return call_slow(self->slow, key, n_obj, n, now_obj);
 }
 
 static PyObject *keyed_set(PyObject *o, PyObject *const *args, Py_ssize_t nargs)
