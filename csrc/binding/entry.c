@@ -70,38 +70,7 @@ static PyObject *Entry_enter(EntryObject *self, PyObject *Py_UNUSED(ignored))
 {
     if (entry_claim(self) < 0)
         return NULL;
-    LimiterObject *lim = self->limiter;
-    struct sw_decision d;
-    if (self->timeout_ns >= 0) {
-        /* entry(timeout=): acquire()'s loop of retries, woken by releases; refused at the
-         * end: one BLOCK counted, BlockedError raised */
-        if (limiting_acquire((PyObject *)lim, NULL, 0, self->n, self->timeout_ns, SW_F_ENTRY,
-                             true, &d) < 0) {
-            atomic_store(&self->state, ENTRY_IDLE);
-            return NULL;
-        }
-    } else if (GAVE_UP(sw_decide(limiter_view(lim), self->n, SW_NOW, SW_F_ENTRY | SW_F_RETRY,
-                                 &d))) {
-        atomic_store(&self->state, ENTRY_IDLE);
-        (void)lock_gave_up();
-        return NULL;
-    } else if (d.verdict != SW_PASS) {
-        atomic_store(&self->state, ENTRY_IDLE); /* refused: may be tried again */
-        limiting_raise_blocked((PyObject *)lim, NULL, self->n, &d);
-        return NULL;
-    }
-    self->hollow = d.shadowed;
-    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
-        /* interrupted while queued: the request never ran */
-        sw_exit(limiter_view(lim), self->n, 0, SW_OUT_NONE, SW_NOW);
-        atomic_store(&self->state, ENTRY_EXITED);
-        limiter_notify(lim);
-        return NULL;
-    }
-    self->start_ns = sw_time_ns();
-    self->fork_gen = sw_proc_fork_generation();
-    atomic_store(&self->state, ENTRY_ENTERED);
-    return Py_NewRef((PyObject *)self);
+    return entry_enter_with((PyObject *)self, NULL, 0, &self->fork_gen);
 }
 
 /* _started(hollow=False) */

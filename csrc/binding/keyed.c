@@ -334,6 +334,17 @@ static void keyed_forget_held(PyObject *self)
     sw_kheld_clear(&((KeyedObject *)self)->held);
 }
 
+static void keyed_give_back(PyObject *self, uint64_t fp, int64_t n)
+{
+    sw_keyed_exit(kview((KeyedObject *)self), fp, n, 0, SW_OUT_NONE, SW_NOW);
+    keyed_notify((KeyedObject *)self, 1, fp);
+}
+
+static int keyed_charge(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_charge(kview((KeyedObject *)self), fp, n, now_ns);
+}
+
 static void keyed_free_own(PyObject *obj)
 {
     KeyedObject *self = (KeyedObject *)obj;
@@ -353,6 +364,7 @@ static const struct limiting_ops keyed_ops = {
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
+    keyed_give_back, keyed_charge,
 };
 
 /* ---- decisions ------------------------------------------------------------------------- */
@@ -399,59 +411,6 @@ static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-/* acquire()'s and entry()'s arguments (key, n=1, *, timeout=None): a[0] the key, its
- * fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 with an exception set */
-static int parse_key_n_timeout(KeyedObject *self, const char *fname, PyObject *const *args,
-                               Py_ssize_t nargs, PyObject *kwnames, PyObject *a[3], uint64_t *fp,
-                               int64_t *n, int64_t *timeout)
-{
-    static const char *const names[] = {"key", "n", "timeout"};
-    *timeout = -1;
-    if (parse_key_n(seed_of(self), fname, args, nargs, kwnames, names, 3, a, fp, n, NULL) < 0)
-        return -1;
-    return a[2] != NULL ? parse_timeout(a[2], timeout) : 0;
-}
-
-static PyObject *Keyed_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    PyObject *a[3];
-    int64_t n, timeout;
-    uint64_t fp;
-    if (parse_key_n_timeout(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
-        return NULL;
-    struct sw_decision d;
-    if (limiting_acquire((PyObject *)self, a[0], fp, n, timeout, 0u, false, &d) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* charge(key, n, *, now_ns=None): count n more as admitted for key now (sw_keyed_charge). */
-static PyObject *Keyed_charge(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames)
-{
-    static const char *const names[] = {"key", "n", "now_ns"};
-    PyObject *a[3] = {NULL, NULL, NULL};
-    int64_t n, now = SW_NOW;
-    uint64_t fp;
-    if (parse_fast("charge", args, nargs, kwnames, names, 3, 2, a) < 0)
-        return NULL;
-    if (a[1] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "charge() missing required argument 'n'");
-        return NULL;
-    }
-    if (parse_n(a[1], 0, &n) < 0 || parse_now(a[2], &now) < 0 ||
-        key_fp(seed_of(self), a[0], &fp) < 0)
-        return NULL;
-    if (sw_keyed_charge(kview(self), fp, n, now) == SW_ESTATE) {
-        PyErr_Format(PyExc_ValueError, "charge(%R, n=%lld): a concurrency limiter counts "
-                     "requests in flight, not amounts; charge a qps limiter", a[0],
-                     (long long)n);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
@@ -495,29 +454,14 @@ static Py_ssize_t Keyed_len(KeyedObject *self)
     return (Py_ssize_t)sw_keyed_len(kview(self));
 }
 
-/* _release_entry(key, n): give back an entry's count, counting nothing (asyncio cancel). */
-static PyObject *Keyed_release_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    int64_t n;
-    uint64_t fp;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_release_entry(key, n) takes 2 arguments");
-        return NULL;
-    }
-    if (key_fp(seed_of(self), args[0], &fp) < 0 || parse_n(args[1], 1, &n) < 0)
-        return NULL;
-    sw_keyed_exit(kview(self), fp, n, 0, SW_OUT_NONE, SW_NOW);
-    keyed_notify(self, 1, fp);
-    Py_RETURN_NONE;
-}
-
 static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
     PyObject *a[3];
     int64_t n, timeout;
     uint64_t fp;
-    if (parse_key_n_timeout(self, "entry", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
+    if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
+                               &timeout) < 0)
         return NULL;
     return keyed_entry_new(self, a[0], fp, n, timeout);
 }
@@ -662,13 +606,12 @@ static PyMethodDef Keyed_methods[] = {
     METHOD(update, Keyed_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. Shared: this process's settings."),
     METHOD(try_acquire, Keyed_try_acquire, FASTKW, "(key, n=1, *, now_ns=None)", "Admit now or refuse, under this key's own limit; never waits."),
     METHOD(reserve, Keyed_reserve, FASTKW, "(key, n=1, *, now_ns=None)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
-    METHOD(acquire, Keyed_acquire, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
+    METHOD(acquire, limiting_acquire_m, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
     METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
-    METHOD(charge, Keyed_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
+    METHOD(charge, limiting_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
     METHOD(entry, Keyed_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
     METHOD(in_flight, Keyed_in_flight, METH_O, "(key)", "Requests of this key in flight now."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The statistics of all keys together (a Stats; .evicted: keys evicted so far)."),
-    HIDDEN(_release_entry, Keyed_release_entry, METH_FASTCALL),
     HIDDEN(_fingerprint, Keyed_fingerprint, METH_FASTCALL),
     HIDDEN(_set_seed, Keyed_set_seed, METH_O),
     LIMITING_METHODS,

@@ -77,37 +77,7 @@ static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignore
 {
     if (kentry_claim(self) < 0)
         return NULL;
-    KeyedObject *lim = self->lim;
-    struct sw_decision d;
-    if (self->timeout_ns >= 0) {
-        /* entry(key, timeout=): acquire()'s loop of retries, woken by releases; refused at
-         * the end: one BLOCK counted, BlockedError raised */
-        if (limiting_acquire((PyObject *)lim, self->key, self->fp, self->n, self->timeout_ns,
-                             SW_F_ENTRY, true, &d) < 0) {
-            atomic_store(&self->state, ENTRY_IDLE);
-            return NULL;
-        }
-    } else if (GAVE_UP(sw_keyed_decide(kview(lim), self->fp, self->n, SW_NOW,
-                                       SW_F_ENTRY | SW_F_RETRY, &d))) {
-        atomic_store(&self->state, ENTRY_IDLE);
-        (void)lock_gave_up();
-        return NULL;
-    }
-    if (d.verdict != SW_PASS) {
-        atomic_store(&self->state, ENTRY_IDLE);
-        limiting_raise_blocked((PyObject *)lim, self->key, self->n, &d);
-        return NULL;
-    }
-    self->hollow = d.shadowed;
-    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
-        sw_keyed_exit(kview(lim), self->fp, self->n, 0, SW_OUT_NONE, SW_NOW);
-        atomic_store(&self->state, ENTRY_EXITED);
-        keyed_notify(lim, 1, self->fp);
-        return NULL;
-    }
-    self->start_ns = sw_time_ns();
-    atomic_store(&self->state, ENTRY_ENTERED);
-    return Py_NewRef((PyObject *)self);
+    return entry_enter_with((PyObject *)self, self->key, self->fp, NULL);
 }
 
 static PyObject *KEntry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -162,6 +162,19 @@ static void lim_forget_held(PyObject *self)
     ((LimiterObject *)self)->held = 0;
 }
 
+static void lim_give_back(PyObject *self, uint64_t fp, int64_t n)
+{
+    (void)fp;
+    sw_exit(limiter_view((LimiterObject *)self), n, 0, SW_OUT_NONE, SW_NOW);
+    limiter_notify((LimiterObject *)self);
+}
+
+static int lim_charge(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    (void)fp;
+    return sw_charge(limiter_view((LimiterObject *)self), n, now_ns);
+}
+
 static void lim_free_own(PyObject *self)
 {
     PyMem_Free(((LimiterObject *)self)->lim);
@@ -173,7 +186,7 @@ static const struct limiting_ops limiter_ops = {
     "Limiter",
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
     NULL, lim_decide, lim_reap, lim_lock, lim_unlock, lim_count_block, lim_stats, lim_totals,
-    NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL,
+    NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL, lim_give_back, lim_charge,
 };
 
 static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
@@ -216,62 +229,6 @@ static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_
         return NULL;
     if (d.verdict == SW_PASS)
         return PyLong_FromLongLong(d.wait_ns);
-    Py_RETURN_NONE;
-}
-
-/* _release_entry(n): give back an entry's in-flight count without counting anything (an
- * asyncio entry cancelled while queued). */
-static PyObject *Limiter_release_entry(LimiterObject *self, PyObject *arg)
-{
-    int64_t n;
-    if (parse_n(arg, 1, &n) < 0)
-        return NULL;
-    sw_exit(limiter_view(self), n, 0, SW_OUT_NONE, SW_NOW);
-    limiter_notify(self);
-    Py_RETURN_NONE;
-}
-
-/* acquire()'s and entry()'s arguments (n=1, *, timeout=None): n and the timeout (ns, -1:
- * none). @return 0, or -1 with an exception set */
-static int parse_n_timeout(const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames, int64_t *n, int64_t *timeout)
-{
-    static const char *const names[] = {"n", "timeout"};
-    PyObject *a[2] = {NULL, NULL};
-    *n = 1;
-    *timeout = -1;
-    if (nargs == 0 && kwnames == NULL)
-        return 0;
-    if (parse_fast(fname, args, nargs, kwnames, names, 2, 1, a) < 0 || parse_n(a[0], 1, n) < 0 ||
-        parse_timeout(a[1], timeout) < 0)
-        return -1;
-    return 0;
-}
-
-static PyObject *Limiter_acquire(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
-{
-    int64_t n, timeout;
-    if (parse_n_timeout("acquire", args, nargs, kwnames, &n, &timeout) < 0)
-        return NULL;
-    struct sw_decision d;
-    if (limiting_acquire((PyObject *)self, NULL, 0, n, timeout, 0u, false, &d) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-/* charge(n, *, now_ns=None): count n more as admitted now, without a decision (sw_charge). */
-static PyObject *Limiter_charge(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                PyObject *kwnames)
-{
-    int64_t n, now;
-    if (parse_n_now("charge", args, nargs, kwnames, 0, &n, &now) < 0)
-        return NULL;
-    if (sw_charge(limiter_view(self), n, now) == SW_ESTATE) {
-        PyErr_Format(PyExc_ValueError, "charge(n=%lld): a concurrency limiter counts requests "
-                     "in flight, not amounts; charge a qps limiter", (long long)n);
-        return NULL;
-    }
     Py_RETURN_NONE;
 }
 
@@ -330,8 +287,11 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
 static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
+    PyObject *a[2];
     int64_t n, timeout;
-    if (parse_n_timeout("entry", args, nargs, kwnames, &n, &timeout) < 0)
+    uint64_t fp;
+    if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
+                               &timeout) < 0)
         return NULL;
     EntryObject *e = PyObject_GC_New(EntryObject, self->st->Entry_Type);
     if (e == NULL)
@@ -434,13 +394,12 @@ static PyMethodDef Limiter_methods[] = {
     METHOD(update, Limiter_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the throttle's queue and the warm-up tokens are kept. Shared: this process's settings."),
     METHOD(try_acquire, Limiter_try_acquire, FASTKW, "(n=1, *, now_ns=None)", "Admit now or refuse; never waits. Counts PASS or BLOCK."),
     METHOD(reserve, Limiter_reserve, FASTKW, "(n=1, *, now_ns=None, prioritized=False)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
-    METHOD(acquire, Limiter_acquire, FASTKW, "(n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. With a timeout, retry until admitted or timeout seconds have passed."),
+    METHOD(acquire, limiting_acquire_m, FASTKW, "(n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. With a timeout, retry until admitted or timeout seconds have passed."),
     METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
     METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),
-    METHOD(charge, Limiter_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
+    METHOD(charge, limiting_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
     METHOD(entry, Limiter_entry, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The window's statistics as a Stats."),
-    HIDDEN(_release_entry, Limiter_release_entry, METH_O),
     LIMITING_METHODS,
     ADAPTIVE_METHODS
     {NULL}};

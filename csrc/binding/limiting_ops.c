@@ -216,6 +216,28 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
     return rc;
 }
 
+PyObject *entry_enter_with(PyObject *self, PyObject *key, uint64_t fp, uint64_t *fork_gen)
+{
+    AnyEntryObject *e = (AnyEntryObject *)self;
+    struct sw_decision d;
+    if (limiting_acquire(e->owner, key, fp, e->n, e->timeout_ns, SW_F_ENTRY, true, &d) < 0) {
+        atomic_store(&e->state, ENTRY_IDLE); /* refused: may be tried again */
+        return NULL;
+    }
+    e->hollow = d.shadowed;
+    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
+        /* interrupted while queued: the request never ran */
+        LIMITING(e->owner)->ops->give_back(e->owner, fp, e->n);
+        atomic_store(&e->state, ENTRY_EXITED);
+        return NULL;
+    }
+    e->start_ns = sw_time_ns();
+    if (fork_gen != NULL)
+        *fork_gen = sw_proc_fork_generation();
+    atomic_store(&e->state, ENTRY_ENTERED);
+    return Py_NewRef(self);
+}
+
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
     struct limiting_head *h = LIMITING(self);
@@ -343,6 +365,83 @@ PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssi
     struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
     limiting_raise_blocked(self, k ? args[0] : NULL, n, &d);
     return NULL;
+}
+
+static const char *const key_n_names[] = {"key", "n", "timeout"};
+
+int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
+                           int64_t *n, int64_t *timeout)
+{
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    *n = 1;
+    *timeout = -1;
+    *fp = 0;
+    a[0] = NULL;
+    if (!k && nargs == 0 && kwnames == NULL)
+        return 0;
+    if (parse_fast(fname, args, nargs, kwnames, key_n_names + 1 - k, 2 + k, 1 + k, a) < 0 ||
+        parse_n(a[k], 1, n) < 0)
+        return -1;
+    if ((k && ops->key_fp(self, a[0], fp) < 0) ||
+        (a[k + 1] != NULL && parse_timeout(a[k + 1], timeout) < 0))
+        return -1;
+    return 0;
+}
+
+PyObject *limiting_acquire_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    PyObject *a[3];
+    int64_t n, timeout;
+    uint64_t fp;
+    struct sw_decision d;
+    if (limiting_parse_acquire(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0 ||
+        limiting_acquire(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    static const char *const names[] = {"key", "n", "now_ns"};
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    PyObject *a[3];
+    int64_t n, now;
+    uint64_t fp = 0;
+    if (parse_fast_req("charge", args, nargs, kwnames, names + 1 - k, 2 + k, 1 + k, 1 + k, a) < 0 ||
+        parse_n(a[k], 0, &n) < 0 || parse_now(a[k + 1], &now) < 0 ||
+        (k && ops->key_fp(self, a[0], &fp) < 0))
+        return NULL;
+    if (ops->charge(self, fp, n, now) != SW_ESTATE)
+        Py_RETURN_NONE;
+    if (k)
+        PyErr_Format(PyExc_ValueError, "charge(%R, n=%lld): a concurrency limiter counts "
+                     "requests in flight, not amounts; charge a qps limiter", a[0], (long long)n);
+    else
+        PyErr_Format(PyExc_ValueError, "charge(n=%lld): a concurrency limiter counts requests "
+                     "in flight, not amounts; charge a qps limiter", (long long)n);
+    return NULL;
+}
+
+PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    int64_t n;
+    uint64_t fp = 0;
+    if (nargs != 1 + k) {
+        PyErr_SetString(PyExc_TypeError, k ? "_release_entry(key, n) takes 2 arguments"
+                                           : "_release_entry(n) takes 1 argument");
+        return NULL;
+    }
+    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0)
+        return NULL;
+    ops->give_back(self, fp, n);
+    Py_RETURN_NONE;
 }
 
 PyObject *limiting_totals(PyObject *self, PyObject *Py_UNUSED(ignored))

@@ -59,6 +59,10 @@ struct limiting_ops {
     void (*free_own)(PyObject *self);
     /* repr: append the type's own parts after the settings' (NULL: none). @return 0 or -1 */
     int (*repr_own)(PyObject *self, PyObject *parts);
+    /* give back n in flight (of key fp) counting nothing, and wake the waiters */
+    void (*give_back)(PyObject *self, uint64_t fp, int64_t n);
+    /* count n more as admitted (of key fp) now, without a decision. @return the core's code */
+    int (*charge)(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns);
 };
 
 /* A type's view operations over its core state's functions: pfx_reap, pfx_lock,
@@ -152,6 +156,11 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
 
+/** An entry's __enter__ after its claim (of key fp; NULL and 0 for a Limiter's): admitted as
+ * acquire(n, timeout=) with SW_F_ENTRY, its wait slept; fork_gen (or NULL) set when entered.
+ * @return a new reference to self, or NULL with an exception set (the entry idle again) */
+PyObject *entry_enter_with(PyObject *self, PyObject *key, uint64_t fp, uint64_t *fork_gen);
+
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
 /** Install settings checked against the snapshot of generation gen, in one swap under the
@@ -171,6 +180,19 @@ PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* _raise_blocked([key,] n, verdict, retry_ns) */
 PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() */
+/* acquire([key,] n=1, *, timeout=None) */
+PyObject *limiting_acquire_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+/* charge([key,] n, *, now_ns=None) */
+PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (when
+ * keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
+int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
+                           int64_t *n, int64_t *timeout);
+/* _release_entry([key,] n): give back an entry's count, counting nothing (asyncio cancel) */
+PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames);                      /* stats(now_ns=None) */
 PyObject *limiting_count_block(PyObject *self, PyObject *const *args,
@@ -214,6 +236,7 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
         HIDDEN(_set_waker, limiting_set_waker, METH_O),                                        \
         HIDDEN(_watch, limiting_watch, METH_O),                                                \
         HIDDEN(_release_wait, limiting_release_wait, METH_FASTCALL),                           \
-        HIDDEN(_reap, limiting_reap_m, METH_NOARGS)
+        HIDDEN(_reap, limiting_reap_m, METH_NOARGS),                                           \
+        HIDDEN(_release_entry, limiting_release_entry, METH_FASTCALL)
 
 #endif /* SW_BINDING_LIMITING_OPS_H */
