@@ -1,13 +1,7 @@
 /* binding.h - shared declarations of the CPython binding (module `slidewin._core`).
  *
- * One glue file per Python type (metric.c, limiter.c, entry.c, blocked.c, keyed.c), each with
- * its own header (what other files call: metric.h, limiter.h, entry.h, blocked.h, keyed.h);
- * what the two limiter types share in limiting.c, the module in module.c, argument helpers in
- * args.c, sleeping and waiting in wait.c. Heap types, multi-phase init, module state.
- *
- * Layering (.ci/layers.py): this header declares only what binding.c and limiting.c define,
- * so a file including it depends on nothing above it; a type's own functions and spec go in
- * the type's header, included by the files that use them (module.c registers the types).
+ * Layering (.ci/layers.py): this header declares only what binding.c and limiting.c define;
+ * a type's own functions and spec go in the type's header (module.c registers the types).
  */
 #ifndef SW_BINDING_H
 #define SW_BINDING_H
@@ -35,8 +29,7 @@
 
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 
-/* A method table's row: the method `name`, its C function and flags, and its docstring in
- * the "name(signature)\n--\n\ntext" form that inspect.signature reads; HIDDEN: no doc. */
+/* A method table's row, its docstring in the form inspect.signature reads; HIDDEN: no doc. */
 #define METHOD(name, fn, flags, sig, doc)                                                      \
     {#name, (PyCFunction)(void (*)(void))(fn), flags, #name sig "\n--\n\n" doc}
 #define HIDDEN(name, fn, flags) {#name, (PyCFunction)(void (*)(void))(fn), flags, NULL}
@@ -46,10 +39,8 @@
 #define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif
 
-/* A type's tables: a PyType_Spec `Name_spec` for the object struct Type (garbage-collected:
- * Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, and more_flags) over the slots given, and the member
- * table `Name_members` of a type whose objects have a weakreflist. TYPE_TABLES(P) is the
- * slots of P_methods, P_getset and P_members. */
+/* A GC type's PyType_Spec `Name_spec` over the slots given; the member table of a type with a
+ * weakreflist; TYPE_TABLES(P): the slots of P_methods, P_getset and P_members. */
 #define TYPE_SPEC(Name, qualname_, Type, more_flags, ...)                                      \
     static PyType_Slot Name##_slots[] = {__VA_ARGS__, {0, NULL}};                              \
     PyType_Spec Name##_spec = {.name = qualname_, .basicsize = sizeof(Type),                   \
@@ -60,9 +51,6 @@
         {"__weaklistoffset__", T_PYSSIZET, offsetof(Type, weakreflist), READONLY, NULL}, {NULL}}
 #define TYPE_TABLES(P)                                                                         \
     {Py_tp_methods, P##_methods}, {Py_tp_getset, P##_getset}, {Py_tp_members, P##_members}
-
-/* ------------------------------------------------------------------------------------ */
-/* module state                                                                          */
 
 /* Its references are visited and cleared by module.c (STATE_REFS): a new one goes there too. */
 typedef struct {
@@ -84,7 +72,6 @@ typedef struct {
     PyObject *registry;      /* dict name -> [weakref]: the named objects (limiters()) */
 } module_state;
 
-/* The module's name (module.c), by which state_of_type knows its types. */
 #define BINDING_MODULE_NAME "slidewin._core"
 
 /** The module state of an instance's type (walking up from Python subclasses), or NULL. */
@@ -92,8 +79,8 @@ module_state *state_of_type(PyTypeObject *tp);
 /** state_of_type for a constructor: NULL with TypeError set when none. */
 module_state *state_for_new(PyTypeObject *tp);
 
-/* The start of tp_dealloc of a GC type with weak references: untracked, the weak references
- * cleared. @return its type, to release last */
+/* The start of tp_dealloc of a GC type with weak references. @return its type, to release
+ * last */
 static inline PyTypeObject *dealloc_start(PyObject *self, PyObject *weakreflist)
 {
     PyTypeObject *tp = Py_TYPE(self);
@@ -109,9 +96,6 @@ static inline int traverse_type(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     return 0;
 }
-
-/* ------------------------------------------------------------------------------------ */
-/* object structs                                                                        */
 
 typedef struct {
     PyObject_HEAD
@@ -131,11 +115,9 @@ typedef struct {
     PyObject *weakreflist;
 } MetricObject;
 
-/* The head of the limiter types (Limiter, KeyedLimiter), first after PyObject_HEAD: what
- * the operations written once over it (limiting_ops.h) read, through LimitingObject. Each
- * type embeds it as LIMITING_HEAD: an anonymous union of the fields themselves (the type's
- * own code keeps writing self->shm) and of the same fields as one struct (self->head), so
- * the layout is one and the same in every type. */
+/* The head of the limiter types, first after PyObject_HEAD, read by limiting_ops.h through
+ * LimitingObject: an anonymous union of the fields themselves (self->shm) and of the same
+ * fields as one struct (self->head), so the layout is the same in every type. */
 struct limiting_ops;
 #define LIMITING_FIELDS                                                                        \
     const struct limiting_ops *ops; /* the type's operations */                               \
@@ -222,15 +204,9 @@ typedef struct {
     uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
 } EntryObject;
 
-/* What Entry (entry.c) and KeyedEntry (keyed.c) share. Both name their common fields alike
- * (n, start_ns, state, hollow); each keeps its own owner pointer (the Limiter or the
- * KeyedLimiter) and passes it in. The steps of __enter__ and __exit__ (the hot path) are
- * inline; the asyncio ones are entry.c's. */
-
 /* the states' names, by enum entry_state (errors and repr) */
 extern const char *const entry_state_names[4];
 
-/* A new entry's common fields: n, not started, not hollow, idle. */
 #define ENTRY_INIT(e, n_)                                                                      \
     do {                                                                                       \
         (e)->n = (n_);                                                                         \
@@ -245,7 +221,7 @@ static inline int entry_claim_as(atomic_int *state, const void *owner, const cha
                                  const char *entered)
 {
     int expected = ENTRY_IDLE;
-    if (owner == NULL) { /* only after the GC broke a cycle */
+    if (owner == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
         return -1;
     }
@@ -289,7 +265,7 @@ static inline PyObject *entry_exit_with(PyObject *self, PyObject *const *args,
     return NULL;
 }
 
-/* tp_dealloc of an entry: its tp_clear gives back an in-flight count never exited. */
+/* tp_dealloc of an entry: its tp_clear gives back a count never exited. */
 static inline void entry_dealloc_with(PyObject *self, inquiry clear)
 {
     PyTypeObject *tp = Py_TYPE(self);
@@ -318,9 +294,6 @@ PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *entry_get_n(PyObject *self, void *unused);
 PyObject *entry_get_timeout(PyObject *self, void *unused);
 PyObject *entry_get_limiter(PyObject *self, void *unused);
-
-/* ------------------------------------------------------------------------------------ */
-/* cross-file helpers (limiting.c, binding.c)                                            */
 
 /* The constructors' keywords, in this order (KeyedLimiter's own last), and where the
  * parsed values of some are */
@@ -361,7 +334,7 @@ extern const char *const behavior_names[4];
  * None for NULL. */
 PyObject *get_object_or_none(PyObject *self, void *at);
 
-/** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0, or -1 */
+/** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0 or -1 */
 int repr_add(PyObject *parts, PyObject *part);
 /** Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
 int repr_add_float(PyObject *parts, const char *fmt, double v);
@@ -381,24 +354,6 @@ void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
  * @return new reference or NULL */
 PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
                     int64_t evicted);
-
-/* acquire(timeout=) of either limiter type: decide; on refusal sleep until retry_after (or,
- * for a concurrency limit, a release) within the timeout; the admitted request's own wait is
- * always honoured. */
-struct acquire_loop {
-    void (*decide)(void *ctx, struct sw_decision *d); /* one decision, SW_NOW, with the flags
-                                                       * | SW_F_NO_BLOCK | SW_F_RETRY */
-    bool (*reap)(void *ctx); /* shm only: give back dead processes' counts (any given back?) */
-    void *ctx;
-    struct waitq *wq;  /* a private concurrency limit: its releases wake the loop, or NULL */
-    struct sw_shm *shm; /* a shared concurrency limit: releases in any process, or NULL */
-    bool lock_expired;  /* set: refused because another process's lock never came in time */
-    bool defer_wait;    /* set: an admitted request's wait is not slept (the caller sleeps it) */
-};
-/** @return 0 admitted (its wait slept), 1 refused (d: the last decision; nothing counted,
- * nothing raised), or -1 with an exception set */
-int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d);
-
 
 /* A core decision that gave up waiting for another process's lock (wait.h): handle it with
  * lock_gave_up(). Off the path of a decision that got its lock. */

@@ -1,6 +1,6 @@
 /* limiting.c - what the two limiter types share (Limiter: limiter.c, KeyedLimiter: keyed.c):
  * the properties of their settings, their repr, the BlockedError of a refusal, the Stats of
- * stats(), the acquire() loop with a timeout, the parsing of their constructor arguments and
+ * stats(), the parsing of their constructor arguments and
  * of update(), and the entry steps of their entries. None of it is on a decision's hot path.
  */
 #include "binding.h"
@@ -183,76 +183,6 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
     for (int i = 0; i < 10; i++)
         PyStructSequence_SET_ITEM(o, i, v[i]);
     return o;
-}
-
-/* ---- acquire() with a timeout ---------------------------------------------------------- */
-
-int acquire_loop(struct acquire_loop *l, int64_t timeout_ns, struct sw_decision *d)
-{
-    struct waitq *wq = l->wq;
-    struct sw_shm *shm = l->shm;
-    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
-    l->lock_expired = false;
-    /* a wait for another process's lock (a stopped holder) ends at the deadline too */
-    int64_t outer = lock_wait_deadline(deadline);
-    int rc;
-    for (;;) {
-        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
-        rc = -1;
-        if (PyErr_CheckSignals() < 0)
-            break;
-        uint64_t gen = wq ? waitq_arm(wq) : 0;
-        uint32_t seq = 0;
-        if (shm) {
-            /* a waiter in any process: a release there bumps release_seq and wakes us */
-            atomic_fetch_add(&shm->hdr->waiters, 1u);
-            seq = atomic_load(&shm->hdr->release_seq);
-        }
-        l->decide(l->ctx, d);
-        if (d->verdict != SW_PASS && shm && !PyErr_Occurred() && sw_time_ns() < deadline &&
-            l->reap(l->ctx))
-            l->decide(l->ctx, d);
-        int64_t now = sw_time_ns();
-        /* stop on a signal handler's exception while waiting for a lock, an admission, a
-         * final refusal, or (about to sleep) a running event loop */
-        if (PyErr_Occurred())
-            rc = -1;
-        else if (d->verdict == SW_PASS)
-            rc = 0;
-        else if (d->verdict == SW_NEVER || now >= deadline)
-            rc = 1;
-        else if (refuse_in_event_loop() < 0)
-            rc = -1;
-        else
-            rc = 2;
-        if (rc != 2) {
-            if (wq)
-                waitq_disarm(wq);
-            if (shm)
-                atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            l->lock_expired = rc == 1 && d->verdict != SW_NEVER && lock_wait_expired();
-            break;
-        }
-        if (wq) {
-            /* until a release (or the deadline), one slice at most */
-            if (waitq_wait(wq, gen, deadline) < 0)
-                break;
-        } else if (shm) {
-            int w = shared_wait(shm, seq, deadline);
-            atomic_fetch_sub(&shm->hdr->waiters, 1u);
-            if (w < 0)
-                break;
-        } else {
-            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
-            int64_t until = sw_sat_add(now, d->retry_ns > 0 ? d->retry_ns : NS_PER_MS);
-            if (sleep_until(until < deadline ? until : deadline, false) < 0)
-                break;
-        }
-    }
-    lock_wait_deadline(outer);
-    if (rc == 0 && !l->defer_wait)
-        rc = sleep_decision(d);
-    return rc;
 }
 
 /* ---- constructor arguments and update() (Limiter's and KeyedLimiter's) ---------------- */

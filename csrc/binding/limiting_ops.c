@@ -166,25 +166,89 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
     blocked_raise(h->st, self, key, n, d);
 }
 
-/* acquire_loop's questions */
-struct ask {
-    PyObject *self;
-    uint64_t fp;
-    int64_t n;
-    unsigned flags;
-};
-
-static void ask_decide(void *ctx, struct sw_decision *d)
+static void decide_no_block(PyObject *self, uint64_t fp, int64_t n, unsigned flags,
+                            struct sw_decision *d)
 {
-    struct ask *a = ctx;
-    if (GAVE_UP(LIMITING(a->self)->ops->decide(a->self, a->fp, a->n, SW_NOW,
-                                               a->flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
-        (void)lock_gave_up(); /* acquire_loop sees the exception, or the deadline */
+    if (GAVE_UP(LIMITING(self)->ops->decide(self, fp, n, SW_NOW,
+                                            flags | SW_F_NO_BLOCK | SW_F_RETRY, d)))
+        (void)lock_gave_up(); /* seen by acquire_loop: the exception, or the deadline */
 }
 
-static bool ask_reap(void *ctx)
+/* acquire(timeout=): decide (SW_F_NO_BLOCK | SW_F_RETRY); on refusal sleep until retry_after
+ * (or, for a concurrency limit, a release in this process or, shared, in any) within the
+ * timeout. *lock_expired: refused because another process's lock never came in time.
+ * @return 0 admitted (its wait slept unless defer_wait), 1 refused (d: the last decision;
+ * nothing counted, nothing raised), or -1 with an exception set */
+static int acquire_loop(PyObject *self, uint64_t fp, int64_t n, unsigned flags,
+                        int64_t timeout_ns, bool defer_wait, bool *lock_expired,
+                        struct sw_decision *d)
 {
-    return limiting_maybe_reap(((struct ask *)ctx)->self);
+    struct limiting_head *h = LIMITING(self);
+    bool conc = h->grade == SW_GRADE_CONCURRENCY;
+    struct waitq *wq = conc && !h->is_shared ? &h->wq : NULL;
+    struct sw_shm *shm = conc && h->is_shared ? &h->shm : NULL;
+    int64_t deadline = sw_sat_add(sw_time_ns(), timeout_ns);
+    *lock_expired = false;
+    /* a wait for another process's lock (a stopped holder) ends at the deadline too */
+    int64_t outer = lock_wait_deadline(deadline);
+    int rc = -1;
+    for (;;) {
+        /* every step runs the signal handlers: Ctrl-C is seen whatever the behaviour */
+        if (PyErr_CheckSignals() < 0)
+            break;
+        uint64_t gen = wq ? waitq_arm(wq) : 0;
+        uint32_t seq = 0;
+        if (shm) {
+            /* a waiter in any process: a release there bumps release_seq and wakes us */
+            atomic_fetch_add(&shm->hdr->waiters, 1u);
+            seq = atomic_load(&shm->hdr->release_seq);
+        }
+        decide_no_block(self, fp, n, flags, d);
+        if (d->verdict != SW_PASS && shm && !PyErr_Occurred() && sw_time_ns() < deadline &&
+            limiting_maybe_reap(self))
+            decide_no_block(self, fp, n, flags, d);
+        int64_t now = sw_time_ns();
+        /* stop on a signal handler's exception while waiting for a lock, an admission, a
+         * final refusal, or (about to sleep) a running event loop */
+        if (PyErr_Occurred())
+            rc = -1;
+        else if (d->verdict == SW_PASS)
+            rc = 0;
+        else if (d->verdict == SW_NEVER || now >= deadline)
+            rc = 1;
+        else if (refuse_in_event_loop() < 0)
+            rc = -1;
+        else
+            rc = 2;
+        if (rc != 2) {
+            if (wq)
+                waitq_disarm(wq);
+            if (shm)
+                atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            *lock_expired = rc == 1 && d->verdict != SW_NEVER && lock_wait_expired();
+            break;
+        }
+        rc = -1; /* should the sleep fail */
+        if (wq) {
+            /* until a release (or the deadline), one slice at most */
+            if (waitq_wait(wq, gen, deadline) < 0)
+                break;
+        } else if (shm) {
+            int w = shared_wait(shm, seq, deadline);
+            atomic_fetch_sub(&shm->hdr->waiters, 1u);
+            if (w < 0)
+                break;
+        } else {
+            /* retry_after known (reject, throttle), else poll at 1 ms; a poll never spins */
+            int64_t until = sw_sat_add(now, d->retry_ns > 0 ? d->retry_ns : NS_PER_MS);
+            if (sleep_until(until < deadline ? until : deadline, false) < 0)
+                break;
+        }
+    }
+    lock_wait_deadline(outer);
+    if (rc == 0 && !defer_wait)
+        rc = sleep_decision(d);
+    return rc;
 }
 
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
@@ -201,14 +265,10 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
         }
         return defer_wait ? 0 : sleep_decision(d);
     }
-    bool conc = h->grade == SW_GRADE_CONCURRENCY;
-    struct ask ask = {self, fp, n, flags};
-    struct acquire_loop loop = {ask_decide, ask_reap, &ask,
-                                conc && !h->is_shared ? &h->wq : NULL,
-                                conc && h->is_shared ? &h->shm : NULL, false, defer_wait};
-    int rc = acquire_loop(&loop, timeout_ns, d);
+    bool lock_expired;
+    int rc = acquire_loop(self, fp, n, flags, timeout_ns, defer_wait, &lock_expired, d);
     if (rc == 1) {
-        if (!loop.lock_expired) /* a lock never taken (a stopped holder): nothing counted */
+        if (!lock_expired) /* a lock never taken (a stopped holder): nothing counted */
             h->ops->count_block(limiting_view(self), n, false);
         limiting_raise_blocked(self, key, n, d);
         return -1;
