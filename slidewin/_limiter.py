@@ -118,11 +118,8 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 "which cannot change: give a rate over %d ms, or build a new limiter"
                 % (rate, period_ms, lim.interval_ms, lim.interval_ms))
         settings["qps"] = _rate.qps_for(count, period_ms)
+        settings["_rate"] = rate  # installed with the settings, in one step
     base_update(**settings)
-    if rate is not _MISSING and rate is not None:
-        lim._rate = rate
-    elif "qps" in settings or "concurrency" in settings:
-        lim._rate = None
     if on_block is not _MISSING:
         lim._on_block = on_block
 

@@ -98,10 +98,10 @@ static void keyed_apply(PyObject *obj, void *arg)
  * installed: check against a new snapshot and try again) */
 static int install_settings(KeyedObject *self, const struct sw_krule *rule,
                             const struct sw_limiter_cfg *cfg, struct overrides *ov,
-                            uint64_t gen)
+                            uint64_t gen, PyObject **rate)
 {
     struct keyed_install in = {rule, ov};
-    int rc = limiting_install((PyObject *)self, gen, cfg, keyed_apply, &in);
+    int rc = limiting_install((PyObject *)self, gen, cfg, keyed_apply, &in, rate);
     keyed_overrides_free(ov); /* the replaced ones, or (changed meanwhile) the new ones */
     return rc;
 }
@@ -117,7 +117,7 @@ static int set_overrides(KeyedObject *self, PyObject *value)
         limiting_settings((PyObject *)self, &cfg, &gen);
         if (keyed_build_overrides(&cfg, seed_of(self), value, &ov) < 0)
             return -1;
-        if (install_settings(self, NULL, NULL, &ov, gen) == 0)
+        if (install_settings(self, NULL, NULL, &ov, gen, NULL) == 0)
             return 0;
     }
 }
@@ -554,10 +554,10 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts)
 /* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides"};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides", "_rate"};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
                                          "name", NULL};
-    PyObject *v[9];
+    PyObject *v[10], **rate = NULL, *slot;
     /* checked against a snapshot of the settings and installed unless they changed
      * meanwhile (another thread's update, while this one ran a value's __float__ or a
      * mapping's items()): then checked again against the new ones, so that no update is
@@ -566,7 +566,8 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         PyObject *cur = overrides_get(self, &cfg, &gen);
-        if (update_parse("KeyedLimiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
+        if (update_parse("KeyedLimiter", args, kwds, settings, v, 10, layout, &cfg) < 0 ||
+            limiting_update_rate(v[9], v[0], v[1], &rate, &slot) < 0 ||
             keyed_check_behavior(&cfg) < 0) {
             Py_XDECREF(cur);
             return NULL;
@@ -583,7 +584,7 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         Py_XDECREF(cur);
         if (rc < 0)
             return NULL;
-        if (install_settings(self, &rule, &cfg, &ov, gen) == 0)
+        if (install_settings(self, &rule, &cfg, &ov, gen, rate) == 0)
             break;
     }
     keyed_notify(self, 0, 0);

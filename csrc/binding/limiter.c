@@ -351,10 +351,10 @@ static void lim_apply_rule(PyObject *self, void *rule)
 /* update(**settings): change this process's settings in place; the state is kept. */
 static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {UPDATE_CFG_SETTINGS};
+    static const char *const settings[] = {UPDATE_CFG_SETTINGS, "_rate"};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
-    PyObject *v[8];
+    PyObject *v[9], **rate, *slot;
     /* checked against a snapshot (cfg_mu), and installed in one swap under the state's lock
      * (decisions read the rule under it) and cfg_mu unless another update() landed meanwhile
      * (then checked again): no torn read and no lost update, with or without the GIL */
@@ -362,13 +362,14 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         limiting_settings((PyObject *)self, &cfg, &gen);
-        if (update_parse("Limiter", args, kwds, settings, v, 8, layout, &cfg) < 0)
+        if (update_parse("Limiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
+            limiting_update_rate(v[8], v[0], v[1], &rate, &slot) < 0)
             return NULL;
         struct sw_rule rule;
         int rc = sw_rule_init(&rule, &cfg);
         if (rc != SW_OK)
             return raise_core_error(rc);
-        if (limiting_install((PyObject *)self, gen, &cfg, lim_apply_rule, &rule) == 0)
+        if (limiting_install((PyObject *)self, gen, &cfg, lim_apply_rule, &rule, rate) == 0)
             break;
     }
     limiter_notify(self); /* a higher concurrency may admit a waiter now */

@@ -309,10 +309,11 @@ void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen
 }
 
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
-                     void (*apply)(PyObject *self, void *arg), void *arg)
+                     void (*apply)(PyObject *self, void *arg), void *arg, PyObject **rate)
 {
     struct limiting_head *h = LIMITING(self);
     void *view = limiting_view(self);
+    PyObject *old = NULL;
     (void)h->ops->lock(view, false);
     pthread_mutex_lock(&h->cfg_mu); /* always after the state's lock */
     bool same = h->settings_gen == gen;
@@ -321,11 +322,33 @@ int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *
             apply(self, arg);
         if (cfg != NULL)
             h->cfg = *cfg;
+        if (rate != NULL) {
+            old = h->rate;
+            h->rate = Py_XNewRef(*rate);
+        }
         h->settings_gen++;
     }
     pthread_mutex_unlock(&h->cfg_mu);
     h->ops->unlock(view);
+    Py_XDECREF(old);
     return same ? 0 : 1;
+}
+
+int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
+                         PyObject **slot)
+{
+    *rate = NULL;
+    *slot = NULL;
+    if (o_rate != NULL && o_rate != Py_None && !PyUnicode_CheckExact(o_rate)) {
+        PyErr_Format(PyExc_TypeError, "_rate must be a str or None, not %.100s",
+                     type_name_of(o_rate));
+        return -1;
+    }
+    if (o_rate != NULL || o_qps != NULL || o_conc != NULL) {
+        *slot = o_rate != Py_None ? o_rate : NULL;
+        *rate = slot;
+    }
+    return 0;
 }
 
 void limiting_group_order(PyObject *self, struct sw_gmember *m)
@@ -372,7 +395,7 @@ PyObject *limiting_get_rate(PyObject *self, void *unused)
 int limiting_set_rate(PyObject *self, PyObject *value, void *unused)
 {
     (void)unused;
-    if (value == NULL || (value != Py_None && !PyUnicode_Check(value))) {
+    if (value == NULL || (value != Py_None && !PyUnicode_CheckExact(value))) {
         PyErr_SetString(PyExc_TypeError, "_rate must be a str or None");
         return -1;
     }

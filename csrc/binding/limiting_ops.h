@@ -165,10 +165,16 @@ PyObject *entry_enter_with(PyObject *self, PyObject *key, uint64_t fp, uint64_t 
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
 /** Install settings checked against the snapshot of generation gen, in one swap under the
  * state's lock (decisions read them under it) and cfg_mu: apply(self, arg) (the type's own:
- * its rule), then cfg (when not NULL), the generation bumped; unless another change came
- * in since (then nothing is done). @return 0 installed, 1 changed meanwhile */
+ * its rule), then cfg (when not NULL), *rate (when rate is not NULL: the rate string repr
+ * shows, or NULL), the generation bumped; unless another change came in since (then nothing
+ * is done). @return 0 installed, 1 changed meanwhile */
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
-                     void (*apply)(PyObject *self, void *arg), void *arg);
+                     void (*apply)(PyObject *self, void *arg), void *arg, PyObject **rate);
+/** update()'s private _rate= (an exact str, or None), given or not: *rate for
+ * limiting_install (NULL: unchanged; a new qps= or concurrency= without it: no rate), its
+ * value kept in *slot. @return 0, or -1 with TypeError set */
+int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
+                         PyObject **slot);
 
 /** Which members of all_of() lock first (sw_gmember_order_*: private, or by region). */
 void limiting_group_order(PyObject *self, struct sw_gmember *m);
