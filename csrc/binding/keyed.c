@@ -1,10 +1,5 @@
-/* keyed.c - the C base of slidewin.KeyedLimiter (one limit per key in a bounded table) and
- * its entries (`with per_user.entry(key):`).
- *
- * Keys (str, bytes, int) are hashed here, before the table's lock is taken (sw_keyed_hash:
- * XXH3 over the key's bytes with the table's random seed, read once: self->seed). Decisions keep the GIL (O(1)
- * work, as Limiter's); waits release it and run the signal handlers.
- */
+/* keyed.c - the C base of slidewin.KeyedLimiter: one limit per key in a bounded table. Keys
+ * are hashed (keyed_args.c) before the table's lock is taken. */
 #include "keyed.h"
 #include "limiting_ops.h"
 #include "args.h"
@@ -12,17 +7,10 @@
 #include "shared.h"
 #include "wakers.h"
 
-#include "sw_group.h"
-
-#include <sched.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 
 #define DEFAULT_MAX_KEYS 65536
 
-/* A release (of the key with fingerprint fp; has_fp 0: of any key, e.g. new settings):
- * threads in acquire() and asyncio tasks waiting are woken. */
 void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     PyObject *arg = NULL;
@@ -40,9 +28,8 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     Py_XDECREF(arg);
 }
 
-/* The parameters (key, n=1[, third]) of a method: a[0] the key (*fp its fingerprint), *n;
- * with now, the third is now_ns=None (parsed before the key), else it is left in a[2] for
- * the caller. @return 0, or -1 with an exception set */
+/* (key, n=1[, now_ns=None]): a[0] the key, *fp its fingerprint; now NULL: no now_ns.
+ * @return 0, or -1 with an exception set */
 static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const *args,
                               Py_ssize_t nargs,
                               PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
@@ -54,8 +41,7 @@ static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const 
     return key_fp(seed, a[0], fp);
 }
 
-/* The overrides dict (a new reference), read under cfg_mu (as limiting_settings); with cfg,
- * the configuration and generation of the same snapshot too */
+/* The overrides dict (a new reference) under cfg_mu; with cfg, the same snapshot's settings */
 static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
     pthread_mutex_lock(&self->cfg_mu);
@@ -68,8 +54,8 @@ static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, ui
     pthread_mutex_unlock(&self->cfg_mu);
     return over;
 }
-/* update()'s swap (limiting_install), under both locks: the rule's base when given, the
- * overrides (the old ones handed back to free after the unlock) */
+/* update()'s swap under both locks: the rule's base (when given), the overrides (the old
+ * ones handed back, freed after the unlock) */
 struct keyed_install {
     const struct sw_krule *rule; /* or NULL: kept */
     struct overrides *ov;        /* in: the new ones; out: the old ones */
@@ -89,13 +75,8 @@ static void keyed_apply(PyObject *obj, void *arg)
     *in->ov = old;
 }
 
-/* Install settings checked against the snapshot of generation `gen`: the rule (when given),
- * the overrides and the configuration, swapped under the table's lock (decisions read them
- * under it only) and cfg_mu (taken after it; getters read under it only) unless another
- * change came in since the snapshot; what they replace is freed after the unlock (read under
- * the locks: two threads never free the same thing).
- * Takes ownership of ov. @return 0 installed, 1 the settings changed meanwhile (nothing
- * installed: check against a new snapshot and try again) */
+/* limiting_install of the rule (when given), the overrides (owned: what they replace is
+ * freed after the unlock), cfg and rate. @return 0 installed, 1 changed meanwhile */
 static int install_settings(KeyedObject *self, const struct sw_krule *rule,
                             const struct sw_limiter_cfg *cfg, struct overrides *ov,
                             uint64_t gen, PyObject **rate)
@@ -106,8 +87,7 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
     return rc;
 }
 
-/* Check and install per-key thresholds. On error the settings are unchanged.
- * @return 0, or -1 with an exception set */
+/* Check and install per-key thresholds. @return 0, or -1 with an exception set */
 static int set_overrides(KeyedObject *self, PyObject *value)
 {
     for (;;) {
@@ -135,8 +115,7 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 
 static const struct limiting_ops keyed_ops;
 
-/* The bytes of a table of max_keys keys (shared: with its region's records).
- * @return 0, or -1 with ValueError set (a table above 1 TiB) */
+/* The bytes of a table of max_keys keys. @return 0, or -1 with ValueError set */
 static int keyed_table_size(const struct sw_limiter_cfg *cfg, int64_t max_keys, int mode,
                             size_t *size)
 {
@@ -166,8 +145,7 @@ static void keyed_huge_pages(void *mem, size_t size)
 #endif
 }
 
-/* A private table of size bytes in this process's memory, and self's view of it.
- * @return 0, or -1 with an exception set */
+/* A private table of size bytes, and self's view of it. @return 0, or -1 */
 static int keyed_open_private(KeyedObject *self, const struct sw_limiter_cfg *cfg, size_t size)
 {
     self->mem = PyMem_RawCalloc(1, size);
@@ -191,8 +169,8 @@ static int keyed_open_private(KeyedObject *self, const struct sw_limiter_cfg *cf
     return fork_register(&self->fork, &self->mem->lock, &self->wq);
 }
 
-/* The shared region at path (created or attached as mode says), self's view of it and a
- * record in it. @return 0, or -1 with an exception set */
+/* The shared region (created or attached as mode says), self's view of it and its slot.
+ * @return 0, or -1 with an exception set */
 static int keyed_open_shared(KeyedObject *self, const struct sw_limiter_cfg *cfg, int mode,
                              const char *path, size_t size)
 {
@@ -271,8 +249,8 @@ fail0:
     return NULL;
 }
 
-/* What another live object of this process holds of a key on self's region (its record is
- * changed under the table's lock, which the caller holds). */
+/* What the other live objects of this process hold of a key on self's region (under the
+ * table's lock, which the caller holds). */
 struct keyed_of_key {
     const KeyedObject *me;
     uint64_t fp;
@@ -291,8 +269,6 @@ static int64_t keyed_others(uint64_t fp, void *ctx)
     struct keyed_of_key k = {ctx, fp};
     return fork_sum(held_of_key, &k);
 }
-
-/* ---- the operations table (limiting_ops.h) ---- */
 
 static int keyed_key_fp(PyObject *self, PyObject *key, uint64_t *fp)
 {
@@ -366,8 +342,6 @@ static const struct limiting_ops keyed_ops = {
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
     keyed_give_back, keyed_charge,
 };
-
-/* ---- decisions ------------------------------------------------------------------------- */
 
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
@@ -517,8 +491,6 @@ static PyObject *Keyed_set_seed(KeyedObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* ---- properties and repr --------------------------------------------------------------- */
-
 static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
 {
     PyObject *over = overrides_get(self, NULL, NULL), *copy;
@@ -551,17 +523,13 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts)
     return rc;
 }
 
-/* update(**settings): change this process's settings in place (the table is kept). */
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
     static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides", "_rate"};
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "max_keys",
                                          "name", NULL};
     PyObject *v[10], **rate = NULL, *slot;
-    /* checked against a snapshot of the settings and installed unless they changed
-     * meanwhile (another thread's update, while this one ran a value's __float__ or a
-     * mapping's items()): then checked again against the new ones, so that no update is
-     * lost */
+    /* as Limiter.update: checked against a snapshot, installed unless it changed meanwhile */
     for (;;) {
         struct sw_limiter_cfg cfg;
         uint64_t gen;

@@ -11,7 +11,6 @@
 extern PyType_Spec KeyedLimiter_spec;
 extern PyType_Spec KeyedEntry_spec;
 
-/* for slidewin.all_of (group.c): a (KeyedLimiter, key) member */
 /** A (KeyedLimiter, key) member: the key's fingerprint in the table, the table's lock order
  * (sw_gmember_order_*), whether it is shared. @param keyed a KeyedLimiter (checked by the
  * caller) @return 0, or -1 with TypeError set (the key) */
@@ -30,19 +29,15 @@ int keyed_group_grade(PyObject *keyed);
 /** A refusal by a shared table: give back dead processes' counts when due. */
 void keyed_group_maybe_reap(PyObject *keyed);
 
-/* ---- between keyed.c, keyed_args.c and keyed_entry.c ----------------------------------- */
-
+/* ---- between keyed.c, keyed_args.c and keyed_entry.c ---- */
 
 /** A key's fingerprint under the table's seed (str, bytes, int). @param exc the exception of
  * a wrong type @param what the parameter named in errors @return 0, or -1 with it set */
 int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc, const char *what);
 typedef struct {
     PyObject_HEAD
-    LIMITING_HEAD;             /* binding.h; the settings cfg and rule: written under the
-                                  table's lock (decisions read the rule under it, in the core)
-                                  and cfg_mu, taken after it; getters, repr and update's
-                                  snapshot take cfg_mu only, so that no thread frees what
-                                  another reads, with or without the GIL */
+    LIMITING_HEAD;             /* binding.h; rule and overrides as cfg: written under the
+                                  table's lock and cfg_mu, read under either */
     struct sw_kstate *mem;     /* owned table (private), or NULL (shared) */
     _Atomic uint64_t seed;     /* the table's hash seed (st->seed: random, read once) */
     uint32_t max_keys;
@@ -50,8 +45,7 @@ typedef struct {
     struct sw_kover *over;     /* PyMem-owned, sorted by fp */
     PyObject *overrides;       /* dict key -> threshold, as given (a private copy) */
     struct sw_kview view;
-    struct sw_kheld held;      /* shared: what this object holds in flight per key (in the
-                                  process's holdings), given back when it goes; view.held */
+    struct sw_kheld held;      /* shared: what this object holds in flight per key; view.held */
 } KeyedObject;
 
 typedef struct {
@@ -82,7 +76,6 @@ static inline uint64_t seed_of(KeyedObject *self)
 {
     return atomic_load_explicit(&self->seed, memory_order_relaxed);
 }
-
 
 /* Per-key thresholds checked against a configuration, ready to install. */
 struct overrides {

@@ -1,22 +1,12 @@
-/* keyed_args.c - what a KeyedLimiter's arguments become: keys hashed into fingerprints
- * (sw_keyed_hash with the table's seed; long keys with the GIL released) and per-key
- * thresholds (overrides=) checked and sorted for the table. */
+/* keyed_args.c - a KeyedLimiter's keys hashed into fingerprints, and its overrides= checked
+ * and sorted for the table. */
 #include "keyed.h"
-#include "limiting_ops.h"
 #include "args.h"
-#include "observe.h"
-#include "shared.h"
-#include "wakers.h"
-
-#include "sw_group.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* hash keys at least this long with the GIL released (xxhash's binding uses 64 KiB) */
 #define HASH_NOGIL_BYTES 65536
-
-/* ---- keys ------------------------------------------------------------------------------ */
 
 static uint64_t hash_bytes(uint64_t seed, int tag, const char *s, Py_ssize_t len)
 {
@@ -30,11 +20,8 @@ static uint64_t hash_bytes(uint64_t seed, int tag, const char *s, Py_ssize_t len
     return sw_keyed_hash(seed, tag, s, (size_t)len);
 }
 
-/* A key's fingerprint. str: its UTF-8 (lone surrogates kept, "surrogatepass"); bytes: its
- * bytes; int: 8 little-endian two's complement bytes when it fits in int64, else its hex
- * digits ("-0x1f..."), each under its own tag: "1", b"1" and 1 are three keys.
- * @param what the parameter named in errors @param exc the exception of a wrong type
- * @return 0, or -1 with an exception set */
+/* str: its UTF-8 (lone surrogates kept); bytes: its bytes; int: 8 little-endian bytes when
+ * it fits in int64, else its hex digits; each under its own tag: "1", b"1" and 1 differ. */
 int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
                 const char *what)
 {
@@ -95,16 +82,13 @@ int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
     return -1;
 }
 
-
 static int cmp_over(const void *a, const void *b)
 {
     uint64_t x = ((const struct sw_kover *)a)->fp, y = ((const struct sw_kover *)b)->fp;
     return x < y ? -1 : x > y;
 }
 
-
-/* The (key, threshold) pairs of overrides= (a Mapping, or None for none).
- * @return 0 (*items a new list, or NULL for none), or -1 with an exception set */
+/* overrides.items() (*items: a new list, or NULL for None). @return 0, or -1 */
 static int overrides_items(PyObject *value, PyObject **items)
 {
     *items = NULL;
@@ -119,8 +103,7 @@ static int overrides_items(PyObject *value, PyObject **items)
     return *items == NULL ? -1 : 0;
 }
 
-/* One key's threshold t checked against cfg (a concurrency: an int; qps: an int or float).
- * @return 0 (*v the threshold), or -1 with ValueError set naming the key */
+/* Key k's threshold t checked against cfg. @return 0 (*v), or -1 with ValueError set */
 static int override_threshold(const struct sw_limiter_cfg *cfg, PyObject *k, PyObject *t,
                               double *v)
 {
@@ -161,8 +144,7 @@ static int override_threshold(const struct sw_limiter_cfg *cfg, PyObject *k, PyO
     return -1;
 }
 
-/* One item of overrides.items() into *o (its fingerprint with seed, its threshold and its
- * limit per window), also kept in copy. @return 0, or -1 with an exception set */
+/* One item of overrides.items() into *o, also kept in copy. @return 0, or -1 */
 static int override_entry(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *it,
                           struct sw_kover *o, PyObject *copy)
 {
@@ -189,8 +171,8 @@ static int override_entry(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObj
     return PyDict_SetItem(copy, k, t);
 }
 
-/* Sort n overrides by fingerprint; equal fingerprints (the same key twice, e.g. 1 and True
- * are refused, so only a collision): the last wins. @return how many are left */
+/* Sort n overrides by fingerprint; equal ones (a collision): the last wins. @return how many
+ * are left */
 static uint32_t overrides_sort(struct sw_kover *arr, Py_ssize_t n)
 {
     if (n > 1)
@@ -205,8 +187,6 @@ static uint32_t overrides_sort(struct sw_kover *arr, Py_ssize_t n)
     return (uint32_t)m;
 }
 
-/* Check per-key thresholds (a Mapping, or None for none) against cfg.
- * @return 0 (out filled, owning), or -1 with an exception set (ValueError naming the key) */
 int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
                            struct overrides *out)
 {

@@ -2,15 +2,8 @@
  * of a KeyedLimiter member. */
 #include "keyed.h"
 #include "limiting_ops.h"
-#include "args.h"
-#include "observe.h"
-#include "shared.h"
-#include "wakers.h"
 
 #include "sw_group.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 /* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
 

@@ -8,11 +8,6 @@
 #include "shared.h"
 #include "wakers.h"
 
-#include <sched.h>
-#include <string.h>
-
-#include <math.h>
-
 static int lim_init_state(void *state, const struct sw_shm_layout *lay)
 {
     return sw_lstate_init(state, lay->interval_ms, lay->sample_count);

@@ -8,7 +8,6 @@
 #include "wakers.h"
 
 #include <sched.h>
-#include <string.h>
 
 int region_open(struct sw_shm *shm, int mode, const char *path, const struct region_kind *k,
                 int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, uint32_t n_slots,

@@ -8,8 +8,6 @@
 #include "sw_platform.h"
 #include "sw_time.h"
 
-#define NS_PER_S_ INT64_C(1000000000)
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -78,8 +76,7 @@ int sleep_decision(const struct sw_decision *d)
     return sleep_until(sw_sat_add(d->now_ns, d->wait_ns), true);
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* another process's lock                                                                */
+/* ---- another process's lock ---- */
 
 static _Thread_local int64_t lock_deadline;  /* 0: none */
 static _Thread_local int lock_timed_out;     /* the last give-up was at the deadline */
@@ -102,10 +99,8 @@ int64_t lock_wait_deadline(int64_t deadline_ns)
 /* Longest a lock wait goes without the GIL before it runs the signal handlers. */
 #define LOCK_SLICE_NS (20 * INT64_C(1000000))
 
-/* Whether this thread holds the GIL. Not PyGILState_Check(): once a subinterpreter exists it
- * answers 1 always, and the core's waits without the GIL (attach, the reap,
- * _try_acquire_nogil) would then release a GIL they do not hold (a fatal error). A thread
- * state is current exactly while its thread holds the GIL. */
+/* Whether this thread holds the GIL. Not PyGILState_Check(): with a subinterpreter it answers
+ * 1 always, and a wait without the GIL would release a GIL it does not hold (fatal). */
 static int holds_gil(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -115,10 +110,8 @@ static int holds_gil(void)
 #endif
 }
 
-/* A signal handler's exception from a wait that cannot give up (a count, a read, a dealloc's
- * give-back): the call must finish and return its value, so the exception is set aside and
- * raised by the eval loop right after it (a pending call, as CPython raises a handler's
- * exception between two instructions). Handlers run on the main thread only: so do these. */
+/* A signal handler's exception from a wait that cannot give up: set aside and raised by the
+ * eval loop right after the call (a pending call). Handlers run on the main thread only. */
 static PyObject *deferred_type, *deferred_value, *deferred_tb;
 
 static int raise_deferred(void *Py_UNUSED(arg))
@@ -130,8 +123,7 @@ static int raise_deferred(void *Py_UNUSED(arg))
     return -1;
 }
 
-/* Run the signal handlers (GIL held) where the wait cannot give up: never leaves an exception
- * set. Not while one is set already or set aside (the eval loop runs the rest later). */
+/* Run the signal handlers where the wait cannot give up, never leaving an exception set. */
 static void run_handlers_deferred(void)
 {
     if (deferred_type != NULL || PyErr_Occurred() || PyErr_CheckSignals() == 0)
@@ -237,13 +229,7 @@ bool dealloc_wait_end(struct dealloc_wait *dw, bool got)
     return got;
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* wait queue                                                                            */
-
-static int cond_init_monotonic(pthread_cond_t *cv)
-{
-    return sw_platform_cond_init(cv) == 0 ? 0 : -1;
-}
+/* ---- wait queue ---- */
 
 int waitq_init(struct waitq *q)
 {
@@ -254,7 +240,7 @@ int waitq_init(struct waitq *q)
         PyErr_SetString(PyExc_OSError, "pthread_mutex_init failed");
         return -1;
     }
-    if (cond_init_monotonic(&q->cv) < 0) {
+    if (sw_platform_cond_init(&q->cv) != 0) {
         pthread_mutex_destroy(&q->mu);
         PyErr_SetString(PyExc_OSError, "pthread_cond_init failed");
         return -1;
@@ -314,8 +300,7 @@ int waitq_wait(struct waitq *q, uint64_t gen, int64_t until_ns)
     return PyErr_CheckSignals() < 0 ? -1 : 0;
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* fork                                                                                  */
+/* ---- fork ---- */
 
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fork_link registry = {&registry, &registry, NULL, NULL, false, true,
@@ -361,7 +346,7 @@ static void fork_child(void)
             atomic_store(&l->wq->waiters, 0);
             pthread_mutex_unlock(&l->wq->mu);
             /* the condition variable may still count the parent's sleepers: a fresh one */
-            if (cond_init_monotonic(&l->wq->cv) < 0)
+            if (sw_platform_cond_init(&l->wq->cv) != 0)
                 pthread_cond_init(&l->wq->cv, NULL);
         }
         if (l->lock != NULL)
@@ -377,9 +362,13 @@ static void install_handlers(void)
     handlers_rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-/* Append l to the registry of objects the fork handlers and fork_sum walk. */
-static void registry_link(struct fork_link *l)
+static void registry_link(struct fork_link *l, sw_lock *lock, struct waitq *wq,
+                          void (*child)(struct fork_link *l), bool shared)
 {
+    l->lock = lock;
+    l->wq = wq;
+    l->child = child;
+    atomic_init(&l->shared, shared);
     pthread_mutex_lock(&registry_mu);
     l->prev = registry.prev;
     l->next = &registry;
@@ -402,21 +391,13 @@ int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
         return -1;
     }
-    l->lock = lock;
-    l->wq = wq;
-    l->child = child;
-    atomic_init(&l->shared, false);
-    registry_link(l);
+    registry_link(l, lock, wq, child, false);
     return 0;
 }
 
 void fork_register_shared(struct fork_link *l)
 {
-    l->lock = NULL;
-    l->wq = NULL;
-    l->child = NULL;
-    atomic_init(&l->shared, true);
-    registry_link(l);
+    registry_link(l, NULL, NULL, NULL, true);
 }
 
 int64_t fork_sum(int64_t (*fn)(const struct fork_link *l, const void *ctx), const void *ctx)

@@ -1,9 +1,7 @@
 /* wait.h - sleeping and waiting with the GIL released, and fork safety of private locks.
  *
- * Every wait is interruptible: it sleeps in slices of at most WAIT_SLICE_NS and runs the
- * signal handlers (PyErr_CheckSignals) before each slice, so Ctrl-C is seen within a slice
- * whatever the behaviour. Only an admitted wait spins, and only its last SPIN_NS (the
- * throttle's pacing precision); polls and retries never spin.
+ * Every wait sleeps in slices of at most WAIT_SLICE_NS and runs the signal handlers before
+ * each. Only an admitted wait spins, and only its last SPIN_NS; polls and retries never spin.
  */
 #ifndef SW_BINDING_WAIT_H
 #define SW_BINDING_WAIT_H
@@ -19,39 +17,30 @@
 #include "sw_common.h"
 #include "sw_limiter.h"
 
-/* The kernel wakes a sleeper up to its timer slack (50 us by default) late, later on a busy
- * machine, and a throttle's lone caller that wakes after its slot loses it (no banking, as in
- * Sentinel). Pacing at 10 000 QPS (100 us apart) needs better: the last SPIN_NS of an
- * admitted wait are spun with the GIL released (measured: a lone acquire() loop at 10 000 QPS
- * went from -0.4 .. -4.3% with 80 us to within 0.03% with 200 us). */
+/* A sleeper wakes up to its timer slack (50 us) late, and a throttle's caller that wakes after
+ * its slot loses it: pacing at 10 000 QPS needs the last stretch spun (measured: a lone
+ * acquire() loop went from -0.4 .. -4.3% with 80 us to within 0.03% with 200 us). */
 #define SPIN_NS (200 * INT64_C(1000))
 
-/* Longest sleep between two checks for signals. */
 #define WAIT_SLICE_NS (50 * INT64_C(1000000))
 
-/** Sleep until the monotonic time `deadline_ns`, the GIL released, in slices; signal
- * handlers run before every slice. @param spin spin the last SPIN_NS (admitted waits only)
+/** Sleep until the monotonic deadline_ns; spin: spin the last SPIN_NS (admitted waits only).
  * @return 0, or -1 with an exception set (e.g. KeyboardInterrupt) */
 int sleep_until(int64_t deadline_ns, bool spin);
 
 /** Before a thread-API wait sleeps: RuntimeError when this thread runs an asyncio event loop
- * (the sleep would stop every task of it), naming the async forms. Only paths about to sleep
- * call it: an admission that goes at once pays nothing. @return 0, or -1 with the error set */
+ * (the sleep would stop every task of it). @return 0, or -1 with the error set */
 int refuse_in_event_loop(void);
 
-/** Sleep out an admitted request's wait: until the decision's time + wait (one clock, no
- * drift from a second read), spinning the last stretch. @return 0, or -1 with an exception */
+/** Sleep out an admitted request's wait, from the decision's own time (no drift).
+ * @return 0, or -1 with an exception */
 int sleep_decision(const struct sw_decision *d);
 
-/* Waiting for another process's lock (a shared region's). The core calls lock_wait_hook once
- * a lock has been held about a millisecond by another process (stopped, or not in it): the
- * hook releases the GIL while it waits, and, with the GIL re-taken, runs the signal handlers
- * and checks the calling thread's deadline (lock_wait_deadline). A call site that can give up
- * (a decision, an attach, a release, an entry's exit) then does when a handler raised, the
- * deadline passed or the owner is stuck (SW_LOCK_STUCK_NS: OSError), and the binding sees
- * SW_EBUSY. Every other wait (a count, a read) goes on, the GIL released, until the lock
- * comes; its handlers run too, and an exception of theirs is raised by the eval loop once the
- * call has returned (never left set under a returned value). */
+/* Waiting for another process's lock: the core's lock_wait_hook releases the GIL while it
+ * waits, then runs the signal handlers and checks this thread's deadline. A call that can give
+ * up (a decision, an attach, a release, an exit) does when a handler raised, the deadline
+ * passed or the owner is stuck (OSError): the binding sees SW_EBUSY. Any other wait goes on;
+ * a handler's exception is raised by the eval loop once the call has returned. */
 
 /** Install the hook (module init). */
 void lock_wait_install(void);
@@ -66,11 +55,9 @@ int lock_gave_up_error(void);
 /** Whether lock_gave_up has returned 1 on this thread since the last call (then cleared). */
 bool lock_wait_expired(void);
 
-/* A destructor's wait for a shared region's lock (one that can give up: a stuck owner, a
- * signal handler's exception): the exception being handled, if any, and the thread's
- * deadline are set aside meanwhile, and a give-up is reported as unraisable (nothing may
- * escape dealloc; what the lock guards is then left for the reap). Use:
- * dealloc_wait_begin(&dw); if (dealloc_wait_end(&dw, sw_..._lock_or_give_up(v))) {...} */
+/* A destructor's wait for a shared region's lock: the exception being handled and the
+ * thread's deadline set aside meanwhile; a give-up is unraisable (what the lock guards is left
+ * for the reap). dealloc_wait_begin(&dw); if (dealloc_wait_end(&dw, ..._or_give_up(v))) ... */
 struct dealloc_wait {
     PyObject *type, *value, *tb;
     int64_t deadline;
@@ -88,7 +75,7 @@ struct waitq {
     int ok;              /* mu and cv initialised */
 };
 
-/** Initialise. @return 0, or -1 with OSError set */
+/** @return 0, or -1 with OSError set */
 int waitq_init(struct waitq *q);
 /** Destroy (no thread may be waiting). */
 void waitq_destroy(struct waitq *q);
@@ -98,13 +85,12 @@ void waitq_notify(struct waitq *q);
 uint64_t waitq_arm(struct waitq *q);
 /** Stop being a waiter (after waitq_arm, when not calling waitq_wait). */
 void waitq_disarm(struct waitq *q);
-/** Sleep until a notify after `gen`, or `until_ns`, or one slice, the GIL released; then
- * stop being a waiter and run the signal handlers. @return 0, or -1 with an exception */
+/** Sleep until a notify after gen, until_ns or one slice; then stop being a waiter and run the
+ * signal handlers. @return 0, or -1 with an exception */
 int waitq_wait(struct waitq *q, uint64_t gen, int64_t until_ns);
 
-/* fork(): a registry of live objects with private locks. Before fork() the forking thread
- * takes every registered lock (so no other thread holds one at the instant of the fork),
- * the parent releases them, the child resets them and forgets its waiters. */
+/* fork(): the forking thread takes every registered private lock (no other thread holds one
+ * at the fork), the parent releases them, the child resets them and forgets its waiters. */
 struct fork_link {
     struct fork_link *prev, *next;
     sw_lock *lock;      /* the core lock, or NULL */
@@ -112,20 +98,17 @@ struct fork_link {
     atomic_bool shared; /* lives in memory shared across processes: the handlers skip it */
     bool linked;
     unsigned char kind; /* FORK_KIND_*: the object the link is in (for fork_sum's callers) */
-    /* called in the child after the lock is reset (fork_register_child), or NULL:
-     * async-signal context of the only thread, no Python */
+    /* called in the child after the lock is reset, or NULL: the only thread, no Python */
     void (*child)(struct fork_link *l);
 };
 enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1, FORK_KIND_LIMITER = 2 };
 
-/** Add an object's locks to the registry (installs the fork handlers once).
- * @return 0, or -1 with an exception set */
+/** Register an object's locks (installs the fork handlers once). @return 0, or -1 */
 int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq);
 /** fork_register with a function the child's handler calls after resetting the lock. */
 int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
                         void (*child)(struct fork_link *l));
-/** Add an object living in shared memory (no private lock: the handlers skip it), so that
- * fork_sum finds it. Never fails. */
+/** Register an object in shared memory (the handlers skip it), for fork_sum. */
 void fork_register_shared(struct fork_link *l);
 /** The sum of fn(link, ctx) over the registered objects, under the registry's mutex. */
 int64_t fork_sum(int64_t (*fn)(const struct fork_link *l, const void *ctx), const void *ctx);
