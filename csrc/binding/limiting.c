@@ -108,15 +108,6 @@ done:
 void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
                    const struct sw_decision *d)
 {
-    PyObject *retry;
-    if (d->verdict == SW_NEVER || d->retry_ns < 0) {
-        retry = Py_None;
-        Py_INCREF(retry);
-    } else {
-        retry = PyFloat_FromDouble((double)d->retry_ns / 1e9);
-        if (retry == NULL)
-            return;
-    }
     /* never, retry after, no retry known; a format's arguments past its own are ignored */
     static const char *const plain[] = {"%U refused n=%lld: it can never admit this request",
                                         "%U refused n=%lld; retry after %R s",
@@ -125,33 +116,29 @@ void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
                                         "request",
                                         "%U refused key %R n=%lld; retry after %R s",
                                         "%U refused key %R n=%lld"};
+    PyObject *retry = d->verdict == SW_NEVER || d->retry_ns < 0
+                          ? Py_NewRef(Py_None)
+                          : PyFloat_FromDouble((double)d->retry_ns / 1e9);
+    if (retry == NULL)
+        return;
     int which = d->verdict == SW_NEVER ? 0 : retry != Py_None ? 1 : 2;
-    PyObject *repr = PyObject_Repr(self), *msg = NULL;
-    if (repr != NULL) {
+    PyObject *repr = PyObject_Repr(self), *msg = NULL, *kwnames = NULL, *exc = NULL;
+    if (repr != NULL)
         msg = key != NULL ? PyUnicode_FromFormat(keyed[which], repr, key, (long long)n, retry)
                           : PyUnicode_FromFormat(plain[which], repr, (long long)n, retry);
-        Py_DECREF(repr);
+    if (msg != NULL)
+        kwnames = Py_BuildValue("(ss)", "retry_after", "limiter");
+    if (kwnames != NULL) {
+        PyObject *argv[3] = {msg, retry, self};
+        exc = PyObject_Vectorcall(st->BlockedError, argv, 1, kwnames);
     }
-    if (msg == NULL) {
-        Py_DECREF(retry);
-        return;
-    }
-    PyObject *args = PyTuple_Pack(1, msg);
-    PyObject *kw = Py_BuildValue("{sOsO}", "retry_after", retry, "limiter", self);
-    Py_DECREF(msg);
+    if (exc != NULL)
+        PyErr_SetObject(st->BlockedError, exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(kwnames);
+    Py_XDECREF(msg);
+    Py_XDECREF(repr);
     Py_DECREF(retry);
-    if (args == NULL || kw == NULL) {
-        Py_XDECREF(args);
-        Py_XDECREF(kw);
-        return;
-    }
-    PyObject *exc = PyObject_Call(st->BlockedError, args, kw);
-    Py_DECREF(args);
-    Py_DECREF(kw);
-    if (exc == NULL)
-        return;
-    PyErr_SetObject(st->BlockedError, exc);
-    Py_DECREF(exc);
 }
 
 PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
@@ -161,27 +148,24 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
     PyObject *o = PyStructSequence_New(st->Stats_Type);
     if (o == NULL)
         return NULL;
-    PyObject *v[10];
-    v[0] = PyFloat_FromDouble((double)s->pass / sec);
-    v[1] = PyFloat_FromDouble((double)s->block / sec);
-    v[2] = PyFloat_FromDouble((double)s->success / sec);
-    v[3] = PyFloat_FromDouble((double)s->exception / sec);
-    v[4] = PyFloat_FromDouble(s->success > 0 ? (double)s->rt_sum / (double)s->success : 0.0);
-    v[5] = PyFloat_FromDouble((double)s->min_rt);
-    v[6] = PyLong_FromLongLong(s->in_flight);
-    v[7] = PyLong_FromLongLong(s->waiting);
-    v[8] = PyFloat_FromDouble((double)s->occupied_pass / sec);
-    v[9] = PyLong_FromLongLong(evicted);
-    for (int i = 0; i < 10; i++) {
-        if (v[i] == NULL) {
-            for (int j = 0; j < 10; j++)
-                Py_XDECREF(v[j]);
-            Py_DECREF(o);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 10; i++)
+    PyObject *v[10] = {
+        PyFloat_FromDouble((double)s->pass / sec),
+        PyFloat_FromDouble((double)s->block / sec),
+        PyFloat_FromDouble((double)s->success / sec),
+        PyFloat_FromDouble((double)s->exception / sec),
+        PyFloat_FromDouble(s->success > 0 ? (double)s->rt_sum / (double)s->success : 0.0),
+        PyFloat_FromDouble((double)s->min_rt),
+        PyLong_FromLongLong(s->in_flight),
+        PyLong_FromLongLong(s->waiting),
+        PyFloat_FromDouble((double)s->occupied_pass / sec),
+        PyLong_FromLongLong(evicted)};
+    bool bad = false;
+    for (int i = 0; i < 10; i++) { /* set even when NULL: the Stats' dealloc clears them */
         PyStructSequence_SET_ITEM(o, i, v[i]);
+        bad |= v[i] == NULL;
+    }
+    if (bad)
+        Py_CLEAR(o);
     return o;
 }
 

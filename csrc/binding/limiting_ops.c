@@ -13,18 +13,11 @@ int region_open(struct sw_shm *shm, int mode, const char *path, const struct reg
                 int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, uint32_t n_slots,
                 size_t state_size, PyObject *name)
 {
-    struct sw_shm_layout lay;
-    memset(&lay, 0, sizeof lay);
-    lay.kind = k->kind;
-    lay.interval_ms = interval_ms;
-    lay.sample_count = sample_count;
-    lay.max_keys = max_keys;
-    lay.n_slots = n_slots;
-    lay.state_size = state_size;
-    lay.init_state = k->init_state;
-    lay.check_state = k->check_state;
-    lay.state_lock = k->state_lock;
-    lay.name = name != NULL ? PyUnicode_AsUTF8(name) : NULL;
+    struct sw_shm_layout lay = {
+        .kind = k->kind, .interval_ms = interval_ms, .sample_count = sample_count,
+        .max_keys = max_keys, .n_slots = n_slots, .state_size = state_size,
+        .init_state = k->init_state, .check_state = k->check_state, .state_lock = k->state_lock,
+        .name = name != NULL ? PyUnicode_AsUTF8(name) : NULL};
     return shared_open(shm, mode, path, &lay);
 }
 
@@ -590,46 +583,23 @@ PyObject *limiting_release_wait(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* ---- properties: the settings, from a snapshot (limiting_settings) ---- */
 
-PyObject *cfg_get_qps(PyObject *self, void *Py_UNUSED(c))
-{
-    struct sw_limiter_cfg cfg;
-    limiting_settings(self, &cfg, NULL);
-    if (cfg.grade != SW_GRADE_QPS)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(cfg.count);
-}
-
-PyObject *cfg_get_concurrency(PyObject *self, void *Py_UNUSED(c))
-{
-    struct sw_limiter_cfg cfg;
-    limiting_settings(self, &cfg, NULL);
-    if (cfg.grade != SW_GRADE_CONCURRENCY)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong((long long)cfg.count);
-}
-
-/* the plain ones: one field, one conversion */
-#define CFG_GETTER(field, convert)                                                             \
+#define CFG_GETTER(field, value)                                                               \
     PyObject *cfg_get_##field(PyObject *self, void *Py_UNUSED(c))                              \
     {                                                                                          \
         struct sw_limiter_cfg cfg;                                                             \
         limiting_settings(self, &cfg, NULL);                                                   \
-        return convert(cfg.field);                                                             \
+        return value;                                                                          \
     }
-static PyObject *behavior_name(int b)
-{
-    return PyUnicode_FromString(behavior_names[b]);
-}
-static PyObject *as_bool(uint32_t v)
-{
-    return PyBool_FromLong(v != 0);
-}
-CFG_GETTER(behavior, behavior_name)
-CFG_GETTER(warm_up_s, PyFloat_FromDouble)
-CFG_GETTER(cold_factor, PyFloat_FromDouble)
-CFG_GETTER(max_queueing_ms, PyLong_FromLongLong)
-CFG_GETTER(occupy_timeout_ms, PyLong_FromLongLong)
-CFG_GETTER(interval_ms, PyLong_FromLongLong)
-CFG_GETTER(sample_count, PyLong_FromUnsignedLong)
-CFG_GETTER(shadow, as_bool)
+CFG_GETTER(qps, cfg.grade != SW_GRADE_QPS ? Py_NewRef(Py_None) : PyFloat_FromDouble(cfg.count))
+CFG_GETTER(concurrency, cfg.grade != SW_GRADE_CONCURRENCY
+                            ? Py_NewRef(Py_None)
+                            : PyLong_FromLongLong((long long)cfg.count))
+CFG_GETTER(behavior, PyUnicode_FromString(behavior_names[cfg.behavior]))
+CFG_GETTER(warm_up_s, PyFloat_FromDouble(cfg.warm_up_s))
+CFG_GETTER(cold_factor, PyFloat_FromDouble(cfg.cold_factor))
+CFG_GETTER(max_queueing_ms, PyLong_FromLongLong(cfg.max_queueing_ms))
+CFG_GETTER(occupy_timeout_ms, PyLong_FromLongLong(cfg.occupy_timeout_ms))
+CFG_GETTER(interval_ms, PyLong_FromLongLong(cfg.interval_ms))
+CFG_GETTER(sample_count, PyLong_FromUnsignedLong(cfg.sample_count))
+CFG_GETTER(shadow, PyBool_FromLong(cfg.shadow != 0))
 #undef CFG_GETTER

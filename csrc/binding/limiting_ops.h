@@ -1,11 +1,6 @@
-/* limiting_ops.h - one limiter over a state (limiting_ops.c): the operations table of the
- * limiter types (Limiter: limiter.c, KeyedLimiter: keyed.c) and what is written once over
- * it and their head (LIMITING_HEAD, binding.h): the region's open and slot, fork(), reaping,
- * dealloc, refusals, acquire()'s wait, update()'s install, and the methods alike in both.
- *
- * None of it is on a decision's hot path: try_acquire, entries' enter and exit, release()
- * call the core directly in each type (no indirect call there). The table serves the rest.
- * Also the region open that Breaker and Metric share (region_open).
+/* limiting_ops.h - the operations table of the limiter types (limiter.c, keyed.c) and what is
+ * written once over it and their head (LIMITING_HEAD, binding.h). try_acquire, release() and
+ * an entry's exit call the core directly in each type (no indirect call there).
  */
 #ifndef SW_BINDING_LIMITING_OPS_H
 #define SW_BINDING_LIMITING_OPS_H
@@ -15,7 +10,7 @@
 #include "sw_group.h"
 #include "wakers.h"
 
-/* What a state in a shared region is: the layout's kind and callbacks (sw_shm.h). */
+/* A shared region's state: the layout's kind and callbacks (sw_shm.h). */
 struct region_kind {
     uint32_t kind; /* SW_KIND_* */
     int (*init_state)(void *state, const struct sw_shm_layout *lay);
@@ -23,30 +18,27 @@ struct region_kind {
     sw_lock *(*state_lock)(void *state);
 };
 
-/** Open (or create) the region of `shared=` (mode 1 anonymous, 2 a file at path) for a state
- * of this kind and layout; name: the object's name (or NULL). @return 0, or -1 with an
- * exception set */
+/** Open (or create) the region of shared= (mode 1 anonymous, 2 a file at path); name: the
+ * object's (or NULL). @return 0, or -1 with an exception set */
 int region_open(struct sw_shm *shm, int mode, const char *path, const struct region_kind *k,
                 int64_t interval_ms, uint32_t sample_count, uint32_t max_keys, uint32_t n_slots,
                 size_t state_size, PyObject *name);
 
-/* A limiter type's operations on its state, through its view (`viewp`: the head's). */
+/* A limiter type's operations on its state, through its view (the head's viewp). */
 struct limiting_ops {
     const char *tname;        /* the type, in messages */
     struct region_kind region;
     /* keyed: the key's fingerprint (NULL: no key). @return 0, or -1 with TypeError set */
     int (*key_fp)(PyObject *self, PyObject *key, uint64_t *fp);
-    /* one decision (of the key with fingerprint fp), off the hot paths (those call the core
-     * themselves). @return the core's code (SW_EBUSY: gave up waiting for the lock) */
+    /* one decision (of key fp). @return the core's code (SW_EBUSY: gave up the lock) */
     int (*decide)(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, unsigned flags,
                   struct sw_decision *d);
     uint32_t (*reap)(const void *view); /* give back dead processes' counts (the GIL free) */
-    /* take the state's lock; may_give_up: @return false when the wait gave up (wait.h) */
+    /* take the state's lock; may_give_up: false when the wait gave up (wait.h) */
     bool (*lock)(const void *view, bool may_give_up);
     void (*unlock)(const void *view);
-    /* count a final refusal of n now: BLOCK, or (shadow) a shadow rule's would-be refusal */
+    /* count a final refusal of n now: BLOCK, or a shadow rule's would-be refusal */
     void (*count_block)(const void *view, int64_t n, bool shadow);
-    /* the window's statistics (and keys evicted so far) */
     void (*stats)(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted);
     void (*totals)(const void *view, struct sw_totals *out);
     /* shared: does the object hold anything to give back when it goes (NULL: maybe) */
@@ -55,7 +47,7 @@ struct limiting_ops {
     int64_t (*give_back_locked)(PyObject *self);
     /* shared: forget what the object holds (a fork() child's copy: the parent's) */
     void (*forget_held)(PyObject *self);
-    /* free the type's own memory (dealloc, after the head's) */
+    /* free the type's own memory (after the head's) */
     void (*free_own)(PyObject *self);
     /* repr: append the type's own parts after the settings' (NULL: none). @return 0 or -1 */
     int (*repr_own)(PyObject *self, PyObject *parts);
@@ -65,8 +57,7 @@ struct limiting_ops {
     int (*charge)(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns);
 };
 
-/* A type's view operations over its core state's functions: pfx_reap, pfx_lock,
- * pfx_unlock, pfx_count_block and pfx_totals (the table's reap .. totals but stats). */
+/* A type's pfx_reap, pfx_lock, pfx_unlock, pfx_count_block and pfx_totals over the core's. */
 #define LIMITING_VIEW_OPS(pfx, core_reap, core_lock_or_give_up, core_lock, core_unlock,         \
                           core_count_shadow_block, core_count, core_totals)                     \
     static uint32_t pfx##_reap(const void *view)                                                \
@@ -96,8 +87,8 @@ struct limiting_ops {
         core_totals(view, out);                                                                 \
     }
 
-/** The head's fields every constructor sets first (st, ops, settings, view, cfg_mu, the
- * name and shared=, stolen). @return 0, or -1 with an exception set (the caller DECREFs) */
+/** The head's fields every constructor sets first (name and shared stolen). @return 0, or -1
+ * with an exception set (the caller DECREFs) */
 int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *st,
                   const struct sw_limiter_cfg *cfg, void *view, int32_t *my_slot,
                   PyObject *name, int name_given, PyObject *shared);
@@ -105,7 +96,7 @@ int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *
 /** Claim this process's slot of a shared state (reaping dead processes when all are taken).
  * @return 0, or -1 with OSError set (all taken by live processes) */
 int limiting_claim(PyObject *self);
-/** Claim it again in a fork() child: one thread claims, the others wait for it. */
+/** Claim it again in a fork() child (one thread claims, the others wait). */
 void limiting_refork(PyObject *self);
 /** The view (a forked shared object claims its own slot first). */
 static inline void *limiting_view(PyObject *self)
@@ -117,8 +108,8 @@ static inline void *limiting_view(PyObject *self)
     return h->viewp;
 }
 
-/** A release: wake the threads (and, shared, the processes) waiting for one, and the asyncio
- * waiter queue with arg (a key's fingerprint, or NULL/None: any). Inline: an exit's. */
+/** A release: wake the threads (shared: the processes) waiting for one, and the asyncio
+ * waiter queue with arg (a key's fingerprint, or NULL/None: any). */
 static inline void limiting_notify(PyObject *self, PyObject *arg)
 {
     struct limiting_head *h = LIMITING(self);
@@ -135,24 +126,21 @@ static inline void limiting_notify(PyObject *self, PyObject *arg)
 
 /** Shared: give back dead processes' counts when a reap is due. @return whether any */
 bool limiting_maybe_reap(PyObject *self);
-/** The other live object of this process on self's region behind fork link l (one of
- * self's fork.kind: FORK_KIND_LIMITER, FORK_KIND_KEYED), or NULL: give_back_locked's
- * fork_sum callbacks (what the others hold stays). */
+/** The other live object of this process on self's region behind fork link l, or NULL
+ * (give_back_locked's fork_sum callbacks: what the others hold stays). */
 const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *self);
 
-/** tp_dealloc of a limiter type: the head's, then ops->free_own, then the memory. */
+/** tp_dealloc of a limiter type. */
 void limiting_dealloc(PyObject *self);
 
 /** BlockedError for the refusal of n (of key, or NULL), a reap first when shared. */
 void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
                             const struct sw_decision *d);
 
-/** acquire() of n (of key, fingerprint fp; NULL and 0 for a Limiter): with timeout_ns < 0
- * one decision (ops->decide, SW_NOW, flags | SW_F_RETRY); else acquire_loop over it, woken by
- * releases for a concurrency limit, refused at the end: one BLOCK counted (unless a lock
- * never came). A refusal raises BlockedError. defer_wait: an admitted request's wait is not
- * slept but left in *d for the caller (an entry sleeps it itself).
- * @return 0 admitted (d its decision), -1 with an exception set */
+/** acquire() of n (of key fp; NULL and 0 for a Limiter): timeout_ns < 0, one decision; else
+ * retries until the timeout, refused at the end with one BLOCK counted (unless a lock never
+ * came). A refusal raises BlockedError. defer_wait: the admitted wait is left in *d, not slept.
+ * @return 0 admitted, -1 with an exception set */
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
 
@@ -179,7 +167,7 @@ int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, Py
 /** Which members of all_of() lock first (sw_gmember_order_*: private, or by region). */
 void limiting_group_order(PyObject *self, struct sw_gmember *m);
 
-/* Slots and methods alike in both types (their tables point here) */
+/* Slots and methods alike in both types */
 PyObject *limiting_repr(PyObject *self);
 /* _decide([key,] n, flags, now_ns) -> (verdict, wait_ns, retry_ns): the asyncio helpers' */
 PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -208,7 +196,7 @@ PyObject *limiting_set_waker(PyObject *self, PyObject *arg);       /* _set_waker
 PyObject *limiting_watch(PyObject *self, PyObject *arg);           /* _watch(f) */
 PyObject *limiting_release_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
-/* Properties of the settings (a getset's closure: unused), read from a snapshot */
+/* Properties of the settings, read from a snapshot */
 PyObject *cfg_get_qps(PyObject *self, void *unused);         /* None unless a qps limit */
 PyObject *cfg_get_concurrency(PyObject *self, void *unused); /* None unless concurrency */
 PyObject *cfg_get_behavior(PyObject *self, void *unused);
@@ -219,7 +207,7 @@ PyObject *cfg_get_occupy_timeout_ms(PyObject *self, void *unused);
 PyObject *cfg_get_interval_ms(PyObject *self, void *unused);
 PyObject *cfg_get_sample_count(PyObject *self, void *unused);
 PyObject *cfg_get_shadow(PyObject *self, void *unused);
-/* _rate: the rate string repr shows (the Python layer sets it with the settings), or None */
+/* _rate: the rate string repr shows in place of qps=, or None */
 PyObject *limiting_get_rate(PyObject *self, void *unused);
 int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
 
