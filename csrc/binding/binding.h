@@ -181,8 +181,8 @@ enum entry_state {
     ENTRY_EXITED = 3    /* count given back */
 };
 
-/* The head of Entry (entry.c) and KeyedEntry (keyed.c): the owner (named by the type, and as
- * `owner` for the methods written once in limiting.c), then the common fields. */
+/* The head of Entry and KeyedEntry: the owner (named by the type, and as `owner` for the
+ * methods written once in limiting_ops.c), then the common fields. */
 #define ENTRY_HEAD(owner_type, owner_name)                                                     \
     PyObject_HEAD                                                                              \
     union {                                                                                    \
@@ -194,106 +194,20 @@ enum entry_state {
     atomic_int state;   /* enum entry_state */                                                 \
     int hollow;         /* shadow mode: admitted although an enforcing limiter would have      \
                            refused; holds nothing, counts nothing on exit */                   \
-    int64_t timeout_ns; /* entry(timeout=): how long to wait for admission; -1: none */
+    int64_t timeout_ns; /* entry(timeout=): how long to wait for admission; -1: none */        \
+    PyObject *key;      /* KeyedEntry: the key (fingerprint fp); NULL for an Entry */          \
+    uint64_t fp;                                                                               \
+    uint64_t fork_gen;  /* when entered: an entry inherited by a fork() child is the parent's */
 typedef struct {
     ENTRY_HEAD(PyObject, owner_obj)
 } AnyEntryObject;
 
 typedef struct {
     ENTRY_HEAD(LimiterObject, limiter)
-    uint64_t fork_gen; /* when entered: an entry inherited by a fork() child is the parent's */
 } EntryObject;
 
 /* the states' names, by enum entry_state (errors and repr) */
 extern const char *const entry_state_names[4];
-
-#define ENTRY_INIT(e, n_)                                                                      \
-    do {                                                                                       \
-        (e)->n = (n_);                                                                         \
-        (e)->start_ns = 0;                                                                     \
-        (e)->hollow = 0;                                                                       \
-        atomic_init(&(e)->state, ENTRY_IDLE);                                                  \
-    } while (0)
-
-/* Claim an idle entry for one enter. owner NULL: the GC broke a cycle; exited, entered: the
- * message when it is not idle. @return 0, or -1 with RuntimeError set */
-static inline int entry_claim_as(atomic_int *state, const void *owner, const char *exited,
-                                 const char *entered)
-{
-    int expected = ENTRY_IDLE;
-    if (owner == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return -1;
-    }
-    if (atomic_compare_exchange_strong(state, &expected, ENTRY_ENTERING))
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError, expected == ENTRY_EXITED ? exited : entered);
-    return -1;
-}
-
-/* __exit__(et, ...): entered -> exited, then finish(self, rt, outcome) counts the outcome
- * and gives the count back: SW_OUT_SUCCESS (rt: the ns since start_ns, read after the step),
- * SW_OUT_EXCEPTION for an Exception, else SW_OUT_NONE. finish may give up waiting for the lock
- * (SW_EBUSY): the entry is then still entered, holding its count; the exit may be retried.
- * @return False, or NULL with RuntimeError set (the entry is not entered) or the give-up's */
-static inline PyObject *entry_exit_with(PyObject *self, PyObject *const *args,
-                                        Py_ssize_t nargs,
-                                        int (*finish)(PyObject *, int64_t, int))
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
-        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
-                     entry_state_names[expected & 3]);
-        return NULL;
-    }
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    int64_t rt = 0;
-    int outcome = SW_OUT_NONE;
-    if (et == Py_None) {
-        int64_t el = sw_time_ns() - e->start_ns;
-        rt = el > 0 ? el : 0; /* ns */
-        outcome = SW_OUT_SUCCESS;
-    } else if (PyType_Check(et) &&
-               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
-        outcome = SW_OUT_EXCEPTION;
-    }
-    if (finish(self, rt, outcome) == 0)
-        Py_RETURN_FALSE;
-    atomic_store(&e->state, ENTRY_ENTERED);
-    (void)lock_gave_up_error();
-    return NULL;
-}
-
-/* tp_dealloc of an entry: its tp_clear gives back a count never exited. */
-static inline void entry_dealloc_with(PyObject *self, inquiry clear)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    clear(self);
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
-}
-
-/** _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
- * shadow admission holding nothing): entering -> entered. @return None, or NULL with
- * RuntimeError set */
-PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-/** _abort(): an asyncio acquisition failed (holding nothing): entering -> idle. @return None */
-PyObject *entry_abort(PyObject *self, PyObject *unused);
-/** If entered, give the count back counting nothing, by finish(self, 0, SW_OUT_NONE)
- * (exactly once). A give-up (reported as unraisable: nothing escapes tp_clear) leaves the
- * count held by the limiter object, given back when it goes. */
-void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int));
-/** __aenter__ after the claim: the registered aenter(owner, self), the coroutine that ends
- * the transition (back to idle when it cannot be made). @return new reference or NULL */
-PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner);
-/** __aexit__(et, ...): the registered aexit(owner, self, et). @return new reference or NULL */
-PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-/** The properties `n`, `timeout` (s, or None), `limiter` (None after the GC broke a cycle) */
-PyObject *entry_get_n(PyObject *self, void *unused);
-PyObject *entry_get_timeout(PyObject *self, void *unused);
-PyObject *entry_get_limiter(PyObject *self, void *unused);
 
 /* The constructors' keywords, in this order (KeyedLimiter's own last), and where the
  * parsed values of some are */

@@ -340,7 +340,10 @@ static const struct limiting_ops keyed_ops = {
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
-    keyed_give_back, keyed_charge,
+    keyed_give_back, keyed_charge, kentry_finish,
+    {"an entry can be entered only once: this one has exited; make a new one per request with "
+     "per_key.entry(key)",
+     "an entry can be entered only once: this one is already entered"},
 };
 
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -437,7 +440,7 @@ static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_
     if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
                                &timeout) < 0)
         return NULL;
-    return keyed_entry_new(self, a[0], fp, n, timeout);
+    return entry_new((PyObject *)self, self->st->KeyedEntry_Type, a[0], fp, n, timeout);
 }
 
 /* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);

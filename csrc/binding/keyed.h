@@ -50,8 +50,6 @@ typedef struct {
 
 typedef struct {
     ENTRY_HEAD(KeyedObject, lim) /* binding.h */
-    PyObject *key;
-    uint64_t fp;
 } KeyedEntryObject;
 
 /* The view decisions go through (a forked shared table claims its slot first). */
@@ -91,8 +89,7 @@ int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObj
 void keyed_overrides_free(struct overrides *ov);
 /** A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
 void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp);
-/** A KeyedEntry (keyed_entry.c). @return a new reference, or NULL with an exception set */
-PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
-                          int64_t timeout_ns);
+/** KeyedLimiter's entry_finish (keyed_entry.c, limiting_ops.h). */
+int kentry_finish(PyObject *e, int64_t rt, int outcome);
 
 #endif /* SW_BINDING_KEYED_H */

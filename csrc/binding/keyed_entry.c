@@ -5,35 +5,11 @@
 
 #include "sw_group.h"
 
-/* ---- entries (entry.h: one compare-exchange per state change) -------------------------- */
+/* ---- KeyedEntry (its steps: limiting_ops.c) ---- */
 
-PyObject *keyed_entry_new(KeyedObject *lim, PyObject *key, uint64_t fp, int64_t n,
-                          int64_t timeout_ns)
-{
-    KeyedEntryObject *e = PyObject_GC_New(KeyedEntryObject, lim->st->KeyedEntry_Type);
-    if (e == NULL)
-        return NULL;
-    e->lim = (KeyedObject *)Py_NewRef(lim);
-    e->key = Py_NewRef(key);
-    e->fp = fp;
-    e->timeout_ns = timeout_ns;
-    ENTRY_INIT(e, n);
-    PyObject_GC_Track(e);
-    return (PyObject *)e;
-}
-
-static inline int kentry_claim(KeyedEntryObject *self)
-{
-    return entry_claim_as(&self->state, self->lim,
-                          "an entry can be entered only once: this one has exited; make a new "
-                          "one per request with per_key.entry(key)",
-                          "an entry can be entered only once: this one is already entered");
-}
-
-/* End an entered keyed entry: count its outcome, give its count back. The wait for a shared
- * table's lock may give up (wait.h). @return 0, or SW_EBUSY when it gave up (nothing counted,
- * the count still held) */
-static int kentry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
+/* KeyedLimiter's entry_finish: count the outcome, give the count back. @return 0, or
+ * SW_EBUSY when the wait for a shared table's lock gave up */
+int kentry_finish(PyObject *e, int64_t rt, int outcome)
 {
     KeyedEntryObject *self = (KeyedEntryObject *)e;
     if (self->hollow)
@@ -43,46 +19,6 @@ static int kentry_finish(PyObject *e, int64_t rt, int outcome) /* rt: ns */
         return SW_EBUSY;
     keyed_notify(self->lim, 1, self->fp);
     return 0;
-}
-
-static int KEntry_traverse(KeyedEntryObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->lim);
-    Py_VISIT(self->key);
-    return 0;
-}
-
-static int KEntry_clear(KeyedEntryObject *self)
-{
-    entry_give_back((PyObject *)self, kentry_finish); /* a give-up: held until the table goes */
-    Py_CLEAR(self->lim);
-    Py_CLEAR(self->key);
-    return 0;
-}
-
-static void KEntry_dealloc(KeyedEntryObject *self)
-{
-    entry_dealloc_with((PyObject *)self, (inquiry)KEntry_clear);
-}
-
-static PyObject *KEntry_enter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (kentry_claim(self) < 0)
-        return NULL;
-    return entry_enter_with((PyObject *)self, self->key, self->fp, NULL);
-}
-
-static PyObject *KEntry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    return entry_exit_with(self, args, nargs, kentry_finish);
-}
-
-static PyObject *KEntry_aenter(KeyedEntryObject *self, PyObject *Py_UNUSED(ignored))
-{
-    if (kentry_claim(self) < 0)
-        return NULL;
-    return entry_aenter_call((PyObject *)self, &self->state, (PyObject *)self->lim);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
@@ -102,21 +38,12 @@ static PyGetSetDef KEntry_getset[] = {
     {"limiter", entry_get_limiter, NULL, "The KeyedLimiter.", NULL},
     {NULL}};
 
-static PyMethodDef KEntry_methods[] = {
-    HIDDEN(__enter__, KEntry_enter, METH_NOARGS),
-    HIDDEN(__exit__, KEntry_exit, METH_FASTCALL),
-    HIDDEN(__aenter__, KEntry_aenter, METH_NOARGS),
-    HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
-    HIDDEN(_started, entry_started, METH_FASTCALL),
-    HIDDEN(_abort, entry_abort, METH_NOARGS),
-    {NULL}};
-
 TYPE_SPEC(KeyedEntry, "slidewin._core.KeyedEntry", KeyedEntryObject,
           Py_TPFLAGS_DISALLOW_INSTANTIATION,
           {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async "
                       "with)."},
-          {Py_tp_traverse, KEntry_traverse}, {Py_tp_clear, KEntry_clear},
-          {Py_tp_dealloc, KEntry_dealloc}, {Py_tp_methods, KEntry_methods},
+          {Py_tp_traverse, entry_traverse}, {Py_tp_clear, entry_clear},
+          {Py_tp_dealloc, entry_dealloc}, {Py_tp_methods, entry_methods},
           {Py_tp_getset, KEntry_getset}, {Py_tp_repr, KEntry_repr});
 
 /* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */

@@ -1,7 +1,6 @@
 /* limiting.c - what the two limiter types share (Limiter: limiter.c, KeyedLimiter: keyed.c):
  * the properties of their settings, their repr, the BlockedError of a refusal, the Stats of
- * stats(), the parsing of their constructor arguments and
- * of update(), and the entry steps of their entries. None of it is on a decision's hot path.
+ * stats(), the parsing of their constructor arguments and of update().
  */
 #include "binding.h"
 #include "args.h"
@@ -345,96 +344,4 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
     return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
 }
 
-/* ---- the entry steps Entry (entry.c) and KeyedEntry (keyed.c) share -------------------- */
-
 const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};
-
-PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERING;
-    e->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    e->start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_ENTERED)) {
-        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     entry_state_names[expected & 3]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-PyObject *entry_abort(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(&((AnyEntryObject *)self)->state, &expected, ENTRY_IDLE);
-    Py_RETURN_NONE;
-}
-
-/* the Python layer's registered aenter (exit 0) or aexit (exit 1), or NULL with an error set
- * (RuntimeError when slidewin's Python layer has not registered them) */
-static PyObject *entry_layer_fn(PyObject *self, int exit)
-{
-    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    if (st == NULL)
-        return NULL;
-    PyObject *fn = exit ? st->aexit : st->aenter;
-    if (fn == NULL)
-        PyErr_SetString(PyExc_RuntimeError,
-                        "async with an entry needs slidewin's Python layer (import slidewin)");
-    return fn;
-}
-
-void entry_give_back(PyObject *self, int (*finish)(PyObject *, int64_t, int))
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERED;
-    if (e->owner != NULL &&
-        atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, finish(self, 0, SW_OUT_NONE) == 0);
-    }
-}
-
-PyObject *entry_aenter_call(PyObject *self, atomic_int *state, PyObject *owner)
-{
-    PyObject *fn = entry_layer_fn(self, 0);
-    PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, owner, self, NULL);
-    if (r == NULL)
-        atomic_store(state, ENTRY_IDLE);
-    return r;
-}
-
-PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *et = nargs > 0 ? args[0] : Py_None, *owner = ((AnyEntryObject *)self)->owner;
-    if (owner == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return NULL;
-    }
-    PyObject *fn = entry_layer_fn(self, 1);
-    if (fn == NULL)
-        return NULL;
-    return PyObject_CallFunctionObjArgs(fn, owner, self, et, NULL);
-}
-
-PyObject *entry_get_n(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(((AnyEntryObject *)self)->n);
-}
-
-PyObject *entry_get_timeout(PyObject *self, void *Py_UNUSED(c))
-{
-    int64_t t = ((AnyEntryObject *)self)->timeout_ns;
-    if (t < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)t / 1e9);
-}
-
-PyObject *entry_get_limiter(PyObject *self, void *Py_UNUSED(c))
-{
-    PyObject *owner = ((AnyEntryObject *)self)->owner;
-    if (owner == NULL)
-        Py_RETURN_NONE; /* only after the GC broke a cycle */
-    return Py_NewRef(owner);
-}

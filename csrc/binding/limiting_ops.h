@@ -55,6 +55,10 @@ struct limiting_ops {
     void (*give_back)(PyObject *self, uint64_t fp, int64_t n);
     /* count n more as admitted (of key fp) now, without a decision. @return the core's code */
     int (*charge)(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns);
+    /* end an entered entry: count its outcome (rt: ns), give its count back. @return 0, or
+     * SW_EBUSY when the wait for the lock gave up (nothing counted, the count still held) */
+    int (*entry_finish)(PyObject *entry, int64_t rt, int outcome);
+    const char *entry_again[2]; /* a second enter's messages: it has exited, it is entered */
 };
 
 /* A type's pfx_reap, pfx_lock, pfx_unlock, pfx_count_block and pfx_totals over the core's. */
@@ -144,10 +148,17 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
 
-/** An entry's __enter__ after its claim (of key fp; NULL and 0 for a Limiter's): admitted as
- * acquire(n, timeout=) with SW_F_ENTRY, its wait slept; fork_gen (or NULL) set when entered.
- * @return a new reference to self, or NULL with an exception set (the entry idle again) */
-PyObject *entry_enter_with(PyObject *self, PyObject *key, uint64_t fp, uint64_t *fork_gen);
+/** A new entry of owner (key NULL, fp 0 for a Limiter's). @return new reference or NULL */
+PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t fp, int64_t n,
+                    int64_t timeout_ns);
+/* The slots and methods of Entry and KeyedEntry, and their properties n, timeout, limiter */
+int entry_traverse(PyObject *self, visitproc visit, void *arg);
+int entry_clear(PyObject *self);
+void entry_dealloc(PyObject *self);
+extern PyMethodDef entry_methods[];
+PyObject *entry_get_n(PyObject *self, void *unused);
+PyObject *entry_get_timeout(PyObject *self, void *unused);
+PyObject *entry_get_limiter(PyObject *self, void *unused);
 
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
