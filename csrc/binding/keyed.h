@@ -55,10 +55,7 @@ typedef struct {
 /* The view decisions go through (a forked shared table claims its slot first). */
 static inline const struct sw_kview *kview(KeyedObject *self)
 {
-    if (self->is_shared &&
-        atomic_load_explicit(&self->fork_gen, memory_order_acquire) != sw_proc_fork_generation())
-        limiting_refork((PyObject *)self);
-    return &self->view;
+    return limiting_view((PyObject *)self);
 }
 
 static inline int key_fp(uint64_t seed, PyObject *key, uint64_t *out)

@@ -108,39 +108,23 @@ static int override_threshold(const struct sw_limiter_cfg *cfg, PyObject *k, PyO
                               double *v)
 {
     bool conc = cfg->grade == SW_GRADE_CONCURRENCY;
-    bool ok;
-    *v = -1;
-    if (conc)
-        ok = PyLong_Check(t) && !PyBool_Check(t);
-    else
-        ok = (PyLong_Check(t) || PyFloat_Check(t)) && !PyBool_Check(t);
-    if (ok) {
-        *v = PyFloat_AsDouble(t);
-        if (*v == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            *v = -1; /* too large: refused below */
-        }
-    }
+    bool ok = (PyLong_Check(t) || (!conc && PyFloat_Check(t))) && !PyBool_Check(t);
+    *v = ok ? PyFloat_AsDouble(t) : -1;
+    if (*v == -1.0 && PyErr_Occurred())
+        PyErr_Clear(); /* too large: refused below */
     struct sw_limiter_cfg c = *cfg;
     c.count = *v;
     struct sw_cfg_error err;
     if (ok && *v >= 0 && sw_limiter_check_ex(&c, &err) == SW_OK)
         return 0;
-    PyObject *msg = NULL;
+    const char *why = ok ? "out of range" : "not a number";
     if (ok && *v >= 0)
-        msg = PyUnicode_FromString(err.msg);
+        PyErr_Format(PyExc_ValueError, "overrides[%R]: threshold %R is %s: %s", k, t, why,
+                     err.msg);
     else
-        msg = PyUnicode_FromFormat("%s must be %s, got %R", conc ? "concurrency" : "qps",
-                                   conc ? "an int in [0, 2**53]"
-                                        : "a finite number in [0, 9e15]", t);
-    if (msg != NULL) {
-        PyErr_Format(PyExc_ValueError, ok ? "overrides[%R]: threshold %R is out of "
-                                            "range: %U"
-                                          : "overrides[%R]: threshold %R is not a "
-                                            "number: %U",
-                     k, t, msg);
-        Py_DECREF(msg);
-    }
+        PyErr_Format(PyExc_ValueError, "overrides[%R]: threshold %R is %s: %s must be %s, got %R",
+                     k, t, why, conc ? "concurrency" : "qps",
+                     conc ? "an int in [0, 2**53]" : "a finite number in [0, 9e15]", t);
     return -1;
 }
 
