@@ -64,8 +64,7 @@ typedef struct {
     PyObject *BlockedError;
     PyObject *default_names; /* tuple of the default event names */
     PyObject *default_map;   /* dict name -> index */
-    /* the Python layer's functions, registered once by _set_layer(): C calls them, never a
-     * method of a Python subclass by name; NULL until registered */
+    /* the Python layer's functions, registered by _set_layer() (NULL until then) */
     PyObject *aenter;        /* aenter(owner, entry): the coroutine of entry.__aenter__ */
     PyObject *aexit;         /* aexit(owner, entry, et): the coroutine of entry.__aexit__ */
     PyObject *breaker_tell;  /* breaker_tell(breaker, old, new, value): a change of state */
@@ -100,8 +99,7 @@ static inline int traverse_type(PyObject *self, visitproc visit, void *arg)
 typedef struct {
     PyObject_HEAD
     struct sw_window win;   /* strong mode (win.leap), and the lock of either mode */
-    struct sw_evleap *ev;   /* consistency="eventual": the ring (in mem), win.leap NULL;
-                               NULL in the strong mode */
+    struct sw_evleap *ev;   /* consistency="eventual": the ring (in mem), else NULL */
     struct sw_metric_mem *mem; /* owned core state (standalone), or NULL for a limiter's view */
     PyObject *owner;        /* the Limiter whose state this views, or NULL */
     PyObject *names;        /* tuple of event names */
@@ -122,9 +120,8 @@ struct limiting_ops;
 #define LIMITING_FIELDS                                                                        \
     const struct limiting_ops *ops; /* the type's operations */                               \
     module_state *st;                                                                          \
-    /* the settings for repr and properties: written under the state's lock and cfg_mu,     \
-     * read under cfg_mu only (a process-local mutex: a peer stopped holding the region's   \
-     * lock never blocks a getter or a repr) */                                             \
+    /* the settings: written under the state's lock and cfg_mu, read under cfg_mu only (a  \
+     * peer stopped holding the region's lock never blocks a getter or a repr) */           \
     struct sw_limiter_cfg cfg;                                                                 \
     uint64_t settings_gen; /* bumped by every change of the settings, under both */           \
     pthread_mutex_t cfg_mu;                                                                    \
@@ -141,11 +138,9 @@ struct limiting_ops;
     PyObject *shared;      /* None, True, or the name or path it was opened with */           \
     PyObject *name;        /* name= (or the region's), or NULL */                             \
     int name_given;        /* name= was given (repr shows it) */                              \
-    PyObject *waker;       /* set by the asyncio waiter queue while tasks wait (called by     \
-                              every release), or NULL */                                      \
-    PyObject *rate;        /* rate= as given, shown by repr in place of qps= while the        \
-                              settings are that rate's (set by the Python layer), or NULL;   \
-                              under cfg_mu */
+    PyObject *waker;       /* the asyncio waiter queue's, called by releases, or NULL */      \
+    PyObject *rate;        /* rate= as given (repr shows it in place of qps=), or NULL; set   \
+                              with the settings, under cfg_mu */
 struct limiting_head {
     LIMITING_FIELDS
 };
@@ -169,8 +164,7 @@ typedef struct {
     struct sw_limiter *lim;    /* owned core state (private), or NULL (shared) */
     struct sw_view view;       /* how decisions reach the state: always through this */
     struct sw_rule rule;       /* this process's settings (shared; private: lim->rule) */
-    int64_t held;              /* shared: what this object holds in flight in the process's
-                                  slot (view.held), given back when it goes */
+    int64_t held;              /* shared: what this object holds in the process's slot */
 } LimiterObject;
 
 /* Entry states: each transition is one atomic step (compare-exchange). */
@@ -220,40 +214,33 @@ int limiter_parse_cfg_as(const char *fname, PyObject *args, PyObject *kwds, Py_s
                          struct sw_limiter_cfg *cfg, PyObject **v);
 extern const char *const default_event_names[SW_EV_DEFAULT_COUNT];
 
-/* The settings update() of either limiter type changes in cfg, first in its list, in this
- * order (a type's own follow) */
+/* The settings update() changes in cfg, first in a type's list, in this order */
 #define UPDATE_CFG_SETTINGS                                                                    \
     "qps", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",           \
         "occupy_timeout_ms", "shadow"
-/** update(*args, **kwds) of any type: keywords only, sorted into settings (vals, NULL when
- * absent). @return 0; 1 for a layout keyword (*layout_key, borrowed; nothing raised: the
- * caller says why it is fixed); or -1 with TypeError set (a positional or unknown argument) */
+/** update(**kwds) of any type sorted into settings (vals, NULL when absent). @return 0; 1 for
+ * a layout keyword (*layout_key, borrowed; nothing raised); or -1 with TypeError set */
 int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
                    PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                    PyObject **layout_key);
-/** update(**kwds) of a limiter type named tname: keywords only, sorted into settings (vals,
- * NULL when absent; a layout keyword is a ValueError, an unknown one a TypeError), then the
- * UPDATE_CFG_SETTINGS given applied to cfg (grade kept) and the whole configuration checked.
- * @return 0, or -1 with an exception set (cfg may be half-changed: work on a copy) */
+/** update(**kwds) of a limiter type: update_collect (a layout keyword: ValueError), then the
+ * UPDATE_CFG_SETTINGS given applied to cfg and checked. @return 0, or -1 with an exception
+ * set (cfg may be half-changed: work on a copy) */
 int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                  struct sw_limiter_cfg *cfg);
 
-/* ---- what Limiter and KeyedLimiter share (limiting.c) ---- */
-
 /* the behaviours' names, by enum sw_behavior */
 extern const char *const behavior_names[4];
 
-/** A property reading an object field (closure: its offset, `(void *)offsetof(type, field)`);
- * None for NULL. */
+/** A property reading the object field at offset `at` (None for NULL). */
 PyObject *get_object_or_none(PyObject *self, void *at);
 
 /** Append a part (stolen; NULL: the error of making it) to a repr's list. @return 0 or -1 */
 int repr_add(PyObject *parts, PyObject *part);
 /** Append "<fmt with the float's repr>" (fmt takes one %U). @return 0, or -1 */
 int repr_add_float(PyObject *parts, const char *fmt, double v);
-/** Append the parts the settings make: qps= or concurrency=, the behaviour's own (with
- * occupy, occupy_timeout_ms= when not the default), the window when not the default.
+/** Append the settings' parts (not the defaults; rate= in place of qps= and interval_ms=).
  * @return 0, or -1 with an exception set */
 int repr_settings(PyObject *parts, const struct sw_limiter_cfg *c, int occupy, PyObject *rate);
 /** The repr "Type(part, ...)": parts (stolen) then shadow=, shared=, name= (when given).
@@ -264,13 +251,11 @@ PyObject *repr_finish(PyObject *self, PyObject *parts, int shadow, PyObject *sha
 /** Set BlockedError for the refusal of n by `self` (of `key`, or NULL for a Limiter). */
 void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
                    const struct sw_decision *d);
-/** stats(): a Stats of the window's counts (rates per second of interval_ms) and evicted.
- * @return new reference or NULL */
+/** A Stats of the window's counts (rates per second) and evicted. @return new ref or NULL */
 PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval_ms,
                     int64_t evicted);
 
-/* A core decision that gave up waiting for another process's lock (wait.h): handle it with
- * lock_gave_up(). Off the path of a decision that got its lock. */
+/* A core call that gave up waiting for another process's lock (wait.h: lock_gave_up()). */
 #define GAVE_UP(rc) (__builtin_expect((rc) == SW_EBUSY, 0))
 
 #endif /* SW_BINDING_H */

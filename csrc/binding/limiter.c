@@ -119,16 +119,13 @@ fail:
     return NULL;
 }
 
-/* What another live object of this process holds in the process's slot of self's region (its
- * held is changed under the region's lock, which the caller holds). */
+/* What another live object of this process holds on self's region (under its lock). */
 static int64_t held_on_region(const struct fork_link *l, const void *ctx)
 {
     const LimiterObject *o =
         (const LimiterObject *)limiting_same_region(l, (PyObject *)(uintptr_t)ctx);
     return o != NULL && o->held > 0 ? o->held : 0;
 }
-
-/* ---- the operations table (limiting_ops.h) ---- */
 
 static int lim_decide(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns, unsigned flags,
                       struct sw_decision *d)
@@ -318,8 +315,7 @@ static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ss
     return entry_new((PyObject *)self, self->st->Entry_Type, NULL, 0, n, timeout);
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* benchmark-only module functions (slidewin._core._noop, slidewin._core._try_acquire_nogil) */
+/* ---- benchmark-only module functions ---- */
 
 PyObject *bench_noop(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
@@ -327,8 +323,7 @@ PyObject *bench_noop(PyObject *m, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* _try_acquire_nogil(lim, n=1, *, now_ns=None): try_acquire with the GIL released around the
- * core call (the GIL study). */
+/* _try_acquire_nogil(lim, n=1, *, now_ns=None): try_acquire with the GIL released. */
 PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
@@ -355,15 +350,13 @@ PyObject *bench_try_acquire_nogil(PyObject *m, PyObject *const *args, Py_ssize_t
     Py_RETURN_FALSE;
 }
 
-/* update()'s swap, under the state's lock: the view's rule (the private one, or this
- * process's for a shared state) */
+/* update()'s swap of the view's rule, under the state's lock */
 static void lim_apply_rule(PyObject *self, void *rule)
 {
     struct sw_view *v = &((LimiterObject *)self)->view;
     sw_view_store_rule(v, (struct sw_rule *)(uintptr_t)v->rule, rule);
 }
 
-/* update(**settings): change this process's settings in place; the state is kept. */
 static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *kwds)
 {
     static const char *const settings[] = {UPDATE_CFG_SETTINGS, "_rate"};

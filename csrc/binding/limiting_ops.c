@@ -1,6 +1,5 @@
-/* limiting_ops.c - what the limiter types do alike over their head and operations table
- * (limiting_ops.h), written once: Limiter (limiter.c) and KeyedLimiter (keyed.c) fill in the
- * table; their hot paths stay theirs. */
+/* limiting_ops.c - what the limiter types and their entries do alike, written once over the
+ * head and the operations table (limiting_ops.h). */
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
@@ -40,8 +39,7 @@ int limiting_init(PyObject *self, const struct limiting_ops *ops, module_state *
 /* fork_gen while one thread of a fork() child claims the child's slot */
 #define FORK_GEN_CLAIMING UINT64_MAX
 
-/* Claim the process's slot, reaping dead processes when all are taken. @return the slot or
- * -1 (none left) */
+/* Claim the process's slot, reaping when all are taken. @return the slot, or -1 */
 static int32_t claim(struct limiting_head *h)
 {
     int32_t slot = sw_shm_claim_slot(&h->shm, sw_proc_token());
@@ -116,15 +114,13 @@ void limiting_dealloc(PyObject *self)
     fork_unregister(&h->fork);
     waitq_destroy(&h->wq);
     if (h->is_shared) {
-        /* the process's slot is shared by all its objects on the region (sw_shm_claim_slot):
-         * it stays until the process dies and is reaped; what this object still holds in
-         * flight (acquired, never released) is given back now, unless the object is a fork()
-         * child's copy that never decided (then it is the parent's) */
+        /* the process's slot (shared by its objects) stays until the process is reaped; what
+         * this object holds in flight is given back now, unless it is a fork() child's copy
+         * that never decided (then it is the parent's) */
         if (*h->my_slot >= 0 && (h->ops->holds == NULL || h->ops->holds(self)) &&
             atomic_load_explicit(&h->fork_gen, memory_order_acquire) ==
                 sw_proc_fork_generation()) {
-            /* a lock that never comes (a live process that is not in it, stuck) is given
-             * up on: the count then stays for the reap (a destructor never blocks forever) */
+            /* a lock that never comes is given up on: the count stays for the reap */
             struct dealloc_wait dw;
             dealloc_wait_begin(&dw);
             if (dealloc_wait_end(&dw, h->ops->lock(h->viewp, true))) {
@@ -520,8 +516,8 @@ PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return stats_new(h->st, &s, h->interval_ms, evicted);
 }
 
-/* _count_block(n, shadow=False): the one BLOCK of a request that retried and finally failed;
- * shadow: a shadow rule's would-be refusal (shadow_block too), after a group's retries. */
+/* _count_block(n, shadow=False): the one BLOCK of a request that retried and finally failed
+ * (shadow: a shadow rule's would-be refusal) */
 PyObject *limiting_count_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;

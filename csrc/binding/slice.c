@@ -1,14 +1,10 @@
 /* slice.c - _core._LeaseSlice(refill, slow): a leased slice's permits, decided on in C.
  *
- * take(n=1, *, now_ns=None): with no now_ns, while CLOCK_MONOTONIC (time.monotonic_ns()) is
- * before `end` and at least n permits are left, takes them and returns True; the take that
- * brings the permits from `low` or more to below `low` then calls refill() once (its
- * exception, if any, is reported as unraisable: the decision is made). Otherwise (an
- * explicit now_ns, too few permits, the slice's bucket over) returns slow(n, now_ns).
- *
- * The Python side changes the permits only through add(), debit() and drain(), each one
- * step: under the GIL a take never interleaves with them. A free-threaded build does each
- * step, and take's check-and-decrement, in a critical section on the object. */
+ * take(n=1, *, now_ns=None): with no now_ns, while CLOCK_MONOTONIC is before `end` and n
+ * permits are left, takes them (True); the take that crosses below `low` calls refill() once
+ * (its exception unraisable). Otherwise returns slow(n, now_ns). The permits change only in
+ * one step each (add, debit, drain): a free-threaded build does each, and take's
+ * check-and-decrement, in a critical section on the object. */
 #include "slice.h"
 
 #include <time.h>
@@ -65,7 +61,6 @@ static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
-/* both types' tp_traverse, tp_clear and tp_dealloc */
 static int slice_traverse(PyObject *o, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(o));
@@ -114,8 +109,7 @@ static int slice_now(PyObject *o)
     return 0;
 }
 
-/* take's C path: n permits while the slice is valid on CLOCK_MONOTONIC (1), else 0; the
- * take that crosses the low-water mark calls refill() (its error unraisable) */
+/* take's C path: 1 when it took n permits, else 0 */
 static int slice_fast(LeaseSlice *self, int64_t n)
 {
     int ok = 0, crossed = 0;
@@ -153,8 +147,8 @@ static PyObject *call_slow(PyObject *fn, PyObject *key, PyObject *n_obj, int64_t
     return r;
 }
 
-/* try_acquire's arguments: ([key,] n=1, *, now_ns=None), the key only where `key` is not
- * NULL (then required); n and now_ns checked (*now NULL when None). 0, or -1 with an error. */
+/* try_acquire's ([key,] n=1, *, now_ns=None), the key where `key` is not NULL; *now NULL
+ * for None. @return 0, or -1 with an exception set */
 static int take_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                      PyObject **key, PyObject **n_obj, int64_t *n, PyObject **now)
 {
@@ -317,14 +311,10 @@ PyType_Spec LeaseSlice_spec = {"slidewin._core._LeaseSlice", sizeof(LeaseSlice),
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, slice_slots};
 
 
-/* _core._KeyedSlices(slow): a keyed limiter's slices by the caller's key, and its decision.
- *
- * take(key, n=1, *, now_ns=None): a key of exactly str, bytes or int is looked up as it is
- * (CPython hashes it: nothing is encoded); while its slice has the permits on the monotonic
- * clock, they are taken in C (the slice's take). A key whose slice is spent or over goes to
- * that slice's slow(n, now_ns); a key with no slice here (or of a subclass of those types)
- * to slow(key, n, now_ns), which leases and registers it with set(). Any other key is a
- * TypeError, as the keyed limiter without lease says. */
+/* _core._KeyedSlices(slow): a keyed limiter's slices by key. take(key, n=1, *, now_ns=None):
+ * a key of exactly str, bytes or int is looked up as it is; its slice's take in C, else that
+ * slice's slow(n, now_ns); a key with no slice here (or of a subclass) goes to
+ * slow(key, n, now_ns), which leases and registers it with set(). Other keys: TypeError. */
 typedef struct {
     PyObject_HEAD
     PyObject *slices; /* dict: key -> _LeaseSlice; first, as SliceRefs */
