@@ -192,18 +192,9 @@ int parse_timeout(PyObject *o, int64_t *out)
     if (number_as_double(o, "%s must be None or a number of seconds, not %.100s", "timeout", &v,
                          &overflow) < 0)
         return -1;
-    if (overflow) {
-        v = -1.0;
-        if (PyLong_Check(o)) {
-            PyObject *zero = PyLong_FromLong(0);
-            if (zero == NULL)
-                return -1;
-            int pos = PyObject_RichCompareBool(o, zero, Py_GT);
-            Py_DECREF(zero);
-            if (pos < 0)
-                return -1;
-            v = pos ? INFINITY : -1.0;
-        }
+    if (overflow) { /* an int too large for a double: its sign decides */
+        (void)PyLong_AsLongLongAndOverflow(o, &overflow);
+        v = overflow > 0 ? INFINITY : -1.0;
     }
     if (isnan(v) || v < 0) {
         PyErr_Format(PyExc_ValueError, "timeout must be None or >= 0 seconds, got %R", o);

@@ -7,18 +7,13 @@
 
 /* ---- KeyedEntry (its steps: limiting_ops.c) ---- */
 
-/* KeyedLimiter's entry_finish: count the outcome, give the count back. @return 0, or
- * SW_EBUSY when the wait for a shared table's lock gave up */
+/* KeyedLimiter's entry_finish (a hollow entry holds nothing) */
 int kentry_finish(PyObject *e, int64_t rt, int outcome)
 {
     KeyedEntryObject *self = (KeyedEntryObject *)e;
-    if (self->hollow)
-        return 0;
-    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self->lim), self->fp, self->n, rt / NS_PER_MS,
-                                         outcome, SW_NOW)))
-        return SW_EBUSY;
-    keyed_notify(self->lim, 1, self->fp);
-    return 0;
+    return self->hollow ? 0
+                        : keyed_group_exit((PyObject *)self->lim, self->fp, self->n,
+                                           rt / NS_PER_MS, outcome);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
