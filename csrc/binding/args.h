@@ -1,8 +1,5 @@
-/* args.h - argument helpers shared by every type of the binding.
- *
- * Wrong type: TypeError; out of range: ValueError naming the parameter, the value and what
- * is allowed. The hot ones (parse_now, parse_n, key_equals) are inline.
- */
+/* args.h - argument helpers shared by every type of the binding. Wrong type: TypeError; out
+ * of range: ValueError naming the parameter, the value and what is allowed. */
 #ifndef SW_BINDING_ARGS_H
 #define SW_BINDING_ARGS_H
 
@@ -15,7 +12,7 @@
 #include "sw_common.h"
 
 #if PY_VERSION_HEX < 0x030A0000
-/* Py_NewRef (3.10+) for 3.9: a macro casting its argument, as CPython's own */
+/* Py_NewRef and Py_XNewRef (3.10+) for 3.9 */
 static inline PyObject *sw_new_ref_(PyObject *o)
 {
     Py_INCREF(o);
@@ -47,25 +44,21 @@ int parse_bool(PyObject *o, const char *name, int *out);
 /** timeout: None -> -1 (one decision), else seconds >= 0 -> ns (INT64_MAX for inf). */
 int parse_timeout(PyObject *o, int64_t *out);
 
-/** A small hand parser for FASTCALL | KEYWORDS.
- * names: every parameter; the first `npos` may be given by position. `out` receives borrowed
- * references (NULL when absent). @return 0, or -1 with an exception set */
+/** A small hand parser for FASTCALL | KEYWORDS: the first npos of names may be given by
+ * position; out: borrowed references (NULL when absent). @return 0, or -1 */
 int parse_fast(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                const char *const *names, Py_ssize_t nnames, Py_ssize_t npos, PyObject **out);
 
-/** parse_fast over a call's args tuple and kwds dict (NULL: none), as tp_new gets them.
- * @return 0, or -1 with an exception set */
+/** parse_fast over an args tuple and a kwds dict (or NULL), as tp_new gets them. */
 int parse_kwds(const char *fname, PyObject *args, PyObject *kwds, const char *const *names,
                Py_ssize_t nnames, Py_ssize_t npos, PyObject **out);
 
-/** parse_fast, the first `nreq` parameters required (TypeError naming the one missing).
- * @return 0, or -1 with an exception set */
+/** parse_fast, the first nreq parameters required. @return 0, or -1 */
 int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
                    Py_ssize_t npos, Py_ssize_t nreq, PyObject **out);
 
-/** The parameters (n, now_ns=None) of a method: n required, an int >= lo.
- * @return 0, or -1 with an exception set */
+/** (n, now_ns=None), n required, an int >= lo. @return 0, or -1 */
 int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                 int64_t lo, int64_t *n, int64_t *now);
 
@@ -73,13 +66,11 @@ int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyOb
 int parse_now_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, int64_t *now);
 
-/** A window's interval_ms and sample_count (NULL: the value in *interval_ms, *sample_count
- * kept), each in its range. @return 0, or -1 with an exception set */
+/** A window's interval_ms and sample_count (NULL: kept). @return 0, or -1 */
 int parse_window(PyObject *o_int, PyObject *o_samp, int64_t *interval_ms,
                  uint32_t *sample_count);
 
-/** The verdict rc of a core configuration check (sw_*_check_ex) that filled err.
- * @return 0 for SW_OK, else -1 with ValueError set (err's message: it names the parameter) */
+/** A core configuration check's rc. @return 0 for SW_OK, else -1 with ValueError (err's) */
 int cfg_checked(int rc, const struct sw_cfg_error *err);
 
 /** Turn a core error code into an exception. @return NULL */
@@ -127,8 +118,7 @@ static inline int parse_n(PyObject *o, int64_t lo, int64_t *out)
     return as_int64(o, "n", lo, INT64_MAX, out);
 }
 
-/* The one parameter n=1 of a method (nothing given: 1, at once).
- * @return 0, or -1 with an exception set */
+/* The one parameter n=1 of a method. @return 0, or -1 with an exception set */
 static inline int parse_n_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames, int64_t *n)
 {
@@ -142,8 +132,7 @@ static inline int parse_n_only(const char *fname, PyObject *const *args, Py_ssiz
     return parse_n(a[0], 1, n);
 }
 
-/* A keyword name equals an ASCII parameter name (compact ASCII strings compared by length
- * and bytes, about 2 ns; anything else by the general comparison). */
+/* A keyword name equals an ASCII parameter name (compact ASCII: by bytes, about 2 ns). */
 static inline int key_equals(PyObject *key, const char *name)
 {
     if (PyUnicode_Check(key) && PyUnicode_IS_COMPACT_ASCII(key)) {

@@ -28,18 +28,6 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     Py_XDECREF(arg);
 }
 
-/* (key, n=1[, now_ns=None]): a[0] the key, *fp its fingerprint; now NULL: no now_ns.
- * @return 0, or -1 with an exception set */
-static inline int parse_key_n(uint64_t seed, const char *fname, PyObject *const *args,
-                              Py_ssize_t nargs,
-                              PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
-                              PyObject **a, uint64_t *fp, int64_t *n, int64_t *now)
-{
-    if (parse_fast(fname, args, nargs, kwnames, names, nnames, 2, a) < 0 ||
-        parse_n(a[1], 1, n) < 0 || (now != NULL && parse_now(a[2], now) < 0))
-        return -1;
-    return key_fp(seed, a[0], fp);
-}
 
 /* The overrides dict (a new reference) under cfg_mu; with cfg, the same snapshot's settings */
 static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
@@ -371,23 +359,6 @@ static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_
     Py_RETURN_FALSE;
 }
 
-static PyObject *Keyed_reserve(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    static const char *const names[] = {"key", "n", "now_ns"};
-    PyObject *a[3];
-    int64_t n, now;
-    uint64_t fp;
-    if (parse_key_n(seed_of(self), "reserve", args, nargs, kwnames, names, 3, a, &fp, &n, &now) < 0)
-        return NULL;
-    struct sw_decision d;
-    if (GAVE_UP(sw_keyed_decide(kview(self), fp, n, now, 0u, &d)) && lock_gave_up() < 0)
-        return NULL;
-    if (d.verdict == SW_PASS)
-        return PyLong_FromLongLong(d.wait_ns);
-    Py_RETURN_NONE;
-}
-
 static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
@@ -395,7 +366,8 @@ static PyObject *Keyed_release(KeyedObject *self, PyObject *const *args, Py_ssiz
     PyObject *a[2];
     int64_t n;
     uint64_t fp;
-    if (parse_key_n(seed_of(self), "release", args, nargs, kwnames, names, 2, a, &fp, &n, NULL) < 0)
+    if (parse_fast("release", args, nargs, kwnames, names, 2, 2, a) < 0 ||
+        parse_n(a[1], 1, &n) < 0 || key_fp(seed_of(self), a[0], &fp) < 0)
         return NULL;
     int rc = sw_keyed_release(kview(self), fp, n);
     if (GAVE_UP(rc)) {
@@ -577,7 +549,7 @@ static PyMethodDef Keyed_methods[] = {
     METHOD(totals, limiting_totals, METH_NOARGS, "()", "Lifetime totals of the whole table since creation (monotonic, never reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow decisions an enforcing limiter would have refused, a part of block)."),
     METHOD(update, Keyed_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, max_queueing_ms, overrides, shadow, ...); the table and every key's state are kept. Shared: this process's settings."),
     METHOD(try_acquire, Keyed_try_acquire, FASTKW, "(key, n=1, *, now_ns=None)", "Admit now or refuse, under this key's own limit; never waits."),
-    METHOD(reserve, Keyed_reserve, FASTKW, "(key, n=1, *, now_ns=None)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
+    METHOD(reserve, limiting_reserve, FASTKW, "(key, n=1, *, now_ns=None)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
     METHOD(acquire, limiting_acquire_m, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
     METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
     METHOD(charge, limiting_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),

@@ -27,12 +27,6 @@ int keyed_fp_as(uint64_t seed, PyObject *key, uint64_t *out, PyObject *exc,
 {
     if (PyUnicode_Check(key)) {
         Py_ssize_t len;
-        if (PyUnicode_IS_COMPACT_ASCII(key)) {
-            /* ASCII is its own UTF-8: the characters right after the object header */
-            len = PyUnicode_GET_LENGTH(key);
-            *out = hash_bytes(seed, SW_KEY_STR, (const char *)PyUnicode_DATA(key), len);
-            return 0;
-        }
         const char *s = PyUnicode_AsUTF8AndSize(key, &len);
         if (s != NULL) {
             *out = hash_bytes(seed, SW_KEY_STR, s, len);

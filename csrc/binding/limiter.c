@@ -229,28 +229,6 @@ static PyObject *Limiter_try_acquire(LimiterObject *self, PyObject *const *args,
     Py_RETURN_FALSE;
 }
 
-static PyObject *Limiter_reserve(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
-{
-    static const char *const names[] = {"n", "now_ns", "prioritized"};
-    PyObject *a[3];
-    int64_t n = 1, now = SW_NOW;
-    int prio = 0;
-    struct sw_decision d;
-    if (nargs != 0 || kwnames != NULL) {
-        if (parse_fast("reserve", args, nargs, kwnames, names, 3, 1, a) < 0 ||
-            parse_n(a[0], 1, &n) < 0 || parse_now(a[1], &now) < 0 ||
-            parse_bool(a[2], "prioritized", &prio) < 0)
-            return NULL;
-    }
-    if (GAVE_UP(sw_decide(limiter_view(self), n, now, prio ? SW_F_PRIORITIZED : 0u, &d)) &&
-        lock_gave_up() < 0)
-        return NULL;
-    if (d.verdict == SW_PASS)
-        return PyLong_FromLongLong(d.wait_ns);
-    Py_RETURN_NONE;
-}
-
 /* _refund(n, now_ns=None): give back the throttle slot of n not used (sw_refund). */
 static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
@@ -402,7 +380,7 @@ static PyMethodDef Limiter_methods[] = {
     METHOD(totals, limiting_totals, METH_NOARGS, "()", "Lifetime totals since creation (monotonic, never reset): a dict with pass, block, exception, success, occupied_pass, rt (ms) and shadow_block (shadow decisions an enforcing limiter would have refused, a part of block)."),
     METHOD(update, Limiter_update, METH_VARARGS | METH_KEYWORDS, "(**settings)", "Change the settings in place (qps, concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms, shadow); the windows, the throttle's queue and the warm-up tokens are kept. Shared: this process's settings."),
     METHOD(try_acquire, Limiter_try_acquire, FASTKW, "(n=1, *, now_ns=None)", "Admit now or refuse; never waits. Counts PASS or BLOCK."),
-    METHOD(reserve, Limiter_reserve, FASTKW, "(n=1, *, now_ns=None, prioritized=False)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
+    METHOD(reserve, limiting_reserve, FASTKW, "(n=1, *, now_ns=None, prioritized=False)", "Admission that may need a wait: the wait in ns (0 = go now), or None when blocked."),
     METHOD(acquire, limiting_acquire_m, FASTKW, "(n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal. With a timeout, retry until admitted or timeout seconds have passed."),
     METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
     METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),

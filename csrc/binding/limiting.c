@@ -11,8 +11,6 @@
 
 const char *const behavior_names[4] = {"reject", "warm_up", "throttle", "warm_up_throttle"};
 
-/* ---- properties ----------------------------------------------------------------------- */
-
 PyObject *get_object_or_none(PyObject *self, void *at)
 {
     PyObject *v = *(PyObject **)(void *)((char *)self + (size_t)at);
@@ -20,8 +18,6 @@ PyObject *get_object_or_none(PyObject *self, void *at)
         v = Py_None;
     return Py_NewRef(v);
 }
-
-/* ---- repr ------------------------------------------------------------------------------ */
 
 int repr_add(PyObject *parts, PyObject *part)
 {
@@ -102,8 +98,6 @@ done:
     return res;
 }
 
-/* ---- refusals and statistics ----------------------------------------------------------- */
-
 void blocked_raise(module_state *st, PyObject *self, PyObject *key, int64_t n,
                    const struct sw_decision *d)
 {
@@ -168,8 +162,6 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
     return o;
 }
 
-/* ---- constructor arguments and update() (Limiter's and KeyedLimiter's) ---------------- */
-
 /* The settings keywords shared by the constructors and update() (NULL: unchanged).
  * @return 0, or -1 with an exception set */
 static int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh,
@@ -226,8 +218,7 @@ static int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh,
     return 0;
 }
 
-/* qps= (a rate per second) or concurrency= (requests in flight), as cfg->grade says, into
- * cfg->count. @return 0, or -1 with an exception set */
+/* qps= or concurrency=, as cfg->grade says, into cfg->count. @return 0, or -1 */
 static int parse_count(struct sw_limiter_cfg *cfg, PyObject *o)
 {
     if (cfg->grade == SW_GRADE_QPS)
@@ -308,8 +299,7 @@ int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
     return 0;
 }
 
-/* update(qps=) or update(concurrency=) (the grade): a new count, for a limit of that grade
- * only. @return 0, or -1 with an exception set */
+/* update(qps=) or update(concurrency=): a new count, for a limit of that grade only */
 static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade, PyObject *o)
 {
     const char *name = grade == SW_GRADE_QPS ? "qps" : "concurrency";

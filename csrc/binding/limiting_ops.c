@@ -477,6 +477,30 @@ PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return NULL;
 }
 
+PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"key", "n", "now_ns", "prioritized"};
+    const struct limiting_ops *ops = LIMITING(self)->ops;
+    Py_ssize_t k = ops->key_fp != NULL; /* the key first; prioritized: a Limiter's */
+    PyObject *a[3];
+    int64_t n, now;
+    uint64_t fp = 0;
+    int prio = 0;
+    struct sw_decision d;
+    if (parse_fast("reserve", args, nargs, kwnames, names + 1 - k, 3, 1 + k, a) < 0 ||
+        parse_n(a[k], 1, &n) < 0 || parse_now(a[k + 1], &now) < 0 ||
+        (!k && parse_bool(a[2], "prioritized", &prio) < 0) ||
+        (k && ops->key_fp(self, a[0], &fp) < 0))
+        return NULL;
+    if (GAVE_UP(ops->decide(self, fp, n, now, prio ? SW_F_PRIORITIZED : 0u, &d)) &&
+        lock_gave_up() < 0)
+        return NULL;
+    if (d.verdict == SW_PASS)
+        return PyLong_FromLongLong(d.wait_ns);
+    Py_RETURN_NONE;
+}
+
 PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;

@@ -163,10 +163,9 @@ PyObject *entry_get_limiter(PyObject *self, void *unused);
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
 /** Install settings checked against the snapshot of generation gen, in one swap under the
- * state's lock (decisions read them under it) and cfg_mu: apply(self, arg) (the type's own:
- * its rule), then cfg (when not NULL), *rate (when rate is not NULL: the rate string repr
- * shows, or NULL), the generation bumped; unless another change came in since (then nothing
- * is done). @return 0 installed, 1 changed meanwhile */
+ * state's lock (decisions read them under it) and cfg_mu: apply(self, arg) (the type's rule),
+ * cfg (unless NULL), *rate (unless rate is NULL); unless another change came in since.
+ * @return 0 installed, 1 changed meanwhile (nothing done) */
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
                      void (*apply)(PyObject *self, void *arg), void *arg, PyObject **rate);
 /** update()'s private _rate= (an exact str, or None), given or not: *rate for
@@ -188,6 +187,9 @@ PyObject *limiting_totals(PyObject *self, PyObject *unused);       /* totals() *
 /* acquire([key,] n=1, *, timeout=None) */
 PyObject *limiting_acquire_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
+/* reserve([key,] n=1, *, now_ns=None[, prioritized=False]) */
+PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
 /* charge([key,] n, *, now_ns=None) */
 PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
