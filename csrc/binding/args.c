@@ -148,16 +148,6 @@ int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,
     return 0;
 }
 
-int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                int64_t lo, int64_t *n, int64_t *now)
-{
-    static const char *const names[] = {"n", "now_ns"};
-    PyObject *a[2];
-    if (parse_fast_req(fname, args, nargs, kwnames, names, 2, 1, 1, a) < 0)
-        return -1;
-    return parse_n(a[0], lo, n) < 0 ? -1 : parse_now(a[1], now);
-}
-
 PyObject *raise_core_error(int rc)
 {
     if (rc == SW_ENOMEM)

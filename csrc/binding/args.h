@@ -58,10 +58,6 @@ int parse_fast_req(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, const char *const *names, Py_ssize_t nnames,
                    Py_ssize_t npos, Py_ssize_t nreq, PyObject **out);
 
-/** (n, now_ns=None), n required, an int >= lo. @return 0, or -1 */
-int parse_n_now(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                int64_t lo, int64_t *n, int64_t *now);
-
 /** Parse only the keyword `now_ns`. @return 0, or -1 with an exception set */
 int parse_now_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, int64_t *now);
@@ -116,20 +112,6 @@ static inline int parse_n(PyObject *o, int64_t lo, int64_t *out)
             PyErr_Clear();
     }
     return as_int64(o, "n", lo, INT64_MAX, out);
-}
-
-/* The one parameter n=1 of a method. @return 0, or -1 with an exception set */
-static inline int parse_n_only(const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames, int64_t *n)
-{
-    static const char *const names[] = {"n"};
-    PyObject *a[1] = {NULL};
-    *n = 1;
-    if (nargs == 0 && kwnames == NULL)
-        return 0;
-    if (parse_fast(fname, args, nargs, kwnames, names, 1, 1, a) < 0)
-        return -1;
-    return parse_n(a[0], 1, n);
 }
 
 /* A keyword name equals an ASCII parameter name (compact ASCII: by bytes, about 2 ns). */

@@ -75,8 +75,8 @@ static int install_settings(KeyedObject *self, const struct sw_krule *rule,
     return rc;
 }
 
-/* Check and install per-key thresholds. @return 0, or -1 with an exception set */
-static int set_overrides(KeyedObject *self, PyObject *value)
+/* Check and install per-key thresholds (also the setter: del is None). @return 0, or -1 */
+static int set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUSED(c))
 {
     for (;;) {
         struct sw_limiter_cfg cfg;
@@ -226,7 +226,7 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     keyed_overrides_free(&ov0);
     if ((mode == 0 ? keyed_open_private(self, &cfg, size)
                    : keyed_open_shared(self, &cfg, mode, path, size)) < 0 ||
-        set_overrides(self, o_over) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
+        set_overrides(self, o_over, NULL) < 0 || registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     return (PyObject *)self;
 fail:
@@ -474,11 +474,6 @@ static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
     return copy;
 }
 
-static int Keyed_set_overrides(KeyedObject *self, PyObject *value, void *Py_UNUSED(c))
-{
-    return set_overrides(self, value); /* del: none */
-}
-
 static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(self->max_keys);
@@ -535,7 +530,7 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 }
 
 static PyGetSetDef Keyed_getset[] = {
-    {"overrides", (getter)Keyed_get_overrides, (setter)Keyed_set_overrides,
+    {"overrides", (getter)Keyed_get_overrides, (setter)set_overrides,
      "Per-key thresholds (a copy): assign a dict key -> qps (or concurrency) to change them.",
      NULL},
     {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", NULL},

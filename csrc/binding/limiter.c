@@ -234,7 +234,10 @@ static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_s
                                 PyObject *kwnames)
 {
     int64_t n, now;
-    if (parse_n_now("_refund", args, nargs, kwnames, 0, &n, &now) < 0)
+    static const char *const names[] = {"n", "now_ns"};
+    PyObject *a[2];
+    if (parse_fast_req("_refund", args, nargs, kwnames, names, 2, 1, 1, a) < 0 ||
+        parse_n(a[0], 0, &n) < 0 || parse_now(a[1], &now) < 0)
         return NULL;
     (void)sw_refund(limiter_view(self), n, now);
     Py_RETURN_NONE;
@@ -243,8 +246,11 @@ static PyObject *Limiter_refund(LimiterObject *self, PyObject *const *args, Py_s
 static PyObject *Limiter_release(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
+    static const char *const names[] = {"n"};
+    PyObject *a[1];
     int64_t n;
-    if (parse_n_only("release", args, nargs, kwnames, &n) < 0)
+    if (parse_fast("release", args, nargs, kwnames, names, 1, 1, a) < 0 ||
+        parse_n(a[0], 1, &n) < 0)
         return NULL;
     int rc = sw_release(limiter_view(self), n);
     if (GAVE_UP(rc)) {

@@ -165,8 +165,8 @@ PyObject *stats_new(module_state *st, const struct sw_stats *s, int64_t interval
 /* The settings keywords shared by the constructors and update() (NULL: unchanged).
  * @return 0, or -1 with an exception set */
 static int limiter_apply_settings(struct sw_limiter_cfg *cfg, PyObject *o_beh,
-                                  PyObject *o_warm, PyObject *o_cold, PyObject *o_queue, PyObject *o_occ,
-                           PyObject *o_shadow)
+                                  PyObject *o_warm, PyObject *o_cold, PyObject *o_queue,
+                                  PyObject *o_occ, PyObject *o_shadow)
 {
     if (o_beh != NULL) {
         if (!PyUnicode_Check(o_beh)) {
