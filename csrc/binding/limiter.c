@@ -347,9 +347,8 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
     static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name",
                                          NULL};
     PyObject *v[9], **rate, *slot;
-    /* checked against a snapshot (cfg_mu), and installed in one swap under the state's lock
-     * (decisions read the rule under it) and cfg_mu unless another update() landed meanwhile
-     * (then checked again): no torn read and no lost update, with or without the GIL */
+    /* checked against a snapshot, installed unless another update() landed meanwhile (then
+     * checked again): no torn read and no lost update, with or without the GIL */
     for (;;) {
         struct sw_limiter_cfg cfg;
         uint64_t gen;

@@ -1,7 +1,5 @@
-/* limiting.c - what the two limiter types share (Limiter: limiter.c, KeyedLimiter: keyed.c):
- * the properties of their settings, their repr, the BlockedError of a refusal, the Stats of
- * stats(), the parsing of their constructor arguments and of update().
- */
+/* limiting.c - what the limiter types share below their operations table: repr, the
+ * BlockedError of a refusal, the Stats of stats(), constructor and update() arguments. */
 #include "binding.h"
 #include "args.h"
 #include "shared.h"

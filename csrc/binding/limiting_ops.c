@@ -162,11 +162,9 @@ static void decide_no_block(PyObject *self, uint64_t fp, int64_t n, unsigned fla
         (void)lock_gave_up(); /* seen by acquire_loop: the exception, or the deadline */
 }
 
-/* acquire(timeout=): decide (SW_F_NO_BLOCK | SW_F_RETRY); on refusal sleep until retry_after
- * (or, for a concurrency limit, a release in this process or, shared, in any) within the
- * timeout. *lock_expired: refused because another process's lock never came in time.
- * @return 0 admitted (its wait slept unless defer_wait), 1 refused (d: the last decision;
- * nothing counted, nothing raised), or -1 with an exception set */
+/* acquire(timeout=): on refusal sleep until retry_after (a concurrency limit: a release, in
+ * any process when shared) within the timeout. *lock_expired: another process's lock never
+ * came. @return 0 admitted, 1 refused (nothing counted or raised), or -1 with an exception */
 static int acquire_loop(PyObject *self, uint64_t fp, int64_t n, unsigned flags,
                         int64_t timeout_ns, bool defer_wait, bool *lock_expired,
                         struct sw_decision *d)
@@ -704,9 +702,8 @@ static PyObject *entry_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
     return Py_NewRef(self);
 }
 
-/* __exit__(et, ...): entered -> exited, then the outcome counted (SUCCESS with its rt,
- * EXCEPTION for an Exception, else none) and the count given back. A give-up of the lock
- * leaves the entry entered, holding its count: the exit may be retried. @return False */
+/* __exit__(et, ...): entered -> exited, the outcome counted, the count given back. A give-up
+ * of the lock leaves the entry entered, holding its count: the exit may be retried. */
 static PyObject *entry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     AnyEntryObject *e = (AnyEntryObject *)self;
