@@ -9,23 +9,24 @@ import weakref
 import pytest
 
 import slidewin
-from slidewin import BlockedError, Limiter, Metric, _core
+from slidewin import BlockedError, KeyedLimiter, Limiter, Metric, _core
 
 
 # -- nothing can be instantiated half-built -----------------------------------------------
 
-def test_entry_cannot_be_instantiated():
+@pytest.mark.parametrize("kind", ["Entry", "KeyedEntry"])
+def test_entry_cannot_be_instantiated(kind):
+    t = getattr(_core, kind)
     with pytest.raises(TypeError):
-        _core.Entry()
-    lim = Limiter(qps=10)
+        t()
+    entry = Limiter(qps=10).entry() if kind == "Entry" else KeyedLimiter(qps=10).entry("k")
+    assert type(entry) is t
     with pytest.raises(TypeError):
-        type(lim.entry())()
+        t.__new__(t)
     with pytest.raises(TypeError):
-        _core.Entry.__new__(_core.Entry)
+        object.__new__(t)
     with pytest.raises(TypeError):
-        object.__new__(_core.Entry)
-    with pytest.raises(TypeError):
-        copy.copy(lim.entry())
+        copy.copy(entry)
 
 
 def test_every_other_type_is_built_whole_or_refuses():

@@ -102,6 +102,20 @@ def test_shared_true_with_forked_children():
 
 
 @pytest.mark.procs
+def test_a_keyed_entry_inherited_across_fork_is_released_once(name):
+    kl = KeyedLimiter(concurrency=2, shared=name)
+    assert kl.try_acquire("a")                  # someone else holds 1 of "a"
+    with kl.entry("a"):                         # we hold 1: 2 in flight
+        pid = os.fork()                         # the child leaves the block too
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert kl.in_flight("a") == 1               # the child counted, did not release
+    assert kl.try_acquire("a") and not kl.try_acquire("a")   # room for exactly one more
+    assert kl.stats().success_qps == 2          # both exits counted the outcome
+
+
+@pytest.mark.procs
 def test_killed_process_gives_back_its_per_key_in_flight(name):
     ctx = mp.get_context("fork")
     kl = KeyedLimiter(concurrency=1, shared=name)

@@ -16,21 +16,6 @@ static PyObject *Entry_repr(EntryObject *self)
                                 self->limiter ? (PyObject *)self->limiter : Py_None);
 }
 
-#if PY_VERSION_HEX < 0x030A0000
-/* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION */
-static PyObject *Entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    (void)args;
-    (void)kwds;
-    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use Limiter.entry()",
-                 type->tp_name);
-    return NULL;
-}
-#define ENTRY_NEW_SLOT {Py_tp_new, Entry_new},
-#else
-#define ENTRY_NEW_SLOT
-#endif
-
 static PyGetSetDef Entry_getset[] = {
     {"n", entry_get_n, NULL, "The request size.", NULL},
     {"limiter", entry_get_limiter, NULL, "The Limiter.", NULL},

@@ -7,13 +7,22 @@
 
 /* ---- KeyedEntry (its steps: limiting_ops.c) ---- */
 
-/* KeyedLimiter's entry_finish (a hollow entry holds nothing) */
+/* KeyedLimiter's entry_finish (a hollow entry holds nothing). An entry of a shared table
+ * inherited across fork() only counts its outcome: the key's count is the parent's, which
+ * exits its own copy (as lim_entry_finish) */
 int kentry_finish(PyObject *e, int64_t rt, int outcome)
 {
     KeyedEntryObject *self = (KeyedEntryObject *)e;
-    return self->hollow ? 0
-                        : keyed_group_exit((PyObject *)self->lim, self->fp, self->n,
-                                           rt / NS_PER_MS, outcome);
+    if (self->hollow)
+        return 0;
+    if (self->lim->is_shared && self->fork_gen != sw_proc_fork_generation()) {
+        if (outcome != SW_OUT_NONE)
+            sw_keyed_count(kview(self->lim),
+                           outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS : SW_EV_EXCEPTION,
+                           self->n, SW_NOW);
+        return 0;
+    }
+    return keyed_group_exit((PyObject *)self->lim, self->fp, self->n, rt / NS_PER_MS, outcome);
 }
 
 static PyObject *KEntry_repr(KeyedEntryObject *self)
@@ -37,7 +46,7 @@ TYPE_SPEC(KeyedEntry, "slidewin._core.KeyedEntry", KeyedEntryObject,
           Py_TPFLAGS_DISALLOW_INSTANTIATION,
           {Py_tp_doc, "A keyed admission in progress: `with per_key.entry(key):` (or async "
                       "with)."},
-          {Py_tp_traverse, entry_traverse}, {Py_tp_clear, entry_clear},
+          ENTRY_NEW_SLOT{Py_tp_traverse, entry_traverse}, {Py_tp_clear, entry_clear},
           {Py_tp_dealloc, entry_dealloc}, {Py_tp_methods, entry_methods},
           {Py_tp_getset, KEntry_getset}, {Py_tp_repr, KEntry_repr});
 

@@ -246,4 +246,19 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
         HIDDEN(_reap, limiting_reap_m, METH_NOARGS),                                           \
         HIDDEN(_release_entry, limiting_release_entry, METH_FASTCALL)
 
+#if PY_VERSION_HEX < 0x030A0000
+/* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION: an entry type refuses construction itself */
+static inline PyObject *entry_refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use the limiter's entry()",
+                 type->tp_name);
+    return NULL;
+}
+#define ENTRY_NEW_SLOT {Py_tp_new, entry_refuse_new},
+#else
+#define ENTRY_NEW_SLOT
+#endif
+
 #endif /* SW_BINDING_LIMITING_OPS_H */
