@@ -1,21 +1,12 @@
 """slidewin.Upstream: the budgets of a rate-limited API that this process calls.
 
-Built from what exists: each budget (requests, tokens) a throttle ``Limiter`` (pacing, one
-admission every ``period / limit``), the in-flight bound a concurrency ``Limiter``, decided
-together by one ``all_of`` group (its waiters wake a call waiting for a free slot), a
-``Breaker`` when given. What is new here is the upstream's own state, a small "board":
-
-- the pause: a "not before" time that a 429/503 raises (never lowers) and every admission
-  reads;
-- the server's view: per budget, the pace that the remaining count and reset time of the
-  response headers allow, followed while it is slower than the configured one and until its
-  reset.
-
-The board lives in this process (a lock), in a small file of /dev/shm for ``shared=`` (an
-``fcntl`` lock: the kernel drops it with a killed holder; times are CLOCK_MONOTONIC, common
-to every process of the host) or on Redis for ``redis=`` (slidewin/redis/lua/upstream.lua,
-server time). Both the pause and the view expire by time: a crashed caller leaves nothing
-behind.
+Each budget is a throttle ``Limiter``, the in-flight bound a concurrency one, decided together
+by one ``all_of`` group. New here is the "board": the pause (a "not before" time that a
+429/503 raises, never lowers) and, per budget, the server's view (the pace its headers allow,
+followed while slower than the configured one, until its reset). It lives in this process, in
+a /dev/shm file for ``shared=`` (an ``fcntl`` lock, which the kernel drops with a killed
+holder; CLOCK_MONOTONIC is common to the host) or on Redis for ``redis=``. Both expire by
+time: a crashed caller leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -42,7 +33,6 @@ from ._limiter import Limiter, _check_timeout
 __all__ = ["Upstream", "UpstreamCall"]
 
 _F_ENTRY = _core.F_ENTRY
-_OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 _BACKOFF_FIRST_S = 1.0  # a 429/503 without Retry-After: 1 s, 2 s, 4 s, ... up to
 _BACKOFF_MAX_S = 60.0
 _FOREVER_S = 1e7  # timeout=None: a wait this long is no bound (an Event's wait takes no inf)
@@ -65,8 +55,7 @@ class _Board:
         _BOARDS.add(self)
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:
-        """The values, under the lock (an operation that changes them calls _write)."""
+    def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
         with self._mu:
             yield self._v
 
@@ -75,8 +64,6 @@ class _Board:
 
     def now_ns(self) -> int:
         return _monotonic_ns()
-
-    # -- operations (each under the lock) ---------------------------------------------
 
     def pause_left(self, now: int) -> int:
         """ns until the pause ends (0: not paused)."""
@@ -161,13 +148,14 @@ class _ShmBoard(_Board):
     """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
     lock (released by the kernel when its holder dies) and this process's thread lock."""
 
-    def __init__(self, path: Optional[str]) -> None:
+    def __init__(self, shared: Any) -> None:
         super().__init__()
         folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
-        if path is None:  # shared=True: an unlinked file, shared with the forked processes
+        if shared is True:  # an unlinked file, shared with the forked processes
             fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
             os.unlink(tmp)
         else:
+            path = os.path.join(folder, "slidewin-upstream-%s" % shared)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX)
@@ -181,7 +169,6 @@ class _ShmBoard(_Board):
             os.close(fd)
             raise
         self._fd = fd
-        self.path = path
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[List[Any]]:
@@ -238,11 +225,11 @@ def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:
     return count, period_ms
 
 
-def _check_int(name: str, value: Any, low: int) -> Optional[int]:
-    if value is None:
+def _check_int(name: str, value: Any, low: int, what: str = "None or an int") -> Any:
+    if value is None and what.startswith("None"):
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("%s must be None or an int, not %s" % (name, type(value).__name__))
+        raise TypeError("%s must be %s, not %s" % (name, what, type(value).__name__))
     if value < low:
         raise ValueError("%s must be >= %d, got %d" % (name, low, value))
     return value
@@ -323,22 +310,20 @@ class Upstream:
         if redis is not None:
             from .redis._upstream import RedisBoard
             self._board: Any = RedisBoard(redis, name or "upstream")
-        elif shared is None:
-            self._board = _Board()
-        elif shared is True:
-            self._board = _ShmBoard(None)
         else:
-            folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
-            self._board = _ShmBoard(os.path.join(folder, "slidewin-upstream-%s" % shared))
+            self._board = _Board() if shared is None else _ShmBoard(shared)
         self._mu = threading.Lock()
         self._stats: Dict[str, float] = dict(
             sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
             errors=0, paused_s=0.0, estimated_tokens=0, used_tokens=0, refunded_tokens=0,
             charged_tokens=0)
 
+    def _members(self, with_tokens: bool = True) -> Tuple[Any, ...]:
+        return tuple(m for m in (self._req_lim, self._tok_lim if with_tokens else None,
+                                 self._conc_lim) if m is not None)
+
     def _group(self, with_tokens: bool) -> Any:
-        members = [m for m in (self._req_lim, self._tok_lim if with_tokens else None,
-                               self._conc_lim) if m is not None]
+        members = self._members(with_tokens)
         if not members:
             return None
         if self._redis is not None:
@@ -375,19 +360,13 @@ class Upstream:
     @property
     def limiters(self) -> Tuple[Any, ...]:
         """The member limiters: requests, tokens, concurrency (those configured)."""
-        return tuple(m for m in (self._req_lim, self._tok_lim, self._conc_lim)
-                     if m is not None)
+        return self._members()
 
     def __repr__(self) -> str:
-        parts = []
-        for k, v in (("requests", self._requests_rate), ("tokens", self._tokens_rate),
-                     ("concurrency", self._concurrency), ("shared", self._shared),
-                     ("name", self._name)):
-            if v is not None:
-                parts.append("%s=%r" % (k, v))
-        if self._redis is not None:
-            parts.append("redis=%r" % (self._redis,))
-        return "Upstream(%s)" % ", ".join(parts)
+        return "Upstream(%s)" % ", ".join("%s=%r" % kv for kv in (
+            ("requests", self._requests_rate), ("tokens", self._tokens_rate),
+            ("concurrency", self._concurrency), ("shared", self._shared),
+            ("name", self._name), ("redis", self._redis)) if kv[1] is not None)
 
     def paused_until(self) -> Optional[float]:
         """Seconds until the pause that a 429/503 started ends, or None when not paused."""
@@ -417,22 +396,13 @@ class Upstream:
         (None: as long as it takes), else ``BlockedError`` with ``retry_after``, at once
         when the wait is known to be longer. ``tokens``: the estimate, settled by
         ``observe(tokens=used)``."""
-        if isinstance(tokens, bool) or not isinstance(tokens, int):
-            raise TypeError("tokens must be an int (the estimate), not %s"
-                            % type(tokens).__name__)
-        if tokens < 0:
-            raise ValueError("tokens must be >= 0, got %d" % tokens)
+        _check_int("tokens", tokens, 0, "an int (the estimate)")
         return UpstreamCall(self, tokens, _check_timeout(timeout))
 
     def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
         group = self._full if tokens > 0 else self._no_tokens
-        if group is None:
-            return None, ()
-        ns = []  # in the members' order, as _group() puts them
-        for m in (self._req_lim, self._tok_lim if tokens > 0 else None, self._conc_lim):
-            if m is not None:
-                ns.append(tokens if m is self._tok_lim else 1)
-        return group, tuple(ns)
+        return group, tuple(tokens if m is self._tok_lim else 1  # in the group's order
+                            for m in self._members(tokens > 0))
 
     def _refused(self, why: str, wait_ns: Optional[int]) -> BaseException:
         self._count("refused")
@@ -443,17 +413,6 @@ class Upstream:
         return _core.BlockedError(text, retry_after=retry, limiter=self._req_lim
                                   or self._tok_lim or self._conc_lim)
 
-    def _pause_from(self, status: int, h: Dict[str, str], now: int) -> None:
-        seconds = _headers.retry_after_s(h, time.time())
-        grew = self._board.pause(seconds, now)
-        if grew:
-            self._count("paused_s", grew / 1e9)
-
-    def _view_from(self, h: Dict[str, str], now: int) -> None:
-        for budget, remaining, reset_s in _headers.server_view(h, time.time()):
-            b = _BUDGETS.index(budget)
-            floor = self._req_cost if b == 0 else self._tok_cost
-            self._board.view(b, remaining, reset_s, floor, now)
 
 
 def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
@@ -608,12 +567,7 @@ class UpstreamCall:
             raise TypeError("status must be an int HTTP status, not %s" % type(status).__name__)
         if not 100 <= status <= 599:
             raise ValueError("status must be an HTTP status from 100 to 599, got %d" % status)
-        if tokens is not None:
-            if isinstance(tokens, bool) or not isinstance(tokens, int):
-                raise TypeError("tokens must be None or an int (the tokens used), not %s"
-                                % type(tokens).__name__)
-            if tokens < 0:
-                raise ValueError("tokens must be >= 0, got %d" % tokens)
+        _check_int("tokens", tokens, 0, "None or an int (the tokens used)")
         h = _headers.lower_headers(headers)
         if self._state != 1:
             raise RuntimeError("observe() belongs inside the call's with-block")
@@ -624,22 +578,32 @@ class UpstreamCall:
         up = self._up
         now = up._board.now_ns()
         if status == 429 or status == 503:
-            up._count("upstream_429" if status == 429 else "upstream_503")
-            up._pause_from(status, h, now)
+            up._count("upstream_%d" % status)
+            grew = up._board.pause(_headers.retry_after_s(h, time.time()), now)
+            if grew:
+                up._count("paused_s", grew / 1e9)
         else:
             up._board.settle()
             if status >= 500:
                 up._count("upstream_5xx")
-        up._view_from(h, now)
+        for budget, remaining, reset_s in _headers.server_view(h, time.time()):
+            b = _BUDGETS.index(budget)
+            floor = up._req_cost if b == 0 else up._tok_cost
+            up._board.view(b, remaining, reset_s, floor, now)
         if tokens is not None:
             self._settle(tokens)
-        br = up._breaker
-        if br is not None and self._ticket is not None:
-            ticket, self._ticket = self._ticket, None
-            if status == 429:
-                br._cancel(ticket)
-            else:
-                br._record(ticket, (_monotonic_ns() - self._start) / 1e6, status >= 500)
+        self._tell_breaker(None if status == 429 else status >= 500)
+
+    def _tell_breaker(self, failure: Optional[bool]) -> None:
+        """The call's outcome on the breaker, once: a failure or not; None: a cancel."""
+        br, ticket = self._up._breaker, self._ticket
+        if br is None or ticket is None:
+            return
+        self._ticket = None
+        if failure is None:
+            br._cancel(ticket)
+        else:
+            br._record(ticket, (_monotonic_ns() - self._start) / 1e6, failure)
 
     def _settle(self, used: int) -> None:
         up = self._up
@@ -663,16 +627,12 @@ class UpstreamCall:
         failed = et is not None and isinstance(et, type) and issubclass(et, Exception)
         if failed:
             up._count("errors")
-        br = up._breaker
-        if br is not None and self._ticket is not None:
-            ticket, self._ticket = self._ticket, None
-            if failed and not issubclass(et, _core.BlockedError):
-                br._record(ticket, (_monotonic_ns() - self._start) / 1e6,
-                           br._is_failure(et, ev))
-            elif et is None:
-                br._record(ticket, (_monotonic_ns() - self._start) / 1e6, False)
-            else:
-                br._cancel(ticket)
+        if et is None:
+            self._tell_breaker(False)
+        elif failed and not issubclass(et, _core.BlockedError) and self._ticket is not None:
+            self._tell_breaker(up._breaker._is_failure(et, ev))
+        else:
+            self._tell_breaker(None)
         entry = self._entry
         if entry is not None:
             self._entry = None
