@@ -13,7 +13,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block
+from ._limiter import _MISSING, Limiter, _check_on_block, _check_picklable
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -278,26 +278,18 @@ class AdaptiveLimiter(Limiter):
 
     def __repr__(self) -> str:
         a = self._adaptive
-        parts = ["algorithm=%r" % a["algorithm"], "min_limit=%d" % a["min_limit"],
-                 "max_limit=%d" % a["max_limit"], "initial_limit=%d" % a["initial_limit"]]
-        if self.interval_ms != 1000:
-            parts.append("interval_ms=%d" % self.interval_ms)
-        if self.sample_count != 10:
-            parts.append("sample_count=%d" % self.sample_count)
-        if a["cpu_threshold"] is not None:
-            parts.append("cpu_threshold=%r" % a["cpu_threshold"])
-        if self.shared is not None:
-            parts.append("shared=%r" % (self.shared,))
-        if self.name is not None and (self.shared is None or self.name != self.shared):
-            parts.append("name=%r" % (self.name,))
+        parts = ["%s=%r" % (k, a[k]) for k in _SETTINGS[:4]]
+        for k, v, default in (("interval_ms", self.interval_ms, 1000),
+                              ("sample_count", self.sample_count, 10),
+                              ("cpu_threshold", a["cpu_threshold"], None),
+                              ("shared", self.shared, None),
+                              ("name", self.name, self.shared)):
+            if v != default and v is not None:
+                parts.append("%s=%r" % (k, v))
         return "AdaptiveLimiter(%s)" % ", ".join(parts)
 
     def __reduce__(self) -> Any:
-        if not isinstance(self.shared, str):
-            raise TypeError(
-                "cannot pickle a %s AdaptiveLimiter: only one shared by name "
-                "(shared='name') can be sent to another process"
-                % ("private" if self.shared is None else "shared=True"))
+        _check_picklable(self, "AdaptiveLimiter")
         kw = dict(self._adaptive)
         kw.update(interval_ms=self.interval_ms, sample_count=self.sample_count,
                   shared=self.shared, name=self.name)

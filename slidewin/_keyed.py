@@ -1,8 +1,5 @@
-"""The Python layer of KeyedLimiter: asyncio and the decorator over the C type.
-
-The decisions, the table, ``entry()`` and the blocking ``acquire()`` are C (slidewin._core);
-what needs the event loop or wraps functions is plain Python here, as for Limiter.
-"""
+"""The Python layer of KeyedLimiter: asyncio and the decorator over the C type, as for
+Limiter."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, TypeVar, Union, cast, overload
@@ -118,15 +115,11 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         handler when it decorates)."""
         _update(self, super().update, locals())
 
-    # -- asyncio -------------------------------------------------------------------------
-
     async def acquire_async(
         self, key: Key, n: int = 1, *, timeout: Optional[float] = None
     ) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await _acquire_async(self, key, n, _check_timeout(timeout))
-
-    # -- decorator -------------------------------------------------------------------------
 
     @overload
     def __call__(
@@ -169,19 +162,15 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         ``entry(key, timeout=5)`` (without it, a refusal raises at once).
         """
         timeout = _check_timeout(timeout)
-        if func is None:
-            if key is None:
-                raise TypeError(
-                    "a KeyedLimiter decorator needs key=, a function of the call's arguments "
-                    "returning the key: @per_key(key=lambda request, *a, **kw: request.user)"
-                )
-            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         if key is None:
             raise TypeError(
-                "a KeyedLimiter decorator needs key=: use @per_key(key=lambda *a, **kw: ...)"
+                "a KeyedLimiter decorator needs key=, a function of the call's arguments "
+                "returning the key: @per_key(key=lambda request, *a, **kw: request.user)"
             )
         if not callable(key):
             raise TypeError("key must be callable, not %s" % type(key).__name__)
+        if func is None:
+            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         return _decorate_entries(self, "KeyedLimiter", func, on_block, keyfn=key,
                                  timeout=timeout)
 

@@ -1,8 +1,5 @@
-"""The Python layer of Limiter: asyncio, decorators and `limit()` over the C type.
-
-Like functools.lru_cache over _lru_cache_wrapper: the decisions, counters, `entry()` and the
-blocking `acquire()` are C (slidewin._core); what needs the event loop or wraps functions is
-plain Python here.
+"""The Python layer of Limiter: asyncio, decorators and `limit()` over the C type (which
+holds the decisions, counters, `entry()` and the blocking `acquire()`).
 """
 from __future__ import annotations
 
@@ -124,13 +121,17 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
         lim._on_block = on_block
 
 
-def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
-    """__reduce__: the settings `names` and the region's name, for a limiter shared by name."""
+def _check_picklable(lim: Any, kind: str) -> None:
     if not isinstance(lim.shared, str):
         raise TypeError(
             "cannot pickle a %s %s: only one shared by name (shared='name') can be sent to "
             "another process" % ("private" if lim.shared is None else "shared=True", kind)
         )
+
+
+def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
+    """__reduce__: the settings `names` and the region's name, for a limiter shared by name."""
+    _check_picklable(lim, kind)
     kw = {name: getattr(lim, name) for name in names}
     if lim._rate is not None:
         kw["rate"] = lim._rate
@@ -148,9 +149,7 @@ def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
 _NO_KEY: Any = object()  # the `key` of a Limiter, whose C methods take no key
 
 
-def _at(key: Any, n: int) -> Tuple[Any, ...]:
-    """What the C type's _decide, _raise_blocked and _release_entry take before their other
-    arguments."""
+def _at(key: Any, n: int) -> Tuple[Any, ...]:  # the C methods' leading arguments
     return (n,) if key is _NO_KEY else (key, n)
 
 
@@ -171,10 +170,8 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
 
 async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
                          timeout: float) -> Tuple[int, int]:
-    """The decision of an async acquire with a timeout, of a Limiter (key=_NO_KEY) or a
-    KeyedLimiter: (verdict, the ns to sleep before going on), or BlockedError once `timeout`
-    has passed (one BLOCK counted). A refused task waits in the limiter's (or the key's)
-    queue, woken by releases (slidewin._waiters), not polling."""
+    """_decide_now with a timeout: a refused task waits in the limiter's (or the key's) queue
+    (slidewin._waiters), one BLOCK counted should the wait end refused."""
     fp = None if key is _NO_KEY else lim._fingerprint(key)
     d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
@@ -233,7 +230,6 @@ class _Limiting:
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
-    """acquire_async() of a Limiter (key=_NO_KEY) or a KeyedLimiter."""
     if timeout is None:
         wait_ns = _decide_now(lim, key, n, 0)[1]
     else:
@@ -243,9 +239,8 @@ async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -
 
 
 async def _aenter(lim: Any, entry: Any) -> Any:
-    """The coroutine of an entry's ``__aenter__`` (a Limiter's or a KeyedLimiter's), which
-    the C entry calls once it has claimed the entry (idle -> entering) in one atomic step.
-    One coroutine, no further one, per async entry: that is its whole cost in Python."""
+    """An entry's ``__aenter__``, called by the C entry once it has claimed the entry (idle
+    -> entering) atomically: one coroutine per async entry, no further one."""
     key = entry.key if type(entry) is _KEYED_ENTRY else _NO_KEY
     n = entry.n
     try:
@@ -267,8 +262,7 @@ async def _aenter(lim: Any, entry: Any) -> Any:
     return entry
 
 
-async def _aexit(lim: Any, entry: Any, exc_type: Any) -> bool:
-    """The coroutine of an entry's ``__aexit__``: its exit, which never waits."""
+async def _aexit(lim: Any, entry: Any, exc_type: Any) -> bool:  # an exit never waits
     return bool(entry.__exit__(exc_type, None, None))
 
 
@@ -283,9 +277,9 @@ class Limiter(_core.Limiter, _Limiting, Admission):
     ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
     "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
     alternative to ``qps``: at most that count in the window, the window being the period
-    (``interval_ms``) in ``sample_count`` steps (60 unless given; without a rate, None
-    means Sentinel's 1000 ms in 2 steps). It cannot be combined
-    with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
+    (``interval_ms``) in ``sample_count`` steps (unless given, the largest divisor of the
+    period up to 60; without a rate, None means Sentinel's 1000 ms in 2 steps). It cannot be
+    combined with ``qps``, ``interval_ms`` or ``concurrency``, and takes one rate (several:
     ``slidewin.rate_limiter("10/second;100/minute")``). Mind that ``qps`` is per second:
     ``qps=100, interval_ms=60_000`` allows 6000 a minute. A window admits
     floor(qps * interval_ms / 1000): ``qps=1.5`` admits 1 a second (a window limit below 1
@@ -362,22 +356,18 @@ class Limiter(_core.Limiter, _Limiting, Admission):
     ) -> None:
         """Change the settings in place: any constructor keyword that is a setting (qps,
         rate (over the same period as the window) or concurrency, behavior, warm_up_s,
-        cold_factor, max_queueing_ms, occupy_timeout_ms, shadow, on_block). The state is kept: the windows, the throttle's queue and
-        the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
-        changes nothing. The layout (interval_ms, sample_count, shared) and name
-        cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
-        shared region it changes this process's settings; the shared counts stay. A new
-        on_block serves the functions decorated after the update (a decorator fixes its
-        handler when it decorates)."""
+        cold_factor, max_queueing_ms, occupy_timeout_ms, shadow, on_block). The state is
+        kept: the windows, the throttle's queue and the warm-up tokens carry over. An invalid
+        value raises ValueError/TypeError and changes nothing. The layout (interval_ms,
+        sample_count, shared) and name cannot change (ValueError), nor can a qps limit become
+        a concurrency limit. On a shared region it changes this process's settings; the
+        shared counts stay. A new on_block serves the functions decorated after the update
+        (a decorator fixes its handler when it decorates)."""
         _update(self, super().update, locals())
-
-    # -- asyncio -------------------------------------------------------------------------
 
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await _acquire_async(self, _NO_KEY, n, _check_timeout(timeout))
-
-    # -- decorator -------------------------------------------------------------------------
 
     @overload
     def __call__(self, func: F) -> F: ...
@@ -431,22 +421,6 @@ def _is_async_callable(f: Any) -> bool:
     return False
 
 
-def _decorator_handler(lim: Any, kind: str, func: Any, on_block: Any) -> Any:
-    """The on_block a decorator of `lim` serves `func` with (None: raise BlockedError)."""
-    if not callable(func):
-        raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
-    return _check_on_block(lim._on_block if on_block is _MISSING else on_block)
-
-
-def _check_sync_handler(handler: Any, func: Any) -> None:
-    if handler is not None and _is_async_callable(handler):
-        raise TypeError(
-            "on_block %r is an async function, but %s is not: a sync function cannot "
-            "await it; give a sync on_block, or decorate an async function"
-            % (handler, _name(func))
-        )
-
-
 def _sync_result(func: Any, handler: Any, result: Any) -> Any:
     """on_block's result for a sync caller: an awaitable there would never be awaited."""
     if inspect.isawaitable(result):
@@ -468,7 +442,6 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
 
 
 def _entry_maker(lim: Any, timeout: Optional[float]) -> Any:
-    """What a wrapper calls for its entry: lim.entry, or with the decorator's timeout."""
     if timeout is None:
         return lim.entry
     return functools.partial(lim.entry, timeout=timeout)
@@ -633,7 +606,9 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
     for one whose decisions block (sync functions and generators only). ``agen_entry``:
     what an async generator's iteration enters, when not ``lim.entry()`` (a Breaker's entry
     that never cancels: its consumer runs between the items)."""
-    handler = _decorator_handler(lim, kind, func, on_block)
+    if not callable(func):
+        raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
+    handler = _check_on_block(lim._on_block if on_block is _MISSING else on_block)
     agen = inspect.isasyncgenfunction(func)
     coro = not agen and inspect.iscoroutinefunction(func)
     if is_async is not None and is_async != (agen or coro):
@@ -654,7 +629,11 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
     elif coro:
         wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
     else:
-        _check_sync_handler(handler, func)
+        if handler is not None and _is_async_callable(handler):
+            raise TypeError(
+                "on_block %r is an async function, but %s is not: a sync function cannot "
+                "await it; give a sync on_block, or decorate an async function"
+                % (handler, _name(func)))
         if gen:
             wrapper = _wrap_generator(lim, func, handler, timeout)
         else:
