@@ -326,7 +326,7 @@ def rate_limiter(rates: Any, **kw: Any) -> Union[Limiter, Group]:
     ``sample_count``, ...), given to every member. A group's member ``i`` is named
     ``"<name>[<rate>]"`` and shared as ``"<shared>.<count>-per-<period_ms>ms"`` (each rate its
     own region). ``qps``, ``rate``, ``concurrency`` and ``interval_ms`` are the string's to
-    set: giving one is a TypeError.
+    set: giving one (but as None, the default) is a TypeError.
 
     >>> rate_limiter("5/second")
     Limiter(rate='5/second', sample_count=50)
@@ -334,10 +334,12 @@ def rate_limiter(rates: Any, **kw: Any) -> Union[Limiter, Group]:
     >>> [m.rate for m in both.members]
     ['10/second', '100/minute']
     """
-    bad = sorted(set(kw) & {"qps", "rate", "concurrency", "interval_ms"})
+    own = ("qps", "rate", "concurrency", "interval_ms")
+    bad = sorted(k for k in own if kw.get(k) is not None)
     if bad:
         raise TypeError("rate_limiter() sets %s from its rate string; give the rates as "
                         "its first argument only" % ", ".join(bad))
+    kw = {k: v for k, v in kw.items() if k not in own}  # None there: the default
     parsed = _ratespec.parse_rates(rates)
     if len(parsed) == 1:
         return Limiter(rate=parsed[0].text, **kw)

@@ -130,6 +130,13 @@ def test_rate_limiter_names_and_shares_each_member(tmp_path):
         rate_limiter("1/s;1/second")
 
 
+def test_rate_limiter_takes_none_as_the_default():
+    lim = rate_limiter("5/s", interval_ms=None, qps=None, rate=None, concurrency=None)
+    assert (lim.rate, lim.interval_ms) == ("5/s", 1000)
+    both = rate_limiter("10/second;100/minute", interval_ms=None)
+    assert [m.interval_ms for m in both.members] == [1000, 60_000]
+
+
 def _region_bytes(path, **kw):
     KeyedLimiter(max_keys=65_536, shared=str(path), **kw)
     return os.path.getsize(path)
