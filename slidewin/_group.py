@@ -1,8 +1,6 @@
-"""slidewin.all_of: one admission over several limiters, all or nothing.
-
-The decision is C (slidewin._core.Group over the core's sw_group: the members' locks taken in
-one global order, every member decided without counting, then all committed or none); the
-waiting, the entries and the decorator are plain Python here, as for Limiter.
+"""slidewin.all_of: one admission over several limiters, all or nothing. The decision is C
+(the members' locks taken in one global order, all committed or none); the waiting, the
+entries and the decorator are Python here.
 """
 from __future__ import annotations
 
@@ -26,15 +24,9 @@ _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
-# a refusal whose members do not know when it could pass (warm-up) is retried this often; a
-# full concurrency member's waiters are woken by its release instead
-_POLL_S = 0.001
+_POLL_S = 0.001  # the retry of a refusal of unknown retry time (warm-up)
 _IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
             "await group.acquire_async(...), async with group.entry(...) or async with group")
-
-
-def _refuse_in_loop() -> None:
-    refuse_in_loop(*_IN_LOOP)
 
 
 class Group(_core.Group, Admission):
@@ -69,8 +61,6 @@ class Group(_core.Group, Admission):
         self._waitq = None
         return self
 
-    # -- refusals -----------------------------------------------------------------------
-
     def _blocked(self, ns: Tuple[int, ...], verdict: int, retry_ns: int,
                  refused: Tuple[int, ...], who: int) -> BaseException:
         owners = self.limiters
@@ -90,13 +80,11 @@ class Group(_core.Group, Admission):
     def _count_blocks(self, ns: Tuple[int, ...], refused: Tuple[int, ...],
                       shadowed: Tuple[int, ...]) -> None:
         """The one BLOCK of a request that retried, on the members that refused its last
-        decision (a failure), and on the shadow members that would have (its retries
-        counted nothing on them either)."""
+        decision, and on the shadow members that would have."""
         owners = self.limiters
-        for i in refused:
-            owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1))
-        for i in shadowed:
-            owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1), True)
+        for shadow, which in ((False, refused), (True, shadowed)):
+            for i in which:
+                owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1), shadow)
 
     # -- the admission protocol (slidewin._admission.Admitter) ------------------------
     # req: (ns, flags); held: one byte per member, set when it holds nothing (a shadow
@@ -171,12 +159,9 @@ class Group(_core.Group, Admission):
             else:
                 waiters_of(lim).unhook(lim, self._waitq.wake)
 
-    # -- admission ----------------------------------------------------------------------
-
     def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
                ) -> Tuple[int, Tuple[int, ...]]:
-        """One decision (timeout None) or a wait of `timeout` seconds at most: (the ns to
-        wait before going on, the shadow members admitted without holding anything), or
+        """(the ns to wait before going on, the shadow members admitted holding nothing), or
         BlockedError."""
         d = admit(self, (ns, flags), timeout, None, *_IN_LOOP)
         return d[1], d[4]
@@ -187,16 +172,14 @@ class Group(_core.Group, Admission):
         return d[1], d[4]
 
     def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
-        """acquire() of either flavour: admitted, then a throttle member's wait slept;
-        interrupted in that wait, the concurrency members' slots are given back, counting
-        nothing (the caller never learned it was admitted; a shadow member admitted where it
-        would have refused holds nothing)."""
+        """acquire() of either flavour; interrupted in a throttle member's wait, it gives the
+        concurrency members' slots back, counting nothing."""
         admit = self._admit_async if io.is_async else self._admit
         wait_ns, shadowed = yield functools.partial(admit, ns, _check_timeout(timeout), 0)
         if wait_ns > 0:
             try:
                 if not io.is_async:
-                    _refuse_in_loop()
+                    refuse_in_loop(*_IN_LOOP)
                 yield io.sleep(wait_ns / 1e9)
             except BaseException:
                 self._adm_release((ns, 0), self._hold(0, shadowed))

@@ -1,34 +1,22 @@
-"""The one waiter: tasks (asyncio) and threads waiting for any admitter's admission
+"""The one waiter: tasks and threads waiting for any admitter's admission
 (slidewin._admission.Admitter), woken, not polling.
 
-One FIFO queue per admitter, and per key for a KeyedLimiter (made at the first waiter). A
-task or thread that is refused queues and sleeps on a future of its own event loop (a task)
-or an Event (a thread); the decisions and the sleeps between them are the admitter's
-(``_adm_decide``, ``_adm_retry_in``), the wake-ups its hook's (``_adm_listen``):
+One FIFO queue per admitter (per key for a KeyedLimiter); a waiter sleeps on a future of its
+loop (a task) or an Event (a thread). The decisions and the sleeps between them are the
+admitter's (``_adm_decide``, ``_adm_retry_in``), the wake-ups its hook's (``_adm_listen``):
 
-- a release (``release()``, an entry's exit, an ``update()``) wakes the first task not yet
-  woken: the C limiter calls ``wake`` while tasks wait (``_set_waker``), private limiters; a
-  KeyedLimiter passes the released key's fingerprint, so only that key's queue wakes (an
-  ``update()`` wakes every key's);
-- a task that is admitted wakes the next one of its queue (the baton), so a release of several
-  slots admits several tasks, one after the other; a refused one keeps its place;
-- the first task of a queue alone sleeps until the core's ``retry_after`` (a rate limit) or
-  polls with a growing step (warm-up, whose retry time is unknown); the others wait for the
-  baton;
-- a shared limiter: one helper thread per limiter, only while tasks wait, sleeps on the
-  region's release sequence (a futex, the GIL released) and wakes the first task when any
-  process releases (this one included: one path, one wake-up a release; a shared
-  KeyedLimiter's sequence does not say which key, so every key's first task wakes and
-  decides again); the first task also retries every ``_SHARED_RECHECK_S`` (a process that
-  died holding slots is reaped then);
-- a task that leaves without being admitted (timeout, cancellation) after it was woken, or
-  while first, passes the wake-up on: none is lost;
-- a group (slidewin.all_of) queues its waiting tasks and threads in a queue of its own,
-  hooked (its ``_adm_listen``) on its concurrency members' queues while any waits: a release
-  of any of them wakes the group's first waiter too, with the same baton.
+- a release wakes the first waiter not yet woken (a KeyedLimiter's, of the released key's
+  queue); an admitted waiter wakes the next (the baton), a refused one keeps its place;
+- only the first of a queue sleeps until ``retry_after`` or polls (warm-up); the others wait
+  for the baton;
+- a shared limiter: while tasks wait, a helper thread sleeps on the region's release sequence
+  (a futex) and wakes the first waiter of every queue at any process's release; the first
+  also retries every ``_SHARED_RECHECK_S`` (a dead process's slots are reaped then);
+- a waiter that leaves unadmitted after it was woken, or while first, passes the wake-up on:
+  none is lost;
+- a group queues its own waiters, hooked on its concurrency members' queues while any waits.
 
-A Limiter's and a KeyedLimiter's threads wait in C (``acquire()``, ``entry(timeout=)``), the
-fast path of the same FIFO.
+A Limiter's and a KeyedLimiter's threads wait in C, the fast path of the same FIFO.
 """
 from __future__ import annotations
 
@@ -259,8 +247,8 @@ class Waiters:
 
     def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
              poll: "list[float]") -> "tuple[Optional[Decision], float]":
-        """One decision of a waiter: (the decision, 0) when admitted, else (None, the seconds
-        to sleep before the next one); the admitter raises once the wait is over."""
+        """(the decision, 0) when admitted, else (None, the seconds to sleep); the admitter
+        raises once the wait is over."""
         first = self._rearm(w)
         d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
         if d[0] == _PASS or d[0] == _SHADOWED:
@@ -276,10 +264,8 @@ class Waiters:
 
     def _admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int],
                loop: Optional[asyncio.AbstractEventLoop]) -> _io.Steps:
-        """The wait of a thread (`loop` None) or an asyncio task: queue, and decide until
-        admitted (the decision), or the admitter's refusal at the deadline
-        (time.monotonic()), one BLOCK counted; its sleeps are the steps. `fp`: the key's
-        fingerprint (a KeyedLimiter), else None."""
+        """The wait of a thread (`loop` None) or a task: decide until admitted, or the
+        refusal at the deadline, one BLOCK counted. `fp`: a KeyedLimiter's key's fingerprint."""
         w = self._add(adm, loop, fp)
         got: Optional[Decision] = None
         poll = [_POLL_MIN_S]
@@ -294,8 +280,6 @@ class Waiters:
 
 
 _ALL: "weakref.WeakSet[Waiters]" = weakref.WeakSet()
-
-
 _MADE = threading.Lock()  # one Waiters an admitter, when threads race for its first
 
 
@@ -340,7 +324,6 @@ def admit(adm: Admitter, req: Any, timeout: Optional[float], fp: Optional[int] =
 
 async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
                       fp: Optional[int] = None) -> Decision:
-    """admit() for an asyncio task."""
     got = _first_try(adm, req, timeout)
     if not isinstance(got, float):
         return got  # type: ignore[no-any-return]
