@@ -1,11 +1,7 @@
 """The one admission protocol (``Admitter``) and the one entry over it (``AdmissionEntry``);
-``with lim:`` and ``async with lim:`` over any limiter's ``entry()``, and the guard that
-keeps a thread-API wait off a running event loop.
-
-``async with lim:`` waits for admission as ``asyncio.Semaphore`` and aiolimiter do: it is
-``async with lim.entry(timeout=math.inf):`` (a Breaker's ``entry()``, which never waits). The
-entry is kept for the exit in a context variable, a stack per task (or thread), so that any
-number of tasks and threads may hold the same limiter at once, nested too.
+``with lim:`` / ``async with lim:`` (``lim.entry(timeout=math.inf)``, its entry kept for the
+exit in a context variable: a stack per task or thread, so any number may hold the same
+limiter, nested too); and the guard that keeps a thread-API wait off a running event loop.
 """
 from __future__ import annotations
 
@@ -72,9 +68,7 @@ class AsyncAdmission:
     asyncio) until admitted, as ``asyncio.Semaphore`` and aiolimiter do."""
 
     __slots__ = ()
-
-    def _whole_entry(self) -> Any:
-        return self.entry(timeout=_FOREVER)  # type: ignore[attr-defined]
+    _whole_entry = SyncAdmission._whole_entry
 
     async def __aenter__(self) -> None:
         entry = self._whole_entry()

@@ -1,12 +1,7 @@
 """Circuit breaking: ``Breaker`` (Sentinel's degrade rules on the window) and
-``BreakerOpenError``.
-
-The decisions are the C core's (``sw_breaker``): admission, outcomes, the trip, the one
-probe and its timeout each happen in one critical section. This module adds what is Python:
-the entry (sync and ``async with``, with its ``call_timeout_s``), the decorator (Limiter's,
-over ``entry()``), which exceptions count as errors, and the listeners, which the C base
-calls through the teller registered at import (``_tell``) once the core's lock is
-released.
+``BreakerOpenError``. The decisions are C, each in one critical section; here are the entry
+(with its ``call_timeout_s``), the decorator, which exceptions are errors, and the listeners,
+which the C base calls through ``_tell`` once the core's lock is released.
 """
 import asyncio
 import logging
@@ -126,18 +121,12 @@ class _Deadline:
 
 
 class _BreakerEntry(AdmissionEntry):
-    """One protected call: ``with br.entry():`` / ``async with br.entry():``.
-
-    Enter: admitted (a ticket from the core) or ``BreakerOpenError``. Exit: no exception, or
-    an ``Exception`` that is not one of ``errors``: a success; one of ``errors``: an error
-    (it propagates); a ``BlockedError`` (a limit nested inside refused) or a
-    ``BaseException`` that is not an ``Exception`` (``CancelledError``,
-    ``KeyboardInterrupt``, a generator's close): a cancel, which gives a probe back. With
-    ``call_timeout_s``: a call that ran longer is a failure (timed out), however it ended but
-    by a cancel; an ``async with`` body still running then is cancelled, and the exit raises
-    ``TimeoutError`` in place of that ``CancelledError``. ``timed``: whether ``async with``
-    may cancel the body (not for an async generator's iteration: its consumer runs between
-    the items, in the same task). Entered again once exited.
+    """One protected call: ``with br.entry():`` / ``async with br.entry():``, entered again
+    once exited. Its exit records a success, an error (one of ``errors``) or a cancel (a
+    ``BlockedError``, or a ``BaseException`` that is not an ``Exception``: gives a probe
+    back); a call past ``call_timeout_s`` is a failure but for a cancel. ``timed``: whether
+    ``async with`` may cancel the body then (not an async generator's iteration, whose
+    consumer runs between the items in the same task).
     """
 
     __slots__ = ("_timed",)
@@ -148,9 +137,7 @@ class _BreakerEntry(AdmissionEntry):
         AdmissionEntry.__init__(self, br, None, None)
         self._timed = timed
 
-    # The protocol's steps for a breaker, which never waits (decide: the core's ticket or
-    # BreakerOpenError; hold: [ticket, call_timeout_s timer]), spelled out: no decision
-    # tuple, no step calls, as the Limiter's C entry is a direct form of the same protocol.
+    # the protocol's steps for a breaker, which never waits, spelled out: no decision tuple
     def __enter__(self) -> "_BreakerEntry":
         if self._state != 0:
             self._claim()
@@ -318,8 +305,6 @@ class Breaker(_core.Breaker, Admission):
         self._on_block = handler
         self._set_call_timeout(seconds)
 
-    # -- listeners -------------------------------------------------------------------------
-
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also usable as
         a decorator), after the breaker's lock is released, in the order of the changes
@@ -401,8 +386,6 @@ class Breaker(_core.Breaker, Admission):
         if first is not None:
             raise first
 
-    # -- calls -----------------------------------------------------------------------------
-
     def entry(self) -> _BreakerEntry:
         """A context manager for one call (``with`` or ``async with``)."""
         return _BreakerEntry(self)
@@ -440,8 +423,7 @@ class Breaker(_core.Breaker, Admission):
 
 
 def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:
-    """A Breaker's change of state, told by the C base (its registered teller): the
-    listeners of a Breaker (the C base alone has none)."""
+    """A change of state, told by the C base (which alone has no listeners)."""
     if isinstance(br, Breaker):
         br._notify(old, new, value)
 

@@ -170,24 +170,19 @@ def read_local(skip_files: Optional[Set[Tuple[int, int]]] = None) -> Iterator[Re
 
 
 def _from_object(name: str, obj: Any) -> Reading:
-    if isinstance(obj, _core.Breaker):
-        row = Reading(name, "breaker", "local")
-        row.totals = dict(obj.totals())
-        st = obj.stats()
-        row.window = {k: int(st[k]) for k in ("total", "errors", "slow")}
-        row.window_s = max(obj.interval_ms, 1) / 1000.0
-        row.state = str(st["state"])
-        return row
-    if isinstance(obj, _core.Metric):
-        row = Reading(name, "metric", "local")
+    kind = ("breaker" if isinstance(obj, _core.Breaker) else "metric"
+            if isinstance(obj, _core.Metric) else "limiter"
+            if isinstance(obj, _core.Limiter) else "keyed")
+    row = Reading(name, kind, "local", window_s=max(obj.interval_ms, 1) / 1000.0)
+    if kind == "metric":
         row.window = {ev: int(obj.sum(ev)) for ev in obj.events}
-        row.window_s = max(obj.interval_ms, 1) / 1000.0
         return row
-    kind = "limiter" if isinstance(obj, _core.Limiter) else "keyed"
-    row = Reading(name, kind, "local")
     row.totals = dict(obj.totals())
     st = obj.stats()
-    row.window_s = max(obj.interval_ms, 1) / 1000.0
+    if kind == "breaker":
+        row.window = {k: int(st[k]) for k in ("total", "errors", "slow")}
+        row.state = str(st["state"])
+        return row
     if kind == "limiter":
         m = obj.metric
         row.window = {ev: int(m.sum(ev)) for ev in LIMITER_COUNTS}

@@ -102,14 +102,10 @@ class _Limited:
         self.retries = retries
         self.deadline_s = float(deadline_s)
 
-    def _default_transport(self) -> Any:
-        raise NotImplementedError
-
-    def _send(self, request: httpx.Request) -> Any:
-        raise NotImplementedError
-
-    def _read_raw(self, response: httpx.Response) -> Any:
-        raise NotImplementedError
+    # each flavour's own: the default transport, a send, a read of the raw body
+    _default_transport: Callable[[], Any]
+    _send: Callable[[httpx.Request], Any]
+    _read_raw: Callable[[httpx.Response], Any]
 
     def _attempts(self, request: httpx.Request) -> _io.Steps:
         """The request sent through the upstream, retried after a 429/503: the I/O (enter

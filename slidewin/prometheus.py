@@ -15,33 +15,21 @@ not exported (they have no label to go by).
 
 Series (label ``limiter``: the ``name=``, a shared region's name by default; ``kind``:
 limiter or keyed), one quantity per family so that a sum over a label never double-counts,
-times in seconds (docs/metrics.md):
+times in seconds; each family's HELP text (and docs/metrics.md) says what it counts:
 
-- ``slidewin_decisions_total{outcome=pass|block|shadow_block}``: every decision once.
-  ``block`` counts enforced refusals only; ``shadow_block`` the requests a ``shadow=True``
-  limiter admitted where an enforcing one would have refused (``totals()["block"]`` holds
-  both, ``totals()["shadow_block"]`` the latter);
-- ``slidewin_completions_total{outcome=success|exception}``: entries that ended;
-- ``slidewin_requests_total{outcome=pass|block|exception|success}``: each equal to
-  ``totals()[outcome]`` (a shadow limiter's would-be refusals are in ``block`` there, as in
-  ``totals()``); it holds decisions and completions together, so never sum it over
-  ``outcome``;
-- ``slidewin_occupied_passes_total`` (prioritized passes borrowed from the next window),
-  ``slidewin_rt_seconds_total`` (the response times of the successes, summed);
-- gauges ``slidewin_in_flight``, ``slidewin_waiting`` (prioritized passes waiting for their
-  window, ``stats().waiting``), ``slidewin_waiting_processes`` (regions: processes blocked
-  waiting for a release), and over the sliding window (``stats()``: a shadow limiter's
-  would-be refusals are blocks there) ``slidewin_window_decisions_per_second{outcome=pass|
-  block}``, ``slidewin_window_completions_per_second{outcome=success|exception}``,
+- counters ``slidewin_decisions_total{outcome=pass|block|shadow_block}`` (``block``: enforced
+  refusals only), ``slidewin_completions_total{outcome=success|exception}``,
+  ``slidewin_requests_total{outcome=pass|block|exception|success}`` (``totals()``: never sum
+  it over ``outcome``), ``slidewin_occupied_passes_total``, ``slidewin_rt_seconds_total``;
+- gauges ``slidewin_in_flight``, ``slidewin_waiting``, ``slidewin_waiting_processes`` and,
+  over the sliding window, ``slidewin_window_decisions_per_second{outcome=pass|block}``,
+  ``slidewin_window_completions_per_second{outcome=success|exception}``,
   ``slidewin_window_avg_rt_seconds``;
-- keyed: ``slidewin_keys`` (keys held) and ``slidewin_evicted_total``;
-- an AdaptiveLimiter: ``slidewin_adaptive_limit{limiter}``, the limit it enforces now;
-- a Metric: ``slidewin_metric_window_events{metric,event}`` (its counts over the window);
-- a Breaker (label ``breaker``): ``slidewin_breaker_state`` (0 closed, 1 open, 2
-  half-open), ``slidewin_breaker_transitions_total{to=open|half_open|closed}``,
-  ``slidewin_breaker_calls_total{outcome=total|errors|slow|refused|probes|cancelled|timed_out|
-  probes_timed_out}`` (``totals()``) and
-  ``slidewin_breaker_window_calls{outcome=total|errors|slow}`` (``stats()``).
+- keyed: ``slidewin_keys``, ``slidewin_evicted_total``; an AdaptiveLimiter:
+  ``slidewin_adaptive_limit{limiter}``; a Metric: ``slidewin_metric_window_events{metric,event}``;
+- a Breaker (label ``breaker``): ``slidewin_breaker_state`` (0 closed, 1 open, 2 half-open),
+  ``slidewin_breaker_transitions_total{to}``, ``slidewin_breaker_calls_total{outcome}``
+  (``totals()``) and ``slidewin_breaker_window_calls{outcome}`` (``stats()``).
 
 A region that vanishes or is damaged between the listing and the read is left out of that
 scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin[prometheus]"``.
@@ -173,32 +161,26 @@ class Collector:
             shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
             decided = {"pass": totals.get("pass", 0),
                        "block": totals.get("block", 0) - shadow, "shadow_block": shadow}
-            for outcome in DECISIONS:
-                fam["decisions"].add_metric(labels + [outcome], decided[outcome],
-                                            created=created)
-            for outcome in COMPLETIONS:
-                fam["completions"].add_metric(labels + [outcome], totals.get(outcome, 0),
-                                              created=created)
-            for outcome in ("pass", "block", "exception", "success"):
-                fam["requests"].add_metric(labels + [outcome], totals.get(outcome, 0),
-                                           created=created)
+            for key, outcomes, counts in (
+                    ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
+                    ("requests", ("pass", "block", "exception", "success"), totals)):
+                for outcome in outcomes:
+                    fam[key].add_metric(labels + [outcome], counts.get(outcome, 0),
+                                        created=created)
             fam["occupied"].add_metric(labels, totals.get("occupied_pass", 0), created=created)
             fam["rt"].add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
             fam["in_flight"].add_metric(labels, row.in_flight)
             fam["waiting"].add_metric(labels, row.waiting)
             if row.waiters is not None:
                 fam["waiters"].add_metric(labels, row.waiters)
-            for outcome in ("pass", "block"):
-                fam["window_decisions"].add_metric(labels + [outcome],
-                                                   row.window_rate(outcome) or 0.0)
-            for outcome in COMPLETIONS:
-                fam["window_completions"].add_metric(labels + [outcome],
-                                                     row.window_rate(outcome) or 0.0)
+            for key, outcomes in (("window_decisions", ("pass", "block")),
+                                  ("window_completions", COMPLETIONS)):
+                for outcome in outcomes:
+                    fam[key].add_metric(labels + [outcome], row.window_rate(outcome) or 0.0)
             fam["avg_rt"].add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
             if row.keys is not None:
                 fam["keys"].add_metric(labels, row.keys)
-            if row.evicted is not None:
-                fam["evicted"].add_metric(labels, row.evicted, created=created)
+                fam["evicted"].add_metric(labels, row.evicted or 0, created=created)
             if row.adaptive_limit is not None:
                 fam["adaptive_limit"].add_metric([name], row.adaptive_limit)
         for f in fam.values():
