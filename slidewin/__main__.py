@@ -99,10 +99,7 @@ def _run() -> int:
         code = main()
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
-        # the reader went away (`python -m slidewin top --once | head`): no traceback, the
-        # exit code of a process killed by SIGPIPE, and stdout pointed at /dev/null so that
-        # the interpreter's own flush at exit does not fail again
+    except BrokenPipeError:  # `... | head`: SIGPIPE's exit code, and no second failing flush
         import os
 
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,9 +1,5 @@
-"""AdaptiveLimiter: a concurrency limit learned from the traffic (docs/adaptive.md).
-
-It is a :class:`slidewin.Limiter` (concurrency grade) whose limit is not a setting but
-state, computed in the C core from the limiter's own window (completions and response
-times per bucket): entry(), the decorator, asyncio, acquire/try_acquire/release, names,
-totals, observers and ``shared=`` are the Limiter's.
+"""AdaptiveLimiter: a concurrency Limiter whose limit is state, learned in the C core from
+its own window (docs/adaptive.md); everything else is the Limiter's.
 """
 
 import os
@@ -34,7 +30,6 @@ _DEFAULT_INITIAL = 20  # initial_limit when not given (clamped to [min_limit, ma
 
 
 def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
-    """Validate the adaptive settings; a ValueError/TypeError names the parameter."""
     algorithm = settings["algorithm"]
     if not isinstance(algorithm, str):
         raise TypeError("algorithm must be a str ('bbr' or 'gradient'), not %s"
@@ -67,10 +62,9 @@ def _permille(cpu: Optional[float]) -> int:
 
 
 class _CpuSampler:
-    """One daemon thread per process, started by the first limiter with a cpu_threshold:
-    every 0.5 s it reads the host's CPU use (/proc/stat; elsewhere the 1-minute load average
-    over the CPU count), smooths it (half of the new reading each time) and gives it to every
-    live such limiter (bbr's trigger)."""
+    """One daemon thread per process, while a limiter has a cpu_threshold: every 0.5 s, the
+    host's CPU use (/proc/stat, else the load average per CPU), smoothed, to every such
+    limiter."""
 
     PERIOD_S = 0.5
 
@@ -155,16 +149,13 @@ class AdaptiveLimiter(Limiter):
       response time stays near its drained baseline and shrinks as queueing inflates it.
 
     Both judge queueing by the fastest calls: response times that do not grow with the
-    calls in flight (a fast cache in front of a slow database, rare outliers of seconds)
-    are no queue, however they spread, and refuse nothing once warmed up. When the
-    backend itself gets slower (a dependency 10x slower), the limit follows it within
-    seconds instead of parking at ``min_limit``.
+    calls in flight are no queue, however they spread; a backend that gets slower moves the
+    limit within seconds instead of parking it at ``min_limit``.
 
-    The limit stays in ``[min_limit, max_limit]`` and starts at ``initial_limit`` (20
-    clamped to the bounds when not given);
-    ``limit`` is the limit in force. Refusals raise :class:`slidewin.BlockedError`. A call
-    teaches the limiter its response time when it runs in ``entry()`` or the decorator, or
-    when ``release(rt_ms=...)`` ends a ``try_acquire()``.
+    The limit (``limit``) stays in ``[min_limit, max_limit]`` and starts at
+    ``initial_limit`` (20 clamped to the bounds when not given). Refusals raise
+    :class:`slidewin.BlockedError`. A call teaches it its response time in ``entry()`` or
+    the decorator, or by ``release(rt_ms=...)`` after ``try_acquire()``.
     """
 
     __slots__ = ("_adaptive",)
@@ -264,9 +255,7 @@ class AdaptiveLimiter(Limiter):
         if on_block is not _MISSING:
             _check_on_block(on_block)
         new = dict(self._adaptive)
-        if "initial_limit" not in settings:
-            # not given: the one in force, clamped to the new bounds (a user who lowers
-            # max_limit below it did not choose it)
+        if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
             lo = settings.get("min_limit", new["min_limit"])
             hi = settings.get("max_limit", new["max_limit"])
             if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:

@@ -1,11 +1,7 @@
-"""Logic written once for sync and asyncio callers.
-
-A step of logic that needs I/O (enter a limiter, send a request, sleep) is a generator: it
-yields each I/O it needs as a callable taking no argument and is sent back its result (or
-thrown its exception). ``run(steps)`` drives it in the calling thread; ``arun(steps)``
-drives it under asyncio, awaiting what a callable returns when that is awaitable. The
-faces of a flavour (``SYNC``, ``ASYNC``) name the I/O that differs: how a context manager
-is entered and exited, how to sleep.
+"""Logic written once for sync and asyncio callers: a generator yields each I/O it needs as
+a callable of no argument and is sent its result (or thrown its exception); ``run`` drives it
+in this thread, ``arun`` under asyncio (awaiting an awaitable result). ``SYNC`` and ``ASYNC``
+name the I/O that differs: entering and exiting a context manager, sleeping.
 """
 from __future__ import annotations
 
@@ -43,8 +39,8 @@ async def _drive(steps: Steps, awaiting: bool) -> Any:
 
 
 def run(steps: Steps) -> Any:
-    """Drive `steps` in this thread: each yielded callable is called. (The driver is the
-    asyncio one told not to await: it never suspends, so one send() runs it to its end.)"""
+    """Drive `steps` in this thread (the asyncio driver told not to await: it never
+    suspends, so one send() runs it to its end)."""
     driver = _drive(steps, False)
     try:
         driver.send(None)
@@ -55,8 +51,6 @@ def run(steps: Steps) -> Any:
 
 
 def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
-    """Drive `steps` under asyncio: each yielded callable is called, its result awaited
-    when it is awaitable."""
     return _drive(steps, True)
 
 

@@ -1,9 +1,6 @@
-"""What the observers read: one `Reading` per shared region of the host or named object of
-this process, for the Prometheus collector (slidewin.prometheus) and `python -m slidewin top`.
-
-Regions are read with `_core.read_region` (a read-only copy: no lock, no process slot, no
-write), so a reader never slows the processes deciding on them and sees one set of counts per
-region however many processes map it.
+"""What the observers (slidewin.prometheus, `python -m slidewin top`) read: one `Reading` per
+shared region of the host or named object of this process. A region is read as a copy (no
+lock, no process slot, no write): a reader never slows the processes deciding on it.
 """
 from __future__ import annotations
 
@@ -21,14 +18,11 @@ LIMITER_COUNTS = ("pass", "block", "exception", "success", "occupied_pass", "rt"
 class Reading:
     """One region or one named object of this process, at one moment.
 
-    kind: "limiter", "keyed", "metric" or "breaker"; source: "region" (a file of the folder) or "local"
-    (an object of this process that no region read covers). totals: the lifetime totals
-    (None for a Metric). window: the counts over the window (a Metric: one per event).
-    keys / evicted: a KeyedLimiter's, else None. adaptive_limit: an AdaptiveLimiter's
-    learned limit (a region's once one has decided on it), else None. waiters: processes blocked waiting for a
-    release (regions only, else None). state: a Breaker's ("closed", "open", "half_open"),
-    else None; its window holds total, errors and slow. error: why a region could not be read (the other
-    fields are then empty)."""
+    kind: "limiter", "keyed", "metric" or "breaker"; source: "region" or "local" (an object
+    that no region read covers). totals: lifetime (None for a Metric); window: over the
+    window (a Metric's: per event; a breaker's: total, errors, slow). keys, evicted,
+    adaptive_limit, waiters (processes blocked, regions only), state (a breaker's): None
+    when not of that kind. error: why a region could not be read (the rest then empty)."""
 
     name: str
     kind: str
@@ -66,15 +60,14 @@ class Reading:
 
 
 def region_name_of(path: str) -> str:
-    """A region's name from its file name (`slidewin-<name>`), for rows that cannot be read."""
+    """A region's name from its file name (`slidewin-<name>`)."""
     base = os.path.basename(path)
     return base[len("slidewin-"):] if base.startswith("slidewin-") else base
 
 
 def list_regions(folder: Optional[str] = None) -> List[str]:
-    """The region files of folder (SLIDEWIN_SHM_DIR or /dev/shm) owned by this process's
-    effective uid, each file once (hard links); a folder that does not exist or cannot be
-    listed holds none."""
+    """The region files of folder owned by this process's effective uid, each once (hard
+    links); none for a folder that cannot be listed."""
     try:
         return _core.list_regions(folder)
     except OSError:
@@ -82,8 +75,7 @@ def list_regions(folder: Optional[str] = None) -> List[str]:
 
 
 def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
-    """One region as a Reading: None when its file is gone (removed between the listing and
-    the read), a Reading with `error` set when it is damaged or unreadable."""
+    """None when its file is gone, a Reading with `error` when it cannot be read."""
     try:
         r = _core.read_region(path, now_ns=now_ns)
     except FileNotFoundError:
@@ -118,8 +110,7 @@ def _from_region(r: Dict[str, Any], path: str) -> Reading:
 
 def read_regions(folder: Optional[str] = None,
                  now_ns: Optional[int] = None) -> List[Reading]:
-    """Every region of folder, in file order; vanished files left out, damaged ones as
-    error rows."""
+    """Every region of folder, in file order (vanished files left out)."""
     rows = []
     for path in list_regions(folder):
         row = read_region(path, now_ns)
@@ -153,9 +144,8 @@ def region_path_of(obj: Any) -> Optional[str]:
 
 
 def read_local(skip_files: Optional[Set[Tuple[int, int]]] = None) -> Iterator[Reading]:
-    """The live named objects of this process (`slidewin.limiters()`), but those whose region
-    file is in skip_files (as (st_dev, st_ino): already read as a region). An object that
-    fails to read (a bug, or a region gone bad) is left out."""
+    """This process's named objects (`slidewin.limiters()`) but those whose region file is
+    in skip_files ((st_dev, st_ino): already read) or that fail to read."""
     skip_files = skip_files or set()
     for name, obj in sorted(_core.limiters().items()):
         path = region_path_of(obj)
@@ -206,8 +196,7 @@ def _from_object(name: str, obj: Any) -> Reading:
 
 def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] = None,
              now_ns: Optional[int] = None) -> List[Reading]:
-    """The regions of folder (when regions) then this process's named objects not already
-    read as a region (when local)."""
+    """The regions of folder, then this process's named objects not read as a region."""
     rows: List[Reading] = read_regions(folder, now_ns) if regions else []
     if local:
         seen = {file_id(r.path) for r in rows if r.path is not None}

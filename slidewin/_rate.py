@@ -1,17 +1,11 @@
 """``rate="100/minute"``: limits as users write them, turned into qps, interval_ms and
 sample_count.
 
-A rate is a count per period, spelled as flask-limiter, slowapi and django-ratelimit users
-spell it: ``"100/minute"``, ``"5/m"``, ``"100 per minute"``, ``"30/5minutes"``,
-``"10 per 5 minutes"``. Several at once (``"10/second;100/minute"``, also separated by
-``,`` or ``|``) are read by ``parse_rates``; the limiters' ``rate=`` takes exactly one.
-
-The window is the period (``interval_ms``) and, unless ``sample_count`` is given, it slides
-in 60 steps (the largest divisor of the period up to 60 when 60 does not divide it, e.g. 50
-for one second); a KeyedLimiter's in at most 6 (KEYED_SAMPLES: per-key memory). ``qps`` is
-the count per second, nudged up by at most a few ulps so that the core's window limit,
-``qps * interval_ms / 1000`` in doubles, is never below the count (``7/day`` must admit 7,
-not 6).
+A rate is a count per period as flask-limiter users write it (``"100/minute"``, ``"5/m"``,
+``"10 per 5 minutes"``); ``parse_rates`` reads several (``"10/second;100/minute"``). The
+window is the period, in the largest number of steps up to 60 (a KeyedLimiter's: 6) that
+divides it unless ``sample_count`` is given. ``qps`` is nudged up by a few ulps at most so
+that the core's window limit in doubles is never below the count (``7/day`` admits 7, not 6).
 """
 from __future__ import annotations
 
@@ -62,8 +56,7 @@ class Rate:
     text: str
 
 
-def empty_rate(what: str, text: str) -> ValueError:
-    """The error of a rate string with an empty part (``"5/min;"``, ``"5/min;;1/s"``)."""
+def empty_rate(what: str, text: str) -> ValueError:  # "5/min;", "5/min;;1/s"
     return ValueError("%s=%r has an empty rate; each of its rates, separated by ';', "
                       "must be %s" % (what, text, FORMS))
 
@@ -103,11 +96,9 @@ def parse_rate(rate: Any, what: str = "rate", keyed: bool = False) -> Tuple[int,
 
 
 def parse_rates(text: Any, what: str = "rates") -> List[Rate]:
-    """The rates of a string of one or several, separated by ``;`` (also ``,`` or ``|``,
-    as flask-limiter reads them): ``parse_rates("10/second;100/minute")`` is
-    ``[Rate(10, 1000, '10/second'), Rate(100, 60000, '100/minute')]``. TypeError when not a
-    str, ValueError naming ``what``, the part and the forms allowed for a part that is not
-    a rate (an empty string or part included)."""
+    """The rates of a string of one or several, separated by ``;`` (also ``,`` or ``|``):
+    ``parse_rates("10/second;100/minute")`` is ``[Rate(10, 1000, '10/second'), Rate(100,
+    60000, '100/minute')]``. TypeError when not a str, ValueError naming ``what``."""
     if not isinstance(text, str):
         raise TypeError("%s must be a str such as '10/second;100/minute', not %s"
                         % (what, type(text).__name__))
@@ -121,11 +112,9 @@ def parse_rates(text: Any, what: str = "rates") -> List[Rate]:
 
 
 def member_keywords(kw: Dict[str, Any], rate: Rate) -> Dict[str, Any]:
-    """The keywords of the limiter of one rate among several: ``kw`` with ``rate``, its
-    ``shared`` region named ``"<shared>.<count>-per-<period_ms>ms"`` (each rate its own
-    region, the same whatever the order of the rates and wherever they are written:
-    ``rate_limiter``, a route's or a view's limit, settings) and its ``name``
-    ``"<name>[<rate>]"``."""
+    """The keywords of one rate's limiter among several: ``kw`` with ``rate``, ``shared``
+    ``"<shared>.<count>-per-<period_ms>ms"`` (the same wherever the rates are written, in any
+    order) and ``name`` ``"<name>[<rate>]"``."""
     one = dict(kw, rate=rate.text)
     shared = kw.get("shared")
     if isinstance(shared, str):
@@ -167,8 +156,8 @@ def take_positional(args: Dict[str, Any]) -> None:
 
 
 def keyed_samples(args: Dict[str, Any]) -> None:
-    """For a keyed type that resolves its rate later (the Redis ones, through a Limiter):
-    takes a positional rate and sets the keyed default sample_count, in place."""
+    """A positional rate taken and the keyed default sample_count set, in place, for a keyed
+    type that resolves its rate later (the Redis ones)."""
     take_positional(args)
     rate = args.get("rate")
     if rate is not None and args.get("sample_count") is None:
@@ -177,11 +166,10 @@ def keyed_samples(args: Dict[str, Any]) -> None:
 
 def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
             keyed: bool = False) -> Optional[str]:
-    """Resolve ``rate`` in a constructor's keywords in place (``qps``, ``interval_ms``,
-    ``sample_count``; None there meaning "not given") and return the
-    rate string, or None when no rate was given. Removes the ``rate`` key. A str as ``qps``
-    (the first positional argument) is the rate. ``most_samples``: the default
-    sample_count's bound (KEYED_SAMPLES for a KeyedLimiter); ``keyed``: a keyed type's."""
+    """Resolve and remove ``rate`` (or a str ``qps``, the first positional argument) in a
+    constructor's keywords, setting ``qps``, ``interval_ms``, ``sample_count`` (None there:
+    not given) in place; return the rate string or None. ``most_samples``: the default
+    sample_count's bound."""
     take_positional(args)
     rate: Optional[str] = args.pop("rate", None)
     iv_given = args.get("interval_ms") is not None

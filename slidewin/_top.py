@@ -1,15 +1,10 @@
 """`python -m slidewin top`: every shared region of the host, live.
 
-A terminal table (curses, refreshed each --interval seconds) of the regions of the folder
-(SLIDEWIN_SHM_DIR or /dev/shm, --folder to override): per limiter its passes and blocks per
-second (from the lifetime totals between two refreshes) and over its sliding window, the
-requests in flight, the prioritized passes waiting, the window's average RT, the lifetime
-totals and a keyed limiter's keys; per circuit breaker its state and its window's calls,
-errors and slow calls. Keys: p, b, i, n sort by pass/s, block/s, in-flight, name;
-q quits. Regions are read, never attached: watching changes nothing.
-
---once prints one plain table to stdout (rates over the sliding window) and exits; --json
-prints the same rows as JSON. A region that cannot be read shows as an error row.
+A curses table of the regions of the folder (SLIDEWIN_SHM_DIR or /dev/shm, or --folder),
+refreshed each --interval seconds: per limiter its passes and blocks per second (between two
+refreshes and over its window), in flight, waiting, average RT, totals and keys; per breaker
+its state and window. Keys p, b, i, n sort; q quits. Regions are read, never attached.
+--once prints one table (window rates), --json its rows; an unreadable region is an error row.
 """
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ from ._observe import Reading
 SORTS = {"p": "pass", "b": "block", "i": "in_flight", "n": "name"}
 SORT_TITLES = {"pass": "pass/s", "block": "block/s", "in_flight": "in-flight", "name": "name"}
 
-# path -> (pass/s, block/s, shadow/s): block/s counts enforced refusals only, shadow/s a
-# shadow limiter's would-be refusals
+# path -> (pass/s, block/s (enforced refusals), shadow/s (a shadow limiter's would-be ones))
 Rate = Tuple[Optional[float], Optional[float], Optional[float]]
 Rates = Dict[str, Rate]
 
@@ -37,8 +31,8 @@ def folder_of(folder: Optional[str]) -> str:
 
 
 class Sampler:
-    """Reads the regions and turns the difference of lifetime totals between two reads into
-    per-second rates (None for a region's first read, or when it was recreated)."""
+    """Per-second rates from the lifetime totals of two reads (none at a region's first read
+    or once it was recreated)."""
 
     def __init__(self, folder: Optional[str]) -> None:
         self.folder = folder
@@ -66,8 +60,7 @@ class Sampler:
         return rows, rates
 
 
-def shadow_blocks(totals: Dict[str, int]) -> int:
-    """A shadow limiter's would-be refusals (a part of totals["block"])."""
+def shadow_blocks(totals: Dict[str, int]) -> int:  # a part of totals["block"]
     return min(max(totals.get("shadow_block", 0), 0), totals["block"])
 
 
@@ -88,9 +81,8 @@ Column = Tuple[str, str, Callable[[Reading, Rate], str]]
 
 def columns(live: bool) -> List[Column]:
     """(title, alignment, cell) for each column; live adds the window's rates next to the
-    rates between refreshes (--once shows the window's as PASS/s and BLOCK/s). BLOCK_TOTAL
-    and the live BLOCK/s count enforced refusals; SHADOW_TOTAL and SHADOW/s a shadow
-    limiter's would-be refusals (the window's BLOCK/s, as stats(), holds both)."""
+    rates between refreshes (--once shows the window's). BLOCK_TOTAL and the live BLOCK/s
+    are enforced refusals; the window's BLOCK/s, as stats(), holds shadow ones too."""
     def rate(r: Reading, i: int, rates: Rate) -> str:
         if live:
             return _num(rates[i])
@@ -127,8 +119,7 @@ def columns(live: bool) -> List[Column]:
 
 
 def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[Reading]:
-    """Busiest first (by pass/s, block/s or in-flight), or by name; names break ties,
-    unreadable regions last."""
+    """Busiest first, or by name; names break ties, unreadable regions last."""
     def measure(r: Reading) -> float:
         if key == "in_flight":
             return float(r.in_flight)
@@ -145,9 +136,8 @@ def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[R
 
 def table(rows: Sequence[Reading], rates: Rates, live: bool,
           width: Optional[int] = None) -> List[str]:
-    """The header line and one line per row, columns padded to their widest cell (one space
-    between them instead of two when that makes the table fit width). A Metric's row ends
-    with its window's counts, an unreadable region's with the reason."""
+    """The header and one line per row, columns padded (one space between them instead of
+    two when that fits width); a Metric's, a breaker's or an unreadable row ends in a note."""
     cols = columns(live)
     none: Rate = (None, None, None)
     cells = [[c[0] for c in cols]]
@@ -158,17 +148,14 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
             cells.append([r.name, "?"])
             continue
         x = rates.get(r.path or "", none)
+        window = " ".join(f"{k}={v}" for k, v in r.window.items())
         if r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
-            # events of its own: the rate columns have nothing to show, the note has them
-            notes[len(cells)] = "window: " + " ".join(f"{k}={v}" for k, v in r.window.items())
-            cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
-            continue
-        if r.kind == "breaker":
-            # a circuit breaker: its state and what its trip test reads, in the note
+            notes[len(cells)] = "window: " + window  # events of its own, not the columns'
+        elif r.kind == "breaker":
             t = r.totals or {}
             notes[len(cells)] = "state=%s window: %s; opened=%s refused=%s" % (
-                r.state, " ".join(f"{k}={v}" for k, v in r.window.items()),
-                t.get("opened", 0), t.get("refused", 0))
+                r.state, window, t.get("opened", 0), t.get("refused", 0))
+        if len(cells) in notes:
             cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
             continue
         cells.append([c[2](r, x) for c in cols])
@@ -274,9 +261,7 @@ def live(args: argparse.Namespace) -> int:
                         "   [q]uit", curses.A_REVERSE)
         scr.refresh()
 
-    # the terminal's size, not LINES / COLUMNS: curses prefers those, and they are often
-    # stale copies inherited from a parent (a test runner, a shell resized since), which
-    # would also defeat resizing
+    # the terminal's size, not LINES / COLUMNS, often stale copies inherited from a parent
     os.environ.pop("LINES", None)
     os.environ.pop("COLUMNS", None)
     curses.wrapper(run)
