@@ -113,8 +113,6 @@ class NeedsKey:
 Decision = Tuple[Any, ...]  # the admitter's answer: (verdict, wait_ns, retry_ns, ...)
 Wake = Callable[..., None]
 
-OUT_SUCCESS, OUT_EXCEPTION, OUT_NONE = 0, 1, 2  # the outcomes of an exit (the core's)
-
 
 @runtime_checkable
 class Admitter(Protocol):

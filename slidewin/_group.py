@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, NoReturn, Optional, Tuple, TypeVar, Union, cast, overload
+from typing import Any, Callable, NoReturn, Optional, Tuple, Union, cast
 
 from . import _core, _io
 from . import _rate as _ratespec
 from ._admission import Admission, AdmissionEntry, refuse_in_loop
-from ._limiter import _MISSING, Limiter, _check_timeout, _decorate_entries
+from ._limiter import Limiter, _check_timeout, _Decorator
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _PASS = _core.PASS
 _NEVER = _core.NEVER
@@ -29,7 +27,7 @@ _IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
             "await group.acquire_async(...), async with group.entry(...) or async with group")
 
 
-class Group(_core.Group, Admission):
+class Group(_core.Group, _Decorator, Admission):
     """A group of limiters admitting a request all together or not at all.
 
     Made by ``slidewin.all_of(*members)``: members are Limiters and ``(KeyedLimiter, key)``
@@ -46,6 +44,7 @@ class Group(_core.Group, Admission):
     """
 
     __slots__ = ("_on_block", "_conc", "_waitq")
+    _kind = "group"
     _on_block: Optional[Callable[..., Any]]
     # the concurrency members: index -> whether shared (its waiters also retry now and then:
     # a dead process's slots come back at a decision's reap)
@@ -204,22 +203,6 @@ class Group(_core.Group, Admission):
         in-flight count on each while the body runs; on exit record SUCCESS (and RT) or
         EXCEPTION on each, and release."""
         return GroupEntry(self, ns, _check_timeout(timeout))
-
-    @overload
-    def __call__(self, func: F) -> F: ...
-
-    @overload
-    def __call__(self, func: None = None, *, on_block: Any = ...,
-                 timeout: Optional[float] = ...) -> Callable[[F], F]: ...
-
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
-                 timeout: Optional[float] = None) -> Any:
-        """Decorate a function (sync or async, generators too): each call is an entry of
-        n=1 on every member."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: _decorate_entries(self, "group", f, on_block, timeout=timeout)
-        return _decorate_entries(self, "group", func, on_block, timeout=timeout)
 
 
 class GroupEntry(AdmissionEntry):

@@ -266,7 +266,50 @@ async def _aexit(lim: Any, entry: Any, exc_type: Any) -> bool:  # an exit never 
     return bool(entry.__exit__(exc_type, None, None))
 
 
-class Limiter(_core.Limiter, _Limiting, Admission):
+class _Decorator:
+    """The decorator of Limiter and Group: ``@lim``, ``@lim(on_block=..., timeout=...)``."""
+
+    __slots__ = ()
+    _kind = "Limiter"
+
+    @overload
+    def __call__(self, func: F) -> F: ...
+
+    @overload
+    def __call__(
+        self, func: None = None, *, on_block: Optional[Callable[..., Any]] = ...,
+        timeout: Optional[float] = ...
+    ) -> Callable[[F], F]: ...
+
+    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
+                 timeout: Optional[float] = None) -> Any:
+        """Decorate a function: each call (or each iteration) runs inside ``self.entry()``.
+
+        - sync or async function: the entry is held while the call runs;
+        - generator or async-generator function: the entry is taken when the iteration
+          starts (the first ``next()``/``anext()``) and held until the generator finishes,
+          raises, or is closed (``close()``, ``aclose()``, a ``break`` followed by garbage
+          collection). A close counts nothing, like any other ``BaseException``.
+
+        The wrapper is of the same kind as ``func`` (``inspect.iscoroutinefunction``,
+        ``isgeneratorfunction``, ``isasyncgenfunction`` agree).
+
+        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
+        BlockedError. Its result is returned (awaited first for an async function); for a
+        generator, the wrapper yields what it returns (an iterable, or an async iterable for
+        an async generator; None yields nothing). An async ``on_block`` cannot be awaited by
+        a sync function or generator: that combination is a TypeError here.
+
+        ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
+        ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
+        """
+        timeout = _check_timeout(timeout)
+        if func is None:
+            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
+        return _decorate_entries(self, self._kind, func, on_block, timeout=timeout)
+
+
+class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     """Flow control with its own sliding-window statistics.
 
     Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
@@ -368,42 +411,6 @@ class Limiter(_core.Limiter, _Limiting, Admission):
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         """Like acquire(), sleeping with asyncio: the event loop keeps running."""
         await _acquire_async(self, _NO_KEY, n, _check_timeout(timeout))
-
-    @overload
-    def __call__(self, func: F) -> F: ...
-
-    @overload
-    def __call__(
-        self, func: None = None, *, on_block: Optional[Callable[..., Any]] = ...,
-        timeout: Optional[float] = ...
-    ) -> Callable[[F], F]: ...
-
-    def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
-                 timeout: Optional[float] = None) -> Any:
-        """Decorate a function: each call (or each iteration) runs inside ``self.entry()``.
-
-        - sync or async function: the entry is held while the call runs;
-        - generator or async-generator function: the entry is taken when the iteration
-          starts (the first ``next()``/``anext()``) and held until the generator finishes,
-          raises, or is closed (``close()``, ``aclose()``, a ``break`` followed by garbage
-          collection). A close counts nothing, like any other ``BaseException``.
-
-        The wrapper is of the same kind as ``func`` (``inspect.iscoroutinefunction``,
-        ``isgeneratorfunction``, ``isasyncgenfunction`` agree).
-
-        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
-        BlockedError. Its result is returned (awaited first for an async function); for a
-        generator, the wrapper yields what it returns (an iterable, or an async iterable for
-        an async generator; None yields nothing). An async ``on_block`` cannot be awaited by
-        a sync function or generator: that combination is a TypeError here.
-
-        ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
-        ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
-        """
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, "Limiter", func, on_block, timeout=timeout)
 
 
 def _name(func: Any) -> str:
