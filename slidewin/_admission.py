@@ -90,22 +90,12 @@ class NeedsKey:
 
     __slots__ = ()
 
-    def _no_key(self) -> NoReturn:
+    def _no_key(self, *args: Any) -> NoReturn:
         name = type(self).__name__
         raise TypeError("a %s limits each key on its own: `async with lim:` has no key; use "
                         "`async with lim.entry(key):` (or `with lim.entry(key):`)" % name)
 
-    def __enter__(self) -> NoReturn:
-        self._no_key()
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> NoReturn:
-        self._no_key()
-
-    async def __aenter__(self) -> NoReturn:
-        self._no_key()
-
-    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> NoReturn:
-        self._no_key()
+    __enter__ = __exit__ = __aenter__ = __aexit__ = _no_key
 
 
 # -- the one admission protocol ------------------------------------------------------------

@@ -320,18 +320,16 @@ class Breaker(_core.Breaker, Admission):
         self._listeners.append(fn)
         return fn
 
-    # -- the admission protocol (slidewin._admission.Admitter): a breaker never waits ------
+    # the admission protocol (slidewin._admission.Admitter): a breaker never waits
 
     def _adm_decide(self, req: Any, flags: int) -> Any:
         ticket = self._pass()
         return (_PASS, 0, 0, ticket) if ticket is not None else (_BLOCK, 0, -1, None)
 
-    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
+    def _adm_refuse(self, *args: Any) -> NoReturn:
         raise self._open_error()
 
-    def _adm_retry_in(self, req: Any, decision: Any, first: bool,
-                      deadline: float) -> Optional[float]:
-        raise self._open_error()
+    _adm_retry_in = _adm_refuse
 
     def _adm_hold(self, req: Any, decision: Any) -> List[Any]:
         return [decision[3], None]  # the core's ticket, the timer of call_timeout_s

@@ -75,11 +75,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     ) -> "KeyedLimiter":
         return cast("KeyedLimiter", _new(super(), cls, locals()))
 
-    @property
-    def rate(self) -> Optional[str]:
-        """The ``rate=`` this limiter was built (or last updated) with, else None."""
-        return self._rate
-
     def __reduce__(self) -> Any:
         """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
         the same region in another process); a private or anonymous one cannot."""

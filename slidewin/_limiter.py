@@ -185,6 +185,11 @@ class _Limiting:
 
     __slots__ = ()
 
+    @property
+    def rate(self) -> Optional[str]:
+        """The ``rate=`` this limiter was built (or last updated) with, else None."""
+        return self._rate  # type: ignore[attr-defined,no-any-return]
+
     def _adm_decide(self, req: Any, flags: int) -> Any:
         return self._decide(*req[0], req[1] | flags, None)  # type: ignore[attr-defined]
 
@@ -367,11 +372,6 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         return cast("Limiter", _new(super(), cls, locals()))
-
-    @property
-    def rate(self) -> Optional[str]:
-        """The ``rate=`` this limiter was built (or last updated) with, else None."""
-        return self._rate
 
     def __reduce__(self) -> Any:
         """A limiter shared by name pickles as its settings and the name: unpickled in another

@@ -194,7 +194,7 @@ class _Limited:
         return fresh, body
 
 
-class LimitedTransport(httpx.BaseTransport, _Limited):
+class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sync
     """An httpx transport sending through an ``Upstream``:
     ``httpx.Client(transport=LimitedTransport(api, tokens=estimate))``.
 
@@ -204,9 +204,6 @@ class LimitedTransport(httpx.BaseTransport, _Limited):
     ``httpx.HTTPTransport()``; an ``httpx2`` one, as anthropic 2.x uses, works alike). A
     request that cannot start in time raises ``BlockedError``
     (or, after a retried response, that response is returned)."""
-
-    _flavour = _io.SYNC
-    _BASE = "BaseTransport"
 
     def _default_transport(self) -> httpx.BaseTransport:
         return httpx.HTTPTransport()
