@@ -12,7 +12,7 @@ from typing import (Any, Callable, List, NoReturn, Optional, Tuple, Type, TypeVa
 
 from . import _core
 from ._admission import Admission, AdmissionEntry
-from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _decorate_entries
+from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _check_timeout, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PASS = _core.PASS
@@ -67,21 +67,9 @@ def _check_errors(errors: Any) -> Errors:
     return errors
 
 
-def _check_call_timeout(value: Any) -> Optional[float]:
-    """call_timeout_s: None, or seconds > 0 (inf, or an int beyond a double: None)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("call_timeout_s must be None or a number of seconds > 0, not %s"
-                        % type(value).__name__)
-    if not value > 0:  # NaN included
-        raise ValueError("call_timeout_s must be None or a number of seconds > 0, got %r"
-                         % (value,))
-    try:
-        seconds = float(value)
-    except OverflowError:
-        return None
-    return None if math.isinf(seconds) else seconds
+def _check_call_timeout(value: Any) -> Optional[float]:  # inf: None
+    seconds = _check_timeout(value, "call_timeout_s", "> 0")
+    return None if seconds is None or math.isinf(seconds) else seconds
 
 
 def _name_of(fn: Any) -> str:

@@ -39,15 +39,16 @@ _SHADOWED = _core.SHADOWED
 _KEYED_ENTRY = _core.KeyedEntry
 
 
-def _check_timeout(timeout: Optional[float]) -> Optional[float]:
+def _check_timeout(timeout: Optional[float], name: str = "timeout",
+                   bound: str = ">= 0") -> Optional[float]:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(
-            "timeout must be None or a number of seconds, not %s" % type(timeout).__name__
+            "%s must be None or a number of seconds, not %s" % (name, type(timeout).__name__)
         )
-    if timeout != timeout or timeout < 0:
-        raise ValueError("timeout must be None or >= 0 seconds, got %r" % (timeout,))
+    if not (timeout > 0 if bound == "> 0" else timeout >= 0):  # NaN included
+        raise ValueError("%s must be None or %s seconds, got %r" % (name, bound, timeout))
     try:
         return float(timeout)
     except OverflowError:  # an int beyond a double: as acquire(), wait without end

@@ -193,25 +193,22 @@ class Waiters:
             w.woken = False
             return w.q[0] is w
 
-    def _remove(self, adm: Any, w: _Waiter, admitted: bool, fp: Optional[int]) -> None:
-        q = w.q
-        with self._mu:
-            first = q[0] is w
-            q.remove(w)
-            self._n -= 1
-            if not q:
-                del self._qs[fp]
-                self._room.discard(fp)
-            self._unlisten(adm)
-            if q and (admitted or w.woken or first):
-                self._wake_first(q)  # the baton, or a wake-up this waiter will not use
-
     def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
                fp: Optional[int]) -> None:
         """Out of the queue; `got`: the admission, given back when leaving is interrupted (a
         signal handler's exception): its caller never learns of it."""
+        q = w.q
         try:
-            self._remove(adm, w, got is not None, fp)
+            with self._mu:
+                first = q[0] is w
+                q.remove(w)
+                self._n -= 1
+                if not q:
+                    del self._qs[fp]
+                    self._room.discard(fp)
+                self._unlisten(adm)
+                if q and (got is not None or w.woken or first):
+                    self._wake_first(q)  # the baton, or a wake-up this waiter will not use
         except BaseException:
             if got is not None:
                 adm._adm_release(req, adm._adm_hold(req, got))
