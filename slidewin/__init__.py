@@ -1,42 +1,30 @@
 """slidewin: Sentinel-style sliding-window statistics and flow control with a C core.
 
 - ``Metric``: a ring of time buckets (leap array) counting events over a sliding window.
-- ``Limiter``: flow control with its own statistics: reject, warm_up, throttle,
-  warm_up_throttle (by QPS) or a concurrency limit; prioritized requests may borrow from the
-  next window. ``limit(...)`` builds one for use as a decorator; ``rate_limiter(
+- ``Limiter``: reject, warm_up, throttle, warm_up_throttle (by QPS) or a concurrency limit,
+  with its own statistics; ``limit(...)`` builds one as a decorator, ``rate_limiter(
   "10/second;100/minute")`` one decision for several rates.
-- ``KeyedLimiter``: one limit per key (user, client IP, tenant) in a bounded table, with
-  per-key overrides; ``@per_user(key=...)`` decorates functions.
-- ``shared="name"`` (or ``shared=True``) on either: one state for all the processes of a
-  host, in shared memory; ``unlink(name)`` removes a region's name.
-- ``Breaker``: a circuit breaker on the window (Sentinel's degrade rules: error ratio,
-  error count or slow-call ratio; one probe when it may close again).
-- ``Upstream``: the budgets of a rate-limited API this process calls (requests and tokens
-  paced, calls in flight), paused by its 429s, following its rate-limit headers;
-  ``slidewin.httpx`` puts it under an httpx client.
-- ``slidewin.asgi.LimitMiddleware`` / ``slidewin.wsgi.LimitMiddleware`` put a limiter in
-  front of a web app (429 / 503 with Retry-After); ``client_ip(scope_or_environ,
-  trusted_proxies=...)`` is the client's address behind proxies.
+- ``KeyedLimiter``: one limit per key (user, client IP, tenant) in a bounded table.
+- ``shared="name"`` (or ``shared=True``): one state for the processes of a host, in shared
+  memory; ``unlink(name)`` removes a region's name.
+- ``Breaker``: a circuit breaker on the window (Sentinel's degrade rules).
+- ``Upstream``: the budgets of a rate-limited API this process calls, paused by its 429s,
+  following its rate-limit headers (``slidewin.httpx``: under an httpx client).
+- ``slidewin.asgi`` / ``slidewin.wsgi``: ``LimitMiddleware`` in front of a web app;
+  ``client_ip(scope_or_environ, trusted_proxies=...)``: the client's address behind proxies.
 
-Seeing and steering: ``name=`` on each type and ``limiters()`` (the live named objects of
-this process); ``lim.totals()`` (lifetime counts); ``lim.update(...)`` (new settings, state
-kept); ``shadow=True`` (decide and count, admit everything).
-
-Every time-dependent call takes ``now_ns`` (CLOCK_MONOTONIC nanoseconds, as
-``time.monotonic_ns()``) for deterministic tests; omitted, the library reads the clock.
+``name=`` and ``limiters()`` (this process's named objects), ``totals()``, ``update(...)``
+(state kept) and ``shadow=True`` (decide and count, admit everything) see and steer them.
+Every time-dependent call takes ``now_ns`` (``time.monotonic_ns()``) for deterministic
+tests; omitted, the library reads the clock.
 """
 __version__ = "0.1.0"
 
 
 def _load_installed_core() -> None:
-    """Import the installed extension when this package is a source checkout without one.
-
-    ``pip install .`` builds ``_core`` into site-packages; ``python -m slidewin`` or ``python
-    -c "import slidewin"`` run from the checkout's root then find the checkout's
-    ``slidewin/`` first (the current directory leads ``sys.path``), which has no ``_core``.
-    The installed copy of the same version is taken instead; any other case is the usual
-    ``ModuleNotFoundError``, with a hint.
-    """
+    """Import the installed extension of this version when this package is a source checkout
+    without one (run from the checkout's root, which leads ``sys.path``); else the usual
+    ``ModuleNotFoundError``, with a hint."""
     import importlib.machinery
     import importlib.metadata
     import importlib.util

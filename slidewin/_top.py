@@ -26,10 +26,6 @@ Rate = Tuple[Optional[float], Optional[float], Optional[float]]
 Rates = Dict[str, Rate]
 
 
-def folder_of(folder: Optional[str]) -> str:
-    return folder or _observe._shm_dir()
-
-
 class Sampler:
     """Per-second rates from the lifetime totals of two reads (none at a region's first read
     or once it was recreated)."""
@@ -193,7 +189,7 @@ def once(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     if not rows:
-        print(f"no slidewin regions in {folder_of(args.folder)}", file=sys.stderr)
+        print(f"no slidewin regions in {args.folder or _observe._shm_dir()}", file=sys.stderr)
         return 0
     for line in table(rows, {}, live=False):
         print(line)
@@ -242,7 +238,7 @@ def live(args: argparse.Namespace) -> int:
              a: argparse.Namespace) -> None:
         scr.erase()
         h, _ = scr.getmaxyx()
-        folder = folder_of(a.folder)
+        folder = a.folder or _observe._shm_dir()
         n = len(shown)
         put(scr, 0, f"slidewin top - {folder} - {n} region{'' if n == 1 else 's'} - "
                     f"{stamp} (every {a.interval:g} s)", curses.A_BOLD)

@@ -453,9 +453,6 @@ class UpstreamCall:
 
     # -- admission: one step at a time, shared by the sync and async faces ----------------
 
-    def _deadline(self) -> float:
-        return math.inf if self._timeout is None else time.monotonic() + self._timeout
-
     def _left(self, deadline: float) -> float:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
 
@@ -526,7 +523,7 @@ class UpstreamCall:
         """The admission, one step at a time; its waits (the pause, a free slot, the pace)
         are yielded to the driver of `io` (threads or asyncio)."""
         self._claim()
-        deadline = self._deadline()
+        deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
             pause = self._paused(deadline)

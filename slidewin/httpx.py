@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Optional
 import httpx
 
 from . import _core, _io
-from ._upstream import Upstream, UpstreamCall
+from ._upstream import Upstream, UpstreamCall, _check_int
 
 __all__ = ["LimitedTransport", "AsyncLimitedTransport"]
 
@@ -80,10 +80,7 @@ class _Limited:
         if tokens is not None and not callable(tokens):
             raise TypeError("tokens must be None or a function of the httpx.Request returning "
                             "the estimate, not %s" % type(tokens).__name__)
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise TypeError("retries must be an int, not %s" % type(retries).__name__)
-        if retries < 0:
-            raise ValueError("retries must be >= 0, got %d" % retries)
+        _check_int("retries", retries, 0, "an int")
         if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)):
             raise TypeError("deadline_s must be a number of seconds, not %s"
                             % type(deadline_s).__name__)
