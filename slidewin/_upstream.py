@@ -62,8 +62,7 @@ class _Board:
     def _write(self, v: List[Any]) -> None:
         self._v = v
 
-    def now_ns(self) -> int:
-        return _monotonic_ns()
+    now_ns = staticmethod(_monotonic_ns)
 
     def pause_left(self, now: int) -> int:
         """ns until the pause ends (0: not paused)."""
@@ -404,15 +403,12 @@ class Upstream:
         return group, tuple(tokens if m is self._tok_lim else 1  # in the group's order
                             for m in self._members(tokens > 0))
 
-    def _refused(self, why: str, wait_ns: Optional[int]) -> BaseException:
+    def _refused(self, why: str, wait_ns: int) -> BaseException:
         self._count("refused")
-        retry = None if wait_ns is None else wait_ns / 1e9
-        text = "%s: %s" % (self._name or "upstream", why)
-        if retry is not None:
-            text += "; retry after %.3f s" % retry
+        retry = wait_ns / 1e9
+        text = "%s: %s; retry after %.3f s" % (self._name or "upstream", why, retry)
         return _core.BlockedError(text, retry_after=retry, limiter=self._req_lim
                                   or self._tok_lim or self._conc_lim)
-
 
 
 def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
@@ -514,15 +510,12 @@ class UpstreamCall:
         up._count("estimated_tokens", self._tokens)
         return self
 
-    def _claim(self) -> None:
-        if self._state != 0:
-            raise RuntimeError("this call was already %s" % (
-                "entered" if self._state == 1 else "used"))
-
     def _entering(self, io: Any) -> _io.Steps:
         """The admission, one step at a time; its waits (the pause, a free slot, the pace)
         are yielded to the driver of `io` (threads or asyncio)."""
-        self._claim()
+        if self._state != 0:
+            raise RuntimeError("this call was already %s" % (
+                "entered" if self._state == 1 else "used"))
         deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
