@@ -106,20 +106,15 @@ Wake = Callable[..., None]
 
 @runtime_checkable
 class Admitter(Protocol):
-    """What every admission type implements (Limiter, KeyedLimiter, AdaptiveLimiter, Group,
-    Breaker; a Redis limiter can too): the one entry (``AdmissionEntry``), the one waiter
-    (``slidewin._waiters``) and the one decorator run over these methods and nothing else.
+    """What every admission type implements: the one entry (``AdmissionEntry``), the one
+    waiter (``slidewin._waiters``) and the one decorator run over these methods alone.
 
-    ``req`` is the request as the admitter knows it (its sizes, key and the caller's flags:
-    an entry or an acquire), opaque to the callers; ``held`` is what an admission holds
-    until its exit (``_adm_hold``). A ``Decision`` starts with (verdict, wait_ns, retry_ns):
-    the verdict (``PASS``, ``SHADOWED`` admit; ``BLOCK``, ``NEVER`` refuse), the ns to sleep
-    before going on (a throttle's pace), the ns after which a refused request may pass (0:
-    unknown, -1: never).
-
-    Limiter and KeyedLimiter also have fast paths of the same protocol in C
-    (``try_acquire()``, ``acquire()``, their ``entry()``): they decide, wait (threads) and
-    exit as these methods do, without a Python call.
+    ``req``: the request as the admitter knows it (sizes, key, the caller's flags), opaque
+    to the callers; ``held``: what an admission holds until its exit. A ``Decision`` starts
+    with (verdict (``PASS``, ``SHADOWED`` admit; ``BLOCK``, ``NEVER`` refuse), the ns to sleep
+    before going on, the ns after which a refused request may pass (0: unknown, -1: never)).
+    Limiter's and KeyedLimiter's C ``try_acquire()``, ``acquire()`` and ``entry()`` are fast
+    paths of the same protocol.
     """
 
     def _adm_decide(self, req: Any, flags: int) -> Decision:
@@ -189,10 +184,6 @@ class AdmissionEntry:
         self._state = 0
         self._held = None
 
-    def _sleep(self, wait_ns: int) -> None:
-        refuse_in_loop(*self._in_loop)
-        time.sleep(wait_ns / 1e9)
-
     def __enter__(self) -> Any:
         if self._state != 0:
             self._claim()
@@ -212,7 +203,8 @@ class AdmissionEntry:
     def _wait_held(self, wait_ns: int) -> None:
         """Sleep an admission's wait (a throttle's slot); interrupted: given back."""
         try:
-            self._sleep(wait_ns)
+            refuse_in_loop(*self._in_loop)
+            time.sleep(wait_ns / 1e9)
         except BaseException:
             self._abort()
             raise
