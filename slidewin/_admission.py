@@ -98,8 +98,6 @@ class NeedsKey:
     __enter__ = __exit__ = __aenter__ = __aexit__ = _no_key
 
 
-# -- the one admission protocol ------------------------------------------------------------
-
 Decision = Tuple[Any, ...]  # the admitter's answer: (verdict, wait_ns, retry_ns, ...)
 Wake = Callable[..., None]
 

@@ -85,10 +85,8 @@ class Group(_core.Group, _Decorator, Admission):
             for i in which:
                 owners[i]._count_block(ns[i] if len(ns) > 1 else (ns[0] if ns else 1), shadow)
 
-    # -- the admission protocol (slidewin._admission.Admitter) ------------------------
-    # req: (ns, flags); held: one byte per member, set when it holds nothing (a shadow
-    # admission, a member an acquire does not hold) or has exited
-
+    # the admission protocol: req: (ns, flags); held: one byte per member, set when it
+    # holds nothing (a shadow admission, a member an acquire does not hold) or has exited
     def _adm_decide(self, req: Any, flags: int) -> Any:
         ns = req[0]
         d = self._decide(ns, req[1] | flags, None)
@@ -140,9 +138,8 @@ class Group(_core.Group, _Decorator, Admission):
             outcome, rt = _OUT_EXCEPTION, 0
         else:
             outcome, rt = _OUT_NONE, 0
-        # a shared member's lock given up on (a stuck owner: OSError; a signal handler's
-        # exception): the members not yet exited stay held; calling again ends those, each
-        # exactly once
+        # a shared member's lock given up on (OSError, a signal handler's exception): the
+        # members not yet exited stay held, and calling again ends each exactly once
         self._exit(req[0] or None, outcome, rt, held)
         return None
 

@@ -55,9 +55,6 @@ def _check_timeout(timeout: Optional[float], name: str = "timeout",
         return float("inf")
 
 
-# -- what Limiter and KeyedLimiter share (slidewin._keyed imports these) ---------------------
-
-
 def _check_on_block(on_block: Any) -> Any:
     if on_block is not None and not callable(on_block):
         raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
@@ -455,8 +452,7 @@ def _entry_maker(lim: Any, timeout: Optional[float]) -> Any:
     return functools.partial(lim.entry, timeout=timeout)
 
 
-# The wrappers, one per kind of function: each is the decorated call's whole overhead, so each
-# spells out its entry in its own syntax (await, yield from, async for) rather than sharing a
+# The wrappers, one per kind of function, each the decorated call's whole overhead: no shared
 # helper that would cost a call. `keyfn`: a KeyedLimiter's key function, None for a Limiter.
 
 

@@ -36,9 +36,8 @@ MAX_PERIOD_MS = 2**40  # the core's largest interval_ms
 # count + 1 (above 2**52 a double's ulp is 1 and the nudge may land on count + 1)
 MAX_COUNT = 2**52
 DEFAULT_SAMPLES = 60
-# A KeyedLimiter's default steps for rate=: each step is 8 bytes in every key's entry (32 +
-# 8 * sample_count, + 8 above 2 steps), so 6 keeps a key within 2x of qps='s 2 steps (88 vs
-# 48 bytes an entry at most)
+# A KeyedLimiter's default steps for rate=: a step is 8 bytes in every key's entry, and 6 keep
+# it within 2x of qps='s 2 steps (88 vs 48 bytes)
 KEYED_SAMPLES = 6
 FORMS = ('"<count>/<period>" or "<count> per <period>", the period a unit or a number and '
          'a unit: second, minute, hour, day (plural or s, sec, m, min, h, hr, d too), e.g. '

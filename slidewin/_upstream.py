@@ -346,8 +346,6 @@ class Upstream:
                 None, admit, group, ns, left)
         return _held(group, ns, await group._admit_async(ns, left, _F_ENTRY))
 
-    # -- what it is ------------------------------------------------------------------------
-
     @property
     def name(self) -> Optional[str]:
         return self._name
@@ -386,8 +384,6 @@ class Upstream:
     def _count(self, key: str, n: float = 1) -> None:
         with self._mu:
             self._stats[key] += n
-
-    # -- calls -----------------------------------------------------------------------------
 
     def call(self, *, tokens: int = 0, timeout: Optional[float] = None) -> "UpstreamCall":
         """One call (``with`` or ``async with``): waits its turn (paced on every budget,
@@ -446,8 +442,6 @@ class UpstreamCall:
     def tokens(self) -> int:
         """The estimate this call was admitted with."""
         return self._tokens
-
-    # -- admission: one step at a time, shared by the sync and async faces ----------------
 
     def _left(self, deadline: float) -> float:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
@@ -545,8 +539,6 @@ class UpstreamCall:
 
     async def __aenter__(self) -> "UpstreamCall":
         return await _io.arun(self._entering(_io.ASYNC))  # type: ignore[no-any-return]
-
-    # -- the response ----------------------------------------------------------------------
 
     def observe(self, status: int, headers: Any = None, tokens: Optional[int] = None) -> None:
         """Tell the call its response: the status (429/503 pause the upstream; a 429 is a

@@ -101,11 +101,9 @@ class Waiters:
         # the wake functions of the groups waiting on this limiter (their Waiters.wake)
         self._hooks: "list[Any]" = []
 
-    # -- waking (any thread) ------------------------------------------------------------
-
     def wake(self, fp: Optional[int] = None) -> None:
-        """Wake the first waiter not yet woken of the key's queue (a release, or the baton);
-        fp None: of every queue (a Limiter's one queue; new settings; a shared region)."""
+        """From any thread: wake the first waiter not yet woken of the key's queue (a
+        release, or the baton); fp None: of every queue."""
         with self._mu:
             if fp is None:
                 for q in self._qs.values():
@@ -139,8 +137,6 @@ class Waiters:
                 w.loop.call_soon_threadsafe(_set, w.fut)  # type: ignore[union-attr]
             except RuntimeError:  # its loop is closed: the task is gone with it
                 pass
-
-    # -- the queue ------------------------------------------------------------------------
 
     def _add(self, adm: Any, loop: Optional[asyncio.AbstractEventLoop],
              fp: Optional[int]) -> _Waiter:
@@ -239,8 +235,6 @@ class Waiters:
                 self._room.add(fp)
             else:
                 self._room.discard(fp)
-
-    # -- the wait ---------------------------------------------------------------------------
 
     def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
              poll: "list[float]") -> "tuple[Optional[Decision], float]":
