@@ -176,10 +176,8 @@ async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
 
 
 class _Limiting:
-    """The admission protocol (slidewin._admission.Admitter) of Limiter and KeyedLimiter,
-    whose C ``entry()``, ``acquire()`` and ``try_acquire()`` are its fast paths. ``req``:
-    ((n,) or (key, n), flags); ``held``: the C entry that holds the admission (its exit
-    records the outcome and RT)."""
+    """The admission protocol of Limiter and KeyedLimiter (their C entries and acquires are
+    its fast paths). ``req``: ((n,) or (key, n), flags); ``held``: None, the C entry holds it."""
 
     __slots__ = ()
 
@@ -286,22 +284,16 @@ class _Decorator:
 
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
                  timeout: Optional[float] = None) -> Any:
-        """Decorate a function: each call (or each iteration) runs inside ``self.entry()``.
-
-        - sync or async function: the entry is held while the call runs;
-        - generator or async-generator function: the entry is taken when the iteration
-          starts (the first ``next()``/``anext()``) and held until the generator finishes,
-          raises, or is closed (``close()``, ``aclose()``, a ``break`` followed by garbage
-          collection). A close counts nothing, like any other ``BaseException``.
-
-        The wrapper is of the same kind as ``func`` (``inspect.iscoroutinefunction``,
-        ``isgeneratorfunction``, ``isasyncgenfunction`` agree).
+        """Decorate a function: each call (or each iteration) runs inside ``self.entry()``,
+        held while a function runs, or for a generator (sync or async) from the first
+        ``next()``/``anext()`` until it finishes, raises or is closed (a close counts nothing,
+        like any other ``BaseException``). The wrapper is of the same kind as ``func``.
 
         ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
         BlockedError. Its result is returned (awaited first for an async function); for a
         generator, the wrapper yields what it returns (an iterable, or an async iterable for
-        an async generator; None yields nothing). An async ``on_block`` cannot be awaited by
-        a sync function or generator: that combination is a TypeError here.
+        an async generator; None yields nothing). An async ``on_block`` with a sync function
+        or generator is a TypeError here.
 
         ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
         ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
@@ -602,14 +594,11 @@ def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False
 def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any = None,
                       is_async: Optional[bool] = None, timeout: Optional[float] = None,
                       agen_entry: Any = None) -> Any:
-    """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too): the
-    same kinds, on_block checks and wrappers. ``keyfn``: a keyed limiter's key function
-    (then no generator, as KeyedLimiter). ``is_async``: None for a limiter whose entries
-    enter both ways (Limiter); True for one whose decisions are awaited (entries entered
-    and exited with ``async with``: coroutine functions and async generators only); False
-    for one whose decisions block (sync functions and generators only). ``agen_entry``:
-    what an async generator's iteration enters, when not ``lim.entry()`` (a Breaker's entry
-    that never cancels: its consumer runs between the items)."""
+    """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too).
+    ``keyfn``: a keyed limiter's key function (then no generator). ``is_async``: None for
+    entries that enter both ways; True for awaited decisions (async functions only); False
+    for blocking ones (sync only). ``agen_entry``: what an async generator's iteration
+    enters, when not ``lim.entry()``."""
     if not callable(func):
         raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
     handler = _check_on_block(lim._on_block if on_block is _MISSING else on_block)

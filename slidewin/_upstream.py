@@ -447,8 +447,7 @@ class UpstreamCall:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
 
     def _paused(self, deadline: float) -> float:
-        """Seconds to sleep for a pause (0: none); BlockedError when it outlasts the
-        deadline."""
+        """Seconds to sleep for a pause; BlockedError when it outlasts the deadline."""
         up = self._up
         left: int = up._board.pause_left(up._board.now_ns())
         if left <= 0:
@@ -505,8 +504,7 @@ class UpstreamCall:
         return self
 
     def _entering(self, io: Any) -> _io.Steps:
-        """The admission, one step at a time; its waits (the pause, a free slot, the pace)
-        are yielded to the driver of `io` (threads or asyncio)."""
+        """The admission, its waits yielded to the driver of `io` (threads or asyncio)."""
         if self._state != 0:
             raise RuntimeError("this call was already %s" % (
                 "entered" if self._state == 1 else "used"))

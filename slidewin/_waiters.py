@@ -179,8 +179,8 @@ class Waiters:
             self._unlisten(adm)
 
     def _rearm(self, w: _Waiter) -> bool:
-        """Ready for the next sleep, before the next decision (a wake-up after the decision
-        then ends it). Returns whether w is first of its queue."""
+        """Ready for the next sleep before deciding (a wake-up after the decision then ends
+        it); whether w is first of its queue."""
         with self._mu:
             if w.ev is not None:
                 w.ev.clear()

@@ -105,8 +105,7 @@ class _Limited:
     _read_raw: Callable[[httpx.Response], Any]
 
     def _attempts(self, request: httpx.Request) -> _io.Steps:
-        """The request sent through the upstream, retried after a 429/503: the I/O (enter
-        the call, send, read a body) yielded to the transport's driver."""
+        """The request sent through the upstream, retried after a 429/503; its I/O yielded."""
         io = self._flavour
         start = time.monotonic()
         n = self._tokens(request)
@@ -157,16 +156,14 @@ class _Limited:
         call.observe(response.status_code, response.headers.multi_items(), tokens=used)
 
     def _retry(self, response: httpx.Response, attempt: int, start: float) -> bool:
-        """Whether to send again after this response (the pause it started is waited by the
-        next call())."""
+        """Whether to send again (the next call() waits the pause this response started)."""
         if response.status_code not in _RETRY or attempt >= self.retries:
             return False
         pause = self.upstream.paused_until() or 0.0
         return pause < self._left(start)
 
     def _read_already(self, response: httpx.Response) -> Optional[bytes]:
-        """The body of a response that was read before it came here (one built in memory,
-        as MockTransport's), else None."""
+        """The body of a response already read (one built in memory), else None."""
         try:
             return response.content
         except self._h.ResponseNotRead:
