@@ -111,12 +111,8 @@ def _from_region(r: Dict[str, Any], path: str) -> Reading:
 def read_regions(folder: Optional[str] = None,
                  now_ns: Optional[int] = None) -> List[Reading]:
     """Every region of folder, in file order (vanished files left out)."""
-    rows = []
-    for path in list_regions(folder):
-        row = read_region(path, now_ns)
-        if row is not None:
-            rows.append(row)
-    return rows
+    rows = [read_region(path, now_ns) for path in list_regions(folder)]
+    return [row for row in rows if row is not None]
 
 
 def file_id(path: str) -> Optional[Tuple[int, int]]:

@@ -169,17 +169,14 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
 
 
 def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
-    out = []
-    for r in rows:
-        out.append({
-            "name": r.name, "kind": r.kind, "path": r.path, "error": r.error,
-            "pass_per_second": r.window_rate("pass"), "block_per_second": r.window_rate("block"),
-            "in_flight": r.in_flight, "waiting": r.waiting, "waiters": r.waiters,
-            "avg_rt_ms": r.avg_rt_ms, "totals": r.totals, "window": r.window or None,
-            "keys": r.keys, "evicted": r.evicted, "adaptive_limit": r.adaptive_limit,
-            "state": r.state,
-        })
-    return out
+    return [{
+        "name": r.name, "kind": r.kind, "path": r.path, "error": r.error,
+        "pass_per_second": r.window_rate("pass"), "block_per_second": r.window_rate("block"),
+        "in_flight": r.in_flight, "waiting": r.waiting, "waiters": r.waiters,
+        "avg_rt_ms": r.avg_rt_ms, "totals": r.totals, "window": r.window or None,
+        "keys": r.keys, "evicted": r.evicted, "adaptive_limit": r.adaptive_limit,
+        "state": r.state,
+    } for r in rows]
 
 
 def once(args: argparse.Namespace) -> int:
