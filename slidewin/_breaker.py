@@ -272,15 +272,12 @@ class Breaker(_core.Breaker, Admission):
         return text
 
     def update(self, **settings: Any) -> None:
-        """Change the settings in place: error_ratio, error_count, slow_rt_ms, slow_ratio,
-        min_requests, recovery_s (one of the first three switches the grade),
-        probe_timeout_s, call_timeout_s, errors, on_block. The state and the window are
-        kept; a new recovery_s moves the next probe of an open breaker at once to when it
-        opened + recovery_s (on a shared region, for every process), and a new
-        probe_timeout_s applies to the probe out. An invalid value raises
-        ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and
-        name cannot change (ValueError). On a shared region it changes this process's
-        settings."""
+        """Change the settings in place: error_ratio, error_count, slow_rt_ms (one of these
+        switches the grade), slow_ratio, min_requests, recovery_s (an open breaker's next
+        probe moves at once, in every process), probe_timeout_s (the probe out too),
+        call_timeout_s, errors, on_block. The state is kept; an invalid value raises
+        ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and name
+        cannot change (ValueError). On a shared region: this process's settings."""
         errors = settings.pop("errors", _MISSING)
         on_block = settings.pop("on_block", _MISSING)
         call_timeout = settings.pop("call_timeout_s", _MISSING)
@@ -294,15 +291,12 @@ class Breaker(_core.Breaker, Admission):
         self._set_call_timeout(seconds)
 
     def on_change(self, fn: Listener) -> Listener:
-        """Call ``fn(old_state, new_state, value)`` on every change of state (also usable as
-        a decorator), after the breaker's lock is released, in the order of the changes
-        (each ``old`` is the previous ``new``): in the thread that made the change, or, when
-        another thread is telling an earlier change at that moment, in that thread right
-        after it. An ``Exception`` in it is logged and stops nothing; any other
-        ``BaseException`` (``KeyboardInterrupt``) is raised by the call that told the change
-        once every waiting change was told. ``value``: the error ratio, error count or slow
-        ratio that opened it, 1.0 for a failed probe, None otherwise. With ``shared=``: the
-        changes this object's calls made (other processes' are told in theirs)."""
+        """Call ``fn(old_state, new_state, value)`` on every change of state (also a
+        decorator), after the breaker's lock is released, in order (each ``old`` the previous
+        ``new``), in the thread that made the change or one telling an earlier change then.
+        An ``Exception`` in it is logged; any other ``BaseException`` is raised once every
+        waiting change was told. ``value``: the ratio or count that opened it, 1.0 for a
+        failed probe, else None. With ``shared=``: the changes this object's calls made."""
         if not callable(fn):
             raise TypeError("on_change takes a callable, not %s" % type(fn).__name__)
         self._listeners.append(fn)
