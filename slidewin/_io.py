@@ -57,9 +57,8 @@ def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
 def no_wait(entry: Any) -> bool:
     """An entry whose __enter__ never sleeps: a reject or warm-up Limiter's (one decision
     in C), entered without a coroutine; a throttle's or a group's sleeps with asyncio."""
-    if not isinstance(entry, _NATIVE_ENTRIES):
-        return False
-    return entry.limiter.behavior in ("reject", "warm_up") and entry.timeout is None
+    return (isinstance(entry, _NATIVE_ENTRIES) and entry.timeout is None
+            and entry.limiter.behavior in ("reject", "warm_up"))
 
 
 class Sync:
