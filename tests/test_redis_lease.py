@@ -883,8 +883,9 @@ def test_lease_close_waits_for_a_top_up_in_flight_and_gives_its_permits_back(red
                 time.sleep(0.0005)
         assert out and any(s.busy for s in eng._slices.values())
         held = sum(s.left for s in eng._slices.values())
+        slices = list(eng._slices.values())
         await _maybe(lim.aclose() if flavor == "async" else lim.close())
-        assert not any(s.leases or s.backs for s in eng._slices.values())
+        assert not eng._slices and not any(s.leases or s.backs or s.busy for s in slices)
         await asyncio.sleep(0.5)  # (a top-up not waited for would have come back by now)
         assert eng.returned >= held
         await _maybe(c.aclose() if flavor == "async" else c.close())

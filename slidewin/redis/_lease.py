@@ -27,6 +27,8 @@ of the current bucket's quota that it leased from Redis ahead of need.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import heapq
 import logging
 import math
@@ -212,7 +214,7 @@ class _Leases:
             s.queued = True
             self._topup.append(rk)
             self._start_thread()
-            self._cond.notify_all()
+            self._notify()
 
     def _fold(self, s: _Slice) -> None:
         """Count what the C slice decided since the last fold. Under the lock."""
@@ -263,15 +265,10 @@ class _Leases:
                 got = self._take(s, n, t, explicit)
                 if got is not None:
                     break
-                if s.busy:  # another's grant in flight: its slice is ours too
-                    if not self._async:
-                        cond.wait(0.05)
-                    else:
-                        cond.release()
-                        try:
-                            yield 0.001
-                        finally:
-                            cond.acquire()
+                if s.busy or self._closed:  # another's grant in flight, or a close
+                    yield from self._g_wait()
+                    if rk not in self._slices:  # closed meanwhile: a fresh slice
+                        s = self._slices[rk] = _Slice(self.c_slice(rk))
                     t = _now(now_ns)
                     continue
                 if _before(s.err_until, explicit, t):
@@ -383,7 +380,7 @@ class _Leases:
         explicit = now_ns is not None
         served = False
         with self._cond:
-            if s.busy:
+            if s.busy or (self._closed and want != 0):  # a close takes no new grant
                 return served
             t = _now(now_ns)
             if s.leases and (s.explicit != explicit or t >= s.end):
@@ -411,7 +408,7 @@ class _Leases:
             with self._cond:
                 s.busy = False
                 s.blocks += blocks
-                self._cond.notify_all()
+                self._notify()
             raise
         with self._cond:
             s.busy = False
@@ -446,7 +443,7 @@ class _Leases:
                 self._seq += 1
                 heapq.heappush(self._ends, (s.end + rtt + 1_000_000, self._seq, rk))
                 self._start_thread()
-            self._cond.notify_all()
+            self._notify()
         return served
 
     def _call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
@@ -542,47 +539,58 @@ class _Leases:
         """Give back every key's unused permits now (one round trip per key holding any)."""
         self._lim._t.drive(self._g_close())
 
+    def _notify(self) -> None:
+        """Wake the decisions (and a close) waiting on a grant. Under the lock."""
+        self._cond.notify_all()
+
+    def _g_wait(self) -> Any:
+        """Wait (at most 50 ms) for a grant to end or a close to finish. Under the lock,
+        released while waiting."""
+        self._cond.wait(0.05)
+        return
+        yield  # pragma: no cover - a generator (_AsyncLeases's waits are awaited)
+
     def _g_close(self) -> Any:
         cond = self._cond
         with cond:
-            self._closed = True  # no more top-ups are asked
-            # a grant in flight (a top-up) brings permits that go back too: waited for, at
-            # most CLOSE_WAIT_NS (its round trip is bounded by the client's timeouts)
-            until = time.monotonic_ns() + CLOSE_WAIT_NS
-            while any(s.busy for s in self._slices.values()) and time.monotonic_ns() < until:
-                if not self._async:
-                    cond.wait(0.05)
-                    continue
+            # no new grant starts from here (decisions wait), and a grant in flight (a
+            # top-up) brings permits that go back too: waited for, at most CLOSE_WAIT_NS
+            # (its round trip is bounded by the client's timeouts)
+            self._closed = True
+            try:
+                until = time.monotonic_ns() + CLOSE_WAIT_NS
+                while (any(s.busy for s in self._slices.values())
+                       and time.monotonic_ns() < until):
+                    yield from self._g_wait()
+                items = list(self._slices.items())
+                for _, s in items:
+                    self._retire(s)
+                self._ends.clear()
+                self._topup.clear()
                 cond.release()
                 try:
-                    yield 0.001
+                    for rk, s in items:
+                        if s.backs:
+                            yield from self._g_give_back(rk, s)
                 finally:
                     cond.acquire()
-            items = list(self._slices.items())
-            for _, s in items:
-                self._retire(s)
-            self._ends.clear()
-            self._topup.clear()
-            self._cond.notify_all()
-        lim = self._lim
-        for rk, s in items:
-            if s.backs:
-                cfg = self._cfg(rk)
-                r = s.last  # a slice on explicit time: given back at its latest now_ns
-                try:
-                    explicit_now = r[1] if r is not None and r[0] else None
-                    yield from self._g_grant(rk, cfg, s, 1, explicit_now, 0)
-                except Exception as e:  # they count until their bucket leaves the window
-                    log.debug("slidewin.redis: giving back the leases of %r failed: %s",
-                              lim._name, e)
-        with self._cond:
-            self._closed = False
-            self._slices.clear()
-            if self._keyed:
-                self._cs.clear()
-                self._ukeys.clear()
-                if self._ks is not None:
-                    self._ks.clear()
+                self._slices.clear()
+                if self._keyed:
+                    self._cs.clear()
+                    self._ukeys.clear()
+                    if self._ks is not None:
+                        self._ks.clear()
+            finally:  # interrupted: the slices stay (what is to go back rides on a grant)
+                self._closed = False
+                self._notify()
+
+    def _g_give_back(self, rk: Any, s: _Slice) -> Any:
+        r = s.last  # a slice on explicit time: given back at its latest now_ns
+        try:
+            yield from self._g_grant(rk, self._cfg(rk), s, 1, r[1] if r and r[0] else None, 0)
+        except Exception as e:  # they count until their bucket leaves the window
+            log.debug("slidewin.redis: giving back the leases of %r failed: %s",
+                      self._lim._name, e)
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
@@ -609,7 +617,7 @@ def _forget_in_child() -> None:
         eng._ends = []
         eng._thread = None
         if isinstance(eng, _AsyncLeases):
-            eng._task = eng._wake = None
+            eng._task = eng._wake = eng._changed = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -647,6 +655,7 @@ class _AsyncLeases(_Leases):
         super().__init__(lim)
         self._task: Optional["asyncio.Task[None]"] = None
         self._wake: Optional[asyncio.Event] = None
+        self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
 
     def _start_thread(self) -> None:
         """Wake the engine's task (started on the running loop if none runs there)."""
@@ -662,6 +671,19 @@ class _AsyncLeases(_Leases):
         assert self._wake is not None
         self._wake.set()
 
+    def _notify(self) -> None:
+        ev, self._changed = self._changed, None
+        if ev is not None:
+            ev.set()
+
+    def _g_wait(self) -> Any:
+        ev = self._changed = self._changed or asyncio.Event()
+        self._cond.release()
+        try:
+            yield functools.partial(_wait_for, ev, 0.05)
+        finally:
+            self._cond.acquire()
+
     async def aclose(self) -> None:
         """close(), awaited: gives back every key's unused permits; the task ends."""
         await self._lim._t.drive(self._g_close())
@@ -669,6 +691,11 @@ class _AsyncLeases(_Leases):
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def _wait_for(ev: asyncio.Event, timeout: float) -> None:
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(ev.wait(), timeout)
 
 
 async def _aloop(ref: "weakref.ref[_AsyncLeases]") -> None:

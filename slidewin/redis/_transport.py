@@ -1,9 +1,6 @@
-"""The transport of slidewin.redis: the round trip, the only part the sync and async types
-do differently. _SyncTransport and _AsyncTransport run the shared decision logic (_base: a
-generator that yields script calls and sleeps) and make its script calls over the client's
-own redis-py pool (never retried once one may have applied): the fast path of _fast where
-the client is one it knows, else redis-py's public API. Also Redis Cluster routing, and the
-in-flight leases this process holds and renews."""
+"""The round trip, the only part the sync and async types do differently: the shared logic's
+script calls over the client's own pool (never retried once one may have applied), Redis
+Cluster routing, and the renewal of the leases this process holds."""
 from __future__ import annotations
 
 import asyncio
@@ -59,17 +56,10 @@ def _is_cluster(client: Any) -> bool:
     return isinstance(client, ARedisCluster)
 
 
-# -- the client's own pool, its retries off for a decision's connect -----------------------
-#
-# A decision takes a connection from the client's pool and gives it back at once, as a
-# redis-py command does: a BlockingConnectionPool is waited on (its timeout), and the process
-# never holds more connections than the pool's max_connections. redis-py retries a failed
-# connect with backoff (10 times in redis-py 6+): harmless for a connect, but it would hold a
-# caller for seconds while Redis is down, where on_error must answer. The pool's retry policy
-# is wrapped in one that delegates to it, except that it connects once while a slidewin call
-# is under way (_DECIDING); the client's own commands keep their retries (and later changes
-# to the client's policy). The decision itself is never retried: slidewin
-# writes and reads it on the socket itself.
+# A decision borrows a connection of the client's pool, as a redis-py command does. redis-py
+# retries a failed connect with backoff, which would hold a caller for seconds while Redis is
+# down, where on_error must answer: the pool's retry policy is wrapped in one that connects
+# once while a slidewin call is under way (_DECIDING); the client's own commands keep theirs.
 
 _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_deciding",
                                                                    default=False)
@@ -77,8 +67,7 @@ _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_dec
 
 @contextlib.contextmanager
 def _deciding() -> Iterator[None]:
-    """A slidewin call under way: a connect is tried once (_GuardedRetry); redis-py's reader
-    on a reply nested without end is a RedisReplyError."""
+    """A slidewin call under way: a connect is tried once (_GuardedRetry)."""
     token = _DECIDING.set(True)
     try:
         yield
@@ -94,8 +83,7 @@ def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any])
 
 
 def _would_retry(retry: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> bool:
-    """Whether the policy would have retried err (redis-py's rule: one of its supported
-    errors, and the caller's is_retryable agrees): only then is the failure handler told."""
+    """Whether the policy would have retried err: only then is the failure handler told."""
     supported = getattr(retry, "_supported_errors", None)
     if isinstance(supported, tuple) and not isinstance(err, supported):
         return False
@@ -104,8 +92,7 @@ def _would_retry(retry: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, An
 
 
 class _GuardedRetry:
-    """The client's retry policy itself (every attribute and change reaches it), except that
-    a connect under way for a slidewin call is tried once."""
+    """The client's retry policy (every attribute reaches it), but once during a slidewin call."""
 
     _slidewin_guarded = True
     __slots__ = ("_retry",)
@@ -164,7 +151,6 @@ class _AsyncGuardedRetry(_GuardedRetry):
 
 
 def _guard(retry: Any) -> Any:
-    """The same retry policy (delegated to), connecting once during a slidewin call."""
     if retry is None or getattr(retry, "_slidewin_guarded", False):
         return retry
     call = getattr(retry, "call_with_retry", None)
@@ -188,9 +174,8 @@ def _guard_conn(conn: Any) -> None:
 
 
 def _get_conn(pool: Any) -> Any:
-    """A connection of the client's pool (a coroutine of one, an asyncio pool's), waited for
-    as the pool waits (a BlockingConnectionPool: up to its timeout, then redis-py's
-    ConnectionError); the connections it makes get the guarded retry policy."""
+    """A connection of the pool (a coroutine of one, an asyncio pool's), waited for as the
+    pool waits; the connections it makes get the guarded retry policy."""
     _guard_pool(pool)
     try:
         return pool.get_connection()
@@ -206,7 +191,6 @@ def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) 
 
 
 def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
-    """(keys, arguments) of a packed EVALSHA."""
     parts = _parse(packed, 0)[0]
     nkeys = int(parts[2])
     return parts[3:3 + nkeys], parts[3 + nkeys:]
@@ -214,8 +198,7 @@ def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
 
 def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
     """One script call through redis-py's public API (a client the fast path does not
-    know): EVALSHA, then EVAL on NOSCRIPT; the client's own routing and retry policy
-    (a connect during it tried once where the pool's connections carry the guarded policy)."""
+    know): EVALSHA, then EVAL on NOSCRIPT."""
     keys, args = _unpack(packed)
     with _deciding():
         _guard_pool(getattr(client, "connection_pool", None))
@@ -243,10 +226,8 @@ _REFRESHED: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary(
 
 
 def _refresh_slots(client: Any, node: Any) -> None:
-    """After a connection error or timeout on a Cluster node (dead, or failed over to its
-    replica): the cluster client's slot table is read again, the failed node asked last, as
-    redis-py's own commands do; at most once a second per client. A refresh that fails is
-    left to the next decision's error."""
+    """After a connection error or timeout on a Cluster node: the slot table is read again,
+    the failed node asked last, as redis-py does; at most once a second per client."""
     now = time.monotonic()
     if now - _REFRESHED.get(client, -math.inf) < 1.0:
         return
@@ -278,9 +259,7 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
             r = _redirect(e)
             if r is None:
                 raise
-            # MOVED / ASK: the command did not run there; the cluster client's own slot
-            # table is refreshed (MOVED) or the one-shot target asked (ASK)
-            kind, host, port = r
+            kind, host, port = r  # the command did not run there
             if kind == "MOVED":
                 client.nodes_manager.initialize()
                 node = client.get_node_from_key(key)
@@ -360,8 +339,8 @@ def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
 class _SyncTransport:
     """The round trip of the sync types. drive() runs one operation of the shared logic: a
     generator that yields script calls ``(script, key, packed EVALSHA, names)`` (`names`:
-    the keys of a script over several, all_of, one of which its error reply names) and
-    sleeps (a float, seconds), and gets each call's reply (or its exception) back."""
+    all_of's keys, one of which its error reply names), sleeps (a float, seconds) and waits
+    (a callable), and gets each one's result (or its exception) back."""
 
     is_async = False
 
@@ -374,9 +353,8 @@ class _SyncTransport:
         return _io.run(self._steps(gen))
 
     def _steps(self, gen: Any) -> Any:
-        """The logic's round trips and sleeps as _io's steps (callables): each reply, or
-        its exception, goes back to the logic (a KeyboardInterrupt or a cancellation gives
-        back too)."""
+        """The logic's round trips and sleeps as _io's steps; an exception (a cancellation
+        too) goes back to the logic."""
         val: Any = None
         exc: Optional[BaseException] = None
         while True:
@@ -386,7 +364,7 @@ class _SyncTransport:
                 return stop.value
             exc = None
             try:
-                val = yield (self._sleep(op) if type(op) is float
+                val = yield (op if callable(op) else self._sleep(op) if type(op) is float
                              else functools.partial(self.call, *op))
             except BaseException as e:
                 val, exc = None, e
@@ -442,16 +420,14 @@ class _AsyncTransport(_SyncTransport):
 
 
 class _Held:
-    """What this client holds in flight on its own leases (try_acquire/reserve/acquire of a
-    concurrency limiter), per Redis key: [lease id, n, renewal token] each, released newest
-    first."""
+    """A concurrency limiter's admissions this client holds, per Redis key: [lease id, n,
+    renewal token] each, released newest first."""
 
     def __init__(self) -> None:
         self.counts: Dict[Any, List[List[Any]]] = {}
         self.pid = os.getpid()
 
-    def _forked(self) -> None:
-        """In a forked child the parent's admissions are the parent's: none held here."""
+    def _forked(self) -> None:  # a forked child holds none of its parent's admissions
         if self.pid != os.getpid():
             self.counts.clear()
             self.pid = os.getpid()
@@ -484,20 +460,14 @@ class _Held:
         return pairs, done
 
 
-# -- lease renewal ---------------------------------------------------------------------------
-#
-# A lease expires lease_ms after it was taken or last renewed. The holder renews it about
-# every lease_ms / 3 while it holds it (an entry between enter and exit, an admission of a
-# concurrency limiter until release()), one EXIT call per key for all its due leases. A lease
-# nobody renews -- a crashed client's, or the one a decision made when it ran after its
-# caller had timed out and gone on -- is gone lease_ms after it was taken. Leases taken with
-# an explicit now_ns are on the caller's clock: not renewed.
+# A lease expires lease_ms after it was taken or last renewed: its holder renews it every
+# lease_ms / 3 (one EXIT call per key), so a crashed client's is gone lease_ms later. Leases
+# taken with an explicit now_ns are on the caller's clock: not renewed.
 
 _TICK = 0.25  # s: how late a renewal may be, at most
 
 
 def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], float]:
-    """The due leases grouped by (limiter, key, settings), and the next due time."""
     groups: Dict[Any, Tuple[Any, Any, Any, List[Tuple[int, str]]]] = {}
     nxt = math.inf
     for tok, v in leases.items():
@@ -519,9 +489,8 @@ def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
 
 
 class _Renewer:
-    """The leases this process holds through one sync client, renewed by a daemon thread of
-    their own (started with the first lease, ended when none is left): a renewal blocked on
-    one client's server (stalled, or its pool exhausted) delays no other client's."""
+    """The leases held through one sync client, renewed by a daemon thread of their own (a
+    stalled server delays no other client's renewals); the thread ends when none is left."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -547,7 +516,6 @@ class _Renewer:
             self.leases.pop(tok, None)
 
     def _renewed(self, cfg: _Config, items: List[Tuple[int, str]], ok: bool) -> None:
-        """The leases of one renewal are due again a period later (sooner if it failed)."""
         period = cfg.lease_ms / 3000.0
         again = time.monotonic() + (period if ok else min(period, _TICK))
         with self.lock:
@@ -590,7 +558,6 @@ def _renewer(client: Any) -> _Renewer:
 
 
 def _unrenew(tok: Any) -> None:
-    """Stop renewing the lease of a token of _Renewer.add or _AsyncRenewer.add."""
     if tok is not None:
         tok[0].remove(tok[1])
 
@@ -611,9 +578,8 @@ def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
 
 
 class _AsyncRenewer(_Renewer):
-    """The leases held through async clients on one event loop, renewed by one task (made
-    with the first lease, done when none is left); each client's renewals in turn, the
-    clients' at once (a stalled server delays only its own client's)."""
+    """The leases held through async clients on one event loop, renewed by one task: each
+    client's renewals in turn, the clients' at once."""
 
     def _start(self) -> Any:
         return asyncio.get_running_loop().create_task(self._run())
