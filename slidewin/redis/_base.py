@@ -1,9 +1,6 @@
-"""What the sync and async Redis types share: settings, arguments, replies, on_error, the
-per-key part of the keyed types, and the decision logic itself. Each operation (decide,
-acquire's waits, entries, exit, charge, release, renewal) is written once, as a generator
-that yields its round trips (a script call, a sleep) to the limiter's transport
-(_transport: _SyncTransport calls and sleeps, _AsyncTransport awaits): the sync and async
-types differ only there."""
+"""What the sync and async Redis types share: settings, replies, on_error, the keyed part,
+and the logic, each operation written once as a generator of round trips (a script call, a
+sleep) run by the limiter's transport (_transport): the two kinds differ only there."""
 from __future__ import annotations
 
 import logging
@@ -22,7 +19,7 @@ from ._scripts import _Script
 from ._transport import (_ERRORS, _AsyncTransport, _Held, _renew_args, _SyncTransport,
                          _unrenew)
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK, F_RETRY, NEVER,
-                    PASS, _bulk, _charge_reply, _check_charge_n, _check_exit_reply, _check_n,
+                    PASS, _bulk, _charge_reply, _check_exit_reply, _check_n,
                     _check_name, _decision, _encode_key, _evalsha, _keyed_prefix, _NO_TIME,
                     _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
                     _time_args, _what)
@@ -32,8 +29,6 @@ _LOG_EVERY_S = 60.0
 
 
 class _Base:
-    """What the sync and async types share: settings, arguments, replies, on_error."""
-
     _kind = "RedisLimiter"
     _is_async = False
     _held: "_Held"
@@ -62,9 +57,7 @@ class _Base:
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
-        # this client's lease id (entries); a concurrency limiter's admissions take a random
-        # one each (_lease_for: unique across forked processes too, where a prefix and a
-        # counter would repeat in every gunicorn --preload worker)
+        # random, not a counter: unique across forked (gunicorn --preload) workers too
         self._lease = os.urandom(8).hex()
         self.errors = 0          # decisions that could not reach Redis
         self.errors_allowed = 0  # ... of which on_error admitted
@@ -92,16 +85,14 @@ class _Base:
                                              self._cfg.describe(), self._on_error)
 
     def _lease_for(self, cfg: _Config) -> str:
-        """The lease an admission takes: one of its own for a concurrency limiter (each
-        renewed and released by name), else this client's (unused: no lease is taken)."""
+        """A concurrency limiter's admission takes a lease of its own."""
         if cfg.concurrency is None:
             return self._lease
         return os.urandom(8).hex()
 
     def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
               now_ns: Any) -> None:
-        """An admission of a concurrency limiter: held (release()) and renewed while held
-        (on the server's clock only)."""
+        """A concurrency limiter's admission: held, renewed on the server's clock."""
         tok = None
         if now_ns is None:
             tok = self._t.renewer().add(self, key, cfg, lease)
@@ -116,7 +107,6 @@ class _Base:
         return pairs
 
     def _flags(self, cfg: _Config, flags: int) -> int:
-        """A keyed limiter's scripts keep a lean state (and the minute, warming up)."""
         if self._lean:
             flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
         return flags
@@ -130,7 +120,6 @@ class _Base:
 
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
-        """The decision's EVALSHA as RESP bytes, its constant parts packed once (_Config)."""
         if now_ns is None:
             t = _NO_TIME
         else:
@@ -140,8 +129,7 @@ class _Base:
                          _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
 
     def _charge_args(self, cfg: _Config, n: int, now_ns: Any) -> List[Any]:
-        """The CHARGE script's arguments: a decision's, then the behavior's index (all_of's
-        order) and its parameters."""
+        """A decision's, then the behavior's index (all_of's) and its parameters."""
         return (self._args(cfg, n, 0, now_ns, "") + [str(GROUP_INDEX[cfg.script.sha])]
                 + cfg.params)
 
@@ -162,9 +150,7 @@ class _Base:
         return loud
 
     def _charge_failed(self, err: BaseException, quiet: bool = False) -> None:
-        """A charge Redis did not take (unreachable, an error reply, a reply no script
-        returns): counted in `errors` and logged (at most once a minute); raised when
-        on_error="raise" (else the charge is lost, as an exit's outcome is)."""
+        """A charge Redis did not take: counted, logged, raised if on_error="raise"."""
         if self._loud_error():
             log.warning("slidewin.redis: a charge of %r %s (%s: %s): not counted "
                         "(logged at most once a minute; %d errors so far)", self._name,
@@ -176,7 +162,6 @@ class _Base:
         return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
 
     def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
-        """on_error: the decision when Redis could not decide."""
         if self._loud_error():
             log.warning("slidewin.redis: a decision of %r %s (%s: %s); on_error=%r "
                         "(logged at most once a minute; %d errors so far)", self._name,
@@ -200,8 +185,6 @@ class _Base:
             limiter=self,
         )
 
-    # -- the decision logic: generators of round trips, run by the transport (self._t) --
-
     _keyed = False
 
     def _where(self, key: Any) -> Tuple[Any, Any, _Config]:
@@ -213,7 +196,6 @@ class _Base:
 
     @staticmethod
     def _op(script: _Script, key: Any, args: List[Any]) -> Tuple[Any, ...]:
-        """A script call for the transport: the script, the key it is routed by, the EVALSHA."""
         return script, key, _evalsha(script.sha, [key], args)
 
     def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
@@ -246,13 +228,11 @@ class _Base:
             log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
             return False
 
-    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
-        """Renew this client's leases on a key (the renewer): False if it failed."""
+    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:  # False: it failed
         return self._t.drive(self._g_renew(key, cfg, ids))
 
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
                 lease: str) -> Any:
-        """The decisions of acquire() and entry(): returns the admission's wait (ns)."""
         def refused(res: Tuple[int, int, int], timed_out: bool) -> Any:
             if timed_out:  # the refusal's BLOCK (the decisions with F_NO_BLOCK counted none)
                 yield from self._g_exit(key, cfg, n, _OUT_BLOCK, 0, [])
@@ -291,7 +271,6 @@ class _Base:
             self._hold(hk, rk, cfg, lease, n, None)
 
     def _g_charge_on(self, key: Any, cfg: _Config, n: int, now_ns: Any) -> Any:
-        """One CHARGE round trip; False when Redis did not take it (on_error not "raise")."""
         try:
             reply = yield self._op(_SCRIPTS["charge"], key, self._charge_args(cfg, n, now_ns))
             _charge_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
@@ -302,7 +281,7 @@ class _Base:
 
     def _g_charge(self, key: Any, n: int, now_ns: Any) -> Any:
         rk, _, cfg = self._where(key)
-        n = _check_charge_n(n)
+        n = _check_n(n, 0)
         _time_args(now_ns)
         self._chargeable(cfg, n, "charge(%r, n=%d)" % (key, n) if self._keyed
                          else "charge(n=%d)" % n)
@@ -325,8 +304,6 @@ class _Base:
         n = _check_n(n)
         return _Entry(self, rk, cfg, n, _wait_timeout(timeout, [(cfg, n)]))
 
-    # the surface both kinds share (the methods with round trips: _sync, _async)
-
     def entry(self, n: int = 1, *, timeout: Optional[float] = None) -> "_Entry":
         """``with lim.entry(): ...`` (``async with`` on the asyncio types): acquire (waiting
         up to `timeout` s, as acquire()), then on exit record SUCCESS (and RT) or EXCEPTION
@@ -344,8 +321,7 @@ class _Base:
 
 
 def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional[float]:
-    """A wait's timeout (acquire, entry; a group's), checked: a request of which one
-    (settings, n) can never pass waits 0."""
+    """A wait's timeout, checked: 0 for a request one (settings, n) of which never passes."""
     t = _check_timeout(timeout)
     if t is not None and any(cfg.can_never_pass(n) for cfg, n in requests):
         t = 0.0
@@ -353,18 +329,15 @@ def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional
 
 
 def _step(retry_ns: int, step: float) -> Tuple[float, float]:
-    """How long a refused acquire sleeps before deciding again, and the next poll step."""
     if retry_ns > 0:
         return retry_ns / 1e9, step
     return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
 
 
 def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> Any:
-    """The wait loop of an acquire or entry, a limiter's or a group's: the wait (ns) of
-    the admission. `decide(flags)`: a generator of (verdict, wait_ns, retry_ns, ...);
-    `refused(result, timed_out)`: a generator of the BlockedError to raise. Without a
-    timeout one decision; with one, decide again at the refusal's retry (polling where it
-    cannot tell) until admitted or the timeout passed."""
+    """The wait loop of an acquire or entry: the admission's wait (ns). `decide(flags)`: a
+    generator of (verdict, wait_ns, retry_ns, ...); `refused(result, timed_out)`: one of the
+    BlockedError to raise. With a timeout, decide again at the refusal's retry."""
     if timeout is None:
         res = yield from decide(flags | F_RETRY)
         if res[0] != PASS:
@@ -396,9 +369,8 @@ def _outcome(exc_type: Any) -> int:
 
 
 class _Driven:
-    """An entry's context-manager protocols: ``with`` on a sync type, ``async with`` on an
-    asyncio one, each running the entry's _enter/_exit generators on its owner's transport
-    (the wrong one is a TypeError)."""
+    """An entry's ``with`` (a sync type's) and ``async with`` (an asyncio one's), running
+    _enter/_exit on its owner's transport."""
 
     __slots__ = ("_held", "_t0")
     _held: bool
@@ -407,17 +379,13 @@ class _Driven:
         raise NotImplementedError
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        """End what the entry holds with an outcome (a generator of round trips)."""
         raise NotImplementedError
 
-    def _admit(self) -> Any:
-        """The entry's decisions, its leases then renewed: a generator of round trips
-        returning the admission's wait (ns)."""
+    def _admit(self) -> Any:  # returns the admission's wait (ns)
         raise NotImplementedError
 
     def _enter(self) -> Any:
-        """Admitted, then the wait (a throttle's slot), then held; an interruption (a
-        cancellation) before the body gives everything back."""
+        """Admitted, the wait, then held; an interruption before the body gives back."""
         if self._held:
             raise RuntimeError("this entry is already entered")
         wait_s = (yield from self._admit()) / 1e9
@@ -460,9 +428,6 @@ class _Driven:
 
 
 class _Entry(_Driven):
-    """``with lim.entry():`` of a sync type, ``async with`` of an asyncio one: the same
-    logic, run by the limiter's transport."""
-
     __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_tok", "_timeout")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
@@ -490,10 +455,8 @@ class _Entry(_Driven):
 
 
 class _KeyedMixin:
-    """Per-key state: one Redis string per key, each with its own hash tag (keys spread over a
-    cluster's nodes); only what admission needs is stored per key (PASS counts, the pacing
-    time, warm-up tokens, leases). BLOCK, SUCCESS, EXCEPTION and RT of a keyed limiter are
-    counted by this client in ``local_totals()``, not in Redis."""
+    """Per-key state: one Redis string per key, each its own hash tag, holding only what
+    admission needs; BLOCK and the outcomes are counted by this client (``local_totals()``)."""
 
     _lean = True
     # set by _Base._setup (the class this one is mixed with)
@@ -541,7 +504,6 @@ class _KeyedMixin:
                                  self._is_async, timeout)  # type: ignore[attr-defined]
 
     def _cfg_for(self, rk: bytes) -> _Config:
-        """The settings of a Redis key of this limiter (its overrides, else the limiter's)."""
         if not self._overrides:
             return self._cfg
         return self._overrides.get(rk[len(self._prefix):-1], self._cfg)

@@ -14,8 +14,7 @@ _ON_ERROR = ("allow", "deny", "raise")
 
 
 class _Config:
-    """One client's settings: validated by the C core's own check (a private Limiter with
-    the same arguments), then turned into the script's arguments."""
+    """One client's settings, checked by a private Limiter with the same arguments."""
 
     def __init__(self, qps: Any, kw: Dict[str, Any], lease_ms: int) -> None:
         tmpl = Limiter(qps, **kw)  # raises the core's TypeError / ValueError
@@ -82,8 +81,7 @@ class _Config:
                     ttl += min(math.ceil(1000.0 / slowest), 2**40)
             self.never_n = L if b in ("reject", "warm_up") else None
         self.ttl_ms = ttl
-        # the decision's EVALSHA, packed once: its static arguments as RESP bytes (redis-py
-        # would encode the 15-20 arguments again at every call)
+        # the decision's EVALSHA, its static arguments packed once as RESP bytes
         nargs = 10 + len(self.params)
         self.head = b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % (
             4 + nargs, self.script.sha.encode())

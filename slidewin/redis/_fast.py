@@ -1,27 +1,16 @@
 """The fast path of slidewin.redis: a sync decision written and read on the socket of a
 connection of the client's own redis-py pool.
 
-Why: redis-py's command machinery (argument encoding, the parser, the retry wrapper) costs
-tens of microseconds a call, and a decision is one small fixed command (packed once per
-limiter, _Config) with one small reply. Measured on one CPU with a local redis-server
-(benchmarks/bench_redis.py), a decision this way takes about 1.4x a PING round trip; the
-same decision through ``client.evalsha`` about 2x.
+Why: redis-py's command machinery costs tens of microseconds a call; a decision this way
+takes about 1.4x a PING round trip, through ``client.evalsha`` about 2x
+(benchmarks/bench_redis.py).
 
-What it relies on that redis-py does not promise (checked here, once per client):
-
-- ``Connection._sock``: the connected socket (None until ``connect()``);
-- ``ConnectionPool.get_connection()`` / ``release(conn)`` and ``Connection.disconnect()``
-  (public methods, used as redis-py's own commands use them);
-- ``RedisCluster.get_node_from_key`` / ``get_redis_connection`` / ``nodes_manager`` (the
-  cluster client's routing, slidewin follows MOVED/ASK itself).
-
-``fast(client)`` says whether a client takes this path: a ``redis.Redis`` (or
-``redis.RedisCluster``) of a redis-py release in FAST_VERSIONS whose pool and connections are
-redis-py's socket ones. Any other client -- another redis-py release, a subclass with
-another pool or connection class, a wrapper or a look-alike -- takes the public API
-(``client.evalsha``, then ``client.eval`` on NOSCRIPT: _transport._public_call), as does a
-connection found without ``_sock`` at call time (_NotFast). Replies are read by _wire._parse:
-whatever is not what a slidewin script returns is a RedisReplyError (on_error), never a crash.
+It relies on what redis-py does not promise: ``Connection._sock`` (None until
+``connect()``), and the cluster client's routing (``get_node_from_key``,
+``get_redis_connection``, ``nodes_manager``). So ``fast(client)`` admits only redis-py's own
+client, pool and connection classes of a release in FAST_VERSIONS; any other client takes the
+public API (_transport._public_call), as does a connection found without ``_sock`` at call
+time (_NotFast).
 """
 from __future__ import annotations
 
@@ -55,9 +44,8 @@ def _version(v: str) -> Tuple[int, ...]:
 
 
 def fast(client: Any) -> bool:
-    """Whether `client` takes the fast path (see the module's docstring): a sync client's
-    decision on its connection's socket, an asyncio client's packed on its connection
-    (``send_packed_command``) or, on a cluster, sent to the key's node by name."""
+    """Whether `client` takes the fast path (an asyncio client's: its decision packed on
+    its connection, or on a cluster sent to the key's node by name)."""
     if _redis is None or _version(getattr(_redis, "__version__", "0"))[0] not in FAST_VERSIONS:
         return False
     import redis.asyncio as aredis
@@ -87,8 +75,7 @@ def fast(client: Any) -> bool:
 
 
 def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
-    """Write data, read count replies. Socket errors become redis-py's TimeoutError and
-    ConnectionError; the caller closes the connection on any exception."""
+    """Write data, read count replies; socket errors as redis-py's."""
     try:
         sock.sendall(data)
         buf = sock.recv(65536)
@@ -143,8 +130,7 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
 
     reply = send(packed)
     if isinstance(reply, NoScriptError):
-        # the script cache was flushed (SCRIPT FLUSH, a restart, a failover): EVAL sends
-        # the source once, which also caches it again. Nothing ran, so this is no retry.
+        # the script cache was flushed: nothing ran, so EVAL is no retry
         reply = send(_eval_of(packed, script.source))
     if isinstance(reply, ResponseError):
         raise reply

@@ -22,7 +22,7 @@ from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
-                    PASS, RedisReplyError, _charge_reply, _check_charge_n, _check_n, _evalsha,
+                    PASS, RedisReplyError, _charge_reply, _check_n, _evalsha,
                     _time_args)
 
 _SCRIPT = SCRIPTS["all_of"]
@@ -70,8 +70,7 @@ class _Member:
 
 def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
                  ) -> Tuple[List[Any], bytes]:
-    """(keys, all_of's packed EVALSHA): the time, then per member the index of its body in
-    the script, how many arguments it takes and those."""
+    """(keys, all_of's EVALSHA): the time, then per member its body's index, arg count, args."""
     args: List[Any] = list(_time_args(now_ns))
     for _, index, a in bodies:
         args += [index, str(len(a))] + a
@@ -86,8 +85,6 @@ def _slot(key: Any) -> int:
 
 
 class _Group:
-    """What the sync and async groups share: members, the request, the verdict."""
-
     _on_block = None  # the decorator's: BlockedError unless on_block= is given
 
     def __init__(self, members: Sequence[_Member]) -> None:
@@ -123,7 +120,6 @@ class _Group:
 
     def _request(self, ns: List[int], flags: int, now_ns: Any,
                  leases: List[str]) -> Tuple[List[Any], bytes]:
-        """(keys, the packed EVALSHA): each member decided by its behavior's body."""
         return _pack_bodies(now_ns, [
             (m, str(GROUP_INDEX[m.cfg.script.sha]),
              m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
@@ -136,7 +132,6 @@ class _Group:
         return [m.lim._parse(r, m.cfg) for m, r in zip(self._members, reply)]
 
     def _failed(self, err: BaseException, flags: int) -> List[Tuple[int, int, int]]:
-        """Redis could not decide: each member's on_error ("raise" raises)."""
         return [m.lim._failed(err, flags) for m in self._members]
 
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
@@ -160,17 +155,14 @@ class _Group:
             return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
         return BLOCK, 0, max(r for _, r in refused)
 
-    # -- charge: all_of's script with every member's body the charge (never refuses) -----
-
     def _charges(self, ns: Tuple[Any, ...], now_ns: Any) -> List[Tuple[_Member, int]]:
-        """The members to charge with their n (those of n > 0), checked as the in-process
-        group's charge(): one n for all or one per member, each >= 0, a concurrency member
-        only 0; nothing is charged on a bad call."""
+        """The members to charge with their n (> 0), checked as the in-process group's
+        charge(): nothing is charged on a bad call."""
         m = len(self._members)
         if len(ns) != 1 and len(ns) != m:
             raise TypeError("charge() takes one n for every member or one n per member (%d "
                             "members), got %d" % (m, len(ns)))
-        nums = [_check_charge_n(n) for n in (ns * m if len(ns) == 1 else ns)]
+        nums = [_check_n(n, 0) for n in (ns * m if len(ns) == 1 else ns)]
         _time_args(now_ns)
         for i, (mem, n) in enumerate(zip(self._members, nums)):
             if n > 0 and mem.cfg.concurrency is not None:
@@ -185,8 +177,6 @@ class _Group:
                                      for m, n in picks])
 
     def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
-        """The reply checked (one [1, 0, 0] per member charged); the keyed members' PASS
-        counted here, as their admissions are."""
         if type(reply) is not list or len(reply) != len(picks):
             raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
                                   % (self, reply))
@@ -198,8 +188,6 @@ class _Group:
 
     @staticmethod
     def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
-        """Redis did not take the charge: counted on each member charged; raised when one of
-        them has on_error="raise"."""
         for m, _ in picks:
             m.lim._charge_failed(err, quiet=True)
         if any(m.lim.on_error == "raise" for m, _ in picks):
@@ -217,8 +205,7 @@ class _Group:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
     def _refusers(self, ns: List[int], verdicts: List[Tuple[int, int, int]]) -> List[Any]:
-        """The refusing members with their n, after a wait that timed out: each counts one
-        BLOCK (their decisions counted none)."""
+        """The refusers with their n, after a wait that timed out: each counts one BLOCK."""
         out = []
         for m, n, (v, _, _) in zip(self._members, ns, verdicts):
             if v != PASS:
@@ -226,8 +213,6 @@ class _Group:
                     m.lim._tally(BLOCK, n)
                 out.append((m, n))
         return out
-
-    # -- the logic, once: generators of round trips run by the members' transport --------
 
     def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         try:
@@ -260,18 +245,15 @@ class _Group:
 
     def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
                  leases: List[str]) -> Any:
-        """The wait (ns) of an admission (or a coroutine of it, an async group)."""
         return self._t.drive(self._g_wait(ns, timeout, flags, leases))
 
     def _renew_all(self, leases: List[str]) -> List[Any]:
-        """The members' in-flight leases of an entry, renewed while held: their tokens."""
         renewer = self._t.renewer()
         return [renewer.add(m.lim, m.rkey, m.cfg, lease)
                 for m, lease in zip(self._members, leases)]
 
     def _g_give_back(self, ns: List[int], leases: List[str], toks: List[Any], outcome: int,
                      rt_ms: int) -> Any:
-        """An entry's end: its leases no longer renewed, each member's EXIT (the outcome)."""
         for tok in toks:
             _unrenew(tok)
         for m, n, lease in zip(self._members, ns, leases):
@@ -356,9 +338,6 @@ class AsyncRedisGroup(_Group, AsyncAdmission):
 
 
 class _GroupEntry(_Driven):
-    """``with group.entry():`` (``async with`` for an async group): the same logic, run by
-    the members' transport."""
-
     __slots__ = ("_g", "n", "_leases", "_toks", "_timeout")
 
     def __init__(self, group: _Group, ns: List[int], timeout: Optional[float]) -> None:

@@ -1,28 +1,18 @@
 """Leased quotas (``lease=True``): a client decides ``try_acquire`` locally against a slice
 of the current bucket's quota that it leased from Redis ahead of need.
 
-- A grant counts its permits as PASS in Redis when it is made, in the bucket of the
-  sliding window that is current then, and the slice is valid only while that bucket is
-  (so every admission made on it falls in the bucket it was counted in: the fleet is never
-  over the limit in any window).
-- Unused permits go back when the slice ends (the bucket ended, the clock changed, close()):
-  out of the bucket they were counted in, while the window still holds it. The give-back
-  rides on the key's next grant, or goes on its own (the background thread or task, close()).
-- The grant, give-back and slow decision are generators of round trips, driven by the
-  limiter's transport: the sync types call, the asyncio types await (_AsyncLeases).
+- A grant counts its permits as PASS in Redis, in the bucket current then, and the slice is
+  valid only while that bucket is: the fleet is never over the limit in any window.
+- Unused permits go back when the slice ends, out of the bucket they were counted in; the
+  give-back rides on the key's next grant, or goes on its own.
 - Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
   grant retried after a timeout gets the recorded grant, a give-back applies once.
-- A slice is sized from the key's recent demand (requests, admitted or not, per ns, an
-  average over about half a bucket): its demand for a quarter of a bucket, no more than the
-  bucket has left, at most 1/32 of the limit. When half of it is used the next one is
-  fetched: in the background (one daemon thread per limiter; an asyncio limiter's: one task
-  on its event loop) when the server's clock is used; inline, after the decision that
-  crossed the mark, with an explicit ``now_ns`` (so a scenario on virtual time is
-  deterministic).
-- A grant of nothing (the window is full) makes the key refuse locally for an eighth of a
-  bucket (then it asks again: slices given back free room) or until the bucket ends.
-- While Redis is unreachable a key decides on what is left of its slice, then by
-  ``on_error`` (a failed grant is not asked again for 50 ms).
+- A slice is the key's recent demand for a quarter of a bucket, at most 1/32 of the limit.
+  When half of it is used the next one is fetched: in the background (a thread, or an
+  asyncio limiter's task) on the server's clock; inline with an explicit ``now_ns`` (a
+  scenario on virtual time stays deterministic).
+- A grant of nothing makes the key refuse locally for an eighth of a bucket. While Redis
+  is unreachable a key decides on what is left of its slice, then by ``on_error``.
 """
 from __future__ import annotations
 
@@ -58,7 +48,6 @@ CLOSE_WAIT_NS = 2_000_000_000  # close(): how long it waits for a grant in fligh
 
 
 def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
-    """The leases of a limiter constructed with ``lease=`` (None when False), checked."""
     if not isinstance(lease, bool):
         raise TypeError("lease must be a bool, not %s" % type(lease).__name__)
     if not lease:
@@ -73,9 +62,8 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
 
 
 def keyed_slices(lim: Any) -> _KeyedSlices:
-    """A leased keyed limiter's decision: its take(key, n, now_ns=) is the try_acquire. A key
-    with a slice is decided in C; the first decision on a key comes here (its slice made and
-    registered by the key as given: str, bytes and int keys are not encoded again)."""
+    """A leased keyed limiter's try_acquire: a key with a slice is decided in C; the first
+    decision on a key comes here (its slice registered by the key as given)."""
     ref = weakref.ref(lim._leased)
 
     def first(key: Any, n: int, now_ns: Optional[int]) -> object:
@@ -100,7 +88,6 @@ _EXACT = (str, bytes, int)
 
 
 def _now(now_ns: Optional[int]) -> int:
-    """A time on a slice's clock: now_ns when given, else the monotonic clock's."""
     return time.monotonic_ns() if now_ns is None else now_ns
 
 
@@ -111,9 +98,8 @@ _SLOW = object()  # an asyncio limiter's slice: the decision needs a round trip 
 
 
 class _Slice:
-    """One key's lease state (under the engine's lock). Its permits are those of its C
-    slice (``c``): taken there without the lock, changed here only by the slice's own
-    one-step methods (add, debit, drain)."""
+    """One key's lease state (under the engine's lock). Its permits are its C slice's
+    (``c``): taken there without the lock, changed here only by c's one-step methods."""
 
     __slots__ = ("c", "leases", "start", "end", "explicit", "backs", "busy", "dry_until",
                  "err_until", "retry", "blocks", "rate", "demand", "rate_t", "last_k",
@@ -156,8 +142,7 @@ class _Leases:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._slices: Dict[Any, _Slice] = {}
-        # each key's C slice (a keyed limiter drops an idle key's; a RedisLimiter keeps its
-        # one, its try_acquire)
+        # each key's C slice (a RedisLimiter keeps its one: its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
         self._ks: Optional[_KeyedSlices] = None  # a keyed limiter's slices by the caller's key
@@ -173,9 +158,7 @@ class _Leases:
         self.granted = 0       # permits leased
         self.returned = 0      # permits given back unused
 
-    # -- the decision ------------------------------------------------------------------
     def _cfg(self, rk: Any) -> _Config:
-        """The settings of a key (a keyed limiter's overrides)."""
         lim = self._lim
         return cast(_Config, lim._cfg_for(rk) if self._keyed else lim._cfg)
 
@@ -201,15 +184,14 @@ class _Leases:
             c = self._cs[rk] = _LeaseSlice(refill, slow)
         return c
 
-    def _refill(self, rk: Any) -> None:
-        """The C slice crossed its low-water mark: a top-up, in the background."""
+    def _refill(self, rk: Any) -> None:  # the C slice crossed its low-water mark
         with self._cond:
             s = self._slices.get(rk)
             if s is not None:
                 self._queue_topup(rk, s)
 
     def _queue_topup(self, rk: Any, s: _Slice) -> None:
-        """A top-up of the key's slice, asked of the background thread. Under the lock."""
+        """Under the lock."""
         if not s.queued and not self._closed:
             s.queued = True
             self._topup.append(rk)
@@ -227,8 +209,7 @@ class _Leases:
                 self._lim._tally(PASS, taken)
 
     def _try_slow(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
-        """The decision the C slice could not make (n and now_ns checked): a bool, or a
-        coroutine of it on an asyncio limiter."""
+        """The decision the C slice could not make: a bool (a coroutine of it, async)."""
         return self._lim._t.drive(self._g_tallied(rk, n, now_ns))
 
     def _g_tallied(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
@@ -237,29 +218,26 @@ class _Leases:
         return ok
 
     def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
-        """The decision without a slice in hand (n checked): round trips yielded to the
-        limiter's transport (the engine's lock is never held across one)."""
+        """The decision without a slice in hand (n checked); the lock is never held across
+        a round trip."""
         explicit = now_ns is not None
         if explicit:
             _time_args(now_ns)  # its TypeError / ValueError
-        if cfg.can_never_pass(n):
-            with self._cond:
-                self.decisions += 1
-            return False
         cond = self._cond
         err: Optional[BaseException] = None
         low = False
         with cond:
             self.decisions += 1
+            if cfg.can_never_pass(n):
+                return False
             s = self._slices.get(rk)
             if s is None:
                 s = self._slices[rk] = _Slice(self.c_slice(rk))
             s.demand += n
             s.last = (explicit, now_ns or 0)
             asked = 0
-            # the decision's instant: kept across its own grants (a grant that came back
-            # before its bucket ended here serves it, even when that bucket ends before the
-            # next look: its permits are counted in Redis's bucket), renewed after a wait
+            # the decision's instant, kept across its own grants (one that came back before
+            # its bucket ended serves it: counted in that bucket), renewed after a wait
             t = _now(now_ns)
             while True:
                 got = self._take(s, n, t, explicit)
@@ -274,13 +252,11 @@ class _Leases:
                 if _before(s.err_until, explicit, t):
                     err = s.err
                     break
-                # granted less than n (or a bucket not yet begun here); a grant of less than
-                # n that came back after its bucket ended here (given back) is asked once more
+                # granted less than n, or after its bucket ended here: asked once more
                 if asked == 2:
                     got = False
                     break
                 asked += 1
-                served = False
                 cond.release()
                 try:
                     served = yield from self._g_grant(rk, cfg, s, n, now_ns, serve=True)
@@ -340,7 +316,6 @@ class _Leases:
         s.leases = []
         s.used = 0
 
-    # -- a round trip ------------------------------------------------------------------
     def _size(self, s: _Slice, cfg: _Config, need: int, t: int) -> int:
         win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
         horizon = win_ns * HORIZON
@@ -371,12 +346,11 @@ class _Leases:
                  serve: bool = False) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
         `want` permits (sized here when None; 0: only give back). Raises what the call
-        raised (the slice is left as it was, to be retried with the same lease id).
+        raised (the slice left as it was, to be retried with the same lease id).
 
-        serve: a decision waits on this grant. When the grant comes back after its bucket
-        ended here (a round trip longer than what was left of the bucket), `need` of its
-        permits serve that decision, as a plain decision's pass counted in Redis does, and
-        the rest go back; the return is then True (else False)."""
+        serve: a decision waits on this grant. When it comes back after its bucket ended
+        here, `need` of its permits serve that decision (counted in Redis as a pass), the
+        rest go back, and the return is True (else False)."""
         explicit = now_ns is not None
         served = False
         with self._cond:
@@ -468,7 +442,6 @@ class _Leases:
                                   % (self._lim._name, reply))
         return reply[1], reply[3]
 
-    # -- the background thread (the server's clock) -------------------------------------
     def _start_thread(self) -> None:
         if self._thread is None and not self._closed:
             self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),),
@@ -491,14 +464,11 @@ class _Leases:
     def _g_run(self, job: Tuple[str, Any]) -> Any:
         kind, rk = job
         lim = self._lim
-        if kind == "topup":
-            with self._cond:
-                s0 = self._slices.get(rk)
-                if s0 is not None:
-                    s0.queued = False
         cfg = self._cfg(rk)
         with self._cond:
             s = self._slices.get(rk)
+            if s is not None and kind == "topup":
+                s.queued = False
             if s is None or s.busy:
                 return
             now = time.monotonic_ns()
@@ -604,8 +574,7 @@ _ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
 
 
 def _forget_in_child() -> None:
-    """A forked child holds none of its parent's slices (the parent goes on using them) and
-    no thread: it leases its own."""
+    """A forked child holds none of its parent's slices nor its thread: it leases its own."""
     for eng in list(_ENGINES):
         eng._lock = threading.Lock()
         eng._cond = threading.Condition(eng._lock)
@@ -646,8 +615,8 @@ def _loop(ref: "weakref.ref[_Leases]") -> None:
 
 
 class _AsyncLeases(_Leases):
-    """The leases of an asyncio limiter: the same logic, its round trips awaited; the
-    prefetch and the ends of slices run by one task on the event loop (no thread)."""
+    """The leases of an asyncio limiter: its round trips awaited, its background work run
+    by one task on the event loop (no thread)."""
 
     _async = True
 

@@ -1,11 +1,9 @@
 """The Lua scripts of slidewin.redis, one per behavior, put together from the package's
 ``lua/*.lua`` files (package resources).
 
-Each decision script is head.lua (the time, the GET, the compact state's codec), for reject,
-throttle and warm_up a straight-line path for the common decision on a compact state
-(fast_open.lua, the behavior's ``*_fast.lua``, fast_close.lua), then the table model
-(generic.lua), the helpers (common.lua) and the behavior's body: the same window rules as
-the C core on every field of the state by name; see docs/design.md, "Across hosts: Redis".
+Each decision script is head.lua, a straight-line path for the common decision (reject,
+throttle, warm_up), then the table model (generic.lua), the helpers (common.lua) and the
+behavior's body; see docs/design.md, "Across hosts: Redis".
 """
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from importlib.resources import files
 
 
 def _read(name: str) -> str:
-    """One .lua file of the package (each piece starts on a new line when put together)."""
     return "\n" + (files("slidewin.redis") / "lua" / (name + ".lua")).read_text(encoding="utf-8")
 
 
@@ -29,9 +26,7 @@ class _Script:
 
 
 HEAD = _read("head")
-# the state's decoding and window (lua/generic.lua), for a script that decides (it writes
-# the state back) and for one that only views it (stats: a state that is behind reads as
-# started afresh, nothing is written)
+# the state's decoding and window, for a script that decides and one that only views (stats)
 GENERIC = "local VIEW_ONLY = false\n" + _read("generic")
 VIEW_GENERIC = "local VIEW_ONLY = true\n" + _read("generic")
 COMMON = _read("common")
@@ -40,9 +35,8 @@ _FAST_CLOSE = _read("fast_close")
 
 
 def _fast(cond: str, body: str) -> str:
-    """The straight-line path of a behavior: its condition (a Lua expression of ARGV, the
-    local FAST_PATH that lua/fast_open.lua tests) and body between the shared opening
-    (decode, clamp) and closing (count, SET)."""
+    """A behavior's straight-line path: its condition (a Lua expression of ARGV) and body
+    between the shared opening and closing."""
     return "local FAST_PATH = %s\n" % cond + _FAST_OPEN + _read(body) + _FAST_CLOSE
 
 

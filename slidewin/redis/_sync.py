@@ -12,6 +12,10 @@ from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
 from ._wire import F_PRIO, F_TRY, _limiter_key
 
+# Limiter's keywords, passed on as given
+_LIMITER_KW = ("rate", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+               "occupy_timeout_ms", "interval_ms", "sample_count")
+
 
 class RedisLimiter(_Base, SyncAdmission):
     """Limiter's surface with its state in Redis (a sync redis-py client).
@@ -30,10 +34,7 @@ class RedisLimiter(_Base, SyncAdmission):
                  sample_count: Optional[int] = None,
                  on_error: str = "allow", lease_ms: int = 5_000,
                  on_block: Optional[Callable[..., Any]] = None, lease: bool = False) -> None:
-        kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
-                  cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
-                  occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
-                  sample_count=sample_count)
+        kw = {k: v for k, v in locals().items() if k in _LIMITER_KW}
         self._setup(client, name, qps, kw, on_error, lease_ms, on_block)
         self.key = _limiter_key(self._name)
         self._held = _Held()
@@ -103,10 +104,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
                  overrides: Optional[Dict[Any, Any]] = None, on_error: str = "allow",
                  lease_ms: int = 5_000, on_block: Optional[Callable[..., Any]] = None,
                  lease: bool = False) -> None:
-        kw = dict(rate=rate, concurrency=concurrency, behavior=behavior, warm_up_s=warm_up_s,
-                  cold_factor=cold_factor, max_queueing_ms=max_queueing_ms,
-                  occupy_timeout_ms=occupy_timeout_ms, interval_ms=interval_ms,
-                  sample_count=sample_count, qps=qps)
+        kw = {k: v for k, v in locals().items() if k in _LIMITER_KW or k == "qps"}
         _rate.keyed_samples(kw)  # as KeyedLimiter: a rate's default steps are fewer
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)

@@ -77,18 +77,16 @@ def _deciding() -> Iterator[None]:
         _DECIDING.reset(token)
 
 
-def _call_fail(fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
-    with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
-    return fail(err, 1) if with_count else fail(err)
-
-
-def _would_retry(retry: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> bool:
-    """Whether the policy would have retried err: only then is the failure handler told."""
+def _tell(retry: Any, fail: Any, err: Exception, a: Tuple[Any, ...], k: Dict[str, Any]) -> Any:
+    """The failure handler's result, told only if the policy would have retried err."""
     supported = getattr(retry, "_supported_errors", None)
     if isinstance(supported, tuple) and not isinstance(err, supported):
-        return False
+        return None
     is_retryable = k.get("is_retryable", a[0] if a else None)
-    return not (is_retryable is not None and not is_retryable(err))
+    if is_retryable is not None and not is_retryable(err):
+        return None
+    with_count = k.get("with_failure_count", a[1] if len(a) > 1 else False)
+    return fail(err, 1) if with_count else fail(err)
 
 
 class _GuardedRetry:
@@ -129,8 +127,7 @@ class _GuardedRetry:
         try:
             return do()
         except Exception as e:
-            if _would_retry(self._retry, e, a, k):
-                _call_fail(fail, e, a, k)
+            _tell(self._retry, fail, e, a, k)
             raise
 
 
@@ -143,10 +140,9 @@ class _AsyncGuardedRetry(_GuardedRetry):
         try:
             return await do()
         except Exception as e:
-            if _would_retry(self._retry, e, a, k):
-                res = _call_fail(fail, e, a, k)
-                if inspect.isawaitable(res):
-                    await res
+            res = _tell(self._retry, fail, e, a, k)
+            if inspect.isawaitable(res):
+                await res
             raise
 
 
@@ -299,28 +295,24 @@ async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
 
 async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script, key: Any,
                          packed: bytes) -> Any:
-    if not fast:  # a client the fast path does not know: redis-py's public API
-        keys, args = _unpack(packed)
-        with _deciding():
-            try:
-                return await client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                return await client.eval(script.source, len(keys), *keys, *args)
-    if not cluster:
+    if fast and not cluster:
         return await _async_call_pool(client.connection_pool, script, packed)
-    # redis.asyncio.cluster follows MOVED/ASK itself. The node is named (target_nodes): a
-    # call without one is retried on TimeoutError / ConnectionError by the cluster client,
-    # which could apply a decision twice and hold the caller past its timeout.
-    if getattr(client, "_initialize", False):
-        await client.initialize()
-    node = client.get_node_from_key(key)
+    evalsha, eval_ = client.evalsha, client.eval  # a client the fast path does not know
+    if fast:
+        # redis.asyncio.cluster follows MOVED/ASK itself. The node is named: a call without
+        # one is retried on TimeoutError / ConnectionError by the cluster client, which
+        # could apply a decision twice and hold the caller past its timeout.
+        if getattr(client, "_initialize", False):
+            await client.initialize()
+        node = client.get_node_from_key(key)
+        evalsha = functools.partial(client.execute_command, "EVALSHA", target_nodes=node)
+        eval_ = functools.partial(client.execute_command, "EVAL", target_nodes=node)
     ks, args = _unpack(packed)
-    try:
-        return await client.execute_command("EVALSHA", script.sha, len(ks), *ks, *args,
-                                            target_nodes=node)
-    except NoScriptError:
-        return await client.execute_command("EVAL", script.source, len(ks), *ks, *args,
-                                            target_nodes=node)
+    with _deciding():
+        try:
+            return await evalsha(script.sha, len(ks), *ks, *args)
+        except NoScriptError:
+            return await eval_(script.source, len(ks), *ks, *args)
 
 
 def _refuse_in_loop() -> None:

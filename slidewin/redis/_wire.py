@@ -65,8 +65,8 @@ _MEMBER = re.compile(r" \(all_of member ([0-9]+)\)")
 
 
 def _named(err: BaseException, key: Any) -> BaseException:
-    """An error reply about the key's value, named for what it is (RedisStateError).
-    `key`: the script's key, or a list of them (all_of: its reply says which member's)."""
+    """An error reply about the key's value as a RedisStateError. `key`: the script's key,
+    or all_of's list of them (its reply says which member's)."""
     if not isinstance(err, ResponseError) or isinstance(err, RedisStateError):
         return err
     text = str(err)
@@ -109,7 +109,6 @@ def _what(err: BaseException) -> str:
 
 
 def _bulk(x: Union[str, bytes]) -> bytes:
-    """One RESP bulk string."""
     if isinstance(x, str):
         x = x.encode()
     return b"$%d\r\n%s\r\n" % (len(x), x)
@@ -145,11 +144,6 @@ def _check_n(n: Any, least: int = 1) -> int:
     return n
 
 
-def _check_charge_n(n: Any) -> int:
-    """A charge's n: 0 (nothing) to 2**63 - 1, as the in-process charge()."""
-    return _check_n(n, 0)
-
-
 def _ints(reply: Any, count: int) -> bool:
     """Whether a reply is a list of `count` integers (each script's reply is one)."""
     return type(reply) is list and len(reply) == count and all(type(x) is int for x in reply)
@@ -179,12 +173,10 @@ def _time_args(now_ns: Any) -> Tuple[str, str]:
 
 
 def _pack(parts: List[Any]) -> bytes:
-    """A command as RESP bytes."""
     return b"*%d\r\n" % len(parts) + b"".join(_bulk(p) for p in parts)
 
 
 def _evalsha(sha: str, keys: List[Any], args: List[Any]) -> bytes:
-    """A script call (EVALSHA) as RESP bytes."""
     return _pack(["EVALSHA", sha, str(len(keys))] + keys + args)
 
 
@@ -219,8 +211,7 @@ except ImportError:  # pragma: no cover - redis-py < 5 (or without the extra)
 
 
 def _error_reply(text: str) -> Exception:
-    """An error reply as redis-py's parser gives it: ReadOnlyError, OutOfMemoryError,
-    NoScriptError, BusyLoadingError..., else a ResponseError with the whole text."""
+    """An error reply as redis-py's parser gives it (ReadOnlyError, NoScriptError...)."""
     if _BaseParser is not None:
         try:
             err = _BaseParser.parse_error(text)  # type: ignore[no-untyped-call,unused-ignore]
@@ -275,12 +266,10 @@ def _parse(buf: bytes, pos: int, depth: int = 0) -> Tuple[Any, int]:
     raise RedisReplyError("unexpected RESP type %r from Redis" % (chr(t),))
 
 
-
 def _text(x: Any) -> str:
     if isinstance(x, bytes):
         return x.decode("utf-8", "replace")
     return str(x)
-
 
 
 def _encode_key(key: Any) -> bytes:
@@ -303,7 +292,6 @@ def _encode_key(key: Any) -> bytes:
         raise ValueError("key must be at most %d bytes once encoded (str as UTF-8, int as "
                          "its digits), got %d bytes" % (MAX_KEY_BYTES, len(body)))
     return tag + body
-
 
 
 def _check_exit_reply(reply: Any, name: str) -> int:
@@ -349,7 +337,6 @@ def _decision(reply: Any, name: str, interval_ms: int, sample_count: int) -> Tup
 
 
 def _stats_reply(reply: Any, name: str, layout: str, interval_ms: int) -> Stats:
-    """The STATS script's reply (nine counts) as Stats, checked."""
     if not _ints(reply, 9) or min(reply) < 0:
         if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
             raise ValueError("the Redis limiter %r holds interval_ms/sample_count %s, this "
