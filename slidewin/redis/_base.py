@@ -16,10 +16,9 @@ from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
-from ._transport import (_ERRORS, _AsyncTransport, _Held, _renew_args, _SyncTransport,
-                         _unrenew)
-from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK, F_RETRY, NEVER,
-                    PASS, _bulk, _charge_reply, _check_exit_reply, _check_n,
+from ._transport import _ERRORS, _AsyncTransport, _Held, _SyncTransport, _unrenew
+from ._wire import (_OUT_BLOCK, _OUT_RENEW, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_NO_BLOCK,
+                    F_RETRY, NEVER, PASS, _bulk, _charge_reply, _check_exit_reply, _check_n,
                     _check_name, _decision, _encode_key, _evalsha, _keyed_prefix, _NO_TIME,
                     _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
                     _time_args, _what)
@@ -139,22 +138,22 @@ class _Base:
             raise ValueError("%s: a concurrency limiter counts requests in flight, not "
                              "amounts; charge a qps limiter (or charge it 0)" % what)
 
-    def _loud_error(self) -> bool:
-        """One more error in `errors`; True when it is to be logged (once a minute at most)."""
+    def _log_error(self, what: str, err: BaseException, after: str) -> None:
+        """One more error in `errors`, logged (once a minute at most)."""
         with self._lock:
             self.errors += 1
             now = time.monotonic()
             loud = now - self._last_log >= _LOG_EVERY_S
             if loud:
                 self._last_log = now
-        return loud
+        if loud:
+            log.warning("slidewin.redis: %s of %r %s (%s: %s)%s (logged at most once a minute; "
+                        "%d errors so far)", what, self._name, _what(err), type(err).__name__,
+                        err, after, self.errors)
 
     def _charge_failed(self, err: BaseException, quiet: bool = False) -> None:
         """A charge Redis did not take: counted, logged, raised if on_error="raise"."""
-        if self._loud_error():
-            log.warning("slidewin.redis: a charge of %r %s (%s: %s): not counted "
-                        "(logged at most once a minute; %d errors so far)", self._name,
-                        _what(err), type(err).__name__, err, self.errors)
+        self._log_error("a charge", err, ": not counted")
         if self._on_error == "raise" and not quiet:
             raise err
 
@@ -162,10 +161,7 @@ class _Base:
         return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
 
     def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
-        if self._loud_error():
-            log.warning("slidewin.redis: a decision of %r %s (%s: %s); on_error=%r "
-                        "(logged at most once a minute; %d errors so far)", self._name,
-                        _what(err), type(err).__name__, err, self._on_error, self.errors)
+        self._log_error("a decision", err, "; on_error=%r" % (self._on_error,))
         if self._on_error == "raise":
             raise err
         allow = self._on_error == "allow"
@@ -206,13 +202,18 @@ class _Base:
         except _ERRORS as e:
             return self._failed(e, flags)
 
-    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                leases: List[Tuple[str, int]]) -> Any:
+    def _exit_op(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                 leases: List[Tuple[str, int]]) -> Tuple[Any, ...]:
         args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
         for lid, k in leases:
             args += [lid, str(k)]
+        return self._op(_SCRIPTS["exit"], key, args)
+
+    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                leases: List[Tuple[str, int]]) -> Any:
         try:
-            _check_exit_reply((yield self._op(_SCRIPTS["exit"], key, args)), self._name)
+            reply = yield self._exit_op(key, cfg, n, outcome, rt_ms, leases)
+            _check_exit_reply(reply, self._name)
         except _ERRORS as e:
             # the lease expires on its own (lease_ms); the outcome is lost: counted
             with self._lock:
@@ -221,7 +222,7 @@ class _Base:
 
     def _g_renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
         try:
-            reply = yield self._op(_SCRIPTS["exit"], key, _renew_args(self, cfg, ids))
+            reply = yield self._exit_op(key, cfg, 1, _OUT_RENEW, 0, [(lid, 0) for lid in ids])
             _check_exit_reply(reply, self._name)
             return True
         except Exception as e:  # the next renewal tries again; the leases may run out

@@ -23,7 +23,7 @@ from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
 from ._scripts import _Script
-from ._wire import (_OUT_RENEW, NoScriptError, ReadOnlyError, RedisClusterException,
+from ._wire import (NoScriptError, ReadOnlyError, RedisClusterException,
                     RedisError, RedisReplyError, ResponseError, _eval_of, _named, _parse)
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
@@ -45,15 +45,10 @@ _ERRORS = _UNREACHABLE + (asyncio.TimeoutError,)  # asyncio's: not an OSError be
 def _is_cluster(client: Any) -> bool:
     if _redis is None:
         return False
+    from redis.asyncio.cluster import RedisCluster as ARedisCluster
     from redis.cluster import RedisCluster
 
-    if isinstance(client, RedisCluster):
-        return True
-    try:
-        from redis.asyncio.cluster import RedisCluster as ARedisCluster
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(client, ARedisCluster)
+    return isinstance(client, (RedisCluster, ARedisCluster))
 
 
 # A decision borrows a connection of the client's pool, as a redis-py command does. redis-py
@@ -464,20 +459,11 @@ def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], floa
     nxt = math.inf
     for tok, v in leases.items():
         if v[4] <= now:
-            g = groups.get((id(v[0]), v[1], id(v[2])))
-            if g is None:
-                g = groups[(id(v[0]), v[1], id(v[2]))] = (v[0], v[1], v[2], [])
+            g = groups.setdefault((id(v[0]), v[1], id(v[2])), (v[0], v[1], v[2], []))
             g[3].append((tok, v[3]))
         elif v[4] < nxt:
             nxt = v[4]
     return groups, nxt
-
-
-def _renew_args(lim: Any, cfg: _Config, ids: List[str]) -> List[Any]:
-    args: List[Any] = lim._args(cfg, 1, 0, None, "") + [str(_OUT_RENEW), "0"]
-    for lid in ids:
-        args += [lid, "0"]
-    return args
 
 
 class _Renewer:
@@ -565,10 +551,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
-    busy.pop(cid, None)
-
-
 class _AsyncRenewer(_Renewer):
     """The leases held through async clients on one event loop, renewed by one task: each
     client's renewals in turn, the clients' at once."""
@@ -593,7 +575,7 @@ class _AsyncRenewer(_Renewer):
                         per.setdefault(cid, []).append(g)
                 for cid, gs in per.items():
                     task = busy[cid] = asyncio.ensure_future(self._client_renewals(gs))
-                    task.add_done_callback(functools.partial(_forget, busy, cid))
+                    task.add_done_callback(lambda _, cid=cid: busy.pop(cid, None))
                 await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic()))
                                     if not per else 0.001)
         finally:
