@@ -132,12 +132,6 @@ class _Base:
         return (self._args(cfg, n, 0, now_ns, "") + [str(GROUP_INDEX[cfg.script.sha])]
                 + cfg.params)
 
-    @staticmethod
-    def _chargeable(cfg: _Config, n: int, what: str) -> None:
-        if n > 0 and cfg.concurrency is not None:
-            raise ValueError("%s: a concurrency limiter counts requests in flight, not "
-                             "amounts; charge a qps limiter (or charge it 0)" % what)
-
     def _log_error(self, what: str, err: BaseException, after: str) -> None:
         """One more error in `errors`, logged (once a minute at most)."""
         with self._lock:
@@ -271,23 +265,23 @@ class _Base:
         if cfg.concurrency is not None:
             self._hold(hk, rk, cfg, lease, n, None)
 
-    def _g_charge_on(self, key: Any, cfg: _Config, n: int, now_ns: Any) -> Any:
-        try:
-            reply = yield self._op(_SCRIPTS["charge"], key, self._charge_args(cfg, n, now_ns))
-            _charge_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
-            return True
-        except _ERRORS as e:
-            self._charge_failed(e)
-            return False
-
     def _g_charge(self, key: Any, n: int, now_ns: Any) -> Any:
         rk, _, cfg = self._where(key)
         n = _check_n(n, 0)
         _time_args(now_ns)
-        self._chargeable(cfg, n, "charge(%r, n=%d)" % (key, n) if self._keyed
-                         else "charge(n=%d)" % n)
-        if n and (yield from self._g_charge_on(rk, cfg, n, now_ns)):
-            self._tally(PASS, n)
+        if n > 0 and cfg.concurrency is not None:
+            what = "charge(%r, n=%d)" % (key, n) if self._keyed else "charge(n=%d)" % n
+            raise ValueError("%s: a concurrency limiter counts requests in flight, not "
+                             "amounts; charge a qps limiter (or charge it 0)" % what)
+        if not n:
+            return
+        try:
+            reply = yield self._op(_SCRIPTS["charge"], rk, self._charge_args(cfg, n, now_ns))
+            _charge_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
+        except _ERRORS as e:
+            self._charge_failed(e)
+            return
+        self._tally(PASS, n)
 
     def _g_release(self, key: Any, n: int) -> Any:
         rk, hk, cfg = self._where(key)
@@ -329,12 +323,6 @@ def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional
     return t
 
 
-def _step(retry_ns: int, step: float) -> Tuple[float, float]:
-    if retry_ns > 0:
-        return retry_ns / 1e9, step
-    return step, min(step * 2, 0.05)  # a refuser that cannot tell when: poll, up to 50 ms
-
-
 def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> Any:
     """The wait loop of an acquire or entry: the admission's wait (ns). `decide(flags)`: a
     generator of (verdict, wait_ns, retry_ns, ...); `refused(result, timed_out)`: one of the
@@ -353,12 +341,11 @@ def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> 
         now = time.monotonic()
         if res[0] == NEVER or now >= deadline:
             raise (yield from refused(res, True))
-        sleep, step = _step(res[2], step)
+        if res[2] > 0:
+            sleep = res[2] / 1e9
+        else:  # a refuser that cannot tell when: poll, up to 50 ms
+            sleep, step = step, min(step * 2, 0.05)
         yield float(max(0.0, min(sleep, deadline - now)))
-
-
-def _elapsed_ms(t0: float) -> int:
-    return max(0, int((time.monotonic() - t0) * 1000))
 
 
 def _outcome(exc_type: Any) -> int:
@@ -403,7 +390,8 @@ class _Driven:
     def _exit(self, exc_type: Any) -> Any:
         if self._held:
             self._held = False
-            yield from self._give_back(_outcome(exc_type), _elapsed_ms(self._t0))
+            rt_ms = max(0, int((time.monotonic() - self._t0) * 1000))
+            yield from self._give_back(_outcome(exc_type), rt_ms)
         return False
 
     def _kind(self, is_async: bool) -> Any:

@@ -131,9 +131,6 @@ class _Group:
             raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
         return [m.lim._parse(r, m.cfg) for m, r in zip(self._members, reply)]
 
-    def _failed(self, err: BaseException, flags: int) -> List[Tuple[int, int, int]]:
-        return [m.lim._failed(err, flags) for m in self._members]
-
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
                   verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:
         """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
@@ -170,12 +167,6 @@ class _Group:
                                  "requests in flight, not amounts: charge it 0" % i)
         return [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
 
-    @staticmethod
-    def _charge_request(picks: List[Tuple[_Member, int]], now_ns: Any
-                        ) -> Tuple[List[Any], bytes]:
-        return _pack_bodies(now_ns, [(m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:])
-                                     for m, n in picks])
-
     def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
         if type(reply) is not list or len(reply) != len(picks):
             raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
@@ -204,22 +195,12 @@ class _Group:
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
-    def _refusers(self, ns: List[int], verdicts: List[Tuple[int, int, int]]) -> List[Any]:
-        """The refusers with their n, after a wait that timed out: each counts one BLOCK."""
-        out = []
-        for m, n, (v, _, _) in zip(self._members, ns, verdicts):
-            if v != PASS:
-                if m.keyed:
-                    m.lim._tally(BLOCK, n)
-                out.append((m, n))
-        return out
-
     def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         try:
             keys, packed = self._request(ns, flags, now_ns, leases)
             return self._read((yield _SCRIPT, keys[0], packed, keys))
-        except _ERRORS as e:
-            return self._failed(e, flags)
+        except _ERRORS as e:  # each member's on_error
+            return [m.lim._failed(e, flags) for m in self._members]
 
     def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         verdicts = yield from self._g_decide(ns, flags, now_ns, leases)
@@ -236,7 +217,11 @@ class _Group:
         def refused(res: Tuple[Any, ...], timed_out: bool) -> Any:
             v, _, retry, verdicts = res
             if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
-                for m, n in self._refusers(ns, verdicts):
+                refusers = [(m, n) for m, n, r in zip(self._members, ns, verdicts) if r[0] != PASS]
+                for m, n in refusers:
+                    if m.keyed:
+                        m.lim._tally(BLOCK, n)
+                for m, n in refusers:
                     yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
             return self._blocked(ns, verdicts, v, retry)
 
@@ -270,7 +255,8 @@ class _Group:
         if not picks:
             return
         try:
-            keys, packed = self._charge_request(picks, now_ns)
+            keys, packed = _pack_bodies(now_ns, [
+                (m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:]) for m, n in picks])
             self._charged(picks, (yield _SCRIPT, keys[0], packed, keys))
         except _ERRORS as e:
             self._charge_failed(picks, e)
