@@ -18,7 +18,6 @@ class _Config:
 
     def __init__(self, qps: Any, kw: Dict[str, Any], lease_ms: int) -> None:
         tmpl = Limiter(qps, **kw)  # raises the core's TypeError / ValueError
-        self.template = tmpl
         self.rate = tmpl.rate  # rate= (already turned into qps, interval_ms, sample_count)
         self.qps = tmpl.qps
         self.concurrency = tmpl.concurrency
@@ -87,7 +86,6 @@ class _Config:
             4 + nargs, self.script.sha.encode())
         self.mid = b"".join(_bulk(x) for x in (self.layout, str(ttl), str(iv), str(sc)))
         self.tail = b"".join(_bulk(x) for x in [str(lease_ms)] + self.params)
-        self.is_throttle = self.behavior in ("throttle", "warm_up_throttle")
         self.minute = self.behavior in ("warm_up", "warm_up_throttle")
 
     def can_never_pass(self, n: int) -> bool:

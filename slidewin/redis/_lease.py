@@ -103,7 +103,7 @@ class _Slice:
 
     __slots__ = ("c", "leases", "start", "end", "explicit", "backs", "busy", "dry_until",
                  "err_until", "retry", "blocks", "rate", "demand", "rate_t", "last_k",
-                 "used", "rtt", "err", "queued", "last")
+                 "used", "err", "queued", "last")
 
     def __init__(self, c: Any) -> None:
         self.c = c                              # the permits in hand, decided on in C
@@ -124,7 +124,6 @@ class _Slice:
         self.rate_t: Optional[Tuple[bool, int]] = None
         self.last_k = 0
         self.used = 0                           # admitted on the current slice
-        self.rtt = 0                            # the last grant's round trip (ns)
         self.err: Optional[BaseException] = None  # the last grant's error
 
     @property
@@ -387,11 +386,9 @@ class _Leases:
         with self._cond:
             s.busy = False
             s.retry = None
-            s.rtt = rtt
             self.returned += sum(b for _, b in backs)
             del s.backs[:len(backs)]
-            base = t if explicit else t_send
-            end = base + rem
+            end = (t if explicit else t_send) + rem
             win_ns = int(cfg.interval_ms * 1_000_000 // cfg.sample_count)
             if want > 0:
                 self.granted += k

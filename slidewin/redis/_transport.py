@@ -310,12 +310,6 @@ async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script
             return await eval_(script.source, len(ks), *ks, *args)
 
 
-def _refuse_in_loop() -> None:
-    refuse_in_loop("a Redis limiter's acquire() or entry(timeout=...) that must wait",
-                   "its asyncio twin (AsyncRedisLimiter: await lim.acquire(), "
-                   "async with lim.entry(), async with lim)")
-
-
 def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
     """An error reply about a key's value, raised named for what it is (_wire._named)."""
     named = _named(e, key if names is None else names)
@@ -358,7 +352,9 @@ class _SyncTransport:
 
     @staticmethod
     def _sleep(seconds: float) -> Any:
-        _refuse_in_loop()
+        refuse_in_loop("a Redis limiter's acquire() or entry(timeout=...) that must wait",
+                       "its asyncio twin (AsyncRedisLimiter: await lim.acquire(), "
+                       "async with lim.entry(), async with lim)")
         return functools.partial(time.sleep, seconds)
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
