@@ -49,14 +49,10 @@ static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject
                PyObject_TypeCheck(PyTuple_GET_ITEM(o, 0), st->KeyedLimiter_Type)) {
         PyObject *keyed = PyTuple_GET_ITEM(o, 0), *key = PyTuple_GET_ITEM(o, 1);
         if (keyed_group_member(keyed, key, &s->fp, s->order, &s->shared) < 0) {
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "all_of() member %zd: the key of a (KeyedLimiter, "
                          "key) pair must be a str, bytes or int, not %.100s", i,
                          type_name_of(key));
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(tb);
             return -1;
         }
         s->keyed = 1;
@@ -112,11 +108,9 @@ static void group_sort(GroupObject *self)
 
 static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    module_state *st = state_of_type(type);
-    if (st == NULL) {
-        PyErr_SetString(PyExc_TypeError, "all_of: the module is gone");
+    module_state *st = state_for_new(type);
+    if (st == NULL)
         return NULL;
-    }
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "all_of() takes its members as positional arguments "
                         "only (Limiters, or (KeyedLimiter, key) pairs)");
@@ -172,11 +166,10 @@ static int Group_clear(GroupObject *self)
 {
     uint32_t count = self->count;
     self->count = 0;
-    if (self->slots != NULL)
-        for (uint32_t i = 0; i < count; i++) {
-            Py_CLEAR(self->slots[i].obj);
-            Py_CLEAR(self->slots[i].key);
-        }
+    for (uint32_t i = 0; i < count; i++) { /* count is 0 when slots were never allocated */
+        Py_CLEAR(self->slots[i].obj);
+        Py_CLEAR(self->slots[i].key);
+    }
     Py_CLEAR(self->members);
     Py_CLEAR(self->owners);
     return 0;
@@ -329,36 +322,33 @@ static int group_decide_reaping(GroupObject *self, const int64_t *ns, int64_t no
     return rc;
 }
 
-static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
+/* try_acquire() (flags SW_F_TRY: a bool) and reserve() (0: the wait in ns, or None). */
+static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags,
+                            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now;
     struct sw_decision d;
-    if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
-        for (uint32_t i = 0; i < self->count; i++)
-            ns[i] = 1;
-        now = SW_NOW;
-    } else if (parse_ns(self, "try_acquire", args, nargs, ns) < 0 ||
-               parse_now_kw("try_acquire", args, nargs, kwnames, &now) < 0) {
+    if (parse_ns(self, fname, args, nargs, ns) < 0 ||
+        parse_now_kw(fname, args, nargs, kwnames, &now) < 0 ||
+        group_decide_reaping(self, ns, now, flags, &d) < 0)
         return NULL;
-    }
-    if (group_decide_reaping(self, ns, now, SW_F_TRY, &d) < 0)
-        return NULL;
-    return PyBool_FromLong(d.verdict == SW_PASS);
+    if (flags == SW_F_TRY)
+        return PyBool_FromLong(d.verdict == SW_PASS);
+    if (d.verdict == SW_PASS)
+        return PyLong_FromLongLong(d.wait_ns);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    return group_call(self, "try_acquire", SW_F_TRY, args, nargs, kwnames);
 }
 
 static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    int64_t ns[SW_GROUP_MAX], now;
-    struct sw_decision d;
-    if (parse_ns(self, "reserve", args, nargs, ns) < 0 ||
-        parse_now_kw("reserve", args, nargs, kwnames, &now) < 0 ||
-        group_decide_reaping(self, ns, now, 0u, &d) < 0)
-        return NULL;
-    if (d.verdict == SW_PASS)
-        return PyLong_FromLongLong(d.wait_ns);
-    Py_RETURN_NONE;
+    return group_call(self, "reserve", 0u, args, nargs, kwnames);
 }
 
 /* The sizes of a tuple of ns (None: 1 each), as given by the Python layer. */

@@ -6,27 +6,8 @@
 
 #include <string.h>
 
-/* The window's configuration, in either mode. */
-static inline uint32_t m_nev(const MetricObject *self)
-{
-    return self->ev != NULL ? self->ev->n_events : self->win.leap->n_events;
-}
-static inline bool m_has_rt(const MetricObject *self)
-{
-    return self->ev != NULL ? self->ev->has_rt != 0 : self->win.leap->has_rt != 0;
-}
-static inline int64_t m_interval(const MetricObject *self)
-{
-    return self->ev != NULL ? self->ev->interval_ms : self->win.leap->interval_ms;
-}
-static inline uint32_t m_samples(const MetricObject *self)
-{
-    return self->ev != NULL ? self->ev->sample_count : self->win.leap->sample_count;
-}
-static inline int64_t m_window(const MetricObject *self)
-{
-    return self->ev != NULL ? self->ev->window_ms : self->win.leap->window_ms;
-}
+/* A field of the window's configuration, in either mode. */
+#define M_CFG(self, f) ((self)->ev != NULL ? (self)->ev->f : (self)->win.leap->f)
 
 static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 {
@@ -35,9 +16,9 @@ static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
         long v = PyLong_AsLongAndOverflow(o, &overflow);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        if (overflow || v < 0 || v >= (long)m_nev(self)) {
+        if (overflow || v < 0 || v >= (long)M_CFG(self, n_events)) {
             PyErr_Format(PyExc_ValueError, "event must be an index in 0..%u or a name in %R, got %R",
-                         m_nev(self) - 1u, self->names, o);
+                         M_CFG(self, n_events) - 1u, self->names, o);
             return -1;
         }
         *out = (uint32_t)v;
@@ -318,9 +299,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->names = names; /* owned by self from here: its dealloc releases them */
     self->name_map = map;
     self->st = st;
-    if (mode == 0)
-        Py_INCREF(Py_None);
-    self->shared = mode == 0 ? Py_None : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
     if (self->shared == NULL ||
         (mode != 0 ? metric_open_shared(self, mode, path, &cfg, own_events ? names : NULL,
                                         eventual)
@@ -408,7 +387,7 @@ static PyObject *Metric_add_rt(MetricObject *self, PyObject *const *args, Py_ssi
     int64_t rt, now;
     if (parse_fast_req("add_rt", args, nargs, kwnames, names, 2, 1, 1, a) < 0)
         return NULL;
-    if (!m_has_rt(self))
+    if (!M_CFG(self, has_rt))
         return metric_no_rt(self, "add_rt");
     if (as_int64(a[0], "rt_ms", 0, INT64_MAX, &rt) < 0 || parse_now(a[1], &now) < 0)
         return NULL;
@@ -464,7 +443,7 @@ static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize
     int64_t v;
     if (metric_read(self, "rate", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
         return NULL;
-    return PyFloat_FromDouble((double)v / ((double)m_interval(self) / 1000.0));
+    return PyFloat_FromDouble((double)v / ((double)M_CFG(self, interval_ms) / 1000.0));
 }
 
 /* min_rt(), avg_rt(): the window's RT read at now_ns (any out NULL: not wanted).
@@ -476,7 +455,7 @@ static int metric_rt(MetricObject *self, const char *fname, PyObject *const *arg
     int64_t now;
     if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
         return -1;
-    if (!m_has_rt(self)) {
+    if (!M_CFG(self, has_rt)) {
         metric_no_rt(self, fname);
         return -1;
     }
@@ -511,8 +490,8 @@ static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ss
     int64_t now;
     if (parse_now_only("buckets", args, nargs, kwnames, &now) < 0)
         return NULL;
-    uint32_t n_events = m_nev(self), stride = SW_SLOT_COUNTS + n_events;
-    size_t words = (size_t)m_samples(self) * stride;
+    uint32_t n_events = M_CFG(self, n_events), stride = SW_SLOT_COUNTS + n_events;
+    size_t words = (size_t)M_CFG(self, sample_count) * stride;
     int64_t *buf = PyMem_Malloc(words * sizeof(int64_t));
     if (buf == NULL)
         return PyErr_NoMemory();
@@ -521,33 +500,24 @@ static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ss
     PyObject *list = PyList_New((Py_ssize_t)nb);
     if (list == NULL)
         goto fail;
-    for (uint32_t i = 0; i < nb; i++) {
+    for (uint32_t i = 0; i < nb; i++) { /* a NULL item is released with its container */
         const int64_t *b = buf + (size_t)i * stride;
-        PyObject *counts = PyTuple_New((Py_ssize_t)n_events);
-        if (counts == NULL)
+        PyObject *bucket = PyStructSequence_New(self->st->Bucket_Type), *counts;
+        if (bucket == NULL)
+            goto fail;
+        PyList_SET_ITEM(list, i, bucket);
+        PyStructSequence_SET_ITEM(bucket, 0, PyLong_FromLongLong(b[SW_SLOT_START]));
+        PyStructSequence_SET_ITEM(bucket, 1, counts = PyTuple_New((Py_ssize_t)n_events));
+        PyStructSequence_SET_ITEM(bucket, 2, PyLong_FromLongLong(b[SW_SLOT_MIN_RT]));
+        if (counts == NULL || PyStructSequence_GET_ITEM(bucket, 0) == NULL ||
+            PyStructSequence_GET_ITEM(bucket, 2) == NULL)
             goto fail;
         for (uint32_t e = 0; e < n_events; e++) {
             PyObject *c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e]);
-            if (c == NULL) {
-                Py_DECREF(counts);
+            if (c == NULL)
                 goto fail;
-            }
             PyTuple_SET_ITEM(counts, e, c);
         }
-        PyObject *bucket = PyStructSequence_New(self->st->Bucket_Type);
-        PyObject *start = PyLong_FromLongLong(b[SW_SLOT_START]);
-        PyObject *mrt = PyLong_FromLongLong(b[SW_SLOT_MIN_RT]);
-        if (bucket == NULL || start == NULL || mrt == NULL) {
-            Py_XDECREF(bucket);
-            Py_XDECREF(start);
-            Py_XDECREF(mrt);
-            Py_DECREF(counts);
-            goto fail;
-        }
-        PyStructSequence_SET_ITEM(bucket, 0, start);
-        PyStructSequence_SET_ITEM(bucket, 1, counts);
-        PyStructSequence_SET_ITEM(bucket, 2, mrt);
-        PyList_SET_ITEM(list, i, bucket);
     }
     PyMem_Free(buf);
     return list;
@@ -570,7 +540,7 @@ static PyObject *Metric_repr(MetricObject *self)
 {
     bool sh = self->shared != NULL && self->shared != Py_None;
     PyObject *r = PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u",
-                                       (long long)m_interval(self), m_samples(self));
+                                       (long long)M_CFG(self, interval_ms), M_CFG(self, sample_count));
     if (r != NULL && self->names != self->st->default_names)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", events=%R", self->names));
     if (r != NULL && sh)
@@ -584,53 +554,36 @@ static PyObject *Metric_repr(MetricObject *self)
     return r;
 }
 
-static PyObject *Metric_get_name(MetricObject *self, void *Py_UNUSED(c))
+static PyObject *Metric_get(MetricObject *self, void *which)
 {
-    PyObject *v = self->name != NULL ? self->name : Py_None;
-    return Py_NewRef(v);
-}
-
-static PyObject *Metric_get_shared(MetricObject *self, void *Py_UNUSED(c))
-{
-    PyObject *v = self->shared != NULL ? self->shared : Py_None;
-    return Py_NewRef(v);
-}
-
-static PyObject *Metric_get_interval(MetricObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(m_interval(self));
-}
-static PyObject *Metric_get_samples(MetricObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(m_samples(self));
-}
-static PyObject *Metric_get_window(MetricObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(m_window(self));
-}
-static PyObject *Metric_get_events(MetricObject *self, void *Py_UNUSED(c))
-{
-    return Py_NewRef(self->names);
-}
-
-static PyObject *Metric_get_consistency(MetricObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(self->ev != NULL ? "eventual" : "strong");
+    switch ((int)(intptr_t)which) {
+    case 0:
+        return PyLong_FromLongLong(M_CFG(self, interval_ms));
+    case 1:
+        return PyLong_FromUnsignedLong(M_CFG(self, sample_count));
+    case 2:
+        return PyLong_FromLongLong(M_CFG(self, window_ms));
+    case 3:
+        return Py_NewRef(self->names);
+    default:
+        return PyUnicode_FromString(self->ev != NULL ? "eventual" : "strong");
+    }
 }
 
 static PyGetSetDef Metric_getset[] = {
-    {"interval_ms", (getter)Metric_get_interval, NULL, "The window length in ms.", NULL},
-    {"sample_count", (getter)Metric_get_samples, NULL, "The number of buckets.", NULL},
-    {"window_ms", (getter)Metric_get_window, NULL, "One bucket's length in ms.", NULL},
-    {"events", (getter)Metric_get_events, NULL, "The event names, by index.", NULL},
-    {"shared", (getter)Metric_get_shared, NULL,
+    {"interval_ms", (getter)Metric_get, NULL, "The window length in ms.", (void *)0},
+    {"sample_count", (getter)Metric_get, NULL, "The number of buckets.", (void *)1},
+    {"window_ms", (getter)Metric_get, NULL, "One bucket's length in ms.", (void *)2},
+    {"events", (getter)Metric_get, NULL, "The event names, by index.", (void *)3},
+    {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
-     NULL},
-    {"name", (getter)Metric_get_name, NULL,
-     "The name (name=, else the shared region's name), or None.", NULL},
-    {"consistency", (getter)Metric_get_consistency, NULL,
+     (void *)offsetof(MetricObject, shared)},
+    {"name", get_object_or_none, NULL,
+     "The name (name=, else the shared region's name), or None.",
+     (void *)offsetof(MetricObject, name)},
+    {"consistency", (getter)Metric_get, NULL,
      "\"strong\" (adds and reads under the lock) or \"eventual\" (adds with no lock).",
-     NULL},
+     (void *)4},
     {NULL}};
 
 WEAKREF_MEMBERS(Metric, MetricObject);
