@@ -2,7 +2,6 @@
  * and the listeners called once the core's lock is released. The entry and the decorator
  * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
 #include "breaker.h"
-#include "breaker_read.h"
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"

@@ -1,24 +1,18 @@
 /* observe.c - seeing it: names and the registry of named objects (slidewin.limiters()),
- * lifetime totals as dicts, and the read-only side for observers: read_region() and
- * list_regions() (the Prometheus collector and `python -m slidewin top` read regions that
- * other processes are busy with, without attaching to them).
+ * lifetime totals and a breaker's state as read, and the read-only side for observers:
+ * read_region() and list_regions() (for the Prometheus collector and `slidewin top`).
  *
- * Observers read only the regions of this process's effective uid (the opened file's owner:
- * another user's file in a shared folder is skipped by list_regions and refused by
- * read_region), each file once (hard links), and never more than the region's own state.
- *
- * read_region() never writes to a region and never takes its lock: the core reads it
- * (sw_region_read, sw_observe.h: a copy, checked and repaired); this file makes the dict.
+ * Observers read only the regions of this process's effective uid (another user's file in a
+ * shared folder is skipped by list_regions and refused by read_region), each file once (hard
+ * links). read_region() never writes to a region and never takes its lock: the core reads a
+ * copy, checked and repaired (sw_region_read, sw_observe.h); this file makes the dict.
  */
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
-#include "breaker_read.h"
 #include "shared.h"
 #include "sw_observe.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define NAME_MAX_CHARS 200
@@ -58,9 +52,8 @@ static PyObject *name_default(PyObject *o_shared, int mode, const char *path)
         const char *s = PyUnicode_AsUTF8(o_shared);
         if (s == NULL)
             return NULL;
-        if (strchr(s, '/') == NULL) {
+        if (strchr(s, '/') == NULL)
             return Py_NewRef(o_shared);
-        }
     }
     const char *base = strrchr(path, '/');
     return PyUnicode_DecodeFSDefault(base != NULL ? base + 1 : path);
@@ -183,32 +176,27 @@ PyObject *totals_dict(const struct sw_totals *t)
                          "rt", (long long)t->rt, "shadow_block", (long long)t->shadow_block);
 }
 
+const char *const breaker_state_names[3] = {"closed", "open", "half_open"};
+
+PyObject *breaker_totals_dict(const struct sw_brk_totals *tp)
+{
+    const struct sw_brk_totals t = *tp;
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsL}", "total", (long long)t.t[SW_BRK_T_TOTAL],
+                         "errors", (long long)t.t[SW_BRK_T_ERRORS], "slow",
+                         (long long)t.t[SW_BRK_T_SLOW], "refused",
+                         (long long)t.t[SW_BRK_T_REFUSED], "probes",
+                         (long long)t.t[SW_BRK_T_PROBES], "cancelled",
+                         (long long)t.t[SW_BRK_T_CANCELLED], "probes_timed_out",
+                         (long long)t.t[SW_BRK_T_PROBE_TIMEOUTS], "timed_out",
+                         (long long)t.t[SW_BRK_T_TIMED_OUT], "opened",
+                         (long long)t.transitions[SW_BRK_OPEN], "half_opened",
+                         (long long)t.transitions[SW_BRK_HALF_OPEN], "closed",
+                         (long long)t.transitions[SW_BRK_CLOSED]);
+}
+
 /* ---- read_region ----------------------------------------------------------------------- */
 
 static const char *const kind_names[] = {"", "metric", "limiter", "keyed", "breaker"};
-
-/* A failed read of a region (sw_region_read, sw_region_probe) as the exception: ValueError
- * for a file that is not a good region, PermissionError for another user's, else OSError.
- * @return NULL */
-static PyObject *region_error(int rc, const struct sw_shm_error *err, const char *path)
-{
-    if (rc == SW_ENOMEM)
-        return PyErr_NoMemory();
-    if (rc != SW_EOS) {
-        PyErr_SetString(PyExc_ValueError, err->msg);
-        return NULL;
-    }
-    if (err->msg[0] == '\0') {
-        errno = err->sys_errno;
-        return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
-    }
-    PyObject *args = Py_BuildValue("(is)", err->sys_errno, err->msg);
-    if (args != NULL) {
-        PyErr_SetObject(err->sys_errno == EACCES ? PyExc_PermissionError : PyExc_OSError, args);
-        Py_DECREF(args);
-    }
-    return NULL;
-}
 
 static PyObject *region_name(const struct sw_shm_header *h, const char *path)
 {
@@ -332,7 +320,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
         return NULL;
     int rc = sw_region_read(path, now, &r, &err);
     if (rc != SW_OK)
-        return region_error(rc, &err, path);
+        return shared_error(rc, &err, path);
     if (region_window(&r, &window, &totals, &bstate) < 0)
         return NULL;
     const struct sw_shm_header *h = &r.hdr;
@@ -368,8 +356,7 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
     PyObject *fs = NULL;
     char dir[4096];
     if (a[0] == NULL || a[0] == Py_None) {
-        const char *d = getenv("SLIDEWIN_SHM_DIR");
-        snprintf(dir, sizeof dir, "%s", (d != NULL && d[0] != '\0') ? d : sw_platform_shm_dir());
+        snprintf(dir, sizeof dir, "%s", shared_dir());
     } else {
         if (!PyUnicode_FSConverter(a[0], &fs))
             return NULL;
@@ -386,7 +373,7 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
     struct sw_shm_error err;
     int rc = sw_region_list(dir, &paths, &n, &err);
     if (rc != SW_OK)
-        return region_error(rc, &err, dir);
+        return shared_error(rc, &err, dir);
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t k = 0; out != NULL && k < n; k++) {
         PyObject *p = PyUnicode_DecodeFSDefault(paths[k]);

@@ -4,6 +4,7 @@
 #define SW_BINDING_OBSERVE_H
 
 #include "binding.h"
+#include "sw_breaker.h"
 
 /** Resolve `shared=` (as shared_resolve, into path) then `name=`: None, or a str of 1 to 200
  * characters. *name: the name given, else the default of an object opened with shared= (the
@@ -18,6 +19,10 @@ int shared_and_name(PyObject *o_shared, PyObject *o_name, char *path, size_t cap
 int registry_add(module_state *st, PyObject *name, PyObject *obj);
 /** The totals as a dict with the keys pass, block, exception, success, occupied_pass, rt. */
 PyObject *totals_dict(const struct sw_totals *t);
+/** The state names, by enum sw_brk_state. */
+extern const char *const breaker_state_names[3];
+/** Lifetime totals as Breaker.totals() gives them. @return a new dict, or NULL */
+PyObject *breaker_totals_dict(const struct sw_brk_totals *t);
 
 PyObject *mod_limiters(PyObject *m, PyObject *unused);
 PyObject *mod_read_region(PyObject *m, PyObject *const *args, Py_ssize_t nargs,

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *shm_dir(void)
+const char *shared_dir(void)
 {
     const char *d = getenv("SLIDEWIN_SHM_DIR");
     return (d != NULL && d[0] != '\0') ? d : sw_platform_shm_dir();
@@ -84,7 +84,7 @@ int shared_resolve(PyObject *shared, char *path, size_t cap)
                      "A-Z a-z 0-9 . _ - (not '.' or '..'), or a path holding '/'", shared);
         return -1;
     }
-    int w = snprintf(path, cap, "%s/slidewin-%s", shm_dir(), s);
+    int w = snprintf(path, cap, "%s/slidewin-%s", shared_dir(), s);
     if (w < 0 || (size_t)w >= cap) {
         PyErr_SetString(PyExc_ValueError, "shared: SLIDEWIN_SHM_DIR is too long");
         return -1;
@@ -122,25 +122,31 @@ int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_
     Py_END_ALLOW_THREADS
     if (rc == SW_OK)
         return 0;
-    if (rc == SW_EOS) {
-        PyObject *exc_type = PyExc_OSError;
-        if (err.sys_errno == EACCES || err.sys_errno == EPERM)
-            exc_type = PyExc_PermissionError;
-        else if (err.sys_errno == ENOENT)
-            exc_type = PyExc_FileNotFoundError;
-        PyObject *args = Py_BuildValue("(is)", err.sys_errno, err.msg);
-        if (args != NULL) {
-            PyErr_SetObject(exc_type, args);
-            Py_DECREF(args);
-        }
-        return -1;
-    }
-    if (rc == SW_ENOMEM) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    PyErr_SetString(PyExc_ValueError, err.msg);
+    (void)shared_error(rc, &err, mode == 2 ? path : NULL);
     return -1;
+}
+
+PyObject *shared_error(int rc, const struct sw_shm_error *err, const char *path)
+{
+    if (rc == SW_ENOMEM)
+        return PyErr_NoMemory();
+    if (rc != SW_EOS) {
+        PyErr_SetString(PyExc_ValueError, err->msg);
+        return NULL;
+    }
+    if (err->msg[0] == '\0') {
+        errno = err->sys_errno;
+        return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    }
+    int e = err->sys_errno;
+    PyObject *args = Py_BuildValue("(is)", e, err->msg);
+    if (args != NULL) {
+        PyErr_SetObject(e == EACCES || e == EPERM ? PyExc_PermissionError
+                        : e == ENOENT             ? PyExc_FileNotFoundError
+                                                  : PyExc_OSError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
 }
 
 bool shared_reap_due(struct sw_shm *shm)
@@ -201,17 +207,13 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
      * ours, with the magic of a region of any layout version: an upgrade removes the old
      * ones), then the name is removed only while it still names that file */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            Py_RETURN_FALSE;
-        if (errno == ELOOP) {
-            PyErr_Format(PyExc_ValueError, "unlink(): %s is a symbolic link, not a slidewin "
-                         "region: not removed", path);
-            return NULL;
-        }
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    if (fd < 0 && errno == ELOOP) {
+        PyErr_Format(PyExc_ValueError, "unlink(): %s is a symbolic link, not a slidewin "
+                     "region: not removed", path);
         return NULL;
     }
+    if (fd < 0)
+        goto os_error;
     struct stat sb, now;
     char magic[8];
     const char *why = NULL;
@@ -233,23 +235,14 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
         return NULL;
     }
     if (sb.st_uid != geteuid()) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "unlink(): shared region %.400s belongs to uid %lu, not to this "
-                 "process's uid %lu: not removed", path, (unsigned long)sb.st_uid,
+        struct sw_shm_error err = {.sys_errno = EACCES};
+        snprintf(err.msg, sizeof err.msg, "unlink(): shared region %.380s belongs to uid %lu, "
+                 "not to this process's uid %lu: not removed", path, (unsigned long)sb.st_uid,
                  (unsigned long)geteuid());
-        PyObject *args = Py_BuildValue("(is)", EACCES, msg);
-        if (args != NULL) {
-            PyErr_SetObject(PyExc_PermissionError, args);
-            Py_DECREF(args);
-        }
-        return NULL;
+        return shared_error(SW_EOS, &err, path);
     }
-    if (lstat(path, &now) != 0) {
-        if (errno == ENOENT)
-            Py_RETURN_FALSE;
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
-        return NULL;
-    }
+    if (lstat(path, &now) != 0)
+        goto os_error;
     if (now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
         PyErr_Format(PyExc_ValueError, "unlink(): %s was replaced while being checked: not "
                      "removed", path);
@@ -257,8 +250,8 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
     }
     if (unlink(path) == 0)
         Py_RETURN_TRUE;
+os_error:
     if (errno == ENOENT)
         Py_RETURN_FALSE;
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
-    return NULL;
+    return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
 }

@@ -24,9 +24,16 @@ int shared_resolve(PyObject *shared, char *path, size_t cap);
  * @return a new reference, or NULL with an exception set */
 PyObject *shared_canonical(PyObject *shared, const char *path);
 
+/** The folder of named regions: SLIDEWIN_SHM_DIR, else the platform's (/dev/shm). */
+const char *shared_dir(void);
+
 /** Open (or create) a region; errors become ValueError (layout), PermissionError, OSError.
  * @param mode 1 anonymous, 2 file @return 0, or -1 with an exception set */
 int shared_open(struct sw_shm *shm, int mode, const char *path, const struct sw_shm_layout *lay);
+/** A failed open or read of a region (rc, err) as the exception: MemoryError; ValueError for a
+ * file that is not a good region; else OSError of (errno, message), PermissionError or
+ * FileNotFoundError by the errno (no message: from errno, naming path). @return NULL */
+PyObject *shared_error(int rc, const struct sw_shm_error *err, const char *path);
 
 /** Is a reap of dead processes' slots due (rate-limited across processes)? */
 bool shared_reap_due(struct sw_shm *shm);
