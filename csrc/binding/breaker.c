@@ -167,12 +167,10 @@ static struct bk_pending *bk_next(BreakerObject *self)
     return p;
 }
 
-/* Tell the listeners (through the Python layer's registered breaker_tell) about the changes
- * of one call, the core's lock released, in the order of the changes: queued, then told by
- * this thread unless another is telling (that one tells these too, in order; a listener that
- * makes a change has it told after the one it is told). A failing teller is reported as
- * unraisable and the caller goes on, except for a BaseException that is not an Exception
- * (KeyboardInterrupt): the first is raised by the call once every queued change was told.
+/* Tell the listeners (the Python layer's breaker_tell) one call's changes, the core's lock
+ * released, in order: queued, then told by this thread unless another is telling (it tells
+ * these too). A failing teller is reported as unraisable, except a BaseException that is not
+ * an Exception (KeyboardInterrupt): the first is raised once every queued change was told.
  * @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
@@ -524,18 +522,6 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
-static int parse_ticket(PyObject *o, uint64_t *ticket)
-{
-    if (!PyLong_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "ticket must be an int, not %.100s", type_name_of(o));
-        return -1;
-    }
-    *ticket = PyLong_AsUnsignedLongLong(o);
-    if (*ticket == (uint64_t)-1 && PyErr_Occurred())
-        return -1;
-    return 0;
-}
-
 /* A ticket call's positional arguments (ticket, <nfixed - 1 more>, now_ns=None): the ticket
  * and now_ns, the others parsed by the caller. @return 0, or -1 with TypeError set (usage) */
 static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t nfixed,
@@ -545,7 +531,13 @@ static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
-    if (parse_ticket(args[0], ticket) < 0)
+    if (!PyLong_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "ticket must be an int, not %.100s",
+                     type_name_of(args[0]));
+        return -1;
+    }
+    *ticket = PyLong_AsUnsignedLongLong(args[0]);
+    if (*ticket == (uint64_t)-1 && PyErr_Occurred())
         return -1;
     return nargs > nfixed ? parse_now(args[nfixed], now) : 0;
 }
@@ -661,18 +653,16 @@ static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
 static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
 {
     struct sw_breaker_cfg c = bk_cfg(self);
-    switch ((int)(intptr_t)which) {
+    int w = (int)(intptr_t)which;
+    if ((w == 0 && c.grade != SW_BRK_ERROR_RATIO) || (w == 1 && c.grade != SW_BRK_ERROR_COUNT) ||
+        (w == 2 && c.grade != SW_BRK_SLOW_RATIO) || (w == 8 && isinf(c.probe_timeout_s)))
+        Py_RETURN_NONE;
+    switch (w) {
     case 0:
-        if (c.grade != SW_BRK_ERROR_RATIO)
-            Py_RETURN_NONE;
         return PyFloat_FromDouble(c.threshold);
     case 1:
-        if (c.grade != SW_BRK_ERROR_COUNT)
-            Py_RETURN_NONE;
         return PyLong_FromLongLong((long long)c.threshold);
     case 2:
-        if (c.grade != SW_BRK_SLOW_RATIO)
-            Py_RETURN_NONE;
         return PyLong_FromLongLong(c.slow_rt_ms);
     case 3:
         return PyFloat_FromDouble(c.grade == SW_BRK_SLOW_RATIO ? c.threshold : 1.0);
@@ -683,8 +673,6 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
     case 6:
         return PyLong_FromLongLong(c.interval_ms);
     case 8:
-        if (isinf(c.probe_timeout_s))
-            Py_RETURN_NONE;
         return PyFloat_FromDouble(c.probe_timeout_s);
     default:
         return PyLong_FromUnsignedLong(c.sample_count);
@@ -746,34 +734,27 @@ static PyObject *Breaker_repr(BreakerObject *self)
     PyObject *parts = PyList_New(0);
     if (parts == NULL)
         return NULL;
-    int bad = 0;
-    switch (c.grade) {
-    case SW_BRK_ERROR_RATIO:
-        bad = repr_add_float(parts, "error_ratio=%U", c.threshold) < 0;
-        break;
-    case SW_BRK_ERROR_COUNT:
-        bad = repr_add(parts, PyUnicode_FromFormat("error_count=%lld",
-                                                   (long long)c.threshold)) < 0;
-        break;
-    default:
-        bad = repr_add(parts, PyUnicode_FromFormat("slow_rt_ms=%lld",
-                                                   (long long)c.slow_rt_ms)) < 0;
-        if (!bad && c.threshold != 1.0)
-            bad = repr_add_float(parts, "slow_ratio=%U", c.threshold) < 0;
-    }
-    if (!bad && c.min_requests != 5)
-        bad = repr_add(parts, PyUnicode_FromFormat("min_requests=%lld",
-                                                   (long long)c.min_requests)) < 0;
-    if (!bad && c.recovery_s != 10.0)
-        bad = repr_add_float(parts, "recovery_s=%U", c.recovery_s) < 0;
-    if (!bad && isinf(c.probe_timeout_s))
-        bad = repr_add(parts, PyUnicode_FromString("probe_timeout_s=None")) < 0;
-    else if (!bad && c.probe_timeout_s != 60.0)
-        bad = repr_add_float(parts, "probe_timeout_s=%U", c.probe_timeout_s) < 0;
-    if (!bad && (c.interval_ms != 1000 || c.sample_count != 1))
-        bad = repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
-                                                   (long long)c.interval_ms,
-                                                   (unsigned long)c.sample_count)) < 0;
+    /* the threshold, then each setting that is not the default (repr_add*: 0 or -1) */
+    int bad;
+    if (c.grade == SW_BRK_ERROR_RATIO)
+        bad = repr_add_float(parts, "error_ratio=%U", c.threshold);
+    else if (c.grade == SW_BRK_ERROR_COUNT)
+        bad = repr_add(parts, PyUnicode_FromFormat("error_count=%lld", (long long)c.threshold));
+    else
+        bad = repr_add(parts, PyUnicode_FromFormat("slow_rt_ms=%lld", (long long)c.slow_rt_ms)) ||
+              (c.threshold != 1.0 && repr_add_float(parts, "slow_ratio=%U", c.threshold));
+    bad = bad ||
+          (c.min_requests != 5 &&
+           repr_add(parts, PyUnicode_FromFormat("min_requests=%lld", (long long)c.min_requests))) ||
+          (c.recovery_s != 10.0 && repr_add_float(parts, "recovery_s=%U", c.recovery_s)) ||
+          (isinf(c.probe_timeout_s)
+               ? repr_add(parts, PyUnicode_FromString("probe_timeout_s=None"))
+               : c.probe_timeout_s != 60.0 &&
+                     repr_add_float(parts, "probe_timeout_s=%U", c.probe_timeout_s)) ||
+          ((c.interval_ms != 1000 || c.sample_count != 1) &&
+           repr_add(parts, PyUnicode_FromFormat("interval_ms=%lld, sample_count=%lu",
+                                                (long long)c.interval_ms,
+                                                (unsigned long)c.sample_count)));
     if (bad) {
         Py_DECREF(parts);
         return NULL;
@@ -795,26 +776,21 @@ static PyMethodDef Breaker_methods[] = {
     METHOD(_cancel, Breaker_cancel_ticket, METH_FASTCALL, "(ticket, now_ns=None)", "The ticket's call did not run. Whether it was the probe."),
     {NULL}};
 
+#define BK_SETTING(name, which, doc)                                                           \
+    {name, (getter)Breaker_get_setting, NULL, doc, (void *)which}
 static PyGetSetDef Breaker_getset[] = {
     {"state", (getter)Breaker_get_state, NULL,
      "'closed', 'open' or 'half_open'.", NULL},
-    {"error_ratio", (getter)Breaker_get_setting, NULL, "The error ratio threshold, or None.",
-     (void *)0},
-    {"error_count", (getter)Breaker_get_setting, NULL, "The error count threshold, or None.",
-     (void *)1},
-    {"slow_rt_ms", (getter)Breaker_get_setting, NULL, "The slow-call RT (ms), or None.",
-     (void *)2},
-    {"slow_ratio", (getter)Breaker_get_setting, NULL, "The slow-call ratio threshold.",
-     (void *)3},
-    {"min_requests", (getter)Breaker_get_setting, NULL,
-     "Calls in the window below which it never opens.", (void *)4},
-    {"recovery_s", (getter)Breaker_get_setting, NULL,
-     "Seconds open before a probe may pass.", (void *)5},
-    {"probe_timeout_s", (getter)Breaker_get_setting, NULL,
-     "Seconds a probe may stay silent before it counts as failed, or None (for ever).",
-     (void *)8},
-    {"interval_ms", (getter)Breaker_get_setting, NULL, "The window's length (ms).", (void *)6},
-    {"sample_count", (getter)Breaker_get_setting, NULL, "Buckets in the window.", (void *)7},
+    BK_SETTING("error_ratio", 0, "The error ratio threshold, or None."),
+    BK_SETTING("error_count", 1, "The error count threshold, or None."),
+    BK_SETTING("slow_rt_ms", 2, "The slow-call RT (ms), or None."),
+    BK_SETTING("slow_ratio", 3, "The slow-call ratio threshold."),
+    BK_SETTING("min_requests", 4, "Calls in the window below which it never opens."),
+    BK_SETTING("recovery_s", 5, "Seconds open before a probe may pass."),
+    BK_SETTING("probe_timeout_s", 8,
+               "Seconds a probe may stay silent before it counts as failed, or None (for ever)."),
+    BK_SETTING("interval_ms", 6, "The window's length (ms)."),
+    BK_SETTING("sample_count", 7, "Buckets in the window."),
     {"shared", (getter)get_object_or_none, NULL,
      "None (private), True (anonymous) or the region's name or path.",
      (void *)offsetof(BreakerObject, shared)},
