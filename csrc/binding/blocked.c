@@ -85,21 +85,19 @@ static PyObject *blocked_state(BlockedErrorObject *self, int keep_limiter)
     return state;
 }
 
+static PyObject *blocked_args(BlockedErrorObject *self)
+{
+    return self->base.args == NULL ? PyTuple_New(0) : Py_NewRef(self->base.args);
+}
+
 /* __reduce__: (type, args, state); the state's retry_after and limiter go back in through
  * __setstate__ */
-static PyObject *blocked_args(BlockedErrorObject *self);
-
 static PyObject *BlockedError_reduce(BlockedErrorObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *state = blocked_state(self, 0);
     if (state == NULL)
         return NULL;
-    PyObject *args = blocked_args(self);
-    if (args == NULL) {
-        Py_DECREF(state);
-        return NULL;
-    }
-    return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(self), args, state);
+    return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(self), blocked_args(self), state);
 }
 
 static PyObject *BlockedError_setstate(BlockedErrorObject *self, PyObject *state)
@@ -144,23 +142,13 @@ static PyObject *blocked_rebuild(BlockedErrorObject *self, PyObject *args, PyObj
     return res;
 }
 
-static PyObject *blocked_args(BlockedErrorObject *self)
-{
-    if (self->base.args == NULL)
-        return PyTuple_New(0);
-    return Py_NewRef(self->base.args);
-}
-
 /* __copy__: the same message, retry_after and limiter (the same Limiter object) */
 static PyObject *BlockedError_copy(BlockedErrorObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *args = blocked_args(self), *state = NULL, *res = NULL;
-    if (args == NULL)
-        return NULL;
-    state = blocked_state(self, 1);
-    if (state != NULL)
+    PyObject *args = blocked_args(self), *state = blocked_state(self, 1), *res = NULL;
+    if (args != NULL && state != NULL)
         res = blocked_rebuild(self, args, state);
-    Py_DECREF(args);
+    Py_XDECREF(args);
     Py_XDECREF(state);
     return res;
 }
@@ -169,38 +157,23 @@ static PyObject *BlockedError_copy(BlockedErrorObject *self, PyObject *Py_UNUSED
  * limiter is a resource, like a lock: a deep copy of an error does not make a new one) */
 static PyObject *BlockedError_deepcopy(BlockedErrorObject *self, PyObject *memo)
 {
-    PyObject *copy = NULL, *args = NULL, *state = NULL, *dargs = NULL, *dstate = NULL,
+    PyObject *copy = PyImport_ImportModule("copy"), *state = blocked_state(self, 1), *d = NULL,
              *res = NULL;
-    copy = PyImport_ImportModule("copy");
-    if (copy == NULL)
+    if (copy == NULL || state == NULL || PyDict_DelItemString(state, "limiter") < 0)
         goto done;
-    args = blocked_args(self);
-    state = blocked_state(self, 1);
-    if (args == NULL || state == NULL)
+    d = PyObject_CallMethod(copy, "deepcopy", "(NO)O", blocked_args(self), state, memo);
+    if (d == NULL)
         goto done;
-    PyObject *lim = PyDict_GetItemString(state, "limiter"); /* borrowed */
-    Py_XINCREF(lim);
-    if (PyDict_DelItemString(state, "limiter") < 0) {
-        Py_XDECREF(lim);
-        goto done;
-    }
-    dargs = PyObject_CallMethod(copy, "deepcopy", "OO", args, memo);
-    dstate = dargs ? PyObject_CallMethod(copy, "deepcopy", "OO", state, memo) : NULL;
-    if (dstate == NULL || !PyDict_Check(dstate) || !PyTuple_Check(dargs) ||
-        PyDict_SetItemString(dstate, "limiter", lim ? lim : Py_None) < 0) {
-        Py_XDECREF(lim);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "BlockedError: deepcopy gave an unexpected state");
-        goto done;
-    }
-    Py_XDECREF(lim);
-    res = blocked_rebuild(self, dargs, dstate);
+    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(d, 0)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(d, 1)))
+        PyErr_SetString(PyExc_TypeError, "BlockedError: deepcopy gave an unexpected state");
+    else if (PyDict_SetItemString(PyTuple_GET_ITEM(d, 1), "limiter",
+                                  self->limiter ? self->limiter : Py_None) == 0)
+        res = blocked_rebuild(self, PyTuple_GET_ITEM(d, 0), PyTuple_GET_ITEM(d, 1));
 done:
     Py_XDECREF(copy);
-    Py_XDECREF(args);
     Py_XDECREF(state);
-    Py_XDECREF(dargs);
-    Py_XDECREF(dstate);
+    Py_XDECREF(d);
     return res;
 }
 

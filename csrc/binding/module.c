@@ -103,9 +103,8 @@ static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t na
         }
     module_state *st = (module_state *)PyModule_GetState(m);
     PyObject **slots[3] = {&st->aenter, &st->aexit, &st->breaker_tell};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++)
         Py_XSETREF(*slots[i], Py_NewRef(args[i]));
-    }
     Py_RETURN_NONE;
 }
 
@@ -178,11 +177,10 @@ static int module_exec(PyObject *m)
     if (st->BlockedError == NULL ||
         PyModule_AddType(m, (PyTypeObject *)st->BlockedError) < 0)
         return -1;
-    st->Bucket_Type = PyStructSequence_NewType(&Bucket_desc);
-    if (st->Bucket_Type == NULL || PyModule_AddType(m, st->Bucket_Type) < 0)
-        return -1;
-    st->Stats_Type = PyStructSequence_NewType(&Stats_desc);
-    if (st->Stats_Type == NULL || PyModule_AddType(m, st->Stats_Type) < 0)
+    if ((st->Bucket_Type = PyStructSequence_NewType(&Bucket_desc)) == NULL ||
+        PyModule_AddType(m, st->Bucket_Type) < 0 ||
+        (st->Stats_Type = PyStructSequence_NewType(&Stats_desc)) == NULL ||
+        PyModule_AddType(m, st->Stats_Type) < 0)
         return -1;
     /* "linux", or "portable": the core's fallbacks for systems without futexes, /proc and
      * OFD locks (macOS; on Linux, a build with SLIDEWIN_PORTABLE=1), see sw_platform.h */
@@ -203,29 +201,21 @@ static int module_exec(PyObject *m)
         Py_DECREF(idx);
         PyTuple_SET_ITEM(st->default_names, i, nm);
     }
-    st->registry = PyDict_New();
-    if (st->registry == NULL)
+    if ((st->registry = PyDict_New()) == NULL ||
+        PyObject_SetAttrString(m, "EVENT_NAMES", st->default_names) < 0)
         return -1;
-    Py_INCREF(st->default_names);
-    if (PyModule_AddObject(m, "EVENT_NAMES", st->default_names) < 0) {
-        Py_DECREF(st->default_names);
-        return -1;
-    }
-    if (PyModule_AddIntConstant(m, "F_TRY", SW_F_TRY) < 0 ||
-        PyModule_AddIntConstant(m, "F_PRIORITIZED", SW_F_PRIORITIZED) < 0 ||
-        PyModule_AddIntConstant(m, "F_NO_BLOCK", SW_F_NO_BLOCK) < 0 ||
-        PyModule_AddIntConstant(m, "F_ENTRY", SW_F_ENTRY) < 0 ||
-        PyModule_AddIntConstant(m, "F_RETRY", SW_F_RETRY) < 0 ||
-        PyModule_AddIntConstant(m, "F_SHADOW", SW_F_SHADOW) < 0 ||
-        PyModule_AddIntConstant(m, "SHADOWED", 3) < 0 ||
-        PyModule_AddIntConstant(m, "LAYOUT_VERSION", SW_SHM_LAYOUT_VERSION) < 0 ||
-        PyModule_AddIntConstant(m, "PASS", SW_PASS) < 0 ||
-        PyModule_AddIntConstant(m, "BLOCK", SW_BLOCK) < 0 ||
-        PyModule_AddIntConstant(m, "NEVER", SW_NEVER) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_EVENTS", SW_MAX_EVENTS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_SAMPLES", SW_MAX_SAMPLES) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_KEYS", (long)SW_KEYED_MAX_KEYS) < 0)
-        return -1;
+    static const struct {
+        const char *name;
+        long v;
+    } ints[] = {{"F_TRY", SW_F_TRY}, {"F_PRIORITIZED", SW_F_PRIORITIZED},
+                {"F_NO_BLOCK", SW_F_NO_BLOCK}, {"F_ENTRY", SW_F_ENTRY}, {"F_RETRY", SW_F_RETRY},
+                {"F_SHADOW", SW_F_SHADOW}, {"SHADOWED", 3}, {"PASS", SW_PASS},
+                {"LAYOUT_VERSION", SW_SHM_LAYOUT_VERSION}, {"BLOCK", SW_BLOCK},
+                {"NEVER", SW_NEVER}, {"MAX_EVENTS", SW_MAX_EVENTS},
+                {"MAX_SAMPLES", SW_MAX_SAMPLES}, {"MAX_KEYS", (long)SW_KEYED_MAX_KEYS}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (PyModule_AddIntConstant(m, ints[i].name, ints[i].v) < 0)
+            return -1;
     return 0;
 }
 
