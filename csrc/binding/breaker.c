@@ -182,16 +182,13 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
     PyErr_Fetch(&et, &ev, &tb);
     struct bk_pending *c;
     while ((c = bk_next(self)) != NULL) {
-        PyObject *value = isnan(c->value) ? Py_NewRef(Py_None) : PyFloat_FromDouble(c->value);
-        PyObject *r = NULL;
-        if (value != NULL && tell != NULL)
-            r = PyObject_CallFunction(tell, "OssO", (PyObject *)self,
-                                      breaker_state_names[c->from % 3u],
-                                      breaker_state_names[c->to % 3u], value);
-        else if (value != NULL)
-            r = Py_NewRef(Py_None);
+        PyObject *r = tell == NULL ? Py_NewRef(Py_None)
+                      : PyObject_CallFunction(tell, "OssN", (PyObject *)self,
+                                              breaker_state_names[c->from % 3u],
+                                              breaker_state_names[c->to % 3u],
+                                              isnan(c->value) ? Py_NewRef(Py_None)
+                                                              : PyFloat_FromDouble(c->value));
         PyMem_RawFree(c);
-        Py_XDECREF(value);
         if (r == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_Exception) && kt == NULL)
                 PyErr_Fetch(&kt, &kv, &ktb);
@@ -326,14 +323,11 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     pthread_mutex_init(&self->cfg_mu, NULL);
-    self->cfg = cfg;
-    self->settings_gen = 0;
-    self->seq = 0;
+    self->cfg = cfg; /* the rest zeroed by tp_alloc */
     sw_lock_init(&self->dq_lock);
     bk_queue_reset(self);
     self->name = name;
     self->name_given = name_given;
-    self->weakreflist = NULL;
     self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
     if (self->shared == NULL)
         goto fail;

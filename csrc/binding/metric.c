@@ -105,8 +105,12 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     const char *objname = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     char events[SW_SHM_EVENTS_BYTES];
     size_t used = 0;
-    struct sw_shm_layout lay;
-    memset(&lay, 0, sizeof lay);
+    struct sw_shm_layout lay = {
+        .kind = SW_KIND_METRIC, .interval_ms = cfg->interval_ms,
+        .sample_count = cfg->sample_count, .state_size = sw_metric_mem_size(cfg, eventual),
+        .consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG,
+        .init_state = metric_init_state, .check_state = metric_check_state,
+        .state_lock = metric_state_lock, .arg = cfg, .name = objname};
     if (names != NULL) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
             Py_ssize_t len;
@@ -125,16 +129,6 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
         lay.events = events;
         lay.events_len = (uint32_t)used;
     }
-    lay.kind = SW_KIND_METRIC;
-    lay.interval_ms = cfg->interval_ms;
-    lay.sample_count = cfg->sample_count;
-    lay.consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG;
-    lay.state_size = sw_metric_mem_size(cfg, eventual);
-    lay.init_state = metric_init_state;
-    lay.check_state = metric_check_state;
-    lay.state_lock = metric_state_lock;
-    lay.arg = cfg;
-    lay.name = objname;
     if (shared_open(&self->shm, mode, path, &lay) < 0)
         return -1;
     self->mem = self->shm.state;
@@ -274,10 +268,8 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail_name;
     }
     if (o_events == Py_None) {
-        names = st->default_names;
-        map = st->default_map;
-        Py_INCREF(names);
-        Py_INCREF(map);
+        names = Py_NewRef(st->default_names);
+        map = Py_NewRef(st->default_map);
     } else if (parse_events(o_events, &names, &map) < 0) {
         goto fail_name;
     }
