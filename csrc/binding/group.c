@@ -387,24 +387,21 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
         scratch_put(&sc);
         return NULL;
     }
-    PyObject *refused = PyList_New(0), *shadowed = PyList_New(0);
+    PyObject *refused = PyList_New(0), *shadowed = PyList_New(0), *r = NULL;
     long who = -1;
     int64_t best = -2;
     if (refused == NULL || shadowed == NULL)
-        goto fail;
+        goto done;
     for (uint32_t i = 0; i < self->count; i++) { /* member i is m[k] */
         uint32_t k = 0;
         while (self->perm[k] != i)
             k++;
-        PyObject *ix = NULL;
         if (m[k].refused || (m[k].d != NULL && m[k].d->shadowed)) {
-            ix = PyLong_FromUnsignedLong(i);
-            if (ix == NULL ||
-                PyList_Append(m[k].refused ? refused : shadowed, ix) < 0) {
-                Py_XDECREF(ix);
-                goto fail;
-            }
-            Py_DECREF(ix);
+            PyObject *ix = PyLong_FromUnsignedLong(i);
+            int bad = ix == NULL || PyList_Append(m[k].refused ? refused : shadowed, ix) < 0;
+            Py_XDECREF(ix);
+            if (bad)
+                goto done;
         }
         if (d.verdict == SW_NEVER) {
             /* the one to blame is a member that can never admit it, not one that is full
@@ -418,18 +415,13 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
     }
     if (d.verdict != SW_PASS)
         reap_refusers(self, m);
-    PyObject *r = Py_BuildValue("(iLLNNl)", d.verdict, (long long)d.wait_ns,
-                                (long long)d.retry_ns, PyList_AsTuple(refused),
-                                PyList_AsTuple(shadowed), who);
-    Py_DECREF(refused);
-    Py_DECREF(shadowed);
-    scratch_put(&sc);
-    return r;
-fail:
+    r = Py_BuildValue("(iLLNNl)", d.verdict, (long long)d.wait_ns, (long long)d.retry_ns,
+                      PyList_AsTuple(refused), PyList_AsTuple(shadowed), who);
+done:
     Py_XDECREF(refused);
     Py_XDECREF(shadowed);
     scratch_put(&sc);
-    return NULL;
+    return r;
 }
 
 /* _exit(ns, outcome, rt_ms, done): end an entry on every member not yet done (`done`: a

@@ -285,13 +285,8 @@ static int region_window(const struct sw_region_read *r, PyObject **window, PyOb
 static int region_path(PyObject *o, char *path, size_t cap)
 {
     PyObject *fs = NULL;
-    if (!PyUnicode_Check(o)) {
-        if (!PyUnicode_FSDecoder(o, &fs))
-            return -1;
-    } else {
-        fs = o;
-        Py_INCREF(fs);
-    }
+    if (!PyUnicode_FSDecoder(o, &fs)) /* a str as it is */
+        return -1;
     int mode = shared_resolve(fs, path, cap);
     Py_DECREF(fs);
     if (mode < 0)
