@@ -505,7 +505,6 @@ static PyObject *Breaker_cancel(BreakerObject *self, PyObject *const *args, Py_s
 
 /* ---- what an entry uses: tickets ---- */
 
-/* _pass(now_ns=None) -> the ticket (int), or None when refused */
 static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {

@@ -424,12 +424,9 @@ done:
     return r;
 }
 
-/* _exit(ns, outcome, rt_ms, done): end an entry on every member not yet done (`done`: a
- * bytearray of one byte per member, nonzero for a member that holds nothing: a shadow
- * admission, or one already exited): record SUCCESS + RT, EXCEPTION or nothing (outcome 0,
- * 1, 2), release the in-flight count, wake the waiters, and mark it done. The wait for a
- * shared member's lock may give up (a stuck owner, a signal handler's exception: wait.h):
- * OSError (or the handler's exception), the members not yet done still held; calling again
+/* _exit(ns, outcome, rt_ms, done): end an entry (outcome 0, 1, 2: SUCCESS + RT, EXCEPTION,
+ * nothing) on every member whose byte in the bytearray `done` is 0, then set it. A wait for a
+ * shared member's lock that gives up (wait.h) raises with the rest still held: calling again
  * ends those, each member exactly once. */
 static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -477,9 +474,7 @@ static Py_ssize_t Group_length(GroupObject *self)
     return (Py_ssize_t)self->count;
 }
 
-/* charge(*ns, now_ns=None): count ns more as admitted now on the members, without a
- * decision (sw_charge): each n >= 0, 0 for a member not charged (a concurrency member can
- * only be charged 0). */
+/* charge(*ns, now_ns=None): sw_charge on each member given an n > 0 (its doc: Group_methods) */
 static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {

@@ -14,8 +14,7 @@
 #include <signal.h>
 #include <time.h>
 
-/* ------------------------------------------------------------------------------------ */
-/* struct sequences                                                                      */
+/* ---- struct sequences ---- */
 
 static PyStructSequence_Field Bucket_fields[] = {
     {"start_ms", "the bucket's start, ms on the monotonic clock"},
@@ -40,8 +39,7 @@ static PyStructSequence_Field Stats_fields[] = {
 static PyStructSequence_Desc Stats_desc = {"slidewin.Stats", "A Limiter's window statistics.",
                                            Stats_fields, 9}; /* + evicted, an attribute only */
 
-/* ------------------------------------------------------------------------------------ */
-/* module                                                                                */
+/* ---- module ---- */
 
 static PyObject *mod_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
@@ -86,9 +84,8 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _set_layer(aenter, aexit, breaker_tell): the Python layer's functions that the types call
- * (slidewin registers them once, at import): the coroutines of an entry's
- * __aenter__ and __aexit__, and the teller of a Breaker's changes of state. */
+/* _set_layer: the coroutines of an entry's __aenter__ and __aexit__, and the teller of a
+ * Breaker's changes of state. */
 static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {

@@ -298,8 +298,6 @@ static int region_path(PyObject *o, char *path, size_t cap)
     return 0;
 }
 
-/* read_region(path, *, now_ns=None) -> dict: the core reads the region (sw_observe.h), this
- * makes the dict */
 PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames)
 {
@@ -338,9 +336,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     return out;
 }
 
-/* list_regions(folder=None) -> list[str]: the region files `slidewin-*` of a folder
- * (SLIDEWIN_SHM_DIR or /dev/shm) whose header is a current slidewin region's, owned by this
- * process's effective uid; a file with several names (hard links) once, by its first name */
+/* list_regions(folder=None): a file with several names (hard links) once, by its first name */
 PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
