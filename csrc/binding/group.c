@@ -185,30 +185,21 @@ static void Group_dealloc(GroupObject *self)
     Py_DECREF(tp);
 }
 
-/* The request sizes: none (1 each), one for every member, or one per member. */
+/* The request sizes, each an int >= lo: none (1 each; not for charge, lo 0), one for every
+ * member, or one per member. */
 static int parse_ns(GroupObject *self, const char *fname, PyObject *const *args,
-                    Py_ssize_t nargs, int64_t *ns)
+                    Py_ssize_t nargs, int64_t lo, int64_t *ns)
 {
-    if (nargs == 0) {
-        for (uint32_t i = 0; i < self->count; i++)
-            ns[i] = 1;
-        return 0;
-    }
-    if (nargs == 1) {
-        if (parse_n(args[0], 1, &ns[0]) < 0)
-            return -1;
-        for (uint32_t i = 1; i < self->count; i++)
-            ns[i] = ns[0];
-        return 0;
-    }
-    if ((size_t)nargs != self->count) {
+    if ((nargs == 0 && lo == 0) || (nargs > 1 && (size_t)nargs != self->count)) {
         PyErr_Format(PyExc_TypeError, "%s() takes one n for every member or one n per member "
                      "(%u members), got %zd", fname, self->count, nargs);
         return -1;
     }
-    for (uint32_t i = 0; i < self->count; i++)
-        if (parse_n(args[i], 1, &ns[i]) < 0)
+    for (uint32_t i = 0; i < self->count; i++) {
+        ns[i] = 1;
+        if (nargs > 0 && parse_n(args[nargs == 1 ? 0 : i], lo, &ns[i]) < 0)
             return -1;
+    }
     return 0;
 }
 
@@ -328,7 +319,7 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
 {
     int64_t ns[SW_GROUP_MAX], now;
     struct sw_decision d;
-    if (parse_ns(self, fname, args, nargs, ns) < 0 ||
+    if (parse_ns(self, fname, args, nargs, 1, ns) < 0 ||
         parse_now_kw(fname, args, nargs, kwnames, &now) < 0 ||
         group_decide_reaping(self, ns, now, flags, &d) < 0)
         return NULL;
@@ -355,12 +346,12 @@ static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssiz
 static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
 {
     if (t == Py_None)
-        return parse_ns(self, "_decide", NULL, 0, ns);
+        return parse_ns(self, "_decide", NULL, 0, 1, ns);
     if (!PyTuple_Check(t)) {
         PyErr_SetString(PyExc_TypeError, "ns must be a tuple");
         return -1;
     }
-    return parse_ns(self, "acquire", &PyTuple_GET_ITEM(t, 0), PyTuple_GET_SIZE(t), ns);
+    return parse_ns(self, "acquire", &PyTuple_GET_ITEM(t, 0), PyTuple_GET_SIZE(t), 1, ns);
 }
 
 /* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
@@ -479,15 +470,8 @@ static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize
                               PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now;
-    if (nargs != 1 && (size_t)nargs != self->count) {
-        PyErr_Format(PyExc_TypeError, "charge() takes one n for every member or one n per "
-                     "member (%u members), got %zd", self->count, nargs);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < self->count; i++)
-        if (parse_n(args[nargs == 1 ? 0 : i], 0, &ns[i]) < 0)
-            return NULL;
-    if (parse_now_kw("charge", args, nargs, kwnames, &now) < 0)
+    if (parse_ns(self, "charge", args, nargs, 0, ns) < 0 ||
+        parse_now_kw("charge", args, nargs, kwnames, &now) < 0)
         return NULL;
     for (uint32_t i = 0; i < self->count; i++) {
         struct gslot *s = &self->slots[i];

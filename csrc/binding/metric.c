@@ -67,14 +67,19 @@ PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_win
     return (PyObject *)self;
 }
 
+/* A Metric's state of either mode, private or in a fresh region, initialised. @return SW_* */
+static int metric_mem_init(struct sw_metric_mem *mem, const struct sw_leap_cfg *cfg,
+                           bool eventual)
+{
+    sw_lock_init(&mem->lock);
+    if (eventual)
+        return sw_evleap_init((struct sw_evleap *)(void *)mem->leap, cfg);
+    return sw_leap_init((struct sw_leap *)(void *)mem->leap, cfg);
+}
+
 static int metric_init_state(void *state, const struct sw_shm_layout *lay)
 {
-    struct sw_metric_mem *mem = state;
-    sw_lock_init(&mem->lock);
-    if (lay->consistency == SW_CONSISTENCY_EVENTUAL)
-        return sw_evleap_init((struct sw_evleap *)(void *)mem->leap,
-                              (const struct sw_leap_cfg *)lay->arg);
-    return sw_leap_init((struct sw_leap *)(void *)mem->leap, (const struct sw_leap_cfg *)lay->arg);
+    return metric_mem_init(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
 }
 
 static sw_lock *metric_state_lock(void *state)
@@ -148,9 +153,8 @@ static int metric_init_private(MetricObject *self, const struct sw_leap_cfg *cfg
         PyErr_NoMemory();
         return -1;
     }
-    sw_lock_init(&self->mem->lock);
     metric_set_window(self, eventual, SW_LOCK_PRIVATE);
-    if ((eventual ? sw_evleap_init(self->ev, cfg) : sw_leap_init(self->win.leap, cfg)) != SW_OK) {
+    if (metric_mem_init(self->mem, cfg, eventual) != SW_OK) {
         PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
         return -1;
     }

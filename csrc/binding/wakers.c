@@ -70,10 +70,7 @@ PyObject *waker_watch(struct sw_shm *shm, int is_shared, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "_watch(+1 or -1) of a shared limiter");
         return NULL;
     }
-    if (delta > 0)
-        atomic_fetch_add(&shm->hdr->waiters, 1u);
-    else
-        atomic_fetch_sub(&shm->hdr->waiters, 1u);
+    atomic_fetch_add(&shm->hdr->waiters, (uint32_t)delta); /* -1: modulo 2^32 */
     return PyLong_FromUnsignedLong(atomic_load(&shm->hdr->release_seq));
 }
 
