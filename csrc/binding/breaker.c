@@ -381,10 +381,8 @@ static void Breaker_dealloc(BreakerObject *self)
 {
     PyTypeObject *tp = dealloc_start((PyObject *)self, self->weakreflist);
     fork_unregister(&self->fork);
-    if (self->is_shared) {
+    if (self->is_shared)
         sw_shm_close(&self->shm);
-        self->is_shared = 0;
-    }
     Py_CLEAR(self->shared);
     Py_CLEAR(self->name);
     pthread_mutex_destroy(&self->cfg_mu);
@@ -394,7 +392,6 @@ static void Breaker_dealloc(BreakerObject *self)
         PyMem_RawFree(c);
     }
     PyMem_Free(self->br);
-    self->br = NULL;
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -586,6 +583,12 @@ static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *arg
 
 /* ---- reading ---- */
 
+/* A retry time in ns as seconds, None when there is none (< 0). @return a new reference */
+static PyObject *bk_seconds(int64_t ns)
+{
+    return ns < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble((double)ns / 1e9);
+}
+
 static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -595,9 +598,7 @@ static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
     int64_t ns;
     if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
         return bk_gave_up();
-    if (ns < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)ns / 1e9);
+    return bk_seconds(ns);
 }
 
 static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -613,13 +614,9 @@ static PyObject *Breaker_stats(BreakerObject *self, PyObject *const *args, Py_ss
     struct sw_brk_stats s;
     if (GAVE_UP(sw_breaker_stats(&self->view, now, &s)))
         return bk_gave_up();
-    PyObject *retry = s.retry_ns < 0 ? Py_NewRef(Py_None)
-                                     : PyFloat_FromDouble((double)s.retry_ns / 1e9);
-    if (retry == NULL)
-        return NULL;
     return Py_BuildValue("{sLsLsLsssN}", "total", (long long)s.total, "errors",
                          (long long)s.errors, "slow", (long long)s.slow, "state",
-                         breaker_state_names[s.state % 3], "retry_after", retry);
+                         breaker_state_names[s.state % 3], "retry_after", bk_seconds(s.retry_ns));
 }
 
 static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored))

@@ -37,12 +37,9 @@ static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject
     struct gslot *s = &self->slots[i];
     if (PyObject_TypeCheck(o, st->Limiter_Type)) {
         LimiterObject *lim = (LimiterObject *)o;
-        struct sw_gmember m;
-        m.kind = SW_GM_LIMITER;
-        m.v = &lim->view;
+        struct sw_gmember m = {.kind = SW_GM_LIMITER, .v = &lim->view};
         limiting_group_order(o, &m);
-        s->order[0] = m.order[0];
-        s->order[1] = m.order[1];
+        memcpy(s->order, m.order, sizeof s->order);
         s->shared = lim->is_shared;
         s->obj = o;
     } else if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2 &&
