@@ -274,9 +274,8 @@ static const struct region_kind breaker_region = {SW_KIND_BREAKER, bk_init_state
                                                    bk_check_state, bk_state_lock};
 
 /* In the child of fork() (its only thread; the lock was just reset): a private breaker's
- * probe was held by a thread of the parent (or by the forking thread, whose outcome then
- * decides nothing): give it back, so that the child's next caller probes. The changes queued
- * for the listeners are the parent's to tell. */
+ * probe, whose outcome a parent's thread would report, is given back: the child's next caller
+ * probes. The changes queued for the listeners are the parent's to tell. */
 static void bk_fork_child(struct fork_link *l)
 {
     BreakerObject *self = (BreakerObject *)(void *)((char *)l - offsetof(BreakerObject, fork));

@@ -534,13 +534,12 @@ static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))
 
 static PyObject *Metric_repr(MetricObject *self)
 {
-    bool sh = self->shared != NULL && self->shared != Py_None;
     PyObject *r = PyUnicode_FromFormat("Metric(interval_ms=%lld, sample_count=%u",
                                        (long long)M_CFG(self, interval_ms),
                                        M_CFG(self, sample_count));
     if (r != NULL && self->names != self->st->default_names)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", events=%R", self->names));
-    if (r != NULL && sh)
+    if (r != NULL && self->shared != NULL && self->shared != Py_None)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", shared=%R", self->shared));
     if (r != NULL && self->name != NULL && self->name_given)
         PyUnicode_AppendAndDel(&r, PyUnicode_FromFormat(", name=%R", self->name));
