@@ -200,27 +200,6 @@ static int parse_ns(GroupObject *self, const char *fname, PyObject *const *args,
     return 0;
 }
 
-/* now_ns=None, the only keyword. */
-static int parse_now_kw(const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                        PyObject *kwnames, int64_t *now)
-{
-    *now = SW_NOW;
-    if (kwnames == NULL)
-        return 0;
-    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t k = 0; k < nk; k++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-        if (!key_equals(name, "now_ns")) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
-                         name);
-            return -1;
-        }
-        if (parse_now(args[nargs + k], now) < 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* Scratch members for a decision: on the stack for small groups (a large frame would cost
  * the stack probes of every call), else on the heap. */
 #define GROUP_STACK 4u
@@ -317,7 +296,7 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
     int64_t ns[SW_GROUP_MAX], now;
     struct sw_decision d;
     if (parse_ns(self, fname, args, nargs, 1, ns) < 0 ||
-        parse_now_kw(fname, args, nargs, kwnames, &now) < 0 ||
+        parse_now_only(fname, kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0 ||
         group_decide_reaping(self, ns, now, flags, &d) < 0)
         return NULL;
     if (flags == SW_F_TRY)
@@ -468,7 +447,7 @@ static PyObject *Group_charge(GroupObject *self, PyObject *const *args, Py_ssize
 {
     int64_t ns[SW_GROUP_MAX], now;
     if (parse_ns(self, "charge", args, nargs, 0, ns) < 0 ||
-        parse_now_kw("charge", args, nargs, kwnames, &now) < 0)
+        parse_now_only("charge", kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0)
         return NULL;
     for (uint32_t i = 0; i < self->count; i++) {
         struct gslot *s = &self->slots[i];
