@@ -352,10 +352,8 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                         sw_bstate_size(cfg.interval_ms, cfg.sample_count), self->name) < 0)
             goto fail;
         self->is_shared = 1;
-        self->view.st = self->shm.state;
-        self->view.rule = &self->rule;
-        self->view.token = SW_LOCK_PROCESS;
-        self->view.seq = &self->seq;
+        self->view = (struct sw_bview){.st = self->shm.state, .rule = &self->rule,
+                                       .token = SW_LOCK_PROCESS, .seq = &self->seq};
         /* a region is input: restore what a process killed inside may have left */
         if (GAVE_UP(sw_bstate_check_repair(&self->view))) {
             (void)bk_gave_up();
