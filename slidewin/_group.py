@@ -289,7 +289,7 @@ def rate_limiter(rates: Any, **kw: Any) -> Union[Limiter, Group]:
     ``sample_count``, ...), given to every member. A group's member ``i`` is named
     ``"<name>[<rate>]"`` and shared as ``"<shared>.<count>-per-<period_ms>ms"`` (each rate its
     own region). ``qps``, ``rate``, ``concurrency`` and ``interval_ms`` are the string's to
-    set: giving one (but as None, the default) is a TypeError.
+    set: giving one other than None (the default) is a TypeError.
 
     >>> rate_limiter("5/second")
     Limiter(rate='5/second', sample_count=50)

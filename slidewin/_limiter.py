@@ -113,7 +113,7 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 "which cannot change: give a rate over %d ms, or build a new limiter"
                 % (rate, period_ms, lim.interval_ms, lim.interval_ms))
         settings["qps"] = _rate.qps_for(count, period_ms)
-        settings["_rate"] = rate  # installed with the settings, in one step
+        settings["_rate"] = str.__str__(rate)  # installed with the settings, in one step
     base_update(**settings)
     if on_block is not _MISSING:
         lim._on_block = on_block

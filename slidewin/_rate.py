@@ -192,4 +192,4 @@ def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
     args["interval_ms"] = period_ms
     if not sc_given:
         args["sample_count"] = default_samples(period_ms, most_samples)
-    return rate
+    return str.__str__(rate)  # a str subclass (a StrEnum member) kept as its plain text

@@ -126,7 +126,6 @@ class _Key:
             return _user_key(user, request)
         k = self.func(request)
         return await k if inspect.isawaitable(k) else k
-        return self.sync(request)
 
 
 def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:

@@ -235,3 +235,32 @@ def test_fractional_qps_window_admits_the_floor_of_qps_times_the_window():
     assert [lim.try_acquire(now_ns=T0) for _ in range(4)] == [True, True, True, False]
     with pytest.raises(ValueError, match="qps"):
         Limiter(qps=0.5)
+
+
+def test_a_str_subclass_as_rate_is_its_plain_text():
+    import enum
+
+    class R(str, enum.Enum):
+        FIVE = "5/second"
+        TEN = "10/second"
+
+    class S(str):
+        pass
+
+    for make in (lambda r: Limiter(rate=r), lambda r: KeyedLimiter(rate=r), rate_limiter):
+        for first, second in ((R.FIVE, R.TEN), (S("5/second"), S("10/second"))):
+            lim = make(first)
+            assert type(lim.rate) is str and lim.rate == "5/second"
+            assert "rate='5/second'" in repr(lim)
+            if hasattr(lim, "update"):
+                lim.update(rate=second)
+                assert type(lim.rate) is str and lim.rate == "10/second" and lim.qps == 10
+
+
+def test_limiter_acquire_with_n_names_no_key():
+    lim = Limiter(qps=1)
+    lim.acquire()
+    for call in (lambda: lim.acquire(1), lambda: lim.acquire(n=1, timeout=0)):
+        with pytest.raises(BlockedError) as e:
+            call()
+        assert "key" not in str(e.value) and "refused n=1" in str(e.value)

@@ -435,6 +435,8 @@ int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *a
     if ((k && ops->key_fp(self, a[0], fp) < 0) ||
         (a[k + 1] != NULL && parse_timeout(a[k + 1], timeout) < 0))
         return -1;
+    if (!k)
+        a[0] = NULL; /* n, parsed: a[0] is the key or NULL */
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* limiting_ops.h - the operations table of the limiter types (limiter.c, keyed.c) and what is
- * written once over it and their head (LIMITING_HEAD, binding.h). try_acquire, release() and
- * an entry's exit call the core directly in each type (no indirect call there).
+ * written once over it and their head (LIMITING_HEAD, binding.h). try_acquire and release()
+ * call the core directly in each type; an entry's enter and exit go through the table.
  */
 #ifndef SW_BINDING_LIMITING_OPS_H
 #define SW_BINDING_LIMITING_OPS_H
@@ -193,8 +193,8 @@ PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nar
 /* charge([key,] n, *, now_ns=None) */
 PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
-/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (when
- * keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
+/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (NULL when
+ * not keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
 int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
                            Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
                            int64_t *n, int64_t *timeout);
