@@ -68,7 +68,7 @@ def _check_errors(errors: Any) -> Errors:
 
 
 def _check_call_timeout(value: Any) -> Optional[float]:  # inf: None
-    seconds = _check_timeout(value, "call_timeout_s", "> 0")
+    seconds = _check_timeout(value, "call_timeout_s", positive=True)
     return None if seconds is None or math.isinf(seconds) else seconds
 
 

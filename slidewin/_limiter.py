@@ -40,15 +40,16 @@ _KEYED_ENTRY = _core.KeyedEntry
 
 
 def _check_timeout(timeout: Optional[float], name: str = "timeout",
-                   bound: str = ">= 0") -> Optional[float]:
+                   positive: bool = False) -> Optional[float]:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(
             "%s must be None or a number of seconds, not %s" % (name, type(timeout).__name__)
         )
-    if not (timeout > 0 if bound == "> 0" else timeout >= 0):  # NaN included
-        raise ValueError("%s must be None or %s seconds, got %r" % (name, bound, timeout))
+    if not (timeout > 0 if positive else timeout >= 0):  # NaN included
+        raise ValueError("%s must be None or %s seconds, got %r"
+                         % (name, "> 0" if positive else ">= 0", timeout))
     try:
         return float(timeout)
     except OverflowError:  # an int beyond a double: as acquire(), wait without end

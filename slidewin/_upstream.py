@@ -224,11 +224,12 @@ def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:
     return count, period_ms
 
 
-def _check_int(name: str, value: Any, low: int, what: str = "None or an int") -> Any:
-    if value is None and what.startswith("None"):
+def _check_int(name: str, value: Any, low: int, optional: bool = True, note: str = "") -> Any:
+    if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("%s must be %s, not %s" % (name, what, type(value).__name__))
+        raise TypeError("%s must be %san int%s, not %s"
+                        % (name, "None or " if optional else "", note, type(value).__name__))
     if value < low:
         raise ValueError("%s must be >= %d, got %d" % (name, low, value))
     return value
@@ -391,7 +392,7 @@ class Upstream:
         (None: as long as it takes), else ``BlockedError`` with ``retry_after``, at once
         when the wait is known to be longer. ``tokens``: the estimate, settled by
         ``observe(tokens=used)``."""
-        _check_int("tokens", tokens, 0, "an int (the estimate)")
+        _check_int("tokens", tokens, 0, False, " (the estimate)")
         return UpstreamCall(self, tokens, _check_timeout(timeout))
 
     def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
@@ -547,7 +548,7 @@ class UpstreamCall:
             raise TypeError("status must be an int HTTP status, not %s" % type(status).__name__)
         if not 100 <= status <= 599:
             raise ValueError("status must be an HTTP status from 100 to 599, got %d" % status)
-        _check_int("tokens", tokens, 0, "None or an int (the tokens used)")
+        _check_int("tokens", tokens, 0, note=" (the tokens used)")
         h = _headers.lower_headers(headers)
         if self._state != 1:
             raise RuntimeError("observe() belongs inside the call's with-block")

@@ -80,7 +80,7 @@ class _Limited:
         if tokens is not None and not callable(tokens):
             raise TypeError("tokens must be None or a function of the httpx.Request returning "
                             "the estimate, not %s" % type(tokens).__name__)
-        _check_int("retries", retries, 0, "an int")
+        _check_int("retries", retries, 0, optional=False)
         if isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float)):
             raise TypeError("deadline_s must be a number of seconds, not %s"
                             % type(deadline_s).__name__)
