@@ -46,13 +46,20 @@ def _pop(lim: Any) -> Any:
     raise RuntimeError("exit of `with %r:` that this task or thread did not enter" % (lim,))
 
 
-class SyncAdmission:
-    """``with lim:``: ``with lim.entry(timeout=math.inf):``, waiting until admitted."""
+class _Whole:
+    """What ``with lim:`` and ``async with lim:`` enter: the limiter's entry waiting as long as
+    it takes (a type may override it: a Breaker's never waits)."""
 
     __slots__ = ()
 
     def _whole_entry(self) -> Any:
         return self.entry(timeout=_FOREVER)  # type: ignore[attr-defined]
+
+
+class SyncAdmission(_Whole):
+    """``with lim:``: ``with lim.entry(timeout=math.inf):``, waiting until admitted."""
+
+    __slots__ = ()
 
     def __enter__(self) -> None:
         entry = self._whole_entry()
@@ -63,12 +70,11 @@ class SyncAdmission:
         return _pop(self).__exit__(et, ev, tb)  # type: ignore[no-any-return]
 
 
-class AsyncAdmission:
+class AsyncAdmission(_Whole):
     """``async with lim:``: ``async with lim.entry(timeout=math.inf):``, waiting (with
     asyncio) until admitted, as ``asyncio.Semaphore`` and aiolimiter do."""
 
     __slots__ = ()
-    _whole_entry = SyncAdmission._whole_entry
 
     async def __aenter__(self) -> None:
         entry = self._whole_entry()

@@ -610,7 +610,8 @@ class UpstreamCall:
             up._count("errors")
         if et is None:
             self._tell_breaker(False)
-        elif failed and not issubclass(et, _core.BlockedError) and self._ticket is not None:
+        elif (failed and not issubclass(et, _core.BlockedError) and up._breaker is not None
+              and self._ticket is not None):
             self._tell_breaker(up._breaker._is_failure(et, ev))
         else:
             self._tell_breaker(None)

@@ -547,6 +547,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
+    busy.pop(cid, None)
+
+
 class _AsyncRenewer(_Renewer):
     """The leases held through async clients on one event loop, renewed by one task: each
     client's renewals in turn, the clients' at once."""
@@ -571,7 +575,7 @@ class _AsyncRenewer(_Renewer):
                         per.setdefault(cid, []).append(g)
                 for cid, gs in per.items():
                     task = busy[cid] = asyncio.ensure_future(self._client_renewals(gs))
-                    task.add_done_callback(lambda _, cid=cid: busy.pop(cid, None))
+                    task.add_done_callback(functools.partial(_forget, busy, cid))
                 await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic()))
                                     if not per else 0.001)
         finally:
