@@ -293,11 +293,16 @@ static int group_decide_reaping(GroupObject *self, const int64_t *ns, int64_t no
 static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags,
                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t ns[SW_GROUP_MAX], now;
+    int64_t ns[SW_GROUP_MAX], now = SW_NOW;
     struct sw_decision d;
-    if (parse_ns(self, fname, args, nargs, 1, ns) < 0 ||
-        parse_now_only(fname, kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0 ||
-        group_decide_reaping(self, ns, now, flags, &d) < 0)
+    if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
+        for (uint32_t i = 0; i < self->count; i++)
+            ns[i] = 1;
+    } else if (parse_ns(self, fname, args, nargs, 1, ns) < 0 ||
+               parse_now_only(fname, kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0) {
+        return NULL;
+    }
+    if (group_decide_reaping(self, ns, now, flags, &d) < 0)
         return NULL;
     if (flags == SW_F_TRY)
         return PyBool_FromLong(d.verdict == SW_PASS);
