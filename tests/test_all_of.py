@@ -793,11 +793,16 @@ def test_groups_do_not_leak_and_cycles_are_collected():
                 except (TypeError, ValueError):
                     pass
     churn()
-    gc.collect()
-    before = len(gc.get_objects())
-    churn()
-    gc.collect()
-    assert len(gc.get_objects()) - before < 100
+    # a leak grows by thousands every churn; a background thread of another test (a Redis
+    # lease renewer) may add a few objects once: the least growth of three churns is compared
+    growth = []
+    for _ in range(3):
+        gc.collect()
+        before = len(gc.get_objects())
+        churn()
+        gc.collect()
+        growth.append(len(gc.get_objects()) - before)
+    assert min(growth) < 100, growth
 
 
 # -- waiting on a full concurrency member: woken by its release, not polling -------------------
