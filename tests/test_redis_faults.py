@@ -46,10 +46,14 @@ def test_server_killed_on_error_within_timeout_then_back(own_server, caplog):
 
 def test_restart_that_wiped_the_data_starts_fresh(own_server):
     lim = _lim(own_server, on_error="raise", qps=1, interval_ms=60_000, sample_count=1)
-    assert lim.try_acquire(60) and not lim.try_acquire()
+    # one fixed instant (on the server's clock, the two calls could straddle the minute's
+    # bucket boundary, and the second be admitted by a new bucket: CI saw it once)
+    t = (time.time_ns() // 60_000_000_000) * 60_000_000_000 + 30_000_000_000
+    assert lim.try_acquire(60, now_ns=t) and not lim.try_acquire(now_ns=t)
     own_server.kill()
     own_server.start()
-    assert lim.try_acquire(60)  # a fresh window: no error, no stale script, no stale count
+    # the same instant: a fresh window: no error, no stale script, no stale count
+    assert lim.try_acquire(60, now_ns=t)
 
 
 def test_script_flush_reloads_once(own_server):
