@@ -326,7 +326,7 @@ static const struct limiting_ops keyed_ops = {
     "KeyedLimiter",
     {SW_KIND_KEYED, sw_keyed_region_init, sw_keyed_region_check, sw_keyed_region_lock},
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
-    keyed_stats, keyed_totals,
+    keyed_count, keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
     keyed_give_back, keyed_charge, kentry_finish,
     {"an entry can be entered only once: this one has exited; make a new one per request with "

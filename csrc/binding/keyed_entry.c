@@ -7,21 +7,10 @@
 
 /* ---- KeyedEntry (its steps: limiting_ops.c) ---- */
 
-/* KeyedLimiter's entry_finish (a hollow entry holds nothing). An entry of a shared table
- * inherited across fork() only counts its outcome: the key's count is the parent's, which
- * exits its own copy (as lim_entry_finish) */
+/* KeyedLimiter's entry_finish */
 int kentry_finish(PyObject *e, int64_t rt, int outcome)
 {
     KeyedEntryObject *self = (KeyedEntryObject *)e;
-    if (self->hollow)
-        return 0;
-    if (self->lim->is_shared && self->fork_gen != sw_proc_fork_generation()) {
-        if (outcome != SW_OUT_NONE)
-            sw_keyed_count(kview(self->lim),
-                           outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS : SW_EV_EXCEPTION,
-                           self->n, SW_NOW);
-        return 0;
-    }
     return keyed_group_exit((PyObject *)self->lim, self->fp, self->n, rt / NS_PER_MS, outcome);
 }
 

@@ -167,22 +167,12 @@ static int lim_charge(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns)
     return sw_charge(limiter_view((LimiterObject *)self), n, now_ns);
 }
 
-/* End an entered entry: count its outcome and give its count back, except for an entry of a
- * shared limiter inherited across fork(): the count is the parent's (which exits its own
- * copy), so the child only counts the outcome. @return 0, or SW_EBUSY (the lock gave up) */
+/* End an entered entry: count its outcome and give its count back. @return 0, or SW_EBUSY
+ * (the lock gave up) */
 static int lim_entry_finish(PyObject *entry, int64_t rt, int outcome)
 {
     EntryObject *e = (EntryObject *)entry;
     LimiterObject *lim = e->limiter;
-    if (e->hollow)
-        return 0; /* shadow: an enforcing limiter would have refused it: nothing to count */
-    if (lim->is_shared && e->fork_gen != sw_proc_fork_generation()) {
-        if (outcome != SW_OUT_NONE)
-            sw_count(limiter_view(lim), outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS
-                                                                  : SW_EV_EXCEPTION,
-                     e->n, SW_NOW);
-        return 0;
-    }
     if (GAVE_UP(sw_exit_rt_or_give_up(limiter_view(lim), e->n, rt, outcome, SW_NOW)))
         return SW_EBUSY;
     limiter_notify(lim);
@@ -199,7 +189,8 @@ _Static_assert(offsetof(LimiterObject, head) == offsetof(LimitingObject, head), 
 static const struct limiting_ops limiter_ops = {
     "Limiter",
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
-    NULL, lim_decide, lim_reap, lim_lock, lim_unlock, lim_count_block, lim_stats, lim_totals,
+    NULL, lim_decide, lim_reap, lim_lock, lim_unlock, lim_count_block, lim_count, lim_stats,
+    lim_totals,
     NULL, lim_give_back_locked, lim_forget_held, lim_free_own, NULL, lim_give_back, lim_charge,
     lim_entry_finish,
     {"an entry can be entered only once: this one has exited; make a new one per request with "

@@ -624,10 +624,22 @@ PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t
     return (PyObject *)e;
 }
 
-/* the owner's finish (the owner is there: only an entered entry is finished) */
+/* the owner's finish (the owner is there: only an entered entry is finished). A hollow
+ * (shadow) entry holds nothing. An entry of a shared state inherited across fork() only
+ * counts its outcome: its count is the parent's, which exits its own copy */
 static int entry_finish(PyObject *self, int64_t rt, int outcome)
 {
-    return LIMITING(((AnyEntryObject *)self)->owner)->ops->entry_finish(self, rt, outcome);
+    AnyEntryObject *e = (AnyEntryObject *)self;
+    struct limiting_head *h = LIMITING(e->owner);
+    if (e->hollow)
+        return 0;
+    if (h->is_shared && e->fork_gen != sw_proc_fork_generation()) {
+        if (outcome != SW_OUT_NONE)
+            h->ops->count(limiting_view(e->owner),
+                          outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS : SW_EV_EXCEPTION, e->n);
+        return 0;
+    }
+    return h->ops->entry_finish(self, rt, outcome);
 }
 
 int entry_traverse(PyObject *self, visitproc visit, void *arg)

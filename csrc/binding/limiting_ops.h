@@ -39,6 +39,8 @@ struct limiting_ops {
     void (*unlock)(const void *view);
     /* count a final refusal of n now: BLOCK, or a shadow rule's would-be refusal */
     void (*count_block)(const void *view, int64_t n, bool shadow);
+    /* count n of event ev (the whole state's) now */
+    void (*count)(const void *view, uint32_t ev, int64_t n);
     void (*stats)(const void *view, int64_t now_ns, struct sw_stats *out, int64_t *evicted);
     void (*totals)(const void *view, struct sw_totals *out);
     /* shared: does the object hold anything to give back when it goes (NULL: maybe) */
@@ -61,7 +63,8 @@ struct limiting_ops {
     const char *entry_again[2]; /* a second enter's messages: it has exited, it is entered */
 };
 
-/* A type's pfx_reap, pfx_lock, pfx_unlock, pfx_count_block and pfx_totals over the core's. */
+/* A type's pfx_reap, pfx_lock, pfx_unlock, pfx_count_block, pfx_count and pfx_totals over the
+ * core's. */
 #define LIMITING_VIEW_OPS(pfx, core_reap, core_lock_or_give_up, core_lock, core_unlock,         \
                           core_count_shadow_block, core_count, core_totals)                     \
     static uint32_t pfx##_reap(const void *view)                                                \
@@ -85,6 +88,10 @@ struct limiting_ops {
             core_count_shadow_block(view, n, SW_NOW);                                           \
         else                                                                                    \
             core_count(view, SW_EV_BLOCK, n, SW_NOW);                                           \
+    }                                                                                           \
+    static void pfx##_count(const void *view, uint32_t ev, int64_t n)                           \
+    {                                                                                           \
+        core_count(view, ev, n, SW_NOW);                                                        \
     }                                                                                           \
     static void pfx##_totals(const void *view, struct sw_totals *out)                           \
     {                                                                                           \
