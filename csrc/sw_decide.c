@@ -327,7 +327,8 @@ static inline bool lease_take(const struct sw_view *v, int64_t n, int64_t ms)
  * the view's slot when it may take one and the slot holds none: lease_out set here; the
  * caller counts the permits with n (sw_hot_count, PASS stored with release), then stores the
  * word, so a process killed in between leaves permits counted, never a word
- * whose permits are not. @return the permits leased (to count with n), *word its word */
+ * whose permits are not. hot_seq is odd from here until the word is stored (the caller makes
+ * it even), so that an observer's copy pairs no count with a word it lacks. @return the permits leased (to count with n), *word its word */
 static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_t n, int64_t ms,
                            uint64_t *word)
 {
@@ -348,6 +349,8 @@ static int64_t lease_grant(const struct sw_view *v, struct sw_node *node, int64_
         v->lease > SW_LEASE_TAG_MAX)
         return 0;
     int64_t extra = k >= (double)SW_LEASE_MAX ? SW_LEASE_MAX : (int64_t)k;
+    /* observers (sw_lstate_copy) copy no grant halfway: odd until the caller stores the word */
+    sw_lstate_seq_odd(st);
     if (atomic_load_explicit(&st->lease_out, memory_order_relaxed) == 0u)
         atomic_store_explicit(&st->lease_out, 1u, memory_order_relaxed);
     if (st->lease_hi <= (uint32_t)v->my_slot)
@@ -435,6 +438,7 @@ int sw_decide(const struct sw_view *v, int64_t n, int64_t now_ns, unsigned flags
                 if (sw_test_in_critical != NULL)
                     sw_test_in_critical(); /* tests: killed between the count and the word */
                 atomic_store_explicit(&v->slots[v->my_slot].lease, word, memory_order_relaxed);
+                sw_lstate_seq_even(st);
             }
             if (ad != NULL && !admitted)
                 sw_adapt_refused(&r->adapt, ad, ms);

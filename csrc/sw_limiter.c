@@ -322,19 +322,35 @@ void sw_lstate_settle(struct sw_lstate *st)
     sw_lstate_leave(st);
 }
 
-void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok)
+void sw_lstate_seq_odd(struct sw_lstate *st)
+{
+    seq_make_odd(st);
+}
+
+void sw_lstate_seq_even(struct sw_lstate *st)
+{
+    seq_make_even(st);
+}
+
+void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok, struct sw_proc_slot *slots,
+                           uint32_t n_slots)
 {
     if (!hot_ok)
         for (int i = SW_HOT_SEC; i < SW_HOT_LIFE; i++)
             st->hot[i] = 0;
-    sw_lstate_settle(st);
+    sw_lstate_enter(st);
+    /* the copy's leases, every copied slot looked at (lease_out and lease_hi are input) */
+    struct sw_view v = {.st = st, .slots = slots, .n_slots = n_slots, .my_slot = -1};
+    atomic_store_explicit(&st->lease_out, 1u, memory_order_relaxed);
+    st->lease_hi = n_slots;
+    sw_lease_reclaim(&v);
+    sw_lstate_leave(st);
 }
 
-int sw_lstate_copy(struct sw_lstate *dst, size_t size,
-                   int (*read)(void *ctx, size_t off, size_t len, void *dst), void *ctx,
-                   unsigned tries, bool *hot_ok)
+int sw_lstate_copy(struct sw_lstate *dst, size_t size, const struct sw_lstate_src *src,
+                   struct sw_proc_slot *slots, unsigned tries, bool *hot_ok)
 {
-    const size_t seq_off = offsetof(struct sw_lstate, hot_seq);
+    const size_t seq_off = src->off_state + offsetof(struct sw_lstate, hot_seq);
     *hot_ok = false;
     if (size < sizeof(struct sw_lstate))
         return -1;
@@ -342,8 +358,15 @@ int sw_lstate_copy(struct sw_lstate *dst, size_t size,
         uint64_t before, after;
         if (k > 0)
             sched_yield();
-        if (read(ctx, seq_off, sizeof before, &before) != 0 || read(ctx, 0, size, dst) != 0 ||
-            read(ctx, seq_off, sizeof after, &after) != 0)
+        if (src->read(src->ctx, seq_off, sizeof before, &before) != 0 ||
+            src->read(src->ctx, src->off_state, size, dst) != 0)
+            return -1;
+        /* the slots a lease may be in (lease_hi only grows, and only with hot_seq odd) */
+        uint32_t n = dst->lease_hi < src->n_slots ? dst->lease_hi : src->n_slots;
+        if (src->n_slots > 0)
+            memset(slots, 0, (size_t)src->n_slots * sizeof *slots);
+        if ((n > 0 && src->read(src->ctx, src->off_slots, (size_t)n * sizeof *slots, slots) != 0) ||
+            src->read(src->ctx, seq_off, sizeof after, &after) != 0)
             return -1;
         if (before != after)
             continue;

@@ -221,27 +221,46 @@ void sw_lstate_leave(struct sw_lstate *st);
 /** Settle a copy of a state (e.g. read from a region, no lock): the node's windows and
  * totals then hold every count (sw_lstate_enter + sw_lstate_leave). */
 void sw_lstate_settle(struct sw_lstate *st);
-/** Copy a state that other processes may be changing (an observer: no lock). The whole state
- * is copied between two reads of its hot_seq, again (after a sched_yield) while they differ or
- * are odd, up to `tries` times.
+/* Where an observer copies a state from (a region's file, or memory): read copies len bytes
+ * at offset off into dst, 0 on success; the state and the process slots lie at their offsets
+ * (n_slots 0: a state without slots). */
+struct sw_lstate_src {
+    int (*read)(void *ctx, size_t off, size_t len, void *dst);
+    void *ctx;
+    size_t off_state, off_slots;
+    uint32_t n_slots;
+};
+/** Copy a state that other processes may be changing (an observer: no lock), with the process
+ * slots that may hold leases (the first min(lease_hi, n_slots); the others zeroed). Both are
+ * copied between two reads of its hot_seq, again (after a sched_yield) while they differ or
+ * are odd, up to `tries` times: between two equal, even reads no head bucket moved, no lease
+ * was granted or taken back, and a lease's permits left only went down as its holder used
+ * them (sw_lstate_settle_copy counts the copy's leases out of the passes: what it reads is
+ * the passes used, between what they were at the first read and at the last).
  * @param dst caller-owned memory of `size` bytes (aligned for struct sw_lstate)
  * @param size the state's size (its header says it; validate the copy afterwards)
- * @param read copies len bytes from offset off of the state into dst; 0 on success
- * @param ctx passed to read
+ * @param slots caller-owned room for src->n_slots slots (NULL when n_slots is 0)
  * @param tries copies at most (at least 1)
  * @param hot_ok set to whether the copy's hot[] belongs with its windows' heads: the two
  *        reads were equal and even, or equal and odd with the lock free or its owner dead
  *        (the state no longer changes); pass it to sw_lstate_settle_copy
  * @return 0, or -1 when read failed or size < sizeof(struct sw_lstate) */
-int sw_lstate_copy(struct sw_lstate *dst, size_t size,
-                   int (*read)(void *ctx, size_t off, size_t len, void *dst), void *ctx,
-                   unsigned tries, bool *hot_ok);
-/** sw_lstate_settle for a copy made by sw_lstate_copy (validated): when !hot_ok, the head
- * buckets' counts on the lock's line are left out (they may be an older bucket's: the copy's
- * windows then miss the decisions counted there since the last settle, rather than add an
- * older bucket's counts to a newer one); the lifetime totals' (only ever rising) are always
- * settled. @param st the copy @param hot_ok as sw_lstate_copy set it */
-void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok);
+int sw_lstate_copy(struct sw_lstate *dst, size_t size, const struct sw_lstate_src *src,
+                   struct sw_proc_slot *slots, unsigned tries, bool *hot_ok);
+/** sw_lstate_settle for a copy made by sw_lstate_copy (validated), which also takes the
+ * copied slots' leases back as sw_lease_reclaim does (their permits left were counted as
+ * passes and are not used yet). When !hot_ok, the head buckets' counts on the lock's line
+ * are left out (they may be an older bucket's: the copy's windows then miss the decisions
+ * counted there since the last settle, rather than add an older bucket's counts to a newer
+ * one); the lifetime totals' (only ever rising) are always settled.
+ * @param st the copy @param hot_ok as sw_lstate_copy set it
+ * @param slots, n_slots the slots it copied (changed: their leases taken back) */
+void sw_lstate_settle_copy(struct sw_lstate *st, bool hot_ok, struct sw_proc_slot *slots,
+                           uint32_t n_slots);
+/** Around a change that observers must not copy halfway (a lease granted on the fast path,
+ * the lock held): hot_seq odd before it, even again after (see sw_lstate_copy). */
+void sw_lstate_seq_odd(struct sw_lstate *st);
+void sw_lstate_seq_even(struct sw_lstate *st);
 /** Give back the in-flight counts of the dead processes of a shared state's table.
  * Checks liveness outside the lock (reads /proc), then moves each dead slot's count out of
  * the total under the lock, and frees the slot.

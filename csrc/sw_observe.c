@@ -89,15 +89,9 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
     return 0;
 }
 
-struct pread_at {
-    int fd;
-    off_t base;
-};
-
 static int pread_cb(void *ctx, size_t off, size_t len, void *dst)
 {
-    const struct pread_at *at = ctx;
-    return pread_all(at->fd, dst, len, at->base + (off_t)off);
+    return pread_all(*(const int *)ctx, dst, len, (off_t)off);
 }
 
 /* Open path read-only and check that it is a region of this user by its header (read into h).
@@ -176,7 +170,7 @@ static int stats_extent(const char *path, const struct sw_shm_header *h, off_t *
 
 /* Read a limiter's or a keyed table's node from its copy. @return SW_OK or SW_EINVAL */
 static int read_node(struct sw_region_read *r, void *copy, size_t len, bool hot_ok,
-                     const char *path, struct sw_shm_error *err)
+                     struct sw_proc_slot *slots, const char *path, struct sw_shm_error *err)
 {
     const struct sw_shm_header *h = &r->hdr;
     struct sw_node *node;
@@ -186,7 +180,8 @@ static int read_node(struct sw_region_read *r, void *copy, size_t len, bool hot_
             return damaged(err, path, "a damaged limiter region (its state)");
         node = sw_lstate_node(st);
         sw_node_repair(node);
-        sw_lstate_settle_copy(st, hot_ok); /* the counts on the lock's line, into the node */
+        /* the counts on the lock's line into the node, the leases' unused permits out */
+        sw_lstate_settle_copy(st, hot_ok, slots, h->n_slots);
     } else {
         node = copy;
         if (sw_keyed_node_validate(node, h->interval_ms, h->sample_count) != SW_OK)
@@ -368,15 +363,20 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
     off_t off;
     size_t len;
     void *copy = NULL;
+    struct sw_proc_slot *slots = NULL; /* a limiter's, copied with its state */
     bool hot_ok = true;
     rc = stats_extent(path, h, &off, &len, err);
-    if (rc == SW_OK && (copy = aligned_alloc(64, (len + 63u) & ~(size_t)63u)) == NULL)
+    if (rc == SW_OK && ((copy = aligned_alloc(64, (len + 63u) & ~(size_t)63u)) == NULL ||
+                        (h->kind == SW_KIND_LIMITER && h->n_slots > 0 &&
+                         (slots = calloc(h->n_slots, sizeof *slots)) == NULL)))
         rc = fail(err, SW_ENOMEM, 0, "%.400s: out of memory", path);
     if (rc == SW_OK) {
-        struct pread_at at = {fd, off};
-        /* a limiter's state: copied while no other process moves a head bucket */
+        struct sw_lstate_src src = {pread_cb, &fd, (size_t)off, (size_t)h->off_slots,
+                                    h->n_slots};
+        /* a limiter's state and its leases: copied while no other process moves a head bucket
+         * or grants a lease */
         int got = h->kind == SW_KIND_LIMITER
-                      ? sw_lstate_copy(copy, len, pread_cb, &at, 16u, &hot_ok)
+                      ? sw_lstate_copy(copy, len, &src, slots, 16u, &hot_ok)
                       : pread_all(fd, copy, len, off);
         if (got != 0)
             rc = damaged(err, path, "truncated while being read");
@@ -388,8 +388,9 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *r,
         else if (h->kind == SW_KIND_METRIC)
             rc = read_metric(r, copy, path, err);
         else
-            rc = read_node(r, copy, len, hot_ok, path, err);
+            rc = read_node(r, copy, len, hot_ok, slots, path, err);
     }
+    free(slots);
     free(copy);
     return rc;
 }

@@ -126,15 +126,17 @@ static void observe_copy(struct sw_shm *s, const struct sw_shm_layout *lay, int6
     if (need == 0 || need != hcopy.state_size)
         return;
     struct sw_lstate *copy = malloc(need);
-    if (copy == NULL)
+    struct sw_proc_slot *slots = calloc(hcopy.n_slots + 1u, sizeof *slots);
+    if (copy == NULL || slots == NULL)
         abort();
     bool hot_ok;
-    if (sw_lstate_copy(copy, need, mem_read, (char *)s->base + hcopy.off_state, 2, &hot_ok) ==
-            0 &&
+    struct sw_lstate_src src = {mem_read, s->base, (size_t)hcopy.off_state,
+                                (size_t)hcopy.off_slots, hcopy.n_slots};
+    if (sw_lstate_copy(copy, need, &src, slots, 2, &hot_ok) == 0 &&
         sw_lstate_validate(copy, need, hcopy.interval_ms, hcopy.sample_count) == SW_OK) {
         struct sw_node *node = sw_lstate_node(copy);
         sw_node_repair(node);
-        sw_lstate_settle_copy(copy, hot_ok);
+        sw_lstate_settle_copy(copy, hot_ok, slots, hcopy.n_slots);
         struct sw_stats stats;
         struct sw_totals tot;
         sw_node_stats(node, now, &stats);
@@ -142,6 +144,7 @@ static void observe_copy(struct sw_shm *s, const struct sw_shm_layout *lay, int6
         if (stats.in_flight < 0)
             FAIL("observer: in flight %lld", (long long)stats.in_flight);
     }
+    free(slots);
     free(copy);
     (void)lay;
 }

@@ -1,7 +1,8 @@
 /* test_lease.c - a shared limiter's leases of the head bucket (sw_decide.c): decisions on a
  * lease with the real clock, exact totals with threads as processes (each view with a slot of
  * its own), a refusal taking back every lease (a dead slot's too), reads and a change of rule
- * taking them back, and a view without `lease` never deciding on one. */
+ * taking them back, a view without `lease` never deciding on one, and an observer's copy
+ * (read_region) reading the passes used, never going back when a lease is taken back. */
 
 #include "shm_lim_util.h"
 #include "sw_time.h"
@@ -270,8 +271,171 @@ static void lease_killed_anywhere(int at_grant)
     CHECK(completed); /* every step was tried */
 }
 
+/* ---- an observer's copy (sw_lstate_copy, as read_region makes it) ---- */
+
+/* copies whole 8-byte words with atomic loads, as pread does for a region's file (the state and
+ * the slots are whole words: a racing writer tears none) */
+static int words_read(void *ctx, size_t off, size_t len, void *dst)
+{
+    const uint64_t *from = (const uint64_t *)(const void *)((const char *)ctx + off);
+    uint64_t *to = dst;
+    CHECK_EQ(len % 8u, 0u);
+    for (size_t i = 0; i < len / 8u; i++)
+        to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* words_read, with a decision of `v` (once) before the first read of the slots: after the
+ * state was copied */
+struct grant_between {
+    struct leased *l;
+    struct sw_view *v;
+};
+
+static int grant_between_read(void *ctx, size_t off, size_t len, void *dst)
+{
+    struct grant_between *g = ctx;
+    if (g->v != NULL && off == (size_t)g->l->shm.hdr->off_slots) {
+        CHECK(try_now(g->v));
+        g->v = NULL;
+    }
+    return words_read(g->l->shm.base, off, len, dst);
+}
+
+/* What read_region reads of l's state now: the lifetime totals and the window's passes
+ * (between: a view deciding while the copy is made, or NULL). */
+static void observe_with(struct leased *l, struct sw_view *between, struct sw_totals *tot,
+                         int64_t *window_pass)
+{
+    const struct sw_shm_header *h = l->shm.hdr;
+    size_t size = (size_t)h->state_size;
+    struct sw_lstate *copy = aligned_alloc(64, (size + 63u) & ~(size_t)63u);
+    struct sw_proc_slot *slots = calloc(h->n_slots, sizeof *slots);
+    if (copy == NULL || slots == NULL)
+        abort();
+    struct grant_between g = {l, between};
+    struct sw_lstate_src src = {grant_between_read, &g, (size_t)h->off_state,
+                                (size_t)h->off_slots, h->n_slots};
+    bool hot_ok = false;
+    CHECK_EQ(sw_lstate_copy(copy, size, &src, slots, 64u, &hot_ok), 0);
+    CHECK_EQ(sw_lstate_validate(copy, size, 60000, 1), SW_OK);
+    struct sw_node *node = sw_lstate_node(copy);
+    sw_node_repair(node);
+    sw_lstate_settle_copy(copy, hot_ok, slots, h->n_slots);
+    sw_node_totals(node, tot);
+    struct sw_stats st;
+    sw_node_stats(node, sw_time_coarse_ns(), &st);
+    *window_pass = st.pass;
+    free(slots);
+    free(copy);
+}
+
+static void observe(struct leased *l, struct sw_totals *tot, int64_t *window_pass)
+{
+    observe_with(l, NULL, tot, window_pass);
+}
+
+/* the copy counts a lease's permits left out of the passes, as a read under the lock does, and
+ * changes nothing of the region: the holder goes on using its lease */
+static void lease_observed_as_used(void)
+{
+    struct leased l;
+    leased_open(&l, 1200);
+    uint64_t w = lease_after_two(&l, 0); /* 2 used, 64 leased */
+    CHECK_EQ(w & SW_LEASE_LEFT, 64u);
+    CHECK(try_now(&l.v[0]));
+    CHECK(lease_after_two(&l, 1) != 0u); /* 5 used, two leases out */
+    struct sw_totals tot;
+    int64_t window;
+    observe(&l, &tot, &window);
+    CHECK_EQ(tot.pass, 5);
+    CHECK_EQ(window, 5);
+    CHECK_EQ(lease_of(&l, 0) & SW_LEASE_LEFT, 63u); /* still the holder's */
+    CHECK(try_now(&l.v[0]));
+    observe(&l, &tot, &window);
+    CHECK_EQ(tot.pass, 6);
+    CHECK_EQ(passes(&l), 6); /* under the lock: the leases taken back, the same count */
+    observe(&l, &tot, &window);
+    CHECK_EQ(tot.pass, 6);
+    CHECK_EQ(window, 6);
+    sw_shm_close(&l.shm);
+}
+
+/* a lease granted after the copy of the state and before the read of the slots: the copy
+ * lacks its permits, the slots hold them; the copy is taken again (before: it read 0 passes
+ * of 3, and the next read 3 again) */
+static void lease_granted_while_copied(void)
+{
+    struct leased l;
+    leased_open(&l, 1200);
+    CHECK(lease_after_two(&l, 0) != 0u);
+    CHECK_EQ(passes(&l), 2); /* taken back: the slot is looked at (lease_hi), its word 0 */
+    CHECK_EQ(lease_of(&l, 0), 0u);
+    struct sw_totals tot;
+    int64_t window;
+    observe_with(&l, &l.v[0], &tot, &window); /* the next decision takes a lease again */
+    CHECK_EQ(lease_of(&l, 0) & SW_LEASE_LEFT, 64u);
+    CHECK_EQ(tot.pass, 3);
+    CHECK_EQ(window, 3);
+    sw_shm_close(&l.shm);
+}
+
+struct watcher {
+    struct leased *l;
+    _Atomic int stop;
+    int64_t reads, backwards, last;
+};
+
+static void *watch_run(void *arg)
+{
+    struct watcher *w = arg;
+    while (!atomic_load(&w->stop)) {
+        struct sw_totals tot;
+        int64_t window;
+        observe(w->l, &tot, &window);
+        if (tot.pass < w->last)
+            w->backwards++;
+        w->last = tot.pass;
+        w->reads++;
+    }
+    return NULL;
+}
+
+/* processes deciding on leases (granted, used, taken back by refusals) while an observer
+ * copies the state again and again: the passes it reads never go back, and end exact */
+static void lease_observer_never_goes_back(void)
+{
+    struct leased l;
+    leased_open(&l, 120000);
+    struct watcher w = {&l, 0, 0, 0, 0};
+    pthread_t wt, th[PROCS];
+    CHECK_EQ(pthread_create(&wt, NULL, watch_run, &w), 0);
+    struct hammer h[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        h[i] = (struct hammer){&l.v[i], 0, 0};
+        CHECK_EQ(pthread_create(&th[i], NULL, hammer_run, &h[i]), 0);
+    }
+    for (int i = 0; i < PROCS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(h[i].errors, 0);
+    }
+    atomic_store(&w.stop, 1);
+    pthread_join(wt, NULL);
+    CHECK(w.reads > 0);
+    CHECK_EQ(w.backwards, 0);
+    struct sw_totals tot;
+    int64_t window;
+    observe(&l, &tot, &window);
+    CHECK_EQ(tot.pass, 120000);
+    CHECK_EQ(passes(&l), 120000);
+    sw_shm_close(&l.shm);
+}
+
 void test_lease(void)
 {
+    lease_observed_as_used();
+    lease_granted_while_copied();
+    lease_observer_never_goes_back();
     lease_killed_anywhere(0);
     lease_killed_anywhere(1);
     lease_taken_used_and_read_back();

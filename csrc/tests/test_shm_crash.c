@@ -370,17 +370,20 @@ struct torn_src {
     struct sw_view *v;
     int inject;
     int64_t at_ns; /* the injected decision's time, one bucket later each time */
+    const char *base; /* the region's start (set by copy_stats) */
+    size_t off_state;
 };
 
 static int torn_read(void *ctx, size_t off, size_t len, void *dst)
 {
     struct torn_src *src = ctx;
-    const char *base = (const char *)src->v->st;
-    if (off != 0 || len <= sizeof(struct sw_lstate) || src->inject == 0) {
+    const char *base = src->base;
+    if (off != src->off_state || len <= sizeof(struct sw_lstate) || src->inject == 0) {
         memcpy(dst, base + off, len);
         return 0;
     }
     src->inject--;
+    base += off;
     memcpy(dst, base, sizeof(struct sw_lstate));
     struct sw_decision d;
     CHECK_EQ(sw_decide(src->v, 1, src->at_ns, SW_F_TRY, &d), SW_OK);
@@ -401,11 +404,21 @@ static void copy_stats(struct sw_view *v, struct torn_src *src, unsigned tries, 
     CHECK(copy != NULL);
     if (copy == NULL)
         abort();
-    CHECK_EQ(sw_lstate_copy(copy, size, torn_read, src, tries, hot_ok), 0);
+    /* a region's slots follow its header (sw_shm.c), its state follows them */
+    size_t off_slots = (sizeof(struct sw_shm_header) + 63u) & ~(size_t)63u;
+    src->base = (const char *)v->slots - off_slots;
+    src->off_state = (size_t)((const char *)v->st - src->base);
+    struct sw_lstate_src from = {torn_read, src, src->off_state, off_slots, v->n_slots};
+    struct sw_proc_slot *slots = calloc(v->n_slots, sizeof *slots);
+    CHECK(slots != NULL);
+    if (slots == NULL)
+        abort();
+    CHECK_EQ(sw_lstate_copy(copy, size, &from, slots, tries, hot_ok), 0);
     struct sw_node *node = sw_lstate_node(copy);
     CHECK_EQ(sw_lstate_validate(copy, size, v->rule->interval_ms, v->rule->sample_count), SW_OK);
     sw_node_repair(node);
-    sw_lstate_settle_copy(copy, *hot_ok);
+    sw_lstate_settle_copy(copy, *hot_ok, slots, v->n_slots);
+    free(slots);
     sw_node_stats(node, t_ns, st);
     sw_node_totals(node, tot);
     *min_pass = sw_leap_sum(sw_node_min(node), NULL, SW_EV_PASS, sw_ms_of_ns(t_ns));
@@ -422,7 +435,7 @@ static void observer_torn_copy(void)
     struct sw_decision d;
     for (int i = 0; i < 100; i++) /* bucket 1000: 100 passes, 99 on the lock's line only */
         CHECK_EQ(sw_decide(&r.v, 1, MS(1100), SW_F_TRY, &d), SW_OK);
-    struct torn_src src = {&r.v, 1, MS(2100)};
+    struct torn_src src = {&r.v, 1, MS(2100), NULL, 0};
     bool hot_ok = false;
     struct sw_stats st;
     struct sw_totals tot;
@@ -490,7 +503,7 @@ static void kill_while_settling(void)
         struct sw_view v;
         view_of(&s, &rule, &v);
         /* an observer first: the copy of a state left by a dead process is whole */
-        struct torn_src src = {&v, 0, 0};
+        struct torn_src src = {&v, 0, 0, NULL, 0};
         bool hot_ok = false;
         struct sw_stats cst;
         struct sw_totals ctot;
