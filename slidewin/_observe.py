@@ -55,9 +55,11 @@ class Reading:
         return self.window["rt"] / ok if ok > 0 else 0.0
 
 
-def shadow_blocks(totals: Dict[str, int]) -> int:
-    """The part of totals["block"] a shadow limiter admitted (its would-be refusals)."""
-    return min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
+def decisions(totals: Dict[str, int]) -> Tuple[int, int, int]:
+    """A limiter's passes, enforced blocks and shadow blocks (the part of totals["block"] a
+    shadow limiter admitted: its would-be refusals)."""
+    shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
+    return totals.get("pass", 0), totals.get("block", 0) - shadow, shadow
 
 
 def region_name_of(path: str) -> str:

@@ -43,7 +43,7 @@ class Sampler:
             if r.error is not None or r.totals is None or r.path is None or r.kind == "breaker":
                 continue
             prev = self._last.get(r.path)
-            seen[r.path] = (t, r.created_unix_ns, decisions(r.totals))
+            seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
             if prev is None or prev[1] != r.created_unix_ns or t <= prev[0]:
                 continue
             dt = t - prev[0]
@@ -52,12 +52,6 @@ class Sampler:
                 rates[r.path] = (p / dt, b / dt, sh / dt)
         self._last = seen
         return rows, rates
-
-
-def decisions(totals: Dict[str, int]) -> Tuple[int, int, int]:
-    """Passes, enforced blocks and a shadow limiter's would-be blocks (a part of "block")."""
-    shadow = _observe.shadow_blocks(totals)
-    return totals["pass"], totals["block"] - shadow, shadow
 
 
 def _num(v: Optional[float], fmt: str = "{:.1f}") -> str:
@@ -82,7 +76,7 @@ def columns(live: bool) -> List[Tuple[str, Cell]]:
         return lambda r, x: "-" if r.kind == "metric" else str(getattr(r, attr))
 
     def total(i: int) -> Cell:
-        return lambda r, x: _num(decisions(r.totals)[i] if r.totals else None, "{}")
+        return lambda r, x: _num(_observe.decisions(r.totals)[i] if r.totals else None, "{}")
 
     cols: List[Tuple[str, Cell]] = [
         ("NAME", lambda r, x: r.name), ("KIND", lambda r, x: r.kind),

@@ -37,7 +37,7 @@ scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, Iterator, Optional, Set
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -142,47 +142,16 @@ class Collector:
 
     def collect(self) -> Iterator[Metric]:
         fam = _families()
-        rows = _observe.read_all(regions=self.regions, local=self.local, folder=self.folder)
         taken: Set[str] = set()
-        for row in rows:
+        for row in _observe.read_all(regions=self.regions, local=self.local, folder=self.folder):
             if row.error is not None:
                 continue  # damaged or foreign: left out (`python -m slidewin top` shows it)
-            name = _unique(row, taken)
-            if row.kind == "metric":
-                for event, n in row.window.items():
-                    fam["events"].add_metric([name, event], n)
-                continue
-            if row.kind == "breaker":
-                _breaker_rows(fam, name, row)
-                continue
-            labels = [name, row.kind]
             created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
-            totals = row.totals or {}
-            shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
-            decided = {"pass": totals.get("pass", 0),
-                       "block": totals.get("block", 0) - shadow, "shadow_block": shadow}
-            for key, outcomes, counts in (
-                    ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
-                    ("requests", ("pass", "block", "exception", "success"), totals)):
-                for outcome in outcomes:
-                    fam[key].add_metric(labels + [outcome], counts.get(outcome, 0),
-                                        created=created)
-            fam["occupied"].add_metric(labels, totals.get("occupied_pass", 0), created=created)
-            fam["rt"].add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
-            fam["in_flight"].add_metric(labels, row.in_flight)
-            fam["waiting"].add_metric(labels, row.waiting)
-            if row.waiters is not None:
-                fam["waiters"].add_metric(labels, row.waiters)
-            for key, outcomes in (("window_decisions", ("pass", "block")),
-                                  ("window_completions", COMPLETIONS)):
-                for outcome in outcomes:
-                    fam[key].add_metric(labels + [outcome], row.window_rate(outcome) or 0.0)
-            fam["avg_rt"].add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
-            if row.keys is not None:
-                fam["keys"].add_metric(labels, row.keys)
-                fam["evicted"].add_metric(labels, row.evicted or 0, created=created)
-            if row.adaptive_limit is not None:
-                fam["adaptive_limit"].add_metric([name], row.adaptive_limit)
+            for key, labels, value in _samples(row, _unique(row, taken)):
+                if isinstance(fam[key], CounterMetricFamily):
+                    fam[key].add_metric(labels, value, created=created)
+                else:
+                    fam[key].add_metric(labels, value)
         for f in fam.values():
             if f.samples:
                 yield f
@@ -191,18 +160,44 @@ class Collector:
 BREAKER_STATES = {"closed": 0, "open": 1, "half_open": 2}
 
 
-def _breaker_rows(fam: Dict[str, Any], name: str, row: "_observe.Reading") -> None:
-    created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
+def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str], float]]:
+    """(family key, labels, value) of each series of one row."""
     totals = row.totals or {}
-    fam["breaker_state"].add_metric([name], BREAKER_STATES.get(row.state or "", 0))
-    for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
-        fam["breaker_transitions"].add_metric([name, to], totals.get(key, 0), created=created)
-    for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled", "timed_out",
-                    "probes_timed_out"):
-        fam["breaker_calls"].add_metric([name, outcome], totals.get(outcome, 0),
-                                        created=created)
-    for outcome in ("total", "errors", "slow"):
-        fam["breaker_window"].add_metric([name, outcome], row.window.get(outcome, 0))
+    if row.kind == "metric":
+        for event, n in row.window.items():
+            yield "events", [name, event], n
+    elif row.kind == "breaker":
+        yield "breaker_state", [name], BREAKER_STATES.get(row.state or "", 0)
+        for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
+            yield "breaker_transitions", [name, to], totals.get(key, 0)
+        for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled",
+                        "timed_out", "probes_timed_out"):
+            yield "breaker_calls", [name, outcome], totals.get(outcome, 0)
+        for outcome in ("total", "errors", "slow"):
+            yield "breaker_window", [name, outcome], row.window.get(outcome, 0)
+    else:
+        labels = [name, row.kind]
+        decided = dict(zip(DECISIONS, _observe.decisions(totals)))
+        rates = {k: row.window_rate(k) or 0.0 for k in ("pass", "block") + COMPLETIONS}
+        for key, outcomes, counts in (
+                ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
+                ("requests", ("pass", "block", "exception", "success"), totals),
+                ("window_decisions", ("pass", "block"), rates),
+                ("window_completions", COMPLETIONS, rates)):
+            for outcome in outcomes:
+                yield key, labels + [outcome], counts.get(outcome, 0)
+        yield "occupied", labels, totals.get("occupied_pass", 0)
+        yield "rt", labels, totals.get("rt", 0) / 1000.0
+        yield "in_flight", labels, row.in_flight
+        yield "waiting", labels, row.waiting
+        if row.waiters is not None:
+            yield "waiters", labels, row.waiters
+        yield "avg_rt", labels, (row.avg_rt_ms or 0.0) / 1000.0
+        if row.keys is not None:
+            yield "keys", labels, row.keys
+            yield "evicted", labels, row.evicted or 0
+        if row.adaptive_limit is not None:
+            yield "adaptive_limit", [name], row.adaptive_limit
 
 
 def _unique(row: "_observe.Reading", taken: Set[str]) -> str:
