@@ -119,9 +119,7 @@ def region_path_of(obj: Any) -> Optional[str]:
     shared = getattr(obj, "shared", None)
     if not isinstance(shared, str):
         return None
-    if "/" in shared:
-        return shared
-    return os.path.join(_shm_dir(), "slidewin-" + shared)
+    return shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared)
 
 
 def _from_object(name: str, obj: Any) -> Reading:
@@ -139,15 +137,12 @@ def _from_object(name: str, obj: Any) -> Reading:
         row.state = str(st["state"])
         return row
     if kind == "limiter":
-        m = obj.metric
-        row.window = {ev: int(m.sum(ev)) for ev in LIMITER_COUNTS}
+        row.window = {ev: int(obj.metric.sum(ev)) for ev in LIMITER_COUNTS}
     else:  # Stats holds rates over the window: back to counts, as a region read gives them
-        w = row.window_s
-        ok = round(st.success_qps * w)
-        row.window = {"pass": round(st.pass_qps * w), "block": round(st.block_qps * w),
-                      "success": ok, "exception": round(st.exception_qps * w),
-                      "occupied_pass": round(st.occupied_qps * w),
-                      "rt": round(st.avg_rt_ms * ok)}
+        row.window = {ev: round(getattr(st, ev + "_qps") * row.window_s)
+                      for ev in ("pass", "block", "success", "exception")}
+        row.window["occupied_pass"] = round(st.occupied_qps * row.window_s)
+        row.window["rt"] = round(st.avg_rt_ms * row.window["success"])
     row.in_flight = int(st.concurrency)
     row.waiting = int(st.waiting)
     if kind == "keyed":
