@@ -41,13 +41,10 @@ async def _drive(steps: Steps, awaiting: bool) -> Any:
 def run(steps: Steps) -> Any:
     """Drive `steps` in this thread (the asyncio driver told not to await: it never
     suspends, so one send() runs it to its end)."""
-    driver = _drive(steps, False)
     try:
-        driver.send(None)
+        _drive(steps, False).send(None)
     except StopIteration as done:
         return done.value
-    driver.close()  # pragma: no cover - a driver that does not await cannot suspend
-    raise RuntimeError("slidewin: a sync step suspended")  # pragma: no cover
 
 
 def arun(steps: Steps) -> Coroutine[Any, Any, Any]:

@@ -129,9 +129,7 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
             continue
         cells.append([c[1](r, x) for c in cols])
     widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
-    gap = "  "
-    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
-        gap = " "
+    gap = " " if width is not None and sum(widths) + 2 * (len(widths) - 1) > width else "  "
     lines = []
     for n, line in enumerate(cells):
         parts = [f"{v:{'<' if i < 2 else '>'}{widths[i]}}" for i, v in enumerate(line)]
@@ -155,13 +153,11 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
 def once(args: argparse.Namespace) -> int:
     rows = sort_rows(_observe.read_regions(args.folder), {}, args.sort, live=False)
     if args.json:
-        json.dump(as_json(rows), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        return 0
-    if not rows:
+        print(json.dumps(as_json(rows), indent=1))
+    elif not rows:
         print(f"no slidewin regions in {args.folder or _observe._shm_dir()}", file=sys.stderr)
-        return 0
-    print("\n".join(table(rows, {}, live=False)))
+    else:
+        print("\n".join(table(rows, {}, live=False)))
     return 0
 
 
@@ -245,9 +241,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = p.parse_args(argv)
     if not a.interval > 0 or a.interval > 3600:
         p.error("--interval must be > 0 and <= 3600 seconds")
-    if a.json:
-        a.once = True
-    if a.once:
+    if a.once or a.json:
         return once(a)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         p.error("the live view needs a terminal: use --once (or --json) for scripts")
