@@ -59,60 +59,55 @@ _C, _G = CounterMetricFamily, GaugeMetricFamily
 _LIMITER = ["limiter", "kind"]
 _BY_OUTCOME = _LIMITER + ["outcome"]
 
-# the families of a scrape, in the order it yields them: (key, type, name, help, labels)
+# the families of a scrape, in the order it yields them: (type, name less "slidewin_", help,
+# labels)
 _FAMILIES = (
-    ("decisions", _C, "slidewin_decisions", "Decisions since the limiter was created, by "
-     "outcome: pass (admitted), block (refused), shadow_block (admitted by shadow mode where "
-     "an enforcing limiter would have refused).", _BY_OUTCOME),
-    ("completions", _C, "slidewin_completions", "Entries that ended since the limiter was "
-     "created, by outcome: success or exception.", _BY_OUTCOME),
-    ("requests", _C, "slidewin_requests", "Lifetime totals by outcome, each equal to "
-     "totals()[outcome] (pass, block, exception, success): decisions and completions in one "
-     "family, so never sum it over outcome; slidewin_decisions_total and "
-     "slidewin_completions_total split them.", _BY_OUTCOME),
-    ("occupied", _C, "slidewin_occupied_passes", "Prioritized passes borrowed from the next "
-     "window since the limiter was created.", _LIMITER),
-    ("rt", _C, "slidewin_rt_seconds", "Sum of the response times of the successes, in "
-     "seconds, since the limiter was created.", _LIMITER),
-    ("in_flight", _G, "slidewin_in_flight", "Requests holding the limiter now (entered, not "
-     "yet exited).", _LIMITER),
-    ("waiting", _G, "slidewin_waiting", "Prioritized passes granted ahead, waiting for their "
-     "window.", _LIMITER),
-    ("waiters", _G, "slidewin_waiting_processes", "Processes blocked waiting for a release "
-     "(shared regions).", _LIMITER),
-    ("window_decisions", _G, "slidewin_window_decisions_per_second", "Decisions per second "
-     "over the sliding window, by outcome: pass or block (a shadow limiter's would-be "
-     "refusals included, as in stats()).", _BY_OUTCOME),
-    ("window_completions", _G, "slidewin_window_completions_per_second", "Completed entries "
-     "per second over the sliding window, by outcome: success or exception.", _BY_OUTCOME),
-    ("avg_rt", _G, "slidewin_window_avg_rt_seconds", "Average response time, in seconds, of "
-     "the successes over the sliding window.", _LIMITER),
-    ("keys", _G, "slidewin_keys", "Keys a keyed limiter holds now.", _LIMITER),
-    ("evicted", _C, "slidewin_evicted", "Keys a keyed limiter evicted since it was created.",
+    (_C, "decisions", "Decisions since the limiter was created, by outcome: pass (admitted), "
+     "block (refused), shadow_block (admitted by shadow mode where an enforcing limiter would "
+     "have refused).", _BY_OUTCOME),
+    (_C, "completions", "Entries that ended since the limiter was created, by outcome: success or "
+     "exception.", _BY_OUTCOME),
+    (_C, "requests", "Lifetime totals by outcome, each equal to totals()[outcome] (pass, block, "
+     "exception, success): decisions and completions in one family, so never sum it over outcome; "
+     "slidewin_decisions_total and slidewin_completions_total split them.", _BY_OUTCOME),
+    (_C, "occupied_passes", "Prioritized passes borrowed from the next window since the limiter "
+     "was created.", _LIMITER),
+    (_C, "rt_seconds", "Sum of the response times of the successes, in seconds, since the limiter "
+     "was created.", _LIMITER),
+    (_G, "in_flight", "Requests holding the limiter now (entered, not yet exited).", _LIMITER),
+    (_G, "waiting", "Prioritized passes granted ahead, waiting for their window.", _LIMITER),
+    (_G, "waiting_processes", "Processes blocked waiting for a release (shared regions).",
      _LIMITER),
-    ("events", _G, "slidewin_metric_window_events", "A Metric's counts over its sliding "
-     "window, by event.", ["metric", "event"]),
-    ("adaptive_limit", _G, "slidewin_adaptive_limit", "The concurrency limit an "
-     "AdaptiveLimiter has learned and enforces now.", ["limiter"]),
-    ("breaker_state", _G, "slidewin_breaker_state", "A circuit breaker's state: 0 closed, 1 "
-     "open, 2 half-open (its probe out).", ["breaker"]),
-    ("breaker_transitions", _C, "slidewin_breaker_transitions", "Changes of a circuit "
-     "breaker's state since it was created, by the state entered.", ["breaker", "to"]),
-    ("breaker_calls", _C, "slidewin_breaker_calls", "A circuit breaker's lifetime counts: "
-     "total (outcomes recorded), errors, slow (of those), refused (calls it did not let "
-     "through), probes (calls let through half-open), cancelled (probes cancelled), "
-     "timed_out (calls past call_timeout_s), probes_timed_out (probes silent past "
-     "probe_timeout_s).", ["breaker", "outcome"]),
-    ("breaker_window", _G, "slidewin_breaker_window_calls", "A circuit breaker's outcomes "
-     "over its window (total, errors, slow): what its trip test reads.",
-     ["breaker", "outcome"]),
+    (_G, "window_decisions_per_second", "Decisions per second over the sliding window, by "
+     "outcome: pass or block (a shadow limiter's would-be refusals included, as in stats()).",
+     _BY_OUTCOME),
+    (_G, "window_completions_per_second", "Completed entries per second over the sliding window, "
+     "by outcome: success or exception.", _BY_OUTCOME),
+    (_G, "window_avg_rt_seconds", "Average response time, in seconds, of the successes over the "
+     "sliding window.", _LIMITER),
+    (_G, "keys", "Keys a keyed limiter holds now.", _LIMITER),
+    (_C, "evicted", "Keys a keyed limiter evicted since it was created.", _LIMITER),
+    (_G, "metric_window_events", "A Metric's counts over its sliding window, by event.",
+     ["metric", "event"]),
+    (_G, "adaptive_limit", "The concurrency limit an AdaptiveLimiter has learned and enforces "
+     "now.", ["limiter"]),
+    (_G, "breaker_state", "A circuit breaker's state: 0 closed, 1 open, 2 half-open (its probe "
+     "out).", ["breaker"]),
+    (_C, "breaker_transitions", "Changes of a circuit breaker's state since it was created, by "
+     "the state entered.", ["breaker", "to"]),
+    (_C, "breaker_calls", "A circuit breaker's lifetime counts: total (outcomes recorded), "
+     "errors, slow (of those), refused (calls it did not let through), probes (calls let through "
+     "half-open), cancelled (probes cancelled), timed_out (calls past call_timeout_s), "
+     "probes_timed_out (probes silent past probe_timeout_s).", ["breaker", "outcome"]),
+    (_G, "breaker_window_calls", "A circuit breaker's outcomes over its window (total, errors, "
+     "slow): what its trip test reads.", ["breaker", "outcome"]),
 )
 
 
 def _families() -> Dict[str, Any]:
-    """The families of one scrape, by key, empty until filled."""
-    return {key: kind(name, text, labels=labels)
-            for key, kind, name, text, labels in _FAMILIES}
+    """The families of one scrape, by name (less "slidewin_"), empty until filled."""
+    return {name: kind("slidewin_" + name, text, labels=labels)
+            for kind, name, text, labels in _FAMILIES}
 
 
 class Collector:
@@ -161,11 +156,11 @@ BREAKER_STATES = {"closed": 0, "open": 1, "half_open": 2}
 
 
 def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str], float]]:
-    """(family key, labels, value) of each series of one row."""
+    """(family name less "slidewin_", labels, value) of each series of one row."""
     totals = row.totals or {}
     if row.kind == "metric":
         for event, n in row.window.items():
-            yield "events", [name, event], n
+            yield "metric_window_events", [name, event], n
     elif row.kind == "breaker":
         yield "breaker_state", [name], BREAKER_STATES.get(row.state or "", 0)
         for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
@@ -174,7 +169,7 @@ def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str
                         "timed_out", "probes_timed_out"):
             yield "breaker_calls", [name, outcome], totals.get(outcome, 0)
         for outcome in ("total", "errors", "slow"):
-            yield "breaker_window", [name, outcome], row.window.get(outcome, 0)
+            yield "breaker_window_calls", [name, outcome], row.window.get(outcome, 0)
     else:
         labels = [name, row.kind]
         decided = dict(zip(DECISIONS, _observe.decisions(totals)))
@@ -182,17 +177,17 @@ def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str
         for key, outcomes, counts in (
                 ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
                 ("requests", ("pass", "block", "exception", "success"), totals),
-                ("window_decisions", ("pass", "block"), rates),
-                ("window_completions", COMPLETIONS, rates)):
+                ("window_decisions_per_second", ("pass", "block"), rates),
+                ("window_completions_per_second", COMPLETIONS, rates)):
             for outcome in outcomes:
                 yield key, labels + [outcome], counts.get(outcome, 0)
-        yield "occupied", labels, totals.get("occupied_pass", 0)
-        yield "rt", labels, totals.get("rt", 0) / 1000.0
+        yield "occupied_passes", labels, totals.get("occupied_pass", 0)
+        yield "rt_seconds", labels, totals.get("rt", 0) / 1000.0
         yield "in_flight", labels, row.in_flight
         yield "waiting", labels, row.waiting
         if row.waiters is not None:
-            yield "waiters", labels, row.waiters
-        yield "avg_rt", labels, (row.avg_rt_ms or 0.0) / 1000.0
+            yield "waiting_processes", labels, row.waiters
+        yield "window_avg_rt_seconds", labels, (row.avg_rt_ms or 0.0) / 1000.0
         if row.keys is not None:
             yield "keys", labels, row.keys
             yield "evicted", labels, row.evicted or 0
