@@ -1,9 +1,5 @@
-"""`python -m slidewin top`: every shared region of the host, live.
-
-A curses table of the regions of the folder (SLIDEWIN_SHM_DIR or /dev/shm, or --folder),
-refreshed each --interval seconds: per limiter its passes and blocks per second (between two
-refreshes and over its window), in flight, waiting, average RT, totals and keys; per breaker
-its state and window. Keys p, b, i, n sort; q quits. Regions are read, never attached.
+"""`python -m slidewin top`: every shared region of the host (SLIDEWIN_SHM_DIR or /dev/shm, or
+--folder), live: a curses table refreshed each --interval seconds, regions read, never attached.
 --once prints one table (window rates), --json its rows; an unreadable region is an error row.
 """
 from __future__ import annotations
@@ -112,22 +108,20 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
     cells = [[c[0] for c in cols]]
     notes: Dict[int, str] = {}
     for r in rows:
+        window = " ".join(f"{k}={v}" for k, v in r.window.items())
         if r.error is not None:
             notes[len(cells)] = f"unreadable: {r.error}"
-            cells.append([r.name, "?"])
-            continue
-        x = rates.get(r.path or "", (None, None, None))
-        window = " ".join(f"{k}={v}" for k, v in r.window.items())
-        if r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
+        elif r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
             notes[len(cells)] = "window: " + window  # events of its own, not the columns'
         elif r.kind == "breaker":
             t = r.totals or {}
             notes[len(cells)] = "state=%s window: %s; opened=%s refused=%s" % (
                 r.state, window, t.get("opened", 0), t.get("refused", 0))
-        if len(cells) in notes:
-            cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
+        else:
+            cells.append([c[1](r, rates.get(r.path or "", (None, None, None))) for c in cols])
             continue
-        cells.append([c[1](r, x) for c in cols])
+        blank = 0 if r.error is not None else len(cols) - 2  # an unreadable row: KIND "?"
+        cells.append([r.name, r.kind] + ["-"] * blank)
     widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
     gap = " " if width is not None and sum(widths) + 2 * (len(widths) - 1) > width else "  "
     lines = []
