@@ -9,7 +9,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, Callable, Coroutine, Generator
+from typing import Any, Callable, Generator
 
 from . import _core
 
@@ -19,7 +19,7 @@ Steps = Generator[Callable[[], Any], Any, Any]
 _NATIVE_ENTRIES = (_core.Entry, _core.KeyedEntry)
 
 
-async def _drive(steps: Steps, awaiting: bool) -> Any:
+async def arun(steps: Steps, awaiting: bool = True) -> Any:
     value: Any = None
     error: Any = None
     while True:
@@ -42,13 +42,9 @@ def run(steps: Steps) -> Any:
     """Drive `steps` in this thread (the asyncio driver told not to await: it never
     suspends, so one send() runs it to its end)."""
     try:
-        _drive(steps, False).send(None)
+        arun(steps, False).send(None)
     except StopIteration as done:
         return done.value
-
-
-def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
-    return _drive(steps, True)
 
 
 def no_wait(entry: Any) -> bool:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -164,15 +165,11 @@ def live(args: argparse.Namespace) -> int:
         def put(y: int, text: str, attr: int = 0) -> None:
             h, w = scr.getmaxyx()
             if 0 <= y < h and w > 1:
-                try:
+                with contextlib.suppress(curses.error):  # shrunk under us: drawn next time
                     scr.addnstr(y, 0, text, w - 1, attr)
-                except curses.error:  # a terminal shrunk under us: drawn at the next refresh
-                    pass
 
-        try:
+        with contextlib.suppress(curses.error):  # a terminal without a cursor to hide
             curses.curs_set(0)
-        except curses.error:
-            pass
         sampler = Sampler(args.folder)
         sort = args.sort
         next_at = 0.0  # the first pass samples
