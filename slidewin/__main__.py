@@ -60,8 +60,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for sec in range(a.seconds):
         spike = 3.0 if sec % 4 == 2 else 1.0
         n_req = max(0, int(rng.gauss(a.load * spike, a.load * 0.1)))
-        times = sorted(rng.randrange(NS) for _ in range(n_req))
-        for off in times:
+        for off in sorted(rng.randrange(NS) for _ in range(n_req)):
             now = start + sec * NS + off
             wait = lim.reserve(now_ns=now)
             if wait is None:

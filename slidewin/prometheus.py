@@ -59,8 +59,7 @@ _C, _G = CounterMetricFamily, GaugeMetricFamily
 _LIMITER = ["limiter", "kind"]
 _BY_OUTCOME = _LIMITER + ["outcome"]
 
-# the families of a scrape, in the order it yields them: (type, name less "slidewin_", help,
-# labels)
+# (type, name less "slidewin_", help, labels) of each family, in the order a scrape yields them
 _FAMILIES = (
     (_C, "decisions", "Decisions since the limiter was created, by outcome: pass (admitted), "
      "block (refused), shadow_block (admitted by shadow mode where an enforcing limiter would "
