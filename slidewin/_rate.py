@@ -65,16 +65,12 @@ def parse_rate(rate: Any, what: str = "rate", keyed: bool = False) -> Tuple[int,
     if _SEPARATORS.search(rate):
         if not all(part.strip() for part in _SEPARATORS.split(rate)):
             raise empty_rate("rate", rate)
-        if keyed:
-            raise ValueError(
-                "rate=%r holds several rates, but a keyed limiter's rate= takes one: for all "
-                "of them at once build one KeyedLimiter per rate and decide with "
-                "slidewin.all_of() over (limiter, key) pairs, e.g. all_of((per_second, key), "
-                "(per_minute, key))" % (rate,))
-        raise ValueError(
-            "rate=%r holds several rates, but a limiter's rate= takes one: for all of them "
-            "at once use slidewin.rate_limiter(%r) (one all_of group of a Limiter per rate), "
-            "or slidewin.all_of() over limiters of one rate each" % (rate, rate))
+        how = ("build one KeyedLimiter per rate and decide with slidewin.all_of() over "
+               "(limiter, key) pairs, e.g. all_of((per_second, key), (per_minute, key))"
+               if keyed else "use slidewin.rate_limiter(%r) (one all_of group of a Limiter "
+               "per rate), or slidewin.all_of() over limiters of one rate each" % (rate,))
+        raise ValueError("rate=%r holds several rates, but a %s's rate= takes one: for all of "
+                         "them at once %s" % (rate, "keyed limiter" if keyed else "limiter", how))
     m = _RATE.fullmatch(rate)
     unit = _UNITS.get(m.group(3).lower()) if m else None
     if m is None or unit is None:
