@@ -31,23 +31,19 @@ def _load_installed_core() -> None:
     import os
     import sys
 
-    hint = ("slidewin is imported from a source checkout whose extension is not built "
-            f"({os.path.dirname(os.path.abspath(__file__))}): build it in place with "
-            "`pip install -e .`, or run from another directory")
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    found = []  # (version, path) of each installed slidewin that has a built _core
-    for dist in importlib.metadata.distributions():  # a checkout's own egg-info has none
-        if (dist.metadata["Name"] or "").lower() != "slidewin":
-            continue
-        for f in dist.files or []:
-            if str(f).startswith("slidewin/_core") and str(f).endswith(suffixes):
-                found.append((dist.version, str(dist.locate_file(f))))
+    found = [(dist.version, str(dist.locate_file(f)))  # a checkout's own egg-info has none
+             for dist in importlib.metadata.distributions()
+             if (dist.metadata["Name"] or "").lower() == "slidewin" for f in dist.files or []
+             if str(f).startswith("slidewin/_core") and str(f).endswith(suffixes)]
     same = [path for version, path in found if version == __version__ and os.path.isfile(path)]
     if not same:
         versions = ", ".join(sorted({version for version, _ in found})) or "none"
         raise ModuleNotFoundError(
-            f"{hint} (installed with an extension: {versions}; this checkout: {__version__})",
-            name=__name__ + "._core")
+            "slidewin is imported from a source checkout whose extension is not built "
+            f"({os.path.dirname(os.path.abspath(__file__))}): build it in place with "
+            "`pip install -e .`, or run from another directory (installed with an extension: "
+            f"{versions}; this checkout: {__version__})", name=__name__ + "._core")
     spec = importlib.util.spec_from_file_location(__name__ + "._core", same[0])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -37,12 +37,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seconds", type=int, default=8, help="seconds to simulate (default 8)")
     p.add_argument("--qps", type=float, default=100.0, help="the limiter's qps (default 100)")
     p.add_argument("--load", type=float, default=150.0, help="mean offered load per second")
-    p.add_argument(
-        "--behavior",
-        default="reject",
-        choices=["reject", "warm_up", "throttle", "warm_up_throttle"],
-        help="the limiter's behavior (default reject)",
-    )
+    p.add_argument("--behavior", default="reject",
+                   choices=["reject", "warm_up", "throttle", "warm_up_throttle"],
+                   help="the limiter's behavior (default reject)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--fast", action="store_true", help="print at once instead of once a second")
     a = p.parse_args(args)
@@ -63,8 +60,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for sec in range(a.seconds):
         spike = 3.0 if sec % 4 == 2 else 1.0
         n_req = max(0, int(rng.gauss(a.load * spike, a.load * 0.1)))
-        times = sorted(rng.randrange(NS) for _ in range(n_req))
-        for off in times:
+        for off in sorted(rng.randrange(NS) for _ in range(n_req)):
             now = start + sec * NS + off
             wait = lim.reserve(now_ns=now)
             if wait is None:
@@ -74,10 +70,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             # response time: the queueing wait plus the work; recorded at the decision
             # time (a window clamps times behind its newest bucket, so feed it in order)
             rt = wait // 1_000_000 + max(1, int(rng.expovariate(1 / 20)))
-            per_second.add(Event.SUCCESS, now_ns=now)
-            per_second.add_rt(rt, now_ns=now)
-            lim.metric.add(Event.SUCCESS, now_ns=now)
-            lim.metric.add_rt(rt, now_ns=now)
+            for m in (per_second, lim.metric):
+                m.add(Event.SUCCESS, now_ns=now)
+                m.add_rt(rt, now_ns=now)
         end = start + (sec + 1) * NS - 1
         passed = per_second.current(Event.PASS, now_ns=end)
         blocked = per_second.current(Event.BLOCK, now_ns=end)

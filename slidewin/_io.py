@@ -9,7 +9,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, Callable, Coroutine, Generator
+from typing import Any, Callable, Generator
 
 from . import _core
 
@@ -19,7 +19,7 @@ Steps = Generator[Callable[[], Any], Any, Any]
 _NATIVE_ENTRIES = (_core.Entry, _core.KeyedEntry)
 
 
-async def _drive(steps: Steps, awaiting: bool) -> Any:
+async def arun(steps: Steps, awaiting: bool = True) -> Any:
     value: Any = None
     error: Any = None
     while True:
@@ -41,17 +41,10 @@ async def _drive(steps: Steps, awaiting: bool) -> Any:
 def run(steps: Steps) -> Any:
     """Drive `steps` in this thread (the asyncio driver told not to await: it never
     suspends, so one send() runs it to its end)."""
-    driver = _drive(steps, False)
     try:
-        driver.send(None)
+        arun(steps, False).send(None)
     except StopIteration as done:
         return done.value
-    driver.close()  # pragma: no cover - a driver that does not await cannot suspend
-    raise RuntimeError("slidewin: a sync step suspended")  # pragma: no cover
-
-
-def arun(steps: Steps) -> Coroutine[Any, Any, Any]:
-    return _drive(steps, True)
 
 
 def no_wait(entry: Any) -> bool:
@@ -61,46 +54,27 @@ def no_wait(entry: Any) -> bool:
             and entry.limiter.behavior in ("reject", "warm_up"))
 
 
-class Sync:
-    """The I/O of a thread: ``with``, ``time.sleep``."""
+class IO:
+    """The I/O of a thread (``with``, ``time.sleep``) or, ``is_async``, of asyncio (``async
+    with``, but a C decision that never sleeps and a C exit are called as they are;
+    ``asyncio.sleep``)."""
 
-    is_async = False
-    run = staticmethod(run)
+    def __init__(self, is_async: bool) -> None:
+        self.is_async = is_async
+        self.run: Callable[[Steps], Any] = arun if is_async else run
 
-    @staticmethod
-    def enter(cm: Any) -> Callable[[], Any]:
+    def enter(self, cm: Any) -> Callable[[], Any]:
+        if self.is_async and not no_wait(cm):
+            return cm.__aenter__  # type: ignore[no-any-return]
         return cm.__enter__  # type: ignore[no-any-return]
 
-    @staticmethod
-    def exit(cm: Any, et: Any = None, ev: Any = None, tb: Any = None) -> Callable[[], Any]:
-        return functools.partial(cm.__exit__, et, ev, tb)
+    def exit(self, cm: Any, et: Any = None, ev: Any = None, tb: Any = None) -> Callable[[], Any]:
+        native = not self.is_async or isinstance(cm, _NATIVE_ENTRIES)
+        return functools.partial(cm.__exit__ if native else cm.__aexit__, et, ev, tb)
 
-    @staticmethod
-    def sleep(seconds: float) -> Callable[[], Any]:
-        return functools.partial(time.sleep, seconds)
-
-
-class Async:
-    """The I/O of asyncio: ``async with`` (a C decision that never sleeps, and a C exit,
-    called as they are), ``asyncio.sleep``."""
-
-    is_async = True
-    run = staticmethod(arun)
-
-    @staticmethod
-    def enter(cm: Any) -> Callable[[], Any]:
-        return cm.__enter__ if no_wait(cm) else cm.__aenter__  # type: ignore[no-any-return]
-
-    @staticmethod
-    def exit(cm: Any, et: Any = None, ev: Any = None, tb: Any = None) -> Callable[[], Any]:
-        if isinstance(cm, _NATIVE_ENTRIES):
-            return functools.partial(cm.__exit__, et, ev, tb)
-        return functools.partial(cm.__aexit__, et, ev, tb)
-
-    @staticmethod
-    def sleep(seconds: float) -> Callable[[], Any]:
-        return functools.partial(asyncio.sleep, seconds)
+    def sleep(self, seconds: float) -> Callable[[], Any]:
+        return functools.partial(asyncio.sleep if self.is_async else time.sleep, seconds)
 
 
-SYNC = Sync()
-ASYNC = Async()
+SYNC = IO(False)
+ASYNC = IO(True)

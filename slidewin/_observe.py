@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _core
 
@@ -14,7 +14,7 @@ from . import _core
 LIMITER_COUNTS = ("pass", "block", "exception", "success", "occupied_pass", "rt")
 
 
-@dataclasses.dataclass(eq=False, repr=False)
+@dataclasses.dataclass(eq=False)
 class Reading:
     """One region or one named object of this process, at one moment.
 
@@ -54,24 +54,17 @@ class Reading:
         ok = self.window["success"]
         return self.window["rt"] / ok if ok > 0 else 0.0
 
-    def __repr__(self) -> str:  # for test failures
-        return (f"Reading({self.name!r}, {self.kind!r}, {self.source!r}, totals={self.totals}, "
-                f"window={self.window}, in_flight={self.in_flight}, error={self.error!r})")
+
+def decisions(totals: Dict[str, int]) -> Tuple[int, int, int]:
+    """A limiter's passes, enforced blocks and shadow blocks (the part of totals["block"] a
+    shadow limiter admitted: its would-be refusals)."""
+    shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
+    return totals.get("pass", 0), totals.get("block", 0) - shadow, shadow
 
 
 def region_name_of(path: str) -> str:
     """A region's name from its file name (`slidewin-<name>`)."""
-    base = os.path.basename(path)
-    return base[len("slidewin-"):] if base.startswith("slidewin-") else base
-
-
-def list_regions(folder: Optional[str] = None) -> List[str]:
-    """The region files of folder owned by this process's effective uid, each once (hard
-    links); none for a folder that cannot be listed."""
-    try:
-        return _core.list_regions(folder)
-    except OSError:
-        return []
+    return os.path.basename(path).removeprefix("slidewin-")
 
 
 def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
@@ -81,37 +74,29 @@ def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        row = Reading(region_name_of(path), "?", "region", path)
-        row.error = str(e) or type(e).__name__
-        return row
-    return _from_region(r, path)
-
-
-def _from_region(r: Dict[str, Any], path: str) -> Reading:
-    row = Reading(str(r.get("name") or region_name_of(path)), str(r["kind"]), "region",
-                  str(r.get("path") or path))
-    row.totals = dict(r["totals"]) if r.get("totals") is not None else None
-    row.window = {k: int(v) for k, v in r["window"].items()}
-    row.window_s = max(int(r["interval_ms"]), 1) / 1000.0
-    row.in_flight = int(r.get("in_flight") or 0)
-    row.waiting = int(row.window.pop("waiting", 0))
-    row.window.pop("min_rt", None)
-    row.waiters = int(r.get("waiters") or 0)
-    if r["kind"] == "keyed":
-        row.keys = int(r.get("keys") or 0)
-        row.evicted = int(r.get("evicted") or 0)
-    row.created_unix_ns = r.get("created_unix_ns")
-    if r.get("adaptive_limit") is not None:
-        row.adaptive_limit = int(r["adaptive_limit"])
-    if r["kind"] == "breaker":
-        row.state = str(r.get("state"))
-    return row
+        return Reading(region_name_of(path), "?", "region", path,
+                       error=str(e) or type(e).__name__)
+    window = {k: int(v) for k, v in r["window"].items()}
+    window.pop("min_rt", None)
+    waiting = window.pop("waiting", 0)
+    limit = r.get("adaptive_limit")
+    return Reading(r["name"], r["kind"], "region", r["path"],
+                   totals=None if r["totals"] is None else dict(r["totals"]), window=window,
+                   window_s=max(r["interval_ms"], 1) / 1000.0, in_flight=r["in_flight"],
+                   waiting=waiting, waiters=r["waiters"], keys=r.get("keys"),
+                   evicted=r.get("evicted"), created_unix_ns=r["created_unix_ns"],
+                   adaptive_limit=None if limit is None else int(limit), state=r.get("state"))
 
 
 def read_regions(folder: Optional[str] = None,
                  now_ns: Optional[int] = None) -> List[Reading]:
-    """Every region of folder, in file order (vanished files left out)."""
-    rows = [read_region(path, now_ns) for path in list_regions(folder)]
+    """Every region of folder owned by this process's effective uid, in file order and each
+    once (hard links); vanished files left out, none for a folder that cannot be listed."""
+    try:
+        paths = _core.list_regions(folder)
+    except OSError:
+        return []
+    rows = [read_region(path, now_ns) for path in paths]
     return [row for row in rows if row is not None]
 
 
@@ -134,25 +119,7 @@ def region_path_of(obj: Any) -> Optional[str]:
     shared = getattr(obj, "shared", None)
     if not isinstance(shared, str):
         return None
-    if "/" in shared:
-        return shared
-    return os.path.join(_shm_dir(), "slidewin-" + shared)
-
-
-def read_local(skip_files: Optional[Set[Tuple[int, int]]] = None) -> Iterator[Reading]:
-    """This process's named objects (`slidewin.limiters()`) but those whose region file is
-    in skip_files ((st_dev, st_ino): already read) or that fail to read."""
-    skip_files = skip_files or set()
-    for name, obj in sorted(_core.limiters().items()):
-        path = region_path_of(obj)
-        if path is not None and file_id(path) in skip_files:
-            continue
-        try:
-            row = _from_object(name, obj)
-        except Exception:  # an observer never breaks the observed program's scrape
-            continue
-        row.path = path
-        yield row
+    return shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared)
 
 
 def _from_object(name: str, obj: Any) -> Reading:
@@ -170,15 +137,12 @@ def _from_object(name: str, obj: Any) -> Reading:
         row.state = str(st["state"])
         return row
     if kind == "limiter":
-        m = obj.metric
-        row.window = {ev: int(m.sum(ev)) for ev in LIMITER_COUNTS}
+        row.window = {ev: int(obj.metric.sum(ev)) for ev in LIMITER_COUNTS}
     else:  # Stats holds rates over the window: back to counts, as a region read gives them
-        w = row.window_s
-        ok = round(st.success_qps * w)
-        row.window = {"pass": round(st.pass_qps * w), "block": round(st.block_qps * w),
-                      "success": ok, "exception": round(st.exception_qps * w),
-                      "occupied_pass": round(st.occupied_qps * w),
-                      "rt": round(st.avg_rt_ms * ok)}
+        row.window = {ev: round(getattr(st, ev + "_qps") * row.window_s)
+                      for ev in ("pass", "block", "success", "exception")}
+        row.window["occupied_pass"] = round(st.occupied_qps * row.window_s)
+        row.window["rt"] = round(st.avg_rt_ms * row.window["success"])
     row.in_flight = int(st.concurrency)
     row.waiting = int(st.waiting)
     if kind == "keyed":
@@ -192,10 +156,20 @@ def _from_object(name: str, obj: Any) -> Reading:
 
 def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] = None,
              now_ns: Optional[int] = None) -> List[Reading]:
-    """The regions of folder, then this process's named objects not read as a region."""
+    """The regions of folder, then this process's named objects (`slidewin.limiters()`) but
+    those read as a region or that fail to read."""
     rows: List[Reading] = read_regions(folder, now_ns) if regions else []
-    if local:
-        seen = {file_id(r.path) for r in rows if r.path is not None}
-        seen.discard(None)
-        rows.extend(read_local(seen))  # type: ignore[arg-type]
+    if not local:
+        return rows
+    seen = {file_id(r.path) for r in rows if r.path is not None} - {None}
+    for name, obj in sorted(_core.limiters().items()):
+        path = region_path_of(obj)
+        if path is not None and file_id(path) in seen:
+            continue
+        try:
+            row = _from_object(name, obj)
+        except Exception:  # an observer never breaks the observed program's scrape
+            continue
+        row.path = path
+        rows.append(row)
     return rows

@@ -21,13 +21,9 @@ __all__ = ["Rate", "parse_rate", "parse_rates", "resolve", "INTERVAL_MS", "SAMPL
 INTERVAL_MS = 1000
 SAMPLE_COUNT = 2
 
-_UNITS = {
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hr": 3_600_000, "hrs": 3_600_000, "hour": 3_600_000,
-    "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
+_UNITS = {unit: ms for ms, units in (
+    (1000, "s sec secs second seconds"), (60_000, "m min mins minute minutes"),
+    (3_600_000, "h hr hrs hour hours"), (86_400_000, "d day days")) for unit in units.split()}
 # ASCII digits, at most 20 (int() of a longer string may raise its own error, not naming rate)
 _RATE = re.compile(r"\s*([0-9]{1,20})\s*(?:/|\s+per\s+)\s*([0-9]{1,20})?\s*([a-z]+)\s*",
                    re.IGNORECASE)
@@ -69,16 +65,12 @@ def parse_rate(rate: Any, what: str = "rate", keyed: bool = False) -> Tuple[int,
     if _SEPARATORS.search(rate):
         if not all(part.strip() for part in _SEPARATORS.split(rate)):
             raise empty_rate("rate", rate)
-        if keyed:
-            raise ValueError(
-                "rate=%r holds several rates, but a keyed limiter's rate= takes one: for all "
-                "of them at once build one KeyedLimiter per rate and decide with "
-                "slidewin.all_of() over (limiter, key) pairs, e.g. all_of((per_second, key), "
-                "(per_minute, key))" % (rate,))
-        raise ValueError(
-            "rate=%r holds several rates, but a limiter's rate= takes one: for all of them "
-            "at once use slidewin.rate_limiter(%r) (one all_of group of a Limiter per rate), "
-            "or slidewin.all_of() over limiters of one rate each" % (rate, rate))
+        how = ("build one KeyedLimiter per rate and decide with slidewin.all_of() over "
+               "(limiter, key) pairs, e.g. all_of((per_second, key), (per_minute, key))"
+               if keyed else "use slidewin.rate_limiter(%r) (one all_of group of a Limiter "
+               "per rate), or slidewin.all_of() over limiters of one rate each" % (rate,))
+        raise ValueError("rate=%r holds several rates, but a %s's rate= takes one: for all of "
+                         "them at once %s" % (rate, "keyed limiter" if keyed else "limiter", how))
     m = _RATE.fullmatch(rate)
     unit = _UNITS.get(m.group(3).lower()) if m else None
     if m is None or unit is None:
@@ -127,8 +119,6 @@ def qps_for(count: int, period_ms: int) -> float:
     """The qps whose window limit over ``period_ms`` (computed as the core computes it) is the
     smallest double not below ``count``."""
     q = count * 1000 / period_ms
-    if period_ms == 1000 or count == 0:
-        return float(count) if period_ms == 1000 else 0.0
     scale = period_ms / 1000.0
     while q * scale < count:  # a few ulps at most
         q = math.nextafter(q, math.inf)
@@ -171,25 +161,21 @@ def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
     sample_count's bound."""
     take_positional(args)
     rate: Optional[str] = args.pop("rate", None)
-    iv_given = args.get("interval_ms") is not None
-    sc_given = args.get("sample_count") is not None
-    if not iv_given:
+    if rate is not None:
+        clash = [k for k in ("qps", "concurrency", "interval_ms") if args.get(k) is not None]
+        if clash:
+            raise ValueError("rate=%r and %s cannot be given together: rate sets qps and "
+                             "interval_ms (the count per period, the window the period); pass "
+                             "one or the other" % (rate, " and ".join("%s=%r" % (k, args[k])
+                                                                      for k in clash)))
+        count, period_ms = parse_rate(rate, keyed=keyed)
+        args["qps"] = qps_for(count, period_ms)
+        args["interval_ms"] = period_ms
+        if args.get("sample_count") is None:
+            args["sample_count"] = default_samples(period_ms, most_samples)
+        rate = str.__str__(rate)  # a str subclass (a StrEnum member) kept as its plain text
+    if args.get("interval_ms") is None:
         args["interval_ms"] = INTERVAL_MS
-    if not sc_given:
+    if args.get("sample_count") is None:
         args["sample_count"] = SAMPLE_COUNT
-    if rate is None:
-        return None
-    clash = [k for k in ("qps", "concurrency") if args.get(k) is not None]
-    if iv_given:
-        clash.append("interval_ms")
-    if clash:
-        raise ValueError("rate=%r and %s cannot be given together: rate sets qps and "
-                         "interval_ms (the count per period, the window the period); pass one "
-                         "or the other" % (rate, " and ".join("%s=%r" % (k, args[k])
-                                                              for k in clash)))
-    count, period_ms = parse_rate(rate, keyed=keyed)
-    args["qps"] = qps_for(count, period_ms)
-    args["interval_ms"] = period_ms
-    if not sc_given:
-        args["sample_count"] = default_samples(period_ms, most_samples)
-    return str.__str__(rate)  # a str subclass (a StrEnum member) kept as its plain text
+    return rate

@@ -1,14 +1,11 @@
-"""`python -m slidewin top`: every shared region of the host, live.
-
-A curses table of the regions of the folder (SLIDEWIN_SHM_DIR or /dev/shm, or --folder),
-refreshed each --interval seconds: per limiter its passes and blocks per second (between two
-refreshes and over its window), in flight, waiting, average RT, totals and keys; per breaker
-its state and window. Keys p, b, i, n sort; q quits. Regions are read, never attached.
+"""`python -m slidewin top`: every shared region of the host (SLIDEWIN_SHM_DIR or /dev/shm, or
+--folder), live: a curses table refreshed each --interval seconds, regions read, never attached.
 --once prints one table (window rates), --json its rows; an unreadable region is an error row.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -32,7 +29,7 @@ class Sampler:
 
     def __init__(self, folder: Optional[str]) -> None:
         self.folder = folder
-        self._last: Dict[str, Tuple[float, Optional[int], Dict[str, int]]] = {}
+        self._last: Dict[str, Tuple[float, Optional[int], Tuple[int, int, int]]] = {}
 
     def sample(self) -> Tuple[List[Reading], Rates]:
         t = time.monotonic()
@@ -43,75 +40,52 @@ class Sampler:
             if r.error is not None or r.totals is None or r.path is None or r.kind == "breaker":
                 continue
             prev = self._last.get(r.path)
-            seen[r.path] = (t, r.created_unix_ns, dict(r.totals))
+            seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
             if prev is None or prev[1] != r.created_unix_ns or t <= prev[0]:
                 continue
             dt = t - prev[0]
-            p = r.totals["pass"] - prev[2]["pass"]
-            sh = shadow_blocks(r.totals) - shadow_blocks(prev[2])
-            b = enforced_blocks(r.totals) - enforced_blocks(prev[2])
+            p, b, sh = (now - then for now, then in zip(seen[r.path][2], prev[2]))
             if p >= 0 and b >= 0 and sh >= 0:
                 rates[r.path] = (p / dt, b / dt, sh / dt)
         self._last = seen
         return rows, rates
 
 
-def shadow_blocks(totals: Dict[str, int]) -> int:  # a part of totals["block"]
-    return min(max(totals.get("shadow_block", 0), 0), totals["block"])
-
-
-def enforced_blocks(totals: Dict[str, int]) -> int:
-    return totals["block"] - shadow_blocks(totals)
-
-
 def _num(v: Optional[float], fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-def _int(v: Optional[int]) -> str:
-    return "-" if v is None else str(v)
+Cell = Callable[[Reading, Rate], str]
 
 
-Column = Tuple[str, str, Callable[[Reading, Rate], str]]
+def columns(live: bool) -> List[Tuple[str, Cell]]:
+    """(title, cell) for each column (the first two left-aligned); live adds the window's
+    rates next to the rates between refreshes (--once shows the window's). BLOCK_TOTAL and
+    the live BLOCK/s are enforced refusals; the window's BLOCK/s, as stats(), holds shadow
+    ones too."""
+    def window(count: str) -> Cell:
+        return lambda r, x: _num(r.window_rate(count))
 
+    def sampled(i: int) -> Cell:
+        return lambda r, x: _num(x[i])
 
-def columns(live: bool) -> List[Column]:
-    """(title, alignment, cell) for each column; live adds the window's rates next to the
-    rates between refreshes (--once shows the window's). BLOCK_TOTAL and the live BLOCK/s
-    are enforced refusals; the window's BLOCK/s, as stats(), holds shadow ones too."""
-    def rate(r: Reading, i: int, rates: Rate) -> str:
-        if live:
-            return _num(rates[i])
-        return _num(r.window_rate("pass" if i == 0 else "block"))
+    def now(attr: str) -> Cell:  # a Metric has none
+        return lambda r, x: "-" if r.kind == "metric" else str(getattr(r, attr))
 
-    cols: List[Column] = [
-        ("NAME", "<", lambda r, x: r.name),
-        ("KIND", "<", lambda r, x: r.kind),
-        ("PASS/s", ">", lambda r, x: rate(r, 0, x)),
-        ("BLOCK/s", ">", lambda r, x: rate(r, 1, x)),
-    ]
-    if live:
-        cols += [("SHADOW/s", ">", lambda r, x: _num(x[2]))]
-    cols += [
-        ("IN_FLIGHT", ">", lambda r, x: "-" if r.kind == "metric" else str(r.in_flight)),
-        ("WAITING", ">", lambda r, x: "-" if r.kind == "metric" else str(r.waiting)),
-        ("AVG_RT_MS", ">", lambda r, x: _num(r.avg_rt_ms)),
-    ]
-    if live:
-        cols += [
-            ("WIN_PASS/s", ">", lambda r, x: _num(r.window_rate("pass"))),
-            ("WIN_BLOCK/s", ">", lambda r, x: _num(r.window_rate("block"))),
-        ]
-    cols += [
-        ("PASS_TOTAL", ">", lambda r, x: _int(r.totals["pass"] if r.totals else None)),
-        ("BLOCK_TOTAL", ">", lambda r, x: _int(enforced_blocks(r.totals) if r.totals
-                                                else None)),
-        ("SHADOW_TOTAL", ">", lambda r, x: _int(shadow_blocks(r.totals) if r.totals
-                                                 else None)),
-        ("KEYS", ">", lambda r, x: _int(r.keys)),
-        ("LIMIT", ">", lambda r, x: _int(r.adaptive_limit)),  # an AdaptiveLimiter's
-    ]
-    return cols
+    def total(i: int) -> Cell:
+        return lambda r, x: _num(_observe.decisions(r.totals)[i] if r.totals else None, "{}")
+
+    cols: List[Tuple[str, Cell]] = [
+        ("NAME", lambda r, x: r.name), ("KIND", lambda r, x: r.kind),
+        ("PASS/s", sampled(0) if live else window("pass")),
+        ("BLOCK/s", sampled(1) if live else window("block"))]
+    cols += [("SHADOW/s", sampled(2))] if live else []
+    cols += [("IN_FLIGHT", now("in_flight")), ("WAITING", now("waiting")),
+             ("AVG_RT_MS", lambda r, x: _num(r.avg_rt_ms))]
+    cols += [("WIN_PASS/s", window("pass")), ("WIN_BLOCK/s", window("block"))] if live else []
+    return cols + [("PASS_TOTAL", total(0)), ("BLOCK_TOTAL", total(1)),
+                   ("SHADOW_TOTAL", total(2)), ("KEYS", lambda r, x: _num(r.keys, "{}")),
+                   ("LIMIT", lambda r, x: _num(r.adaptive_limit, "{}"))]  # an AdaptiveLimiter's
 
 
 def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[Reading]:
@@ -119,11 +93,8 @@ def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[R
     def measure(r: Reading) -> float:
         if key == "in_flight":
             return float(r.in_flight)
-        i = 0 if key == "pass" else 1
-        v = rates.get(r.path or "", (None, None, None))[i] if live else None
-        if v is None:
-            v = r.window_rate(key)
-        return v or 0.0
+        v = rates.get(r.path or "", (None, None, None))[key == "block"] if live else None
+        return (r.window_rate(key) if v is None else v) or 0.0
 
     if key == "name":
         return sorted(rows, key=lambda r: (r.error is not None, r.name, r.path or ""))
@@ -135,33 +106,28 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
     """The header and one line per row, columns padded (one space between them instead of
     two when that fits width); a Metric's, a breaker's or an unreadable row ends in a note."""
     cols = columns(live)
-    none: Rate = (None, None, None)
     cells = [[c[0] for c in cols]]
     notes: Dict[int, str] = {}
     for r in rows:
+        window = " ".join(f"{k}={v}" for k, v in r.window.items())
         if r.error is not None:
             notes[len(cells)] = f"unreadable: {r.error}"
-            cells.append([r.name, "?"])
-            continue
-        x = rates.get(r.path or "", none)
-        window = " ".join(f"{k}={v}" for k, v in r.window.items())
-        if r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
+        elif r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
             notes[len(cells)] = "window: " + window  # events of its own, not the columns'
         elif r.kind == "breaker":
             t = r.totals or {}
             notes[len(cells)] = "state=%s window: %s; opened=%s refused=%s" % (
                 r.state, window, t.get("opened", 0), t.get("refused", 0))
-        if len(cells) in notes:
-            cells.append([r.name, r.kind] + ["-"] * (len(cols) - 2))
+        else:
+            cells.append([c[1](r, rates.get(r.path or "", (None, None, None))) for c in cols])
             continue
-        cells.append([c[2](r, x) for c in cols])
+        blank = 0 if r.error is not None else len(cols) - 2  # an unreadable row: KIND "?"
+        cells.append([r.name, r.kind] + ["-"] * blank)
     widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
-    gap = "  "
-    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
-        gap = " "
+    gap = " " if width is not None and sum(widths) + 2 * (len(widths) - 1) > width else "  "
     lines = []
     for n, line in enumerate(cells):
-        parts = [f"{v:{cols[i][1]}{widths[i]}}" for i, v in enumerate(line)]
+        parts = [f"{v:{'<' if i < 2 else '>'}{widths[i]}}" for i, v in enumerate(line)]
         if n in notes:
             parts.append(notes[n])
         lines.append(gap.join(parts).rstrip())
@@ -182,38 +148,57 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
 def once(args: argparse.Namespace) -> int:
     rows = sort_rows(_observe.read_regions(args.folder), {}, args.sort, live=False)
     if args.json:
-        json.dump(as_json(rows), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        return 0
-    if not rows:
+        print(json.dumps(as_json(rows), indent=1))
+    elif not rows:
         print(f"no slidewin regions in {args.folder or _observe._shm_dir()}", file=sys.stderr)
-        return 0
-    for line in table(rows, {}, live=False):
-        print(line)
+    else:
+        print("\n".join(table(rows, {}, live=False)))
     return 0
 
 
 def live(args: argparse.Namespace) -> int:
     import curses
 
+    folder = args.folder or _observe._shm_dir()
+
     def run(scr: Any) -> None:
-        try:
+        def put(y: int, text: str, attr: int = 0) -> None:
+            h, w = scr.getmaxyx()
+            if 0 <= y < h and w > 1:
+                with contextlib.suppress(curses.error):  # shrunk under us: drawn next time
+                    scr.addnstr(y, 0, text, w - 1, attr)
+
+        with contextlib.suppress(curses.error):  # a terminal without a cursor to hide
             curses.curs_set(0)
-        except curses.error:
-            pass
         sampler = Sampler(args.folder)
         sort = args.sort
-        rows: List[Reading] = []
-        rates: Rates = {}
-        next_at = 0.0
-        stamp = ""
+        next_at = 0.0  # the first pass samples
         while True:
             now = time.monotonic()
             if now >= next_at:
                 rows, rates = sampler.sample()
                 stamp = time.strftime("%H:%M:%S")
                 next_at = now + args.interval
-            draw(scr, sort_rows(rows, rates, sort, live=True), rates, sort, stamp, args)
+            shown = sort_rows(rows, rates, sort, live=True)
+            n = len(shown)
+            scr.erase()
+            h, w = scr.getmaxyx()
+            put(0, f"slidewin top - {folder} - {n} region{'' if n == 1 else 's'} - {stamp} "
+                   f"(every {args.interval:g} s)", curses.A_BOLD)
+            if not shown:
+                put(2, f"no slidewin regions in {folder}: a Limiter, KeyedLimiter or Metric "
+                       "made with shared=\"name\" shows here")
+            else:
+                lines = table(shown, rates, live=True, width=w - 1)
+                put(2, lines[0], curses.A_REVERSE)
+                room = max(0, h - 5)
+                for i, line in enumerate(lines[1:1 + room]):
+                    put(3 + i, line)
+                if n > room:
+                    put(3 + room, f"... {n - room} more (a taller terminal shows them)")
+            put(h - 1, f"sort: [p]ass/s [b]lock/s [i]n-flight [n]ame (now {SORT_TITLES[sort]})"
+                       "   [q]uit", curses.A_REVERSE)
+            scr.refresh()
             scr.timeout(max(1, int((next_at - time.monotonic()) * 1000)))
             ch = scr.getch()
             if ch in (ord("q"), ord("Q"), 27):
@@ -222,37 +207,6 @@ def live(args: argparse.Namespace) -> int:
                 curses.update_lines_cols()
             elif 0 <= ch < 256 and chr(ch).lower() in SORTS:
                 sort = SORTS[chr(ch).lower()]
-
-    def put(scr: Any, y: int, text: str, attr: int = 0) -> None:
-        h, w = scr.getmaxyx()
-        if 0 <= y < h and w > 1:
-            try:
-                scr.addnstr(y, 0, text, w - 1, attr)
-            except curses.error:  # a terminal shrunk under us: drawn at the next refresh
-                pass
-
-    def draw(scr: Any, shown: List[Reading], rates: Rates, sort: str, stamp: str,
-             a: argparse.Namespace) -> None:
-        scr.erase()
-        h, _ = scr.getmaxyx()
-        folder = a.folder or _observe._shm_dir()
-        n = len(shown)
-        put(scr, 0, f"slidewin top - {folder} - {n} region{'' if n == 1 else 's'} - "
-                    f"{stamp} (every {a.interval:g} s)", curses.A_BOLD)
-        if not shown:
-            put(scr, 2, f"no slidewin regions in {folder}: a Limiter, KeyedLimiter or Metric "
-                        "made with shared=\"name\" shows here")
-        else:
-            lines = table(shown, rates, live=True, width=scr.getmaxyx()[1] - 1)
-            put(scr, 2, lines[0], curses.A_REVERSE)
-            room = max(0, h - 5)
-            for i, line in enumerate(lines[1:1 + room]):
-                put(scr, 3 + i, line)
-            if n > room:
-                put(scr, 3 + room, f"... {n - room} more (a taller terminal shows them)")
-        put(scr, h - 1, f"sort: [p]ass/s [b]lock/s [i]n-flight [n]ame (now {SORT_TITLES[sort]})"
-                        "   [q]uit", curses.A_REVERSE)
-        scr.refresh()
 
     # the terminal's size, not LINES / COLUMNS, often stale copies inherited from a parent
     os.environ.pop("LINES", None)
@@ -278,9 +232,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = p.parse_args(argv)
     if not a.interval > 0 or a.interval > 3600:
         p.error("--interval must be > 0 and <= 3600 seconds")
-    if a.json:
-        a.once = True
-    if a.once:
+    if a.once or a.json:
         return once(a)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         p.error("the live view needs a terminal: use --once (or --json) for scripts")

@@ -37,7 +37,7 @@ scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, Iterator, Optional, Set
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -59,60 +59,54 @@ _C, _G = CounterMetricFamily, GaugeMetricFamily
 _LIMITER = ["limiter", "kind"]
 _BY_OUTCOME = _LIMITER + ["outcome"]
 
-# the families of a scrape, in the order it yields them: (key, type, name, help, labels)
+# (type, name less "slidewin_", help, labels) of each family, in the order a scrape yields them
 _FAMILIES = (
-    ("decisions", _C, "slidewin_decisions", "Decisions since the limiter was created, by "
-     "outcome: pass (admitted), block (refused), shadow_block (admitted by shadow mode where "
-     "an enforcing limiter would have refused).", _BY_OUTCOME),
-    ("completions", _C, "slidewin_completions", "Entries that ended since the limiter was "
-     "created, by outcome: success or exception.", _BY_OUTCOME),
-    ("requests", _C, "slidewin_requests", "Lifetime totals by outcome, each equal to "
-     "totals()[outcome] (pass, block, exception, success): decisions and completions in one "
-     "family, so never sum it over outcome; slidewin_decisions_total and "
-     "slidewin_completions_total split them.", _BY_OUTCOME),
-    ("occupied", _C, "slidewin_occupied_passes", "Prioritized passes borrowed from the next "
-     "window since the limiter was created.", _LIMITER),
-    ("rt", _C, "slidewin_rt_seconds", "Sum of the response times of the successes, in "
-     "seconds, since the limiter was created.", _LIMITER),
-    ("in_flight", _G, "slidewin_in_flight", "Requests holding the limiter now (entered, not "
-     "yet exited).", _LIMITER),
-    ("waiting", _G, "slidewin_waiting", "Prioritized passes granted ahead, waiting for their "
-     "window.", _LIMITER),
-    ("waiters", _G, "slidewin_waiting_processes", "Processes blocked waiting for a release "
-     "(shared regions).", _LIMITER),
-    ("window_decisions", _G, "slidewin_window_decisions_per_second", "Decisions per second "
-     "over the sliding window, by outcome: pass or block (a shadow limiter's would-be "
-     "refusals included, as in stats()).", _BY_OUTCOME),
-    ("window_completions", _G, "slidewin_window_completions_per_second", "Completed entries "
-     "per second over the sliding window, by outcome: success or exception.", _BY_OUTCOME),
-    ("avg_rt", _G, "slidewin_window_avg_rt_seconds", "Average response time, in seconds, of "
-     "the successes over the sliding window.", _LIMITER),
-    ("keys", _G, "slidewin_keys", "Keys a keyed limiter holds now.", _LIMITER),
-    ("evicted", _C, "slidewin_evicted", "Keys a keyed limiter evicted since it was created.",
+    (_C, "decisions", "Decisions since the limiter was created, by outcome: pass (admitted), "
+     "block (refused), shadow_block (admitted by shadow mode where an enforcing limiter would "
+     "have refused).", _BY_OUTCOME),
+    (_C, "completions", "Entries that ended since the limiter was created, by outcome: success or "
+     "exception.", _BY_OUTCOME),
+    (_C, "requests", "Lifetime totals by outcome, each equal to totals()[outcome] (pass, block, "
+     "exception, success): decisions and completions in one family, so never sum it over outcome; "
+     "slidewin_decisions_total and slidewin_completions_total split them.", _BY_OUTCOME),
+    (_C, "occupied_passes", "Prioritized passes borrowed from the next window since the limiter "
+     "was created.", _LIMITER),
+    (_C, "rt_seconds", "Sum of the response times of the successes, in seconds, since the limiter "
+     "was created.", _LIMITER),
+    (_G, "in_flight", "Requests holding the limiter now (entered, not yet exited).", _LIMITER),
+    (_G, "waiting", "Prioritized passes granted ahead, waiting for their window.", _LIMITER),
+    (_G, "waiting_processes", "Processes blocked waiting for a release (shared regions).",
      _LIMITER),
-    ("events", _G, "slidewin_metric_window_events", "A Metric's counts over its sliding "
-     "window, by event.", ["metric", "event"]),
-    ("adaptive_limit", _G, "slidewin_adaptive_limit", "The concurrency limit an "
-     "AdaptiveLimiter has learned and enforces now.", ["limiter"]),
-    ("breaker_state", _G, "slidewin_breaker_state", "A circuit breaker's state: 0 closed, 1 "
-     "open, 2 half-open (its probe out).", ["breaker"]),
-    ("breaker_transitions", _C, "slidewin_breaker_transitions", "Changes of a circuit "
-     "breaker's state since it was created, by the state entered.", ["breaker", "to"]),
-    ("breaker_calls", _C, "slidewin_breaker_calls", "A circuit breaker's lifetime counts: "
-     "total (outcomes recorded), errors, slow (of those), refused (calls it did not let "
-     "through), probes (calls let through half-open), cancelled (probes cancelled), "
-     "timed_out (calls past call_timeout_s), probes_timed_out (probes silent past "
-     "probe_timeout_s).", ["breaker", "outcome"]),
-    ("breaker_window", _G, "slidewin_breaker_window_calls", "A circuit breaker's outcomes "
-     "over its window (total, errors, slow): what its trip test reads.",
-     ["breaker", "outcome"]),
+    (_G, "window_decisions_per_second", "Decisions per second over the sliding window, by "
+     "outcome: pass or block (a shadow limiter's would-be refusals included, as in stats()).",
+     _BY_OUTCOME),
+    (_G, "window_completions_per_second", "Completed entries per second over the sliding window, "
+     "by outcome: success or exception.", _BY_OUTCOME),
+    (_G, "window_avg_rt_seconds", "Average response time, in seconds, of the successes over the "
+     "sliding window.", _LIMITER),
+    (_G, "keys", "Keys a keyed limiter holds now.", _LIMITER),
+    (_C, "evicted", "Keys a keyed limiter evicted since it was created.", _LIMITER),
+    (_G, "metric_window_events", "A Metric's counts over its sliding window, by event.",
+     ["metric", "event"]),
+    (_G, "adaptive_limit", "The concurrency limit an AdaptiveLimiter has learned and enforces "
+     "now.", ["limiter"]),
+    (_G, "breaker_state", "A circuit breaker's state: 0 closed, 1 open, 2 half-open (its probe "
+     "out).", ["breaker"]),
+    (_C, "breaker_transitions", "Changes of a circuit breaker's state since it was created, by "
+     "the state entered.", ["breaker", "to"]),
+    (_C, "breaker_calls", "A circuit breaker's lifetime counts: total (outcomes recorded), "
+     "errors, slow (of those), refused (calls it did not let through), probes (calls let through "
+     "half-open), cancelled (probes cancelled), timed_out (calls past call_timeout_s), "
+     "probes_timed_out (probes silent past probe_timeout_s).", ["breaker", "outcome"]),
+    (_G, "breaker_window_calls", "A circuit breaker's outcomes over its window (total, errors, "
+     "slow): what its trip test reads.", ["breaker", "outcome"]),
 )
 
 
 def _families() -> Dict[str, Any]:
-    """The families of one scrape, by key, empty until filled."""
-    return {key: kind(name, text, labels=labels)
-            for key, kind, name, text, labels in _FAMILIES}
+    """The families of one scrape, by name (less "slidewin_"), empty until filled."""
+    return {name: kind("slidewin_" + name, text, labels=labels)
+            for kind, name, text, labels in _FAMILIES}
 
 
 class Collector:
@@ -142,47 +136,16 @@ class Collector:
 
     def collect(self) -> Iterator[Metric]:
         fam = _families()
-        rows = _observe.read_all(regions=self.regions, local=self.local, folder=self.folder)
         taken: Set[str] = set()
-        for row in rows:
+        for row in _observe.read_all(regions=self.regions, local=self.local, folder=self.folder):
             if row.error is not None:
                 continue  # damaged or foreign: left out (`python -m slidewin top` shows it)
-            name = _unique(row, taken)
-            if row.kind == "metric":
-                for event, n in row.window.items():
-                    fam["events"].add_metric([name, event], n)
-                continue
-            if row.kind == "breaker":
-                _breaker_rows(fam, name, row)
-                continue
-            labels = [name, row.kind]
             created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
-            totals = row.totals or {}
-            shadow = min(max(totals.get("shadow_block", 0), 0), totals.get("block", 0))
-            decided = {"pass": totals.get("pass", 0),
-                       "block": totals.get("block", 0) - shadow, "shadow_block": shadow}
-            for key, outcomes, counts in (
-                    ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
-                    ("requests", ("pass", "block", "exception", "success"), totals)):
-                for outcome in outcomes:
-                    fam[key].add_metric(labels + [outcome], counts.get(outcome, 0),
-                                        created=created)
-            fam["occupied"].add_metric(labels, totals.get("occupied_pass", 0), created=created)
-            fam["rt"].add_metric(labels, totals.get("rt", 0) / 1000.0, created=created)
-            fam["in_flight"].add_metric(labels, row.in_flight)
-            fam["waiting"].add_metric(labels, row.waiting)
-            if row.waiters is not None:
-                fam["waiters"].add_metric(labels, row.waiters)
-            for key, outcomes in (("window_decisions", ("pass", "block")),
-                                  ("window_completions", COMPLETIONS)):
-                for outcome in outcomes:
-                    fam[key].add_metric(labels + [outcome], row.window_rate(outcome) or 0.0)
-            fam["avg_rt"].add_metric(labels, (row.avg_rt_ms or 0.0) / 1000.0)
-            if row.keys is not None:
-                fam["keys"].add_metric(labels, row.keys)
-                fam["evicted"].add_metric(labels, row.evicted or 0, created=created)
-            if row.adaptive_limit is not None:
-                fam["adaptive_limit"].add_metric([name], row.adaptive_limit)
+            for key, labels, value in _samples(row, _unique(row, taken)):
+                if isinstance(fam[key], CounterMetricFamily):
+                    fam[key].add_metric(labels, value, created=created)
+                else:
+                    fam[key].add_metric(labels, value)
         for f in fam.values():
             if f.samples:
                 yield f
@@ -191,18 +154,44 @@ class Collector:
 BREAKER_STATES = {"closed": 0, "open": 1, "half_open": 2}
 
 
-def _breaker_rows(fam: Dict[str, Any], name: str, row: "_observe.Reading") -> None:
-    created = (row.created_unix_ns / 1e9) if row.created_unix_ns else None
+def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str], float]]:
+    """(family name less "slidewin_", labels, value) of each series of one row."""
     totals = row.totals or {}
-    fam["breaker_state"].add_metric([name], BREAKER_STATES.get(row.state or "", 0))
-    for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
-        fam["breaker_transitions"].add_metric([name, to], totals.get(key, 0), created=created)
-    for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled", "timed_out",
-                    "probes_timed_out"):
-        fam["breaker_calls"].add_metric([name, outcome], totals.get(outcome, 0),
-                                        created=created)
-    for outcome in ("total", "errors", "slow"):
-        fam["breaker_window"].add_metric([name, outcome], row.window.get(outcome, 0))
+    if row.kind == "metric":
+        for event, n in row.window.items():
+            yield "metric_window_events", [name, event], n
+    elif row.kind == "breaker":
+        yield "breaker_state", [name], BREAKER_STATES.get(row.state or "", 0)
+        for to, key in (("open", "opened"), ("half_open", "half_opened"), ("closed", "closed")):
+            yield "breaker_transitions", [name, to], totals.get(key, 0)
+        for outcome in ("total", "errors", "slow", "refused", "probes", "cancelled",
+                        "timed_out", "probes_timed_out"):
+            yield "breaker_calls", [name, outcome], totals.get(outcome, 0)
+        for outcome in ("total", "errors", "slow"):
+            yield "breaker_window_calls", [name, outcome], row.window.get(outcome, 0)
+    else:
+        labels = [name, row.kind]
+        decided = dict(zip(DECISIONS, _observe.decisions(totals)))
+        rates = {k: row.window_rate(k) or 0.0 for k in ("pass", "block") + COMPLETIONS}
+        for key, outcomes, counts in (
+                ("decisions", DECISIONS, decided), ("completions", COMPLETIONS, totals),
+                ("requests", ("pass", "block", "exception", "success"), totals),
+                ("window_decisions_per_second", ("pass", "block"), rates),
+                ("window_completions_per_second", COMPLETIONS, rates)):
+            for outcome in outcomes:
+                yield key, labels + [outcome], counts.get(outcome, 0)
+        yield "occupied_passes", labels, totals.get("occupied_pass", 0)
+        yield "rt_seconds", labels, totals.get("rt", 0) / 1000.0
+        yield "in_flight", labels, row.in_flight
+        yield "waiting", labels, row.waiting
+        if row.waiters is not None:
+            yield "waiting_processes", labels, row.waiters
+        yield "window_avg_rt_seconds", labels, (row.avg_rt_ms or 0.0) / 1000.0
+        if row.keys is not None:
+            yield "keys", labels, row.keys
+            yield "evicted", labels, row.evicted or 0
+        if row.adaptive_limit is not None:
+            yield "adaptive_limit", [name], row.adaptive_limit
 
 
 def _unique(row: "_observe.Reading", taken: Set[str]) -> str:
