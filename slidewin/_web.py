@@ -1,5 +1,5 @@
-"""What the ASGI and WSGI middleware share: ``client_ip`` (public), and privately the
-middleware's arguments and steps (``Middleware``), the refusal, the RateLimit fields."""
+"""What the web middlewares and route helpers share: ``client_ip`` (public), the middleware
+(``Middleware``), the refusal and the RateLimit fields. The user's guide: docs/web.md."""
 from __future__ import annotations
 
 import functools
@@ -276,8 +276,8 @@ def client_ip(
 
 
 def is_keyed(limiter: Any) -> bool:
-    """A limiter whose methods take a key first: slidewin.KeyedLimiter, or one that looks
-    like it (RedisKeyedLimiter and the like: a ``KeyedLimiter`` class name or ``max_keys``)."""
+    """slidewin.KeyedLimiter, or one that looks like it (a ``*KeyedLimiter`` class name or
+    ``max_keys``: RedisKeyedLimiter and the like)."""
     import slidewin
 
     if isinstance(limiter, (slidewin.KeyedLimiter, _core.Limiter)):
@@ -288,34 +288,27 @@ def is_keyed(limiter: Any) -> bool:
 
 
 def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
-    """Validate the middleware's limiter (`is_async`: for ASGI); True when it is keyed.
-    A Redis limiter of the wrong kind for the server is refused here, not at the first
-    request."""
+    """Validate the limiter (`is_async`: for ASGI), a Redis one of the wrong kind refused
+    now, not at the first request; True when it is keyed."""
     if not callable(getattr(limiter, "entry", None)):
         raise TypeError(
             "%s takes a slidewin Limiter or KeyedLimiter (anything with entry()), not %s"
             % (where, type(limiter).__name__)
         )
-    # a Redis limiter exists only once slidewin.redis is imported: never import it here
     redis = sys.modules.get("slidewin.redis")
     if redis is None:
         return is_keyed(limiter)
     keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
     if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
-        raise TypeError(
-            "%s: limiter is a %s, whose entry() is sync; an ASGI app needs the asyncio one: "
-            "use slidewin.redis.%s (with a redis.asyncio client)"
-            % (where, type(limiter).__name__,
-               "AsyncRedisKeyedLimiter" if keyed else "AsyncRedisLimiter")
-        )
-    if not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
-        raise TypeError(
-            "%s: limiter is an %s, whose entry() needs an event loop (async with); a WSGI app "
-            "is served without one: use slidewin.redis.%s (with a sync redis client)"
-            % (where, type(limiter).__name__,
-               "RedisKeyedLimiter" if keyed else "RedisLimiter")
-        )
-    return is_keyed(limiter)
+        why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
+               "slidewin.redis.Async%s (with a redis.asyncio client)")
+    elif not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
+        why = ("an %s, whose entry() needs an event loop (async with); a WSGI app is served "
+               "without one: use slidewin.redis.%s (with a sync redis client)")
+    else:
+        return is_keyed(limiter)
+    raise TypeError("%s: limiter is " % where + why % (
+        type(limiter).__name__, "RedisKeyedLimiter" if keyed else "RedisLimiter"))
 
 
 def check_key(key: Any, keyed: bool, limiter: Any, where: str) -> None:
@@ -334,15 +327,15 @@ def is_concurrency(limiter: Any) -> bool:
     return getattr(limiter, "concurrency", None) is not None
 
 
-# ---- the middleware's arguments -------------------------------------------------------------
+# ---- the middleware -------------------------------------------------------------------------
 
 
 _OVERRIDES_TTL_S = 1.0  # how long a copy of a KeyedLimiter's overrides serves the headers
 
 
 class Middleware:
-    """The arguments of slidewin.asgi's and slidewin.wsgi's LimitMiddleware, checked, and
-    one request's steps. A subclass names its app's kind (``_APP``) and ``_ASYNC``."""
+    """slidewin.asgi's and slidewin.wsgi's LimitMiddleware: the arguments, checked, and one
+    request's steps; a subclass sets ``_APP`` and ``_ASYNC``."""
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
@@ -351,6 +344,7 @@ class Middleware:
     )
     _APP = "an app"
     _ASYNC = False
+    _ARG = "environ"  # what key(), exempt() and on_block() are given
     _WHERE = "LimitMiddleware"
 
     def __init__(
@@ -374,7 +368,6 @@ class Middleware:
         self.limiter = limiter
         self._keyed = check_limiter(limiter, where, self._ASYNC)
         check_key(key, self._keyed, limiter, where)
-        # key(scope) / key(environ); a KeyedLimiter's default is the peer address
         self._key: Optional[Callable[[Any], Any]] = (
             key if key is not None else (self._peer_key if self._keyed else None)
         )
@@ -387,13 +380,11 @@ class Middleware:
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
-        # the type of a body on_block gives without one of its own
+        # the type of a body on_block gives
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
         if on_block is not None and not callable(on_block):
-            raise TypeError(
-                "%s: on_block must be callable, on_block(error, %s), not %s"
-                % (where, "scope" if self._ASYNC else "environ", type(on_block).__name__)
-            )
+            raise TypeError("%s: on_block must be callable, on_block(error, %s), not %s"
+                            % (where, self._ARG, type(on_block).__name__))
         if on_block is not None and not self._ASYNC and inspect.iscoroutinefunction(on_block):
             raise TypeError(
                 "%s: on_block is a coroutine function; a WSGI server has no event loop to run "
@@ -402,23 +393,20 @@ class Middleware:
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
-        self._own = _routes.Own(limiter, self._keyed, headers)  # its limit in an Admission
+        self._own = _routes.Own(limiter, self._keyed, headers)
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
     def _peer_key(self, scope_or_environ: Mapping[str, Any]) -> str:
-        """A KeyedLimiter's default key, the peer address; without one every client would
-        share the key "": an error."""
+        """A KeyedLimiter's default key, the peer address (none: an error, not one key "")."""
         ip = client_ip(scope_or_environ)
         if not ip:
             raise ValueError(
                 "%s: the request has no client address (served on a Unix socket?), so the "
                 "default key, the peer address, would put every client under one key; give "
                 "key= (behind a proxy on the socket: key=lambda %s: slidewin.client_ip(%s, "
-                "trusted_proxies=\"unix\"))"
-                % ((self._WHERE,) + (("scope",) * 2 if self._ASYNC else ("environ",) * 2))
-            )
+                "trusted_proxies=\"unix\"))" % (self._WHERE, self._ARG, self._ARG))
         return ip
 
     def _threshold(self, key: Any) -> Any:
@@ -457,7 +445,7 @@ class Middleware:
         return (), None
 
     def _request(self, scope_or_environ: Any) -> Any:
-        return None  # a request object for a route limit's key function
+        return None
 
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
         """(what the request enters, its Admission or None). With route limits, they and
@@ -487,7 +475,7 @@ class Middleware:
             return None
         return admitted_headers(self.limiter, self._keyed, self._threshold(k))
 
-    # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
+    # a refusal: the limiter's, or an Admission's (with route limits)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
     def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
@@ -575,7 +563,6 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
 
 def check_refusal_arguments(status: Any, concurrency_status: Any, headers: Any,
                             where: str) -> Tuple[int, int, bool]:
-    """(status, concurrency_status, headers), checked."""
     status = check_status(status, "status", where)
     concurrency_status = check_status(concurrency_status, "concurrency_status", where)
     if not isinstance(headers, bool):
@@ -793,24 +780,9 @@ def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[st
     return code, fields, problem(code)
 
 
-def refusal(
-    limiter: Any,
-    error: Any,
-    status: int,
-    concurrency_status: int,
-    body: Optional[bytes],
-    content_type: str,
-    headers: bool,
-    threshold: Any = None,
-) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, headers, body) of a refused request."""
-    code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
-    return _framed(code, fields, body, content_type)
-
-
 def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
             content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, headers, body) of `body` (None: the problem document) and `fields`."""
+    """(status, headers, body); `body` None: the problem document."""
     raw = problem(code) if body is None else body
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 

@@ -59,6 +59,7 @@ class LimitMiddleware(_web.Middleware):
     app: ASGIApp
     _APP = "an ASGI app"
     _ASYNC = True
+    _ARG = "scope"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
