@@ -104,8 +104,8 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
-    """An X-Forwarded-For entry as an address: "1.2.3.4", "1.2.3.4:5678", "::1",
-    "[::1]", "[::1]:443"; None when it is not one ("unknown", "_hidden", garbage)."""
+    """"1.2.3.4", "1.2.3.4:5678", "::1", "[::1]:443" as an address; None for "unknown",
+    "_hidden", garbage."""
     text = text.strip()
     if not text:
         return None
@@ -147,10 +147,9 @@ def _header_keys(header: str) -> Tuple[bytes, str, bool]:
     return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
 
 
-def _peer_and_forwarded(
-    scope_or_environ: Mapping[str, Any], keys: Tuple[bytes, str, bool]
-) -> Tuple[str, Optional[str]]:
-    """(peer address or "", the forwarding header's value or None) of a scope or an environ."""
+def _peer_and_forwarded(scope_or_environ: Mapping[str, Any],
+                        keys: Tuple[bytes, str, bool]) -> Tuple[str, Optional[str]]:
+    """(peer address or "", the forwarding header's value or None)."""
     if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
         peer = scope_or_environ.get("REMOTE_ADDR") or ""
         return peer, scope_or_environ.get(keys[1])
@@ -176,9 +175,8 @@ _FORWARDED_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.S)
 
 
 def _forwarded_nodes(value: str) -> List[Optional[str]]:
-    """The ``for=`` node of each element of an RFC 7239 ``Forwarded`` value, left to right:
-    None for an element that has no ``for=``, has it twice, or does not parse (an unbalanced
-    quote, a pair without ``=``); empty elements are left out."""
+    """The ``for=`` node of each element of a ``Forwarded`` value (RFC 7239): None for one
+    without ``for=``, with two, or that does not parse; empty elements left out."""
     out: List[Optional[str]] = []
     pairs: List[str] = []
     pair = ""
@@ -410,8 +408,7 @@ class Middleware:
         return ip
 
     def _threshold(self, key: Any) -> Any:
-        """The limit the request was decided by: the key's override, else the limiter's qps
-        (or concurrency). A KeyedLimiter's overrides are copied at most once a second."""
+        """The key's override, else the limiter's own limit (overrides copied once a second)."""
         lim = self.limiter
         if key is not None and self._keyed:
             now = time.monotonic()
@@ -448,8 +445,8 @@ class Middleware:
         return None
 
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
-        """(what the request enters, its Admission or None). With route limits, they and
-        this one decide together, and are marked decided so their helpers let it through."""
+        """(what the request enters, its Admission or None); with route limits, one
+        Admission of all, marked decided so that their helpers let the request through."""
         routes, request = self._route_limits(scope_or_environ)
         if not routes:
             lim = self.limiter
@@ -479,8 +476,8 @@ class Middleware:
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
     def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
-        """The refusal of `exc` (a BlockedError or a Refused): ``(app, status, headers,
-        body)``; app: the response on_block returned, else None."""
+        """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
+        app: on_block's response, else None."""
         if isinstance(exc, _routes.Refused):
             if exc.route is not self._own:
                 return (None,) + exc.route.refusal(exc.error)  # a route limit's own refusal
@@ -513,10 +510,8 @@ class Middleware:
 
 
 def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callable[[str], bool]]:
-    """exempt as paths: a str or an iterable of str; "/x" matches exactly, "/x/*" any path
-    starting with "/x/". None when exempt is None; a callable is handled by the caller.
-    `wsgi`: the paths are matched against PATH_INFO, which PEP 3333 makes the path's bytes
-    decoded as latin-1: the paths are kept in that form (UTF-8 bytes as latin-1)."""
+    """A str or an iterable of paths: "/x" matches exactly, "/x/*" any path under "/x/".
+    `wsgi`: matched against PATH_INFO, the path's bytes as latin-1 (PEP 3333)."""
     if exempt is None:
         return None
     paths = (exempt,) if isinstance(exempt, str) else exempt
@@ -650,7 +645,7 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """The limiter's limit: its concurrency, else its qps (None when it has neither)."""
+    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
@@ -670,9 +665,8 @@ def _policy_name(limiter: Any) -> str:
 
 
 def policy_header(limiter: Any, threshold: Any = None) -> str:
-    """``RateLimit-Policy``: the quota ``q`` per window ``w`` (whole seconds; a window that is
-    not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
-    of the request's key (a KeyedLimiter's override), else the limiter's own."""
+    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
+    ``slidewin-window-ms``), or a concurrency quota; ``threshold``: the key's override."""
     name = _policy_name(limiter)
     if threshold is None:
         threshold = own_threshold(limiter)
@@ -699,7 +693,7 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
 
 
 def _window_quota(qps: Optional[float], interval_ms: int) -> int:
-    """The requests a qps admits in a window (a float product a hair under an int is it)."""
+    # a float product a hair under an int is that int
     return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
@@ -714,13 +708,12 @@ def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[T
 
 
 def _has_quota(limiter: Any) -> bool:
-    """A limiter whose RateLimit fields can be told: a qps or a concurrency, not a breaker."""
+    """A qps or a concurrency, not a breaker: RateLimit fields can be told."""
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
 def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the limit with the least quota left (``r`` where it is known,
-    else its quota) among ``(limiter, keyed)`` pairs."""
+    """The RateLimit fields of the ``(limiter, keyed)`` with the least ``r`` (else quota)."""
     best: Optional[Tuple[float, Any, bool]] = None
     for lim, keyed in candidates:
         if not _has_quota(lim):
@@ -746,8 +739,8 @@ def refusal_fields(
     headers: bool,
     threshold: Any = None,
 ) -> Tuple[int, List[Tuple[str, str]]]:
-    """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
-    pass (not for a limit of 0; for a concurrency one only with a known retry_after)."""
+    """(status, fields): ``Retry-After`` when a retry can pass (never for a limit of 0; for
+    a concurrency limit only with a known retry_after)."""
     if isinstance(limiter, _core.Breaker) or isinstance(error, BreakerOpenError):
         # a circuit breaker is open: the service behind is failing, not the client too fast
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
@@ -772,8 +765,7 @@ def refusal_fields(
 
 
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, fields, problem body) answering a BlockedError raised in a route or view:
-    503 for a concurrency or adaptive limit and an open breaker, else 429."""
+    """(status, fields, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
     known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
     code, fields = refusal_fields(lim, error, 429, 503, headers and known)
@@ -782,7 +774,7 @@ def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[st
 
 def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
             content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, headers, body); `body` None: the problem document."""
+    # body None: the problem document
     raw = problem(code) if body is None else body
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 
@@ -799,10 +791,9 @@ def custom_refusal(
     body_type: str,
     where: str,
 ) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """The refusal on_block described as ``(status, headers, body)``: ``status`` None keeps
-    the refusal's; ``headers`` (name, value) pairs are added, replacing the refusal's fields
-    of the same name; ``body`` None keeps the refusal's body and type, else it is sent with
-    the Content-Type of `headers`, or `body_type`. Content-Length is always computed."""
+    """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
+    status / body; `headers` replace the fields of their names (Content-Type included, a
+    new body's default `body_type`); Content-Length is always computed."""
     if not isinstance(result, tuple) or len(result) != 3:
         raise TypeError(
             "%s: on_block returned %s; it returns None (the default refusal), a (status, "
@@ -846,7 +837,6 @@ def custom_refusal(
 
 
 def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """The refusal's fields a response from on_block does not set itself."""
     names = {n.lower() for n in present}
     return [(n, v) for n, v in fields if n.lower() not in names]
 

@@ -115,10 +115,6 @@ class _Key:
             return _user_key(getattr(request, "user", None), request)
         return self.func(request)
 
-    def of(self, io: Any, request: Any) -> Callable[[], Any]:
-        """The I/O step reading the request's key under the flavour `io`."""
-        return functools.partial(self.async_ if io.is_async else self.sync, request)
-
     async def async_(self, request: Any) -> Any:
         if self.user:
             auser = getattr(request, "auser", None)  # request.user would query in the loop
@@ -153,8 +149,6 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
 
 
 class _ViewLimit(NamedTuple):
-    """A ``@ratelimit``: the limit, its key, methods and block."""
-
     route: _routes.RouteLimit
     key: Optional[_Key]
     methods: Optional[FrozenSet[str]]
@@ -256,7 +250,7 @@ def _keyed(io: Any, route: Any, key: Optional[_Key], request: Any) -> _io.Steps:
     """(route, the request's key) to decide; None when the key is None (not limited)."""
     if key is None:
         return route, None
-    k = yield key.of(io, request)
+    k = yield functools.partial(key.async_ if io.is_async else key.sync, request)
     return None if k is None else (route, k)
 
 
