@@ -363,7 +363,7 @@ class LimitMiddleware:
                 yield from state.admission.exiting(io, type(exc), exc, None)
             raise
         if not state.reached and self._global_applies(request):
-            late = yield from self._late(io, request)  # not routed to a view: decided now
+            late = yield from self._deciding(io, request, None)  # routed to no view
             if late is not None:
                 return late
         if state.headers:
@@ -392,7 +392,8 @@ class LimitMiddleware:
 
     def _deciding(self, io: Any, request: Any, view_func: Any) -> _io.Steps:
         """The project's limit and the view's blocking limits, decided together: None
-        (admitted, held until the response is finished), or the refusal's response."""
+        (admitted, held until the response is finished), or the refusal's response.
+        `view_func` None: a request routed to no view, decided once its response is ready."""
         state = getattr(request, "_slidewin", None)
         if state is None:
             return None  # switched off, or not through __call__
@@ -409,10 +410,13 @@ class LimitMiddleware:
                 pairs.append(pair)
         state.decided = tuple(views)
         if pairs:
-            state.admission, refusal = yield from _entering(io, pairs)
-            if refusal is not None:
-                return refusal
-            state.headers = state.admission.headers()
+            admission = _routes.Admission(pairs)
+            try:
+                yield from admission.entering(io)
+            except _routes.Refused as r:
+                return _response(*r.route.refusal(r.error))
+            state.admission = admission
+            state.headers = admission.headers()
         return None
 
     def process_exception(self, request: Any, exception: BaseException) -> Any:
@@ -423,27 +427,6 @@ class LimitMiddleware:
         if isinstance(exception, _core.BlockedError):
             return refusal_response(exception)
         return None
-
-    # -- after the view -------------------------------------------------------------------
-
-    def _late(self, io: Any, request: Any) -> _io.Steps:
-        pair = yield from _keyed(io, self.route, self.key, request)
-        if pair is None:
-            return None
-        admission, refusal = yield from _entering(io, [pair])
-        if admission is not None:
-            yield from admission.exiting(io, None, None, None)
-        return refusal
-
-
-def _entering(io: Any, pairs: List[Tuple[Any, Any]]) -> _io.Steps:
-    """(the Admission of `pairs`, entered, None) or (None, the refusal's response)."""
-    admission = _routes.Admission(pairs)
-    try:
-        yield from admission.entering(io)
-    except _routes.Refused as r:
-        return None, _response(*r.route.refusal(r.error))
-    return admission, None
 
 
 def _holding(response: Any, admission: _routes.Admission, exc: Any) -> Any:
