@@ -1,5 +1,5 @@
-"""Per-route limits for Flask: a decorator for views answering 429 / 503 with Retry-After;
-``install(app)`` answers a BlockedError raised in any view the same way.
+"""Flask: ``limit`` decorates views; ``install(app)`` answers a BlockedError raised in any
+view as the middleware's refusal (429 / 503, Retry-After). See docs/web.md.
 
     from flask import Flask
     from slidewin.flask import install, limit
@@ -36,8 +36,8 @@ def blocked_handler(error: Exception) -> Any:
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` raised anywhere in a view with ``blocked_handler`` instead
-    of a 500 (a handler the app has for it is kept). Returns the app."""
+    """Answer a ``BlockedError`` raised in a view with ``blocked_handler``, not a 500 (the
+    app's own handler kept); returns app."""
     from slidewin import BlockedError
 
     if not isinstance(app, (flask.Flask, flask.Blueprint)):

@@ -1,5 +1,5 @@
-"""Per-route limits for Starlette: a decorator for endpoints answering 429 / 503 with
-Retry-After; ``install(app)`` answers a BlockedError raised in any route the same way.
+"""Starlette: ``limit`` decorates endpoints; ``install(app)`` answers a BlockedError raised
+in any route as the middleware's refusal (429 / 503, Retry-After). See docs/web.md.
 
     from starlette.routing import Route
     from slidewin.starlette import install, limit
@@ -39,8 +39,8 @@ async def blocked_handler(request: Request, exc: Exception) -> Response:
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` raised anywhere in a route with ``blocked_handler`` instead
-    of a 500 (a handler the app has for it is kept). Returns the app."""
+    """Answer a ``BlockedError`` raised in a route with ``blocked_handler``, not a 500 (the
+    app's own handler kept); returns app."""
     return _routes.install_blocked(app, blocked_handler)
 
 
