@@ -110,10 +110,7 @@ class RouteLimit:
     def refuser(self, error: Any) -> Any:
         """The part of this limit that refused (the error's limiter), else the first."""
         lim = getattr(error, "limiter", None)
-        for part in self.limiters:
-            if part is lim:
-                return part
-        return self.limiters[0]
+        return next((part for part in self.limiters if part is lim), self.limiters[0])
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
         """(status, Retry-After and RateLimit fields) of a refused request."""
@@ -173,10 +170,9 @@ class Admission:
 
     def _refused(self, error: BaseException) -> Refused:
         lim = getattr(error, "limiter", None)
-        for route, _ in self._pairs:
-            if any(part is lim for part in route.limiters):
-                return Refused(route, error)
-        return Refused(self._pairs[0][0], error)
+        return Refused(next((route for route, _ in self._pairs
+                             if any(part is lim for part in route.limiters)),
+                            self._pairs[0][0]), error)
 
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
@@ -402,11 +398,7 @@ def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
         if isinstance(r, RouteLimit) and r not in found:
             found.append(r)
         stack.extend(getattr(dep, "dependencies", ()) or ())
-    out = tuple(found)
-    if len(_LIMITS) > 4096:
-        _LIMITS.clear()
-    _LIMITS[id(route)] = (route, out)
-    return out
+    return _kept(_LIMITS, id(route), route, tuple(found))
 
 
 def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
@@ -427,10 +419,16 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     if hit is not None and hit[0] is router:
         return hit[1]
     found = _match(routes, scope, Match.FULL)
-    if not any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
-        if len(_PATHS) >= 4096:
-            _PATHS.clear()
-        _PATHS[key] = (router, found)
+    if any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
+        return found
+    return _kept(_PATHS, key, router, found)
+
+
+def _kept(cache: Dict[Any, Any], key: Any, owner: Any, found: Any) -> Any:
+    """`found` kept in `cache` (with its owner, whose identity a hit checks), returned."""
+    if len(cache) >= 4096:
+        cache.clear()
+    cache[key] = (owner, found)
     return found
 
 
