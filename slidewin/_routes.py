@@ -12,9 +12,8 @@ HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
-    string of several (``"10/second;100/minute"``), each shared and named as
-    ``slidewin.rate_limiter`` does (so that it is the same limit); else one."""
+    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of
+    ``"10/second;100/minute"``, each shared and named as ``slidewin.rate_limiter`` does."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
@@ -311,7 +310,7 @@ _LIMIT_DOC = """
     """
 
 
-def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:
+def add_missing(headers: Any, fields: Sequence[Tuple[str, str]]) -> None:
     for name, value in fields:
         if name not in headers:
             headers[name] = value

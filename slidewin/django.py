@@ -12,11 +12,9 @@ responses.
     @ratelimit("5/minute", key="ip", method="POST")
     def login(request): ...
 
-A refusal is a Django ``HttpResponse`` (429, or 503 for a concurrency limit or an open
-breaker; ``Retry-After``, RateLimit fields, a problem+json body), so the middleware around
-it (CORS, security headers) applies; a ``BlockedError`` raised in a view is answered so
-too. A view's ``@ratelimit`` and the middleware's limit decide together. Sync and async
-alike. See docs/web.md.
+A refusal (a ``BlockedError`` raised in a view too) is a Django ``HttpResponse``, so the
+middleware around it (CORS, security headers) applies. Sync and async alike. See
+docs/web.md.
 """
 from __future__ import annotations
 
@@ -159,17 +157,13 @@ class _ViewLimit(NamedTuple):
 
 
 class _State:
-    """What the middleware knows of a request: the limits it decided (and holds), whether
-    Django reached the view, and the exception the view raised."""
+    """What the middleware knows of a request (set on it as ``request._slidewin``)."""
 
-    __slots__ = ("admission", "decided", "reached", "exc", "headers")
-
-    def __init__(self) -> None:
-        self.admission: Optional[_routes.Admission] = None
-        self.decided: Tuple[Any, ...] = ()
-        self.reached = False
-        self.exc: Any = None
-        self.headers: List[Tuple[str, str]] = []
+    admission: Optional[_routes.Admission] = None  # the limits decided, held
+    decided: Tuple[Any, ...] = ()  # the views' limits among them
+    reached = False  # Django reached a view
+    exc: Any = None  # the exception the view raised
+    headers: Sequence[Tuple[str, str]] = ()  # the RateLimit fields to add
 
 
 def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
