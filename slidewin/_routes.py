@@ -44,7 +44,20 @@ def header_key(spec: str, where: str) -> str:
     return name
 
 
-class RouteLimit:
+class Own:
+    """One of an Admission's limits: a middleware's own limiter, or a RouteLimit's parts."""
+
+    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
+
+    def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
+        self.limiters: Tuple[Any, ...] = tuple(limiters)
+        self.keyed = keyed
+        self.headers = headers
+        self.native = all(groupable(lim) for lim in limiters)  # one all_of decision takes all
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
+
+
+class RouteLimit(Own):
     """One route's limiter (given, or built of the Limiter's keywords: a KeyedLimiter when
     ``key`` is given) and how a request picks its key: None (one limit; a KeyedLimiter
     keys by client IP), ``"ip"``, ``"header:Name"`` or a function of the request (a key of
@@ -75,23 +88,19 @@ class RouteLimit:
         else:
             limiters = [limiter]
         for lim in limiters:
-            self.keyed = _web.check_limiter(lim, where, is_async)
-        limiter = limiters[0]
-        if key is not None and not self.keyed:
-            _web.check_key(key if callable(key) else (lambda r: r), False, limiter, where)
-        # every part of the limit, and whether one all_of decision can take them
-        self.limiters: Tuple[Any, ...] = tuple(limiters)
-        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
-        self.native = all(groupable(lim) for lim in limiters)
-        self.limiter = limiter if len(limiters) == 1 else self.limiters
+            keyed = _web.check_limiter(lim, where, is_async)
+        if key is not None and not keyed:
+            _web.check_key(key if callable(key) else (lambda r: r), False, limiters[0], where)
         if header is not None:
             self.key: Any = lambda request: request.headers.get(header)
         else:
             self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
-        self.status, self.concurrency_status, self.headers = _web.check_refusal_arguments(
+        self.status, self.concurrency_status, headers = _web.check_refusal_arguments(
             status, concurrency_status, headers, where)
+        super().__init__(limiters, keyed, headers)
+        self.limiter = limiters[0] if len(limiters) == 1 else self.limiters
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def key_of(self, request: Any, scope_or_environ: Any) -> Any:
@@ -354,19 +363,6 @@ DECIDED = "slidewin.decided"
 def decided(scope: Any, route: RouteLimit) -> bool:
     done = scope.get(DECIDED)
     return done is not None and route in done
-
-
-class Own:
-    """A middleware's own limiter as one of an Admission's limits."""
-
-    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
-
-    def __init__(self, limiter: Any, keyed: bool, headers: bool) -> None:
-        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
-        self.limiters = (limiter,)
-        self.keyed = keyed
-        self.native = groupable(limiter)
-        self.headers = headers
 
 
 # set once an ASGI route limit exists (slidewin.fastapi, slidewin.starlette): only then does

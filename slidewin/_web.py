@@ -391,7 +391,7 @@ class Middleware:
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
-        self._own = _routes.Own(limiter, self._keyed, headers)
+        self._own = _routes.Own((limiter,), self._keyed, headers)
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
