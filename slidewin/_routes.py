@@ -277,12 +277,14 @@ def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
 
 
 def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
-            endpoint: Callable[[], Any], refused: Callable[[Refused], Any]) -> _io.Steps:
-    """``around`` with the route's own admission, unless a middleware decided it."""
+            endpoint: Callable[[], Any], respond: Callable[..., Any]) -> _io.Steps:
+    """``around`` with the route's own admission, unless a middleware decided it; a refusal
+    answered by ``respond(status, headers, body)``."""
     admission = None
     if not decided(scope_or_environ, route):
         admission = route.entry(request, scope_or_environ)
-    return (yield from around(io, admission, endpoint, refused, route.headers))
+    return (yield from around(io, admission, endpoint,
+                              lambda r: respond(*r.route.refusal(r.error)), route.headers))
 
 
 def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],

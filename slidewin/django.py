@@ -142,8 +142,7 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
     concurrency or adaptive limit and an open breaker, with ``Retry-After`` (whole
     seconds, rounded up), the RateLimit fields of its limiter (``headers``) and a
     problem+json body. What the middleware answers for one raised in a view."""
-    code, fields, body = _web.raised_refusal(error, headers)
-    return _response(code, fields, body)
+    return _response(*_web.raised_refusal(error, headers))
 
 
 class _ViewLimit(NamedTuple):
