@@ -168,13 +168,10 @@ class Admission:
                     continue
                 grouped[id(lim)] = k
                 members.append((lim, k) if route.keyed else lim)
-        entries: List[Any] = []
         if len(members) == 1:
             m = members[0]
-            entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
-        elif members:
-            entries.append(_group(members, self._pairs[0][0].groups).entry())
-        return entries + rest
+            return [m[0].entry(m[1]) if isinstance(m, tuple) else m.entry()] + rest
+        return ([_group(members, self._pairs[0][0].groups).entry()] if members else []) + rest
 
     def _refused(self, error: BaseException) -> Refused:
         lim = getattr(error, "limiter", None)
