@@ -15,7 +15,7 @@ refusal raises ``RouteRefused``. See docs/web.md.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator, Callable, List, Tuple
+from typing import Any, AsyncIterator, List, Tuple
 
 from . import _routes, _web
 
@@ -95,8 +95,4 @@ limit = _routes.limit_function("slidewin.fastapi", True, _build, """
     ``refused_handler`` (or your handler). Under ``slidewin.asgi.LimitMiddleware``, the
     route's limit and the middleware's decide together.
 """)
-
-
-def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
-    """The same as ``limit`` (its former name)."""
-    return limit(limiter, **kwargs)  # type: ignore[no-any-return]
+limit_route = limit  # its former name
