@@ -329,6 +329,7 @@ def is_concurrency(limiter: Any) -> bool:
 
 
 _OVERRIDES_TTL_S = 1.0  # how long a copy of a KeyedLimiter's overrides serves the headers
+_NO_LOOP = "%s: on_block %s; a WSGI server has no event loop to run it: give a plain function"
 
 
 class Middleware:
@@ -384,10 +385,7 @@ class Middleware:
             raise TypeError("%s: on_block must be callable, on_block(error, %s), not %s"
                             % (where, self._ARG, type(on_block).__name__))
         if on_block is not None and not self._ASYNC and inspect.iscoroutinefunction(on_block):
-            raise TypeError(
-                "%s: on_block is a coroutine function; a WSGI server has no event loop to run "
-                "it: give a plain function" % where
-            )
+            raise TypeError(_NO_LOOP % (where, "is a coroutine function"))
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
@@ -493,10 +491,7 @@ class Middleware:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()  # a coroutine never awaited: no warning on top of the error
-                raise TypeError(
-                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
-                    "to run it: give a plain function" % self._WHERE
-                )
+                raise TypeError(_NO_LOOP % (self._WHERE, "returned an awaitable"))
             if result is not None:
                 if callable(result) and not isinstance(result, tuple):
                     return result, code, fields, b""  # a response
