@@ -707,19 +707,23 @@ def _has_quota(limiter: Any) -> bool:
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
-def _left(limiter: Any, keyed: bool) -> float:
-    """``r`` where it is known, else the window's quota (a concurrency limit's: its own)."""
-    r = remaining(limiter, keyed)
-    if r is not None:
-        return float(r)
-    return float(own_threshold(limiter)) * (1.0 if is_concurrency(limiter) else
-                                            (getattr(limiter, "interval_ms", 0) or 1000) / 1e3)
-
-
 def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the ``(limiter, keyed)`` with the least quota left."""
-    known = [c for c in candidates if _has_quota(c[0])]
-    return admitted_headers(*min(known, key=lambda c: _left(*c))) if known else []
+    """The RateLimit fields of the ``(limiter, keyed)`` with the least ``r`` (else quota)."""
+    best: Optional[Tuple[float, Any, bool]] = None
+    for lim, keyed in candidates:
+        if not _has_quota(lim):
+            continue
+        r = remaining(lim, keyed)
+        if r is not None:
+            left = float(r)
+        else:  # the window's quota (a concurrency limit's: its concurrency)
+            left = float(own_threshold(lim)) * (
+                1.0 if is_concurrency(lim) else (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
+        if best is None or left < best[0]:
+            best = (left, lim, keyed)
+    if best is None:
+        return []
+    return admitted_headers(best[1], best[2])
 
 
 def refusal_fields(
