@@ -56,22 +56,23 @@ def _finite(x: float) -> Optional[float]:
     return min(x, MAX_S)
 
 
+def _number_s(text: Optional[str], per_s: float = 1.0) -> Optional[float]:
+    """Seconds of a bare number of 1/`per_s` seconds; None when it is not one."""
+    if text is None or len(text) > _MAX_LEN or not _NUMBER.fullmatch(text.strip()):
+        return None
+    return _finite(float(text.strip()) / per_s)
+
+
 def parse_duration(text: Any) -> Optional[float]:
     """Seconds of an OpenAI-style duration (``"1s"``, ``"6m0s"``, ``"20ms"``,
     ``"1m30.5s"``) or a bare number of seconds; None when malformed."""
     if not isinstance(text, str) or len(text) > _MAX_LEN:
         return None
-    text = text.strip()
-    if not text:
+    if _NUMBER.fullmatch(text.strip()):
+        return _number_s(text)
+    if not _DURATIONS.fullmatch(text.strip()):
         return None
-    if _NUMBER.fullmatch(text):
-        return _finite(float(text))
-    if not _DURATIONS.fullmatch(text):
-        return None
-    total = 0.0
-    for number, unit in _DURATION.findall(text):
-        total += float(number) * _UNIT_S[unit]
-    return _finite(total)
+    return _finite(sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(text)))
 
 
 def _count(text: Optional[str]) -> Optional[int]:
@@ -105,17 +106,14 @@ def _rfc3339_in(text: Optional[str], wall: float) -> Optional[float]:
 def retry_after_s(h: Dict[str, str], wall: float) -> Optional[float]:
     """The pause a response asks for: ``retry-after-ms`` (milliseconds), else
     ``Retry-After`` (delta-seconds or an HTTP date); None when absent or malformed."""
-    ms = h.get("retry-after-ms")
-    if ms is not None and len(ms) <= _MAX_LEN and _NUMBER.fullmatch(ms.strip()):
-        got = _finite(float(ms.strip()) / 1000.0)
-        if got is not None:
-            return got
+    got = _number_s(h.get("retry-after-ms"), 1000.0)
+    if got is not None:
+        return got
     ra = h.get("retry-after")
     if ra is None or len(ra) > _MAX_LEN:
         return None
-    ra = ra.strip()
-    if _NUMBER.fullmatch(ra):
-        return _finite(float(ra))
+    if _NUMBER.fullmatch(ra.strip()):
+        return _number_s(ra)
     try:
         when = email.utils.parsedate_to_datetime(ra)
     except (TypeError, ValueError, IndexError, OverflowError):

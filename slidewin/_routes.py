@@ -12,9 +12,8 @@ HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 
 
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of a rate
-    string of several (``"10/second;100/minute"``), each shared and named as
-    ``slidewin.rate_limiter`` does (so that it is the same limit); else one."""
+    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of
+    ``"10/second;100/minute"``, each shared and named as ``slidewin.rate_limiter`` does."""
     import slidewin
 
     cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
@@ -45,7 +44,20 @@ def header_key(spec: str, where: str) -> str:
     return name
 
 
-class RouteLimit:
+class Own:
+    """One of an Admission's limits: a middleware's own limiter, or a RouteLimit's parts."""
+
+    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
+
+    def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
+        self.limiters: Tuple[Any, ...] = tuple(limiters)
+        self.keyed = keyed
+        self.headers = headers
+        self.native = all(groupable(lim) for lim in limiters)  # one all_of decision takes all
+        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
+
+
+class RouteLimit(Own):
     """One route's limiter (given, or built of the Limiter's keywords: a KeyedLimiter when
     ``key`` is given) and how a request picks its key: None (one limit; a KeyedLimiter
     keys by client IP), ``"ip"``, ``"header:Name"`` or a function of the request (a key of
@@ -76,23 +88,19 @@ class RouteLimit:
         else:
             limiters = [limiter]
         for lim in limiters:
-            self.keyed = _web.check_limiter(lim, where, is_async)
-        limiter = limiters[0]
-        if key is not None and not self.keyed:
-            _web.check_key(key if callable(key) else (lambda r: r), False, limiter, where)
-        # every part of the limit, and whether one all_of decision can take them
-        self.limiters: Tuple[Any, ...] = tuple(limiters)
-        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
-        self.native = all(groupable(lim) for lim in limiters)
-        self.limiter = limiter if len(limiters) == 1 else self.limiters
+            keyed = _web.check_limiter(lim, where, is_async)
+        if key is not None and not keyed:
+            _web.check_key(key if callable(key) else (lambda r: r), False, limiters[0], where)
         if header is not None:
             self.key: Any = lambda request: request.headers.get(header)
         else:
             self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
-        self.status, self.concurrency_status, self.headers = _web.check_refusal_arguments(
+        self.status, self.concurrency_status, headers = _web.check_refusal_arguments(
             status, concurrency_status, headers, where)
+        super().__init__(limiters, keyed, headers)
+        self.limiter = limiters[0] if len(limiters) == 1 else self.limiters
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def key_of(self, request: Any, scope_or_environ: Any) -> Any:
@@ -110,10 +118,7 @@ class RouteLimit:
     def refuser(self, error: Any) -> Any:
         """The part of this limit that refused (the error's limiter), else the first."""
         lim = getattr(error, "limiter", None)
-        for part in self.limiters:
-            if part is lim:
-                return part
-        return self.limiters[0]
+        return next((part for part in self.limiters if part is lim), self.limiters[0])
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
         """(status, Retry-After and RateLimit fields) of a refused request."""
@@ -163,20 +168,16 @@ class Admission:
                     continue
                 grouped[id(lim)] = k
                 members.append((lim, k) if route.keyed else lim)
-        entries: List[Any] = []
         if len(members) == 1:
             m = members[0]
-            entries.append(m[0].entry(m[1]) if isinstance(m, tuple) else m.entry())
-        elif members:
-            entries.append(_group(members, self._pairs[0][0].groups).entry())
-        return entries + rest
+            return [m[0].entry(m[1]) if isinstance(m, tuple) else m.entry()] + rest
+        return ([_group(members, self._pairs[0][0].groups).entry()] if members else []) + rest
 
     def _refused(self, error: BaseException) -> Refused:
         lim = getattr(error, "limiter", None)
-        for route, _ in self._pairs:
-            if any(part is lim for part in route.limiters):
-                return Refused(route, error)
-        return Refused(self._pairs[0][0], error)
+        return Refused(next((route for route, _ in self._pairs
+                             if any(part is lim for part in route.limiters)),
+                            self._pairs[0][0]), error)
 
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
@@ -273,12 +274,14 @@ def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
 
 
 def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
-            endpoint: Callable[[], Any], refused: Callable[[Refused], Any]) -> _io.Steps:
-    """``around`` with the route's own admission, unless a middleware decided it."""
+            endpoint: Callable[[], Any], respond: Callable[..., Any]) -> _io.Steps:
+    """``around`` with the route's own admission, unless a middleware decided it; a refusal
+    answered by ``respond(status, headers, body)``."""
     admission = None
     if not decided(scope_or_environ, route):
         admission = route.entry(request, scope_or_environ)
-    return (yield from around(io, admission, endpoint, refused, route.headers))
+    return (yield from around(io, admission, endpoint,
+                              lambda r: respond(*r.route.refusal(r.error)), route.headers))
 
 
 def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],
@@ -315,7 +318,7 @@ _LIMIT_DOC = """
     """
 
 
-def add_missing(headers: Any, fields: List[Tuple[str, str]]) -> None:
+def add_missing(headers: Any, fields: Sequence[Tuple[str, str]]) -> None:
     for name, value in fields:
         if name not in headers:
             headers[name] = value
@@ -361,19 +364,6 @@ def decided(scope: Any, route: RouteLimit) -> bool:
     return done is not None and route in done
 
 
-class Own:
-    """A middleware's own limiter as one of an Admission's limits."""
-
-    __slots__ = ("limiters", "keyed", "native", "headers", "groups")
-
-    def __init__(self, limiter: Any, keyed: bool, headers: bool) -> None:
-        self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
-        self.limiters = (limiter,)
-        self.keyed = keyed
-        self.native = groupable(limiter)
-        self.headers = headers
-
-
 # set once an ASGI route limit exists (slidewin.fastapi, slidewin.starlette): only then does
 # slidewin.asgi.LimitMiddleware look for the route limits of a request
 ASGI_ROUTES = [False]
@@ -402,11 +392,7 @@ def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
         if isinstance(r, RouteLimit) and r not in found:
             found.append(r)
         stack.extend(getattr(dep, "dependencies", ()) or ())
-    out = tuple(found)
-    if len(_LIMITS) > 4096:
-        _LIMITS.clear()
-    _LIMITS[id(route)] = (route, out)
-    return out
+    return _kept(_LIMITS, id(route), route, tuple(found))
 
 
 def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
@@ -427,10 +413,16 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     if hit is not None and hit[0] is router:
         return hit[1]
     found = _match(routes, scope, Match.FULL)
-    if not any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
-        if len(_PATHS) >= 4096:
-            _PATHS.clear()
-        _PATHS[key] = (router, found)
+    if any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
+        return found
+    return _kept(_PATHS, key, router, found)
+
+
+def _kept(cache: Dict[Any, Any], key: Any, owner: Any, found: Any) -> Any:
+    """`found` kept in `cache` (with its owner, whose identity a hit checks), returned."""
+    if len(cache) >= 4096:
+        cache.clear()
+    cache[key] = (owner, found)
     return found
 
 

@@ -1,5 +1,5 @@
-"""What the ASGI and WSGI middleware share: ``client_ip`` (public), and privately the
-middleware's arguments and steps (``Middleware``), the refusal, the RateLimit fields."""
+"""What the web middlewares and route helpers share: ``client_ip`` (public), the middleware
+(``Middleware``), the refusal and the RateLimit fields. The user's guide: docs/web.md."""
 from __future__ import annotations
 
 import functools
@@ -104,8 +104,8 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
-    """An X-Forwarded-For entry as an address: "1.2.3.4", "1.2.3.4:5678", "::1",
-    "[::1]", "[::1]:443"; None when it is not one ("unknown", "_hidden", garbage)."""
+    """"1.2.3.4", "1.2.3.4:5678", "::1", "[::1]:443" as an address; None for "unknown",
+    "_hidden", garbage."""
     text = text.strip()
     if not text:
         return None
@@ -147,10 +147,9 @@ def _header_keys(header: str) -> Tuple[bytes, str, bool]:
     return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
 
 
-def _peer_and_forwarded(
-    scope_or_environ: Mapping[str, Any], keys: Tuple[bytes, str, bool]
-) -> Tuple[str, Optional[str]]:
-    """(peer address or "", the forwarding header's value or None) of a scope or an environ."""
+def _peer_and_forwarded(scope_or_environ: Mapping[str, Any],
+                        keys: Tuple[bytes, str, bool]) -> Tuple[str, Optional[str]]:
+    """(peer address or "", the forwarding header's value or None)."""
     if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
         peer = scope_or_environ.get("REMOTE_ADDR") or ""
         return peer, scope_or_environ.get(keys[1])
@@ -176,9 +175,8 @@ _FORWARDED_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.S)
 
 
 def _forwarded_nodes(value: str) -> List[Optional[str]]:
-    """The ``for=`` node of each element of an RFC 7239 ``Forwarded`` value, left to right:
-    None for an element that has no ``for=``, has it twice, or does not parse (an unbalanced
-    quote, a pair without ``=``); empty elements are left out."""
+    """The ``for=`` node of each element of a ``Forwarded`` value (RFC 7239): None for one
+    without ``for=``, with two, or that does not parse; empty elements left out."""
     out: List[Optional[str]] = []
     pairs: List[str] = []
     pair = ""
@@ -276,8 +274,8 @@ def client_ip(
 
 
 def is_keyed(limiter: Any) -> bool:
-    """A limiter whose methods take a key first: slidewin.KeyedLimiter, or one that looks
-    like it (RedisKeyedLimiter and the like: a ``KeyedLimiter`` class name or ``max_keys``)."""
+    """slidewin.KeyedLimiter, or one that looks like it (a ``*KeyedLimiter`` class name or
+    ``max_keys``: RedisKeyedLimiter and the like)."""
     import slidewin
 
     if isinstance(limiter, (slidewin.KeyedLimiter, _core.Limiter)):
@@ -288,34 +286,27 @@ def is_keyed(limiter: Any) -> bool:
 
 
 def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
-    """Validate the middleware's limiter (`is_async`: for ASGI); True when it is keyed.
-    A Redis limiter of the wrong kind for the server is refused here, not at the first
-    request."""
+    """Validate the limiter (`is_async`: for ASGI), a Redis one of the wrong kind refused
+    now, not at the first request; True when it is keyed."""
     if not callable(getattr(limiter, "entry", None)):
         raise TypeError(
             "%s takes a slidewin Limiter or KeyedLimiter (anything with entry()), not %s"
             % (where, type(limiter).__name__)
         )
-    # a Redis limiter exists only once slidewin.redis is imported: never import it here
     redis = sys.modules.get("slidewin.redis")
     if redis is None:
         return is_keyed(limiter)
     keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
     if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
-        raise TypeError(
-            "%s: limiter is a %s, whose entry() is sync; an ASGI app needs the asyncio one: "
-            "use slidewin.redis.%s (with a redis.asyncio client)"
-            % (where, type(limiter).__name__,
-               "AsyncRedisKeyedLimiter" if keyed else "AsyncRedisLimiter")
-        )
-    if not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
-        raise TypeError(
-            "%s: limiter is an %s, whose entry() needs an event loop (async with); a WSGI app "
-            "is served without one: use slidewin.redis.%s (with a sync redis client)"
-            % (where, type(limiter).__name__,
-               "RedisKeyedLimiter" if keyed else "RedisLimiter")
-        )
-    return is_keyed(limiter)
+        why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
+               "slidewin.redis.Async%s (with a redis.asyncio client)")
+    elif not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
+        why = ("an %s, whose entry() needs an event loop (async with); a WSGI app is served "
+               "without one: use slidewin.redis.%s (with a sync redis client)")
+    else:
+        return is_keyed(limiter)
+    raise TypeError("%s: limiter is " % where + why % (
+        type(limiter).__name__, "RedisKeyedLimiter" if keyed else "RedisLimiter"))
 
 
 def check_key(key: Any, keyed: bool, limiter: Any, where: str) -> None:
@@ -334,15 +325,16 @@ def is_concurrency(limiter: Any) -> bool:
     return getattr(limiter, "concurrency", None) is not None
 
 
-# ---- the middleware's arguments -------------------------------------------------------------
+# ---- the middleware -------------------------------------------------------------------------
 
 
 _OVERRIDES_TTL_S = 1.0  # how long a copy of a KeyedLimiter's overrides serves the headers
+_NO_LOOP = "%s: on_block %s; a WSGI server has no event loop to run it: give a plain function"
 
 
 class Middleware:
-    """The arguments of slidewin.asgi's and slidewin.wsgi's LimitMiddleware, checked, and
-    one request's steps. A subclass names its app's kind (``_APP``) and ``_ASYNC``."""
+    """slidewin.asgi's and slidewin.wsgi's LimitMiddleware: the arguments, checked, and one
+    request's steps; a subclass sets ``_APP`` and ``_ASYNC``."""
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
@@ -351,6 +343,7 @@ class Middleware:
     )
     _APP = "an app"
     _ASYNC = False
+    _ARG = "environ"  # what key(), exempt() and on_block() are given
     _WHERE = "LimitMiddleware"
 
     def __init__(
@@ -374,7 +367,6 @@ class Middleware:
         self.limiter = limiter
         self._keyed = check_limiter(limiter, where, self._ASYNC)
         check_key(key, self._keyed, limiter, where)
-        # key(scope) / key(environ); a KeyedLimiter's default is the peer address
         self._key: Optional[Callable[[Any], Any]] = (
             key if key is not None else (self._peer_key if self._keyed else None)
         )
@@ -387,43 +379,34 @@ class Middleware:
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
-        # the type of a body on_block gives without one of its own
+        # the type of a body on_block gives
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
         if on_block is not None and not callable(on_block):
-            raise TypeError(
-                "%s: on_block must be callable, on_block(error, %s), not %s"
-                % (where, "scope" if self._ASYNC else "environ", type(on_block).__name__)
-            )
+            raise TypeError("%s: on_block must be callable, on_block(error, %s), not %s"
+                            % (where, self._ARG, type(on_block).__name__))
         if on_block is not None and not self._ASYNC and inspect.iscoroutinefunction(on_block):
-            raise TypeError(
-                "%s: on_block is a coroutine function; a WSGI server has no event loop to run "
-                "it: give a plain function" % where
-            )
+            raise TypeError(_NO_LOOP % (where, "is a coroutine function"))
         self._on_block: Optional[Callable[..., Any]] = on_block
         self._overrides: Optional[Mapping[Any, Any]] = None
         self._overrides_at = -math.inf
-        self._own = _routes.Own(limiter, self._keyed, headers)  # its limit in an Admission
+        self._own = _routes.Own((limiter,), self._keyed, headers)
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r, %r)" % (self.app, self.limiter)
 
     def _peer_key(self, scope_or_environ: Mapping[str, Any]) -> str:
-        """A KeyedLimiter's default key, the peer address; without one every client would
-        share the key "": an error."""
+        """A KeyedLimiter's default key, the peer address (none: an error, not one key "")."""
         ip = client_ip(scope_or_environ)
         if not ip:
             raise ValueError(
                 "%s: the request has no client address (served on a Unix socket?), so the "
                 "default key, the peer address, would put every client under one key; give "
                 "key= (behind a proxy on the socket: key=lambda %s: slidewin.client_ip(%s, "
-                "trusted_proxies=\"unix\"))"
-                % ((self._WHERE,) + (("scope",) * 2 if self._ASYNC else ("environ",) * 2))
-            )
+                "trusted_proxies=\"unix\"))" % (self._WHERE, self._ARG, self._ARG))
         return ip
 
     def _threshold(self, key: Any) -> Any:
-        """The limit the request was decided by: the key's override, else the limiter's qps
-        (or concurrency). A KeyedLimiter's overrides are copied at most once a second."""
+        """The key's override, else the limiter's own limit (overrides copied once a second)."""
         lim = self.limiter
         if key is not None and self._keyed:
             now = time.monotonic()
@@ -457,11 +440,11 @@ class Middleware:
         return (), None
 
     def _request(self, scope_or_environ: Any) -> Any:
-        return None  # a request object for a route limit's key function
+        return None
 
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
-        """(what the request enters, its Admission or None). With route limits, they and
-        this one decide together, and are marked decided so their helpers let it through."""
+        """(what the request enters, its Admission or None); with route limits, one
+        Admission of all, marked decided so that their helpers let the request through."""
         routes, request = self._route_limits(scope_or_environ)
         if not routes:
             lim = self.limiter
@@ -487,12 +470,12 @@ class Middleware:
             return None
         return admitted_headers(self.limiter, self._keyed, self._threshold(k))
 
-    # what entering the limiter may raise: a refusal, or a route limit's (an Admission's)
+    # a refusal: the limiter's, or an Admission's (with route limits)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
     def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
-        """The refusal of `exc` (a BlockedError or a Refused): ``(app, status, headers,
-        body)``; app: the response on_block returned, else None."""
+        """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
+        app: on_block's response, else None."""
         if isinstance(exc, _routes.Refused):
             if exc.route is not self._own:
                 return (None,) + exc.route.refusal(exc.error)  # a route limit's own refusal
@@ -508,10 +491,7 @@ class Middleware:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()  # a coroutine never awaited: no warning on top of the error
-                raise TypeError(
-                    "%s: on_block returned an awaitable; a WSGI server has no event loop "
-                    "to run it: give a plain function" % self._WHERE
-                )
+                raise TypeError(_NO_LOOP % (self._WHERE, "returned an awaitable"))
             if result is not None:
                 if callable(result) and not isinstance(result, tuple):
                     return result, code, fields, b""  # a response
@@ -525,10 +505,8 @@ class Middleware:
 
 
 def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callable[[str], bool]]:
-    """exempt as paths: a str or an iterable of str; "/x" matches exactly, "/x/*" any path
-    starting with "/x/". None when exempt is None; a callable is handled by the caller.
-    `wsgi`: the paths are matched against PATH_INFO, which PEP 3333 makes the path's bytes
-    decoded as latin-1: the paths are kept in that form (UTF-8 bytes as latin-1)."""
+    """A str or an iterable of paths: "/x" matches exactly, "/x/*" any path under "/x/".
+    `wsgi`: matched against PATH_INFO, the path's bytes as latin-1 (PEP 3333)."""
     if exempt is None:
         return None
     paths = (exempt,) if isinstance(exempt, str) else exempt
@@ -575,7 +553,6 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
 
 def check_refusal_arguments(status: Any, concurrency_status: Any, headers: Any,
                             where: str) -> Tuple[int, int, bool]:
-    """(status, concurrency_status, headers), checked."""
     status = check_status(status, "status", where)
     concurrency_status = check_status(concurrency_status, "concurrency_status", where)
     if not isinstance(headers, bool):
@@ -663,7 +640,7 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """The limiter's limit: its concurrency, else its qps (None when it has neither)."""
+    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
@@ -683,9 +660,8 @@ def _policy_name(limiter: Any) -> str:
 
 
 def policy_header(limiter: Any, threshold: Any = None) -> str:
-    """``RateLimit-Policy``: the quota ``q`` per window ``w`` (whole seconds; a window that is
-    not is told by ``slidewin-window-ms``), or a concurrency quota. ``threshold``: the limit
-    of the request's key (a KeyedLimiter's override), else the limiter's own."""
+    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
+    ``slidewin-window-ms``), or a concurrency quota; ``threshold``: the key's override."""
     name = _policy_name(limiter)
     if threshold is None:
         threshold = own_threshold(limiter)
@@ -712,7 +688,7 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
 
 
 def _window_quota(qps: Optional[float], interval_ms: int) -> int:
-    """The requests a qps admits in a window (a float product a hair under an int is it)."""
+    # a float product a hair under an int is that int
     return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
@@ -727,13 +703,12 @@ def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[T
 
 
 def _has_quota(limiter: Any) -> bool:
-    """A limiter whose RateLimit fields can be told: a qps or a concurrency, not a breaker."""
+    """A qps or a concurrency, not a breaker: RateLimit fields can be told."""
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
 def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the limit with the least quota left (``r`` where it is known,
-    else its quota) among ``(limiter, keyed)`` pairs."""
+    """The RateLimit fields of the ``(limiter, keyed)`` with the least ``r`` (else quota)."""
     best: Optional[Tuple[float, Any, bool]] = None
     for lim, keyed in candidates:
         if not _has_quota(lim):
@@ -759,8 +734,8 @@ def refusal_fields(
     headers: bool,
     threshold: Any = None,
 ) -> Tuple[int, List[Tuple[str, str]]]:
-    """(status, the rate-limit fields) of a refused request: ``Retry-After`` when a retry can
-    pass (not for a limit of 0; for a concurrency one only with a known retry_after)."""
+    """(status, fields): ``Retry-After`` when a retry can pass (never for a limit of 0; for
+    a concurrency limit only with a known retry_after)."""
     if isinstance(limiter, _core.Breaker) or isinstance(error, BreakerOpenError):
         # a circuit breaker is open: the service behind is failing, not the client too fast
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
@@ -785,32 +760,16 @@ def refusal_fields(
 
 
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, fields, problem body) answering a BlockedError raised in a route or view:
-    503 for a concurrency or adaptive limit and an open breaker, else 429."""
+    """(status, headers, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
     known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
     code, fields = refusal_fields(lim, error, 429, 503, headers and known)
-    return code, fields, problem(code)
-
-
-def refusal(
-    limiter: Any,
-    error: Any,
-    status: int,
-    concurrency_status: int,
-    body: Optional[bytes],
-    content_type: str,
-    headers: bool,
-    threshold: Any = None,
-) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, headers, body) of a refused request."""
-    code, fields = refusal_fields(limiter, error, status, concurrency_status, headers, threshold)
-    return _framed(code, fields, body, content_type)
+    return _framed(code, fields, None, "application/problem+json")
 
 
 def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
             content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """(status, headers, body) of `body` (None: the problem document) and `fields`."""
+    # body None: the problem document
     raw = problem(code) if body is None else body
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 
@@ -827,10 +786,9 @@ def custom_refusal(
     body_type: str,
     where: str,
 ) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """The refusal on_block described as ``(status, headers, body)``: ``status`` None keeps
-    the refusal's; ``headers`` (name, value) pairs are added, replacing the refusal's fields
-    of the same name; ``body`` None keeps the refusal's body and type, else it is sent with
-    the Content-Type of `headers`, or `body_type`. Content-Length is always computed."""
+    """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
+    status / body; `headers` replace the fields of their names (Content-Type included, a
+    new body's default `body_type`); Content-Length is always computed."""
     if not isinstance(result, tuple) or len(result) != 3:
         raise TypeError(
             "%s: on_block returned %s; it returns None (the default refusal), a (status, "
@@ -874,7 +832,6 @@ def custom_refusal(
 
 
 def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """The refusal's fields a response from on_block does not set itself."""
     names = {n.lower() for n in present}
     return [(n, v) for n, v in fields if n.lower() not in names]
 

@@ -4,11 +4,9 @@
     app = LimitMiddleware(app, Limiter(qps=100))
     app.add_middleware(LimitMiddleware, limiter=KeyedLimiter(qps=10))   # Starlette, FastAPI
 
-Only ``http`` scopes are limited. A refused request gets ``status`` (429) with
-``Retry-After``, or ``concurrency_status`` (503) from a concurrency limit, and the app is not
-called; a throttled one waits with ``asyncio.sleep``. An admitted request holds its
-admission until its response is finished (last body chunk sent, client gone, or the app
-raised): then SUCCESS, or EXCEPTION when the app raised an ``Exception``. See docs/web.md.
+Only ``http`` scopes are limited. A refused request gets 429 (503 from a concurrency limit)
+with ``Retry-After``, and the app is not called; a throttled one waits with
+``asyncio.sleep``. An admission is held until the response is finished. See docs/web.md.
 """
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ _Cancelled = asyncio.CancelledError
 
 
 class LimitMiddleware(_web.Middleware):
-    """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
+    """A limiter in front of an ASGI app.
 
     - ``limiter``: a Limiter, a KeyedLimiter, or anything with the same ``entry()``; across
       hosts an asyncio one (``AsyncRedisLimiter``, ``AsyncRedisKeyedLimiter``).
@@ -59,6 +56,7 @@ class LimitMiddleware(_web.Middleware):
     app: ASGIApp
     _APP = "an ASGI app"
     _ASYNC = True
+    _ARG = "scope"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

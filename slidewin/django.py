@@ -12,11 +12,9 @@ responses.
     @ratelimit("5/minute", key="ip", method="POST")
     def login(request): ...
 
-A refusal is a Django ``HttpResponse`` (429, or 503 for a concurrency limit or an open
-breaker; ``Retry-After``, RateLimit fields, a problem+json body), so the middleware around
-it (CORS, security headers) applies; a ``BlockedError`` raised in a view is answered so
-too. A view's ``@ratelimit`` and the middleware's limit decide together. Sync and async
-alike. See docs/web.md.
+A refusal (a ``BlockedError`` raised in a view too) is a Django ``HttpResponse``, so the
+middleware around it (CORS, security headers) applies. Sync and async alike. See
+docs/web.md.
 """
 from __future__ import annotations
 
@@ -115,10 +113,6 @@ class _Key:
             return _user_key(getattr(request, "user", None), request)
         return self.func(request)
 
-    def of(self, io: Any, request: Any) -> Callable[[], Any]:
-        """The I/O step reading the request's key under the flavour `io`."""
-        return functools.partial(self.async_ if io.is_async else self.sync, request)
-
     async def async_(self, request: Any) -> Any:
         if self.user:
             auser = getattr(request, "auser", None)  # request.user would query in the loop
@@ -148,13 +142,10 @@ def refusal_response(error: BaseException, *, headers: bool = True) -> HttpRespo
     concurrency or adaptive limit and an open breaker, with ``Retry-After`` (whole
     seconds, rounded up), the RateLimit fields of its limiter (``headers``) and a
     problem+json body. What the middleware answers for one raised in a view."""
-    code, fields, body = _web.raised_refusal(error, headers)
-    return _response(code, fields, body)
+    return _response(*_web.raised_refusal(error, headers))
 
 
 class _ViewLimit(NamedTuple):
-    """A ``@ratelimit``: the limit, its key, methods and block."""
-
     route: _routes.RouteLimit
     key: Optional[_Key]
     methods: Optional[FrozenSet[str]]
@@ -165,17 +156,13 @@ class _ViewLimit(NamedTuple):
 
 
 class _State:
-    """What the middleware knows of a request: the limits it decided (and holds), whether
-    Django reached the view, and the exception the view raised."""
+    """What the middleware knows of a request (set on it as ``request._slidewin``)."""
 
-    __slots__ = ("admission", "decided", "reached", "exc", "headers")
-
-    def __init__(self) -> None:
-        self.admission: Optional[_routes.Admission] = None
-        self.decided: Tuple[Any, ...] = ()
-        self.reached = False
-        self.exc: Any = None
-        self.headers: List[Tuple[str, str]] = []
+    admission: Optional[_routes.Admission] = None  # the limits decided, held
+    decided: Tuple[Any, ...] = ()  # the views' limits among them
+    reached = False  # Django reached a view
+    exc: Any = None  # the exception the view raised
+    headers: Sequence[Tuple[str, str]] = ()  # the RateLimit fields to add
 
 
 def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
@@ -256,7 +243,7 @@ def _keyed(io: Any, route: Any, key: Optional[_Key], request: Any) -> _io.Steps:
     """(route, the request's key) to decide; None when the key is None (not limited)."""
     if key is None:
         return route, None
-    k = yield key.of(io, request)
+    k = yield functools.partial(key.async_ if io.is_async else key.sync, request)
     return None if k is None else (route, k)
 
 
@@ -369,7 +356,7 @@ class LimitMiddleware:
                 yield from state.admission.exiting(io, type(exc), exc, None)
             raise
         if not state.reached and self._global_applies(request):
-            late = yield from self._late(io, request)  # not routed to a view: decided now
+            late = yield from self._deciding(io, request, None)  # routed to no view
             if late is not None:
                 return late
         if state.headers:
@@ -398,7 +385,8 @@ class LimitMiddleware:
 
     def _deciding(self, io: Any, request: Any, view_func: Any) -> _io.Steps:
         """The project's limit and the view's blocking limits, decided together: None
-        (admitted, held until the response is finished), or the refusal's response."""
+        (admitted, held until the response is finished), or the refusal's response.
+        `view_func` None: a request routed to no view, decided once its response is ready."""
         state = getattr(request, "_slidewin", None)
         if state is None:
             return None  # switched off, or not through __call__
@@ -415,10 +403,13 @@ class LimitMiddleware:
                 pairs.append(pair)
         state.decided = tuple(views)
         if pairs:
-            state.admission, refusal = yield from _entering(io, pairs)
-            if refusal is not None:
-                return refusal
-            state.headers = state.admission.headers()
+            admission = _routes.Admission(pairs)
+            try:
+                yield from admission.entering(io)
+            except _routes.Refused as r:
+                return _response(*r.route.refusal(r.error))
+            state.admission = admission
+            state.headers = admission.headers()
         return None
 
     def process_exception(self, request: Any, exception: BaseException) -> Any:
@@ -429,27 +420,6 @@ class LimitMiddleware:
         if isinstance(exception, _core.BlockedError):
             return refusal_response(exception)
         return None
-
-    # -- after the view -------------------------------------------------------------------
-
-    def _late(self, io: Any, request: Any) -> _io.Steps:
-        pair = yield from _keyed(io, self.route, self.key, request)
-        if pair is None:
-            return None
-        admission, refusal = yield from _entering(io, [pair])
-        if admission is not None:
-            yield from admission.exiting(io, None, None, None)
-        return refusal
-
-
-def _entering(io: Any, pairs: List[Tuple[Any, Any]]) -> _io.Steps:
-    """(the Admission of `pairs`, entered, None) or (None, the refusal's response)."""
-    admission = _routes.Admission(pairs)
-    try:
-        yield from admission.entering(io)
-    except _routes.Refused as r:
-        return None, _response(*r.route.refusal(r.error))
-    return admission, None
 
 
 def _holding(response: Any, admission: _routes.Admission, exc: Any) -> Any:

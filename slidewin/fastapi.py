@@ -9,15 +9,13 @@
     @app.get("/search", dependencies=[Depends(slidewin.fastapi.limit("10/minute", key="ip"))])
     async def search(q: str): ...
 
-The route stays in the OpenAPI schema. The admission is held while the endpoint runs. A
-refusal is answered as slidewin.asgi.LimitMiddleware answers it: the dependency raises
-``RouteRefused`` (an HTTPException), answered by ``refused_handler`` unless the app has its
-own handler. See docs/web.md.
+The route stays in the OpenAPI schema; the admission is held while the endpoint runs; a
+refusal raises ``RouteRefused``. See docs/web.md.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Any, AsyncIterator, Callable, List, Tuple
+from typing import Any, AsyncIterator, List, Tuple
 
 from . import _routes, _web
 
@@ -34,10 +32,9 @@ __all__ = ["install", "limit", "limit_route", "RouteRefused", "refused_handler",
 
 
 class RouteRefused(HTTPException):
-    """A request refused by a ``limit`` dependency: ``status_code``, ``headers``
-    (Retry-After, RateLimit fields) and ``body`` (problem+json) of the refusal. Register
-    your own handler for it (``app.add_exception_handler(RouteRefused, ...)``) to answer
-    otherwise; without one, ``refused_handler`` answers."""
+    """A request refused by a ``limit`` dependency: ``status_code``, ``headers`` and
+    ``body`` (problem+json) of the middleware's refusal. Answered by ``refused_handler``
+    unless the app has its own (``app.add_exception_handler(RouteRefused, ...)``)."""
 
     def __init__(self, status: int, fields: List[Tuple[str, str]], body: bytes) -> None:
         super().__init__(status, _web.detail(status), dict(fields))
@@ -52,15 +49,13 @@ async def refused_handler(request: Request, exc: Exception) -> Response:
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` raised anywhere in a route with ``blocked_handler`` instead
-    of a 500, and ``RouteRefused`` with ``refused_handler`` (handlers the app has are kept).
-    Returns the app."""
+    """Answer a ``BlockedError`` raised in a route with ``blocked_handler``, not a 500, and
+    ``RouteRefused`` with ``refused_handler`` (the app's own handlers kept); returns app."""
     return _routes.install_blocked(app, blocked_handler, (RouteRefused, refused_handler))
 
 
 def _install_handler(request: Request) -> None:
-    """Add ``refused_handler`` for ``RouteRefused`` unless the app has one: to the app and
-    to the running stack's handlers, which Starlette copied from the app when it started."""
+    # to the app and to the running stack's handlers, copied from the app when it started
     app_handlers = getattr(request.app, "exception_handlers", None)
     if isinstance(app_handlers, dict):
         app_handlers.setdefault(RouteRefused, refused_handler)
@@ -100,8 +95,4 @@ limit = _routes.limit_function("slidewin.fastapi", True, _build, """
     ``refused_handler`` (or your handler). Under ``slidewin.asgi.LimitMiddleware``, the
     route's limit and the middleware's decide together.
 """)
-
-
-def limit_route(limiter: Any = None, **kwargs: Any) -> Callable[..., AsyncIterator[None]]:
-    """The same as ``limit`` (its former name)."""
-    return limit(limiter, **kwargs)  # type: ignore[no-any-return]
+limit_route = limit  # its former name

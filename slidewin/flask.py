@@ -1,5 +1,5 @@
-"""Per-route limits for Flask: a decorator for views answering 429 / 503 with Retry-After;
-``install(app)`` answers a BlockedError raised in any view the same way.
+"""Flask: ``limit`` decorates views; ``install(app)`` answers a BlockedError raised in any
+view as the middleware's refusal (429 / 503, Retry-After). See docs/web.md.
 
     from flask import Flask
     from slidewin.flask import install, limit
@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, List, Tuple, TypeVar
 
 from . import _io, _routes, _web
 
@@ -31,13 +31,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def blocked_handler(error: Exception) -> Any:
     """A ``BlockedError`` (``BreakerOpenError`` too) raised in a view, answered as a refusal:
     429, or 503 for a concurrency or adaptive limit and an open breaker."""
-    code, fields, body = _web.raised_refusal(error)
-    return flask.Response(body, code, headers=fields, content_type="application/problem+json")
+    return _response(*_web.raised_refusal(error))
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` raised anywhere in a view with ``blocked_handler`` instead
-    of a 500 (a handler the app has for it is kept). Returns the app."""
+    """Answer a ``BlockedError`` raised in a view with ``blocked_handler``, not a 500 (the
+    app's own handler kept); returns app."""
     from slidewin import BlockedError
 
     if not isinstance(app, (flask.Flask, flask.Blueprint)):
@@ -48,9 +47,8 @@ def install(app: Any) -> Any:
     return app
 
 
-def _refused(r: _routes.Refused) -> Any:
-    code, fields, body = r.route.refusal(r.error)
-    return flask.Response(body, code, headers=fields)
+def _response(code: int, headers: List[Tuple[str, str]], body: bytes) -> Any:
+    return flask.Response(body, code, headers=headers)
 
 
 def _build(route: _routes.RouteLimit) -> Any:
@@ -60,7 +58,7 @@ def _build(route: _routes.RouteLimit) -> Any:
             request = flask.request
             result, fields = _io.run(_routes.guarded(
                 route, request, request.environ, _io.SYNC,
-                functools.partial(view, *args, **kwargs), _refused))
+                functools.partial(view, *args, **kwargs), _response))
             if fields:
                 result = flask.make_response(result)
                 _routes.add_missing(result.headers, fields)

@@ -1,5 +1,5 @@
-"""Per-route limits for Starlette: a decorator for endpoints answering 429 / 503 with
-Retry-After; ``install(app)`` answers a BlockedError raised in any route the same way.
+"""Starlette: ``limit`` decorates endpoints; ``install(app)`` answers a BlockedError raised
+in any route as the middleware's refusal (429 / 503, Retry-After). See docs/web.md.
 
     from starlette.routing import Route
     from slidewin.starlette import install, limit
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, List, Tuple, TypeVar
 
 from . import _io, _routes, _web
 
@@ -34,19 +34,17 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 async def blocked_handler(request: Request, exc: Exception) -> Response:
     """A ``BlockedError`` (``BreakerOpenError`` too) raised in a route, answered as a
     refusal: 429, or 503 for a concurrency or adaptive limit and an open breaker."""
-    code, fields, body = _web.raised_refusal(exc)
-    return Response(body, code, headers=dict(fields), media_type="application/problem+json")
+    return _response(*_web.raised_refusal(exc))
 
 
 def install(app: Any) -> Any:
-    """Answer a ``BlockedError`` raised anywhere in a route with ``blocked_handler`` instead
-    of a 500 (a handler the app has for it is kept). Returns the app."""
+    """Answer a ``BlockedError`` raised in a route with ``blocked_handler``, not a 500 (the
+    app's own handler kept); returns app."""
     return _routes.install_blocked(app, blocked_handler)
 
 
-def _refused(r: _routes.Refused) -> Response:
-    code, fields, body = r.route.refusal(r.error)
-    return Response(body, code, headers=dict(fields))
+def _response(code: int, headers: List[Tuple[str, str]], body: bytes) -> Response:
+    return Response(body, code, headers=dict(headers))
 
 
 def _build(route: _routes.RouteLimit) -> Any:
@@ -59,7 +57,7 @@ def _build(route: _routes.RouteLimit) -> Any:
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
             result, fields = await _io.arun(_routes.guarded(
                 route, request, request.scope, _io.ASYNC,
-                functools.partial(endpoint, request, *args, **kwargs), _refused))
+                functools.partial(endpoint, request, *args, **kwargs), _response))
             if fields and isinstance(result, Response):
                 _routes.add_missing(result.headers, fields)
             return result

@@ -5,11 +5,9 @@
     application = LimitMiddleware(get_wsgi_application(), limiter)       # Django (wsgi.py)
 
 Refusals as in slidewin.asgi; a throttled request waits in its worker thread (the GIL
-released). An admitted request holds its admission until the server closes the response
-iterable (PEP 3333 ``close()``), so a streaming response holds its slot while it streams:
-SUCCESS when sent to its end, EXCEPTION when the app or the iteration raised, nothing when
-closed early. The server's ``wsgi.file_wrapper`` is returned as it is (so it still sends
-with sendfile): its ``close()`` ends the entry. See docs/web.md.
+released). An admission is held until the server closes the response iterable (PEP 3333
+``close()``); the server's ``wsgi.file_wrapper`` is returned as it is (so it still sends
+with sendfile). See docs/web.md.
 """
 from __future__ import annotations
 
@@ -35,14 +33,12 @@ WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 
 class LimitMiddleware(_web.Middleware):
-    """LimitMiddleware(app, limiter, *, key=None, exempt=None, status=429,
-    concurrency_status=503, body=None, content_type=None, headers=True, on_block=None)
-
-    The arguments of ``slidewin.asgi.LimitMiddleware``, taking the WSGI environ
-    (``key(environ)``, ``exempt(environ)``, ``on_block(error, environ)``; exempt paths
-    match ``PATH_INFO``, a non-ASCII one given as text, ``"/café"``). ``on_block`` is a plain
-    function and may return a WSGI app (a werkzeug ``Response``). The limiter is used
-    synchronously: a sync ``RedisLimiter`` / ``RedisKeyedLimiter`` across hosts.
+    """A limiter in front of a WSGI app: the arguments of ``slidewin.asgi.LimitMiddleware``,
+    taking the WSGI environ (``key(environ)``, ``exempt(environ)``, ``on_block(error,
+    environ)``; exempt paths match ``PATH_INFO``, a non-ASCII one given as text,
+    ``"/café"``). ``on_block`` is a plain function and may return a WSGI app (a werkzeug
+    ``Response``). The limiter is used synchronously: a sync ``RedisLimiter`` /
+    ``RedisKeyedLimiter`` across hosts.
     """
 
     app: WSGIApp

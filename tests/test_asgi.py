@@ -133,7 +133,7 @@ def test_admitted_then_429_with_retry_after():
 def test_retry_after_rounds_up_to_whole_seconds(retry_after, expected):
     assert _web.retry_after_s(retry_after) == expected
     err = slidewin.BlockedError("x", retry_after=retry_after)
-    code, headers, _ = _web.refusal(Limiter(qps=1), err, 429, 503, None, "a/b", False)
+    code, headers = _web.refusal_fields(Limiter(qps=1), err, 429, 503, False)
     assert code == 429 and ("Retry-After", str(expected)) in headers
 
 
@@ -827,7 +827,7 @@ def test_a_limit_of_zero_advertises_no_retry():
     assert c.status == 429 and "retry-after" not in c.headers
     # a warm-up refusal (retry_after unknown, the limit not 0) still says 1
     err = slidewin.BlockedError("x", retry_after=None)
-    code, headers, _ = _web.refusal(Limiter(qps=1), err, 429, 503, None, "a/b", False)
+    code, headers = _web.refusal_fields(Limiter(qps=1), err, 429, 503, False)
     assert ("Retry-After", "1") in headers
 
 

@@ -652,14 +652,14 @@ def test_an_admission_interrupted_after_its_first_limit_gives_that_limit_back():
     from slidewin import _routes
 
     held = Limiter(concurrency=1)
-    sync = _routes.Admission([(_routes.Own(held, False, False), None),
-                              (_routes.Own(_Interrupting(KeyboardInterrupt()), False, False),
+    sync = _routes.Admission([(_routes.Own((held,), False, False), None),
+                              (_routes.Own((_Interrupting(KeyboardInterrupt()),), False, False),
                                None)])
     with pytest.raises(KeyboardInterrupt):
         sync.__enter__()
     assert held.in_flight == 0
-    cancelled = _routes.Admission([(_routes.Own(held, False, False), None),
-                                   (_routes.Own(_Interrupting(asyncio.CancelledError()),
+    cancelled = _routes.Admission([(_routes.Own((held,), False, False), None),
+                                   (_routes.Own((_Interrupting(asyncio.CancelledError()),),
                                                 False, False), None)])
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(cancelled.__aenter__())
@@ -686,8 +686,8 @@ def test_a_limiter_of_its_own_kind_given_twice_is_entered_once():
     from slidewin import _routes
 
     own = _Counting()
-    both = _routes.Admission([(_routes.Own(own, False, False), None),
-                              (_routes.Own(own, False, False), None)])
+    both = _routes.Admission([(_routes.Own((own,), False, False), None),
+                              (_routes.Own((own,), False, False), None)])
     with both:
         pass
     assert own.entered == 1  # as a slidewin Limiter given twice: decided once
@@ -700,8 +700,8 @@ def test_a_routes_limits_die_with_it_not_kept_by_a_module_cache():
     from slidewin import _routes
 
     a, b = Limiter(rate="5/minute"), Limiter(rate="7/minute")
-    with _routes.Admission([(_routes.Own(a, False, False), None),
-                            (_routes.Own(b, False, False), None)]):
+    with _routes.Admission([(_routes.Own((a,), False, False), None),
+                            (_routes.Own((b,), False, False), None)]):
         pass  # decided in one all_of group (built once for these limits)
     gone = weakref.ref(a)
     del a, b
@@ -738,8 +738,8 @@ def test_an_exit_interrupted_on_one_limit_still_ends_the_others():
     from slidewin import _routes
 
     held = Limiter(concurrency=1)
-    sync = _routes.Admission([(_routes.Own(held, False, False), None),
-                              (_routes.Own(_FailingExit(KeyboardInterrupt()), False, False),
+    sync = _routes.Admission([(_routes.Own((held,), False, False), None),
+                              (_routes.Own((_FailingExit(KeyboardInterrupt()),), False, False),
                                None)])
     sync.__enter__()
     assert held.in_flight == 1
@@ -748,8 +748,8 @@ def test_an_exit_interrupted_on_one_limit_still_ends_the_others():
     assert held.in_flight == 0
 
     async def cancelled_in_exit():
-        adm = _routes.Admission([(_routes.Own(held, False, False), None),
-                                 (_routes.Own(_FailingExit(asyncio.CancelledError()), False,
+        adm = _routes.Admission([(_routes.Own((held,), False, False), None),
+                                 (_routes.Own((_FailingExit(asyncio.CancelledError()),), False,
                                               False), None)])
         await adm.__aenter__()
         assert held.in_flight == 1
