@@ -57,6 +57,11 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     return settings
 
 
+def _setting(name: str) -> Any:
+    """A read-only property: the setting `name` in force."""
+    return property(lambda self: self._adaptive[name])
+
+
 def _permille(cpu: Optional[float]) -> int:
     return -1 if cpu is None else int(round(cpu * 1000))
 
@@ -208,25 +213,11 @@ class AdaptiveLimiter(Limiter):
         and the Limiter's own readers report."""
         return self.limit
 
-    @property
-    def algorithm(self) -> str:
-        return str(self._adaptive["algorithm"])
-
-    @property
-    def min_limit(self) -> int:
-        return int(self._adaptive["min_limit"])
-
-    @property
-    def max_limit(self) -> int:
-        return int(self._adaptive["max_limit"])
-
-    @property
-    def initial_limit(self) -> int:
-        return int(self._adaptive["initial_limit"])
-
-    @property
-    def cpu_threshold(self) -> Optional[float]:
-        return self._adaptive["cpu_threshold"]  # type: ignore[no-any-return]
+    algorithm: str = _setting("algorithm")
+    min_limit: int = _setting("min_limit")
+    max_limit: int = _setting("max_limit")
+    initial_limit: int = _setting("initial_limit")
+    cpu_threshold: Optional[float] = _setting("cpu_threshold")
 
     def release(self, n: int = 1, *, rt_ms: Optional[float] = None,
                 now_ns: Optional[int] = None) -> None:

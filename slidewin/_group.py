@@ -155,23 +155,18 @@ class Group(_core.Group, _Decorator, Admission):
             else:
                 waiters_of(lim).unhook(lim, self._waitq.wake)
 
-    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
-               ) -> Tuple[int, Tuple[int, ...]]:
-        """(the ns to wait before going on, the shadow members admitted holding nothing), or
-        BlockedError."""
-        d = admit(self, (ns, flags), timeout, None, *_IN_LOOP)
-        return d[1], d[4]
-
-    async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
-                           ) -> Tuple[int, Tuple[int, ...]]:
-        d = await admit_async(self, (ns, flags), timeout)
-        return d[1], d[4]
+    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int, io: Any) -> Any:
+        """The step of `io` deciding (ns, flags): the Decision (d[1]: the ns to wait before
+        going on, d[4]: the shadow members admitted holding nothing), or BlockedError."""
+        if io.is_async:
+            return admit_async(self, (ns, flags), timeout)
+        return admit(self, (ns, flags), timeout, None, *_IN_LOOP)
 
     def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
         """acquire() of either flavour; interrupted in a throttle member's wait, it gives the
         concurrency members' slots back, counting nothing."""
-        admit = self._admit_async if io.is_async else self._admit
-        wait_ns, shadowed = yield functools.partial(admit, ns, _check_timeout(timeout), 0)
+        d = yield functools.partial(self._admit, ns, _check_timeout(timeout), 0, io)
+        wait_ns, shadowed = d[1], d[4]
         if wait_ns > 0:
             try:
                 if not io.is_async:

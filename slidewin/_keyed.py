@@ -76,8 +76,7 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         return cast("KeyedLimiter", _new(super(), cls, locals()))
 
     def __reduce__(self) -> Any:
-        """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
-        the same region in another process); a private or anonymous one cannot."""
+        """As ``Limiter.__reduce__``: only a KeyedLimiter shared by name pickles."""
         return _reduce(self, "KeyedLimiter", (
             "concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
             "max_keys", "overrides", "shared", "name", "shadow",
@@ -99,15 +98,9 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         on_block: Any = _MISSING,
         **layout: Any,
     ) -> None:
-        """Change the settings in place: any constructor keyword that is a setting (qps or
-        concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
-        shadow, on_block, overrides). The state is kept: the windows, the throttle's queue and
-        the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
-        changes nothing. The layout (interval_ms, sample_count, max_keys, shared) and name
-        cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
-        shared region it changes this process's settings; the shared counts stay. A new
-        on_block serves the functions decorated after the update (a decorator fixes its
-        handler when it decorates)."""
+        """Change the settings in place, as ``Limiter.update()`` does (the state kept, an
+        invalid value changing nothing), ``overrides`` too; ``max_keys`` is layout: it
+        cannot change (ValueError)."""
         _update(self, super().update, locals())
 
     async def acquire_async(

@@ -285,8 +285,8 @@ class Upstream:
         self._breaker = breaker
         self._shared = shared
         self._name = name
-        self._req_cost = 1e9 * req[1] / 1000 / req[0] if req else 0.0  # ns per request
-        self._tok_cost = 1e9 * tok[1] / 1000 / tok[0] if tok else 0.0  # ns per token
+        # the configured ns per request and per token
+        self._costs = tuple(1e9 * r[1] / 1000 / r[0] if r else 0.0 for r in (req, tok))
 
         def member(what: str, **kw: Any) -> Any:
             part = None if name is None else "%s.%s" % (name, what)
@@ -299,10 +299,9 @@ class Upstream:
             return Limiter(shared=shared, name=part, **kw)
 
         self._redis = redis
-        self._req_lim = (member("requests", qps=_rate.qps_for(*req), behavior="throttle",
-                                max_queueing_ms=_QUEUE_MS) if req else None)
-        self._tok_lim = (member("tokens", qps=_rate.qps_for(*tok), behavior="throttle",
-                                max_queueing_ms=_QUEUE_MS) if tok else None)
+        self._req_lim, self._tok_lim = (
+            member(what, qps=_rate.qps_for(*r), behavior="throttle", max_queueing_ms=_QUEUE_MS)
+            if r else None for what, r in zip(_BUDGETS, (req, tok)))
         self._conc_lim = member("concurrency", concurrency=conc) if conc else None
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
         self._full = self._group(True)
@@ -331,21 +330,16 @@ class Upstream:
             return redis_all_of(*members)
         return all_of(*members)
 
-    def _admit(self, group: Any, ns: Tuple[int, ...], left: float) -> Tuple[int, Any]:
-        """The group's admission (waiting at most `left` s for a free in-flight slot):
-        (the pace's wait in ns, what the call holds: an entry ended by its exit)."""
-        if self._redis is not None:
-            from .redis._upstream import admit
-            return admit(group, ns, left)
-        return _held(group, ns, group._admit(ns, left, _F_ENTRY))
-
-    async def _admit_async(self, group: Any, ns: Tuple[int, ...], left: float
-                           ) -> Tuple[int, Any]:
-        if self._redis is not None:  # a redis-py client blocks: its waits run in a thread
-            from .redis._upstream import admit
-            return await asyncio.get_running_loop().run_in_executor(
-                None, admit, group, ns, left)
-        return _held(group, ns, await group._admit_async(ns, left, _F_ENTRY))
+    def _admit(self, group: Any, ns: Tuple[int, ...], left: float, io: Any) -> Any:
+        """The step of `io` admitting by the group (waiting at most `left` s for a free
+        in-flight slot): on Redis (the pace's wait in ns, what the call holds), else the
+        group's Decision (see _held)."""
+        if self._redis is None:
+            return group._admit(ns, left, _F_ENTRY, io)
+        from .redis._upstream import admit
+        if io.is_async:  # a redis-py client blocks: its waits run in a thread
+            return asyncio.get_running_loop().run_in_executor(None, admit, group, ns, left)
+        return admit(group, ns, left)
 
     @property
     def name(self) -> Optional[str]:
@@ -408,12 +402,11 @@ class Upstream:
                                   or self._tok_lim or self._conc_lim)
 
 
-def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
-    """(the pace's wait in ns, the entry the call holds) of a group's admission."""
-    wait_ns, skip = admitted
+def _held(group: Any, ns: Tuple[int, ...], d: Any) -> Tuple[int, Any]:
+    """(the pace's wait in ns, the entry the call holds) of a group's Decision."""
     entry = GroupEntry(group, ns, None)
-    entry._entered(skip)
-    return wait_ns, entry
+    entry._entered(d[4])
+    return d[1], entry
 
 
 class UpstreamCall:
@@ -518,9 +511,9 @@ class UpstreamCall:
                 continue
             wait_ns, entry = 0, None
             if self._group is not None:
-                admit = up._admit_async if io.is_async else up._admit
-                wait_ns, entry = yield functools.partial(admit, self._group, self._ns,
-                                                         self._left(deadline))
+                got = yield functools.partial(up._admit, self._group, self._ns,
+                                              self._left(deadline), io)
+                wait_ns, entry = _held(self._group, self._ns, got) if up._redis is None else got
             sleep = self._placed(wait_ns, entry, deadline)
             if sleep > 0:
                 try:
@@ -569,8 +562,7 @@ class UpstreamCall:
                 up._count("upstream_5xx")
         for budget, remaining, reset_s in _headers.server_view(h, time.time()):
             b = _BUDGETS.index(budget)
-            floor = up._req_cost if b == 0 else up._tok_cost
-            up._board.view(b, remaining, reset_s, floor, now)
+            up._board.view(b, remaining, reset_s, up._costs[b], now)
         if tokens is not None:
             self._settle(tokens)
         self._tell_breaker(None if status == 429 else status >= 500)
