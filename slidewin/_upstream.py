@@ -47,20 +47,29 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view, in this process (a lock over a list)."""
+    """The pause and the server's view as _LAYOUT, in this process's memory behind a thread
+    lock (see _ShmBoard for a host's)."""
+
+    _fd = -1  # _ShmBoard's file, locked with fcntl
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
-        self._v: List[Any] = [0, 0, 0, 0.0, 0, 0, 0.0, 0]  # as _LAYOUT, all zeros
+        self._map: Any = bytearray(_LAYOUT.size)  # zeros: no pause, no view
         _BOARDS.add(self)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
         with self._mu:
-            yield self._v
+            if self._fd >= 0:
+                fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            try:
+                yield list(_LAYOUT.unpack_from(self._map, 0))
+            finally:
+                if self._fd >= 0:
+                    fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def _write(self, v: List[Any]) -> None:
-        self._v = v
+        _LAYOUT.pack_into(self._map, 0, *v)
 
     now_ns = staticmethod(_monotonic_ns)
 
@@ -145,7 +154,7 @@ class _Board:
 
 class _ShmBoard(_Board):
     """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
-    lock (released by the kernel when its holder dies) and this process's thread lock."""
+    lock (released by the kernel when its holder dies) too."""
 
     def __init__(self, shared: Any) -> None:
         super().__init__()
@@ -169,18 +178,6 @@ class _ShmBoard(_Board):
             raise
         self._fd = fd
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:
-        with self._mu:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX)
-            try:
-                yield list(_LAYOUT.unpack_from(self._map, 0))
-            finally:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN)
-
-    def _write(self, v: List[Any]) -> None:
-        _LAYOUT.pack_into(self._map, 0, *v)
-
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if fd < 0:
@@ -190,9 +187,7 @@ class _ShmBoard(_Board):
         finally:
             os.close(fd)
 
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            self.close()
+    __del__ = close
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()

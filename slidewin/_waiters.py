@@ -326,15 +326,11 @@ def _after_fork_in_child() -> None:
     """fork(): the parent's tasks, threads and helper threads are not the child's; its queues
     start empty (the parent's helper keeps its own count of the region's watchers)."""
     for q in list(_ALL):
-        q._mu = threading.Lock()
-        q._qs.clear()
-        q._room.clear()
-        q._hooks.clear()
-        q._n = 0
-        q._watching = False
         adm = q._adm()
-        if adm is not None and hasattr(adm, "_watch"):  # a limiter (a group's hooks: above)
-            adm._adm_listen(None)
+        if adm is not None:
+            q.__init__(adm)  # type: ignore[misc]
+            if hasattr(adm, "_watch"):  # a limiter (a group's hooks: gone with __init__)
+                adm._adm_listen(None)
 
 
 if hasattr(os, "register_at_fork"):
