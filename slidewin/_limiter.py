@@ -138,8 +138,7 @@ def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
 
 
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
-    rate = getattr(kw, "get", lambda k: None)("rate")
-    if rate is not None:  # a limiter built with rate=: rebuilt with the same rate
+    if kw.get("rate") is not None:  # a limiter built with rate=: rebuilt with the same rate
         kw = {k: v for k, v in kw.items() if k != "interval_ms"}
         return cls(None, **kw)
     return cls(qps, **kw)
@@ -168,10 +167,10 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
 
 
 async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                         timeout: float) -> Tuple[int, int]:
-    """_decide_now with a timeout: a refused task waits in the limiter's (or the key's) queue
-    (slidewin._waiters), one BLOCK counted should the wait end refused."""
-    fp = None if key is _NO_KEY else lim._fingerprint(key)
+                         timeout: Optional[float]) -> Tuple[int, int]:
+    """_decide_now, or with a timeout: a refused task waits in the limiter's (or the key's)
+    queue (slidewin._waiters), one BLOCK counted should the wait end refused."""
+    fp = None if key is _NO_KEY or timeout is None else lim._fingerprint(key)
     d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
 
@@ -232,10 +231,7 @@ class _Limiting:
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
-    if timeout is None:
-        wait_ns = _decide_now(lim, key, n, 0)[1]
-    else:
-        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
+    wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
