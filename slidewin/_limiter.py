@@ -32,7 +32,6 @@ _MISSING: Any = object()
 
 _PASS = _core.PASS
 _NEVER = _core.NEVER
-_F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _SHADOWED = _core.SHADOWED
