@@ -434,27 +434,18 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
     return result
 
 
-def _entry_maker(lim: Any, timeout: Optional[float]) -> Any:
-    if timeout is None:
-        return lim.entry
-    return functools.partial(lim.entry, timeout=timeout)
-
-
 # The wrappers, one per kind of function, each the decorated call's whole overhead: no shared
-# helper that would cost a call. `keyfn`: a KeyedLimiter's key function, None for a Limiter.
+# helper that would cost a call. `entry`: makes the entry; `keyfn`: a KeyedLimiter's key
+# function, None for a Limiter.
 
 
-def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None,
-                   timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             e.__enter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             return _sync_result(func, handler, handler(exc, *args, **kwargs))
@@ -469,19 +460,16 @@ def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None,
     return wrapper
 
 
-def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
-                    aexit: bool = False, timeout: Optional[float] = None) -> Any:
+def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool) -> Any:
     """aexit: the entry's exit is awaited (``__aexit__``: a Redis limiter's entries, whose
     exit is a round trip); a Limiter's entry exits in C, without a coroutine."""
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
 
     @functools.wraps(func)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             await e.__aenter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             return await _async_result(handler, exc, args, kwargs)
@@ -502,18 +490,14 @@ def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
     return async_wrapper
 
 
-def _wrap_generator(lim: Any, func: Any, handler: Any,
-                    timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
     @functools.wraps(func)
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         # runs from the first next(): the entry spans the whole iteration
         e = entry()
         try:
             e.__enter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
@@ -532,17 +516,13 @@ def _wrap_generator(lim: Any, func: Any, handler: Any,
     return gen_wrapper
 
 
-def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False,
-                          timeout: Optional[float] = None, entry: Any = None) -> Any:
-    entry = entry or _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_async_generator(entry: Any, func: Any, handler: Any, aexit: bool) -> Any:
     @functools.wraps(func)
     async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry()
         try:
             await e.__aenter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             fallback = await _async_result(handler, exc, args, kwargs)
@@ -613,10 +593,11 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         "generator %s; use `with per_key.entry(key):` inside it"
                         % (kind, _name(func)))
     aexit = bool(is_async)
+    entry = lim.entry if timeout is None else functools.partial(lim.entry, timeout=timeout)
     if agen:
-        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout, agen_entry)
+        wrapper = _wrap_async_generator(agen_entry or entry, func, handler, aexit)
     elif coro:
-        wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
+        wrapper = _wrap_coroutine(entry, func, handler, keyfn, aexit)
     else:
         if handler is not None and _is_async_callable(handler):
             raise TypeError(
@@ -624,9 +605,9 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                 "await it; give a sync on_block, or decorate an async function"
                 % (handler, _name(func)))
         if gen:
-            wrapper = _wrap_generator(lim, func, handler, timeout)
+            wrapper = _wrap_generator(entry, func, handler)
         else:
-            wrapper = _wrap_function(lim, func, handler, keyfn, timeout)
+            wrapper = _wrap_function(entry, func, handler, keyfn)
     wrapper.limiter = lim
     return wrapper
 
