@@ -69,7 +69,8 @@ class _Limited:
     response means (observe, retry or not)."""
 
     _flavour: Any = _io.SYNC  # the flavour of the transport's I/O
-    _BASE = "BaseTransport"  # the class of httpx the wrapped transport is
+    # the class of httpx the wrapped transport is, and the one it wraps by default
+    _BASE, _DEFAULT = "BaseTransport", "HTTPTransport"
 
     def __init__(self, upstream: Upstream, *,
                  tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
@@ -87,7 +88,7 @@ class _Limited:
         if not deadline_s > 0:
             raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
         if transport is None:
-            transport = self._default_transport()
+            transport = getattr(httpx, self._DEFAULT)()
         mod = _http_module(transport, self._BASE)
         if mod is None:
             raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
@@ -99,8 +100,7 @@ class _Limited:
         self.retries = retries
         self.deadline_s = float(deadline_s)
 
-    # each flavour's own: the default transport, a send, a read of the raw body
-    _default_transport: Callable[[], Any]
+    # each flavour's own: a send, a read of the raw body
     _send: Callable[[httpx.Request], Any]
     _read_raw: Callable[[httpx.Response], Any]
 
@@ -199,9 +199,6 @@ class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sy
     request that cannot start in time raises ``BlockedError``
     (or, after a retried response, that response is returned)."""
 
-    def _default_transport(self) -> httpx.BaseTransport:
-        return httpx.HTTPTransport()
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
 
@@ -223,10 +220,7 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
     ``httpx.AsyncHTTPTransport()`` by default); waits with asyncio."""
 
     _flavour = _io.ASYNC
-    _BASE = "AsyncBaseTransport"
-
-    def _default_transport(self) -> httpx.AsyncBaseTransport:
-        return httpx.AsyncHTTPTransport()
+    _BASE, _DEFAULT = "AsyncBaseTransport", "AsyncHTTPTransport"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
