@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Callable, Optional
 
 import httpx
 
@@ -93,19 +93,20 @@ class _Limited:
         if mod is None:
             raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
                             % (self._BASE, type(transport).__name__))
-        self._h = mod
+        self._h = mod  # its Responses are built
         self.transport = transport
         self.upstream = upstream
         self._estimate = tokens
         self.retries = retries
         self.deadline_s = float(deadline_s)
 
-    # each flavour's own: a send, a read of the raw body
-    _send: Callable[[httpx.Request], Any]
+    # each flavour's own: a read of the raw body
     _read_raw: Callable[[httpx.Response], Any]
 
-    def _attempts(self, request: httpx.Request) -> _io.Steps:
-        """The request sent through the upstream, retried after a 429/503; its I/O yielded."""
+    def _attempts(self, request: httpx.Request, send: Callable[[httpx.Request], Any]
+                  ) -> _io.Steps:
+        """The request sent (by `send`, the wrapped transport's) through the upstream,
+        retried after a 429/503; its I/O yielded."""
         io = self._flavour
         start = time.monotonic()
         n = self._tokens(request)
@@ -120,7 +121,7 @@ class _Limited:
                     return last
                 raise
             try:
-                response = yield functools.partial(self._send, request)
+                response = yield functools.partial(send, request)
                 body = None
                 if response.status_code in _RETRY or _is_json(response):
                     body = self._read_already(response)
@@ -169,8 +170,6 @@ class _Limited:
         except self._h.ResponseNotRead:
             return None
 
-    _h: ModuleType = httpx  # the package of the wrapped transport: its Responses are built
-
     def _rebuilt(self, response: httpx.Response, raw: bytes, request: httpx.Request
                  ) -> "tuple[httpx.Response, bytes]":
         """A response whose body was read here (for its usage): a fresh one holding the
@@ -200,10 +199,8 @@ class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sy
     (or, after a retried response, that response is returned)."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
-
-    def _send(self, request: httpx.Request) -> httpx.Response:
-        return self.transport.handle_request(request)  # type: ignore[no-any-return]
+        return self._flavour.run(  # type: ignore[no-any-return]
+            self._attempts(request, self.transport.handle_request))
 
     def _read_raw(self, response: httpx.Response) -> bytes:
         try:
@@ -223,10 +220,8 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
     _BASE, _DEFAULT = "AsyncBaseTransport", "AsyncHTTPTransport"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
-
-    def _send(self, request: httpx.Request) -> Awaitable[httpx.Response]:
-        return self.transport.handle_async_request(request)  # type: ignore[no-any-return]
+        return await self._flavour.run(  # type: ignore[no-any-return]
+            self._attempts(request, self.transport.handle_async_request))
 
     async def _read_raw(self, response: httpx.Response) -> bytes:
         try:
