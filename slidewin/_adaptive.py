@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block, _check_picklable
+from ._limiter import Limiter, _check_on_block, _check_picklable
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -237,14 +237,12 @@ class AdaptiveLimiter(Limiter):
         """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
         place; the learned limit carries over (clamped to the new bounds). The layout
         (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
-        on_block = settings.pop("on_block", _MISSING)
+        handler = _check_on_block(settings.pop("on_block", self._on_block))
         for key in settings:
             if key in ("interval_ms", "sample_count", "shared", "name"):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
-        if on_block is not _MISSING:
-            _check_on_block(on_block)
         new = dict(self._adaptive)
         if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
             lo = settings.get("min_limit", new["min_limit"])
@@ -253,8 +251,7 @@ class AdaptiveLimiter(Limiter):
                 new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
         new.update(settings)
         self._apply(_check(new))
-        if on_block is not _MISSING:
-            self._on_block = on_block
+        self._on_block = handler
 
     def __repr__(self) -> str:
         a = self._adaptive

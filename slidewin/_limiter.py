@@ -96,9 +96,8 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
-    on_block = args["on_block"]
-    if on_block is not _MISSING:
-        _check_on_block(on_block)
+    on_block = _check_on_block(lim._on_block if args["on_block"] is _MISSING
+                               else args["on_block"])
     rate = args.get("rate", _MISSING)
     if rate is not _MISSING and rate is not None:
         clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
@@ -115,8 +114,7 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
         settings["qps"] = _rate.qps_for(count, period_ms)
         settings["_rate"] = str.__str__(rate)  # installed with the settings, in one step
     base_update(**settings)
-    if on_block is not _MISSING:
-        lim._on_block = on_block
+    lim._on_block = on_block
 
 
 def _check_picklable(lim: Any, kind: str) -> None:
