@@ -155,7 +155,7 @@ class Group(_core.Group, _Decorator, Admission):
         going on, d[4]: the shadow members admitted holding nothing), or BlockedError."""
         if io.is_async:
             return admit_async(self, (ns, flags), timeout)
-        return admit(self, (ns, flags), timeout, None, *_IN_LOOP)
+        return admit(self, (ns, flags), timeout, _IN_LOOP)
 
     def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
         """acquire() of either flavour; interrupted in a throttle member's wait, it gives the

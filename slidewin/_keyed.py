@@ -137,17 +137,12 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         on_block: Any = _MISSING,
         timeout: Optional[float] = None,
     ) -> Any:
-        """Decorate a sync or async function: each call runs inside
-        ``self.entry(key(*args, **kwargs))``.
+        """Decorate a sync or async function as ``Limiter.__call__`` does (``on_block``,
+        ``timeout``), each call inside ``self.entry(key(*args, **kwargs))``.
 
         >>> per_user = KeyedLimiter(qps=10)
         >>> @per_user(key=lambda request, *a, **kw: request.client_ip)
         ... def handle(request): ...
-
-        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
-        BlockedError and its result returned (awaited first for an async function).
-        ``timeout=5``: each call waits up to 5 s for its key's admission, as
-        ``entry(key, timeout=5)`` (without it, a refusal raises at once).
         """
         timeout = _check_timeout(timeout)
         if key is None:

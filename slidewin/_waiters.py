@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from . import _core, _io
 from ._admission import Admitter, Decision, refuse_in_loop
@@ -301,16 +301,17 @@ def _first_try(adm: Admitter, req: Any, timeout: Optional[float]) -> Any:
     return deadline
 
 
-def admit(adm: Admitter, req: Any, timeout: Optional[float], fp: Optional[int] = None,
-          what: str = "an entry(timeout=...) that must wait",
-          async_form: str = "async with ...entry(...)") -> Decision:
+def admit(adm: Admitter, req: Any, timeout: Optional[float], in_loop: Tuple[str, str]
+          ) -> Decision:
     """An admission of a thread: one decision (timeout None), or a wait in the admitter's
-    queue of at most `timeout` seconds. The decision, or the refusal raised."""
+    queue of at most `timeout` seconds (`in_loop`: refuse_in_loop's words). The decision, or
+    the refusal raised."""
     got = _first_try(adm, req, timeout)
     if not isinstance(got, float):
         return got  # type: ignore[no-any-return]
-    refuse_in_loop(what, async_form)
-    return _io.run(waiters_of(adm)._admit(adm, req, got, fp, None))  # type: ignore[no-any-return]
+    refuse_in_loop(*in_loop)
+    steps = waiters_of(adm)._admit(adm, req, got, None, None)
+    return _io.run(steps)  # type: ignore[no-any-return]
 
 
 async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
