@@ -236,36 +236,28 @@ class Waiters:
             else:
                 self._room.discard(fp)
 
-    def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
-             poll: "list[float]") -> "tuple[Optional[Decision], float]":
-        """(the decision, 0) when admitted, else (None, the seconds to sleep); the admitter
-        raises once the wait is over."""
-        first = self._rearm(w)
-        d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
-        if d[0] == _PASS or d[0] == _SHADOWED:
-            return d, 0.0
-        step = adm._adm_retry_in(req, d, first, deadline)
-        sleep = deadline - time.monotonic()
-        if first:
-            if step is None:  # unknown: poll with a growing step
-                step = poll[0]
-                poll[0] = min(step * 2, _POLL_MAX_S)
-            sleep = min(sleep, step)
-        return None, min(max(sleep, 0.0), _MAX_SLEEP_S)
-
     def _admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int],
                loop: Optional[asyncio.AbstractEventLoop]) -> _io.Steps:
         """The wait of a thread (`loop` None) or a task: decide until admitted, or the
-        refusal at the deadline, one BLOCK counted. `fp`: a KeyedLimiter's key's fingerprint."""
+        refusal at the deadline (the admitter raises it), one BLOCK counted. `fp`: a
+        KeyedLimiter's key's fingerprint."""
         w = self._add(adm, loop, fp)
         got: Optional[Decision] = None
-        poll = [_POLL_MIN_S]
+        poll = _POLL_MIN_S
         try:
-            while got is None:
-                got, sleep = self._try(adm, req, w, deadline, poll)
-                if got is None:
-                    yield functools.partial(_sleep_on, w, loop, sleep)
-            return got
+            while True:
+                first = self._rearm(w)
+                d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+                if d[0] == _PASS or d[0] == _SHADOWED:
+                    got = d
+                    return got
+                step = adm._adm_retry_in(req, d, first, deadline)
+                sleep = deadline - time.monotonic()
+                if first:
+                    if step is None:  # unknown: poll with a growing step
+                        step, poll = poll, min(poll * 2, _POLL_MAX_S)
+                    sleep = min(sleep, step)
+                yield functools.partial(_sleep_on, w, loop, min(max(sleep, 0.0), _MAX_SLEEP_S))
         finally:
             self._leave(adm, req, w, got, fp)
 
