@@ -13,7 +13,6 @@ from ._limiter import (
     _decorate_entries,
     _Limiting,
     _new,
-    _reduce,
     _update,
 )
 
@@ -50,6 +49,8 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
+    _PICKLED = ("concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
+                "max_keys", "overrides", "shared", "name", "shadow")
 
     def __new__(
         cls,
@@ -74,13 +75,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "KeyedLimiter":
         return cast("KeyedLimiter", _new(super(), cls, locals()))
-
-    def __reduce__(self) -> Any:
-        """As ``Limiter.__reduce__``: only a KeyedLimiter shared by name pickles."""
-        return _reduce(self, "KeyedLimiter", (
-            "concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
-            "max_keys", "overrides", "shared", "name", "shadow",
-        ))
 
     def update(
         self,

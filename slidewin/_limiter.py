@@ -13,7 +13,6 @@ from typing import (
     Dict,
     NoReturn,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -125,15 +124,6 @@ def _check_picklable(lim: Any, kind: str) -> None:
         )
 
 
-def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
-    """__reduce__: the settings `names` and the region's name, for a limiter shared by name."""
-    _check_picklable(lim, kind)
-    kw = {name: getattr(lim, name) for name in names}
-    if lim._rate is not None:
-        kw["rate"] = lim._rate
-    return (_rebuild, (type(lim), lim.qps, kw))
-
-
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
     if kw.get("rate") is not None:  # a limiter built with rate=: rebuilt with the same rate
         kw = {k: v for k, v in kw.items() if k != "interval_ms"}
@@ -178,10 +168,23 @@ class _Limiting:
 
     __slots__ = ()
 
+    _PICKLED: Tuple[str, ...]  # the settings a pickle carries, besides qps and rate
+
     @property
     def rate(self) -> Optional[str]:
         """The ``rate=`` this limiter was built (or last updated) with, else None."""
         return self._rate  # type: ignore[attr-defined,no-any-return]
+
+    def __reduce__(self) -> Any:
+        """A limiter shared by name pickles as its settings and the name: unpickled in another
+        process (multiprocessing with spawn, a process pool), it attaches to the same region.
+        A private limiter, or an anonymous one (shared=True), cannot cross processes."""
+        lim: Any = self
+        _check_picklable(lim, type(lim).__name__)
+        kw = {name: getattr(lim, name) for name in self._PICKLED}
+        if lim._rate is not None:
+            kw["rate"] = lim._rate
+        return (_rebuild, (type(lim), lim.qps, kw))
 
     def _adm_decide(self, req: Any, flags: int) -> Any:
         return self._decide(*req[0], req[1] | flags, None)  # type: ignore[attr-defined]
@@ -334,6 +337,8 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _waitq: Any  # the queue of asyncio tasks waiting for admission (slidewin._waiters)
+    _PICKLED = ("concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+                "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
 
     def __new__(
         cls,
@@ -356,15 +361,6 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         return cast("Limiter", _new(super(), cls, locals()))
-
-    def __reduce__(self) -> Any:
-        """A limiter shared by name pickles as its settings and the name: unpickled in another
-        process (multiprocessing with spawn, a process pool), it attaches to the same region.
-        A private limiter, or an anonymous one (shared=True), cannot cross processes."""
-        return _reduce(self, "Limiter", (
-            "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-            "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow",
-        ))
 
     def update(
         self,
