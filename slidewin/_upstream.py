@@ -289,9 +289,8 @@ class Upstream:
                 from .redis import RedisLimiter
                 return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
                                     **kw)
-            if isinstance(shared, str):
-                return Limiter(shared="upstream-%s.%s" % (shared, what), name=part, **kw)
-            return Limiter(shared=shared, name=part, **kw)
+            region = "upstream-%s.%s" % (shared, what) if isinstance(shared, str) else shared
+            return Limiter(shared=region, name=part, **kw)
 
         self._redis = redis
         self._req_lim, self._tok_lim = (

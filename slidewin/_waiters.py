@@ -143,9 +143,7 @@ class Waiters:
         with self._mu:
             if not self._n and not self._hooks:
                 self._listen(adm)
-            q = self._qs.get(fp)
-            if q is None:
-                q = self._qs[fp] = deque()
+            q = self._qs.setdefault(fp, deque())
             w = _Waiter(loop, q)
             q.append(w)
             self._n += 1
