@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import httpx
 
 from . import _core, _io
-from ._upstream import Upstream, UpstreamCall, _check_int
+from ._upstream import Upstream, _check_int
 
 __all__ = ["LimitedTransport", "AsyncLimitedTransport"]
 
@@ -128,12 +128,16 @@ class _Limited:
                     if body is None:
                         raw = yield functools.partial(self._read_raw, response)
                         response, body = self._rebuilt(response, raw, request)
-                self._observe(call, response, body)
+                used = _used_tokens(body) if body is not None else None
+                call.observe(response.status_code, response.headers.multi_items(), tokens=used)
             except BaseException as e:
                 call.__exit__(type(e), e, e.__traceback__)
                 raise
             call.__exit__(None, None, None)
-            if not self._retry(response, attempt, start):
+            # sent again after a 429/503 (the next call() waits the pause it started) while
+            # retries and time are left
+            if (response.status_code not in _RETRY or attempt >= self.retries
+                    or (self.upstream.paused_until() or 0.0) >= self._left(start)):
                 return response
             attempt += 1
             self.upstream._count("retried")
@@ -150,18 +154,6 @@ class _Limited:
 
     def _left(self, start: float) -> float:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
-
-    def _observe(self, call: UpstreamCall, response: httpx.Response,
-                 body: Optional[bytes]) -> None:
-        used = _used_tokens(body) if body is not None else None
-        call.observe(response.status_code, response.headers.multi_items(), tokens=used)
-
-    def _retry(self, response: httpx.Response, attempt: int, start: float) -> bool:
-        """Whether to send again (the next call() waits the pause this response started)."""
-        if response.status_code not in _RETRY or attempt >= self.retries:
-            return False
-        pause = self.upstream.paused_until() or 0.0
-        return pause < self._left(start)
 
     def _read_already(self, response: httpx.Response) -> Optional[bytes]:
         """The body of a response already read (one built in memory), else None."""
