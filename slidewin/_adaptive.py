@@ -62,10 +62,6 @@ def _setting(name: str) -> Any:
     return property(lambda self: self._adaptive[name])
 
 
-def _permille(cpu: Optional[float]) -> int:
-    return -1 if cpu is None else int(round(cpu * 1000))
-
-
 class _CpuSampler:
     """One daemon thread per process, while a limiter has a cpu_threshold: every 0.5 s, the
     host's CPU use (/proc/stat, else the load average per CPU), smoothed, to every such
@@ -194,11 +190,12 @@ class AdaptiveLimiter(Limiter):
         return self
 
     def _apply(self, settings: Dict[str, Any]) -> None:
+        cpu = settings["cpu_threshold"]
         self._adapt(_ALGORITHMS[settings["algorithm"]], settings["min_limit"],
                     settings["max_limit"], settings["initial_limit"],
-                    _permille(settings["cpu_threshold"]))
+                    -1 if cpu is None else int(round(cpu * 1000)))
         self._adaptive = dict(settings)
-        if settings["cpu_threshold"] is not None:
+        if cpu is not None:
             _cpu.add(self)
 
     @property

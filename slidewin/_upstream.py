@@ -434,16 +434,6 @@ class UpstreamCall:
     def _left(self, deadline: float) -> float:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
 
-    def _paused(self, deadline: float) -> float:
-        """Seconds to sleep for a pause; BlockedError when it outlasts the deadline."""
-        up = self._up
-        left: int = up._board.pause_left(up._board.now_ns())
-        if left <= 0:
-            return 0.0
-        if left / 1e9 > self._left(deadline):
-            raise up._refused("paused by the upstream's 429/503", left)
-        return left / 1e9
-
     def _placed(self, wait_ns: int, entry: Any, deadline: float) -> float:
         """The group admitted the call with `wait_ns` of pace: add the server's view; the
         seconds to sleep, or BlockedError (everything given back) beyond the deadline."""
@@ -499,9 +489,11 @@ class UpstreamCall:
         deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
-            pause = self._paused(deadline)
-            if pause > 0:
-                yield io.sleep(pause)
+            pause: int = up._board.pause_left(up._board.now_ns())
+            if pause > 0:  # sleep it, unless it outlasts the deadline
+                if pause / 1e9 > self._left(deadline):
+                    raise up._refused("paused by the upstream's 429/503", pause)
+                yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
             if self._group is not None:

@@ -176,17 +176,6 @@ class Waiters:
             self._hooks.remove(fn)
             self._unlisten(adm)
 
-    def _rearm(self, w: _Waiter) -> bool:
-        """Ready for the next sleep before deciding (a wake-up after the decision then ends
-        it); whether w is first of its queue."""
-        with self._mu:
-            if w.ev is not None:
-                w.ev.clear()
-            else:
-                w.fut = w.loop.create_future()  # type: ignore[union-attr]
-            w.woken = False
-            return w.q[0] is w
-
     def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
                fp: Optional[int]) -> None:
         """Out of the queue; `got`: the admission, given back when leaving is interrupted (a
@@ -244,7 +233,13 @@ class Waiters:
         poll = _POLL_MIN_S
         try:
             while True:
-                first = self._rearm(w)
+                with self._mu:  # ready for the next sleep before deciding: a wake-up
+                    if w.ev is not None:  # after the decision then ends it
+                        w.ev.clear()
+                    else:
+                        w.fut = w.loop.create_future()  # type: ignore[union-attr]
+                    w.woken = False
+                    first = w.q[0] is w
                 d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
                 if d[0] == _PASS or d[0] == _SHADOWED:
                     got = d
