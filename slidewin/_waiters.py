@@ -233,8 +233,9 @@ class Waiters:
         poll = _POLL_MIN_S
         try:
             while True:
-                with self._mu:  # ready for the next sleep before deciding: a wake-up
-                    if w.ev is not None:  # after the decision then ends it
+                # ready for the next sleep before deciding: a wake-up after the decision ends it
+                with self._mu:
+                    if w.ev is not None:
                         w.ev.clear()
                     else:
                         w.fut = w.loop.create_future()  # type: ignore[union-attr]
