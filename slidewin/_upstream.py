@@ -434,19 +434,6 @@ class UpstreamCall:
     def _left(self, deadline: float) -> float:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
 
-    def _placed(self, wait_ns: int, entry: Any, deadline: float) -> float:
-        """The group admitted the call with `wait_ns` of pace: add the server's view; the
-        seconds to sleep, or BlockedError (everything given back) beyond the deadline."""
-        up = self._up
-        self._entry = entry
-        now = up._board.now_ns()
-        view: int = up._board.reserve_view((1, self._tokens), now + wait_ns, now)
-        total = max(wait_ns, view)
-        if total / 1e9 > self._left(deadline):
-            self._undo()
-            raise up._refused("the budget's next free slot is too far", total)
-        return total / 1e9
-
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
@@ -500,10 +487,15 @@ class UpstreamCall:
                 got = yield functools.partial(up._admit, self._group, self._ns,
                                               self._left(deadline), io)
                 wait_ns, entry = _held(self._group, self._ns, got) if up._redis is None else got
-            sleep = self._placed(wait_ns, entry, deadline)
-            if sleep > 0:
+            self._entry = entry  # admitted with wait_ns of pace: add the server's view
+            now = up._board.now_ns()
+            wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
+            if wait_ns / 1e9 > self._left(deadline):
+                self._undo()  # everything given back
+                raise up._refused("the budget's next free slot is too far", wait_ns)
+            if wait_ns > 0:
                 try:
-                    yield io.sleep(sleep)
+                    yield io.sleep(wait_ns / 1e9)
                 except BaseException:
                     self._undo()
                     raise
