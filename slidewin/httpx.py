@@ -49,16 +49,6 @@ def _used_tokens(body: bytes) -> Optional[int]:
     return None
 
 
-def _http_module(transport: Any, base: str) -> Optional[ModuleType]:
-    """The httpx-like package (httpx, or its fork httpx2 that anthropic 2.x uses) whose
-    `base` class (BaseTransport, AsyncBaseTransport) the transport is; None if neither."""
-    for name in ("httpx", "httpx2"):
-        mod = sys.modules.get(name)
-        if mod is not None and isinstance(transport, getattr(mod, base)):
-            return mod
-    return None
-
-
 def _is_json(response: httpx.Response) -> bool:
     kind = str(response.headers.get("content-type", ""))
     return kind.split(";")[0].strip().lower().endswith("json")
@@ -89,11 +79,14 @@ class _Limited:
             raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
         if transport is None:
             transport = getattr(httpx, self._DEFAULT)()
-        mod = _http_module(transport, self._BASE)
-        if mod is None:
+        # the package of the transport's class, httpx or its fork httpx2 that anthropic 2.x
+        # uses: its Responses are built
+        mods = [m for m in map(sys.modules.get, ("httpx", "httpx2"))
+                if m is not None and isinstance(transport, getattr(m, self._BASE))]
+        if not mods:
             raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
                             % (self._BASE, type(transport).__name__))
-        self._h = mod  # its Responses are built
+        self._h: ModuleType = mods[0]
         self.transport = transport
         self.upstream = upstream
         self._estimate = tokens
