@@ -117,7 +117,10 @@ class _Limited:
                 response = yield functools.partial(send, request)
                 body = None
                 if response.status_code in _RETRY or _is_json(response):
-                    body = self._read_already(response)
+                    try:
+                        body = response.content  # one built in memory is read already
+                    except self._h.ResponseNotRead:
+                        pass
                     if body is None:
                         raw = yield functools.partial(self._read_raw, response)
                         response, body = self._rebuilt(response, raw, request)
@@ -147,13 +150,6 @@ class _Limited:
 
     def _left(self, start: float) -> float:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
-
-    def _read_already(self, response: httpx.Response) -> Optional[bytes]:
-        """The body of a response already read (one built in memory), else None."""
-        try:
-            return response.content
-        except self._h.ResponseNotRead:
-            return None
 
     def _rebuilt(self, response: httpx.Response, raw: bytes, request: httpx.Request
                  ) -> "tuple[httpx.Response, bytes]":
