@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block, _check_picklable
+from ._limiter import Limiter, _check_on_block, _check_picklable
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -57,8 +57,9 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     return settings
 
 
-def _permille(cpu: Optional[float]) -> int:
-    return -1 if cpu is None else int(round(cpu * 1000))
+def _setting(name: str) -> Any:
+    """A read-only property: the setting `name` in force."""
+    return property(lambda self: self._adaptive[name])
 
 
 class _CpuSampler:
@@ -189,11 +190,12 @@ class AdaptiveLimiter(Limiter):
         return self
 
     def _apply(self, settings: Dict[str, Any]) -> None:
+        cpu = settings["cpu_threshold"]
         self._adapt(_ALGORITHMS[settings["algorithm"]], settings["min_limit"],
                     settings["max_limit"], settings["initial_limit"],
-                    _permille(settings["cpu_threshold"]))
+                    -1 if cpu is None else int(round(cpu * 1000)))
         self._adaptive = dict(settings)
-        if settings["cpu_threshold"] is not None:
+        if cpu is not None:
             _cpu.add(self)
 
     @property
@@ -208,25 +210,11 @@ class AdaptiveLimiter(Limiter):
         and the Limiter's own readers report."""
         return self.limit
 
-    @property
-    def algorithm(self) -> str:
-        return str(self._adaptive["algorithm"])
-
-    @property
-    def min_limit(self) -> int:
-        return int(self._adaptive["min_limit"])
-
-    @property
-    def max_limit(self) -> int:
-        return int(self._adaptive["max_limit"])
-
-    @property
-    def initial_limit(self) -> int:
-        return int(self._adaptive["initial_limit"])
-
-    @property
-    def cpu_threshold(self) -> Optional[float]:
-        return self._adaptive["cpu_threshold"]  # type: ignore[no-any-return]
+    algorithm: str = _setting("algorithm")
+    min_limit: int = _setting("min_limit")
+    max_limit: int = _setting("max_limit")
+    initial_limit: int = _setting("initial_limit")
+    cpu_threshold: Optional[float] = _setting("cpu_threshold")
 
     def release(self, n: int = 1, *, rt_ms: Optional[float] = None,
                 now_ns: Optional[int] = None) -> None:
@@ -246,14 +234,12 @@ class AdaptiveLimiter(Limiter):
         """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
         place; the learned limit carries over (clamped to the new bounds). The layout
         (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
-        on_block = settings.pop("on_block", _MISSING)
+        handler = _check_on_block(settings.pop("on_block", self._on_block))
         for key in settings:
             if key in ("interval_ms", "sample_count", "shared", "name"):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
-        if on_block is not _MISSING:
-            _check_on_block(on_block)
         new = dict(self._adaptive)
         if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
             lo = settings.get("min_limit", new["min_limit"])
@@ -262,8 +248,7 @@ class AdaptiveLimiter(Limiter):
                 new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
         new.update(settings)
         self._apply(_check(new))
-        if on_block is not _MISSING:
-            self._on_block = on_block
+        self._on_block = handler
 
     def __repr__(self) -> str:
         a = self._adaptive

@@ -197,7 +197,7 @@ class AdmissionEntry:
             if d[0] != _PASS and d[0] != _SHADOWED:
                 adm._adm_refuse(req, d)
         else:
-            d = admit(adm, req, self._timeout, None, *self._in_loop)
+            d = admit(adm, req, self._timeout, self._in_loop)
         self._entered(adm._adm_hold(req, d))
         if d[1] > 0:
             self._wait_held(d[1])

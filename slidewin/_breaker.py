@@ -278,13 +278,9 @@ class Breaker(_core.Breaker, Admission):
         call_timeout_s, errors, on_block. The state is kept; an invalid value raises
         ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and name
         cannot change (ValueError). On a shared region: this process's settings."""
-        errors = settings.pop("errors", _MISSING)
-        on_block = settings.pop("on_block", _MISSING)
-        call_timeout = settings.pop("call_timeout_s", _MISSING)
-        checked = self._errors if errors is _MISSING else _check_errors(errors)
-        handler = self._on_block if on_block is _MISSING else _check_on_block(on_block)
-        seconds = (self._call_timeout_s if call_timeout is _MISSING
-                   else _check_call_timeout(call_timeout))
+        checked = _check_errors(settings.pop("errors", self._errors))
+        handler = _check_on_block(settings.pop("on_block", self._on_block))
+        seconds = _check_call_timeout(settings.pop("call_timeout_s", self._call_timeout_s))
         super().update(**settings)
         self._errors = checked
         self._on_block = handler

@@ -54,27 +54,10 @@ class Group(_core.Group, _Decorator, Admission):
     def __new__(cls, *members: Any) -> "Group":
         self = cast("Group", super().__new__(cls, *members))
         self._on_block = None
-        owners = self.limiters
-        self._conc = {i: o.shared is not None for i, o in enumerate(owners)
+        self._conc = {i: o.shared is not None for i, o in enumerate(self.limiters)
                       if o.concurrency is not None}
         self._waitq = None
         return self
-
-    def _blocked(self, ns: Tuple[int, ...], verdict: int, retry_ns: int,
-                 refused: Tuple[int, ...], who: int) -> BaseException:
-        owners = self.limiters
-        names = ", ".join("member %d (%r)" % (i, self.members[i]) for i in refused)
-        if verdict == _NEVER:  # who: a member that can never admit it (others may be full)
-            if who >= 0:
-                names = "member %d (%r)" % (who, self.members[who])
-            text = "all_of: the request can never pass %s as configured" % names
-        else:
-            text = "all_of: refused by %s" % names
-        retry = retry_ns / 1e9 if retry_ns >= 0 and verdict != _NEVER else None
-        if retry is not None:
-            text += "; retry after %.3f s" % retry
-        return _core.BlockedError(text, retry_after=retry,
-                                  limiter=owners[who] if who >= 0 else None)
 
     def _count_blocks(self, ns: Tuple[int, ...], refused: Tuple[int, ...],
                       shadowed: Tuple[int, ...]) -> None:
@@ -87,6 +70,21 @@ class Group(_core.Group, _Decorator, Admission):
 
     # the admission protocol: req: (ns, flags); held: one byte per member, set when it
     # holds nothing (a shadow admission, a member an acquire does not hold) or has exited
+    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
+        verdict, retry_ns, refused, who = decision[0], decision[2], decision[3], decision[5]
+        names = ", ".join("member %d (%r)" % (i, self.members[i]) for i in refused)
+        if verdict == _NEVER:  # who: a member that can never admit it (others may be full)
+            if who >= 0:
+                names = "member %d (%r)" % (who, self.members[who])
+            text = "all_of: the request can never pass %s as configured" % names
+        else:
+            text = "all_of: refused by %s" % names
+        retry = retry_ns / 1e9 if retry_ns >= 0 and verdict != _NEVER else None
+        if retry is not None:
+            text += "; retry after %.3f s" % retry
+        raise _core.BlockedError(text, retry_after=retry,
+                                 limiter=self.limiters[who] if who >= 0 else None)
+
     def _adm_decide(self, req: Any, flags: int) -> Any:
         ns = req[0]
         d = self._decide(ns, req[1] | flags, None)
@@ -98,9 +96,6 @@ class Group(_core.Group, _Decorator, Admission):
                 self._adm_release(req, self._adm_hold(req, d))
                 raise
         return d
-
-    def _adm_refuse(self, req: Any, decision: Any) -> NoReturn:
-        raise self._blocked(req[0], decision[0], decision[2], decision[3], decision[5])
 
     def _adm_retry_in(self, req: Any, decision: Any, first: bool,
                       deadline: float) -> Optional[float]:
@@ -155,23 +150,18 @@ class Group(_core.Group, _Decorator, Admission):
             else:
                 waiters_of(lim).unhook(lim, self._waitq.wake)
 
-    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
-               ) -> Tuple[int, Tuple[int, ...]]:
-        """(the ns to wait before going on, the shadow members admitted holding nothing), or
-        BlockedError."""
-        d = admit(self, (ns, flags), timeout, None, *_IN_LOOP)
-        return d[1], d[4]
-
-    async def _admit_async(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int
-                           ) -> Tuple[int, Tuple[int, ...]]:
-        d = await admit_async(self, (ns, flags), timeout)
-        return d[1], d[4]
+    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int, io: Any) -> Any:
+        """The step of `io` deciding (ns, flags): the Decision (d[1]: the ns to wait before
+        going on, d[4]: the shadow members admitted holding nothing), or BlockedError."""
+        if io.is_async:
+            return admit_async(self, (ns, flags), timeout)
+        return admit(self, (ns, flags), timeout, _IN_LOOP)
 
     def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
         """acquire() of either flavour; interrupted in a throttle member's wait, it gives the
         concurrency members' slots back, counting nothing."""
-        admit = self._admit_async if io.is_async else self._admit
-        wait_ns, shadowed = yield functools.partial(admit, ns, _check_timeout(timeout), 0)
+        d = yield functools.partial(self._admit, ns, _check_timeout(timeout), 0, io)
+        wait_ns, shadowed = d[1], d[4]
         if wait_ns > 0:
             try:
                 if not io.is_async:

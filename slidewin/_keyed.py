@@ -13,7 +13,6 @@ from ._limiter import (
     _decorate_entries,
     _Limiting,
     _new,
-    _reduce,
     _update,
 )
 
@@ -50,6 +49,8 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
+    _PICKLED = ("concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
+                "max_keys", "overrides", "shared", "name", "shadow")
 
     def __new__(
         cls,
@@ -75,14 +76,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     ) -> "KeyedLimiter":
         return cast("KeyedLimiter", _new(super(), cls, locals()))
 
-    def __reduce__(self) -> Any:
-        """A KeyedLimiter shared by name pickles as its settings and the name (it attaches to
-        the same region in another process); a private or anonymous one cannot."""
-        return _reduce(self, "KeyedLimiter", (
-            "concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
-            "max_keys", "overrides", "shared", "name", "shadow",
-        ))
-
     def update(
         self,
         *,
@@ -99,15 +92,9 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         on_block: Any = _MISSING,
         **layout: Any,
     ) -> None:
-        """Change the settings in place: any constructor keyword that is a setting (qps or
-        concurrency, behavior, warm_up_s, cold_factor, max_queueing_ms, occupy_timeout_ms,
-        shadow, on_block, overrides). The state is kept: the windows, the throttle's queue and
-        the warm-up tokens carry over. An invalid value raises ValueError/TypeError and
-        changes nothing. The layout (interval_ms, sample_count, max_keys, shared) and name
-        cannot change (ValueError), nor can a qps limit become a concurrency limit. On a
-        shared region it changes this process's settings; the shared counts stay. A new
-        on_block serves the functions decorated after the update (a decorator fixes its
-        handler when it decorates)."""
+        """Change the settings in place, as ``Limiter.update()`` does (the state kept, an
+        invalid value changing nothing), ``overrides`` too; ``max_keys`` is layout: it
+        cannot change (ValueError)."""
         _update(self, super().update, locals())
 
     async def acquire_async(
@@ -144,17 +131,12 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         on_block: Any = _MISSING,
         timeout: Optional[float] = None,
     ) -> Any:
-        """Decorate a sync or async function: each call runs inside
-        ``self.entry(key(*args, **kwargs))``.
+        """Decorate a sync or async function as ``Limiter.__call__`` does (``on_block``,
+        ``timeout``), each call inside ``self.entry(key(*args, **kwargs))``.
 
         >>> per_user = KeyedLimiter(qps=10)
         >>> @per_user(key=lambda request, *a, **kw: request.client_ip)
         ... def handle(request): ...
-
-        ``on_block(error, *args, **kwargs)``, when given, is called instead of raising
-        BlockedError and its result returned (awaited first for an async function).
-        ``timeout=5``: each call waits up to 5 s for its key's admission, as
-        ``entry(key, timeout=5)`` (without it, a refusal raises at once).
         """
         timeout = _check_timeout(timeout)
         if key is None:

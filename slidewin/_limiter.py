@@ -13,7 +13,6 @@ from typing import (
     Dict,
     NoReturn,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -32,7 +31,6 @@ _MISSING: Any = object()
 
 _PASS = _core.PASS
 _NEVER = _core.NEVER
-_F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _SHADOWED = _core.SHADOWED
@@ -97,9 +95,8 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
-    on_block = args["on_block"]
-    if on_block is not _MISSING:
-        _check_on_block(on_block)
+    on_block = _check_on_block(lim._on_block if args["on_block"] is _MISSING
+                               else args["on_block"])
     rate = args.get("rate", _MISSING)
     if rate is not _MISSING and rate is not None:
         clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
@@ -116,8 +113,7 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
         settings["qps"] = _rate.qps_for(count, period_ms)
         settings["_rate"] = str.__str__(rate)  # installed with the settings, in one step
     base_update(**settings)
-    if on_block is not _MISSING:
-        lim._on_block = on_block
+    lim._on_block = on_block
 
 
 def _check_picklable(lim: Any, kind: str) -> None:
@@ -128,18 +124,8 @@ def _check_picklable(lim: Any, kind: str) -> None:
         )
 
 
-def _reduce(lim: Any, kind: str, names: Sequence[str]) -> Tuple[Any, ...]:
-    """__reduce__: the settings `names` and the region's name, for a limiter shared by name."""
-    _check_picklable(lim, kind)
-    kw = {name: getattr(lim, name) for name in names}
-    if lim._rate is not None:
-        kw["rate"] = lim._rate
-    return (_rebuild, (type(lim), lim.qps, kw))
-
-
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
-    rate = getattr(kw, "get", lambda k: None)("rate")
-    if rate is not None:  # a limiter built with rate=: rebuilt with the same rate
+    if kw.get("rate") is not None:  # a limiter built with rate=: rebuilt with the same rate
         kw = {k: v for k, v in kw.items() if k != "interval_ms"}
         return cls(None, **kw)
     return cls(qps, **kw)
@@ -152,26 +138,13 @@ def _at(key: Any, n: int) -> Tuple[Any, ...]:  # the C methods' leading argument
     return (n,) if key is _NO_KEY else (key, n)
 
 
-def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
-    """The decision of an async acquire without a timeout: (verdict, the ns to sleep before
-    going on), or BlockedError. The verdict is PASS, or SHADOWED (shadow mode: admitted where
-    an enforcing limiter would have refused; holds nothing, no wait)."""
-    # every async entry comes this way: the two calls are spelled out, as
-    # lim._decide(*_at(key, n), ...) measured some 0.2 us slower an entry
-    if key is _NO_KEY:
-        verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_RETRY, None)
-    else:
-        verdict, wait_ns, retry_ns = lim._decide(key, n, flags | _F_RETRY, None)
-    if verdict != _PASS and verdict != _SHADOWED:
-        lim._raise_blocked(*_at(key, n), verdict, retry_ns)
-    return verdict, wait_ns
-
-
 async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                         timeout: float) -> Tuple[int, int]:
-    """_decide_now with a timeout: a refused task waits in the limiter's (or the key's) queue
-    (slidewin._waiters), one BLOCK counted should the wait end refused."""
-    fp = None if key is _NO_KEY else lim._fingerprint(key)
+                         timeout: Optional[float]) -> Tuple[int, int]:
+    """(verdict, the ns to sleep before going on), or BlockedError: with a timeout, a refused
+    task waits in the limiter's (or the key's) queue (slidewin._waiters), one BLOCK counted
+    should the wait end refused. The verdict is PASS, or SHADOWED (shadow mode: admitted
+    where an enforcing limiter would have refused; holds nothing, no wait)."""
+    fp = None if key is _NO_KEY or timeout is None else lim._fingerprint(key)
     d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
 
@@ -182,10 +155,23 @@ class _Limiting:
 
     __slots__ = ()
 
+    _PICKLED: Tuple[str, ...]  # the settings a pickle carries, besides qps and rate
+
     @property
     def rate(self) -> Optional[str]:
         """The ``rate=`` this limiter was built (or last updated) with, else None."""
         return self._rate  # type: ignore[attr-defined,no-any-return]
+
+    def __reduce__(self) -> Any:
+        """A limiter shared by name pickles as its settings and the name: unpickled in another
+        process (multiprocessing with spawn, a process pool), it attaches to the same region.
+        A private limiter, or an anonymous one (shared=True), cannot cross processes."""
+        lim: Any = self
+        _check_picklable(lim, type(lim).__name__)
+        kw = {name: getattr(lim, name) for name in self._PICKLED}
+        if lim._rate is not None:
+            kw["rate"] = lim._rate
+        return (_rebuild, (type(lim), lim.qps, kw))
 
     def _adm_decide(self, req: Any, flags: int) -> Any:
         return self._decide(*req[0], req[1] | flags, None)  # type: ignore[attr-defined]
@@ -232,10 +218,7 @@ class _Limiting:
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
-    if timeout is None:
-        wait_ns = _decide_now(lim, key, n, 0)[1]
-    else:
-        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
+    wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
@@ -247,10 +230,15 @@ async def _aenter(lim: Any, entry: Any) -> Any:
     n = entry.n
     try:
         timeout = entry.timeout
-        if timeout is None:
-            verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
-        else:
+        if timeout is not None:
             verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
+        else:  # one decision, spelled out: lim._decide(*_at(key, n), ...) is 0.2 us slower
+            if key is _NO_KEY:
+                verdict, wait_ns, retry_ns = lim._decide(n, _F_ENTRY | _F_RETRY, None)
+            else:
+                verdict, wait_ns, retry_ns = lim._decide(key, n, _F_ENTRY | _F_RETRY, None)
+            if verdict != _PASS and verdict != _SHADOWED:
+                lim._raise_blocked(*_at(key, n), verdict, retry_ns)
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
@@ -341,6 +329,8 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     __slots__ = ("_on_block", "_waitq")
     _on_block: Optional[Callable[..., Any]]
     _waitq: Any  # the queue of asyncio tasks waiting for admission (slidewin._waiters)
+    _PICKLED = ("concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+                "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
 
     def __new__(
         cls,
@@ -363,15 +353,6 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Limiter":
         return cast("Limiter", _new(super(), cls, locals()))
-
-    def __reduce__(self) -> Any:
-        """A limiter shared by name pickles as its settings and the name: unpickled in another
-        process (multiprocessing with spawn, a process pool), it attaches to the same region.
-        A private limiter, or an anonymous one (shared=True), cannot cross processes."""
-        return _reduce(self, "Limiter", (
-            "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-            "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow",
-        ))
 
     def update(
         self,
@@ -439,27 +420,18 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
     return result
 
 
-def _entry_maker(lim: Any, timeout: Optional[float]) -> Any:
-    if timeout is None:
-        return lim.entry
-    return functools.partial(lim.entry, timeout=timeout)
-
-
 # The wrappers, one per kind of function, each the decorated call's whole overhead: no shared
-# helper that would cost a call. `keyfn`: a KeyedLimiter's key function, None for a Limiter.
+# helper that would cost a call. `entry`: makes the entry; `keyfn`: a KeyedLimiter's key
+# function, None for a Limiter.
 
 
-def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None,
-                   timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             e.__enter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             return _sync_result(func, handler, handler(exc, *args, **kwargs))
@@ -474,19 +446,16 @@ def _wrap_function(lim: Any, func: Any, handler: Any, keyfn: Any = None,
     return wrapper
 
 
-def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
-                    aexit: bool = False, timeout: Optional[float] = None) -> Any:
+def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool) -> Any:
     """aexit: the entry's exit is awaited (``__aexit__``: a Redis limiter's entries, whose
     exit is a round trip); a Limiter's entry exits in C, without a coroutine."""
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
 
     @functools.wraps(func)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             await e.__aenter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             return await _async_result(handler, exc, args, kwargs)
@@ -507,18 +476,14 @@ def _wrap_coroutine(lim: Any, func: Any, handler: Any, keyfn: Any = None,
     return async_wrapper
 
 
-def _wrap_generator(lim: Any, func: Any, handler: Any,
-                    timeout: Optional[float] = None) -> Any:
-    entry = _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
     @functools.wraps(func)
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         # runs from the first next(): the entry spans the whole iteration
         e = entry()
         try:
             e.__enter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
@@ -537,17 +502,13 @@ def _wrap_generator(lim: Any, func: Any, handler: Any,
     return gen_wrapper
 
 
-def _wrap_async_generator(lim: Any, func: Any, handler: Any, aexit: bool = False,
-                          timeout: Optional[float] = None, entry: Any = None) -> Any:
-    entry = entry or _entry_maker(lim, timeout)
-    blocked = _core.BlockedError
-
+def _wrap_async_generator(entry: Any, func: Any, handler: Any, aexit: bool) -> Any:
     @functools.wraps(func)
     async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
         e = entry()
         try:
             await e.__aenter__()
-        except blocked as exc:
+        except _core.BlockedError as exc:
             if handler is None:
                 raise
             fallback = await _async_result(handler, exc, args, kwargs)
@@ -618,10 +579,11 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                         "generator %s; use `with per_key.entry(key):` inside it"
                         % (kind, _name(func)))
     aexit = bool(is_async)
+    entry = lim.entry if timeout is None else functools.partial(lim.entry, timeout=timeout)
     if agen:
-        wrapper = _wrap_async_generator(lim, func, handler, aexit, timeout, agen_entry)
+        wrapper = _wrap_async_generator(agen_entry or entry, func, handler, aexit)
     elif coro:
-        wrapper = _wrap_coroutine(lim, func, handler, keyfn, aexit, timeout)
+        wrapper = _wrap_coroutine(entry, func, handler, keyfn, aexit)
     else:
         if handler is not None and _is_async_callable(handler):
             raise TypeError(
@@ -629,9 +591,9 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                 "await it; give a sync on_block, or decorate an async function"
                 % (handler, _name(func)))
         if gen:
-            wrapper = _wrap_generator(lim, func, handler, timeout)
+            wrapper = _wrap_generator(entry, func, handler)
         else:
-            wrapper = _wrap_function(lim, func, handler, keyfn, timeout)
+            wrapper = _wrap_function(entry, func, handler, keyfn)
     wrapper.limiter = lim
     return wrapper
 

@@ -47,20 +47,29 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view, in this process (a lock over a list)."""
+    """The pause and the server's view as _LAYOUT, in this process's memory behind a thread
+    lock (see _ShmBoard for a host's)."""
+
+    _fd = -1  # _ShmBoard's file, locked with fcntl
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
-        self._v: List[Any] = [0, 0, 0, 0.0, 0, 0, 0.0, 0]  # as _LAYOUT, all zeros
+        self._map: Any = bytearray(_LAYOUT.size)  # zeros: no pause, no view
         _BOARDS.add(self)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
         with self._mu:
-            yield self._v
+            if self._fd >= 0:
+                fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            try:
+                yield list(_LAYOUT.unpack_from(self._map, 0))
+            finally:
+                if self._fd >= 0:
+                    fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def _write(self, v: List[Any]) -> None:
-        self._v = v
+        _LAYOUT.pack_into(self._map, 0, *v)
 
     now_ns = staticmethod(_monotonic_ns)
 
@@ -145,7 +154,7 @@ class _Board:
 
 class _ShmBoard(_Board):
     """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
-    lock (released by the kernel when its holder dies) and this process's thread lock."""
+    lock (released by the kernel when its holder dies) too."""
 
     def __init__(self, shared: Any) -> None:
         super().__init__()
@@ -169,18 +178,6 @@ class _ShmBoard(_Board):
             raise
         self._fd = fd
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:
-        with self._mu:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX)
-            try:
-                yield list(_LAYOUT.unpack_from(self._map, 0))
-            finally:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN)
-
-    def _write(self, v: List[Any]) -> None:
-        _LAYOUT.pack_into(self._map, 0, *v)
-
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if fd < 0:
@@ -190,9 +187,7 @@ class _ShmBoard(_Board):
         finally:
             os.close(fd)
 
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            self.close()
+    __del__ = close
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
@@ -285,8 +280,8 @@ class Upstream:
         self._breaker = breaker
         self._shared = shared
         self._name = name
-        self._req_cost = 1e9 * req[1] / 1000 / req[0] if req else 0.0  # ns per request
-        self._tok_cost = 1e9 * tok[1] / 1000 / tok[0] if tok else 0.0  # ns per token
+        # the configured ns per request and per token
+        self._costs = tuple(1e9 * r[1] / 1000 / r[0] if r else 0.0 for r in (req, tok))
 
         def member(what: str, **kw: Any) -> Any:
             part = None if name is None else "%s.%s" % (name, what)
@@ -294,15 +289,13 @@ class Upstream:
                 from .redis import RedisLimiter
                 return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
                                     **kw)
-            if isinstance(shared, str):
-                return Limiter(shared="upstream-%s.%s" % (shared, what), name=part, **kw)
-            return Limiter(shared=shared, name=part, **kw)
+            region = "upstream-%s.%s" % (shared, what) if isinstance(shared, str) else shared
+            return Limiter(shared=region, name=part, **kw)
 
         self._redis = redis
-        self._req_lim = (member("requests", qps=_rate.qps_for(*req), behavior="throttle",
-                                max_queueing_ms=_QUEUE_MS) if req else None)
-        self._tok_lim = (member("tokens", qps=_rate.qps_for(*tok), behavior="throttle",
-                                max_queueing_ms=_QUEUE_MS) if tok else None)
+        self._req_lim, self._tok_lim = (
+            member(what, qps=_rate.qps_for(*r), behavior="throttle", max_queueing_ms=_QUEUE_MS)
+            if r else None for what, r in zip(_BUDGETS, (req, tok)))
         self._conc_lim = member("concurrency", concurrency=conc) if conc else None
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
         self._full = self._group(True)
@@ -331,21 +324,16 @@ class Upstream:
             return redis_all_of(*members)
         return all_of(*members)
 
-    def _admit(self, group: Any, ns: Tuple[int, ...], left: float) -> Tuple[int, Any]:
-        """The group's admission (waiting at most `left` s for a free in-flight slot):
-        (the pace's wait in ns, what the call holds: an entry ended by its exit)."""
-        if self._redis is not None:
-            from .redis._upstream import admit
-            return admit(group, ns, left)
-        return _held(group, ns, group._admit(ns, left, _F_ENTRY))
-
-    async def _admit_async(self, group: Any, ns: Tuple[int, ...], left: float
-                           ) -> Tuple[int, Any]:
-        if self._redis is not None:  # a redis-py client blocks: its waits run in a thread
-            from .redis._upstream import admit
-            return await asyncio.get_running_loop().run_in_executor(
-                None, admit, group, ns, left)
-        return _held(group, ns, await group._admit_async(ns, left, _F_ENTRY))
+    def _admit(self, group: Any, ns: Tuple[int, ...], left: float, io: Any) -> Any:
+        """The step of `io` admitting by the group (waiting at most `left` s for a free
+        in-flight slot): on Redis (the pace's wait in ns, what the call holds), else the
+        group's Decision (see _held)."""
+        if self._redis is None:
+            return group._admit(ns, left, _F_ENTRY, io)
+        from .redis._upstream import admit
+        if io.is_async:  # a redis-py client blocks: its waits run in a thread
+            return asyncio.get_running_loop().run_in_executor(None, admit, group, ns, left)
+        return admit(group, ns, left)
 
     @property
     def name(self) -> Optional[str]:
@@ -408,12 +396,11 @@ class Upstream:
                                   or self._tok_lim or self._conc_lim)
 
 
-def _held(group: Any, ns: Tuple[int, ...], admitted: Tuple[int, Any]) -> Tuple[int, Any]:
-    """(the pace's wait in ns, the entry the call holds) of a group's admission."""
-    wait_ns, skip = admitted
+def _held(group: Any, ns: Tuple[int, ...], d: Any) -> Tuple[int, Any]:
+    """(the pace's wait in ns, the entry the call holds) of a group's Decision."""
     entry = GroupEntry(group, ns, None)
-    entry._entered(skip)
-    return wait_ns, entry
+    entry._entered(d[4])
+    return d[1], entry
 
 
 class UpstreamCall:
@@ -446,29 +433,6 @@ class UpstreamCall:
 
     def _left(self, deadline: float) -> float:
         return min(max(0.0, deadline - time.monotonic()), _FOREVER_S)
-
-    def _paused(self, deadline: float) -> float:
-        """Seconds to sleep for a pause; BlockedError when it outlasts the deadline."""
-        up = self._up
-        left: int = up._board.pause_left(up._board.now_ns())
-        if left <= 0:
-            return 0.0
-        if left / 1e9 > self._left(deadline):
-            raise up._refused("paused by the upstream's 429/503", left)
-        return left / 1e9
-
-    def _placed(self, wait_ns: int, entry: Any, deadline: float) -> float:
-        """The group admitted the call with `wait_ns` of pace: add the server's view; the
-        seconds to sleep, or BlockedError (everything given back) beyond the deadline."""
-        up = self._up
-        self._entry = entry
-        now = up._board.now_ns()
-        view: int = up._board.reserve_view((1, self._tokens), now + wait_ns, now)
-        total = max(wait_ns, view)
-        if total / 1e9 > self._left(deadline):
-            self._undo()
-            raise up._refused("the budget's next free slot is too far", total)
-        return total / 1e9
 
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
@@ -512,19 +476,26 @@ class UpstreamCall:
         deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
-            pause = self._paused(deadline)
-            if pause > 0:
-                yield io.sleep(pause)
+            pause: int = up._board.pause_left(up._board.now_ns())
+            if pause > 0:  # sleep it, unless it outlasts the deadline
+                if pause / 1e9 > self._left(deadline):
+                    raise up._refused("paused by the upstream's 429/503", pause)
+                yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
             if self._group is not None:
-                admit = up._admit_async if io.is_async else up._admit
-                wait_ns, entry = yield functools.partial(admit, self._group, self._ns,
-                                                         self._left(deadline))
-            sleep = self._placed(wait_ns, entry, deadline)
-            if sleep > 0:
+                got = yield functools.partial(up._admit, self._group, self._ns,
+                                              self._left(deadline), io)
+                wait_ns, entry = _held(self._group, self._ns, got) if up._redis is None else got
+            self._entry = entry  # admitted with wait_ns of pace: add the server's view
+            now = up._board.now_ns()
+            wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
+            if wait_ns / 1e9 > self._left(deadline):
+                self._undo()  # everything given back
+                raise up._refused("the budget's next free slot is too far", wait_ns)
+            if wait_ns > 0:
                 try:
-                    yield io.sleep(sleep)
+                    yield io.sleep(wait_ns / 1e9)
                 except BaseException:
                     self._undo()
                     raise
@@ -569,8 +540,7 @@ class UpstreamCall:
                 up._count("upstream_5xx")
         for budget, remaining, reset_s in _headers.server_view(h, time.time()):
             b = _BUDGETS.index(budget)
-            floor = up._req_cost if b == 0 else up._tok_cost
-            up._board.view(b, remaining, reset_s, floor, now)
+            up._board.view(b, remaining, reset_s, up._costs[b], now)
         if tokens is not None:
             self._settle(tokens)
         self._tell_breaker(None if status == 429 else status >= 500)

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from . import _core, _io
 from ._admission import Admitter, Decision, refuse_in_loop
@@ -143,9 +143,7 @@ class Waiters:
         with self._mu:
             if not self._n and not self._hooks:
                 self._listen(adm)
-            q = self._qs.get(fp)
-            if q is None:
-                q = self._qs[fp] = deque()
+            q = self._qs.setdefault(fp, deque())
             w = _Waiter(loop, q)
             q.append(w)
             self._n += 1
@@ -177,17 +175,6 @@ class Waiters:
         with self._mu:
             self._hooks.remove(fn)
             self._unlisten(adm)
-
-    def _rearm(self, w: _Waiter) -> bool:
-        """Ready for the next sleep before deciding (a wake-up after the decision then ends
-        it); whether w is first of its queue."""
-        with self._mu:
-            if w.ev is not None:
-                w.ev.clear()
-            else:
-                w.fut = w.loop.create_future()  # type: ignore[union-attr]
-            w.woken = False
-            return w.q[0] is w
 
     def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
                fp: Optional[int]) -> None:
@@ -236,36 +223,35 @@ class Waiters:
             else:
                 self._room.discard(fp)
 
-    def _try(self, adm: Any, req: Any, w: _Waiter, deadline: float,
-             poll: "list[float]") -> "tuple[Optional[Decision], float]":
-        """(the decision, 0) when admitted, else (None, the seconds to sleep); the admitter
-        raises once the wait is over."""
-        first = self._rearm(w)
-        d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
-        if d[0] == _PASS or d[0] == _SHADOWED:
-            return d, 0.0
-        step = adm._adm_retry_in(req, d, first, deadline)
-        sleep = deadline - time.monotonic()
-        if first:
-            if step is None:  # unknown: poll with a growing step
-                step = poll[0]
-                poll[0] = min(step * 2, _POLL_MAX_S)
-            sleep = min(sleep, step)
-        return None, min(max(sleep, 0.0), _MAX_SLEEP_S)
-
     def _admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int],
                loop: Optional[asyncio.AbstractEventLoop]) -> _io.Steps:
         """The wait of a thread (`loop` None) or a task: decide until admitted, or the
-        refusal at the deadline, one BLOCK counted. `fp`: a KeyedLimiter's key's fingerprint."""
+        refusal at the deadline (the admitter raises it), one BLOCK counted. `fp`: a
+        KeyedLimiter's key's fingerprint."""
         w = self._add(adm, loop, fp)
         got: Optional[Decision] = None
-        poll = [_POLL_MIN_S]
+        poll = _POLL_MIN_S
         try:
-            while got is None:
-                got, sleep = self._try(adm, req, w, deadline, poll)
-                if got is None:
-                    yield functools.partial(_sleep_on, w, loop, sleep)
-            return got
+            while True:
+                # ready for the next sleep before deciding: a wake-up after the decision ends it
+                with self._mu:
+                    if w.ev is not None:
+                        w.ev.clear()
+                    else:
+                        w.fut = w.loop.create_future()  # type: ignore[union-attr]
+                    w.woken = False
+                    first = w.q[0] is w
+                d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+                if d[0] == _PASS or d[0] == _SHADOWED:
+                    got = d
+                    return got
+                step = adm._adm_retry_in(req, d, first, deadline)
+                sleep = deadline - time.monotonic()
+                if first:
+                    if step is None:  # unknown: poll with a growing step
+                        step, poll = poll, min(poll * 2, _POLL_MAX_S)
+                    sleep = min(sleep, step)
+                yield functools.partial(_sleep_on, w, loop, min(max(sleep, 0.0), _MAX_SLEEP_S))
         finally:
             self._leave(adm, req, w, got, fp)
 
@@ -301,16 +287,17 @@ def _first_try(adm: Admitter, req: Any, timeout: Optional[float]) -> Any:
     return deadline
 
 
-def admit(adm: Admitter, req: Any, timeout: Optional[float], fp: Optional[int] = None,
-          what: str = "an entry(timeout=...) that must wait",
-          async_form: str = "async with ...entry(...)") -> Decision:
+def admit(adm: Admitter, req: Any, timeout: Optional[float], in_loop: Tuple[str, str]
+          ) -> Decision:
     """An admission of a thread: one decision (timeout None), or a wait in the admitter's
-    queue of at most `timeout` seconds. The decision, or the refusal raised."""
+    queue of at most `timeout` seconds (`in_loop`: refuse_in_loop's words). The decision, or
+    the refusal raised."""
     got = _first_try(adm, req, timeout)
     if not isinstance(got, float):
         return got  # type: ignore[no-any-return]
-    refuse_in_loop(what, async_form)
-    return _io.run(waiters_of(adm)._admit(adm, req, got, fp, None))  # type: ignore[no-any-return]
+    refuse_in_loop(*in_loop)
+    steps = waiters_of(adm)._admit(adm, req, got, None, None)
+    return _io.run(steps)  # type: ignore[no-any-return]
 
 
 async def admit_async(adm: Admitter, req: Any, timeout: Optional[float],
@@ -326,15 +313,11 @@ def _after_fork_in_child() -> None:
     """fork(): the parent's tasks, threads and helper threads are not the child's; its queues
     start empty (the parent's helper keeps its own count of the region's watchers)."""
     for q in list(_ALL):
-        q._mu = threading.Lock()
-        q._qs.clear()
-        q._room.clear()
-        q._hooks.clear()
-        q._n = 0
-        q._watching = False
         adm = q._adm()
-        if adm is not None and hasattr(adm, "_watch"):  # a limiter (a group's hooks: above)
-            adm._adm_listen(None)
+        if adm is not None:
+            q.__init__(adm)  # type: ignore[misc]
+            if hasattr(adm, "_watch"):  # a limiter (a group's hooks: gone with __init__)
+                adm._adm_listen(None)
 
 
 if hasattr(os, "register_at_fork"):

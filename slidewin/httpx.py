@@ -15,12 +15,12 @@ import json
 import sys
 import time
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Callable, Optional
 
 import httpx
 
 from . import _core, _io
-from ._upstream import Upstream, UpstreamCall, _check_int
+from ._upstream import Upstream, _check_int
 
 __all__ = ["LimitedTransport", "AsyncLimitedTransport"]
 
@@ -49,16 +49,6 @@ def _used_tokens(body: bytes) -> Optional[int]:
     return None
 
 
-def _http_module(transport: Any, base: str) -> Optional[ModuleType]:
-    """The httpx-like package (httpx, or its fork httpx2 that anthropic 2.x uses) whose
-    `base` class (BaseTransport, AsyncBaseTransport) the transport is; None if neither."""
-    for name in ("httpx", "httpx2"):
-        mod = sys.modules.get(name)
-        if mod is not None and isinstance(transport, getattr(mod, base)):
-            return mod
-    return None
-
-
 def _is_json(response: httpx.Response) -> bool:
     kind = str(response.headers.get("content-type", ""))
     return kind.split(";")[0].strip().lower().endswith("json")
@@ -69,7 +59,8 @@ class _Limited:
     response means (observe, retry or not)."""
 
     _flavour: Any = _io.SYNC  # the flavour of the transport's I/O
-    _BASE = "BaseTransport"  # the class of httpx the wrapped transport is
+    # the class of httpx the wrapped transport is, and the one it wraps by default
+    _BASE, _DEFAULT = "BaseTransport", "HTTPTransport"
 
     def __init__(self, upstream: Upstream, *,
                  tokens: Optional[Callable[[httpx.Request], int]] = None, retries: int = 3,
@@ -87,25 +78,28 @@ class _Limited:
         if not deadline_s > 0:
             raise ValueError("deadline_s must be > 0 seconds, got %r" % (deadline_s,))
         if transport is None:
-            transport = self._default_transport()
-        mod = _http_module(transport, self._BASE)
-        if mod is None:
+            transport = getattr(httpx, self._DEFAULT)()
+        # the package of the transport's class, httpx or its fork httpx2 that anthropic 2.x
+        # uses: its Responses are built
+        mods = [m for m in map(sys.modules.get, ("httpx", "httpx2"))
+                if m is not None and isinstance(transport, getattr(m, self._BASE))]
+        if not mods:
             raise TypeError("transport must be None or an httpx.%s (httpx2's too), not %s"
                             % (self._BASE, type(transport).__name__))
-        self._h = mod
+        self._h: ModuleType = mods[0]
         self.transport = transport
         self.upstream = upstream
         self._estimate = tokens
         self.retries = retries
         self.deadline_s = float(deadline_s)
 
-    # each flavour's own: the default transport, a send, a read of the raw body
-    _default_transport: Callable[[], Any]
-    _send: Callable[[httpx.Request], Any]
+    # each flavour's own: a read of the raw body
     _read_raw: Callable[[httpx.Response], Any]
 
-    def _attempts(self, request: httpx.Request) -> _io.Steps:
-        """The request sent through the upstream, retried after a 429/503; its I/O yielded."""
+    def _attempts(self, request: httpx.Request, send: Callable[[httpx.Request], Any]
+                  ) -> _io.Steps:
+        """The request sent (by `send`, the wrapped transport's) through the upstream,
+        retried after a 429/503; its I/O yielded."""
         io = self._flavour
         start = time.monotonic()
         n = self._tokens(request)
@@ -120,19 +114,26 @@ class _Limited:
                     return last
                 raise
             try:
-                response = yield functools.partial(self._send, request)
+                response = yield functools.partial(send, request)
                 body = None
                 if response.status_code in _RETRY or _is_json(response):
-                    body = self._read_already(response)
+                    try:
+                        body = response.content  # one built in memory is read already
+                    except self._h.ResponseNotRead:
+                        pass
                     if body is None:
                         raw = yield functools.partial(self._read_raw, response)
                         response, body = self._rebuilt(response, raw, request)
-                self._observe(call, response, body)
+                used = _used_tokens(body) if body is not None else None
+                call.observe(response.status_code, response.headers.multi_items(), tokens=used)
             except BaseException as e:
                 call.__exit__(type(e), e, e.__traceback__)
                 raise
             call.__exit__(None, None, None)
-            if not self._retry(response, attempt, start):
+            # sent again after a 429/503 (the next call() waits the pause it started) while
+            # retries and time are left
+            if (response.status_code not in _RETRY or attempt >= self.retries
+                    or (self.upstream.paused_until() or 0.0) >= self._left(start)):
                 return response
             attempt += 1
             self.upstream._count("retried")
@@ -149,27 +150,6 @@ class _Limited:
 
     def _left(self, start: float) -> float:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
-
-    def _observe(self, call: UpstreamCall, response: httpx.Response,
-                 body: Optional[bytes]) -> None:
-        used = _used_tokens(body) if body is not None else None
-        call.observe(response.status_code, response.headers.multi_items(), tokens=used)
-
-    def _retry(self, response: httpx.Response, attempt: int, start: float) -> bool:
-        """Whether to send again (the next call() waits the pause this response started)."""
-        if response.status_code not in _RETRY or attempt >= self.retries:
-            return False
-        pause = self.upstream.paused_until() or 0.0
-        return pause < self._left(start)
-
-    def _read_already(self, response: httpx.Response) -> Optional[bytes]:
-        """The body of a response already read (one built in memory), else None."""
-        try:
-            return response.content
-        except self._h.ResponseNotRead:
-            return None
-
-    _h: ModuleType = httpx  # the package of the wrapped transport: its Responses are built
 
     def _rebuilt(self, response: httpx.Response, raw: bytes, request: httpx.Request
                  ) -> "tuple[httpx.Response, bytes]":
@@ -199,14 +179,9 @@ class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sy
     request that cannot start in time raises ``BlockedError``
     (or, after a retried response, that response is returned)."""
 
-    def _default_transport(self) -> httpx.BaseTransport:
-        return httpx.HTTPTransport()
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
-
-    def _send(self, request: httpx.Request) -> httpx.Response:
-        return self.transport.handle_request(request)  # type: ignore[no-any-return]
+        return self._flavour.run(  # type: ignore[no-any-return]
+            self._attempts(request, self.transport.handle_request))
 
     def _read_raw(self, response: httpx.Response) -> bytes:
         try:
@@ -223,16 +198,11 @@ class AsyncLimitedTransport(httpx.AsyncBaseTransport, _Limited):
     ``httpx.AsyncHTTPTransport()`` by default); waits with asyncio."""
 
     _flavour = _io.ASYNC
-    _BASE = "AsyncBaseTransport"
-
-    def _default_transport(self) -> httpx.AsyncBaseTransport:
-        return httpx.AsyncHTTPTransport()
+    _BASE, _DEFAULT = "AsyncBaseTransport", "AsyncHTTPTransport"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._flavour.run(self._attempts(request))  # type: ignore[no-any-return]
-
-    def _send(self, request: httpx.Request) -> Awaitable[httpx.Response]:
-        return self.transport.handle_async_request(request)  # type: ignore[no-any-return]
+        return await self._flavour.run(  # type: ignore[no-any-return]
+            self._attempts(request, self.transport.handle_async_request))
 
     async def _read_raw(self, response: httpx.Response) -> bytes:
         try:
