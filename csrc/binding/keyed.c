@@ -323,7 +323,6 @@ static int keyed_repr_own(PyObject *obj, PyObject *parts);
 
 _Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
-    "KeyedLimiter",
     {SW_KIND_KEYED, sw_keyed_region_init, sw_keyed_region_check, sw_keyed_region_lock},
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_count, keyed_stats, keyed_totals,
@@ -401,18 +400,6 @@ static PyObject *Keyed_in_flight(KeyedObject *self, PyObject *key)
 static Py_ssize_t Keyed_len(KeyedObject *self)
 {
     return (Py_ssize_t)sw_keyed_len(kview(self));
-}
-
-static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    PyObject *a[3];
-    int64_t n, timeout;
-    uint64_t fp;
-    if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
-                               &timeout) < 0)
-        return NULL;
-    return entry_new((PyObject *)self, self->st->KeyedEntry_Type, a[0], fp, n, timeout);
 }
 
 /* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);
@@ -548,7 +535,7 @@ static PyMethodDef Keyed_methods[] = {
     METHOD(acquire, limiting_acquire_m, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
     METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
     METHOD(charge, limiting_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
-    METHOD(entry, Keyed_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
+    METHOD(entry, limiting_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
     METHOD(in_flight, Keyed_in_flight, METH_O, "(key)", "Requests of this key in flight now."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The statistics of all keys together (a Stats; .evicted: keys evicted so far)."),
     HIDDEN(_fingerprint, Keyed_fingerprint, METH_FASTCALL),

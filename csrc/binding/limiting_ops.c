@@ -417,9 +417,11 @@ PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssi
 
 static const char *const key_n_names[] = {"key", "n", "timeout"};
 
-int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
-                           int64_t *n, int64_t *timeout)
+/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (NULL when
+ * not keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
+static int parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
+                         Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
+                         int64_t *n, int64_t *timeout)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;
     Py_ssize_t k = ops->key_fp != NULL; /* the key first */
@@ -447,7 +449,7 @@ PyObject *limiting_acquire_m(PyObject *self, PyObject *const *args, Py_ssize_t n
     int64_t n, timeout;
     uint64_t fp;
     struct sw_decision d;
-    if (limiting_parse_acquire(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0 ||
+    if (parse_acquire(self, "acquire", args, nargs, kwnames, a, &fp, &n, &timeout) < 0 ||
         limiting_acquire(self, a[0], fp, n, timeout, 0u, false, &d) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -605,19 +607,26 @@ CFG_GETTER(shadow, PyBool_FromLong(cfg.shadow != 0))
 
 /* ---- Entry and KeyedEntry: one compare-exchange per state change ---- */
 
-PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns)
+PyObject *limiting_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
 {
-    AnyEntryObject *e = PyObject_GC_New(AnyEntryObject, type);
+    struct limiting_head *h = LIMITING(self);
+    PyObject *a[3];
+    int64_t n, timeout;
+    uint64_t fp;
+    if (parse_acquire(self, "entry", args, nargs, kwnames, a, &fp, &n, &timeout) < 0)
+        return NULL;
+    AnyEntryObject *e = PyObject_GC_New(
+        AnyEntryObject, h->ops->key_fp ? h->st->KeyedEntry_Type : h->st->Entry_Type);
     if (e == NULL)
         return NULL;
-    e->owner = Py_NewRef(owner);
+    e->owner = Py_NewRef(self);
     e->n = n;
     e->start_ns = 0;
     atomic_init(&e->state, ENTRY_IDLE);
     e->hollow = 0;
-    e->timeout_ns = timeout_ns;
-    e->key = Py_XNewRef(key);
+    e->timeout_ns = timeout;
+    e->key = Py_XNewRef(a[0]);
     e->fp = fp;
     e->fork_gen = 0;
     PyObject_GC_Track(e);

@@ -26,7 +26,6 @@ int region_open(struct sw_shm *shm, int mode, const char *path, const struct reg
 
 /* A limiter type's operations on its state, through its view (the head's viewp). */
 struct limiting_ops {
-    const char *tname;        /* the type, in messages */
     struct region_kind region;
     /* keyed: the key's fingerprint (NULL: no key). @return 0, or -1 with TypeError set */
     int (*key_fp)(PyObject *self, PyObject *key, uint64_t *fp);
@@ -155,9 +154,6 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
 
-/** A new entry of owner (key NULL, fp 0 for a Limiter's). @return new reference or NULL */
-PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns);
 /* The slots and methods of Entry and KeyedEntry, and their properties n, timeout, limiter */
 int entry_traverse(PyObject *self, visitproc visit, void *arg);
 int entry_clear(PyObject *self);
@@ -200,11 +196,9 @@ PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nar
 /* charge([key,] n, *, now_ns=None) */
 PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
-/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (NULL when
- * not keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
-int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
-                           Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
-                           int64_t *n, int64_t *timeout);
+/* entry([key,] n=1, *, timeout=None) */
+PyObject *limiting_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
 /* _release_entry([key,] n): give back an entry's count, counting nothing (asyncio cancel) */
 PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
