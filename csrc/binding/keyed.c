@@ -28,7 +28,6 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     Py_XDECREF(arg);
 }
 
-
 /* The overrides dict (a new reference) under cfg_mu; with cfg, the same snapshot's settings */
 static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
@@ -304,9 +303,10 @@ static void keyed_give_back(PyObject *self, uint64_t fp, int64_t n)
     keyed_notify((KeyedObject *)self, 1, fp);
 }
 
-static int keyed_charge(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns)
+static int keyed_entry_finish(PyObject *e, int64_t rt, int outcome)
 {
-    return sw_keyed_charge(kview((KeyedObject *)self), fp, n, now_ns);
+    KeyedEntryObject *self = (KeyedEntryObject *)e;
+    return keyed_group_exit((PyObject *)self->lim, self->fp, self->n, rt / NS_PER_MS, outcome);
 }
 
 static void keyed_free_own(PyObject *obj)
@@ -327,7 +327,7 @@ static const struct limiting_ops keyed_ops = {
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_count, keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
-    keyed_give_back, keyed_charge, kentry_finish,
+    keyed_give_back, keyed_group_charge, keyed_entry_finish,
     {"an entry can be entered only once: this one has exited; make a new one per request with "
      "per_key.entry(key)",
      "an entry can be entered only once: this one is already entered"},

@@ -7,13 +7,6 @@
 
 /* ---- KeyedEntry (its steps: limiting_ops.c) ---- */
 
-/* KeyedLimiter's entry_finish */
-int kentry_finish(PyObject *e, int64_t rt, int outcome)
-{
-    KeyedEntryObject *self = (KeyedEntryObject *)e;
-    return keyed_group_exit((PyObject *)self->lim, self->fp, self->n, rt / NS_PER_MS, outcome);
-}
-
 static PyObject *KEntry_repr(KeyedEntryObject *self)
 {
     return PyUnicode_FromFormat("<slidewin keyed entry key=%R n=%lld %s of %R>",
@@ -57,11 +50,6 @@ int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t or
     return 0;
 }
 
-const struct sw_kview *keyed_group_view(PyObject *keyed)
-{
-    return kview((KeyedObject *)keyed);
-}
-
 int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
 {
     KeyedObject *self = (KeyedObject *)keyed;
@@ -69,19 +57,4 @@ int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int
         return SW_EBUSY;
     keyed_notify(self, 1, fp);
     return 0;
-}
-
-void keyed_group_maybe_reap(PyObject *keyed)
-{
-    (void)limiting_maybe_reap(keyed);
-}
-
-int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)
-{
-    return sw_keyed_charge(kview((KeyedObject *)keyed), fp, n, now_ns);
-}
-
-int keyed_group_grade(PyObject *keyed)
-{
-    return ((KeyedObject *)keyed)->grade;
 }

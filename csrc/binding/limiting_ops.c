@@ -148,10 +148,8 @@ void limiting_dealloc(PyObject *self)
 void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
                             const struct sw_decision *d)
 {
-    struct limiting_head *h = LIMITING(self);
-    if (h->is_shared)
-        (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
-    blocked_raise(h->st, self, key, n, d);
+    (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
+    blocked_raise(LIMITING(self)->st, self, key, n, d);
 }
 
 static void decide_no_block(PyObject *self, uint64_t fp, int64_t n, unsigned flags,
@@ -262,7 +260,6 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
     return rc;
 }
 
-
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
     struct limiting_head *h = LIMITING(self);
@@ -347,9 +344,8 @@ PyObject *limiting_repr(PyObject *self)
     return repr_finish(self, parts, cfg.shadow != 0, h->shared, h->name, h->name_given);
 }
 
-PyObject *limiting_get_rate(PyObject *self, void *unused)
+PyObject *limiting_get_rate(PyObject *self, void *Py_UNUSED(c))
 {
-    (void)unused;
     struct limiting_head *h = LIMITING(self);
     pthread_mutex_lock(&h->cfg_mu);
     PyObject *rate = Py_XNewRef(h->rate);
@@ -357,9 +353,8 @@ PyObject *limiting_get_rate(PyObject *self, void *unused)
     return rate != NULL ? rate : Py_NewRef(Py_None);
 }
 
-int limiting_set_rate(PyObject *self, PyObject *value, void *unused)
+int limiting_set_rate(PyObject *self, PyObject *value, void *Py_UNUSED(c))
 {
-    (void)unused;
     if (value == NULL || (value != Py_None && !PyUnicode_CheckExact(value))) {
         PyErr_SetString(PyExc_TypeError, "_rate must be a str or None");
         return -1;
