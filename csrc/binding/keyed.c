@@ -1,11 +1,14 @@
 /* keyed.c - the C base of slidewin.KeyedLimiter: one limit per key in a bounded table. Keys
  * are hashed (keyed_args.c) before the table's lock is taken. */
 #include "keyed.h"
+#include "entry.h"
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
 #include "wakers.h"
+
+#include "sw_group.h"
 
 #include <sys/mman.h>
 
@@ -333,6 +336,33 @@ static const struct limiting_ops keyed_ops = {
      "an entry can be entered only once: this one is already entered"},
 };
 
+/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
+
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (key_fp(seed_of(self), key, fp) < 0)
+        return -1;
+    struct sw_gmember m;
+    m.kind = SW_GM_KEYED;
+    m.kv = &self->view;
+    limiting_group_order(keyed, &m);
+    order[0] = m.order[0];
+    order[1] = m.order[1];
+    *shared = self->is_shared;
+    return 0;
+}
+
+int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self), fp, n, rt_ms, outcome, SW_NOW)))
+        return SW_EBUSY;
+    keyed_notify(self, 1, fp);
+    return 0;
+}
+
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
@@ -535,7 +565,7 @@ static PyMethodDef Keyed_methods[] = {
     METHOD(acquire, limiting_acquire_m, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
     METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
     METHOD(charge, limiting_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
-    METHOD(entry, limiting_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
+    METHOD(entry, entry_make, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
     METHOD(in_flight, Keyed_in_flight, METH_O, "(key)", "Requests of this key in flight now."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The statistics of all keys together (a Stats; .evicted: keys evicted so far)."),
     HIDDEN(_fingerprint, Keyed_fingerprint, METH_FASTCALL),

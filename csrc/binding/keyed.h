@@ -9,7 +9,6 @@
 #include <stdatomic.h>
 
 extern PyType_Spec KeyedLimiter_spec;
-extern PyType_Spec KeyedEntry_spec;
 
 /** A (KeyedLimiter, key) member: the key's fingerprint in the table, the table's lock order
  * (sw_gmember_order_*), whether it is shared. @param keyed a KeyedLimiter (checked by the

@@ -1,5 +1,6 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "limiter.h"
+#include "entry.h"
 #include "limiting_ops.h"
 #include "adaptive.h"
 #include "args.h"
@@ -368,7 +369,7 @@ static PyMethodDef Limiter_methods[] = {
     METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
     METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),
     METHOD(charge, limiting_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
-    METHOD(entry, limiting_entry, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
+    METHOD(entry, entry_make, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The window's statistics as a Stats."),
     LIMITING_METHODS,
     ADAPTIVE_METHODS

@@ -154,15 +154,6 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
 
-/* The slots and methods of Entry and KeyedEntry, and their properties n, timeout, limiter */
-int entry_traverse(PyObject *self, visitproc visit, void *arg);
-int entry_clear(PyObject *self);
-void entry_dealloc(PyObject *self);
-extern PyMethodDef entry_methods[];
-PyObject *entry_get_n(PyObject *self, void *unused);
-PyObject *entry_get_timeout(PyObject *self, void *unused);
-PyObject *entry_get_limiter(PyObject *self, void *unused);
-
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
 /** Install settings checked against the snapshot of generation gen, in one swap under the
@@ -196,9 +187,11 @@ PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nar
 /* charge([key,] n, *, now_ns=None) */
 PyObject *limiting_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
-/* entry([key,] n=1, *, timeout=None) */
-PyObject *limiting_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                         PyObject *kwnames);
+/* acquire()'s and entry()'s arguments ([key,] n=1, *, timeout=None): a[0] the key (NULL when
+ * not keyed), *fp its fingerprint, n, the timeout (ns, -1: none). @return 0, or -1 */
+int limiting_parse_acquire(PyObject *self, const char *fname, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, PyObject **a, uint64_t *fp,
+                           int64_t *n, int64_t *timeout);
 /* _release_entry([key,] n): give back an entry's count, counting nothing (asyncio cancel) */
 PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *limiting_stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -246,20 +239,5 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
         HIDDEN(_release_wait, limiting_release_wait, METH_FASTCALL),                           \
         HIDDEN(_reap, limiting_reap_m, METH_NOARGS),                                           \
         HIDDEN(_release_entry, limiting_release_entry, METH_FASTCALL)
-
-#if PY_VERSION_HEX < 0x030A0000
-/* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION: an entry type refuses construction itself */
-static inline PyObject *entry_refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    (void)args;
-    (void)kwds;
-    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use the limiter's entry()",
-                 type->tp_name);
-    return NULL;
-}
-#define ENTRY_NEW_SLOT {Py_tp_new, entry_refuse_new},
-#else
-#define ENTRY_NEW_SLOT
-#endif
 
 #endif /* SW_BINDING_LIMITING_OPS_H */
