@@ -14,7 +14,8 @@
 
 #define DEFAULT_MAX_KEYS 65536
 
-void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
+/* A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
+static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     PyObject *arg = NULL;
     PyObject *w = waker_get((PyObject *)self, &self->waker);
@@ -105,19 +106,6 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 
 static const struct limiting_ops keyed_ops;
 
-/* The bytes of a table of max_keys keys. @return 0, or -1 with ValueError set */
-static int keyed_table_size(const struct sw_limiter_cfg *cfg, int64_t max_keys, int mode,
-                            size_t *size)
-{
-    *size = sw_keyed_size(cfg->interval_ms, cfg->sample_count, (uint32_t)max_keys, mode != 0);
-    if (*size != 0)
-        return 0;
-    PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
-                 "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
-                 cfg->sample_count);
-    return -1;
-}
-
 /* A large table is read at random: transparent huge pages spare a TLB miss per decision
  * (measured at 1,000,000 keys: about 2.5x a private decision, not 6x). */
 static void keyed_huge_pages(void *mem, size_t size)
@@ -153,9 +141,7 @@ static int keyed_open_private(KeyedObject *self, const struct sw_limiter_cfg *cf
     atomic_store_explicit(&self->seed, self->mem->seed, memory_order_relaxed);
     self->view.rule = &self->rule;
     self->view.token = SW_LOCK_PRIVATE;
-    self->view.slots = NULL;
-    self->view.n_slots = 0;
-    self->view.my_slot = -1;
+    self->view.my_slot = -1; /* slots NULL: tp_alloc zeroed them */
     return fork_register(&self->fork, &self->mem->lock, &self->wq);
 }
 
@@ -202,9 +188,16 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int name_given;
     int mode = shared_and_name(v[CTOR_SHARED], v[CTOR_NAME], path, sizeof path, &name,
                                &name_given);
-    size_t size;
-    if (mode < 0 || keyed_table_size(&cfg, max_keys, mode, &size) < 0)
+    if (mode < 0)
         goto fail0;
+    size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys,
+                                mode != 0);
+    if (size == 0) {
+        PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
+                     "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
+                     cfg.sample_count);
+        goto fail0;
+    }
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail0;
@@ -322,7 +315,20 @@ static void keyed_free_own(PyObject *obj)
     self->mem = NULL;
 }
 
-static int keyed_repr_own(PyObject *obj, PyObject *parts);
+/* repr's own parts: max_keys (when not the default), the overrides (when any) */
+static int keyed_repr_own(PyObject *obj, PyObject *parts)
+{
+    KeyedObject *self = (KeyedObject *)obj;
+    PyObject *over = overrides_get(self, NULL, NULL);
+    int rc = 0;
+    if ((self->max_keys != DEFAULT_MAX_KEYS &&
+         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
+        (over != NULL && PyDict_GET_SIZE(over) > 0 &&
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0))
+        rc = -1;
+    Py_XDECREF(over);
+    return rc;
+}
 
 _Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
@@ -491,25 +497,6 @@ static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
     return copy;
 }
 
-static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->max_keys);
-}
-/* repr's own parts: max_keys (when not the default), the overrides (when any) */
-static int keyed_repr_own(PyObject *obj, PyObject *parts)
-{
-    KeyedObject *self = (KeyedObject *)obj;
-    PyObject *over = overrides_get(self, NULL, NULL);
-    int rc = 0;
-    if ((self->max_keys != DEFAULT_MAX_KEYS &&
-         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
-        (over != NULL && PyDict_GET_SIZE(over) > 0 &&
-         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0))
-        rc = -1;
-    Py_XDECREF(over);
-    return rc;
-}
-
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
     static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides", "_rate"};
@@ -553,7 +540,6 @@ static PyGetSetDef Keyed_getset[] = {
     {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", NULL},
     {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", NULL},
     {"behavior", cfg_get_behavior, NULL, "The controller of each key.", NULL},
-    {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
     LIMITING_GETSET,
     {NULL}};
 
@@ -573,7 +559,11 @@ static PyMethodDef Keyed_methods[] = {
     LIMITING_METHODS,
     {NULL}};
 
-WEAKREF_MEMBERS(Keyed, KeyedObject);
+static PyMemberDef Keyed_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(KeyedObject, weakreflist), READONLY, NULL},
+    {"max_keys", T_UINT, offsetof(KeyedObject, max_keys), READONLY,
+     "Keys the table holds at most."},
+    {NULL}};
 
 TYPE_SPEC(KeyedLimiter, "slidewin._core.KeyedLimiter", KeyedObject, Py_TPFLAGS_BASETYPE,
           {Py_tp_doc, "The C base of slidewin.KeyedLimiter."}, {Py_tp_new, Keyed_new},

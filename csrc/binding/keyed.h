@@ -96,7 +96,5 @@ struct overrides {
 int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
                           struct overrides *out);
 void keyed_overrides_free(struct overrides *ov);
-/** A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
-void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp);
 
 #endif /* SW_BINDING_KEYED_H */

@@ -91,7 +91,6 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.token = SW_LOCK_PROCESS;
         self->view.slots = self->shm.slots;
         self->view.n_slots = self->shm.n_slots;
-        self->held = 0;
         self->view.held = &self->held;
         if (limiting_claim((PyObject *)self) < 0)
             goto fail;

@@ -145,8 +145,8 @@ void limiting_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
-                            const struct sw_decision *d)
+/* BlockedError for the refusal of n (of key, or NULL), a reap first when shared */
+static void raise_blocked(PyObject *self, PyObject *key, int64_t n, const struct sw_decision *d)
 {
     (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
     blocked_raise(LIMITING(self)->st, self, key, n, d);
@@ -244,7 +244,7 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
             lock_gave_up() < 0)
             return -1;
         if (d->verdict != SW_PASS) {
-            limiting_raise_blocked(self, key, n, d);
+            raise_blocked(self, key, n, d);
             return -1;
         }
         return defer_wait ? 0 : sleep_decision(d);
@@ -254,7 +254,7 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
     if (rc == 1) {
         if (!lock_expired) /* a lock never taken (a stopped holder): nothing counted */
             h->ops->count_block(limiting_view(self), n, false);
-        limiting_raise_blocked(self, key, n, d);
+        raise_blocked(self, key, n, d);
         return -1;
     }
     return rc;
@@ -406,7 +406,7 @@ PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssi
         as_int64(args[k + 2], "retry_ns", -1, INT64_MAX, &retry) < 0)
         return NULL;
     struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
-    limiting_raise_blocked(self, k ? args[0] : NULL, n, &d);
+    raise_blocked(self, k ? args[0] : NULL, n, &d);
     return NULL;
 }
 

@@ -143,9 +143,6 @@ const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *
 /** tp_dealloc of a limiter type. */
 void limiting_dealloc(PyObject *self);
 
-/** BlockedError for the refusal of n (of key, or NULL), a reap first when shared. */
-void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
-                            const struct sw_decision *d);
 
 /** acquire() of n (of key fp; NULL and 0 for a Limiter): timeout_ns < 0, one decision; else
  * retries until the timeout, refused at the end with one BLOCK counted (unless a lock never
