@@ -508,8 +508,8 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         PyObject *cur = overrides_get(self, &cfg, &gen);
-        if (update_parse("KeyedLimiter", args, kwds, settings, v, 10, layout, &cfg) < 0 ||
-            limiting_update_rate(v[9], v[0], v[1], &rate, &slot) < 0 ||
+        if (update_parse("KeyedLimiter", args, kwds, settings, v, 10, layout, &cfg, &rate,
+                         &slot) < 0 ||
             keyed_check_behavior(&cfg) < 0) {
             Py_XDECREF(cur);
             return NULL;

@@ -331,8 +331,7 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         limiting_settings((PyObject *)self, &cfg, &gen);
-        if (update_parse("Limiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
-            limiting_update_rate(v[8], v[0], v[1], &rate, &slot) < 0)
+        if (update_parse("Limiter", args, kwds, settings, v, 9, layout, &cfg, &rate, &slot) < 0)
             return NULL;
         struct sw_rule rule;
         int rc = sw_rule_init(&rule, &cfg);

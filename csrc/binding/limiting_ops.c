@@ -296,23 +296,6 @@ int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *
     return same ? 0 : 1;
 }
 
-int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
-                         PyObject **slot)
-{
-    *rate = NULL;
-    *slot = NULL;
-    if (o_rate != NULL && o_rate != Py_None && !PyUnicode_CheckExact(o_rate)) {
-        PyErr_Format(PyExc_TypeError, "_rate must be a str or None, not %.100s",
-                     type_name_of(o_rate));
-        return -1;
-    }
-    if (o_rate != NULL || o_qps != NULL || o_conc != NULL) {
-        *slot = o_rate != Py_None ? o_rate : NULL;
-        *rate = slot;
-    }
-    return 0;
-}
-
 void limiting_group_order(PyObject *self, struct sw_gmember *m)
 {
     struct limiting_head *h = LIMITING(self);

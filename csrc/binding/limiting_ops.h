@@ -159,11 +159,6 @@ void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen
  * @return 0 installed, 1 changed meanwhile (nothing done) */
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
                      void (*apply)(PyObject *self, void *arg), void *arg, PyObject **rate);
-/** update()'s private _rate= (an exact str, or None), given or not: *rate for
- * limiting_install (NULL: unchanged; a new qps= or concurrency= without it: no rate), its
- * value kept in *slot. @return 0, or -1 with TypeError set */
-int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
-                         PyObject **slot);
 
 /** Which members of all_of() lock first (sw_gmember_order_*: private, or by region). */
 void limiting_group_order(PyObject *self, struct sw_gmember *m);
