@@ -176,7 +176,7 @@ enum entry_state {
 };
 
 /* The head of Entry and KeyedEntry: the owner (named by the type, and as `owner` for the
- * methods written once in limiting_ops.c), then the common fields. */
+ * methods written once in entry.c), then the common fields. */
 #define ENTRY_HEAD(owner_type, owner_name)                                                     \
     PyObject_HEAD                                                                              \
     union {                                                                                    \

@@ -1,4 +1,4 @@
-/* keyed.h - KeyedLimiter and KeyedEntry (keyed.c). */
+/* keyed.h - KeyedLimiter (keyed.c, keyed_args.c) and its KeyedEntry's object (entry.c). */
 #ifndef SW_BINDING_KEYED_H
 #define SW_BINDING_KEYED_H
 
@@ -20,7 +20,7 @@ int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t or
  * nothing counted, the count still held) */
 int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
 
-/* ---- between keyed.c, keyed_args.c and keyed_entry.c ---- */
+/* ---- between keyed.c and keyed_args.c ---- */
 
 /** A key's fingerprint under the table's seed (str, bytes, int). @param exc the exception of
  * a wrong type @param what the parameter named in errors @return 0, or -1 with it set */

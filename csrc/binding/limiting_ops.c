@@ -1,5 +1,5 @@
-/* limiting_ops.c - what the limiter types and their entries do alike, written once over the
- * head and the operations table (limiting_ops.h). */
+/* limiting_ops.c - what the limiter types do alike, written once over the head and the
+ * operations table (limiting_ops.h). */
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
@@ -352,19 +352,28 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *Py_UNUSED(c))
     return 0;
 }
 
+/* A private method name(sig)'s nargs: want, after the key of a keyed type (*k: 1 then, else
+ * 0). @return 0, or -1 with TypeError set */
+static int private_args(PyObject *self, const char *name, const char *sig, Py_ssize_t nargs,
+                        Py_ssize_t want, Py_ssize_t *k)
+{
+    *k = LIMITING(self)->ops->key_fp != NULL;
+    if (nargs == want + *k)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s(%s%s) takes %zd argument%s", name, *k ? "key, " : "", sig,
+                 want + *k, want + *k == 1 ? "" : "s");
+    return -1;
+}
+
 PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;
-    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n, flags, now;
     uint64_t fp = 0;
     struct sw_decision d;
-    if (nargs != 3 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_decide(key, n, flags, now_ns) takes 4 arguments"
-                                           : "_decide(n, flags, now_ns) takes 3 arguments");
-        return NULL;
-    }
-    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0 ||
+    if (private_args(self, "_decide", "n, flags, now_ns", nargs, 3, &k) < 0 ||
+        (k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0 ||
         as_int64(args[k + 1], "flags", 0, 63, &flags) < 0 || parse_now(args[k + 2], &now) < 0)
         return NULL;
     if (GAVE_UP(ops->decide(self, fp, n, now, (unsigned)flags, &d)) && lock_gave_up() < 0)
@@ -376,16 +385,10 @@ PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_ssize_t k = LIMITING(self)->ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n, verdict, retry;
-    if (nargs != 3 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_raise_blocked(key, n, verdict, retry_ns) takes "
-                                             "4 arguments"
-                                           : "_raise_blocked(n, verdict, retry_ns) takes 3 "
-                                             "arguments");
-        return NULL;
-    }
-    if (parse_n(args[k], 1, &n) < 0 || as_int64(args[k + 1], "verdict", 0, 2, &verdict) < 0 ||
+    if (private_args(self, "_raise_blocked", "n, verdict, retry_ns", nargs, 3, &k) < 0 ||
+        parse_n(args[k], 1, &n) < 0 || as_int64(args[k + 1], "verdict", 0, 2, &verdict) < 0 ||
         as_int64(args[k + 2], "retry_ns", -1, INT64_MAX, &retry) < 0)
         return NULL;
     struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
@@ -482,15 +485,11 @@ PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nar
 PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;
-    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n;
     uint64_t fp = 0;
-    if (nargs != 1 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_release_entry(key, n) takes 2 arguments"
-                                           : "_release_entry(n) takes 1 argument");
-        return NULL;
-    }
-    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0)
+    if (private_args(self, "_release_entry", "n", nargs, 1, &k) < 0 ||
+        (k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0)
         return NULL;
     ops->give_back(self, fp, n);
     Py_RETURN_NONE;
