@@ -277,24 +277,21 @@ static PyObject *entry_repr(PyObject *self)
 
 #if PY_VERSION_HEX < 0x030A0000
 /* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION: an entry type refuses construction itself */
-static PyObject *entry_refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+static PyObject *entry_refuse_new(PyTypeObject *type, PyObject *Py_UNUSED(args),
+                                  PyObject *Py_UNUSED(kwds))
 {
-    (void)args;
-    (void)kwds;
     PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use the limiter's entry()",
                  type->tp_name);
     return NULL;
 }
-#define ENTRY_SLOTS(getset)                                                                    \
-    {Py_tp_new, entry_refuse_new}, {Py_tp_traverse, entry_traverse},                           \
-        {Py_tp_clear, entry_clear}, {Py_tp_dealloc, entry_dealloc},                            \
-        {Py_tp_methods, entry_methods}, {Py_tp_getset, getset}, {Py_tp_repr, entry_repr}
+#define ENTRY_NEW_SLOT {Py_tp_new, entry_refuse_new},
 #else
+#define ENTRY_NEW_SLOT
+#endif
 #define ENTRY_SLOTS(getset)                                                                    \
-    {Py_tp_traverse, entry_traverse}, {Py_tp_clear, entry_clear},                              \
+    ENTRY_NEW_SLOT{Py_tp_traverse, entry_traverse}, {Py_tp_clear, entry_clear},                \
         {Py_tp_dealloc, entry_dealloc}, {Py_tp_methods, entry_methods},                        \
         {Py_tp_getset, getset}, {Py_tp_repr, entry_repr}
-#endif
 
 TYPE_SPEC(Entry, "slidewin._core.Entry", AnyEntryObject, Py_TPFLAGS_DISALLOW_INSTANTIATION,
           {Py_tp_doc, "An admission in progress: `with lim.entry(n):` or `async with "
