@@ -65,7 +65,6 @@ UNITS = {
     "binding": "binding",    # binding.h: what every type uses; defined in binding.c ...
     "limiting": "binding",   # ... and in limiting.c (what the limiter types share)
     "keyed_args": "keyed",   # KeyedLimiter's arguments: keys hashed, overrides checked
-    "keyed_entry": "keyed",  # KeyedEntry and what all_of asks of a KeyedLimiter
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

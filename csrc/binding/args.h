@@ -13,17 +13,12 @@
 
 #if PY_VERSION_HEX < 0x030A0000
 /* Py_NewRef and Py_XNewRef (3.10+) for 3.9 */
-static inline PyObject *sw_new_ref_(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-#define Py_NewRef(o) sw_new_ref_((PyObject *)(o))
 static inline PyObject *sw_xnew_ref_(PyObject *o)
 {
     Py_XINCREF(o);
     return o;
 }
+#define Py_NewRef(o) sw_xnew_ref_((PyObject *)(o))
 #define Py_XNewRef(o) sw_xnew_ref_((PyObject *)(o))
 #endif
 

@@ -176,7 +176,7 @@ enum entry_state {
 };
 
 /* The head of Entry and KeyedEntry: the owner (named by the type, and as `owner` for the
- * methods written once in limiting_ops.c), then the common fields. */
+ * methods written once in entry.c), then the common fields. */
 #define ENTRY_HEAD(owner_type, owner_name)                                                     \
     PyObject_HEAD                                                                              \
     union {                                                                                    \
@@ -224,11 +224,13 @@ int update_collect(PyObject *args, PyObject *kwds, const char *const *settings,
                    PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
                    PyObject **layout_key);
 /** update(**kwds) of a limiter type: update_collect (a layout keyword: ValueError), then the
- * UPDATE_CFG_SETTINGS given applied to cfg and checked. @return 0, or -1 with an exception
- * set (cfg may be half-changed: work on a copy) */
+ * UPDATE_CFG_SETTINGS given applied to cfg and checked; the private _rate= (the last of
+ * settings: an exact str, or None) into *rate for limiting_install (NULL: unchanged; a new
+ * qps= or concurrency= without it: no rate), its value kept in *slot. @return 0, or -1 with
+ * an exception set (cfg may be half-changed: work on a copy) */
 int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
-                 struct sw_limiter_cfg *cfg);
+                 struct sw_limiter_cfg *cfg, PyObject ***rate, PyObject **slot);
 
 /* the behaviours' names, by enum sw_behavior */
 extern const char *const behavior_names[4];

@@ -1,17 +1,21 @@
 /* keyed.c - the C base of slidewin.KeyedLimiter: one limit per key in a bounded table. Keys
  * are hashed (keyed_args.c) before the table's lock is taken. */
 #include "keyed.h"
+#include "entry.h"
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
 #include "shared.h"
 #include "wakers.h"
 
+#include "sw_group.h"
+
 #include <sys/mman.h>
 
 #define DEFAULT_MAX_KEYS 65536
 
-void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
+/* A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
+static void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
 {
     PyObject *arg = NULL;
     PyObject *w = waker_get((PyObject *)self, &self->waker);
@@ -27,7 +31,6 @@ void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp)
     limiting_notify((PyObject *)self, arg);
     Py_XDECREF(arg);
 }
-
 
 /* The overrides dict (a new reference) under cfg_mu; with cfg, the same snapshot's settings */
 static PyObject *overrides_get(KeyedObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
@@ -103,19 +106,6 @@ static int keyed_check_behavior(const struct sw_limiter_cfg *cfg)
 
 static const struct limiting_ops keyed_ops;
 
-/* The bytes of a table of max_keys keys. @return 0, or -1 with ValueError set */
-static int keyed_table_size(const struct sw_limiter_cfg *cfg, int64_t max_keys, int mode,
-                            size_t *size)
-{
-    *size = sw_keyed_size(cfg->interval_ms, cfg->sample_count, (uint32_t)max_keys, mode != 0);
-    if (*size != 0)
-        return 0;
-    PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
-                 "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
-                 cfg->sample_count);
-    return -1;
-}
-
 /* A large table is read at random: transparent huge pages spare a TLB miss per decision
  * (measured at 1,000,000 keys: about 2.5x a private decision, not 6x). */
 static void keyed_huge_pages(void *mem, size_t size)
@@ -151,9 +141,7 @@ static int keyed_open_private(KeyedObject *self, const struct sw_limiter_cfg *cf
     atomic_store_explicit(&self->seed, self->mem->seed, memory_order_relaxed);
     self->view.rule = &self->rule;
     self->view.token = SW_LOCK_PRIVATE;
-    self->view.slots = NULL;
-    self->view.n_slots = 0;
-    self->view.my_slot = -1;
+    self->view.my_slot = -1; /* slots NULL: tp_alloc zeroed them */
     return fork_register(&self->fork, &self->mem->lock, &self->wq);
 }
 
@@ -200,9 +188,16 @@ static PyObject *Keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int name_given;
     int mode = shared_and_name(v[CTOR_SHARED], v[CTOR_NAME], path, sizeof path, &name,
                                &name_given);
-    size_t size;
-    if (mode < 0 || keyed_table_size(&cfg, max_keys, mode, &size) < 0)
+    if (mode < 0)
         goto fail0;
+    size_t size = sw_keyed_size(cfg.interval_ms, cfg.sample_count, (uint32_t)max_keys,
+                                mode != 0);
+    if (size == 0) {
+        PyErr_Format(PyExc_ValueError, "max_keys=%lld with sample_count=%u needs a table above "
+                     "1 TiB; use fewer keys or fewer buckets", (long long)max_keys,
+                     cfg.sample_count);
+        goto fail0;
+    }
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         goto fail0;
@@ -304,9 +299,10 @@ static void keyed_give_back(PyObject *self, uint64_t fp, int64_t n)
     keyed_notify((KeyedObject *)self, 1, fp);
 }
 
-static int keyed_charge(PyObject *self, uint64_t fp, int64_t n, int64_t now_ns)
+static int keyed_entry_finish(PyObject *e, int64_t rt, int outcome)
 {
-    return sw_keyed_charge(kview((KeyedObject *)self), fp, n, now_ns);
+    KeyedEntryObject *self = (KeyedEntryObject *)e;
+    return keyed_group_exit((PyObject *)self->lim, self->fp, self->n, rt / NS_PER_MS, outcome);
 }
 
 static void keyed_free_own(PyObject *obj)
@@ -319,20 +315,59 @@ static void keyed_free_own(PyObject *obj)
     self->mem = NULL;
 }
 
-static int keyed_repr_own(PyObject *obj, PyObject *parts);
+/* repr's own parts: max_keys (when not the default), the overrides (when any) */
+static int keyed_repr_own(PyObject *obj, PyObject *parts)
+{
+    KeyedObject *self = (KeyedObject *)obj;
+    PyObject *over = overrides_get(self, NULL, NULL);
+    int rc = 0;
+    if ((self->max_keys != DEFAULT_MAX_KEYS &&
+         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
+        (over != NULL && PyDict_GET_SIZE(over) > 0 &&
+         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0))
+        rc = -1;
+    Py_XDECREF(over);
+    return rc;
+}
 
 _Static_assert(offsetof(KeyedObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops keyed_ops = {
-    "KeyedLimiter",
     {SW_KIND_KEYED, sw_keyed_region_init, sw_keyed_region_check, sw_keyed_region_lock},
     keyed_key_fp, keyed_decide, keyed_reap, keyed_lock, keyed_unlock, keyed_count_block,
     keyed_count, keyed_stats, keyed_totals,
     keyed_holds, keyed_give_back_locked, keyed_forget_held, keyed_free_own, keyed_repr_own,
-    keyed_give_back, keyed_charge, kentry_finish,
+    keyed_give_back, keyed_group_charge, keyed_entry_finish,
     {"an entry can be entered only once: this one has exited; make a new one per request with "
      "per_key.entry(key)",
      "an entry can be entered only once: this one is already entered"},
 };
+
+/* ---- what a group (group.c, slidewin.all_of) needs of a KeyedLimiter --------------------- */
+
+int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
+                       int *shared)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (key_fp(seed_of(self), key, fp) < 0)
+        return -1;
+    struct sw_gmember m;
+    m.kind = SW_GM_KEYED;
+    m.kv = &self->view;
+    limiting_group_order(keyed, &m);
+    order[0] = m.order[0];
+    order[1] = m.order[1];
+    *shared = self->is_shared;
+    return 0;
+}
+
+int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome)
+{
+    KeyedObject *self = (KeyedObject *)keyed;
+    if (GAVE_UP(sw_keyed_exit_or_give_up(kview(self), fp, n, rt_ms, outcome, SW_NOW)))
+        return SW_EBUSY;
+    keyed_notify(self, 1, fp);
+    return 0;
+}
 
 static PyObject *Keyed_try_acquire(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
@@ -403,18 +438,6 @@ static Py_ssize_t Keyed_len(KeyedObject *self)
     return (Py_ssize_t)sw_keyed_len(kview(self));
 }
 
-static PyObject *Keyed_entry(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    PyObject *a[3];
-    int64_t n, timeout;
-    uint64_t fp;
-    if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
-                               &timeout) < 0)
-        return NULL;
-    return entry_new((PyObject *)self, self->st->KeyedEntry_Type, a[0], fp, n, timeout);
-}
-
 /* _fingerprint(key, seed=None): the key's fingerprint under seed (default: the table's);
  * tests only (an attacker's computation, the seeds of two tables). */
 static PyObject *Keyed_fingerprint(KeyedObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -474,25 +497,6 @@ static PyObject *Keyed_get_overrides(KeyedObject *self, void *Py_UNUSED(c))
     return copy;
 }
 
-static PyObject *Keyed_get_max_keys(KeyedObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromUnsignedLong(self->max_keys);
-}
-/* repr's own parts: max_keys (when not the default), the overrides (when any) */
-static int keyed_repr_own(PyObject *obj, PyObject *parts)
-{
-    KeyedObject *self = (KeyedObject *)obj;
-    PyObject *over = overrides_get(self, NULL, NULL);
-    int rc = 0;
-    if ((self->max_keys != DEFAULT_MAX_KEYS &&
-         repr_add(parts, PyUnicode_FromFormat("max_keys=%u", self->max_keys)) < 0) ||
-        (over != NULL && PyDict_GET_SIZE(over) > 0 &&
-         repr_add(parts, PyUnicode_FromFormat("overrides=%R", over)) < 0))
-        rc = -1;
-    Py_XDECREF(over);
-    return rc;
-}
-
 static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
 {
     static const char *const settings[] = {UPDATE_CFG_SETTINGS, "overrides", "_rate"};
@@ -504,8 +508,8 @@ static PyObject *Keyed_update(KeyedObject *self, PyObject *args, PyObject *kwds)
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         PyObject *cur = overrides_get(self, &cfg, &gen);
-        if (update_parse("KeyedLimiter", args, kwds, settings, v, 10, layout, &cfg) < 0 ||
-            limiting_update_rate(v[9], v[0], v[1], &rate, &slot) < 0 ||
+        if (update_parse("KeyedLimiter", args, kwds, settings, v, 10, layout, &cfg, &rate,
+                         &slot) < 0 ||
             keyed_check_behavior(&cfg) < 0) {
             Py_XDECREF(cur);
             return NULL;
@@ -536,7 +540,6 @@ static PyGetSetDef Keyed_getset[] = {
     {"qps", cfg_get_qps, NULL, "The rate per second of each key, or None.", NULL},
     {"concurrency", cfg_get_concurrency, NULL, "The in-flight limit of each key, or None.", NULL},
     {"behavior", cfg_get_behavior, NULL, "The controller of each key.", NULL},
-    {"max_keys", (getter)Keyed_get_max_keys, NULL, "Keys the table holds at most.", NULL},
     LIMITING_GETSET,
     {NULL}};
 
@@ -548,7 +551,7 @@ static PyMethodDef Keyed_methods[] = {
     METHOD(acquire, limiting_acquire_m, FASTKW, "(key, n=1, *, timeout=None)", "Admit, sleeping (GIL released) for a throttle's wait; raise BlockedError on refusal."),
     METHOD(release, Keyed_release, FASTKW, "(key, n=1)", "Give back n in flight of this key."),
     METHOD(charge, limiting_charge, FASTKW, "(key, n, *, now_ns=None)", "Count n more as admitted for key now, without a decision (as Limiter.charge)."),
-    METHOD(entry, Keyed_entry, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
+    METHOD(entry, entry_make, FASTKW, "(key, n=1, *, timeout=None)", "A context manager: acquire for key; on exit record SUCCESS or EXCEPTION, RT, and release. With timeout (s), wait up to that long for admission (woken by releases), as acquire(key, n, timeout=) does."),
     METHOD(in_flight, Keyed_in_flight, METH_O, "(key)", "Requests of this key in flight now."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The statistics of all keys together (a Stats; .evicted: keys evicted so far)."),
     HIDDEN(_fingerprint, Keyed_fingerprint, METH_FASTCALL),
@@ -556,7 +559,11 @@ static PyMethodDef Keyed_methods[] = {
     LIMITING_METHODS,
     {NULL}};
 
-WEAKREF_MEMBERS(Keyed, KeyedObject);
+static PyMemberDef Keyed_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(KeyedObject, weakreflist), READONLY, NULL},
+    {"max_keys", T_UINT, offsetof(KeyedObject, max_keys), READONLY,
+     "Keys the table holds at most."},
+    {NULL}};
 
 TYPE_SPEC(KeyedLimiter, "slidewin._core.KeyedLimiter", KeyedObject, Py_TPFLAGS_BASETYPE,
           {Py_tp_doc, "The C base of slidewin.KeyedLimiter."}, {Py_tp_new, Keyed_new},

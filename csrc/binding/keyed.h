@@ -1,4 +1,4 @@
-/* keyed.h - KeyedLimiter and KeyedEntry (keyed.c). */
+/* keyed.h - KeyedLimiter (keyed.c, keyed_args.c) and its KeyedEntry's object (entry.c). */
 #ifndef SW_BINDING_KEYED_H
 #define SW_BINDING_KEYED_H
 
@@ -9,27 +9,18 @@
 #include <stdatomic.h>
 
 extern PyType_Spec KeyedLimiter_spec;
-extern PyType_Spec KeyedEntry_spec;
 
 /** A (KeyedLimiter, key) member: the key's fingerprint in the table, the table's lock order
  * (sw_gmember_order_*), whether it is shared. @param keyed a KeyedLimiter (checked by the
  * caller) @return 0, or -1 with TypeError set (the key) */
 int keyed_group_member(PyObject *keyed, PyObject *key, uint64_t *fp, uint64_t order[2],
                        int *shared);
-/** The view a decision on the table goes through (a forked shared table claims its slot). */
-const struct sw_kview *keyed_group_view(PyObject *keyed);
 /** End a group entry's hold on a key (sw_keyed_exit_or_give_up), then wake the table's
  * waiters. @return 0, or SW_EBUSY when the wait for a shared table's lock gave up (wait.h:
  * nothing counted, the count still held) */
 int keyed_group_exit(PyObject *keyed, uint64_t fp, int64_t n, int64_t rt_ms, int outcome);
-/** sw_keyed_charge on the table. @return its code */
-int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns);
-/** The table's grade (enum sw_grade, as constructed). */
-int keyed_group_grade(PyObject *keyed);
-/** A refusal by a shared table: give back dead processes' counts when due. */
-void keyed_group_maybe_reap(PyObject *keyed);
 
-/* ---- between keyed.c, keyed_args.c and keyed_entry.c ---- */
+/* ---- between keyed.c and keyed_args.c ---- */
 
 /** A key's fingerprint under the table's seed (str, bytes, int). @param exc the exception of
  * a wrong type @param what the parameter named in errors @return 0, or -1 with it set */
@@ -58,6 +49,27 @@ static inline const struct sw_kview *kview(KeyedObject *self)
     return limiting_view((PyObject *)self);
 }
 
+/** The view a decision on the table goes through (group.c). */
+static inline const struct sw_kview *keyed_group_view(PyObject *keyed)
+{
+    return kview((KeyedObject *)keyed);
+}
+/** sw_keyed_charge on the table. @return its code */
+static inline int keyed_group_charge(PyObject *keyed, uint64_t fp, int64_t n, int64_t now_ns)
+{
+    return sw_keyed_charge(kview((KeyedObject *)keyed), fp, n, now_ns);
+}
+/** The table's grade (enum sw_grade, as constructed). */
+static inline int keyed_group_grade(PyObject *keyed)
+{
+    return ((KeyedObject *)keyed)->grade;
+}
+/** A refusal by a shared table: give back dead processes' counts when due. */
+static inline void keyed_group_maybe_reap(PyObject *keyed)
+{
+    (void)limiting_maybe_reap(keyed);
+}
+
 static inline int key_fp(uint64_t seed, PyObject *key, uint64_t *out)
 {
     if (key == NULL) {
@@ -84,9 +96,5 @@ struct overrides {
 int keyed_build_overrides(const struct sw_limiter_cfg *cfg, uint64_t seed, PyObject *value,
                           struct overrides *out);
 void keyed_overrides_free(struct overrides *ov);
-/** A release of key fp (has_fp 0: of any key): waiting threads and tasks are woken. */
-void keyed_notify(KeyedObject *self, int has_fp, uint64_t fp);
-/** KeyedLimiter's entry_finish (keyed_entry.c, limiting_ops.h). */
-int kentry_finish(PyObject *e, int64_t rt, int outcome);
 
 #endif /* SW_BINDING_KEYED_H */

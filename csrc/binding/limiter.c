@@ -1,5 +1,6 @@
 /* limiter.c - the C base of slidewin.Limiter: decisions, acquire(), release(), stats(). */
 #include "limiter.h"
+#include "entry.h"
 #include "limiting_ops.h"
 #include "adaptive.h"
 #include "args.h"
@@ -90,7 +91,6 @@ static PyObject *Limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->view.token = SW_LOCK_PROCESS;
         self->view.slots = self->shm.slots;
         self->view.n_slots = self->shm.n_slots;
-        self->held = 0;
         self->view.held = &self->held;
         if (limiting_claim((PyObject *)self) < 0)
             goto fail;
@@ -187,7 +187,6 @@ static void lim_free_own(PyObject *self)
 
 _Static_assert(offsetof(LimiterObject, head) == offsetof(LimitingObject, head), "head first");
 static const struct limiting_ops limiter_ops = {
-    "Limiter",
     {SW_KIND_LIMITER, lim_init_state, lim_check_state, lim_state_lock},
     NULL, lim_decide, lim_reap, lim_lock, lim_unlock, lim_count_block, lim_count, lim_stats,
     lim_totals,
@@ -278,18 +277,6 @@ static PyObject *Limiter_get_in_flight(LimiterObject *self, void *Py_UNUSED(c))
     return PyLong_FromLongLong(sw_in_flight(limiter_view(self)));
 }
 
-static PyObject *Limiter_entry(LimiterObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    PyObject *a[2];
-    int64_t n, timeout;
-    uint64_t fp;
-    if (limiting_parse_acquire((PyObject *)self, "entry", args, nargs, kwnames, a, &fp, &n,
-                               &timeout) < 0)
-        return NULL;
-    return entry_new((PyObject *)self, self->st->Entry_Type, NULL, 0, n, timeout);
-}
-
 /* ---- benchmark-only module functions ---- */
 
 PyObject *bench_noop(PyObject *m, PyObject *Py_UNUSED(ignored))
@@ -344,8 +331,7 @@ static PyObject *Limiter_update(LimiterObject *self, PyObject *args, PyObject *k
         struct sw_limiter_cfg cfg;
         uint64_t gen;
         limiting_settings((PyObject *)self, &cfg, &gen);
-        if (update_parse("Limiter", args, kwds, settings, v, 9, layout, &cfg) < 0 ||
-            limiting_update_rate(v[8], v[0], v[1], &rate, &slot) < 0)
+        if (update_parse("Limiter", args, kwds, settings, v, 9, layout, &cfg, &rate, &slot) < 0)
             return NULL;
         struct sw_rule rule;
         int rc = sw_rule_init(&rule, &cfg);
@@ -381,7 +367,7 @@ static PyMethodDef Limiter_methods[] = {
     METHOD(release, Limiter_release, FASTKW, "(n=1)", "Give back n in flight."),
     METHOD(_refund, Limiter_refund, FASTKW, "(n, now_ns=None)", "Give back a throttle's slot of n not used: its queue moves back by the cost of n, never before now. Counts nothing."),
     METHOD(charge, limiting_charge, FASTKW, "(n, *, now_ns=None)", "Count n more as admitted now, without a decision: what a request used beyond what it was admitted for (tokens known after the reply). PASS (n) in the current bucket, seen by later decisions until it slides out; a throttle's queue moves by the cost of n. Never refuses, never gives back."),
-    METHOD(entry, Limiter_entry, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
+    METHOD(entry, entry_make, FASTKW, "(n=1, *, timeout=None)", "A context manager: acquire (as acquire(n, timeout=timeout): with a timeout, wait up to that many seconds for admission); on exit record SUCCESS or EXCEPTION, RT, and release."),
     METHOD(stats, limiting_stats, FASTKW, "(now_ns=None)", "The window's statistics as a Stats."),
     LIMITING_METHODS,
     ADAPTIVE_METHODS

@@ -313,7 +313,7 @@ static int update_count(const char *tname, struct sw_limiter_cfg *cfg, int grade
 
 int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *const *settings,
                  PyObject **vals, Py_ssize_t n_settings, const char *const *layout,
-                 struct sw_limiter_cfg *cfg)
+                 struct sw_limiter_cfg *cfg, PyObject ***rate, PyObject **slot)
 {
     PyObject *key;
     int rc = update_collect(args, kwds, settings, vals, n_settings, layout, &key);
@@ -329,7 +329,21 @@ int update_parse(const char *tname, PyObject *args, PyObject *kwds, const char *
         limiter_apply_settings(cfg, vals[2], vals[3], vals[4], vals[5], vals[6], vals[7]) < 0)
         return -1;
     struct sw_cfg_error err;
-    return cfg_checked(sw_limiter_check_ex(cfg, &err), &err);
+    PyObject *o_rate = vals[n_settings - 1];
+    *rate = NULL;
+    *slot = NULL;
+    if (cfg_checked(sw_limiter_check_ex(cfg, &err), &err) < 0)
+        return -1;
+    if (o_rate != NULL && o_rate != Py_None && !PyUnicode_CheckExact(o_rate)) {
+        PyErr_Format(PyExc_TypeError, "_rate must be a str or None, not %.100s",
+                     type_name_of(o_rate));
+        return -1;
+    }
+    if (o_rate != NULL || vals[0] != NULL || vals[1] != NULL) {
+        *slot = o_rate != Py_None ? o_rate : NULL;
+        *rate = slot;
+    }
+    return 0;
 }
 
 const char *const entry_state_names[4] = {"new", "entering", "entered", "exited"};

@@ -1,5 +1,5 @@
-/* limiting_ops.c - what the limiter types and their entries do alike, written once over the
- * head and the operations table (limiting_ops.h). */
+/* limiting_ops.c - what the limiter types do alike, written once over the head and the
+ * operations table (limiting_ops.h). */
 #include "limiting_ops.h"
 #include "args.h"
 #include "observe.h"
@@ -145,13 +145,11 @@ void limiting_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
-                            const struct sw_decision *d)
+/* BlockedError for the refusal of n (of key, or NULL), a reap first when shared */
+static void raise_blocked(PyObject *self, PyObject *key, int64_t n, const struct sw_decision *d)
 {
-    struct limiting_head *h = LIMITING(self);
-    if (h->is_shared)
-        (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
-    blocked_raise(h->st, self, key, n, d);
+    (void)limiting_maybe_reap(self); /* a dead process's in-flight counts, for the next */
+    blocked_raise(LIMITING(self)->st, self, key, n, d);
 }
 
 static void decide_no_block(PyObject *self, uint64_t fp, int64_t n, unsigned flags,
@@ -246,7 +244,7 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
             lock_gave_up() < 0)
             return -1;
         if (d->verdict != SW_PASS) {
-            limiting_raise_blocked(self, key, n, d);
+            raise_blocked(self, key, n, d);
             return -1;
         }
         return defer_wait ? 0 : sleep_decision(d);
@@ -256,12 +254,11 @@ int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int6
     if (rc == 1) {
         if (!lock_expired) /* a lock never taken (a stopped holder): nothing counted */
             h->ops->count_block(limiting_view(self), n, false);
-        limiting_raise_blocked(self, key, n, d);
+        raise_blocked(self, key, n, d);
         return -1;
     }
     return rc;
 }
-
 
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen)
 {
@@ -299,23 +296,6 @@ int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *
     return same ? 0 : 1;
 }
 
-int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
-                         PyObject **slot)
-{
-    *rate = NULL;
-    *slot = NULL;
-    if (o_rate != NULL && o_rate != Py_None && !PyUnicode_CheckExact(o_rate)) {
-        PyErr_Format(PyExc_TypeError, "_rate must be a str or None, not %.100s",
-                     type_name_of(o_rate));
-        return -1;
-    }
-    if (o_rate != NULL || o_qps != NULL || o_conc != NULL) {
-        *slot = o_rate != Py_None ? o_rate : NULL;
-        *rate = slot;
-    }
-    return 0;
-}
-
 void limiting_group_order(PyObject *self, struct sw_gmember *m)
 {
     struct limiting_head *h = LIMITING(self);
@@ -347,9 +327,8 @@ PyObject *limiting_repr(PyObject *self)
     return repr_finish(self, parts, cfg.shadow != 0, h->shared, h->name, h->name_given);
 }
 
-PyObject *limiting_get_rate(PyObject *self, void *unused)
+PyObject *limiting_get_rate(PyObject *self, void *Py_UNUSED(c))
 {
-    (void)unused;
     struct limiting_head *h = LIMITING(self);
     pthread_mutex_lock(&h->cfg_mu);
     PyObject *rate = Py_XNewRef(h->rate);
@@ -357,9 +336,8 @@ PyObject *limiting_get_rate(PyObject *self, void *unused)
     return rate != NULL ? rate : Py_NewRef(Py_None);
 }
 
-int limiting_set_rate(PyObject *self, PyObject *value, void *unused)
+int limiting_set_rate(PyObject *self, PyObject *value, void *Py_UNUSED(c))
 {
-    (void)unused;
     if (value == NULL || (value != Py_None && !PyUnicode_CheckExact(value))) {
         PyErr_SetString(PyExc_TypeError, "_rate must be a str or None");
         return -1;
@@ -374,19 +352,28 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *unused)
     return 0;
 }
 
+/* A private method name(sig)'s nargs: want, after the key of a keyed type (*k: 1 then, else
+ * 0). @return 0, or -1 with TypeError set */
+static int private_args(PyObject *self, const char *name, const char *sig, Py_ssize_t nargs,
+                        Py_ssize_t want, Py_ssize_t *k)
+{
+    *k = LIMITING(self)->ops->key_fp != NULL;
+    if (nargs == want + *k)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s(%s%s) takes %zd argument%s", name, *k ? "key, " : "", sig,
+                 want + *k, want + *k == 1 ? "" : "s");
+    return -1;
+}
+
 PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;
-    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n, flags, now;
     uint64_t fp = 0;
     struct sw_decision d;
-    if (nargs != 3 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_decide(key, n, flags, now_ns) takes 4 arguments"
-                                           : "_decide(n, flags, now_ns) takes 3 arguments");
-        return NULL;
-    }
-    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0 ||
+    if (private_args(self, "_decide", "n, flags, now_ns", nargs, 3, &k) < 0 ||
+        (k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0 ||
         as_int64(args[k + 1], "flags", 0, 63, &flags) < 0 || parse_now(args[k + 2], &now) < 0)
         return NULL;
     if (GAVE_UP(ops->decide(self, fp, n, now, (unsigned)flags, &d)) && lock_gave_up() < 0)
@@ -398,20 +385,14 @@ PyObject *limiting_decide_m(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 PyObject *limiting_raise_blocked_m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_ssize_t k = LIMITING(self)->ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n, verdict, retry;
-    if (nargs != 3 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_raise_blocked(key, n, verdict, retry_ns) takes "
-                                             "4 arguments"
-                                           : "_raise_blocked(n, verdict, retry_ns) takes 3 "
-                                             "arguments");
-        return NULL;
-    }
-    if (parse_n(args[k], 1, &n) < 0 || as_int64(args[k + 1], "verdict", 0, 2, &verdict) < 0 ||
+    if (private_args(self, "_raise_blocked", "n, verdict, retry_ns", nargs, 3, &k) < 0 ||
+        parse_n(args[k], 1, &n) < 0 || as_int64(args[k + 1], "verdict", 0, 2, &verdict) < 0 ||
         as_int64(args[k + 2], "retry_ns", -1, INT64_MAX, &retry) < 0)
         return NULL;
     struct sw_decision d = {(int)verdict, 0, 0, retry, 0, 0};
-    limiting_raise_blocked(self, k ? args[0] : NULL, n, &d);
+    raise_blocked(self, k ? args[0] : NULL, n, &d);
     return NULL;
 }
 
@@ -504,15 +485,11 @@ PyObject *limiting_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nar
 PyObject *limiting_release_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const struct limiting_ops *ops = LIMITING(self)->ops;
-    Py_ssize_t k = ops->key_fp != NULL; /* the key first */
+    Py_ssize_t k; /* the key first */
     int64_t n;
     uint64_t fp = 0;
-    if (nargs != 1 + k) {
-        PyErr_SetString(PyExc_TypeError, k ? "_release_entry(key, n) takes 2 arguments"
-                                           : "_release_entry(n) takes 1 argument");
-        return NULL;
-    }
-    if ((k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0)
+    if (private_args(self, "_release_entry", "n", nargs, 1, &k) < 0 ||
+        (k && ops->key_fp(self, args[0], &fp) < 0) || parse_n(args[k], 1, &n) < 0)
         return NULL;
     ops->give_back(self, fp, n);
     Py_RETURN_NONE;
@@ -602,240 +579,3 @@ CFG_GETTER(interval_ms, PyLong_FromLongLong(cfg.interval_ms))
 CFG_GETTER(sample_count, PyLong_FromUnsignedLong(cfg.sample_count))
 CFG_GETTER(shadow, PyBool_FromLong(cfg.shadow != 0))
 #undef CFG_GETTER
-
-/* ---- Entry and KeyedEntry: one compare-exchange per state change ---- */
-
-PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns)
-{
-    AnyEntryObject *e = PyObject_GC_New(AnyEntryObject, type);
-    if (e == NULL)
-        return NULL;
-    e->owner = Py_NewRef(owner);
-    e->n = n;
-    e->start_ns = 0;
-    atomic_init(&e->state, ENTRY_IDLE);
-    e->hollow = 0;
-    e->timeout_ns = timeout_ns;
-    e->key = Py_XNewRef(key);
-    e->fp = fp;
-    e->fork_gen = 0;
-    PyObject_GC_Track(e);
-    return (PyObject *)e;
-}
-
-/* the owner's finish (the owner is there: only an entered entry is finished). A hollow
- * (shadow) entry holds nothing. An entry of a shared state inherited across fork() only
- * counts its outcome: its count is the parent's, which exits its own copy */
-static int entry_finish(PyObject *self, int64_t rt, int outcome)
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    struct limiting_head *h = LIMITING(e->owner);
-    if (e->hollow)
-        return 0;
-    if (h->is_shared && e->fork_gen != sw_proc_fork_generation()) {
-        if (outcome != SW_OUT_NONE)
-            h->ops->count(limiting_view(e->owner),
-                          outcome == SW_OUT_SUCCESS ? SW_EV_SUCCESS : SW_EV_EXCEPTION, e->n);
-        return 0;
-    }
-    return h->ops->entry_finish(self, rt, outcome);
-}
-
-int entry_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(((AnyEntryObject *)self)->owner);
-    Py_VISIT(((AnyEntryObject *)self)->key);
-    return 0;
-}
-
-int entry_clear(PyObject *self)
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERED;
-    /* entered, never exited: the count given back (exactly once) before letting go of the
-     * owner; a give-up (unraisable) leaves it held by the owner, given back when it goes */
-    if (e->owner != NULL &&
-        atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
-        struct dealloc_wait dw;
-        dealloc_wait_begin(&dw);
-        (void)dealloc_wait_end(&dw, entry_finish(self, 0, SW_OUT_NONE) == 0);
-    }
-    Py_CLEAR(e->owner);
-    Py_CLEAR(e->key);
-    return 0;
-}
-
-void entry_dealloc(PyObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    entry_clear(self);
-    PyObject_GC_Del(self);
-    Py_DECREF(tp);
-}
-
-/* Claim an idle entry for one enter. @return 0, or -1 with RuntimeError set */
-static int entry_claim(AnyEntryObject *e)
-{
-    int expected = ENTRY_IDLE;
-    if (e->owner == NULL) { /* only after the GC broke a cycle */
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return -1;
-    }
-    if (atomic_compare_exchange_strong(&e->state, &expected, ENTRY_ENTERING))
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError,
-                    LIMITING(e->owner)->ops->entry_again[expected == ENTRY_EXITED ? 0 : 1]);
-    return -1;
-}
-
-/* __enter__: admitted as acquire(n, timeout=) would, its wait slept here */
-static PyObject *entry_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    struct sw_decision d;
-    if (entry_claim(e) < 0)
-        return NULL;
-    if (limiting_acquire(e->owner, e->key, e->fp, e->n, e->timeout_ns, SW_F_ENTRY, true,
-                         &d) < 0) {
-        atomic_store(&e->state, ENTRY_IDLE); /* refused: may be tried again */
-        return NULL;
-    }
-    e->hollow = d.shadowed;
-    if (d.wait_ns > 0 && sleep_decision(&d) < 0) {
-        /* interrupted while queued: the request never ran */
-        LIMITING(e->owner)->ops->give_back(e->owner, e->fp, e->n);
-        atomic_store(&e->state, ENTRY_EXITED);
-        return NULL;
-    }
-    e->start_ns = sw_time_ns();
-    e->fork_gen = sw_proc_fork_generation();
-    atomic_store(&e->state, ENTRY_ENTERED);
-    return Py_NewRef(self);
-}
-
-/* __exit__(et, ...): entered -> exited, the outcome counted, the count given back. A give-up
- * of the lock leaves the entry entered, holding its count: the exit may be retried. */
-static PyObject *entry_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERED;
-    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_EXITED)) {
-        PyErr_Format(PyExc_RuntimeError, "exit of an entry that is not entered (it is %s)",
-                     entry_state_names[expected & 3]);
-        return NULL;
-    }
-    PyObject *et = nargs > 0 ? args[0] : Py_None;
-    int64_t rt = 0;
-    int outcome = SW_OUT_NONE;
-    if (et == Py_None) {
-        int64_t el = sw_time_ns() - e->start_ns;
-        rt = el > 0 ? el : 0;
-        outcome = SW_OUT_SUCCESS;
-    } else if (PyType_Check(et) &&
-               PyType_IsSubtype((PyTypeObject *)et, (PyTypeObject *)PyExc_Exception)) {
-        outcome = SW_OUT_EXCEPTION;
-    }
-    if (entry_finish(self, rt, outcome) == 0)
-        Py_RETURN_FALSE;
-    atomic_store(&e->state, ENTRY_ENTERED);
-    (void)lock_gave_up_error();
-    return NULL;
-}
-
-/* the Python layer's registered aenter (exit 0) or aexit (exit 1), or NULL with RuntimeError
- * set when slidewin's Python layer has not registered them */
-static PyObject *entry_layer_fn(PyObject *self, int exit)
-{
-    module_state *st = (module_state *)PyType_GetModuleState(Py_TYPE(self));
-    if (st == NULL)
-        return NULL;
-    PyObject *fn = exit ? st->aexit : st->aenter;
-    if (fn == NULL)
-        PyErr_SetString(PyExc_RuntimeError,
-                        "async with an entry needs slidewin's Python layer (import slidewin)");
-    return fn;
-}
-
-/* __aenter__: claimed here; the registered aenter(owner, self) is the coroutine that ends the
- * transition (back to idle when it cannot be made) */
-static PyObject *entry_aenter(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    if (entry_claim(e) < 0)
-        return NULL;
-    PyObject *fn = entry_layer_fn(self, 0);
-    PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, e->owner, self, NULL);
-    if (r == NULL)
-        atomic_store(&e->state, ENTRY_IDLE);
-    return r;
-}
-
-/* __aexit__(et, ...): the registered aexit(owner, self, et) */
-static PyObject *entry_aexit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *et = nargs > 0 ? args[0] : Py_None, *owner = ((AnyEntryObject *)self)->owner;
-    if (owner == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this entry's limiter is gone");
-        return NULL;
-    }
-    PyObject *fn = entry_layer_fn(self, 1);
-    if (fn == NULL)
-        return NULL;
-    return PyObject_CallFunctionObjArgs(fn, owner, self, et, NULL);
-}
-
-/* _started(hollow=False): an asyncio acquisition succeeded (holding in flight, or, hollow, a
- * shadow admission holding nothing): entering -> entered */
-static PyObject *entry_started(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    AnyEntryObject *e = (AnyEntryObject *)self;
-    int expected = ENTRY_ENTERING;
-    e->fork_gen = sw_proc_fork_generation();
-    e->hollow = nargs > 0 && PyObject_IsTrue(args[0]) == 1;
-    e->start_ns = sw_time_ns();
-    if (!atomic_compare_exchange_strong(&e->state, &expected, ENTRY_ENTERED)) {
-        PyErr_Format(PyExc_RuntimeError, "_started() of an entry that is %s, not entering",
-                     entry_state_names[expected & 3]);
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* _abort(): an asyncio acquisition failed (holding nothing): entering -> idle */
-static PyObject *entry_abort(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    int expected = ENTRY_ENTERING;
-    atomic_compare_exchange_strong(&((AnyEntryObject *)self)->state, &expected, ENTRY_IDLE);
-    Py_RETURN_NONE;
-}
-
-PyMethodDef entry_methods[] = {
-    HIDDEN(__enter__, entry_enter, METH_NOARGS),
-    HIDDEN(__exit__, entry_exit, METH_FASTCALL),
-    HIDDEN(__aenter__, entry_aenter, METH_NOARGS),
-    HIDDEN(__aexit__, entry_aexit, METH_FASTCALL),
-    HIDDEN(_started, entry_started, METH_FASTCALL),
-    HIDDEN(_abort, entry_abort, METH_NOARGS),
-    {NULL}};
-
-PyObject *entry_get_n(PyObject *self, void *Py_UNUSED(c))
-{
-    return PyLong_FromLongLong(((AnyEntryObject *)self)->n);
-}
-
-PyObject *entry_get_timeout(PyObject *self, void *Py_UNUSED(c))
-{
-    int64_t t = ((AnyEntryObject *)self)->timeout_ns;
-    if (t < 0)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)t / 1e9);
-}
-
-PyObject *entry_get_limiter(PyObject *self, void *Py_UNUSED(c))
-{
-    PyObject *owner = ((AnyEntryObject *)self)->owner;
-    return Py_NewRef(owner != NULL ? owner : Py_None); /* None after the GC broke a cycle */
-}

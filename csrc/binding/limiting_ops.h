@@ -26,7 +26,6 @@ int region_open(struct sw_shm *shm, int mode, const char *path, const struct reg
 
 /* A limiter type's operations on its state, through its view (the head's viewp). */
 struct limiting_ops {
-    const char *tname;        /* the type, in messages */
     struct region_kind region;
     /* keyed: the key's fingerprint (NULL: no key). @return 0, or -1 with TypeError set */
     int (*key_fp)(PyObject *self, PyObject *key, uint64_t *fp);
@@ -144,9 +143,6 @@ const LimitingObject *limiting_same_region(const struct fork_link *l, PyObject *
 /** tp_dealloc of a limiter type. */
 void limiting_dealloc(PyObject *self);
 
-/** BlockedError for the refusal of n (of key, or NULL), a reap first when shared. */
-void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
-                            const struct sw_decision *d);
 
 /** acquire() of n (of key fp; NULL and 0 for a Limiter): timeout_ns < 0, one decision; else
  * retries until the timeout, refused at the end with one BLOCK counted (unless a lock never
@@ -154,18 +150,6 @@ void limiting_raise_blocked(PyObject *self, PyObject *key, int64_t n,
  * @return 0 admitted, -1 with an exception set */
 int limiting_acquire(PyObject *self, PyObject *key, uint64_t fp, int64_t n, int64_t timeout_ns,
                      unsigned flags, bool defer_wait, struct sw_decision *d);
-
-/** A new entry of owner (key NULL, fp 0 for a Limiter's). @return new reference or NULL */
-PyObject *entry_new(PyObject *owner, PyTypeObject *type, PyObject *key, uint64_t fp, int64_t n,
-                    int64_t timeout_ns);
-/* The slots and methods of Entry and KeyedEntry, and their properties n, timeout, limiter */
-int entry_traverse(PyObject *self, visitproc visit, void *arg);
-int entry_clear(PyObject *self);
-void entry_dealloc(PyObject *self);
-extern PyMethodDef entry_methods[];
-PyObject *entry_get_n(PyObject *self, void *unused);
-PyObject *entry_get_timeout(PyObject *self, void *unused);
-PyObject *entry_get_limiter(PyObject *self, void *unused);
 
 /** A snapshot of the settings under cfg_mu (never the state's lock). */
 void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen);
@@ -175,11 +159,6 @@ void limiting_settings(PyObject *self, struct sw_limiter_cfg *cfg, uint64_t *gen
  * @return 0 installed, 1 changed meanwhile (nothing done) */
 int limiting_install(PyObject *self, uint64_t gen, const struct sw_limiter_cfg *cfg,
                      void (*apply)(PyObject *self, void *arg), void *arg, PyObject **rate);
-/** update()'s private _rate= (an exact str, or None), given or not: *rate for
- * limiting_install (NULL: unchanged; a new qps= or concurrency= without it: no rate), its
- * value kept in *slot. @return 0, or -1 with TypeError set */
-int limiting_update_rate(PyObject *o_rate, PyObject *o_qps, PyObject *o_conc, PyObject ***rate,
-                         PyObject **slot);
 
 /** Which members of all_of() lock first (sw_gmember_order_*: private, or by region). */
 void limiting_group_order(PyObject *self, struct sw_gmember *m);
@@ -252,20 +231,5 @@ int limiting_set_rate(PyObject *self, PyObject *value, void *unused);
         HIDDEN(_release_wait, limiting_release_wait, METH_FASTCALL),                           \
         HIDDEN(_reap, limiting_reap_m, METH_NOARGS),                                           \
         HIDDEN(_release_entry, limiting_release_entry, METH_FASTCALL)
-
-#if PY_VERSION_HEX < 0x030A0000
-/* 3.9 has no Py_TPFLAGS_DISALLOW_INSTANTIATION: an entry type refuses construction itself */
-static inline PyObject *entry_refuse_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    (void)args;
-    (void)kwds;
-    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances; use the limiter's entry()",
-                 type->tp_name);
-    return NULL;
-}
-#define ENTRY_NEW_SLOT {Py_tp_new, entry_refuse_new},
-#else
-#define ENTRY_NEW_SLOT
-#endif
 
 #endif /* SW_BINDING_LIMITING_OPS_H */

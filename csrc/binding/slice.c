@@ -42,6 +42,21 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * INT64_C(1000000000) + (int64_t)ts.tv_nsec;
 }
 
+/* A new object of tp holding ref0 (stolen; NULL: the error of making it) and ref1 */
+static PyObject *refs_new(PyTypeObject *tp, PyObject *ref0, PyObject *ref1)
+{
+    SliceRefs *self = NULL;
+    if (ref0 != NULL)
+        self = (SliceRefs *)((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp, 0);
+    if (self == NULL) {
+        Py_XDECREF(ref0);
+        return NULL;
+    }
+    self->ref[0] = ref0;
+    self->ref[1] = Py_NewRef(ref1);
+    return (PyObject *)self;
+}
+
 static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
     static char *kws[] = {"refill", "slow", NULL};
@@ -52,13 +67,7 @@ static PyObject *slice_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "_LeaseSlice: refill and slow must be callable");
         return NULL;
     }
-    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
-    LeaseSlice *self = (LeaseSlice *)alloc(tp, 0);
-    if (self == NULL)
-        return NULL;
-    self->refill = Py_NewRef(refill);
-    self->slow = Py_NewRef(slow);
-    return (PyObject *)self;
+    return refs_new(tp, Py_NewRef(refill), slow);
 }
 
 static int slice_traverse(PyObject *o, visitproc visit, void *arg)
@@ -296,20 +305,12 @@ static PyGetSetDef slice_getset[] = {
     {"low", slice_get, NULL, "the low-water mark", (void *)2},
     {NULL}};
 
-static PyType_Slot slice_slots[] = {
-    {Py_tp_doc, "_LeaseSlice(refill, slow)\n--\n\nA slice leased from Redis "
-                "(slidewin.redis lease=True), decided on in C."},
-    {Py_tp_new, slice_new},
-    {Py_tp_dealloc, slice_dealloc},
-    {Py_tp_traverse, slice_traverse},
-    {Py_tp_clear, slice_clear},
-    {Py_tp_methods, slice_methods},
-    {Py_tp_getset, slice_getset},
-    {0, NULL}};
-
-PyType_Spec LeaseSlice_spec = {"slidewin._core._LeaseSlice", sizeof(LeaseSlice), 0,
-                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, slice_slots};
-
+TYPE_SPEC(LeaseSlice, "slidewin._core._LeaseSlice", LeaseSlice, 0,
+          {Py_tp_doc, "_LeaseSlice(refill, slow)\n--\n\nA slice leased from Redis "
+                      "(slidewin.redis lease=True), decided on in C."},
+          {Py_tp_new, slice_new}, {Py_tp_dealloc, slice_dealloc},
+          {Py_tp_traverse, slice_traverse}, {Py_tp_clear, slice_clear},
+          {Py_tp_methods, slice_methods}, {Py_tp_getset, slice_getset});
 
 /* _core._KeyedSlices(slow): a keyed limiter's slices by key. take(key, n=1, *, now_ns=None):
  * a key of exactly str, bytes or int is looked up as it is; its slice's take in C, else that
@@ -331,17 +332,7 @@ static PyObject *keyed_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "_KeyedSlices: slow must be callable");
         return NULL;
     }
-    allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
-    KeyedSlices *self = (KeyedSlices *)alloc(tp, 0);
-    if (self == NULL)
-        return NULL;
-    self->slices = PyDict_New();
-    if (self->slices == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->slow = Py_NewRef(slow);
-    return (PyObject *)self;
+    return refs_new(tp, PyDict_New(), slow);
 }
 
 /* the key's slice (a new reference), or NULL (none; an error set if the lookup failed) */
@@ -434,16 +425,9 @@ static PyMethodDef keyed_methods[] = {
     METHOD(clear, keyed_clear_all, METH_NOARGS, "()", "Forget every slice."),
     {NULL}};
 
-static PyType_Slot keyed_slots[] = {
-    {Py_tp_doc, "_KeyedSlices(slow)\n--\n\nA keyed limiter's slices leased from Redis "
-                "(slidewin.redis lease=True), by key, decided on in C."},
-    {Py_tp_new, keyed_new},
-    {Py_tp_dealloc, slice_dealloc},
-    {Py_tp_traverse, slice_traverse},
-    {Py_tp_clear, slice_clear},
-    {Py_tp_methods, keyed_methods},
-    {Py_mp_length, keyed_len},
-    {0, NULL}};
-
-PyType_Spec KeyedSlices_spec = {"slidewin._core._KeyedSlices", sizeof(KeyedSlices), 0,
-                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, keyed_slots};
+TYPE_SPEC(KeyedSlices, "slidewin._core._KeyedSlices", KeyedSlices, 0,
+          {Py_tp_doc, "_KeyedSlices(slow)\n--\n\nA keyed limiter's slices leased from Redis "
+                      "(slidewin.redis lease=True), by key, decided on in C."},
+          {Py_tp_new, keyed_new}, {Py_tp_dealloc, slice_dealloc},
+          {Py_tp_traverse, slice_traverse}, {Py_tp_clear, slice_clear},
+          {Py_tp_methods, keyed_methods}, {Py_mp_length, keyed_len});

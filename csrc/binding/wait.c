@@ -378,11 +378,6 @@ static void registry_link(struct fork_link *l, sw_lock *lock, struct waitq *wq,
     pthread_mutex_unlock(&registry_mu);
 }
 
-int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq)
-{
-    return fork_register_child(l, lock, wq, NULL);
-}
-
 int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
                         void (*child)(struct fork_link *l))
 {

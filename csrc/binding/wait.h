@@ -103,11 +103,11 @@ struct fork_link {
 };
 enum { FORK_KIND_DEFAULT = 0, FORK_KIND_KEYED = 1, FORK_KIND_LIMITER = 2 };
 
-/** Register an object's locks (installs the fork handlers once). @return 0, or -1 */
-int fork_register(struct fork_link *l, sw_lock *lock, struct waitq *wq);
-/** fork_register with a function the child's handler calls after resetting the lock. */
+/** Register an object's locks (installs the fork handlers once); child: what the child's
+ * handler calls after resetting the lock, or NULL. @return 0, or -1 */
 int fork_register_child(struct fork_link *l, sw_lock *lock, struct waitq *wq,
                         void (*child)(struct fork_link *l));
+#define fork_register(l, lock, wq) fork_register_child(l, lock, wq, NULL)
 /** Register an object in shared memory (the handlers skip it), for fork_sum. */
 void fork_register_shared(struct fork_link *l);
 /** The sum of fn(link, ctx) over the registered objects, under the registry's mutex. */
