@@ -13,11 +13,12 @@
 
 /* ---- configuration ---- */
 
-/* The settings keywords, constructor and update() alike (NULL: not given). */
-struct bk_args {
-    PyObject *error_ratio, *error_count, *slow_rt_ms, *slow_ratio, *min_requests, *recovery_s;
-    PyObject *probe_timeout_s;
-};
+/* The constructor's keywords: the settings (update() takes these), then the layout's. */
+enum { BK_ERROR_RATIO, BK_ERROR_COUNT, BK_SLOW_RT, BK_SLOW_RATIO, BK_MIN_REQ, BK_RECOVERY,
+       BK_PROBE_TIMEOUT, BK_NSET, BK_SHARED = BK_NSET + 2, BK_NAME, BK_NNAMES };
+static const char *const bk_names[BK_NNAMES + 1] = {
+    "error_ratio", "error_count", "slow_rt_ms", "slow_ratio", "min_requests", "recovery_s",
+    "probe_timeout_s", "interval_ms", "sample_count", "shared", "name", NULL};
 
 /* probe_timeout_s: None, or a number of seconds > 0 (inf, or an int beyond a double: for
  * ever, as None). @return 0, or -1 with TypeError/ValueError naming it */
@@ -50,60 +51,59 @@ static int bk_probe_timeout(PyObject *o, double *out)
     return 0;
 }
 
-/* Apply the given settings to cfg (grade switched when one of the three is given) and check
- * the whole. @return 0, or -1 with TypeError/ValueError naming the parameter */
-static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int need_grade)
+/* Apply the given settings v (BK_NSET, NULL: not given) to cfg (grade switched when one of
+ * the three is given) and check the whole. @return 0, or -1 with TypeError/ValueError naming
+ * the parameter */
+static int bk_apply(struct sw_breaker_cfg *cfg, PyObject *const *v, int need_grade)
 {
-    int given = (a->error_ratio != NULL && a->error_ratio != Py_None) +
-                (a->error_count != NULL && a->error_count != Py_None) +
-                (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None);
+    PyObject *a[BK_NSET];
+    for (int i = 0; i < BK_NSET; i++) /* None: not given, for the grade's keywords */
+        a[i] = i <= BK_SLOW_RATIO && v[i] == Py_None ? NULL : v[i];
+    int given = (a[BK_ERROR_RATIO] != NULL) + (a[BK_ERROR_COUNT] != NULL) +
+                (a[BK_SLOW_RT] != NULL);
     if (given > 1 || (need_grade && given == 0)) {
         PyErr_SetString(PyExc_ValueError,
                         "pass exactly one of error_ratio (a ratio in [0, 1]), error_count "
                         "(an int >= 0) or slow_rt_ms (an int >= 0, with slow_ratio)");
         return -1;
     }
-    if (a->error_ratio != NULL && a->error_ratio != Py_None) {
+    if (a[BK_ERROR_RATIO] != NULL) {
         cfg->grade = SW_BRK_ERROR_RATIO;
-        if (as_nonneg_double(a->error_ratio, "error_ratio", 1.0, &cfg->threshold) < 0)
+        if (as_nonneg_double(a[BK_ERROR_RATIO], "error_ratio", 1.0, &cfg->threshold) < 0)
             return -1;
-    } else if (a->error_count != NULL && a->error_count != Py_None) {
+    } else if (a[BK_ERROR_COUNT] != NULL) {
         int64_t c;
         cfg->grade = SW_BRK_ERROR_COUNT;
-        if (as_int64(a->error_count, "error_count", 0, (int64_t)SW_BRK_MAX_COUNT, &c) < 0)
+        if (as_int64(a[BK_ERROR_COUNT], "error_count", 0, (int64_t)SW_BRK_MAX_COUNT, &c) < 0)
             return -1;
         cfg->threshold = (double)c;
-    } else if (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None) {
+    } else if (a[BK_SLOW_RT] != NULL) {
         if (cfg->grade != SW_BRK_SLOW_RATIO)
             cfg->threshold = 1.0; /* slow_ratio's default */
         cfg->grade = SW_BRK_SLOW_RATIO;
-        if (as_int64(a->slow_rt_ms, "slow_rt_ms", 0, SW_MAX_INTERVAL_MS, &cfg->slow_rt_ms) < 0)
+        if (as_int64(a[BK_SLOW_RT], "slow_rt_ms", 0, SW_MAX_INTERVAL_MS, &cfg->slow_rt_ms) < 0)
             return -1;
     }
-    if (a->slow_ratio != NULL && a->slow_ratio != Py_None) {
-        double r;
-        if (as_nonneg_double(a->slow_ratio, "slow_ratio", 1.0, &r) < 0)
+    double r;
+    if (a[BK_SLOW_RATIO] != NULL) {
+        if (as_nonneg_double(a[BK_SLOW_RATIO], "slow_ratio", 1.0, &r) < 0)
             return -1;
-        if (cfg->grade != SW_BRK_SLOW_RATIO) {
-            if (r != 1.0) {
-                PyErr_SetString(PyExc_ValueError,
-                                "slow_ratio applies to a slow-call breaker: pass slow_rt_ms "
-                                "with it (error_ratio and error_count take no slow_ratio)");
-                return -1;
-            }
-        } else {
+        if (cfg->grade == SW_BRK_SLOW_RATIO) {
             cfg->threshold = r;
+        } else if (r != 1.0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "slow_ratio applies to a slow-call breaker: pass slow_rt_ms "
+                            "with it (error_ratio and error_count take no slow_ratio)");
+            return -1;
         }
     }
-    if (a->min_requests != NULL &&
-        as_int64(a->min_requests, "min_requests", 0, INT64_MAX, &cfg->min_requests) < 0)
-        return -1;
-    if (a->recovery_s != NULL &&
-        as_nonneg_double(a->recovery_s, "recovery_s", SW_BRK_MAX_RECOVERY_S,
-                         &cfg->recovery_s) < 0)
-        return -1;
-    if (a->probe_timeout_s != NULL && bk_probe_timeout(a->probe_timeout_s,
-                                                       &cfg->probe_timeout_s) < 0)
+    if ((a[BK_MIN_REQ] != NULL &&
+         as_int64(a[BK_MIN_REQ], "min_requests", 0, INT64_MAX, &cfg->min_requests) < 0) ||
+        (a[BK_RECOVERY] != NULL && as_nonneg_double(a[BK_RECOVERY], "recovery_s",
+                                                    SW_BRK_MAX_RECOVERY_S,
+                                                    &cfg->recovery_s) < 0) ||
+        (a[BK_PROBE_TIMEOUT] != NULL &&
+         bk_probe_timeout(a[BK_PROBE_TIMEOUT], &cfg->probe_timeout_s) < 0))
         return -1;
     struct sw_cfg_error err;
     return cfg_checked(sw_breaker_check_ex(cfg, &err), &err);
@@ -292,28 +292,17 @@ static void bk_fork_child(struct fork_link *l)
 
 static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"error_ratio", "error_count", "slow_rt_ms", "slow_ratio",
-                             "min_requests", "recovery_s", "probe_timeout_s", "interval_ms",
-                             "sample_count", "shared", "name", NULL};
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
-    PyObject *name = NULL;
+    PyObject *a[BK_NNAMES], *name = NULL;
     char path[4096];
     module_state *st = state_for_new(type);
-    if (st == NULL)
-        return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOO:Breaker", kwlist,
-                                     &a.error_ratio, &a.error_count, &a.slow_rt_ms,
-                                     &a.slow_ratio, &a.min_requests, &a.recovery_s,
-                                     &a.probe_timeout_s, &o_int, &o_samp, &o_shared, &o_name))
-        return NULL;
     struct sw_breaker_cfg cfg;
     sw_breaker_cfg_default(&cfg);
-    if (parse_window(o_int, o_samp, &cfg.interval_ms, &cfg.sample_count) < 0 ||
-        bk_apply(&cfg, &a, 1) < 0)
+    if (st == NULL || parse_kwds("Breaker", args, kwds, bk_names, BK_NNAMES, 0, a) < 0 ||
+        parse_window(a[BK_NSET], a[BK_NSET + 1], &cfg.interval_ms, &cfg.sample_count) < 0 ||
+        bk_apply(&cfg, a, 1) < 0)
         return NULL;
     int name_given;
-    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
+    int mode = shared_and_name(a[BK_SHARED], a[BK_NAME], path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
     BreakerObject *self = (BreakerObject *)type->tp_alloc(type, 0);
@@ -327,7 +316,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     bk_queue_reset(self);
     self->name = name;
     self->name_given = name_given;
-    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(a[BK_SHARED], path);
     if (self->shared == NULL)
         goto fail;
     int rc;
@@ -668,18 +657,13 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
 
 static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"error_ratio", "error_count", "slow_rt_ms",
-                                           "slow_ratio", "min_requests", "recovery_s",
-                                           "probe_timeout_s"};
-    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name", NULL};
-    PyObject *v[7], *key;
-    int collected = update_collect(args, kwds, settings, v, 7, layout, &key);
+    PyObject *a[BK_NSET], *key;
+    int collected = update_collect(args, kwds, bk_names, a, BK_NSET, bk_names + BK_NSET, &key);
     if (collected > 0)
         PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
                      "shared and name are fixed when the Breaker is made", key);
     if (collected != 0)
         return NULL;
-    struct bk_args a = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
     /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
      * (always in this order, and no mutex is held while waiting for the state's lock, a wait
      * that releases the GIL), unless another update() landed meanwhile (then checked again):
@@ -690,7 +674,7 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
         struct sw_breaker_cfg c = self->cfg;
         uint64_t gen = self->settings_gen;
         pthread_mutex_unlock(&self->cfg_mu);
-        if (bk_apply(&c, &a, 0) < 0)
+        if (bk_apply(&c, a, 0) < 0)
             return NULL;
         struct sw_brule rule;
         int rc = sw_brule_init(&rule, &c);

@@ -244,26 +244,20 @@ fail:
 
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name",
-                             "consistency", NULL};
-    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None,
-             *o_name = Py_None, *o_consistency = NULL, *name = NULL, *names, *map;
+    static const char *const kwnames[] = {"interval_ms", "sample_count", "events", "shared",
+                                          "name", "consistency"};
+    PyObject *a[6], *name = NULL, *names, *map;
     bool eventual;
     char path[4096];
     int mode, name_given;
     int64_t interval = 1000;
     uint32_t samples = 2;
     module_state *st = state_for_new(type);
-    if (st == NULL)
+    if (st == NULL || parse_kwds("Metric", args, kwds, kwnames, 6, 2, a) < 0 ||
+        parse_consistency(a[5], &eventual) < 0 ||
+        (mode = shared_and_name(a[3], a[4], path, sizeof path, &name, &name_given)) < 0)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events, &o_shared, &o_name, &o_consistency) ||
-        parse_consistency(o_consistency, &eventual) < 0)
-        return NULL;
-    mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
-    if (mode < 0)
-        return NULL;
-    if (parse_window(o_interval, o_samples, &interval, &samples) < 0)
+    if (parse_window(a[0], a[1], &interval, &samples) < 0)
         goto fail_name;
     if (interval % (int64_t)samples != 0) {
         PyErr_Format(PyExc_ValueError,
@@ -271,10 +265,10 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      (long long)interval, (long long)samples);
         goto fail_name;
     }
-    if (o_events == Py_None) {
+    if (a[2] == NULL || a[2] == Py_None) {
         names = Py_NewRef(st->default_names);
         map = Py_NewRef(st->default_map);
-    } else if (parse_events(o_events, &names, &map) < 0) {
+    } else if (parse_events(a[2], &names, &map) < 0) {
         goto fail_name;
     }
     bool own_events = names != st->default_names;
@@ -295,7 +289,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->names = names; /* owned by self from here: its dealloc releases them */
     self->name_map = map;
     self->st = st;
-    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(a[3], path);
     if (self->shared == NULL ||
         (mode != 0 ? metric_open_shared(self, mode, path, &cfg, own_events ? names : NULL,
                                         eventual)
