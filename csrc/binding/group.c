@@ -246,10 +246,7 @@ static int group_decide(GroupObject *self, const int64_t *ns, int64_t now, unsig
                              : SW_EINVAL;
     if (rc == SW_OK)
         return 0;
-    out->verdict = SW_BLOCK;
-    out->wait_ns = 0;
-    out->retry_ns = -1;
-    out->shadowed = 0;
+    *out = (struct sw_decision){.verdict = SW_BLOCK, .retry_ns = -1};
     for (uint32_t i = 0; i < self->count; i++) {
         m[i].refused = 0;
         m[i].d = NULL;
@@ -274,27 +271,13 @@ static void reap_refusers(GroupObject *self, const struct sw_gmember *m)
     }
 }
 
-/* try_acquire()'s and reserve()'s decision, the refusers reaped. @return 0 (d set), or -1 */
-static int group_decide_reaping(GroupObject *self, const int64_t *ns, int64_t now,
-                                unsigned flags, struct sw_decision *d)
-{
-    struct gscratch sc;
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return -1;
-    int rc = group_decide(self, ns, now, flags, m, d);
-    if (rc == 0 && d->verdict != SW_PASS)
-        reap_refusers(self, m);
-    scratch_put(&sc);
-    return rc;
-}
-
 /* try_acquire() (flags SW_F_TRY: a bool) and reserve() (0: the wait in ns, or None). */
 static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags,
                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now = SW_NOW;
     struct sw_decision d;
+    struct gscratch sc;
     if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
         for (uint32_t i = 0; i < self->count; i++)
             ns[i] = 1;
@@ -302,7 +285,12 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
                parse_now_only(fname, kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0) {
         return NULL;
     }
-    if (group_decide_reaping(self, ns, now, flags, &d) < 0)
+    struct sw_gmember *m = scratch_get(self, &sc);
+    int rc = m == NULL ? -1 : group_decide(self, ns, now, flags, m, &d);
+    if (rc == 0 && d.verdict != SW_PASS)
+        reap_refusers(self, m);
+    scratch_put(&sc);
+    if (rc < 0)
         return NULL;
     if (flags == SW_F_TRY)
         return PyBool_FromLong(d.verdict == SW_PASS);
@@ -352,17 +340,12 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
     if (ns_of_tuple(self, args[0], ns) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return NULL;
-    if (group_decide(self, ns, now, (unsigned)flags, m, &d) < 0) {
-        scratch_put(&sc);
-        return NULL;
-    }
-    PyObject *refused = PyList_New(0), *shadowed = PyList_New(0), *r = NULL;
+    PyObject *refused = NULL, *shadowed = NULL, *r = NULL;
     long who = -1;
     int64_t best = -2;
-    if (refused == NULL || shadowed == NULL)
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL || group_decide(self, ns, now, (unsigned)flags, m, &d) < 0 ||
+        (refused = PyList_New(0)) == NULL || (shadowed = PyList_New(0)) == NULL)
         goto done;
     for (uint32_t i = 0; i < self->count; i++) { /* member i is m[k] */
         uint32_t k = 0;

@@ -138,7 +138,9 @@ static int module_exec(PyObject *m)
     read_test_stuck_threshold();
     lock_wait_install();
     module_state *st = (module_state *)PyModule_GetState(m);
-    /* the types in order: those the state holds kept there, the others held by the module */
+    /* the types in order: those the state holds kept there, the others held by the module;
+     * BlockedError's bases a tuple: a bare type is accepted only since 3.10 */
+    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
     static const struct {
         PyType_Spec *spec;
         ptrdiff_t held; /* where in the state, or -1 */
@@ -152,28 +154,20 @@ static int module_exec(PyObject *m)
         {&LeaseSlice_spec, -1}, /* slidewin.redis lease=True's slices (slice.c) */
         {&KeyedSlices_spec, -1},
         {&Group_spec, -1},      /* slidewin.all_of's groups (group.c) */
+        {&BlockedError_spec, offsetof(module_state, BlockedError)},
     };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        PyObject *t = PyType_FromModuleAndSpec(m, types[i].spec, NULL);
-        if (t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0) {
-            Py_XDECREF(t);
-            return -1;
-        }
-        if (types[i].held >= 0)
-            *(PyTypeObject **)(void *)((char *)st + types[i].held) = (PyTypeObject *)t;
-        else
-            Py_DECREF(t);
+    for (size_t i = 0; bases != NULL && i < sizeof types / sizeof types[0]; i++) {
+        PyObject *t = PyType_FromModuleAndSpec(m, types[i].spec,
+                                               types[i].spec == &BlockedError_spec ? bases : NULL);
+        if (t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0)
+            Py_CLEAR(bases);
+        else if (types[i].held >= 0)
+            *(PyObject **)(void *)((char *)st + types[i].held) = Py_NewRef(t);
+        Py_XDECREF(t);
     }
-    /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
-     * tuple") */
-    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
     if (bases == NULL)
         return -1;
-    st->BlockedError = PyType_FromModuleAndSpec(m, &BlockedError_spec, bases);
     Py_DECREF(bases);
-    if (st->BlockedError == NULL ||
-        PyModule_AddType(m, (PyTypeObject *)st->BlockedError) < 0)
-        return -1;
     if ((st->Bucket_Type = PyStructSequence_NewType(&Bucket_desc)) == NULL ||
         PyModule_AddType(m, st->Bucket_Type) < 0 ||
         (st->Stats_Type = PyStructSequence_NewType(&Stats_desc)) == NULL ||
