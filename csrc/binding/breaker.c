@@ -234,24 +234,6 @@ static PyObject *bk_gave_up(void)
             return NULL;                                                                       \
     } while (0)
 
-/* A call admitted with `ticket` whose listeners raised (a KeyboardInterrupt: it ends the
- * call, which never runs): give the probe back, if it was one, as a cancel would, telling
- * the change; the listeners' exception stays the one raised. @return NULL */
-static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
-{
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    struct sw_brk_changes chg;
-    int done = sw_breaker_cancel(&self->view, ticket, SW_NOW, &chg);
-    if (GAVE_UP(done))
-        (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after any cancel */
-    else if (chg.n != 0)
-        (void)bk_fire(self, &chg);
-    PyErr_Clear(); /* the first exception is the one the caller sees */
-    PyErr_Restore(et, ev, tb);
-    return NULL;
-}
-
 /* ---- shared regions ---- */
 
 static int bk_init_state(void *state, const struct sw_shm_layout *lay)
@@ -385,8 +367,10 @@ static void Breaker_dealloc(BreakerObject *self)
 /* ---- the hot pair ---- */
 
 /* The admission of try_pass() and _pass(now_ns=None) (admit: the core's call), the changes
- * told (a listener's exception gives the admission back, a probe's). @return whether
- * admitted (the ticket in *ticket), or -1 with an exception set */
+ * told. A listener's exception (a KeyboardInterrupt) ends the call, which never runs: a
+ * probe is given back as a cancel would, telling the change, and the listener's exception
+ * stays the one raised. @return whether admitted (the ticket in *ticket), or -1 with an
+ * exception set */
 static inline int bk_admit(BreakerObject *self, const char *fname,
                            int (*admit)(const struct sw_bview *, int64_t, uint64_t *,
                                         struct sw_brk_changes *),
@@ -402,12 +386,19 @@ static inline int bk_admit(BreakerObject *self, const char *fname,
         (void)bk_gave_up();
         return -1;
     }
-    if (__builtin_expect(chg.n != 0, 0) && bk_fire(self, &chg) < 0) {
-        if (ok)
-            (void)bk_fire_failed_give_back(self, *ticket);
-        return -1;
+    if (__builtin_expect(chg.n == 0, 1) || bk_fire(self, &chg) == 0)
+        return ok != 0;
+    if (ok) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (GAVE_UP(sw_breaker_cancel(&self->view, *ticket, SW_NOW, &chg)))
+            (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after a cancel */
+        else if (chg.n != 0)
+            (void)bk_fire(self, &chg);
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
     }
-    return ok != 0;
+    return -1;
 }
 
 static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -457,15 +448,10 @@ static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_s
     int error = 0;
     double rt;
     struct sw_brk_changes chg;
-    if (nargs == 1 && kwnames == NULL) {
+    if (nargs == 1 && kwnames == NULL)
         a[0] = args[0];
-    } else if (parse_fast("record", args, nargs, kwnames, names, 3, 1, a) < 0) {
+    else if (parse_fast_req("record", args, nargs, kwnames, names, 3, 1, 1, a) < 0)
         return NULL;
-    }
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "record() missing required argument 'rt_ms'");
-        return NULL;
-    }
     if (parse_rt(a[0], &rt) < 0 || (a[1] != NULL && parse_bool(a[1], "error", &error) < 0) ||
         parse_now(a[2], &now) < 0)
         return NULL;
@@ -613,11 +599,6 @@ static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored
     return breaker_totals_dict(&t);
 }
 
-static PyObject *Breaker_get_state(BreakerObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(breaker_state_names[sw_breaker_state(&self->view) % 3]);
-}
-
 static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
 {
     pthread_mutex_lock(&self->cfg_mu);
@@ -626,30 +607,35 @@ static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
     return c;
 }
 
-static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
+/* A property: a setting (which: its index in bk_names), the window's layout or the state. */
+static PyObject *Breaker_get(BreakerObject *self, void *which)
 {
-    struct sw_breaker_cfg c = bk_cfg(self);
     int w = (int)(intptr_t)which;
-    if ((w == 0 && c.grade != SW_BRK_ERROR_RATIO) || (w == 1 && c.grade != SW_BRK_ERROR_COUNT) ||
-        (w == 2 && c.grade != SW_BRK_SLOW_RATIO) || (w == 8 && isinf(c.probe_timeout_s)))
+    if (w == BK_NNAMES)
+        return PyUnicode_FromString(breaker_state_names[sw_breaker_state(&self->view) % 3]);
+    struct sw_breaker_cfg c = bk_cfg(self);
+    if ((w == BK_ERROR_RATIO && c.grade != SW_BRK_ERROR_RATIO) ||
+        (w == BK_ERROR_COUNT && c.grade != SW_BRK_ERROR_COUNT) ||
+        (w == BK_SLOW_RT && c.grade != SW_BRK_SLOW_RATIO) ||
+        (w == BK_PROBE_TIMEOUT && isinf(c.probe_timeout_s)))
         Py_RETURN_NONE;
     switch (w) {
-    case 0:
+    case BK_ERROR_RATIO:
         return PyFloat_FromDouble(c.threshold);
-    case 1:
+    case BK_ERROR_COUNT:
         return PyLong_FromLongLong((long long)c.threshold);
-    case 2:
+    case BK_SLOW_RT:
         return PyLong_FromLongLong(c.slow_rt_ms);
-    case 3:
+    case BK_SLOW_RATIO:
         return PyFloat_FromDouble(c.grade == SW_BRK_SLOW_RATIO ? c.threshold : 1.0);
-    case 4:
+    case BK_MIN_REQ:
         return PyLong_FromLongLong(c.min_requests);
-    case 5:
+    case BK_RECOVERY:
         return PyFloat_FromDouble(c.recovery_s);
-    case 6:
-        return PyLong_FromLongLong(c.interval_ms);
-    case 8:
+    case BK_PROBE_TIMEOUT:
         return PyFloat_FromDouble(c.probe_timeout_s);
+    case BK_NSET: /* interval_ms */
+        return PyLong_FromLongLong(c.interval_ms);
     default:
         return PyLong_FromUnsignedLong(c.sample_count);
     }
@@ -747,21 +733,19 @@ static PyMethodDef Breaker_methods[] = {
     METHOD(_cancel, Breaker_cancel_ticket, METH_FASTCALL, "(ticket, now_ns=None)", "The ticket's call did not run. Whether it was the probe."),
     {NULL}};
 
-#define BK_SETTING(name, which, doc)                                                           \
-    {name, (getter)Breaker_get_setting, NULL, doc, (void *)which}
+#define BK_GET(name, which, doc) {name, (getter)Breaker_get, NULL, doc, (void *)(which)}
 static PyGetSetDef Breaker_getset[] = {
-    {"state", (getter)Breaker_get_state, NULL,
-     "'closed', 'open' or 'half_open'.", NULL},
-    BK_SETTING("error_ratio", 0, "The error ratio threshold, or None."),
-    BK_SETTING("error_count", 1, "The error count threshold, or None."),
-    BK_SETTING("slow_rt_ms", 2, "The slow-call RT (ms), or None."),
-    BK_SETTING("slow_ratio", 3, "The slow-call ratio threshold."),
-    BK_SETTING("min_requests", 4, "Calls in the window below which it never opens."),
-    BK_SETTING("recovery_s", 5, "Seconds open before a probe may pass."),
-    BK_SETTING("probe_timeout_s", 8,
-               "Seconds a probe may stay silent before it counts as failed, or None (for ever)."),
-    BK_SETTING("interval_ms", 6, "The window's length (ms)."),
-    BK_SETTING("sample_count", 7, "Buckets in the window."),
+    BK_GET("state", BK_NNAMES, "'closed', 'open' or 'half_open'."),
+    BK_GET("error_ratio", BK_ERROR_RATIO, "The error ratio threshold, or None."),
+    BK_GET("error_count", BK_ERROR_COUNT, "The error count threshold, or None."),
+    BK_GET("slow_rt_ms", BK_SLOW_RT, "The slow-call RT (ms), or None."),
+    BK_GET("slow_ratio", BK_SLOW_RATIO, "The slow-call ratio threshold."),
+    BK_GET("min_requests", BK_MIN_REQ, "Calls in the window below which it never opens."),
+    BK_GET("recovery_s", BK_RECOVERY, "Seconds open before a probe may pass."),
+    BK_GET("probe_timeout_s", BK_PROBE_TIMEOUT,
+           "Seconds a probe may stay silent before it counts as failed, or None (for ever)."),
+    BK_GET("interval_ms", BK_NSET, "The window's length (ms)."),
+    BK_GET("sample_count", BK_NSET + 1, "Buckets in the window."),
     {"shared", (getter)get_object_or_none, NULL,
      "None (private), True (anonymous) or the region's name or path.",
      (void *)offsetof(BreakerObject, shared)},

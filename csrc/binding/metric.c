@@ -413,66 +413,46 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     return 0;
 }
 
-/* sum(), current(), previous(): one event's count (metric_read); rate(): its sum a second */
-#define METRIC_READ_INT(fn, fname, which)                                                      \
+/* min_rt() (avg false) or avg_rt() (true): the window's RT at now_ns */
+static PyObject *metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, bool avg)
+{
+    int64_t now, min_rt, rt, ok;
+    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return NULL;
+    if (!M_CFG(self, has_rt))
+        return metric_no_rt(self, fname);
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, &min_rt, &rt, &ok);
+    else
+        sw_window_rt(&self->win, now, &min_rt, &rt, &ok);
+    if (!avg)
+        return PyLong_FromLongLong(min_rt);
+    return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
+}
+
+/* The read methods: sum(), current(), previous() (one event's count), rate() (its sum a
+ * second), min_rt(), avg_rt(): `expr` makes the result of `v` */
+#define METRIC_READ(fn, fname, which, expr)                                                    \
     static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
                         PyObject *kwnames)                                                     \
     {                                                                                          \
         int64_t v;                                                                             \
-        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0                   \
-                   ? NULL                                                                      \
-                   : PyLong_FromLongLong(v);                                                   \
+        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0 ? NULL : (expr);  \
     }
-METRIC_READ_INT(Metric_sum, "sum", SW_READ_SUM)
-METRIC_READ_INT(Metric_current, "current", SW_READ_CURRENT)
-METRIC_READ_INT(Metric_previous, "previous", SW_READ_PREVIOUS)
-
-static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "rate", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyFloat_FromDouble((double)v / ((double)M_CFG(self, interval_ms) / 1000.0));
-}
-
-/* min_rt(), avg_rt(): the window's RT read at now_ns (any out NULL: not wanted).
- * @return 0, or -1 with an exception set */
-static int metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
-                     Py_ssize_t nargs, PyObject *kwnames, int64_t *min_rt, int64_t *rt,
-                     int64_t *ok)
-{
-    int64_t now;
-    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
-        return -1;
-    if (!M_CFG(self, has_rt)) {
-        metric_no_rt(self, fname);
-        return -1;
+METRIC_READ(Metric_sum, "sum", SW_READ_SUM, PyLong_FromLongLong(v))
+METRIC_READ(Metric_current, "current", SW_READ_CURRENT, PyLong_FromLongLong(v))
+METRIC_READ(Metric_previous, "previous", SW_READ_PREVIOUS, PyLong_FromLongLong(v))
+METRIC_READ(Metric_rate, "rate", SW_READ_SUM,
+            PyFloat_FromDouble((double)v / ((double)M_CFG(self, interval_ms) / 1000.0)))
+#define METRIC_RT(fn, fname, avg)                                                              \
+    static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        return metric_rt(self, fname, args, nargs, kwnames, avg);                              \
     }
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, min_rt, rt, ok);
-    else
-        sw_window_rt(&self->win, now, min_rt, rt, ok);
-    return 0;
-}
-
-static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    int64_t m;
-    if (metric_rt(self, "min_rt", args, nargs, kwnames, &m, NULL, NULL) < 0)
-        return NULL;
-    return PyLong_FromLongLong(m);
-}
-
-static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    int64_t rt, ok;
-    if (metric_rt(self, "avg_rt", args, nargs, kwnames, NULL, &rt, &ok) < 0)
-        return NULL;
-    return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
-}
+METRIC_RT(Metric_min_rt, "min_rt", false)
+METRIC_RT(Metric_avg_rt, "avg_rt", true)
 
 static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
