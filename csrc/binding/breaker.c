@@ -313,8 +313,6 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail_rc;
         sw_breaker_view(self->br, &self->view);
         self->view.seq = &self->seq;
-        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0)
-            goto fail;
     } else {
         if ((rc = sw_brule_init(&self->rule, &cfg)) != SW_OK)
             goto fail_rc;
@@ -330,12 +328,12 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (void)bk_gave_up();
             goto fail;
         }
-        /* no private lock to reset, but the queue (not a shared link: the limiters'
-         * fork_sum reads those as limiters) */
-        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0)
-            goto fail;
     }
-    if (registry_add(st, self->name, (PyObject *)self) < 0)
+    /* shared: no private lock to reset, but the queue (not a shared link: the limiters'
+     * fork_sum reads those as limiters) */
+    if (fork_register_child(&self->fork, self->is_shared ? NULL : &self->br->st.lock, NULL,
+                            bk_fork_child) < 0 ||
+        registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     return (PyObject *)self;
 fail_rc:
@@ -525,17 +523,13 @@ static PyObject *bk_record_ticket(BreakerObject *self, PyObject *const *args, Py
     return bk_recorded(self, rc, &chg);
 }
 
-static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
-                                       Py_ssize_t nargs)
-{
-    return bk_record_ticket(self, args, nargs, false);
-}
-
-static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *args,
-                                        Py_ssize_t nargs)
-{
-    return bk_record_ticket(self, args, nargs, true);
-}
+#define BK_RECORD(fn, timeout)                                                                 \
+    static PyObject *fn(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    {                                                                                          \
+        return bk_record_ticket(self, args, nargs, timeout);                                   \
+    }
+BK_RECORD(Breaker_record_ticket, false)
+BK_RECORD(Breaker_record_timeout, true)
 
 /* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */
 static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *args,

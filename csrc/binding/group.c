@@ -299,17 +299,14 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
     Py_RETURN_NONE;
 }
 
-static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
-{
-    return group_call(self, "try_acquire", SW_F_TRY, args, nargs, kwnames);
-}
-
-static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    return group_call(self, "reserve", 0u, args, nargs, kwnames);
-}
+#define GROUP_CALL(fn, fname, flags)                                                           \
+    static PyObject *fn(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,            \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        return group_call(self, fname, flags, args, nargs, kwnames);                           \
+    }
+GROUP_CALL(Group_try_acquire, "try_acquire", SW_F_TRY)
+GROUP_CALL(Group_reserve, "reserve", 0u)
 
 /* The sizes of a tuple of ns (None: 1 each), as given by the Python layer. */
 static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)

@@ -161,12 +161,12 @@ static int metric_init_private(MetricObject *self, const struct sw_leap_cfg *cfg
     return fork_register(&self->fork, self->win.lock, NULL);
 }
 
-/* consistency=: None or "strong" (false), "eventual" (true). @return 0, or -1 with an
- * exception set */
+/* consistency=: "strong" (false; not given too), "eventual" (true). @return 0, or -1 */
 static int parse_consistency(PyObject *o, bool *eventual)
 {
-    *eventual = false;
-    if (o == NULL)
+    *eventual = o != NULL && PyUnicode_Check(o) &&
+                PyUnicode_CompareWithASCIIString(o, "eventual") == 0;
+    if (o == NULL || *eventual)
         return 0;
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError,
@@ -174,9 +174,7 @@ static int parse_consistency(PyObject *o, bool *eventual)
                      type_name_of(o));
         return -1;
     }
-    if (PyUnicode_CompareWithASCIIString(o, "eventual") == 0) {
-        *eventual = true;
-    } else if (PyUnicode_CompareWithASCIIString(o, "strong") != 0) {
+    if (PyUnicode_CompareWithASCIIString(o, "strong") != 0) {
         PyErr_Format(PyExc_ValueError,
                      "consistency must be \"strong\" (the default: every add and read "
                      "under the lock) or \"eventual\" (adds with no lock), got %R", o);
@@ -330,9 +328,8 @@ static void Metric_dealloc(MetricObject *self)
     fork_unregister(&self->fork);
     if (self->shm.base != NULL)
         sw_shm_close(&self->shm); /* the region's memory, not ours to free */
-    else if (self->mem != NULL)
+    else
         PyMem_Free(self->mem);
-    self->mem = NULL;
     Py_CLEAR(self->shared);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);

@@ -41,18 +41,14 @@ static PyStructSequence_Desc Stats_desc = {"slidewin.Stats", "A Limiter's window
 
 /* ---- module ---- */
 
-static PyObject *mod_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_ns());
-}
-static PyObject *mod_coarse_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_coarse_ns());
-}
-static PyObject *mod_coarse_resolution_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_coarse_resolution_ns());
-}
+#define CLOCK_FN(fn, clock)                                                                    \
+    static PyObject *fn(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))                        \
+    {                                                                                          \
+        return PyLong_FromLongLong(clock());                                                   \
+    }
+CLOCK_FN(mod_clock_ns, sw_time_ns)
+CLOCK_FN(mod_coarse_clock_ns, sw_time_coarse_ns)
+CLOCK_FN(mod_coarse_resolution_ns, sw_time_coarse_resolution_ns)
 
 /* _set_test_hook(us): tests only. Every critical section of this process then sleeps `us`
  * microseconds between two of its stores, holding the lock (0 removes the hook), so that a

@@ -346,18 +346,13 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
         return NULL;
     PyObject *fs = NULL;
     char dir[4096];
-    if (a[0] == NULL || a[0] == Py_None) {
-        snprintf(dir, sizeof dir, "%s", shared_dir());
-    } else {
-        if (!PyUnicode_FSConverter(a[0], &fs))
-            return NULL;
-        if ((size_t)PyBytes_GET_SIZE(fs) >= sizeof dir) {
-            Py_DECREF(fs);
-            PyErr_SetString(PyExc_ValueError, "list_regions: the folder's path is too long");
-            return NULL;
-        }
-        snprintf(dir, sizeof dir, "%s", PyBytes_AS_STRING(fs));
-        Py_DECREF(fs);
+    if (a[0] != NULL && a[0] != Py_None && !PyUnicode_FSConverter(a[0], &fs))
+        return NULL;
+    int w = snprintf(dir, sizeof dir, "%s", fs != NULL ? PyBytes_AS_STRING(fs) : shared_dir());
+    Py_XDECREF(fs);
+    if (w < 0 || (size_t)w >= sizeof dir) {
+        PyErr_SetString(PyExc_ValueError, "list_regions: the folder's path is too long");
+        return NULL;
     }
     char **paths;
     size_t n;
