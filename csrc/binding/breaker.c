@@ -51,9 +51,8 @@ static int bk_probe_timeout(PyObject *o, double *out)
     return 0;
 }
 
-/* Apply the given settings v (BK_NSET, NULL: not given) to cfg (grade switched when one of
- * the three is given) and check the whole. @return 0, or -1 with TypeError/ValueError naming
- * the parameter */
+/* Apply the settings given in v (BK_NSET of them, NULL: not given) to cfg and check the whole.
+ * @return 0, or -1 with TypeError/ValueError naming the parameter */
 static int bk_apply(struct sw_breaker_cfg *cfg, PyObject *const *v, int need_grade)
 {
     PyObject *a[BK_NSET];
@@ -167,11 +166,10 @@ static struct bk_pending *bk_next(BreakerObject *self)
     return p;
 }
 
-/* Tell the listeners (the Python layer's breaker_tell) one call's changes, the core's lock
- * released, in order: queued, then told by this thread unless another is telling (it tells
- * these too). A failing teller is reported as unraisable, except a BaseException that is not
- * an Exception (KeyboardInterrupt): the first is raised once every queued change was told.
- * @return 0, or -1 with it set */
+/* Tell the listeners (breaker_tell) one call's changes, the core's lock released, in order:
+ * queued, then told by this thread unless another is telling (it tells these too). A failing
+ * teller is unraisable, but the first non-Exception (KeyboardInterrupt) is raised once every
+ * queued change was told. @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
     if (!bk_enqueue(self, chg))
@@ -219,8 +217,7 @@ static void bk_queue_reset(BreakerObject *self)
     self->dq_busy = 0;
 }
 
-/* A wait for the state's lock gave up (a stuck owner: OSError naming it; a signal handler's
- * exception): the call did nothing. */
+/* A wait for the state's lock gave up (OSError, or a signal handler's exception). */
 static PyObject *bk_gave_up(void)
 {
     (void)lock_gave_up_error();
@@ -482,8 +479,8 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
-/* A ticket call's positional arguments (ticket, <nfixed - 1 more>, now_ns=None): the ticket
- * and now_ns, the others parsed by the caller. @return 0, or -1 with TypeError set (usage) */
+/* A ticket call's (ticket, <nfixed - 1 more>, now_ns=None): the ticket and now_ns parsed.
+ * @return 0, or -1 with TypeError set (usage) */
 static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t nfixed,
                              const char *usage, uint64_t *ticket, int64_t *now)
 {

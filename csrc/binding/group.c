@@ -1,7 +1,5 @@
-/* group.c - the C base of slidewin.all_of's groups: one decision over several limiters and
- * keys of keyed limiters, admitted by all or charged to none (sw_group.h). The waiting
- * (acquire with a timeout, asyncio), entries and the decorator are Python (slidewin/_group.py).
- */
+/* group.c - the C base of slidewin.all_of's groups (sw_group.h); the waiting, entries and
+ * the decorator are Python (slidewin/_group.py). */
 #include "group.h"
 
 #include "args.h"
@@ -29,9 +27,8 @@ typedef struct {
     PyObject *weakreflist;
 } GroupObject;
 
-/* Member i of a group being made (o: a Limiter or a (KeyedLimiter, key) pair): its slot
- * filled and its owner set, refused when a member before it is the same limiter.
- * @return 0, or -1 with TypeError or ValueError set */
+/* Member i (a Limiter or a (KeyedLimiter, key) pair) into its slot and owners, refused when
+ * a member before it is the same limiter. @return 0, or -1 with TypeError or ValueError set */
 static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject *o)
 {
     struct gslot *s = &self->slots[i];
@@ -157,8 +154,7 @@ static int Group_traverse(GroupObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* The GC breaks a cycle through the group: it holds no member afterwards (its calls then
- * raise: a group of no member). */
+/* A group cleared by the GC holds no member (its calls then raise). */
 static int Group_clear(GroupObject *self)
 {
     uint32_t count = self->count;
@@ -321,10 +317,9 @@ static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
 }
 
 /* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
- * refused and shadowed (the shadow members that would have refused: admitted, holding
- * nothing) are tuples of member indices; who is the refusing member with the
- * largest retry (the first refuser when none is known; for SW_NEVER the first member that
- * can never admit the request), or -1. */
+ * refused and shadowed (shadow members that would have refused) are tuples of member indices;
+ * who: the refuser with the largest retry (else the first; for SW_NEVER the first that can
+ * never admit the request), or -1. */
 static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], flags, now;

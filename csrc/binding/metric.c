@@ -465,33 +465,26 @@ static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ss
     uint32_t nb = self->ev != NULL ? sw_evleap_buckets(self->ev, now, buf)
                                    : sw_window_buckets(&self->win, now, buf);
     PyObject *list = PyList_New((Py_ssize_t)nb);
-    if (list == NULL)
-        goto fail;
-    for (uint32_t i = 0; i < nb; i++) { /* a NULL item is released with its container */
+    for (uint32_t i = 0; list != NULL && i < nb; i++) { /* a NULL item goes with the list */
         const int64_t *b = buf + (size_t)i * stride;
-        PyObject *bucket = PyStructSequence_New(self->st->Bucket_Type), *counts;
-        if (bucket == NULL)
-            goto fail;
-        PyList_SET_ITEM(list, i, bucket);
-        PyStructSequence_SET_ITEM(bucket, 0, PyLong_FromLongLong(b[SW_SLOT_START]));
-        PyStructSequence_SET_ITEM(bucket, 1, counts = PyTuple_New((Py_ssize_t)n_events));
-        PyStructSequence_SET_ITEM(bucket, 2, PyLong_FromLongLong(b[SW_SLOT_MIN_RT]));
-        if (counts == NULL || PyStructSequence_GET_ITEM(bucket, 0) == NULL ||
-            PyStructSequence_GET_ITEM(bucket, 2) == NULL)
-            goto fail;
-        for (uint32_t e = 0; e < n_events; e++) {
-            PyObject *c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e]);
-            if (c == NULL)
-                goto fail;
-            PyTuple_SET_ITEM(counts, e, c);
+        PyObject *counts = PyTuple_New((Py_ssize_t)n_events), *bucket = NULL, *c;
+        for (uint32_t e = 0; counts != NULL && e < n_events; e++) {
+            if ((c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e])) == NULL)
+                Py_CLEAR(counts);
+            else
+                PyTuple_SET_ITEM(counts, e, c);
         }
+        if (counts != NULL)
+            bucket = PyObject_CallFunction((PyObject *)self->st->Bucket_Type, "((LNL))",
+                                           (long long)b[SW_SLOT_START], counts,
+                                           (long long)b[SW_SLOT_MIN_RT]);
+        if (bucket == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, bucket);
     }
     PyMem_Free(buf);
     return list;
-fail:
-    PyMem_Free(buf);
-    Py_XDECREF(list);
-    return NULL;
 }
 
 static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))

@@ -212,27 +212,20 @@ static int module_exec(PyObject *m)
     X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
     X(aenter) X(aexit) X(breaker_tell)
 
-#define REF_OFFSET(f) offsetof(module_state, f),
-static const size_t state_refs[] = {STATE_REFS(REF_OFFSET)};
-#undef REF_OFFSET
-
-/* The i-th reference of the module's state (state_refs). */
-static PyObject **state_ref(PyObject *m, size_t i)
-{
-    return (PyObject **)(void *)((char *)PyModule_GetState(m) + state_refs[i]);
-}
+#define REF_VISIT(f) Py_VISIT(st->f);
+#define REF_CLEAR(f) Py_CLEAR(st->f);
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
-        Py_VISIT(*state_ref(m, i));
+    module_state *st = (module_state *)PyModule_GetState(m);
+    STATE_REFS(REF_VISIT)
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
-    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
-        Py_CLEAR(*state_ref(m, i));
+    module_state *st = (module_state *)PyModule_GetState(m);
+    STATE_REFS(REF_CLEAR)
     return 0;
 }
 

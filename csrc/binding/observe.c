@@ -1,12 +1,7 @@
-/* observe.c - seeing it: names and the registry of named objects (slidewin.limiters()),
- * lifetime totals and a breaker's state as read, and the read-only side for observers:
- * read_region() and list_regions() (for the Prometheus collector and `slidewin top`).
- *
- * Observers read only the regions of this process's effective uid (another user's file in a
- * shared folder is skipped by list_regions and refused by read_region), each file once (hard
- * links). read_region() never writes to a region and never takes its lock: the core reads a
- * copy, checked and repaired (sw_region_read, sw_observe.h); this file makes the dict.
- */
+/* observe.c - names and the registry of named objects, totals as dicts, and read_region() /
+ * list_regions() for observers. Observers read only this effective uid's regions, each file
+ * once (hard links); read_region() never writes a region nor takes its lock: the core reads a
+ * checked, repaired copy (sw_region_read, sw_observe.h) and this file makes the dict. */
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
@@ -107,8 +102,7 @@ int registry_add(module_state *st, PyObject *name, PyObject *obj)
 {
     if (name == NULL || name == Py_None)
         return 0;
-    /* name -> the weak references of its live objects, oldest first: limiters() shows the
-     * newest one alive (a newer one dropped leaves the older one shown, not the name gone) */
+    /* name -> weak references, oldest first: a newer object dropped shows the older one */
     PyObject *refs = PyDict_GetItemWithError(st->registry, name); /* borrowed */
     if (refs == NULL) {
         if (PyErr_Occurred() || (refs = PyList_New(0)) == NULL)
@@ -128,8 +122,7 @@ int registry_add(module_state *st, PyObject *name, PyObject *obj)
     return rc;
 }
 
-/* slidewin._core.limiters() -> dict[str, object]: the live named objects of this process (of
- * a name held by several, the newest); names left without a live object are forgotten */
+/* limiters(): names left without a live object are forgotten */
 PyObject *mod_limiters(PyObject *m, PyObject *Py_UNUSED(unused))
 {
     module_state *st = (module_state *)PyModule_GetState(m);
@@ -214,8 +207,7 @@ static PyObject *region_name(const struct sw_shm_header *h, const char *path)
     return PyUnicode_DecodeFSDefault(base);
 }
 
-/* d[key] = v (v: a new reference, or NULL with an exception set; released either way).
- * @return 0, or -1 with an exception set */
+/* d[key] = v (v: a new reference or NULL, released either way). @return 0, or -1 */
 static int set_new(PyObject *d, const char *key, PyObject *v)
 {
     int rc = v == NULL ? -1 : PyDict_SetItemString(d, key, v);
@@ -247,8 +239,7 @@ static PyObject *metric_window(const struct sw_region_read *r)
     return window;
 }
 
-/* What a region's kind reads as: its window and totals (new references), and a Breaker's state.
- * @return 0, or -1 with an exception set (nothing to release) */
+/* A region's window and totals (new references), and a Breaker's state. @return 0, or -1 */
 static int region_window(const struct sw_region_read *r, PyObject **window, PyObject **totals,
                          const char **bstate)
 {
@@ -280,8 +271,7 @@ static int region_window(const struct sw_region_read *r, PyObject **window, PyOb
     return -1;
 }
 
-/* read_region()'s path: a region's name or path (str or os.PathLike), resolved into path.
- * @return 0, or -1 with an exception set */
+/* read_region()'s path= (a name, str or os.PathLike), resolved into path. @return 0, or -1 */
 static int region_path(PyObject *o, char *path, size_t cap)
 {
     PyObject *fs = NULL;
