@@ -92,22 +92,12 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
     return sw_metric_mem_check(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
 }
 
-/* The window of either mode over self->mem: the ring, no future, no hooks. */
-static void metric_set_window(MetricObject *self, bool eventual, uint64_t token)
+/* self->mem, private (mode 0) or in a region (names: its user-defined events, NULL for the
+ * default ones), and the window over it: the ring, no future, no hooks.
+ * @return 0, or -1 with an exception set */
+static int metric_open(MetricObject *self, int mode, const char *path, struct sw_leap_cfg *cfg,
+                       PyObject *names, bool eventual)
 {
-    self->win = (struct sw_window){
-        .lock = &self->mem->lock,
-        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
-        .token = token};
-    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
-}
-
-/* Open the region of a shared Metric (names: its user-defined events, NULL for the
- * default ones). @return 0, or -1 with an exception set */
-static int metric_open_shared(MetricObject *self, int mode, const char *path,
-                              struct sw_leap_cfg *cfg, PyObject *names, bool eventual)
-{
-    const char *objname = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     char events[SW_SHM_EVENTS_BYTES];
     size_t used = 0;
     struct sw_shm_layout lay = {
@@ -115,50 +105,47 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
         .sample_count = cfg->sample_count, .state_size = sw_metric_mem_size(cfg, eventual),
         .consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG,
         .init_state = metric_init_state, .check_state = metric_check_state,
-        .state_lock = metric_state_lock, .arg = cfg, .name = objname};
-    if (names != NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-            Py_ssize_t len;
-            const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
-            if (s == NULL)
-                return -1;
-            if (used + (size_t)len + 1 > sizeof events) {
-                PyErr_Format(PyExc_ValueError, "events: the names of a shared Metric must "
-                             "fit in %u bytes (UTF-8, one NUL each)", SW_SHM_EVENTS_BYTES);
-                return -1;
-            }
-            memcpy(events + used, s, (size_t)len + 1);
-            used += (size_t)len + 1;
+        .state_lock = metric_state_lock, .arg = cfg,
+        .name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL};
+    for (Py_ssize_t i = 0; mode != 0 && names != NULL && i < PyTuple_GET_SIZE(names); i++) {
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
+        if (s == NULL)
+            return -1;
+        if (used + (size_t)len + 1 > sizeof events) {
+            PyErr_Format(PyExc_ValueError, "events: the names of a shared Metric must "
+                         "fit in %u bytes (UTF-8, one NUL each)", SW_SHM_EVENTS_BYTES);
+            return -1;
         }
+        memcpy(events + used, s, (size_t)len + 1);
+        used += (size_t)len + 1;
         lay.n_events = cfg->n_events;
         lay.events = events;
         lay.events_len = (uint32_t)used;
     }
-    if (shared_open(&self->shm, mode, path, &lay) < 0)
+    if (mode != 0) {
+        if (shared_open(&self->shm, mode, path, &lay) < 0)
+            return -1;
+        self->mem = self->shm.state;
+    } else if ((self->mem = PyMem_Calloc(1, lay.state_size)) == NULL) {
+        PyErr_NoMemory();
         return -1;
-    self->mem = self->shm.state;
-    metric_set_window(self, eventual, SW_LOCK_PROCESS);
+    } else if (metric_mem_init(self->mem, cfg, eventual) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
+        return -1;
+    }
+    self->win = (struct sw_window){
+        .lock = &self->mem->lock,
+        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
+        .token = mode == 0 ? SW_LOCK_PRIVATE : SW_LOCK_PROCESS};
+    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
+    if (mode == 0)
+        return fork_register(&self->fork, self->win.lock, NULL);
     /* eventual: no lock and no repair, every value the ring holds is checked where it is
      * used; strong: restore every invariant the hot path relies on (a region is input) */
     if (!eventual && GAVE_UP(sw_window_check_repair(&self->win))) /* the hook releases the GIL */
         return lock_gave_up() < 0 ? -1 : 0;
     return 0;
-}
-
-/* A private Metric's state, initialised. @return 0, or -1 with an exception set */
-static int metric_init_private(MetricObject *self, const struct sw_leap_cfg *cfg, bool eventual)
-{
-    self->mem = PyMem_Calloc(1, sw_metric_mem_size(cfg, eventual));
-    if (self->mem == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    metric_set_window(self, eventual, SW_LOCK_PRIVATE);
-    if (metric_mem_init(self->mem, cfg, eventual) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
-        return -1;
-    }
-    return fork_register(&self->fork, self->win.lock, NULL);
 }
 
 /* consistency=: "strong" (false; not given too), "eventual" (true). @return 0, or -1 */
@@ -289,9 +276,7 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->st = st;
     self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(a[3], path);
     if (self->shared == NULL ||
-        (mode != 0 ? metric_open_shared(self, mode, path, &cfg, own_events ? names : NULL,
-                                        eventual)
-                   : metric_init_private(self, &cfg, eventual)) < 0 ||
+        metric_open(self, mode, path, &cfg, own_events ? names : NULL, eventual) < 0 ||
         registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
         return NULL;

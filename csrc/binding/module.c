@@ -50,10 +50,9 @@ CLOCK_FN(mod_clock_ns, sw_time_ns)
 CLOCK_FN(mod_coarse_clock_ns, sw_time_coarse_ns)
 CLOCK_FN(mod_coarse_resolution_ns, sw_time_coarse_resolution_ns)
 
-/* _set_test_hook(us): tests only. Every critical section of this process then sleeps `us`
- * microseconds between two of its stores, holding the lock (0 removes the hook), so that a
- * test can kill a process inside a decision. -1: the next critical section stops the process
- * (SIGSTOP, once), holding the lock, as `docker pause` or a debugger may. */
+/* _set_test_hook(us), tests only: every critical section sleeps `us` microseconds between two
+ * stores, holding the lock (0: no hook), for a test to kill a process inside a decision; -1:
+ * the next one stops the process (SIGSTOP, once) holding the lock, as `docker pause` may. */
 static long test_hook_us;
 static void test_hook_stop(void)
 {
@@ -80,8 +79,6 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _set_layer: the coroutines of an entry's __aenter__ and __aexit__, and the teller of a
- * Breaker's changes of state. */
 static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
@@ -115,9 +112,8 @@ static PyMethodDef module_methods[] = {
     METHOD(_try_acquire_nogil, bench_try_acquire_nogil, FASTKW, "(lim, n=1, *, now_ns=None)", "lim.try_acquire() with the GIL released around the core call (the GIL study)."),
     {NULL}};
 
-/* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live
- * lock owner that is not stopped is taken as stuck, so that the suite's stuck-owner
- * scenarios (run in subprocesses given the variable) do not each wait 5 s. */
+/* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live,
+ * not stopped lock owner is taken as stuck (the suite's stuck-owner subprocesses). */
 static void read_test_stuck_threshold(void)
 {
     const char *s = getenv("SLIDEWIN_TEST_LOCK_STUCK_MS");

@@ -239,38 +239,6 @@ static PyObject *metric_window(const struct sw_region_read *r)
     return window;
 }
 
-/* A region's window and totals (new references), and a Breaker's state. @return 0, or -1 */
-static int region_window(const struct sw_region_read *r, PyObject **window, PyObject **totals,
-                         const char **bstate)
-{
-    const struct sw_stats *s = &r->stats;
-    *bstate = NULL;
-    *totals = NULL;
-    if (r->hdr.kind == SW_KIND_BREAKER) {
-        *window = Py_BuildValue("{sLsLsL}", "total", (long long)r->brk_window[SW_BRK_EV_TOTAL],
-                                "errors", (long long)r->brk_window[SW_BRK_EV_ERRORS], "slow",
-                                (long long)r->brk_window[SW_BRK_EV_SLOW]);
-        *totals = breaker_totals_dict(&r->brk_totals);
-        *bstate = breaker_state_names[r->brk_state];
-    } else if (r->hdr.kind == SW_KIND_METRIC) {
-        *window = metric_window(r);
-        *totals = Py_NewRef(Py_None);
-    } else {
-        *window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)s->pass, "block",
-                                (long long)s->block, "success", (long long)s->success,
-                                "exception", (long long)s->exception, "rt",
-                                (long long)s->rt_sum, "occupied_pass",
-                                (long long)s->occupied_pass, "min_rt", (long long)s->min_rt,
-                                "waiting", (long long)s->waiting);
-        *totals = totals_dict(&r->totals);
-    }
-    if (*window != NULL && *totals != NULL)
-        return 0;
-    Py_CLEAR(*window);
-    Py_CLEAR(*totals);
-    return -1;
-}
-
 /* read_region()'s path= (a name, str or os.PathLike), resolved into path. @return 0, or -1 */
 static int region_path(PyObject *o, char *path, size_t cap)
 {
@@ -295,7 +263,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     PyObject *a[2], *window, *totals;
     char path[4096];
     int64_t now;
-    const char *bstate;
+    const char *bstate = NULL;
     struct sw_region_read r;
     struct sw_shm_error err;
     if (parse_fast_req("read_region", args, nargs, kwnames, names, 2, 1, 1, a) < 0 ||
@@ -304,8 +272,30 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     int rc = sw_region_read(path, now, &r, &err);
     if (rc != SW_OK)
         return shared_error(rc, &err, path);
-    if (region_window(&r, &window, &totals, &bstate) < 0)
+    const struct sw_stats *st = &r.stats;
+    if (r.hdr.kind == SW_KIND_BREAKER) {
+        window = Py_BuildValue("{sLsLsL}", "total", (long long)r.brk_window[SW_BRK_EV_TOTAL],
+                               "errors", (long long)r.brk_window[SW_BRK_EV_ERRORS], "slow",
+                               (long long)r.brk_window[SW_BRK_EV_SLOW]);
+        totals = breaker_totals_dict(&r.brk_totals);
+        bstate = breaker_state_names[r.brk_state];
+    } else if (r.hdr.kind == SW_KIND_METRIC) {
+        window = metric_window(&r);
+        totals = Py_NewRef(Py_None);
+    } else {
+        window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)st->pass, "block",
+                               (long long)st->block, "success", (long long)st->success,
+                               "exception", (long long)st->exception, "rt",
+                               (long long)st->rt_sum, "occupied_pass",
+                               (long long)st->occupied_pass, "min_rt", (long long)st->min_rt,
+                               "waiting", (long long)st->waiting);
+        totals = totals_dict(&r.totals);
+    }
+    if (window == NULL || totals == NULL) {
+        Py_XDECREF(window);
+        Py_XDECREF(totals);
         return NULL;
+    }
     const struct sw_shm_header *h = &r.hdr;
     PyObject *out = Py_BuildValue(
         "{sssNsNsIsLsIsIsNsNsLsIsLsL}", "kind", kind_names[h->kind], "name", region_name(h, path),

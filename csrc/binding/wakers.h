@@ -1,7 +1,5 @@
-/* wakers.h - the hooks of the asyncio waiter queues (slidewin/_waiters.py), written once for
- * every limiter type: a waker called by releases (private), and the region's release
- * sequence that a helper thread sleeps on (shared).
- */
+/* wakers.h - the asyncio waiter queues' hooks (slidewin/_waiters.py), for every limiter type:
+ * a waker called by releases (private), a region's release sequence to sleep on (shared). */
 #ifndef SW_BINDING_WAKERS_H
 #define SW_BINDING_WAKERS_H
 
