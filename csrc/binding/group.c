@@ -397,20 +397,15 @@ static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t
         char *done = PyByteArray_AS_STRING(args[3]); /* re-read: nothing here resizes it */
         if (done[i])
             continue;
-        if (s->keyed) {
-            if (keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome) != 0) {
-                (void)lock_gave_up_error(); /* this one and the rest still held: retry */
-                return NULL;
-            }
-        } else {
-            LimiterObject *lim = (LimiterObject *)s->obj;
-            if (GAVE_UP(sw_exit_or_give_up(limiter_view(lim), ns[i], rt, (int)outcome,
-                                           SW_NOW))) {
-                (void)lock_gave_up_error();
-                return NULL;
-            }
-            limiter_notify(lim);
+        LimiterObject *lim = (LimiterObject *)s->obj;
+        if (s->keyed ? keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome) != 0
+                     : GAVE_UP(sw_exit_or_give_up(limiter_view(lim), ns[i], rt, (int)outcome,
+                                                  SW_NOW))) {
+            (void)lock_gave_up_error(); /* this one and the rest still held: retry */
+            return NULL;
         }
+        if (!s->keyed)
+            limiter_notify(lim);
         done[i] = 1;
     }
     Py_RETURN_NONE;

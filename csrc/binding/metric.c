@@ -42,28 +42,19 @@ static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win)
 {
-    MetricObject *self = PyObject_GC_New(MetricObject, st->Metric_Type);
+    /* zeroed: no state, region or fork link of its own (the owner's), ev NULL (a limiter's
+     * statistics: always under its lock) */
+    MetricObject *self = (MetricObject *)st->Metric_Type->tp_alloc(st->Metric_Type, 0);
     if (self == NULL)
         return NULL;
+    LimiterObject *lim = (LimiterObject *)owner;
     self->win = *win;
-    self->ev = NULL; /* a limiter's statistics: always under its lock */
-    self->mem = NULL;
-    memset(&self->shm, 0, sizeof self->shm); /* the owner's memory: never unmapped here */
-    /* the owner is a Limiter: its view shares how it was opened */
-    self->shared = ((LimiterObject *)owner)->shared != NULL ? ((LimiterObject *)owner)->shared
-                                                           : Py_None;
-    Py_INCREF(self->shared);
-    self->fork.linked = false; /* the owner's lock: registered by the owner */
-    /* the owner's name (not registered: the owner is) */
-    self->name = ((LimiterObject *)owner)->name;
-    Py_XINCREF(self->name);
-    self->name_given = 0;
-    self->weakreflist = NULL;
+    self->shared = Py_NewRef(lim->shared != NULL ? lim->shared : Py_None);
+    self->name = Py_XNewRef(lim->name); /* not registered: the owner is */
     self->owner = Py_NewRef(owner);
     self->names = Py_NewRef(st->default_names);
     self->name_map = Py_NewRef(st->default_map);
     self->st = st;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 
