@@ -130,15 +130,10 @@ static PyObject *BlockedError_setstate(BlockedErrorObject *self, PyObject *state
 /* a copy with `state`: type(self)(*args), then the state */
 static PyObject *blocked_rebuild(BlockedErrorObject *self, PyObject *args, PyObject *state)
 {
-    PyObject *res = PyObject_Call((PyObject *)Py_TYPE(self), args, NULL);
-    if (res == NULL)
-        return NULL;
-    PyObject *r = BlockedError_setstate((BlockedErrorObject *)res, state);
-    if (r == NULL) {
-        Py_DECREF(res);
-        return NULL;
-    }
-    Py_DECREF(r);
+    PyObject *res = PyObject_Call((PyObject *)Py_TYPE(self), args, NULL), *r = NULL;
+    if (res != NULL && (r = BlockedError_setstate((BlockedErrorObject *)res, state)) == NULL)
+        Py_CLEAR(res);
+    Py_XDECREF(r);
     return res;
 }
 

@@ -1,6 +1,5 @@
-/* breaker.c - the C base of slidewin.Breaker: admission, outcomes, cancels, state, settings,
- * and the listeners called once the core's lock is released. The entry and the decorator
- * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
+/* breaker.c - the C base of slidewin.Breaker, and the listeners called once the core's lock is
+ * released. The entry and the decorator are Python (slidewin/_breaker.py). */
 #include "breaker.h"
 #include "limiting_ops.h"
 #include "args.h"
@@ -361,11 +360,9 @@ static void Breaker_dealloc(BreakerObject *self)
 
 /* ---- the hot pair ---- */
 
-/* The admission of try_pass() and _pass(now_ns=None) (admit: the core's call), the changes
- * told. A listener's exception (a KeyboardInterrupt) ends the call, which never runs: a
- * probe is given back as a cancel would, telling the change, and the listener's exception
- * stays the one raised. @return whether admitted (the ticket in *ticket), or -1 with an
- * exception set */
+/* try_pass() and _pass() (admit: the core's call), the changes told. A listener's exception
+ * (KeyboardInterrupt) ends the call, which never runs: a probe is given back as by a cancel,
+ * the listener's exception raised. @return whether admitted (*ticket), or -1 */
 static inline int bk_admit(BreakerObject *self, const char *fname,
                            int (*admit)(const struct sw_bview *, int64_t, uint64_t *,
                                         struct sw_brk_changes *),
@@ -641,11 +638,10 @@ static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *k
                      "shared and name are fixed when the Breaker is made", key);
     if (collected != 0)
         return NULL;
-    /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
-     * (always in this order, and no mutex is held while waiting for the state's lock, a wait
-     * that releases the GIL), unless another update() landed meanwhile (then checked again):
-     * a getter never waits for a peer's lock, an update() never for a getter's GIL, no update
-     * is lost */
+    /* checked against a snapshot (cfg_mu), installed under the state's lock then cfg_mu (no
+     * mutex held while waiting for the state's lock, which releases the GIL) unless another
+     * update() landed meanwhile (then checked again): a getter never waits for a peer's lock,
+     * an update() never for a getter's GIL, no update is lost */
     for (;;) {
         pthread_mutex_lock(&self->cfg_mu);
         struct sw_breaker_cfg c = self->cfg;

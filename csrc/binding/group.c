@@ -371,10 +371,9 @@ done:
     return r;
 }
 
-/* _exit(ns, outcome, rt_ms, done): end an entry (outcome 0, 1, 2: SUCCESS + RT, EXCEPTION,
- * nothing) on every member whose byte in the bytearray `done` is 0, then set it. A wait for a
- * shared member's lock that gives up (wait.h) raises with the rest still held: calling again
- * ends those, each member exactly once. */
+/* _exit(ns, outcome, rt_ms, done): end an entry (outcome SUCCESS + RT, EXCEPTION, NONE) on each
+ * member whose byte in `done` is 0, then set it: after a lock wait that gave up (raised, the
+ * rest still held), calling again ends those, each member exactly once. */
 static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], outcome, rt;

@@ -126,37 +126,21 @@ int registry_add(module_state *st, PyObject *name, PyObject *obj)
 PyObject *mod_limiters(PyObject *m, PyObject *Py_UNUSED(unused))
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    PyObject *out = PyDict_New(), *items = NULL;
-    if (out == NULL)
-        return NULL;
-    items = PyDict_Items(st->registry);
+    PyObject *out = PyDict_New(), *items = out != NULL ? PyDict_Items(st->registry) : NULL;
     if (items == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *it = PyList_GET_ITEM(items, i);
-        PyObject *name = PyTuple_GET_ITEM(it, 0), *refs = PyTuple_GET_ITEM(it, 1);
-        Py_ssize_t n = prune_refs(refs);
-        if (n < 0)
-            goto fail;
-        if (n == 0) {
-            if (PyDict_DelItem(st->registry, name) < 0)
-                goto fail;
-            continue;
-        }
-        PyObject *obj;
-        if (ref_target(PyList_GET_ITEM(refs, n - 1), &obj) < 0)
-            goto fail;
-        int bad = obj != NULL && PyDict_SetItem(out, name, obj) < 0;
+        Py_CLEAR(out);
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *name = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0), *obj = NULL;
+        PyObject *refs = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        Py_ssize_t n = prune_refs(refs); /* the newest live object of the name, if any */
+        if (n < 0 || (n == 0 ? PyDict_DelItem(st->registry, name) < 0
+                             : ref_target(PyList_GET_ITEM(refs, n - 1), &obj) < 0 ||
+                                   (obj != NULL && PyDict_SetItem(out, name, obj) < 0)))
+            Py_CLEAR(out);
         Py_XDECREF(obj);
-        if (bad)
-            goto fail;
     }
-    Py_DECREF(items);
-    return out;
-fail:
     Py_XDECREF(items);
-    Py_DECREF(out);
-    return NULL;
+    return out;
 }
 
 /* ---- totals ---------------------------------------------------------------------------- */
