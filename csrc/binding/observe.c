@@ -103,22 +103,13 @@ int registry_add(module_state *st, PyObject *name, PyObject *obj)
     if (name == NULL || name == Py_None)
         return 0;
     /* name -> weak references, oldest first: a newer object dropped shows the older one */
-    PyObject *refs = PyDict_GetItemWithError(st->registry, name); /* borrowed */
-    if (refs == NULL) {
-        if (PyErr_Occurred() || (refs = PyList_New(0)) == NULL)
-            return -1;
-        int rc = PyDict_SetItem(st->registry, name, refs);
-        Py_DECREF(refs); /* the dict holds it */
-        if (rc < 0)
-            return -1;
-    } else if (prune_refs(refs) < 0) {
-        return -1;
-    }
-    PyObject *ref = PyWeakref_NewRef(obj, NULL);
-    if (ref == NULL)
-        return -1;
-    int rc = PyList_Append(refs, ref);
-    Py_DECREF(ref);
+    PyObject *fresh = PyList_New(0), *ref = NULL;
+    PyObject *refs = fresh != NULL ? PyDict_SetDefault(st->registry, name, fresh) : NULL;
+    Py_XDECREF(fresh); /* refs: borrowed from the registry */
+    int rc = refs == NULL || prune_refs(refs) < 0 || (ref = PyWeakref_NewRef(obj, NULL)) == NULL
+                 ? -1
+                 : PyList_Append(refs, ref);
+    Py_XDECREF(ref);
     return rc;
 }
 
