@@ -552,10 +552,9 @@ static PyObject *bk_seconds(int64_t ns)
 static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now;
+    int64_t now, ns;
     if (parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
         return NULL;
-    int64_t ns;
     if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
         return bk_gave_up();
     return bk_seconds(ns);

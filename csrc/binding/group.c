@@ -127,19 +127,19 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->slots = PyMem_Calloc((size_t)count, sizeof(struct gslot));
     self->perm = PyMem_Calloc((size_t)count, sizeof(uint32_t));
     self->owners = PyTuple_New(count);
-    if (self->slots == NULL || self->perm == NULL || self->owners == NULL) {
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
     self->members = Py_NewRef(args);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+    if (self->slots == NULL || self->perm == NULL || self->owners == NULL) {
+        PyErr_NoMemory();
+        goto fail;
     }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0)
+            goto fail;
     group_sort(self);
     return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 static int Group_traverse(GroupObject *self, visitproc visit, void *arg)

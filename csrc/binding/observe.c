@@ -43,13 +43,8 @@ static PyObject *name_default(PyObject *o_shared, int mode, const char *path)
 {
     if (mode != 2)
         Py_RETURN_NONE;
-    if (PyUnicode_Check(o_shared)) {
-        const char *s = PyUnicode_AsUTF8(o_shared);
-        if (s == NULL)
-            return NULL;
-        if (strchr(s, '/') == NULL)
-            return Py_NewRef(o_shared);
-    }
+    if (strchr(PyUnicode_AsUTF8(o_shared), '/') == NULL) /* a name (its UTF-8 made already) */
+        return Py_NewRef(o_shared);
     const char *base = strrchr(path, '/');
     return PyUnicode_DecodeFSDefault(base != NULL ? base + 1 : path);
 }
