@@ -15,11 +15,9 @@ static int BlockedError_init(BlockedErrorObject *self, PyObject *args, PyObject 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:BlockedError", kwlist, &message,
                                      &retry_after, &limiter))
         return -1;
-    if (retry_after != Py_None) {
-        double v;
-        if (as_nonneg_double(retry_after, "retry_after", 1e300, &v) < 0)
-            return -1;
-    }
+    double v;
+    if (retry_after != Py_None && as_nonneg_double(retry_after, "retry_after", 1e300, &v) < 0)
+        return -1;
     /* BaseException keeps the positional args (for str() and pickling) */
     PyObject *bargs = message ? PyTuple_Pack(1, message) : PyTuple_New(0);
     if (bargs == NULL)

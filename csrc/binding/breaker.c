@@ -117,13 +117,9 @@ static int bk_enqueue(BreakerObject *self, const struct sw_brk_changes *chg)
     struct bk_pending *node[2] = {NULL, NULL};
     for (uint32_t i = 0; i < chg->n && i < 2; i++) {
         node[i] = PyMem_RawMalloc(sizeof(struct bk_pending));
-        if (node[i] != NULL) {
-            node[i]->next = NULL;
-            node[i]->seq = chg->c[i].seq;
-            node[i]->from = chg->c[i].from;
-            node[i]->to = chg->c[i].to;
-            node[i]->value = chg->c[i].value;
-        }
+        if (node[i] != NULL) /* next: set when linked */
+            *node[i] = (struct bk_pending){.seq = chg->c[i].seq, .from = chg->c[i].from,
+                                           .to = chg->c[i].to, .value = chg->c[i].value};
     }
     sw_lock_acquire(&self->dq_lock);
     for (uint32_t i = 0; i < chg->n && i < 2; i++) {
@@ -194,15 +190,11 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
         }
         Py_XDECREF(r);
     }
-    if (kt != NULL) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        PyErr_Restore(kt, kv, ktb);
-        return -1;
-    }
     PyErr_Restore(et, ev, tb);
-    return 0;
+    if (kt == NULL)
+        return 0;
+    PyErr_Restore(kt, kv, ktb); /* in place of (and releasing) the one restored */
+    return -1;
 }
 
 /* The queue's initial state (a new object; the child of fork(), whose queued changes are

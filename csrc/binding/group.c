@@ -455,20 +455,12 @@ static PyObject *Group_repr(GroupObject *self)
 {
     if (self->members == NULL)
         return PyUnicode_FromString("all_of()");
-    PyObject *inner = PyObject_Repr(self->members);
-    if (inner == NULL)
-        return NULL;
-    /* "(a, b)" -> "all_of(a, b)"; a one-member tuple's "(a,)" -> "all_of(a)" */
-    Py_ssize_t len = PyUnicode_GET_LENGTH(inner);
-    Py_ssize_t end = len - 1;
-    if (self->count == 1 && len >= 3 && PyUnicode_READ_CHAR(inner, len - 2) == ',')
-        end = len - 2;
-    PyObject *body = PyUnicode_Substring(inner, 1, end);
-    Py_DECREF(inner);
-    if (body == NULL)
-        return NULL;
-    PyObject *r = PyUnicode_FromFormat("all_of(%U)", body);
-    Py_DECREF(body);
+    if (PyTuple_GET_SIZE(self->members) == 1) /* not the tuple's "(a,)" */
+        return PyUnicode_FromFormat("all_of(%R)", PyTuple_GET_ITEM(self->members, 0));
+    PyObject *inner = PyObject_Repr(self->members), *r = NULL; /* "(a, b)" */
+    if (inner != NULL)
+        r = PyUnicode_FromFormat("all_of%U", inner);
+    Py_XDECREF(inner);
     return r;
 }
 

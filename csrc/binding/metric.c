@@ -195,20 +195,17 @@ static int parse_events(PyObject *o, PyObject **names, PyObject **map)
     if ((*map = PyDict_New()) == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *nm = PyTuple_GET_ITEM(*names, i), *idx;
-        int has = PyUnicode_Check(nm) ? PyDict_Contains(*map, nm) : 0;
+        PyObject *nm = PyTuple_GET_ITEM(*names, i), *idx = NULL, *got;
         if (!PyUnicode_Check(nm))
             PyErr_Format(PyExc_TypeError, "events must be str names, got %.100s at index %zd",
                          type_name_of(nm), i);
         else if (PyUnicode_GET_LENGTH(nm) == 0)
             PyErr_Format(PyExc_ValueError, "events: name at index %zd is empty", i);
-        else if (has > 0)
+        else if ((idx = PyLong_FromSsize_t(i)) != NULL &&
+                 (got = PyDict_SetDefault(*map, nm, idx)) != NULL && got != idx)
             PyErr_Format(PyExc_ValueError, "events: duplicate name %R", nm);
-        if (PyErr_Occurred() || (idx = PyLong_FromSsize_t(i)) == NULL)
-            goto fail;
-        has = PyDict_SetItem(*map, nm, idx);
-        Py_DECREF(idx);
-        if (has < 0)
+        Py_XDECREF(idx);
+        if (PyErr_Occurred())
             goto fail;
     }
     return 0;
@@ -499,8 +496,6 @@ static PyObject *Metric_get(MetricObject *self, void *which)
         return PyLong_FromUnsignedLong(M_CFG(self, sample_count));
     case 2:
         return PyLong_FromLongLong(M_CFG(self, window_ms));
-    case 3:
-        return Py_NewRef(self->names);
     default:
         return PyUnicode_FromString(self->ev != NULL ? "eventual" : "strong");
     }
@@ -510,7 +505,8 @@ static PyGetSetDef Metric_getset[] = {
     {"interval_ms", (getter)Metric_get, NULL, "The window length in ms.", (void *)0},
     {"sample_count", (getter)Metric_get, NULL, "The number of buckets.", (void *)1},
     {"window_ms", (getter)Metric_get, NULL, "One bucket's length in ms.", (void *)2},
-    {"events", (getter)Metric_get, NULL, "The event names, by index.", (void *)3},
+    {"events", get_object_or_none, NULL, "The event names, by index.",
+     (void *)offsetof(MetricObject, names)},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
      (void *)offsetof(MetricObject, shared)},
@@ -519,7 +515,7 @@ static PyGetSetDef Metric_getset[] = {
      (void *)offsetof(MetricObject, name)},
     {"consistency", (getter)Metric_get, NULL,
      "\"strong\" (adds and reads under the lock) or \"eventual\" (adds with no lock).",
-     (void *)4},
+     (void *)3},
     {NULL}};
 
 WEAKREF_MEMBERS(Metric, MetricObject);

@@ -169,20 +169,19 @@ static int module_exec(PyObject *m)
      * OFD locks (macOS; on Linux, a build with SLIDEWIN_PORTABLE=1), see sw_platform.h */
     if (PyModule_AddStringConstant(m, "_platform", sw_platform_name()) < 0)
         return -1;
-    st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT);
-    st->default_map = PyDict_New();
-    if (st->default_names == NULL || st->default_map == NULL)
+    if ((st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT)) == NULL ||
+        (st->default_map = PyDict_New()) == NULL)
         return -1;
     for (int i = 0; i < SW_EV_DEFAULT_COUNT; i++) {
-        PyObject *nm = PyUnicode_InternFromString(default_event_names[i]);
-        PyObject *idx = PyLong_FromLong(i);
-        if (nm == NULL || idx == NULL || PyDict_SetItem(st->default_map, nm, idx) < 0) {
-            Py_XDECREF(nm);
-            Py_XDECREF(idx);
+        PyObject *nm = PyUnicode_InternFromString(default_event_names[i]), *idx = NULL;
+        if (nm == NULL)
             return -1;
-        }
-        Py_DECREF(idx);
         PyTuple_SET_ITEM(st->default_names, i, nm);
+        int bad = (idx = PyLong_FromLong(i)) == NULL ||
+                  PyDict_SetItem(st->default_map, nm, idx) < 0;
+        Py_XDECREF(idx);
+        if (bad)
+            return -1;
     }
     if ((st->registry = PyDict_New()) == NULL ||
         PyObject_SetAttrString(m, "EVENT_NAMES", st->default_names) < 0)

@@ -20,13 +20,11 @@ PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "_set_waker: a callable or None");
         return NULL;
     }
-    PyObject *old;
+    PyObject *old, *w = arg == Py_None ? NULL : Py_NewRef(arg);
     (void)owner; /* unused where the critical section is a no-op (a build with the GIL) */
-    if (arg != Py_None)
-        Py_INCREF(arg);
     Py_BEGIN_CRITICAL_SECTION(owner);
     old = *slot;
-    *slot = arg == Py_None ? NULL : arg;
+    *slot = w;
     Py_END_CRITICAL_SECTION();
     Py_XDECREF(old);
     Py_RETURN_NONE;
