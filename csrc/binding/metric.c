@@ -83,9 +83,8 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
     return sw_metric_mem_check(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
 }
 
-/* self->mem, private (mode 0) or in a region (names: its user-defined events, NULL for the
- * default ones), and the window over it: the ring, no future, no hooks.
- * @return 0, or -1 with an exception set */
+/* self->mem, private (mode 0) or in a region (names: its own events, NULL for the defaults),
+ * and the window over it: the ring, no future, no hooks. @return 0, or -1 */
 static int metric_open(MetricObject *self, int mode, const char *path, struct sw_leap_cfg *cfg,
                        PyObject *names, bool eventual)
 {
@@ -161,9 +160,8 @@ static int parse_consistency(PyObject *o, bool *eventual)
     return 0;
 }
 
-/* events= as a tuple of names, of at least one, at most SW_MAX_EVENTS, of str, non-empty and
- * distinct, and the map name -> index. @return 0 (new references), or -1 with an exception set
- * (nothing to release) */
+/* events=: a tuple of 1 to SW_MAX_EVENTS distinct non-empty str, and the map name -> index.
+ * @return 0 (new references), or -1 with an exception set (nothing to release) */
 static int parse_events(PyObject *o, PyObject **names, PyObject **map)
 {
     *map = NULL;
