@@ -1,6 +1,5 @@
-/* adaptive.h - the methods that make a Limiter adaptive (slidewin.AdaptiveLimiter; the
- * controller is the core's sw_adapt.h): set up, read the learned limit, record a completion
- * with its response time, feed the CPU use. Above limiter.c's type, below nothing else. */
+/* adaptive.h - the methods that make a Limiter adaptive (slidewin.AdaptiveLimiter over the
+ * core's sw_adapt.h). Above limiter.c's type, below nothing else. */
 #ifndef SW_BINDING_ADAPTIVE_H
 #define SW_BINDING_ADAPTIVE_H
 

@@ -15,11 +15,9 @@ static int BlockedError_init(BlockedErrorObject *self, PyObject *args, PyObject 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:BlockedError", kwlist, &message,
                                      &retry_after, &limiter))
         return -1;
-    if (retry_after != Py_None) {
-        double v;
-        if (as_nonneg_double(retry_after, "retry_after", 1e300, &v) < 0)
-            return -1;
-    }
+    double v;
+    if (retry_after != Py_None && as_nonneg_double(retry_after, "retry_after", 1e300, &v) < 0)
+        return -1;
     /* BaseException keeps the positional args (for str() and pickling) */
     PyObject *bargs = message ? PyTuple_Pack(1, message) : PyTuple_New(0);
     if (bargs == NULL)
@@ -130,15 +128,10 @@ static PyObject *BlockedError_setstate(BlockedErrorObject *self, PyObject *state
 /* a copy with `state`: type(self)(*args), then the state */
 static PyObject *blocked_rebuild(BlockedErrorObject *self, PyObject *args, PyObject *state)
 {
-    PyObject *res = PyObject_Call((PyObject *)Py_TYPE(self), args, NULL);
-    if (res == NULL)
-        return NULL;
-    PyObject *r = BlockedError_setstate((BlockedErrorObject *)res, state);
-    if (r == NULL) {
-        Py_DECREF(res);
-        return NULL;
-    }
-    Py_DECREF(r);
+    PyObject *res = PyObject_Call((PyObject *)Py_TYPE(self), args, NULL), *r = NULL;
+    if (res != NULL && (r = BlockedError_setstate((BlockedErrorObject *)res, state)) == NULL)
+        Py_CLEAR(res);
+    Py_XDECREF(r);
     return res;
 }
 

@@ -1,6 +1,5 @@
-/* breaker.c - the C base of slidewin.Breaker: admission, outcomes, cancels, state, settings,
- * and the listeners called once the core's lock is released. The entry and the decorator
- * are Python (slidewin/_breaker.py) over _pass / _record / _cancel. */
+/* breaker.c - the C base of slidewin.Breaker, and the listeners called once the core's lock is
+ * released. The entry and the decorator are Python (slidewin/_breaker.py). */
 #include "breaker.h"
 #include "limiting_ops.h"
 #include "args.h"
@@ -13,11 +12,12 @@
 
 /* ---- configuration ---- */
 
-/* The settings keywords, constructor and update() alike (NULL: not given). */
-struct bk_args {
-    PyObject *error_ratio, *error_count, *slow_rt_ms, *slow_ratio, *min_requests, *recovery_s;
-    PyObject *probe_timeout_s;
-};
+/* The constructor's keywords: the settings (update() takes these), then the layout's. */
+enum { BK_ERROR_RATIO, BK_ERROR_COUNT, BK_SLOW_RT, BK_SLOW_RATIO, BK_MIN_REQ, BK_RECOVERY,
+       BK_PROBE_TIMEOUT, BK_NSET, BK_SHARED = BK_NSET + 2, BK_NAME, BK_NNAMES };
+static const char *const bk_names[BK_NNAMES + 1] = {
+    "error_ratio", "error_count", "slow_rt_ms", "slow_ratio", "min_requests", "recovery_s",
+    "probe_timeout_s", "interval_ms", "sample_count", "shared", "name", NULL};
 
 /* probe_timeout_s: None, or a number of seconds > 0 (inf, or an int beyond a double: for
  * ever, as None). @return 0, or -1 with TypeError/ValueError naming it */
@@ -50,60 +50,58 @@ static int bk_probe_timeout(PyObject *o, double *out)
     return 0;
 }
 
-/* Apply the given settings to cfg (grade switched when one of the three is given) and check
- * the whole. @return 0, or -1 with TypeError/ValueError naming the parameter */
-static int bk_apply(struct sw_breaker_cfg *cfg, const struct bk_args *a, int need_grade)
+/* Apply the settings given in v (BK_NSET of them, NULL: not given) to cfg and check the whole.
+ * @return 0, or -1 with TypeError/ValueError naming the parameter */
+static int bk_apply(struct sw_breaker_cfg *cfg, PyObject *const *v, int need_grade)
 {
-    int given = (a->error_ratio != NULL && a->error_ratio != Py_None) +
-                (a->error_count != NULL && a->error_count != Py_None) +
-                (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None);
+    PyObject *a[BK_NSET];
+    for (int i = 0; i < BK_NSET; i++) /* None: not given, for the grade's keywords */
+        a[i] = i <= BK_SLOW_RATIO && v[i] == Py_None ? NULL : v[i];
+    int given = (a[BK_ERROR_RATIO] != NULL) + (a[BK_ERROR_COUNT] != NULL) +
+                (a[BK_SLOW_RT] != NULL);
     if (given > 1 || (need_grade && given == 0)) {
         PyErr_SetString(PyExc_ValueError,
                         "pass exactly one of error_ratio (a ratio in [0, 1]), error_count "
                         "(an int >= 0) or slow_rt_ms (an int >= 0, with slow_ratio)");
         return -1;
     }
-    if (a->error_ratio != NULL && a->error_ratio != Py_None) {
+    if (a[BK_ERROR_RATIO] != NULL) {
         cfg->grade = SW_BRK_ERROR_RATIO;
-        if (as_nonneg_double(a->error_ratio, "error_ratio", 1.0, &cfg->threshold) < 0)
+        if (as_nonneg_double(a[BK_ERROR_RATIO], "error_ratio", 1.0, &cfg->threshold) < 0)
             return -1;
-    } else if (a->error_count != NULL && a->error_count != Py_None) {
+    } else if (a[BK_ERROR_COUNT] != NULL) {
         int64_t c;
         cfg->grade = SW_BRK_ERROR_COUNT;
-        if (as_int64(a->error_count, "error_count", 0, (int64_t)SW_BRK_MAX_COUNT, &c) < 0)
+        if (as_int64(a[BK_ERROR_COUNT], "error_count", 0, (int64_t)SW_BRK_MAX_COUNT, &c) < 0)
             return -1;
         cfg->threshold = (double)c;
-    } else if (a->slow_rt_ms != NULL && a->slow_rt_ms != Py_None) {
+    } else if (a[BK_SLOW_RT] != NULL) {
         if (cfg->grade != SW_BRK_SLOW_RATIO)
             cfg->threshold = 1.0; /* slow_ratio's default */
         cfg->grade = SW_BRK_SLOW_RATIO;
-        if (as_int64(a->slow_rt_ms, "slow_rt_ms", 0, SW_MAX_INTERVAL_MS, &cfg->slow_rt_ms) < 0)
+        if (as_int64(a[BK_SLOW_RT], "slow_rt_ms", 0, SW_MAX_INTERVAL_MS, &cfg->slow_rt_ms) < 0)
             return -1;
     }
-    if (a->slow_ratio != NULL && a->slow_ratio != Py_None) {
-        double r;
-        if (as_nonneg_double(a->slow_ratio, "slow_ratio", 1.0, &r) < 0)
+    double r;
+    if (a[BK_SLOW_RATIO] != NULL) {
+        if (as_nonneg_double(a[BK_SLOW_RATIO], "slow_ratio", 1.0, &r) < 0)
             return -1;
-        if (cfg->grade != SW_BRK_SLOW_RATIO) {
-            if (r != 1.0) {
-                PyErr_SetString(PyExc_ValueError,
-                                "slow_ratio applies to a slow-call breaker: pass slow_rt_ms "
-                                "with it (error_ratio and error_count take no slow_ratio)");
-                return -1;
-            }
-        } else {
+        if (cfg->grade == SW_BRK_SLOW_RATIO) {
             cfg->threshold = r;
+        } else if (r != 1.0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "slow_ratio applies to a slow-call breaker: pass slow_rt_ms "
+                            "with it (error_ratio and error_count take no slow_ratio)");
+            return -1;
         }
     }
-    if (a->min_requests != NULL &&
-        as_int64(a->min_requests, "min_requests", 0, INT64_MAX, &cfg->min_requests) < 0)
-        return -1;
-    if (a->recovery_s != NULL &&
-        as_nonneg_double(a->recovery_s, "recovery_s", SW_BRK_MAX_RECOVERY_S,
-                         &cfg->recovery_s) < 0)
-        return -1;
-    if (a->probe_timeout_s != NULL && bk_probe_timeout(a->probe_timeout_s,
-                                                       &cfg->probe_timeout_s) < 0)
+    if ((a[BK_MIN_REQ] != NULL &&
+         as_int64(a[BK_MIN_REQ], "min_requests", 0, INT64_MAX, &cfg->min_requests) < 0) ||
+        (a[BK_RECOVERY] != NULL && as_nonneg_double(a[BK_RECOVERY], "recovery_s",
+                                                    SW_BRK_MAX_RECOVERY_S,
+                                                    &cfg->recovery_s) < 0) ||
+        (a[BK_PROBE_TIMEOUT] != NULL &&
+         bk_probe_timeout(a[BK_PROBE_TIMEOUT], &cfg->probe_timeout_s) < 0))
         return -1;
     struct sw_cfg_error err;
     return cfg_checked(sw_breaker_check_ex(cfg, &err), &err);
@@ -119,13 +117,9 @@ static int bk_enqueue(BreakerObject *self, const struct sw_brk_changes *chg)
     struct bk_pending *node[2] = {NULL, NULL};
     for (uint32_t i = 0; i < chg->n && i < 2; i++) {
         node[i] = PyMem_RawMalloc(sizeof(struct bk_pending));
-        if (node[i] != NULL) {
-            node[i]->next = NULL;
-            node[i]->seq = chg->c[i].seq;
-            node[i]->from = chg->c[i].from;
-            node[i]->to = chg->c[i].to;
-            node[i]->value = chg->c[i].value;
-        }
+        if (node[i] != NULL) /* next: set when linked */
+            *node[i] = (struct bk_pending){.seq = chg->c[i].seq, .from = chg->c[i].from,
+                                           .to = chg->c[i].to, .value = chg->c[i].value};
     }
     sw_lock_acquire(&self->dq_lock);
     for (uint32_t i = 0; i < chg->n && i < 2; i++) {
@@ -167,11 +161,10 @@ static struct bk_pending *bk_next(BreakerObject *self)
     return p;
 }
 
-/* Tell the listeners (the Python layer's breaker_tell) one call's changes, the core's lock
- * released, in order: queued, then told by this thread unless another is telling (it tells
- * these too). A failing teller is reported as unraisable, except a BaseException that is not
- * an Exception (KeyboardInterrupt): the first is raised once every queued change was told.
- * @return 0, or -1 with it set */
+/* Tell the listeners (breaker_tell) one call's changes, the core's lock released, in order:
+ * queued, then told by this thread unless another is telling (it tells these too). A failing
+ * teller is unraisable, but the first non-Exception (KeyboardInterrupt) is raised once every
+ * queued change was told. @return 0, or -1 with it set */
 static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
 {
     if (!bk_enqueue(self, chg))
@@ -197,15 +190,11 @@ static int bk_fire(BreakerObject *self, const struct sw_brk_changes *chg)
         }
         Py_XDECREF(r);
     }
-    if (kt != NULL) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        PyErr_Restore(kt, kv, ktb);
-        return -1;
-    }
     PyErr_Restore(et, ev, tb);
-    return 0;
+    if (kt == NULL)
+        return 0;
+    PyErr_Restore(kt, kv, ktb); /* in place of (and releasing) the one restored */
+    return -1;
 }
 
 /* The queue's initial state (a new object; the child of fork(), whose queued changes are
@@ -219,8 +208,7 @@ static void bk_queue_reset(BreakerObject *self)
     self->dq_busy = 0;
 }
 
-/* A wait for the state's lock gave up (a stuck owner: OSError naming it; a signal handler's
- * exception): the call did nothing. */
+/* A wait for the state's lock gave up (OSError, or a signal handler's exception). */
 static PyObject *bk_gave_up(void)
 {
     (void)lock_gave_up_error();
@@ -233,24 +221,6 @@ static PyObject *bk_gave_up(void)
         if (__builtin_expect((chg).n != 0, 0) && bk_fire((self), &(chg)) < 0)                 \
             return NULL;                                                                       \
     } while (0)
-
-/* A call admitted with `ticket` whose listeners raised (a KeyboardInterrupt: it ends the
- * call, which never runs): give the probe back, if it was one, as a cancel would, telling
- * the change; the listeners' exception stays the one raised. @return NULL */
-static PyObject *bk_fire_failed_give_back(BreakerObject *self, uint64_t ticket)
-{
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    struct sw_brk_changes chg;
-    int done = sw_breaker_cancel(&self->view, ticket, SW_NOW, &chg);
-    if (GAVE_UP(done))
-        (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after any cancel */
-    else if (chg.n != 0)
-        (void)bk_fire(self, &chg);
-    PyErr_Clear(); /* the first exception is the one the caller sees */
-    PyErr_Restore(et, ev, tb);
-    return NULL;
-}
 
 /* ---- shared regions ---- */
 
@@ -292,28 +262,17 @@ static void bk_fork_child(struct fork_link *l)
 
 static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"error_ratio", "error_count", "slow_rt_ms", "slow_ratio",
-                             "min_requests", "recovery_s", "probe_timeout_s", "interval_ms",
-                             "sample_count", "shared", "name", NULL};
-    struct bk_args a = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    PyObject *o_int = NULL, *o_samp = NULL, *o_shared = Py_None, *o_name = Py_None;
-    PyObject *name = NULL;
+    PyObject *a[BK_NNAMES], *name = NULL;
     char path[4096];
     module_state *st = state_for_new(type);
-    if (st == NULL)
-        return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOO:Breaker", kwlist,
-                                     &a.error_ratio, &a.error_count, &a.slow_rt_ms,
-                                     &a.slow_ratio, &a.min_requests, &a.recovery_s,
-                                     &a.probe_timeout_s, &o_int, &o_samp, &o_shared, &o_name))
-        return NULL;
     struct sw_breaker_cfg cfg;
     sw_breaker_cfg_default(&cfg);
-    if (parse_window(o_int, o_samp, &cfg.interval_ms, &cfg.sample_count) < 0 ||
-        bk_apply(&cfg, &a, 1) < 0)
+    if (st == NULL || parse_kwds("Breaker", args, kwds, bk_names, BK_NNAMES, 0, a) < 0 ||
+        parse_window(a[BK_NSET], a[BK_NSET + 1], &cfg.interval_ms, &cfg.sample_count) < 0 ||
+        bk_apply(&cfg, a, 1) < 0)
         return NULL;
     int name_given;
-    int mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
+    int mode = shared_and_name(a[BK_SHARED], a[BK_NAME], path, sizeof path, &name, &name_given);
     if (mode < 0)
         return NULL;
     BreakerObject *self = (BreakerObject *)type->tp_alloc(type, 0);
@@ -327,7 +286,7 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     bk_queue_reset(self);
     self->name = name;
     self->name_given = name_given;
-    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(a[BK_SHARED], path);
     if (self->shared == NULL)
         goto fail;
     int rc;
@@ -342,8 +301,6 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail_rc;
         sw_breaker_view(self->br, &self->view);
         self->view.seq = &self->seq;
-        if (fork_register_child(&self->fork, &self->br->st.lock, NULL, bk_fork_child) < 0)
-            goto fail;
     } else {
         if ((rc = sw_brule_init(&self->rule, &cfg)) != SW_OK)
             goto fail_rc;
@@ -359,12 +316,12 @@ static PyObject *Breaker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             (void)bk_gave_up();
             goto fail;
         }
-        /* no private lock to reset, but the queue (not a shared link: the limiters'
-         * fork_sum reads those as limiters) */
-        if (fork_register_child(&self->fork, NULL, NULL, bk_fork_child) < 0)
-            goto fail;
     }
-    if (registry_add(st, self->name, (PyObject *)self) < 0)
+    /* shared: no private lock to reset, but the queue (not a shared link: the limiters'
+     * fork_sum reads those as limiters) */
+    if (fork_register_child(&self->fork, self->is_shared ? NULL : &self->br->st.lock, NULL,
+                            bk_fork_child) < 0 ||
+        registry_add(st, self->name, (PyObject *)self) < 0)
         goto fail;
     return (PyObject *)self;
 fail_rc:
@@ -395,9 +352,9 @@ static void Breaker_dealloc(BreakerObject *self)
 
 /* ---- the hot pair ---- */
 
-/* The admission of try_pass() and _pass(now_ns=None) (admit: the core's call), the changes
- * told (a listener's exception gives the admission back, a probe's). @return whether
- * admitted (the ticket in *ticket), or -1 with an exception set */
+/* try_pass() and _pass() (admit: the core's call), the changes told. A listener's exception
+ * (KeyboardInterrupt) ends the call, which never runs: a probe is given back as by a cancel,
+ * the listener's exception raised. @return whether admitted (*ticket), or -1 */
 static inline int bk_admit(BreakerObject *self, const char *fname,
                            int (*admit)(const struct sw_bview *, int64_t, uint64_t *,
                                         struct sw_brk_changes *),
@@ -413,12 +370,19 @@ static inline int bk_admit(BreakerObject *self, const char *fname,
         (void)bk_gave_up();
         return -1;
     }
-    if (__builtin_expect(chg.n != 0, 0) && bk_fire(self, &chg) < 0) {
-        if (ok)
-            (void)bk_fire_failed_give_back(self, *ticket);
-        return -1;
+    if (__builtin_expect(chg.n == 0, 1) || bk_fire(self, &chg) == 0)
+        return ok != 0;
+    if (ok) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (GAVE_UP(sw_breaker_cancel(&self->view, *ticket, SW_NOW, &chg)))
+            (void)lock_gave_up_error(); /* a stuck holder: the probe stays, as after a cancel */
+        else if (chg.n != 0)
+            (void)bk_fire(self, &chg);
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
     }
-    return ok != 0;
+    return -1;
 }
 
 static PyObject *Breaker_try_pass(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -468,15 +432,10 @@ static PyObject *Breaker_record(BreakerObject *self, PyObject *const *args, Py_s
     int error = 0;
     double rt;
     struct sw_brk_changes chg;
-    if (nargs == 1 && kwnames == NULL) {
+    if (nargs == 1 && kwnames == NULL)
         a[0] = args[0];
-    } else if (parse_fast("record", args, nargs, kwnames, names, 3, 1, a) < 0) {
+    else if (parse_fast_req("record", args, nargs, kwnames, names, 3, 1, 1, a) < 0)
         return NULL;
-    }
-    if (a[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "record() missing required argument 'rt_ms'");
-        return NULL;
-    }
     if (parse_rt(a[0], &rt) < 0 || (a[1] != NULL && parse_bool(a[1], "error", &error) < 0) ||
         parse_now(a[2], &now) < 0)
         return NULL;
@@ -509,8 +468,8 @@ static PyObject *Breaker_pass_ticket(BreakerObject *self, PyObject *const *args,
     return PyLong_FromUnsignedLongLong(ticket);
 }
 
-/* A ticket call's positional arguments (ticket, <nfixed - 1 more>, now_ns=None): the ticket
- * and now_ns, the others parsed by the caller. @return 0, or -1 with TypeError set (usage) */
+/* A ticket call's (ticket, <nfixed - 1 more>, now_ns=None): the ticket and now_ns parsed.
+ * @return 0, or -1 with TypeError set (usage) */
 static int parse_ticket_call(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t nfixed,
                              const char *usage, uint64_t *ticket, int64_t *now)
 {
@@ -550,17 +509,13 @@ static PyObject *bk_record_ticket(BreakerObject *self, PyObject *const *args, Py
     return bk_recorded(self, rc, &chg);
 }
 
-static PyObject *Breaker_record_ticket(BreakerObject *self, PyObject *const *args,
-                                       Py_ssize_t nargs)
-{
-    return bk_record_ticket(self, args, nargs, false);
-}
-
-static PyObject *Breaker_record_timeout(BreakerObject *self, PyObject *const *args,
-                                        Py_ssize_t nargs)
-{
-    return bk_record_ticket(self, args, nargs, true);
-}
+#define BK_RECORD(fn, timeout)                                                                 \
+    static PyObject *fn(BreakerObject *self, PyObject *const *args, Py_ssize_t nargs)          \
+    {                                                                                          \
+        return bk_record_ticket(self, args, nargs, timeout);                                   \
+    }
+BK_RECORD(Breaker_record_ticket, false)
+BK_RECORD(Breaker_record_timeout, true)
 
 /* _cancel(ticket, now_ns=None) -> whether the probe was cancelled */
 static PyObject *Breaker_cancel_ticket(BreakerObject *self, PyObject *const *args,
@@ -589,10 +544,9 @@ static PyObject *bk_seconds(int64_t ns)
 static PyObject *Breaker_retry_after(BreakerObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
 {
-    int64_t now;
+    int64_t now, ns;
     if (parse_now_only("retry_after", args, nargs, kwnames, &now) < 0)
         return NULL;
-    int64_t ns;
     if (GAVE_UP(sw_breaker_retry_ns(&self->view, now, &ns)))
         return bk_gave_up();
     return bk_seconds(ns);
@@ -624,11 +578,6 @@ static PyObject *Breaker_totals(BreakerObject *self, PyObject *Py_UNUSED(ignored
     return breaker_totals_dict(&t);
 }
 
-static PyObject *Breaker_get_state(BreakerObject *self, void *Py_UNUSED(c))
-{
-    return PyUnicode_FromString(breaker_state_names[sw_breaker_state(&self->view) % 3]);
-}
-
 static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
 {
     pthread_mutex_lock(&self->cfg_mu);
@@ -637,30 +586,35 @@ static struct sw_breaker_cfg bk_cfg(BreakerObject *self)
     return c;
 }
 
-static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
+/* A property: a setting (which: its index in bk_names), the window's layout or the state. */
+static PyObject *Breaker_get(BreakerObject *self, void *which)
 {
-    struct sw_breaker_cfg c = bk_cfg(self);
     int w = (int)(intptr_t)which;
-    if ((w == 0 && c.grade != SW_BRK_ERROR_RATIO) || (w == 1 && c.grade != SW_BRK_ERROR_COUNT) ||
-        (w == 2 && c.grade != SW_BRK_SLOW_RATIO) || (w == 8 && isinf(c.probe_timeout_s)))
+    if (w == BK_NNAMES)
+        return PyUnicode_FromString(breaker_state_names[sw_breaker_state(&self->view) % 3]);
+    struct sw_breaker_cfg c = bk_cfg(self);
+    if ((w == BK_ERROR_RATIO && c.grade != SW_BRK_ERROR_RATIO) ||
+        (w == BK_ERROR_COUNT && c.grade != SW_BRK_ERROR_COUNT) ||
+        (w == BK_SLOW_RT && c.grade != SW_BRK_SLOW_RATIO) ||
+        (w == BK_PROBE_TIMEOUT && isinf(c.probe_timeout_s)))
         Py_RETURN_NONE;
     switch (w) {
-    case 0:
+    case BK_ERROR_RATIO:
         return PyFloat_FromDouble(c.threshold);
-    case 1:
+    case BK_ERROR_COUNT:
         return PyLong_FromLongLong((long long)c.threshold);
-    case 2:
+    case BK_SLOW_RT:
         return PyLong_FromLongLong(c.slow_rt_ms);
-    case 3:
+    case BK_SLOW_RATIO:
         return PyFloat_FromDouble(c.grade == SW_BRK_SLOW_RATIO ? c.threshold : 1.0);
-    case 4:
+    case BK_MIN_REQ:
         return PyLong_FromLongLong(c.min_requests);
-    case 5:
+    case BK_RECOVERY:
         return PyFloat_FromDouble(c.recovery_s);
-    case 6:
-        return PyLong_FromLongLong(c.interval_ms);
-    case 8:
+    case BK_PROBE_TIMEOUT:
         return PyFloat_FromDouble(c.probe_timeout_s);
+    case BK_NSET: /* interval_ms */
+        return PyLong_FromLongLong(c.interval_ms);
     default:
         return PyLong_FromUnsignedLong(c.sample_count);
     }
@@ -668,29 +622,23 @@ static PyObject *Breaker_get_setting(BreakerObject *self, void *which)
 
 static PyObject *Breaker_update(BreakerObject *self, PyObject *args, PyObject *kwds)
 {
-    static const char *const settings[] = {"error_ratio", "error_count", "slow_rt_ms",
-                                           "slow_ratio", "min_requests", "recovery_s",
-                                           "probe_timeout_s"};
-    static const char *const layout[] = {"interval_ms", "sample_count", "shared", "name", NULL};
-    PyObject *v[7], *key;
-    int collected = update_collect(args, kwds, settings, v, 7, layout, &key);
+    PyObject *a[BK_NSET], *key;
+    int collected = update_collect(args, kwds, bk_names, a, BK_NSET, bk_names + BK_NSET, &key);
     if (collected > 0)
         PyErr_Format(PyExc_ValueError, "update() cannot change %U: the window's layout, "
                      "shared and name are fixed when the Breaker is made", key);
     if (collected != 0)
         return NULL;
-    struct bk_args a = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-    /* checked against a snapshot (cfg_mu), installed under the state's lock, then cfg_mu
-     * (always in this order, and no mutex is held while waiting for the state's lock, a wait
-     * that releases the GIL), unless another update() landed meanwhile (then checked again):
-     * a getter never waits for a peer's lock, an update() never for a getter's GIL, no update
-     * is lost */
+    /* checked against a snapshot (cfg_mu), installed under the state's lock then cfg_mu (no
+     * mutex held while waiting for the state's lock, which releases the GIL) unless another
+     * update() landed meanwhile (then checked again): a getter never waits for a peer's lock,
+     * an update() never for a getter's GIL, no update is lost */
     for (;;) {
         pthread_mutex_lock(&self->cfg_mu);
         struct sw_breaker_cfg c = self->cfg;
         uint64_t gen = self->settings_gen;
         pthread_mutex_unlock(&self->cfg_mu);
-        if (bk_apply(&c, &a, 0) < 0)
+        if (bk_apply(&c, a, 0) < 0)
             return NULL;
         struct sw_brule rule;
         int rc = sw_brule_init(&rule, &c);
@@ -763,21 +711,19 @@ static PyMethodDef Breaker_methods[] = {
     METHOD(_cancel, Breaker_cancel_ticket, METH_FASTCALL, "(ticket, now_ns=None)", "The ticket's call did not run. Whether it was the probe."),
     {NULL}};
 
-#define BK_SETTING(name, which, doc)                                                           \
-    {name, (getter)Breaker_get_setting, NULL, doc, (void *)which}
+#define BK_GET(name, which, doc) {name, (getter)Breaker_get, NULL, doc, (void *)(which)}
 static PyGetSetDef Breaker_getset[] = {
-    {"state", (getter)Breaker_get_state, NULL,
-     "'closed', 'open' or 'half_open'.", NULL},
-    BK_SETTING("error_ratio", 0, "The error ratio threshold, or None."),
-    BK_SETTING("error_count", 1, "The error count threshold, or None."),
-    BK_SETTING("slow_rt_ms", 2, "The slow-call RT (ms), or None."),
-    BK_SETTING("slow_ratio", 3, "The slow-call ratio threshold."),
-    BK_SETTING("min_requests", 4, "Calls in the window below which it never opens."),
-    BK_SETTING("recovery_s", 5, "Seconds open before a probe may pass."),
-    BK_SETTING("probe_timeout_s", 8,
-               "Seconds a probe may stay silent before it counts as failed, or None (for ever)."),
-    BK_SETTING("interval_ms", 6, "The window's length (ms)."),
-    BK_SETTING("sample_count", 7, "Buckets in the window."),
+    BK_GET("state", BK_NNAMES, "'closed', 'open' or 'half_open'."),
+    BK_GET("error_ratio", BK_ERROR_RATIO, "The error ratio threshold, or None."),
+    BK_GET("error_count", BK_ERROR_COUNT, "The error count threshold, or None."),
+    BK_GET("slow_rt_ms", BK_SLOW_RT, "The slow-call RT (ms), or None."),
+    BK_GET("slow_ratio", BK_SLOW_RATIO, "The slow-call ratio threshold."),
+    BK_GET("min_requests", BK_MIN_REQ, "Calls in the window below which it never opens."),
+    BK_GET("recovery_s", BK_RECOVERY, "Seconds open before a probe may pass."),
+    BK_GET("probe_timeout_s", BK_PROBE_TIMEOUT,
+           "Seconds a probe may stay silent before it counts as failed, or None (for ever)."),
+    BK_GET("interval_ms", BK_NSET, "The window's length (ms)."),
+    BK_GET("sample_count", BK_NSET + 1, "Buckets in the window."),
     {"shared", (getter)get_object_or_none, NULL,
      "None (private), True (anonymous) or the region's name or path.",
      (void *)offsetof(BreakerObject, shared)},

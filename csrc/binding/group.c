@@ -1,7 +1,5 @@
-/* group.c - the C base of slidewin.all_of's groups: one decision over several limiters and
- * keys of keyed limiters, admitted by all or charged to none (sw_group.h). The waiting
- * (acquire with a timeout, asyncio), entries and the decorator are Python (slidewin/_group.py).
- */
+/* group.c - the C base of slidewin.all_of's groups (sw_group.h); the waiting, entries and
+ * the decorator are Python (slidewin/_group.py). */
 #include "group.h"
 
 #include "args.h"
@@ -29,9 +27,8 @@ typedef struct {
     PyObject *weakreflist;
 } GroupObject;
 
-/* Member i of a group being made (o: a Limiter or a (KeyedLimiter, key) pair): its slot
- * filled and its owner set, refused when a member before it is the same limiter.
- * @return 0, or -1 with TypeError or ValueError set */
+/* Member i (a Limiter or a (KeyedLimiter, key) pair) into its slot and owners, refused when
+ * a member before it is the same limiter. @return 0, or -1 with TypeError or ValueError set */
 static int group_add(GroupObject *self, module_state *st, Py_ssize_t i, PyObject *o)
 {
     struct gslot *s = &self->slots[i];
@@ -130,19 +127,19 @@ static PyObject *Group_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->slots = PyMem_Calloc((size_t)count, sizeof(struct gslot));
     self->perm = PyMem_Calloc((size_t)count, sizeof(uint32_t));
     self->owners = PyTuple_New(count);
-    if (self->slots == NULL || self->perm == NULL || self->owners == NULL) {
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
     self->members = Py_NewRef(args);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0) {
-            Py_DECREF(self);
-            return NULL;
-        }
+    if (self->slots == NULL || self->perm == NULL || self->owners == NULL) {
+        PyErr_NoMemory();
+        goto fail;
     }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (group_add(self, st, i, PyTuple_GET_ITEM(args, i)) < 0)
+            goto fail;
     group_sort(self);
     return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
 }
 
 static int Group_traverse(GroupObject *self, visitproc visit, void *arg)
@@ -157,8 +154,7 @@ static int Group_traverse(GroupObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* The GC breaks a cycle through the group: it holds no member afterwards (its calls then
- * raise: a group of no member). */
+/* A group cleared by the GC holds no member (its calls then raise). */
 static int Group_clear(GroupObject *self)
 {
     uint32_t count = self->count;
@@ -246,10 +242,7 @@ static int group_decide(GroupObject *self, const int64_t *ns, int64_t now, unsig
                              : SW_EINVAL;
     if (rc == SW_OK)
         return 0;
-    out->verdict = SW_BLOCK;
-    out->wait_ns = 0;
-    out->retry_ns = -1;
-    out->shadowed = 0;
+    *out = (struct sw_decision){.verdict = SW_BLOCK, .retry_ns = -1};
     for (uint32_t i = 0; i < self->count; i++) {
         m[i].refused = 0;
         m[i].d = NULL;
@@ -274,27 +267,13 @@ static void reap_refusers(GroupObject *self, const struct sw_gmember *m)
     }
 }
 
-/* try_acquire()'s and reserve()'s decision, the refusers reaped. @return 0 (d set), or -1 */
-static int group_decide_reaping(GroupObject *self, const int64_t *ns, int64_t now,
-                                unsigned flags, struct sw_decision *d)
-{
-    struct gscratch sc;
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return -1;
-    int rc = group_decide(self, ns, now, flags, m, d);
-    if (rc == 0 && d->verdict != SW_PASS)
-        reap_refusers(self, m);
-    scratch_put(&sc);
-    return rc;
-}
-
 /* try_acquire() (flags SW_F_TRY: a bool) and reserve() (0: the wait in ns, or None). */
 static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags,
                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     int64_t ns[SW_GROUP_MAX], now = SW_NOW;
     struct sw_decision d;
+    struct gscratch sc;
     if (nargs == 0 && kwnames == NULL) { /* the common call: 1 each, now */
         for (uint32_t i = 0; i < self->count; i++)
             ns[i] = 1;
@@ -302,7 +281,12 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
                parse_now_only(fname, kwnames ? args + nargs : NULL, 0, kwnames, &now) < 0) {
         return NULL;
     }
-    if (group_decide_reaping(self, ns, now, flags, &d) < 0)
+    struct sw_gmember *m = scratch_get(self, &sc);
+    int rc = m == NULL ? -1 : group_decide(self, ns, now, flags, m, &d);
+    if (rc == 0 && d.verdict != SW_PASS)
+        reap_refusers(self, m);
+    scratch_put(&sc);
+    if (rc < 0)
         return NULL;
     if (flags == SW_F_TRY)
         return PyBool_FromLong(d.verdict == SW_PASS);
@@ -311,17 +295,14 @@ static PyObject *group_call(GroupObject *self, const char *fname, unsigned flags
     Py_RETURN_NONE;
 }
 
-static PyObject *Group_try_acquire(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
-{
-    return group_call(self, "try_acquire", SW_F_TRY, args, nargs, kwnames);
-}
-
-static PyObject *Group_reserve(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    return group_call(self, "reserve", 0u, args, nargs, kwnames);
-}
+#define GROUP_CALL(fn, fname, flags)                                                           \
+    static PyObject *fn(GroupObject *self, PyObject *const *args, Py_ssize_t nargs,            \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        return group_call(self, fname, flags, args, nargs, kwnames);                           \
+    }
+GROUP_CALL(Group_try_acquire, "try_acquire", SW_F_TRY)
+GROUP_CALL(Group_reserve, "reserve", 0u)
 
 /* The sizes of a tuple of ns (None: 1 each), as given by the Python layer. */
 static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
@@ -336,10 +317,9 @@ static int ns_of_tuple(GroupObject *self, PyObject *t, int64_t *ns)
 }
 
 /* _decide(ns, flags, now_ns) -> (verdict, wait_ns, retry_ns, refused, shadowed, who):
- * refused and shadowed (the shadow members that would have refused: admitted, holding
- * nothing) are tuples of member indices; who is the refusing member with the
- * largest retry (the first refuser when none is known; for SW_NEVER the first member that
- * can never admit the request), or -1. */
+ * refused and shadowed (shadow members that would have refused) are tuples of member indices;
+ * who: the refuser with the largest retry (else the first; for SW_NEVER the first that can
+ * never admit the request), or -1. */
 static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], flags, now;
@@ -352,17 +332,12 @@ static PyObject *Group_decide(GroupObject *self, PyObject *const *args, Py_ssize
     if (ns_of_tuple(self, args[0], ns) < 0 || as_int64(args[1], "flags", 0, 63, &flags) < 0 ||
         parse_now(args[2], &now) < 0)
         return NULL;
-    struct sw_gmember *m = scratch_get(self, &sc);
-    if (m == NULL)
-        return NULL;
-    if (group_decide(self, ns, now, (unsigned)flags, m, &d) < 0) {
-        scratch_put(&sc);
-        return NULL;
-    }
-    PyObject *refused = PyList_New(0), *shadowed = PyList_New(0), *r = NULL;
+    PyObject *refused = NULL, *shadowed = NULL, *r = NULL;
     long who = -1;
     int64_t best = -2;
-    if (refused == NULL || shadowed == NULL)
+    struct sw_gmember *m = scratch_get(self, &sc);
+    if (m == NULL || group_decide(self, ns, now, (unsigned)flags, m, &d) < 0 ||
+        (refused = PyList_New(0)) == NULL || (shadowed = PyList_New(0)) == NULL)
         goto done;
     for (uint32_t i = 0; i < self->count; i++) { /* member i is m[k] */
         uint32_t k = 0;
@@ -396,10 +371,9 @@ done:
     return r;
 }
 
-/* _exit(ns, outcome, rt_ms, done): end an entry (outcome 0, 1, 2: SUCCESS + RT, EXCEPTION,
- * nothing) on every member whose byte in the bytearray `done` is 0, then set it. A wait for a
- * shared member's lock that gives up (wait.h) raises with the rest still held: calling again
- * ends those, each member exactly once. */
+/* _exit(ns, outcome, rt_ms, done): end an entry (outcome SUCCESS + RT, EXCEPTION, NONE) on each
+ * member whose byte in `done` is 0, then set it: after a lock wait that gave up (raised, the
+ * rest still held), calling again ends those, each member exactly once. */
 static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int64_t ns[SW_GROUP_MAX], outcome, rt;
@@ -422,20 +396,15 @@ static PyObject *Group_exit(GroupObject *self, PyObject *const *args, Py_ssize_t
         char *done = PyByteArray_AS_STRING(args[3]); /* re-read: nothing here resizes it */
         if (done[i])
             continue;
-        if (s->keyed) {
-            if (keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome) != 0) {
-                (void)lock_gave_up_error(); /* this one and the rest still held: retry */
-                return NULL;
-            }
-        } else {
-            LimiterObject *lim = (LimiterObject *)s->obj;
-            if (GAVE_UP(sw_exit_or_give_up(limiter_view(lim), ns[i], rt, (int)outcome,
-                                           SW_NOW))) {
-                (void)lock_gave_up_error();
-                return NULL;
-            }
-            limiter_notify(lim);
+        LimiterObject *lim = (LimiterObject *)s->obj;
+        if (s->keyed ? keyed_group_exit(s->obj, s->fp, ns[i], rt, (int)outcome) != 0
+                     : GAVE_UP(sw_exit_or_give_up(limiter_view(lim), ns[i], rt, (int)outcome,
+                                                  SW_NOW))) {
+            (void)lock_gave_up_error(); /* this one and the rest still held: retry */
+            return NULL;
         }
+        if (!s->keyed)
+            limiter_notify(lim);
         done[i] = 1;
     }
     Py_RETURN_NONE;
@@ -486,20 +455,12 @@ static PyObject *Group_repr(GroupObject *self)
 {
     if (self->members == NULL)
         return PyUnicode_FromString("all_of()");
-    PyObject *inner = PyObject_Repr(self->members);
-    if (inner == NULL)
-        return NULL;
-    /* "(a, b)" -> "all_of(a, b)"; a one-member tuple's "(a,)" -> "all_of(a)" */
-    Py_ssize_t len = PyUnicode_GET_LENGTH(inner);
-    Py_ssize_t end = len - 1;
-    if (self->count == 1 && len >= 3 && PyUnicode_READ_CHAR(inner, len - 2) == ',')
-        end = len - 2;
-    PyObject *body = PyUnicode_Substring(inner, 1, end);
-    Py_DECREF(inner);
-    if (body == NULL)
-        return NULL;
-    PyObject *r = PyUnicode_FromFormat("all_of(%U)", body);
-    Py_DECREF(body);
+    if (PyTuple_GET_SIZE(self->members) == 1) /* not the tuple's "(a,)" */
+        return PyUnicode_FromFormat("all_of(%R)", PyTuple_GET_ITEM(self->members, 0));
+    PyObject *inner = PyObject_Repr(self->members), *r = NULL; /* "(a, b)" */
+    if (inner != NULL)
+        r = PyUnicode_FromFormat("all_of%U", inner);
+    Py_XDECREF(inner);
     return r;
 }
 

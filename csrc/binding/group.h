@@ -1,6 +1,5 @@
-/* group.h - slidewin.all_of: the C base of a group (group.c), one decision over several
- * limiters and keys, all or nothing (sw_group.h). What it needs of a KeyedLimiter is in
- * keyed.h. */
+/* group.h - slidewin.all_of: the C base of a group (group.c), one all-or-nothing decision over
+ * several limiters and keys (sw_group.h); what it needs of a KeyedLimiter is in keyed.h. */
 #ifndef SW_BINDING_GROUP_H
 #define SW_BINDING_GROUP_H
 

@@ -42,28 +42,19 @@ static int metric_event(MetricObject *self, PyObject *o, uint32_t *out)
 
 PyObject *metric_new_view(module_state *st, PyObject *owner, const struct sw_window *win)
 {
-    MetricObject *self = PyObject_GC_New(MetricObject, st->Metric_Type);
+    /* zeroed: no state, region or fork link of its own (the owner's), ev NULL (a limiter's
+     * statistics: always under its lock) */
+    MetricObject *self = (MetricObject *)st->Metric_Type->tp_alloc(st->Metric_Type, 0);
     if (self == NULL)
         return NULL;
+    LimiterObject *lim = (LimiterObject *)owner;
     self->win = *win;
-    self->ev = NULL; /* a limiter's statistics: always under its lock */
-    self->mem = NULL;
-    memset(&self->shm, 0, sizeof self->shm); /* the owner's memory: never unmapped here */
-    /* the owner is a Limiter: its view shares how it was opened */
-    self->shared = ((LimiterObject *)owner)->shared != NULL ? ((LimiterObject *)owner)->shared
-                                                           : Py_None;
-    Py_INCREF(self->shared);
-    self->fork.linked = false; /* the owner's lock: registered by the owner */
-    /* the owner's name (not registered: the owner is) */
-    self->name = ((LimiterObject *)owner)->name;
-    Py_XINCREF(self->name);
-    self->name_given = 0;
-    self->weakreflist = NULL;
+    self->shared = Py_NewRef(lim->shared != NULL ? lim->shared : Py_None);
+    self->name = Py_XNewRef(lim->name); /* not registered: the owner is */
     self->owner = Py_NewRef(owner);
     self->names = Py_NewRef(st->default_names);
     self->name_map = Py_NewRef(st->default_map);
     self->st = st;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 
@@ -92,22 +83,11 @@ static int metric_check_state(void *state, const struct sw_shm_layout *lay)
     return sw_metric_mem_check(state, lay->arg, lay->consistency == SW_CONSISTENCY_EVENTUAL);
 }
 
-/* The window of either mode over self->mem: the ring, no future, no hooks. */
-static void metric_set_window(MetricObject *self, bool eventual, uint64_t token)
+/* self->mem, private (mode 0) or in a region (names: its own events, NULL for the defaults),
+ * and the window over it: the ring, no future, no hooks. @return 0, or -1 */
+static int metric_open(MetricObject *self, int mode, const char *path, struct sw_leap_cfg *cfg,
+                       PyObject *names, bool eventual)
 {
-    self->win = (struct sw_window){
-        .lock = &self->mem->lock,
-        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
-        .token = token};
-    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
-}
-
-/* Open the region of a shared Metric (names: its user-defined events, NULL for the
- * default ones). @return 0, or -1 with an exception set */
-static int metric_open_shared(MetricObject *self, int mode, const char *path,
-                              struct sw_leap_cfg *cfg, PyObject *names, bool eventual)
-{
-    const char *objname = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL;
     char events[SW_SHM_EVENTS_BYTES];
     size_t used = 0;
     struct sw_shm_layout lay = {
@@ -115,29 +95,42 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
         .sample_count = cfg->sample_count, .state_size = sw_metric_mem_size(cfg, eventual),
         .consistency = eventual ? SW_CONSISTENCY_EVENTUAL : SW_CONSISTENCY_STRONG,
         .init_state = metric_init_state, .check_state = metric_check_state,
-        .state_lock = metric_state_lock, .arg = cfg, .name = objname};
-    if (names != NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-            Py_ssize_t len;
-            const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
-            if (s == NULL)
-                return -1;
-            if (used + (size_t)len + 1 > sizeof events) {
-                PyErr_Format(PyExc_ValueError, "events: the names of a shared Metric must "
-                             "fit in %u bytes (UTF-8, one NUL each)", SW_SHM_EVENTS_BYTES);
-                return -1;
-            }
-            memcpy(events + used, s, (size_t)len + 1);
-            used += (size_t)len + 1;
+        .state_lock = metric_state_lock, .arg = cfg,
+        .name = self->name != NULL ? PyUnicode_AsUTF8(self->name) : NULL};
+    for (Py_ssize_t i = 0; mode != 0 && names != NULL && i < PyTuple_GET_SIZE(names); i++) {
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
+        if (s == NULL)
+            return -1;
+        if (used + (size_t)len + 1 > sizeof events) {
+            PyErr_Format(PyExc_ValueError, "events: the names of a shared Metric must "
+                         "fit in %u bytes (UTF-8, one NUL each)", SW_SHM_EVENTS_BYTES);
+            return -1;
         }
+        memcpy(events + used, s, (size_t)len + 1);
+        used += (size_t)len + 1;
         lay.n_events = cfg->n_events;
         lay.events = events;
         lay.events_len = (uint32_t)used;
     }
-    if (shared_open(&self->shm, mode, path, &lay) < 0)
+    if (mode != 0) {
+        if (shared_open(&self->shm, mode, path, &lay) < 0)
+            return -1;
+        self->mem = self->shm.state;
+    } else if ((self->mem = PyMem_Calloc(1, lay.state_size)) == NULL) {
+        PyErr_NoMemory();
         return -1;
-    self->mem = self->shm.state;
-    metric_set_window(self, eventual, SW_LOCK_PROCESS);
+    } else if (metric_mem_init(self->mem, cfg, eventual) != SW_OK) {
+        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
+        return -1;
+    }
+    self->win = (struct sw_window){
+        .lock = &self->mem->lock,
+        .leap = eventual ? NULL : (struct sw_leap *)(void *)self->mem->leap,
+        .token = mode == 0 ? SW_LOCK_PRIVATE : SW_LOCK_PROCESS};
+    self->ev = eventual ? (struct sw_evleap *)(void *)self->mem->leap : NULL;
+    if (mode == 0)
+        return fork_register(&self->fork, self->win.lock, NULL);
     /* eventual: no lock and no repair, every value the ring holds is checked where it is
      * used; strong: restore every invariant the hot path relies on (a region is input) */
     if (!eventual && GAVE_UP(sw_window_check_repair(&self->win))) /* the hook releases the GIL */
@@ -145,28 +138,12 @@ static int metric_open_shared(MetricObject *self, int mode, const char *path,
     return 0;
 }
 
-/* A private Metric's state, initialised. @return 0, or -1 with an exception set */
-static int metric_init_private(MetricObject *self, const struct sw_leap_cfg *cfg, bool eventual)
-{
-    self->mem = PyMem_Calloc(1, sw_metric_mem_size(cfg, eventual));
-    if (self->mem == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    metric_set_window(self, eventual, SW_LOCK_PRIVATE);
-    if (metric_mem_init(self->mem, cfg, eventual) != SW_OK) {
-        PyErr_SetString(PyExc_ValueError, "invalid Metric configuration");
-        return -1;
-    }
-    return fork_register(&self->fork, self->win.lock, NULL);
-}
-
-/* consistency=: None or "strong" (false), "eventual" (true). @return 0, or -1 with an
- * exception set */
+/* consistency=: "strong" (false; not given too), "eventual" (true). @return 0, or -1 */
 static int parse_consistency(PyObject *o, bool *eventual)
 {
-    *eventual = false;
-    if (o == NULL)
+    *eventual = o != NULL && PyUnicode_Check(o) &&
+                PyUnicode_CompareWithASCIIString(o, "eventual") == 0;
+    if (o == NULL || *eventual)
         return 0;
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError,
@@ -174,9 +151,7 @@ static int parse_consistency(PyObject *o, bool *eventual)
                      type_name_of(o));
         return -1;
     }
-    if (PyUnicode_CompareWithASCIIString(o, "eventual") == 0) {
-        *eventual = true;
-    } else if (PyUnicode_CompareWithASCIIString(o, "strong") != 0) {
+    if (PyUnicode_CompareWithASCIIString(o, "strong") != 0) {
         PyErr_Format(PyExc_ValueError,
                      "consistency must be \"strong\" (the default: every add and read "
                      "under the lock) or \"eventual\" (adds with no lock), got %R", o);
@@ -185,9 +160,8 @@ static int parse_consistency(PyObject *o, bool *eventual)
     return 0;
 }
 
-/* events= as a tuple of names, of at least one, at most SW_MAX_EVENTS, of str, non-empty and
- * distinct, and the map name -> index. @return 0 (new references), or -1 with an exception set
- * (nothing to release) */
+/* events=: a tuple of 1 to SW_MAX_EVENTS distinct non-empty str, and the map name -> index.
+ * @return 0 (new references), or -1 with an exception set (nothing to release) */
 static int parse_events(PyObject *o, PyObject **names, PyObject **map)
 {
     *map = NULL;
@@ -219,20 +193,17 @@ static int parse_events(PyObject *o, PyObject **names, PyObject **map)
     if ((*map = PyDict_New()) == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *nm = PyTuple_GET_ITEM(*names, i), *idx;
-        int has = PyUnicode_Check(nm) ? PyDict_Contains(*map, nm) : 0;
+        PyObject *nm = PyTuple_GET_ITEM(*names, i), *idx = NULL, *got;
         if (!PyUnicode_Check(nm))
             PyErr_Format(PyExc_TypeError, "events must be str names, got %.100s at index %zd",
                          type_name_of(nm), i);
         else if (PyUnicode_GET_LENGTH(nm) == 0)
             PyErr_Format(PyExc_ValueError, "events: name at index %zd is empty", i);
-        else if (has > 0)
+        else if ((idx = PyLong_FromSsize_t(i)) != NULL &&
+                 (got = PyDict_SetDefault(*map, nm, idx)) != NULL && got != idx)
             PyErr_Format(PyExc_ValueError, "events: duplicate name %R", nm);
-        if (PyErr_Occurred() || (idx = PyLong_FromSsize_t(i)) == NULL)
-            goto fail;
-        has = PyDict_SetItem(*map, nm, idx);
-        Py_DECREF(idx);
-        if (has < 0)
+        Py_XDECREF(idx);
+        if (PyErr_Occurred())
             goto fail;
     }
     return 0;
@@ -244,26 +215,20 @@ fail:
 
 static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"interval_ms", "sample_count", "events", "shared", "name",
-                             "consistency", NULL};
-    PyObject *o_interval = NULL, *o_samples = NULL, *o_events = Py_None, *o_shared = Py_None,
-             *o_name = Py_None, *o_consistency = NULL, *name = NULL, *names, *map;
+    static const char *const kwnames[] = {"interval_ms", "sample_count", "events", "shared",
+                                          "name", "consistency"};
+    PyObject *a[6], *name = NULL, *names, *map;
     bool eventual;
     char path[4096];
     int mode, name_given;
     int64_t interval = 1000;
     uint32_t samples = 2;
     module_state *st = state_for_new(type);
-    if (st == NULL)
+    if (st == NULL || parse_kwds("Metric", args, kwds, kwnames, 6, 2, a) < 0 ||
+        parse_consistency(a[5], &eventual) < 0 ||
+        (mode = shared_and_name(a[3], a[4], path, sizeof path, &name, &name_given)) < 0)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO$OOOO:Metric", kwlist, &o_interval,
-                                     &o_samples, &o_events, &o_shared, &o_name, &o_consistency) ||
-        parse_consistency(o_consistency, &eventual) < 0)
-        return NULL;
-    mode = shared_and_name(o_shared, o_name, path, sizeof path, &name, &name_given);
-    if (mode < 0)
-        return NULL;
-    if (parse_window(o_interval, o_samples, &interval, &samples) < 0)
+    if (parse_window(a[0], a[1], &interval, &samples) < 0)
         goto fail_name;
     if (interval % (int64_t)samples != 0) {
         PyErr_Format(PyExc_ValueError,
@@ -271,10 +236,10 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      (long long)interval, (long long)samples);
         goto fail_name;
     }
-    if (o_events == Py_None) {
+    if (a[2] == NULL || a[2] == Py_None) {
         names = Py_NewRef(st->default_names);
         map = Py_NewRef(st->default_map);
-    } else if (parse_events(o_events, &names, &map) < 0) {
+    } else if (parse_events(a[2], &names, &map) < 0) {
         goto fail_name;
     }
     bool own_events = names != st->default_names;
@@ -295,11 +260,9 @@ static PyObject *Metric_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->names = names; /* owned by self from here: its dealloc releases them */
     self->name_map = map;
     self->st = st;
-    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(o_shared, path);
+    self->shared = mode == 0 ? Py_NewRef(Py_None) : shared_canonical(a[3], path);
     if (self->shared == NULL ||
-        (mode != 0 ? metric_open_shared(self, mode, path, &cfg, own_events ? names : NULL,
-                                        eventual)
-                   : metric_init_private(self, &cfg, eventual)) < 0 ||
+        metric_open(self, mode, path, &cfg, own_events ? names : NULL, eventual) < 0 ||
         registry_add(st, self->name, (PyObject *)self) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -336,9 +299,8 @@ static void Metric_dealloc(MetricObject *self)
     fork_unregister(&self->fork);
     if (self->shm.base != NULL)
         sw_shm_close(&self->shm); /* the region's memory, not ours to free */
-    else if (self->mem != NULL)
+    else
         PyMem_Free(self->mem);
-    self->mem = NULL;
     Py_CLEAR(self->shared);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -419,66 +381,46 @@ static int metric_read(MetricObject *self, const char *fname, int which, PyObjec
     return 0;
 }
 
-/* sum(), current(), previous(): one event's count (metric_read); rate(): its sum a second */
-#define METRIC_READ_INT(fn, fname, which)                                                      \
+/* min_rt() (avg false) or avg_rt() (true): the window's RT at now_ns */
+static PyObject *metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames, bool avg)
+{
+    int64_t now, min_rt, rt, ok;
+    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
+        return NULL;
+    if (!M_CFG(self, has_rt))
+        return metric_no_rt(self, fname);
+    if (self->ev != NULL)
+        sw_evleap_rt(self->ev, now, &min_rt, &rt, &ok);
+    else
+        sw_window_rt(&self->win, now, &min_rt, &rt, &ok);
+    if (!avg)
+        return PyLong_FromLongLong(min_rt);
+    return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
+}
+
+/* The read methods: sum(), current(), previous() (one event's count), rate() (its sum a
+ * second), min_rt(), avg_rt(): `expr` makes the result of `v` */
+#define METRIC_READ(fn, fname, which, expr)                                                    \
     static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
                         PyObject *kwnames)                                                     \
     {                                                                                          \
         int64_t v;                                                                             \
-        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0                   \
-                   ? NULL                                                                      \
-                   : PyLong_FromLongLong(v);                                                   \
+        return metric_read(self, fname, which, args, nargs, kwnames, &v) < 0 ? NULL : (expr);  \
     }
-METRIC_READ_INT(Metric_sum, "sum", SW_READ_SUM)
-METRIC_READ_INT(Metric_current, "current", SW_READ_CURRENT)
-METRIC_READ_INT(Metric_previous, "previous", SW_READ_PREVIOUS)
-
-static PyObject *Metric_rate(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    int64_t v;
-    if (metric_read(self, "rate", SW_READ_SUM, args, nargs, kwnames, &v) < 0)
-        return NULL;
-    return PyFloat_FromDouble((double)v / ((double)M_CFG(self, interval_ms) / 1000.0));
-}
-
-/* min_rt(), avg_rt(): the window's RT read at now_ns (any out NULL: not wanted).
- * @return 0, or -1 with an exception set */
-static int metric_rt(MetricObject *self, const char *fname, PyObject *const *args,
-                     Py_ssize_t nargs, PyObject *kwnames, int64_t *min_rt, int64_t *rt,
-                     int64_t *ok)
-{
-    int64_t now;
-    if (parse_now_only(fname, args, nargs, kwnames, &now) < 0)
-        return -1;
-    if (!M_CFG(self, has_rt)) {
-        metric_no_rt(self, fname);
-        return -1;
+METRIC_READ(Metric_sum, "sum", SW_READ_SUM, PyLong_FromLongLong(v))
+METRIC_READ(Metric_current, "current", SW_READ_CURRENT, PyLong_FromLongLong(v))
+METRIC_READ(Metric_previous, "previous", SW_READ_PREVIOUS, PyLong_FromLongLong(v))
+METRIC_READ(Metric_rate, "rate", SW_READ_SUM,
+            PyFloat_FromDouble((double)v / ((double)M_CFG(self, interval_ms) / 1000.0)))
+#define METRIC_RT(fn, fname, avg)                                                              \
+    static PyObject *fn(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,           \
+                        PyObject *kwnames)                                                     \
+    {                                                                                          \
+        return metric_rt(self, fname, args, nargs, kwnames, avg);                              \
     }
-    if (self->ev != NULL)
-        sw_evleap_rt(self->ev, now, min_rt, rt, ok);
-    else
-        sw_window_rt(&self->win, now, min_rt, rt, ok);
-    return 0;
-}
-
-static PyObject *Metric_min_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    int64_t m;
-    if (metric_rt(self, "min_rt", args, nargs, kwnames, &m, NULL, NULL) < 0)
-        return NULL;
-    return PyLong_FromLongLong(m);
-}
-
-static PyObject *Metric_avg_rt(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    int64_t rt, ok;
-    if (metric_rt(self, "avg_rt", args, nargs, kwnames, NULL, &rt, &ok) < 0)
-        return NULL;
-    return PyFloat_FromDouble(ok > 0 ? (double)rt / (double)ok : 0.0);
-}
+METRIC_RT(Metric_min_rt, "min_rt", false)
+METRIC_RT(Metric_avg_rt, "avg_rt", true)
 
 static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
@@ -494,33 +436,26 @@ static PyObject *Metric_buckets(MetricObject *self, PyObject *const *args, Py_ss
     uint32_t nb = self->ev != NULL ? sw_evleap_buckets(self->ev, now, buf)
                                    : sw_window_buckets(&self->win, now, buf);
     PyObject *list = PyList_New((Py_ssize_t)nb);
-    if (list == NULL)
-        goto fail;
-    for (uint32_t i = 0; i < nb; i++) { /* a NULL item is released with its container */
+    for (uint32_t i = 0; list != NULL && i < nb; i++) { /* a NULL item goes with the list */
         const int64_t *b = buf + (size_t)i * stride;
-        PyObject *bucket = PyStructSequence_New(self->st->Bucket_Type), *counts;
-        if (bucket == NULL)
-            goto fail;
-        PyList_SET_ITEM(list, i, bucket);
-        PyStructSequence_SET_ITEM(bucket, 0, PyLong_FromLongLong(b[SW_SLOT_START]));
-        PyStructSequence_SET_ITEM(bucket, 1, counts = PyTuple_New((Py_ssize_t)n_events));
-        PyStructSequence_SET_ITEM(bucket, 2, PyLong_FromLongLong(b[SW_SLOT_MIN_RT]));
-        if (counts == NULL || PyStructSequence_GET_ITEM(bucket, 0) == NULL ||
-            PyStructSequence_GET_ITEM(bucket, 2) == NULL)
-            goto fail;
-        for (uint32_t e = 0; e < n_events; e++) {
-            PyObject *c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e]);
-            if (c == NULL)
-                goto fail;
-            PyTuple_SET_ITEM(counts, e, c);
+        PyObject *counts = PyTuple_New((Py_ssize_t)n_events), *bucket = NULL, *c;
+        for (uint32_t e = 0; counts != NULL && e < n_events; e++) {
+            if ((c = PyLong_FromLongLong(b[SW_SLOT_COUNTS + e])) == NULL)
+                Py_CLEAR(counts);
+            else
+                PyTuple_SET_ITEM(counts, e, c);
         }
+        if (counts != NULL)
+            bucket = PyObject_CallFunction((PyObject *)self->st->Bucket_Type, "((LNL))",
+                                           (long long)b[SW_SLOT_START], counts,
+                                           (long long)b[SW_SLOT_MIN_RT]);
+        if (bucket == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, bucket);
     }
     PyMem_Free(buf);
     return list;
-fail:
-    PyMem_Free(buf);
-    Py_XDECREF(list);
-    return NULL;
 }
 
 static PyObject *Metric_reset(MetricObject *self, PyObject *Py_UNUSED(ignored))
@@ -559,8 +494,6 @@ static PyObject *Metric_get(MetricObject *self, void *which)
         return PyLong_FromUnsignedLong(M_CFG(self, sample_count));
     case 2:
         return PyLong_FromLongLong(M_CFG(self, window_ms));
-    case 3:
-        return Py_NewRef(self->names);
     default:
         return PyUnicode_FromString(self->ev != NULL ? "eventual" : "strong");
     }
@@ -570,7 +503,8 @@ static PyGetSetDef Metric_getset[] = {
     {"interval_ms", (getter)Metric_get, NULL, "The window length in ms.", (void *)0},
     {"sample_count", (getter)Metric_get, NULL, "The number of buckets.", (void *)1},
     {"window_ms", (getter)Metric_get, NULL, "One bucket's length in ms.", (void *)2},
-    {"events", (getter)Metric_get, NULL, "The event names, by index.", (void *)3},
+    {"events", get_object_or_none, NULL, "The event names, by index.",
+     (void *)offsetof(MetricObject, names)},
     {"shared", get_object_or_none, NULL,
      "How it was opened: None (private), True (anonymous), or the region's name or path.",
      (void *)offsetof(MetricObject, shared)},
@@ -579,7 +513,7 @@ static PyGetSetDef Metric_getset[] = {
      (void *)offsetof(MetricObject, name)},
     {"consistency", (getter)Metric_get, NULL,
      "\"strong\" (adds and reads under the lock) or \"eventual\" (adds with no lock).",
-     (void *)4},
+     (void *)3},
     {NULL}};
 
 WEAKREF_MEMBERS(Metric, MetricObject);

@@ -41,23 +41,18 @@ static PyStructSequence_Desc Stats_desc = {"slidewin.Stats", "A Limiter's window
 
 /* ---- module ---- */
 
-static PyObject *mod_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_ns());
-}
-static PyObject *mod_coarse_clock_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_coarse_ns());
-}
-static PyObject *mod_coarse_resolution_ns(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    return PyLong_FromLongLong(sw_time_coarse_resolution_ns());
-}
+#define CLOCK_FN(fn, clock)                                                                    \
+    static PyObject *fn(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))                        \
+    {                                                                                          \
+        return PyLong_FromLongLong(clock());                                                   \
+    }
+CLOCK_FN(mod_clock_ns, sw_time_ns)
+CLOCK_FN(mod_coarse_clock_ns, sw_time_coarse_ns)
+CLOCK_FN(mod_coarse_resolution_ns, sw_time_coarse_resolution_ns)
 
-/* _set_test_hook(us): tests only. Every critical section of this process then sleeps `us`
- * microseconds between two of its stores, holding the lock (0 removes the hook), so that a
- * test can kill a process inside a decision. -1: the next critical section stops the process
- * (SIGSTOP, once), holding the lock, as `docker pause` or a debugger may. */
+/* _set_test_hook(us), tests only: every critical section sleeps `us` microseconds between two
+ * stores, holding the lock (0: no hook), for a test to kill a process inside a decision; -1:
+ * the next one stops the process (SIGSTOP, once) holding the lock, as `docker pause` may. */
 static long test_hook_us;
 static void test_hook_stop(void)
 {
@@ -84,8 +79,6 @@ static PyObject *mod_set_test_hook(PyObject *Py_UNUSED(m), PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* _set_layer: the coroutines of an entry's __aenter__ and __aexit__, and the teller of a
- * Breaker's changes of state. */
 static PyObject *mod_set_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
@@ -119,9 +112,8 @@ static PyMethodDef module_methods[] = {
     METHOD(_try_acquire_nogil, bench_try_acquire_nogil, FASTKW, "(lim, n=1, *, now_ns=None)", "lim.try_acquire() with the GIL released around the core call (the GIL study)."),
     {NULL}};
 
-/* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live
- * lock owner that is not stopped is taken as stuck, so that the suite's stuck-owner
- * scenarios (run in subprocesses given the variable) do not each wait 5 s. */
+/* Tests only: SLIDEWIN_TEST_LOCK_STUCK_MS (1 to 60000) shortens the 5 s after which a live,
+ * not stopped lock owner is taken as stuck (the suite's stuck-owner subprocesses). */
 static void read_test_stuck_threshold(void)
 {
     const char *s = getenv("SLIDEWIN_TEST_LOCK_STUCK_MS");
@@ -138,7 +130,9 @@ static int module_exec(PyObject *m)
     read_test_stuck_threshold();
     lock_wait_install();
     module_state *st = (module_state *)PyModule_GetState(m);
-    /* the types in order: those the state holds kept there, the others held by the module */
+    /* the types in order: those the state holds kept there, the others held by the module;
+     * BlockedError's bases a tuple: a bare type is accepted only since 3.10 */
+    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
     static const struct {
         PyType_Spec *spec;
         ptrdiff_t held; /* where in the state, or -1 */
@@ -152,28 +146,20 @@ static int module_exec(PyObject *m)
         {&LeaseSlice_spec, -1}, /* slidewin.redis lease=True's slices (slice.c) */
         {&KeyedSlices_spec, -1},
         {&Group_spec, -1},      /* slidewin.all_of's groups (group.c) */
+        {&BlockedError_spec, offsetof(module_state, BlockedError)},
     };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        PyObject *t = PyType_FromModuleAndSpec(m, types[i].spec, NULL);
-        if (t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0) {
-            Py_XDECREF(t);
-            return -1;
-        }
-        if (types[i].held >= 0)
-            *(PyTypeObject **)(void *)((char *)st + types[i].held) = (PyTypeObject *)t;
-        else
-            Py_DECREF(t);
+    for (size_t i = 0; bases != NULL && i < sizeof types / sizeof types[0]; i++) {
+        PyObject *t = PyType_FromModuleAndSpec(m, types[i].spec,
+                                               types[i].spec == &BlockedError_spec ? bases : NULL);
+        if (t == NULL || PyModule_AddType(m, (PyTypeObject *)t) < 0)
+            Py_CLEAR(bases);
+        else if (types[i].held >= 0)
+            *(PyObject **)(void *)((char *)st + types[i].held) = Py_NewRef(t);
+        Py_XDECREF(t);
     }
-    /* bases as a tuple: a bare type is accepted only since 3.10 (3.9: "bases is not a
-     * tuple") */
-    PyObject *bases = PyTuple_Pack(1, PyExc_Exception);
     if (bases == NULL)
         return -1;
-    st->BlockedError = PyType_FromModuleAndSpec(m, &BlockedError_spec, bases);
     Py_DECREF(bases);
-    if (st->BlockedError == NULL ||
-        PyModule_AddType(m, (PyTypeObject *)st->BlockedError) < 0)
-        return -1;
     if ((st->Bucket_Type = PyStructSequence_NewType(&Bucket_desc)) == NULL ||
         PyModule_AddType(m, st->Bucket_Type) < 0 ||
         (st->Stats_Type = PyStructSequence_NewType(&Stats_desc)) == NULL ||
@@ -183,20 +169,19 @@ static int module_exec(PyObject *m)
      * OFD locks (macOS; on Linux, a build with SLIDEWIN_PORTABLE=1), see sw_platform.h */
     if (PyModule_AddStringConstant(m, "_platform", sw_platform_name()) < 0)
         return -1;
-    st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT);
-    st->default_map = PyDict_New();
-    if (st->default_names == NULL || st->default_map == NULL)
+    if ((st->default_names = PyTuple_New(SW_EV_DEFAULT_COUNT)) == NULL ||
+        (st->default_map = PyDict_New()) == NULL)
         return -1;
     for (int i = 0; i < SW_EV_DEFAULT_COUNT; i++) {
-        PyObject *nm = PyUnicode_InternFromString(default_event_names[i]);
-        PyObject *idx = PyLong_FromLong(i);
-        if (nm == NULL || idx == NULL || PyDict_SetItem(st->default_map, nm, idx) < 0) {
-            Py_XDECREF(nm);
-            Py_XDECREF(idx);
+        PyObject *nm = PyUnicode_InternFromString(default_event_names[i]), *idx = NULL;
+        if (nm == NULL)
             return -1;
-        }
-        Py_DECREF(idx);
         PyTuple_SET_ITEM(st->default_names, i, nm);
+        int bad = (idx = PyLong_FromLong(i)) == NULL ||
+                  PyDict_SetItem(st->default_map, nm, idx) < 0;
+        Py_XDECREF(idx);
+        if (bad)
+            return -1;
     }
     if ((st->registry = PyDict_New()) == NULL ||
         PyObject_SetAttrString(m, "EVENT_NAMES", st->default_names) < 0)
@@ -222,27 +207,20 @@ static int module_exec(PyObject *m)
     X(Bucket_Type) X(Stats_Type) X(BlockedError) X(default_names) X(default_map) X(registry)  \
     X(aenter) X(aexit) X(breaker_tell)
 
-#define REF_OFFSET(f) offsetof(module_state, f),
-static const size_t state_refs[] = {STATE_REFS(REF_OFFSET)};
-#undef REF_OFFSET
-
-/* The i-th reference of the module's state (state_refs). */
-static PyObject **state_ref(PyObject *m, size_t i)
-{
-    return (PyObject **)(void *)((char *)PyModule_GetState(m) + state_refs[i]);
-}
+#define REF_VISIT(f) Py_VISIT(st->f);
+#define REF_CLEAR(f) Py_CLEAR(st->f);
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
-        Py_VISIT(*state_ref(m, i));
+    module_state *st = (module_state *)PyModule_GetState(m);
+    STATE_REFS(REF_VISIT)
     return 0;
 }
 
 static int module_clear(PyObject *m)
 {
-    for (size_t i = 0; i < sizeof state_refs / sizeof state_refs[0]; i++)
-        Py_CLEAR(*state_ref(m, i));
+    module_state *st = (module_state *)PyModule_GetState(m);
+    STATE_REFS(REF_CLEAR)
     return 0;
 }
 

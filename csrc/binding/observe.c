@@ -1,12 +1,7 @@
-/* observe.c - seeing it: names and the registry of named objects (slidewin.limiters()),
- * lifetime totals and a breaker's state as read, and the read-only side for observers:
- * read_region() and list_regions() (for the Prometheus collector and `slidewin top`).
- *
- * Observers read only the regions of this process's effective uid (another user's file in a
- * shared folder is skipped by list_regions and refused by read_region), each file once (hard
- * links). read_region() never writes to a region and never takes its lock: the core reads a
- * copy, checked and repaired (sw_region_read, sw_observe.h); this file makes the dict.
- */
+/* observe.c - names and the registry of named objects, totals as dicts, and read_region() /
+ * list_regions() for observers. Observers read only this effective uid's regions, each file
+ * once (hard links); read_region() never writes a region nor takes its lock: the core reads a
+ * checked, repaired copy (sw_region_read, sw_observe.h) and this file makes the dict. */
 #include "binding.h"
 #include "args.h"
 #include "observe.h"
@@ -48,13 +43,8 @@ static PyObject *name_default(PyObject *o_shared, int mode, const char *path)
 {
     if (mode != 2)
         Py_RETURN_NONE;
-    if (PyUnicode_Check(o_shared)) {
-        const char *s = PyUnicode_AsUTF8(o_shared);
-        if (s == NULL)
-            return NULL;
-        if (strchr(s, '/') == NULL)
-            return Py_NewRef(o_shared);
-    }
+    if (strchr(PyUnicode_AsUTF8(o_shared), '/') == NULL) /* a name (its UTF-8 made already) */
+        return Py_NewRef(o_shared);
     const char *base = strrchr(path, '/');
     return PyUnicode_DecodeFSDefault(base != NULL ? base + 1 : path);
 }
@@ -107,63 +97,36 @@ int registry_add(module_state *st, PyObject *name, PyObject *obj)
 {
     if (name == NULL || name == Py_None)
         return 0;
-    /* name -> the weak references of its live objects, oldest first: limiters() shows the
-     * newest one alive (a newer one dropped leaves the older one shown, not the name gone) */
-    PyObject *refs = PyDict_GetItemWithError(st->registry, name); /* borrowed */
-    if (refs == NULL) {
-        if (PyErr_Occurred() || (refs = PyList_New(0)) == NULL)
-            return -1;
-        int rc = PyDict_SetItem(st->registry, name, refs);
-        Py_DECREF(refs); /* the dict holds it */
-        if (rc < 0)
-            return -1;
-    } else if (prune_refs(refs) < 0) {
-        return -1;
-    }
-    PyObject *ref = PyWeakref_NewRef(obj, NULL);
-    if (ref == NULL)
-        return -1;
-    int rc = PyList_Append(refs, ref);
-    Py_DECREF(ref);
+    /* name -> weak references, oldest first: a newer object dropped shows the older one */
+    PyObject *fresh = PyList_New(0), *ref = NULL;
+    PyObject *refs = fresh != NULL ? PyDict_SetDefault(st->registry, name, fresh) : NULL;
+    Py_XDECREF(fresh); /* refs: borrowed from the registry */
+    int rc = refs == NULL || prune_refs(refs) < 0 || (ref = PyWeakref_NewRef(obj, NULL)) == NULL
+                 ? -1
+                 : PyList_Append(refs, ref);
+    Py_XDECREF(ref);
     return rc;
 }
 
-/* slidewin._core.limiters() -> dict[str, object]: the live named objects of this process (of
- * a name held by several, the newest); names left without a live object are forgotten */
+/* limiters(): names left without a live object are forgotten */
 PyObject *mod_limiters(PyObject *m, PyObject *Py_UNUSED(unused))
 {
     module_state *st = (module_state *)PyModule_GetState(m);
-    PyObject *out = PyDict_New(), *items = NULL;
-    if (out == NULL)
-        return NULL;
-    items = PyDict_Items(st->registry);
+    PyObject *out = PyDict_New(), *items = out != NULL ? PyDict_Items(st->registry) : NULL;
     if (items == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *it = PyList_GET_ITEM(items, i);
-        PyObject *name = PyTuple_GET_ITEM(it, 0), *refs = PyTuple_GET_ITEM(it, 1);
-        Py_ssize_t n = prune_refs(refs);
-        if (n < 0)
-            goto fail;
-        if (n == 0) {
-            if (PyDict_DelItem(st->registry, name) < 0)
-                goto fail;
-            continue;
-        }
-        PyObject *obj;
-        if (ref_target(PyList_GET_ITEM(refs, n - 1), &obj) < 0)
-            goto fail;
-        int bad = obj != NULL && PyDict_SetItem(out, name, obj) < 0;
+        Py_CLEAR(out);
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *name = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0), *obj = NULL;
+        PyObject *refs = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        Py_ssize_t n = prune_refs(refs); /* the newest live object of the name, if any */
+        if (n < 0 || (n == 0 ? PyDict_DelItem(st->registry, name) < 0
+                             : ref_target(PyList_GET_ITEM(refs, n - 1), &obj) < 0 ||
+                                   (obj != NULL && PyDict_SetItem(out, name, obj) < 0)))
+            Py_CLEAR(out);
         Py_XDECREF(obj);
-        if (bad)
-            goto fail;
     }
-    Py_DECREF(items);
-    return out;
-fail:
     Py_XDECREF(items);
-    Py_DECREF(out);
-    return NULL;
+    return out;
 }
 
 /* ---- totals ---------------------------------------------------------------------------- */
@@ -214,8 +177,7 @@ static PyObject *region_name(const struct sw_shm_header *h, const char *path)
     return PyUnicode_DecodeFSDefault(base);
 }
 
-/* d[key] = v (v: a new reference, or NULL with an exception set; released either way).
- * @return 0, or -1 with an exception set */
+/* d[key] = v (v: a new reference or NULL, released either way). @return 0, or -1 */
 static int set_new(PyObject *d, const char *key, PyObject *v)
 {
     int rc = v == NULL ? -1 : PyDict_SetItemString(d, key, v);
@@ -247,41 +209,7 @@ static PyObject *metric_window(const struct sw_region_read *r)
     return window;
 }
 
-/* What a region's kind reads as: its window and totals (new references), and a Breaker's state.
- * @return 0, or -1 with an exception set (nothing to release) */
-static int region_window(const struct sw_region_read *r, PyObject **window, PyObject **totals,
-                         const char **bstate)
-{
-    const struct sw_stats *s = &r->stats;
-    *bstate = NULL;
-    *totals = NULL;
-    if (r->hdr.kind == SW_KIND_BREAKER) {
-        *window = Py_BuildValue("{sLsLsL}", "total", (long long)r->brk_window[SW_BRK_EV_TOTAL],
-                                "errors", (long long)r->brk_window[SW_BRK_EV_ERRORS], "slow",
-                                (long long)r->brk_window[SW_BRK_EV_SLOW]);
-        *totals = breaker_totals_dict(&r->brk_totals);
-        *bstate = breaker_state_names[r->brk_state];
-    } else if (r->hdr.kind == SW_KIND_METRIC) {
-        *window = metric_window(r);
-        *totals = Py_NewRef(Py_None);
-    } else {
-        *window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)s->pass, "block",
-                                (long long)s->block, "success", (long long)s->success,
-                                "exception", (long long)s->exception, "rt",
-                                (long long)s->rt_sum, "occupied_pass",
-                                (long long)s->occupied_pass, "min_rt", (long long)s->min_rt,
-                                "waiting", (long long)s->waiting);
-        *totals = totals_dict(&r->totals);
-    }
-    if (*window != NULL && *totals != NULL)
-        return 0;
-    Py_CLEAR(*window);
-    Py_CLEAR(*totals);
-    return -1;
-}
-
-/* read_region()'s path: a region's name or path (str or os.PathLike), resolved into path.
- * @return 0, or -1 with an exception set */
+/* read_region()'s path= (a name, str or os.PathLike), resolved into path. @return 0, or -1 */
 static int region_path(PyObject *o, char *path, size_t cap)
 {
     PyObject *fs = NULL;
@@ -305,7 +233,7 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     PyObject *a[2], *window, *totals;
     char path[4096];
     int64_t now;
-    const char *bstate;
+    const char *bstate = NULL;
     struct sw_region_read r;
     struct sw_shm_error err;
     if (parse_fast_req("read_region", args, nargs, kwnames, names, 2, 1, 1, a) < 0 ||
@@ -314,8 +242,30 @@ PyObject *mod_read_region(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssiz
     int rc = sw_region_read(path, now, &r, &err);
     if (rc != SW_OK)
         return shared_error(rc, &err, path);
-    if (region_window(&r, &window, &totals, &bstate) < 0)
+    const struct sw_stats *st = &r.stats;
+    if (r.hdr.kind == SW_KIND_BREAKER) {
+        window = Py_BuildValue("{sLsLsL}", "total", (long long)r.brk_window[SW_BRK_EV_TOTAL],
+                               "errors", (long long)r.brk_window[SW_BRK_EV_ERRORS], "slow",
+                               (long long)r.brk_window[SW_BRK_EV_SLOW]);
+        totals = breaker_totals_dict(&r.brk_totals);
+        bstate = breaker_state_names[r.brk_state];
+    } else if (r.hdr.kind == SW_KIND_METRIC) {
+        window = metric_window(&r);
+        totals = Py_NewRef(Py_None);
+    } else {
+        window = Py_BuildValue("{sLsLsLsLsLsLsLsL}", "pass", (long long)st->pass, "block",
+                               (long long)st->block, "success", (long long)st->success,
+                               "exception", (long long)st->exception, "rt",
+                               (long long)st->rt_sum, "occupied_pass",
+                               (long long)st->occupied_pass, "min_rt", (long long)st->min_rt,
+                               "waiting", (long long)st->waiting);
+        totals = totals_dict(&r.totals);
+    }
+    if (window == NULL || totals == NULL) {
+        Py_XDECREF(window);
+        Py_XDECREF(totals);
         return NULL;
+    }
     const struct sw_shm_header *h = &r.hdr;
     PyObject *out = Py_BuildValue(
         "{sssNsNsIsLsIsIsNsNsLsIsLsL}", "kind", kind_names[h->kind], "name", region_name(h, path),
@@ -346,18 +296,13 @@ PyObject *mod_list_regions(PyObject *Py_UNUSED(m), PyObject *const *args, Py_ssi
         return NULL;
     PyObject *fs = NULL;
     char dir[4096];
-    if (a[0] == NULL || a[0] == Py_None) {
-        snprintf(dir, sizeof dir, "%s", shared_dir());
-    } else {
-        if (!PyUnicode_FSConverter(a[0], &fs))
-            return NULL;
-        if ((size_t)PyBytes_GET_SIZE(fs) >= sizeof dir) {
-            Py_DECREF(fs);
-            PyErr_SetString(PyExc_ValueError, "list_regions: the folder's path is too long");
-            return NULL;
-        }
-        snprintf(dir, sizeof dir, "%s", PyBytes_AS_STRING(fs));
-        Py_DECREF(fs);
+    if (a[0] != NULL && a[0] != Py_None && !PyUnicode_FSConverter(a[0], &fs))
+        return NULL;
+    int w = snprintf(dir, sizeof dir, "%s", fs != NULL ? PyBytes_AS_STRING(fs) : shared_dir());
+    Py_XDECREF(fs);
+    if (w < 0 || (size_t)w >= sizeof dir) {
+        PyErr_SetString(PyExc_ValueError, "list_regions: the folder's path is too long");
+        return NULL;
     }
     char **paths;
     size_t n;

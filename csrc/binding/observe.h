@@ -14,8 +14,7 @@
 int shared_and_name(PyObject *o_shared, PyObject *o_name, char *path, size_t cap,
                     PyObject **name, int *name_given);
 /** Record a named object in the registry (a weak reference; limiters() shows the newest
- * live object of a name).
- * @return 0, or -1 with an exception set */
+ * live object of a name). @return 0, or -1 with an exception set */
 int registry_add(module_state *st, PyObject *name, PyObject *obj);
 /** The totals as a dict with the keys pass, block, exception, success, occupied_pass, rt. */
 PyObject *totals_dict(const struct sw_totals *t);

@@ -21,9 +21,7 @@ const char *shared_dir(void)
 
 static bool name_ok(const char *s, Py_ssize_t len)
 {
-    if (len < 1 || len > SHARED_NAME_MAX)
-        return false;
-    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+    if (len < 1 || len > SHARED_NAME_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return false;
     for (Py_ssize_t i = 0; i < len; i++) {
         char c = s[i];
@@ -94,13 +92,8 @@ int shared_resolve(PyObject *shared, char *path, size_t cap)
 
 PyObject *shared_canonical(PyObject *shared, const char *path)
 {
-    if (PyUnicode_Check(shared)) {
-        const char *s = PyUnicode_AsUTF8(shared);
-        if (s == NULL)
-            return NULL;
-        if (strchr(s, '/') != NULL)
-            return PyUnicode_DecodeFSDefault(path);
-    }
+    if (PyUnicode_Check(shared) && strchr(PyUnicode_AsUTF8(shared), '/') != NULL)
+        return PyUnicode_DecodeFSDefault(path);
     return Py_NewRef(shared);
 }
 

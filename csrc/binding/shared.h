@@ -20,8 +20,8 @@
  * the file's path in `path`. @return 0/1/2, or -1 with TypeError/ValueError set */
 int shared_resolve(PyObject *shared, char *path, size_t cap);
 
-/** What `.shared` reports: the name, True, or for a path the absolute path it resolved to.
- * @return a new reference, or NULL with an exception set */
+/** What `.shared` reports (shared= as shared_resolve took it, mode 1 or 2): the name, True,
+ * or for a path the absolute path it resolved to. @return a new reference, or NULL */
 PyObject *shared_canonical(PyObject *shared, const char *path);
 
 /** The folder of named regions: SLIDEWIN_SHM_DIR, else the platform's (/dev/shm). */

@@ -7,9 +7,8 @@
 #include "sw_common.h"
 #include "sw_time.h"
 
-/* Before 3.13 the GIL serialises these; from 3.13 the object's critical section does (a
- * no-op with the GIL): a release in one thread must not take a reference to a waker that
- * another thread's _set_waker is dropping. */
+/* The GIL, or from 3.13 the object's critical section, keeps a release from taking a
+ * reference to a waker that another thread's _set_waker is dropping. */
 #if PY_VERSION_HEX < 0x030D0000
 #define Py_BEGIN_CRITICAL_SECTION(op) { (void)(op);
 #define Py_END_CRITICAL_SECTION() }
@@ -21,13 +20,11 @@ PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "_set_waker: a callable or None");
         return NULL;
     }
-    PyObject *old;
+    PyObject *old, *w = arg == Py_None ? NULL : Py_NewRef(arg);
     (void)owner; /* unused where the critical section is a no-op (a build with the GIL) */
-    if (arg != Py_None)
-        Py_INCREF(arg);
     Py_BEGIN_CRITICAL_SECTION(owner);
     old = *slot;
-    *slot = arg == Py_None ? NULL : arg;
+    *slot = w;
     Py_END_CRITICAL_SECTION();
     Py_XDECREF(old);
     Py_RETURN_NONE;
@@ -48,8 +45,7 @@ void waker_call(PyObject *waker, PyObject *arg)
 {
     if (waker == NULL)
         return;
-    /* asyncio tasks wait: their queue wakes the first (it takes its own lock, posts to the
-     * task's loop); an error there must not turn a release into a failure */
+    /* the queue wakes its first task (its own lock, posted to the task's loop) */
     PyObject *et, *ev, *tb, *r;
     Py_INCREF(waker);
     PyErr_Fetch(&et, &ev, &tb);

@@ -1,7 +1,5 @@
-/* wakers.h - the hooks of the asyncio waiter queues (slidewin/_waiters.py), written once for
- * every limiter type: a waker called by releases (private), and the region's release
- * sequence that a helper thread sleeps on (shared).
- */
+/* wakers.h - the asyncio waiter queues' hooks (slidewin/_waiters.py), for every limiter type:
+ * a waker called by releases (private), a region's release sequence to sleep on (shared). */
 #ifndef SW_BINDING_WAKERS_H
 #define SW_BINDING_WAKERS_H
 
@@ -17,9 +15,8 @@ PyObject *waker_set(PyObject *owner, PyObject **slot, PyObject *arg);
  * section, so that a concurrent waker_set cannot free it first (free-threaded builds). */
 PyObject *waker_get(PyObject *owner, PyObject **slot);
 
-/** Call the waker, if any, with `arg` (NULL: no argument). An exception in it is reported as
- * unraisable and never turns the release that called it into a failure; an exception already
- * set is kept. */
+/** Call the waker, if any, with `arg` (NULL: none). Its exception is unraisable, never the
+ * release's failure; an exception already set is kept. */
 void waker_call(PyObject *waker, PyObject *arg);
 
 /** _watch(delta): count (+1) or uncount (-1) a watcher of the region's releases, so that every
