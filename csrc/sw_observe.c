@@ -143,6 +143,44 @@ int sw_region_probe(const char *path, uint64_t *dev, uint64_t *ino, struct sw_sh
     return SW_OK;
 }
 
+int sw_region_unlink(const char *path, struct sw_shm_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0 && errno == ELOOP)
+        return fail(err, SW_EINVAL, 0, "unlink(): %.400s is a symbolic link, not a slidewin "
+                    "region: not removed", path);
+    if (fd < 0)
+        return fail(err, SW_EOS, errno, NULL);
+    struct stat sb, now;
+    char magic[8];
+    const char *why = NULL;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, SW_EOS, e, NULL);
+    }
+    if (!S_ISREG(sb.st_mode))
+        why = "not a regular file";
+    else if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) ||
+             pread_all(fd, magic, sizeof magic, 0) != 0 ||
+             memcmp(magic, "SLIDEWIN", sizeof magic) != 0)
+        why = "no region header";
+    close(fd);
+    if (why != NULL)
+        return fail(err, SW_EINVAL, 0, "unlink(): %.400s is not a slidewin region (%s): not "
+                    "removed", path, why);
+    if (sb.st_uid != geteuid())
+        return fail(err, SW_EOS, EACCES, "unlink(): shared region %.380s belongs to uid %lu, "
+                    "not to this process's uid %lu: not removed", path,
+                    (unsigned long)sb.st_uid, (unsigned long)geteuid());
+    if (lstat(path, &now) != 0)
+        return fail(err, SW_EOS, errno, NULL);
+    if (now.st_dev != sb.st_dev || now.st_ino != sb.st_ino)
+        return fail(err, SW_EINVAL, 0, "unlink(): %.400s was replaced while being checked: not "
+                    "removed", path);
+    return unlink(path) == 0 ? SW_OK : fail(err, SW_EOS, errno, NULL);
+}
+
 /* Where the statistics of a region of this header lie and how many bytes they take (not a
  * keyed table: read_keyed). @return SW_OK or SW_EINVAL */
 static int stats_extent(const char *path, const struct sw_shm_header *h, off_t *off,

@@ -80,6 +80,14 @@ int sw_region_read(const char *path, int64_t now_ns, struct sw_region_read *out,
  * @return SW_OK, or an error as sw_region_read's */
 int sw_region_probe(const char *path, uint64_t *dev, uint64_t *ino, struct sw_shm_error *err);
 
+/** Remove the region file at path: only a regular file of this process's effective uid with
+ * a region's magic (of any layout version: an upgrade removes the old ones), never a symbolic
+ * link, and its name only while it still names the file checked.
+ * @return SW_OK when removed; SW_EOS with err->sys_errno (ENOENT: nothing there) and err->msg
+ *         empty, or EACCES with err->msg for another user's file; SW_EINVAL with err->msg
+ *         (the path and why it was not removed) */
+int sw_region_unlink(const char *path, struct sw_shm_error *err);
+
 /** The region files `slidewin-*` of folder dir that sw_region_probe accepts; a file with
  * several names (hard links) once, by its first name in byte order.
  * @param paths receives an array of n paths (dir/name), owned by the caller: release it with

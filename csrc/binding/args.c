@@ -31,10 +31,8 @@ int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64_t *out
     return 0;
 }
 
-/* An int or float (not bool) as a double; *overflow: an int too large for one (*v unset);
- * wrong_type: the TypeError's format. @return 0, or -1 with an exception set */
-static int number_as_double(PyObject *o, const char *wrong_type, const char *name, double *v,
-                            int *overflow)
+int number_as_double(PyObject *o, const char *wrong_type, const char *name, double *v,
+                     int *overflow)
 {
     *overflow = 0;
     if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {

@@ -31,6 +31,11 @@ static inline const char *type_name_of(PyObject *o)
 int as_int64(PyObject *o, const char *name, int64_t lo, int64_t hi, int64_t *out);
 
 /** An int or float (not bool) >= 0, finite, <= hi. @return 0, or -1 with an exception set */
+/** An int or float (not bool) as a double; *overflow: an int too large for one (*v unset);
+ * wrong_type: the TypeError's format (name, then the type's name). @return 0, or -1 with an
+ * exception set */
+int number_as_double(PyObject *o, const char *wrong_type, const char *name, double *v,
+                     int *overflow);
 int as_nonneg_double(PyObject *o, const char *name, double hi, double *out);
 
 /** A bool (NULL: false). @return 0, or -1 with an exception set */

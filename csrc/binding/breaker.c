@@ -27,17 +27,12 @@ static int bk_probe_timeout(PyObject *o, double *out)
         *out = INFINITY;
         return 0;
     }
-    if ((!PyLong_Check(o) && !PyFloat_Check(o)) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "probe_timeout_s must be None (wait for ever) or a number "
-                     "of seconds > 0, not %.100s", type_name_of(o));
+    double v;
+    int overflow;
+    if (number_as_double(o, "%s must be None (wait for ever) or a number of seconds > 0, not "
+                         "%.100s", "probe_timeout_s", &v, &overflow) < 0)
         return -1;
-    }
-    double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-            return -1;
-        PyErr_Clear(); /* an int beyond a double: its sign decides */
-        int overflow = 0;
+    if (overflow) { /* an int beyond a double: its sign decides */
         (void)PyLong_AsLongLongAndOverflow(o, &overflow);
         v = overflow > 0 ? INFINITY : -INFINITY;
     }

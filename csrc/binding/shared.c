@@ -3,14 +3,13 @@
 #include "args.h"
 #include "wait.h"
 
+#include "sw_observe.h"
 #include "sw_proc.h"
 #include "sw_time.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 const char *shared_dir(void)
@@ -196,55 +195,14 @@ PyObject *shared_unlink(PyObject *Py_UNUSED(m), PyObject *arg)
                      type_name_of(arg));
         return NULL;
     }
-    /* only a slidewin region of this user goes: the opened file is checked (a regular file,
-     * ours, with the magic of a region of any layout version: an upgrade removes the old
-     * ones), then the name is removed only while it still names that file */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0 && errno == ELOOP) {
-        PyErr_Format(PyExc_ValueError, "unlink(): %s is a symbolic link, not a slidewin "
-                     "region: not removed", path);
-        return NULL;
-    }
-    if (fd < 0)
-        goto os_error;
-    struct stat sb, now;
-    char magic[8];
-    const char *why = NULL;
-    if (fstat(fd, &sb) != 0) {
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(sb.st_mode))
-        why = "not a regular file";
-    else if ((uint64_t)sb.st_size < sizeof(struct sw_shm_header) ||
-             pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-             memcmp(magic, "SLIDEWIN", sizeof magic) != 0)
-        why = "no region header";
-    close(fd);
-    if (why != NULL) {
-        PyErr_Format(PyExc_ValueError, "unlink(): %s is not a slidewin region (%s): not "
-                     "removed", path, why);
-        return NULL;
-    }
-    if (sb.st_uid != geteuid()) {
-        struct sw_shm_error err = {.sys_errno = EACCES};
-        snprintf(err.msg, sizeof err.msg, "unlink(): shared region %.380s belongs to uid %lu, "
-                 "not to this process's uid %lu: not removed", path, (unsigned long)sb.st_uid,
-                 (unsigned long)geteuid());
-        return shared_error(SW_EOS, &err, path);
-    }
-    if (lstat(path, &now) != 0)
-        goto os_error;
-    if (now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
-        PyErr_Format(PyExc_ValueError, "unlink(): %s was replaced while being checked: not "
-                     "removed", path);
-        return NULL;
-    }
-    if (unlink(path) == 0)
+    struct sw_shm_error err;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_region_unlink(path, &err);
+    Py_END_ALLOW_THREADS
+    if (rc == SW_OK)
         Py_RETURN_TRUE;
-os_error:
-    if (errno == ENOENT)
+    if (rc == SW_EOS && err.sys_errno == ENOENT && err.msg[0] == '\0')
         Py_RETURN_FALSE;
-    return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    return shared_error(rc, &err, path);
 }

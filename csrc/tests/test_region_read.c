@@ -236,8 +236,41 @@ static void test_list_regions(void)
     CHECK_EQ(err.sys_errno, ENOENT);
 }
 
+/* Only a region of this user is removed: never a symbolic link, a folder or a file without a
+ * region's magic; nothing there is ENOENT. */
+static void test_unlink(void)
+{
+    char path[128], sym[128];
+    struct sw_shm_error err;
+    path_of(path, sizeof path, "unlink");
+    CHECK_EQ(sw_region_unlink(path, &err), SW_EOS);
+    CHECK_EQ(err.sys_errno, ENOENT);
+    CHECK_EQ(sw_region_unlink("/tmp", &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "not a regular file") != NULL);
+    int fd = open(path, O_CREAT | O_WRONLY | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, "NOTAREGION", 10), 10);
+    close(fd);
+    CHECK_EQ(sw_region_unlink(path, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "no region header") != NULL);
+    CHECK_EQ(access(path, F_OK), 0); /* still there */
+    unlink(path);
+    struct sw_shm shm;
+    limiter_region(&shm, path);
+    sw_shm_close(&shm);
+    path_of(sym, sizeof sym, "unlink-sym");
+    CHECK_EQ(symlink(path, sym), 0);
+    CHECK_EQ(sw_region_unlink(sym, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "symbolic link") != NULL);
+    CHECK_EQ(access(path, F_OK), 0);
+    unlink(sym);
+    CHECK_EQ(sw_region_unlink(path, &err), SW_OK);
+    CHECK(access(path, F_OK) != 0);
+}
+
 void test_region_read(void)
 {
+    test_unlink();
     test_list_regions();
     test_read_limiter();
     test_read_metric();
