@@ -3,12 +3,13 @@ and the logic, each operation written once as a generator of round trips (a scri
 sleep) run by the limiter's transport (_transport): the two kinds differ only there."""
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import threading
 import time
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Tuple, cast
 
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_on_block, _check_timeout, _decorate_entries
@@ -23,8 +24,24 @@ from ._wire import (_OUT_BLOCK, _OUT_RENEW, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_
                     _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
                     _time_args, _what)
 
+if TYPE_CHECKING:
+    from typing import Concatenate, Coroutine, ParamSpec, TypeVar
+
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
 log = logging.getLogger("slidewin.redis")
 _LOG_EVERY_S = 60.0
+
+
+def _awaited(f: Callable[Concatenate[Any, _P], _R]
+             ) -> Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]]:
+    """The asyncio twin of a sync type's method: the same call, its round trips (a
+    coroutine on an asyncio transport or client) awaited."""
+    async def face(self: Any, /, *a: _P.args, **k: _P.kwargs) -> _R:
+        return cast("_R", await cast(Any, f(self, *a, **k)))
+    functools.update_wrapper(face, f)
+    return face
 
 
 class _Base:
@@ -292,7 +309,7 @@ class _Base:
     def _g_stats(self, key: Any, now_ns: Any) -> Any:
         rk, _, cfg = self._where(key)
         reply = yield self._op(_SCRIPTS["stats"], rk, self._args(cfg, 1, 0, now_ns, ""))
-        return _stats_reply(reply, self._name, cfg.layout, cfg.interval_ms)
+        return _stats_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
 
     def _entry(self, key: Any, n: int, timeout: Any) -> "_Entry":
         rk, _, cfg = self._where(key)

@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _Driven, _g_poll, _KeyedMixin, _wait_timeout
+from ._base import _awaited, _Base, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
@@ -295,13 +295,13 @@ class RedisGroup(_Group, SyncAdmission):
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """One decision, sleeping its wait; with a timeout, decide again until admitted or
         the timeout passed. Raises BlockedError (retry_after: the largest refuser's)."""
-        self._t.drive(self._g_acquire(ns, timeout))
+        return self._t.drive(self._g_acquire(ns, timeout))  # type: ignore[no-any-return]
 
     def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
         """Count ns more as admitted now on the members, without a decision, in one round
         trip (slidewin.all_of's charge): one n for all or one per member, each >= 0 (0: not
         charged; a concurrency member only 0). Never refuses."""
-        self._t.drive(self._g_charge(ns, now_ns))
+        return self._t.drive(self._g_charge(ns, now_ns))  # type: ignore[no-any-return]
 
 
 class AsyncRedisGroup(_Group, AsyncAdmission):
@@ -310,17 +310,9 @@ class AsyncRedisGroup(_Group, AsyncAdmission):
     async def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
         return await self._t.drive(self._g_admit(ns, F_TRY, now_ns)) is not None
 
-    async def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
-        return await self._t.drive(self._g_admit(ns, 0, now_ns))  # type: ignore[no-any-return]
-
-    async def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
-        await self._t.drive(self._g_acquire(ns, timeout))
-
-    acquire_async = acquire
-
-    async def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
-        """RedisGroup.charge: count ns more as admitted now, in one round trip."""
-        await self._t.drive(self._g_charge(ns, now_ns))
+    reserve = _awaited(RedisGroup.reserve)
+    acquire = acquire_async = _awaited(RedisGroup.acquire)
+    charge = _awaited(RedisGroup.charge)
 
 
 class _GroupEntry(_Driven):

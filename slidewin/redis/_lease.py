@@ -1,18 +1,13 @@
-"""Leased quotas (``lease=True``): a client decides ``try_acquire`` locally against a slice
-of the current bucket's quota that it leased from Redis ahead of need.
+"""Leased quotas (``lease=True``): ``try_acquire`` decided locally on a slice of the current
+bucket's quota leased from Redis ahead of need (docs/redis.md, "Leased quotas").
 
-- A grant counts its permits as PASS in Redis, in the bucket current then, and the slice is
-  valid only while that bucket is: the fleet is never over the limit in any window.
-- Unused permits go back when the slice ends, out of the bucket they were counted in; the
-  give-back rides on the key's next grant, or goes on its own.
-- Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
-  grant retried after a timeout gets the recorded grant, a give-back applies once.
-- A slice is the key's recent demand for a quarter of a bucket, at most 1/32 of the limit.
-  When half of it is used the next one is fetched: in the background (a thread, or an
-  asyncio limiter's task) on the server's clock; inline with an explicit ``now_ns`` (a
-  scenario on virtual time stays deterministic).
-- A grant of nothing makes the key refuse locally for an eighth of a bucket. While Redis
-  is unreachable a key decides on what is left of its slice, then by ``on_error``.
+- A grant counts its permits as PASS in the bucket current then, and the slice is valid only
+  while that bucket is: the fleet is never over the limit in any window. Unused permits go
+  back out of that bucket when the slice ends (on the key's next grant, or on their own).
+- Grants and give-backs carry a lease id recorded in Redis for a while: a grant retried
+  after a timeout gets the recorded grant, a give-back applies once.
+- Top-ups run in the background (a thread, or an asyncio limiter's task) on the server's
+  clock; inline with an explicit ``now_ns`` (virtual time stays deterministic).
 """
 from __future__ import annotations
 
@@ -33,8 +28,8 @@ from .._core import _KeyedSlices, _LeaseSlice
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _ERRORS
-from ._wire import (BLOCK, F_TRY, LAYOUT, PASS, RedisReplyError, _decision, _evalsha, _fmt,
-                    _ints, _time_args)
+from ._wire import (BLOCK, F_TRY, PASS, RedisReplyError, _check_layout, _evalsha, _fmt, _ints,
+                    _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -138,24 +133,28 @@ class _Leases:
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._slices: Dict[Any, _Slice] = {}
         # each key's C slice (a RedisLimiter keeps its one: its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
         self._ks: Optional[_KeyedSlices] = None  # a keyed limiter's slices by the caller's key
         self._ukeys: Dict[Any, Any] = {}           # ... and each Redis key's caller's key
-        self._topup: List[Any] = []
-        self._ends: List[Tuple[int, int, Any]] = []
         self._seq = 0
-        self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self._fresh()
         _ENGINES.add(self)
         self.decisions = 0     # try_acquire calls decided here
         self.round_trips = 0   # grant and give-back scripts run (tried)
         self.granted = 0       # permits leased
         self.returned = 0      # permits given back unused
+
+    def _fresh(self) -> None:
+        """No slice, no job, no thread: a new engine's state, and a forked child's."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._slices: Dict[Any, _Slice] = {}
+        self._topup: List[Any] = []
+        self._ends: List[Tuple[int, int, Any]] = []
+        self._thread: Optional[threading.Thread] = None
 
     def _cfg(self, rk: Any) -> _Config:
         lim = self._lim
@@ -432,8 +431,7 @@ class _Leases:
         return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
-        if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
-            _decision(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
+        _check_layout(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
         if not _ints(reply, 4) or reply[0] != 1 or reply[1] < 0 or reply[3] < 0:
             raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
                                   % (self._lim._name, reply))
@@ -537,8 +535,14 @@ class _Leases:
                 cond.release()
                 try:
                     for rk, s in items:
-                        if s.backs:
-                            yield from self._g_give_back(rk, s)
+                        r = s.last  # a slice on explicit time: given back at its latest now_ns
+                        try:
+                            if s.backs:
+                                yield from self._g_grant(rk, self._cfg(rk), s, 1,
+                                                         r[1] if r and r[0] else None, 0)
+                        except Exception as e:  # they count until their bucket leaves
+                            log.debug("slidewin.redis: giving back the leases of %r failed: "
+                                      "%s", self._lim._name, e)
                 finally:
                     cond.acquire()
                 self._slices.clear()
@@ -550,14 +554,6 @@ class _Leases:
             finally:  # interrupted: the slices stay (what is to go back rides on a grant)
                 self._closed = False
                 self._notify()
-
-    def _g_give_back(self, rk: Any, s: _Slice) -> Any:
-        r = s.last  # a slice on explicit time: given back at its latest now_ns
-        try:
-            yield from self._g_grant(rk, self._cfg(rk), s, 1, r[1] if r and r[0] else None, 0)
-        except Exception as e:  # they count until their bucket leaves the window
-            log.debug("slidewin.redis: giving back the leases of %r failed: %s",
-                      self._lim._name, e)
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
@@ -573,17 +569,10 @@ _ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
 def _forget_in_child() -> None:
     """A forked child holds none of its parent's slices nor its thread: it leases its own."""
     for eng in list(_ENGINES):
-        eng._lock = threading.Lock()
-        eng._cond = threading.Condition(eng._lock)
-        eng._slices = {}
+        eng._fresh()
         for c in eng._cs.values():  # the parent's permits: not the child's to spend
             c.drain()
             c.harvest()
-        eng._topup = []
-        eng._ends = []
-        eng._thread = None
-        if isinstance(eng, _AsyncLeases):
-            eng._task = eng._wake = eng._changed = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -617,8 +606,8 @@ class _AsyncLeases(_Leases):
 
     _async = True
 
-    def __init__(self, lim: Any) -> None:
-        super().__init__(lim)
+    def _fresh(self) -> None:
+        super()._fresh()
         self._task: Optional["asyncio.Task[None]"] = None
         self._wake: Optional[asyncio.Event] = None
         self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)

@@ -159,9 +159,10 @@ def _guard_pool(pool: Any) -> None:
         kw["retry"] = _guard(kw["retry"])
 
 
-def _guard_conn(conn: Any) -> None:
+def _guarded(conn: Any) -> Any:
     if getattr(conn, "retry", None) is not None:
         conn.retry = _guard(conn.retry)
+    return conn
 
 
 def _get_conn(pool: Any) -> Any:
@@ -176,9 +177,7 @@ def _get_conn(pool: Any) -> Any:
 
 def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
     with _deciding():
-        conn = _get_conn(pool)
-        _guard_conn(conn)
-        return _fast.call_pool(pool, conn, script, packed, asking)
+        return _fast.call_pool(pool, _guarded(_get_conn(pool)), script, packed, asking)
 
 
 def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
@@ -268,8 +267,7 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
 
 async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
     with _deciding():
-        conn = await _get_conn(pool)
-        _guard_conn(conn)
+        conn = _guarded(await _get_conn(pool))
         try:
             try:
                 await conn.send_packed_command([packed])
