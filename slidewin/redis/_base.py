@@ -325,10 +325,15 @@ class _Base:
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
                  timeout: Optional[float] = None) -> Any:
         """Limiter's decorator (``@lim``, ``@lim(on_block=..., timeout=5)``)."""
+        return self._decorator(func, None, on_block, timeout)
+
+    def _decorator(self, func: Any, key: Any, on_block: Any, timeout: Any) -> Any:
         timeout = _check_timeout(timeout)
         if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, type(self).__name__, func, on_block, None,
+            return lambda f: self._decorator(f, key, on_block, timeout)
+        if self._keyed and (key is None or not callable(key)):
+            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
+        return _decorate_entries(self, type(self).__name__, func, on_block, key,
                                  self._is_async, timeout)
 
 
@@ -379,15 +384,9 @@ class _Driven:
 
     __slots__ = ("_held", "_t0")
     _held: bool
-
-    def _owner(self) -> Any:
-        raise NotImplementedError
-
-    def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        raise NotImplementedError
-
-    def _admit(self) -> Any:  # returns the admission's wait (ns)
-        raise NotImplementedError
+    _owner: Callable[[], Any]
+    _give_back: Callable[[int, int], Any]  # (outcome, rt_ms)
+    _admit: Callable[[], Any]  # returns the admission's wait (ns)
 
     def _enter(self) -> Any:
         """Admitted, the wait, then held; an interruption before the body gives back."""
@@ -501,13 +500,7 @@ class _KeyedMixin:
                  timeout: Optional[float] = None) -> Any:
         """``@per_user(key=lambda request, *a, **k: request.client_ip)`` (also on_block=,
         timeout=: KeyedLimiter's decorator)."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
-        if key is None or not callable(key):
-            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
-        return _decorate_entries(self, type(self).__name__, func, on_block, key,
-                                 self._is_async, timeout)  # type: ignore[attr-defined]
+        return self._decorator(func, key, on_block, timeout)  # type: ignore[attr-defined]
 
     def _cfg_for(self, rk: bytes) -> _Config:
         if not self._overrides:

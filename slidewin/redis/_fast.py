@@ -52,26 +52,19 @@ def fast(client: Any) -> bool:
     from redis.asyncio.cluster import RedisCluster as ARedisCluster
     from redis.cluster import RedisCluster
 
-    if isinstance(client, RedisCluster):
-        return all(callable(getattr(client, a, None))
-                   for a in ("get_node_from_key", "get_redis_connection", "get_node"))
-    if isinstance(client, ARedisCluster):
-        return all(callable(getattr(client, a, None))
-                   for a in ("get_node_from_key", "initialize", "execute_command"))
-    pool_cls: Any
-    conn_base: Any
-    if isinstance(client, _redis.Redis):
-        pool_cls, conn_base = _redis.ConnectionPool, getattr(
-            _redis.connection, "AbstractConnection", _redis.Connection)
-    elif isinstance(client, aredis.Redis):
-        pool_cls, conn_base = aredis.ConnectionPool, getattr(
-            aredis.connection, "AbstractConnection", aredis.Connection)
-    else:
-        return False
-    pool = getattr(client, "connection_pool", None)
-    cls = getattr(pool, "connection_class", None)
-    return (isinstance(pool, pool_cls) and isinstance(cls, type) and issubclass(cls, conn_base)
-            and callable(getattr(pool, "get_connection", None)))
+    for cluster, routing in ((RedisCluster, ("get_redis_connection", "get_node")),
+                             (ARedisCluster, ("initialize", "execute_command"))):
+        if isinstance(client, cluster):
+            return all(callable(getattr(client, a, None))
+                       for a in ("get_node_from_key",) + routing)
+    for mod in (_redis, aredis):
+        if isinstance(client, mod.Redis):
+            pool = getattr(client, "connection_pool", None)
+            cls = getattr(pool, "connection_class", None)
+            return (isinstance(pool, mod.ConnectionPool) and isinstance(cls, type)
+                    and issubclass(cls, mod.connection.AbstractConnection)
+                    and callable(getattr(pool, "get_connection", None)))
+    return False
 
 
 def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:

@@ -136,11 +136,8 @@ class _Group:
         """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
         admitted = all(v == PASS for v, _, _ in verdicts)
         for m, n, lease, (v, _, _) in zip(self._members, ns, leases, verdicts):
-            if m.keyed:  # a keyed limiter counts its keys' PASS and BLOCK here
-                if admitted:
-                    m.lim._tally(PASS, n)
-                elif v != PASS and not flags & F_NO_BLOCK:
-                    m.lim._tally(BLOCK, n)
+            if admitted or (v != PASS and not flags & F_NO_BLOCK):  # a keyed one's totals
+                m.lim._tally(PASS if admitted else BLOCK, n)
             if admitted and m.cfg.concurrency is not None and not flags & F_ENTRY:
                 m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
         if admitted:
@@ -174,8 +171,7 @@ class _Group:
         for (m, _), r in zip(picks, reply):
             _charge_reply(r, m.lim.name, m.cfg.interval_ms, m.cfg.sample_count)
         for m, n in picks:
-            if m.keyed:
-                m.lim._tally(PASS, n)
+            m.lim._tally(PASS, n)  # (a keyed limiter's local totals)
 
     @staticmethod
     def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
@@ -219,18 +215,13 @@ class _Group:
             if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
                 refusers = [(m, n) for m, n, r in zip(self._members, ns, verdicts) if r[0] != PASS]
                 for m, n in refusers:
-                    if m.keyed:
-                        m.lim._tally(BLOCK, n)
+                    m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
                 for m, n in refusers:
                     yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
             return self._blocked(ns, verdicts, v, retry)
 
         return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
                                    timeout, flags))
-
-    def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
-                 leases: List[str]) -> Any:
-        return self._t.drive(self._g_wait(ns, timeout, flags, leases))
 
     def _renew_all(self, leases: List[str]) -> List[Any]:
         renewer = self._t.renewer()

@@ -101,7 +101,7 @@ class _Slice:
                  "used", "err", "queued", "last")
 
     def __init__(self, c: Any) -> None:
-        self.c = c                              # the permits in hand, decided on in C
+        self.c: _LeaseSlice = c                 # the permits in hand, decided on in C
         self.leases: List[List[Any]] = []       # [lease id, granted] of the current slice
         self.start = 0                          # the slice's bucket, ns on its clock
         self.end = 0
@@ -120,10 +120,6 @@ class _Slice:
         self.last_k = 0
         self.used = 0                           # admitted on the current slice
         self.err: Optional[BaseException] = None  # the last grant's error
-
-    @property
-    def left(self) -> int:
-        return int(self.c.left)
 
 
 class _Leases:
@@ -273,7 +269,7 @@ class _Leases:
                 s.blocks += n
                 return False
             if got:
-                low = not s.busy and s.left * 2 < s.last_k
+                low = not s.busy and s.c.left * 2 < s.last_k
                 if low and not explicit:
                     self._queue_topup(rk, s)
                     return True
@@ -476,7 +472,7 @@ class _Leases:
                     self._drop(rk)
                     return
                 want: Optional[int] = None if active else 0
-            elif not s.leases or s.left * 2 >= s.last_k:
+            elif not s.leases or s.c.left * 2 >= s.last_k:
                 return
             else:
                 want = None

@@ -201,8 +201,7 @@ def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
 def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
     """('MOVED'|'ASK', host, port) for a cluster redirection, else None."""
     kind = type(err).__name__
-    text = str(err)
-    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", text)
+    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", str(err))
     if m:
         return m.group(1), m.group(3), int(m.group(4))
     host = getattr(err, "host", None)

@@ -88,24 +88,24 @@ def _named(err: BaseException, key: Any) -> BaseException:
     return err
 
 
+_WHAT: Tuple[Tuple[Any, str], ...] = (  # an error's meaning for a decision: the first that fits
+    (RedisStateError, "found a value no slidewin client wrote under its key"),
+    (ReadOnlyError, "was answered READONLY: the server is a replica (a failover?); the "
+                    "connection is closed, the next decision connects anew"),
+    (_redis.exceptions.OutOfMemoryError if _redis else (),
+     "was refused: the Redis server is out of memory (maxmemory, OOM)"),
+    (_redis.exceptions.BusyLoadingError if _redis else (),
+     "was refused: the Redis server is loading its data set"),
+    (NoScriptError, "was refused: the server does not keep slidewin's script (NOSCRIPT after "
+                    "EVAL)"),
+    (ResponseError, "was refused by Redis with an error reply"),
+    (RedisReplyError, "got a reply no slidewin script returns"),
+)
+
+
 def _what(err: BaseException) -> str:
     """What an error means for a decision, in the log's words."""
-    if isinstance(err, RedisStateError):
-        return "found a value no slidewin client wrote under its key"
-    if isinstance(err, ReadOnlyError):
-        return ("was answered READONLY: the server is a replica (a failover?); the "
-                "connection is closed, the next decision connects anew")
-    if _redis is not None and isinstance(err, _redis.exceptions.OutOfMemoryError):
-        return "was refused: the Redis server is out of memory (maxmemory, OOM)"
-    if _redis is not None and isinstance(err, _redis.exceptions.BusyLoadingError):
-        return "was refused: the Redis server is loading its data set"
-    if isinstance(err, NoScriptError):
-        return "was refused: the server does not keep slidewin's script (NOSCRIPT after EVAL)"
-    if isinstance(err, ResponseError):
-        return "was refused by Redis with an error reply"
-    if isinstance(err, RedisReplyError):
-        return "got a reply no slidewin script returns"
-    return "could not reach Redis"
+    return next((text for cls, text in _WHAT if isinstance(err, cls)), "could not reach Redis")
 
 
 def _bulk(x: Union[str, bytes]) -> bytes:
