@@ -126,6 +126,7 @@ class _Leases:
     """The slices of one limiter's keys, its counters and its background thread."""
 
     _async = False  # the asyncio types' engine: _AsyncLeases
+    _wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
@@ -435,7 +436,8 @@ class _Leases:
 
     def _start_thread(self) -> None:
         if self._thread is None and not self._closed:
-            self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),),
+            self._thread = threading.Thread(target=self._lim._t.drive,
+                                            args=(_g_loop(weakref.ref(self)),),
                                             name="slidewin-redis-lease", daemon=True)
             self._thread.start()
 
@@ -507,9 +509,7 @@ class _Leases:
     def _g_wait(self) -> Any:
         """Wait (at most 50 ms) for a grant to end or a close to finish. Under the lock,
         released while waiting."""
-        self._cond.wait(0.05)
-        return
-        yield  # pragma: no cover - a generator (_AsyncLeases's waits are awaited)
+        return _g_idle(self._cond, None, 0.05)
 
     def _g_close(self) -> Any:
         cond = self._cond
@@ -575,22 +575,40 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _loop(ref: "weakref.ref[_Leases]") -> None:
+def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: float) -> Any:
+    """Wait up to `timeout` s, the lock released meanwhile: on the condition, or on an
+    asyncio engine's event."""
+    if ev is None:
+        cond.wait(timeout)
+        return
+    cond.release()
+    try:
+        yield functools.partial(_wait_for, ev, timeout)
+    finally:
+        cond.acquire()
+
+
+def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
+    """An engine's background jobs, run by its thread (an asyncio engine's: by its task);
+    it ends with the engine, held only while a job runs."""
     while True:
         eng = ref()
         if eng is None:
             return
-        with eng._cond:
+        cond, wake = eng._cond, eng._wake
+        with cond:
+            if wake is not None:
+                wake.clear()
             job, wait = eng._job()
             if job is None:
                 if eng._closed:
                     eng._thread = None
                     return
-                eng._cond.wait(wait)
                 del eng
+                yield from _g_idle(cond, wake, wait)
                 continue
         try:
-            eng._lim._t.drive(eng._g_run(job))
+            yield from eng._g_run(job)
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
         del eng
@@ -605,7 +623,7 @@ class _AsyncLeases(_Leases):
     def _fresh(self) -> None:
         super()._fresh()
         self._task: Optional["asyncio.Task[None]"] = None
-        self._wake: Optional[asyncio.Event] = None
+        self._wake = None
         self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
 
     def _start_thread(self) -> None:
@@ -618,7 +636,7 @@ class _AsyncLeases(_Leases):
             except RuntimeError:  # no loop here: the next decision in one starts it
                 return
             self._wake = asyncio.Event()
-            self._task = loop.create_task(_aloop(weakref.ref(self)))
+            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
         assert self._wake is not None
         self._wake.set()
 
@@ -628,12 +646,8 @@ class _AsyncLeases(_Leases):
             ev.set()
 
     def _g_wait(self) -> Any:
-        ev = self._changed = self._changed or asyncio.Event()
-        self._cond.release()
-        try:
-            yield functools.partial(_wait_for, ev, 0.05)
-        finally:
-            self._cond.acquire()
+        self._changed = self._changed or asyncio.Event()
+        return _g_idle(self._cond, self._changed, 0.05)
 
     async def aclose(self) -> None:
         """close(), awaited: gives back every key's unused permits; the task ends."""
@@ -647,27 +661,3 @@ class _AsyncLeases(_Leases):
 async def _wait_for(ev: asyncio.Event, timeout: float) -> None:
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(ev.wait(), timeout)
-
-
-async def _aloop(ref: "weakref.ref[_AsyncLeases]") -> None:
-    while True:
-        eng = ref()
-        if eng is None:
-            return
-        wake = eng._wake
-        assert wake is not None
-        wake.clear()
-        with eng._cond:
-            job, wait = eng._job()
-        if job is None:
-            del eng
-            try:
-                await asyncio.wait_for(wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-            continue
-        try:
-            await eng._lim._t.drive(eng._g_run(job))
-        except Exception as e:  # never dies: the decisions decide on their own
-            log.debug("slidewin.redis: lease task: %s", e)
-        del eng
