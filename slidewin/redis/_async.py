@@ -9,7 +9,6 @@ from .._core import _KeyedSlices
 from ._base import _awaited, _Base, _KeyedMixin
 from ._sync import RedisKeyedLimiter, RedisLimiter
 from ._lease import _SLOW, keyed_slices
-from ._transport import _Held
 from ._wire import F_TRY
 
 
@@ -19,7 +18,6 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
     _is_async = True
     __init__ = RedisLimiter.__init__
     key: str  # set by __init__
-    _held: "_Held"
     _leased: Any  # lease=True: the _AsyncLeases (else None)
     _take: Any    # ... and its C slice's take
 

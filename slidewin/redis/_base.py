@@ -102,9 +102,7 @@ class _Base:
 
     def _lease_for(self, cfg: _Config) -> str:
         """A concurrency limiter's admission takes a lease of its own."""
-        if cfg.concurrency is None:
-            return self._lease
-        return os.urandom(8).hex()
+        return self._lease if cfg.concurrency is None else os.urandom(8).hex()
 
     def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
               now_ns: Any) -> None:
@@ -382,9 +380,9 @@ class _Driven:
     """An entry's ``with`` (a sync type's) and ``async with`` (an asyncio one's), running
     _enter/_exit on its owner's transport."""
 
-    __slots__ = ("_held", "_t0")
+    __slots__ = ("_by", "_held", "_t0")
+    _by: Any  # the limiter (or group) entered
     _held: bool
-    _owner: Callable[[], Any]
     _give_back: Callable[[int, int], Any]  # (outcome, rt_ms)
     _admit: Callable[[], Any]  # returns the admission's wait (ns)
 
@@ -411,10 +409,10 @@ class _Driven:
         return False
 
     def _kind(self, is_async: bool) -> Any:
-        t = self._owner()._t
+        t = self._by._t
         if t.is_async != is_async:
             raise TypeError("the entry of a %s is entered with `%s`" % (
-                type(self._owner()).__name__, "async with" if t.is_async else "with"))
+                type(self._by).__name__, "async with" if t.is_async else "with"))
         return t
 
     def __enter__(self) -> Any:
@@ -433,17 +431,17 @@ class _Driven:
 
 
 class _Entry(_Driven):
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_tok", "_timeout")
+    __slots__ = ("_key", "_cfg", "n", "_lease", "_tok", "_timeout")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
                  timeout: Optional[float] = None) -> None:
-        self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._by, self._key, self._cfg, self.n = lim, key, cfg, n
         self._timeout = timeout  # checked (_wait_timeout): None, refused at once
         self._lease = os.urandom(8).hex()
         self._held = False
 
     def _admit(self) -> Any:
-        lim = self._lim
+        lim = self._by
         wait_ns = yield from lim._g_wait(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
                                          self._lease)
         # renewed from the decision on: a throttle's wait may outlast the lease
@@ -452,11 +450,8 @@ class _Entry(_Driven):
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
         _unrenew(self._tok)
-        yield from self._lim._g_exit(self._key, self._cfg, self.n, outcome, rt_ms,
-                                     [(self._lease, self.n)])
-
-    def _owner(self) -> Any:
-        return self._lim
+        yield from self._by._g_exit(self._key, self._cfg, self.n, outcome, rt_ms,
+                                    [(self._lease, self.n)])
 
 
 class _KeyedMixin:

@@ -1,16 +1,11 @@
 """The fast path of slidewin.redis: a sync decision written and read on the socket of a
-connection of the client's own redis-py pool.
+connection of the client's own redis-py pool, about 1.4x a PING round trip (through
+``client.evalsha``: about 2x; benchmarks/bench_redis.py).
 
-Why: redis-py's command machinery costs tens of microseconds a call; a decision this way
-takes about 1.4x a PING round trip, through ``client.evalsha`` about 2x
-(benchmarks/bench_redis.py).
-
-It relies on what redis-py does not promise: ``Connection._sock`` (None until
-``connect()``), and the cluster client's routing (``get_node_from_key``,
-``get_redis_connection``, ``nodes_manager``). So ``fast(client)`` admits only redis-py's own
-client, pool and connection classes of a release in FAST_VERSIONS; any other client takes the
-public API (_transport._public_call), as does a connection found without ``_sock`` at call
-time (_NotFast).
+It relies on what redis-py does not promise (``Connection._sock``, the cluster client's
+routing), so ``fast(client)`` admits only redis-py's own client, pool and connection classes
+of a release in FAST_VERSIONS; any other client, or a connection found without ``_sock``
+(_NotFast), takes the public API (_transport._public_call).
 """
 from __future__ import annotations
 

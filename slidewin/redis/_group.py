@@ -307,26 +307,23 @@ class AsyncRedisGroup(_Group, AsyncAdmission):
 
 
 class _GroupEntry(_Driven):
-    __slots__ = ("_g", "n", "_leases", "_toks", "_timeout")
+    __slots__ = ("n", "_leases", "_toks", "_timeout")
 
     def __init__(self, group: _Group, ns: List[int], timeout: Optional[float]) -> None:
-        self._g, self.n = group, ns
+        self._by, self.n = group, ns
         self._timeout = timeout  # checked (_Group._timeout): None, refused at once
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        return self._g._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
+        return self._by._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
 
     def _admit(self) -> Any:
-        g = self._g
+        g = self._by
         self._leases = g._leases(True)
         wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._toks = g._renew_all(self._leases)
         return wait_ns
-
-    def _owner(self) -> Any:
-        return self._g
 
 
 def all_of(*members: Any) -> Any:

@@ -200,8 +200,7 @@ class _Leases:
             self.decisions += calls
             s.used += taken
             s.demand += taken
-            if self._keyed:  # a keyed limiter's local totals
-                self._lim._tally(PASS, taken)
+            self._lim._tally(PASS, taken)  # (a keyed limiter's local totals)
 
     def _try_slow(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
         """The decision the C slice could not make: a bool (a coroutine of it, async)."""

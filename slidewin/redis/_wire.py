@@ -150,8 +150,7 @@ def _ints(reply: Any, count: int) -> bool:
 
 
 def _charge_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:
-    """The CHARGE script's reply: exactly [1, 0, 0]; [LAYOUT, "iv/sc"] is the ValueError of
-    a name used with another layout."""
+    """The CHARGE script's reply: exactly [1, 0, 0] (or the layout's ValueError)."""
     _check_layout(reply, name, interval_ms, sample_count)
     if not _ints(reply, 3) or reply != [PASS, 0, 0]:
         raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
@@ -304,8 +303,8 @@ def _keyed_prefix(name: str) -> bytes:
 
 
 def _decision(reply: Any, name: str, interval_ms: int, sample_count: int) -> Tuple[int, int, int]:
-    """A decision script's reply [verdict, wait_ns, retry_ns], checked; [LAYOUT, "iv/sc"]
-    is the ValueError of a name used with another layout."""
+    """A decision script's reply [verdict, wait_ns, retry_ns], checked (or the layout's
+    ValueError)."""
     if type(reply) is list and len(reply) == 3:  # the usual reply, checked quickly
         v, wait, retry = reply
         if (type(v) is int and type(wait) is int and type(retry) is int
