@@ -323,16 +323,17 @@ class _Base:
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
                  timeout: Optional[float] = None) -> Any:
         """Limiter's decorator (``@lim``, ``@lim(on_block=..., timeout=5)``)."""
-        return self._decorator(func, None, on_block, timeout)
+        return _decorate(self, type(self).__name__, func, None, on_block, timeout)
 
-    def _decorator(self, func: Any, key: Any, on_block: Any, timeout: Any) -> Any:
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self._decorator(f, key, on_block, timeout)
-        if self._keyed and (key is None or not callable(key)):
-            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
-        return _decorate_entries(self, type(self).__name__, func, on_block, key,
-                                 self._is_async, timeout)
+
+def _decorate(obj: Any, what: str, func: Any, key: Any, on_block: Any, timeout: Any) -> Any:
+    """Every type's decorator: `func`'s calls in obj's entries (a keyed limiter's: by key)."""
+    timeout = _check_timeout(timeout)
+    if func is None:
+        return lambda f: _decorate(obj, what, f, key, on_block, timeout)
+    if obj._keyed and (key is None or not callable(key)):
+        raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
+    return _decorate_entries(obj, what, func, on_block, key, obj._t.is_async, timeout)
 
 
 def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional[float]:
@@ -495,7 +496,7 @@ class _KeyedMixin:
                  timeout: Optional[float] = None) -> Any:
         """``@per_user(key=lambda request, *a, **k: request.client_ip)`` (also on_block=,
         timeout=: KeyedLimiter's decorator)."""
-        return self._decorator(func, key, on_block, timeout)  # type: ignore[attr-defined]
+        return _decorate(self, type(self).__name__, func, key, on_block, timeout)
 
     def _cfg_for(self, rk: bytes) -> _Config:
         if not self._overrides:

@@ -16,8 +16,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
-from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _awaited, _Base, _Driven, _g_poll, _KeyedMixin, _wait_timeout
+from .._limiter import _MISSING
+from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
@@ -86,6 +86,7 @@ def _slot(key: Any) -> int:
 
 class _Group:
     _on_block = None  # the decorator's: BlockedError unless on_block= is given
+    _keyed = False
 
     def __init__(self, members: Sequence[_Member]) -> None:
         self._members = members
@@ -264,12 +265,8 @@ class _Group:
                  timeout: Optional[float] = None) -> Any:
         """``@group``: each call runs inside ``group.entry()`` (n=1 each; ``timeout=``:
         the entry's)."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, "async all_of group" if self._t.is_async
-                                 else "all_of group", func, on_block, None,
-                                 self._t.is_async, timeout)
+        return _decorate(self, "async all_of group" if self._t.is_async else "all_of group",
+                         func, None, on_block, timeout)
 
 
 class RedisGroup(_Group, SyncAdmission):

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("slidewin.redis")
 
 # what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
-# errors, and a Cluster client's "no reachable node" (not a RedisError)
-_UNREACHABLE = (RedisError, OSError, RedisClusterException)
-_ERRORS = _UNREACHABLE + (asyncio.TimeoutError,)  # asyncio's: not an OSError before 3.11
+# errors, a Cluster client's "no reachable node" (not a RedisError) and asyncio's timeout
+# (not an OSError before 3.11)
+_ERRORS = (RedisError, OSError, RedisClusterException, asyncio.TimeoutError)
 
 
 def _is_cluster(client: Any) -> bool:
