@@ -69,7 +69,6 @@ class _Base:
         self._cfg = _Config(qps, kw, lease_ms)
         self._client = client
         self._t = (_AsyncTransport if self._is_async else _SyncTransport)(client)
-        self._cluster = self._t.cluster
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
@@ -121,7 +120,7 @@ class _Base:
         return pairs
 
     def _flags(self, cfg: _Config, flags: int) -> int:
-        if self._lean:
+        if self._keyed:  # a key's state holds only what admission needs
             flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
         return flags
 
@@ -129,8 +128,6 @@ class _Base:
         ms, sub = _time_args(now_ns)
         return [ms, sub, str(n), str(self._flags(cfg, flags)), cfg.layout, str(cfg.ttl_ms),
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
-
-    _lean = False
 
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
@@ -459,7 +456,6 @@ class _KeyedMixin:
     """Per-key state: one Redis string per key, each its own hash tag, holding only what
     admission needs; BLOCK and the outcomes are counted by this client (``local_totals()``)."""
 
-    _lean = True
     # set by _Base._setup (the class this one is mixed with)
     _name: str
     _cfg: _Config

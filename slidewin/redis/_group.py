@@ -18,7 +18,6 @@ from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
 from .._limiter import _MISSING
 from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _wait_timeout
-from ._config import _Config
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
@@ -43,24 +42,20 @@ class _Member:
                 raise TypeError("an all_of member is a Redis limiter or a (RedisKeyedLimiter, "
                                 "key) pair, not %.100r" % (given,))
             lim, key = given
-            self.rkey = self.hkey = lim._rkey(key)  # TypeError / ValueError for a bad key
-            self.cfg: _Config = lim._cfg_for(self.rkey)
-            self.keyed = True
         elif isinstance(given, _KeyedMixin):
             raise TypeError("a %s is an all_of member with one key: (limiter, key)"
                             % type(given).__name__)
         elif isinstance(given, _Base):
             lim, key = given, None
-            self.rkey = given.key  # type: ignore[attr-defined]
-            self.hkey = None
-            self.cfg = given._cfg
-            self.keyed = False
         else:
             raise TypeError("slidewin.redis.all_of takes Redis limiters (and (RedisKeyedLimiter,"
                             " key) pairs), not %s: slidewin.all_of groups in-process ones"
                             % type(given).__name__)
+        # (a keyed limiter's: TypeError / ValueError for a bad key)
+        self.rkey, self.hkey, self.cfg = lim._where(key)
         self.lim: Any = lim
         self.key = key
+        self.keyed: bool = lim._keyed
 
     def describe(self) -> str:
         if self.keyed:
@@ -90,9 +85,7 @@ class _Group:
 
     def __init__(self, members: Sequence[_Member]) -> None:
         self._members = members
-        self._client = members[0].lim._client
         self._t = members[0].lim._t  # the members' transport (one client, one kind)
-        self._cluster = self._t.cluster
 
     @property
     def members(self) -> Tuple[Any, ...]:
