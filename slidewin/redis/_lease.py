@@ -603,6 +603,10 @@ def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
                 if eng._closed:
                     eng._thread = None
                     return
+                if wake is None:  # a thread waits holding its engine, a task does not
+                    cond.wait(wait)
+                    del eng
+                    continue
                 del eng
                 yield from _g_idle(cond, wake, wait)
                 continue
