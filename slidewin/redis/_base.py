@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, 
 
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_on_block, _check_timeout, _decorate_entries
-from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
+from ._config import _LIMITER_KW, _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
@@ -464,9 +464,8 @@ class _KeyedMixin:
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = _keyed_prefix(self._name)
-        self._kw = {k: getattr(self._cfg, k) for k in (  # an override's other settings
-            "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-            "occupy_timeout_ms", "interval_ms", "sample_count")}
+        # an override's other settings
+        self._kw = {k: getattr(self._cfg, k) for k in _LIMITER_KW[1:]}
         self._overrides: Dict[bytes, _Config] = {}
         self._override_values: Dict[Any, Any] = {}
         self._held = _Held()

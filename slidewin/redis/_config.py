@@ -11,6 +11,9 @@ from ._wire import _bulk, _fmt
 
 MIN_LEASE_MS = 100  # the shortest lease: renewed every lease_ms / 3
 _ON_ERROR = ("allow", "deny", "raise")
+# Limiter's keywords, passed on as given (rate= first: an override's are the others)
+_LIMITER_KW = ("rate", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+               "occupy_timeout_ms", "interval_ms", "sample_count")
 
 
 class _Config:

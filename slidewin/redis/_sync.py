@@ -8,13 +8,10 @@ from .. import _rate
 from .._admission import NeedsKey, SyncAdmission
 from .._core import Stats
 from ._base import _Base, _KeyedMixin
+from ._config import _LIMITER_KW
 from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
 from ._wire import F_PRIO, F_TRY, _limiter_key
-
-# Limiter's keywords, passed on as given
-_LIMITER_KW = ("rate", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-               "occupy_timeout_ms", "interval_ms", "sample_count")
 
 
 class RedisLimiter(_Base, SyncAdmission):
