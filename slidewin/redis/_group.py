@@ -185,15 +185,13 @@ class _Group:
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
-    def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
+    def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
+        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
         try:
             keys, packed = self._request(ns, flags, now_ns, leases)
-            return self._read((yield _SCRIPT, keys[0], packed, keys))
+            verdicts = self._read((yield _SCRIPT, keys[0], packed, keys))
         except _ERRORS as e:  # each member's on_error
-            return [m.lim._failed(e, flags) for m in self._members]
-
-    def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
-        verdicts = yield from self._g_decide(ns, flags, now_ns, leases)
+            verdicts = [m.lim._failed(e, flags) for m in self._members]
         return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
 
     def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
