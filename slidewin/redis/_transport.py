@@ -325,7 +325,7 @@ class _SyncTransport:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.cluster = _is_cluster(client)
-        self.fast: Optional[bool] = None  # the fast path (_fast.fast), decided at first use
+        self.fast = _fast.fast(client)  # the fast path (no I/O: the client's classes)
 
     def drive(self, gen: Any) -> Any:
         return _io.run(self._steps(gen))
@@ -356,8 +356,6 @@ class _SyncTransport:
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         try:
-            if self.fast is None:
-                self.fast = _fast.fast(self.client)
             if self.fast:
                 try:
                     return _sync_call_on(self.client, self.cluster, script, key, packed)
@@ -386,8 +384,6 @@ class _AsyncTransport(_SyncTransport):
 
     async def call(self, script: _Script, key: Any, packed: bytes,
                    names: Any = None) -> Any:
-        if self.fast is None:
-            self.fast = _fast.fast(self.client)
         try:
             return await _async_call_on(self.client, self.cluster, self.fast, script, key,
                                         packed)
