@@ -54,7 +54,7 @@ def test_lease_decides_locally_and_counts_the_slice_in_redis(r):
     rts = lim._leased.round_trips
     assert rts < 200 // 4  # most decisions made on the slice, no round trip
     # what Redis counts: every admission, plus the slice in hand (at most 2 grants of 10)
-    held = lim._leased._slices[lim.key].left
+    held = lim._leased._slices[lim.key].c.left
     assert _pass(lim, t + 20 * MS) == 200 + held
     assert 0 <= held <= 20
 
@@ -83,7 +83,7 @@ def test_lease_slice_is_not_used_after_its_bucket(r):
             t += 10_000
 
     ask(a, T0 + WIN - 10 * MS, 30)            # the end of bucket 0: a holds some of a slice
-    assert a._leased._slices[a.key].left > 0
+    assert a._leased._slices[a.key].c.left > 0
     ask(b, T0 + WIN + MS, 400)                # bucket 1: b takes the rest of the window
     ask(a, T0 + 2 * WIN + MS, 400)            # bucket 2: a's slice of bucket 0 is gone
     ask(b, T0 + 2 * WIN + 2 * MS, 400)
@@ -213,7 +213,7 @@ def test_lease_grant_idempotent_on_retry(r, monkeypatch):
     # the next grant, after the error's back-off, is the same lease: granted once
     assert lim.try_acquire(now_ns=t + 60 * MS)
     assert calls[0][:3] == calls[1][:3]  # the same grant (k, bucket)
-    held = lim._leased._slices[lim.key].left
+    held = lim._leased._slices[lim.key].c.left
     assert _pass(lim, t + 60 * MS) == 1 + held
 
 
@@ -245,7 +245,7 @@ def test_lease_unused_permits_refunded_at_lease_end(r):
     # bucket it was taken from (still in the window)
     t2 = T0 + WIN + 10 * MS
     assert lim.try_acquire(now_ns=t2)
-    held = lim._leased._slices[lim.key].left
+    held = lim._leased._slices[lim.key].c.left
     assert _pass(lim, t2) == 40 + 1 + held
     lim.close()  # close() gives back the slice in hand
     assert _pass(lim, t2) == 41
@@ -323,7 +323,7 @@ def test_lease_redis_down_decides_on_slice_then_on_error(own_server):
         for i in range(200):
             assert lim.try_acquire(now_ns=t + i * 100_000)
     own_server.kill()
-    left = {p: lim._leased._slices[lim.key].left for p, lim in lims.items()}
+    left = {p: lim._leased._slices[lim.key].c.left for p, lim in lims.items()}
     assert all(v > 0 for v in left.values())
     t1 = t + 30 * MS
     for p, lim in lims.items():  # the slice in hand first, no error
@@ -389,7 +389,7 @@ def test_lease_forked_child_does_not_share_the_parents_slice(r):
     lim = _lim(r, qps=320)
     t = T0 + 10 * MS
     assert lim.try_acquire(now_ns=t) and lim.try_acquire(now_ns=t + MS)
-    assert lim._leased._slices[lim.key].left > 0
+    assert lim._leased._slices[lim.key].c.left > 0
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no slice of its parent's
@@ -400,7 +400,7 @@ def test_lease_forked_child_does_not_share_the_parents_slice(r):
     assert os.read(rd, 1) == b"1"
     os.close(rd)
     os.close(wr)
-    assert lim._leased._slices[lim.key].left > 0  # the parent keeps its own
+    assert lim._leased._slices[lim.key].c.left > 0  # the parent keeps its own
 
 
 # -- the C slice (_core._LeaseSlice): its edge cases, no server ---------------------------
@@ -653,7 +653,7 @@ def test_lease_async_decides_locally_and_counts_the_slice_in_redis(redis_server)
         lim = AsyncRedisLimiter(c, "alease", qps=320, lease=True)
         t = T0 + 10 * MS
         got = [await lim.try_acquire(now_ns=t + i * 100_000) for i in range(200)]
-        held = lim._leased._slices[lim.key].left
+        held = lim._leased._slices[lim.key].c.left
         pass_qps = round((await lim.stats(now_ns=t + 20 * MS)).pass_qps)
         rts = lim._leased.round_trips
         await lim.aclose()
@@ -769,7 +769,7 @@ def test_lease_async_redis_down_decides_on_slice_then_on_error(own_server):
             for i in range(200):
                 assert await lim.try_acquire(now_ns=t + i * 100_000)
         own_server.kill()
-        left = {p: lim._leased._slices[lim.key].left for p, lim in lims.items()}
+        left = {p: lim._leased._slices[lim.key].c.left for p, lim in lims.items()}
         t1 = t + 30 * MS
         for p, lim in lims.items():
             out[p] = [await lim.try_acquire(now_ns=t1) for _ in range(left[p])]
@@ -882,7 +882,7 @@ def test_lease_close_waits_for_a_top_up_in_flight_and_gives_its_permits_back(red
             else:
                 time.sleep(0.0005)
         assert out and any(s.busy for s in eng._slices.values())
-        held = sum(s.left for s in eng._slices.values())
+        held = sum(s.c.left for s in eng._slices.values())
         slices = list(eng._slices.values())
         await _maybe(lim.aclose() if flavor == "async" else lim.close())
         assert not eng._slices and not any(s.leases or s.backs or s.busy for s in slices)

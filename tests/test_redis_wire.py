@@ -183,16 +183,16 @@ def test_decision_replies_are_checked():
 
 
 def test_stats_replies_are_checked_and_saturate():
-    s = _wire._stats_reply([4, 2, 0, 4, 40, 0, 10, 1, 0], "a", "1000/2", 2000)
+    s = _wire._stats_reply([4, 2, 0, 4, 40, 0, 10, 1, 0], "a", 2000, 2)
     assert (s.pass_qps, s.block_qps, s.success_qps, s.avg_rt_ms, s.concurrency) == (
         2.0, 1.0, 2.0, 10.0, 1)
-    big = _wire._stats_reply([_wire._NS_MAX] + [0] * 8, "a", "1000/2", 1000)
+    big = _wire._stats_reply([_wire._NS_MAX] + [0] * 8, "a", 1000, 2)
     assert big.pass_qps == float(2**63 - 1)
     with pytest.raises(ValueError, match="holds interval_ms/sample_count"):
-        _wire._stats_reply([3, b"1000/2"], "a", "60000/60", 60000)
+        _wire._stats_reply([3, b"1000/2"], "a", 60000, 60)
     for bad in (None, [0] * 8, [0] * 10, [-1] + [0] * 8, [True] + [0] * 8, [b"1"] + [0] * 8):
         with pytest.raises(RedisReplyError, match="unexpected stats reply"):
-            _wire._stats_reply(bad, "a", "1000/2", 1000)
+            _wire._stats_reply(bad, "a", 1000, 2)
 
 
 def test_exit_replies_are_checked():

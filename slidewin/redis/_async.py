@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .._admission import AsyncAdmission, NeedsKey
-from .._core import Stats, _KeyedSlices
-from ._base import _Base, _KeyedMixin
+from .._core import _KeyedSlices
+from ._base import _awaited, _Base, _KeyedMixin
 from ._sync import RedisKeyedLimiter, RedisLimiter
 from ._lease import _SLOW, keyed_slices
-from ._transport import _Held
-from ._wire import F_PRIO, F_TRY
+from ._wire import F_TRY
 
 
 class AsyncRedisLimiter(_Base, AsyncAdmission):
@@ -19,7 +18,6 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
     _is_async = True
     __init__ = RedisLimiter.__init__
     key: str  # set by __init__
-    _held: "_Held"
     _leased: Any  # lease=True: the _AsyncLeases (else None)
     _take: Any    # ... and its C slice's take
 
@@ -32,28 +30,12 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
             return await self._leased._try_slow(self.key, n, now_ns)  # type: ignore[no-any-return]
         return await self._t.drive(self._g_admit(None, n, F_TRY, now_ns)) is not None
 
-    async def reserve(self, n: int = 1, *, now_ns: Optional[int] = None,
-                      prioritized: bool = False) -> Optional[int]:
-        return await self._t.drive(  # type: ignore[no-any-return]
-            self._g_admit(None, n, F_PRIO if prioritized else 0, now_ns))
-
-    async def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
-        await self._t.drive(self._g_acquire(None, n, timeout))
-
-    acquire_async = acquire
-
-    async def charge(self, n: int, *, now_ns: Optional[int] = None) -> None:
-        """RedisLimiter.charge: count n more as admitted now, without a decision."""
-        await self._t.drive(self._g_charge(None, n, now_ns))
-
-    async def release(self, n: int = 1) -> None:
-        await self._t.drive(self._g_release(None, n))
-
-    async def stats(self, now_ns: Optional[int] = None) -> Stats:
-        return await self._t.drive(self._g_stats(None, now_ns))  # type: ignore[no-any-return]
-
-    async def reset(self) -> None:
-        await self._client.delete(self.key)
+    reserve = _awaited(RedisLimiter.reserve)
+    acquire = acquire_async = _awaited(RedisLimiter.acquire)
+    charge = _awaited(RedisLimiter.charge)
+    release = _awaited(RedisLimiter.release)
+    stats = _awaited(RedisLimiter.stats)
+    reset = _awaited(RedisLimiter.reset)
 
     async def aclose(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
@@ -63,7 +45,18 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
             await self._leased.aclose()
 
 
-class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
+class _AsyncKeyedFaces:
+    """RedisKeyedLimiter's methods awaited (typed apart from AsyncRedisLimiter's)."""
+
+    reserve = _awaited(RedisKeyedLimiter.reserve)
+    acquire = acquire_async = _awaited(RedisKeyedLimiter.acquire)
+    charge = _awaited(RedisKeyedLimiter.charge)
+    release = _awaited(RedisKeyedLimiter.release)
+    stats = _awaited(RedisKeyedLimiter.stats)
+    reset = _awaited(RedisKeyedLimiter.reset)
+
+
+class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin, _AsyncKeyedFaces,  # type: ignore[misc]
                              AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
@@ -82,31 +75,5 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin,  # type: ignore[misc]
             return await self._leased._try_slow(  # type: ignore[no-any-return]
                 self._rkey(key), n, now_ns)
         return await self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
-
-    async def reserve(self, key: Any, n: int = 1, *,  # type: ignore[override]
-                      now_ns: Optional[int] = None) -> Optional[int]:
-        return await self._t.drive(  # type: ignore[no-any-return]
-            self._g_admit(key, n, 0, now_ns))
-
-    async def acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
-                      timeout: Optional[float] = None) -> None:
-        await self._t.drive(self._g_acquire(key, n, timeout))
-
-    acquire_async = acquire  # type: ignore[assignment]
-
-    async def charge(self, key: Any, n: int, *,  # type: ignore[override]
-                     now_ns: Optional[int] = None) -> None:
-        """RedisKeyedLimiter.charge: count n more as admitted for key now."""
-        await self._t.drive(self._g_charge(key, n, now_ns))
-
-    async def release(self, key: Any, n: int = 1) -> None:  # type: ignore[override]
-        await self._t.drive(self._g_release(key, n))
-
-    async def stats(self, key: Any,  # type: ignore[override]
-                    now_ns: Optional[int] = None) -> Stats:
-        return await self._t.drive(self._g_stats(key, now_ns))  # type: ignore[no-any-return]
-
-    async def reset(self, key: Any) -> None:  # type: ignore[override]
-        await self._client.delete(self._rkey(key))
 
     _ks: Optional[_KeyedSlices] = None  # lease=True: the keys' slices (from the first decision)

@@ -3,16 +3,17 @@ and the logic, each operation written once as a generator of round trips (a scri
 sleep) run by the limiter's transport (_transport): the two kinds differ only there."""
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import threading
 import time
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Tuple, cast
 
 from .._core import BlockedError
 from .._limiter import _MISSING, _check_on_block, _check_timeout, _decorate_entries
-from ._config import _ON_ERROR, MIN_LEASE_MS, _Config
+from ._config import _LIMITER_KW, _ON_ERROR, MIN_LEASE_MS, _Config
 from ._scripts import GROUP_INDEX
 from ._scripts import SCRIPTS as _SCRIPTS
 from ._scripts import _Script
@@ -23,8 +24,24 @@ from ._wire import (_OUT_BLOCK, _OUT_RENEW, BLOCK, F_ENTRY, F_LEAN, F_MINUTE, F_
                     _OUT_EXCEPTION, _OUT_NONE, _OUT_SUCCESS, _SMALL, _stats_reply,
                     _time_args, _what)
 
+if TYPE_CHECKING:
+    from typing import Concatenate, Coroutine, ParamSpec, TypeVar
+
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
 log = logging.getLogger("slidewin.redis")
 _LOG_EVERY_S = 60.0
+
+
+def _awaited(f: Callable[Concatenate[Any, _P], _R]
+             ) -> Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]]:
+    """The asyncio twin of a sync type's method: the same call, its round trips (a
+    coroutine on an asyncio transport or client) awaited."""
+    async def face(self: Any, /, *a: _P.args, **k: _P.kwargs) -> _R:
+        return cast("_R", await cast(Any, f(self, *a, **k)))
+    functools.update_wrapper(face, f)
+    return face
 
 
 class _Base:
@@ -52,7 +69,6 @@ class _Base:
         self._cfg = _Config(qps, kw, lease_ms)
         self._client = client
         self._t = (_AsyncTransport if self._is_async else _SyncTransport)(client)
-        self._cluster = self._t.cluster
         self._on_error = on_error
         self._on_block = on_block
         self._lock = threading.Lock()
@@ -85,9 +101,7 @@ class _Base:
 
     def _lease_for(self, cfg: _Config) -> str:
         """A concurrency limiter's admission takes a lease of its own."""
-        if cfg.concurrency is None:
-            return self._lease
-        return os.urandom(8).hex()
+        return self._lease if cfg.concurrency is None else os.urandom(8).hex()
 
     def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
               now_ns: Any) -> None:
@@ -106,7 +120,7 @@ class _Base:
         return pairs
 
     def _flags(self, cfg: _Config, flags: int) -> int:
-        if self._lean:
+        if self._keyed:  # a key's state holds only what admission needs
             flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
         return flags
 
@@ -114,8 +128,6 @@ class _Base:
         ms, sub = _time_args(now_ns)
         return [ms, sub, str(n), str(self._flags(cfg, flags)), cfg.layout, str(cfg.ttl_ms),
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
-
-    _lean = False
 
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
@@ -292,7 +304,7 @@ class _Base:
     def _g_stats(self, key: Any, now_ns: Any) -> Any:
         rk, _, cfg = self._where(key)
         reply = yield self._op(_SCRIPTS["stats"], rk, self._args(cfg, 1, 0, now_ns, ""))
-        return _stats_reply(reply, self._name, cfg.layout, cfg.interval_ms)
+        return _stats_reply(reply, self._name, cfg.interval_ms, cfg.sample_count)
 
     def _entry(self, key: Any, n: int, timeout: Any) -> "_Entry":
         rk, _, cfg = self._where(key)
@@ -308,11 +320,17 @@ class _Base:
     def __call__(self, func: Any = None, *, on_block: Any = _MISSING,
                  timeout: Optional[float] = None) -> Any:
         """Limiter's decorator (``@lim``, ``@lim(on_block=..., timeout=5)``)."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, type(self).__name__, func, on_block, None,
-                                 self._is_async, timeout)
+        return _decorate(self, type(self).__name__, func, None, on_block, timeout)
+
+
+def _decorate(obj: Any, what: str, func: Any, key: Any, on_block: Any, timeout: Any) -> Any:
+    """Every type's decorator: `func`'s calls in obj's entries (a keyed limiter's: by key)."""
+    timeout = _check_timeout(timeout)
+    if func is None:
+        return lambda f: _decorate(obj, what, f, key, on_block, timeout)
+    if obj._keyed and (key is None or not callable(key)):
+        raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
+    return _decorate_entries(obj, what, func, on_block, key, obj._t.is_async, timeout)
 
 
 def _wait_timeout(timeout: Any, requests: List[Tuple[_Config, int]]) -> Optional[float]:
@@ -360,17 +378,11 @@ class _Driven:
     """An entry's ``with`` (a sync type's) and ``async with`` (an asyncio one's), running
     _enter/_exit on its owner's transport."""
 
-    __slots__ = ("_held", "_t0")
+    __slots__ = ("_by", "_held", "_t0")
+    _by: Any  # the limiter (or group) entered
     _held: bool
-
-    def _owner(self) -> Any:
-        raise NotImplementedError
-
-    def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        raise NotImplementedError
-
-    def _admit(self) -> Any:  # returns the admission's wait (ns)
-        raise NotImplementedError
+    _give_back: Callable[[int, int], Any]  # (outcome, rt_ms)
+    _admit: Callable[[], Any]  # returns the admission's wait (ns)
 
     def _enter(self) -> Any:
         """Admitted, the wait, then held; an interruption before the body gives back."""
@@ -395,10 +407,10 @@ class _Driven:
         return False
 
     def _kind(self, is_async: bool) -> Any:
-        t = self._owner()._t
+        t = self._by._t
         if t.is_async != is_async:
             raise TypeError("the entry of a %s is entered with `%s`" % (
-                type(self._owner()).__name__, "async with" if t.is_async else "with"))
+                type(self._by).__name__, "async with" if t.is_async else "with"))
         return t
 
     def __enter__(self) -> Any:
@@ -417,17 +429,17 @@ class _Driven:
 
 
 class _Entry(_Driven):
-    __slots__ = ("_lim", "_key", "_cfg", "n", "_lease", "_tok", "_timeout")
+    __slots__ = ("_key", "_cfg", "n", "_lease", "_tok", "_timeout")
 
     def __init__(self, lim: Any, key: Any, cfg: _Config, n: int,
                  timeout: Optional[float] = None) -> None:
-        self._lim, self._key, self._cfg, self.n = lim, key, cfg, n
+        self._by, self._key, self._cfg, self.n = lim, key, cfg, n
         self._timeout = timeout  # checked (_wait_timeout): None, refused at once
         self._lease = os.urandom(8).hex()
         self._held = False
 
     def _admit(self) -> Any:
-        lim = self._lim
+        lim = self._by
         wait_ns = yield from lim._g_wait(self._key, self._cfg, self.n, self._timeout, F_ENTRY,
                                          self._lease)
         # renewed from the decision on: a throttle's wait may outlast the lease
@@ -436,18 +448,14 @@ class _Entry(_Driven):
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
         _unrenew(self._tok)
-        yield from self._lim._g_exit(self._key, self._cfg, self.n, outcome, rt_ms,
-                                     [(self._lease, self.n)])
-
-    def _owner(self) -> Any:
-        return self._lim
+        yield from self._by._g_exit(self._key, self._cfg, self.n, outcome, rt_ms,
+                                    [(self._lease, self.n)])
 
 
 class _KeyedMixin:
     """Per-key state: one Redis string per key, each its own hash tag, holding only what
     admission needs; BLOCK and the outcomes are counted by this client (``local_totals()``)."""
 
-    _lean = True
     # set by _Base._setup (the class this one is mixed with)
     _name: str
     _cfg: _Config
@@ -456,9 +464,8 @@ class _KeyedMixin:
 
     def _keyed_setup(self, overrides: Any) -> None:
         self._prefix = _keyed_prefix(self._name)
-        self._kw = {k: getattr(self._cfg, k) for k in (  # an override's other settings
-            "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-            "occupy_timeout_ms", "interval_ms", "sample_count")}
+        # an override's other settings
+        self._kw = {k: getattr(self._cfg, k) for k in _LIMITER_KW[1:]}
         self._overrides: Dict[bytes, _Config] = {}
         self._override_values: Dict[Any, Any] = {}
         self._held = _Held()
@@ -484,13 +491,7 @@ class _KeyedMixin:
                  timeout: Optional[float] = None) -> Any:
         """``@per_user(key=lambda request, *a, **k: request.client_ip)`` (also on_block=,
         timeout=: KeyedLimiter's decorator)."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
-        if key is None or not callable(key):
-            raise TypeError("a keyed limiter decorates with key=callable(*args, **kwargs)")
-        return _decorate_entries(self, type(self).__name__, func, on_block, key,
-                                 self._is_async, timeout)  # type: ignore[attr-defined]
+        return _decorate(self, type(self).__name__, func, key, on_block, timeout)
 
     def _cfg_for(self, rk: bytes) -> _Config:
         if not self._overrides:

@@ -11,6 +11,9 @@ from ._wire import _bulk, _fmt
 
 MIN_LEASE_MS = 100  # the shortest lease: renewed every lease_ms / 3
 _ON_ERROR = ("allow", "deny", "raise")
+# Limiter's keywords, passed on as given (rate= first: an override's are the others)
+_LIMITER_KW = ("rate", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+               "occupy_timeout_ms", "interval_ms", "sample_count")
 
 
 class _Config:
@@ -30,6 +33,7 @@ class _Config:
         self.cold_factor = tmpl.cold_factor
         self.layout = "%d/%d" % (iv, sc)
         self.lease_ms = lease_ms
+        self.minute = self.behavior in ("warm_up", "warm_up_throttle")
         ttl = iv + 1000
         if self.concurrency is not None:
             c = self.concurrency
@@ -42,8 +46,8 @@ class _Config:
             L = q if iv == 1000 else q * (iv / 1000.0)  # the core's window_limit
             self.limit = L
             b = self.behavior
-            warm: List[str] = []
-            if b in ("warm_up", "warm_up_throttle") and q > 0:
+            warm: List[str] = ["0"] * 6 if self.minute else []
+            if self.minute and q > 0:
                 W, cf = float(self.warm_up_s), float(self.cold_factor)
                 warning = math.floor(math.floor(W * q) / (cf - 1.0))
                 max_token = warning + math.floor(2.0 * W * q / (1.0 + cf))
@@ -58,8 +62,6 @@ class _Config:
                 refill_ms = math.ceil((max_token + 1) * 1000.0 / q) + 2000
                 payback_ms = math.ceil(L * 1000.0 / min_rate)
                 ttl += min(refill_ms + payback_ms, 2**40)
-            elif b in ("warm_up", "warm_up_throttle"):
-                warm = ["0", "0", "0", "0", "0", "0"]
             if b == "reject":
                 self.script = _SCRIPTS["reject"]
                 self.params = [_fmt(L), str(self.occupy_timeout_ms)]
@@ -86,7 +88,6 @@ class _Config:
             4 + nargs, self.script.sha.encode())
         self.mid = b"".join(_bulk(x) for x in (self.layout, str(ttl), str(iv), str(sc)))
         self.tail = b"".join(_bulk(x) for x in [str(lease_ms)] + self.params)
-        self.minute = self.behavior in ("warm_up", "warm_up_throttle")
 
     def can_never_pass(self, n: int) -> bool:
         if self.concurrency is not None:

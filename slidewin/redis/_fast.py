@@ -1,16 +1,11 @@
 """The fast path of slidewin.redis: a sync decision written and read on the socket of a
-connection of the client's own redis-py pool.
+connection of the client's own redis-py pool, about 1.4x a PING round trip (through
+``client.evalsha``: about 2x; benchmarks/bench_redis.py).
 
-Why: redis-py's command machinery costs tens of microseconds a call; a decision this way
-takes about 1.4x a PING round trip, through ``client.evalsha`` about 2x
-(benchmarks/bench_redis.py).
-
-It relies on what redis-py does not promise: ``Connection._sock`` (None until
-``connect()``), and the cluster client's routing (``get_node_from_key``,
-``get_redis_connection``, ``nodes_manager``). So ``fast(client)`` admits only redis-py's own
-client, pool and connection classes of a release in FAST_VERSIONS; any other client takes the
-public API (_transport._public_call), as does a connection found without ``_sock`` at call
-time (_NotFast).
+It relies on what redis-py does not promise (``Connection._sock``, the cluster client's
+routing), so ``fast(client)`` admits only redis-py's own client, pool and connection classes
+of a release in FAST_VERSIONS; any other client, or a connection found without ``_sock``
+(_NotFast), takes the public API (_transport._public_call).
 """
 from __future__ import annotations
 
@@ -52,26 +47,19 @@ def fast(client: Any) -> bool:
     from redis.asyncio.cluster import RedisCluster as ARedisCluster
     from redis.cluster import RedisCluster
 
-    if isinstance(client, RedisCluster):
-        return all(callable(getattr(client, a, None))
-                   for a in ("get_node_from_key", "get_redis_connection", "get_node"))
-    if isinstance(client, ARedisCluster):
-        return all(callable(getattr(client, a, None))
-                   for a in ("get_node_from_key", "initialize", "execute_command"))
-    pool_cls: Any
-    conn_base: Any
-    if isinstance(client, _redis.Redis):
-        pool_cls, conn_base = _redis.ConnectionPool, getattr(
-            _redis.connection, "AbstractConnection", _redis.Connection)
-    elif isinstance(client, aredis.Redis):
-        pool_cls, conn_base = aredis.ConnectionPool, getattr(
-            aredis.connection, "AbstractConnection", aredis.Connection)
-    else:
-        return False
-    pool = getattr(client, "connection_pool", None)
-    cls = getattr(pool, "connection_class", None)
-    return (isinstance(pool, pool_cls) and isinstance(cls, type) and issubclass(cls, conn_base)
-            and callable(getattr(pool, "get_connection", None)))
+    for cluster, routing in ((RedisCluster, ("get_redis_connection", "get_node")),
+                             (ARedisCluster, ("initialize", "execute_command"))):
+        if isinstance(client, cluster):
+            return all(callable(getattr(client, a, None))
+                       for a in ("get_node_from_key",) + routing)
+    for mod in (_redis, aredis):
+        if isinstance(client, mod.Redis):
+            pool = getattr(client, "connection_pool", None)
+            cls = getattr(pool, "connection_class", None)
+            return (isinstance(pool, mod.ConnectionPool) and isinstance(cls, type)
+                    and issubclass(cls, mod.connection.AbstractConnection)
+                    and callable(getattr(pool, "get_connection", None)))
+    return False
 
 
 def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:

@@ -16,9 +16,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from .._admission import AsyncAdmission, SyncAdmission
 from .._core import BlockedError
-from .._limiter import _MISSING, _check_timeout, _decorate_entries
-from ._base import _Base, _Driven, _g_poll, _KeyedMixin, _wait_timeout
-from ._config import _Config
+from .._limiter import _MISSING
+from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
@@ -43,24 +42,20 @@ class _Member:
                 raise TypeError("an all_of member is a Redis limiter or a (RedisKeyedLimiter, "
                                 "key) pair, not %.100r" % (given,))
             lim, key = given
-            self.rkey = self.hkey = lim._rkey(key)  # TypeError / ValueError for a bad key
-            self.cfg: _Config = lim._cfg_for(self.rkey)
-            self.keyed = True
         elif isinstance(given, _KeyedMixin):
             raise TypeError("a %s is an all_of member with one key: (limiter, key)"
                             % type(given).__name__)
         elif isinstance(given, _Base):
             lim, key = given, None
-            self.rkey = given.key  # type: ignore[attr-defined]
-            self.hkey = None
-            self.cfg = given._cfg
-            self.keyed = False
         else:
             raise TypeError("slidewin.redis.all_of takes Redis limiters (and (RedisKeyedLimiter,"
                             " key) pairs), not %s: slidewin.all_of groups in-process ones"
                             % type(given).__name__)
+        # (a keyed limiter's: TypeError / ValueError for a bad key)
+        self.rkey, self.hkey, self.cfg = lim._where(key)
         self.lim: Any = lim
         self.key = key
+        self.keyed: bool = lim._keyed
 
     def describe(self) -> str:
         if self.keyed:
@@ -86,12 +81,11 @@ def _slot(key: Any) -> int:
 
 class _Group:
     _on_block = None  # the decorator's: BlockedError unless on_block= is given
+    _keyed = False
 
     def __init__(self, members: Sequence[_Member]) -> None:
         self._members = members
-        self._client = members[0].lim._client
         self._t = members[0].lim._t  # the members' transport (one client, one kind)
-        self._cluster = self._t.cluster
 
     @property
     def members(self) -> Tuple[Any, ...]:
@@ -136,11 +130,8 @@ class _Group:
         """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
         admitted = all(v == PASS for v, _, _ in verdicts)
         for m, n, lease, (v, _, _) in zip(self._members, ns, leases, verdicts):
-            if m.keyed:  # a keyed limiter counts its keys' PASS and BLOCK here
-                if admitted:
-                    m.lim._tally(PASS, n)
-                elif v != PASS and not flags & F_NO_BLOCK:
-                    m.lim._tally(BLOCK, n)
+            if admitted or (v != PASS and not flags & F_NO_BLOCK):  # a keyed one's totals
+                m.lim._tally(PASS if admitted else BLOCK, n)
             if admitted and m.cfg.concurrency is not None and not flags & F_ENTRY:
                 m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
         if admitted:
@@ -174,8 +165,7 @@ class _Group:
         for (m, _), r in zip(picks, reply):
             _charge_reply(r, m.lim.name, m.cfg.interval_ms, m.cfg.sample_count)
         for m, n in picks:
-            if m.keyed:
-                m.lim._tally(PASS, n)
+            m.lim._tally(PASS, n)  # (a keyed limiter's local totals)
 
     @staticmethod
     def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
@@ -195,15 +185,13 @@ class _Group:
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
-    def _g_decide(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
+    def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
+        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
         try:
             keys, packed = self._request(ns, flags, now_ns, leases)
-            return self._read((yield _SCRIPT, keys[0], packed, keys))
+            verdicts = self._read((yield _SCRIPT, keys[0], packed, keys))
         except _ERRORS as e:  # each member's on_error
-            return [m.lim._failed(e, flags) for m in self._members]
-
-    def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
-        verdicts = yield from self._g_decide(ns, flags, now_ns, leases)
+            verdicts = [m.lim._failed(e, flags) for m in self._members]
         return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
 
     def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
@@ -219,18 +207,13 @@ class _Group:
             if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
                 refusers = [(m, n) for m, n, r in zip(self._members, ns, verdicts) if r[0] != PASS]
                 for m, n in refusers:
-                    if m.keyed:
-                        m.lim._tally(BLOCK, n)
+                    m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
                 for m, n in refusers:
                     yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
             return self._blocked(ns, verdicts, v, retry)
 
         return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
                                    timeout, flags))
-
-    def _acquire(self, ns: List[int], timeout: Optional[float], flags: int,
-                 leases: List[str]) -> Any:
-        return self._t.drive(self._g_wait(ns, timeout, flags, leases))
 
     def _renew_all(self, leases: List[str]) -> List[Any]:
         renewer = self._t.renewer()
@@ -273,12 +256,8 @@ class _Group:
                  timeout: Optional[float] = None) -> Any:
         """``@group``: each call runs inside ``group.entry()`` (n=1 each; ``timeout=``:
         the entry's)."""
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
-        return _decorate_entries(self, "async all_of group" if self._t.is_async
-                                 else "all_of group", func, on_block, None,
-                                 self._t.is_async, timeout)
+        return _decorate(self, "async all_of group" if self._t.is_async else "all_of group",
+                         func, None, on_block, timeout)
 
 
 class RedisGroup(_Group, SyncAdmission):
@@ -295,13 +274,13 @@ class RedisGroup(_Group, SyncAdmission):
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """One decision, sleeping its wait; with a timeout, decide again until admitted or
         the timeout passed. Raises BlockedError (retry_after: the largest refuser's)."""
-        self._t.drive(self._g_acquire(ns, timeout))
+        return self._t.drive(self._g_acquire(ns, timeout))  # type: ignore[no-any-return]
 
     def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
         """Count ns more as admitted now on the members, without a decision, in one round
         trip (slidewin.all_of's charge): one n for all or one per member, each >= 0 (0: not
         charged; a concurrency member only 0). Never refuses."""
-        self._t.drive(self._g_charge(ns, now_ns))
+        return self._t.drive(self._g_charge(ns, now_ns))  # type: ignore[no-any-return]
 
 
 class AsyncRedisGroup(_Group, AsyncAdmission):
@@ -310,40 +289,29 @@ class AsyncRedisGroup(_Group, AsyncAdmission):
     async def try_acquire(self, *ns: int, now_ns: Optional[int] = None) -> bool:
         return await self._t.drive(self._g_admit(ns, F_TRY, now_ns)) is not None
 
-    async def reserve(self, *ns: int, now_ns: Optional[int] = None) -> Optional[int]:
-        return await self._t.drive(self._g_admit(ns, 0, now_ns))  # type: ignore[no-any-return]
-
-    async def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
-        await self._t.drive(self._g_acquire(ns, timeout))
-
-    acquire_async = acquire
-
-    async def charge(self, *ns: int, now_ns: Optional[int] = None) -> None:
-        """RedisGroup.charge: count ns more as admitted now, in one round trip."""
-        await self._t.drive(self._g_charge(ns, now_ns))
+    reserve = _awaited(RedisGroup.reserve)
+    acquire = acquire_async = _awaited(RedisGroup.acquire)
+    charge = _awaited(RedisGroup.charge)
 
 
 class _GroupEntry(_Driven):
-    __slots__ = ("_g", "n", "_leases", "_toks", "_timeout")
+    __slots__ = ("n", "_leases", "_toks", "_timeout")
 
     def __init__(self, group: _Group, ns: List[int], timeout: Optional[float]) -> None:
-        self._g, self.n = group, ns
+        self._by, self.n = group, ns
         self._timeout = timeout  # checked (_Group._timeout): None, refused at once
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        return self._g._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
+        return self._by._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
 
     def _admit(self) -> Any:
-        g = self._g
+        g = self._by
         self._leases = g._leases(True)
         wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._toks = g._renew_all(self._leases)
         return wait_ns
-
-    def _owner(self) -> Any:
-        return self._g
 
 
 def all_of(*members: Any) -> Any:

@@ -1,18 +1,13 @@
-"""Leased quotas (``lease=True``): a client decides ``try_acquire`` locally against a slice
-of the current bucket's quota that it leased from Redis ahead of need.
+"""Leased quotas (``lease=True``): ``try_acquire`` decided locally on a slice of the current
+bucket's quota leased from Redis ahead of need (docs/redis.md, "Leased quotas").
 
-- A grant counts its permits as PASS in Redis, in the bucket current then, and the slice is
-  valid only while that bucket is: the fleet is never over the limit in any window.
-- Unused permits go back when the slice ends, out of the bucket they were counted in; the
-  give-back rides on the key's next grant, or goes on its own.
-- Grants and give-backs carry a lease id, recorded in Redis beside the key for a while: a
-  grant retried after a timeout gets the recorded grant, a give-back applies once.
-- A slice is the key's recent demand for a quarter of a bucket, at most 1/32 of the limit.
-  When half of it is used the next one is fetched: in the background (a thread, or an
-  asyncio limiter's task) on the server's clock; inline with an explicit ``now_ns`` (a
-  scenario on virtual time stays deterministic).
-- A grant of nothing makes the key refuse locally for an eighth of a bucket. While Redis
-  is unreachable a key decides on what is left of its slice, then by ``on_error``.
+- A grant counts its permits as PASS in the bucket current then, and the slice is valid only
+  while that bucket is: the fleet is never over the limit in any window. Unused permits go
+  back out of that bucket when the slice ends (on the key's next grant, or on their own).
+- Grants and give-backs carry a lease id recorded in Redis for a while: a grant retried
+  after a timeout gets the recorded grant, a give-back applies once.
+- Top-ups run in the background (a thread, or an asyncio limiter's task) on the server's
+  clock; inline with an explicit ``now_ns`` (virtual time stays deterministic).
 """
 from __future__ import annotations
 
@@ -33,8 +28,8 @@ from .._core import _KeyedSlices, _LeaseSlice
 from ._config import _Config
 from ._scripts import COMMON, GENERIC, HEAD, _read, _Script
 from ._transport import _ERRORS
-from ._wire import (BLOCK, F_TRY, LAYOUT, PASS, RedisReplyError, _decision, _evalsha, _fmt,
-                    _ints, _time_args)
+from ._wire import (BLOCK, F_TRY, PASS, RedisReplyError, _check_layout, _evalsha, _fmt, _ints,
+                    _time_args)
 
 log = logging.getLogger("slidewin.redis")
 
@@ -106,7 +101,7 @@ class _Slice:
                  "used", "err", "queued", "last")
 
     def __init__(self, c: Any) -> None:
-        self.c = c                              # the permits in hand, decided on in C
+        self.c: _LeaseSlice = c                 # the permits in hand, decided on in C
         self.leases: List[List[Any]] = []       # [lease id, granted] of the current slice
         self.start = 0                          # the slice's bucket, ns on its clock
         self.end = 0
@@ -126,36 +121,37 @@ class _Slice:
         self.used = 0                           # admitted on the current slice
         self.err: Optional[BaseException] = None  # the last grant's error
 
-    @property
-    def left(self) -> int:
-        return int(self.c.left)
-
 
 class _Leases:
     """The slices of one limiter's keys, its counters and its background thread."""
 
     _async = False  # the asyncio types' engine: _AsyncLeases
+    _wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._slices: Dict[Any, _Slice] = {}
         # each key's C slice (a RedisLimiter keeps its one: its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
         self._ks: Optional[_KeyedSlices] = None  # a keyed limiter's slices by the caller's key
         self._ukeys: Dict[Any, Any] = {}           # ... and each Redis key's caller's key
-        self._topup: List[Any] = []
-        self._ends: List[Tuple[int, int, Any]] = []
         self._seq = 0
-        self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self._fresh()
         _ENGINES.add(self)
         self.decisions = 0     # try_acquire calls decided here
         self.round_trips = 0   # grant and give-back scripts run (tried)
         self.granted = 0       # permits leased
         self.returned = 0      # permits given back unused
+
+    def _fresh(self) -> None:
+        """No slice, no job, no thread: a new engine's state, and a forked child's."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._slices: Dict[Any, _Slice] = {}
+        self._topup: List[Any] = []
+        self._ends: List[Tuple[int, int, Any]] = []
+        self._thread: Optional[threading.Thread] = None
 
     def _cfg(self, rk: Any) -> _Config:
         lim = self._lim
@@ -204,8 +200,7 @@ class _Leases:
             self.decisions += calls
             s.used += taken
             s.demand += taken
-            if self._keyed:  # a keyed limiter's local totals
-                self._lim._tally(PASS, taken)
+            self._lim._tally(PASS, taken)  # (a keyed limiter's local totals)
 
     def _try_slow(self, rk: Any, n: int, now_ns: Optional[int]) -> Any:
         """The decision the C slice could not make: a bool (a coroutine of it, async)."""
@@ -274,7 +269,7 @@ class _Leases:
                 s.blocks += n
                 return False
             if got:
-                low = not s.busy and s.left * 2 < s.last_k
+                low = not s.busy and s.c.left * 2 < s.last_k
                 if low and not explicit:
                     self._queue_topup(rk, s)
                     return True
@@ -432,8 +427,7 @@ class _Leases:
         return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
 
     def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
-        if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
-            _decision(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
+        _check_layout(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
         if not _ints(reply, 4) or reply[0] != 1 or reply[1] < 0 or reply[3] < 0:
             raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
                                   % (self._lim._name, reply))
@@ -441,7 +435,8 @@ class _Leases:
 
     def _start_thread(self) -> None:
         if self._thread is None and not self._closed:
-            self._thread = threading.Thread(target=_loop, args=(weakref.ref(self),),
+            self._thread = threading.Thread(target=self._lim._t.drive,
+                                            args=(_g_loop(weakref.ref(self)),),
                                             name="slidewin-redis-lease", daemon=True)
             self._thread.start()
 
@@ -478,7 +473,7 @@ class _Leases:
                     self._drop(rk)
                     return
                 want: Optional[int] = None if active else 0
-            elif not s.leases or s.left * 2 >= s.last_k:
+            elif not s.leases or s.c.left * 2 >= s.last_k:
                 return
             else:
                 want = None
@@ -513,9 +508,7 @@ class _Leases:
     def _g_wait(self) -> Any:
         """Wait (at most 50 ms) for a grant to end or a close to finish. Under the lock,
         released while waiting."""
-        self._cond.wait(0.05)
-        return
-        yield  # pragma: no cover - a generator (_AsyncLeases's waits are awaited)
+        return _g_idle(self._cond, None, 0.05)
 
     def _g_close(self) -> Any:
         cond = self._cond
@@ -537,8 +530,14 @@ class _Leases:
                 cond.release()
                 try:
                     for rk, s in items:
-                        if s.backs:
-                            yield from self._g_give_back(rk, s)
+                        r = s.last  # a slice on explicit time: given back at its latest now_ns
+                        try:
+                            if s.backs:
+                                yield from self._g_grant(rk, self._cfg(rk), s, 1,
+                                                         r[1] if r and r[0] else None, 0)
+                        except Exception as e:  # they count until their bucket leaves
+                            log.debug("slidewin.redis: giving back the leases of %r failed: "
+                                      "%s", self._lim._name, e)
                 finally:
                     cond.acquire()
                 self._slices.clear()
@@ -550,14 +549,6 @@ class _Leases:
             finally:  # interrupted: the slices stay (what is to go back rides on a grant)
                 self._closed = False
                 self._notify()
-
-    def _g_give_back(self, rk: Any, s: _Slice) -> Any:
-        r = s.last  # a slice on explicit time: given back at its latest now_ns
-        try:
-            yield from self._g_grant(rk, self._cfg(rk), s, 1, r[1] if r and r[0] else None, 0)
-        except Exception as e:  # they count until their bucket leaves the window
-            log.debug("slidewin.redis: giving back the leases of %r failed: %s",
-                      self._lim._name, e)
 
     def counters(self) -> Dict[str, int]:
         with self._cond:
@@ -573,39 +564,54 @@ _ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
 def _forget_in_child() -> None:
     """A forked child holds none of its parent's slices nor its thread: it leases its own."""
     for eng in list(_ENGINES):
-        eng._lock = threading.Lock()
-        eng._cond = threading.Condition(eng._lock)
-        eng._slices = {}
+        eng._fresh()
         for c in eng._cs.values():  # the parent's permits: not the child's to spend
             c.drain()
             c.harvest()
-        eng._topup = []
-        eng._ends = []
-        eng._thread = None
-        if isinstance(eng, _AsyncLeases):
-            eng._task = eng._wake = eng._changed = None
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _loop(ref: "weakref.ref[_Leases]") -> None:
+def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: float) -> Any:
+    """Wait up to `timeout` s, the lock released meanwhile: on the condition, or on an
+    asyncio engine's event."""
+    if ev is None:
+        cond.wait(timeout)
+        return
+    cond.release()
+    try:
+        yield functools.partial(_wait_for, ev, timeout)
+    finally:
+        cond.acquire()
+
+
+def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
+    """An engine's background jobs, run by its thread (an asyncio engine's: by its task);
+    it ends with the engine, held only while a job runs."""
     while True:
         eng = ref()
         if eng is None:
             return
-        with eng._cond:
+        cond, wake = eng._cond, eng._wake
+        with cond:
+            if wake is not None:
+                wake.clear()
             job, wait = eng._job()
             if job is None:
                 if eng._closed:
                     eng._thread = None
                     return
-                eng._cond.wait(wait)
+                if wake is None:  # a thread waits holding its engine, a task does not
+                    cond.wait(wait)
+                    del eng
+                    continue
                 del eng
+                yield from _g_idle(cond, wake, wait)
                 continue
         try:
-            eng._lim._t.drive(eng._g_run(job))
+            yield from eng._g_run(job)
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
         del eng
@@ -617,10 +623,10 @@ class _AsyncLeases(_Leases):
 
     _async = True
 
-    def __init__(self, lim: Any) -> None:
-        super().__init__(lim)
+    def _fresh(self) -> None:
+        super()._fresh()
         self._task: Optional["asyncio.Task[None]"] = None
-        self._wake: Optional[asyncio.Event] = None
+        self._wake = None
         self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
 
     def _start_thread(self) -> None:
@@ -633,7 +639,7 @@ class _AsyncLeases(_Leases):
             except RuntimeError:  # no loop here: the next decision in one starts it
                 return
             self._wake = asyncio.Event()
-            self._task = loop.create_task(_aloop(weakref.ref(self)))
+            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
         assert self._wake is not None
         self._wake.set()
 
@@ -643,12 +649,8 @@ class _AsyncLeases(_Leases):
             ev.set()
 
     def _g_wait(self) -> Any:
-        ev = self._changed = self._changed or asyncio.Event()
-        self._cond.release()
-        try:
-            yield functools.partial(_wait_for, ev, 0.05)
-        finally:
-            self._cond.acquire()
+        self._changed = self._changed or asyncio.Event()
+        return _g_idle(self._cond, self._changed, 0.05)
 
     async def aclose(self) -> None:
         """close(), awaited: gives back every key's unused permits; the task ends."""
@@ -662,27 +664,3 @@ class _AsyncLeases(_Leases):
 async def _wait_for(ev: asyncio.Event, timeout: float) -> None:
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(ev.wait(), timeout)
-
-
-async def _aloop(ref: "weakref.ref[_AsyncLeases]") -> None:
-    while True:
-        eng = ref()
-        if eng is None:
-            return
-        wake = eng._wake
-        assert wake is not None
-        wake.clear()
-        with eng._cond:
-            job, wait = eng._job()
-        if job is None:
-            del eng
-            try:
-                await asyncio.wait_for(wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-            continue
-        try:
-            await eng._lim._t.drive(eng._g_run(job))
-        except Exception as e:  # never dies: the decisions decide on their own
-            log.debug("slidewin.redis: lease task: %s", e)
-        del eng

@@ -8,13 +8,10 @@ from .. import _rate
 from .._admission import NeedsKey, SyncAdmission
 from .._core import Stats
 from ._base import _Base, _KeyedMixin
+from ._config import _LIMITER_KW
 from ._lease import keyed_slices, lease_engine
 from ._transport import _Held
 from ._wire import F_PRIO, F_TRY, _limiter_key
-
-# Limiter's keywords, passed on as given
-_LIMITER_KW = ("rate", "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-               "occupy_timeout_ms", "interval_ms", "sample_count")
 
 
 class RedisLimiter(_Base, SyncAdmission):
@@ -58,18 +55,18 @@ class RedisLimiter(_Base, SyncAdmission):
     def acquire(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
         """One decision, sleeping its wait; with a timeout, retry until admitted or the
         timeout passed. Raises BlockedError."""
-        self._t.drive(self._g_acquire(None, n, timeout))
+        return self._t.drive(self._g_acquire(None, n, timeout))  # type: ignore[no-any-return]
 
     def charge(self, n: int, *, now_ns: Optional[int] = None) -> None:
         """Count n more as admitted now, without a decision (Limiter.charge): what a request
         used beyond its admission. Never refuses; n=0 charges nothing (no round trip); a
         concurrency limiter can only be charged 0 (ValueError)."""
-        self._t.drive(self._g_charge(None, n, now_ns))
+        return self._t.drive(self._g_charge(None, n, now_ns))  # type: ignore[no-any-return]
 
     def release(self, n: int = 1) -> None:
         """Give back n of what this client holds (try_acquire/reserve/acquire of a
         concurrency limiter)."""
-        self._t.drive(self._g_release(None, n))
+        return self._t.drive(self._g_release(None, n))  # type: ignore[no-any-return]
 
     def stats(self, now_ns: Optional[int] = None) -> Stats:
         """The window's rates in Redis (all clients together). Errors propagate."""
@@ -77,7 +74,7 @@ class RedisLimiter(_Base, SyncAdmission):
 
     def reset(self) -> None:
         """Delete this limiter's state in Redis (every client starts fresh)."""
-        self._client.delete(self.key)
+        return self._client.delete(self.key)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
@@ -119,15 +116,15 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         return self._t.drive(self._g_admit(key, n, 0, now_ns))  # type: ignore[no-any-return]
 
     def acquire(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> None:
-        self._t.drive(self._g_acquire(key, n, timeout))
+        return self._t.drive(self._g_acquire(key, n, timeout))  # type: ignore[no-any-return]
 
     def charge(self, key: Any, n: int, *, now_ns: Optional[int] = None) -> None:
         """Count n more as admitted for key now, without a decision (KeyedLimiter.charge);
         counted in local_totals()["pass"] once Redis took it."""
-        self._t.drive(self._g_charge(key, n, now_ns))
+        return self._t.drive(self._g_charge(key, n, now_ns))  # type: ignore[no-any-return]
 
     def release(self, key: Any, n: int = 1) -> None:
-        self._t.drive(self._g_release(key, n))
+        return self._t.drive(self._g_release(key, n))  # type: ignore[no-any-return]
 
     def stats(self, key: Any, now_ns: Optional[int] = None) -> Stats:
         """One key's window: pass_qps, concurrency (in-flight leases) and waiting; BLOCK and
@@ -135,7 +132,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         return self._t.drive(self._g_stats(key, now_ns))  # type: ignore[no-any-return]
 
     def reset(self, key: Any) -> None:
-        self._client.delete(self._rkey(key))
+        return self._client.delete(self._rkey(key))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """With lease=True: gives back every key's unused slice (else nothing to close)."""

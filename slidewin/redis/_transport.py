@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("slidewin.redis")
 
 # what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
-# errors, and a Cluster client's "no reachable node" (not a RedisError)
-_UNREACHABLE = (RedisError, OSError, RedisClusterException)
-_ERRORS = _UNREACHABLE + (asyncio.TimeoutError,)  # asyncio's: not an OSError before 3.11
+# errors, a Cluster client's "no reachable node" (not a RedisError) and asyncio's timeout
+# (not an OSError before 3.11)
+_ERRORS = (RedisError, OSError, RedisClusterException, asyncio.TimeoutError)
 
 
 def _is_cluster(client: Any) -> bool:
@@ -159,9 +159,10 @@ def _guard_pool(pool: Any) -> None:
         kw["retry"] = _guard(kw["retry"])
 
 
-def _guard_conn(conn: Any) -> None:
+def _guarded(conn: Any) -> Any:
     if getattr(conn, "retry", None) is not None:
         conn.retry = _guard(conn.retry)
+    return conn
 
 
 def _get_conn(pool: Any) -> Any:
@@ -176,9 +177,7 @@ def _get_conn(pool: Any) -> Any:
 
 def _call_pool(pool: Any, script: _Script, packed: bytes, asking: bool = False) -> Any:
     with _deciding():
-        conn = _get_conn(pool)
-        _guard_conn(conn)
-        return _fast.call_pool(pool, conn, script, packed, asking)
+        return _fast.call_pool(pool, _guarded(_get_conn(pool)), script, packed, asking)
 
 
 def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
@@ -202,8 +201,7 @@ def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
 def _redirect(err: Exception) -> Optional[Tuple[str, str, int]]:
     """('MOVED'|'ASK', host, port) for a cluster redirection, else None."""
     kind = type(err).__name__
-    text = str(err)
-    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", text)
+    m = re.match(r"(MOVED|ASK) (\d+) (\S+):(\d+)", str(err))
     if m:
         return m.group(1), m.group(3), int(m.group(4))
     host = getattr(err, "host", None)
@@ -268,8 +266,7 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
 
 async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
     with _deciding():
-        conn = await _get_conn(pool)
-        _guard_conn(conn)
+        conn = _guarded(await _get_conn(pool))
         try:
             try:
                 await conn.send_packed_command([packed])
@@ -328,7 +325,7 @@ class _SyncTransport:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.cluster = _is_cluster(client)
-        self.fast: Optional[bool] = None  # the fast path (_fast.fast), decided at first use
+        self.fast = _fast.fast(client)  # the fast path (no I/O: the client's classes)
 
     def drive(self, gen: Any) -> Any:
         return _io.run(self._steps(gen))
@@ -359,8 +356,6 @@ class _SyncTransport:
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         try:
-            if self.fast is None:
-                self.fast = _fast.fast(self.client)
             if self.fast:
                 try:
                     return _sync_call_on(self.client, self.cluster, script, key, packed)
@@ -372,7 +367,7 @@ class _SyncTransport:
             raise
 
     def renewer(self) -> "_Renewer":
-        return _renewer(self.client)
+        return _renewer(self.client, asyncio.get_running_loop() if self.is_async else None)
 
 
 class _AsyncTransport(_SyncTransport):
@@ -389,17 +384,12 @@ class _AsyncTransport(_SyncTransport):
 
     async def call(self, script: _Script, key: Any, packed: bytes,
                    names: Any = None) -> Any:
-        if self.fast is None:
-            self.fast = _fast.fast(self.client)
         try:
             return await _async_call_on(self.client, self.cluster, self.fast, script, key,
                                         packed)
         except ResponseError as e:
             _raise_named(e, key, names)
             raise
-
-    def renewer(self) -> "_AsyncRenewer":
-        return _arenewer()
 
 
 class _Held:
@@ -463,13 +453,15 @@ def _due(leases: Dict[int, List[Any]], now: float) -> Tuple[Dict[Any, Any], floa
 
 
 class _Renewer:
-    """The leases held through one sync client, renewed by a daemon thread of their own (a
-    stalled server delays no other client's renewals); the thread ends when none is left."""
+    """The leases held through one client, renewed by a runner of their own (a stalled server
+    delays no other client's renewals): a daemon thread, or an asyncio client's task on its
+    loop. The runner ends when none is left."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_async: bool) -> None:
         self.lock = threading.Lock()
         self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
-        self.runner: Any = None  # the thread (_AsyncRenewer: the task)
+        self.runner: Any = None  # the thread (or task)
+        self.is_async = is_async
 
     def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
         tok = next(_SEQ)
@@ -481,7 +473,10 @@ class _Renewer:
         return (self, tok)
 
     def _start(self) -> Any:
-        thread = threading.Thread(target=self._run, daemon=True, name="slidewin.redis leases")
+        if self.is_async:
+            return asyncio.get_running_loop().create_task(_io.arun(self._g_run(asyncio.sleep)))
+        thread = threading.Thread(target=_io.run, args=(self._g_run(time.sleep),), daemon=True,
+                                  name="slidewin.redis leases")
         thread.start()
         return thread
 
@@ -489,45 +484,50 @@ class _Renewer:
         with self.lock:
             self.leases.pop(tok, None)
 
-    def _renewed(self, cfg: _Config, items: List[Tuple[int, str]], ok: bool) -> None:
-        period = cfg.lease_ms / 3000.0
-        again = time.monotonic() + (period if ok else min(period, _TICK))
-        with self.lock:
-            for tok, _ in items:
-                v = self.leases.get(tok)
-                if v is not None:
-                    v[4] = again
-
-    def _run(self) -> None:
+    def _g_run(self, sleep: Any) -> Any:
+        """The due leases renewed (one EXIT call per key), in turn; `sleep`: the runner's."""
         pid = os.getpid()
-        while True:
-            with self.lock:
-                if not self.leases or pid != os.getpid():
-                    if self.runner is threading.current_thread():
+        try:
+            while True:
+                with self.lock:
+                    if not self.leases or pid != os.getpid():
                         self.runner = None
-                    return
-                groups, nxt = _due(self.leases, time.monotonic())
-            for lim, key, cfg, items in groups.values():
-                self._renewed(cfg, items, lim._renew(key, cfg, [lid for _, lid in items]))
-            if not groups:
-                time.sleep(min(_TICK, max(0.001, nxt - time.monotonic())))
+                        return
+                    groups, nxt = _due(self.leases, time.monotonic())
+                for lim, key, cfg, items in groups.values():
+                    ok = yield functools.partial(lim._renew, key, cfg, [lid for _, lid in items])
+                    period = cfg.lease_ms / 3000.0
+                    again = time.monotonic() + (period if ok else min(period, _TICK))
+                    with self.lock:
+                        for tok, _ in items:
+                            v = self.leases.get(tok)
+                            if v is not None:
+                                v[4] = again
+                if not groups:
+                    yield functools.partial(sleep, min(_TICK, max(0.001, nxt - time.monotonic())))
+        except BaseException:  # a cancelled task: the next lease starts a runner anew
+            self.runner = None
+            raise
 
 
 _SEQ = itertools.count(1)  # renewal tokens
-# one renewer per sync client (a client that takes no weak reference: the shared one)
-_RENEWERS: "weakref.WeakKeyDictionary[Any, _Renewer]" = weakref.WeakKeyDictionary()
+# one renewer per sync client, per asyncio client on each loop (a client that takes no weak
+# reference: the shared one, keyed by _SHARED)
+_RENEWERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _RENEWERS_LOCK = threading.Lock()
-_SHARED_RENEWER = _Renewer()
+_SHARED = type("_Shared", (), {})()
 
 
-def _renewer(client: Any) -> _Renewer:
+def _renewer(client: Any, loop: Any = None) -> _Renewer:
     with _RENEWERS_LOCK:
+        table = _RENEWERS if loop is None else _RENEWERS.setdefault(
+            loop, weakref.WeakKeyDictionary())
         try:
-            r = _RENEWERS.get(client)
+            r = table.get(client)
             if r is None:
-                r = _RENEWERS[client] = _Renewer()
+                r = table[client] = _Renewer(loop is not None)
         except TypeError:  # not weakly referenceable (nor hashable)
-            r = _SHARED_RENEWER
+            r = table.setdefault(_SHARED, _Renewer(loop is not None))
         return r
 
 
@@ -537,60 +537,10 @@ def _unrenew(tok: Any) -> None:
 
 
 def _after_fork() -> None:  # the child holds none of the parent's leases (nor its locks)
-    global _RENEWERS_LOCK, _SHARED_RENEWER, _RENEWERS
+    global _RENEWERS_LOCK, _RENEWERS
     _RENEWERS_LOCK = threading.Lock()
     _RENEWERS = weakref.WeakKeyDictionary()
-    _SHARED_RENEWER = _Renewer()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
-
-
-def _forget(busy: Dict[int, Any], cid: int, _: Any) -> None:
-    busy.pop(cid, None)
-
-
-class _AsyncRenewer(_Renewer):
-    """The leases held through async clients on one event loop, renewed by one task: each
-    client's renewals in turn, the clients' at once."""
-
-    def _start(self) -> Any:
-        return asyncio.get_running_loop().create_task(self._run())
-
-    async def _client_renewals(self, groups: List[Any]) -> None:
-        for lim, key, cfg, items in groups:
-            self._renewed(cfg, items, await lim._renew(key, cfg, [lid for _, lid in items]))
-
-    async def _run(self) -> None:  # type: ignore[override]
-        busy: Dict[int, "asyncio.Task[None]"] = {}  # id(client) -> its renewals under way
-        try:
-            while self.leases:
-                now = time.monotonic()
-                groups, nxt = _due(self.leases, now)
-                per: Dict[int, List[Any]] = {}
-                for g in groups.values():
-                    cid = id(g[0]._client)
-                    if cid not in busy:  # a client still renewing: its leases wait
-                        per.setdefault(cid, []).append(g)
-                for cid, gs in per.items():
-                    task = busy[cid] = asyncio.ensure_future(self._client_renewals(gs))
-                    task.add_done_callback(functools.partial(_forget, busy, cid))
-                await asyncio.sleep(min(_TICK, max(0.001, nxt - time.monotonic()))
-                                    if not per else 0.001)
-        finally:
-            for t in list(busy.values()):
-                t.cancel()
-            self.runner = None
-
-
-_ARENEWERS: "weakref.WeakKeyDictionary[Any, _AsyncRenewer]" = weakref.WeakKeyDictionary()
-
-
-def _arenewer() -> _AsyncRenewer:
-    loop = asyncio.get_running_loop()
-    r = _ARENEWERS.get(loop)
-    if r is None:
-        r = _ARENEWERS[loop] = _AsyncRenewer()
-    return r
-

@@ -77,5 +77,5 @@ def admit(g: RedisGroup, ns: Tuple[int, ...], timeout: float) -> Tuple[int, Redi
     lease: (the pace's wait in ns, what it holds), or BlockedError."""
     n = list(ns)
     leases = g._leases(True)
-    wait = g._acquire(n, g._timeout(n, timeout), F_ENTRY, leases)
+    wait = g._t.drive(g._g_wait(n, g._timeout(n, timeout), F_ENTRY, leases))
     return wait, RedisHeld(g, n, leases)

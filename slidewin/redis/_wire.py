@@ -88,24 +88,24 @@ def _named(err: BaseException, key: Any) -> BaseException:
     return err
 
 
+_WHAT: Tuple[Tuple[Any, str], ...] = (  # an error's meaning for a decision: the first that fits
+    (RedisStateError, "found a value no slidewin client wrote under its key"),
+    (ReadOnlyError, "was answered READONLY: the server is a replica (a failover?); the "
+                    "connection is closed, the next decision connects anew"),
+    (_redis.exceptions.OutOfMemoryError if _redis else (),
+     "was refused: the Redis server is out of memory (maxmemory, OOM)"),
+    (_redis.exceptions.BusyLoadingError if _redis else (),
+     "was refused: the Redis server is loading its data set"),
+    (NoScriptError, "was refused: the server does not keep slidewin's script (NOSCRIPT after "
+                    "EVAL)"),
+    (ResponseError, "was refused by Redis with an error reply"),
+    (RedisReplyError, "got a reply no slidewin script returns"),
+)
+
+
 def _what(err: BaseException) -> str:
     """What an error means for a decision, in the log's words."""
-    if isinstance(err, RedisStateError):
-        return "found a value no slidewin client wrote under its key"
-    if isinstance(err, ReadOnlyError):
-        return ("was answered READONLY: the server is a replica (a failover?); the "
-                "connection is closed, the next decision connects anew")
-    if _redis is not None and isinstance(err, _redis.exceptions.OutOfMemoryError):
-        return "was refused: the Redis server is out of memory (maxmemory, OOM)"
-    if _redis is not None and isinstance(err, _redis.exceptions.BusyLoadingError):
-        return "was refused: the Redis server is loading its data set"
-    if isinstance(err, NoScriptError):
-        return "was refused: the server does not keep slidewin's script (NOSCRIPT after EVAL)"
-    if isinstance(err, ResponseError):
-        return "was refused by Redis with an error reply"
-    if isinstance(err, RedisReplyError):
-        return "got a reply no slidewin script returns"
-    return "could not reach Redis"
+    return next((text for cls, text in _WHAT if isinstance(err, cls)), "could not reach Redis")
 
 
 def _bulk(x: Union[str, bytes]) -> bytes:
@@ -150,10 +150,8 @@ def _ints(reply: Any, count: int) -> bool:
 
 
 def _charge_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:
-    """The CHARGE script's reply: exactly [1, 0, 0]; [LAYOUT, "iv/sc"] is the ValueError of
-    a name used with another layout."""
-    if type(reply) is list and len(reply) == 2 and reply[0] == LAYOUT:
-        _decision(reply, name, interval_ms, sample_count)  # raises its ValueError
+    """The CHARGE script's reply: exactly [1, 0, 0] (or the layout's ValueError)."""
+    _check_layout(reply, name, interval_ms, sample_count)
     if not _ints(reply, 3) or reply != [PASS, 0, 0]:
         raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
                               % (name, reply))
@@ -201,26 +199,13 @@ class _Incomplete(Exception):
 
 try:  # redis-py's own mapping of error replies to its exceptions (READONLY, OOM, NOSCRIPT...)
     from redis._parsers.base import BaseParser as _BaseParser
-except ImportError:  # pragma: no cover - redis-py < 5 (or without the extra)
-    try:
-        from redis.connection import (  # type: ignore[no-redef,attr-defined,unused-ignore]
-            BaseParser as _BaseParser,
-        )
-    except ImportError:
-        _BaseParser = None  # type: ignore[assignment,misc]
+except ImportError:  # pragma: no cover - without the extra (no fast path to read replies)
+    _BaseParser = None  # type: ignore[assignment,misc]
 
 
 def _error_reply(text: str) -> Exception:
     """An error reply as redis-py's parser gives it (ReadOnlyError, NoScriptError...)."""
-    if _BaseParser is not None:
-        try:
-            err = _BaseParser.parse_error(text)  # type: ignore[no-untyped-call,unused-ignore]
-            return cast(Exception, err)
-        except Exception:  # pragma: no cover - an older parser's signature
-            pass
-    if text.startswith("NOSCRIPT"):
-        return NoScriptError(text)
-    return ResponseError(text)
+    return cast(Exception, _BaseParser.parse_error(text))  # type: ignore[no-untyped-call]
 
 
 _MAX_DEPTH = 8  # arrays in arrays: a slidewin script's reply is at most 2 deep (all_of)
@@ -318,29 +303,30 @@ def _keyed_prefix(name: str) -> bytes:
 
 
 def _decision(reply: Any, name: str, interval_ms: int, sample_count: int) -> Tuple[int, int, int]:
-    """A decision script's reply [verdict, wait_ns, retry_ns], checked; [LAYOUT, "iv/sc"]
-    is the ValueError of a name used with another layout."""
+    """A decision script's reply [verdict, wait_ns, retry_ns], checked (or the layout's
+    ValueError)."""
     if type(reply) is list and len(reply) == 3:  # the usual reply, checked quickly
         v, wait, retry = reply
         if (type(v) is int and type(wait) is int and type(retry) is int
                 and 0 <= v <= 2 and wait >= 0 and retry >= -1):
             return v, wait, retry
+    _check_layout(reply, name, interval_ms, sample_count)
+    raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (name, reply))
+
+
+def _check_layout(reply: Any, name: str, interval_ms: int, sample_count: int) -> None:
+    """[LAYOUT, "iv/sc"]: the ValueError of a name used with another layout."""
     if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
-        stored = _text(reply[1])
         raise ValueError(
             "the Redis limiter %r holds interval_ms/sample_count %s, this client asks "
             "for interval_ms=%d, sample_count=%d: use the same layout on every client, "
             "another name, or delete the key once no client uses it"
-            % (name, stored, interval_ms, sample_count)
-        )
-    raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (name, reply))
+            % (name, _text(reply[1]), interval_ms, sample_count))
 
 
-def _stats_reply(reply: Any, name: str, layout: str, interval_ms: int) -> Stats:
+def _stats_reply(reply: Any, name: str, interval_ms: int, sample_count: int) -> Stats:
     if not _ints(reply, 9) or min(reply) < 0:
-        if isinstance(reply, list) and len(reply) == 2 and reply[0] == LAYOUT:
-            raise ValueError("the Redis limiter %r holds interval_ms/sample_count %s, this "
-                             "client asks for %s" % (name, _text(reply[1]), layout))
+        _check_layout(reply, name, interval_ms, sample_count)
         raise RedisReplyError("unexpected stats reply from Redis for %r: %.200r"
                               % (name, reply))
     if max(reply) >= _NS_MAX:  # saturated by the script: the core's int64 maximum
