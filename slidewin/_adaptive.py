@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import Limiter, _check_on_block, _check_picklable
+from ._limiter import _MISSING, Limiter, _check_on_block, _check_picklable
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -55,11 +55,6 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
             raise ValueError("cpu_threshold must be None or a fraction of the CPU in [0, 1] "
                              "(0.8 for 80 %%), got %r" % (cpu,))
     return settings
-
-
-def _setting(name: str) -> Any:
-    """A read-only property: the setting `name` in force."""
-    return property(lambda self: self._adaptive[name])
 
 
 class _CpuSampler:
@@ -210,11 +205,25 @@ class AdaptiveLimiter(Limiter):
         and the Limiter's own readers report."""
         return self.limit
 
-    algorithm: str = _setting("algorithm")
-    min_limit: int = _setting("min_limit")
-    max_limit: int = _setting("max_limit")
-    initial_limit: int = _setting("initial_limit")
-    cpu_threshold: Optional[float] = _setting("cpu_threshold")
+    @property
+    def algorithm(self) -> str:
+        return str(self._adaptive["algorithm"])
+
+    @property
+    def min_limit(self) -> int:
+        return int(self._adaptive["min_limit"])
+
+    @property
+    def max_limit(self) -> int:
+        return int(self._adaptive["max_limit"])
+
+    @property
+    def initial_limit(self) -> int:
+        return int(self._adaptive["initial_limit"])
+
+    @property
+    def cpu_threshold(self) -> Optional[float]:
+        return self._adaptive["cpu_threshold"]  # type: ignore[no-any-return]
 
     def release(self, n: int = 1, *, rt_ms: Optional[float] = None,
                 now_ns: Optional[int] = None) -> None:
@@ -234,7 +243,9 @@ class AdaptiveLimiter(Limiter):
         """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
         place; the learned limit carries over (clamped to the new bounds). The layout
         (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
-        handler = _check_on_block(settings.pop("on_block", self._on_block))
+        handler = settings.pop("on_block", _MISSING)  # assigned only when given
+        if handler is not _MISSING:
+            _check_on_block(handler)
         for key in settings:
             if key in ("interval_ms", "sample_count", "shared", "name"):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
@@ -248,7 +259,8 @@ class AdaptiveLimiter(Limiter):
                 new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
         new.update(settings)
         self._apply(_check(new))
-        self._on_block = handler
+        if handler is not _MISSING:
+            self._on_block = handler
 
     def __repr__(self) -> str:
         a = self._adaptive

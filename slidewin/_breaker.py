@@ -278,13 +278,20 @@ class Breaker(_core.Breaker, Admission):
         call_timeout_s, errors, on_block. The state is kept; an invalid value raises
         ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and name
         cannot change (ValueError). On a shared region: this process's settings."""
-        checked = _check_errors(settings.pop("errors", self._errors))
-        handler = _check_on_block(settings.pop("on_block", self._on_block))
-        seconds = _check_call_timeout(settings.pop("call_timeout_s", self._call_timeout_s))
+        # each assigned only when given: a concurrent update() of another keeps its value
+        given = {k: settings.pop(k) for k in ("errors", "on_block", "call_timeout_s")
+                 if k in settings}
+        errors = _check_errors(given["errors"]) if "errors" in given else None
+        _check_on_block(given.get("on_block"))
+        if "call_timeout_s" in given:
+            seconds = _check_call_timeout(given["call_timeout_s"])
         super().update(**settings)
-        self._errors = checked
-        self._on_block = handler
-        self._set_call_timeout(seconds)
+        if "errors" in given:
+            self._errors = errors
+        if "on_block" in given:
+            self._on_block = given["on_block"]
+        if "call_timeout_s" in given:
+            self._set_call_timeout(seconds)
 
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also a

@@ -95,8 +95,9 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
-    on_block = _check_on_block(lim._on_block if args["on_block"] is _MISSING
-                               else args["on_block"])
+    on_block = args["on_block"]  # assigned only when given: a concurrent update() keeps its
+    if on_block is not _MISSING:
+        _check_on_block(on_block)
     rate = args.get("rate", _MISSING)
     if rate is not _MISSING and rate is not None:
         clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
@@ -113,7 +114,8 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
         settings["qps"] = _rate.qps_for(count, period_ms)
         settings["_rate"] = str.__str__(rate)  # installed with the settings, in one step
     base_update(**settings)
-    lim._on_block = on_block
+    if on_block is not _MISSING:
+        lim._on_block = on_block
 
 
 def _check_picklable(lim: Any, kind: str) -> None:
@@ -138,13 +140,25 @@ def _at(key: Any, n: int) -> Tuple[Any, ...]:  # the C methods' leading argument
     return (n,) if key is _NO_KEY else (key, n)
 
 
-async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                         timeout: Optional[float]) -> Tuple[int, int]:
-    """(verdict, the ns to sleep before going on), or BlockedError: with a timeout, a refused
-    task waits in the limiter's (or the key's) queue (slidewin._waiters), one BLOCK counted
-    should the wait end refused. The verdict is PASS, or SHADOWED (shadow mode: admitted
+def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
+    """The decision of an async acquire or entry without a timeout: (verdict, the ns to sleep
+    before going on), or BlockedError. The verdict is PASS, or SHADOWED (shadow mode: admitted
     where an enforcing limiter would have refused; holds nothing, no wait)."""
-    fp = None if key is _NO_KEY or timeout is None else lim._fingerprint(key)
+    # the two calls spelled out: lim._decide(*_at(key, n), ...) is some 0.2 us slower
+    if key is _NO_KEY:
+        verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_RETRY, None)
+    else:
+        verdict, wait_ns, retry_ns = lim._decide(key, n, flags | _F_RETRY, None)
+    if verdict != _PASS and verdict != _SHADOWED:
+        lim._raise_blocked(*_at(key, n), verdict, retry_ns)
+    return verdict, wait_ns
+
+
+async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
+                         timeout: float) -> Tuple[int, int]:
+    """_decide_now with a timeout: a refused task waits in the limiter's (or the key's) queue
+    (slidewin._waiters), one BLOCK counted should the wait end refused."""
+    fp = None if key is _NO_KEY else lim._fingerprint(key)
     d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
 
@@ -218,7 +232,10 @@ class _Limiting:
 
 
 async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -> None:
-    wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
+    if timeout is None:
+        wait_ns = _decide_now(lim, key, n, 0)[1]
+    else:
+        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
@@ -230,15 +247,10 @@ async def _aenter(lim: Any, entry: Any) -> Any:
     n = entry.n
     try:
         timeout = entry.timeout
-        if timeout is not None:
+        if timeout is None:
+            verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
+        else:
             verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
-        else:  # one decision, spelled out: lim._decide(*_at(key, n), ...) is 0.2 us slower
-            if key is _NO_KEY:
-                verdict, wait_ns, retry_ns = lim._decide(n, _F_ENTRY | _F_RETRY, None)
-            else:
-                verdict, wait_ns, retry_ns = lim._decide(key, n, _F_ENTRY | _F_RETRY, None)
-            if verdict != _PASS and verdict != _SHADOWED:
-                lim._raise_blocked(*_at(key, n), verdict, retry_ns)
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)

@@ -253,7 +253,11 @@ def test_slidewin_enabled_false_switches_everything_off():
 def test_unrouted_requests_count_against_the_project_limit():
     with site({"": ok}, {"rate": "1/minute"}):
         c = Client()
-        assert statuses(c, "/missing/", 2) == [404, 429]
+        first = c.get("/missing/")  # admitted: its 404 carries the fields as any admitted one
+        assert first.status_code == 404
+        assert first["RateLimit-Policy"].startswith('"default";q=1;w=60')
+        assert "RateLimit" in first
+        assert statuses(c, "/missing/", 1) == [429]
         assert c.get("/").status_code == 429
 
 
