@@ -281,7 +281,7 @@ class Breaker(_core.Breaker, Admission):
         # each assigned only when given: a concurrent update() of another keeps its value
         given = {k: settings.pop(k) for k in ("errors", "on_block", "call_timeout_s")
                  if k in settings}
-        errors = _check_errors(given["errors"]) if "errors" in given else None
+        errors = _check_errors(given.get("errors", self._errors))
         _check_on_block(given.get("on_block"))
         if "call_timeout_s" in given:
             seconds = _check_call_timeout(given["call_timeout_s"])

@@ -418,7 +418,8 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     return _kept(_PATHS, key, router, found)
 
 
-def _kept(cache: Dict[Any, Any], key: Any, owner: Any, found: Any) -> Any:
+def _kept(cache: Dict[Any, Any], key: Any, owner: Any,
+          found: Tuple[RouteLimit, ...]) -> Tuple[RouteLimit, ...]:
     """`found` kept in `cache` (with its owner, whose identity a hit checks), returned."""
     if len(cache) >= 4096:
         cache.clear()
