@@ -22,7 +22,6 @@ _F_NO_BLOCK = _core.F_NO_BLOCK
 _F_ENTRY = _core.F_ENTRY
 _F_RETRY = _core.F_RETRY
 _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
-_POLL_S = 0.001  # the retry of a refusal of unknown retry time (warm-up)
 _IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
             "await group.acquire_async(...), async with group.entry(...) or async with group")
 
@@ -110,7 +109,7 @@ class Group(_core.Group, _Decorator, Admission):
             # a full concurrency member: until its release wakes the group's first waiter
             # (a shared one's waiters also recheck: a dead process's slots come back)
             return _SHARED_RECHECK_S if any(self._conc.get(i) for i in refused) else _MAX_SLEEP_S
-        return _POLL_S  # warm-up: no known time
+        return None  # warm-up: no known time (the waiter polls, 1 ms growing to 50 ms)
 
     def _adm_hold(self, req: Any, decision: Any) -> bytearray:
         return self._hold(req[1], decision[4])
