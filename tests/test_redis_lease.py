@@ -636,6 +636,30 @@ def test_lease_keyed_idle_key_dropped_and_close_forget_its_c_slice(r):
     assert len(eng._ks) == 0
 
 
+def test_lease_threads_end_with_their_dropped_limiters_even_in_cycles(r):
+    import gc
+    import threading
+
+    from slidewin.redis import RedisLimiter
+
+    def engines():
+        return {t for t in threading.enumerate() if t.name == "slidewin-redis-lease"}
+
+    before = engines()
+    for i in range(4):
+        lim = RedisLimiter(r, "cyc%d" % i, qps=10**6, lease=True)
+        for _ in range(50):
+            lim.try_acquire()
+        lim.cycle = [lim]  # only the collector frees it
+        del lim
+    started = engines() - before
+    assert started  # each engine ran its thread
+    gc.collect()
+    for t in started:  # an engine's thread waits without holding it: it ends within a wait
+        t.join(10)
+    assert not any(t.is_alive() for t in started)
+
+
 # -- asyncio: AsyncRedisLimiter / AsyncRedisKeyedLimiter(lease=True) ----------------------
 
 def _arun(coro_fn):
@@ -677,7 +701,10 @@ def test_lease_async_server_clock_decides_in_c_and_prefetches_in_a_task(redis_se
     async def main():
         c = redis_server.async_client()
         await c.flushall()
-        threads = threading.active_count()
+        def threads():  # (another test's engine thread may end meanwhile: not counted)
+            return {t.ident for t in threading.enumerate()}
+
+        before = threads()
         lim = AsyncRedisLimiter(c, "atask", qps=10**6, lease=True)
         per = AsyncRedisKeyedLimiter(c, "ataskk", qps=10**6, lease=True)
         slow = []
@@ -690,7 +717,7 @@ def test_lease_async_server_clock_decides_in_c_and_prefetches_in_a_task(redis_se
             oks += await per.try_acquire("k") is True
             await asyncio.sleep(0)  # the lease task's turn
         tasks = [l._leased._task for l in (lim, per)]
-        out = (threading.active_count() - threads, len(slow), oks, per.local_totals(),
+        out = (len(threads() - before), len(slow), oks, per.local_totals(),
                [t is not None and not t.done() for t in tasks])
         # the permits in hand when closing (none when the slice was just used up, or a
         # top-up is on its way: then nothing is given back)

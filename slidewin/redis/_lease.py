@@ -589,7 +589,7 @@ def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: flo
 
 def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
     """An engine's background jobs, run by its thread (an asyncio engine's: by its task);
-    it ends with the engine, held only while a job runs."""
+    it ends with the engine (within a wait), held only while a job runs."""
     while True:
         eng = ref()
         if eng is None:
@@ -603,11 +603,7 @@ def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
                 if eng._closed:
                     eng._thread = None
                     return
-                if wake is None:  # a thread waits holding its engine, a task does not
-                    cond.wait(wait)
-                    del eng
-                    continue
-                del eng
+                del eng  # waits without holding it: a dropped engine (in a cycle too) goes
                 yield from _g_idle(cond, wake, wait)
                 continue
         try:
