@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,7 +392,7 @@ static void lease_granted_while_copied(void)
 
 struct watcher {
     struct leased *l;
-    _Atomic int stop;
+    _Atomic int stop, ready; /* ready: the first copy was read (the deciders start then) */
     int64_t reads, backwards, last, errors;
 };
 
@@ -403,12 +404,14 @@ static void *watch_run(void *arg)
         int64_t window;
         if (!observe(w->l, &tot, &window)) {
             w->errors++;
+            atomic_store(&w->ready, 1);
             break;
         }
         if (tot.pass < w->last)
             w->backwards++;
         w->last = tot.pass;
         w->reads++;
+        atomic_store(&w->ready, 1);
     }
     return NULL;
 }
@@ -419,9 +422,11 @@ static void lease_observer_never_goes_back(void)
 {
     struct leased l;
     leased_open(&l, 120000);
-    struct watcher w = {&l, 0, 0, 0, 0, 0};
+    struct watcher w = {&l, 0, 0, 0, 0, 0, 0};
     pthread_t wt, th[PROCS];
     CHECK_EQ(pthread_create(&wt, NULL, watch_run, &w), 0);
+    while (!atomic_load(&w.ready)) /* (slow under the sanitizers) */
+        sched_yield();
     struct hammer h[PROCS];
     for (int i = 0; i < PROCS; i++) {
         h[i] = (struct hammer){&l.v[i], 0, 0};
