@@ -90,14 +90,12 @@ def columns(live: bool) -> List[Tuple[str, Cell]]:
 
 def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[Reading]:
     """Busiest first, or by name; names break ties, unreadable regions last."""
-    def measure(r: Reading) -> float:
-        if key == "in_flight":
-            return float(r.in_flight)
+    def measure(r: Reading) -> float:  # 0 for all when by name
+        if key in ("in_flight", "name"):
+            return float(r.in_flight) if key == "in_flight" else 0.0
         v = rates.get(r.path or "", (None, None, None))[key == "block"] if live else None
         return (r.window_rate(key) if v is None else v) or 0.0
 
-    if key == "name":
-        return sorted(rows, key=lambda r: (r.error is not None, r.name, r.path or ""))
     return sorted(rows, key=lambda r: (r.error is not None, -measure(r), r.name, r.path or ""))
 
 
