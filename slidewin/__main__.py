@@ -9,6 +9,7 @@ are exact and repeatable (--seed); rows appear once a second unless --fast.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -91,10 +92,7 @@ def _run() -> int:
         sys.stdout.flush()
         return code
     except BrokenPipeError:  # `... | head`: SIGPIPE's exit code, and no second failing flush
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
 
 

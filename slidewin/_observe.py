@@ -76,8 +76,7 @@ def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
     except (OSError, ValueError) as e:
         return Reading(region_name_of(path), "?", "region", path,
                        error=str(e) or type(e).__name__)
-    window = {k: int(v) for k, v in r["window"].items()}
-    window.pop("min_rt", None)
+    window = {k: int(v) for k, v in r["window"].items() if k != "min_rt"}
     waiting = window.pop("waiting", 0)
     limit = r.get("adaptive_limit")
     return Reading(r["name"], r["kind"], "region", r["path"],
@@ -96,8 +95,7 @@ def read_regions(folder: Optional[str] = None,
         paths = _core.list_regions(folder)
     except OSError:
         return []
-    rows = [read_region(path, now_ns) for path in paths]
-    return [row for row in rows if row is not None]
+    return [row for path in paths if (row := read_region(path, now_ns)) is not None]
 
 
 def file_id(path: str) -> Optional[Tuple[int, int]]:

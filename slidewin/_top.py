@@ -161,10 +161,8 @@ def live(args: argparse.Namespace) -> int:
 
     def run(scr: Any) -> None:
         def put(y: int, text: str, attr: int = 0) -> None:
-            h, w = scr.getmaxyx()
-            if 0 <= y < h and w > 1:
-                with contextlib.suppress(curses.error):  # shrunk under us: drawn next time
-                    scr.addnstr(y, 0, text, w - 1, attr)
+            with contextlib.suppress(curses.error):  # off a screen shrunk under us: next time
+                scr.addnstr(y, 0, text, max(0, scr.getmaxyx()[1] - 1), attr)
 
         with contextlib.suppress(curses.error):  # a terminal without a cursor to hide
             curses.curs_set(0)
