@@ -112,14 +112,6 @@ def _shm_dir() -> str:
         "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
 
 
-def region_path_of(obj: Any) -> Optional[str]:
-    """The file of a shared object's region (None for a private or anonymous one)."""
-    shared = getattr(obj, "shared", None)
-    if not isinstance(shared, str):
-        return None
-    return shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared)
-
-
 def _from_object(name: str, obj: Any) -> Reading:
     kind = ("breaker" if isinstance(obj, _core.Breaker) else "metric"
             if isinstance(obj, _core.Metric) else "limiter"
@@ -136,19 +128,17 @@ def _from_object(name: str, obj: Any) -> Reading:
         return row
     if kind == "limiter":
         row.window = {ev: int(obj.metric.sum(ev)) for ev in LIMITER_COUNTS}
+        limit = obj._adaptive_limit(None)  # an AdaptiveLimiter's, else None
+        row.adaptive_limit = None if limit is None else int(limit)
     else:  # Stats holds rates over the window: back to counts, as a region read gives them
         row.window = {ev: round(getattr(st, ev + "_qps") * row.window_s)
                       for ev in ("pass", "block", "success", "exception")}
         row.window["occupied_pass"] = round(st.occupied_qps * row.window_s)
         row.window["rt"] = round(st.avg_rt_ms * row.window["success"])
-    row.in_flight = int(st.concurrency)
-    row.waiting = int(st.waiting)
-    if kind == "keyed":
         row.keys = len(obj)
         row.evicted = int(st.evicted)
-    limit = obj._adaptive_limit(None) if kind == "limiter" else None
-    if limit is not None:  # an AdaptiveLimiter
-        row.adaptive_limit = int(limit)
+    row.in_flight = int(st.concurrency)
+    row.waiting = int(st.waiting)
     return row
 
 
@@ -161,7 +151,9 @@ def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] 
         return rows
     seen = {file_id(r.path) for r in rows if r.path is not None} - {None}
     for name, obj in sorted(_core.limiters().items()):
-        path = region_path_of(obj)
+        shared = getattr(obj, "shared", None)  # a str names its region; True or None: none
+        path = ((shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared))
+                if isinstance(shared, str) else None)
         if path is not None and file_id(path) in seen:
             continue
         try:
