@@ -170,16 +170,14 @@ def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str
                 ("window_completions_per_second", COMPLETIONS, rates)):
             for outcome in outcomes:
                 yield key, labels + [outcome], counts.get(outcome, 0)
-        yield "occupied_passes", labels, totals.get("occupied_pass", 0)
-        yield "rt_seconds", labels, totals.get("rt", 0) / 1000.0
-        yield "in_flight", labels, row.in_flight
-        yield "waiting", labels, row.waiting
-        if row.waiters is not None:
-            yield "waiting_processes", labels, row.waiters
-        yield "window_avg_rt_seconds", labels, (row.avg_rt_ms or 0.0) / 1000.0
-        if row.keys is not None:
-            yield "keys", labels, row.keys
-            yield "evicted", labels, row.evicted or 0
+        for key, value in (  # None: not of this row's kind (waiters: of a region's)
+                ("occupied_passes", totals.get("occupied_pass", 0)),
+                ("rt_seconds", totals.get("rt", 0) / 1000.0), ("in_flight", row.in_flight),
+                ("waiting", row.waiting), ("waiting_processes", row.waiters),
+                ("window_avg_rt_seconds", (row.avg_rt_ms or 0.0) / 1000.0), ("keys", row.keys),
+                ("evicted", None if row.keys is None else row.evicted or 0)):
+            if value is not None:
+                yield key, labels, value
         if row.adaptive_limit is not None:
             yield "adaptive_limit", [name], row.adaptive_limit
 
