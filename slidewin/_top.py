@@ -143,17 +143,6 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
     } for r in rows]
 
 
-def once(args: argparse.Namespace) -> int:
-    rows = sort_rows(_observe.read_regions(args.folder), {}, args.sort, live=False)
-    if args.json:
-        print(json.dumps(as_json(rows), indent=1))
-    elif not rows:
-        print(f"no slidewin regions in {args.folder or _observe._shm_dir()}", file=sys.stderr)
-    else:
-        print("\n".join(table(rows, {}, live=False)))
-    return 0
-
-
 def live(args: argparse.Namespace) -> int:
     import curses
 
@@ -229,7 +218,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not a.interval > 0 or a.interval > 3600:
         p.error("--interval must be > 0 and <= 3600 seconds")
     if a.once or a.json:
-        return once(a)
+        rows = sort_rows(_observe.read_regions(a.folder), {}, a.sort, live=False)
+        if a.json:
+            print(json.dumps(as_json(rows), indent=1))
+        elif not rows:
+            print(f"no slidewin regions in {a.folder or _observe._shm_dir()}", file=sys.stderr)
+        else:
+            print("\n".join(table(rows, {}, live=False)))
+        return 0
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         p.error("the live view needs a terminal: use --once (or --json) for scripts")
     try:
