@@ -78,13 +78,12 @@ def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
                        error=str(e) or type(e).__name__)
     window = {k: int(v) for k, v in r["window"].items() if k != "min_rt"}
     waiting = window.pop("waiting", 0)
-    limit = r.get("adaptive_limit")
     return Reading(r["name"], r["kind"], "region", r["path"],
                    totals=None if r["totals"] is None else dict(r["totals"]), window=window,
                    window_s=max(r["interval_ms"], 1) / 1000.0, in_flight=r["in_flight"],
                    waiting=waiting, waiters=r["waiters"], keys=r.get("keys"),
                    evicted=r.get("evicted"), created_unix_ns=r["created_unix_ns"],
-                   adaptive_limit=None if limit is None else int(limit), state=r.get("state"))
+                   adaptive_limit=r.get("adaptive_limit"), state=r.get("state"))
 
 
 def read_regions(folder: Optional[str] = None,
@@ -112,11 +111,11 @@ def _shm_dir() -> str:
         "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
 
 
-def _from_object(name: str, obj: Any) -> Reading:
+def _from_object(name: str, obj: Any, path: Optional[str]) -> Reading:
     kind = ("breaker" if isinstance(obj, _core.Breaker) else "metric"
             if isinstance(obj, _core.Metric) else "limiter"
             if isinstance(obj, _core.Limiter) else "keyed")
-    row = Reading(name, kind, "local", window_s=max(obj.interval_ms, 1) / 1000.0)
+    row = Reading(name, kind, "local", path, window_s=max(obj.interval_ms, 1) / 1000.0)
     if kind == "metric":
         row.window = {ev: int(obj.sum(ev)) for ev in obj.events}
         return row
@@ -128,8 +127,7 @@ def _from_object(name: str, obj: Any) -> Reading:
         return row
     if kind == "limiter":
         row.window = {ev: int(obj.metric.sum(ev)) for ev in LIMITER_COUNTS}
-        limit = obj._adaptive_limit(None)  # an AdaptiveLimiter's, else None
-        row.adaptive_limit = None if limit is None else int(limit)
+        row.adaptive_limit = obj._adaptive_limit(None)  # an AdaptiveLimiter's, else None
     else:  # Stats holds rates over the window: back to counts, as a region read gives them
         row.window = {ev: round(getattr(st, ev + "_qps") * row.window_s)
                       for ev in ("pass", "block", "success", "exception")}
@@ -151,15 +149,13 @@ def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] 
         return rows
     seen = {file_id(r.path) for r in rows if r.path is not None} - {None}
     for name, obj in sorted(_core.limiters().items()):
-        shared = getattr(obj, "shared", None)  # a str names its region; True or None: none
+        shared = getattr(obj, "shared", None)  # the region file of a named shared object
         path = ((shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared))
                 if isinstance(shared, str) else None)
         if path is not None and file_id(path) in seen:
             continue
         try:
-            row = _from_object(name, obj)
+            rows.append(_from_object(name, obj, path))
         except Exception:  # an observer never breaks the observed program's scrape
-            continue
-        row.path = path
-        rows.append(row)
+            pass
     return rows

@@ -196,7 +196,8 @@ def live(args: argparse.Namespace) -> int:
     # the terminal's size, not LINES / COLUMNS, often stale copies inherited from a parent
     os.environ.pop("LINES", None)
     os.environ.pop("COLUMNS", None)
-    curses.wrapper(run)
+    with contextlib.suppress(KeyboardInterrupt):  # ^C quits as q does
+        curses.wrapper(run)
     return 0
 
 
@@ -228,7 +229,4 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         p.error("the live view needs a terminal: use --once (or --json) for scripts")
-    try:
-        return live(a)
-    except KeyboardInterrupt:
-        return 0
+    return live(a)
