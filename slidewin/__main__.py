@@ -5,13 +5,11 @@ A service receives bursts of requests (about --load per second, with spikes), a 
 --qps admits them, and every admitted request records a response time. Each row shows what
 the sliding window saw during that second. Time is simulated with `now_ns`, so the numbers
 are exact and repeatable (--seed); rows appear once a second unless --fast.
-
-`python -m slidewin top` shows every shared region of the host live (`--once`: one table);
-see `python -m slidewin top --help`.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -74,10 +72,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 m.add(Event.SUCCESS, now_ns=now)
                 m.add_rt(rt, now_ns=now)
         end = start + (sec + 1) * NS - 1
-        passed = per_second.current(Event.PASS, now_ns=end)
-        blocked = per_second.current(Event.BLOCK, now_ns=end)
         b = per_second.buckets(now_ns=end)[-1]
-        ok, rt_sum = b.counts[Event.SUCCESS], b.counts[Event.RT]
+        passed, blocked, ok, rt_sum = (b.counts[e] for e in (Event.PASS, Event.BLOCK,
+                                                             Event.SUCCESS, Event.RT))
         avg = rt_sum / ok if ok else 0.0
         stats = lim.stats(now_ns=end)
         print(f"{sec:>6} {n_req:>8} {passed:>6} {blocked:>6} {avg:>7.1f} {b.min_rt:>7}"
@@ -95,10 +92,7 @@ def _run() -> int:
         sys.stdout.flush()
         return code
     except BrokenPipeError:  # `... | head`: SIGPIPE's exit code, and no second failing flush
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
 
 

@@ -47,13 +47,6 @@ def run(steps: Steps) -> Any:
         return done.value
 
 
-def no_wait(entry: Any) -> bool:
-    """An entry whose __enter__ never sleeps: a reject or warm-up Limiter's (one decision
-    in C), entered without a coroutine; a throttle's or a group's sleeps with asyncio."""
-    return (isinstance(entry, _NATIVE_ENTRIES) and entry.timeout is None
-            and entry.limiter.behavior in ("reject", "warm_up"))
-
-
 class IO:
     """The I/O of a thread (``with``, ``time.sleep``) or, ``is_async``, of asyncio (``async
     with``, but a C decision that never sleeps and a C exit are called as they are;
@@ -64,7 +57,10 @@ class IO:
         self.run: Callable[[Steps], Any] = arun if is_async else run
 
     def enter(self, cm: Any) -> Callable[[], Any]:
-        if self.is_async and not no_wait(cm):
+        # a reject or warm-up Limiter's entry never sleeps (one decision in C): entered
+        # without a coroutine; a throttle's or a group's sleeps with asyncio
+        if self.is_async and not (isinstance(cm, _NATIVE_ENTRIES) and cm.timeout is None
+                                  and cm.limiter.behavior in ("reject", "warm_up")):
             return cm.__aenter__  # type: ignore[no-any-return]
         return cm.__enter__  # type: ignore[no-any-return]
 

@@ -76,16 +76,14 @@ def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
     except (OSError, ValueError) as e:
         return Reading(region_name_of(path), "?", "region", path,
                        error=str(e) or type(e).__name__)
-    window = {k: int(v) for k, v in r["window"].items()}
-    window.pop("min_rt", None)
+    window = {k: int(v) for k, v in r["window"].items() if k != "min_rt"}
     waiting = window.pop("waiting", 0)
-    limit = r.get("adaptive_limit")
     return Reading(r["name"], r["kind"], "region", r["path"],
                    totals=None if r["totals"] is None else dict(r["totals"]), window=window,
                    window_s=max(r["interval_ms"], 1) / 1000.0, in_flight=r["in_flight"],
                    waiting=waiting, waiters=r["waiters"], keys=r.get("keys"),
                    evicted=r.get("evicted"), created_unix_ns=r["created_unix_ns"],
-                   adaptive_limit=None if limit is None else int(limit), state=r.get("state"))
+                   adaptive_limit=r.get("adaptive_limit"), state=r.get("state"))
 
 
 def read_regions(folder: Optional[str] = None,
@@ -96,8 +94,7 @@ def read_regions(folder: Optional[str] = None,
         paths = _core.list_regions(folder)
     except OSError:
         return []
-    rows = [read_region(path, now_ns) for path in paths]
-    return [row for row in rows if row is not None]
+    return [row for path in paths if (row := read_region(path, now_ns)) is not None]
 
 
 def file_id(path: str) -> Optional[Tuple[int, int]]:
@@ -114,19 +111,11 @@ def _shm_dir() -> str:
         "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp")
 
 
-def region_path_of(obj: Any) -> Optional[str]:
-    """The file of a shared object's region (None for a private or anonymous one)."""
-    shared = getattr(obj, "shared", None)
-    if not isinstance(shared, str):
-        return None
-    return shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared)
-
-
-def _from_object(name: str, obj: Any) -> Reading:
+def _from_object(name: str, obj: Any, path: Optional[str]) -> Reading:
     kind = ("breaker" if isinstance(obj, _core.Breaker) else "metric"
             if isinstance(obj, _core.Metric) else "limiter"
             if isinstance(obj, _core.Limiter) else "keyed")
-    row = Reading(name, kind, "local", window_s=max(obj.interval_ms, 1) / 1000.0)
+    row = Reading(name, kind, "local", path, window_s=max(obj.interval_ms, 1) / 1000.0)
     if kind == "metric":
         row.window = {ev: int(obj.sum(ev)) for ev in obj.events}
         return row
@@ -138,19 +127,16 @@ def _from_object(name: str, obj: Any) -> Reading:
         return row
     if kind == "limiter":
         row.window = {ev: int(obj.metric.sum(ev)) for ev in LIMITER_COUNTS}
+        row.adaptive_limit = obj._adaptive_limit(None)  # an AdaptiveLimiter's, else None
     else:  # Stats holds rates over the window: back to counts, as a region read gives them
         row.window = {ev: round(getattr(st, ev + "_qps") * row.window_s)
                       for ev in ("pass", "block", "success", "exception")}
         row.window["occupied_pass"] = round(st.occupied_qps * row.window_s)
         row.window["rt"] = round(st.avg_rt_ms * row.window["success"])
-    row.in_flight = int(st.concurrency)
-    row.waiting = int(st.waiting)
-    if kind == "keyed":
         row.keys = len(obj)
         row.evicted = int(st.evicted)
-    limit = obj._adaptive_limit(None) if kind == "limiter" else None
-    if limit is not None:  # an AdaptiveLimiter
-        row.adaptive_limit = int(limit)
+    row.in_flight = int(st.concurrency)
+    row.waiting = int(st.waiting)
     return row
 
 
@@ -163,13 +149,13 @@ def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] 
         return rows
     seen = {file_id(r.path) for r in rows if r.path is not None} - {None}
     for name, obj in sorted(_core.limiters().items()):
-        path = region_path_of(obj)
+        shared = getattr(obj, "shared", None)  # the region file of a named shared object
+        path = ((shared if "/" in shared else os.path.join(_shm_dir(), "slidewin-" + shared))
+                if isinstance(shared, str) else None)
         if path is not None and file_id(path) in seen:
             continue
         try:
-            row = _from_object(name, obj)
+            rows.append(_from_object(name, obj, path))
         except Exception:  # an observer never breaks the observed program's scrape
-            continue
-        row.path = path
-        rows.append(row)
+            pass
     return rows

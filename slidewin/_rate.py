@@ -1,11 +1,5 @@
-"""``rate="100/minute"``: limits as users write them, turned into qps, interval_ms and
-sample_count.
-
-A rate is a count per period as flask-limiter users write it (``"100/minute"``, ``"5/m"``,
-``"10 per 5 minutes"``); ``parse_rates`` reads several (``"10/second;100/minute"``). The
-window is the period, in the largest number of steps up to 60 (a KeyedLimiter's: 6) that
-divides it unless ``sample_count`` is given. ``qps`` is nudged up by a few ulps at most so
-that the core's window limit in doubles is never below the count (``7/day`` admits 7, not 6).
+"""``rate="100/minute"``: limits as flask-limiter users write them (``FORMS``), turned into
+qps, interval_ms (the period) and sample_count (``default_samples``).
 """
 from __future__ import annotations
 
@@ -117,7 +111,7 @@ def member_keywords(kw: Dict[str, Any], rate: Rate) -> Dict[str, Any]:
 
 def qps_for(count: int, period_ms: int) -> float:
     """The qps whose window limit over ``period_ms`` (computed as the core computes it) is the
-    smallest double not below ``count``."""
+    smallest double not below ``count`` (``7/day`` admits 7, not 6)."""
     q = count * 1000 / period_ms
     scale = period_ms / 1000.0
     while q * scale < count:  # a few ulps at most

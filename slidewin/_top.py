@@ -90,14 +90,12 @@ def columns(live: bool) -> List[Tuple[str, Cell]]:
 
 def sort_rows(rows: List[Reading], rates: Rates, key: str, live: bool) -> List[Reading]:
     """Busiest first, or by name; names break ties, unreadable regions last."""
-    def measure(r: Reading) -> float:
-        if key == "in_flight":
-            return float(r.in_flight)
+    def measure(r: Reading) -> float:  # 0 for all when by name
+        if key in ("in_flight", "name"):
+            return float(r.in_flight) if key == "in_flight" else 0.0
         v = rates.get(r.path or "", (None, None, None))[key == "block"] if live else None
         return (r.window_rate(key) if v is None else v) or 0.0
 
-    if key == "name":
-        return sorted(rows, key=lambda r: (r.error is not None, r.name, r.path or ""))
     return sorted(rows, key=lambda r: (r.error is not None, -measure(r), r.name, r.path or ""))
 
 
@@ -145,17 +143,6 @@ def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:
     } for r in rows]
 
 
-def once(args: argparse.Namespace) -> int:
-    rows = sort_rows(_observe.read_regions(args.folder), {}, args.sort, live=False)
-    if args.json:
-        print(json.dumps(as_json(rows), indent=1))
-    elif not rows:
-        print(f"no slidewin regions in {args.folder or _observe._shm_dir()}", file=sys.stderr)
-    else:
-        print("\n".join(table(rows, {}, live=False)))
-    return 0
-
-
 def live(args: argparse.Namespace) -> int:
     import curses
 
@@ -163,10 +150,8 @@ def live(args: argparse.Namespace) -> int:
 
     def run(scr: Any) -> None:
         def put(y: int, text: str, attr: int = 0) -> None:
-            h, w = scr.getmaxyx()
-            if 0 <= y < h and w > 1:
-                with contextlib.suppress(curses.error):  # shrunk under us: drawn next time
-                    scr.addnstr(y, 0, text, w - 1, attr)
+            with contextlib.suppress(curses.error):  # off a screen shrunk under us: next time
+                scr.addnstr(y, 0, text, max(0, scr.getmaxyx()[1] - 1), attr)
 
         with contextlib.suppress(curses.error):  # a terminal without a cursor to hide
             curses.curs_set(0)
@@ -211,7 +196,8 @@ def live(args: argparse.Namespace) -> int:
     # the terminal's size, not LINES / COLUMNS, often stale copies inherited from a parent
     os.environ.pop("LINES", None)
     os.environ.pop("COLUMNS", None)
-    curses.wrapper(run)
+    with contextlib.suppress(KeyboardInterrupt):  # ^C quits as q does
+        curses.wrapper(run)
     return 0
 
 
@@ -233,10 +219,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not a.interval > 0 or a.interval > 3600:
         p.error("--interval must be > 0 and <= 3600 seconds")
     if a.once or a.json:
-        return once(a)
+        rows = sort_rows(_observe.read_regions(a.folder), {}, a.sort, live=False)
+        if a.json:
+            print(json.dumps(as_json(rows), indent=1))
+        elif not rows:
+            print(f"no slidewin regions in {a.folder or _observe._shm_dir()}", file=sys.stderr)
+        else:
+            print("\n".join(table(rows, {}, live=False)))
+        return 0
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         p.error("the live view needs a terminal: use --once (or --json) for scripts")
-    try:
-        return live(a)
-    except KeyboardInterrupt:
-        return 0
+    return live(a)

@@ -13,23 +13,13 @@ process that maps it, so each shared limiter is one series however many worker p
 ``PROMETHEUS_MULTIPROC_DIR``, no per-process files. Private limiters without ``name=`` are
 not exported (they have no label to go by).
 
-Series (label ``limiter``: the ``name=``, a shared region's name by default; ``kind``:
-limiter or keyed), one quantity per family so that a sum over a label never double-counts,
-times in seconds; each family's HELP text (and docs/metrics.md) says what it counts:
-
-- counters ``slidewin_decisions_total{outcome=pass|block|shadow_block}`` (``block``: enforced
-  refusals only), ``slidewin_completions_total{outcome=success|exception}``,
-  ``slidewin_requests_total{outcome=pass|block|exception|success}`` (``totals()``: never sum
-  it over ``outcome``), ``slidewin_occupied_passes_total``, ``slidewin_rt_seconds_total``;
-- gauges ``slidewin_in_flight``, ``slidewin_waiting``, ``slidewin_waiting_processes`` and,
-  over the sliding window, ``slidewin_window_decisions_per_second{outcome=pass|block}``,
-  ``slidewin_window_completions_per_second{outcome=success|exception}``,
-  ``slidewin_window_avg_rt_seconds``;
-- keyed: ``slidewin_keys``, ``slidewin_evicted_total``; an AdaptiveLimiter:
-  ``slidewin_adaptive_limit{limiter}``; a Metric: ``slidewin_metric_window_events{metric,event}``;
-- a Breaker (label ``breaker``): ``slidewin_breaker_state`` (0 closed, 1 open, 2 half-open),
-  ``slidewin_breaker_transitions_total{to}``, ``slidewin_breaker_calls_total{outcome}``
-  (``totals()``) and ``slidewin_breaker_window_calls{outcome}`` (``stats()``).
+Series are labelled ``limiter`` (the ``name=``, a shared region's name by default) and ``kind``
+(limiter or keyed), or ``metric`` / ``breaker``; one quantity per family, so that a sum over a
+label never double-counts, times in seconds. Each family's HELP text, and the table of
+docs/metrics.md, says what it counts: ``slidewin_decisions_total{outcome}``,
+``slidewin_completions_total``, ``slidewin_requests_total`` (``totals()``: never sum it over
+``outcome``), ``slidewin_in_flight``, ``slidewin_window_decisions_per_second``, ...,
+``slidewin_breaker_state`` (0 closed, 1 open, 2 half-open).
 
 A region that vanishes or is damaged between the listing and the read is left out of that
 scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin[prometheus]"``.
@@ -180,16 +170,14 @@ def _samples(row: "_observe.Reading", name: str) -> Iterator[Tuple[str, List[str
                 ("window_completions_per_second", COMPLETIONS, rates)):
             for outcome in outcomes:
                 yield key, labels + [outcome], counts.get(outcome, 0)
-        yield "occupied_passes", labels, totals.get("occupied_pass", 0)
-        yield "rt_seconds", labels, totals.get("rt", 0) / 1000.0
-        yield "in_flight", labels, row.in_flight
-        yield "waiting", labels, row.waiting
-        if row.waiters is not None:
-            yield "waiting_processes", labels, row.waiters
-        yield "window_avg_rt_seconds", labels, (row.avg_rt_ms or 0.0) / 1000.0
-        if row.keys is not None:
-            yield "keys", labels, row.keys
-            yield "evicted", labels, row.evicted or 0
+        for key, value in (  # None: not of this row's kind (waiters: of a region's)
+                ("occupied_passes", totals.get("occupied_pass", 0)),
+                ("rt_seconds", totals.get("rt", 0) / 1000.0), ("in_flight", row.in_flight),
+                ("waiting", row.waiting), ("waiting_processes", row.waiters),
+                ("window_avg_rt_seconds", (row.avg_rt_ms or 0.0) / 1000.0), ("keys", row.keys),
+                ("evicted", None if row.keys is None else row.evicted or 0)):
+            if value is not None:
+                yield key, labels, value
         if row.adaptive_limit is not None:
             yield "adaptive_limit", [name], row.adaptive_limit
 
