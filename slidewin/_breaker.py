@@ -397,8 +397,6 @@ class Breaker(_core.Breaker, Admission):
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        # an async generator's consumer runs between the items, in the same task: its
-        # entry never cancels it
         return _decorate_entries(self, "Breaker", func, on_block,
                                  agen_entry=lambda: _BreakerEntry(self, False))
 

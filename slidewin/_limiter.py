@@ -127,8 +127,8 @@ def _check_picklable(lim: Any, kind: str) -> None:
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
     if kw.get("rate") is not None:  # a limiter built with rate=: rebuilt with the same rate
         kw = {k: v for k, v in kw.items() if k != "interval_ms"}
-        return cls(None, **kw)
-    return cls(qps, **kw)
+        qps = None
+    return cls(**kw) if qps is None else cls(qps, **kw)  # AdaptiveLimiter: keywords only
 
 
 _NO_KEY: Any = object()  # the `key` of a Limiter, whose C methods take no key
