@@ -337,8 +337,9 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     """
 
     __slots__ = ("_on_block", "_waitq")
-    _PICKLED = ("concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-                "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
+    _PICKLED: Tuple[str, ...] = (
+        "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+        "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
 
     def __new__(
         cls,
