@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block, _check_picklable
+from ._limiter import _MISSING, Limiter, _check_on_block
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -156,6 +156,7 @@ class AdaptiveLimiter(Limiter):
 
     __slots__ = ("_adaptive",)
     _adaptive: Dict[str, Any]
+    _PICKLED = _SETTINGS + ("interval_ms", "sample_count", "shared", "name")
 
     def __new__(
         cls,
@@ -273,14 +274,3 @@ class AdaptiveLimiter(Limiter):
             if v != default and v is not None:
                 parts.append("%s=%r" % (k, v))
         return "AdaptiveLimiter(%s)" % ", ".join(parts)
-
-    def __reduce__(self) -> Any:
-        _check_picklable(self, "AdaptiveLimiter")
-        kw = dict(self._adaptive)
-        kw.update(interval_ms=self.interval_ms, sample_count=self.sample_count,
-                  shared=self.shared, name=self.name)
-        return (_rebuild_adaptive, (kw,))
-
-
-def _rebuild_adaptive(kw: Dict[str, Any]) -> AdaptiveLimiter:
-    return AdaptiveLimiter(**kw)

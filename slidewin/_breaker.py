@@ -97,8 +97,7 @@ class _Deadline:
         self._task.cancel()
 
     def settle(self) -> bool:
-        """Stop the timer (once; an exit retried asks again): whether it cancelled the body
-        and no other cancel of the task is pending."""
+        """Stop the timer (once): whether it cancelled the body, no other cancel pending."""
         if not self._settled:
             self._settled = True
             self._handle.cancel()
@@ -109,13 +108,9 @@ class _Deadline:
 
 
 class _BreakerEntry(AdmissionEntry):
-    """One protected call: ``with br.entry():`` / ``async with br.entry():``, entered again
-    once exited. Its exit records a success, an error (one of ``errors``) or a cancel (a
-    ``BlockedError``, or a ``BaseException`` that is not an ``Exception``: gives a probe
-    back); a call past ``call_timeout_s`` is a failure but for a cancel. ``timed``: whether
-    ``async with`` may cancel the body then (not an async generator's iteration, whose
-    consumer runs between the items in the same task).
-    """
+    """One protected call, entered again once exited (its exit: Breaker._adm_exit).
+    ``timed``: whether ``async with`` may cancel the body at call_timeout_s (not an async
+    generator's iteration, whose consumer runs between the items in the same task)."""
 
     __slots__ = ("_timed",)
     _what = "breaker entry"
@@ -321,6 +316,9 @@ class Breaker(_core.Breaker, Admission):
 
     def _adm_exit(self, req: Any, held: List[Any], et: Any, ev: Any,
                   rt_ns: int) -> Optional[BaseException]:
+        """Record a success, an error (one of ``errors``) or a cancel (a BlockedError, or a
+        BaseException that is not an Exception: gives a probe back); a call past
+        call_timeout_s is a failure but for a cancel."""
         ticket, deadline = held
         rt = rt_ns / 1e6
         interrupted = deadline is not None and deadline.settle()
@@ -399,17 +397,14 @@ class Breaker(_core.Breaker, Admission):
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
         if func is None:
             return lambda f: self.__call__(f, on_block=on_block)
-        # an async generator's consumer runs between the items, in the same task: its
-        # entry never cancels it
         return _decorate_entries(self, "Breaker", func, on_block,
                                  agen_entry=lambda: _BreakerEntry(self, False))
 
 
 def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:
-    """A change of state, told by the C base (which alone has no listeners)."""
     if isinstance(br, Breaker):
         br._notify(old, new, value)
 
 
-# the functions the C types call (never a method of a subclass by name)
+# the functions the C types call (never a subclass's method by name)
 _core._set_layer(_aenter, _aexit, _tell)

@@ -47,8 +47,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     """
 
     __slots__ = ("_on_block", "_waitq")
-    _on_block: Optional[Callable[..., Any]]
-    _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
     _PICKLED = ("concurrency", "behavior", "max_queueing_ms", "interval_ms", "sample_count",
                 "max_keys", "overrides", "shared", "name", "shadow")
 

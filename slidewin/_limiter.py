@@ -61,8 +61,7 @@ def _check_on_block(on_block: Any) -> Any:
 
 
 def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
-    """__new__ over the C type's (`base`: super()): `args` is the locals() of the Python
-    __new__, the C type's arguments plus `on_block`."""
+    """__new__ over `base`'s (super()) from the locals() of the Python __new__."""
     args = dict(args)
     keyed = "max_keys" in args
     first = args.pop("qps_or_rate", None)
@@ -77,8 +76,7 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
         else:
             raise TypeError("qps is given twice: as the first argument (%r) and as qps=%r"
                             % (first, args["qps"]))
-    # rate= (or a str first argument) becomes qps, interval_ms, sample_count; a keyed table
-    # (max_keys) takes fewer default steps: they are per-key memory
+    # a keyed table (max_keys) takes fewer default steps: they are per-key memory
     rate = _rate.resolve(args, _rate.KEYED_SAMPLES if keyed else _rate.DEFAULT_SAMPLES, keyed)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
@@ -89,8 +87,8 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
 
 
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
-    """update() over the C type's: `args` is the locals() of the Python update(), the settings
-    not given being _MISSING, plus the `layout` keywords and `on_block`."""
+    """update() over the C type's from the locals() of the Python update() (_MISSING: not
+    given)."""
     settings = {k: v for k, v in args.items()
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
@@ -129,21 +127,20 @@ def _check_picklable(lim: Any, kind: str) -> None:
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
     if kw.get("rate") is not None:  # a limiter built with rate=: rebuilt with the same rate
         kw = {k: v for k, v in kw.items() if k != "interval_ms"}
-        return cls(None, **kw)
-    return cls(qps, **kw)
+        qps = None
+    return cls(**kw) if qps is None else cls(qps, **kw)  # AdaptiveLimiter: keywords only
 
 
 _NO_KEY: Any = object()  # the `key` of a Limiter, whose C methods take no key
 
 
-def _at(key: Any, n: int) -> Tuple[Any, ...]:  # the C methods' leading arguments
+def _at(key: Any, n: int) -> Tuple[Any, ...]:
     return (n,) if key is _NO_KEY else (key, n)
 
 
 def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
-    """The decision of an async acquire or entry without a timeout: (verdict, the ns to sleep
-    before going on), or BlockedError. The verdict is PASS, or SHADOWED (shadow mode: admitted
-    where an enforcing limiter would have refused; holds nothing, no wait)."""
+    """An async acquire's or entry's decision without a timeout: (PASS or SHADOWED, the ns
+    to sleep before going on), or BlockedError."""
     # the two calls spelled out: lim._decide(*_at(key, n), ...) is some 0.2 us slower
     if key is _NO_KEY:
         verdict, wait_ns, retry_ns = lim._decide(n, flags | _F_RETRY, None)
@@ -156,8 +153,7 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
 
 async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
                          timeout: float) -> Tuple[int, int]:
-    """_decide_now with a timeout: a refused task waits in the limiter's (or the key's) queue
-    (slidewin._waiters), one BLOCK counted should the wait end refused."""
+    """_decide_now with a timeout: a refused task waits in the limiter's (or key's) queue."""
     fp = None if key is _NO_KEY else lim._fingerprint(key)
     d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
     return d[0], d[1]
@@ -167,14 +163,17 @@ class _Limiting:
     """The admission protocol of Limiter and KeyedLimiter (their C entries and acquires are
     its fast paths). ``req``: ((n,) or (key, n), flags); ``held``: None, the C entry holds it."""
 
-    __slots__ = ()
+    __slots__ = ()  # the subclasses' slots: _on_block, _waitq (and the C type's _rate)
 
     _PICKLED: Tuple[str, ...]  # the settings a pickle carries, besides qps and rate
+    _on_block: Optional[Callable[..., Any]]
+    _waitq: Any  # the queues of asyncio tasks waiting for admission (slidewin._waiters)
+    _rate: Optional[str]
 
     @property
     def rate(self) -> Optional[str]:
         """The ``rate=`` this limiter was built (or last updated) with, else None."""
-        return self._rate  # type: ignore[attr-defined,no-any-return]
+        return self._rate
 
     def __reduce__(self) -> Any:
         """A limiter shared by name pickles as its settings and the name: unpickled in another
@@ -241,8 +240,7 @@ async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -
 
 
 async def _aenter(lim: Any, entry: Any) -> Any:
-    """An entry's ``__aenter__``, called by the C entry once it has claimed the entry (idle
-    -> entering) atomically: one coroutine per async entry, no further one."""
+    """An entry's ``__aenter__``, called by the C entry once it has claimed it atomically."""
     key = entry.key if type(entry) is _KEYED_ENTRY else _NO_KEY
     n = entry.n
     try:
@@ -339,10 +337,9 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     """
 
     __slots__ = ("_on_block", "_waitq")
-    _on_block: Optional[Callable[..., Any]]
-    _waitq: Any  # the queue of asyncio tasks waiting for admission (slidewin._waiters)
-    _PICKLED = ("concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
-                "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
+    _PICKLED: Tuple[str, ...] = (
+        "concurrency", "behavior", "warm_up_s", "cold_factor", "max_queueing_ms",
+        "occupy_timeout_ms", "interval_ms", "sample_count", "shared", "name", "shadow")
 
     def __new__(
         cls,
@@ -432,9 +429,8 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
     return result
 
 
-# The wrappers, one per kind of function, each the decorated call's whole overhead: no shared
-# helper that would cost a call. `entry`: makes the entry; `keyfn`: a KeyedLimiter's key
-# function, None for a Limiter.
+# One wrapper per kind of function, each the decorated call's whole overhead (no shared helper
+# that would cost a call). `keyfn`: a KeyedLimiter's key function, None for a Limiter.
 
 
 def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
@@ -459,8 +455,8 @@ def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
 
 
 def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool) -> Any:
-    """aexit: the entry's exit is awaited (``__aexit__``: a Redis limiter's entries, whose
-    exit is a round trip); a Limiter's entry exits in C, without a coroutine."""
+    """aexit: the entry's exit is awaited (a Redis entry's exit is a round trip); a
+    Limiter's entry exits in C, without a coroutine."""
 
     @functools.wraps(func)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -491,8 +487,7 @@ def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool
 def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
     @functools.wraps(func)
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-        # runs from the first next(): the entry spans the whole iteration
-        e = entry()
+        e = entry()  # from the first next(): the entry spans the whole iteration
         try:
             e.__enter__()
         except _core.BlockedError as exc:
@@ -569,10 +564,8 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                       is_async: Optional[bool] = None, timeout: Optional[float] = None,
                       agen_entry: Any = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too).
-    ``keyfn``: a keyed limiter's key function (then no generator). ``is_async``: None for
-    entries that enter both ways; True for awaited decisions (async functions only); False
-    for blocking ones (sync only). ``agen_entry``: what an async generator's iteration
-    enters, when not ``lim.entry()``."""
+    ``is_async``: None for entries that enter both ways; True for async functions only;
+    False for sync only. ``agen_entry``: what an async generator enters, if not ``entry()``."""
     if not callable(func):
         raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
     handler = _check_on_block(lim._on_block if on_block is _MISSING else on_block)
