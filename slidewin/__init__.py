@@ -27,7 +27,9 @@ def _load_installed_core() -> None:
     ``ModuleNotFoundError``, with a hint."""
     import importlib.machinery
     import importlib.metadata
+    import importlib.util
     import os
+    import sys
 
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     found = [(dist.version, str(dist.locate_file(f)))  # a checkout's own egg-info has none
@@ -42,9 +44,16 @@ def _load_installed_core() -> None:
             f"({os.path.dirname(os.path.abspath(__file__))}): build it in place with "
             "`pip install -e .`, or run from another directory (installed with an extension: "
             f"{versions}; this checkout: {__version__})", name=__name__ + "._core")
-    # the installed package's folder searched after the checkout's: _core is found there only
-    __path__.append(os.path.dirname(same[0]))
-    importlib.import_module(__name__ + "._core")
+    spec = importlib.util.spec_from_file_location(__name__ + "._core", same[0])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[spec.name]
+        raise
+    setattr(sys.modules[__name__], "_core", module)
 
 
 try:
