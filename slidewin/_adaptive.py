@@ -57,6 +57,9 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     return settings
 
 
+_UPDATE_MU = threading.Lock()  # AdaptiveLimiter.update()s, one at a time (they are rare)
+
+
 class _CpuSampler:
     """One daemon thread per process, while a limiter has a cpu_threshold: every 0.5 s, the
     host's CPU use (/proc/stat, else the load average per CPU), smoothed, to every such
@@ -252,14 +255,15 @@ class AdaptiveLimiter(Limiter):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
-        new = dict(self._adaptive)
-        if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
-            lo = settings.get("min_limit", new["min_limit"])
-            hi = settings.get("max_limit", new["max_limit"])
-            if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
-                new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
-        new.update(settings)
-        self._apply(_check(new))
+        with _UPDATE_MU:  # read, changed and applied whole: concurrent updates lose none
+            new = dict(self._adaptive)
+            if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
+                lo = settings.get("min_limit", new["min_limit"])
+                hi = settings.get("max_limit", new["max_limit"])
+                if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
+                    new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
+            new.update(settings)
+            self._apply(_check(new))
         if handler is not _MISSING:
             self._on_block = handler
 
