@@ -46,7 +46,8 @@ async def wait_go_ahead(limit_s=20.0):
 
 
 def stats_of(lim):
-    """The limiter's own counts of its window."""
-    m = lim.metric
-    return {"pass": m.sum("pass"), "block": m.sum("block"), "success": m.sum("success"),
+    """The limiter's lifetime counts (a window's slide: a download slower than the window
+    would have its pass gone from it by the time its success is counted)."""
+    t = lim.totals()
+    return {"pass": t["pass"], "block": t["block"], "success": t["success"],
             "in_flight": lim.in_flight}
