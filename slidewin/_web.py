@@ -37,9 +37,6 @@ _IP_OBJECTS = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Netwo
                ipaddress.IPv6Network)
 TrustedProxies = Union[str, _Address, _Network, Iterable[Union[str, _Address, _Network]]]
 
-# "unix" in trusted_proxies: a peer without an IP address (a Unix socket) is a trusted proxy
-_UNIX = "unix"
-
 
 # ---- client_ip ------------------------------------------------------------------------------
 
@@ -60,7 +57,7 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
                 % (item, type(item).__name__)
             )
         text = item.strip()
-        if text == _UNIX:
+        if text == "unix":  # a peer without an IP address (a Unix socket) is a trusted proxy
             unix = True
             continue
         if text == "*":
@@ -82,8 +79,6 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
 def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
     if isinstance(trusted_proxies, (str,) + _IP_OBJECTS):
         entries: Tuple[Any, ...] = (trusted_proxies,)
-    elif isinstance(trusted_proxies, tuple):
-        entries = trusted_proxies
     else:
         try:
             entries = tuple(trusted_proxies)
@@ -129,7 +124,6 @@ def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
     return any(addr.version == net.version and addr in net for net in nets)
 
 
-_XFF = "x-forwarded-for"
 # RFC 9110 token; "_" left out: a WSGI environ spells "-" and "_" alike (HTTP_X_REAL_IP)
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^`|~-]+\Z")
 
@@ -178,19 +172,17 @@ def _forwarded_nodes(value: str) -> List[Optional[str]]:
     """The ``for=`` node of each element of a ``Forwarded`` value (RFC 7239): None for one
     without ``for=``, with two, or that does not parse; empty elements left out."""
     out: List[Optional[str]] = []
-    pairs: List[str] = []
-    pair = ""
+    pairs = [""]  # the element's pairs so far, the last one open
     for piece in _FORWARDED_PIECE.findall(value + ","):
-        if piece not in (",", ";"):
-            pair += piece
-            continue
-        pairs.append(pair)
-        pair = ""
-        if piece == "," and any(p.strip() for p in pairs):  # "a,,b": no hop
-            out.append(_for_node(pairs))
-        if piece == ",":
-            pairs = []
-    if pair:
+        if piece == ";":
+            pairs.append("")
+        elif piece != ",":
+            pairs[-1] += piece
+        else:
+            if any(p.strip() for p in pairs):  # "a,,b": no hop
+                out.append(_for_node(pairs))
+            pairs = [""]
+    if pairs[-1]:
         out.append(None)  # the quote opened here never closed
     return out
 
@@ -217,7 +209,7 @@ def client_ip(
     scope_or_environ: Mapping[str, Any],
     trusted_proxies: TrustedProxies = (),
     *,
-    header: str = _XFF,
+    header: str = "x-forwarded-for",
 ) -> str:
     """The client's address of an ASGI scope or a WSGI environ.
 
