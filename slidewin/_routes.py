@@ -115,15 +115,13 @@ class RouteLimit(Own):
             return None
         return Admission([(self, k)])
 
-    def refuser(self, error: Any) -> Any:
-        """The part of this limit that refused (the error's limiter), else the first."""
-        lim = getattr(error, "limiter", None)
-        return next((part for part in self.limiters if part is lim), self.limiters[0])
-
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
-        """(status, Retry-After and RateLimit fields) of a refused request."""
-        return _web.refusal_fields(self.refuser(error), error, self.status,
-                                   self.concurrency_status, self.headers)
+        """(status, Retry-After and RateLimit fields) of a refused request: those of the part
+        that refused (the error's limiter), else of the first."""
+        lim = getattr(error, "limiter", None)
+        part = next((p for p in self.limiters if p is lim), self.limiters[0])
+        return _web.refusal_fields(part, error, self.status, self.concurrency_status,
+                                   self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """(status, headers, problem+json body) of a refused request."""
