@@ -92,10 +92,7 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
-        raise TypeError(
-            "trusted_proxies holds an unhashable entry: each entry is an IP address or "
-            "network as a str or an ipaddress object"
-        ) from None
+    return _trusted.__wrapped__(entries)  # uncached: its TypeError names the entry
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
@@ -632,7 +629,6 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
