@@ -36,12 +36,13 @@ def groupable(limiter: Any) -> bool:
     return isinstance(limiter, (_core.Limiter, slidewin.KeyedLimiter))
 
 
-def header_key(spec: str, where: str) -> str:
+def header_key(spec: str, where: str) -> Callable[[Any], Any]:
+    """The key of ``"header:Name"``: a function of the request, the header's value."""
     name = spec[len(HEADER):].strip()
     if not name or not _web._TOKEN.match(name):
         raise ValueError("%s: key %r names no header; write key=\"header:X-Api-Key\""
                          % (where, spec))
-    return name
+    return lambda request: request.headers.get(name)
 
 
 class Own:
@@ -75,9 +76,9 @@ class RouteLimit(Own):
         if limiter is not None and kwargs:
             raise ValueError("%s: give a limiter or the Limiter's keywords (%s), not both"
                              % (where, ", ".join(sorted(kwargs))))
-        header: Optional[str] = None
+        self.key: Any = key if callable(key) else None
         if isinstance(key, str) and key.startswith(HEADER):
-            header = header_key(key, where)
+            self.key = header_key(key, where)
         elif key is not None and key != IP and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
@@ -91,10 +92,6 @@ class RouteLimit(Own):
             keyed = _web.check_limiter(lim, where, is_async)
         if key is not None and not keyed:
             _web.check_key(key if callable(key) else (lambda r: r), False, limiters[0], where)
-        if header is not None:
-            self.key: Any = lambda request: request.headers.get(header)
-        else:
-            self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
         self.status, self.concurrency_status, headers = _web.check_refusal_arguments(

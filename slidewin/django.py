@@ -93,8 +93,7 @@ class _Key:
         self.user = spec in ("user", "user_or_ip")  # the authenticated user's pk, else the IP
         self.func: Callable[[Any], Any] = _ip
         if isinstance(spec, str) and spec.startswith(_routes.HEADER):
-            header = _routes.header_key(spec, where)
-            self.func = lambda request: request.headers.get(header)
+            self.func = _routes.header_key(spec, where)
         elif isinstance(spec, str) and not self.user and spec != "ip":
             try:
                 self.func = import_string(spec)
