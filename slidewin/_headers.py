@@ -76,12 +76,9 @@ def parse_duration(text: Any) -> Optional[float]:
 
 
 def _count(text: Optional[str]) -> Optional[int]:
-    if text is None:
+    if text is None or not _INT.fullmatch(text.strip()):
         return None
-    text = text.strip()
-    if not _INT.fullmatch(text):
-        return None
-    n = int(text)
+    n = int(text)  # (int() ignores the whitespace around too)
     return n if n <= _MAX_COUNT else None
 
 

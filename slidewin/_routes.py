@@ -106,7 +106,11 @@ class RouteLimit(Own):
         return _web.client_ip(scope_or_environ, self.trusted)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
-        """The limit's Admission for this request; None when its key is None."""
+        """The limit's Admission for this request; None when its key is None, or when a
+        middleware decided it with its own (scope[DECIDED])."""
+        done = scope_or_environ.get(DECIDED)
+        if done is not None and self in done:
+            return None
         k = self.key_of(request, scope_or_environ) if self.keyed else None
         if self.keyed and k is None:
             return None
@@ -272,9 +276,7 @@ def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
             endpoint: Callable[[], Any], respond: Callable[..., Any]) -> _io.Steps:
     """``around`` with the route's own admission, unless a middleware decided it; a refusal
     answered by ``respond(status, headers, body)``."""
-    admission = None
-    if not decided(scope_or_environ, route):
-        admission = route.entry(request, scope_or_environ)
+    admission = route.entry(request, scope_or_environ)
     return (yield from around(io, admission, endpoint,
                               lambda r: respond(*r.route.refusal(r.error)), route.headers))
 
@@ -352,11 +354,6 @@ def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
 # scope["slidewin.decided"]: the route limits an outer middleware has decided for this
 # request, together with its own limit (the route's helper then lets the request through)
 DECIDED = "slidewin.decided"
-
-
-def decided(scope: Any, route: RouteLimit) -> bool:
-    done = scope.get(DECIDED)
-    return done is not None and route in done
 
 
 # set once an ASGI route limit exists (slidewin.fastapi, slidewin.starlette): only then does

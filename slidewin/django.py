@@ -321,8 +321,7 @@ class LimitMiddleware:
                     "settings.SLIDEWIN gives %s but no limit: add \"rate\" (\"100/second\"), "
                     "\"qps\", \"concurrency\" or \"limiter\"" % ", ".join(given))
             return  # no project-wide limit
-        key = conf.get("key")
-        self.key = _key_of(key, limiter, where)
+        self.key = _key_of(conf.get("key"), limiter, where)
         try:
             self.route = _routes.RouteLimit(
                 where, self.is_async, limiter, self.key.sync if self.key is not None else None,
