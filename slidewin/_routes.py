@@ -249,15 +249,15 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
 
 
 def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
-           refused: Callable[[Refused], Any], headers: bool) -> _io.Steps:
+           respond: Callable[..., Any], headers: bool) -> _io.Steps:
     """(the endpoint's result, the RateLimit fields to add to it), called inside `admission`
-    (None: unlimited). A refusal is answered by ``refused(Refused)``: its response, or None
-    to call the endpoint unlimited."""
+    (None: unlimited). A refusal is answered by ``respond(status, headers, body)``: its
+    response, or None to call the endpoint unlimited."""
     if admission is not None:
         try:
             yield from admission.entering(io)
         except Refused as r:
-            response = refused(r)
+            response = respond(*r.route.refusal(r.error))
             if response is not None:
                 return response, []
             admission = None
@@ -270,15 +270,6 @@ def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
         raise
     yield from admission.exiting(io, None, None, None)
     return result, (admission.headers() if headers else [])
-
-
-def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
-            endpoint: Callable[[], Any], respond: Callable[..., Any]) -> _io.Steps:
-    """``around`` with the route's own admission, unless a middleware decided it; a refusal
-    answered by ``respond(status, headers, body)``."""
-    admission = route.entry(request, scope_or_environ)
-    return (yield from around(io, admission, endpoint,
-                              lambda r: respond(*r.route.refusal(r.error)), route.headers))
 
 
 def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],

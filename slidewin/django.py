@@ -258,9 +258,9 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
             if pair is not None:
                 admission = _routes.Admission([pair])
 
-    def refused(r: _routes.Refused) -> Any:
+    def refused(*refusal: Any) -> Any:
         if vl.block:
-            return _response(*r.route.refusal(r.error))
+            return _response(*refusal)
         request.limited = True
         return None  # the view is called, unlimited
 
