@@ -359,12 +359,9 @@ class Middleware:
         self._key: Optional[Callable[[Any], Any]] = (
             key if key is not None else (self._peer_key if self._keyed else None)
         )
-        if callable(exempt):
-            self._exempt: Optional[Callable[[Any], bool]] = exempt
-            self._exempt_path: Optional[Callable[[str], bool]] = None
-        else:
-            self._exempt = None
-            self._exempt_path = path_matcher(exempt, where, wsgi=not self._ASYNC)
+        self._exempt: Optional[Callable[[Any], bool]] = exempt if callable(exempt) else None
+        self._exempt_path: Optional[Callable[[str], bool]] = (
+            None if callable(exempt) else path_matcher(exempt, where, wsgi=not self._ASYNC))
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
