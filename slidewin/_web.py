@@ -747,8 +747,7 @@ def refusal_fields(
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
-    known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
-    code, fields = refusal_fields(lim, error, 429, 503, headers and known)
+    code, fields = refusal_fields(lim, error, 429, 503, headers and _has_quota(lim))
     return _framed(code, fields, None, "application/problem+json")
 
 
