@@ -105,7 +105,7 @@ class _Closing:
 
     def __init__(self, result: Optional[Iterable[bytes]], entry: Any,
                  close: Optional[Callable[[], Any]] = None) -> None:
-        self._result = result
+        self._result: Any = result
         self._it: Optional[Iterator[bytes]] = None
         self._entry: Any = entry
         self._close = close
@@ -115,12 +115,12 @@ class _Closing:
 
     def __iter__(self) -> "_Closing":
         if self._it is None:
-            self._it = iter(self._result)  # type: ignore[arg-type]
+            self._it = iter(self._result)
         return self
 
     def __next__(self) -> bytes:
         if self._it is None:
-            self._it = iter(self._result)  # type: ignore[arg-type]
+            self._it = iter(self._result)
         try:
             return next(self._it)
         except StopIteration:
