@@ -41,11 +41,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ALL: Optional[Tuple[str, ...]] = None  # method=ALL: every method (the default)
 UNSAFE: Tuple[str, ...] = ("DELETE", "PATCH", "POST", "PUT")  # the methods that change state
-_HTTP_METHODS_ORDER = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT",
-                       "TRACE")
-_HTTP_METHODS = frozenset(_HTTP_METHODS_ORDER)
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE")
 
-_PROBLEM = "application/problem+json"
 # the settings.SLIDEWIN entries that configure the middleware; the others are the limiter's
 _OWN_KEYS = frozenset(("limiter", "key", "trusted_proxies", "exempt", "headers", "status",
                        "concurrency_status"))
@@ -131,9 +128,7 @@ def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
 
 
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
-    resp = HttpResponse(body, status=code, content_type=_PROBLEM)
-    _routes.add_missing(resp, fields)
-    return resp
+    return HttpResponse(body, status=code, headers=dict(fields))  # Content-Type among them
 
 
 def refusal_response(error: BaseException, *, headers: bool = True) -> HttpResponse:
@@ -176,11 +171,11 @@ def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
     if not out:
         raise ValueError("%s: method is empty; leave it out (ALL) to limit every method"
                          % where)
-    unknown = sorted(out - _HTTP_METHODS)
+    unknown = sorted(out.difference(_HTTP_METHODS))
     if unknown:
         raise ValueError("%s: method %s is not an HTTP method; give one or a tuple of %s "
                          "(UNSAFE: the state-changing ones), or ALL"
-                         % (where, ", ".join(map(repr, unknown)), ", ".join(_HTTP_METHODS_ORDER)))
+                         % (where, ", ".join(map(repr, unknown)), ", ".join(_HTTP_METHODS)))
     return out
 
 
