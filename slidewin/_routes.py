@@ -29,13 +29,6 @@ def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]
     return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
 
 
-def groupable(limiter: Any) -> bool:
-    """A member slidewin.all_of takes (not a Redis limiter, nor a Breaker)."""
-    import slidewin
-
-    return isinstance(limiter, (_core.Limiter, slidewin.KeyedLimiter))
-
-
 def header_key(spec: str, where: str) -> Callable[[Any], Any]:
     """The key of ``"header:Name"``: a function of the request, the header's value."""
     name = spec[len(HEADER):].strip()
@@ -51,10 +44,14 @@ class Own:
     __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
+        import slidewin
+
         self.limiters: Tuple[Any, ...] = tuple(limiters)
         self.keyed = keyed
         self.headers = headers
-        self.native = all(groupable(lim) for lim in limiters)  # one all_of decision takes all
+        # one all_of decision takes all: each a member all_of takes (not Redis, nor a Breaker)
+        self.native = all(isinstance(lim, (_core.Limiter, slidewin.KeyedLimiter))
+                          for lim in limiters)
         self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
 
 
