@@ -436,7 +436,4 @@ def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
     r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
     if not isinstance(r, RouteLimit):
         return (), None
-    request = None
-    if r.keyed and r.key is not None:
-        request = flask_app.request_class(environ)
-    return (r,), request
+    return (r,), (flask_app.request_class(environ) if r.keyed and r.key is not None else None)
