@@ -57,7 +57,8 @@ def _finite(x: float) -> Optional[float]:
 
 
 def _number_s(text: Optional[str], per_s: float = 1.0) -> Optional[float]:
-    """Seconds of a bare number of 1/`per_s` seconds; None when it is not one."""
+    """Seconds of a bare number of 1/`per_s` seconds (never None for one of at most
+    _MAX_LEN characters); None when it is not one."""
     if text is None or len(text) > _MAX_LEN or not _NUMBER.fullmatch(text.strip()):
         return None
     return _finite(float(text.strip()) / per_s)
@@ -66,22 +67,18 @@ def _number_s(text: Optional[str], per_s: float = 1.0) -> Optional[float]:
 def parse_duration(text: Any) -> Optional[float]:
     """Seconds of an OpenAI-style duration (``"1s"``, ``"6m0s"``, ``"20ms"``,
     ``"1m30.5s"``) or a bare number of seconds; None when malformed."""
-    if not isinstance(text, str) or len(text) > _MAX_LEN:
+    if not isinstance(text, str):
         return None
-    if _NUMBER.fullmatch(text.strip()):
-        return _number_s(text)
-    if not _DURATIONS.fullmatch(text.strip()):
-        return None
+    got = _number_s(text)
+    if got is not None or len(text) > _MAX_LEN or not _DURATIONS.fullmatch(text.strip()):
+        return got
     return _finite(sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(text)))
 
 
 def _count(text: Optional[str]) -> Optional[int]:
-    if text is None:
+    if text is None or not _INT.fullmatch(text.strip()):
         return None
-    text = text.strip()
-    if not _INT.fullmatch(text):
-        return None
-    n = int(text)
+    n = int(text)  # (int() ignores the whitespace around too)
     return n if n <= _MAX_COUNT else None
 
 
@@ -106,14 +103,12 @@ def _rfc3339_in(text: Optional[str], wall: float) -> Optional[float]:
 def retry_after_s(h: Dict[str, str], wall: float) -> Optional[float]:
     """The pause a response asks for: ``retry-after-ms`` (milliseconds), else
     ``Retry-After`` (delta-seconds or an HTTP date); None when absent or malformed."""
-    got = _number_s(h.get("retry-after-ms"), 1000.0)
-    if got is not None:
-        return got
     ra = h.get("retry-after")
-    if ra is None or len(ra) > _MAX_LEN:
-        return None
-    if _NUMBER.fullmatch(ra.strip()):
-        return _number_s(ra)
+    got = _number_s(h.get("retry-after-ms"), 1000.0)
+    if got is None:
+        got = _number_s(ra)
+    if got is not None or ra is None or len(ra) > _MAX_LEN:
+        return got
     try:
         when = email.utils.parsedate_to_datetime(ra)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -29,19 +29,13 @@ def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]
     return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
 
 
-def groupable(limiter: Any) -> bool:
-    """A member slidewin.all_of takes (not a Redis limiter, nor a Breaker)."""
-    import slidewin
-
-    return isinstance(limiter, (_core.Limiter, slidewin.KeyedLimiter))
-
-
-def header_key(spec: str, where: str) -> str:
+def header_key(spec: str, where: str) -> Callable[[Any], Any]:
+    """The key of ``"header:Name"``: a function of the request, the header's value."""
     name = spec[len(HEADER):].strip()
     if not name or not _web._TOKEN.match(name):
         raise ValueError("%s: key %r names no header; write key=\"header:X-Api-Key\""
                          % (where, spec))
-    return name
+    return lambda request: request.headers.get(name)
 
 
 class Own:
@@ -50,10 +44,14 @@ class Own:
     __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
+        import slidewin
+
         self.limiters: Tuple[Any, ...] = tuple(limiters)
         self.keyed = keyed
         self.headers = headers
-        self.native = all(groupable(lim) for lim in limiters)  # one all_of decision takes all
+        # one all_of decision takes all: each a member all_of takes (not Redis, nor a Breaker)
+        self.native = all(isinstance(lim, (_core.Limiter, slidewin.KeyedLimiter))
+                          for lim in limiters)
         self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
 
 
@@ -75,9 +73,9 @@ class RouteLimit(Own):
         if limiter is not None and kwargs:
             raise ValueError("%s: give a limiter or the Limiter's keywords (%s), not both"
                              % (where, ", ".join(sorted(kwargs))))
-        header: Optional[str] = None
+        self.key: Any = key if callable(key) else None
         if isinstance(key, str) and key.startswith(HEADER):
-            header = header_key(key, where)
+            self.key = header_key(key, where)
         elif key is not None and key != IP and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
@@ -91,10 +89,6 @@ class RouteLimit(Own):
             keyed = _web.check_limiter(lim, where, is_async)
         if key is not None and not keyed:
             _web.check_key(key if callable(key) else (lambda r: r), False, limiters[0], where)
-        if header is not None:
-            self.key: Any = lambda request: request.headers.get(header)
-        else:
-            self.key = key if callable(key) else None
         _web._trusted_of(trusted_proxies)  # validated now, not at the first request
         self.trusted = trusted_proxies
         self.status, self.concurrency_status, headers = _web.check_refusal_arguments(
@@ -109,21 +103,23 @@ class RouteLimit(Own):
         return _web.client_ip(scope_or_environ, self.trusted)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
-        """The limit's Admission for this request; None when its key is None."""
+        """The limit's Admission for this request; None when its key is None, or when a
+        middleware decided it with its own (scope[DECIDED])."""
+        done = scope_or_environ.get(DECIDED)
+        if done is not None and self in done:
+            return None
         k = self.key_of(request, scope_or_environ) if self.keyed else None
         if self.keyed and k is None:
             return None
         return Admission([(self, k)])
 
-    def refuser(self, error: Any) -> Any:
-        """The part of this limit that refused (the error's limiter), else the first."""
-        lim = getattr(error, "limiter", None)
-        return next((part for part in self.limiters if part is lim), self.limiters[0])
-
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
-        """(status, Retry-After and RateLimit fields) of a refused request."""
-        return _web.refusal_fields(self.refuser(error), error, self.status,
-                                   self.concurrency_status, self.headers)
+        """(status, Retry-After and RateLimit fields) of a refused request: those of the part
+        that refused (the error's limiter), else of the first."""
+        lim = getattr(error, "limiter", None)
+        part = next((p for p in self.limiters if p is lim), self.limiters[0])
+        return _web.refusal_fields(part, error, self.status, self.concurrency_status,
+                                   self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """(status, headers, problem+json body) of a refused request."""
@@ -250,15 +246,15 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
 
 
 def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
-           refused: Callable[[Refused], Any], headers: bool) -> _io.Steps:
+           respond: Callable[..., Any], headers: bool) -> _io.Steps:
     """(the endpoint's result, the RateLimit fields to add to it), called inside `admission`
-    (None: unlimited). A refusal is answered by ``refused(Refused)``: its response, or None
-    to call the endpoint unlimited."""
+    (None: unlimited). A refusal is answered by ``respond(status, headers, body)``: its
+    response, or None to call the endpoint unlimited."""
     if admission is not None:
         try:
             yield from admission.entering(io)
         except Refused as r:
-            response = refused(r)
+            response = respond(*r.route.refusal(r.error))
             if response is not None:
                 return response, []
             admission = None
@@ -271,17 +267,6 @@ def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
         raise
     yield from admission.exiting(io, None, None, None)
     return result, (admission.headers() if headers else [])
-
-
-def guarded(route: RouteLimit, request: Any, scope_or_environ: Any, io: Any,
-            endpoint: Callable[[], Any], respond: Callable[..., Any]) -> _io.Steps:
-    """``around`` with the route's own admission, unless a middleware decided it; a refusal
-    answered by ``respond(status, headers, body)``."""
-    admission = None
-    if not decided(scope_or_environ, route):
-        admission = route.entry(request, scope_or_environ)
-    return (yield from around(io, admission, endpoint,
-                              lambda r: respond(*r.route.refusal(r.error)), route.headers))
 
 
 def limit_function(module: str, is_async: bool, build: Callable[[RouteLimit], Any],
@@ -357,11 +342,6 @@ def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
 # scope["slidewin.decided"]: the route limits an outer middleware has decided for this
 # request, together with its own limit (the route's helper then lets the request through)
 DECIDED = "slidewin.decided"
-
-
-def decided(scope: Any, route: RouteLimit) -> bool:
-    done = scope.get(DECIDED)
-    return done is not None and route in done
 
 
 # set once an ASGI route limit exists (slidewin.fastapi, slidewin.starlette): only then does
@@ -456,7 +436,4 @@ def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
     r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
     if not isinstance(r, RouteLimit):
         return (), None
-    request = None
-    if r.keyed and r.key is not None:
-        request = flask_app.request_class(environ)
-    return (r,), request
+    return (r,), (flask_app.request_class(environ) if r.keyed and r.key is not None else None)

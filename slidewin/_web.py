@@ -37,9 +37,6 @@ _IP_OBJECTS = (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Netwo
                ipaddress.IPv6Network)
 TrustedProxies = Union[str, _Address, _Network, Iterable[Union[str, _Address, _Network]]]
 
-# "unix" in trusted_proxies: a peer without an IP address (a Unix socket) is a trusted proxy
-_UNIX = "unix"
-
 
 # ---- client_ip ------------------------------------------------------------------------------
 
@@ -60,7 +57,7 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
                 % (item, type(item).__name__)
             )
         text = item.strip()
-        if text == _UNIX:
+        if text == "unix":  # a peer without an IP address (a Unix socket) is a trusted proxy
             unix = True
             continue
         if text == "*":
@@ -82,8 +79,6 @@ def _trusted(entries: Tuple[Any, ...]) -> Tuple[Tuple[_Network, ...], bool]:
 def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
     if isinstance(trusted_proxies, (str,) + _IP_OBJECTS):
         entries: Tuple[Any, ...] = (trusted_proxies,)
-    elif isinstance(trusted_proxies, tuple):
-        entries = trusted_proxies
     else:
         try:
             entries = tuple(trusted_proxies)
@@ -97,10 +92,7 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
-        raise TypeError(
-            "trusted_proxies holds an unhashable entry: each entry is an IP address or "
-            "network as a str or an ipaddress object"
-        ) from None
+    return _trusted.__wrapped__(entries)  # uncached: its TypeError names the entry
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
@@ -129,7 +121,6 @@ def _is_trusted(addr: _Address, nets: Tuple[_Network, ...]) -> bool:
     return any(addr.version == net.version and addr in net for net in nets)
 
 
-_XFF = "x-forwarded-for"
 # RFC 9110 token; "_" left out: a WSGI environ spells "-" and "_" alike (HTTP_X_REAL_IP)
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^`|~-]+\Z")
 
@@ -178,19 +169,17 @@ def _forwarded_nodes(value: str) -> List[Optional[str]]:
     """The ``for=`` node of each element of a ``Forwarded`` value (RFC 7239): None for one
     without ``for=``, with two, or that does not parse; empty elements left out."""
     out: List[Optional[str]] = []
-    pairs: List[str] = []
-    pair = ""
+    pairs = [""]  # the element's pairs so far, the last one open
     for piece in _FORWARDED_PIECE.findall(value + ","):
-        if piece not in (",", ";"):
-            pair += piece
-            continue
-        pairs.append(pair)
-        pair = ""
-        if piece == "," and any(p.strip() for p in pairs):  # "a,,b": no hop
-            out.append(_for_node(pairs))
-        if piece == ",":
-            pairs = []
-    if pair:
+        if piece == ";":
+            pairs.append("")
+        elif piece != ",":
+            pairs[-1] += piece
+        else:
+            if any(p.strip() for p in pairs):  # "a,,b": no hop
+                out.append(_for_node(pairs))
+            pairs = [""]
+    if pairs[-1]:
         out.append(None)  # the quote opened here never closed
     return out
 
@@ -217,7 +206,7 @@ def client_ip(
     scope_or_environ: Mapping[str, Any],
     trusted_proxies: TrustedProxies = (),
     *,
-    header: str = _XFF,
+    header: str = "x-forwarded-for",
 ) -> str:
     """The client's address of an ASGI scope or a WSGI environ.
 
@@ -370,12 +359,9 @@ class Middleware:
         self._key: Optional[Callable[[Any], Any]] = (
             key if key is not None else (self._peer_key if self._keyed else None)
         )
-        if callable(exempt):
-            self._exempt: Optional[Callable[[Any], bool]] = exempt
-            self._exempt_path: Optional[Callable[[str], bool]] = None
-        else:
-            self._exempt = None
-            self._exempt_path = path_matcher(exempt, where, wsgi=not self._ASYNC)
+        self._exempt: Optional[Callable[[Any], bool]] = exempt if callable(exempt) else None
+        self._exempt_path: Optional[Callable[[str], bool]] = (
+            None if callable(exempt) else path_matcher(exempt, where, wsgi=not self._ASYNC))
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
         self._body, self._content_type = check_body(body, content_type, where)
@@ -640,7 +626,6 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
@@ -762,8 +747,7 @@ def refusal_fields(
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
-    known = not isinstance(error, BreakerOpenError) and _has_quota(lim)
-    code, fields = refusal_fields(lim, error, 429, 503, headers and known)
+    code, fields = refusal_fields(lim, error, 429, 503, headers and _has_quota(lim))
     return _framed(code, fields, None, "application/problem+json")
 
 

@@ -32,8 +32,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_Cancelled = asyncio.CancelledError
-
 
 class LimitMiddleware(_web.Middleware):
     """A limiter in front of an ASGI app.
@@ -74,7 +72,9 @@ class LimitMiddleware(_web.Middleware):
             if app is not None:
                 await app(scope, receive, _adding(send, hdrs))  # on_block's response
             else:
-                await _send(send, code, hdrs, raw)
+                await send({"type": "http.response.start", "status": code,
+                            "headers": _encode(hdrs)})
+                await send({"type": "http.response.body", "body": raw, "more_body": False})
             return
         fields = self._admitted_fields(admission, k)
 
@@ -102,7 +102,8 @@ class LimitMiddleware(_web.Middleware):
                 await send(message)
             except BaseException:
                 if kind in ("http.response.start", "http.response.body"):
-                    await finish(_Cancelled)  # the client is gone: the app did not fail
+                    # the client is gone: the app did not fail
+                    await finish(asyncio.CancelledError)
                 raise
             if kind == "http.response.body" and not message.get("more_body", False):
                 await finish(None)
@@ -110,7 +111,7 @@ class LimitMiddleware(_web.Middleware):
         async def receive_wrapper() -> Message:
             message = await receive()
             if message["type"] == "http.disconnect":
-                await finish(_Cancelled)
+                await finish(asyncio.CancelledError)
             return message
 
         try:
@@ -141,11 +142,6 @@ class _Done:
 
 
 _DONE = _Done()
-
-
-async def _send(send: Send, code: int, hdrs: List[Tuple[str, str]], raw: bytes) -> None:
-    await send({"type": "http.response.start", "status": code, "headers": _encode(hdrs)})
-    await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
 def _adding(send: Send, fields: List[Tuple[str, str]]) -> Send:

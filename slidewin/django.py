@@ -41,11 +41,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ALL: Optional[Tuple[str, ...]] = None  # method=ALL: every method (the default)
 UNSAFE: Tuple[str, ...] = ("DELETE", "PATCH", "POST", "PUT")  # the methods that change state
-_HTTP_METHODS_ORDER = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT",
-                       "TRACE")
-_HTTP_METHODS = frozenset(_HTTP_METHODS_ORDER)
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE")
 
-_PROBLEM = "application/problem+json"
 # the settings.SLIDEWIN entries that configure the middleware; the others are the limiter's
 _OWN_KEYS = frozenset(("limiter", "key", "trusted_proxies", "exempt", "headers", "status",
                        "concurrency_status"))
@@ -93,8 +90,7 @@ class _Key:
         self.user = spec in ("user", "user_or_ip")  # the authenticated user's pk, else the IP
         self.func: Callable[[Any], Any] = _ip
         if isinstance(spec, str) and spec.startswith(_routes.HEADER):
-            header = _routes.header_key(spec, where)
-            self.func = lambda request: request.headers.get(header)
+            self.func = _routes.header_key(spec, where)
         elif isinstance(spec, str) and not self.user and spec != "ip":
             try:
                 self.func = import_string(spec)
@@ -132,9 +128,7 @@ def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
 
 
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
-    resp = HttpResponse(body, status=code, content_type=_PROBLEM)
-    _routes.add_missing(resp, fields)
-    return resp
+    return HttpResponse(body, status=code, headers=dict(fields))  # Content-Type among them
 
 
 def refusal_response(error: BaseException, *, headers: bool = True) -> HttpResponse:
@@ -177,11 +171,11 @@ def _methods(method: Any, where: str) -> Optional[FrozenSet[str]]:
     if not out:
         raise ValueError("%s: method is empty; leave it out (ALL) to limit every method"
                          % where)
-    unknown = sorted(out - _HTTP_METHODS)
+    unknown = sorted(out.difference(_HTTP_METHODS))
     if unknown:
         raise ValueError("%s: method %s is not an HTTP method; give one or a tuple of %s "
                          "(UNSAFE: the state-changing ones), or ALL"
-                         % (where, ", ".join(map(repr, unknown)), ", ".join(_HTTP_METHODS_ORDER)))
+                         % (where, ", ".join(map(repr, unknown)), ", ".join(_HTTP_METHODS)))
     return out
 
 
@@ -259,9 +253,9 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
             if pair is not None:
                 admission = _routes.Admission([pair])
 
-    def refused(r: _routes.Refused) -> Any:
+    def refused(*refusal: Any) -> Any:
         if vl.block:
-            return _response(*r.route.refusal(r.error))
+            return _response(*refusal)
         request.limited = True
         return None  # the view is called, unlimited
 
@@ -322,8 +316,7 @@ class LimitMiddleware:
                     "settings.SLIDEWIN gives %s but no limit: add \"rate\" (\"100/second\"), "
                     "\"qps\", \"concurrency\" or \"limiter\"" % ", ".join(given))
             return  # no project-wide limit
-        key = conf.get("key")
-        self.key = _key_of(key, limiter, where)
+        self.key = _key_of(conf.get("key"), limiter, where)
         try:
             self.route = _routes.RouteLimit(
                 where, self.is_async, limiter, self.key.sync if self.key is not None else None,

@@ -67,9 +67,7 @@ def _install_handler(request: Request) -> None:
 
 def _build(route: _routes.RouteLimit) -> Any:
     async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
-        entry = None
-        if not _routes.decided(request.scope, route):  # the middleware decided it with its own
-            entry = route.entry(request, request.scope)
+        entry = route.entry(request, request.scope)
         if entry is None:  # not limited here
             yield
             return

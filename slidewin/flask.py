@@ -56,9 +56,9 @@ def _build(route: _routes.RouteLimit) -> Any:
         @functools.wraps(view)
         def limited(*args: Any, **kwargs: Any) -> Any:
             request = flask.request
-            result, fields = _io.run(_routes.guarded(
-                route, request, request.environ, _io.SYNC,
-                functools.partial(view, *args, **kwargs), _response))
+            result, fields = _io.run(_routes.around(
+                _io.SYNC, route.entry(request, request.environ),
+                functools.partial(view, *args, **kwargs), _response, route.headers))
             if fields:
                 result = flask.make_response(result)
                 _routes.add_missing(result.headers, fields)

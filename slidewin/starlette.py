@@ -55,9 +55,9 @@ def _build(route: _routes.RouteLimit) -> Any:
 
         @functools.wraps(endpoint)
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
-            result, fields = await _io.arun(_routes.guarded(
-                route, request, request.scope, _io.ASYNC,
-                functools.partial(endpoint, request, *args, **kwargs), _response))
+            result, fields = await _io.arun(_routes.around(
+                _io.ASYNC, route.entry(request, request.scope),
+                functools.partial(endpoint, request, *args, **kwargs), _response, route.headers))
             if fields and isinstance(result, Response):
                 _routes.add_missing(result.headers, fields)
             return result

@@ -71,8 +71,8 @@ class LimitMiddleware(_web.Middleware):
                 and isinstance(result, wrapper)):
             # returned as it is, so that the server still sends it with sendfile()
             try:
-                result.close = _CloseHook(  # type: ignore[attr-defined]
-                    entry, getattr(result, "close", None))
+                result.close = _Closing(  # type: ignore[attr-defined]
+                    None, entry, getattr(result, "close", None)).close
                 return result
             except (AttributeError, TypeError):
                 pass  # its close cannot be replaced (a C type, __slots__): wrapped below
@@ -96,35 +96,19 @@ def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
     return adding
 
 
-class _CloseHook:
-    """The close() of a server's file wrapper, returned as it is: closes the file, then
-    ends the entry. The server may send the file with sendfile() and never iterate, so the
-    end cannot be seen: closed normally counts SUCCESS; closed while an OSError propagates
-    (the server's `finally` after a failed send: the client is gone) counts nothing. Any
-    other exception in flight is not the send's: SUCCESS."""
-
-    __slots__ = ("_entry", "_close")
-
-    def __init__(self, entry: Any, close: Optional[Callable[[], Any]]) -> None:
-        self._entry: Any = entry
-        self._close = close
-
-    def __call__(self) -> None:
-        entry, self._entry = self._entry, None
-        close, self._close = self._close, None  # (drops the cycle wrapper -> hook -> wrapper)
-        failed_send = isinstance(sys.exc_info()[1], OSError)
-        _close_and_exit(entry, close, GeneratorExit if failed_send else None)
-
-
 class _Closing:
-    """The app's iterable, the entry held until close() (werkzeug's ClosingIterator)."""
+    """The app's iterable, the entry held until close() (werkzeug's ClosingIterator); or,
+    without a result, the close() of a server's file wrapper returned as it is (`close`: the
+    wrapper's own)."""
 
-    __slots__ = ("_result", "_it", "_entry", "_outcome")
+    __slots__ = ("_result", "_it", "_entry", "_outcome", "_close")
 
-    def __init__(self, result: Iterable[bytes], entry: Any) -> None:
-        self._result = result
+    def __init__(self, result: Optional[Iterable[bytes]], entry: Any,
+                 close: Optional[Callable[[], Any]] = None) -> None:
+        self._result: Any = result
         self._it: Optional[Iterator[bytes]] = None
         self._entry: Any = entry
+        self._close = close
         # what close() counts: nothing while unfinished (closed early: the client is gone),
         # SUCCESS once exhausted (None), the exception's type when the iteration raised
         self._outcome: Optional[type] = GeneratorExit
@@ -147,25 +131,24 @@ class _Closing:
             raise
 
     def close(self) -> None:
+        """Close the result, then end the entry (once) with the outcome or close's error. A
+        file wrapper may be sent with sendfile() and never iterated, so its end cannot be
+        seen: closed while an OSError propagates (the server's `finally` after a failed send:
+        the client is gone) counts nothing, closed otherwise SUCCESS."""
         entry, self._entry = self._entry, None
-        _close_and_exit(entry, self._close_result, self._outcome)
-
-    def _close_result(self) -> None:
-        # looked up inside _close_and_exit's try: a `close` that raises ends the entry too
-        close = getattr(self._result, "close", None)
-        if close is not None:
-            close()
-
-
-def _close_and_exit(entry: Any, close: Optional[Callable[[], Any]],
-                    outcome: Optional[type]) -> None:
-    """Call `close`, then end `entry` (None: ended already) with `outcome` or close's error."""
-    if entry is None:
-        return
-    try:
-        if close is not None:
-            close()
-    except BaseException as exc:
-        entry.__exit__(type(exc), exc, None)
-        raise
-    entry.__exit__(outcome, None, None)
+        if entry is None:
+            return
+        outcome = self._outcome
+        close, self._close = self._close, None  # (drops the cycle wrapper -> close -> wrapper)
+        if self._result is None:
+            outcome = GeneratorExit if isinstance(sys.exc_info()[1], OSError) else None
+        try:
+            if self._result is not None:
+                # looked up inside the try: a `close` that raises ends the entry too
+                close = getattr(self._result, "close", None)
+            if close is not None:
+                close()
+        except BaseException as exc:
+            entry.__exit__(type(exc), exc, None)
+            raise
+        entry.__exit__(outcome, None, None)
