@@ -106,9 +106,7 @@ class _Base:
     def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
               now_ns: Any) -> None:
         """A concurrency limiter's admission: held, renewed on the server's clock."""
-        tok = None
-        if now_ns is None:
-            tok = self._t.renewer().add(self, key, cfg, lease)
+        tok = None if now_ns is not None else self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
             self._held.add(hkey, lease, n, tok)
 
@@ -163,9 +161,6 @@ class _Base:
         if self._on_error == "raise" and not quiet:
             raise err
 
-    def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
-        return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
-
     def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
         self._log_error("a decision", err, "; on_error=%r" % (self._on_error,))
         if self._on_error == "raise":
@@ -204,7 +199,8 @@ class _Base:
                   lease: str) -> Any:
         try:
             packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
-            return self._parse((yield cfg.script, key, packed), cfg)
+            reply = yield cfg.script, key, packed
+            return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
         except _ERRORS as e:
             return self._failed(e, flags)
 
@@ -526,10 +522,7 @@ class _KeyedMixin:
 
     def _tally(self, v: int, n: int) -> None:
         with self._lock:
-            if v == PASS:
-                self._totals["pass"] += n
-            else:
-                self._totals["block"] += n
+            self._totals["pass" if v == PASS else "block"] += n
 
     def local_totals(self) -> Dict[str, int]:
         """This client's admitted and refused requests over every key."""
