@@ -103,8 +103,7 @@ class _Base:
         """A concurrency limiter's admission takes a lease of its own."""
         return self._lease if cfg.concurrency is None else os.urandom(8).hex()
 
-    def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
-              now_ns: Any) -> None:
+    def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int, now_ns: Any) -> None:
         """A concurrency limiter's admission: held, renewed on the server's clock."""
         tok = None if now_ns is not None else self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
@@ -129,11 +128,7 @@ class _Base:
 
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
-        if now_ns is None:
-            t = _NO_TIME
-        else:
-            ms, sub = _time_args(now_ns)
-            t = _bulk(ms) + _bulk(sub)
+        t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
         return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
                          _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
 
@@ -175,12 +170,9 @@ class _Base:
 
     def _blocked(self, n: int, verdict: int, retry_ns: int) -> BlockedError:
         retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
-        return BlockedError(
-            "%s %r (%s) refused a request of %d" % (type(self).__name__, self._name,
-                                                    self._cfg.describe(), n),
-            retry_after=retry,
-            limiter=self,
-        )
+        return BlockedError("%s %r (%s) refused a request of %d" % (
+            type(self).__name__, self._name, self._cfg.describe(), n), retry_after=retry,
+            limiter=self)
 
     _keyed = False
 
@@ -365,9 +357,7 @@ def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> 
 def _outcome(exc_type: Any) -> int:
     if exc_type is None:
         return _OUT_SUCCESS
-    if issubclass(exc_type, Exception):
-        return _OUT_EXCEPTION
-    return _OUT_NONE
+    return _OUT_EXCEPTION if issubclass(exc_type, Exception) else _OUT_NONE
 
 
 class _Driven:
@@ -413,15 +403,13 @@ class _Driven:
         return self._kind(False).drive(self._enter())
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        return self._kind(False).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))
+        return self._kind(False).drive(self._exit(exc_type))  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> Any:
         return await self._kind(True).drive(self._enter())
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        return await self._kind(True).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))
+        return await self._kind(True).drive(self._exit(exc_type))  # type: ignore[no-any-return]
 
 
 class _Entry(_Driven):
@@ -478,8 +466,7 @@ class _KeyedMixin:
         rk = self._rkey(key)
         return rk, rk, self._cfg_for(rk)
 
-    def entry(self, key: Any, n: int = 1, *,
-              timeout: Optional[float] = None) -> "_Entry":
+    def entry(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> "_Entry":
         """``with lim.entry(key): ...`` (``async with`` on the asyncio type)."""
         return self._entry(key, n, timeout)  # type: ignore[attr-defined,no-any-return]
 

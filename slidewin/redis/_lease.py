@@ -217,9 +217,7 @@ class _Leases:
             self.decisions += 1
             if cfg.can_never_pass(n):
                 return False
-            s = self._slices.get(rk)
-            if s is None:
-                s = self._slices[rk] = _Slice(self.c_slice(rk))
+            s = self._slices.get(rk) or self._slices.setdefault(rk, _Slice(self.c_slice(rk)))
             s.demand += n
             s.last = (explicit, now_ns or 0)
             asked = 0
@@ -327,9 +325,8 @@ class _Leases:
         s.demand = 0
         s.rate_t = (explicit, t)
 
-    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
-                 now_ns: Optional[int], want: Optional[int] = None,
-                 serve: bool = False) -> Any:
+    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int, now_ns: Optional[int],
+                 want: Optional[int] = None, serve: bool = False) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
         `want` permits (sized here when None; 0: only give back). Raises what the call raised
         (the slice as it was, retried with the same lease id). serve: a decision waits on
@@ -470,8 +467,7 @@ class _Leases:
         try:
             yield from self._g_grant(rk, cfg, s, 1, None, want)
         except Exception as e:  # the decisions try again (and apply on_error)
-            log.debug("slidewin.redis: a lease of %r failed in the background: %s",
-                      lim._name, e)
+            log.debug("slidewin.redis: a lease of %r failed in the background: %s", lim._name, e)
             return
         if want == 0:
             with self._cond:

@@ -228,8 +228,7 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
-                  packed: bytes) -> Any:
+def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
         return _call_pool(client.connection_pool, script, packed)
     node = client.get_node_from_key(key)
@@ -378,11 +377,9 @@ class _AsyncTransport(_SyncTransport):
     def _sleep(seconds: float) -> Any:
         return functools.partial(asyncio.sleep, seconds)
 
-    async def call(self, script: _Script, key: Any, packed: bytes,
-                   names: Any = None) -> Any:
+    async def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         try:
-            return await _async_call_on(self.client, self.cluster, self.fast, script, key,
-                                        packed)
+            return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
         except ResponseError as e:
             _raise_named(e, key, names)
             raise
