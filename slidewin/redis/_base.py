@@ -103,12 +103,9 @@ class _Base:
         """A concurrency limiter's admission takes a lease of its own."""
         return self._lease if cfg.concurrency is None else os.urandom(8).hex()
 
-    def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int,
-              now_ns: Any) -> None:
+    def _hold(self, hkey: Any, key: Any, cfg: _Config, lease: str, n: int, now_ns: Any) -> None:
         """A concurrency limiter's admission: held, renewed on the server's clock."""
-        tok = None
-        if now_ns is None:
-            tok = self._t.renewer().add(self, key, cfg, lease)
+        tok = None if now_ns is not None else self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
             self._held.add(hkey, lease, n, tok)
 
@@ -131,11 +128,7 @@ class _Base:
 
     def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
                          lease: str) -> bytes:
-        if now_ns is None:
-            t = _NO_TIME
-        else:
-            ms, sub = _time_args(now_ns)
-            t = _bulk(ms) + _bulk(sub)
+        t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
         return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
                          _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
 
@@ -163,9 +156,6 @@ class _Base:
         if self._on_error == "raise" and not quiet:
             raise err
 
-    def _parse(self, reply: Any, cfg: _Config) -> Tuple[int, int, int]:
-        return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
-
     def _failed(self, err: BaseException, flags: int) -> Tuple[int, int, int]:
         self._log_error("a decision", err, "; on_error=%r" % (self._on_error,))
         if self._on_error == "raise":
@@ -180,12 +170,9 @@ class _Base:
 
     def _blocked(self, n: int, verdict: int, retry_ns: int) -> BlockedError:
         retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
-        return BlockedError(
-            "%s %r (%s) refused a request of %d" % (type(self).__name__, self._name,
-                                                    self._cfg.describe(), n),
-            retry_after=retry,
-            limiter=self,
-        )
+        return BlockedError("%s %r (%s) refused a request of %d" % (
+            type(self).__name__, self._name, self._cfg.describe(), n), retry_after=retry,
+            limiter=self)
 
     _keyed = False
 
@@ -204,7 +191,8 @@ class _Base:
                   lease: str) -> Any:
         try:
             packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
-            return self._parse((yield cfg.script, key, packed), cfg)
+            reply = yield cfg.script, key, packed
+            return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
         except _ERRORS as e:
             return self._failed(e, flags)
 
@@ -369,9 +357,7 @@ def _g_poll(decide: Any, refused: Any, timeout: Optional[float], flags: int) -> 
 def _outcome(exc_type: Any) -> int:
     if exc_type is None:
         return _OUT_SUCCESS
-    if issubclass(exc_type, Exception):
-        return _OUT_EXCEPTION
-    return _OUT_NONE
+    return _OUT_EXCEPTION if issubclass(exc_type, Exception) else _OUT_NONE
 
 
 class _Driven:
@@ -417,15 +403,13 @@ class _Driven:
         return self._kind(False).drive(self._enter())
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
-        return self._kind(False).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))
+        return self._kind(False).drive(self._exit(exc_type))  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> Any:
         return await self._kind(True).drive(self._enter())
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        return await self._kind(True).drive(  # type: ignore[no-any-return]
-            self._exit(exc_type))
+        return await self._kind(True).drive(self._exit(exc_type))  # type: ignore[no-any-return]
 
 
 class _Entry(_Driven):
@@ -482,8 +466,7 @@ class _KeyedMixin:
         rk = self._rkey(key)
         return rk, rk, self._cfg_for(rk)
 
-    def entry(self, key: Any, n: int = 1, *,
-              timeout: Optional[float] = None) -> "_Entry":
+    def entry(self, key: Any, n: int = 1, *, timeout: Optional[float] = None) -> "_Entry":
         """``with lim.entry(key): ...`` (``async with`` on the asyncio type)."""
         return self._entry(key, n, timeout)  # type: ignore[attr-defined,no-any-return]
 
@@ -526,10 +509,7 @@ class _KeyedMixin:
 
     def _tally(self, v: int, n: int) -> None:
         with self._lock:
-            if v == PASS:
-                self._totals["pass"] += n
-            else:
-                self._totals["block"] += n
+            self._totals["pass" if v == PASS else "block"] += n
 
     def local_totals(self) -> Dict[str, int]:
         """This client's admitted and refused requests over every key."""

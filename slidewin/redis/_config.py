@@ -62,14 +62,12 @@ class _Config:
                 refill_ms = math.ceil((max_token + 1) * 1000.0 / q) + 2000
                 payback_ms = math.ceil(L * 1000.0 / min_rate)
                 ttl += min(refill_ms + payback_ms, 2**40)
+            self.script = _SCRIPTS[b if b in ("reject", "warm_up") else "throttle"]
             if b == "reject":
-                self.script = _SCRIPTS["reject"]
                 self.params = [_fmt(L), str(self.occupy_timeout_ms)]
             elif b == "warm_up":
-                self.script = _SCRIPTS["warm_up"]
                 self.params = [_fmt(q), _fmt(L)] + warm
             else:
-                self.script = _SCRIPTS["throttle"]
                 maxq = self.max_queueing_ms * 1_000_000
                 self.params = [_fmt(q), str(maxq), "1" if b == "warm_up_throttle" else "0"]
                 self.params += warm
@@ -90,11 +88,7 @@ class _Config:
         self.tail = b"".join(_bulk(x) for x in [str(lease_ms)] + self.params)
 
     def can_never_pass(self, n: int) -> bool:
-        if self.concurrency is not None:
-            return n > self.concurrency
-        if self.qps == 0:
-            return True
-        return self.never_n is not None and n > self.never_n
+        return self.qps == 0 or (self.never_n is not None and n > self.never_n)
 
     def describe(self) -> str:
         if self.concurrency is not None:

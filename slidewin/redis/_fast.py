@@ -1,12 +1,8 @@
 """The fast path of slidewin.redis: a sync decision written and read on the socket of a
-connection of the client's own redis-py pool, about 1.4x a PING round trip (through
-``client.evalsha``: about 2x; benchmarks/bench_redis.py).
-
-It relies on what redis-py does not promise (``Connection._sock``, the cluster client's
-routing), so ``fast(client)`` admits only redis-py's own client, pool and connection classes
-of a release in FAST_VERSIONS; any other client, or a connection found without ``_sock``
-(_NotFast), takes the public API (_transport._public_call).
-"""
+connection of the client's own redis-py pool (about 1.4x a PING round trip; through
+``client.evalsha``: 2x). It relies on what redis-py does not promise (``Connection._sock``,
+the cluster client's routing), so only redis-py's own classes of a release in FAST_VERSIONS
+take it; any other client, or a connection without ``_sock``, takes the public API."""
 from __future__ import annotations
 
 import socket
@@ -31,11 +27,7 @@ class _NotFast(Exception):
 
 
 def _version(v: str) -> Tuple[int, ...]:
-    out = []
-    for part in v.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
+    return tuple(int("0" + "".join(c for c in part if c.isdigit())) for part in v.split(".")[:2])
 
 
 def fast(client: Any) -> bool:
@@ -132,16 +124,13 @@ def call_pool(pool: Any, conn: Any, script: _Script, packed: bytes, asking: bool
         pool.release(conn)
         raise _NotFast
     try:
-        reply = _call_conn(conn, script, asking, packed)
-    except ResponseError as e:
+        return _call_conn(conn, script, asking, packed)
+    except ResponseError as e:  # an error reply: the connection is in step
         if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
-            # a replica now (a failover): a new connection finds the primary again
-            conn.disconnect()
-        pool.release(conn)  # an error reply: the connection is in step
+            conn.disconnect()  # a replica now (a failover): a new one finds the primary
         raise
     except BaseException:
         conn.disconnect()
-        pool.release(conn)
         raise
-    pool.release(conn)
-    return reply
+    finally:
+        pool.release(conn)

@@ -21,7 +21,7 @@ from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _w
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
 from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
-                    PASS, RedisReplyError, _charge_reply, _check_n, _evalsha,
+                    PASS, RedisReplyError, _charge_reply, _check_n, _decision, _evalsha,
                     _time_args)
 
 _SCRIPT = SCRIPTS["all_of"]
@@ -123,7 +123,8 @@ class _Group:
         """The members' verdicts, each checked as its own decision's."""
         if type(reply) is not list or len(reply) != len(self._members):
             raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
-        return [m.lim._parse(r, m.cfg) for m, r in zip(self._members, reply)]
+        return [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
+                for m, r in zip(self._members, reply)]
 
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
                   verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:

@@ -1,14 +1,10 @@
 """Leased quotas (``lease=True``): ``try_acquire`` decided locally on a slice of the current
-bucket's quota leased from Redis ahead of need (docs/redis.md, "Leased quotas").
-
-- A grant counts its permits as PASS in the bucket current then, and the slice is valid only
-  while that bucket is: the fleet is never over the limit in any window. Unused permits go
-  back out of that bucket when the slice ends (on the key's next grant, or on their own).
-- Grants and give-backs carry a lease id recorded in Redis for a while: a grant retried
-  after a timeout gets the recorded grant, a give-back applies once.
-- Top-ups run in the background (a thread, or an asyncio limiter's task) on the server's
-  clock; inline with an explicit ``now_ns`` (virtual time stays deterministic).
-"""
+bucket's quota leased from Redis ahead of need (docs/redis.md, "Leased quotas"). A grant
+counts its permits as PASS in the bucket current then and is valid only while that bucket
+is (the fleet is never over the limit in any window); unused permits go back out of it.
+Grants and give-backs carry a lease id recorded in Redis: a retried grant gets the recorded
+one, a give-back applies once. Top-ups run in the background (a thread, or an asyncio
+limiter's task), inline with an explicit ``now_ns`` (virtual time stays deterministic)."""
 from __future__ import annotations
 
 import asyncio
@@ -57,8 +53,8 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
 
 
 def keyed_slices(lim: Any) -> _KeyedSlices:
-    """A leased keyed limiter's try_acquire: a key with a slice is decided in C; the first
-    decision on a key comes here (its slice registered by the key as given)."""
+    """A leased keyed limiter's try_acquire: decided in C on a key's slice, the first
+    decision on a key here (its slice registered by the key as given)."""
     ref = weakref.ref(lim._leased)
 
     def first(key: Any, n: int, now_ns: Optional[int]) -> object:
@@ -185,16 +181,14 @@ class _Leases:
             if s is not None:
                 self._queue_topup(rk, s)
 
-    def _queue_topup(self, rk: Any, s: _Slice) -> None:
-        """Under the lock."""
+    def _queue_topup(self, rk: Any, s: _Slice) -> None:  # under the lock
         if not s.queued and not self._closed:
             s.queued = True
             self._topup.append(rk)
             self._start_thread()
             self._notify()
 
-    def _fold(self, s: _Slice) -> None:
-        """Count what the C slice decided since the last fold. Under the lock."""
+    def _fold(self, s: _Slice) -> None:  # under the lock: C's decisions since the last fold
         calls, taken = s.c.harvest()
         if calls:
             self.decisions += calls
@@ -212,8 +206,7 @@ class _Leases:
         return ok
 
     def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
-        """The decision without a slice in hand (n checked); the lock is never held across
-        a round trip."""
+        """The decision without a slice in hand; the lock is never held across a round trip."""
         explicit = now_ns is not None
         if explicit:
             _time_args(now_ns)  # its TypeError / ValueError
@@ -224,9 +217,7 @@ class _Leases:
             self.decisions += 1
             if cfg.can_never_pass(n):
                 return False
-            s = self._slices.get(rk)
-            if s is None:
-                s = self._slices[rk] = _Slice(self.c_slice(rk))
+            s = self._slices.get(rk) or self._slices.setdefault(rk, _Slice(self.c_slice(rk)))
             s.demand += n
             s.last = (explicit, now_ns or 0)
             asked = 0
@@ -298,8 +289,7 @@ class _Leases:
             return True
         return False if _before(s.dry_until, explicit, t) else None
 
-    def _retire(self, s: _Slice) -> None:
-        """The slice ends: what is left goes back (latest lease first)."""
+    def _retire(self, s: _Slice) -> None:  # the slice ends: what is left goes back, newest first
         self._fold(s)
         left = s.c.drain()
         for lease in reversed(s.leases):
@@ -335,16 +325,13 @@ class _Leases:
         s.demand = 0
         s.rate_t = (explicit, t)
 
-    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int,
-                 now_ns: Optional[int], want: Optional[int] = None,
-                 serve: bool = False) -> Any:
+    def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int, now_ns: Optional[int],
+                 want: Optional[int] = None, serve: bool = False) -> Any:
         """One round trip for a key: give back what its ended slices left, and lease up to
-        `want` permits (sized here when None; 0: only give back). Raises what the call
-        raised (the slice left as it was, to be retried with the same lease id).
-
-        serve: a decision waits on this grant. When it comes back after its bucket ended
-        here, `need` of its permits serve that decision (counted in Redis as a pass), the
-        rest go back, and the return is True (else False)."""
+        `want` permits (sized here when None; 0: only give back). Raises what the call raised
+        (the slice as it was, retried with the same lease id). serve: a decision waits on
+        it; a grant back after its bucket ended here serves it with `need` permits (the rest
+        go back) and returns True."""
         explicit = now_ns is not None
         served = False
         with self._cond:
@@ -440,8 +427,8 @@ class _Leases:
                                             name="slidewin-redis-lease", daemon=True)
             self._thread.start()
 
-    def _job(self) -> Tuple[Optional[Tuple[str, Any]], float]:
-        """The next job, or how long to wait for one. Under the lock."""
+    def _job(self) -> Tuple[Optional[Tuple[str, Any]], float]:  # under the lock
+        """The next job, or how long to wait for one."""
         if self._topup:
             return ("topup", self._topup.pop(0)), 0.0
         if self._ends:
@@ -480,8 +467,7 @@ class _Leases:
         try:
             yield from self._g_grant(rk, cfg, s, 1, None, want)
         except Exception as e:  # the decisions try again (and apply on_error)
-            log.debug("slidewin.redis: a lease of %r failed in the background: %s",
-                      lim._name, e)
+            log.debug("slidewin.redis: a lease of %r failed in the background: %s", lim._name, e)
             return
         if want == 0:
             with self._cond:
@@ -489,8 +475,7 @@ class _Leases:
                 if not s.leases and not s.backs and not s.busy and s.demand == 0:
                     self._drop(rk)
 
-    def _drop(self, rk: Any) -> None:
-        """An idle key's slice goes (a keyed limiter's C slice too). Under the lock."""
+    def _drop(self, rk: Any) -> None:  # under the lock: an idle key's slices go
         self._slices.pop(rk, None)
         if self._keyed:
             self._cs.pop(rk, None)
@@ -501,21 +486,17 @@ class _Leases:
         """Give back every key's unused permits now (one round trip per key holding any)."""
         self._lim._t.drive(self._g_close())
 
-    def _notify(self) -> None:
-        """Wake the decisions (and a close) waiting on a grant. Under the lock."""
+    def _notify(self) -> None:  # under the lock: wakes the waits on a grant (and a close)
         self._cond.notify_all()
 
-    def _g_wait(self) -> Any:
-        """Wait (at most 50 ms) for a grant to end or a close to finish. Under the lock,
-        released while waiting."""
+    def _g_wait(self) -> Any:  # up to 50 ms for a grant or a close to end (_g_idle)
         return _g_idle(self._cond, None, 0.05)
 
     def _g_close(self) -> Any:
         cond = self._cond
         with cond:
-            # no new grant starts from here (decisions wait), and a grant in flight (a
-            # top-up) brings permits that go back too: waited for, at most CLOSE_WAIT_NS
-            # (its round trip is bounded by the client's timeouts)
+            # no new grant starts (decisions wait); a top-up in flight brings permits that go
+            # back too: waited for, at most CLOSE_WAIT_NS
             self._closed = True
             try:
                 until = time.monotonic_ns() + CLOSE_WAIT_NS
@@ -561,8 +542,7 @@ class _Leases:
 _ENGINES: "weakref.WeakSet[_Leases]" = weakref.WeakSet()
 
 
-def _forget_in_child() -> None:
-    """A forked child holds none of its parent's slices nor its thread: it leases its own."""
+def _forget_in_child() -> None:  # a forked child leases its own
     for eng in list(_ENGINES):
         eng._fresh()
         for c in eng._cs.values():  # the parent's permits: not the child's to spend
@@ -575,8 +555,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: float) -> Any:
-    """Wait up to `timeout` s, the lock released meanwhile: on the condition, or on an
-    asyncio engine's event."""
+    """Wait up to `timeout` s on the condition (or an asyncio engine's event), unlocked."""
     if ev is None:
         cond.wait(timeout)
         return
@@ -625,8 +604,7 @@ class _AsyncLeases(_Leases):
         self._wake = None
         self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
 
-    def _start_thread(self) -> None:
-        """Wake the engine's task (started on the running loop if none runs there)."""
+    def _start_thread(self) -> None:  # wakes the task (started on the running loop if none)
         if self._closed:
             return
         if self._task is None or self._task.done():

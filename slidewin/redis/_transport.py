@@ -36,9 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slidewin.redis")
 
-# what a decision meets when Redis cannot decide (on_error): redis-py's errors, socket
-# errors, a Cluster client's "no reachable node" (not a RedisError) and asyncio's timeout
-# (not an OSError before 3.11)
+# what a decision meets when Redis cannot decide (on_error): redis-py's, socket errors, a
+# Cluster's "no reachable node" (not a RedisError), asyncio's timeout (no OSError before 3.11)
 _ERRORS = (RedisError, OSError, RedisClusterException, asyncio.TimeoutError)
 
 
@@ -166,8 +165,7 @@ def _guarded(conn: Any) -> Any:
 
 
 def _get_conn(pool: Any) -> Any:
-    """A connection of the pool (a coroutine of one, an asyncio pool's), waited for as the
-    pool waits; the connections it makes get the guarded retry policy."""
+    """A connection of the pool (a coroutine of one, asyncio's), with the guarded policy."""
     _guard_pool(pool)
     try:
         return pool.get_connection()
@@ -187,8 +185,7 @@ def _unpack(packed: bytes) -> Tuple[List[Any], List[Any]]:
 
 
 def _public_call(client: Any, script: _Script, packed: bytes) -> Any:
-    """One script call through redis-py's public API (a client the fast path does not
-    know): EVALSHA, then EVAL on NOSCRIPT."""
+    """One script call by redis-py's public API: EVALSHA, then EVAL on NOSCRIPT."""
     keys, args = _unpack(packed)
     with _deciding():
         _guard_pool(getattr(client, "connection_pool", None))
@@ -231,8 +228,7 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any,
-                  packed: bytes) -> Any:
+def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
     if not cluster:
         return _call_pool(client.connection_pool, script, packed)
     node = client.get_node_from_key(key)
@@ -317,8 +313,8 @@ def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
 class _SyncTransport:
     """The round trip of the sync types. drive() runs one operation of the shared logic: a
     generator that yields script calls ``(script, key, packed EVALSHA, names)`` (`names`:
-    all_of's keys, one of which its error reply names), sleeps (a float, seconds) and waits
-    (a callable), and gets each one's result (or its exception) back."""
+    all_of's keys), sleeps (a float, seconds) and waits (a callable), and gets each one's
+    result (or its exception) back."""
 
     is_async = False
 
@@ -331,8 +327,7 @@ class _SyncTransport:
         return _io.run(self._steps(gen))
 
     def _steps(self, gen: Any) -> Any:
-        """The logic's round trips and sleeps as _io's steps; an exception (a cancellation
-        too) goes back to the logic."""
+        """The logic's ops as _io's steps; an exception (a cancellation too) goes back in."""
         val: Any = None
         exc: Optional[BaseException] = None
         while True:
@@ -382,11 +377,9 @@ class _AsyncTransport(_SyncTransport):
     def _sleep(seconds: float) -> Any:
         return functools.partial(asyncio.sleep, seconds)
 
-    async def call(self, script: _Script, key: Any, packed: bytes,
-                   names: Any = None) -> Any:
+    async def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         try:
-            return await _async_call_on(self.client, self.cluster, self.fast, script, key,
-                                        packed)
+            return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
         except ResponseError as e:
             _raise_named(e, key, names)
             raise

@@ -41,8 +41,7 @@ class RedisBoard:
     def settle(self) -> None:
         self._run("settle")
 
-    def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
-             now: int) -> None:
+    def view(self, b: int, remaining: int, reset_s: float, floor_cost: float, now: int) -> None:
         self._run("view", b, remaining, int(reset_s * 1e6), repr(floor_cost / 1000.0))
 
     def refund_view(self, b: int, n: int, now: int) -> None:

@@ -109,16 +109,13 @@ def _what(err: BaseException) -> str:
 
 
 def _bulk(x: Union[str, bytes]) -> bytes:
-    if isinstance(x, str):
-        x = x.encode()
-    return b"$%d\r\n%s\r\n" % (len(x), x)
+    b = x.encode() if isinstance(x, str) else x
+    return b"$%d\r\n%s\r\n" % (len(b), b)
 
 
 def _fmt(x: float) -> str:
     """A double for Lua's tonumber: repr round-trips exactly (strtod is correctly rounded)."""
-    if isinstance(x, int):
-        return str(x)
-    return repr(float(x))
+    return str(x) if isinstance(x, int) else repr(float(x))
 
 
 def _check_name(name: Any) -> str:
@@ -252,9 +249,7 @@ def _parse(buf: bytes, pos: int, depth: int = 0) -> Tuple[Any, int]:
 
 
 def _text(x: Any) -> str:
-    if isinstance(x, bytes):
-        return x.decode("utf-8", "replace")
-    return str(x)
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
 
 
 def _encode_key(key: Any) -> bytes:
@@ -289,17 +284,13 @@ def _check_exit_reply(reply: Any, name: str) -> int:
 def _limiter_key(name: str) -> str:
     """The Redis key of a limiter's state: the name is its hash tag, or the name's own
     {tag} is (then the key is told apart by "t:": no other name's key is the same)."""
-    if "{" in name:
-        return "slidewin:t:" + name
-    return "slidewin:{%s}" % name
+    return "slidewin:t:" + name if "{" in name else "slidewin:{%s}" % name
 
 
 def _keyed_prefix(name: str) -> bytes:
     """What a keyed limiter's Redis keys start with: each key its own hash tag (name and
     key), or every key in the slot of the name's own {tag}."""
-    if "{" in name:
-        return b"slidewin:k:t:" + name.encode() + b":"
-    return b"slidewin:k:{" + name.encode() + b":"
+    return (b"slidewin:k:t:" if "{" in name else b"slidewin:k:{") + name.encode() + b":"
 
 
 def _decision(reply: Any, name: str, interval_ms: int, sample_count: int) -> Tuple[int, int, int]:
