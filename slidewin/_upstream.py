@@ -47,15 +47,47 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view as _LAYOUT, in this process's memory behind a thread
-    lock (see _ShmBoard for a host's)."""
+    """The pause and the server's view as _LAYOUT behind a thread lock: in this process's
+    memory, or (``shared``) in a file of /dev/shm shared by the host's processes, behind an
+    fcntl lock too (released by the kernel when its holder dies)."""
 
-    _fd = -1  # _ShmBoard's file, locked with fcntl
-
-    def __init__(self) -> None:
+    def __init__(self, shared: Any = None) -> None:
         self._mu = threading.Lock()
+        self._fd = -1
         self._map: Any = bytearray(_LAYOUT.size)  # zeros: no pause, no view
         _BOARDS.add(self)
+        if shared is None:
+            return
+        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+        if shared is True:  # an unlinked file, shared with the forked processes
+            fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
+            os.unlink(tmp)
+        else:
+            path = os.path.join(folder, "slidewin-upstream-%s" % shared)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_size < _LAYOUT.size:
+                    os.ftruncate(fd, _LAYOUT.size)
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN)
+            self._map = mmap.mmap(fd, _LAYOUT.size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        try:
+            self._map.close()
+        finally:
+            os.close(fd)
+
+    __del__ = close
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
@@ -150,44 +182,6 @@ class _Board:
                     v[i], v[i + 1] = reset, cost
                     v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
             self._write(v)
-
-
-class _ShmBoard(_Board):
-    """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
-    lock (released by the kernel when its holder dies) too."""
-
-    def __init__(self, shared: Any) -> None:
-        super().__init__()
-        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
-        if shared is True:  # an unlinked file, shared with the forked processes
-            fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
-            os.unlink(tmp)
-        else:
-            path = os.path.join(folder, "slidewin-upstream-%s" % shared)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            try:
-                if os.fstat(fd).st_size < _LAYOUT.size:
-                    os.ftruncate(fd, _LAYOUT.size)  # zeros: no pause, no view
-            finally:
-                fcntl.lockf(fd, fcntl.LOCK_UN)
-            self._map = mmap.mmap(fd, _LAYOUT.size)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def close(self) -> None:
-        fd, self._fd = self._fd, -1
-        if fd < 0:
-            return
-        try:
-            self._map.close()
-        finally:
-            os.close(fd)
-
-    __del__ = close
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
@@ -304,7 +298,7 @@ class Upstream:
             from .redis._upstream import RedisBoard
             self._board: Any = RedisBoard(redis, name or "upstream")
         else:
-            self._board = _Board() if shared is None else _ShmBoard(shared)
+            self._board = _Board(shared)
         self._mu = threading.Lock()
         self._stats: Dict[str, float] = dict(
             sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
@@ -327,7 +321,7 @@ class Upstream:
     def _admit(self, group: Any, ns: Tuple[int, ...], left: float, io: Any) -> Any:
         """The step of `io` admitting by the group (waiting at most `left` s for a free
         in-flight slot): on Redis (the pace's wait in ns, what the call holds), else the
-        group's Decision (see _held)."""
+        group's Decision."""
         if self._redis is None:
             return group._admit(ns, left, _F_ENTRY, io)
         from .redis._upstream import admit
@@ -396,13 +390,6 @@ class Upstream:
                                   or self._tok_lim or self._conc_lim)
 
 
-def _held(group: Any, ns: Tuple[int, ...], d: Any) -> Tuple[int, Any]:
-    """(the pace's wait in ns, the entry the call holds) of a group's Decision."""
-    entry = GroupEntry(group, ns, None)
-    entry._entered(d[4])
-    return d[1], entry
-
-
 class UpstreamCall:
     """One call of an ``Upstream`` (``api.call(...)``): usable once, with ``with`` or
     ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
@@ -438,14 +425,11 @@ class UpstreamCall:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
         now = up._board.now_ns()
-        up._board.refund_view(0, 1, now)
-        if self._tokens > 0:
-            up._board.refund_view(1, self._tokens, now)
-        if up._redis is None:  # on Redis the slots stay taken: under-use, never over
-            if up._req_lim is not None:
-                up._req_lim._refund(1)
-            if up._tok_lim is not None and self._tokens > 0:
-                up._tok_lim._refund(self._tokens)
+        for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
+            if n > 0:
+                up._board.refund_view(b, n, now)
+                if lim is not None and up._redis is None:  # on Redis: under-use, never over
+                    lim._refund(n)
         if self._entry is not None:
             self._entry._release()
             self._entry = None
@@ -486,7 +470,11 @@ class UpstreamCall:
             if self._group is not None:
                 got = yield functools.partial(up._admit, self._group, self._ns,
                                               self._left(deadline), io)
-                wait_ns, entry = _held(self._group, self._ns, got) if up._redis is None else got
+                if up._redis is None:  # a group's Decision
+                    wait_ns, entry = got[1], GroupEntry(self._group, self._ns, None)
+                    entry._entered(got[4])
+                else:
+                    wait_ns, entry = got
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
             now = up._board.now_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
