@@ -232,20 +232,7 @@ class GroupEntry(AdmissionEntry):
         self._held = None
         return None
 
-    def _entered(self, held: Any) -> None:
-        if isinstance(held, tuple):  # the shadow members of an admission made elsewhere
-            held = self.group._hold(_F_ENTRY, held)
-        self._held = held
-        self._state = 1
-
-    def _release(self) -> None:
-        """End the entry without an outcome (the members not yet done)."""
-        self._state = 2
-        try:
-            self._adm._adm_release(self._req, self._held)
-        except BaseException:
-            self._state = 1
-            raise
+    _release = AdmissionEntry._abort  # an Upstream's call given back (as RedisHeld's)
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])

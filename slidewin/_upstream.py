@@ -472,7 +472,7 @@ class UpstreamCall:
                                               self._left(deadline), io)
                 if up._redis is None:  # a group's Decision
                     wait_ns, entry = got[1], GroupEntry(self._group, self._ns, None)
-                    entry._entered(got[4])
+                    entry._entered(self._group._adm_hold(entry._req, got))
                 else:
                     wait_ns, entry = got
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
