@@ -318,17 +318,6 @@ class Upstream:
             return redis_all_of(*members)
         return all_of(*members)
 
-    def _admit(self, group: Any, ns: Tuple[int, ...], left: float, io: Any) -> Any:
-        """The step of `io` admitting by the group (waiting at most `left` s for a free
-        in-flight slot): on Redis (the pace's wait in ns, what the call holds), else the
-        group's Decision."""
-        if self._redis is None:
-            return group._admit(ns, left, _F_ENTRY, io)
-        from .redis._upstream import admit
-        if io.is_async:  # a redis-py client blocks: its waits run in a thread
-            return asyncio.get_running_loop().run_in_executor(None, admit, group, ns, left)
-        return admit(group, ns, left)
-
     @property
     def name(self) -> Optional[str]:
         return self._name
@@ -467,14 +456,19 @@ class UpstreamCall:
                 yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
-            if self._group is not None:
-                got = yield functools.partial(up._admit, self._group, self._ns,
-                                              self._left(deadline), io)
-                if up._redis is None:  # a group's Decision
-                    wait_ns, entry = got[1], GroupEntry(self._group, self._ns, None)
-                    entry._entered(self._group._adm_hold(entry._req, got))
-                else:
-                    wait_ns, entry = got
+            group: Any = self._group
+            if group is not None and up._redis is None:  # waiting for a free in-flight slot
+                got = yield functools.partial(group._admit, self._ns, self._left(deadline),
+                                              _F_ENTRY, io)
+                wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
+                entry._entered(group._adm_hold(entry._req, got))
+            elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
+                from .redis._upstream import admit
+                step: Any = functools.partial(admit, group, self._ns, self._left(deadline))
+                if io.is_async:
+                    step = functools.partial(asyncio.get_running_loop().run_in_executor, None,
+                                             step)
+                wait_ns, entry = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
             now = up._board.now_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))

@@ -46,9 +46,9 @@ _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then de
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
-async def _sleep_async(w: Any, loop: asyncio.AbstractEventLoop, sleep: float) -> None:
+async def _sleep_async(w: Any, sleep: float) -> None:
     """A task's sleep until woken or `sleep` s passed (a thread's: its Event's wait)."""
-    timer = loop.call_later(sleep, _set, w.fut)
+    timer = w.loop.call_later(sleep, _set, w.fut)
     try:
         await w.fut
     finally:
@@ -242,8 +242,8 @@ class Waiters:
                         step, poll = poll, min(poll * 2, _POLL_MAX_S)
                     sleep = min(sleep, step)
                 sleep = min(max(sleep, 0.0), _MAX_SLEEP_S)
-                yield (functools.partial(w.ev.wait, sleep) if loop is None
-                       else functools.partial(_sleep_async, w, loop, sleep))
+                yield (functools.partial(w.ev.wait, sleep) if w.ev is not None
+                       else functools.partial(_sleep_async, w, sleep))
         finally:
             self._leave(adm, req, w, got, fp)
 
