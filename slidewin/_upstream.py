@@ -90,7 +90,7 @@ class _Board:
     __del__ = close
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
+    def _locked(self) -> Iterator[List[Any]]:  # a change is packed back by the caller
         with self._mu:
             if self._fd >= 0:
                 fcntl.lockf(self._fd, fcntl.LOCK_EX)
@@ -99,9 +99,6 @@ class _Board:
             finally:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
-
-    def _write(self, v: List[Any]) -> None:
-        _LAYOUT.pack_into(self._map, 0, *v)
 
     now_ns = staticmethod(_monotonic_ns)
 
@@ -127,7 +124,7 @@ class _Board:
                 wait = max(wait, slot - now)
                 changed = True
             if changed:
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
             return int(wait)
 
     def refund_view(self, b: int, n: int, now: int) -> None:
@@ -136,7 +133,7 @@ class _Board:
             reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
             if reset > now and nxt > now and n > 0:
                 v[4 + 3 * b] = max(now, nxt - int(cost * n))
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
@@ -150,7 +147,7 @@ class _Board:
             grew = max(0, until - max(v[0], now))
             if until > v[0]:
                 v[0] = until
-            self._write(v)
+            _LAYOUT.pack_into(self._map, 0, *v)
             return int(grew)
 
     def settle(self) -> None:
@@ -158,7 +155,7 @@ class _Board:
         with self._locked() as v:
             if v[1]:
                 v[1] = 0
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
              now: int) -> None:
@@ -181,7 +178,7 @@ class _Board:
                 else:
                     v[i], v[i + 1] = reset, cost
                     v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
-            self._write(v)
+            _LAYOUT.pack_into(self._map, 0, *v)
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
