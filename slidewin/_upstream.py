@@ -380,8 +380,8 @@ class UpstreamCall:
     """One call of an ``Upstream`` (``api.call(...)``): usable once, with ``with`` or
     ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
 
-    __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_observed",
-                 "_state", "_group", "_ns", "status")
+    __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_state",
+                 "_group", "_ns", "status")
 
     def __init__(self, up: Upstream, tokens: int, timeout: Optional[float]) -> None:
         self._up = up
@@ -390,10 +390,9 @@ class UpstreamCall:
         self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
         self._ticket: Optional[int] = None
         self._start = 0
-        self._observed = False
         self._state = 0  # 0 idle, 1 entered, 2 exited
         self._group, self._ns = up._ns(tokens)
-        self.status: Optional[int] = None
+        self.status: Optional[int] = None  # observe()'s, once
 
     @property
     def upstream(self) -> Upstream:
@@ -502,9 +501,8 @@ class UpstreamCall:
         h = _headers.lower_headers(headers)
         if self._state != 1:
             raise RuntimeError("observe() belongs inside the call's with-block")
-        if self._observed:
+        if self.status is not None:
             raise RuntimeError("observe() was already called for this call")
-        self._observed = True
         self.status = status
         up = self._up
         now = up._board.now_ns()

@@ -131,16 +131,6 @@ class Waiters:
             except RuntimeError:  # its loop is closed: the task is gone with it
                 pass
 
-    def _add(self, adm: Any, loop: Optional[asyncio.AbstractEventLoop],
-             fp: Optional[int]) -> _Waiter:
-        with self._mu:
-            self._listen(adm)
-            q = self._qs.setdefault(fp, deque())
-            w = _Waiter(loop, q)
-            q.append(w)
-            self._n += 1
-        return w
-
     def _listen(self, adm: Any) -> None:
         """A waiter or hook comes: the first hears the admitter's releases (self._mu held)."""
         if self._n or self._hooks:
@@ -218,7 +208,11 @@ class Waiters:
         """The wait of a thread (`loop` None) or a task: decide until admitted, or the
         refusal at the deadline (the admitter raises it), one BLOCK counted. `fp`: a
         KeyedLimiter's key's fingerprint."""
-        w = self._add(adm, loop, fp)
+        with self._mu:
+            self._listen(adm)
+            w = _Waiter(loop, self._qs.setdefault(fp, deque()))
+            w.q.append(w)
+            self._n += 1
         got: Optional[Decision] = None
         poll = _POLL_MIN_S
         try:
