@@ -12,7 +12,7 @@ from . import _core
 from . import _rate as _ratespec
 from ._admission import Admission, AdmissionEntry
 from ._limiter import Limiter, _check_timeout, _Decorator
-from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit, admit_async, waiters_of
+from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
 
@@ -148,13 +148,6 @@ class Group(_core.Group, _Decorator, Admission):
                 waiters_of(lim).hook(lim, wake)
             else:
                 waiters_of(lim).unhook(lim, self._waitq.wake)
-
-    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int, io: Any) -> Any:
-        """The step of `io` deciding (ns, flags): the Decision (d[1]: the ns to wait before
-        going on, d[4]: the shadow members admitted holding nothing), or BlockedError."""
-        if io.is_async:
-            return admit_async(self, (ns, flags), timeout)
-        return admit(self, (ns, flags), timeout, _IN_LOOP)
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a

@@ -27,8 +27,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
-from ._group import Group, GroupEntry, all_of
+from ._group import _IN_LOOP, Group, GroupEntry, all_of
 from ._limiter import Limiter, _check_timeout
+from ._waiters import admit, admit_async
 
 __all__ = ["Upstream", "UpstreamCall"]
 
@@ -454,13 +455,14 @@ class UpstreamCall:
             wait_ns, entry = 0, None
             group: Any = self._group
             if group is not None and up._redis is None:  # waiting for a free in-flight slot
-                got = yield functools.partial(group._admit, self._ns, self._left(deadline),
-                                              _F_ENTRY, io)
+                req, left = (self._ns, _F_ENTRY), self._left(deadline)
+                got = yield (functools.partial(admit_async, group, req, left) if io.is_async
+                             else functools.partial(admit, group, req, left, _IN_LOOP))
                 wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
                 entry._entered(group._adm_hold(entry._req, got))
             elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
-                from .redis._upstream import admit
-                step: Any = functools.partial(admit, group, self._ns, self._left(deadline))
+                from .redis._upstream import admit as redis_admit
+                step: Any = functools.partial(redis_admit, group, self._ns, self._left(deadline))
                 if io.is_async:
                     step = functools.partial(asyncio.get_running_loop().run_in_executor, None,
                                              step)
