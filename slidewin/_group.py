@@ -4,15 +4,15 @@ entries and the decorator are Python here.
 """
 from __future__ import annotations
 
-import functools
+import asyncio
 import time
 from typing import Any, Callable, NoReturn, Optional, Tuple, Union, cast
 
-from . import _core, _io
+from . import _core
 from . import _rate as _ratespec
-from ._admission import Admission, AdmissionEntry, refuse_in_loop
+from ._admission import Admission, AdmissionEntry
 from ._limiter import Limiter, _check_timeout, _Decorator
-from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit, admit_async, waiters_of
+from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
 
@@ -149,27 +149,6 @@ class Group(_core.Group, _Decorator, Admission):
             else:
                 waiters_of(lim).unhook(lim, self._waitq.wake)
 
-    def _admit(self, ns: Tuple[int, ...], timeout: Optional[float], flags: int, io: Any) -> Any:
-        """The step of `io` deciding (ns, flags): the Decision (d[1]: the ns to wait before
-        going on, d[4]: the shadow members admitted holding nothing), or BlockedError."""
-        if io.is_async:
-            return admit_async(self, (ns, flags), timeout)
-        return admit(self, (ns, flags), timeout, _IN_LOOP)
-
-    def _acquiring(self, ns: Tuple[int, ...], timeout: Optional[float], io: Any) -> _io.Steps:
-        """acquire() of either flavour; interrupted in a throttle member's wait, it gives the
-        concurrency members' slots back, counting nothing."""
-        d = yield functools.partial(self._admit, ns, _check_timeout(timeout), 0, io)
-        wait_ns, shadowed = d[1], d[4]
-        if wait_ns > 0:
-            try:
-                if not io.is_async:
-                    refuse_in_loop(*_IN_LOOP)
-                yield io.sleep(wait_ns / 1e9)
-            except BaseException:
-                self._adm_release((ns, 0), self._hold(0, shadowed))
-                raise
-
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a
         refusal. With a timeout, retry until admitted or `timeout` seconds have passed (the
@@ -177,12 +156,18 @@ class Group(_core.Group, _Decorator, Admission):
         that refused it). Interrupted in the wait that follows an admission (KeyboardInterrupt),
         it gives back the concurrency members' slots: the caller never learned it was
         admitted."""
-        _io.run(self._acquiring(ns, timeout, _io.SYNC))
+        GroupEntry(self, ns, _check_timeout(timeout), 0).__enter__()
 
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
         """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
         it gives back the concurrency members' slots."""
-        await _io.arun(self._acquiring(ns, timeout, _io.ASYNC))
+        d = await admit_async(self, (ns, 0), _check_timeout(timeout))
+        if d[1] > 0:  # a throttle member's wait
+            try:
+                await asyncio.sleep(d[1] / 1e9)
+            except BaseException:
+                self._adm_release((ns, 0), self._hold(0, d[4]))
+                raise
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
         """A context manager (``with`` / ``async with``): acquire on every member, holding an
@@ -199,8 +184,9 @@ class GroupEntry(AdmissionEntry):
     _what = "group entry"
     _in_loop = _IN_LOOP
 
-    def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float]) -> None:
-        AdmissionEntry.__init__(self, group, (ns, _F_ENTRY), timeout)
+    def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float],
+                 flags: int = _F_ENTRY) -> None:  # 0: a sync acquire()'s, never exited
+        AdmissionEntry.__init__(self, group, (ns, flags), timeout)
 
     @property
     def group(self) -> Group:
@@ -213,10 +199,10 @@ class GroupEntry(AdmissionEntry):
             return cast(GroupEntry, AdmissionEntry.__enter__(self))
         group = cast(Group, self._adm)
         req = self._req
-        d = group._decide(req[0], _F_ENTRY | _F_RETRY, None)
+        d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
             group._adm_refuse(req, d)
-        self._held = group._hold(_F_ENTRY, d[4])
+        self._held = group._hold(req[1], d[4])
         self._state = 1
         if d[1] > 0:
             self._wait_held(d[1])
@@ -232,20 +218,7 @@ class GroupEntry(AdmissionEntry):
         self._held = None
         return None
 
-    def _entered(self, held: Any) -> None:
-        if isinstance(held, tuple):  # the shadow members of an admission made elsewhere
-            held = self.group._hold(_F_ENTRY, held)
-        self._held = held
-        self._state = 1
-
-    def _release(self) -> None:
-        """End the entry without an outcome (the members not yet done)."""
-        self._state = 2
-        try:
-            self._adm._adm_release(self._req, self._held)
-        except BaseException:
-            self._state = 1
-            raise
+    _release = AdmissionEntry._abort  # an Upstream's call given back (as RedisHeld's)
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])

@@ -27,8 +27,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
-from ._group import Group, GroupEntry, all_of
+from ._group import _IN_LOOP, Group, GroupEntry, all_of
 from ._limiter import Limiter, _check_timeout
+from ._waiters import admit, admit_async
 
 __all__ = ["Upstream", "UpstreamCall"]
 
@@ -47,18 +48,50 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view as _LAYOUT, in this process's memory behind a thread
-    lock (see _ShmBoard for a host's)."""
+    """The pause and the server's view as _LAYOUT behind a thread lock: in this process's
+    memory, or (``shared``) in a file of /dev/shm shared by the host's processes, behind an
+    fcntl lock too (released by the kernel when its holder dies)."""
 
-    _fd = -1  # _ShmBoard's file, locked with fcntl
-
-    def __init__(self) -> None:
+    def __init__(self, shared: Any = None) -> None:
         self._mu = threading.Lock()
+        self._fd = -1
         self._map: Any = bytearray(_LAYOUT.size)  # zeros: no pause, no view
         _BOARDS.add(self)
+        if shared is None:
+            return
+        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+        if shared is True:  # an unlinked file, shared with the forked processes
+            fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
+            os.unlink(tmp)
+        else:
+            path = os.path.join(folder, "slidewin-upstream-%s" % shared)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(fd).st_size < _LAYOUT.size:
+                    os.ftruncate(fd, _LAYOUT.size)
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN)
+            self._map = mmap.mmap(fd, _LAYOUT.size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        try:
+            self._map.close()
+        finally:
+            os.close(fd)
+
+    __del__ = close
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:  # an operation that changes them calls _write
+    def _locked(self) -> Iterator[List[Any]]:  # a change is packed back by the caller
         with self._mu:
             if self._fd >= 0:
                 fcntl.lockf(self._fd, fcntl.LOCK_EX)
@@ -67,9 +100,6 @@ class _Board:
             finally:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
-
-    def _write(self, v: List[Any]) -> None:
-        _LAYOUT.pack_into(self._map, 0, *v)
 
     now_ns = staticmethod(_monotonic_ns)
 
@@ -95,7 +125,7 @@ class _Board:
                 wait = max(wait, slot - now)
                 changed = True
             if changed:
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
             return int(wait)
 
     def refund_view(self, b: int, n: int, now: int) -> None:
@@ -104,7 +134,7 @@ class _Board:
             reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
             if reset > now and nxt > now and n > 0:
                 v[4 + 3 * b] = max(now, nxt - int(cost * n))
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
@@ -118,7 +148,7 @@ class _Board:
             grew = max(0, until - max(v[0], now))
             if until > v[0]:
                 v[0] = until
-            self._write(v)
+            _LAYOUT.pack_into(self._map, 0, *v)
             return int(grew)
 
     def settle(self) -> None:
@@ -126,7 +156,7 @@ class _Board:
         with self._locked() as v:
             if v[1]:
                 v[1] = 0
-                self._write(v)
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
              now: int) -> None:
@@ -149,45 +179,7 @@ class _Board:
                 else:
                     v[i], v[i + 1] = reset, cost
                     v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
-            self._write(v)
-
-
-class _ShmBoard(_Board):
-    """The board in a file of /dev/shm shared by the processes of the host, behind an fcntl
-    lock (released by the kernel when its holder dies) too."""
-
-    def __init__(self, shared: Any) -> None:
-        super().__init__()
-        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
-        if shared is True:  # an unlinked file, shared with the forked processes
-            fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
-            os.unlink(tmp)
-        else:
-            path = os.path.join(folder, "slidewin-upstream-%s" % shared)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            try:
-                if os.fstat(fd).st_size < _LAYOUT.size:
-                    os.ftruncate(fd, _LAYOUT.size)  # zeros: no pause, no view
-            finally:
-                fcntl.lockf(fd, fcntl.LOCK_UN)
-            self._map = mmap.mmap(fd, _LAYOUT.size)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def close(self) -> None:
-        fd, self._fd = self._fd, -1
-        if fd < 0:
-            return
-        try:
-            self._map.close()
-        finally:
-            os.close(fd)
-
-    __del__ = close
+            _LAYOUT.pack_into(self._map, 0, *v)
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
@@ -304,7 +296,7 @@ class Upstream:
             from .redis._upstream import RedisBoard
             self._board: Any = RedisBoard(redis, name or "upstream")
         else:
-            self._board = _Board() if shared is None else _ShmBoard(shared)
+            self._board = _Board(shared)
         self._mu = threading.Lock()
         self._stats: Dict[str, float] = dict(
             sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
@@ -323,17 +315,6 @@ class Upstream:
             from .redis import all_of as redis_all_of
             return redis_all_of(*members)
         return all_of(*members)
-
-    def _admit(self, group: Any, ns: Tuple[int, ...], left: float, io: Any) -> Any:
-        """The step of `io` admitting by the group (waiting at most `left` s for a free
-        in-flight slot): on Redis (the pace's wait in ns, what the call holds), else the
-        group's Decision (see _held)."""
-        if self._redis is None:
-            return group._admit(ns, left, _F_ENTRY, io)
-        from .redis._upstream import admit
-        if io.is_async:  # a redis-py client blocks: its waits run in a thread
-            return asyncio.get_running_loop().run_in_executor(None, admit, group, ns, left)
-        return admit(group, ns, left)
 
     @property
     def name(self) -> Optional[str]:
@@ -396,19 +377,12 @@ class Upstream:
                                   or self._tok_lim or self._conc_lim)
 
 
-def _held(group: Any, ns: Tuple[int, ...], d: Any) -> Tuple[int, Any]:
-    """(the pace's wait in ns, the entry the call holds) of a group's Decision."""
-    entry = GroupEntry(group, ns, None)
-    entry._entered(d[4])
-    return d[1], entry
-
-
 class UpstreamCall:
     """One call of an ``Upstream`` (``api.call(...)``): usable once, with ``with`` or
     ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
 
-    __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_observed",
-                 "_state", "_group", "_ns", "status")
+    __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_state",
+                 "_group", "_ns", "status")
 
     def __init__(self, up: Upstream, tokens: int, timeout: Optional[float]) -> None:
         self._up = up
@@ -417,10 +391,9 @@ class UpstreamCall:
         self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
         self._ticket: Optional[int] = None
         self._start = 0
-        self._observed = False
         self._state = 0  # 0 idle, 1 entered, 2 exited
         self._group, self._ns = up._ns(tokens)
-        self.status: Optional[int] = None
+        self.status: Optional[int] = None  # observe()'s, once
 
     @property
     def upstream(self) -> Upstream:
@@ -438,14 +411,11 @@ class UpstreamCall:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
         now = up._board.now_ns()
-        up._board.refund_view(0, 1, now)
-        if self._tokens > 0:
-            up._board.refund_view(1, self._tokens, now)
-        if up._redis is None:  # on Redis the slots stay taken: under-use, never over
-            if up._req_lim is not None:
-                up._req_lim._refund(1)
-            if up._tok_lim is not None and self._tokens > 0:
-                up._tok_lim._refund(self._tokens)
+        for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
+            if n > 0:
+                up._board.refund_view(b, n, now)
+                if lim is not None and up._redis is None:  # on Redis: under-use, never over
+                    lim._refund(n)
         if self._entry is not None:
             self._entry._release()
             self._entry = None
@@ -483,10 +453,20 @@ class UpstreamCall:
                 yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
-            if self._group is not None:
-                got = yield functools.partial(up._admit, self._group, self._ns,
-                                              self._left(deadline), io)
-                wait_ns, entry = _held(self._group, self._ns, got) if up._redis is None else got
+            group: Any = self._group
+            if group is not None and up._redis is None:  # waiting for a free in-flight slot
+                req, left = (self._ns, _F_ENTRY), self._left(deadline)
+                got = yield (functools.partial(admit_async, group, req, left) if io.is_async
+                             else functools.partial(admit, group, req, left, _IN_LOOP))
+                wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
+                entry._entered(group._adm_hold(entry._req, got))
+            elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
+                from .redis._upstream import admit as redis_admit
+                step: Any = functools.partial(redis_admit, group, self._ns, self._left(deadline))
+                if io.is_async:
+                    step = functools.partial(asyncio.get_running_loop().run_in_executor, None,
+                                             step)
+                wait_ns, entry = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
             now = up._board.now_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
@@ -523,9 +503,8 @@ class UpstreamCall:
         h = _headers.lower_headers(headers)
         if self._state != 1:
             raise RuntimeError("observe() belongs inside the call's with-block")
-        if self._observed:
+        if self.status is not None:
             raise RuntimeError("observe() was already called for this call")
-        self._observed = True
         self.status = status
         up = self._up
         now = up._board.now_ns()

@@ -46,16 +46,9 @@ _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then de
 _get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
-def _sleep_on(w: Any, loop: Optional[asyncio.AbstractEventLoop], sleep: float) -> Any:
-    """A waiter's sleep until woken or `sleep` s passed: its Event's (a thread), else an
-    awaitable of its future's (a task)."""
-    if loop is None:
-        return w.ev.wait(sleep)
-    return _sleep_async(w, loop, sleep)
-
-
-async def _sleep_async(w: Any, loop: asyncio.AbstractEventLoop, sleep: float) -> None:
-    timer = loop.call_later(sleep, _set, w.fut)
+async def _sleep_async(w: Any, sleep: float) -> None:
+    """A task's sleep until woken or `sleep` s passed (a thread's: its Event's wait)."""
+    timer = w.loop.call_later(sleep, _set, w.fut)
     try:
         await w.fut
     finally:
@@ -138,19 +131,10 @@ class Waiters:
             except RuntimeError:  # its loop is closed: the task is gone with it
                 pass
 
-    def _add(self, adm: Any, loop: Optional[asyncio.AbstractEventLoop],
-             fp: Optional[int]) -> _Waiter:
-        with self._mu:
-            if not self._n and not self._hooks:
-                self._listen(adm)
-            q = self._qs.setdefault(fp, deque())
-            w = _Waiter(loop, q)
-            q.append(w)
-            self._n += 1
-        return w
-
     def _listen(self, adm: Any) -> None:
-        """The first waiter or hook: hear the admitter's releases (self._mu held)."""
+        """A waiter or hook comes: the first hears the admitter's releases (self._mu held)."""
+        if self._n or self._hooks:
+            return
         if not self._shared:
             adm._adm_listen(self.wake)
         elif not self._watching:  # shared: the helper sees every release
@@ -167,8 +151,7 @@ class Waiters:
     def hook(self, adm: Any, fn: Callable[[], None]) -> None:
         """Call fn() at every release of the admitter (a group's waiters; see unhook)."""
         with self._mu:
-            if not self._n and not self._hooks:
-                self._listen(adm)
+            self._listen(adm)
             self._hooks.append(fn)
 
     def unhook(self, adm: Any, fn: Callable[[], None]) -> None:
@@ -218,17 +201,18 @@ class Waiters:
     def wait_for_room(self, fp: int, room: bool) -> None:
         """A key's first waiter waits for room in a full table (True) or for its key."""
         with self._mu:
-            if room:
-                self._room.add(fp)
-            else:
-                self._room.discard(fp)
+            (self._room.add if room else self._room.discard)(fp)
 
     def _admit(self, adm: Any, req: Any, deadline: float, fp: Optional[int],
                loop: Optional[asyncio.AbstractEventLoop]) -> _io.Steps:
         """The wait of a thread (`loop` None) or a task: decide until admitted, or the
         refusal at the deadline (the admitter raises it), one BLOCK counted. `fp`: a
         KeyedLimiter's key's fingerprint."""
-        w = self._add(adm, loop, fp)
+        with self._mu:
+            self._listen(adm)
+            w = _Waiter(loop, self._qs.setdefault(fp, deque()))
+            w.q.append(w)
+            self._n += 1
         got: Optional[Decision] = None
         poll = _POLL_MIN_S
         try:
@@ -251,7 +235,9 @@ class Waiters:
                     if step is None:  # unknown: poll with a growing step
                         step, poll = poll, min(poll * 2, _POLL_MAX_S)
                     sleep = min(sleep, step)
-                yield functools.partial(_sleep_on, w, loop, min(max(sleep, 0.0), _MAX_SLEEP_S))
+                sleep = min(max(sleep, 0.0), _MAX_SLEEP_S)
+                yield (functools.partial(w.ev.wait, sleep) if w.ev is not None
+                       else functools.partial(_sleep_async, w, sleep))
         finally:
             self._leave(adm, req, w, got, fp)
 

@@ -49,11 +49,6 @@ def _used_tokens(body: bytes) -> Optional[int]:
     return None
 
 
-def _is_json(response: httpx.Response) -> bool:
-    kind = str(response.headers.get("content-type", ""))
-    return kind.split(";")[0].strip().lower().endswith("json")
-
-
 class _Limited:
     """What the sync and async transports share: the arguments, the estimate, what a
     response means (observe, retry or not)."""
@@ -102,7 +97,10 @@ class _Limited:
         retried after a 429/503; its I/O yielded."""
         io = self._flavour
         start = time.monotonic()
-        n = self._tokens(request)
+        n = 0 if self._estimate is None else self._estimate(request)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError("the tokens function returned %r: it must return an int >= 0"
+                             % (n,))
         last: Optional[httpx.Response] = None
         attempt = 0
         while True:
@@ -116,14 +114,26 @@ class _Limited:
             try:
                 response = yield functools.partial(send, request)
                 body = None
-                if response.status_code in _RETRY or _is_json(response):
+                kind = str(response.headers.get("content-type", "")).split(";")[0]
+                if response.status_code in _RETRY or kind.strip().lower().endswith("json"):
                     try:
                         body = response.content  # one built in memory is read already
                     except self._h.ResponseNotRead:
                         pass
                     if body is None:
+                        # read here for its usage: the client gets a fresh response of the
+                        # same bytes as they came (still encoded)
                         raw = yield functools.partial(self._read_raw, response)
-                        response, body = self._rebuilt(response, raw, request)
+                        h = self._h
+                        fresh = h.Response(response.status_code, headers=response.headers,
+                                           stream=h.ByteStream(raw), request=request,
+                                           extensions=response.extensions)
+                        try:
+                            body = h.Response(response.status_code, headers=response.headers,
+                                              content=raw).read()
+                        except h.DecodingError:
+                            body = b""
+                        response = fresh
                 used = _used_tokens(body) if body is not None else None
                 call.observe(response.status_code, response.headers.multi_items(), tokens=used)
             except BaseException as e:
@@ -139,33 +149,9 @@ class _Limited:
             self.upstream._count("retried")
             last = response
 
-    def _tokens(self, request: httpx.Request) -> int:
-        if self._estimate is None:
-            return 0
-        n = self._estimate(request)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError("the tokens function returned %r: it must return an int >= 0"
-                             % (n,))
-        return n
-
     def _left(self, start: float) -> float:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
 
-    def _rebuilt(self, response: httpx.Response, raw: bytes, request: httpx.Request
-                 ) -> "tuple[httpx.Response, bytes]":
-        """A response whose body was read here (for its usage): a fresh one holding the
-        same bytes as they came (still encoded), for the client to read; and the body
-        decoded."""
-        h = self._h
-        fresh = h.Response(response.status_code, headers=response.headers,
-                           stream=h.ByteStream(raw), request=request,
-                           extensions=response.extensions)
-        decoded = h.Response(response.status_code, headers=response.headers, content=raw)
-        try:
-            body = decoded.read()
-        except h.DecodingError:
-            body = b""
-        return fresh, body
 
 
 class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sync
