@@ -218,7 +218,9 @@ class GroupEntry(AdmissionEntry):
         self._held = None
         return None
 
-    _release = AdmissionEntry._abort  # an Upstream's call given back (as RedisHeld's)
+    # an Upstream's call given back (as RedisHeld's): it holds nothing after, as if never
+    # entered (Upstream drops it then)
+    _release = AdmissionEntry._abort
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])

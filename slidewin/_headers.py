@@ -76,9 +76,12 @@ def parse_duration(text: Any) -> Optional[float]:
 
 
 def _count(text: Optional[str]) -> Optional[int]:
-    if text is None or not _INT.fullmatch(text.strip()):
+    if text is None:
         return None
-    n = int(text)  # (int() ignores the whitespace around too)
+    text = text.strip()  # (str.strip() takes more than int() ignores: \x1c-\x1f too)
+    if not _INT.fullmatch(text):
+        return None
+    n = int(text)
     return n if n <= _MAX_COUNT else None
 
 

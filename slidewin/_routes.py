@@ -246,15 +246,15 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
 
 
 def around(io: Any, admission: Optional[Admission], endpoint: Callable[[], Any],
-           respond: Callable[..., Any], headers: bool) -> _io.Steps:
+           refused: "Callable[[Refused], Any]", headers: bool) -> _io.Steps:
     """(the endpoint's result, the RateLimit fields to add to it), called inside `admission`
-    (None: unlimited). A refusal is answered by ``respond(status, headers, body)``: its
-    response, or None to call the endpoint unlimited."""
+    (None: unlimited). A refusal is answered by ``refused(r)``: its response (say, from
+    ``r.route.refusal(r.error)``), or None to call the endpoint unlimited."""
     if admission is not None:
         try:
             yield from admission.entering(io)
         except Refused as r:
-            response = respond(*r.route.refusal(r.error))
+            response = refused(r)
             if response is not None:
                 return response, []
             admission = None

@@ -382,7 +382,7 @@ class UpstreamCall:
     ``async with``; ``observe(status, headers, tokens=None)`` tells it the response."""
 
     __slots__ = ("_up", "_tokens", "_timeout", "_entry", "_ticket", "_start", "_state",
-                 "_group", "_ns", "status")
+                 "_group", "_ns", "_observed", "status")
 
     def __init__(self, up: Upstream, tokens: int, timeout: Optional[float]) -> None:
         self._up = up
@@ -393,7 +393,8 @@ class UpstreamCall:
         self._start = 0
         self._state = 0  # 0 idle, 1 entered, 2 exited
         self._group, self._ns = up._ns(tokens)
-        self.status: Optional[int] = None  # observe()'s, once
+        self._observed = False  # (not `status`: a caller may set that one)
+        self.status: Optional[int] = None  # observe()'s
 
     @property
     def upstream(self) -> Upstream:
@@ -503,8 +504,9 @@ class UpstreamCall:
         h = _headers.lower_headers(headers)
         if self._state != 1:
             raise RuntimeError("observe() belongs inside the call's with-block")
-        if self.status is not None:
+        if self._observed:
             raise RuntimeError("observe() was already called for this call")
+        self._observed = True
         self.status = status
         up = self._up
         now = up._board.now_ns()

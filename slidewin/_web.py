@@ -626,6 +626,7 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
+    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 

@@ -253,9 +253,9 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
             if pair is not None:
                 admission = _routes.Admission([pair])
 
-    def refused(*refusal: Any) -> Any:
+    def refused(r: _routes.Refused) -> Any:
         if vl.block:
-            return _response(*refusal)
+            return _response(*r.route.refusal(r.error))
         request.limited = True
         return None  # the view is called, unlimited
 

@@ -51,6 +51,10 @@ def _response(code: int, headers: List[Tuple[str, str]], body: bytes) -> Any:
     return flask.Response(body, code, headers=headers)
 
 
+def _refused(r: _routes.Refused) -> Any:
+    return _response(*r.route.refusal(r.error))
+
+
 def _build(route: _routes.RouteLimit) -> Any:
     def decorate(view: F) -> F:
         @functools.wraps(view)
@@ -58,7 +62,7 @@ def _build(route: _routes.RouteLimit) -> Any:
             request = flask.request
             result, fields = _io.run(_routes.around(
                 _io.SYNC, route.entry(request, request.environ),
-                functools.partial(view, *args, **kwargs), _response, route.headers))
+                functools.partial(view, *args, **kwargs), _refused, route.headers))
             if fields:
                 result = flask.make_response(result)
                 _routes.add_missing(result.headers, fields)

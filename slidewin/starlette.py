@@ -47,6 +47,10 @@ def _response(code: int, headers: List[Tuple[str, str]], body: bytes) -> Respons
     return Response(body, code, headers=dict(headers))
 
 
+def _refused(r: _routes.Refused) -> Any:
+    return _response(*r.route.refusal(r.error))
+
+
 def _build(route: _routes.RouteLimit) -> Any:
     def decorate(endpoint: F) -> F:
         if not inspect.iscoroutinefunction(endpoint):
@@ -57,7 +61,7 @@ def _build(route: _routes.RouteLimit) -> Any:
         async def limited(request: Request, *args: Any, **kwargs: Any) -> Any:
             result, fields = await _io.arun(_routes.around(
                 _io.ASYNC, route.entry(request, request.scope),
-                functools.partial(endpoint, request, *args, **kwargs), _response, route.headers))
+                functools.partial(endpoint, request, *args, **kwargs), _refused, route.headers))
             if fields and isinstance(result, Response):
                 _routes.add_missing(result.headers, fields)
             return result

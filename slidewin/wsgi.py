@@ -72,7 +72,7 @@ class LimitMiddleware(_web.Middleware):
             # returned as it is, so that the server still sends it with sendfile()
             try:
                 result.close = _Closing(  # type: ignore[attr-defined]
-                    None, entry, getattr(result, "close", None)).close
+                    _WRAPPER, entry, getattr(result, "close", None)).close
                 return result
             except (AttributeError, TypeError):
                 pass  # its close cannot be replaced (a C type, __slots__): wrapped below
@@ -96,14 +96,17 @@ def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
     return adding
 
 
+_WRAPPER: Any = object()  # the `result` of a _Closing that is a file wrapper's close()
+
+
 class _Closing:
     """The app's iterable, the entry held until close() (werkzeug's ClosingIterator); or,
-    without a result, the close() of a server's file wrapper returned as it is (`close`: the
-    wrapper's own)."""
+    with the result _WRAPPER, the close() of a server's file wrapper returned as it is
+    (`close`: the wrapper's own)."""
 
     __slots__ = ("_result", "_it", "_entry", "_outcome", "_close")
 
-    def __init__(self, result: Optional[Iterable[bytes]], entry: Any,
+    def __init__(self, result: Iterable[bytes], entry: Any,
                  close: Optional[Callable[[], Any]] = None) -> None:
         self._result: Any = result
         self._it: Optional[Iterator[bytes]] = None
@@ -140,10 +143,10 @@ class _Closing:
             return
         outcome = self._outcome
         close, self._close = self._close, None  # (drops the cycle wrapper -> close -> wrapper)
-        if self._result is None:
+        if self._result is _WRAPPER:
             outcome = GeneratorExit if isinstance(sys.exc_info()[1], OSError) else None
         try:
-            if self._result is not None:
+            if self._result is not _WRAPPER:
                 # looked up inside the try: a `close` that raises ends the entry too
                 close = getattr(self._result, "close", None)
             if close is not None:

@@ -361,6 +361,7 @@ def test_retry_after_headers(headers, want):
 def test_garbage_headers_never_raise_from_observe():
     api = Upstream(requests="1000/second", tokens="100000/second")
     junk = [("x-ratelimit-remaining-requests", "\udcff"), ("retry-after", "\x00"),
+            ("x-ratelimit-remaining-tokens", "\x1f5"), ("ratelimit-remaining", "\x1c7\x1d"),
             (b"ratelimit", b"\xff\xfe;r=;t="), ("anthropic-ratelimit-tokens-reset", "9999-99"),
             ("x-ratelimit-reset-tokens", "1" * 10000)]
     with api.call() as c:
