@@ -654,9 +654,14 @@ def test_lease_threads_end_with_their_dropped_limiters_even_in_cycles(r):
         del lim
     started = engines() - before
     assert started  # each engine ran its thread
-    gc.collect()
-    for t in started:  # an engine's thread waits without holding it: it ends within a wait
-        t.join(10)
+    # an engine's thread waits without holding it (at most 1 s a wait): once the collector
+    # has freed the engine, its thread ends. (A collection while a thread runs a job, holding
+    # its engine, frees nothing: collect again.)
+    deadline = time.monotonic() + 30
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        gc.collect()
+        for t in started:
+            t.join(0.2)
     assert not any(t.is_alive() for t in started)
 
 
