@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import (Any, Callable, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple,
-                    TypeVar, Union)
+from typing import Any, Callable, FrozenSet, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _routes, _web
 
@@ -53,7 +52,6 @@ def _enabled() -> bool:
 
 
 def _trusted_proxies() -> Any:
-    """SLIDEWIN_TRUSTED_PROXIES, else settings.SLIDEWIN["trusted_proxies"], else none."""
     t = getattr(settings, "SLIDEWIN_TRUSTED_PROXIES", None)
     if t is None:
         conf = getattr(settings, "SLIDEWIN", None)
@@ -122,7 +120,7 @@ def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
     """The _Key of `spec`; without one, a ready KeyedLimiter's default: the address."""
     if spec is not None:
         return _Key(spec, where)
-    if limiter is not None and not isinstance(limiter, str) and _web.is_keyed(limiter):
+    if _web.is_keyed(limiter):  # (False for None and a dotted path)
         return _Key("ip", where)
     return None
 
@@ -233,12 +231,18 @@ def ratelimit(
     return decorate
 
 
-def _keyed(io: Any, route: Any, key: Optional[_Key], request: Any) -> _io.Steps:
-    """(route, the request's key) to decide; None when the key is None (not limited)."""
-    if key is None:
-        return route, None
-    k = yield functools.partial(key.async_ if io.is_async else key.sync, request)
-    return None if k is None else (route, k)
+def _admission(io: Any, limits: Sequence[_ViewLimit], request: Any) -> _io.Steps:
+    """The Admission of the request by `limits`, each with its key (a key of None leaves its
+    limit out); None when none is left."""
+    pairs = []
+    for vl in limits:
+        k = None
+        if vl.key is not None:
+            k = yield functools.partial(vl.key.async_ if io.is_async else vl.key.sync, request)
+            if k is None:
+                continue
+        pairs.append((vl.route, k))
+    return _routes.Admission(pairs) if pairs else None
 
 
 def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
@@ -249,9 +253,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
     if _enabled() and vl.applies(request):
         state = getattr(request, "_slidewin", None)
         if state is None or vl not in state.decided:
-            pair = yield from _keyed(io, vl.route, vl.key, request)
-            if pair is not None:
-                admission = _routes.Admission([pair])
+            admission = yield from _admission(io, (vl,), request)
 
     def refused(r: _routes.Refused) -> Any:
         if vl.block:
@@ -326,12 +328,11 @@ class LimitMiddleware:
             if str(e).startswith(where) or type(e) not in (TypeError, ValueError):
                 raise
             raise type(e)("%s: %s" % (where, e)) from e
+        self._global = _ViewLimit(self.route, self.key, None, True)
         self._exempt = _web.path_matcher(conf.get("exempt"), where)
 
     def __repr__(self) -> str:
         return "LimitMiddleware(%r)" % (self.route.limiter if self.route else None,)
-
-    # -- the request ----------------------------------------------------------------------
 
     def __call__(self, request: Any) -> Any:
         io = _io.ASYNC if self.is_async else _io.SYNC
@@ -386,17 +387,10 @@ class LimitMiddleware:
         state.reached = True
         views = [vl for vl in getattr(view_func, "slidewin_limits", ())
                  if vl.block and vl.applies(request)]
-        limits: List[Tuple[Any, Optional[_Key]]] = [(vl.route, vl.key) for vl in views]
-        if self._global_applies(request):
-            limits.insert(0, (self.route, self.key))
-        pairs: List[Tuple[Any, Any]] = []
-        for route, key in limits:
-            pair = yield from _keyed(io, route, key, request)
-            if pair is not None:
-                pairs.append(pair)
+        limits = [self._global] + views if self._global_applies(request) else views
+        admission = yield from _admission(io, limits, request)
         state.decided = tuple(views)
-        if pairs:
-            admission = _routes.Admission(pairs)
+        if admission is not None:
             try:
                 yield from admission.entering(io)
             except _routes.Refused as r:
