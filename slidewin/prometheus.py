@@ -14,12 +14,9 @@ process that maps it, so each shared limiter is one series however many worker p
 not exported (they have no label to go by).
 
 Series are labelled ``limiter`` (the ``name=``, a shared region's name by default) and ``kind``
-(limiter or keyed), or ``metric`` / ``breaker``; one quantity per family, so that a sum over a
-label never double-counts, times in seconds. Each family's HELP text, and the table of
-docs/metrics.md, says what it counts: ``slidewin_decisions_total{outcome}``,
-``slidewin_completions_total``, ``slidewin_requests_total`` (``totals()``: never sum it over
-``outcome``), ``slidewin_in_flight``, ``slidewin_window_decisions_per_second``, ...,
-``slidewin_breaker_state`` (0 closed, 1 open, 2 half-open).
+(limiter or keyed), or ``metric`` / ``breaker``; one quantity per family (a sum over a label
+never double-counts, but for ``slidewin_requests_total``, ``totals()``), times in seconds. Each
+family's HELP text, and the table of docs/metrics.md, says what it counts.
 
 A region that vanishes or is damaged between the listing and the read is left out of that
 scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin[prometheus]"``.
@@ -105,9 +102,6 @@ class Collector:
     regions: read the shared regions of folder (default SLIDEWIN_SHM_DIR or /dev/shm);
     local: export this process's named objects (``slidewin.limiters()``) that no region read
     covers (private ones, ``shared=True`` ones, regions of another folder).
-
-    For one series per shared limiter across worker processes, register it in one place:
-    every worker's collector reads the same regions, so any worker answers the same.
     """
 
     def __init__(self, *, regions: bool = True, local: bool = True,
