@@ -136,7 +136,7 @@ def _ietf(value: str) -> Optional[Tuple[int, float]]:
             if sep:
                 params[k.strip().lower()] = v.strip()
         r = _count(params.get("r"))
-        t = parse_duration(params.get("t")) if params.get("t") is not None else None
+        t = parse_duration(params.get("t"))
         if r is None or t is None:
             continue
         if best is None or r * max(best[1], 1e-9) < best[0] * max(t, 1e-9):

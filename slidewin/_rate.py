@@ -168,8 +168,7 @@ def resolve(args: Dict[str, Any], most_samples: int = DEFAULT_SAMPLES,
         if args.get("sample_count") is None:
             args["sample_count"] = default_samples(period_ms, most_samples)
         rate = str.__str__(rate)  # a str subclass (a StrEnum member) kept as its plain text
-    if args.get("interval_ms") is None:
-        args["interval_ms"] = INTERVAL_MS
-    if args.get("sample_count") is None:
-        args["sample_count"] = SAMPLE_COUNT
+    for k, default in (("interval_ms", INTERVAL_MS), ("sample_count", SAMPLE_COUNT)):
+        if args.get(k) is None:
+            args[k] = default
     return rate

@@ -15,8 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _observe
 from ._observe import Reading
 
-SORTS = {"p": "pass", "b": "block", "i": "in_flight", "n": "name"}
 SORT_TITLES = {"pass": "pass/s", "block": "block/s", "in_flight": "in-flight", "name": "name"}
+SORTS = {sort[0]: sort for sort in SORT_TITLES}  # the key of each: its first letter
 
 # path -> (pass/s, block/s (enforced refusals), shadow/s (a shadow limiter's would-be ones))
 Rate = Tuple[Optional[float], Optional[float], Optional[float]]

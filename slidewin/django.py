@@ -301,7 +301,6 @@ class LimitMiddleware:
         _web._trusted_of(_trusted_proxies())  # a bad entry fails here, not at each request
         self.route: Optional[_routes.RouteLimit] = None
         self.key: Optional[_Key] = None
-        self._exempt: Optional[Callable[[str], bool]] = None
         where = "settings.SLIDEWIN"
         kwargs = {k: v for k, v in conf.items() if k not in _OWN_KEYS}
         limiter = conf.get("limiter")
