@@ -116,8 +116,6 @@ def retry_after_s(h: Dict[str, str], wall: float) -> Optional[float]:
         when = email.utils.parsedate_to_datetime(ra)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when is None:
-        return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return _finite(max(0.0, when.timestamp() - wall))

@@ -67,10 +67,10 @@ def region_name_of(path: str) -> str:
     return os.path.basename(path).removeprefix("slidewin-")
 
 
-def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
+def read_region(path: str) -> Optional[Reading]:
     """None when its file is gone, a Reading with `error` when it cannot be read."""
     try:
-        r = _core.read_region(path, now_ns=now_ns)
+        r = _core.read_region(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
@@ -86,15 +86,14 @@ def read_region(path: str, now_ns: Optional[int] = None) -> Optional[Reading]:
                    adaptive_limit=r.get("adaptive_limit"), state=r.get("state"))
 
 
-def read_regions(folder: Optional[str] = None,
-                 now_ns: Optional[int] = None) -> List[Reading]:
+def read_regions(folder: Optional[str] = None) -> List[Reading]:
     """Every region of folder owned by this process's effective uid, in file order and each
     once (hard links); vanished files left out, none for a folder that cannot be listed."""
     try:
         paths = _core.list_regions(folder)
     except OSError:
         return []
-    return [row for path in paths if (row := read_region(path, now_ns)) is not None]
+    return [row for path in paths if (row := read_region(path)) is not None]
 
 
 def file_id(path: str) -> Optional[Tuple[int, int]]:
@@ -140,11 +139,11 @@ def _from_object(name: str, obj: Any, path: Optional[str]) -> Reading:
     return row
 
 
-def read_all(*, regions: bool = True, local: bool = True, folder: Optional[str] = None,
-             now_ns: Optional[int] = None) -> List[Reading]:
+def read_all(*, regions: bool = True, local: bool = True,
+             folder: Optional[str] = None) -> List[Reading]:
     """The regions of folder, then this process's named objects (`slidewin.limiters()`) but
     those read as a region or that fail to read."""
-    rows: List[Reading] = read_regions(folder, now_ns) if regions else []
+    rows: List[Reading] = read_regions(folder) if regions else []
     if not local:
         return rows
     seen = {file_id(r.path) for r in rows if r.path is not None} - {None}
