@@ -14,9 +14,9 @@ process that maps it, so each shared limiter is one series however many worker p
 not exported (they have no label to go by).
 
 Series are labelled ``limiter`` (the ``name=``, a shared region's name by default) and ``kind``
-(limiter or keyed), or ``metric`` / ``breaker``; one quantity per family (a sum over a label
-never double-counts, but for ``slidewin_requests_total``, ``totals()``), times in seconds. Each
-family's HELP text, and the table of docs/metrics.md, says what it counts.
+(limiter or keyed), or ``metric`` / ``breaker``; one quantity per family, so that a sum over a
+label never double-counts (but never sum ``slidewin_requests_total``, ``totals()``, over
+``outcome``), times in seconds. Each family's HELP text, and docs/metrics.md, says what it counts.
 
 A region that vanishes or is damaged between the listing and the read is left out of that
 scrape. ``prometheus_client`` is an optional dependency: ``pip install "slidewin[prometheus]"``.
