@@ -481,13 +481,15 @@ void sw_lstate_repair(const struct sw_view *v)
      * sequence count; sw_lstate_settle below makes it even) */
     seq_make_odd(v->st);
     sw_node_repair(node);
+    if (v->slots != NULL) {
+        /* a lease word may be out whatever lease_out and lease_hi say (the region is input):
+         * every slot is looked at once, below; lease_hi grows with hot_seq odd (observers) */
+        atomic_store_explicit(&v->st->lease_out, 1u, memory_order_relaxed);
+        v->st->lease_hi = v->n_slots;
+    }
     /* the counts on the lock's line: redo what the dead process may have been doing */
     sw_lstate_settle(v->st);
     if (v->slots != NULL) {
-        /* a lease word may be out whatever lease_out and lease_hi say (the region is input):
-         * every slot is looked at once, below */
-        atomic_store_explicit(&v->st->lease_out, 1u, memory_order_relaxed);
-        v->st->lease_hi = v->n_slots;
         /* the slots are input too: a free slot holds nothing (a process claiming it would
          * start from its count), and the total is never below 0 (see cancel_deficit) nor
          * above the sum of the slots. Below the sum it stays: the difference is what was
