@@ -218,8 +218,8 @@ class GroupEntry(AdmissionEntry):
         self._held = None
         return None
 
-    # an Upstream's call given back (as RedisHeld's): it holds nothing after, as if never
-    # entered (Upstream drops it then)
+    # an Upstream's call given back (as slidewin.redis's): it holds nothing after, as if
+    # never entered (Upstream drops it then)
     _release = AdmissionEntry._abort
 
     def __repr__(self) -> str:

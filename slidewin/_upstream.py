@@ -91,12 +91,17 @@ class _Board:
     __del__ = close
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:  # a change is packed back by the caller
+    def _locked(self) -> Iterator[List[Any]]:
+        """The board's values, a change packed back unless the caller raised."""
         with self._mu:
             if self._fd >= 0:
                 fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:
-                yield list(_LAYOUT.unpack_from(self._map, 0))
+                old = _LAYOUT.unpack_from(self._map, 0)
+                v = list(old)
+                yield v
+                if v != list(old):
+                    _LAYOUT.pack_into(self._map, 0, *v)
             finally:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
@@ -113,7 +118,6 @@ class _Board:
         the ns from now until all of them (0 when no view is in force)."""
         with self._locked() as v:
             wait = 0
-            changed = False
             for b in range(2):
                 reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
                 if reset <= now or ns[b] <= 0:
@@ -123,9 +127,6 @@ class _Board:
                     continue
                 v[4 + 3 * b] = slot + int(cost * ns[b])
                 wait = max(wait, slot - now)
-                changed = True
-            if changed:
-                _LAYOUT.pack_into(self._map, 0, *v)
             return int(wait)
 
     def refund_view(self, b: int, n: int, now: int) -> None:
@@ -134,7 +135,6 @@ class _Board:
             reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
             if reset > now and nxt > now and n > 0:
                 v[4 + 3 * b] = max(now, nxt - int(cost * n))
-                _LAYOUT.pack_into(self._map, 0, *v)
 
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
@@ -146,17 +146,13 @@ class _Board:
                 v[1] = k + 1
             until = now + int(seconds * 1e9)
             grew = max(0, until - max(v[0], now))
-            if until > v[0]:
-                v[0] = until
-            _LAYOUT.pack_into(self._map, 0, *v)
+            v[0] = max(v[0], until)
             return int(grew)
 
     def settle(self) -> None:
         """A response that was not a 429/503: the backoff starts again from its first step."""
         with self._locked() as v:
-            if v[1]:
-                v[1] = 0
-                _LAYOUT.pack_into(self._map, 0, *v)
+            v[1] = 0
 
     def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
              now: int) -> None:
@@ -172,14 +168,10 @@ class _Board:
                 cost = reset_s * 1e9 / remaining
                 if cost <= floor_cost:
                     if v[i] > now and v[i + 2] > now:
-                        # the server has room again: drop a stricter view, keep its slots
-                        v[i] = now
-                    else:
-                        return
+                        v[i] = now  # room again: drop a stricter view, keep its slots
                 else:
                     v[i], v[i + 1] = reset, cost
                     v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
-            _LAYOUT.pack_into(self._map, 0, *v)
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
@@ -388,7 +380,7 @@ class UpstreamCall:
         self._up = up
         self._tokens = tokens
         self._timeout = timeout
-        self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
+        self._entry: Any = None  # a GroupEntry, or slidewin.redis's
         self._ticket: Optional[int] = None
         self._start = 0
         self._state = 0  # 0 idle, 1 entered, 2 exited
@@ -433,8 +425,11 @@ class UpstreamCall:
             self._ticket = ticket
         self._state = 1
         self._start = _monotonic_ns()
-        if self._entry is not None:
-            self._entry._start = self._start
+        entry = self._entry  # its response time starts here
+        if entry is not None and up._redis is None:
+            entry._start = self._start
+        elif entry is not None:  # slidewin.redis's, on time.monotonic()
+            entry._t0 = self._start / 1e9
         up._count("sent")
         up._count("estimated_tokens", self._tokens)
         return self

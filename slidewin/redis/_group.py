@@ -20,7 +20,7 @@ from .._limiter import _MISSING
 from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
-from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
+from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
                     PASS, RedisReplyError, _charge_reply, _check_n, _decision, _evalsha,
                     _time_args)
 
@@ -313,6 +313,11 @@ class _GroupEntry(_Driven):
         # renewed from the decision on: a throttle's wait may outlast the lease
         self._toks = g._renew_all(self._leases)
         return wait_ns
+
+    def _release(self) -> None:
+        """An Upstream's call given back before its body: nothing recorded."""
+        self._held = False
+        self._by._t.drive(self._give_back(_OUT_NONE, 0))
 
 
 def all_of(*members: Any) -> Any:
