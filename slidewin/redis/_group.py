@@ -73,12 +73,6 @@ def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
     return keys, _evalsha(_SCRIPT.sha, keys, args)
 
 
-def _slot(key: Any) -> int:
-    from redis.crc import key_slot
-
-    return int(key_slot(key.encode() if isinstance(key, str) else key))
-
-
 class _Group:
     _on_block = None  # the decorator's: BlockedError unless on_block= is given
     _keyed = False
@@ -112,20 +106,6 @@ class _Group:
             return [os.urandom(8).hex() for _ in self._members]
         return [m.lim._lease_for(m.cfg) for m in self._members]
 
-    def _request(self, ns: List[int], flags: int, now_ns: Any,
-                 leases: List[str]) -> Tuple[List[Any], bytes]:
-        return _pack_bodies(now_ns, [
-            (m, str(GROUP_INDEX[m.cfg.script.sha]),
-             m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
-            for m, n, lease in zip(self._members, ns, leases)])
-
-    def _read(self, reply: Any) -> List[Tuple[int, int, int]]:
-        """The members' verdicts, each checked as its own decision's."""
-        if type(reply) is not list or len(reply) != len(self._members):
-            raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
-        return [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
-                for m, r in zip(self._members, reply)]
-
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
                   verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:
         """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
@@ -144,53 +124,22 @@ class _Group:
             return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
         return BLOCK, 0, max(r for _, r in refused)
 
-    def _charges(self, ns: Tuple[Any, ...], now_ns: Any) -> List[Tuple[_Member, int]]:
-        """The members to charge with their n (> 0), checked as the in-process group's
-        charge(): nothing is charged on a bad call."""
-        m = len(self._members)
-        if len(ns) != 1 and len(ns) != m:
-            raise TypeError("charge() takes one n for every member or one n per member (%d "
-                            "members), got %d" % (m, len(ns)))
-        nums = [_check_n(n, 0) for n in (ns * m if len(ns) == 1 else ns)]
-        _time_args(now_ns)
-        for i, (mem, n) in enumerate(zip(self._members, nums)):
-            if n > 0 and mem.cfg.concurrency is not None:
-                raise ValueError("charge(): member %d is a concurrency limiter, which counts "
-                                 "requests in flight, not amounts: charge it 0" % i)
-        return [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
-
-    def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
-        if type(reply) is not list or len(reply) != len(picks):
-            raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
-                                  % (self, reply))
-        for (m, _), r in zip(picks, reply):
-            _charge_reply(r, m.lim.name, m.cfg.interval_ms, m.cfg.sample_count)
-        for m, n in picks:
-            m.lim._tally(PASS, n)  # (a keyed limiter's local totals)
-
-    @staticmethod
-    def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
-        for m, _ in picks:
-            m.lim._charge_failed(err, quiet=True)
-        if any(m.lim.on_error == "raise" for m, _ in picks):
-            raise err
-
-    def _blocked(self, ns: List[int], verdicts: List[Tuple[int, int, int]], verdict: int,
-                 retry_ns: int) -> BlockedError:
-        who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
-                        for m, (v, _, _) in zip(self._members, verdicts) if v != PASS)
-        retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
-        return BlockedError("all_of refused a request of %s: refused by %s"
-                            % (ns, who or "on_error"), retry_after=retry, limiter=self)
-
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
     def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
-        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
+        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts
+        (each checked as its own decision's)."""
         try:
-            keys, packed = self._request(ns, flags, now_ns, leases)
-            verdicts = self._read((yield _SCRIPT, keys[0], packed, keys))
+            keys, packed = _pack_bodies(now_ns, [
+                (m, str(GROUP_INDEX[m.cfg.script.sha]),
+                 m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
+                for m, n, lease in zip(self._members, ns, leases)])
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(self._members):
+                raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
+            verdicts = [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
+                        for m, r in zip(self._members, reply)]
         except _ERRORS as e:  # each member's on_error
             verdicts = [m.lim._failed(e, flags) for m in self._members]
         return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
@@ -211,22 +160,14 @@ class _Group:
                     m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
                 for m, n in refusers:
                     yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
-            return self._blocked(ns, verdicts, v, retry)
+            who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
+                            for m, (r, _, _) in zip(self._members, verdicts) if r != PASS)
+            return BlockedError("all_of refused a request of %s: refused by %s"
+                                % (ns, who or "on_error"), limiter=self,
+                                retry_after=None if v == NEVER or retry < 0 else retry / 1e9)
 
         return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
                                    timeout, flags))
-
-    def _renew_all(self, leases: List[str]) -> List[Any]:
-        renewer = self._t.renewer()
-        return [renewer.add(m.lim, m.rkey, m.cfg, lease)
-                for m, lease in zip(self._members, leases)]
-
-    def _g_give_back(self, ns: List[int], leases: List[str], toks: List[Any], outcome: int,
-                     rt_ms: int) -> Any:
-        for tok in toks:
-            _unrenew(tok)
-        for m, n, lease in zip(self._members, ns, leases):
-            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
 
     def _g_acquire(self, ns: Tuple[Any, ...], timeout: Any) -> Any:
         n = self._ns(ns)
@@ -235,15 +176,36 @@ class _Group:
             yield wait / 1e9
 
     def _g_charge(self, ns: Tuple[Any, ...], now_ns: Any) -> Any:
-        picks = self._charges(ns, now_ns)
+        """Checked as the in-process group's charge(): nothing is charged on a bad call."""
+        count = len(self._members)
+        if len(ns) != 1 and len(ns) != count:
+            raise TypeError("charge() takes one n for every member or one n per member (%d "
+                            "members), got %d" % (count, len(ns)))
+        nums = [_check_n(n, 0) for n in (ns * count if len(ns) == 1 else ns)]
+        _time_args(now_ns)
+        for i, (mem, n) in enumerate(zip(self._members, nums)):
+            if n > 0 and mem.cfg.concurrency is not None:
+                raise ValueError("charge(): member %d is a concurrency limiter, which counts "
+                                 "requests in flight, not amounts: charge it 0" % i)
+        picks = [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
         if not picks:
             return
         try:
             keys, packed = _pack_bodies(now_ns, [
                 (m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:]) for m, n in picks])
-            self._charged(picks, (yield _SCRIPT, keys[0], packed, keys))
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(picks):
+                raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
+                                      % (self, reply))
+            for (mem, n), r in zip(picks, reply):
+                _charge_reply(r, mem.lim.name, mem.cfg.interval_ms, mem.cfg.sample_count)
+            for mem, n in picks:
+                mem.lim._tally(PASS, n)  # (a keyed limiter's local totals)
         except _ERRORS as e:
-            self._charge_failed(picks, e)
+            for mem, _ in picks:
+                mem.lim._charge_failed(e, quiet=True)
+            if any(mem.lim.on_error == "raise" for mem, _ in picks):
+                raise
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "_GroupEntry":
         """``with group.entry(): ...`` (``async with`` for an async group): admitted by all
@@ -304,14 +266,19 @@ class _GroupEntry(_Driven):
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        return self._by._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
+        for tok in self._toks:
+            _unrenew(tok)
+        for m, n, lease in zip(self._by._members, self.n, self._leases):
+            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
 
     def _admit(self) -> Any:
         g = self._by
         self._leases = g._leases(True)
         wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
-        self._toks = g._renew_all(self._leases)
+        renewer = g._t.renewer()
+        self._toks = [renewer.add(m.lim, m.rkey, m.cfg, lease)
+                      for m, lease in zip(g._members, self._leases)]
         return wait_ns
 
     def _release(self) -> None:
@@ -344,7 +311,10 @@ def all_of(*members: Any) -> Any:
                              % m.describe())
         seen.add(m.rkey)
     if _is_cluster(client):
-        slots = {_slot(m.rkey) for m in ms}
+        from redis.crc import key_slot
+
+        slots = {int(key_slot(m.rkey.encode() if isinstance(m.rkey, str) else m.rkey))
+                 for m in ms}
         if len(slots) > 1:
             raise ValueError(
                 "on Redis Cluster the members of all_of must share one hash slot (one "
