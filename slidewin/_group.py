@@ -112,13 +112,10 @@ class Group(_core.Group, _Decorator, Admission):
         return None  # warm-up: no known time (the waiter polls, 1 ms growing to 50 ms)
 
     def _adm_hold(self, req: Any, decision: Any) -> bytearray:
-        return self._hold(req[1], decision[4])
-
-    def _hold(self, flags: int, shadowed: Tuple[int, ...]) -> bytearray:
         done = bytearray(len(self))
-        for i in shadowed:
+        for i in decision[4]:  # the shadowed
             done[i] = 1
-        if not flags & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
+        if not req[1] & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
             for i in range(len(done)):
                 if i not in self._conc:
                     done[i] = 1
@@ -161,12 +158,13 @@ class Group(_core.Group, _Decorator, Admission):
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
         """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
         it gives back the concurrency members' slots."""
-        d = await admit_async(self, (ns, 0), _check_timeout(timeout))
+        req = (ns, 0)
+        d = await admit_async(self, req, _check_timeout(timeout))
         if d[1] > 0:  # a throttle member's wait
             try:
                 await asyncio.sleep(d[1] / 1e9)
             except BaseException:
-                self._adm_release((ns, 0), self._hold(0, d[4]))
+                self._adm_release(req, self._adm_hold(req, d))
                 raise
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
@@ -202,7 +200,7 @@ class GroupEntry(AdmissionEntry):
         d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
             group._adm_refuse(req, d)
-        self._held = group._hold(req[1], d[4])
+        self._held = group._adm_hold(req, d)
         self._state = 1
         if d[1] > 0:
             self._wait_held(d[1])

@@ -117,12 +117,10 @@ class _Group:
                 m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
         if admitted:
             return PASS, max(w for _, w, _ in verdicts), -1
-        refused = [(v, r) for v, _, r in verdicts if v != PASS]
-        if any(v == NEVER for v, _ in refused):
+        if any(v == NEVER for v, _, _ in verdicts):
             return NEVER, 0, -1
-        if any(r < 0 for _, r in refused):
-            return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
-        return BLOCK, 0, max(r for _, r in refused)
+        retries = [r for v, _, r in verdicts if v != PASS]  # < 0: a refuser that cannot tell
+        return BLOCK, 0, -1 if min(retries) < 0 else max(retries)
 
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
