@@ -457,12 +457,12 @@ class UpstreamCall:
                 wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
                 entry._entered(group._adm_hold(entry._req, got))
             elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
-                from .redis._upstream import admit as redis_admit
-                step: Any = functools.partial(redis_admit, group, self._ns, self._left(deadline))
+                entry = group.entry(*self._ns, timeout=self._left(deadline))
+                step: Any = entry._admit_held
                 if io.is_async:
                     step = functools.partial(asyncio.get_running_loop().run_in_executor, None,
                                              step)
-                wait_ns, entry = yield step
+                wait_ns = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
             now = up._board.now_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))

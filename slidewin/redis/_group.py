@@ -279,6 +279,13 @@ class _GroupEntry(_Driven):
                       for m, lease in zip(g._members, self._leases)]
         return wait_ns
 
+    def _admit_held(self) -> int:
+        """An Upstream's call: admitted and held (its leases renewed), the wait (ns) left to
+        the caller; or BlockedError."""
+        wait_ns: int = self._by._t.drive(self._admit())
+        self._held = True
+        return wait_ns
+
     def _release(self) -> None:
         """An Upstream's call given back before its body: nothing recorded."""
         self._held = False

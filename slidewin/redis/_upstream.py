@@ -7,8 +7,6 @@ import time
 from importlib.resources import files
 from typing import Any, Optional, Tuple
 
-from ._group import RedisGroup, _GroupEntry
-
 _SOURCE = (files("slidewin.redis") / "lua" / "upstream.lua").read_text(encoding="utf-8")
 
 
@@ -45,12 +43,3 @@ class RedisBoard:
     def refund_view(self, b: int, n: int, now: int) -> None:
         self._run("refund", b, n)
 
-
-def admit(g: RedisGroup, ns: Tuple[int, ...], timeout: float) -> Tuple[int, _GroupEntry]:
-    """One admission by the group, waiting (at most `timeout`) for a free concurrency
-    lease: (the pace's wait in ns, the entry holding its leases), or BlockedError."""
-    n = list(ns)
-    entry = _GroupEntry(g, n, g._timeout(n, timeout))
-    wait = g._t.drive(entry._admit())
-    entry._held = True
-    return wait, entry
