@@ -264,31 +264,34 @@ class Upstream:
         self._breaker = breaker
         self._shared = shared
         self._name = name
+        self._redis = redis
         # the configured ns per request and per token
         self._costs = tuple(1e9 * r[1] / 1000 / r[0] if r else 0.0 for r in (req, tok))
+        if redis is not None:
+            from .redis import RedisLimiter
+            from .redis import all_of as redis_all_of
+            from .redis._upstream import RedisBoard
 
         def member(what: str, **kw: Any) -> Any:
-            part = None if name is None else "%s.%s" % (name, what)
             if redis is not None:  # one key per budget, shared by every host
-                from .redis import RedisLimiter
-                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
-                                    **kw)
+                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what), **kw)
             region = "upstream-%s.%s" % (shared, what) if isinstance(shared, str) else shared
-            return Limiter(shared=region, name=part, **kw)
+            return Limiter(shared=region, name=None if name is None else "%s.%s" % (name, what),
+                           **kw)
 
-        self._redis = redis
         self._req_lim, self._tok_lim = (
             member(what, qps=_rate.qps_for(*r), behavior="throttle", max_queueing_ms=_QUEUE_MS)
             if r else None for what, r in zip(_BUDGETS, (req, tok)))
         self._conc_lim = member("concurrency", concurrency=conc) if conc else None
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
-        self._full = self._group(True)
-        self._no_tokens = self._group(False) if self._tok_lim is not None else self._full
-        if redis is not None:
-            from .redis._upstream import RedisBoard
-            self._board: Any = RedisBoard(redis, name or "upstream")
-        else:
-            self._board = _Board(shared)
+        group = all_of if redis is None else redis_all_of
+        self._full: Any = group(*self._members())
+        self._no_tokens = self._full
+        if self._tok_lim is not None:
+            others = self._members(False)
+            self._no_tokens = group(*others) if others else None
+        self._board: Any = (_Board(shared) if redis is None
+                            else RedisBoard(redis, name or "upstream"))
         self._mu = threading.Lock()
         self._stats: Dict[str, float] = dict(
             sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
@@ -298,15 +301,6 @@ class Upstream:
     def _members(self, with_tokens: bool = True) -> Tuple[Any, ...]:
         return tuple(m for m in (self._req_lim, self._tok_lim if with_tokens else None,
                                  self._conc_lim) if m is not None)
-
-    def _group(self, with_tokens: bool) -> Any:
-        members = self._members(with_tokens)
-        if not members:
-            return None
-        if self._redis is not None:
-            from .redis import all_of as redis_all_of
-            return redis_all_of(*members)
-        return all_of(*members)
 
     @property
     def name(self) -> Optional[str]:
