@@ -106,8 +106,6 @@ class _Board:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
-    now_ns = staticmethod(_monotonic_ns)
-
     def pause_left(self, now: int) -> int:
         """ns until the pause ends (0: not paused)."""
         with self._locked() as v:
@@ -323,7 +321,7 @@ class Upstream:
 
     def paused_until(self) -> Optional[float]:
         """Seconds until the pause that a 429/503 started ends, or None when not paused."""
-        left = self._board.pause_left(self._board.now_ns())
+        left = self._board.pause_left(_monotonic_ns())
         return left / 1e9 if left > 0 else None
 
     def stats(self) -> Dict[str, float]:
@@ -397,7 +395,7 @@ class UpstreamCall:
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
-        now = up._board.now_ns()
+        now = _monotonic_ns()
         for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
             if n > 0:
                 up._board.refund_view(b, n, now)
@@ -436,7 +434,7 @@ class UpstreamCall:
         deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
-            pause: int = up._board.pause_left(up._board.now_ns())
+            pause: int = up._board.pause_left(_monotonic_ns())
             if pause > 0:  # sleep it, unless it outlasts the deadline
                 if pause / 1e9 > self._left(deadline):
                     raise up._refused("paused by the upstream's 429/503", pause)
@@ -458,7 +456,7 @@ class UpstreamCall:
                                              step)
                 wait_ns = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
-            now = up._board.now_ns()
+            now = _monotonic_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
             if wait_ns / 1e9 > self._left(deadline):
                 self._undo()  # everything given back
@@ -469,7 +467,7 @@ class UpstreamCall:
                 except BaseException:
                     self._undo()
                     raise
-            if up._board.pause_left(up._board.now_ns()) > 0:
+            if up._board.pause_left(_monotonic_ns()) > 0:
                 self._undo()  # paused while it waited its slot: nothing is sent
                 continue
             return self._admitted()
@@ -498,7 +496,7 @@ class UpstreamCall:
         self._observed = True
         self.status = status
         up = self._up
-        now = up._board.now_ns()
+        now = _monotonic_ns()
         if status == 429 or status == 503:
             up._count("upstream_%d" % status)
             grew = up._board.pause(_headers.retry_after_s(h, time.time()), now)
@@ -533,7 +531,7 @@ class UpstreamCall:
         if diff < 0:
             if up._tok_lim is not None and up._redis is None:
                 up._tok_lim._refund(-diff)
-            up._board.refund_view(1, -diff, up._board.now_ns())
+            up._board.refund_view(1, -diff, _monotonic_ns())
             up._count("refunded_tokens", -diff)
         elif diff > 0:
             if up._tok_lim is not None:

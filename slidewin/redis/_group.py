@@ -101,9 +101,7 @@ class _Group:
                             % (m, len(ns)))
         return [_check_n(n) for n in ns]
 
-    def _leases(self, entry: bool) -> List[str]:
-        if entry:
-            return [os.urandom(8).hex() for _ in self._members]
+    def _leases(self) -> List[str]:
         return [m.lim._lease_for(m.cfg) for m in self._members]
 
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
@@ -145,7 +143,7 @@ class _Group:
     def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
         """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
         n = self._ns(ns)
-        v, wait, _, _ = yield from self._g_once(n, flags, now_ns, self._leases(False))
+        v, wait, _, _ = yield from self._g_once(n, flags, now_ns, self._leases())
         return wait if v == PASS else None
 
     def _g_wait(self, ns: List[int], timeout: Optional[float], flags: int,
@@ -169,7 +167,7 @@ class _Group:
 
     def _g_acquire(self, ns: Tuple[Any, ...], timeout: Any) -> Any:
         n = self._ns(ns)
-        wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases(False))
+        wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases())
         if wait > 0:
             yield wait / 1e9
 
@@ -271,7 +269,7 @@ class _GroupEntry(_Driven):
 
     def _admit(self) -> Any:
         g = self._by
-        self._leases = g._leases(True)
+        self._leases = [os.urandom(8).hex() for _ in g._members]
         wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
         renewer = g._t.renewer()
@@ -309,12 +307,10 @@ def all_of(*members: Any) -> Any:
         raise ValueError("all_of members share one Redis client (one round trip on one "
                          "connection): these use %d clients"
                          % len({id(m.lim._client) for m in ms}))
-    seen = set()
-    for m in ms:
-        if m.rkey in seen:
+    for i, m in enumerate(ms):
+        if any(o.rkey == m.rkey for o in ms[:i]):
             raise ValueError("all_of holds %s twice: a group may not hold one limiter twice"
                              % m.describe())
-        seen.add(m.rkey)
     if _is_cluster(client):
         from redis.crc import key_slot
 

@@ -3,7 +3,6 @@
 server's view) in a hash updated by lua/upstream.lua on the server's clock."""
 from __future__ import annotations
 
-import time
 from importlib.resources import files
 from typing import Any, Optional, Tuple
 
@@ -20,9 +19,6 @@ class RedisBoard:
 
     def _run(self, *args: Any) -> int:
         return int(self._script(keys=[self._key], args=list(args)))
-
-    def now_ns(self) -> int:
-        return time.monotonic_ns()
 
     def pause_left(self, now: int) -> int:
         return self._run("left") * 1000
