@@ -40,12 +40,10 @@ def _used_tokens(body: bytes) -> Optional[int]:
     usage = doc.get("usage") if isinstance(doc, dict) else None
     if not isinstance(usage, dict):
         return None
-    total = usage.get("total_tokens")
-    if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
-        return total
-    parts = [usage.get("input_tokens"), usage.get("output_tokens")]
-    if all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
-        return int(parts[0]) + int(parts[1])  # type: ignore[arg-type]
+    for parts in ((usage.get("total_tokens"),),
+                  (usage.get("input_tokens"), usage.get("output_tokens"))):
+        if all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
+            return sum(parts)  # type: ignore[arg-type]
     return None
 
 

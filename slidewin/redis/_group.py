@@ -33,7 +33,7 @@ __all__ = ["all_of", "RedisGroup", "AsyncRedisGroup"]
 class _Member:
     """One member: a limiter, or a keyed limiter with one key; its Redis key and settings."""
 
-    __slots__ = ("lim", "key", "rkey", "hkey", "cfg", "keyed", "given")
+    __slots__ = ("lim", "key", "rkey", "hkey", "cfg", "given")
 
     def __init__(self, given: Any) -> None:
         self.given = given
@@ -55,12 +55,10 @@ class _Member:
         self.rkey, self.hkey, self.cfg = lim._where(key)
         self.lim: Any = lim
         self.key = key
-        self.keyed: bool = lim._keyed
 
     def describe(self) -> str:
-        if self.keyed:
-            return "%s %r key %r" % (type(self.lim).__name__, self.lim.name, self.key)
-        return "%s %r" % (type(self.lim).__name__, self.lim.name)
+        key = " key %r" % (self.key,) if self.lim._keyed else ""
+        return "%s %r%s" % (type(self.lim).__name__, self.lim.name, key)
 
 
 def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
