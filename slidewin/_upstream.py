@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
-from ._group import _IN_LOOP, Group, GroupEntry, all_of
+from ._group import _IN_LOOP, GroupEntry, all_of
 from ._limiter import Limiter, _check_timeout
 from ._waiters import admit, admit_async
 
@@ -348,11 +348,6 @@ class Upstream:
         _check_int("tokens", tokens, 0, False, " (the estimate)")
         return UpstreamCall(self, tokens, _check_timeout(timeout))
 
-    def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
-        group = self._full if tokens > 0 else self._no_tokens
-        return group, tuple(tokens if m is self._tok_lim else 1  # in the group's order
-                            for m in self._members(tokens > 0))
-
     def _refused(self, why: str, wait_ns: int) -> BaseException:
         self._count("refused")
         retry = wait_ns / 1e9
@@ -376,7 +371,9 @@ class UpstreamCall:
         self._ticket: Optional[int] = None
         self._start = 0
         self._state = 0  # 0 idle, 1 entered, 2 exited
-        self._group, self._ns = up._ns(tokens)
+        self._group: Any = up._full if tokens > 0 else up._no_tokens
+        self._ns = tuple(tokens if m is up._tok_lim else 1  # in the group's order
+                         for m in up._members(tokens > 0))
         self._observed = False  # (not `status`: a caller may set that one)
         self.status: Optional[int] = None  # observe()'s
 
@@ -441,7 +438,7 @@ class UpstreamCall:
                 yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
-            group: Any = self._group
+            group = self._group
             if group is not None and up._redis is None:  # waiting for a free in-flight slot
                 req, left = (self._ns, _F_ENTRY), self._left(deadline)
                 got = yield (functools.partial(admit_async, group, req, left) if io.is_async
@@ -510,7 +507,17 @@ class UpstreamCall:
             b = _BUDGETS.index(budget)
             up._board.view(b, remaining, reset_s, up._costs[b], now)
         if tokens is not None:
-            self._settle(tokens)
+            up._count("used_tokens", tokens)
+            diff = tokens - self._tokens
+            if diff < 0:
+                if up._tok_lim is not None and up._redis is None:
+                    up._tok_lim._refund(-diff)
+                up._board.refund_view(1, -diff, _monotonic_ns())
+                up._count("refunded_tokens", -diff)
+            elif diff > 0:
+                if up._tok_lim is not None:
+                    up._tok_lim.charge(diff)
+                up._count("charged_tokens", diff)
         self._tell_breaker(None if status == 429 else status >= 500)
 
     def _tell_breaker(self, failure: Optional[bool]) -> None:
@@ -523,20 +530,6 @@ class UpstreamCall:
             br._cancel(ticket)
         else:
             br._record(ticket, (_monotonic_ns() - self._start) / 1e6, failure)
-
-    def _settle(self, used: int) -> None:
-        up = self._up
-        up._count("used_tokens", used)
-        diff = used - self._tokens
-        if diff < 0:
-            if up._tok_lim is not None and up._redis is None:
-                up._tok_lim._refund(-diff)
-            up._board.refund_view(1, -diff, _monotonic_ns())
-            up._count("refunded_tokens", -diff)
-        elif diff > 0:
-            if up._tok_lim is not None:
-                up._tok_lim.charge(diff)
-            up._count("charged_tokens", diff)
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if self._state != 1:

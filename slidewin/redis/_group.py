@@ -149,11 +149,10 @@ class _Group:
         def refused(res: Tuple[Any, ...], timed_out: bool) -> Any:
             v, _, retry, verdicts = res
             if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
-                refusers = [(m, n) for m, n, r in zip(self._members, ns, verdicts) if r[0] != PASS]
-                for m, n in refusers:
-                    m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
-                for m, n in refusers:
-                    yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
+                for m, n, r in zip(self._members, ns, verdicts):
+                    if r[0] != PASS:
+                        m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
+                        yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
             who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
                             for m, (r, _, _) in zip(self._members, verdicts) if r != PASS)
             return BlockedError("all_of refused a request of %s: refused by %s"
