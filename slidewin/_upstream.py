@@ -48,9 +48,8 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view as _LAYOUT behind a thread lock: in this process's
-    memory, or (``shared``) in a file of /dev/shm shared by the host's processes, behind an
-    fcntl lock too (released by the kernel when its holder dies)."""
+    """The pause and the server's view as _LAYOUT behind a thread lock, and (``shared``) in a
+    /dev/shm file behind an fcntl lock too."""
 
     def __init__(self, shared: Any = None) -> None:
         self._mu = threading.Lock()
@@ -118,10 +117,8 @@ class _Board:
             wait = 0
             for b in range(2):
                 reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
-                if reset <= now or ns[b] <= 0:
-                    continue
-                slot = max(at, nxt)
-                if slot > reset:  # the view ends before this slot: the configured pace rules
+                slot = max(at, nxt)  # after the view's reset: the configured pace rules
+                if reset <= now or ns[b] <= 0 or slot > reset:
                     continue
                 v[4 + 3 * b] = slot + int(cost * ns[b])
                 wait = max(wait, slot - now)
@@ -160,16 +157,13 @@ class _Board:
         reset = now + int(reset_s * 1e9)
         with self._locked() as v:
             i = 2 + 3 * b
-            if remaining <= 0:
-                v[i], v[i + 1], v[i + 2] = reset, 0.0, max(v[i + 2], reset)
-            else:
-                cost = reset_s * 1e9 / remaining
-                if cost <= floor_cost:
-                    if v[i] > now and v[i + 2] > now:
-                        v[i] = now  # room again: drop a stricter view, keep its slots
-                else:
-                    v[i], v[i + 1] = reset, cost
-                    v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
+            cost = reset_s * 1e9 / remaining if remaining > 0 else 0.0
+            if remaining > 0 and cost <= floor_cost:
+                if v[i] > now and v[i + 2] > now:
+                    v[i] = now  # room again: drop a stricter view, keep its slots
+            else:  # the slots already taken stay taken; none left: none until the reset
+                v[i], v[i + 1] = reset, cost
+                v[i + 2] = max(v[i + 2], now if remaining > 0 else reset)
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
@@ -182,8 +176,7 @@ def _after_fork_in_child() -> None:
         board._mu = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:

@@ -300,5 +300,4 @@ def _after_fork_in_child() -> None:
                 adm._adm_listen(None)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)

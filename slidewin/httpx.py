@@ -151,7 +151,6 @@ class _Limited:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
 
 
-
 class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sync
     """An httpx transport sending through an ``Upstream``:
     ``httpx.Client(transport=LimitedTransport(api, tokens=estimate))``.

@@ -27,8 +27,7 @@ class RedisBoard:
         return self._run("reserve", ns[0], ns[1], max(0, at - now) // 1000) * 1000
 
     def pause(self, seconds: Optional[float], now: int) -> int:
-        us = -1 if seconds is None else int(seconds * 1e6)
-        return self._run("pause", us) * 1000
+        return self._run("pause", -1 if seconds is None else int(seconds * 1e6)) * 1000
 
     def settle(self) -> None:
         self._run("settle")
