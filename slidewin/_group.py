@@ -138,9 +138,8 @@ class Group(_core.Group, _Decorator, Admission):
         self._exit(req[0] or None, _OUT_NONE, 0, held)
 
     def _adm_listen(self, wake: Any) -> None:
-        owners = self.limiters
         for i in self._conc:
-            lim = owners[i]
+            lim = self.limiters[i]
             if wake is not None:
                 waiters_of(lim).hook(lim, wake)
             else:
@@ -215,10 +214,6 @@ class GroupEntry(AdmissionEntry):
         self._state = 2
         self._held = None
         return None
-
-    # an Upstream's call given back (as slidewin.redis's): it holds nothing after, as if
-    # never entered (Upstream drops it then)
-    _release = AdmissionEntry._abort
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])

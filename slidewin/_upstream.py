@@ -392,7 +392,7 @@ class UpstreamCall:
                 if lim is not None and up._redis is None:  # on Redis: under-use, never over
                     lim._refund(n)
         if self._entry is not None:
-            self._entry._release()
+            self._entry._abort()
             self._entry = None
 
     def _admitted(self) -> "UpstreamCall":

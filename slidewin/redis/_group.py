@@ -281,7 +281,7 @@ class _GroupEntry(_Driven):
         self._held = True
         return wait_ns
 
-    def _release(self) -> None:
+    def _abort(self) -> None:
         """An Upstream's call given back before its body: nothing recorded."""
         self._held = False
         self._by._t.drive(self._give_back(_OUT_NONE, 0))
