@@ -37,4 +37,3 @@ class RedisBoard:
 
     def refund_view(self, b: int, n: int, now: int) -> None:
         self._run("refund", b, n)
-
