@@ -90,17 +90,12 @@ class _Board:
     __del__ = close
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[List[Any]]:
-        """The board's values, a change packed back unless the caller raised."""
+    def _locked(self) -> Iterator[List[Any]]:  # a change is packed back by the caller
         with self._mu:
             if self._fd >= 0:
                 fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:
-                old = _LAYOUT.unpack_from(self._map, 0)
-                v = list(old)
-                yield v
-                if v != list(old):
-                    _LAYOUT.pack_into(self._map, 0, *v)
+                yield list(_LAYOUT.unpack_from(self._map, 0))
             finally:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
@@ -115,13 +110,19 @@ class _Board:
         the ns from now until all of them (0 when no view is in force)."""
         with self._locked() as v:
             wait = 0
+            changed = False
             for b in range(2):
                 reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
-                slot = max(at, nxt)  # after the view's reset: the configured pace rules
-                if reset <= now or ns[b] <= 0 or slot > reset:
+                if reset <= now or ns[b] <= 0:
+                    continue
+                slot = max(at, nxt)
+                if slot > reset:  # the view ends before this slot: the configured pace rules
                     continue
                 v[4 + 3 * b] = slot + int(cost * ns[b])
                 wait = max(wait, slot - now)
+                changed = True
+            if changed:
+                _LAYOUT.pack_into(self._map, 0, *v)
             return int(wait)
 
     def refund_view(self, b: int, n: int, now: int) -> None:
@@ -130,6 +131,7 @@ class _Board:
             reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
             if reset > now and nxt > now and n > 0:
                 v[4 + 3 * b] = max(now, nxt - int(cost * n))
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def pause(self, seconds: Optional[float], now: int) -> int:
         """Raise the pause to now + seconds (None: the next step of the backoff); never
@@ -142,12 +144,15 @@ class _Board:
             until = now + int(seconds * 1e9)
             grew = max(0, until - max(v[0], now))
             v[0] = max(v[0], until)
+            _LAYOUT.pack_into(self._map, 0, *v)
             return int(grew)
 
     def settle(self) -> None:
         """A response that was not a 429/503: the backoff starts again from its first step."""
         with self._locked() as v:
-            v[1] = 0
+            if v[1]:
+                v[1] = 0
+                _LAYOUT.pack_into(self._map, 0, *v)
 
     def view(self, b: int, remaining: int, reset_s: float, floor_cost: float,
              now: int) -> None:
@@ -159,11 +164,13 @@ class _Board:
             i = 2 + 3 * b
             cost = reset_s * 1e9 / remaining if remaining > 0 else 0.0
             if remaining > 0 and cost <= floor_cost:
-                if v[i] > now and v[i + 2] > now:
-                    v[i] = now  # room again: drop a stricter view, keep its slots
+                if not (v[i] > now and v[i + 2] > now):
+                    return
+                v[i] = now  # room again: drop a stricter view, keep its slots
             else:  # the slots already taken stay taken; none left: none until the reset
                 v[i], v[i + 1] = reset, cost
                 v[i + 2] = max(v[i + 2], now if remaining > 0 else reset)
+            _LAYOUT.pack_into(self._map, 0, *v)
 
 
 _BOARDS: "weakref.WeakSet[_Board]" = weakref.WeakSet()
