@@ -123,15 +123,12 @@ class Group(_core.Group, _Decorator, Admission):
 
     def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
                   rt_ns: int) -> Optional[BaseException]:
-        if et is None:
-            outcome, rt = _OUT_SUCCESS, max(0, rt_ns) // 1_000_000
-        elif isinstance(et, type) and issubclass(et, Exception):
-            outcome, rt = _OUT_EXCEPTION, 0
-        else:
-            outcome, rt = _OUT_NONE, 0
+        failed = isinstance(et, type) and issubclass(et, Exception)
+        outcome = _OUT_SUCCESS if et is None else (_OUT_EXCEPTION if failed else _OUT_NONE)
         # a shared member's lock given up on (OSError, a signal handler's exception): the
         # members not yet exited stay held, and calling again ends each exactly once
-        self._exit(req[0] or None, outcome, rt, held)
+        self._exit(req[0] or None, outcome, max(0, rt_ns) // 1_000_000 if et is None else 0,
+                   held)
         return None
 
     def _adm_release(self, req: Any, held: Any) -> None:

@@ -11,6 +11,7 @@ are returned as they came. Works under the ``openai`` and ``anthropic`` clients
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sys
 import time
@@ -100,8 +101,7 @@ class _Limited:
             raise ValueError("the tokens function returned %r: it must return an int >= 0"
                              % (n,))
         last: Optional[httpx.Response] = None
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             try:
                 call = self.upstream.call(tokens=n, timeout=self._left(start))
                 yield io.enter(call)
@@ -143,7 +143,6 @@ class _Limited:
             if (response.status_code not in _RETRY or attempt >= self.retries
                     or (self.upstream.paused_until() or 0.0) >= self._left(start)):
                 return response
-            attempt += 1
             self.upstream._count("retried")
             last = response
 

@@ -122,8 +122,7 @@ class _Group:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
     def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
-        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts
-        (each checked as its own decision's)."""
+        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
         try:
             keys, packed = _pack_bodies(now_ns, [
                 (m, str(GROUP_INDEX[m.cfg.script.sha]),
@@ -275,8 +274,7 @@ class _GroupEntry(_Driven):
         return wait_ns
 
     def _admit_held(self) -> int:
-        """An Upstream's call: admitted and held (its leases renewed), the wait (ns) left to
-        the caller; or BlockedError."""
+        """An Upstream's call admitted and held (leases renewed): its wait (ns) is the caller's."""
         wait_ns: int = self._by._t.drive(self._admit())
         self._held = True
         return wait_ns
