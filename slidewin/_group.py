@@ -112,13 +112,10 @@ class Group(_core.Group, _Decorator, Admission):
         return None  # warm-up: no known time (the waiter polls, 1 ms growing to 50 ms)
 
     def _adm_hold(self, req: Any, decision: Any) -> bytearray:
-        return self._hold(req[1], decision[4])
-
-    def _hold(self, flags: int, shadowed: Tuple[int, ...]) -> bytearray:
         done = bytearray(len(self))
-        for i in shadowed:
+        for i in decision[4]:  # the shadowed
             done[i] = 1
-        if not flags & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
+        if not req[1] & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
             for i in range(len(done)):
                 if i not in self._conc:
                     done[i] = 1
@@ -126,24 +123,20 @@ class Group(_core.Group, _Decorator, Admission):
 
     def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
                   rt_ns: int) -> Optional[BaseException]:
-        if et is None:
-            outcome, rt = _OUT_SUCCESS, max(0, rt_ns) // 1_000_000
-        elif isinstance(et, type) and issubclass(et, Exception):
-            outcome, rt = _OUT_EXCEPTION, 0
-        else:
-            outcome, rt = _OUT_NONE, 0
+        failed = isinstance(et, type) and issubclass(et, Exception)
+        outcome = _OUT_SUCCESS if et is None else (_OUT_EXCEPTION if failed else _OUT_NONE)
         # a shared member's lock given up on (OSError, a signal handler's exception): the
         # members not yet exited stay held, and calling again ends each exactly once
-        self._exit(req[0] or None, outcome, rt, held)
+        self._exit(req[0] or None, outcome, max(0, rt_ns) // 1_000_000 if et is None else 0,
+                   held)
         return None
 
     def _adm_release(self, req: Any, held: Any) -> None:
         self._exit(req[0] or None, _OUT_NONE, 0, held)
 
     def _adm_listen(self, wake: Any) -> None:
-        owners = self.limiters
         for i in self._conc:
-            lim = owners[i]
+            lim = self.limiters[i]
             if wake is not None:
                 waiters_of(lim).hook(lim, wake)
             else:
@@ -161,12 +154,13 @@ class Group(_core.Group, _Decorator, Admission):
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
         """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
         it gives back the concurrency members' slots."""
-        d = await admit_async(self, (ns, 0), _check_timeout(timeout))
+        req = (ns, 0)
+        d = await admit_async(self, req, _check_timeout(timeout))
         if d[1] > 0:  # a throttle member's wait
             try:
                 await asyncio.sleep(d[1] / 1e9)
             except BaseException:
-                self._adm_release((ns, 0), self._hold(0, d[4]))
+                self._adm_release(req, self._adm_hold(req, d))
                 raise
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "GroupEntry":
@@ -202,7 +196,7 @@ class GroupEntry(AdmissionEntry):
         d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
             group._adm_refuse(req, d)
-        self._held = group._hold(req[1], d[4])
+        self._held = group._adm_hold(req, d)
         self._state = 1
         if d[1] > 0:
             self._wait_held(d[1])
@@ -217,10 +211,6 @@ class GroupEntry(AdmissionEntry):
         self._state = 2
         self._held = None
         return None
-
-    # an Upstream's call given back (as RedisHeld's): it holds nothing after, as if never
-    # entered (Upstream drops it then)
-    _release = AdmissionEntry._abort
 
     def __repr__(self) -> str:
         return "<GroupEntry of %r ns=%r>" % (self._adm, self._req[0])

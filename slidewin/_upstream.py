@@ -27,7 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
-from ._group import _IN_LOOP, Group, GroupEntry, all_of
+from ._group import _IN_LOOP, GroupEntry, all_of
 from ._limiter import Limiter, _check_timeout
 from ._waiters import admit, admit_async
 
@@ -48,9 +48,8 @@ _BUDGETS = ("requests", "tokens")
 
 
 class _Board:
-    """The pause and the server's view as _LAYOUT behind a thread lock: in this process's
-    memory, or (``shared``) in a file of /dev/shm shared by the host's processes, behind an
-    fcntl lock too (released by the kernel when its holder dies)."""
+    """The pause and the server's view as _LAYOUT behind a thread lock, and (``shared``) in a
+    /dev/shm file behind an fcntl lock too."""
 
     def __init__(self, shared: Any = None) -> None:
         self._mu = threading.Lock()
@@ -101,8 +100,6 @@ class _Board:
                 if self._fd >= 0:
                     fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
-    now_ns = staticmethod(_monotonic_ns)
-
     def pause_left(self, now: int) -> int:
         """ns until the pause ends (0: not paused)."""
         with self._locked() as v:
@@ -146,8 +143,7 @@ class _Board:
                 v[1] = k + 1
             until = now + int(seconds * 1e9)
             grew = max(0, until - max(v[0], now))
-            if until > v[0]:
-                v[0] = until
+            v[0] = max(v[0], until)
             _LAYOUT.pack_into(self._map, 0, *v)
             return int(grew)
 
@@ -166,19 +162,14 @@ class _Board:
         reset = now + int(reset_s * 1e9)
         with self._locked() as v:
             i = 2 + 3 * b
-            if remaining <= 0:
-                v[i], v[i + 1], v[i + 2] = reset, 0.0, max(v[i + 2], reset)
-            else:
-                cost = reset_s * 1e9 / remaining
-                if cost <= floor_cost:
-                    if v[i] > now and v[i + 2] > now:
-                        # the server has room again: drop a stricter view, keep its slots
-                        v[i] = now
-                    else:
-                        return
-                else:
-                    v[i], v[i + 1] = reset, cost
-                    v[i + 2] = max(v[i + 2], now)  # the slots already taken stay taken
+            cost = reset_s * 1e9 / remaining if remaining > 0 else 0.0
+            if remaining > 0 and cost <= floor_cost:
+                if not (v[i] > now and v[i + 2] > now):
+                    return
+                v[i] = now  # room again: drop a stricter view, keep its slots
+            else:  # the slots already taken stay taken; none left: none until the reset
+                v[i], v[i + 1] = reset, cost
+                v[i + 2] = max(v[i + 2], now if remaining > 0 else reset)
             _LAYOUT.pack_into(self._map, 0, *v)
 
 
@@ -192,8 +183,7 @@ def _after_fork_in_child() -> None:
         board._mu = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _check_rate(name: str, rate: Any) -> Optional[Tuple[int, int]]:
@@ -272,31 +262,34 @@ class Upstream:
         self._breaker = breaker
         self._shared = shared
         self._name = name
+        self._redis = redis
         # the configured ns per request and per token
         self._costs = tuple(1e9 * r[1] / 1000 / r[0] if r else 0.0 for r in (req, tok))
+        if redis is not None:
+            from .redis import RedisLimiter
+            from .redis import all_of as redis_all_of
+            from .redis._upstream import RedisBoard
 
         def member(what: str, **kw: Any) -> Any:
-            part = None if name is None else "%s.%s" % (name, what)
             if redis is not None:  # one key per budget, shared by every host
-                from .redis import RedisLimiter
-                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what),
-                                    **kw)
+                return RedisLimiter(redis, "upstream:%s:%s" % (name or "upstream", what), **kw)
             region = "upstream-%s.%s" % (shared, what) if isinstance(shared, str) else shared
-            return Limiter(shared=region, name=part, **kw)
+            return Limiter(shared=region, name=None if name is None else "%s.%s" % (name, what),
+                           **kw)
 
-        self._redis = redis
         self._req_lim, self._tok_lim = (
             member(what, qps=_rate.qps_for(*r), behavior="throttle", max_queueing_ms=_QUEUE_MS)
             if r else None for what, r in zip(_BUDGETS, (req, tok)))
         self._conc_lim = member("concurrency", concurrency=conc) if conc else None
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
-        self._full = self._group(True)
-        self._no_tokens = self._group(False) if self._tok_lim is not None else self._full
-        if redis is not None:
-            from .redis._upstream import RedisBoard
-            self._board: Any = RedisBoard(redis, name or "upstream")
-        else:
-            self._board = _Board(shared)
+        group = all_of if redis is None else redis_all_of
+        self._full: Any = group(*self._members())
+        self._no_tokens = self._full
+        if self._tok_lim is not None:
+            others = self._members(False)
+            self._no_tokens = group(*others) if others else None
+        self._board: Any = (_Board(shared) if redis is None
+                            else RedisBoard(redis, name or "upstream"))
         self._mu = threading.Lock()
         self._stats: Dict[str, float] = dict(
             sent=0, retried=0, refused=0, upstream_429=0, upstream_503=0, upstream_5xx=0,
@@ -306,15 +299,6 @@ class Upstream:
     def _members(self, with_tokens: bool = True) -> Tuple[Any, ...]:
         return tuple(m for m in (self._req_lim, self._tok_lim if with_tokens else None,
                                  self._conc_lim) if m is not None)
-
-    def _group(self, with_tokens: bool) -> Any:
-        members = self._members(with_tokens)
-        if not members:
-            return None
-        if self._redis is not None:
-            from .redis import all_of as redis_all_of
-            return redis_all_of(*members)
-        return all_of(*members)
 
     @property
     def name(self) -> Optional[str]:
@@ -337,7 +321,7 @@ class Upstream:
 
     def paused_until(self) -> Optional[float]:
         """Seconds until the pause that a 429/503 started ends, or None when not paused."""
-        left = self._board.pause_left(self._board.now_ns())
+        left = self._board.pause_left(_monotonic_ns())
         return left / 1e9 if left > 0 else None
 
     def stats(self) -> Dict[str, float]:
@@ -364,11 +348,6 @@ class Upstream:
         _check_int("tokens", tokens, 0, False, " (the estimate)")
         return UpstreamCall(self, tokens, _check_timeout(timeout))
 
-    def _ns(self, tokens: int) -> Tuple[Optional[Group], Tuple[int, ...]]:
-        group = self._full if tokens > 0 else self._no_tokens
-        return group, tuple(tokens if m is self._tok_lim else 1  # in the group's order
-                            for m in self._members(tokens > 0))
-
     def _refused(self, why: str, wait_ns: int) -> BaseException:
         self._count("refused")
         retry = wait_ns / 1e9
@@ -388,11 +367,13 @@ class UpstreamCall:
         self._up = up
         self._tokens = tokens
         self._timeout = timeout
-        self._entry: Any = None  # a GroupEntry, or what a Redis admission holds
+        self._entry: Any = None  # a GroupEntry, or slidewin.redis's
         self._ticket: Optional[int] = None
         self._start = 0
         self._state = 0  # 0 idle, 1 entered, 2 exited
-        self._group, self._ns = up._ns(tokens)
+        self._group: Any = up._full if tokens > 0 else up._no_tokens
+        self._ns = tuple(tokens if m is up._tok_lim else 1  # in the group's order
+                         for m in up._members(tokens > 0))
         self._observed = False  # (not `status`: a caller may set that one)
         self.status: Optional[int] = None  # observe()'s
 
@@ -411,14 +392,14 @@ class UpstreamCall:
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
         up = self._up
-        now = up._board.now_ns()
+        now = _monotonic_ns()
         for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
             if n > 0:
                 up._board.refund_view(b, n, now)
                 if lim is not None and up._redis is None:  # on Redis: under-use, never over
                     lim._refund(n)
         if self._entry is not None:
-            self._entry._release()
+            self._entry._abort()
             self._entry = None
 
     def _admitted(self) -> "UpstreamCall":
@@ -433,8 +414,11 @@ class UpstreamCall:
             self._ticket = ticket
         self._state = 1
         self._start = _monotonic_ns()
-        if self._entry is not None:
-            self._entry._start = self._start
+        entry = self._entry  # its response time starts here
+        if entry is not None and up._redis is None:
+            entry._start = self._start
+        elif entry is not None:  # slidewin.redis's, on time.monotonic()
+            entry._t0 = self._start / 1e9
         up._count("sent")
         up._count("estimated_tokens", self._tokens)
         return self
@@ -447,14 +431,14 @@ class UpstreamCall:
         deadline = math.inf if self._timeout is None else time.monotonic() + self._timeout
         up = self._up
         while True:
-            pause: int = up._board.pause_left(up._board.now_ns())
+            pause: int = up._board.pause_left(_monotonic_ns())
             if pause > 0:  # sleep it, unless it outlasts the deadline
                 if pause / 1e9 > self._left(deadline):
                     raise up._refused("paused by the upstream's 429/503", pause)
                 yield io.sleep(pause / 1e9)
                 continue
             wait_ns, entry = 0, None
-            group: Any = self._group
+            group = self._group
             if group is not None and up._redis is None:  # waiting for a free in-flight slot
                 req, left = (self._ns, _F_ENTRY), self._left(deadline)
                 got = yield (functools.partial(admit_async, group, req, left) if io.is_async
@@ -462,14 +446,14 @@ class UpstreamCall:
                 wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
                 entry._entered(group._adm_hold(entry._req, got))
             elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
-                from .redis._upstream import admit as redis_admit
-                step: Any = functools.partial(redis_admit, group, self._ns, self._left(deadline))
+                entry = group.entry(*self._ns, timeout=self._left(deadline))
+                step: Any = entry._admit_held
                 if io.is_async:
                     step = functools.partial(asyncio.get_running_loop().run_in_executor, None,
                                              step)
-                wait_ns, entry = yield step
+                wait_ns = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
-            now = up._board.now_ns()
+            now = _monotonic_ns()
             wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
             if wait_ns / 1e9 > self._left(deadline):
                 self._undo()  # everything given back
@@ -480,7 +464,7 @@ class UpstreamCall:
                 except BaseException:
                     self._undo()
                     raise
-            if up._board.pause_left(up._board.now_ns()) > 0:
+            if up._board.pause_left(_monotonic_ns()) > 0:
                 self._undo()  # paused while it waited its slot: nothing is sent
                 continue
             return self._admitted()
@@ -509,7 +493,7 @@ class UpstreamCall:
         self._observed = True
         self.status = status
         up = self._up
-        now = up._board.now_ns()
+        now = _monotonic_ns()
         if status == 429 or status == 503:
             up._count("upstream_%d" % status)
             grew = up._board.pause(_headers.retry_after_s(h, time.time()), now)
@@ -523,7 +507,17 @@ class UpstreamCall:
             b = _BUDGETS.index(budget)
             up._board.view(b, remaining, reset_s, up._costs[b], now)
         if tokens is not None:
-            self._settle(tokens)
+            up._count("used_tokens", tokens)
+            diff = tokens - self._tokens
+            if diff < 0:
+                if up._tok_lim is not None and up._redis is None:
+                    up._tok_lim._refund(-diff)
+                up._board.refund_view(1, -diff, _monotonic_ns())
+                up._count("refunded_tokens", -diff)
+            elif diff > 0:
+                if up._tok_lim is not None:
+                    up._tok_lim.charge(diff)
+                up._count("charged_tokens", diff)
         self._tell_breaker(None if status == 429 else status >= 500)
 
     def _tell_breaker(self, failure: Optional[bool]) -> None:
@@ -536,20 +530,6 @@ class UpstreamCall:
             br._cancel(ticket)
         else:
             br._record(ticket, (_monotonic_ns() - self._start) / 1e6, failure)
-
-    def _settle(self, used: int) -> None:
-        up = self._up
-        up._count("used_tokens", used)
-        diff = used - self._tokens
-        if diff < 0:
-            if up._tok_lim is not None and up._redis is None:
-                up._tok_lim._refund(-diff)
-            up._board.refund_view(1, -diff, up._board.now_ns())
-            up._count("refunded_tokens", -diff)
-        elif diff > 0:
-            if up._tok_lim is not None:
-                up._tok_lim.charge(diff)
-            up._count("charged_tokens", diff)
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if self._state != 1:

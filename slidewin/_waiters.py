@@ -116,20 +116,16 @@ class Waiters:
         for w in q:
             if not w.woken:
                 w.woken = True
-                self._post(w)
+                if w.ev is not None:
+                    w.ev.set()
+                elif _get_running_loop() is w.loop:
+                    _set(w.fut)
+                else:
+                    try:
+                        w.loop.call_soon_threadsafe(_set, w.fut)  # type: ignore[union-attr]
+                    except RuntimeError:  # its loop is closed: the task is gone with it
+                        pass
                 return
-
-    @staticmethod
-    def _post(w: _Waiter) -> None:
-        if w.ev is not None:
-            w.ev.set()
-        elif _get_running_loop() is w.loop:
-            _set(w.fut)
-        else:
-            try:
-                w.loop.call_soon_threadsafe(_set, w.fut)  # type: ignore[union-attr]
-            except RuntimeError:  # its loop is closed: the task is gone with it
-                pass
 
     def _listen(self, adm: Any) -> None:
         """A waiter or hook comes: the first hears the admitter's releases (self._mu held)."""
@@ -260,15 +256,13 @@ def waiters_of(adm: Any) -> Waiters:
 def _first_try(adm: Admitter, req: Any, timeout: Optional[float]) -> Any:
     """The decision of an admission that goes at once: a Decision, or the deadline of a wait
     (a float), or the refusal raised."""
-    if timeout is None:
-        d = adm._adm_decide(req, _F_RETRY)
-        if d[0] != _PASS and d[0] != _SHADOWED:
-            adm._adm_refuse(req, d)
-        return d
-    deadline = time.monotonic() + timeout
-    d = adm._adm_decide(req, _F_NO_BLOCK | _F_RETRY)
+    if timeout is not None:
+        deadline = time.monotonic() + timeout
+    d = adm._adm_decide(req, _F_RETRY if timeout is None else _F_NO_BLOCK | _F_RETRY)
     if d[0] == _PASS or d[0] == _SHADOWED:
         return d
+    if timeout is None:
+        adm._adm_refuse(req, d)
     adm._adm_retry_in(req, d, False, deadline)  # raises: no time left, or never
     return deadline
 
@@ -306,5 +300,4 @@ def _after_fork_in_child() -> None:
                 adm._adm_listen(None)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -11,6 +11,7 @@ are returned as they came. Works under the ``openai`` and ``anthropic`` clients
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import sys
 import time
@@ -40,12 +41,10 @@ def _used_tokens(body: bytes) -> Optional[int]:
     usage = doc.get("usage") if isinstance(doc, dict) else None
     if not isinstance(usage, dict):
         return None
-    total = usage.get("total_tokens")
-    if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
-        return total
-    parts = [usage.get("input_tokens"), usage.get("output_tokens")]
-    if all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
-        return int(parts[0]) + int(parts[1])  # type: ignore[arg-type]
+    for parts in ((usage.get("total_tokens"),),
+                  (usage.get("input_tokens"), usage.get("output_tokens"))):
+        if all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts):
+            return sum(parts)  # type: ignore[arg-type]
     return None
 
 
@@ -102,8 +101,7 @@ class _Limited:
             raise ValueError("the tokens function returned %r: it must return an int >= 0"
                              % (n,))
         last: Optional[httpx.Response] = None
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             try:
                 call = self.upstream.call(tokens=n, timeout=self._left(start))
                 yield io.enter(call)
@@ -145,13 +143,11 @@ class _Limited:
             if (response.status_code not in _RETRY or attempt >= self.retries
                     or (self.upstream.paused_until() or 0.0) >= self._left(start)):
                 return response
-            attempt += 1
             self.upstream._count("retried")
             last = response
 
     def _left(self, start: float) -> float:
         return max(0.0, self.deadline_s - (time.monotonic() - start))
-
 
 
 class LimitedTransport(httpx.BaseTransport, _Limited):  # _Limited's flavour: sync

@@ -20,7 +20,7 @@ from .._limiter import _MISSING
 from ._base import _awaited, _Base, _decorate, _Driven, _g_poll, _KeyedMixin, _wait_timeout
 from ._scripts import GROUP_INDEX, SCRIPTS
 from ._transport import _ERRORS, _is_cluster, _unrenew
-from ._wire import (_OUT_BLOCK, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
+from ._wire import (_OUT_BLOCK, _OUT_NONE, BLOCK, F_ENTRY, F_NO_BLOCK, F_TRY, NEVER,
                     PASS, RedisReplyError, _charge_reply, _check_n, _decision, _evalsha,
                     _time_args)
 
@@ -33,7 +33,7 @@ __all__ = ["all_of", "RedisGroup", "AsyncRedisGroup"]
 class _Member:
     """One member: a limiter, or a keyed limiter with one key; its Redis key and settings."""
 
-    __slots__ = ("lim", "key", "rkey", "hkey", "cfg", "keyed", "given")
+    __slots__ = ("lim", "key", "rkey", "hkey", "cfg", "given")
 
     def __init__(self, given: Any) -> None:
         self.given = given
@@ -55,12 +55,10 @@ class _Member:
         self.rkey, self.hkey, self.cfg = lim._where(key)
         self.lim: Any = lim
         self.key = key
-        self.keyed: bool = lim._keyed
 
     def describe(self) -> str:
-        if self.keyed:
-            return "%s %r key %r" % (type(self.lim).__name__, self.lim.name, self.key)
-        return "%s %r" % (type(self.lim).__name__, self.lim.name)
+        key = " key %r" % (self.key,) if self.lim._keyed else ""
+        return "%s %r%s" % (type(self.lim).__name__, self.lim.name, key)
 
 
 def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
@@ -71,12 +69,6 @@ def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
         args += [index, str(len(a))] + a
     keys = [m.rkey for m, _, _ in bodies]
     return keys, _evalsha(_SCRIPT.sha, keys, args)
-
-
-def _slot(key: Any) -> int:
-    from redis.crc import key_slot
-
-    return int(key_slot(key.encode() if isinstance(key, str) else key))
 
 
 class _Group:
@@ -107,24 +99,8 @@ class _Group:
                             % (m, len(ns)))
         return [_check_n(n) for n in ns]
 
-    def _leases(self, entry: bool) -> List[str]:
-        if entry:
-            return [os.urandom(8).hex() for _ in self._members]
+    def _leases(self) -> List[str]:
         return [m.lim._lease_for(m.cfg) for m in self._members]
-
-    def _request(self, ns: List[int], flags: int, now_ns: Any,
-                 leases: List[str]) -> Tuple[List[Any], bytes]:
-        return _pack_bodies(now_ns, [
-            (m, str(GROUP_INDEX[m.cfg.script.sha]),
-             m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
-            for m, n, lease in zip(self._members, ns, leases)])
-
-    def _read(self, reply: Any) -> List[Tuple[int, int, int]]:
-        """The members' verdicts, each checked as its own decision's."""
-        if type(reply) is not list or len(reply) != len(self._members):
-            raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
-        return [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
-                for m, r in zip(self._members, reply)]
 
     def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
                   verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:
@@ -137,51 +113,10 @@ class _Group:
                 m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
         if admitted:
             return PASS, max(w for _, w, _ in verdicts), -1
-        refused = [(v, r) for v, _, r in verdicts if v != PASS]
-        if any(v == NEVER for v, _ in refused):
+        if any(v == NEVER for v, _, _ in verdicts):
             return NEVER, 0, -1
-        if any(r < 0 for _, r in refused):
-            return BLOCK, 0, -1  # a refuser that cannot tell when (concurrency)
-        return BLOCK, 0, max(r for _, r in refused)
-
-    def _charges(self, ns: Tuple[Any, ...], now_ns: Any) -> List[Tuple[_Member, int]]:
-        """The members to charge with their n (> 0), checked as the in-process group's
-        charge(): nothing is charged on a bad call."""
-        m = len(self._members)
-        if len(ns) != 1 and len(ns) != m:
-            raise TypeError("charge() takes one n for every member or one n per member (%d "
-                            "members), got %d" % (m, len(ns)))
-        nums = [_check_n(n, 0) for n in (ns * m if len(ns) == 1 else ns)]
-        _time_args(now_ns)
-        for i, (mem, n) in enumerate(zip(self._members, nums)):
-            if n > 0 and mem.cfg.concurrency is not None:
-                raise ValueError("charge(): member %d is a concurrency limiter, which counts "
-                                 "requests in flight, not amounts: charge it 0" % i)
-        return [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
-
-    def _charged(self, picks: List[Tuple[_Member, int]], reply: Any) -> None:
-        if type(reply) is not list or len(reply) != len(picks):
-            raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
-                                  % (self, reply))
-        for (m, _), r in zip(picks, reply):
-            _charge_reply(r, m.lim.name, m.cfg.interval_ms, m.cfg.sample_count)
-        for m, n in picks:
-            m.lim._tally(PASS, n)  # (a keyed limiter's local totals)
-
-    @staticmethod
-    def _charge_failed(picks: List[Tuple[_Member, int]], err: BaseException) -> None:
-        for m, _ in picks:
-            m.lim._charge_failed(err, quiet=True)
-        if any(m.lim.on_error == "raise" for m, _ in picks):
-            raise err
-
-    def _blocked(self, ns: List[int], verdicts: List[Tuple[int, int, int]], verdict: int,
-                 retry_ns: int) -> BlockedError:
-        who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
-                        for m, (v, _, _) in zip(self._members, verdicts) if v != PASS)
-        retry = None if verdict == NEVER or retry_ns < 0 else retry_ns / 1e9
-        return BlockedError("all_of refused a request of %s: refused by %s"
-                            % (ns, who or "on_error"), retry_after=retry, limiter=self)
+        retries = [r for v, _, r in verdicts if v != PASS]  # < 0: a refuser that cannot tell
+        return BLOCK, 0, -1 if min(retries) < 0 else max(retries)
 
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
@@ -189,8 +124,15 @@ class _Group:
     def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
         """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
         try:
-            keys, packed = self._request(ns, flags, now_ns, leases)
-            verdicts = self._read((yield _SCRIPT, keys[0], packed, keys))
+            keys, packed = _pack_bodies(now_ns, [
+                (m, str(GROUP_INDEX[m.cfg.script.sha]),
+                 m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
+                for m, n, lease in zip(self._members, ns, leases)])
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(self._members):
+                raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
+            verdicts = [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
+                        for m, r in zip(self._members, reply)]
         except _ERRORS as e:  # each member's on_error
             verdicts = [m.lim._failed(e, flags) for m in self._members]
         return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
@@ -198,7 +140,7 @@ class _Group:
     def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
         """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
         n = self._ns(ns)
-        v, wait, _, _ = yield from self._g_once(n, flags, now_ns, self._leases(False))
+        v, wait, _, _ = yield from self._g_once(n, flags, now_ns, self._leases())
         return wait if v == PASS else None
 
     def _g_wait(self, ns: List[int], timeout: Optional[float], flags: int,
@@ -206,44 +148,56 @@ class _Group:
         def refused(res: Tuple[Any, ...], timed_out: bool) -> Any:
             v, _, retry, verdicts = res
             if timed_out:  # each refuser's BLOCK (the decisions with F_NO_BLOCK counted none)
-                refusers = [(m, n) for m, n, r in zip(self._members, ns, verdicts) if r[0] != PASS]
-                for m, n in refusers:
-                    m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
-                for m, n in refusers:
-                    yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
-            return self._blocked(ns, verdicts, v, retry)
+                for m, n, r in zip(self._members, ns, verdicts):
+                    if r[0] != PASS:
+                        m.lim._tally(BLOCK, n)  # (a keyed limiter's local totals)
+                        yield from m.lim._g_exit(m.rkey, m.cfg, n, _OUT_BLOCK, 0, [])
+            who = ", ".join("%s (%s)" % (m.describe(), m.cfg.describe())
+                            for m, (r, _, _) in zip(self._members, verdicts) if r != PASS)
+            return BlockedError("all_of refused a request of %s: refused by %s"
+                                % (ns, who or "on_error"), limiter=self,
+                                retry_after=None if v == NEVER or retry < 0 else retry / 1e9)
 
         return (yield from _g_poll(lambda f: self._g_once(ns, f, None, leases), refused,
                                    timeout, flags))
 
-    def _renew_all(self, leases: List[str]) -> List[Any]:
-        renewer = self._t.renewer()
-        return [renewer.add(m.lim, m.rkey, m.cfg, lease)
-                for m, lease in zip(self._members, leases)]
-
-    def _g_give_back(self, ns: List[int], leases: List[str], toks: List[Any], outcome: int,
-                     rt_ms: int) -> Any:
-        for tok in toks:
-            _unrenew(tok)
-        for m, n, lease in zip(self._members, ns, leases):
-            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
-
     def _g_acquire(self, ns: Tuple[Any, ...], timeout: Any) -> Any:
         n = self._ns(ns)
-        wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases(False))
+        wait = yield from self._g_wait(n, self._timeout(n, timeout), 0, self._leases())
         if wait > 0:
             yield wait / 1e9
 
     def _g_charge(self, ns: Tuple[Any, ...], now_ns: Any) -> Any:
-        picks = self._charges(ns, now_ns)
+        """Checked as the in-process group's charge(): nothing is charged on a bad call."""
+        count = len(self._members)
+        if len(ns) != 1 and len(ns) != count:
+            raise TypeError("charge() takes one n for every member or one n per member (%d "
+                            "members), got %d" % (count, len(ns)))
+        nums = [_check_n(n, 0) for n in (ns * count if len(ns) == 1 else ns)]
+        _time_args(now_ns)
+        for i, (mem, n) in enumerate(zip(self._members, nums)):
+            if n > 0 and mem.cfg.concurrency is not None:
+                raise ValueError("charge(): member %d is a concurrency limiter, which counts "
+                                 "requests in flight, not amounts: charge it 0" % i)
+        picks = [(mem, n) for mem, n in zip(self._members, nums) if n > 0]
         if not picks:
             return
         try:
             keys, packed = _pack_bodies(now_ns, [
                 (m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:]) for m, n in picks])
-            self._charged(picks, (yield _SCRIPT, keys[0], packed, keys))
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(picks):
+                raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
+                                      % (self, reply))
+            for (mem, n), r in zip(picks, reply):
+                _charge_reply(r, mem.lim.name, mem.cfg.interval_ms, mem.cfg.sample_count)
+            for mem, n in picks:
+                mem.lim._tally(PASS, n)  # (a keyed limiter's local totals)
         except _ERRORS as e:
-            self._charge_failed(picks, e)
+            for mem, _ in picks:
+                mem.lim._charge_failed(e, quiet=True)
+            if any(mem.lim.on_error == "raise" for mem, _ in picks):
+                raise
 
     def entry(self, *ns: int, timeout: Optional[float] = None) -> "_GroupEntry":
         """``with group.entry(): ...`` (``async with`` for an async group): admitted by all
@@ -304,15 +258,31 @@ class _GroupEntry(_Driven):
         self._held = False
 
     def _give_back(self, outcome: int, rt_ms: int) -> Any:
-        return self._by._g_give_back(self.n, self._leases, self._toks, outcome, rt_ms)
+        for tok in self._toks:
+            _unrenew(tok)
+        for m, n, lease in zip(self._by._members, self.n, self._leases):
+            yield from m.lim._g_exit(m.rkey, m.cfg, n, outcome, rt_ms, [(lease, n)])
 
     def _admit(self) -> Any:
         g = self._by
-        self._leases = g._leases(True)
+        self._leases = [os.urandom(8).hex() for _ in g._members]
         wait_ns = yield from g._g_wait(self.n, self._timeout, F_ENTRY, self._leases)
         # renewed from the decision on: a throttle's wait may outlast the lease
-        self._toks = g._renew_all(self._leases)
+        renewer = g._t.renewer()
+        self._toks = [renewer.add(m.lim, m.rkey, m.cfg, lease)
+                      for m, lease in zip(g._members, self._leases)]
         return wait_ns
+
+    def _admit_held(self) -> int:
+        """An Upstream's call admitted and held (leases renewed): its wait (ns) is the caller's."""
+        wait_ns: int = self._by._t.drive(self._admit())
+        self._held = True
+        return wait_ns
+
+    def _abort(self) -> None:
+        """An Upstream's call given back before its body: nothing recorded."""
+        self._held = False
+        self._by._t.drive(self._give_back(_OUT_NONE, 0))
 
 
 def all_of(*members: Any) -> Any:
@@ -332,14 +302,15 @@ def all_of(*members: Any) -> Any:
         raise ValueError("all_of members share one Redis client (one round trip on one "
                          "connection): these use %d clients"
                          % len({id(m.lim._client) for m in ms}))
-    seen = set()
-    for m in ms:
-        if m.rkey in seen:
+    for i, m in enumerate(ms):
+        if any(o.rkey == m.rkey for o in ms[:i]):
             raise ValueError("all_of holds %s twice: a group may not hold one limiter twice"
                              % m.describe())
-        seen.add(m.rkey)
     if _is_cluster(client):
-        slots = {_slot(m.rkey) for m in ms}
+        from redis.crc import key_slot
+
+        slots = {int(key_slot(m.rkey.encode() if isinstance(m.rkey, str) else m.rkey))
+                 for m in ms}
         if len(slots) > 1:
             raise ValueError(
                 "on Redis Cluster the members of all_of must share one hash slot (one "
