@@ -45,6 +45,7 @@ _monotonic_ns = time.monotonic_ns
 # reset_ns, its cost in ns per unit (a double), and the next free slot of its pace
 _LAYOUT = struct.Struct("<qq" + "qdq" * 2)
 _BUDGETS = ("requests", "tokens")
+_I64_MAX = 2**63 - 1  # a time on the board saturates (a huge cost x tokens is no error)
 
 
 class _Board:
@@ -118,7 +119,7 @@ class _Board:
                 slot = max(at, nxt)
                 if slot > reset:  # the view ends before this slot: the configured pace rules
                     continue
-                v[4 + 3 * b] = slot + int(cost * ns[b])
+                v[4 + 3 * b] = min(slot + int(cost * ns[b]), _I64_MAX)
                 wait = max(wait, slot - now)
                 changed = True
             if changed:
@@ -141,7 +142,7 @@ class _Board:
                 k = v[1]
                 seconds = min(_BACKOFF_FIRST_S * (2.0 ** min(k, 30)), _BACKOFF_MAX_S)
                 v[1] = k + 1
-            until = now + int(seconds * 1e9)
+            until = min(now + int(seconds * 1e9), _I64_MAX)
             grew = max(0, until - max(v[0], now))
             v[0] = max(v[0], until)
             _LAYOUT.pack_into(self._map, 0, *v)
@@ -159,7 +160,7 @@ class _Board:
         """The server's count for budget b: `remaining` more until `reset_s` from now. Its
         pace (reset / remaining per unit) is followed while slower than `floor_cost` (the
         configured ns per unit); none left: nothing of that budget until the reset."""
-        reset = now + int(reset_s * 1e9)
+        reset = min(now + int(reset_s * 1e9), _I64_MAX)
         with self._locked() as v:
             i = 2 + 3 * b
             cost = reset_s * 1e9 / remaining if remaining > 0 else 0.0
@@ -453,18 +454,19 @@ class UpstreamCall:
                                              step)
                 wait_ns = yield step
             self._entry = entry  # admitted with wait_ns of pace: add the server's view
-            now = _monotonic_ns()
-            wait_ns = max(wait_ns, up._board.reserve_view((1, self._tokens), now + wait_ns, now))
-            if wait_ns / 1e9 > self._left(deadline):
-                self._undo()  # everything given back
-                raise up._refused("the budget's next free slot is too far", wait_ns)
-            if wait_ns > 0:
-                try:
+            try:  # refused, interrupted or failed from here: everything given back
+                now = _monotonic_ns()
+                wait_ns = max(wait_ns,
+                              up._board.reserve_view((1, self._tokens), now + wait_ns, now))
+                if wait_ns / 1e9 > self._left(deadline):
+                    raise up._refused("the budget's next free slot is too far", wait_ns)
+                if wait_ns > 0:
                     yield io.sleep(wait_ns / 1e9)
-                except BaseException:
-                    self._undo()
-                    raise
-            if up._board.pause_left(_monotonic_ns()) > 0:
+                paused = up._board.pause_left(_monotonic_ns()) > 0
+            except BaseException:
+                self._undo()
+                raise
+            if paused:
                 self._undo()  # paused while it waited its slot: nothing is sent
                 continue
             return self._admitted()

@@ -573,3 +573,30 @@ def test_a_task_cancelled_while_it_waits_its_slot_gives_the_slot_back():
 
     assert 0 < asyncio.run(main()) <= 1.0  # 2 s had the cancelled call kept its slot
     assert api.limiters[1].in_flight == 0
+
+
+def test_a_view_slot_past_the_boards_range_is_refused_and_holds_nothing():
+    # 1 token left for 3,000 s: 3e12 ns a token; 10**7 tokens would end past 2**63 ns
+    up = Upstream(tokens="1000000000/minute", concurrency=1)
+    with up.call(tokens=1) as c:
+        c.observe(200, [("x-ratelimit-remaining-tokens", "1"),
+                        ("x-ratelimit-reset-tokens", "3000s")])
+    for _ in range(2):
+        with pytest.raises(BlockedError, match="next free slot is too far"):
+            with up.call(tokens=10**7, timeout=0.2):
+                pass
+    assert up.limiters[-1].in_flight == 0
+
+
+def test_a_failure_after_the_admission_gives_everything_back(monkeypatch):
+    up = Upstream(requests="10/s", concurrency=1)
+
+    def broken(*args):
+        raise OSError("the board's lock")
+
+    monkeypatch.setattr(up._board, "reserve_view", broken)
+    for _ in range(2):  # the second finds the in-flight slot free again
+        with pytest.raises(OSError):
+            with up.call(timeout=0.1):
+                pass
+    assert up.limiters[-1].in_flight == 0
