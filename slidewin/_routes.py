@@ -223,9 +223,7 @@ class Admission:
 
     def headers(self) -> List[Tuple[str, str]]:
         """The RateLimit fields of the most restrictive limit with ``headers``."""
-        cands = [(lim, route.keyed) for route, _ in self._pairs if route.headers
-                 for lim in route.limiters]
-        return _web.most_restrictive_headers(cands)
+        return _web.most_restrictive_headers(self._pairs)
 
 
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:

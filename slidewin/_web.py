@@ -14,7 +14,6 @@ import time
 from typing import (
     Any,
     Callable,
-    FrozenSet,
     Iterable,
     List,
     Mapping,
@@ -138,28 +137,6 @@ def _header_keys(header: str) -> Tuple[bytes, str, bool]:
     return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
 
 
-def _peer_and_forwarded(scope_or_environ: Mapping[str, Any],
-                        keys: Tuple[bytes, str, bool]) -> Tuple[str, Optional[str]]:
-    """(peer address or "", the forwarding header's value or None)."""
-    if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
-        peer = scope_or_environ.get("REMOTE_ADDR") or ""
-        return peer, scope_or_environ.get(keys[1])
-    if "type" not in scope_or_environ and "client" not in scope_or_environ:
-        raise TypeError(
-            "client_ip() takes an ASGI scope (with 'client' and 'headers') or a WSGI environ "
-            "(with 'REMOTE_ADDR'); got a mapping with neither"
-        )
-    client = scope_or_environ.get("client")
-    peer = client[0] if client else ""
-    name = keys[0]
-    values = [
-        v.decode("latin-1")
-        for k, v in scope_or_environ.get("headers") or ()
-        if k.lower() == name
-    ]
-    return peer, (",".join(values) if values else None)
-
-
 # a piece of an RFC 7239 Forwarded value: a quoted string (which may hold "," and ";"; one
 # left open runs to the end), other text, or a separator
 _FORWARDED_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.S)
@@ -226,8 +203,22 @@ def client_ip(
     """
     if not isinstance(header, str):
         raise TypeError("header must be a str (a header name), not %s" % type(header).__name__)
-    keys = _header_keys(header)
-    peer, forwarded = _peer_and_forwarded(scope_or_environ, keys)
+    name, environ_key, is_forwarded = _header_keys(header)
+    forwarded: Optional[str]
+    if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
+        peer = scope_or_environ.get("REMOTE_ADDR") or ""
+        forwarded = scope_or_environ.get(environ_key)
+    elif "type" not in scope_or_environ and "client" not in scope_or_environ:
+        raise TypeError(
+            "client_ip() takes an ASGI scope (with 'client' and 'headers') or a WSGI environ "
+            "(with 'REMOTE_ADDR'); got a mapping with neither"
+        )
+    else:
+        client = scope_or_environ.get("client")
+        peer = client[0] if client else ""
+        values = [v.decode("latin-1") for k, v in scope_or_environ.get("headers") or ()
+                  if k.lower() == name]
+        forwarded = ",".join(values) if values else None
     if peer.startswith("::ffff:") or peer.startswith("::FFFF:"):
         mapped = _parse_ip(peer)  # an IPv4 peer on a dual-stack socket: its IPv4 form
         if mapped is not None and mapped.version == 4:
@@ -243,11 +234,9 @@ def client_ip(
             return peer
     elif not unix:
         return peer
-    nodes: List[Optional[str]]
-    if keys[2]:
-        nodes = _forwarded_nodes(forwarded)
-    else:
-        nodes = [item for item in forwarded.split(",") if item.strip()]  # "a,,b": no hop
+    nodes: List[Optional[str]] = (
+        _forwarded_nodes(forwarded) if is_forwarded
+        else [item for item in forwarded.split(",") if item.strip()])  # "a,,b": no hop
     last = peer
     for item in reversed(nodes):
         addr = _parse_ip(item) if item is not None else None
@@ -364,9 +353,18 @@ class Middleware:
             None if callable(exempt) else path_matcher(exempt, where, wsgi=not self._ASYNC))
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
-        self._body, self._content_type = check_body(body, content_type, where)
-        # the type of a body on_block gives
+        self._body = None if body is None else _body_bytes(body, "body", where)
+        if content_type is not None:
+            if not isinstance(content_type, str):
+                raise TypeError("%s: content_type must be a str, not %s"
+                                % (where, type(content_type).__name__))
+            if not content_type.strip():
+                raise ValueError("%s: content_type is empty" % where)
+            check_field_value(content_type, "content_type", where)
+        # the type of a body on_block gives, and of the refusal's
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
+        self._content_type = ("application/problem+json" if body is None and content_type is None
+                              else self._body_type)
         if on_block is not None and not callable(on_block):
             raise TypeError("%s: on_block must be callable, on_block(error, %s), not %s"
                             % (where, self._ARG, type(on_block).__name__))
@@ -527,11 +525,10 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
             prefixes.append(p[:-1])
         else:
             exact.add(p)
-    frozen: FrozenSet[str] = frozenset(exact)
     pre = tuple(prefixes)
     if not pre:
-        return frozen.__contains__
-    return lambda path: path in frozen or path.startswith(pre)
+        return exact.__contains__
+    return lambda path: path in exact or path.startswith(pre)
 
 
 # ---- refusals -------------------------------------------------------------------------------
@@ -585,21 +582,6 @@ def _body_bytes(body: Any, what: str, where: str) -> bytes:
         return bytes(body)
     raise TypeError("%s: %s must be bytes, str or None, not %s"
                     % (where, what, type(body).__name__))
-
-
-def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes], str]:
-    raw = None if body is None else _body_bytes(body, "body", where)
-    ctype = content_type
-    if ctype is None:
-        ctype = "application/problem+json" if body is None else "text/plain; charset=utf-8"
-    if not isinstance(ctype, str):
-        raise TypeError(
-            "%s: content_type must be a str, not %s" % (where, type(ctype).__name__)
-        )
-    if not ctype.strip():
-        raise ValueError("%s: content_type is empty" % where)
-    check_field_value(ctype, "content_type", where)
-    return raw, ctype
 
 
 # a header field name (RFC 9110 token) and value (visible ASCII, obs-text, space and tab)
@@ -693,10 +675,11 @@ def _has_quota(limiter: Any) -> bool:
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
-def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the ``(limiter, keyed)`` with the least ``r`` (else quota)."""
+def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str, str]]:
+    """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts of
+    the ``(route, key)`` pairs' routes that tell ``headers``."""
     best: Optional[Tuple[float, Any, bool]] = None
-    for lim, keyed in candidates:
+    for lim, keyed in [(lim, r.keyed) for r, _ in pairs if r.headers for lim in r.limiters]:
         if not _has_quota(lim):
             continue
         r = remaining(lim, keyed)

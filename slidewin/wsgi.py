@@ -117,8 +117,6 @@ class _Closing:
         self._outcome: Optional[type] = GeneratorExit
 
     def __iter__(self) -> "_Closing":
-        if self._it is None:
-            self._it = iter(self._result)
         return self
 
     def __next__(self) -> bytes:
