@@ -419,19 +419,3 @@ def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
         return _limits_of(route)
     return ()
 
-
-def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
-    """(the route limits of the Flask view of this request, a request object for their
-    keys); none for an app that is not a Flask app's ``wsgi_app``."""
-    flask_app: Any = getattr(app, "__self__", None)  # app.wsgi_app: the app's bound method
-    url_map = getattr(flask_app, "url_map", None)
-    if url_map is None:
-        return (), None
-    try:
-        endpoint, _ = url_map.bind_to_environ(environ).match()
-    except Exception:  # no route (a 404, 405, a redirect): no route limit
-        return (), None
-    r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
-    if not isinstance(r, RouteLimit):
-        return (), None
-    return (r,), (flask_app.request_class(environ) if r.keyed and r.key is not None else None)

@@ -423,9 +423,6 @@ class Middleware:
         """(the route limits of the request's route, a request object for their keys)."""
         return (), None
 
-    def _request(self, scope_or_environ: Any) -> Any:
-        return None
-
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
         """(what the request enters, its Admission or None); with route limits, one
         Admission of all, marked decided so that their helpers let the request through."""
@@ -437,8 +434,6 @@ class Middleware:
         for route in routes:
             rk = None
             if route.keyed:
-                if route.key is not None and request is None:
-                    request = self._request(scope_or_environ)
                 rk = route.key_of(request, scope_or_environ)
                 if rk is None:
                     continue  # not limited by that route limit
@@ -479,10 +474,55 @@ class Middleware:
             if result is not None:
                 if callable(result) and not isinstance(result, tuple):
                     return result, code, fields, b""  # a response
-                return (None,) + custom_refusal(
-                    result, code, fields, self._body, self._content_type, self._body_type,
-                    self._WHERE)
+                return (None,) + self._custom_refusal(result, code, fields)
         return (None,) + _framed(code, fields, self._body, self._content_type)
+
+    def _custom_refusal(self, result: Any, code: int, fields: List[Tuple[str, str]]
+                        ) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
+        status / body; `headers` replace the fields of their names (Content-Type included, a
+        new body's default ``_body_type``); Content-Length is always computed."""
+        where = self._WHERE
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise TypeError(
+                "%s: on_block returned %s; it returns None (the default refusal), a (status, "
+                "headers, body) tuple, or a response (an app, which the middleware calls)"
+                % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
+                   else "an object of type %s" % type(result).__name__)
+            )
+        status, hdrs, new_body = result
+        if status is not None:
+            code = check_status(status, "on_block's status", where)
+        if hdrs is None:
+            hdrs = ()
+        if isinstance(hdrs, (str, bytes)) or not isinstance(hdrs, Iterable):
+            raise TypeError(
+                "%s: on_block's headers must be (name, value) pairs of str, not %s"
+                % (where, type(hdrs).__name__)
+            )
+        given: List[Tuple[str, str]] = []
+        ctype: Optional[str] = None
+        for pair in hdrs:
+            if (not isinstance(pair, tuple) or len(pair) != 2
+                    or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
+                raise TypeError(
+                    "%s: on_block's headers hold %r; each is a (name, value) pair of str"
+                    % (where, pair)
+                )
+            name, value = pair
+            if not _FIELD_NAME.match(name):
+                raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
+            check_field_value(value, "on_block's header %s" % name, where)
+            low = name.lower()
+            if low == "content-type":
+                ctype = value
+            elif low != "content-length":
+                given.append((name, value))
+        body, content_type = self._body, self._content_type
+        if new_body is not None:
+            body, content_type = _body_bytes(new_body, "on_block's body", where), self._body_type
+        kept = missing_fields([n for n, _ in given], fields)
+        return _framed(code, kept + given, body, content_type if ctype is None else ctype)
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -740,63 +780,6 @@ def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
     # body None: the problem document
     raw = problem(code) if body is None else body
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
-
-
-# ---- on_block ---------------------------------------------------------------------------------
-
-
-def custom_refusal(
-    result: Any,
-    code: int,
-    fields: List[Tuple[str, str]],
-    body: Optional[bytes],
-    content_type: str,
-    body_type: str,
-    where: str,
-) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
-    status / body; `headers` replace the fields of their names (Content-Type included, a
-    new body's default `body_type`); Content-Length is always computed."""
-    if not isinstance(result, tuple) or len(result) != 3:
-        raise TypeError(
-            "%s: on_block returned %s; it returns None (the default refusal), a (status, "
-            "headers, body) tuple, or a response (an app, which the middleware calls)"
-            % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
-               else "an object of type %s" % type(result).__name__)
-        )
-    status, hdrs, new_body = result
-    if status is not None:
-        code = check_status(status, "on_block's status", where)
-    if hdrs is None:
-        hdrs = ()
-    if isinstance(hdrs, (str, bytes)) or not isinstance(hdrs, Iterable):
-        raise TypeError(
-            "%s: on_block's headers must be (name, value) pairs of str, not %s"
-            % (where, type(hdrs).__name__)
-        )
-    given: List[Tuple[str, str]] = []
-    ctype: Optional[str] = None
-    for pair in hdrs:
-        if (not isinstance(pair, tuple) or len(pair) != 2
-                or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
-            raise TypeError(
-                "%s: on_block's headers hold %r; each is a (name, value) pair of str"
-                % (where, pair)
-            )
-        name, value = pair
-        if not _FIELD_NAME.match(name):
-            raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
-        check_field_value(value, "on_block's header %s" % name, where)
-        low = name.lower()
-        if low == "content-type":
-            ctype = value
-        elif low != "content-length":
-            given.append((name, value))
-    if new_body is not None:
-        body = _body_bytes(new_body, "on_block's body", where)
-        content_type = body_type
-    kept = missing_fields([n for n, _ in given], fields)
-    return _framed(code, kept + given, body, content_type if ctype is None else ctype)
 
 
 def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> List[Tuple[str, str]]:

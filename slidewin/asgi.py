@@ -124,12 +124,12 @@ class LimitMiddleware(_web.Middleware):
     def _route_limits(self, scope: Scope) -> Tuple[Tuple[Any, ...], Any]:
         if not _routes.ASGI_ROUTES[0]:
             return (), None
-        return _routes.starlette_limits(scope, self.app), None
-
-    def _request(self, scope: Scope) -> Any:
+        found = _routes.starlette_limits(scope, self.app)
+        if all(r.key is None for r in found):  # no key function: no request to give it
+            return found, None
         from starlette.requests import Request
 
-        return Request(scope)
+        return found, Request(scope)
 
 
 class _Done:

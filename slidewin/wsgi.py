@@ -79,9 +79,22 @@ class LimitMiddleware(_web.Middleware):
         return _Closing(result, entry)
 
     def _route_limits(self, environ: Environ) -> Tuple[Tuple[Any, ...], Any]:
+        """Those of the Flask view of this request; none for an app that is not a Flask
+        app's ``wsgi_app``."""
         if not _routes.WSGI_ROUTES[0]:
             return (), None
-        return _routes.flask_limits(environ, self.app)
+        flask_app: Any = getattr(self.app, "__self__", None)  # the app's bound method
+        url_map = getattr(flask_app, "url_map", None)
+        if url_map is None:
+            return (), None
+        try:
+            endpoint, _ = url_map.bind_to_environ(environ).match()
+        except Exception:  # no route (a 404, 405, a redirect): no route limit
+            return (), None
+        r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
+        if not isinstance(r, _routes.RouteLimit):
+            return (), None
+        return (r,), (flask_app.request_class(environ) if r.key is not None else None)
 
 
 def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
