@@ -79,12 +79,12 @@ class RouteLimit(Own):
         elif key is not None and key != IP and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
-        if limiter is None:
-            if not kwargs:
-                raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
-            limiters = build_limiters(where, key is not None, kwargs)
-        else:
+        if limiter is not None:
             limiters = [limiter]
+        elif not kwargs:
+            raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
+        else:
+            limiters = build_limiters(where, key is not None, kwargs)
         for lim in limiters:
             keyed = _web.check_limiter(lim, where, is_async)
         if key is not None and not keyed:
@@ -97,10 +97,13 @@ class RouteLimit(Own):
         self.limiter = limiters[0] if len(limiters) == 1 else self.limiters
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
-    def key_of(self, request: Any, scope_or_environ: Any) -> Any:
-        if self.key is not None:
-            return self.key(request)
-        return _web.client_ip(scope_or_environ, self.trusted)
+    def pair(self, request: Any, scope_or_environ: Any) -> Optional[Tuple["RouteLimit", Any]]:
+        """(self, the request's key) to decide; None when the key is None (not limited)."""
+        if not self.keyed:
+            return self, None
+        k = (self.key(request) if self.key is not None
+             else _web.client_ip(scope_or_environ, self.trusted))
+        return None if k is None else (self, k)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
         """The limit's Admission for this request; None when its key is None, or when a
@@ -108,10 +111,8 @@ class RouteLimit(Own):
         done = scope_or_environ.get(DECIDED)
         if done is not None and self in done:
             return None
-        k = self.key_of(request, scope_or_environ) if self.keyed else None
-        if self.keyed and k is None:
-            return None
-        return Admission([(self, k)])
+        pair = self.pair(request, scope_or_environ)
+        return None if pair is None else Admission([pair])
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
         """(status, Retry-After and RateLimit fields) of a refused request: those of the part

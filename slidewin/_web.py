@@ -432,12 +432,9 @@ class Middleware:
             return (lim.entry(k) if self._key is not None else lim.entry()), None
         pairs: List[Tuple[Any, Any]] = [(self._own, k)]
         for route in routes:
-            rk = None
-            if route.keyed:
-                rk = route.key_of(request, scope_or_environ)
-                if rk is None:
-                    continue  # not limited by that route limit
-            pairs.append((route, rk))
+            pair = route.pair(request, scope_or_environ)
+            if pair is not None:  # else not limited by that route limit
+                pairs.append(pair)
         scope_or_environ[_routes.DECIDED] = frozenset(routes)
         admission = _routes.Admission(pairs)
         return admission, admission
@@ -452,7 +449,7 @@ class Middleware:
     # a refusal: the limiter's, or an Admission's (with route limits)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
-    def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
+    def _refusing(self, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
         app: on_block's response, else None."""
         if isinstance(exc, _routes.Refused):

@@ -68,7 +68,7 @@ class LimitMiddleware(_web.Middleware):
             if inspect.isawaitable(w):
                 await w
         except self._REFUSED as exc:
-            app, code, hdrs, raw = await _io.arun(self._refusing(_io.ASYNC, scope, exc, k))
+            app, code, hdrs, raw = await _io.arun(self._refusing(scope, exc, k))
             if app is not None:
                 await app(scope, receive, _adding(send, hdrs))  # on_block's response
             else:

@@ -52,7 +52,7 @@ class LimitMiddleware(_web.Middleware):
         try:
             entry.__enter__()
         except self._REFUSED as exc:
-            app, code, hdrs, raw = _io.run(self._refusing(_io.SYNC, environ, exc, k))
+            app, code, hdrs, raw = _io.run(self._refusing(environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
                 response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
                 return response
