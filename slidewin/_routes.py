@@ -3,12 +3,13 @@ the route's limiter, its key, and the refusal (429 with Retry-After / 503), as t
 middlewares answer it (slidewin._web)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _rate, _web
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
+_T = TypeVar("_T")
 
 
 def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
@@ -237,10 +238,7 @@ def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
     ids = tuple(id(m) for m in members)
     g = cache.get(ids)
     if g is None or any(a is not b for a, b in zip(g.members, members)):
-        g = slidewin.all_of(*members)
-        if len(cache) >= 64:
-            cache.clear()
-        cache[ids] = g
+        g = _kept(cache, ids, slidewin.all_of(*members), 64)
     return g
 
 
@@ -371,7 +369,7 @@ def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
         if isinstance(r, RouteLimit) and r not in found:
             found.append(r)
         stack.extend(getattr(dep, "dependencies", ()) or ())
-    return _kept(_LIMITS, id(route), route, tuple(found))
+    return _kept(_LIMITS, id(route), (route, tuple(found)))[1]
 
 
 def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
@@ -394,16 +392,15 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     found = _match(routes, scope, Match.FULL)
     if any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
         return found
-    return _kept(_PATHS, key, router, found)
+    return _kept(_PATHS, key, (router, found))[1]
 
 
-def _kept(cache: Dict[Any, Any], key: Any, owner: Any,
-          found: Tuple[RouteLimit, ...]) -> Tuple[RouteLimit, ...]:
-    """`found` kept in `cache` (with its owner, whose identity a hit checks), returned."""
-    if len(cache) >= 4096:
+def _kept(cache: Dict[Any, Any], key: Any, value: _T, most: int = 4096) -> _T:
+    """`value` kept in `cache` (emptied when it holds `most`), returned."""
+    if len(cache) >= most:
         cache.clear()
-    cache[key] = (owner, found)
-    return found
+    cache[key] = value
+    return value
 
 
 def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:

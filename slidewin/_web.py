@@ -98,9 +98,7 @@ def _parse_ip(text: str) -> Optional[_Address]:
     """"1.2.3.4", "1.2.3.4:5678", "::1", "[::1]:443" as an address; None for "unknown",
     "_hidden", garbage."""
     text = text.strip()
-    if not text:
-        return None
-    if text[0] == "[":
+    if text[:1] == "[":
         end = text.find("]")
         if end < 0:
             return None
@@ -162,14 +160,9 @@ def _forwarded_nodes(value: str) -> List[Optional[str]]:
 
 
 def _for_node(pairs: List[str]) -> Optional[str]:
-    nodes = []
-    for pair in pairs:
-        name, eq, val = pair.strip().partition("=")
-        if name and not eq:
-            return None  # not a pair: the element does not parse
-        if name.strip().lower() == "for":
-            nodes.append(val.strip())
-    if len(nodes) != 1:
+    split = [pair.strip().partition("=") for pair in pairs]
+    nodes = [val.strip() for name, _, val in split if name.strip().lower() == "for"]
+    if len(nodes) != 1 or any(name and not eq for name, eq, _ in split):  # or not a pair
         return None
     val = nodes[0]
     if val.startswith('"'):
