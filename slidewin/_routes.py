@@ -6,28 +6,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _rate, _web
+from ._group import all_of
+from ._keyed import KeyedLimiter
+from ._limiter import Limiter
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 _T = TypeVar("_T")
-
-
-def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of
-    ``"10/second;100/minute"``, each shared and named as ``slidewin.rate_limiter`` does."""
-    import slidewin
-
-    cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
-    rate = kwargs.get("rate")
-    if not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
-        return [cls(**kwargs)]
-    try:
-        parts = _rate.parse_rates(rate, "rate")
-        if len({(r.count, r.period_ms) for r in parts}) != len(parts):
-            raise ValueError("rate=%r gives the same rate twice" % (rate,))
-    except ValueError as e:
-        raise ValueError("%s: %s" % (where, e)) from None
-    return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
 
 
 def header_key(spec: str, where: str) -> Callable[[Any], Any]:
@@ -45,13 +30,11 @@ class Own:
     __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
-        import slidewin
-
         self.limiters: Tuple[Any, ...] = tuple(limiters)
         self.keyed = keyed
         self.headers = headers
         # one all_of decision takes all: each a member all_of takes (not Redis, nor a Breaker)
-        self.native = all(isinstance(lim, (_core.Limiter, slidewin.KeyedLimiter))
+        self.native = all(isinstance(lim, (_core.Limiter, KeyedLimiter))
                           for lim in limiters)
         self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
 
@@ -80,12 +63,22 @@ class RouteLimit(Own):
         elif key is not None and key != IP and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
+        rate = kwargs.get("rate")
+        cls = KeyedLimiter if key is not None else Limiter
         if limiter is not None:
             limiters = [limiter]
         elif not kwargs:
             raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
-        else:
-            limiters = build_limiters(where, key is not None, kwargs)
+        elif not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
+            limiters = [cls(**kwargs)]
+        else:  # one per rate, each shared and named as slidewin.rate_limiter does
+            try:
+                parts = _rate.parse_rates(rate, "rate")
+                if len({(r.count, r.period_ms) for r in parts}) != len(parts):
+                    raise ValueError("rate=%r gives the same rate twice" % (rate,))
+            except ValueError as e:
+                raise ValueError("%s: %s" % (where, e)) from None
+            limiters = [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
         for lim in limiters:
             keyed = _web.check_limiter(lim, where, is_async)
         if key is not None and not keyed:
@@ -180,12 +173,10 @@ class Admission:
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
         refusal, everything entered so far given back (ended with no outcome)."""
-        from slidewin import BlockedError
-
         for e in self._plan():
             try:
                 yield io.enter(e)
-            except BlockedError as exc:
+            except _core.BlockedError as exc:
                 yield from self.exiting(io, GeneratorExit, None, None)
                 raise self._refused(exc) from None
             except BaseException:  # interrupted, cancelled: the limits entered are given back
@@ -231,14 +222,12 @@ class Admission:
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
     """The all_of group of `members`; one without keys is built once, kept in `cache`, the
     first limit's, so that the group lives no longer than the limits do."""
-    import slidewin
-
     if any(isinstance(m, tuple) for m in members):
-        return slidewin.all_of(*members)  # keyed: a group per key
+        return all_of(*members)  # keyed: a group per key
     ids = tuple(id(m) for m in members)
     g = cache.get(ids)
     if g is None or any(a is not b for a, b in zip(g.members, members)):
-        g = _kept(cache, ids, slidewin.all_of(*members), 64)
+        g = _kept(cache, ids, all_of(*members), 64)
     return g
 
 
@@ -323,14 +312,12 @@ def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNo
 def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
     """Add `handler` for BlockedError (and each (exception, handler) of `more`) to a
     Starlette or FastAPI app, keeping those it has."""
-    from slidewin import BlockedError
-
     handlers = getattr(app, "exception_handlers", None)
     if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
                                                               None)):
         raise TypeError("install() takes a %s app, not %s"
                         % ("FastAPI or Starlette" if more else "Starlette", type(app).__name__))
-    for exc, h in ((BlockedError, handler),) + more:
+    for exc, h in ((_core.BlockedError, handler),) + more:
         if exc not in handlers:
             app.add_exception_handler(exc, h)
     return app

@@ -27,6 +27,7 @@ from typing import (
 from . import _core
 from ._breaker import BreakerOpenError
 from ._event import Event
+from ._keyed import KeyedLimiter
 
 __all__ = ["client_ip"]
 
@@ -247,10 +248,8 @@ def client_ip(
 def is_keyed(limiter: Any) -> bool:
     """slidewin.KeyedLimiter, or one that looks like it (a ``*KeyedLimiter`` class name or
     ``max_keys``: RedisKeyedLimiter and the like)."""
-    import slidewin
-
-    if isinstance(limiter, (slidewin.KeyedLimiter, _core.Limiter)):
-        return isinstance(limiter, slidewin.KeyedLimiter)
+    if isinstance(limiter, (KeyedLimiter, _core.Limiter)):
+        return isinstance(limiter, KeyedLimiter)
     if any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__):
         return True
     return hasattr(limiter, "max_keys")

@@ -14,7 +14,6 @@ refusal raises ``RouteRefused``. See docs/web.md.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, AsyncIterator, List, Tuple
 
 from . import _routes, _web
@@ -61,8 +60,12 @@ def _build(route: _routes.RouteLimit) -> Any:
             yield
             return
         try:
-            await entry.__aenter__()
-        except _routes.Refused as r:
+            async with entry:
+                if route.headers:
+                    for name, value in entry.headers():
+                        response.headers[name] = value
+                yield
+        except _routes.Refused as r:  # refused on entering (an Admission raises no other)
             code, fields = r.route.fields(r.error)
             # its handler, to the app and to the running stack's (copied when the app started)
             app_handlers = getattr(request.app, "exception_handlers", None)
@@ -73,12 +76,6 @@ def _build(route: _routes.RouteLimit) -> Any:
                 running[0].setdefault(RouteRefused,
                                       (app_handlers or {}).get(RouteRefused, refused_handler))
             raise RouteRefused(code, fields, _web.problem(code)) from None
-        if route.headers:
-            for name, value in entry.headers():
-                response.headers[name] = value
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_exit(entry)  # entered above
-            yield
 
     return _routes.marked(slidewin_limit, route)
 
