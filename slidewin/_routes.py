@@ -176,11 +176,10 @@ class Admission:
         for e in self._plan():
             try:
                 yield io.enter(e)
-            except _core.BlockedError as exc:
+            except BaseException as exc:  # refused, interrupted, cancelled: all given back
                 yield from self.exiting(io, GeneratorExit, None, None)
-                raise self._refused(exc) from None
-            except BaseException:  # interrupted, cancelled: the limits entered are given back
-                yield from self.exiting(io, GeneratorExit, None, None)
+                if isinstance(exc, _core.BlockedError):
+                    raise self._refused(exc) from None
                 raise
             self._entries.append(e)
         return self
