@@ -582,11 +582,7 @@ def check_status(status: Any, name: str, where: str) -> int:
     return status
 
 
-def reason(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
+REASONS = {s.value: s.phrase for s in http.HTTPStatus}  # a status outside it: "Error"
 
 
 def detail(status: int) -> str:
@@ -599,7 +595,7 @@ def detail(status: int) -> str:
 @functools.lru_cache(maxsize=32)
 def problem(status: int) -> bytes:
     """The default body: RFC 9457 problem details."""
-    doc = {"type": "about:blank", "title": reason(status), "status": status,
+    doc = {"type": "about:blank", "title": REASONS.get(status, "Error"), "status": status,
            "detail": detail(status)}
     return json.dumps(doc, separators=(",", ":")).encode()
 

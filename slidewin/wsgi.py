@@ -56,7 +56,7 @@ class LimitMiddleware(_web.Middleware):
             if app is not None:  # on_block's response: the app's own iterable
                 response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
                 return response
-            start_response("%d %s" % (code, _web.reason(code)), hdrs)
+            start_response("%d %s" % (code, _web.REASONS.get(code, "Error")), hdrs)
             return [raw]
         fields = self._admitted_fields(admission, k)
         try:
@@ -157,9 +157,8 @@ class _Closing:
         if self._result is _WRAPPER:
             outcome = GeneratorExit if isinstance(sys.exc_info()[1], OSError) else None
         try:
-            if self._result is not _WRAPPER:
-                # looked up inside the try: a `close` that raises ends the entry too
-                close = getattr(self._result, "close", None)
+            # the result's looked up inside the try: a `close` that raises ends the entry too
+            close = close or getattr(self._result, "close", None)
             if close is not None:
                 close()
         except BaseException as exc:
