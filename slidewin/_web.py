@@ -250,9 +250,8 @@ def is_keyed(limiter: Any) -> bool:
     ``max_keys``: RedisKeyedLimiter and the like)."""
     if isinstance(limiter, (KeyedLimiter, _core.Limiter)):
         return isinstance(limiter, KeyedLimiter)
-    if any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__):
-        return True
-    return hasattr(limiter, "max_keys")
+    return (any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__)
+            or hasattr(limiter, "max_keys"))
 
 
 def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
