@@ -163,7 +163,7 @@ def _forwarded_nodes(value: str) -> List[Optional[str]]:
 def _for_node(pairs: List[str]) -> Optional[str]:
     split = [pair.strip().partition("=") for pair in pairs]
     nodes = [val.strip() for name, _, val in split if name.strip().lower() == "for"]
-    if len(nodes) != 1 or any(name and not eq for name, eq, _ in split):  # or not a pair
+    if len(nodes) != 1 or any(name and not eq for name, eq, _ in split):  # "x": no pair
         return None
     val = nodes[0]
     if val.startswith('"'):

@@ -65,7 +65,7 @@ def _build(route: _routes.RouteLimit) -> Any:
                     for name, value in entry.headers():
                         response.headers[name] = value
                 yield
-        except _routes.Refused as r:  # refused on entering (an Admission raises no other)
+        except _routes.Refused as r:  # on entering: no endpoint lets a Refused out
             code, fields = r.route.fields(r.error)
             # its handler, to the app and to the running stack's (copied when the app started)
             app_handlers = getattr(request.app, "exception_handlers", None)
