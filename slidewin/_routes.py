@@ -92,9 +92,7 @@ class RouteLimit(Own):
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
     def pair(self, request: Any, scope_or_environ: Any) -> Optional[Tuple["RouteLimit", Any]]:
-        """(self, the request's key) to decide; None when the key is None (not limited)."""
-        if not self.keyed:
-            return self, None
+        """A keyed limit's (self, the request's key); None when the key is None (unlimited)."""
         k = (self.key(request) if self.key is not None
              else _web.client_ip(scope_or_environ, self.trusted))
         return None if k is None else (self, k)
@@ -105,7 +103,7 @@ class RouteLimit(Own):
         done = scope_or_environ.get(DECIDED)
         if done is not None and self in done:
             return None
-        pair = self.pair(request, scope_or_environ)
+        pair = self.pair(request, scope_or_environ) if self.keyed else (self, None)
         return None if pair is None else Admission([pair])
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:

@@ -423,7 +423,7 @@ class Middleware:
             return (lim.entry(k) if self._key is not None else lim.entry()), None
         pairs: List[Tuple[Any, Any]] = [(self._own, k)]
         for route in routes:
-            pair = route.pair(request, scope_or_environ)
+            pair = route.pair(request, scope_or_environ) if route.keyed else (route, None)
             if pair is not None:  # else not limited by that route limit
                 pairs.append(pair)
         scope_or_environ[_routes.DECIDED] = frozenset(routes)

@@ -125,11 +125,12 @@ class LimitMiddleware(_web.Middleware):
         if not _routes.ASGI_ROUTES[0]:
             return (), None
         found = _routes.starlette_limits(scope, self.app)
-        if all(r.key is None for r in found):  # no key function: no request to give it
-            return found, None
-        from starlette.requests import Request
+        for r in found:
+            if r.key is not None:  # a key function: it is given a Starlette request
+                from starlette.requests import Request
 
-        return found, Request(scope)
+                return found, Request(scope)
+        return found, None
 
 
 class _Done:
