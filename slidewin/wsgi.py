@@ -79,8 +79,7 @@ class LimitMiddleware(_web.Middleware):
         return _Closing(result, entry)
 
     def _route_limits(self, environ: Environ) -> Tuple[Tuple[Any, ...], Any]:
-        """Those of the Flask view of this request; none for an app that is not a Flask
-        app's ``wsgi_app``."""
+        """Those of the request's Flask view; none unless the app is a Flask ``wsgi_app``."""
         if not _routes.WSGI_ROUTES[0]:
             return (), None
         flask_app: Any = getattr(self.app, "__self__", None)  # the app's bound method
