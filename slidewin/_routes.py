@@ -3,30 +3,16 @@ the route's limiter, its key, and the refusal (429 with Retry-After / 503), as t
 middlewares answer it (slidewin._web)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _rate, _web
+from ._group import all_of
+from ._keyed import KeyedLimiter
+from ._limiter import Limiter
 
 IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
-
-
-def build_limiters(where: str, keyed: bool, kwargs: Dict[str, Any]) -> List[Any]:
-    """The Limiters (KeyedLimiters when `keyed`) of the keywords: one per rate of
-    ``"10/second;100/minute"``, each shared and named as ``slidewin.rate_limiter`` does."""
-    import slidewin
-
-    cls = slidewin.KeyedLimiter if keyed else slidewin.Limiter
-    rate = kwargs.get("rate")
-    if not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
-        return [cls(**kwargs)]
-    try:
-        parts = _rate.parse_rates(rate, "rate")
-        if len({(r.count, r.period_ms) for r in parts}) != len(parts):
-            raise ValueError("rate=%r gives the same rate twice" % (rate,))
-    except ValueError as e:
-        raise ValueError("%s: %s" % (where, e)) from None
-    return [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
+_T = TypeVar("_T")
 
 
 def header_key(spec: str, where: str) -> Callable[[Any], Any]:
@@ -44,13 +30,11 @@ class Own:
     __slots__ = ("limiters", "keyed", "native", "headers", "groups")
 
     def __init__(self, limiters: Sequence[Any], keyed: bool, headers: bool) -> None:
-        import slidewin
-
         self.limiters: Tuple[Any, ...] = tuple(limiters)
         self.keyed = keyed
         self.headers = headers
         # one all_of decision takes all: each a member all_of takes (not Redis, nor a Breaker)
-        self.native = all(isinstance(lim, (_core.Limiter, slidewin.KeyedLimiter))
+        self.native = all(isinstance(lim, (_core.Limiter, KeyedLimiter))
                           for lim in limiters)
         self.groups: Dict[Tuple[int, ...], Any] = {}  # the all_of groups it decides in
 
@@ -79,12 +63,22 @@ class RouteLimit(Own):
         elif key is not None and key != IP and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
-        if limiter is None:
-            if not kwargs:
-                raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
-            limiters = build_limiters(where, key is not None, kwargs)
-        else:
+        rate = kwargs.get("rate")
+        cls = KeyedLimiter if key is not None else Limiter
+        if limiter is not None:
             limiters = [limiter]
+        elif not kwargs:
+            raise TypeError("%s needs a limiter or a limit, e.g. rate='10/minute'" % where)
+        elif not isinstance(rate, str) or not _rate._SEPARATORS.search(rate):
+            limiters = [cls(**kwargs)]
+        else:  # one per rate, each shared and named as slidewin.rate_limiter does
+            try:
+                parts = _rate.parse_rates(rate, "rate")
+                if len({(r.count, r.period_ms) for r in parts}) != len(parts):
+                    raise ValueError("rate=%r gives the same rate twice" % (rate,))
+            except ValueError as e:
+                raise ValueError("%s: %s" % (where, e)) from None
+            limiters = [cls(**_rate.member_keywords(kwargs, part)) for part in parts]
         for lim in limiters:
             keyed = _web.check_limiter(lim, where, is_async)
         if key is not None and not keyed:
@@ -97,10 +91,11 @@ class RouteLimit(Own):
         self.limiter = limiters[0] if len(limiters) == 1 else self.limiters
         (ASGI_ROUTES if is_async else WSGI_ROUTES)[0] = True
 
-    def key_of(self, request: Any, scope_or_environ: Any) -> Any:
-        if self.key is not None:
-            return self.key(request)
-        return _web.client_ip(scope_or_environ, self.trusted)
+    def pair(self, request: Any, scope_or_environ: Any) -> Optional[Tuple["RouteLimit", Any]]:
+        """A keyed limit's (self, the request's key); None when the key is None (unlimited)."""
+        k = (self.key(request) if self.key is not None
+             else _web.client_ip(scope_or_environ, self.trusted))
+        return None if k is None else (self, k)
 
     def entry(self, request: Any, scope_or_environ: Any) -> Any:
         """The limit's Admission for this request; None when its key is None, or when a
@@ -108,10 +103,8 @@ class RouteLimit(Own):
         done = scope_or_environ.get(DECIDED)
         if done is not None and self in done:
             return None
-        k = self.key_of(request, scope_or_environ) if self.keyed else None
-        if self.keyed and k is None:
-            return None
-        return Admission([(self, k)])
+        pair = self.pair(request, scope_or_environ) if self.keyed else (self, None)
+        return None if pair is None else Admission([pair])
 
     def fields(self, error: Any) -> Tuple[int, List[Tuple[str, str]]]:
         """(status, Retry-After and RateLimit fields) of a refused request: those of the part
@@ -178,16 +171,13 @@ class Admission:
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
         refusal, everything entered so far given back (ended with no outcome)."""
-        from slidewin import BlockedError
-
         for e in self._plan():
             try:
                 yield io.enter(e)
-            except BlockedError as exc:
+            except BaseException as exc:  # refused, interrupted, cancelled: all given back
                 yield from self.exiting(io, GeneratorExit, None, None)
-                raise self._refused(exc) from None
-            except BaseException:  # interrupted, cancelled: the limits entered are given back
-                yield from self.exiting(io, GeneratorExit, None, None)
+                if isinstance(exc, _core.BlockedError):
+                    raise self._refused(exc) from None
                 raise
             self._entries.append(e)
         return self
@@ -223,25 +213,18 @@ class Admission:
 
     def headers(self) -> List[Tuple[str, str]]:
         """The RateLimit fields of the most restrictive limit with ``headers``."""
-        cands = [(lim, route.keyed) for route, _ in self._pairs if route.headers
-                 for lim in route.limiters]
-        return _web.most_restrictive_headers(cands)
+        return _web.most_restrictive_headers(self._pairs)
 
 
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:
     """The all_of group of `members`; one without keys is built once, kept in `cache`, the
     first limit's, so that the group lives no longer than the limits do."""
-    import slidewin
-
     if any(isinstance(m, tuple) for m in members):
-        return slidewin.all_of(*members)  # keyed: a group per key
+        return all_of(*members)  # keyed: a group per key
     ids = tuple(id(m) for m in members)
     g = cache.get(ids)
     if g is None or any(a is not b for a, b in zip(g.members, members)):
-        g = slidewin.all_of(*members)
-        if len(cache) >= 64:
-            cache.clear()
-        cache[ids] = g
+        g = _kept(cache, ids, all_of(*members), 64)
     return g
 
 
@@ -326,14 +309,12 @@ def missing_extra(extra: str, name: str, error: ModuleNotFoundError) -> ModuleNo
 def install_blocked(app: Any, handler: Any, *more: Any) -> Any:
     """Add `handler` for BlockedError (and each (exception, handler) of `more`) to a
     Starlette or FastAPI app, keeping those it has."""
-    from slidewin import BlockedError
-
     handlers = getattr(app, "exception_handlers", None)
     if not isinstance(handlers, dict) or not callable(getattr(app, "add_exception_handler",
                                                               None)):
         raise TypeError("install() takes a %s app, not %s"
                         % ("FastAPI or Starlette" if more else "Starlette", type(app).__name__))
-    for exc, h in ((BlockedError, handler),) + more:
+    for exc, h in ((_core.BlockedError, handler),) + more:
         if exc not in handlers:
             app.add_exception_handler(exc, h)
     return app
@@ -372,7 +353,7 @@ def _limits_of(route: Any) -> Tuple[RouteLimit, ...]:
         if isinstance(r, RouteLimit) and r not in found:
             found.append(r)
         stack.extend(getattr(dep, "dependencies", ()) or ())
-    return _kept(_LIMITS, id(route), route, tuple(found))
+    return _kept(_LIMITS, id(route), (route, tuple(found)))[1]
 
 
 def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
@@ -395,16 +376,15 @@ def starlette_limits(scope: Any, app: Any) -> Tuple[RouteLimit, ...]:
     found = _match(routes, scope, Match.FULL)
     if any(isinstance(r, Host) for r in routes):  # a Host route: the host decides too
         return found
-    return _kept(_PATHS, key, router, found)
+    return _kept(_PATHS, key, (router, found))[1]
 
 
-def _kept(cache: Dict[Any, Any], key: Any, owner: Any,
-          found: Tuple[RouteLimit, ...]) -> Tuple[RouteLimit, ...]:
-    """`found` kept in `cache` (with its owner, whose identity a hit checks), returned."""
-    if len(cache) >= 4096:
+def _kept(cache: Dict[Any, Any], key: Any, value: _T, most: int = 4096) -> _T:
+    """`value` kept in `cache` (emptied when it holds `most`), returned."""
+    if len(cache) >= most:
         cache.clear()
-    cache[key] = (owner, found)
-    return found
+    cache[key] = value
+    return value
 
 
 def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
@@ -421,19 +401,3 @@ def _match(routes: Any, scope: Any, full: Any) -> Tuple[RouteLimit, ...]:
         return _limits_of(route)
     return ()
 
-
-def flask_limits(environ: Any, app: Any) -> Tuple[Tuple[RouteLimit, ...], Any]:
-    """(the route limits of the Flask view of this request, a request object for their
-    keys); none for an app that is not a Flask app's ``wsgi_app``."""
-    flask_app: Any = getattr(app, "__self__", None)  # app.wsgi_app: the app's bound method
-    url_map = getattr(flask_app, "url_map", None)
-    if url_map is None:
-        return (), None
-    try:
-        endpoint, _ = url_map.bind_to_environ(environ).match()
-    except Exception:  # no route (a 404, 405, a redirect): no route limit
-        return (), None
-    r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
-    if not isinstance(r, RouteLimit):
-        return (), None
-    return (r,), (flask_app.request_class(environ) if r.keyed and r.key is not None else None)

@@ -14,7 +14,6 @@ import time
 from typing import (
     Any,
     Callable,
-    FrozenSet,
     Iterable,
     List,
     Mapping,
@@ -28,6 +27,7 @@ from typing import (
 from . import _core
 from ._breaker import BreakerOpenError
 from ._event import Event
+from ._keyed import KeyedLimiter
 
 __all__ = ["client_ip"]
 
@@ -99,9 +99,7 @@ def _parse_ip(text: str) -> Optional[_Address]:
     """"1.2.3.4", "1.2.3.4:5678", "::1", "[::1]:443" as an address; None for "unknown",
     "_hidden", garbage."""
     text = text.strip()
-    if not text:
-        return None
-    if text[0] == "[":
+    if text[:1] == "[":
         end = text.find("]")
         if end < 0:
             return None
@@ -138,28 +136,6 @@ def _header_keys(header: str) -> Tuple[bytes, str, bool]:
     return name.encode("ascii"), "HTTP_" + name.upper().replace("-", "_"), name == "forwarded"
 
 
-def _peer_and_forwarded(scope_or_environ: Mapping[str, Any],
-                        keys: Tuple[bytes, str, bool]) -> Tuple[str, Optional[str]]:
-    """(peer address or "", the forwarding header's value or None)."""
-    if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
-        peer = scope_or_environ.get("REMOTE_ADDR") or ""
-        return peer, scope_or_environ.get(keys[1])
-    if "type" not in scope_or_environ and "client" not in scope_or_environ:
-        raise TypeError(
-            "client_ip() takes an ASGI scope (with 'client' and 'headers') or a WSGI environ "
-            "(with 'REMOTE_ADDR'); got a mapping with neither"
-        )
-    client = scope_or_environ.get("client")
-    peer = client[0] if client else ""
-    name = keys[0]
-    values = [
-        v.decode("latin-1")
-        for k, v in scope_or_environ.get("headers") or ()
-        if k.lower() == name
-    ]
-    return peer, (",".join(values) if values else None)
-
-
 # a piece of an RFC 7239 Forwarded value: a quoted string (which may hold "," and ";"; one
 # left open runs to the end), other text, or a separator
 _FORWARDED_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.S)
@@ -185,14 +161,9 @@ def _forwarded_nodes(value: str) -> List[Optional[str]]:
 
 
 def _for_node(pairs: List[str]) -> Optional[str]:
-    nodes = []
-    for pair in pairs:
-        name, eq, val = pair.strip().partition("=")
-        if name and not eq:
-            return None  # not a pair: the element does not parse
-        if name.strip().lower() == "for":
-            nodes.append(val.strip())
-    if len(nodes) != 1:
+    split = [pair.strip().partition("=") for pair in pairs]
+    nodes = [val.strip() for name, _, val in split if name.strip().lower() == "for"]
+    if len(nodes) != 1 or any(name and not eq for name, eq, _ in split):  # "x": no pair
         return None
     val = nodes[0]
     if val.startswith('"'):
@@ -226,8 +197,22 @@ def client_ip(
     """
     if not isinstance(header, str):
         raise TypeError("header must be a str (a header name), not %s" % type(header).__name__)
-    keys = _header_keys(header)
-    peer, forwarded = _peer_and_forwarded(scope_or_environ, keys)
+    name, environ_key, is_forwarded = _header_keys(header)
+    forwarded: Optional[str]
+    if "REMOTE_ADDR" in scope_or_environ or "wsgi.version" in scope_or_environ:
+        peer = scope_or_environ.get("REMOTE_ADDR") or ""
+        forwarded = scope_or_environ.get(environ_key)
+    elif "type" not in scope_or_environ and "client" not in scope_or_environ:
+        raise TypeError(
+            "client_ip() takes an ASGI scope (with 'client' and 'headers') or a WSGI environ "
+            "(with 'REMOTE_ADDR'); got a mapping with neither"
+        )
+    else:
+        client = scope_or_environ.get("client")
+        peer = client[0] if client else ""
+        values = [v.decode("latin-1") for k, v in scope_or_environ.get("headers") or ()
+                  if k.lower() == name]
+        forwarded = ",".join(values) if values else None
     if peer.startswith("::ffff:") or peer.startswith("::FFFF:"):
         mapped = _parse_ip(peer)  # an IPv4 peer on a dual-stack socket: its IPv4 form
         if mapped is not None and mapped.version == 4:
@@ -243,11 +228,9 @@ def client_ip(
             return peer
     elif not unix:
         return peer
-    nodes: List[Optional[str]]
-    if keys[2]:
-        nodes = _forwarded_nodes(forwarded)
-    else:
-        nodes = [item for item in forwarded.split(",") if item.strip()]  # "a,,b": no hop
+    nodes: List[Optional[str]] = (
+        _forwarded_nodes(forwarded) if is_forwarded
+        else [item for item in forwarded.split(",") if item.strip()])  # "a,,b": no hop
     last = peer
     for item in reversed(nodes):
         addr = _parse_ip(item) if item is not None else None
@@ -265,13 +248,10 @@ def client_ip(
 def is_keyed(limiter: Any) -> bool:
     """slidewin.KeyedLimiter, or one that looks like it (a ``*KeyedLimiter`` class name or
     ``max_keys``: RedisKeyedLimiter and the like)."""
-    import slidewin
-
-    if isinstance(limiter, (slidewin.KeyedLimiter, _core.Limiter)):
-        return isinstance(limiter, slidewin.KeyedLimiter)
-    if any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__):
-        return True
-    return hasattr(limiter, "max_keys")
+    if isinstance(limiter, (KeyedLimiter, _core.Limiter)):
+        return isinstance(limiter, KeyedLimiter)
+    return (any(c.__name__.endswith("KeyedLimiter") for c in type(limiter).__mro__)
+            or hasattr(limiter, "max_keys"))
 
 
 def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
@@ -364,9 +344,18 @@ class Middleware:
             None if callable(exempt) else path_matcher(exempt, where, wsgi=not self._ASYNC))
         self._status, self._concurrency_status, self._headers = check_refusal_arguments(
             status, concurrency_status, headers, where)
-        self._body, self._content_type = check_body(body, content_type, where)
-        # the type of a body on_block gives
+        self._body = None if body is None else _body_bytes(body, "body", where)
+        if content_type is not None:
+            if not isinstance(content_type, str):
+                raise TypeError("%s: content_type must be a str, not %s"
+                                % (where, type(content_type).__name__))
+            if not content_type.strip():
+                raise ValueError("%s: content_type is empty" % where)
+            check_field_value(content_type, "content_type", where)
+        # the type of a body on_block gives, and of the refusal's
         self._body_type = "text/plain; charset=utf-8" if content_type is None else content_type
+        self._content_type = ("application/problem+json" if body is None and content_type is None
+                              else self._body_type)
         if on_block is not None and not callable(on_block):
             raise TypeError("%s: on_block must be callable, on_block(error, %s), not %s"
                             % (where, self._ARG, type(on_block).__name__))
@@ -425,9 +414,6 @@ class Middleware:
         """(the route limits of the request's route, a request object for their keys)."""
         return (), None
 
-    def _request(self, scope_or_environ: Any) -> Any:
-        return None
-
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
         """(what the request enters, its Admission or None); with route limits, one
         Admission of all, marked decided so that their helpers let the request through."""
@@ -437,14 +423,9 @@ class Middleware:
             return (lim.entry(k) if self._key is not None else lim.entry()), None
         pairs: List[Tuple[Any, Any]] = [(self._own, k)]
         for route in routes:
-            rk = None
-            if route.keyed:
-                if route.key is not None and request is None:
-                    request = self._request(scope_or_environ)
-                rk = route.key_of(request, scope_or_environ)
-                if rk is None:
-                    continue  # not limited by that route limit
-            pairs.append((route, rk))
+            pair = route.pair(request, scope_or_environ) if route.keyed else (route, None)
+            if pair is not None:  # else not limited by that route limit
+                pairs.append(pair)
         scope_or_environ[_routes.DECIDED] = frozenset(routes)
         admission = _routes.Admission(pairs)
         return admission, admission
@@ -459,7 +440,7 @@ class Middleware:
     # a refusal: the limiter's, or an Admission's (with route limits)
     _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
 
-    def _refusing(self, io: Any, scope_or_environ: Any, exc: Any, key: Any) -> Any:
+    def _refusing(self, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
         app: on_block's response, else None."""
         if isinstance(exc, _routes.Refused):
@@ -481,10 +462,55 @@ class Middleware:
             if result is not None:
                 if callable(result) and not isinstance(result, tuple):
                     return result, code, fields, b""  # a response
-                return (None,) + custom_refusal(
-                    result, code, fields, self._body, self._content_type, self._body_type,
-                    self._WHERE)
+                return (None,) + self._custom_refusal(result, code, fields)
         return (None,) + _framed(code, fields, self._body, self._content_type)
+
+    def _custom_refusal(self, result: Any, code: int, fields: List[Tuple[str, str]]
+                        ) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
+        status / body; `headers` replace the fields of their names (Content-Type included, a
+        new body's default ``_body_type``); Content-Length is always computed."""
+        where = self._WHERE
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise TypeError(
+                "%s: on_block returned %s; it returns None (the default refusal), a (status, "
+                "headers, body) tuple, or a response (an app, which the middleware calls)"
+                % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
+                   else "an object of type %s" % type(result).__name__)
+            )
+        status, hdrs, new_body = result
+        if status is not None:
+            code = check_status(status, "on_block's status", where)
+        if hdrs is None:
+            hdrs = ()
+        if isinstance(hdrs, (str, bytes)) or not isinstance(hdrs, Iterable):
+            raise TypeError(
+                "%s: on_block's headers must be (name, value) pairs of str, not %s"
+                % (where, type(hdrs).__name__)
+            )
+        given: List[Tuple[str, str]] = []
+        ctype: Optional[str] = None
+        for pair in hdrs:
+            if (not isinstance(pair, tuple) or len(pair) != 2
+                    or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
+                raise TypeError(
+                    "%s: on_block's headers hold %r; each is a (name, value) pair of str"
+                    % (where, pair)
+                )
+            name, value = pair
+            if not _FIELD_NAME.match(name):
+                raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
+            check_field_value(value, "on_block's header %s" % name, where)
+            low = name.lower()
+            if low == "content-type":
+                ctype = value
+            elif low != "content-length":
+                given.append((name, value))
+        body, content_type = self._body, self._content_type
+        if new_body is not None:
+            body, content_type = _body_bytes(new_body, "on_block's body", where), self._body_type
+        kept = missing_fields([n for n, _ in given], fields)
+        return _framed(code, kept + given, body, content_type if ctype is None else ctype)
 
 
 # ---- exempt ---------------------------------------------------------------------------------
@@ -527,11 +553,10 @@ def path_matcher(exempt: Any, where: str, wsgi: bool = False) -> Optional[Callab
             prefixes.append(p[:-1])
         else:
             exact.add(p)
-    frozen: FrozenSet[str] = frozenset(exact)
     pre = tuple(prefixes)
     if not pre:
-        return frozen.__contains__
-    return lambda path: path in frozen or path.startswith(pre)
+        return exact.__contains__
+    return lambda path: path in exact or path.startswith(pre)
 
 
 # ---- refusals -------------------------------------------------------------------------------
@@ -556,11 +581,7 @@ def check_status(status: Any, name: str, where: str) -> int:
     return status
 
 
-def reason(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
+REASONS = {s.value: s.phrase for s in http.HTTPStatus}  # a status outside it: "Error"
 
 
 def detail(status: int) -> str:
@@ -573,7 +594,7 @@ def detail(status: int) -> str:
 @functools.lru_cache(maxsize=32)
 def problem(status: int) -> bytes:
     """The default body: RFC 9457 problem details."""
-    doc = {"type": "about:blank", "title": reason(status), "status": status,
+    doc = {"type": "about:blank", "title": REASONS.get(status, "Error"), "status": status,
            "detail": detail(status)}
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -585,21 +606,6 @@ def _body_bytes(body: Any, what: str, where: str) -> bytes:
         return bytes(body)
     raise TypeError("%s: %s must be bytes, str or None, not %s"
                     % (where, what, type(body).__name__))
-
-
-def check_body(body: Any, content_type: Any, where: str) -> Tuple[Optional[bytes], str]:
-    raw = None if body is None else _body_bytes(body, "body", where)
-    ctype = content_type
-    if ctype is None:
-        ctype = "application/problem+json" if body is None else "text/plain; charset=utf-8"
-    if not isinstance(ctype, str):
-        raise TypeError(
-            "%s: content_type must be a str, not %s" % (where, type(ctype).__name__)
-        )
-    if not ctype.strip():
-        raise ValueError("%s: content_type is empty" % where)
-    check_field_value(ctype, "content_type", where)
-    return raw, ctype
 
 
 # a header field name (RFC 9110 token) and value (visible ASCII, obs-text, space and tab)
@@ -693,10 +699,11 @@ def _has_quota(limiter: Any) -> bool:
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
-def most_restrictive_headers(candidates: Iterable[Tuple[Any, bool]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the ``(limiter, keyed)`` with the least ``r`` (else quota)."""
+def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str, str]]:
+    """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts of
+    the ``(route, key)`` pairs' routes that tell ``headers``."""
     best: Optional[Tuple[float, Any, bool]] = None
-    for lim, keyed in candidates:
+    for lim, keyed in [(lim, r.keyed) for r, _ in pairs if r.headers for lim in r.limiters]:
         if not _has_quota(lim):
             continue
         r = remaining(lim, keyed)
@@ -757,63 +764,6 @@ def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
     # body None: the problem document
     raw = problem(code) if body is None else body
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
-
-
-# ---- on_block ---------------------------------------------------------------------------------
-
-
-def custom_refusal(
-    result: Any,
-    code: int,
-    fields: List[Tuple[str, str]],
-    body: Optional[bytes],
-    content_type: str,
-    body_type: str,
-    where: str,
-) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """The refusal of on_block's ``(status, headers, body)``: None keeps the refusal's
-    status / body; `headers` replace the fields of their names (Content-Type included, a
-    new body's default `body_type`); Content-Length is always computed."""
-    if not isinstance(result, tuple) or len(result) != 3:
-        raise TypeError(
-            "%s: on_block returned %s; it returns None (the default refusal), a (status, "
-            "headers, body) tuple, or a response (an app, which the middleware calls)"
-            % (where, "a tuple of %d" % len(result) if isinstance(result, tuple)
-               else "an object of type %s" % type(result).__name__)
-        )
-    status, hdrs, new_body = result
-    if status is not None:
-        code = check_status(status, "on_block's status", where)
-    if hdrs is None:
-        hdrs = ()
-    if isinstance(hdrs, (str, bytes)) or not isinstance(hdrs, Iterable):
-        raise TypeError(
-            "%s: on_block's headers must be (name, value) pairs of str, not %s"
-            % (where, type(hdrs).__name__)
-        )
-    given: List[Tuple[str, str]] = []
-    ctype: Optional[str] = None
-    for pair in hdrs:
-        if (not isinstance(pair, tuple) or len(pair) != 2
-                or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
-            raise TypeError(
-                "%s: on_block's headers hold %r; each is a (name, value) pair of str"
-                % (where, pair)
-            )
-        name, value = pair
-        if not _FIELD_NAME.match(name):
-            raise ValueError("%s: on_block's header name %r is not a token" % (where, name))
-        check_field_value(value, "on_block's header %s" % name, where)
-        low = name.lower()
-        if low == "content-type":
-            ctype = value
-        elif low != "content-length":
-            given.append((name, value))
-    if new_body is not None:
-        body = _body_bytes(new_body, "on_block's body", where)
-        content_type = body_type
-    kept = missing_fields([n for n, _ in given], fields)
-    return _framed(code, kept + given, body, content_type if ctype is None else ctype)
 
 
 def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> List[Tuple[str, str]]:

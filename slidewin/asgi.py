@@ -68,7 +68,7 @@ class LimitMiddleware(_web.Middleware):
             if inspect.isawaitable(w):
                 await w
         except self._REFUSED as exc:
-            app, code, hdrs, raw = await _io.arun(self._refusing(_io.ASYNC, scope, exc, k))
+            app, code, hdrs, raw = await _io.arun(self._refusing(scope, exc, k))
             if app is not None:
                 await app(scope, receive, _adding(send, hdrs))  # on_block's response
             else:
@@ -124,12 +124,13 @@ class LimitMiddleware(_web.Middleware):
     def _route_limits(self, scope: Scope) -> Tuple[Tuple[Any, ...], Any]:
         if not _routes.ASGI_ROUTES[0]:
             return (), None
-        return _routes.starlette_limits(scope, self.app), None
+        found = _routes.starlette_limits(scope, self.app)
+        for r in found:
+            if r.key is not None:  # a key function: it is given a Starlette request
+                from starlette.requests import Request
 
-    def _request(self, scope: Scope) -> Any:
-        from starlette.requests import Request
-
-        return Request(scope)
+                return found, Request(scope)
+        return found, None
 
 
 class _Done:

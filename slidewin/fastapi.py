@@ -14,7 +14,6 @@ refusal raises ``RouteRefused``. See docs/web.md.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, AsyncIterator, List, Tuple
 
 from . import _routes, _web
@@ -54,17 +53,6 @@ def install(app: Any) -> Any:
     return _routes.install_blocked(app, blocked_handler, (RouteRefused, refused_handler))
 
 
-def _install_handler(request: Request) -> None:
-    # to the app and to the running stack's handlers, copied from the app when it started
-    app_handlers = getattr(request.app, "exception_handlers", None)
-    if isinstance(app_handlers, dict):
-        app_handlers.setdefault(RouteRefused, refused_handler)
-    running = request.scope.get("starlette.exception_handlers")
-    if isinstance(running, tuple) and running and isinstance(running[0], dict):
-        running[0].setdefault(RouteRefused,
-                              (app_handlers or {}).get(RouteRefused, refused_handler))
-
-
 def _build(route: _routes.RouteLimit) -> Any:
     async def slidewin_limit(request: Request, response: Response) -> AsyncIterator[None]:
         entry = route.entry(request, request.scope)
@@ -72,17 +60,22 @@ def _build(route: _routes.RouteLimit) -> Any:
             yield
             return
         try:
-            await entry.__aenter__()
-        except _routes.Refused as r:
+            async with entry:
+                if route.headers:
+                    for name, value in entry.headers():
+                        response.headers[name] = value
+                yield
+        except _routes.Refused as r:  # on entering: no endpoint lets a Refused out
             code, fields = r.route.fields(r.error)
-            _install_handler(request)
+            # its handler, to the app and to the running stack's (copied when the app started)
+            app_handlers = getattr(request.app, "exception_handlers", None)
+            if isinstance(app_handlers, dict):
+                app_handlers.setdefault(RouteRefused, refused_handler)
+            running = request.scope.get("starlette.exception_handlers")
+            if isinstance(running, tuple) and running and isinstance(running[0], dict):
+                running[0].setdefault(RouteRefused,
+                                      (app_handlers or {}).get(RouteRefused, refused_handler))
             raise RouteRefused(code, fields, _web.problem(code)) from None
-        if route.headers:
-            for name, value in entry.headers():
-                response.headers[name] = value
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_exit(entry)  # entered above
-            yield
 
     return _routes.marked(slidewin_limit, route)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, List, Tuple, TypeVar
 
-from . import _io, _routes, _web
+from . import _core, _io, _routes, _web
 
 try:
     import flask
@@ -37,13 +37,11 @@ def blocked_handler(error: Exception) -> Any:
 def install(app: Any) -> Any:
     """Answer a ``BlockedError`` raised in a view with ``blocked_handler``, not a 500 (the
     app's own handler kept); returns app."""
-    from slidewin import BlockedError
-
     if not isinstance(app, (flask.Flask, flask.Blueprint)):
         raise TypeError("install() takes a Flask app or Blueprint, not %s"
                         % type(app).__name__)
-    if BlockedError not in app.error_handler_spec.get(None, {}).get(None, {}):
-        app.register_error_handler(BlockedError, blocked_handler)
+    if _core.BlockedError not in app.error_handler_spec.get(None, {}).get(None, {}):
+        app.register_error_handler(_core.BlockedError, blocked_handler)
     return app
 
 

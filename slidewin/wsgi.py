@@ -52,11 +52,11 @@ class LimitMiddleware(_web.Middleware):
         try:
             entry.__enter__()
         except self._REFUSED as exc:
-            app, code, hdrs, raw = _io.run(self._refusing(_io.SYNC, environ, exc, k))
+            app, code, hdrs, raw = _io.run(self._refusing(environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
                 response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
                 return response
-            start_response("%d %s" % (code, _web.reason(code)), hdrs)
+            start_response("%d %s" % (code, _web.REASONS.get(code, "Error")), hdrs)
             return [raw]
         fields = self._admitted_fields(admission, k)
         try:
@@ -79,9 +79,21 @@ class LimitMiddleware(_web.Middleware):
         return _Closing(result, entry)
 
     def _route_limits(self, environ: Environ) -> Tuple[Tuple[Any, ...], Any]:
+        """Those of the request's Flask view; none unless the app is a Flask ``wsgi_app``."""
         if not _routes.WSGI_ROUTES[0]:
             return (), None
-        return _routes.flask_limits(environ, self.app)
+        flask_app: Any = getattr(self.app, "__self__", None)  # the app's bound method
+        url_map = getattr(flask_app, "url_map", None)
+        if url_map is None:
+            return (), None
+        try:
+            endpoint, _ = url_map.bind_to_environ(environ).match()
+        except Exception:  # no route (a 404, 405, a redirect): no route limit
+            return (), None
+        r = getattr(flask_app.view_functions.get(endpoint), "slidewin_route", None)
+        if not isinstance(r, _routes.RouteLimit):
+            return (), None
+        return (r,), (flask_app.request_class(environ) if r.key is not None else None)
 
 
 def _adding(start_response: StartResponse, fields: List[Tuple[str, str]],
@@ -117,8 +129,6 @@ class _Closing:
         self._outcome: Optional[type] = GeneratorExit
 
     def __iter__(self) -> "_Closing":
-        if self._it is None:
-            self._it = iter(self._result)
         return self
 
     def __next__(self) -> bytes:
@@ -146,9 +156,8 @@ class _Closing:
         if self._result is _WRAPPER:
             outcome = GeneratorExit if isinstance(sys.exc_info()[1], OSError) else None
         try:
-            if self._result is not _WRAPPER:
-                # looked up inside the try: a `close` that raises ends the entry too
-                close = getattr(self._result, "close", None)
+            # the result's looked up inside the try: a `close` that raises ends the entry too
+            close = close or getattr(self._result, "close", None)
             if close is not None:
                 close()
         except BaseException as exc:
