@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import (Any, Callable, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
+from typing import (Any, Callable, Dict, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
                     cast, overload)
 
 from . import _core
@@ -70,6 +70,11 @@ def _check_errors(errors: Any) -> Errors:
 def _check_call_timeout(value: Any) -> Optional[float]:  # inf: None
     seconds = _check_timeout(value, "call_timeout_s", positive=True)
     return None if seconds is None or math.isinf(seconds) else seconds
+
+
+# the settings the Python layer holds, each with its check (in the order they are checked)
+_OWN = {"errors": _check_errors, "on_block": _check_on_block,
+        "call_timeout_s": _check_call_timeout}
 
 
 def _name_of(fn: Any) -> str:
@@ -211,18 +216,15 @@ class Breaker(_core.Breaker, Admission):
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Breaker":
-        checked = _check_errors(errors)
-        handler = _check_on_block(on_block)
-        call_timeout = _check_call_timeout(call_timeout_s)
+        own = {"errors": errors, "on_block": on_block, "call_timeout_s": call_timeout_s}
+        own = {k: check(own[k]) for k, check in _OWN.items()}
         self = cast("Breaker", super().__new__(
             cls, error_ratio=error_ratio, error_count=error_count, slow_rt_ms=slow_rt_ms,
             slow_ratio=slow_ratio, min_requests=min_requests, recovery_s=recovery_s,
             probe_timeout_s=probe_timeout_s, interval_ms=interval_ms,
             sample_count=sample_count, shared=shared, name=name))
-        self._errors = checked
         self._listeners = []
-        self._on_block = handler
-        self._set_call_timeout(call_timeout)
+        self._assign(own)
         return self
 
     @property
@@ -237,9 +239,12 @@ class Breaker(_core.Breaker, Admission):
         and raises ``TimeoutError``), or None."""
         return self._call_timeout_s
 
-    def _set_call_timeout(self, seconds: Optional[float]) -> None:
-        self._call_timeout_s = seconds
-        self._call_timeout_ms = None if seconds is None else seconds * 1e3
+    def _assign(self, own: Dict[str, Any]) -> None:
+        for k, v in own.items():
+            setattr(self, "_" + k, v)
+        if "call_timeout_s" in own:
+            seconds = own["call_timeout_s"]
+            self._call_timeout_ms = None if seconds is None else seconds * 1e3
 
     def _is_failure(self, et: Type[BaseException], ev: Optional[BaseException]) -> bool:
         """Whether an ``Exception`` that ended a call is a failure: one of the classes, or
@@ -274,19 +279,9 @@ class Breaker(_core.Breaker, Admission):
         ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and name
         cannot change (ValueError). On a shared region: this process's settings."""
         # each assigned only when given: a concurrent update() of another keeps its value
-        given = {k: settings.pop(k) for k in ("errors", "on_block", "call_timeout_s")
-                 if k in settings}
-        errors = _check_errors(given.get("errors", self._errors))
-        _check_on_block(given.get("on_block"))
-        if "call_timeout_s" in given:
-            seconds = _check_call_timeout(given["call_timeout_s"])
+        own = {k: check(settings.pop(k)) for k, check in _OWN.items() if k in settings}
         super().update(**settings)
-        if "errors" in given:
-            self._errors = errors
-        if "on_block" in given:
-            self._on_block = given["on_block"]
-        if "call_timeout_s" in given:
-            self._set_call_timeout(seconds)
+        self._assign(own)
 
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also a
@@ -353,20 +348,6 @@ class Breaker(_core.Breaker, Admission):
     def _adm_listen(self, wake: Any) -> None:
         pass  # nothing waits on a breaker
 
-    def _notify(self, old: str, new: str, value: Optional[float]) -> None:
-        first: Optional[BaseException] = None
-        for fn in list(self._listeners):
-            try:
-                fn(old, new, value)
-            except Exception:
-                _log.exception("slidewin: a Breaker on_change listener raised (%s -> %s)",
-                               old, new)
-            except BaseException as e:  # KeyboardInterrupt, SystemExit: after the others
-                if first is None:
-                    first = e
-        if first is not None:
-            raise first
-
     def entry(self) -> _BreakerEntry:
         """A context manager for one call (``with`` or ``async with``)."""
         return _BreakerEntry(self)
@@ -402,8 +383,17 @@ class Breaker(_core.Breaker, Admission):
 
 
 def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:
-    if isinstance(br, Breaker):
-        br._notify(old, new, value)
+    first: Optional[BaseException] = None
+    for fn in list(br._listeners) if isinstance(br, Breaker) else ():
+        try:
+            fn(old, new, value)
+        except Exception:
+            _log.exception("slidewin: a Breaker on_change listener raised (%s -> %s)", old, new)
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: after the others
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
 
 
 # the functions the C types call (never a subclass's method by name)

@@ -87,8 +87,7 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
 
 
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
-    """update() over the C type's from the locals() of the Python update() (_MISSING: not
-    given)."""
+    """update() over the C type's from the locals() of the Python update()."""
     settings = {k: v for k, v in args.items()
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
@@ -114,14 +113,6 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
     base_update(**settings)
     if on_block is not _MISSING:
         lim._on_block = on_block
-
-
-def _check_picklable(lim: Any, kind: str) -> None:
-    if not isinstance(lim.shared, str):
-        raise TypeError(
-            "cannot pickle a %s %s: only one shared by name (shared='name') can be sent to "
-            "another process" % ("private" if lim.shared is None else "shared=True", kind)
-        )
 
 
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
@@ -180,7 +171,11 @@ class _Limiting:
         process (multiprocessing with spawn, a process pool), it attaches to the same region.
         A private limiter, or an anonymous one (shared=True), cannot cross processes."""
         lim: Any = self
-        _check_picklable(lim, type(lim).__name__)
+        if not isinstance(lim.shared, str):
+            raise TypeError("cannot pickle a %s %s: only one shared by name (shared='name') can "
+                            "be sent to another process" % (
+                                "private" if lim.shared is None else "shared=True",
+                                type(lim).__name__))
         kw = {name: getattr(lim, name) for name in self._PICKLED}
         if lim._rate is not None:
             kw["rate"] = lim._rate
