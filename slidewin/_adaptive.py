@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block
+from ._limiter import _MISSING, Limiter, _check_on_block, _new
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -84,19 +84,14 @@ class _CpuSampler:
                                                 daemon=True)
                 self._thread.start()
 
-    @staticmethod
-    def _read() -> Optional[Tuple[int, int]]:
+    def sample(self) -> float:
+        now: Optional[Tuple[int, int]] = None
         try:
             with open("/proc/stat", "rb") as f:
-                parts = f.readline().split()[1:]
-            ticks = [int(x) for x in parts[:8]]
-            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-            return (sum(ticks), idle)
+                ticks = [int(x) for x in f.readline().split()[1:9]]
+            now = (sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0))  # all, idle
         except (OSError, ValueError, IndexError):
-            return None
-
-    def sample(self) -> float:
-        now = self._read()
+            pass
         if now is None:
             try:
                 use = os.getloadavg()[0] / (os.cpu_count() or 1)
@@ -178,13 +173,9 @@ class AdaptiveLimiter(Limiter):
         settings = _check({"algorithm": algorithm, "min_limit": min_limit,
                            "max_limit": max_limit, "initial_limit": initial_limit,
                            "cpu_threshold": cpu_threshold})
-        _check_on_block(on_block)
-        self = _core.Limiter.__new__(
-            cls, None, concurrency=max_limit, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name)
-        self._on_block = on_block
-        self._rate = None
-        self._waitq = None
+        self: AdaptiveLimiter = _new(_core.Limiter, cls, {
+            "qps": None, "concurrency": max_limit, "interval_ms": interval_ms,
+            "sample_count": sample_count, "shared": shared, "name": name, "on_block": on_block})
         self._apply(settings)
         return self
 

@@ -63,6 +63,7 @@ def _check_on_block(on_block: Any) -> Any:
 def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over `base`'s (super()) from the locals() of the Python __new__."""
     args = dict(args)
+    on_block = _check_on_block(args["on_block"])  # before a shared region is made
     keyed = "max_keys" in args
     first = args.pop("qps_or_rate", None)
     if callable(first):
@@ -80,7 +81,7 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     rate = _rate.resolve(args, _rate.KEYED_SAMPLES if keyed else _rate.DEFAULT_SAMPLES, keyed)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
-    self._on_block = _check_on_block(args["on_block"])
+    self._on_block = on_block
     self._rate = rate
     self._waitq = None  # the queues of asyncio tasks waiting (slidewin._waiters), made later
     return self
