@@ -376,8 +376,6 @@ class Breaker(_core.Breaker, Admission):
         runs inside ``self.entry()``; sync and async functions and generators. With
         ``call_timeout_s``, a coroutine still running then is cancelled and raises
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
         return _decorate_entries(self, "Breaker", func, on_block,
                                  agen_entry=lambda: _BreakerEntry(self, False))
 

@@ -136,7 +136,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         >>> @per_user(key=lambda request, *a, **kw: request.client_ip)
         ... def handle(request): ...
         """
-        timeout = _check_timeout(timeout)
         if key is None:
             raise TypeError(
                 "a KeyedLimiter decorator needs key=, a function of the call's arguments "
@@ -144,8 +143,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
             )
         if not callable(key):
             raise TypeError("key must be callable, not %s" % type(key).__name__)
-        if func is None:
-            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         return _decorate_entries(self, "KeyedLimiter", func, on_block, keyfn=key,
                                  timeout=timeout)
 

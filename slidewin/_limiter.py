@@ -293,9 +293,6 @@ class _Decorator:
         ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
         ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
         """
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
         return _decorate_entries(self, self._kind, func, on_block, timeout=timeout)
 
 
@@ -561,7 +558,12 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                       agen_entry: Any = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too).
     ``is_async``: None for entries that enter both ways; True for async functions only;
-    False for sync only. ``agen_entry``: what an async generator enters, if not ``entry()``."""
+    False for sync only. ``agen_entry``: what an async generator enters, if not ``entry()``.
+    ``func`` None: ``@lim(...)``, the decorator of these settings."""
+    timeout = _check_timeout(timeout)
+    if func is None:
+        return lambda f: _decorate_entries(lim, kind, f, on_block, keyfn, is_async, timeout,
+                                           agen_entry)
     if not callable(func):
         raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
     handler = _check_on_block(lim._on_block if on_block is _MISSING else on_block)
