@@ -128,10 +128,6 @@ _cpu = _CpuSampler()
 class AdaptiveLimiter(Limiter):
     """A concurrency limiter whose limit follows the measured capacity.
 
-    AdaptiveLimiter(*, algorithm="bbr", min_limit=1, max_limit=1000, initial_limit=20,
-                    interval_ms=1000, sample_count=10, cpu_threshold=None, shared=None,
-                    name=None, on_block=None)
-
     - ``"bbr"``: Sentinel's system rule / go-kratos BBR: admit while in flight <= the
       window's max completions per second x min response time (with the queue taken out,
       measured against a drained probe as TCP BBR's ProbeRTT does: docs/adaptive.md),

@@ -169,11 +169,6 @@ class _BreakerEntry(AdmissionEntry):
 class Breaker(_core.Breaker, Admission):
     """A circuit breaker on a sliding window: Sentinel's degrade rules.
 
-    Breaker(*, error_ratio=None, error_count=None, slow_rt_ms=None, slow_ratio=1.0,
-            min_requests=5, recovery_s=10, interval_ms=1000, sample_count=1,
-            errors=(Exception,), probe_timeout_s=60, call_timeout_s=None, shared=None,
-            name=None, on_block=None)
-
     Exactly one grade: ``error_ratio`` (opens when more than that share of the window's
     calls failed), ``error_count`` (more than that many failed), ``slow_rt_ms`` with
     ``slow_ratio`` (more than that share took longer than slow_rt_ms; a ratio of 1.0 also

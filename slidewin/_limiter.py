@@ -299,11 +299,6 @@ class _Decorator:
 class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     """Flow control with its own sliding-window statistics.
 
-    Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
-            warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-            interval_ms=None, sample_count=None, shared=None, name=None, shadow=False,
-            on_block=None)
-
     ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
     "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
     alternative to ``qps``: at most that count in the window, the window being the period
