@@ -13,15 +13,12 @@ from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_c
 __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
            "Admitter", "AdmissionEntry", "Decision"]
 
-from . import _core
-
 # the entries held by `with lim:` / `async with lim:` in this context: ((lim, entry), ...)
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
 _running_loop = asyncio.events._get_running_loop
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
-_PASS, _SHADOWED, _F_RETRY = _core.PASS, _core.SHADOWED, _core.F_RETRY
 
 
 def refuse_in_loop(what: str, async_form: str) -> None:
@@ -189,16 +186,9 @@ class AdmissionEntry:
         self._held = None
 
     def __enter__(self) -> Any:
-        if self._state != 0:
-            self._claim()
-        adm, req = self._adm, self._req
-        if self._timeout is None:  # one decision, spelled out: the common case
-            d = adm._adm_decide(req, _F_RETRY)
-            if d[0] != _PASS and d[0] != _SHADOWED:
-                adm._adm_refuse(req, d)
-        else:
-            d = admit(adm, req, self._timeout, self._in_loop)
-        self._entered(adm._adm_hold(req, d))
+        self._claim()  # the types' own __enter__ spell out their common case
+        d = admit(self._adm, self._req, self._timeout, self._in_loop)
+        self._entered(self._adm._adm_hold(self._req, d))
         if d[1] > 0:
             self._wait_held(d[1])
         self._start = _monotonic_ns()
