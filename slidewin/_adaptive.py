@@ -26,10 +26,7 @@ def _check_int(value: Any, name: str) -> int:
     return value
 
 
-_DEFAULT_INITIAL = 20  # initial_limit when not given (clamped to [min_limit, max_limit])
-
-
-def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
+def _check(settings: Dict[str, Any], initial: int = 20) -> Dict[str, Any]:
     algorithm = settings["algorithm"]
     if not isinstance(algorithm, str):
         raise TypeError("algorithm must be a str ('bbr' or 'gradient'), not %s"
@@ -40,8 +37,8 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     hi = _check_int(settings["max_limit"], "max_limit")
     if lo > hi:
         raise ValueError("min_limit (%d) must not be above max_limit (%d)" % (lo, hi))
-    if settings["initial_limit"] is None:  # not given: the default, within the bounds
-        settings["initial_limit"] = min(max(_DEFAULT_INITIAL, lo), hi)
+    if settings["initial_limit"] is None:  # not given: `initial`, within the bounds
+        settings["initial_limit"] = min(max(initial, lo), hi)
     init = _check_int(settings["initial_limit"], "initial_limit")
     if not lo <= init <= hi:
         raise ValueError("initial_limit must be in [min_limit, max_limit] = [%d, %d], got %d"
@@ -243,14 +240,11 @@ class AdaptiveLimiter(Limiter):
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
         with _UPDATE_MU:  # read, changed and applied whole: concurrent updates lose none
-            new = dict(self._adaptive)
-            if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
-                lo = settings.get("min_limit", new["min_limit"])
-                hi = settings.get("max_limit", new["max_limit"])
-                if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
-                    new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
-            new.update(settings)
-            self._apply(_check(new))
+            new = {**self._adaptive, "initial_limit": None, **settings}
+            if "initial_limit" in settings:
+                self._apply(_check(new))
+            else:  # the one in force, clamped to the new bounds
+                self._apply(_check(new, self._adaptive["initial_limit"]))
         if handler is not _MISSING:
             self._on_block = handler
 

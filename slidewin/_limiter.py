@@ -482,9 +482,7 @@ def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
             if handler is None:
                 raise
             fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
-            if fallback is None:
-                return None
-            return (yield from fallback)
+            return (yield from (() if fallback is None else fallback))
         try:
             # yield from forwards send(), throw() and close() to the generator
             result = yield from func(*args, **kwargs)
@@ -507,13 +505,11 @@ def _wrap_async_generator(entry: Any, func: Any, handler: Any, aexit: bool) -> A
             if handler is None:
                 raise
             fallback = await _async_result(handler, exc, args, kwargs)
-            if fallback is None:
-                return
             if hasattr(fallback, "__aiter__"):
                 async for item in fallback:
                     yield item
             else:
-                for item in fallback:
+                for item in () if fallback is None else fallback:
                     yield item
             return
         try:
