@@ -30,10 +30,6 @@ def refuse_in_loop(what: str, async_form: str) -> None:
             "task of it: inside a running event loop use %s" % (what, async_form))
 
 
-def _push(lim: Any, entry: Any) -> None:
-    _HELD.set(_HELD.get() + ((lim, entry),))
-
-
 def _pop(lim: Any) -> Any:
     held = _HELD.get()
     for i in range(len(held) - 1, -1, -1):
@@ -61,7 +57,7 @@ class SyncAdmission(_Whole):
     def __enter__(self) -> None:
         entry = self._whole_entry()
         entry.__enter__()
-        _push(self, entry)
+        _HELD.set(_HELD.get() + ((self, entry),))
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> Optional[bool]:
         return _pop(self).__exit__(et, ev, tb)  # type: ignore[no-any-return]
@@ -76,7 +72,7 @@ class AsyncAdmission(_Whole):
     async def __aenter__(self) -> None:
         entry = self._whole_entry()
         await entry.__aenter__()
-        _push(self, entry)
+        _HELD.set(_HELD.get() + ((self, entry),))
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> Optional[bool]:
         return await _pop(self).__aexit__(et, ev, tb)  # type: ignore[no-any-return]

@@ -9,6 +9,7 @@ import inspect
 import time
 from typing import (
     Any,
+    Awaitable,
     Callable,
     Dict,
     NoReturn,
@@ -21,7 +22,7 @@ from typing import (
 )
 
 from . import _core, _rate
-from ._admission import Admission
+from ._admission import Admission, Decision
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -143,12 +144,11 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
-async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                         timeout: float) -> Tuple[int, int]:
+def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
+                   timeout: float) -> Awaitable[Decision]:
     """_decide_now with a timeout: a refused task waits in the limiter's (or key's) queue."""
     fp = None if key is _NO_KEY else lim._fingerprint(key)
-    d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
-    return d[0], d[1]
+    return admit_async(lim, (_at(key, n), flags), timeout, fp)
 
 
 class _Limiting:
@@ -244,7 +244,7 @@ async def _aenter(lim: Any, entry: Any) -> Any:
         if timeout is None:
             verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
         else:
-            verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
+            verdict, wait_ns = (await _admit_waiting(lim, key, n, _F_ENTRY, timeout))[:2]
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
