@@ -6,12 +6,11 @@ which the C base calls through ``_tell`` once the core's lock is released.
 import asyncio
 import logging
 import math
-import time
 from typing import (Any, Callable, Dict, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
                     cast, overload)
 
 from . import _core
-from ._admission import Admission, AdmissionEntry
+from ._admission import Admission, AdmissionEntry, _monotonic_ns
 from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _check_timeout, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -23,7 +22,6 @@ ErrorPredicate = Callable[[BaseException], bool]
 Errors = Union[ErrorClasses, ErrorPredicate]
 
 _log = logging.getLogger("slidewin")
-_monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
 
 
 class BreakerOpenError(_core.BlockedError):

@@ -319,9 +319,8 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
     admits every call (for rolling out a limit: read its block rate before enforcing it).
 
-    `on_block`, when given, is what the decorator calls instead of raising BlockedError:
-    ``on_block(error, *args, **kwargs)``; its result (awaited if awaitable) is returned. An
-    async on_block serves async functions only (see ``__call__``).
+    `on_block`, when given, is what the decorator calls instead of raising BlockedError
+    (``on_block(error, *args, **kwargs)``: see ``__call__``).
     """
 
     __slots__ = ("_on_block", "_waitq")
