@@ -209,13 +209,9 @@ class Breaker(_core.Breaker, Admission):
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Breaker":
-        own = {"errors": errors, "on_block": on_block, "call_timeout_s": call_timeout_s}
-        own = {k: check(own[k]) for k, check in _OWN.items()}
-        self = cast("Breaker", super().__new__(
-            cls, error_ratio=error_ratio, error_count=error_count, slow_rt_ms=slow_rt_ms,
-            slow_ratio=slow_ratio, min_requests=min_requests, recovery_s=recovery_s,
-            probe_timeout_s=probe_timeout_s, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name))
+        core = {k: v for k, v in locals().items() if k not in ("cls", "__class__")}
+        own = {k: check(core.pop(k)) for k, check in _OWN.items()}  # checked before the core
+        self = cast("Breaker", super().__new__(cls, **core))
         self._listeners = []
         self._assign(own)
         return self
