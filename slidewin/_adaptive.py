@@ -184,14 +184,11 @@ class AdaptiveLimiter(Limiter):
     @property
     def limit(self) -> int:
         """The limit in force: at most this many calls in flight (as the latest decision
-        computed it)."""
+        computed it). Also ``concurrency``, which the middlewares' RateLimit fields and the
+        Limiter's own readers report."""
         return int(self._adaptive_limit(None) or 0)
 
-    @property
-    def concurrency(self) -> int:
-        """The in-flight limit in force (``limit``): what the middlewares' RateLimit fields
-        and the Limiter's own readers report."""
-        return self.limit
+    concurrency = limit
 
     @property
     def algorithm(self) -> str:
