@@ -417,7 +417,8 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
 
 
 # One wrapper per kind of function, each the decorated call's whole overhead (no shared helper
-# that would cost a call). `keyfn`: a KeyedLimiter's key function, None for a Limiter.
+# that would cost a call). `keyfn`: a KeyedLimiter's key function, None for a Limiter. Without
+# a handler, a refusal is not caught: `except ()` matches nothing.
 
 
 def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
@@ -426,9 +427,7 @@ def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             e.__enter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             return _sync_result(func, handler, handler(exc, *args, **kwargs))
         try:
             result = func(*args, **kwargs)
@@ -450,9 +449,7 @@ def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             await e.__aenter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             return await _async_result(handler, exc, args, kwargs)
         try:
             result = await func(*args, **kwargs)
@@ -477,9 +474,7 @@ def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
         e = entry()  # from the first next(): the entry spans the whole iteration
         try:
             e.__enter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
             return (yield from (() if fallback is None else fallback))
         try:
@@ -500,9 +495,7 @@ def _wrap_async_generator(entry: Any, func: Any, handler: Any, aexit: bool) -> A
         e = entry()
         try:
             await e.__aenter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             fallback = await _async_result(handler, exc, args, kwargs)
             if hasattr(fallback, "__aiter__"):
                 async for item in fallback:
