@@ -228,9 +228,7 @@ class AdaptiveLimiter(Limiter):
         """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
         place; the learned limit carries over (clamped to the new bounds). The layout
         (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
-        handler = settings.pop("on_block", _MISSING)  # assigned only when given
-        if handler is not _MISSING:
-            _check_on_block(handler)
+        handler = _check_on_block(settings.pop("on_block", _MISSING))  # assigned only if given
         for key in settings:
             if key in ("interval_ms", "sample_count", "shared", "name"):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)

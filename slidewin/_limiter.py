@@ -55,8 +55,8 @@ def _check_timeout(timeout: Optional[float], name: str = "timeout",
         return float("inf")
 
 
-def _check_on_block(on_block: Any) -> Any:
-    if on_block is not None and not callable(on_block):
+def _check_on_block(on_block: Any) -> Any:  # _MISSING: an update() not given one
+    if on_block is not None and on_block is not _MISSING and not callable(on_block):
         raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
     return on_block
 
@@ -94,9 +94,8 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
-    on_block = args["on_block"]  # assigned only when given: a concurrent update() keeps its
-    if on_block is not _MISSING:
-        _check_on_block(on_block)
+    # on_block assigned only when given: a concurrent update() keeps its own
+    on_block = _check_on_block(args["on_block"])
     rate = args.get("rate", _MISSING)
     if rate is not _MISSING and rate is not None:
         clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
