@@ -163,12 +163,9 @@ class AdaptiveLimiter(Limiter):
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "AdaptiveLimiter":
-        settings = _check({"algorithm": algorithm, "min_limit": min_limit,
-                           "max_limit": max_limit, "initial_limit": initial_limit,
-                           "cpu_threshold": cpu_threshold})
-        self: AdaptiveLimiter = _new(_core.Limiter, cls, {
-            "qps": None, "concurrency": max_limit, "interval_ms": interval_ms,
-            "sample_count": sample_count, "shared": shared, "name": name, "on_block": on_block})
+        args = dict(locals(), qps=None, concurrency=max_limit)
+        settings = _check({k: args.pop(k) for k in _SETTINGS})
+        self: AdaptiveLimiter = _new(_core.Limiter, cls, args)  # the layout, name, on_block
         self._apply(settings)
         return self
 
