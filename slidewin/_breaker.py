@@ -86,14 +86,13 @@ class _Deadline:
 
     __slots__ = ("_task", "_handle", "_cancelling", "fired", "_settled", "_ours")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, task: "asyncio.Task[Any]",
-                 seconds: float) -> None:
+    def __init__(self, task: "asyncio.Task[Any]", seconds: float) -> None:
         self._task = task
         self._cancelling = task.cancelling() if hasattr(task, "cancelling") else 0
         self.fired = False
         self._settled = False
         self._ours = False
-        self._handle = loop.call_later(seconds, self._fire)
+        self._handle = task.get_loop().call_later(seconds, self._fire)
 
     def _fire(self) -> None:
         self.fired = True
@@ -155,12 +154,11 @@ class _BreakerEntry(AdmissionEntry):
         seconds = br._call_timeout_s
         if seconds is not None and self._timed:
             try:
-                loop = asyncio.get_running_loop()
                 task = asyncio.current_task()
             except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
                 task = None
             if task is not None:
-                self._held[1] = _Deadline(loop, task, seconds)
+                self._held[1] = _Deadline(task, seconds)
         return self
 
 
