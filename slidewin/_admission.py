@@ -98,7 +98,6 @@ class NeedsKey:
 
 
 Decision = Tuple[Any, ...]  # the admitter's answer: (verdict, wait_ns, retry_ns, ...)
-Wake = Callable[..., None]
 
 
 @runtime_checkable
@@ -140,7 +139,7 @@ class Admitter(Protocol):
     def _adm_release(self, req: Any, held: Any) -> None:
         """Give an admission back without an outcome (its caller never ran the body)."""
 
-    def _adm_listen(self, wake: Optional[Wake]) -> None:
+    def _adm_listen(self, wake: Optional[Callable[..., None]]) -> None:
         """The wake-up hook: call ``wake()`` (or ``wake(fingerprint)``, a key's release)
         from any thread at each release that may admit a waiter; None: no more."""
 

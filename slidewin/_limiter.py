@@ -408,7 +408,6 @@ def _sync_result(func: Any, handler: Any, result: Any) -> Any:
 
 
 async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any) -> Any:
-    """on_block's result for an async caller: awaited when it is awaitable."""
     result = handler(exc, *args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
@@ -552,12 +551,10 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
     agen = inspect.isasyncgenfunction(func)
     coro = not agen and inspect.iscoroutinefunction(func)
     if is_async is not None and is_async != (agen or coro):
-        if is_async:
-            raise TypeError("%s decorates coroutine functions and async generators (its "
-                            "decisions are awaited); use its sync twin for %s"
-                            % (kind, _name(func)))
-        raise TypeError("%s decorates sync functions and generators; use its async twin "
-                        "for %s" % (kind, _name(func)))
+        raise TypeError(("%s decorates coroutine functions and async generators (its decisions "
+                         "are awaited); use its sync twin for %s" if is_async else
+                         "%s decorates sync functions and generators; use its async twin for %s")
+                        % (kind, _name(func)))
     gen = not (agen or coro) and inspect.isgeneratorfunction(func)
     if keyfn is not None and (agen or gen):
         raise TypeError("a %s decorates functions and coroutine functions, not the "
