@@ -82,14 +82,11 @@ class _CpuSampler:
                 self._thread.start()
 
     def sample(self) -> float:
-        now: Optional[Tuple[int, int]] = None
         try:
             with open("/proc/stat", "rb") as f:
                 ticks = [int(x) for x in f.readline().split()[1:9]]
             now = (sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0))  # all, idle
-        except (OSError, ValueError, IndexError):
-            pass
-        if now is None:
+        except (OSError, ValueError, IndexError):  # no /proc: the load average per CPU
             try:
                 use = os.getloadavg()[0] / (os.cpu_count() or 1)
             except OSError:
