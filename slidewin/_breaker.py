@@ -150,8 +150,7 @@ class _BreakerEntry(AdmissionEntry):
 
     async def __aenter__(self) -> "_BreakerEntry":
         self.__enter__()
-        br = cast(Breaker, self._adm)
-        seconds = br._call_timeout_s
+        seconds = cast(Breaker, self._adm)._call_timeout_s
         if seconds is not None and self._timed:
             try:
                 task = asyncio.current_task()

@@ -172,10 +172,9 @@ class _Limiting:
         A private limiter, or an anonymous one (shared=True), cannot cross processes."""
         lim: Any = self
         if not isinstance(lim.shared, str):
+            kind = "private" if lim.shared is None else "shared=True"
             raise TypeError("cannot pickle a %s %s: only one shared by name (shared='name') can "
-                            "be sent to another process" % (
-                                "private" if lim.shared is None else "shared=True",
-                                type(lim).__name__))
+                            "be sent to another process" % (kind, type(lim).__name__))
         kw = {name: getattr(lim, name) for name in self._PICKLED}
         if lim._rate is not None:
             kw["rate"] = lim._rate
