@@ -363,15 +363,13 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
         on_block: Any = _MISSING,
         **layout: Any,
     ) -> None:
-        """Change the settings in place: any constructor keyword that is a setting (qps,
-        rate (over the same period as the window) or concurrency, behavior, warm_up_s,
-        cold_factor, max_queueing_ms, occupy_timeout_ms, shadow, on_block). The state is
-        kept: the windows, the throttle's queue and the warm-up tokens carry over. An invalid
-        value raises ValueError/TypeError and changes nothing. The layout (interval_ms,
-        sample_count, shared) and name cannot change (ValueError), nor can a qps limit become
-        a concurrency limit. On a shared region it changes this process's settings; the
-        shared counts stay. A new on_block serves the functions decorated after the update
-        (a decorator fixes its handler when it decorates)."""
+        """Change the settings given, in place (``rate`` over the same period as the window).
+        The state is kept: the windows, the throttle's queue and the warm-up tokens carry
+        over. An invalid value raises ValueError/TypeError and changes nothing. The layout
+        (interval_ms, sample_count, shared) and name cannot change (ValueError), nor can a qps
+        limit become a concurrency limit. On a shared region it changes this process's
+        settings; the shared counts stay. A new on_block serves the functions decorated after
+        the update (a decorator fixes its handler when it decorates)."""
         _update(self, super().update, locals())
 
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
