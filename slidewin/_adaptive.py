@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _core
-from ._limiter import _MISSING, Limiter, _check_on_block
+from ._limiter import _MISSING, Limiter, _check_on_block, _new
 
 __all__ = ["AdaptiveLimiter"]
 
@@ -26,10 +26,7 @@ def _check_int(value: Any, name: str) -> int:
     return value
 
 
-_DEFAULT_INITIAL = 20  # initial_limit when not given (clamped to [min_limit, max_limit])
-
-
-def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
+def _check(settings: Dict[str, Any], initial: int = 20) -> Dict[str, Any]:
     algorithm = settings["algorithm"]
     if not isinstance(algorithm, str):
         raise TypeError("algorithm must be a str ('bbr' or 'gradient'), not %s"
@@ -40,8 +37,8 @@ def _check(settings: Dict[str, Any]) -> Dict[str, Any]:
     hi = _check_int(settings["max_limit"], "max_limit")
     if lo > hi:
         raise ValueError("min_limit (%d) must not be above max_limit (%d)" % (lo, hi))
-    if settings["initial_limit"] is None:  # not given: the default, within the bounds
-        settings["initial_limit"] = min(max(_DEFAULT_INITIAL, lo), hi)
+    if settings["initial_limit"] is None:  # not given: `initial`, within the bounds
+        settings["initial_limit"] = min(max(initial, lo), hi)
     init = _check_int(settings["initial_limit"], "initial_limit")
     if not lo <= init <= hi:
         raise ValueError("initial_limit must be in [min_limit, max_limit] = [%d, %d], got %d"
@@ -84,20 +81,12 @@ class _CpuSampler:
                                                 daemon=True)
                 self._thread.start()
 
-    @staticmethod
-    def _read() -> Optional[Tuple[int, int]]:
+    def sample(self) -> float:
         try:
             with open("/proc/stat", "rb") as f:
-                parts = f.readline().split()[1:]
-            ticks = [int(x) for x in parts[:8]]
-            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-            return (sum(ticks), idle)
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def sample(self) -> float:
-        now = self._read()
-        if now is None:
+                ticks = [int(x) for x in f.readline().split()[1:9]]
+            now = (sum(ticks), ticks[3] + (ticks[4] if len(ticks) > 4 else 0))  # all, idle
+        except (OSError, ValueError, IndexError):  # no /proc: the load average per CPU
             try:
                 use = os.getloadavg()[0] / (os.cpu_count() or 1)
             except OSError:
@@ -132,10 +121,6 @@ _cpu = _CpuSampler()
 
 class AdaptiveLimiter(Limiter):
     """A concurrency limiter whose limit follows the measured capacity.
-
-    AdaptiveLimiter(*, algorithm="bbr", min_limit=1, max_limit=1000, initial_limit=20,
-                    interval_ms=1000, sample_count=10, cpu_threshold=None, shared=None,
-                    name=None, on_block=None)
 
     - ``"bbr"``: Sentinel's system rule / go-kratos BBR: admit while in flight <= the
       window's max completions per second x min response time (with the queue taken out,
@@ -175,16 +160,9 @@ class AdaptiveLimiter(Limiter):
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "AdaptiveLimiter":
-        settings = _check({"algorithm": algorithm, "min_limit": min_limit,
-                           "max_limit": max_limit, "initial_limit": initial_limit,
-                           "cpu_threshold": cpu_threshold})
-        _check_on_block(on_block)
-        self = _core.Limiter.__new__(
-            cls, None, concurrency=max_limit, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name)
-        self._on_block = on_block
-        self._rate = None
-        self._waitq = None
+        args = dict(locals(), qps=None, concurrency=max_limit)
+        settings = _check({k: args.pop(k) for k in _SETTINGS})
+        self: AdaptiveLimiter = _new(_core.Limiter, cls, args)  # the layout, name, on_block
         self._apply(settings)
         return self
 
@@ -200,14 +178,11 @@ class AdaptiveLimiter(Limiter):
     @property
     def limit(self) -> int:
         """The limit in force: at most this many calls in flight (as the latest decision
-        computed it)."""
+        computed it). Also ``concurrency``, which the middlewares' RateLimit fields and the
+        Limiter's own readers report."""
         return int(self._adaptive_limit(None) or 0)
 
-    @property
-    def concurrency(self) -> int:
-        """The in-flight limit in force (``limit``): what the middlewares' RateLimit fields
-        and the Limiter's own readers report."""
-        return self.limit
+    concurrency = limit
 
     @property
     def algorithm(self) -> str:
@@ -247,23 +222,18 @@ class AdaptiveLimiter(Limiter):
         """Change algorithm, min_limit, max_limit, initial_limit, cpu_threshold or on_block in
         place; the learned limit carries over (clamped to the new bounds). The layout
         (interval_ms, sample_count, shared) and name cannot change (ValueError)."""
-        handler = settings.pop("on_block", _MISSING)  # assigned only when given
-        if handler is not _MISSING:
-            _check_on_block(handler)
+        handler = _check_on_block(settings.pop("on_block", _MISSING))  # assigned only if given
         for key in settings:
             if key in ("interval_ms", "sample_count", "shared", "name"):
                 raise ValueError("%s cannot change: build a new AdaptiveLimiter" % key)
             if key not in _SETTINGS:
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
         with _UPDATE_MU:  # read, changed and applied whole: concurrent updates lose none
-            new = dict(self._adaptive)
-            if "initial_limit" not in settings:  # the one in force, clamped to the new bounds
-                lo = settings.get("min_limit", new["min_limit"])
-                hi = settings.get("max_limit", new["max_limit"])
-                if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
-                    new["initial_limit"] = min(max(new["initial_limit"], lo), hi)
-            new.update(settings)
-            self._apply(_check(new))
+            new = {**self._adaptive, "initial_limit": None, **settings}
+            if "initial_limit" in settings:
+                self._apply(_check(new))
+            else:  # the one in force, clamped to the new bounds
+                self._apply(_check(new, self._adaptive["initial_limit"]))
         if handler is not _MISSING:
             self._on_block = handler
 

@@ -13,15 +13,12 @@ from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_c
 __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
            "Admitter", "AdmissionEntry", "Decision"]
 
-from . import _core
-
 # the entries held by `with lim:` / `async with lim:` in this context: ((lim, entry), ...)
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
 _running_loop = asyncio.events._get_running_loop
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
-_PASS, _SHADOWED, _F_RETRY = _core.PASS, _core.SHADOWED, _core.F_RETRY
 
 
 def refuse_in_loop(what: str, async_form: str) -> None:
@@ -31,10 +28,6 @@ def refuse_in_loop(what: str, async_form: str) -> None:
         raise RuntimeError(
             "%s would sleep in the thread that runs an asyncio event loop, blocking every "
             "task of it: inside a running event loop use %s" % (what, async_form))
-
-
-def _push(lim: Any, entry: Any) -> None:
-    _HELD.set(_HELD.get() + ((lim, entry),))
 
 
 def _pop(lim: Any) -> Any:
@@ -64,7 +57,7 @@ class SyncAdmission(_Whole):
     def __enter__(self) -> None:
         entry = self._whole_entry()
         entry.__enter__()
-        _push(self, entry)
+        _HELD.set(_HELD.get() + ((self, entry),))
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> Optional[bool]:
         return _pop(self).__exit__(et, ev, tb)  # type: ignore[no-any-return]
@@ -79,7 +72,7 @@ class AsyncAdmission(_Whole):
     async def __aenter__(self) -> None:
         entry = self._whole_entry()
         await entry.__aenter__()
-        _push(self, entry)
+        _HELD.set(_HELD.get() + ((self, entry),))
 
     async def __aexit__(self, et: Any, ev: Any, tb: Any) -> Optional[bool]:
         return await _pop(self).__aexit__(et, ev, tb)  # type: ignore[no-any-return]
@@ -105,7 +98,6 @@ class NeedsKey:
 
 
 Decision = Tuple[Any, ...]  # the admitter's answer: (verdict, wait_ns, retry_ns, ...)
-Wake = Callable[..., None]
 
 
 @runtime_checkable
@@ -147,7 +139,7 @@ class Admitter(Protocol):
     def _adm_release(self, req: Any, held: Any) -> None:
         """Give an admission back without an outcome (its caller never ran the body)."""
 
-    def _adm_listen(self, wake: Optional[Wake]) -> None:
+    def _adm_listen(self, wake: Optional[Callable[..., None]]) -> None:
         """The wake-up hook: call ``wake()`` (or ``wake(fingerprint)``, a key's release)
         from any thread at each release that may admit a waiter; None: no more."""
 
@@ -189,16 +181,9 @@ class AdmissionEntry:
         self._held = None
 
     def __enter__(self) -> Any:
-        if self._state != 0:
-            self._claim()
-        adm, req = self._adm, self._req
-        if self._timeout is None:  # one decision, spelled out: the common case
-            d = adm._adm_decide(req, _F_RETRY)
-            if d[0] != _PASS and d[0] != _SHADOWED:
-                adm._adm_refuse(req, d)
-        else:
-            d = admit(adm, req, self._timeout, self._in_loop)
-        self._entered(adm._adm_hold(req, d))
+        self._claim()  # the types' own __enter__ spell out their common case
+        d = admit(self._adm, self._req, self._timeout, self._in_loop)
+        self._entered(self._adm._adm_hold(self._req, d))
         if d[1] > 0:
             self._wait_held(d[1])
         self._start = _monotonic_ns()

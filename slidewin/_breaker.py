@@ -6,12 +6,11 @@ which the C base calls through ``_tell`` once the core's lock is released.
 import asyncio
 import logging
 import math
-import time
-from typing import (Any, Callable, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
+from typing import (Any, Callable, Dict, List, NoReturn, Optional, Tuple, Type, TypeVar, Union,
                     cast, overload)
 
 from . import _core
-from ._admission import Admission, AdmissionEntry
+from ._admission import Admission, AdmissionEntry, _monotonic_ns
 from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _check_timeout, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -23,7 +22,6 @@ ErrorPredicate = Callable[[BaseException], bool]
 Errors = Union[ErrorClasses, ErrorPredicate]
 
 _log = logging.getLogger("slidewin")
-_monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
 
 
 class BreakerOpenError(_core.BlockedError):
@@ -72,6 +70,11 @@ def _check_call_timeout(value: Any) -> Optional[float]:  # inf: None
     return None if seconds is None or math.isinf(seconds) else seconds
 
 
+# the settings the Python layer holds, each with its check (in the order they are checked)
+_OWN = {"errors": _check_errors, "on_block": _check_on_block,
+        "call_timeout_s": _check_call_timeout}
+
+
 def _name_of(fn: Any) -> str:
     return str(getattr(fn, "__name__", None) or repr(fn))
 
@@ -83,14 +86,13 @@ class _Deadline:
 
     __slots__ = ("_task", "_handle", "_cancelling", "fired", "_settled", "_ours")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, task: "asyncio.Task[Any]",
-                 seconds: float) -> None:
+    def __init__(self, task: "asyncio.Task[Any]", seconds: float) -> None:
         self._task = task
         self._cancelling = task.cancelling() if hasattr(task, "cancelling") else 0
         self.fired = False
         self._settled = False
         self._ours = False
-        self._handle = loop.call_later(seconds, self._fire)
+        self._handle = task.get_loop().call_later(seconds, self._fire)
 
     def _fire(self) -> None:
         self.fired = True
@@ -148,26 +150,19 @@ class _BreakerEntry(AdmissionEntry):
 
     async def __aenter__(self) -> "_BreakerEntry":
         self.__enter__()
-        br = cast(Breaker, self._adm)
-        seconds = br._call_timeout_s
+        seconds = cast(Breaker, self._adm)._call_timeout_s
         if seconds is not None and self._timed:
             try:
-                loop = asyncio.get_running_loop()
                 task = asyncio.current_task()
             except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
                 task = None
             if task is not None:
-                self._held[1] = _Deadline(loop, task, seconds)
+                self._held[1] = _Deadline(task, seconds)
         return self
 
 
 class Breaker(_core.Breaker, Admission):
     """A circuit breaker on a sliding window: Sentinel's degrade rules.
-
-    Breaker(*, error_ratio=None, error_count=None, slow_rt_ms=None, slow_ratio=1.0,
-            min_requests=5, recovery_s=10, interval_ms=1000, sample_count=1,
-            errors=(Exception,), probe_timeout_s=60, call_timeout_s=None, shared=None,
-            name=None, on_block=None)
 
     Exactly one grade: ``error_ratio`` (opens when more than that share of the window's
     calls failed), ``error_count`` (more than that many failed), ``slow_rt_ms`` with
@@ -211,18 +206,11 @@ class Breaker(_core.Breaker, Admission):
         name: Optional[str] = None,
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "Breaker":
-        checked = _check_errors(errors)
-        handler = _check_on_block(on_block)
-        call_timeout = _check_call_timeout(call_timeout_s)
-        self = cast("Breaker", super().__new__(
-            cls, error_ratio=error_ratio, error_count=error_count, slow_rt_ms=slow_rt_ms,
-            slow_ratio=slow_ratio, min_requests=min_requests, recovery_s=recovery_s,
-            probe_timeout_s=probe_timeout_s, interval_ms=interval_ms,
-            sample_count=sample_count, shared=shared, name=name))
-        self._errors = checked
+        core = {k: v for k, v in locals().items() if k not in ("cls", "__class__")}
+        own = {k: check(core.pop(k)) for k, check in _OWN.items()}  # checked before the core
+        self = cast("Breaker", super().__new__(cls, **core))
         self._listeners = []
-        self._on_block = handler
-        self._set_call_timeout(call_timeout)
+        self._assign(own)
         return self
 
     @property
@@ -237,9 +225,12 @@ class Breaker(_core.Breaker, Admission):
         and raises ``TimeoutError``), or None."""
         return self._call_timeout_s
 
-    def _set_call_timeout(self, seconds: Optional[float]) -> None:
-        self._call_timeout_s = seconds
-        self._call_timeout_ms = None if seconds is None else seconds * 1e3
+    def _assign(self, own: Dict[str, Any]) -> None:
+        for k, v in own.items():
+            setattr(self, "_" + k, v)
+        if "call_timeout_s" in own:
+            seconds = own["call_timeout_s"]
+            self._call_timeout_ms = None if seconds is None else seconds * 1e3
 
     def _is_failure(self, et: Type[BaseException], ev: Optional[BaseException]) -> bool:
         """Whether an ``Exception`` that ended a call is a failure: one of the classes, or
@@ -274,19 +265,9 @@ class Breaker(_core.Breaker, Admission):
         ValueError/TypeError and changes nothing; interval_ms, sample_count, shared and name
         cannot change (ValueError). On a shared region: this process's settings."""
         # each assigned only when given: a concurrent update() of another keeps its value
-        given = {k: settings.pop(k) for k in ("errors", "on_block", "call_timeout_s")
-                 if k in settings}
-        errors = _check_errors(given.get("errors", self._errors))
-        _check_on_block(given.get("on_block"))
-        if "call_timeout_s" in given:
-            seconds = _check_call_timeout(given["call_timeout_s"])
+        own = {k: check(settings.pop(k)) for k, check in _OWN.items() if k in settings}
         super().update(**settings)
-        if "errors" in given:
-            self._errors = errors
-        if "on_block" in given:
-            self._on_block = given["on_block"]
-        if "call_timeout_s" in given:
-            self._set_call_timeout(seconds)
+        self._assign(own)
 
     def on_change(self, fn: Listener) -> Listener:
         """Call ``fn(old_state, new_state, value)`` on every change of state (also a
@@ -353,20 +334,6 @@ class Breaker(_core.Breaker, Admission):
     def _adm_listen(self, wake: Any) -> None:
         pass  # nothing waits on a breaker
 
-    def _notify(self, old: str, new: str, value: Optional[float]) -> None:
-        first: Optional[BaseException] = None
-        for fn in list(self._listeners):
-            try:
-                fn(old, new, value)
-            except Exception:
-                _log.exception("slidewin: a Breaker on_change listener raised (%s -> %s)",
-                               old, new)
-            except BaseException as e:  # KeyboardInterrupt, SystemExit: after the others
-                if first is None:
-                    first = e
-        if first is not None:
-            raise first
-
     def entry(self) -> _BreakerEntry:
         """A context manager for one call (``with`` or ``async with``)."""
         return _BreakerEntry(self)
@@ -395,15 +362,22 @@ class Breaker(_core.Breaker, Admission):
         runs inside ``self.entry()``; sync and async functions and generators. With
         ``call_timeout_s``, a coroutine still running then is cancelled and raises
         ``TimeoutError``; any other kind is counted as a failure when it ends."""
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block)
         return _decorate_entries(self, "Breaker", func, on_block,
                                  agen_entry=lambda: _BreakerEntry(self, False))
 
 
 def _tell(br: Any, old: str, new: str, value: Optional[float]) -> None:
-    if isinstance(br, Breaker):
-        br._notify(old, new, value)
+    first: Optional[BaseException] = None
+    for fn in list(br._listeners) if isinstance(br, Breaker) else ():
+        try:
+            fn(old, new, value)
+        except Exception:
+            _log.exception("slidewin: a Breaker on_change listener raised (%s -> %s)", old, new)
+        except BaseException as e:  # KeyboardInterrupt, SystemExit: after the others
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
 
 
 # the functions the C types call (never a subclass's method by name)

@@ -26,11 +26,6 @@ _rebuild = _limiter._rebuild  # pickles made before it moved name slidewin._keye
 class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
     """One limit per key (user, client IP, tenant) in a bounded table.
 
-    KeyedLimiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None,
-                 behavior="reject", max_queueing_ms=500, interval_ms=None, sample_count=None,
-                 max_keys=65536, overrides=None, shared=None, name=None, shadow=False,
-                 on_block=None)
-
     ``rate="100/minute"`` (or the string first: ``KeyedLimiter("5/second")``) is the
     alternative to ``qps``, as on Limiter: that count per key in the window, the window
     being the period, in at most 6 steps unless ``sample_count`` is given (each step is 8
@@ -136,7 +131,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
         >>> @per_user(key=lambda request, *a, **kw: request.client_ip)
         ... def handle(request): ...
         """
-        timeout = _check_timeout(timeout)
         if key is None:
             raise TypeError(
                 "a KeyedLimiter decorator needs key=, a function of the call's arguments "
@@ -144,8 +138,6 @@ class KeyedLimiter(_core.KeyedLimiter, _Limiting, NeedsKey):
             )
         if not callable(key):
             raise TypeError("key must be callable, not %s" % type(key).__name__)
-        if func is None:
-            return lambda f: self.__call__(f, key=key, on_block=on_block, timeout=timeout)
         return _decorate_entries(self, "KeyedLimiter", func, on_block, keyfn=key,
                                  timeout=timeout)
 

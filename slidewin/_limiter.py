@@ -9,6 +9,7 @@ import inspect
 import time
 from typing import (
     Any,
+    Awaitable,
     Callable,
     Dict,
     NoReturn,
@@ -21,7 +22,7 @@ from typing import (
 )
 
 from . import _core, _rate
-from ._admission import Admission
+from ._admission import Admission, Decision
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -54,8 +55,8 @@ def _check_timeout(timeout: Optional[float], name: str = "timeout",
         return float("inf")
 
 
-def _check_on_block(on_block: Any) -> Any:
-    if on_block is not None and not callable(on_block):
+def _check_on_block(on_block: Any) -> Any:  # _MISSING: an update() not given one
+    if on_block is not None and on_block is not _MISSING and not callable(on_block):
         raise TypeError("on_block must be callable, not %s" % type(on_block).__name__)
     return on_block
 
@@ -63,6 +64,7 @@ def _check_on_block(on_block: Any) -> Any:
 def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     """__new__ over `base`'s (super()) from the locals() of the Python __new__."""
     args = dict(args)
+    on_block = _check_on_block(args["on_block"])  # before a shared region is made
     keyed = "max_keys" in args
     first = args.pop("qps_or_rate", None)
     if callable(first):
@@ -80,22 +82,20 @@ def _new(base: Any, cls: Any, args: Dict[str, Any]) -> Any:
     rate = _rate.resolve(args, _rate.KEYED_SAMPLES if keyed else _rate.DEFAULT_SAMPLES, keyed)
     kw = {k: v for k, v in args.items() if k not in ("cls", "qps", "on_block", "__class__")}
     self = base.__new__(cls, args["qps"], **kw)
-    self._on_block = _check_on_block(args["on_block"])
+    self._on_block = on_block
     self._rate = rate
     self._waitq = None  # the queues of asyncio tasks waiting (slidewin._waiters), made later
     return self
 
 
 def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) -> None:
-    """update() over the C type's from the locals() of the Python update() (_MISSING: not
-    given)."""
+    """update() over the C type's from the locals() of the Python update()."""
     settings = {k: v for k, v in args.items()
                 if k not in ("self", "layout", "on_block", "rate", "__class__")
                 and v is not _MISSING}
     settings.update(args["layout"])  # the layout keywords: the C type says they cannot change
-    on_block = args["on_block"]  # assigned only when given: a concurrent update() keeps its
-    if on_block is not _MISSING:
-        _check_on_block(on_block)
+    # on_block assigned only when given: a concurrent update() keeps its own
+    on_block = _check_on_block(args["on_block"])
     rate = args.get("rate", _MISSING)
     if rate is not _MISSING and rate is not None:
         clash = [k for k in ("qps", "concurrency", "interval_ms") if k in settings]
@@ -114,14 +114,6 @@ def _update(lim: Any, base_update: Callable[..., None], args: Dict[str, Any]) ->
     base_update(**settings)
     if on_block is not _MISSING:
         lim._on_block = on_block
-
-
-def _check_picklable(lim: Any, kind: str) -> None:
-    if not isinstance(lim.shared, str):
-        raise TypeError(
-            "cannot pickle a %s %s: only one shared by name (shared='name') can be sent to "
-            "another process" % ("private" if lim.shared is None else "shared=True", kind)
-        )
 
 
 def _rebuild(cls: Any, qps: Any, kw: Any) -> Any:
@@ -151,12 +143,11 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
-async def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                         timeout: float) -> Tuple[int, int]:
+def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
+                   timeout: float) -> Awaitable[Decision]:
     """_decide_now with a timeout: a refused task waits in the limiter's (or key's) queue."""
     fp = None if key is _NO_KEY else lim._fingerprint(key)
-    d = await admit_async(lim, (_at(key, n), flags), timeout, fp)
-    return d[0], d[1]
+    return admit_async(lim, (_at(key, n), flags), timeout, fp)
 
 
 class _Limiting:
@@ -180,7 +171,10 @@ class _Limiting:
         process (multiprocessing with spawn, a process pool), it attaches to the same region.
         A private limiter, or an anonymous one (shared=True), cannot cross processes."""
         lim: Any = self
-        _check_picklable(lim, type(lim).__name__)
+        if not isinstance(lim.shared, str):
+            kind = "private" if lim.shared is None else "shared=True"
+            raise TypeError("cannot pickle a %s %s: only one shared by name (shared='name') can "
+                            "be sent to another process" % (kind, type(lim).__name__))
         kw = {name: getattr(lim, name) for name in self._PICKLED}
         if lim._rate is not None:
             kw["rate"] = lim._rate
@@ -248,7 +242,7 @@ async def _aenter(lim: Any, entry: Any) -> Any:
         if timeout is None:
             verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
         else:
-            verdict, wait_ns = await _admit_waiting(lim, key, n, _F_ENTRY, timeout)
+            verdict, wait_ns = (await _admit_waiting(lim, key, n, _F_ENTRY, timeout))[:2]
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
@@ -297,19 +291,11 @@ class _Decorator:
         ``@lim(timeout=5)``: each call waits up to 5 s for admission, as
         ``lim.entry(timeout=5)`` (without it, a refusal raises at once).
         """
-        timeout = _check_timeout(timeout)
-        if func is None:
-            return lambda f: self.__call__(f, on_block=on_block, timeout=timeout)
         return _decorate_entries(self, self._kind, func, on_block, timeout=timeout)
 
 
 class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     """Flow control with its own sliding-window statistics.
-
-    Limiter(qps_or_rate=None, /, *, qps=None, rate=None, concurrency=None, behavior="reject",
-            warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-            interval_ms=None, sample_count=None, shared=None, name=None, shadow=False,
-            on_block=None)
 
     ``rate="100/minute"`` (also "5/second", "5/m", "1000/hour", "10000/day", "30/5minutes",
     "100 per minute"; or the string as the first argument: ``Limiter("100/minute")``) is the
@@ -331,9 +317,8 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
     region's name. `shadow=True` decides and counts exactly as an enforcing limiter would, but
     admits every call (for rolling out a limit: read its block rate before enforcing it).
 
-    `on_block`, when given, is what the decorator calls instead of raising BlockedError:
-    ``on_block(error, *args, **kwargs)``; its result (awaited if awaitable) is returned. An
-    async on_block serves async functions only (see ``__call__``).
+    `on_block`, when given, is what the decorator calls instead of raising BlockedError
+    (``on_block(error, *args, **kwargs)``: see ``__call__``).
     """
 
     __slots__ = ("_on_block", "_waitq")
@@ -378,15 +363,13 @@ class Limiter(_core.Limiter, _Limiting, _Decorator, Admission):
         on_block: Any = _MISSING,
         **layout: Any,
     ) -> None:
-        """Change the settings in place: any constructor keyword that is a setting (qps,
-        rate (over the same period as the window) or concurrency, behavior, warm_up_s,
-        cold_factor, max_queueing_ms, occupy_timeout_ms, shadow, on_block). The state is
-        kept: the windows, the throttle's queue and the warm-up tokens carry over. An invalid
-        value raises ValueError/TypeError and changes nothing. The layout (interval_ms,
-        sample_count, shared) and name cannot change (ValueError), nor can a qps limit become
-        a concurrency limit. On a shared region it changes this process's settings; the
-        shared counts stay. A new on_block serves the functions decorated after the update
-        (a decorator fixes its handler when it decorates)."""
+        """Change the settings given, in place (``rate`` over the same period as the window).
+        The state is kept: the windows, the throttle's queue and the warm-up tokens carry
+        over. An invalid value raises ValueError/TypeError and changes nothing. The layout
+        (interval_ms, sample_count, shared) and name cannot change (ValueError), nor can a qps
+        limit become a concurrency limit. On a shared region it changes this process's
+        settings; the shared counts stay. A new on_block serves the functions decorated after
+        the update (a decorator fixes its handler when it decorates)."""
         _update(self, super().update, locals())
 
     async def acquire_async(self, n: int = 1, *, timeout: Optional[float] = None) -> None:
@@ -422,7 +405,6 @@ def _sync_result(func: Any, handler: Any, result: Any) -> Any:
 
 
 async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any) -> Any:
-    """on_block's result for an async caller: awaited when it is awaitable."""
     result = handler(exc, *args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
@@ -430,7 +412,8 @@ async def _async_result(handler: Any, exc: BaseException, args: Any, kwargs: Any
 
 
 # One wrapper per kind of function, each the decorated call's whole overhead (no shared helper
-# that would cost a call). `keyfn`: a KeyedLimiter's key function, None for a Limiter.
+# that would cost a call). `keyfn`: a KeyedLimiter's key function, None for a Limiter. Without
+# a handler, a refusal is not caught: `except ()` matches nothing.
 
 
 def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
@@ -439,9 +422,7 @@ def _wrap_function(entry: Any, func: Any, handler: Any, keyfn: Any) -> Any:
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             e.__enter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             return _sync_result(func, handler, handler(exc, *args, **kwargs))
         try:
             result = func(*args, **kwargs)
@@ -463,9 +444,7 @@ def _wrap_coroutine(entry: Any, func: Any, handler: Any, keyfn: Any, aexit: bool
         e = entry() if keyfn is None else entry(keyfn(*args, **kwargs))
         try:
             await e.__aenter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             return await _async_result(handler, exc, args, kwargs)
         try:
             result = await func(*args, **kwargs)
@@ -490,13 +469,9 @@ def _wrap_generator(entry: Any, func: Any, handler: Any) -> Any:
         e = entry()  # from the first next(): the entry spans the whole iteration
         try:
             e.__enter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             fallback = _sync_result(func, handler, handler(exc, *args, **kwargs))
-            if fallback is None:
-                return None
-            return (yield from fallback)
+            return (yield from (() if fallback is None else fallback))
         try:
             # yield from forwards send(), throw() and close() to the generator
             result = yield from func(*args, **kwargs)
@@ -515,17 +490,13 @@ def _wrap_async_generator(entry: Any, func: Any, handler: Any, aexit: bool) -> A
         e = entry()
         try:
             await e.__aenter__()
-        except _core.BlockedError as exc:
-            if handler is None:
-                raise
+        except (() if handler is None else _core.BlockedError) as exc:
             fallback = await _async_result(handler, exc, args, kwargs)
-            if fallback is None:
-                return
             if hasattr(fallback, "__aiter__"):
                 async for item in fallback:
                     yield item
             else:
-                for item in fallback:
+                for item in () if fallback is None else fallback:
                     yield item
             return
         try:
@@ -565,19 +536,22 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
                       agen_entry: Any = None) -> Any:
     """Limiter's decorator over any limiter with ``entry()`` (a Redis limiter's too).
     ``is_async``: None for entries that enter both ways; True for async functions only;
-    False for sync only. ``agen_entry``: what an async generator enters, if not ``entry()``."""
+    False for sync only. ``agen_entry``: what an async generator enters, if not ``entry()``.
+    ``func`` None: ``@lim(...)``, the decorator of these settings."""
+    timeout = _check_timeout(timeout)
+    if func is None:
+        return lambda f: _decorate_entries(lim, kind, f, on_block, keyfn, is_async, timeout,
+                                           agen_entry)
     if not callable(func):
         raise TypeError("a %s decorates a callable, not %s" % (kind, type(func).__name__))
     handler = _check_on_block(lim._on_block if on_block is _MISSING else on_block)
     agen = inspect.isasyncgenfunction(func)
     coro = not agen and inspect.iscoroutinefunction(func)
     if is_async is not None and is_async != (agen or coro):
-        if is_async:
-            raise TypeError("%s decorates coroutine functions and async generators (its "
-                            "decisions are awaited); use its sync twin for %s"
-                            % (kind, _name(func)))
-        raise TypeError("%s decorates sync functions and generators; use its async twin "
-                        "for %s" % (kind, _name(func)))
+        raise TypeError(("%s decorates coroutine functions and async generators (its decisions "
+                         "are awaited); use its sync twin for %s" if is_async else
+                         "%s decorates sync functions and generators; use its async twin for %s")
+                        % (kind, _name(func)))
     gen = not (agen or coro) and inspect.isgeneratorfunction(func)
     if keyfn is not None and (agen or gen):
         raise TypeError("a %s decorates functions and coroutine functions, not the "
