@@ -57,6 +57,14 @@ def _check(settings: Dict[str, Any], initial: int = 20) -> Dict[str, Any]:
 _UPDATE_MU = threading.Lock()  # AdaptiveLimiter.update()s, one at a time (they are rare)
 
 
+def _after_fork_in_child() -> None:
+    global _UPDATE_MU  # held by another thread of the parent: no thread of the child
+    _UPDATE_MU = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _CpuSampler:
     """One daemon thread per process, while a limiter has a cpu_threshold: every 0.5 s, the
     host's CPU use (/proc/stat, else the load average per CPU), smoothed, to every such

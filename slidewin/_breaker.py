@@ -110,54 +110,65 @@ class _Deadline:
 
 
 class _BreakerEntry(AdmissionEntry):
-    """One protected call, entered again once exited (its exit: Breaker._adm_exit).
-    ``timed``: whether ``async with`` may cancel the body at call_timeout_s (not an async
-    generator's iteration, whose consumer runs between the items in the same task)."""
+    """One protected call, entered again once exited (its exit: Breaker._end). Holds the
+    core's ticket (``_held``) and the timer of call_timeout_s (``_deadline``). ``timed``:
+    whether ``async with`` may cancel the body at call_timeout_s (not an async generator's
+    iteration, whose consumer runs between the items in the same task)."""
 
-    __slots__ = ("_timed",)
+    __slots__ = ("_timed", "_deadline")
     _what = "breaker entry"
     _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
-        AdmissionEntry.__init__(self, br, None, None)
+        # the base's fields set here: a breaker's entry is made per call (no super() call)
+        self._adm: Breaker = br
+        self._req = self._timeout = self._held = None
+        self._deadline: Optional[_Deadline] = None
+        self._start = self._state = 0
         self._timed = timed
 
     # the protocol's steps for a breaker, which never waits, spelled out: no decision tuple
+    # and no list of what it holds (each an allocation a call)
     def __enter__(self) -> "_BreakerEntry":
         if self._state != 0:
             self._claim()
-        br = cast("Breaker", self._adm)
+        br = self._adm
         ticket = br._pass()
         if ticket is None:
             raise br._open_error()
-        self._held = [ticket, None]
+        self._held = ticket
         self._state = 1
         self._start = _monotonic_ns()
         return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        held = self._held
-        if et is None and self._state == 1 and held[1] is None:  # a success, no timer
+        if et is None and self._state == 1 and self._deadline is None:  # a success, no timer
             rt = (_monotonic_ns() - self._start) / 1e6
-            br = cast("Breaker", self._adm)
+            br = self._adm
             limit = br._call_timeout_ms
             if limit is None or rt <= limit:
-                br._record(held[0], rt, False)
+                br._record(self._held, rt, False)
                 self._state = 0
                 self._held = None
                 return
-        AdmissionEntry.__exit__(self, et, ev, tb)
+        if self._state != 1:
+            raise RuntimeError("exit of a breaker entry that is not entered")
+        err = self._adm._end(self._held, self._deadline, et, ev, _monotonic_ns() - self._start)
+        self._state = 0  # not reached when the core's exit raised (OSError): still entered
+        self._held = self._deadline = None
+        if err is not None:
+            raise err from ev
 
     async def __aenter__(self) -> "_BreakerEntry":
         self.__enter__()
-        seconds = cast(Breaker, self._adm)._call_timeout_s
+        seconds = self._adm._call_timeout_s
         if seconds is not None and self._timed:
             try:
                 task = asyncio.current_task()
             except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
                 task = None
             if task is not None:
-                self._held[1] = _Deadline(task, seconds)
+                self._deadline = _Deadline(task, seconds)
         return self
 
 
@@ -292,15 +303,18 @@ class Breaker(_core.Breaker, Admission):
 
     _adm_retry_in = _adm_refuse
 
-    def _adm_hold(self, req: Any, decision: Any) -> List[Any]:
-        return [decision[3], None]  # the core's ticket, the timer of call_timeout_s
+    def _adm_hold(self, req: Any, decision: Any) -> Any:
+        return decision[3]  # the core's ticket
 
-    def _adm_exit(self, req: Any, held: List[Any], et: Any, ev: Any,
+    def _adm_exit(self, req: Any, held: int, et: Any, ev: Any,
                   rt_ns: int) -> Optional[BaseException]:
+        return self._end(held, None, et, ev, rt_ns)
+
+    def _end(self, ticket: int, deadline: Optional[_Deadline], et: Any, ev: Any,
+             rt_ns: int) -> Optional[BaseException]:
         """Record a success, an error (one of ``errors``) or a cancel (a BlockedError, or a
         BaseException that is not an Exception: gives a probe back); a call past
-        call_timeout_s is a failure but for a cancel."""
-        ticket, deadline = held
+        call_timeout_s (its timer: ``deadline``) is a failure but for a cancel."""
         rt = rt_ns / 1e6
         interrupted = deadline is not None and deadline.settle()
         limit = self._call_timeout_ms
@@ -328,8 +342,8 @@ class Breaker(_core.Breaker, Admission):
             self._record(ticket, rt, error)
         return None
 
-    def _adm_release(self, req: Any, held: List[Any]) -> None:
-        self._cancel(held[0])
+    def _adm_release(self, req: Any, held: int) -> None:
+        self._cancel(held)
 
     def _adm_listen(self, wake: Any) -> None:
         pass  # nothing waits on a breaker

@@ -154,3 +154,35 @@ def test_waiters_are_reset_in_the_child():
     held.__exit__(None, None, None)
     t.join(5)
     assert code == 0
+
+
+def test_a_fork_during_another_threads_adaptive_update_leaves_the_childs_updates_free(
+        monkeypatch):
+    from slidewin import AdaptiveLimiter, _adaptive
+    a, b = AdaptiveLimiter(), AdaptiveLimiter()
+    inside, go_on = threading.Event(), threading.Event()
+    apply = AdaptiveLimiter._apply
+
+    def held_apply(self, settings):
+        inside.set()
+        go_on.wait(10)
+        apply(self, settings)
+
+    monkeypatch.setattr(_adaptive.AdaptiveLimiter, "_apply", held_apply)
+    t = threading.Thread(target=a.update, kwargs={"max_limit": 500})
+    t.start()
+    assert inside.wait(10)
+    monkeypatch.setattr(_adaptive.AdaptiveLimiter, "_apply", apply)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+        pid = os.fork()
+    if pid == 0:
+        try:
+            b.update(max_limit=400)  # another limiter's update, in the child
+            os._exit(0 if b.max_limit == 400 else 4)
+        except BaseException:
+            os._exit(3)
+    go_on.set()
+    t.join()
+    assert wait_child(pid) == 0
+    assert a.max_limit == 500
