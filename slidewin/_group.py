@@ -184,22 +184,41 @@ class GroupEntry(AdmissionEntry):
 
     @property
     def group(self) -> Group:
-        return cast(Group, self._adm)
+        return self._adm
+
+    _adm: Group  # the base's slot
 
     # The protocol's steps for the common case (no timeout: one decision; a success),
     # spelled out without the step calls; anything else takes AdmissionEntry's.
-    def __enter__(self) -> "GroupEntry":
-        if self._timeout is not None or self._state != 0:
-            return cast(GroupEntry, AdmissionEntry.__enter__(self))
-        group = cast(Group, self._adm)
-        req = self._req
+    def _held_now(self) -> int:
+        """One decision, held: the ns of a throttle member's wait."""
+        group, req = self._adm, self._req
         d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
             group._adm_refuse(req, d)
         self._held = group._adm_hold(req, d)
         self._state = 1
-        if d[1] > 0:
-            self._wait_held(d[1])
+        return int(d[1])
+
+    def __enter__(self) -> "GroupEntry":
+        if self._timeout is not None or self._state != 0:
+            return cast(GroupEntry, AdmissionEntry.__enter__(self))
+        wait = self._held_now()
+        if wait > 0:
+            self._wait_held(wait)
+        self._start = time.monotonic_ns()
+        return self
+
+    async def __aenter__(self) -> "GroupEntry":
+        if self._timeout is not None or self._state != 0:
+            return cast(GroupEntry, await AdmissionEntry.__aenter__(self))
+        wait = self._held_now()
+        if wait > 0:
+            try:
+                await asyncio.sleep(wait / 1e9)
+            except BaseException:  # cancelled while waiting: give the admission back
+                self._abort()
+                raise
         self._start = time.monotonic_ns()
         return self
 
@@ -207,7 +226,7 @@ class GroupEntry(AdmissionEntry):
         if et is not None or self._state != 1:
             return AdmissionEntry.__exit__(self, et, ev, tb)
         rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
-        cast(Group, self._adm)._exit(self._req[0] or None, _OUT_SUCCESS, rt, self._held)
+        self._adm._exit(self._req[0] or None, _OUT_SUCCESS, rt, self._held)
         self._state = 2
         self._held = None
         return None
