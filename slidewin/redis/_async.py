@@ -60,7 +60,6 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin, _AsyncKeyedFaces,  # type: i
                              AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
-    _kind = "AsyncRedisKeyedLimiter"
     __init__ = RedisKeyedLimiter.__init__
 
     async def try_acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]

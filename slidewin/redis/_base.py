@@ -45,7 +45,6 @@ def _awaited(f: Callable[Concatenate[Any, _P], _R]
 
 
 class _Base:
-    _kind = "RedisLimiter"
     _is_async = False
     _held: "_Held"
 
@@ -196,35 +195,27 @@ class _Base:
         except _ERRORS as e:
             return self._failed(e, flags)
 
-    def _exit_op(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                 leases: List[Tuple[str, int]]) -> Tuple[Any, ...]:
+    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                leases: List[Tuple[str, int]]) -> Any:
+        """An EXIT call (a renewal: _OUT_RENEW), False when it failed: the leases expire on
+        their own (lease_ms); a renewal is tried again, an exit's outcome is lost (counted)."""
         args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
         for lid, k in leases:
             args += [lid, str(k)]
-        return self._op(_SCRIPTS["exit"], key, args)
-
-    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                leases: List[Tuple[str, int]]) -> Any:
+        renew = outcome == _OUT_RENEW
         try:
-            reply = yield self._exit_op(key, cfg, n, outcome, rt_ms, leases)
-            _check_exit_reply(reply, self._name)
-        except _ERRORS as e:
-            # the lease expires on its own (lease_ms); the outcome is lost: counted
-            with self._lock:
-                self.errors += 1
-            log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
-
-    def _g_renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
-        try:
-            reply = yield self._exit_op(key, cfg, 1, _OUT_RENEW, 0, [(lid, 0) for lid in ids])
-            _check_exit_reply(reply, self._name)
+            _check_exit_reply((yield self._op(_SCRIPTS["exit"], key, args)), self._name)
             return True
-        except Exception as e:  # the next renewal tries again; the leases may run out
-            log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
+        except (Exception if renew else _ERRORS) as e:
+            if not renew:
+                with self._lock:
+                    self.errors += 1
+            log.debug("slidewin.redis: %s %r failed: %s",
+                      "renewing the leases of" if renew else "exit of", self._name, e)
             return False
 
     def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:  # False: it failed
-        return self._t.drive(self._g_renew(key, cfg, ids))
+        return self._t.drive(self._g_exit(key, cfg, 1, _OUT_RENEW, 0, [(i, 0) for i in ids]))
 
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
                 lease: str) -> Any:

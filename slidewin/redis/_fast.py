@@ -11,11 +11,7 @@ from typing import Any, List, Tuple
 from ._scripts import _Script
 from ._wire import (_ASKING, NoScriptError, ReadOnlyError, RedisError, RedisReplyError,
                     ResponseError, _eval_of, _Incomplete, _parse)
-
-try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
-except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
+from ._wire import redis as _redis
 
 # the redis-py releases (major versions) whose connection internals the fast path was
 # tested on; tests/test_redis_wire.py pins that the installed one is among them
@@ -117,20 +113,24 @@ def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
     return reply
 
 
+def out_of_step(e: BaseException) -> bool:
+    """Whether a call's connection is closed: it may be out of step (a timeout, a broken
+    connection: the call is not repeated; an error reply leaves it in step), or its server is
+    a replica now (a failover: a new connection finds the primary)."""
+    return (not isinstance(e, ResponseError) or isinstance(e, ReadOnlyError)
+            or str(e).startswith("READONLY"))
+
+
 def call_pool(pool: Any, conn: Any, script: _Script, packed: bytes, asking: bool) -> Any:
-    """One script call on `conn` of `pool`, given back to the pool; closed when it may be
-    out of step (a timeout, a broken connection: the call is not repeated) or a replica."""
+    """One script call on `conn` of `pool`, given back to the pool (closed: out_of_step)."""
     if getattr(conn, "_sock", _NotFast) is _NotFast:
         pool.release(conn)
         raise _NotFast
     try:
         return _call_conn(conn, script, asking, packed)
-    except ResponseError as e:  # an error reply: the connection is in step
-        if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
-            conn.disconnect()  # a replica now (a failover): a new one finds the primary
-        raise
-    except BaseException:
-        conn.disconnect()
+    except BaseException as e:
+        if out_of_step(e):
+            conn.disconnect()
         raise
     finally:
         pool.release(conn)

@@ -207,12 +207,10 @@ class _Leases:
 
     def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
         """The decision without a slice in hand; the lock is never held across a round trip."""
+        _time_args(now_ns)  # its TypeError / ValueError
         explicit = now_ns is not None
-        if explicit:
-            _time_args(now_ns)  # its TypeError / ValueError
         cond = self._cond
         err: Optional[BaseException] = None
-        low = False
         with cond:
             self.decisions += 1
             if cfg.can_never_pass(n):

@@ -90,8 +90,6 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
                       on_error="allow", lease_ms=5000, on_block=None)
     """
 
-    _kind = "RedisKeyedLimiter"
-
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
                  concurrency: Optional[int] = None, behavior: str = "reject",

@@ -23,13 +23,9 @@ from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
 from ._scripts import _Script
-from ._wire import (NoScriptError, ReadOnlyError, RedisClusterException,
-                    RedisError, RedisReplyError, ResponseError, _eval_of, _named, _parse)
-
-try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
-except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
+from ._wire import (NoScriptError, RedisClusterException, RedisError, RedisReplyError,
+                    ResponseError, _eval_of, _named, _parse)
+from ._wire import redis as _redis
 
 if TYPE_CHECKING:
     from ._config import _Config
@@ -141,14 +137,10 @@ class _AsyncGuardedRetry(_GuardedRetry):
 
 
 def _guard(retry: Any) -> Any:
-    if retry is None or getattr(retry, "_slidewin_guarded", False):
+    call = getattr(retry, "call_with_retry", None)  # None: no policy (or not redis-py's)
+    if call is None or getattr(retry, "_slidewin_guarded", False):
         return retry
-    call = getattr(retry, "call_with_retry", None)
-    if call is None:  # pragma: no cover - not a redis-py policy
-        return retry
-    if inspect.iscoroutinefunction(call):
-        return _AsyncGuardedRetry(retry)
-    return _GuardedRetry(retry)
+    return (_AsyncGuardedRetry if inspect.iscoroutinefunction(call) else _GuardedRetry)(retry)
 
 
 def _guard_pool(pool: Any) -> None:
@@ -245,18 +237,14 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed:
             if r is None:
                 raise
             kind, host, port = r  # the command did not run there
-            if kind == "MOVED":
+            asking = kind == "ASK"
+            node = client.get_node(host=host, port=port) if asking else None
+            if node is None:
                 client.nodes_manager.initialize()
-                node = client.get_node_from_key(key)
-                asking = False
-            else:
-                node = client.get_node(host=host, port=port)
+                node = (client.get_node(host=host, port=port) if asking
+                        else client.get_node_from_key(key))
                 if node is None:
-                    client.nodes_manager.initialize()
-                    node = client.get_node(host=host, port=port)
-                    if node is None:
-                        raise
-                asking = True
+                    raise
     raise RedisReplyError("too many cluster redirections for key %r" % (key,))
 
 
@@ -270,12 +258,9 @@ async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
             except NoScriptError:
                 await conn.send_packed_command([_eval_of(packed, script.source)])
                 return await conn.read_response()
-        except ResponseError as e:
-            if isinstance(e, ReadOnlyError):  # a replica now: see _fast.call_pool
+        except BaseException as e:
+            if _fast.out_of_step(e):  # (see _fast.call_pool)
                 await conn.disconnect()
-            raise
-        except BaseException:
-            await conn.disconnect()
             raise
         finally:
             await pool.release(conn)
@@ -301,13 +286,6 @@ async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script
             return await evalsha(script.sha, len(ks), *ks, *args)
         except NoScriptError:
             return await eval_(script.source, len(ks), *ks, *args)
-
-
-def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
-    """An error reply about a key's value, raised named for what it is (_wire._named)."""
-    named = _named(e, key if names is None else names)
-    if named is not e:
-        raise named from e
 
 
 class _SyncTransport:
@@ -339,6 +317,8 @@ class _SyncTransport:
             try:
                 val = yield (op if callable(op) else self._sleep(op) if type(op) is float
                              else functools.partial(self.call, *op))
+            except ResponseError as e:  # about a call's key's value: named for what it is
+                val, exc = None, _named(e, op[3] if len(op) > 3 else op[1])
             except BaseException as e:
                 val, exc = None, e
 
@@ -350,19 +330,25 @@ class _SyncTransport:
         return functools.partial(time.sleep, seconds)
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
-        try:
-            if self.fast:
-                try:
-                    return _sync_call_on(self.client, self.cluster, script, key, packed)
-                except _fast._NotFast:  # a connection of another kind: public from now on
-                    self.fast = False
-            return _public_call(self.client, script, packed)
-        except ResponseError as e:
-            _raise_named(e, key, names)
-            raise
+        if self.fast:
+            try:
+                return _sync_call_on(self.client, self.cluster, script, key, packed)
+            except _fast._NotFast:  # a connection of another kind: public from now on
+                self.fast = False
+        return _public_call(self.client, script, packed)
 
     def renewer(self) -> "_Renewer":
-        return _renewer(self.client, asyncio.get_running_loop() if self.is_async else None)
+        loop = asyncio.get_running_loop() if self.is_async else None
+        with _RENEWERS_LOCK:
+            table = _RENEWERS if loop is None else _RENEWERS.setdefault(
+                loop, weakref.WeakKeyDictionary())
+            try:
+                r = table.get(self.client)
+                if r is None:
+                    r = table[self.client] = _Renewer(self.is_async)
+            except TypeError:  # not weakly referenceable (nor hashable)
+                r = table.setdefault(_SHARED, _Renewer(self.is_async))
+            return r
 
 
 class _AsyncTransport(_SyncTransport):
@@ -378,11 +364,7 @@ class _AsyncTransport(_SyncTransport):
         return functools.partial(asyncio.sleep, seconds)
 
     async def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
-        try:
-            return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
-        except ResponseError as e:
-            _raise_named(e, key, names)
-            raise
+        return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
 
 
 class _Held:
@@ -509,19 +491,6 @@ _SEQ = itertools.count(1)  # renewal tokens
 _RENEWERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _RENEWERS_LOCK = threading.Lock()
 _SHARED = type("_Shared", (), {})()
-
-
-def _renewer(client: Any, loop: Any = None) -> _Renewer:
-    with _RENEWERS_LOCK:
-        table = _RENEWERS if loop is None else _RENEWERS.setdefault(
-            loop, weakref.WeakKeyDictionary())
-        try:
-            r = table.get(client)
-            if r is None:
-                r = table[client] = _Renewer(loop is not None)
-        except TypeError:  # not weakly referenceable (nor hashable)
-            r = table.setdefault(_SHARED, _Renewer(loop is not None))
-        return r
 
 
 def _unrenew(tok: Any) -> None:

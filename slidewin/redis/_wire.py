@@ -10,29 +10,20 @@ from typing import Any, List, Tuple, Union, cast
 from .._core import Stats
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
+    import redis as redis
     from redis.exceptions import NoScriptError as NoScriptError
     from redis.exceptions import ReadOnlyError as ReadOnlyError
     from redis.exceptions import RedisClusterException as RedisClusterException
     from redis.exceptions import RedisError as RedisError
     from redis.exceptions import ResponseError as ResponseError
 except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
-
-    class RedisError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class NoScriptError(RedisError):  # type: ignore[no-redef]
-        pass
-
-    class ResponseError(RedisError):  # type: ignore[no-redef]
-        pass
-
-    class ReadOnlyError(ResponseError):  # type: ignore[no-redef]
-        pass
-
-    class RedisClusterException(Exception):  # type: ignore[no-redef]
-        pass
+    redis = None  # type: ignore[assignment]
+    RedisError = type("RedisError", (Exception,), {})  # type: ignore[misc,assignment]
+    NoScriptError = type("NoScriptError", (RedisError,), {})  # type: ignore[misc,assignment]
+    ResponseError = type("ResponseError", (RedisError,), {})  # type: ignore[misc,assignment]
+    ReadOnlyError = type("ReadOnlyError", (ResponseError,), {})  # type: ignore[misc,assignment]
+    RedisClusterException = type(  # type: ignore[misc,assignment]
+        "RedisClusterException", (Exception,), {})
 
 
 # verdicts of the scripts (and of the C core)
@@ -65,8 +56,8 @@ _MEMBER = re.compile(r" \(all_of member ([0-9]+)\)")
 
 
 def _named(err: BaseException, key: Any) -> BaseException:
-    """An error reply about the key's value as a RedisStateError. `key`: the script's key,
-    or all_of's list of them (its reply says which member's)."""
+    """An error reply about the key's value as a RedisStateError (caused by err). `key`: the
+    script's key, or all_of's list of them (its reply says which member's)."""
     if not isinstance(err, ResponseError) or isinstance(err, RedisStateError):
         return err
     text = str(err)
@@ -78,23 +69,26 @@ def _named(err: BaseException, key: Any) -> BaseException:
         key = key[i]
     k = _text(key)
     if text.startswith("WRONGTYPE") or text.startswith("Operation against a key holding"):
-        return RedisStateError(
+        named = RedisStateError(
             "the key %r holds another type of value (WRONGTYPE), not a slidewin state: "
             "another application's key? Delete it, reset(), or use another name" % (k,))
-    if "holds no slidewin state" in text:
-        return RedisStateError(
+    elif "holds no slidewin state" in text:
+        named = RedisStateError(
             "the key %r holds no slidewin state (a value no slidewin client wrote: another "
             "application's key?); delete it, reset(), or use another name" % (k,))
-    return err
+    else:
+        return err
+    named.__cause__ = err
+    return named
 
 
 _WHAT: Tuple[Tuple[Any, str], ...] = (  # an error's meaning for a decision: the first that fits
     (RedisStateError, "found a value no slidewin client wrote under its key"),
     (ReadOnlyError, "was answered READONLY: the server is a replica (a failover?); the "
                     "connection is closed, the next decision connects anew"),
-    (_redis.exceptions.OutOfMemoryError if _redis else (),
+    (redis.exceptions.OutOfMemoryError if redis else (),
      "was refused: the Redis server is out of memory (maxmemory, OOM)"),
-    (_redis.exceptions.BusyLoadingError if _redis else (),
+    (redis.exceptions.BusyLoadingError if redis else (),
      "was refused: the Redis server is loading its data set"),
     (NoScriptError, "was refused: the server does not keep slidewin's script (NOSCRIPT after "
                     "EVAL)"),
