@@ -61,15 +61,13 @@ def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
                     and parts[3][:1] == b":"):
                 return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
         while True:
-            if not buf:
-                raise _redis.ConnectionError("Connection closed by server.")
             try:
                 out = []
                 pos = 0
                 for _ in range(count):
                     v, pos = _parse(buf, pos)
                     out.append(v)
-            except _Incomplete:
+            except _Incomplete:  # (an empty buf too: a closed connection reads empty again)
                 more = sock.recv(65536)
                 if not more:
                     raise _redis.ConnectionError("Connection closed by server.") from None

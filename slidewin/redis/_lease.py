@@ -49,7 +49,7 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
                 else "behavior=%r" % cfg.behavior)
         raise ValueError("lease=True leases slices of a qps= or rate= limit with "
                          "behavior='reject'; got %s" % what)
-    return (_AsyncLeases if lim._is_async else _Leases)(lim)
+    return _Leases(lim)
 
 
 def keyed_slices(lim: Any) -> _KeyedSlices:
@@ -119,13 +119,12 @@ class _Slice:
 
 
 class _Leases:
-    """The slices of one limiter's keys, its counters and its background thread."""
-
-    _async = False  # the asyncio types' engine: _AsyncLeases
-    _wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
+    """The slices of one limiter's keys, its counters and its background work: a thread (an
+    asyncio limiter's: one task on the event loop, its round trips awaited)."""
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
+        self._async = lim._is_async
         # each key's C slice (a RedisLimiter keeps its one: its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
@@ -148,6 +147,9 @@ class _Leases:
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
         self._thread: Optional[threading.Thread] = None
+        self._task: Optional["asyncio.Task[None]"] = None  # an asyncio engine's
+        self._wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
+        self._changed: Optional[asyncio.Event] = None  # ... set by _notify (a grant ended)
 
     def _cfg(self, rk: Any) -> _Config:
         lim = self._lim
@@ -159,10 +161,13 @@ class _Leases:
         if c is None:
             ref = weakref.ref(self)
 
-            def refill() -> None:
+            def refill() -> None:  # the C slice crossed its low-water mark
                 eng = ref()
                 if eng is not None:
-                    eng._refill(rk)
+                    with eng._cond:
+                        s = eng._slices.get(rk)
+                        if s is not None:
+                            eng._queue_topup(rk, s)
 
             def slow(n: int, now_ns: Optional[int]) -> Any:
                 eng = ref()
@@ -174,12 +179,6 @@ class _Leases:
 
             c = self._cs[rk] = _LeaseSlice(refill, slow)
         return c
-
-    def _refill(self, rk: Any) -> None:  # the C slice crossed its low-water mark
-        with self._cond:
-            s = self._slices.get(rk)
-            if s is not None:
-                self._queue_topup(rk, s)
 
     def _queue_topup(self, rk: Any, s: _Slice) -> None:  # under the lock
         if not s.queued and not self._closed:
@@ -418,12 +417,25 @@ class _Leases:
                                   % (self._lim._name, reply))
         return reply[1], reply[3]
 
-    def _start_thread(self) -> None:
-        if self._thread is None and not self._closed:
-            self._thread = threading.Thread(target=self._lim._t.drive,
-                                            args=(_g_loop(weakref.ref(self)),),
-                                            name="slidewin-redis-lease", daemon=True)
-            self._thread.start()
+    def _start_thread(self) -> None:  # (an asyncio engine's task: started if none, woken)
+        if self._closed:
+            return
+        if not self._async:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._lim._t.drive,
+                                                args=(_g_loop(weakref.ref(self)),),
+                                                name="slidewin-redis-lease", daemon=True)
+                self._thread.start()
+            return
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop here: the next decision in one starts it
+                return
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
+        assert self._wake is not None
+        self._wake.set()
 
     def _job(self) -> Tuple[Optional[Tuple[str, Any]], float]:  # under the lock
         """The next job, or how long to wait for one."""
@@ -484,11 +496,24 @@ class _Leases:
         """Give back every key's unused permits now (one round trip per key holding any)."""
         self._lim._t.drive(self._g_close())
 
+    async def aclose(self) -> None:
+        """close(), awaited: gives back every key's unused permits; the task ends."""
+        await self._lim._t.drive(self._g_close())
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     def _notify(self) -> None:  # under the lock: wakes the waits on a grant (and a close)
+        ev, self._changed = self._changed, None
+        if ev is not None:
+            ev.set()
         self._cond.notify_all()
 
     def _g_wait(self) -> Any:  # up to 50 ms for a grant or a close to end (_g_idle)
-        return _g_idle(self._cond, None, 0.05)
+        if self._async:
+            self._changed = self._changed or asyncio.Event()
+        return _g_idle(self._cond, self._changed, 0.05)
 
     def _g_close(self) -> Any:
         cond = self._cond
@@ -588,49 +613,6 @@ def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
         del eng
-
-
-class _AsyncLeases(_Leases):
-    """The leases of an asyncio limiter: its round trips awaited, its background work run
-    by one task on the event loop (no thread)."""
-
-    _async = True
-
-    def _fresh(self) -> None:
-        super()._fresh()
-        self._task: Optional["asyncio.Task[None]"] = None
-        self._wake = None
-        self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
-
-    def _start_thread(self) -> None:  # wakes the task (started on the running loop if none)
-        if self._closed:
-            return
-        if self._task is None or self._task.done():
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop here: the next decision in one starts it
-                return
-            self._wake = asyncio.Event()
-            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
-        assert self._wake is not None
-        self._wake.set()
-
-    def _notify(self) -> None:
-        ev, self._changed = self._changed, None
-        if ev is not None:
-            ev.set()
-
-    def _g_wait(self) -> Any:
-        self._changed = self._changed or asyncio.Event()
-        return _g_idle(self._cond, self._changed, 0.05)
-
-    async def aclose(self) -> None:
-        """close(), awaited: gives back every key's unused permits; the task ends."""
-        await self._lim._t.drive(self._g_close())
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _wait_for(ev: asyncio.Event, timeout: float) -> None:

@@ -104,8 +104,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
         self._leased = lease_engine(self, lease)
-        if self._leased is not None and not self._is_async:  # the decision: in C while the
-            setattr(self, "try_acquire", keyed_slices(self).take)  # key's slice has permits
+        if self._leased is not None:  # the decision: in C while the key's slice has permits
+            setattr(self, "_take" if self._is_async else "try_acquire", keyed_slices(self).take)
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
