@@ -108,13 +108,6 @@ class _Base:
         with self._lock:
             self._held.add(hkey, lease, n, tok)
 
-    def _unhold(self, hkey: Any, n: int, what: str) -> List[Tuple[str, int]]:
-        with self._lock:
-            pairs, done = self._held.take(hkey, n, what)
-        for tok in done:
-            _unrenew(tok)
-        return pairs
-
     def _flags(self, cfg: _Config, flags: int) -> int:
         if self._keyed:  # a key's state holds only what admission needs
             flags |= F_LEAN | (F_MINUTE if cfg.minute else 0)
@@ -202,16 +195,15 @@ class _Base:
         args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
         for lid, k in leases:
             args += [lid, str(k)]
-        renew = outcome == _OUT_RENEW
         try:
             _check_exit_reply((yield self._op(_SCRIPTS["exit"], key, args)), self._name)
             return True
-        except (Exception if renew else _ERRORS) as e:
-            if not renew:
+        except (Exception if outcome == _OUT_RENEW else _ERRORS) as e:
+            if outcome != _OUT_RENEW:
                 with self._lock:
                     self.errors += 1
-            log.debug("slidewin.redis: %s %r failed: %s",
-                      "renewing the leases of" if renew else "exit of", self._name, e)
+            log.debug("slidewin.redis: %s %r failed: %s", "renewing the leases of"
+                      if outcome == _OUT_RENEW else "exit of", self._name, e)
             return False
 
     def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:  # False: it failed
@@ -277,7 +269,11 @@ class _Base:
     def _g_release(self, key: Any, n: int) -> Any:
         rk, hk, cfg = self._where(key)
         n = _check_n(n)
-        pairs = self._unhold(hk, n, "key %r" % (key,) if self._keyed else repr(self._name))
+        what = "key %r" % (key,) if self._keyed else repr(self._name)
+        with self._lock:
+            pairs, done = self._held.take(hk, n, what)
+        for tok in done:
+            _unrenew(tok)
         yield from self._g_exit(rk, cfg, n, _OUT_NONE, 0, pairs)
 
     def _g_stats(self, key: Any, now_ns: Any) -> Any:

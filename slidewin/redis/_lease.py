@@ -8,8 +8,6 @@ limiter's task), inline with an explicit ``now_ns`` (virtual time stays determin
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import heapq
 import logging
 import math
@@ -353,9 +351,8 @@ class _Leases:
             s.busy = True
         try:
             t_send = time.monotonic_ns()
-            reply = yield self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
+            k, rem = yield from self._g_call(rk, cfg, lid, want, need, blocks, backs, now_ns)
             rtt = time.monotonic_ns() - t_send
-            k, rem = self._reply(reply, cfg)
         except BaseException:
             with self._cond:
                 s.busy = False
@@ -396,8 +393,9 @@ class _Leases:
             self._notify()
         return served
 
-    def _call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
-              backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
+    def _g_call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
+                backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
+        """The lease script's round trip: (permits granted, ns left in their bucket)."""
         lim = self._lim
         key = rk.encode() if isinstance(rk, str) else rk
         keys = [key, key + b"|lease:" + lid.encode()]
@@ -408,13 +406,11 @@ class _Leases:
         args += [str(b) for _, b in backs]
         with self._cond:
             self.round_trips += 1
-        return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
-
-    def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
-        _check_layout(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
+        reply = yield LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
+        _check_layout(reply, lim._name, cfg.interval_ms, cfg.sample_count)
         if not _ints(reply, 4) or reply[0] != 1 or reply[1] < 0 or reply[3] < 0:
             raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
-                                  % (self._lim._name, reply))
+                                  % (lim._name, reply))
         return reply[1], reply[3]
 
     def _start_thread(self) -> None:  # (an asyncio engine's task: started if none, woken)
@@ -584,7 +580,9 @@ def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: flo
         return
     cond.release()
     try:
-        yield functools.partial(_wait_for, ev, timeout)
+        yield lambda: asyncio.wait_for(ev.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
     finally:
         cond.acquire()
 
@@ -613,8 +611,3 @@ def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
         del eng
-
-
-async def _wait_for(ev: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(ev.wait(), timeout)

@@ -17,10 +17,8 @@ from ._wire import F_PRIO, F_TRY, _limiter_key
 class RedisLimiter(_Base, SyncAdmission):
     """Limiter's surface with its state in Redis (a sync redis-py client).
 
-    RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
-                 warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-                 interval_ms=None, sample_count=None, on_error="allow", lease_ms=5000,
-                 on_block=None)
+    RedisLimiter(client, name, qps=None, *, <Limiter's keywords>, on_error="allow",
+                 lease_ms=5000, on_block=None, lease=False)
     """
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
@@ -87,7 +85,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
     """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
-                      on_error="allow", lease_ms=5000, on_block=None)
+                      on_error="allow", lease_ms=5000, on_block=None, lease=False)
     """
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,

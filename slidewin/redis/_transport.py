@@ -57,7 +57,6 @@ _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_dec
 
 @contextlib.contextmanager
 def _deciding() -> Iterator[None]:
-    """A slidewin call under way: a connect is tried once (_GuardedRetry)."""
     token = _DECIDING.set(True)
     try:
         yield
