@@ -206,9 +206,6 @@ class _Base:
                       if outcome == _OUT_RENEW else "exit of", self._name, e)
             return False
 
-    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:  # False: it failed
-        return self._t.drive(self._g_exit(key, cfg, 1, _OUT_RENEW, 0, [(i, 0) for i in ids]))
-
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
                 lease: str) -> Any:
         def refused(res: Tuple[int, int, int], timed_out: bool) -> Any:

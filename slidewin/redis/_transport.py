@@ -23,7 +23,7 @@ from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
 from ._scripts import _Script
-from ._wire import (NoScriptError, RedisClusterException, RedisError, RedisReplyError,
+from ._wire import (_OUT_RENEW, NoScriptError, RedisClusterException, RedisError, RedisReplyError,
                     ResponseError, _eval_of, _named, _parse)
 from ._wire import redis as _redis
 
@@ -219,9 +219,7 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
-    if not cluster:
-        return _call_pool(client.connection_pool, script, packed)
+def _cluster_call(client: Any, script: _Script, key: Any, packed: bytes) -> Any:
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
@@ -265,28 +263,6 @@ async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
             await pool.release(conn)
 
 
-async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script, key: Any,
-                         packed: bytes) -> Any:
-    if fast and not cluster:
-        return await _async_call_pool(client.connection_pool, script, packed)
-    evalsha, eval_ = client.evalsha, client.eval  # a client the fast path does not know
-    if fast:
-        # redis.asyncio.cluster follows MOVED/ASK itself. The node is named: a call without
-        # one is retried on TimeoutError / ConnectionError by the cluster client, which
-        # could apply a decision twice and hold the caller past its timeout.
-        if getattr(client, "_initialize", False):
-            await client.initialize()
-        node = client.get_node_from_key(key)
-        evalsha = functools.partial(client.execute_command, "EVALSHA", target_nodes=node)
-        eval_ = functools.partial(client.execute_command, "EVAL", target_nodes=node)
-    ks, args = _unpack(packed)
-    with _deciding():
-        try:
-            return await evalsha(script.sha, len(ks), *ks, *args)
-        except NoScriptError:
-            return await eval_(script.source, len(ks), *ks, *args)
-
-
 class _SyncTransport:
     """The round trip of the sync types. drive() runs one operation of the shared logic: a
     generator that yields script calls ``(script, key, packed EVALSHA, names)`` (`names`:
@@ -317,7 +293,8 @@ class _SyncTransport:
                 val = yield (op if callable(op) else self._sleep(op) if type(op) is float
                              else functools.partial(self.call, *op))
             except ResponseError as e:  # about a call's key's value: named for what it is
-                val, exc = None, _named(e, op[3] if len(op) > 3 else op[1])
+                val, exc = None, (_named(e, op[3] if len(op) > 3 else op[1])
+                                  if type(op) is tuple else e)
             except BaseException as e:
                 val, exc = None, e
 
@@ -331,7 +308,9 @@ class _SyncTransport:
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
         if self.fast:
             try:
-                return _sync_call_on(self.client, self.cluster, script, key, packed)
+                if not self.cluster:
+                    return _call_pool(self.client.connection_pool, script, packed)
+                return _cluster_call(self.client, script, key, packed)
             except _fast._NotFast:  # a connection of another kind: public from now on
                 self.fast = False
         return _public_call(self.client, script, packed)
@@ -363,7 +342,25 @@ class _AsyncTransport(_SyncTransport):
         return functools.partial(asyncio.sleep, seconds)
 
     async def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
-        return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
+        client = self.client
+        if self.fast and not self.cluster:
+            return await _async_call_pool(client.connection_pool, script, packed)
+        evalsha, eval_ = client.evalsha, client.eval  # a client the fast path does not know
+        if self.fast:
+            # redis.asyncio.cluster follows MOVED/ASK itself. The node is named: a call without
+            # one is retried on TimeoutError / ConnectionError by the cluster client, which
+            # could apply a decision twice and hold the caller past its timeout.
+            if getattr(client, "_initialize", False):
+                await client.initialize()
+            node = client.get_node_from_key(key)
+            evalsha = functools.partial(client.execute_command, "EVALSHA", target_nodes=node)
+            eval_ = functools.partial(client.execute_command, "EVAL", target_nodes=node)
+        ks, args = _unpack(packed)
+        with _deciding():
+            try:
+                return await evalsha(script.sha, len(ks), *ks, *args)
+            except NoScriptError:
+                return await eval_(script.source, len(ks), *ks, *args)
 
 
 class _Held:
@@ -442,17 +439,15 @@ class _Renewer:
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
             self.leases[tok] = [lim, key, cfg, lease, due]
-            if self.runner is None:
-                self.runner = self._start()
+            if self.runner is None and self.is_async:
+                self.runner = asyncio.get_running_loop().create_task(
+                    _io.arun(self._g_run(asyncio.sleep)))
+            elif self.runner is None:
+                thread = threading.Thread(target=_io.run, args=(self._g_run(time.sleep),),
+                                          daemon=True, name="slidewin.redis leases")
+                thread.start()
+                self.runner = thread
         return (self, tok)
-
-    def _start(self) -> Any:
-        if self.is_async:
-            return asyncio.get_running_loop().create_task(_io.arun(self._g_run(asyncio.sleep)))
-        thread = threading.Thread(target=_io.run, args=(self._g_run(time.sleep),), daemon=True,
-                                  name="slidewin.redis leases")
-        thread.start()
-        return thread
 
     def remove(self, tok: int) -> None:
         with self.lock:
@@ -469,7 +464,8 @@ class _Renewer:
                         return
                     groups, nxt = _due(self.leases, time.monotonic())
                 for lim, key, cfg, items in groups.values():
-                    ok = yield functools.partial(lim._renew, key, cfg, [lid for _, lid in items])
+                    ok = yield functools.partial(lim._t.drive, lim._g_exit(  # False: it failed
+                        key, cfg, 1, _OUT_RENEW, 0, [(lid, 0) for _, lid in items]))
                     period = cfg.lease_ms / 3000.0
                     again = time.monotonic() + (period if ok else min(period, _TICK))
                     with self.lock:

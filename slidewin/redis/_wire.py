@@ -194,11 +194,6 @@ except ImportError:  # pragma: no cover - without the extra (no fast path to rea
     _BaseParser = None  # type: ignore[assignment,misc]
 
 
-def _error_reply(text: str) -> Exception:
-    """An error reply as redis-py's parser gives it (ReadOnlyError, NoScriptError...)."""
-    return cast(Exception, _BaseParser.parse_error(text))  # type: ignore[no-untyped-call]
-
-
 _MAX_DEPTH = 8  # arrays in arrays: a slidewin script's reply is at most 2 deep (all_of)
 
 
@@ -233,8 +228,9 @@ def _parse(buf: bytes, pos: int, depth: int = 0) -> Tuple[Any, int]:
         if len(buf) < stop + 2:
             raise _Incomplete
         return buf[end + 2:stop], stop + 2
-    if t == 45:  # '-' error
-        return _error_reply(buf[pos + 1:end].decode("utf-8", "replace")), end + 2
+    if t == 45:  # '-' error, as redis-py's parser gives it (ReadOnlyError, NoScriptError...)
+        text = buf[pos + 1:end].decode("utf-8", "replace")
+        return _BaseParser.parse_error(text), end + 2  # type: ignore[no-untyped-call]
     if t == 43:  # '+' simple string
         return buf[pos + 1:end], end + 2
     if t == 95:  # '_' RESP3 null
