@@ -118,12 +118,6 @@ class _Base:
         return [ms, sub, str(n), str(self._flags(cfg, flags)), cfg.layout, str(cfg.ttl_ms),
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
 
-    def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
-                         lease: str) -> bytes:
-        t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
-        return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
-                         _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
-
     def _charge_args(self, cfg: _Config, n: int, now_ns: Any) -> List[Any]:
         """A decision's, then the behavior's index (all_of's) and its parameters."""
         return (self._args(cfg, n, 0, now_ns, "") + [str(GROUP_INDEX[cfg.script.sha])]
@@ -181,9 +175,11 @@ class _Base:
 
     def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                   lease: str) -> Any:
-        try:
-            packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
-            reply = yield cfg.script, key, packed
+        try:  # the EVALSHA packed from the settings' static parts
+            t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
+            reply = yield cfg.script, key, b"".join((
+                cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
+                _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
             return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
         except _ERRORS as e:
             return self._failed(e, flags)

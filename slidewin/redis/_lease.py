@@ -295,30 +295,23 @@ class _Leases:
         s.leases = []
         s.used = 0
 
-    def _size(self, s: _Slice, cfg: _Config, need: int, t: int) -> int:
-        win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
-        horizon = win_ns * HORIZON
-        if s.leases:
-            horizon = min(horizon, max(0, s.end - t))
-        k = math.ceil(s.rate * horizon)
-        cap = max(1, int(cfg.limit * CAP))
-        return max(min(k, cap), need, 1)
-
-    def _rate(self, s: _Slice, cfg: _Config, t: int, explicit: bool) -> None:
-        """The key's demand per ns: an average over about half a bucket."""
+    def _want(self, s: _Slice, cfg: _Config, need: int, t: int, explicit: bool) -> int:
+        """The permits to ask: the key's demand (per ns: an average over about half a bucket)
+        for HORIZON of a bucket, at most CAP of the window's limit."""
         self._fold(s)
+        win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
         r = s.rate_t
         if r is None or r[0] != explicit or t < r[1]:
             s.rate_t = (explicit, t)
-            return
-        dt = t - r[1]
-        if dt <= 0:
-            return
-        tau = cfg.interval_ms * 1e6 / cfg.sample_count / 2
-        a = min(1.0, dt / tau)
-        s.rate += a * (s.demand / dt - s.rate)
-        s.demand = 0
-        s.rate_t = (explicit, t)
+        elif t > r[1]:
+            dt = t - r[1]
+            s.rate += min(1.0, dt / (win_ns / 2)) * (s.demand / dt - s.rate)
+            s.demand = 0
+            s.rate_t = (explicit, t)
+        horizon = win_ns * HORIZON
+        if s.leases:
+            horizon = min(horizon, max(0, s.end - t))
+        return max(min(math.ceil(s.rate * horizon), max(1, int(cfg.limit * CAP))), need, 1)
 
     def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int, now_ns: Optional[int],
                  want: Optional[int] = None, serve: bool = False) -> Any:
@@ -336,8 +329,7 @@ class _Leases:
             if s.leases and (s.explicit != explicit or t >= s.end):
                 self._retire(s)
             if want is None:
-                self._rate(s, cfg, t, explicit)
-                want = self._size(s, cfg, need, t)
+                want = self._want(s, cfg, need, t, explicit)
             r = s.retry
             if r is not None and r[1] == explicit and 0 <= t - r[2] < cfg.interval_ms * 1e6:
                 lid = r[0]

@@ -17,18 +17,16 @@ import re
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
+from ._config import _Config
 from ._scripts import _Script
 from ._wire import (_OUT_RENEW, NoScriptError, RedisClusterException, RedisError, RedisReplyError,
                     ResponseError, _eval_of, _named, _parse)
 from ._wire import redis as _redis
-
-if TYPE_CHECKING:
-    from ._config import _Config
 
 log = logging.getLogger("slidewin.redis")
 
