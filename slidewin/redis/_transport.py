@@ -361,27 +361,17 @@ class _AsyncTransport(_SyncTransport):
                 return await eval_(script.source, len(ks), *ks, *args)
 
 
-class _Held:
+class _Held(Dict[Any, List[List[Any]]]):
     """A concurrency limiter's admissions this client holds, per Redis key: [lease id, n,
-    renewal token] each, released newest first."""
+    renewal token] each, released newest first (a forked child holds none: _after_fork)."""
 
     def __init__(self) -> None:
-        self.counts: Dict[Any, List[List[Any]]] = {}
-        self.pid = os.getpid()
-
-    def _forked(self) -> None:  # a forked child holds none of its parent's admissions
-        if self.pid != os.getpid():
-            self.counts.clear()
-            self.pid = os.getpid()
-
-    def add(self, key: Any, lease: str, n: int, token: Any) -> None:
-        self._forked()
-        self.counts.setdefault(key, []).append([lease, n, token])
+        super().__init__()
+        _HELD[id(self)] = self
 
     def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
         """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
-        self._forked()
-        leases = self.counts.get(key, [])
+        leases = self.get(key, [])
         have = sum(x[1] for x in leases)
         if n > have:
             raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
@@ -398,8 +388,11 @@ class _Held:
                 leases.pop()
                 done.append(last[2])
         if not leases:
-            self.counts.pop(key, None)
+            self.pop(key, None)
         return pairs, done
+
+
+_HELD: "weakref.WeakValueDictionary[int, _Held]" = weakref.WeakValueDictionary()
 
 
 # A lease expires lease_ms after it was taken or last renewed: its holder renews it every
@@ -495,6 +488,8 @@ def _after_fork() -> None:  # the child holds none of the parent's leases (nor i
     global _RENEWERS_LOCK, _RENEWERS
     _RENEWERS_LOCK = threading.Lock()
     _RENEWERS = weakref.WeakKeyDictionary()
+    for held in list(_HELD.values()):
+        held.clear()
 
 
 if hasattr(os, "register_at_fork"):
