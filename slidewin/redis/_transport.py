@@ -440,10 +440,6 @@ class _Renewer:
                 self.runner = thread
         return (self, tok)
 
-    def remove(self, tok: int) -> None:
-        with self.lock:
-            self.leases.pop(tok, None)
-
     def _g_run(self, sleep: Any) -> Any:
         """The due leases renewed (one EXIT call per key), in turn; `sleep`: the runner's."""
         pid = os.getpid()
@@ -479,9 +475,10 @@ _RENEWERS_LOCK = threading.Lock()
 _SHARED = type("_Shared", (), {})()
 
 
-def _unrenew(tok: Any) -> None:
+def _unrenew(tok: Any) -> None:  # (renewer, token) of a lease given back: not renewed
     if tok is not None:
-        tok[0].remove(tok[1])
+        with tok[0].lock:
+            tok[0].leases.pop(tok[1], None)
 
 
 def _after_fork() -> None:  # the child holds none of the parent's leases (nor its locks)
