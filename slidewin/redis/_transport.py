@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import functools
 import inspect
 import itertools
@@ -99,11 +98,8 @@ class _GuardedRetry:
     def __hash__(self) -> int:
         return hash(self._retry)
 
-    def __copy__(self) -> Any:
-        return type(self)(self._retry)
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:  # redis-py copies it per connection
-        return type(self)(copy.deepcopy(self._retry, memo))
+    def __reduce__(self) -> Any:  # copies (redis-py's per connection: deep) wrap a copy
+        return type(self), (self._retry,)
 
     def __repr__(self) -> str:
         return "<slidewin guarded %r>" % (self._retry,)
