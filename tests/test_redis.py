@@ -761,7 +761,7 @@ def test_forked_children_take_lease_ids_of_their_own(r):
 
     def take():
         ok = lim.try_acquire()
-        os.write(write, (lim._held.counts[next(iter(lim._held.counts))][-1][0] + "\n").encode())
+        os.write(write, (lim._held[next(iter(lim._held))][-1][0] + "\n").encode())
         return ok
 
     def take_and_hold():

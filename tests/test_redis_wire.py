@@ -96,7 +96,7 @@ def test_the_prepacked_decision_is_the_plain_command(kw, now_ns, n):
     for flags in (0, _wire.F_TRY, _wire.F_ENTRY | _wire.F_RETRY | _wire.F_NO_BLOCK):
         plain = _wire._pack(["EVALSHA", cfg.script.sha, "1", lim.key]
                             + lim._args(cfg, n, flags, now_ns, "lease") + cfg.params)
-        assert lim._packed_decision(cfg, lim.key, n, flags, now_ns, "lease") == plain
+        assert next(lim._g_decide(lim.key, cfg, n, flags, now_ns, "lease"))[2] == plain
 
 
 # -- reading replies --------------------------------------------------------------------------

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .._admission import AsyncAdmission, NeedsKey
-from .._core import _KeyedSlices
 from ._base import _awaited, _Base, _KeyedMixin
 from ._sync import RedisKeyedLimiter, RedisLimiter
-from ._lease import _SLOW, keyed_slices
+from ._lease import _SLOW
 from ._wire import F_TRY
 
 
@@ -18,8 +17,8 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
     _is_async = True
     __init__ = RedisLimiter.__init__
     key: str  # set by __init__
-    _leased: Any  # lease=True: the _AsyncLeases (else None)
-    _take: Any    # ... and its C slice's take
+    _leased: Any  # lease=True: the _Leases (else None)
+    _take: Any    # ... and its C slice's take (a keyed limiter's: its _KeyedSlices')
 
     async def try_acquire(self, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         """With lease=True: on the slice in hand (in C, no round trip), else a grant."""
@@ -60,20 +59,15 @@ class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin, _AsyncKeyedFaces,  # type: i
                              AsyncRedisLimiter):
     """RedisKeyedLimiter over a ``redis.asyncio`` client: the methods are coroutines."""
 
-    _kind = "AsyncRedisKeyedLimiter"
     __init__ = RedisKeyedLimiter.__init__
 
     async def try_acquire(self, key: Any, n: int = 1, *,  # type: ignore[override]
                           now_ns: Optional[int] = None) -> bool:
         """With lease=True: on the key's slice in hand (in C, no round trip), else a grant."""
         if self._leased is not None:
-            if self._ks is None:
-                self._ks = keyed_slices(self)
-            r = self._ks.take(key, n, now_ns=now_ns)  # checks key, n and now_ns
+            r = self._take(key, n, now_ns=now_ns)  # checks key, n and now_ns
             if r is not _SLOW:
                 return bool(r)
             return await self._leased._try_slow(  # type: ignore[no-any-return]
                 self._rkey(key), n, now_ns)
         return await self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None
-
-    _ks: Optional[_KeyedSlices] = None  # lease=True: the keys' slices (from the first decision)

@@ -45,7 +45,6 @@ def _awaited(f: Callable[Concatenate[Any, _P], _R]
 
 
 class _Base:
-    _kind = "RedisLimiter"
     _is_async = False
     _held: "_Held"
 
@@ -107,14 +106,7 @@ class _Base:
         """A concurrency limiter's admission: held, renewed on the server's clock."""
         tok = None if now_ns is not None else self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
-            self._held.add(hkey, lease, n, tok)
-
-    def _unhold(self, hkey: Any, n: int, what: str) -> List[Tuple[str, int]]:
-        with self._lock:
-            pairs, done = self._held.take(hkey, n, what)
-        for tok in done:
-            _unrenew(tok)
-        return pairs
+            self._held.setdefault(hkey, []).append([lease, n, tok])
 
     def _flags(self, cfg: _Config, flags: int) -> int:
         if self._keyed:  # a key's state holds only what admission needs
@@ -125,12 +117,6 @@ class _Base:
         ms, sub = _time_args(now_ns)
         return [ms, sub, str(n), str(self._flags(cfg, flags)), cfg.layout, str(cfg.ttl_ms),
                 str(cfg.interval_ms), str(cfg.sample_count), lease, str(cfg.lease_ms)]
-
-    def _packed_decision(self, cfg: _Config, key: Any, n: int, flags: int, now_ns: Any,
-                         lease: str) -> bytes:
-        t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
-        return b"".join((cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
-                         _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
 
     def _charge_args(self, cfg: _Config, n: int, now_ns: Any) -> List[Any]:
         """A decision's, then the behavior's index (all_of's) and its parameters."""
@@ -189,42 +175,32 @@ class _Base:
 
     def _g_decide(self, key: Any, cfg: _Config, n: int, flags: int, now_ns: Any,
                   lease: str) -> Any:
-        try:
-            packed = self._packed_decision(cfg, key, n, flags, now_ns, lease)
-            reply = yield cfg.script, key, packed
+        try:  # the EVALSHA packed from the settings' static parts
+            t = _NO_TIME if now_ns is None else b"".join(map(_bulk, _time_args(now_ns)))
+            reply = yield cfg.script, key, b"".join((
+                cfg.head, _bulk(key), t, _SMALL[n] if n < 256 else _bulk(str(n)),
+                _SMALL[self._flags(cfg, flags)], cfg.mid, _bulk(lease), cfg.tail))
             return _decision(reply, self._name, cfg.interval_ms, cfg.sample_count)
         except _ERRORS as e:
             return self._failed(e, flags)
 
-    def _exit_op(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                 leases: List[Tuple[str, int]]) -> Tuple[Any, ...]:
+    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
+                leases: List[Tuple[str, int]]) -> Any:
+        """An EXIT call (a renewal: _OUT_RENEW), False when it failed: the leases expire on
+        their own (lease_ms); a renewal is tried again, an exit's outcome is lost (counted)."""
         args = self._args(cfg, n, 0, None, "") + [str(outcome), str(rt_ms)]
         for lid, k in leases:
             args += [lid, str(k)]
-        return self._op(_SCRIPTS["exit"], key, args)
-
-    def _g_exit(self, key: Any, cfg: _Config, n: int, outcome: int, rt_ms: int,
-                leases: List[Tuple[str, int]]) -> Any:
         try:
-            reply = yield self._exit_op(key, cfg, n, outcome, rt_ms, leases)
-            _check_exit_reply(reply, self._name)
-        except _ERRORS as e:
-            # the lease expires on its own (lease_ms); the outcome is lost: counted
-            with self._lock:
-                self.errors += 1
-            log.debug("slidewin.redis: exit of %r failed: %s", self._name, e)
-
-    def _g_renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:
-        try:
-            reply = yield self._exit_op(key, cfg, 1, _OUT_RENEW, 0, [(lid, 0) for lid in ids])
-            _check_exit_reply(reply, self._name)
+            _check_exit_reply((yield self._op(_SCRIPTS["exit"], key, args)), self._name)
             return True
-        except Exception as e:  # the next renewal tries again; the leases may run out
-            log.debug("slidewin.redis: renewing the leases of %r failed: %s", self._name, e)
+        except (Exception if outcome == _OUT_RENEW else _ERRORS) as e:
+            if outcome != _OUT_RENEW:
+                with self._lock:
+                    self.errors += 1
+            log.debug("slidewin.redis: %s %r failed: %s", "renewing the leases of"
+                      if outcome == _OUT_RENEW else "exit of", self._name, e)
             return False
-
-    def _renew(self, key: Any, cfg: _Config, ids: List[str]) -> Any:  # False: it failed
-        return self._t.drive(self._g_renew(key, cfg, ids))
 
     def _g_wait(self, key: Any, cfg: _Config, n: int, timeout: Optional[float], flags: int,
                 lease: str) -> Any:
@@ -286,7 +262,11 @@ class _Base:
     def _g_release(self, key: Any, n: int) -> Any:
         rk, hk, cfg = self._where(key)
         n = _check_n(n)
-        pairs = self._unhold(hk, n, "key %r" % (key,) if self._keyed else repr(self._name))
+        what = "key %r" % (key,) if self._keyed else repr(self._name)
+        with self._lock:
+            pairs, done = self._held.take(hk, n, what)
+        for tok in done:
+            _unrenew(tok)
         yield from self._g_exit(rk, cfg, n, _OUT_NONE, 0, pairs)
 
     def _g_stats(self, key: Any, now_ns: Any) -> Any:

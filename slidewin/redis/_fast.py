@@ -11,11 +11,7 @@ from typing import Any, List, Tuple
 from ._scripts import _Script
 from ._wire import (_ASKING, NoScriptError, ReadOnlyError, RedisError, RedisReplyError,
                     ResponseError, _eval_of, _Incomplete, _parse)
-
-try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
-except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
+from ._wire import redis as _redis
 
 # the redis-py releases (major versions) whose connection internals the fast path was
 # tested on; tests/test_redis_wire.py pins that the installed one is among them
@@ -65,15 +61,13 @@ def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
                     and parts[3][:1] == b":"):
                 return [[int(parts[1][1:]), int(parts[2][1:]), int(parts[3][1:])]]
         while True:
-            if not buf:
-                raise _redis.ConnectionError("Connection closed by server.")
             try:
                 out = []
                 pos = 0
                 for _ in range(count):
                     v, pos = _parse(buf, pos)
                     out.append(v)
-            except _Incomplete:
+            except _Incomplete:  # (an empty buf too: a closed connection reads empty again)
                 more = sock.recv(65536)
                 if not more:
                     raise _redis.ConnectionError("Connection closed by server.") from None
@@ -92,45 +86,46 @@ def _exchange(sock: Any, data: bytes, count: int) -> List[Any]:
         raise _redis.ConnectionError("Error while talking to Redis: %s" % e) from None
 
 
-def _call_conn(conn: Any, script: _Script, asking: bool, packed: bytes) -> Any:
-    """One script call on a connection's socket. The pool checked the connection (a server
-    that closed it idle, say by a restart, gave a new connection, never a failed decision)."""
-    sock = conn._sock
-    if sock is None:
-        conn.connect()
-        sock = conn._sock
-
-    def send(cmd: bytes) -> Any:
-        if not asking:
-            return _exchange(sock, cmd, 1)[0]
-        ok, reply = _exchange(sock, _ASKING + cmd, 2)
-        if isinstance(ok, ResponseError):
-            raise ok
-        return reply
-
-    reply = send(packed)
-    if isinstance(reply, NoScriptError):
-        # the script cache was flushed: nothing ran, so EVAL is no retry
-        reply = send(_eval_of(packed, script.source))
-    if isinstance(reply, ResponseError):
-        raise reply
-    return reply
+def out_of_step(e: BaseException) -> bool:
+    """Whether a call's connection is closed: it may be out of step (a timeout, a broken
+    connection: the call is not repeated; an error reply leaves it in step), or its server is
+    a replica now (a failover: a new connection finds the primary)."""
+    return (not isinstance(e, ResponseError) or isinstance(e, ReadOnlyError)
+            or str(e).startswith("READONLY"))
 
 
 def call_pool(pool: Any, conn: Any, script: _Script, packed: bytes, asking: bool) -> Any:
-    """One script call on `conn` of `pool`, given back to the pool; closed when it may be
-    out of step (a timeout, a broken connection: the call is not repeated) or a replica."""
-    if getattr(conn, "_sock", _NotFast) is _NotFast:
+    """One script call on the socket of `conn` of `pool`, given back to the pool (closed:
+    out_of_step). The pool checked the connection (a server that closed it idle, say by a
+    restart, gave a new connection, never a failed decision)."""
+    sock = getattr(conn, "_sock", _NotFast)
+    if sock is _NotFast:
         pool.release(conn)
         raise _NotFast
     try:
-        return _call_conn(conn, script, asking, packed)
-    except ResponseError as e:  # an error reply: the connection is in step
-        if isinstance(e, ReadOnlyError) or str(e).startswith("READONLY"):
-            conn.disconnect()  # a replica now (a failover): a new one finds the primary
-        raise
-    except BaseException:
-        conn.disconnect()
+        if sock is None:
+            conn.connect()
+            sock = conn._sock
+        reply = _send(sock, packed, asking)
+        if isinstance(reply, NoScriptError):
+            # the script cache was flushed: nothing ran, so EVAL is no retry
+            reply = _send(sock, _eval_of(packed, script.source), asking)
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+    except BaseException as e:
+        if out_of_step(e):
+            conn.disconnect()
         raise
     finally:
         pool.release(conn)
+
+
+def _send(sock: Any, cmd: bytes, asking: bool) -> Any:
+    """One command's reply (after ASKING's, when `asking`)."""
+    if not asking:
+        return _exchange(sock, cmd, 1)[0]
+    ok, reply = _exchange(sock, _ASKING + cmd, 2)
+    if isinstance(ok, ResponseError):
+        raise ok
+    return reply

@@ -8,8 +8,6 @@ limiter's task), inline with an explicit ``now_ns`` (virtual time stays determin
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import heapq
 import logging
 import math
@@ -49,7 +47,7 @@ def lease_engine(lim: Any, lease: Any) -> Optional["_Leases"]:
                 else "behavior=%r" % cfg.behavior)
         raise ValueError("lease=True leases slices of a qps= or rate= limit with "
                          "behavior='reject'; got %s" % what)
-    return (_AsyncLeases if lim._is_async else _Leases)(lim)
+    return _Leases(lim)
 
 
 def keyed_slices(lim: Any) -> _KeyedSlices:
@@ -119,13 +117,12 @@ class _Slice:
 
 
 class _Leases:
-    """The slices of one limiter's keys, its counters and its background thread."""
-
-    _async = False  # the asyncio types' engine: _AsyncLeases
-    _wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
+    """The slices of one limiter's keys, its counters and its background work: a thread (an
+    asyncio limiter's: one task on the event loop, its round trips awaited)."""
 
     def __init__(self, lim: Any) -> None:
         self._lim = lim
+        self._async = lim._is_async
         # each key's C slice (a RedisLimiter keeps its one: its try_acquire)
         self._cs: Dict[Any, _LeaseSlice] = {}
         self._keyed = hasattr(lim, "_cfg_for")
@@ -148,6 +145,9 @@ class _Leases:
         self._topup: List[Any] = []
         self._ends: List[Tuple[int, int, Any]] = []
         self._thread: Optional[threading.Thread] = None
+        self._task: Optional["asyncio.Task[None]"] = None  # an asyncio engine's
+        self._wake: Optional[asyncio.Event] = None  # ... whose task waits on it for a job
+        self._changed: Optional[asyncio.Event] = None  # ... set by _notify (a grant ended)
 
     def _cfg(self, rk: Any) -> _Config:
         lim = self._lim
@@ -159,10 +159,13 @@ class _Leases:
         if c is None:
             ref = weakref.ref(self)
 
-            def refill() -> None:
+            def refill() -> None:  # the C slice crossed its low-water mark
                 eng = ref()
                 if eng is not None:
-                    eng._refill(rk)
+                    with eng._cond:
+                        s = eng._slices.get(rk)
+                        if s is not None:
+                            eng._queue_topup(rk, s)
 
             def slow(n: int, now_ns: Optional[int]) -> Any:
                 eng = ref()
@@ -174,12 +177,6 @@ class _Leases:
 
             c = self._cs[rk] = _LeaseSlice(refill, slow)
         return c
-
-    def _refill(self, rk: Any) -> None:  # the C slice crossed its low-water mark
-        with self._cond:
-            s = self._slices.get(rk)
-            if s is not None:
-                self._queue_topup(rk, s)
 
     def _queue_topup(self, rk: Any, s: _Slice) -> None:  # under the lock
         if not s.queued and not self._closed:
@@ -207,12 +204,10 @@ class _Leases:
 
     def _g_slow(self, rk: Any, cfg: _Config, n: int, now_ns: Optional[int]) -> Any:
         """The decision without a slice in hand; the lock is never held across a round trip."""
+        _time_args(now_ns)  # its TypeError / ValueError
         explicit = now_ns is not None
-        if explicit:
-            _time_args(now_ns)  # its TypeError / ValueError
         cond = self._cond
         err: Optional[BaseException] = None
-        low = False
         with cond:
             self.decisions += 1
             if cfg.can_never_pass(n):
@@ -300,30 +295,23 @@ class _Leases:
         s.leases = []
         s.used = 0
 
-    def _size(self, s: _Slice, cfg: _Config, need: int, t: int) -> int:
-        win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
-        horizon = win_ns * HORIZON
-        if s.leases:
-            horizon = min(horizon, max(0, s.end - t))
-        k = math.ceil(s.rate * horizon)
-        cap = max(1, int(cfg.limit * CAP))
-        return max(min(k, cap), need, 1)
-
-    def _rate(self, s: _Slice, cfg: _Config, t: int, explicit: bool) -> None:
-        """The key's demand per ns: an average over about half a bucket."""
+    def _want(self, s: _Slice, cfg: _Config, need: int, t: int, explicit: bool) -> int:
+        """The permits to ask: the key's demand (per ns: an average over about half a bucket)
+        for HORIZON of a bucket, at most CAP of the window's limit."""
         self._fold(s)
+        win_ns = cfg.interval_ms * 1e6 / cfg.sample_count
         r = s.rate_t
         if r is None or r[0] != explicit or t < r[1]:
             s.rate_t = (explicit, t)
-            return
-        dt = t - r[1]
-        if dt <= 0:
-            return
-        tau = cfg.interval_ms * 1e6 / cfg.sample_count / 2
-        a = min(1.0, dt / tau)
-        s.rate += a * (s.demand / dt - s.rate)
-        s.demand = 0
-        s.rate_t = (explicit, t)
+        elif t > r[1]:
+            dt = t - r[1]
+            s.rate += min(1.0, dt / (win_ns / 2)) * (s.demand / dt - s.rate)
+            s.demand = 0
+            s.rate_t = (explicit, t)
+        horizon = win_ns * HORIZON
+        if s.leases:
+            horizon = min(horizon, max(0, s.end - t))
+        return max(min(math.ceil(s.rate * horizon), max(1, int(cfg.limit * CAP))), need, 1)
 
     def _g_grant(self, rk: Any, cfg: _Config, s: _Slice, need: int, now_ns: Optional[int],
                  want: Optional[int] = None, serve: bool = False) -> Any:
@@ -341,8 +329,7 @@ class _Leases:
             if s.leases and (s.explicit != explicit or t >= s.end):
                 self._retire(s)
             if want is None:
-                self._rate(s, cfg, t, explicit)
-                want = self._size(s, cfg, need, t)
+                want = self._want(s, cfg, need, t, explicit)
             r = s.retry
             if r is not None and r[1] == explicit and 0 <= t - r[2] < cfg.interval_ms * 1e6:
                 lid = r[0]
@@ -356,9 +343,8 @@ class _Leases:
             s.busy = True
         try:
             t_send = time.monotonic_ns()
-            reply = yield self._call(rk, cfg, lid, want, need, blocks, backs, now_ns)
+            k, rem = yield from self._g_call(rk, cfg, lid, want, need, blocks, backs, now_ns)
             rtt = time.monotonic_ns() - t_send
-            k, rem = self._reply(reply, cfg)
         except BaseException:
             with self._cond:
                 s.busy = False
@@ -399,8 +385,9 @@ class _Leases:
             self._notify()
         return served
 
-    def _call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
-              backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
+    def _g_call(self, rk: Any, cfg: _Config, lid: str, want: int, need: int, blocks: int,
+                backs: List[Tuple[str, int]], now_ns: Optional[int]) -> Any:
+        """The lease script's round trip: (permits granted, ns left in their bucket)."""
         lim = self._lim
         key = rk.encode() if isinstance(rk, str) else rk
         keys = [key, key + b"|lease:" + lid.encode()]
@@ -411,21 +398,32 @@ class _Leases:
         args += [str(b) for _, b in backs]
         with self._cond:
             self.round_trips += 1
-        return LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
-
-    def _reply(self, reply: Any, cfg: _Config) -> Tuple[int, int]:
-        _check_layout(reply, self._lim._name, cfg.interval_ms, cfg.sample_count)
+        reply = yield LEASE_SCRIPT, key, _evalsha(LEASE_SCRIPT.sha, keys, args)
+        _check_layout(reply, lim._name, cfg.interval_ms, cfg.sample_count)
         if not _ints(reply, 4) or reply[0] != 1 or reply[1] < 0 or reply[3] < 0:
             raise RedisReplyError("unexpected reply from Redis to a lease of %r: %.200r"
-                                  % (self._lim._name, reply))
+                                  % (lim._name, reply))
         return reply[1], reply[3]
 
-    def _start_thread(self) -> None:
-        if self._thread is None and not self._closed:
-            self._thread = threading.Thread(target=self._lim._t.drive,
-                                            args=(_g_loop(weakref.ref(self)),),
-                                            name="slidewin-redis-lease", daemon=True)
-            self._thread.start()
+    def _start_thread(self) -> None:  # (an asyncio engine's task: started if none, woken)
+        if self._closed:
+            return
+        if not self._async:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._lim._t.drive,
+                                                args=(_g_loop(weakref.ref(self)),),
+                                                name="slidewin-redis-lease", daemon=True)
+                self._thread.start()
+            return
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop here: the next decision in one starts it
+                return
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
+        assert self._wake is not None
+        self._wake.set()
 
     def _job(self) -> Tuple[Optional[Tuple[str, Any]], float]:  # under the lock
         """The next job, or how long to wait for one."""
@@ -486,11 +484,24 @@ class _Leases:
         """Give back every key's unused permits now (one round trip per key holding any)."""
         self._lim._t.drive(self._g_close())
 
+    async def aclose(self) -> None:
+        """close(), awaited: gives back every key's unused permits; the task ends."""
+        await self._lim._t.drive(self._g_close())
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     def _notify(self) -> None:  # under the lock: wakes the waits on a grant (and a close)
+        ev, self._changed = self._changed, None
+        if ev is not None:
+            ev.set()
         self._cond.notify_all()
 
     def _g_wait(self) -> Any:  # up to 50 ms for a grant or a close to end (_g_idle)
-        return _g_idle(self._cond, None, 0.05)
+        if self._async:
+            self._changed = self._changed or asyncio.Event()
+        return _g_idle(self._cond, self._changed, 0.05)
 
     def _g_close(self) -> Any:
         cond = self._cond
@@ -561,7 +572,9 @@ def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: flo
         return
     cond.release()
     try:
-        yield functools.partial(_wait_for, ev, timeout)
+        yield lambda: asyncio.wait_for(ev.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
     finally:
         cond.acquire()
 
@@ -590,51 +603,3 @@ def _g_loop(ref: "weakref.ref[_Leases]") -> Any:
         except Exception as e:  # never dies: the decisions decide on their own
             log.debug("slidewin.redis: lease thread: %s", e)
         del eng
-
-
-class _AsyncLeases(_Leases):
-    """The leases of an asyncio limiter: its round trips awaited, its background work run
-    by one task on the event loop (no thread)."""
-
-    _async = True
-
-    def _fresh(self) -> None:
-        super()._fresh()
-        self._task: Optional["asyncio.Task[None]"] = None
-        self._wake = None
-        self._changed: Optional[asyncio.Event] = None  # set by _notify (a grant ended)
-
-    def _start_thread(self) -> None:  # wakes the task (started on the running loop if none)
-        if self._closed:
-            return
-        if self._task is None or self._task.done():
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop here: the next decision in one starts it
-                return
-            self._wake = asyncio.Event()
-            self._task = loop.create_task(self._lim._t.drive(_g_loop(weakref.ref(self))))
-        assert self._wake is not None
-        self._wake.set()
-
-    def _notify(self) -> None:
-        ev, self._changed = self._changed, None
-        if ev is not None:
-            ev.set()
-
-    def _g_wait(self) -> Any:
-        self._changed = self._changed or asyncio.Event()
-        return _g_idle(self._cond, self._changed, 0.05)
-
-    async def aclose(self) -> None:
-        """close(), awaited: gives back every key's unused permits; the task ends."""
-        await self._lim._t.drive(self._g_close())
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-
-async def _wait_for(ev: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(ev.wait(), timeout)

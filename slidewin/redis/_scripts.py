@@ -58,8 +58,7 @@ SOURCES: Dict[str, str] = {
     # pairs lease_id k. Renew: each lease named that still exists expires lease_ms from now
     # (never made: a lease that is gone stays gone); the reply's second number is how many.
     "exit": HEAD + GENERIC + _read("exit"),
-    # the window's sums at now: pass block exception success rt occupied min_rt in_flight
-    # waiting
+    # the window's sums at now: pass block exception success rt occupied min_rt in_flight waiting
     "stats": HEAD + VIEW_GENERIC + _read("stats"),
     # charge(n): n more PASS now, never refused (lua/charge.lua). ARGV[11]: the behavior's
     # index in GROUP_ORDER (below), then its parameters (ARGV[12..]: a decision's ARGV[11..])

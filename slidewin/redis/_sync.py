@@ -17,10 +17,8 @@ from ._wire import F_PRIO, F_TRY, _limiter_key
 class RedisLimiter(_Base, SyncAdmission):
     """Limiter's surface with its state in Redis (a sync redis-py client).
 
-    RedisLimiter(client, name, qps=None, *, concurrency=None, behavior="reject",
-                 warm_up_s=10, cold_factor=3, max_queueing_ms=500, occupy_timeout_ms=500,
-                 interval_ms=None, sample_count=None, on_error="allow", lease_ms=5000,
-                 on_block=None)
+    RedisLimiter(client, name, qps=None, *, <Limiter's keywords>, on_error="allow",
+                 lease_ms=5000, on_block=None, lease=False)
     """
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
@@ -87,10 +85,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
     """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
 
     RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
-                      on_error="allow", lease_ms=5000, on_block=None)
+                      on_error="allow", lease_ms=5000, on_block=None, lease=False)
     """
-
-    _kind = "RedisKeyedLimiter"
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
@@ -106,8 +102,8 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         self._setup(client, name, kw.pop("qps"), kw, on_error, lease_ms, on_block)
         self._keyed_setup(overrides)
         self._leased = lease_engine(self, lease)
-        if self._leased is not None and not self._is_async:  # the decision: in C while the
-            setattr(self, "try_acquire", keyed_slices(self).take)  # key's slice has permits
+        if self._leased is not None:  # the decision: in C while the key's slice has permits
+            setattr(self, "_take" if self._is_async else "try_acquire", keyed_slices(self).take)
 
     def try_acquire(self, key: Any, n: int = 1, *, now_ns: Optional[int] = None) -> bool:
         return self._t.drive(self._g_admit(key, n, F_TRY, now_ns)) is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import functools
 import inspect
 import itertools
@@ -17,22 +16,16 @@ import re
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import _io
 from .._admission import refuse_in_loop
 from . import _fast
+from ._config import _Config
 from ._scripts import _Script
-from ._wire import (NoScriptError, ReadOnlyError, RedisClusterException,
-                    RedisError, RedisReplyError, ResponseError, _eval_of, _named, _parse)
-
-try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
-except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
-
-if TYPE_CHECKING:
-    from ._config import _Config
+from ._wire import (_OUT_RENEW, NoScriptError, RedisClusterException, RedisError, RedisReplyError,
+                    ResponseError, _eval_of, _named, _parse)
+from ._wire import redis as _redis
 
 log = logging.getLogger("slidewin.redis")
 
@@ -61,7 +54,6 @@ _DECIDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("slidewin_dec
 
 @contextlib.contextmanager
 def _deciding() -> Iterator[None]:
-    """A slidewin call under way: a connect is tried once (_GuardedRetry)."""
     token = _DECIDING.set(True)
     try:
         yield
@@ -106,11 +98,8 @@ class _GuardedRetry:
     def __hash__(self) -> int:
         return hash(self._retry)
 
-    def __copy__(self) -> Any:
-        return type(self)(self._retry)
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:  # redis-py copies it per connection
-        return type(self)(copy.deepcopy(self._retry, memo))
+    def __reduce__(self) -> Any:  # copies (redis-py's per connection: deep) wrap a copy
+        return type(self), (self._retry,)
 
     def __repr__(self) -> str:
         return "<slidewin guarded %r>" % (self._retry,)
@@ -141,14 +130,10 @@ class _AsyncGuardedRetry(_GuardedRetry):
 
 
 def _guard(retry: Any) -> Any:
-    if retry is None or getattr(retry, "_slidewin_guarded", False):
+    call = getattr(retry, "call_with_retry", None)  # None: no policy (or not redis-py's)
+    if call is None or getattr(retry, "_slidewin_guarded", False):
         return retry
-    call = getattr(retry, "call_with_retry", None)
-    if call is None:  # pragma: no cover - not a redis-py policy
-        return retry
-    if inspect.iscoroutinefunction(call):
-        return _AsyncGuardedRetry(retry)
-    return _GuardedRetry(retry)
+    return (_AsyncGuardedRetry if inspect.iscoroutinefunction(call) else _GuardedRetry)(retry)
 
 
 def _guard_pool(pool: Any) -> None:
@@ -228,9 +213,7 @@ def _refresh_slots(client: Any, node: Any) -> None:
         log.debug("slidewin.redis: refreshing the cluster's slots failed: %s", e)
 
 
-def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed: bytes) -> Any:
-    if not cluster:
-        return _call_pool(client.connection_pool, script, packed)
+def _cluster_call(client: Any, script: _Script, key: Any, packed: bytes) -> Any:
     node = client.get_node_from_key(key)
     asking = False
     for _ in range(3):
@@ -245,18 +228,14 @@ def _sync_call_on(client: Any, cluster: bool, script: _Script, key: Any, packed:
             if r is None:
                 raise
             kind, host, port = r  # the command did not run there
-            if kind == "MOVED":
+            asking = kind == "ASK"
+            node = client.get_node(host=host, port=port) if asking else None
+            if node is None:
                 client.nodes_manager.initialize()
-                node = client.get_node_from_key(key)
-                asking = False
-            else:
-                node = client.get_node(host=host, port=port)
+                node = (client.get_node(host=host, port=port) if asking
+                        else client.get_node_from_key(key))
                 if node is None:
-                    client.nodes_manager.initialize()
-                    node = client.get_node(host=host, port=port)
-                    if node is None:
-                        raise
-                asking = True
+                    raise
     raise RedisReplyError("too many cluster redirections for key %r" % (key,))
 
 
@@ -270,44 +249,12 @@ async def _async_call_pool(pool: Any, script: _Script, packed: bytes) -> Any:
             except NoScriptError:
                 await conn.send_packed_command([_eval_of(packed, script.source)])
                 return await conn.read_response()
-        except ResponseError as e:
-            if isinstance(e, ReadOnlyError):  # a replica now: see _fast.call_pool
+        except BaseException as e:
+            if _fast.out_of_step(e):  # (see _fast.call_pool)
                 await conn.disconnect()
-            raise
-        except BaseException:
-            await conn.disconnect()
             raise
         finally:
             await pool.release(conn)
-
-
-async def _async_call_on(client: Any, cluster: bool, fast: bool, script: _Script, key: Any,
-                         packed: bytes) -> Any:
-    if fast and not cluster:
-        return await _async_call_pool(client.connection_pool, script, packed)
-    evalsha, eval_ = client.evalsha, client.eval  # a client the fast path does not know
-    if fast:
-        # redis.asyncio.cluster follows MOVED/ASK itself. The node is named: a call without
-        # one is retried on TimeoutError / ConnectionError by the cluster client, which
-        # could apply a decision twice and hold the caller past its timeout.
-        if getattr(client, "_initialize", False):
-            await client.initialize()
-        node = client.get_node_from_key(key)
-        evalsha = functools.partial(client.execute_command, "EVALSHA", target_nodes=node)
-        eval_ = functools.partial(client.execute_command, "EVAL", target_nodes=node)
-    ks, args = _unpack(packed)
-    with _deciding():
-        try:
-            return await evalsha(script.sha, len(ks), *ks, *args)
-        except NoScriptError:
-            return await eval_(script.source, len(ks), *ks, *args)
-
-
-def _raise_named(e: ResponseError, key: Any, names: Any) -> None:
-    """An error reply about a key's value, raised named for what it is (_wire._named)."""
-    named = _named(e, key if names is None else names)
-    if named is not e:
-        raise named from e
 
 
 class _SyncTransport:
@@ -339,6 +286,9 @@ class _SyncTransport:
             try:
                 val = yield (op if callable(op) else self._sleep(op) if type(op) is float
                              else functools.partial(self.call, *op))
+            except ResponseError as e:  # about a call's key's value: named for what it is
+                val, exc = None, (_named(e, op[3] if len(op) > 3 else op[1])
+                                  if type(op) is tuple else e)
             except BaseException as e:
                 val, exc = None, e
 
@@ -350,19 +300,27 @@ class _SyncTransport:
         return functools.partial(time.sleep, seconds)
 
     def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
-        try:
-            if self.fast:
-                try:
-                    return _sync_call_on(self.client, self.cluster, script, key, packed)
-                except _fast._NotFast:  # a connection of another kind: public from now on
-                    self.fast = False
-            return _public_call(self.client, script, packed)
-        except ResponseError as e:
-            _raise_named(e, key, names)
-            raise
+        if self.fast:
+            try:
+                if not self.cluster:
+                    return _call_pool(self.client.connection_pool, script, packed)
+                return _cluster_call(self.client, script, key, packed)
+            except _fast._NotFast:  # a connection of another kind: public from now on
+                self.fast = False
+        return _public_call(self.client, script, packed)
 
     def renewer(self) -> "_Renewer":
-        return _renewer(self.client, asyncio.get_running_loop() if self.is_async else None)
+        loop = asyncio.get_running_loop() if self.is_async else None
+        with _RENEWERS_LOCK:
+            table = _RENEWERS if loop is None else _RENEWERS.setdefault(
+                loop, weakref.WeakKeyDictionary())
+            try:
+                r = table.get(self.client)
+                if r is None:
+                    r = table[self.client] = _Renewer(self.is_async)
+            except TypeError:  # not weakly referenceable (nor hashable)
+                r = table.setdefault(_SHARED, _Renewer(self.is_async))
+            return r
 
 
 class _AsyncTransport(_SyncTransport):
@@ -378,34 +336,38 @@ class _AsyncTransport(_SyncTransport):
         return functools.partial(asyncio.sleep, seconds)
 
     async def call(self, script: _Script, key: Any, packed: bytes, names: Any = None) -> Any:
-        try:
-            return await _async_call_on(self.client, self.cluster, self.fast, script, key, packed)
-        except ResponseError as e:
-            _raise_named(e, key, names)
-            raise
+        client = self.client
+        if self.fast and not self.cluster:
+            return await _async_call_pool(client.connection_pool, script, packed)
+        evalsha, eval_ = client.evalsha, client.eval  # a client the fast path does not know
+        if self.fast:
+            # redis.asyncio.cluster follows MOVED/ASK itself. The node is named: a call without
+            # one is retried on TimeoutError / ConnectionError by the cluster client, which
+            # could apply a decision twice and hold the caller past its timeout.
+            if getattr(client, "_initialize", False):
+                await client.initialize()
+            node = client.get_node_from_key(key)
+            evalsha = functools.partial(client.execute_command, "EVALSHA", target_nodes=node)
+            eval_ = functools.partial(client.execute_command, "EVAL", target_nodes=node)
+        ks, args = _unpack(packed)
+        with _deciding():
+            try:
+                return await evalsha(script.sha, len(ks), *ks, *args)
+            except NoScriptError:
+                return await eval_(script.source, len(ks), *ks, *args)
 
 
-class _Held:
+class _Held(Dict[Any, List[List[Any]]]):
     """A concurrency limiter's admissions this client holds, per Redis key: [lease id, n,
-    renewal token] each, released newest first."""
+    renewal token] each, released newest first (a forked child holds none: _after_fork)."""
 
     def __init__(self) -> None:
-        self.counts: Dict[Any, List[List[Any]]] = {}
-        self.pid = os.getpid()
-
-    def _forked(self) -> None:  # a forked child holds none of its parent's admissions
-        if self.pid != os.getpid():
-            self.counts.clear()
-            self.pid = os.getpid()
-
-    def add(self, key: Any, lease: str, n: int, token: Any) -> None:
-        self._forked()
-        self.counts.setdefault(key, []).append([lease, n, token])
+        super().__init__()
+        _HELD[id(self)] = self
 
     def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
         """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
-        self._forked()
-        leases = self.counts.get(key, [])
+        leases = self.get(key, [])
         have = sum(x[1] for x in leases)
         if n > have:
             raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
@@ -422,8 +384,11 @@ class _Held:
                 leases.pop()
                 done.append(last[2])
         if not leases:
-            self.counts.pop(key, None)
+            self.pop(key, None)
         return pairs, done
+
+
+_HELD: "weakref.WeakValueDictionary[int, _Held]" = weakref.WeakValueDictionary()
 
 
 # A lease expires lease_ms after it was taken or last renewed: its holder renews it every
@@ -461,21 +426,15 @@ class _Renewer:
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
             self.leases[tok] = [lim, key, cfg, lease, due]
-            if self.runner is None:
-                self.runner = self._start()
+            if self.runner is None and self.is_async:
+                self.runner = asyncio.get_running_loop().create_task(
+                    _io.arun(self._g_run(asyncio.sleep)))
+            elif self.runner is None:
+                thread = threading.Thread(target=_io.run, args=(self._g_run(time.sleep),),
+                                          daemon=True, name="slidewin.redis leases")
+                thread.start()
+                self.runner = thread
         return (self, tok)
-
-    def _start(self) -> Any:
-        if self.is_async:
-            return asyncio.get_running_loop().create_task(_io.arun(self._g_run(asyncio.sleep)))
-        thread = threading.Thread(target=_io.run, args=(self._g_run(time.sleep),), daemon=True,
-                                  name="slidewin.redis leases")
-        thread.start()
-        return thread
-
-    def remove(self, tok: int) -> None:
-        with self.lock:
-            self.leases.pop(tok, None)
 
     def _g_run(self, sleep: Any) -> Any:
         """The due leases renewed (one EXIT call per key), in turn; `sleep`: the runner's."""
@@ -488,7 +447,8 @@ class _Renewer:
                         return
                     groups, nxt = _due(self.leases, time.monotonic())
                 for lim, key, cfg, items in groups.values():
-                    ok = yield functools.partial(lim._renew, key, cfg, [lid for _, lid in items])
+                    ok = yield functools.partial(lim._t.drive, lim._g_exit(  # False: it failed
+                        key, cfg, 1, _OUT_RENEW, 0, [(lid, 0) for _, lid in items]))
                     period = cfg.lease_ms / 3000.0
                     again = time.monotonic() + (period if ok else min(period, _TICK))
                     with self.lock:
@@ -511,28 +471,18 @@ _RENEWERS_LOCK = threading.Lock()
 _SHARED = type("_Shared", (), {})()
 
 
-def _renewer(client: Any, loop: Any = None) -> _Renewer:
-    with _RENEWERS_LOCK:
-        table = _RENEWERS if loop is None else _RENEWERS.setdefault(
-            loop, weakref.WeakKeyDictionary())
-        try:
-            r = table.get(client)
-            if r is None:
-                r = table[client] = _Renewer(loop is not None)
-        except TypeError:  # not weakly referenceable (nor hashable)
-            r = table.setdefault(_SHARED, _Renewer(loop is not None))
-        return r
-
-
-def _unrenew(tok: Any) -> None:
+def _unrenew(tok: Any) -> None:  # (renewer, token) of a lease given back: not renewed
     if tok is not None:
-        tok[0].remove(tok[1])
+        with tok[0].lock:
+            tok[0].leases.pop(tok[1], None)
 
 
 def _after_fork() -> None:  # the child holds none of the parent's leases (nor its locks)
     global _RENEWERS_LOCK, _RENEWERS
     _RENEWERS_LOCK = threading.Lock()
     _RENEWERS = weakref.WeakKeyDictionary()
+    for held in list(_HELD.values()):
+        held.clear()
 
 
 if hasattr(os, "register_at_fork"):

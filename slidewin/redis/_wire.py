@@ -10,29 +10,20 @@ from typing import Any, List, Tuple, Union, cast
 from .._core import Stats
 
 try:  # redis-py is an optional extra: pip install "slidewin[redis]"
-    import redis as _redis
+    import redis as redis
     from redis.exceptions import NoScriptError as NoScriptError
     from redis.exceptions import ReadOnlyError as ReadOnlyError
     from redis.exceptions import RedisClusterException as RedisClusterException
     from redis.exceptions import RedisError as RedisError
     from redis.exceptions import ResponseError as ResponseError
 except ImportError:  # pragma: no cover - exercised only without the extra
-    _redis = None  # type: ignore[assignment]
-
-    class RedisError(Exception):  # type: ignore[no-redef]
-        pass
-
-    class NoScriptError(RedisError):  # type: ignore[no-redef]
-        pass
-
-    class ResponseError(RedisError):  # type: ignore[no-redef]
-        pass
-
-    class ReadOnlyError(ResponseError):  # type: ignore[no-redef]
-        pass
-
-    class RedisClusterException(Exception):  # type: ignore[no-redef]
-        pass
+    redis = None  # type: ignore[assignment]
+    RedisError = type("RedisError", (Exception,), {})  # type: ignore[misc,assignment]
+    NoScriptError = type("NoScriptError", (RedisError,), {})  # type: ignore[misc,assignment]
+    ResponseError = type("ResponseError", (RedisError,), {})  # type: ignore[misc,assignment]
+    ReadOnlyError = type("ReadOnlyError", (ResponseError,), {})  # type: ignore[misc,assignment]
+    RedisClusterException = type(  # type: ignore[misc,assignment]
+        "RedisClusterException", (Exception,), {})
 
 
 # verdicts of the scripts (and of the C core)
@@ -65,8 +56,8 @@ _MEMBER = re.compile(r" \(all_of member ([0-9]+)\)")
 
 
 def _named(err: BaseException, key: Any) -> BaseException:
-    """An error reply about the key's value as a RedisStateError. `key`: the script's key,
-    or all_of's list of them (its reply says which member's)."""
+    """An error reply about the key's value as a RedisStateError (caused by err). `key`: the
+    script's key, or all_of's list of them (its reply says which member's)."""
     if not isinstance(err, ResponseError) or isinstance(err, RedisStateError):
         return err
     text = str(err)
@@ -78,23 +69,26 @@ def _named(err: BaseException, key: Any) -> BaseException:
         key = key[i]
     k = _text(key)
     if text.startswith("WRONGTYPE") or text.startswith("Operation against a key holding"):
-        return RedisStateError(
+        named = RedisStateError(
             "the key %r holds another type of value (WRONGTYPE), not a slidewin state: "
             "another application's key? Delete it, reset(), or use another name" % (k,))
-    if "holds no slidewin state" in text:
-        return RedisStateError(
+    elif "holds no slidewin state" in text:
+        named = RedisStateError(
             "the key %r holds no slidewin state (a value no slidewin client wrote: another "
             "application's key?); delete it, reset(), or use another name" % (k,))
-    return err
+    else:
+        return err
+    named.__cause__ = err
+    return named
 
 
 _WHAT: Tuple[Tuple[Any, str], ...] = (  # an error's meaning for a decision: the first that fits
     (RedisStateError, "found a value no slidewin client wrote under its key"),
     (ReadOnlyError, "was answered READONLY: the server is a replica (a failover?); the "
                     "connection is closed, the next decision connects anew"),
-    (_redis.exceptions.OutOfMemoryError if _redis else (),
+    (redis.exceptions.OutOfMemoryError if redis else (),
      "was refused: the Redis server is out of memory (maxmemory, OOM)"),
-    (_redis.exceptions.BusyLoadingError if _redis else (),
+    (redis.exceptions.BusyLoadingError if redis else (),
      "was refused: the Redis server is loading its data set"),
     (NoScriptError, "was refused: the server does not keep slidewin's script (NOSCRIPT after "
                     "EVAL)"),
@@ -200,11 +194,6 @@ except ImportError:  # pragma: no cover - without the extra (no fast path to rea
     _BaseParser = None  # type: ignore[assignment,misc]
 
 
-def _error_reply(text: str) -> Exception:
-    """An error reply as redis-py's parser gives it (ReadOnlyError, NoScriptError...)."""
-    return cast(Exception, _BaseParser.parse_error(text))  # type: ignore[no-untyped-call]
-
-
 _MAX_DEPTH = 8  # arrays in arrays: a slidewin script's reply is at most 2 deep (all_of)
 
 
@@ -239,8 +228,9 @@ def _parse(buf: bytes, pos: int, depth: int = 0) -> Tuple[Any, int]:
         if len(buf) < stop + 2:
             raise _Incomplete
         return buf[end + 2:stop], stop + 2
-    if t == 45:  # '-' error
-        return _error_reply(buf[pos + 1:end].decode("utf-8", "replace")), end + 2
+    if t == 45:  # '-' error, as redis-py's parser gives it (ReadOnlyError, NoScriptError...)
+        text = buf[pos + 1:end].decode("utf-8", "replace")
+        return _BaseParser.parse_error(text), end + 2  # type: ignore[no-untyped-call]
     if t == 43:  # '+' simple string
         return buf[pos + 1:end], end + 2
     if t == 95:  # '_' RESP3 null
