@@ -891,3 +891,28 @@ def test_a_throttled_entry_cancelled_in_its_wait_gives_its_lease_back(redis_serv
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_reset_deletes_the_state_and_returns_none(redis_server):
+    from slidewin.redis import (AsyncRedisKeyedLimiter, AsyncRedisLimiter, RedisKeyedLimiter,
+                                RedisLimiter)
+
+    r = redis_server.client()
+    lim = RedisLimiter(r, "reset-none", qps=1)
+    per = RedisKeyedLimiter(r, "reset-none-k", qps=1)
+    assert lim.try_acquire() and not lim.try_acquire()
+    assert per.try_acquire("a") and not per.try_acquire("a")
+    assert lim.reset() is None and per.reset("a") is None
+    assert lim.try_acquire() and per.try_acquire("a")
+
+    async def main():
+        client = redis_server.async_client()
+        alim = AsyncRedisLimiter(client, "areset-none", qps=1)
+        aper = AsyncRedisKeyedLimiter(client, "areset-none-k", qps=1)
+        assert await alim.try_acquire() and not await alim.try_acquire()
+        assert await aper.try_acquire("a") and not await aper.try_acquire("a")
+        assert await alim.reset() is None and await aper.reset("a") is None
+        assert await alim.try_acquire() and await aper.try_acquire("a")
+        await client.aclose()
+
+    asyncio.run(main())

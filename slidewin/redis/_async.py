@@ -34,7 +34,10 @@ class AsyncRedisLimiter(_Base, AsyncAdmission):
     charge = _awaited(RedisLimiter.charge)
     release = _awaited(RedisLimiter.release)
     stats = _awaited(RedisLimiter.stats)
-    reset = _awaited(RedisLimiter.reset)
+
+    async def reset(self) -> None:
+        """Delete this limiter's state in Redis (every client starts fresh)."""
+        await self._client.delete(self.key)
 
     async def aclose(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
@@ -52,7 +55,9 @@ class _AsyncKeyedFaces:
     charge = _awaited(RedisKeyedLimiter.charge)
     release = _awaited(RedisKeyedLimiter.release)
     stats = _awaited(RedisKeyedLimiter.stats)
-    reset = _awaited(RedisKeyedLimiter.reset)
+
+    async def reset(self: Any, key: Any) -> None:
+        await self._client.delete(self._rkey(key))
 
 
 class AsyncRedisKeyedLimiter(NeedsKey, _KeyedMixin, _AsyncKeyedFaces,  # type: ignore[misc]

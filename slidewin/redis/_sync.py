@@ -72,7 +72,7 @@ class RedisLimiter(_Base, SyncAdmission):
 
     def reset(self) -> None:
         """Delete this limiter's state in Redis (every client starts fresh)."""
-        return self._client.delete(self.key)  # type: ignore[no-any-return]
+        self._client.delete(self.key)
 
     def close(self) -> None:
         """Nothing to close: decisions use the client's own pool (close the client). Kept
@@ -128,7 +128,7 @@ class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
         return self._t.drive(self._g_stats(key, now_ns))  # type: ignore[no-any-return]
 
     def reset(self, key: Any) -> None:
-        return self._client.delete(self._rkey(key))  # type: ignore[no-any-return]
+        self._client.delete(self._rkey(key))
 
     def close(self) -> None:
         """With lease=True: gives back every key's unused slice (else nothing to close)."""
