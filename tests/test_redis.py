@@ -789,6 +789,32 @@ def test_forked_children_take_lease_ids_of_their_own(r):
     lim.release()
 
 
+@pytest.mark.procs
+def test_a_child_forked_by_c_holds_none_of_its_parents_admissions(r):
+    """A fork that runs no at-fork hooks (uWSGI's without py-call-osafterfork, ctypes):
+    the child must not release the parent's admission in Redis either."""
+    import ctypes
+
+    from slidewin.redis import RedisLimiter
+
+    lim = RedisLimiter(r, "cfork-held", concurrency=1)
+    assert lim.try_acquire()
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:
+        code = 1
+        try:
+            lim.release()
+            code = 6  # released the parent's
+        except ValueError:
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert lim.stats().concurrency == 1
+    lim.release()
+
+
 # -- a throttled entry's lease ------------------------------------------------------------
 
 

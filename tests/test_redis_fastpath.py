@@ -204,13 +204,34 @@ class _FakeServer:
 NESTED = b"*1\r\n" * 5000 + b":1\r\n"  # deeper than any reader's recursion may go
 
 
+GARBLED = b"*3\r\n:1\r\n:0\r\n:x\r\n"  # an integer that is not one: redis-py's int() raises
+
+
 @pytest.mark.parametrize("reply", [NESTED, b"*3\r\n:1\r\n:0\r\n+x\r\n", b"~1\r\n:1\r\n",
-                                   b"*2\r\n:1\r\n$-1\r\n", b":7\r\n"])
-@pytest.mark.parametrize("path", ["fast", "public"])
+                                   b"*2\r\n:1\r\n$-1\r\n", b":7\r\n", GARBLED])
+@pytest.mark.parametrize("path", ["fast", "public", "async"])
 def test_a_reply_no_script_returns_is_on_errors_on_either_path(reply, path, monkeypatch):
     if path == "public":
         monkeypatch.setattr(redis, "__version__", "99.0.0")
     srv = _FakeServer(reply)
+    if path == "async":
+        from slidewin.redis import AsyncRedisLimiter
+
+        async def main():
+            c = redis.asyncio.Redis(port=srv.port, socket_timeout=2)
+            lim = AsyncRedisLimiter(c, "bad", qps=1)
+            assert await lim.try_acquire() is True  # on_error="allow"
+            assert lim.errors == 1 and lim.errors_allowed == 1
+            strict = AsyncRedisLimiter(c, "bad", qps=1, on_error="raise")
+            with pytest.raises(redis.RedisError):
+                await strict.try_acquire()
+            await c.aclose()
+
+        try:
+            asyncio.run(main())
+        finally:
+            srv.close()
+        return
     try:
         c = redis.Redis(port=srv.port, socket_timeout=2)
         lim = RedisLimiter(c, "bad", qps=1)

@@ -106,7 +106,7 @@ class _Base:
         """A concurrency limiter's admission: held, renewed on the server's clock."""
         tok = None if now_ns is not None else self._t.renewer().add(self, key, cfg, lease)
         with self._lock:
-            self._held.setdefault(hkey, []).append([lease, n, tok])
+            self._held.own().setdefault(hkey, []).append([lease, n, tok])
 
     def _flags(self, cfg: _Config, flags: int) -> int:
         if self._keyed:  # a key's state holds only what admission needs

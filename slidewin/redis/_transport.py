@@ -289,6 +289,9 @@ class _SyncTransport:
             except ResponseError as e:  # about a call's key's value: named for what it is
                 val, exc = None, (_named(e, op[3] if len(op) > 3 else op[1])
                                   if type(op) is tuple else e)
+            except (ValueError, IndexError) as e:  # redis-py's parser on a garbled reply
+                val, exc = None, (RedisReplyError("unreadable reply from Redis: %s" % e)
+                                  if type(op) is tuple else e)
             except BaseException as e:
                 val, exc = None, e
 
@@ -359,15 +362,23 @@ class _AsyncTransport(_SyncTransport):
 
 class _Held(Dict[Any, List[List[Any]]]):
     """A concurrency limiter's admissions this client holds, per Redis key: [lease id, n,
-    renewal token] each, released newest first (a forked child holds none: _after_fork)."""
+    renewal token] each, released newest first (a forked child holds none: _after_fork, or
+    own() after a fork by C, without the at-fork hooks: uWSGI's, ctypes')."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.pid = os.getpid()
         _HELD[id(self)] = self
+
+    def own(self) -> "_Held":
+        if self.pid != os.getpid():
+            self.clear()
+            self.pid = os.getpid()
+        return self
 
     def take(self, key: Any, n: int, what: str) -> Tuple[List[Tuple[str, int]], List[Any]]:
         """(lease id, count) pairs to release, and the renewal tokens of leases now empty."""
-        leases = self.get(key, [])
+        leases = self.own().get(key, [])
         have = sum(x[1] for x in leases)
         if n > have:
             raise ValueError("release(%d) beyond what this client holds in flight on %s (%d)"
