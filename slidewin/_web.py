@@ -640,7 +640,11 @@ def own_threshold(limiter: Any) -> Any:
 # ---- RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10) -------------------------
 
 
-def _policy_name(limiter: Any) -> str:
+def ratelimit_fields(limiter: Any, threshold: Any = None, r: Optional[int] = None,
+                     t: Optional[int] = None) -> List[Tuple[str, str]]:
+    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
+    ``slidewin-window-ms``), or a concurrency quota (``threshold``: the key's override);
+    then ``RateLimit`` with ``r`` left and ``t`` seconds to wait when ``r`` is known."""
     name = getattr(limiter, "name", None)
     if not isinstance(name, str) or not name:
         name = "default"
@@ -648,22 +652,19 @@ def _policy_name(limiter: Any) -> str:
     # as \uXXXX (a header value must stay Latin-1, or the server answers 500)
     name = name.encode("ascii", "backslashreplace").decode("ascii")
     name = "".join(c if " " <= c <= "~" else "?" for c in name)
-    return '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def policy_header(limiter: Any, threshold: Any = None) -> str:
-    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
-    ``slidewin-window-ms``), or a concurrency quota; ``threshold``: the key's override."""
-    name = _policy_name(limiter)
+    name = '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
     if threshold is None:
         threshold = own_threshold(limiter)
     if is_concurrency(limiter):
-        return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
-    interval_ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
-    quota = _window_quota(threshold, interval_ms)
-    if interval_ms % 1000 == 0:
-        return "%s;q=%d;w=%d" % (name, quota, interval_ms // 1000)
-    return "%s;q=%d;slidewin-window-ms=%d" % (name, quota, interval_ms)
+        policy = '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
+    else:
+        ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
+        policy = "%s;q=%d;" % (name, _window_quota(threshold, ms)) + (
+            "w=%d" % (ms // 1000) if ms % 1000 == 0 else "slidewin-window-ms=%d" % ms)
+    out = [("RateLimit-Policy", policy)]
+    if r is not None:
+        out.append(("RateLimit", "%s;r=%d" % (name, r) + ("" if t is None else ";t=%d" % t)))
+    return out
 
 
 def remaining(limiter: Any, keyed: bool) -> Optional[int]:
@@ -687,11 +688,7 @@ def _window_quota(qps: Optional[float], interval_ms: int) -> int:
 def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[Tuple[str, str]]:
     if isinstance(limiter, _core.Breaker):
         return []  # a circuit breaker has no quota to tell
-    out = [("RateLimit-Policy", policy_header(limiter, threshold))]
-    r = remaining(limiter, keyed)
-    if r is not None:
-        out.append(("RateLimit", "%s;r=%d" % (_policy_name(limiter), r)))
-    return out
+    return ratelimit_fields(limiter, threshold, remaining(limiter, keyed))
 
 
 def _has_quota(limiter: Any) -> bool:
@@ -702,7 +699,7 @@ def _has_quota(limiter: Any) -> bool:
 def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str, str]]:
     """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts of
     the ``(route, key)`` pairs' routes that tell ``headers``."""
-    best: Optional[Tuple[float, Any, bool]] = None
+    best: Optional[Tuple[float, Any, Optional[int]]] = None
     for lim, keyed in [(lim, r.keyed) for r, _ in pairs if r.headers for lim in r.limiters]:
         if not _has_quota(lim):
             continue
@@ -713,10 +710,8 @@ def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str
             left = float(own_threshold(lim)) * (
                 1.0 if is_concurrency(lim) else (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
         if best is None or left < best[0]:
-            best = (left, lim, keyed)
-    if best is None:
-        return []
-    return admitted_headers(best[1], best[2])
+            best = (left, lim, r)
+    return [] if best is None else ratelimit_fields(best[1], None, best[2])
 
 
 def refusal_fields(
@@ -744,11 +739,7 @@ def refusal_fields(
         seconds = retry_after_s(retry_after)
         out.append(("Retry-After", str(seconds)))
     if headers:
-        out.append(("RateLimit-Policy", policy_header(limiter, threshold)))
-        item = "%s;r=0" % _policy_name(limiter)
-        if seconds is not None:
-            item += ";t=%d" % seconds
-        out.append(("RateLimit", item))
+        out += ratelimit_fields(limiter, threshold, 0, seconds)
     return code, out
 
 
