@@ -60,10 +60,9 @@ def _trusted_proxies() -> Any:
 
 
 def _ip(request: Any) -> str:
-    meta = request.META
-    if "REMOTE_ADDR" not in meta:  # an ASGI request without a peer address
-        meta = {"REMOTE_ADDR": "", "HTTP_X_FORWARDED_FOR": meta.get("HTTP_X_FORWARDED_FOR")}
-    ip = _web.client_ip(meta, _trusted_proxies())
+    meta = request.META  # an ASGI request without a peer address has no REMOTE_ADDR
+    ip = _web.client_ip(meta if "REMOTE_ADDR" in meta else {**meta, "REMOTE_ADDR": ""},
+                        _trusted_proxies())
     if not ip:
         raise ValueError(
             "slidewin.django: key='ip', but the request has no client address (served on a "
@@ -79,8 +78,8 @@ def _user_key(user: Any, request: Any) -> str:
 
 
 class _Key:
-    """A request's key: "ip", "user", "header:Name", a dotted path or a function of the
-    request (a coroutine function for async views)."""
+    """A request's key: "ip" (None too), "user", "header:Name", a dotted path or a function
+    of the request (a coroutine function for async views)."""
 
     __slots__ = ("user", "func")
 
@@ -98,7 +97,7 @@ class _Key:
                     "function of the request" % (where, spec)) from None
         elif callable(spec):
             self.func = spec
-        elif not isinstance(spec, str):
+        elif not isinstance(spec, (str, type(None))):
             raise TypeError("%s: key must be 'ip', 'user', 'header:Name', a dotted path or a "
                             "function of the request, not %s" % (where, type(spec).__name__))
 
@@ -118,11 +117,7 @@ class _Key:
 
 def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
     """The _Key of `spec`; without one, a ready KeyedLimiter's default: the address."""
-    if spec is not None:
-        return _Key(spec, where)
-    if _web.is_keyed(limiter):  # (False for None and a dotted path)
-        return _Key("ip", where)
-    return None
+    return _Key(spec, where) if spec is not None or _web.is_keyed(limiter) else None
 
 
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
