@@ -20,7 +20,6 @@ from typing import (
     Optional,
     Set,
     Tuple,
-    Type,
     Union,
 )
 
@@ -89,10 +88,9 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
             ) from None
     try:
         return _trusted(entries)
-    except TypeError as exc:
-        if "unhashable" not in str(exc):
-            raise
-    return _trusted.__wrapped__(entries)  # uncached: its TypeError names the entry
+    except TypeError:  # an unhashable entry, or a bad one: parsed uncached, the error named
+        pass
+    return _trusted.__wrapped__(entries)
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
@@ -437,9 +435,6 @@ class Middleware:
             return None
         return admitted_headers(self.limiter, self._keyed, self._threshold(k))
 
-    # a refusal: the limiter's, or an Admission's (with route limits)
-    _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
-
     def _refusing(self, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
         app: on_block's response, else None."""
@@ -764,5 +759,3 @@ def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> Lis
 
 # the route limits the middlewares decide with their own (it imports this module: last)
 from . import _routes  # noqa: E402
-
-Middleware._REFUSED = (_core.BlockedError, _routes.Refused)

@@ -23,7 +23,7 @@ from typing import (
     Tuple,
 )
 
-from . import _io, _routes, _web
+from . import _core, _io, _routes, _web
 
 __all__ = ["LimitMiddleware", "Environ", "StartResponse", "WSGIApp"]
 
@@ -51,7 +51,7 @@ class LimitMiddleware(_web.Middleware):
         entry, admission = self._entry(environ, k)
         try:
             entry.__enter__()
-        except self._REFUSED as exc:
+        except (_core.BlockedError, _routes.Refused) as exc:  # the limiter's, an Admission's
             app, code, hdrs, raw = _io.run(self._refusing(environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
                 response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
