@@ -312,6 +312,8 @@ class Middleware:
     _ASYNC = False
     _ARG = "environ"  # what key(), exempt() and on_block() are given
     _WHERE = "LimitMiddleware"
+    # (the route limits of the request's route, a request object for their keys)
+    _route_limits: Callable[[Any], Tuple[Tuple[Any, ...], Any]]
 
     def __init__(
         self,
@@ -407,10 +409,6 @@ class Middleware:
             return True, None
         k = self._key(scope_or_environ)
         return k is not None, k
-
-    def _route_limits(self, scope_or_environ: Any) -> Tuple[Tuple[Any, ...], Any]:
-        """(the route limits of the request's route, a request object for their keys)."""
-        return (), None
 
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
         """(what the request enters, its Admission or None); with route limits, one

@@ -136,8 +136,6 @@ class LimitMiddleware(_web.Middleware):
 class _Done:
     """An awaitable already done."""
 
-    __slots__ = ()
-
     def __await__(self) -> Generator[Any, None, None]:
         yield from ()
 
