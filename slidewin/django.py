@@ -146,8 +146,7 @@ class _State:
     """What the middleware knows of a request (set on it as ``request._slidewin``)."""
 
     admission: Optional[_routes.Admission] = None  # the limits decided, held
-    decided: Tuple[Any, ...] = ()  # the views' limits among them
-    reached = False  # Django reached a view
+    decided: Optional[Tuple[Any, ...]] = None  # the views' limits among them (None: no view)
     exc: Any = None  # the exception the view raised
     headers: Sequence[Tuple[str, str]] = ()  # the RateLimit fields to add
 
@@ -247,7 +246,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
     admission = None
     if _enabled() and vl.applies(request):
         state = getattr(request, "_slidewin", None)
-        if state is None or vl not in state.decided:
+        if state is None or vl not in (state.decided or ()):
             admission = yield from _admission(io, (vl,), request)
 
     def refused(r: _routes.Refused) -> Any:
@@ -343,7 +342,7 @@ class LimitMiddleware:
             if state.admission is not None:  # SystemExit), cancelled (the client left)
                 yield from state.admission.exiting(io, type(exc), exc, None)
             raise
-        if not state.reached and self._global_applies(request):
+        if state.decided is None and self._global_applies(request):
             late = yield from self._deciding(io, request, None)  # routed to no view
             if late is not None:
                 return late
@@ -378,12 +377,11 @@ class LimitMiddleware:
         state = getattr(request, "_slidewin", None)
         if state is None:
             return None  # switched off, or not through __call__
-        state.reached = True
         views = [vl for vl in getattr(view_func, "slidewin_limits", ())
                  if vl.block and vl.applies(request)]
+        state.decided = tuple(views)
         limits = [self._global] + views if self._global_applies(request) else views
         admission = yield from _admission(io, limits, request)
-        state.decided = tuple(views)
         if admission is not None:
             try:
                 yield from admission.entering(io)
