@@ -429,9 +429,10 @@ class Middleware:
     def _admitted_fields(self, admission: Any, k: Any) -> Optional[List[Tuple[str, str]]]:
         if admission is not None:
             return admission.headers()  # type: ignore[no-any-return]
-        if not self._headers:
+        lim = self.limiter
+        if not self._headers or isinstance(lim, _core.Breaker):  # a breaker tells no quota
             return None
-        return admitted_headers(self.limiter, self._keyed, self._threshold(k))
+        return ratelimit_fields(lim, self._threshold(k), remaining(lim, self._keyed))
 
     def _refusing(self, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
@@ -676,12 +677,6 @@ def remaining(limiter: Any, keyed: bool) -> Optional[int]:
 def _window_quota(qps: Optional[float], interval_ms: int) -> int:
     # a float product a hair under an int is that int
     return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
-
-
-def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[Tuple[str, str]]:
-    if isinstance(limiter, _core.Breaker):
-        return []  # a circuit breaker has no quota to tell
-    return ratelimit_fields(limiter, threshold, remaining(limiter, keyed))
 
 
 def _has_quota(limiter: Any) -> bool:
