@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _rate, _web
+from ._web import _has_quota, is_concurrency, own_threshold, ratelimit_fields, remaining
 from ._group import all_of
 from ._keyed import KeyedLimiter
 from ._limiter import Limiter
@@ -162,12 +163,6 @@ class Admission:
             return [m[0].entry(m[1]) if isinstance(m, tuple) else m.entry()] + rest
         return ([_group(members, self._pairs[0][0].groups).entry()] if members else []) + rest
 
-    def _refused(self, error: BaseException) -> Refused:
-        lim = getattr(error, "limiter", None)
-        return Refused(next((route for route, _ in self._pairs
-                             if any(part is lim for part in route.limiters)),
-                            self._pairs[0][0]), error)
-
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
         refusal, everything entered so far given back (ended with no outcome)."""
@@ -176,8 +171,11 @@ class Admission:
                 yield io.enter(e)
             except BaseException as exc:  # refused, interrupted, cancelled: all given back
                 yield from self.exiting(io, GeneratorExit, None, None)
-                if isinstance(exc, _core.BlockedError):
-                    raise self._refused(exc) from None
+                if isinstance(exc, _core.BlockedError):  # the refusing limiter's route
+                    lim = getattr(exc, "limiter", None)
+                    raise Refused(next((route for route, _ in self._pairs
+                                        if any(part is lim for part in route.limiters)),
+                                       self._pairs[0][0]), exc) from None
                 raise
             self._entries.append(e)
         return self
@@ -212,8 +210,22 @@ class Admission:
         await _io.arun(self.exiting(_io.ASYNC, et, ev, tb))
 
     def headers(self) -> List[Tuple[str, str]]:
-        """The RateLimit fields of the most restrictive limit with ``headers``."""
-        return _web.most_restrictive_headers(self._pairs)
+        """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts
+        of the routes that tell ``headers``."""
+        best: Optional[Tuple[float, Any, Optional[int]]] = None
+        for lim, keyed in [(lim, r.keyed) for r, _ in self._pairs if r.headers
+                           for lim in r.limiters]:
+            if not _has_quota(lim):
+                continue
+            r = remaining(lim, keyed)
+            if r is not None:
+                left = float(r)
+            else:  # the window's quota (a concurrency limit's: its concurrency)
+                left = float(own_threshold(lim)) * (1.0 if is_concurrency(lim) else
+                                                    (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
+            if best is None or left < best[0]:
+                best = (left, lim, r)
+        return [] if best is None else ratelimit_fields(best[1], None, best[2])
 
 
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:

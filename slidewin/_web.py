@@ -684,24 +684,6 @@ def _has_quota(limiter: Any) -> bool:
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
 
 
-def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts of
-    the ``(route, key)`` pairs' routes that tell ``headers``."""
-    best: Optional[Tuple[float, Any, Optional[int]]] = None
-    for lim, keyed in [(lim, r.keyed) for r, _ in pairs if r.headers for lim in r.limiters]:
-        if not _has_quota(lim):
-            continue
-        r = remaining(lim, keyed)
-        if r is not None:
-            left = float(r)
-        else:  # the window's quota (a concurrency limit's: its concurrency)
-            left = float(own_threshold(lim)) * (
-                1.0 if is_concurrency(lim) else (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
-        if best is None or left < best[0]:
-            best = (left, lim, r)
-    return [] if best is None else ratelimit_fields(best[1], None, best[2])
-
-
 def refusal_fields(
     limiter: Any,
     error: Any,
