@@ -698,19 +698,16 @@ def refusal_fields(
         # a circuit breaker is open: the service behind is failing, not the client too fast
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
     conc = is_concurrency(limiter)
-    code = concurrency_status if conc else status
     if threshold is None:
         threshold = own_threshold(limiter)
-    never = threshold is not None and threshold == 0
-    out: List[Tuple[str, str]] = []
     retry_after = getattr(error, "retry_after", None)
-    seconds: Optional[int] = None
-    if not never and (not conc or retry_after is not None):
+    seconds: Optional[int] = None  # none for a limit of 0 (never passes)
+    if threshold != 0 and (not conc or retry_after is not None):
         seconds = retry_after_s(retry_after)
-        out.append(("Retry-After", str(seconds)))
+    out = [] if seconds is None else [("Retry-After", str(seconds))]
     if headers:
         out += ratelimit_fields(limiter, threshold, 0, seconds)
-    return code, out
+    return (concurrency_status if conc else status), out
 
 
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
