@@ -261,17 +261,14 @@ def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
             % (where, type(limiter).__name__)
         )
     redis = sys.modules.get("slidewin.redis")
-    if redis is None:
+    if redis is None or not isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)
+                                       if is_async else redis.AsyncRedisLimiter):
         return is_keyed(limiter)
+    why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
+           "slidewin.redis.Async%s (with a redis.asyncio client)" if is_async else
+           "an %s, whose entry() needs an event loop (async with); a WSGI app is served "
+           "without one: use slidewin.redis.%s (with a sync redis client)")
     keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
-    if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
-        why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
-               "slidewin.redis.Async%s (with a redis.asyncio client)")
-    elif not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
-        why = ("an %s, whose entry() needs an event loop (async with); a WSGI app is served "
-               "without one: use slidewin.redis.%s (with a sync redis client)")
-    else:
-        return is_keyed(limiter)
     raise TypeError("%s: limiter is " % where + why % (
         type(limiter).__name__, "RedisKeyedLimiter" if keyed else "RedisLimiter"))
 
