@@ -117,7 +117,7 @@ class RouteLimit(Own):
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """(status, headers, problem+json body) of a refused request."""
-        return _web._framed(*self.fields(error), None, "application/problem+json")
+        return _web._framed(*self.fields(error))
 
 
 class Refused(Exception):

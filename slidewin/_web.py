@@ -623,7 +623,6 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
@@ -710,14 +709,13 @@ def refusal_fields(
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
-    code, fields = refusal_fields(lim, error, 429, 503, headers and _has_quota(lim))
-    return _framed(code, fields, None, "application/problem+json")
+    return _framed(*refusal_fields(lim, error, 429, 503, headers and _has_quota(lim)))
 
 
-def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
-            content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    # body None: the problem document
-    raw = problem(code) if body is None else body
+def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes] = None,
+            content_type: str = "application/problem+json"
+            ) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    raw = problem(code) if body is None else body  # None: the problem document
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 
 
