@@ -116,7 +116,6 @@ class RouteLimit(Own):
                                    self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """(status, headers, problem+json body) of a refused request."""
         return _web._framed(*self.fields(error))
 
 

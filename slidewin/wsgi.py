@@ -54,8 +54,7 @@ class LimitMiddleware(_web.Middleware):
         except (_core.BlockedError, _routes.Refused) as exc:  # the limiter's, an Admission's
             app, code, hdrs, raw = _io.run(self._refusing(environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
-                response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
-                return response
+                return app(environ, _adding(start_response, hdrs))  # type: ignore[no-any-return]
             start_response("%d %s" % (code, _web.REASONS.get(code, "Error")), hdrs)
             return [raw]
         fields = self._admitted_fields(admission, k)
