@@ -298,14 +298,14 @@ _NO_LOOP = "%s: on_block %s; a WSGI server has no event loop to run it: give a p
 
 class Middleware:
     """slidewin.asgi's and slidewin.wsgi's LimitMiddleware: the arguments, checked, and one
-    request's steps; a subclass sets ``_APP`` and ``_ASYNC``."""
+    request's steps; its class attributes are WSGI's (slidewin.asgi's sets its own)."""
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
         "_concurrency_status", "_body", "_content_type", "_body_type", "_headers",
         "_on_block", "_overrides", "_overrides_at", "_own",
     )
-    _APP = "an app"
+    _APP = "a WSGI app"
     _ASYNC = False
     _ARG = "environ"  # what key(), exempt() and on_block() are given
     _WHERE = "LimitMiddleware"
@@ -641,7 +641,8 @@ def ratelimit_fields(limiter: Any, threshold: Any = None, r: Optional[int] = Non
     # a structured-field string holds printable ASCII only: other characters are escaped
     # as \uXXXX (a header value must stay Latin-1, or the server answers 500)
     name = name.encode("ascii", "backslashreplace").decode("ascii")
-    name = "".join(c if " " <= c <= "~" else "?" for c in name)
+    if not name.isprintable():  # (ASCII: printable is " " to "~"; a control character: "?")
+        name = "".join(c if " " <= c <= "~" else "?" for c in name)
     name = '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
     if threshold is None:
         threshold = own_threshold(limiter)
@@ -649,8 +650,9 @@ def ratelimit_fields(limiter: Any, threshold: Any = None, r: Optional[int] = Non
         policy = '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
     else:
         ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
-        policy = "%s;q=%d;" % (name, _window_quota(threshold, ms)) + (
-            "w=%d" % (ms // 1000) if ms % 1000 == 0 else "slidewin-window-ms=%d" % ms)
+        quota = _window_quota(threshold, ms)
+        policy = ("%s;q=%d;w=%d" % (name, quota, ms // 1000) if ms % 1000 == 0
+                  else "%s;q=%d;slidewin-window-ms=%d" % (name, quota, ms))
     out = [("RateLimit-Policy", policy)]
     if r is not None:
         out.append(("RateLimit", "%s;r=%d" % (name, r) + ("" if t is None else ";t=%d" % t)))

@@ -42,7 +42,6 @@ class LimitMiddleware(_web.Middleware):
     """
 
     app: WSGIApp
-    _APP = "a WSGI app"
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         limited, k = self._limited_key(environ, environ.get("PATH_INFO", ""))
