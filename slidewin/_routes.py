@@ -11,7 +11,6 @@ from ._group import all_of
 from ._keyed import KeyedLimiter
 from ._limiter import Limiter
 
-IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 _T = TypeVar("_T")
 
@@ -61,7 +60,7 @@ class RouteLimit(Own):
         self.key: Any = key if callable(key) else None
         if isinstance(key, str) and key.startswith(HEADER):
             self.key = header_key(key, where)
-        elif key is not None and key != IP and not callable(key):
+        elif key is not None and key != "ip" and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
         rate = kwargs.get("rate")
