@@ -81,37 +81,34 @@ class _Key:
     """A request's key: "ip" (None too), "user", "header:Name", a dotted path or a function
     of the request (a coroutine function for async views)."""
 
-    __slots__ = ("user", "func")
+    __slots__ = ("user", "sync")
 
     def __init__(self, spec: Any, where: str) -> None:
         self.user = spec in ("user", "user_or_ip")  # the authenticated user's pk, else the IP
-        self.func: Callable[[Any], Any] = _ip
-        if isinstance(spec, str) and spec.startswith(_routes.HEADER):
-            self.func = _routes.header_key(spec, where)
-        elif isinstance(spec, str) and not self.user and spec != "ip":
+        self.sync: Callable[[Any], Any] = _ip  # the key of a request, in a thread
+        if self.user:
+            self.sync = lambda request: _user_key(getattr(request, "user", None), request)
+        elif isinstance(spec, str) and spec.startswith(_routes.HEADER):
+            self.sync = _routes.header_key(spec, where)
+        elif isinstance(spec, str) and spec != "ip":
             try:
-                self.func = import_string(spec)
+                self.sync = import_string(spec)
             except ImportError:
                 raise ValueError(
                     "%s: key %r is not 'ip', 'user', 'header:Name' nor the dotted path of a "
                     "function of the request" % (where, spec)) from None
         elif callable(spec):
-            self.func = spec
+            self.sync = spec
         elif not isinstance(spec, (str, type(None))):
             raise TypeError("%s: key must be 'ip', 'user', 'header:Name', a dotted path or a "
                             "function of the request, not %s" % (where, type(spec).__name__))
-
-    def sync(self, request: Any) -> Any:
-        if self.user:
-            return _user_key(getattr(request, "user", None), request)
-        return self.func(request)
 
     async def async_(self, request: Any) -> Any:
         if self.user:
             auser = getattr(request, "auser", None)  # request.user would query in the loop
             user = await auser() if auser is not None else getattr(request, "user", None)
             return _user_key(user, request)
-        k = self.func(request)
+        k = self.sync(request)
         return await k if inspect.isawaitable(k) else k
 
 
