@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _core, _io, _rate, _web
+from ._web import _has_quota, is_concurrency, own_threshold, ratelimit_fields, remaining
 from ._group import all_of
 from ._keyed import KeyedLimiter
 from ._limiter import Limiter
 
-IP = "ip"  # key="ip": one limit per client address (slidewin.client_ip)
 HEADER = "header:"  # key="header:X-Api-Key": one limit per value of that header
 _T = TypeVar("_T")
 
@@ -60,7 +60,7 @@ class RouteLimit(Own):
         self.key: Any = key if callable(key) else None
         if isinstance(key, str) and key.startswith(HEADER):
             self.key = header_key(key, where)
-        elif key is not None and key != IP and not callable(key):
+        elif key is not None and key != "ip" and not callable(key):
             raise TypeError("%s: key must be None, 'ip', 'header:Name' or a function of the "
                             "request, not %r" % (where, key))
         rate = kwargs.get("rate")
@@ -115,8 +115,7 @@ class RouteLimit(Own):
                                    self.headers)
 
     def refusal(self, error: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """(status, headers, problem+json body) of a refused request."""
-        return _web._framed(*self.fields(error), None, "application/problem+json")
+        return _web._framed(*self.fields(error))
 
 
 class Refused(Exception):
@@ -162,12 +161,6 @@ class Admission:
             return [m[0].entry(m[1]) if isinstance(m, tuple) else m.entry()] + rest
         return ([_group(members, self._pairs[0][0].groups).entry()] if members else []) + rest
 
-    def _refused(self, error: BaseException) -> Refused:
-        lim = getattr(error, "limiter", None)
-        return Refused(next((route for route, _ in self._pairs
-                             if any(part is lim for part in route.limiters)),
-                            self._pairs[0][0]), error)
-
     def entering(self, io: Any) -> _io.Steps:
         """Enter every limit, the I/O yielded to the driver of `io`: ``Refused`` on a
         refusal, everything entered so far given back (ended with no outcome)."""
@@ -176,8 +169,11 @@ class Admission:
                 yield io.enter(e)
             except BaseException as exc:  # refused, interrupted, cancelled: all given back
                 yield from self.exiting(io, GeneratorExit, None, None)
-                if isinstance(exc, _core.BlockedError):
-                    raise self._refused(exc) from None
+                if isinstance(exc, _core.BlockedError):  # the refusing limiter's route
+                    lim = getattr(exc, "limiter", None)
+                    raise Refused(next((route for route, _ in self._pairs
+                                        if any(part is lim for part in route.limiters)),
+                                       self._pairs[0][0]), exc) from None
                 raise
             self._entries.append(e)
         return self
@@ -212,8 +208,22 @@ class Admission:
         await _io.arun(self.exiting(_io.ASYNC, et, ev, tb))
 
     def headers(self) -> List[Tuple[str, str]]:
-        """The RateLimit fields of the most restrictive limit with ``headers``."""
-        return _web.most_restrictive_headers(self._pairs)
+        """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts
+        of the routes that tell ``headers``."""
+        best: Optional[Tuple[float, Any, Optional[int]]] = None
+        for lim, keyed in [(lim, r.keyed) for r, _ in self._pairs if r.headers
+                           for lim in r.limiters]:
+            if not _has_quota(lim):
+                continue
+            r = remaining(lim, keyed)
+            if r is not None:
+                left = float(r)
+            else:  # the window's quota (a concurrency limit's: its concurrency)
+                left = float(own_threshold(lim)) * (1.0 if is_concurrency(lim) else
+                                                    (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
+            if best is None or left < best[0]:
+                best = (left, lim, r)
+        return [] if best is None else ratelimit_fields(best[1], None, best[2])
 
 
 def _group(members: List[Any], cache: Dict[Tuple[int, ...], Any]) -> Any:

@@ -20,7 +20,6 @@ from typing import (
     Optional,
     Set,
     Tuple,
-    Type,
     Union,
 )
 
@@ -89,10 +88,9 @@ def _trusted_of(trusted_proxies: Any) -> Tuple[Tuple[_Network, ...], bool]:
             ) from None
     try:
         return _trusted(entries)
-    except TypeError as exc:
-        if "unhashable" not in str(exc):
-            raise
-    return _trusted.__wrapped__(entries)  # uncached: its TypeError names the entry
+    except TypeError:  # an unhashable entry, or a bad one: parsed uncached, the error named
+        pass
+    return _trusted.__wrapped__(entries)
 
 
 def _parse_ip(text: str) -> Optional[_Address]:
@@ -263,17 +261,14 @@ def check_limiter(limiter: Any, where: str, is_async: bool) -> bool:
             % (where, type(limiter).__name__)
         )
     redis = sys.modules.get("slidewin.redis")
-    if redis is None:
+    if redis is None or not isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)
+                                       if is_async else redis.AsyncRedisLimiter):
         return is_keyed(limiter)
+    why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
+           "slidewin.redis.Async%s (with a redis.asyncio client)" if is_async else
+           "an %s, whose entry() needs an event loop (async with); a WSGI app is served "
+           "without one: use slidewin.redis.%s (with a sync redis client)")
     keyed = isinstance(limiter, (redis.RedisKeyedLimiter, redis.AsyncRedisKeyedLimiter))
-    if is_async and isinstance(limiter, (redis.RedisLimiter, redis.RedisKeyedLimiter)):
-        why = ("a %s, whose entry() is sync; an ASGI app needs the asyncio one: use "
-               "slidewin.redis.Async%s (with a redis.asyncio client)")
-    elif not is_async and isinstance(limiter, redis.AsyncRedisLimiter):
-        why = ("an %s, whose entry() needs an event loop (async with); a WSGI app is served "
-               "without one: use slidewin.redis.%s (with a sync redis client)")
-    else:
-        return is_keyed(limiter)
     raise TypeError("%s: limiter is " % where + why % (
         type(limiter).__name__, "RedisKeyedLimiter" if keyed else "RedisLimiter"))
 
@@ -303,17 +298,19 @@ _NO_LOOP = "%s: on_block %s; a WSGI server has no event loop to run it: give a p
 
 class Middleware:
     """slidewin.asgi's and slidewin.wsgi's LimitMiddleware: the arguments, checked, and one
-    request's steps; a subclass sets ``_APP`` and ``_ASYNC``."""
+    request's steps; its class attributes are WSGI's (slidewin.asgi's sets its own)."""
 
     __slots__ = (
         "app", "limiter", "_keyed", "_key", "_exempt", "_exempt_path", "_status",
         "_concurrency_status", "_body", "_content_type", "_body_type", "_headers",
         "_on_block", "_overrides", "_overrides_at", "_own",
     )
-    _APP = "an app"
+    _APP = "a WSGI app"
     _ASYNC = False
     _ARG = "environ"  # what key(), exempt() and on_block() are given
     _WHERE = "LimitMiddleware"
+    # (the route limits of the request's route, a request object for their keys)
+    _route_limits: Callable[[Any], Tuple[Tuple[Any, ...], Any]]
 
     def __init__(
         self,
@@ -410,10 +407,6 @@ class Middleware:
         k = self._key(scope_or_environ)
         return k is not None, k
 
-    def _route_limits(self, scope_or_environ: Any) -> Tuple[Tuple[Any, ...], Any]:
-        """(the route limits of the request's route, a request object for their keys)."""
-        return (), None
-
     def _entry(self, scope_or_environ: Any, k: Any) -> Tuple[Any, Any]:
         """(what the request enters, its Admission or None); with route limits, one
         Admission of all, marked decided so that their helpers let the request through."""
@@ -433,12 +426,10 @@ class Middleware:
     def _admitted_fields(self, admission: Any, k: Any) -> Optional[List[Tuple[str, str]]]:
         if admission is not None:
             return admission.headers()  # type: ignore[no-any-return]
-        if not self._headers:
+        lim = self.limiter
+        if not self._headers or isinstance(lim, _core.Breaker):  # a breaker tells no quota
             return None
-        return admitted_headers(self.limiter, self._keyed, self._threshold(k))
-
-    # a refusal: the limiter's, or an Admission's (with route limits)
-    _REFUSED: Tuple[Type[BaseException], ...] = (_core.BlockedError,)
+        return ratelimit_fields(lim, self._threshold(k), remaining(lim, self._keyed))
 
     def _refusing(self, scope_or_environ: Any, exc: Any, key: Any) -> Any:
         """``(app, status, headers, body)`` refusing `exc` (a BlockedError or a Refused);
@@ -632,7 +623,6 @@ def retry_after_s(retry_after: Optional[float]) -> int:
 
 
 def own_threshold(limiter: Any) -> Any:
-    """Its concurrency, else its qps (None when it has neither)."""
     conc = getattr(limiter, "concurrency", None)
     return conc if conc is not None else getattr(limiter, "qps", None)
 
@@ -640,30 +630,33 @@ def own_threshold(limiter: Any) -> Any:
 # ---- RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10) -------------------------
 
 
-def _policy_name(limiter: Any) -> str:
+def ratelimit_fields(limiter: Any, threshold: Any = None, r: Optional[int] = None,
+                     t: Optional[int] = None) -> List[Tuple[str, str]]:
+    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
+    ``slidewin-window-ms``), or a concurrency quota (``threshold``: the key's override);
+    then ``RateLimit`` with ``r`` left and ``t`` seconds to wait when ``r`` is known."""
     name = getattr(limiter, "name", None)
     if not isinstance(name, str) or not name:
         name = "default"
     # a structured-field string holds printable ASCII only: other characters are escaped
     # as \uXXXX (a header value must stay Latin-1, or the server answers 500)
     name = name.encode("ascii", "backslashreplace").decode("ascii")
-    name = "".join(c if " " <= c <= "~" else "?" for c in name)
-    return '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def policy_header(limiter: Any, threshold: Any = None) -> str:
-    """``RateLimit-Policy``: quota ``q`` per window ``w`` (seconds; else
-    ``slidewin-window-ms``), or a concurrency quota; ``threshold``: the key's override."""
-    name = _policy_name(limiter)
+    if not name.isprintable():  # (ASCII: printable is " " to "~"; a control character: "?")
+        name = "".join(c if " " <= c <= "~" else "?" for c in name)
+    name = '"%s"' % name.replace("\\", "\\\\").replace('"', '\\"')
     if threshold is None:
         threshold = own_threshold(limiter)
     if is_concurrency(limiter):
-        return '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
-    interval_ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
-    quota = _window_quota(threshold, interval_ms)
-    if interval_ms % 1000 == 0:
-        return "%s;q=%d;w=%d" % (name, quota, interval_ms // 1000)
-    return "%s;q=%d;slidewin-window-ms=%d" % (name, quota, interval_ms)
+        policy = '%s;q=%d;qu="concurrent-requests"' % (name, int(threshold))
+    else:
+        ms = int(getattr(limiter, "interval_ms", 1000) or 1000)
+        quota = _window_quota(threshold, ms)
+        policy = ("%s;q=%d;w=%d" % (name, quota, ms // 1000) if ms % 1000 == 0
+                  else "%s;q=%d;slidewin-window-ms=%d" % (name, quota, ms))
+    out = [("RateLimit-Policy", policy)]
+    if r is not None:
+        out.append(("RateLimit", "%s;r=%d" % (name, r) + ("" if t is None else ";t=%d" % t)))
+    return out
 
 
 def remaining(limiter: Any, keyed: bool) -> Optional[int]:
@@ -684,39 +677,9 @@ def _window_quota(qps: Optional[float], interval_ms: int) -> int:
     return int(math.floor((qps or 0.0) * interval_ms / 1000.0 + 1e-9))
 
 
-def admitted_headers(limiter: Any, keyed: bool, threshold: Any = None) -> List[Tuple[str, str]]:
-    if isinstance(limiter, _core.Breaker):
-        return []  # a circuit breaker has no quota to tell
-    out = [("RateLimit-Policy", policy_header(limiter, threshold))]
-    r = remaining(limiter, keyed)
-    if r is not None:
-        out.append(("RateLimit", "%s;r=%d" % (_policy_name(limiter), r)))
-    return out
-
-
 def _has_quota(limiter: Any) -> bool:
     """A qps or a concurrency, not a breaker: RateLimit fields can be told."""
     return not isinstance(limiter, _core.Breaker) and own_threshold(limiter) is not None
-
-
-def most_restrictive_headers(pairs: Iterable[Tuple[Any, Any]]) -> List[Tuple[str, str]]:
-    """The RateLimit fields of the limit with the least ``r`` (else quota) among the parts of
-    the ``(route, key)`` pairs' routes that tell ``headers``."""
-    best: Optional[Tuple[float, Any, bool]] = None
-    for lim, keyed in [(lim, r.keyed) for r, _ in pairs if r.headers for lim in r.limiters]:
-        if not _has_quota(lim):
-            continue
-        r = remaining(lim, keyed)
-        if r is not None:
-            left = float(r)
-        else:  # the window's quota (a concurrency limit's: its concurrency)
-            left = float(own_threshold(lim)) * (
-                1.0 if is_concurrency(lim) else (getattr(lim, "interval_ms", 0) or 1000) / 1e3)
-        if best is None or left < best[0]:
-            best = (left, lim, keyed)
-    if best is None:
-        return []
-    return admitted_headers(best[1], best[2])
 
 
 def refusal_fields(
@@ -733,36 +696,28 @@ def refusal_fields(
         # a circuit breaker is open: the service behind is failing, not the client too fast
         return 503, [("Retry-After", str(retry_after_s(getattr(error, "retry_after", None))))]
     conc = is_concurrency(limiter)
-    code = concurrency_status if conc else status
     if threshold is None:
         threshold = own_threshold(limiter)
-    never = threshold is not None and threshold == 0
-    out: List[Tuple[str, str]] = []
     retry_after = getattr(error, "retry_after", None)
-    seconds: Optional[int] = None
-    if not never and (not conc or retry_after is not None):
+    seconds: Optional[int] = None  # none for a limit of 0 (never passes)
+    if threshold != 0 and (not conc or retry_after is not None):
         seconds = retry_after_s(retry_after)
-        out.append(("Retry-After", str(seconds)))
+    out = [] if seconds is None else [("Retry-After", str(seconds))]
     if headers:
-        out.append(("RateLimit-Policy", policy_header(limiter, threshold)))
-        item = "%s;r=0" % _policy_name(limiter)
-        if seconds is not None:
-            item += ";t=%d" % seconds
-        out.append(("RateLimit", item))
-    return code, out
+        out += ratelimit_fields(limiter, threshold, 0, seconds)
+    return (concurrency_status if conc else status), out
 
 
 def raised_refusal(error: Any, headers: bool = True) -> Tuple[int, List[Tuple[str, str]], bytes]:
     """(status, headers, problem body) of a BlockedError raised in a route or view."""
     lim = getattr(error, "limiter", None)
-    code, fields = refusal_fields(lim, error, 429, 503, headers and _has_quota(lim))
-    return _framed(code, fields, None, "application/problem+json")
+    return _framed(*refusal_fields(lim, error, 429, 503, headers and _has_quota(lim)))
 
 
-def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes],
-            content_type: str) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    # body None: the problem document
-    raw = problem(code) if body is None else body
+def _framed(code: int, fields: List[Tuple[str, str]], body: Optional[bytes] = None,
+            content_type: str = "application/problem+json"
+            ) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    raw = problem(code) if body is None else body  # None: the problem document
     return code, [("Content-Type", content_type), ("Content-Length", str(len(raw)))] + fields, raw
 
 
@@ -773,5 +728,3 @@ def missing_fields(present: Iterable[str], fields: List[Tuple[str, str]]) -> Lis
 
 # the route limits the middlewares decide with their own (it imports this module: last)
 from . import _routes  # noqa: E402
-
-Middleware._REFUSED = (_core.BlockedError, _routes.Refused)

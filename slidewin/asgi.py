@@ -22,7 +22,7 @@ from typing import (
     Tuple,
 )
 
-from . import _io, _routes, _web
+from . import _core, _io, _routes, _web
 
 __all__ = ["LimitMiddleware", "Scope", "Message", "Receive", "Send", "ASGIApp"]
 
@@ -67,7 +67,7 @@ class LimitMiddleware(_web.Middleware):
             w = _io.ASYNC.enter(entry)()  # a C decision that never sleeps: no coroutine
             if inspect.isawaitable(w):
                 await w
-        except self._REFUSED as exc:
+        except (_core.BlockedError, _routes.Refused) as exc:  # the limiter's, an Admission's
             app, code, hdrs, raw = await _io.arun(self._refusing(scope, exc, k))
             if app is not None:
                 await app(scope, receive, _adding(send, hdrs))  # on_block's response
@@ -135,8 +135,6 @@ class LimitMiddleware(_web.Middleware):
 
 class _Done:
     """An awaitable already done."""
-
-    __slots__ = ()
 
     def __await__(self) -> Generator[Any, None, None]:
         yield from ()

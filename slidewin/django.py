@@ -60,10 +60,9 @@ def _trusted_proxies() -> Any:
 
 
 def _ip(request: Any) -> str:
-    meta = request.META
-    if "REMOTE_ADDR" not in meta:  # an ASGI request without a peer address
-        meta = {"REMOTE_ADDR": "", "HTTP_X_FORWARDED_FOR": meta.get("HTTP_X_FORWARDED_FOR")}
-    ip = _web.client_ip(meta, _trusted_proxies())
+    meta = request.META  # an ASGI request without a peer address has no REMOTE_ADDR
+    ip = _web.client_ip(meta if "REMOTE_ADDR" in meta else {**meta, "REMOTE_ADDR": ""},
+                        _trusted_proxies())
     if not ip:
         raise ValueError(
             "slidewin.django: key='ip', but the request has no client address (served on a "
@@ -79,50 +78,43 @@ def _user_key(user: Any, request: Any) -> str:
 
 
 class _Key:
-    """A request's key: "ip", "user", "header:Name", a dotted path or a function of the
-    request (a coroutine function for async views)."""
+    """A request's key: "ip" (None too), "user", "header:Name", a dotted path or a function
+    of the request (a coroutine function for async views)."""
 
-    __slots__ = ("user", "func")
+    __slots__ = ("user", "sync")
 
     def __init__(self, spec: Any, where: str) -> None:
         self.user = spec in ("user", "user_or_ip")  # the authenticated user's pk, else the IP
-        self.func: Callable[[Any], Any] = _ip
-        if isinstance(spec, str) and spec.startswith(_routes.HEADER):
-            self.func = _routes.header_key(spec, where)
-        elif isinstance(spec, str) and not self.user and spec != "ip":
+        self.sync: Callable[[Any], Any] = _ip  # the key of a request, in a thread
+        if self.user:
+            self.sync = lambda request: _user_key(getattr(request, "user", None), request)
+        elif isinstance(spec, str) and spec.startswith(_routes.HEADER):
+            self.sync = _routes.header_key(spec, where)
+        elif isinstance(spec, str) and spec != "ip":
             try:
-                self.func = import_string(spec)
+                self.sync = import_string(spec)
             except ImportError:
                 raise ValueError(
                     "%s: key %r is not 'ip', 'user', 'header:Name' nor the dotted path of a "
                     "function of the request" % (where, spec)) from None
         elif callable(spec):
-            self.func = spec
-        elif not isinstance(spec, str):
+            self.sync = spec
+        elif not isinstance(spec, (str, type(None))):
             raise TypeError("%s: key must be 'ip', 'user', 'header:Name', a dotted path or a "
                             "function of the request, not %s" % (where, type(spec).__name__))
-
-    def sync(self, request: Any) -> Any:
-        if self.user:
-            return _user_key(getattr(request, "user", None), request)
-        return self.func(request)
 
     async def async_(self, request: Any) -> Any:
         if self.user:
             auser = getattr(request, "auser", None)  # request.user would query in the loop
             user = await auser() if auser is not None else getattr(request, "user", None)
             return _user_key(user, request)
-        k = self.func(request)
+        k = self.sync(request)
         return await k if inspect.isawaitable(k) else k
 
 
 def _key_of(spec: Any, limiter: Any, where: str) -> Optional[_Key]:
     """The _Key of `spec`; without one, a ready KeyedLimiter's default: the address."""
-    if spec is not None:
-        return _Key(spec, where)
-    if _web.is_keyed(limiter):  # (False for None and a dotted path)
-        return _Key("ip", where)
-    return None
+    return _Key(spec, where) if spec is not None or _web.is_keyed(limiter) else None
 
 
 def _response(code: int, fields: Sequence[Tuple[str, str]], body: bytes) -> HttpResponse:
@@ -151,8 +143,7 @@ class _State:
     """What the middleware knows of a request (set on it as ``request._slidewin``)."""
 
     admission: Optional[_routes.Admission] = None  # the limits decided, held
-    decided: Tuple[Any, ...] = ()  # the views' limits among them
-    reached = False  # Django reached a view
+    decided: Optional[Tuple[Any, ...]] = None  # the views' limits among them (None: no view)
     exc: Any = None  # the exception the view raised
     headers: Sequence[Tuple[str, str]] = ()  # the RateLimit fields to add
 
@@ -252,7 +243,7 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
     admission = None
     if _enabled() and vl.applies(request):
         state = getattr(request, "_slidewin", None)
-        if state is None or vl not in state.decided:
+        if state is None or vl not in (state.decided or ()):
             admission = yield from _admission(io, (vl,), request)
 
     def refused(r: _routes.Refused) -> Any:
@@ -261,12 +252,8 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
         request.limited = True
         return None  # the view is called, unlimited
 
-    def call() -> Any:
-        request.limited = getattr(request, "limited", False)
-        return view()
-
-    response, fields = yield from _routes.around(io, admission, call, refused,
-                                                 vl.route.headers)
+    request.limited = getattr(request, "limited", False)  # an outer @ratelimit's True kept
+    response, fields = yield from _routes.around(io, admission, view, refused, vl.route.headers)
     _routes.add_missing(response, fields)
     return response
 
@@ -348,7 +335,7 @@ class LimitMiddleware:
             if state.admission is not None:  # SystemExit), cancelled (the client left)
                 yield from state.admission.exiting(io, type(exc), exc, None)
             raise
-        if not state.reached and self._global_applies(request):
+        if state.decided is None and self._global_applies(request):
             late = yield from self._deciding(io, request, None)  # routed to no view
             if late is not None:
                 return late
@@ -383,12 +370,11 @@ class LimitMiddleware:
         state = getattr(request, "_slidewin", None)
         if state is None:
             return None  # switched off, or not through __call__
-        state.reached = True
         views = [vl for vl in getattr(view_func, "slidewin_limits", ())
                  if vl.block and vl.applies(request)]
+        state.decided = tuple(views)
         limits = [self._global] + views if self._global_applies(request) else views
         admission = yield from _admission(io, limits, request)
-        state.decided = tuple(views)
         if admission is not None:
             try:
                 yield from admission.entering(io)

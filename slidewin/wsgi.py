@@ -23,7 +23,7 @@ from typing import (
     Tuple,
 )
 
-from . import _io, _routes, _web
+from . import _core, _io, _routes, _web
 
 __all__ = ["LimitMiddleware", "Environ", "StartResponse", "WSGIApp"]
 
@@ -42,7 +42,6 @@ class LimitMiddleware(_web.Middleware):
     """
 
     app: WSGIApp
-    _APP = "a WSGI app"
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         limited, k = self._limited_key(environ, environ.get("PATH_INFO", ""))
@@ -51,11 +50,10 @@ class LimitMiddleware(_web.Middleware):
         entry, admission = self._entry(environ, k)
         try:
             entry.__enter__()
-        except self._REFUSED as exc:
+        except (_core.BlockedError, _routes.Refused) as exc:  # the limiter's, an Admission's
             app, code, hdrs, raw = _io.run(self._refusing(environ, exc, k))
             if app is not None:  # on_block's response: the app's own iterable
-                response: Iterable[bytes] = app(environ, _adding(start_response, hdrs))
-                return response
+                return app(environ, _adding(start_response, hdrs))  # type: ignore[no-any-return]
             start_response("%d %s" % (code, _web.REASONS.get(code, "Error")), hdrs)
             return [raw]
         fields = self._admitted_fields(admission, k)

@@ -567,9 +567,9 @@ def test_key_with_a_plain_limiter_is_an_error():
 
 def test_ratelimit_headers_with_a_name_outside_latin1():
     """A limiter named in another script still gets its headers (escaped), never a 500."""
-    from slidewin._web import policy_header
+    from slidewin._web import ratelimit_fields
 
-    value = policy_header(Limiter(qps=2, name="загрузки"))
+    (_, value), = ratelimit_fields(Limiter(qps=2, name="загрузки"))
     value.encode("latin-1")                       # a valid header value
     assert value.startswith('"\\\\u0437')            # escaped, as a structured-field string
 
