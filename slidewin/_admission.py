@@ -180,31 +180,42 @@ class AdmissionEntry:
         self._state = 0
         self._held = None
 
-    def __enter__(self) -> Any:
-        self._claim()  # the types' own __enter__ spell out their common case
-        d = admit(self._adm, self._req, self._timeout, self._in_loop)
+    def _held_now(self) -> int:
+        """No timeout: one decision, held; the ns to sleep before the body (a type may spell
+        it out: a group's does)."""
+        d = admit(self._adm, self._req, None, self._in_loop)
         self._entered(self._adm._adm_hold(self._req, d))
-        if d[1] > 0:
-            self._wait_held(d[1])
+        return int(d[1])
+
+    def __enter__(self) -> Any:
+        if self._timeout is None and self._state == 0:
+            wait = self._held_now()
+        else:
+            self._claim()
+            d = admit(self._adm, self._req, self._timeout, self._in_loop)
+            self._entered(self._adm._adm_hold(self._req, d))
+            wait = d[1]
+        if wait > 0:  # a throttle's slot: interrupted, given back
+            try:
+                refuse_in_loop(*self._in_loop)
+                time.sleep(wait / 1e9)
+            except BaseException:
+                self._abort()
+                raise
         self._start = _monotonic_ns()
         return self
 
-    def _wait_held(self, wait_ns: int) -> None:
-        """Sleep an admission's wait (a throttle's slot); interrupted: given back."""
-        try:
-            refuse_in_loop(*self._in_loop)
-            time.sleep(wait_ns / 1e9)
-        except BaseException:
-            self._abort()
-            raise
-
     async def __aenter__(self) -> Any:
-        self._claim()
-        d = await admit_async(self._adm, self._req, self._timeout)
-        self._entered(self._adm._adm_hold(self._req, d))
-        if d[1] > 0:
+        if self._timeout is None and self._state == 0:
+            wait = self._held_now()
+        else:
+            self._claim()
+            d = await admit_async(self._adm, self._req, self._timeout)
+            self._entered(self._adm._adm_hold(self._req, d))
+            wait = d[1]
+        if wait > 0:
             try:
-                await asyncio.sleep(d[1] / 1e9)
+                await asyncio.sleep(wait / 1e9)
             except BaseException:  # cancelled while waiting: give the admission back
                 self._abort()
                 raise

@@ -188,10 +188,7 @@ class GroupEntry(AdmissionEntry):
 
     _adm: Group  # the base's slot
 
-    # The protocol's steps for the common case (no timeout: one decision; a success),
-    # spelled out without the step calls; anything else takes AdmissionEntry's.
-    def _held_now(self) -> int:
-        """One decision, held: the ns of a throttle member's wait."""
+    def _held_now(self) -> int:  # the base's, spelled out without the protocol's calls
         group, req = self._adm, self._req
         d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
@@ -199,28 +196,6 @@ class GroupEntry(AdmissionEntry):
         self._held = group._adm_hold(req, d)
         self._state = 1
         return int(d[1])
-
-    def __enter__(self) -> "GroupEntry":
-        if self._timeout is not None or self._state != 0:
-            return cast(GroupEntry, AdmissionEntry.__enter__(self))
-        wait = self._held_now()
-        if wait > 0:
-            self._wait_held(wait)
-        self._start = time.monotonic_ns()
-        return self
-
-    async def __aenter__(self) -> "GroupEntry":
-        if self._timeout is not None or self._state != 0:
-            return cast(GroupEntry, await AdmissionEntry.__aenter__(self))
-        wait = self._held_now()
-        if wait > 0:
-            try:
-                await asyncio.sleep(wait / 1e9)
-            except BaseException:  # cancelled while waiting: give the admission back
-                self._abort()
-                raise
-        self._start = time.monotonic_ns()
-        return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if et is not None or self._state != 1:
