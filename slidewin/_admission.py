@@ -147,11 +147,10 @@ class Admitter(Protocol):
 class AdmissionEntry:
     """The one entry over an ``Admitter`` (``with`` and ``async with``): admitted (waiting up
     to ``timeout`` seconds, None: not at all) and held while the body runs, then ended with
-    the body's outcome and response time. Used once, unless ``_reusable``."""
+    the body's outcome and response time. Used once."""
 
     __slots__ = ("_adm", "_req", "_timeout", "_held", "_start", "_state")
     _what = "entry"
-    _reusable = False
     # a thread's wait in a running event loop: what it is, and the async form to use
     _in_loop = ("an entry(timeout=...) that must wait", "async with ...entry(...)")
 
@@ -226,7 +225,7 @@ class AdmissionEntry:
         if self._state != 1:
             raise RuntimeError("exit of a %s that is not entered" % self._what)
         err = self._adm._adm_exit(self._req, self._held, et, ev, _monotonic_ns() - self._start)
-        self._state = 0 if self._reusable else 2
+        self._state = 2
         self._held = None
         if err is not None:
             raise err from ev

@@ -117,7 +117,6 @@ class _BreakerEntry(AdmissionEntry):
 
     __slots__ = ("_timed", "_deadline")
     _what = "breaker entry"
-    _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
         # the base's fields set here: a breaker's entry is made per call (no super() call)

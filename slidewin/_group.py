@@ -136,11 +136,8 @@ class Group(_core.Group, _Decorator, Admission):
 
     def _adm_listen(self, wake: Any) -> None:
         for i in self._conc:
-            lim = self.limiters[i]
-            if wake is not None:
-                waiters_of(lim).hook(lim, wake)
-            else:
-                waiters_of(lim).unhook(lim, self._waitq.wake)
+            lim = self.limiters[i]  # None: no more hooking of this group's Waiters.wake
+            waiters_of(lim).hook(lim, wake or self._waitq.wake, wake is not None)
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a

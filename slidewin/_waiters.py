@@ -144,16 +144,15 @@ class Waiters:
         if not self._n and not self._hooks and not self._shared:
             adm._adm_listen(None)
 
-    def hook(self, adm: Any, fn: Callable[[], None]) -> None:
-        """Call fn() at every release of the admitter (a group's waiters; see unhook)."""
+    def hook(self, adm: Any, fn: Callable[[], None], on: bool) -> None:
+        """Call fn() at every release of the admitter from now on, or no more (a group's)."""
         with self._mu:
-            self._listen(adm)
-            self._hooks.append(fn)
-
-    def unhook(self, adm: Any, fn: Callable[[], None]) -> None:
-        with self._mu:
-            self._hooks.remove(fn)
-            self._unlisten(adm)
+            if on:
+                self._listen(adm)
+                self._hooks.append(fn)
+            else:
+                self._hooks.remove(fn)
+                self._unlisten(adm)
 
     def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
                fp: Optional[int]) -> None:
