@@ -42,12 +42,13 @@ class Group(_core.Group, _Decorator, Admission):
     largest of the members' waits.
     """
 
-    __slots__ = ("_on_block", "_conc", "_waitq")
+    __slots__ = ("_on_block", "_conc", "_unheld", "_waitq")
     _kind = "group"
     _on_block: Optional[Callable[..., Any]]
     # the concurrency members: index -> whether shared (its waiters also retry now and then:
     # a dead process's slots come back at a decision's reap)
     _conc: "dict[int, bool]"
+    _unheld: bytes  # 1 for each member that an acquire() holds nothing of (no concurrency)
     _waitq: Any  # the waiting tasks and threads (slidewin._waiters), woken by releases
 
     def __new__(cls, *members: Any) -> "Group":
@@ -55,6 +56,7 @@ class Group(_core.Group, _Decorator, Admission):
         self._on_block = None
         self._conc = {i: o.shared is not None for i, o in enumerate(self.limiters)
                       if o.concurrency is not None}
+        self._unheld = bytes(i not in self._conc for i in range(len(self)))
         self._waitq = None
         return self
 
@@ -112,13 +114,9 @@ class Group(_core.Group, _Decorator, Admission):
         return None  # warm-up: no known time (the waiter polls, 1 ms growing to 50 ms)
 
     def _adm_hold(self, req: Any, decision: Any) -> bytearray:
-        done = bytearray(len(self))
+        done = bytearray(len(self) if req[1] & _F_ENTRY else self._unheld)
         for i in decision[4]:  # the shadowed
             done[i] = 1
-        if not req[1] & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
-            for i in range(len(done)):
-                if i not in self._conc:
-                    done[i] = 1
         return done
 
     def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
