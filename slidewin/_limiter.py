@@ -9,7 +9,6 @@ import inspect
 import time
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Dict,
     NoReturn,
@@ -22,7 +21,7 @@ from typing import (
 )
 
 from . import _core, _rate
-from ._admission import Admission, Decision
+from ._admission import Admission
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -143,13 +142,6 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
-def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                   timeout: float) -> Awaitable[Decision]:
-    """_decide_now with a timeout: a refused task waits in the limiter's (or key's) queue."""
-    fp = None if key is _NO_KEY else lim._fingerprint(key)
-    return admit_async(lim, (_at(key, n), flags), timeout, fp)
-
-
 class _Limiting:
     """The admission protocol of Limiter and KeyedLimiter (their C entries and acquires are
     its fast paths). ``req``: ((n,) or (key, n), flags); ``held``: None, the C entry holds it."""
@@ -228,7 +220,8 @@ async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -
     if timeout is None:
         wait_ns = _decide_now(lim, key, n, 0)[1]
     else:
-        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
+        fp = None if key is _NO_KEY else lim._fingerprint(key)  # the queue of a key's waiters
+        wait_ns = (await admit_async(lim, (_at(key, n), 0), timeout, fp))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
@@ -242,7 +235,8 @@ async def _aenter(lim: Any, entry: Any) -> Any:
         if timeout is None:
             verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
         else:
-            verdict, wait_ns = (await _admit_waiting(lim, key, n, _F_ENTRY, timeout))[:2]
+            fp = None if key is _NO_KEY else lim._fingerprint(key)
+            verdict, wait_ns = (await admit_async(lim, (_at(key, n), _F_ENTRY), timeout, fp))[:2]
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
