@@ -11,11 +11,10 @@ from typing import (Any, Callable, Dict, List, NoReturn, Optional, Tuple, Type, 
 
 from . import _core
 from ._admission import Admission, AdmissionEntry, _monotonic_ns
+from ._core import BLOCK as _BLOCK, PASS as _PASS
 from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _check_timeout, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
-_PASS = _core.PASS
-_BLOCK = _core.BLOCK
 Listener = Callable[[str, str, Optional[float]], Any]
 ErrorClasses = Tuple[Type[BaseException], ...]
 ErrorPredicate = Callable[[BaseException], bool]

@@ -11,16 +11,13 @@ from typing import Any, Callable, NoReturn, Optional, Tuple, Union, cast
 from . import _core
 from . import _rate as _ratespec
 from ._admission import Admission, AdmissionEntry
+from ._core import F_ENTRY as _F_ENTRY, F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY
+from ._core import NEVER as _NEVER, PASS as _PASS
 from ._limiter import Limiter, _check_timeout, _Decorator
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
 
-_PASS = _core.PASS
-_NEVER = _core.NEVER
-_F_NO_BLOCK = _core.F_NO_BLOCK
-_F_ENTRY = _core.F_ENTRY
-_F_RETRY = _core.F_RETRY
 _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 _IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
             "await group.acquire_async(...), async with group.entry(...) or async with group")

@@ -22,6 +22,8 @@ from typing import (
 
 from . import _core, _rate
 from ._admission import Admission
+from ._core import F_ENTRY as _F_ENTRY, F_RETRY as _F_RETRY, KeyedEntry as _KEYED_ENTRY
+from ._core import NEVER as _NEVER, PASS as _PASS, SHADOWED as _SHADOWED
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
@@ -29,12 +31,6 @@ __all__ = ["Limiter", "limit"]
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING: Any = object()
 
-_PASS = _core.PASS
-_NEVER = _core.NEVER
-_F_ENTRY = _core.F_ENTRY
-_F_RETRY = _core.F_RETRY
-_SHADOWED = _core.SHADOWED
-_KEYED_ENTRY = _core.KeyedEntry
 
 
 def _check_timeout(timeout: Optional[float], name: str = "timeout",

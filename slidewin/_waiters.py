@@ -29,13 +29,10 @@ import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import _core, _io
+from . import _io
 from ._admission import Admitter, Decision, refuse_in_loop
-
-_PASS = _core.PASS
-_SHADOWED = _core.SHADOWED
-_F_NO_BLOCK = _core.F_NO_BLOCK
-_F_RETRY = _core.F_RETRY
+from ._core import F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY, PASS as _PASS
+from ._core import SHADOWED as _SHADOWED
 
 _SHARED_RECHECK_S = 0.25  # the first waiter of a shared concurrency limit retries this often
 _POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's poll, doubling ...
