@@ -151,8 +151,7 @@ class AdmissionEntry:
 
     __slots__ = ("_adm", "_req", "_timeout", "_held", "_start", "_state")
     _what = "entry"
-    # a thread's wait in a running event loop: what it is, and the async form to use
-    _in_loop = ("an entry(timeout=...) that must wait", "async with ...entry(...)")
+    _in_loop: Tuple[str, str]  # refuse_in_loop's words: what must wait, the async form to use
 
     def __init__(self, adm: Admitter, req: Any, timeout: Optional[float]) -> None:
         self._adm = adm

@@ -98,8 +98,7 @@ class Group(_core.Group, _Decorator, Admission):
     def _adm_retry_in(self, req: Any, decision: Any, first: bool,
                       deadline: float) -> Optional[float]:
         verdict, retry_ns, refused = decision[0], decision[2], decision[3]
-        now = time.monotonic()
-        if verdict == _NEVER or now >= deadline:
+        if verdict == _NEVER or time.monotonic() >= deadline:
             self._count_blocks(req[0], refused, decision[4])
             self._adm_refuse(req, decision)
         if retry_ns > 0:

@@ -553,16 +553,14 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
         wrapper = _wrap_async_generator(agen_entry or entry, func, handler, aexit)
     elif coro:
         wrapper = _wrap_coroutine(entry, func, handler, keyfn, aexit)
+    elif handler is not None and _is_async_callable(handler):
+        raise TypeError(
+            "on_block %r is an async function, but %s is not: a sync function cannot await "
+            "it; give a sync on_block, or decorate an async function" % (handler, _name(func)))
+    elif gen:
+        wrapper = _wrap_generator(entry, func, handler)
     else:
-        if handler is not None and _is_async_callable(handler):
-            raise TypeError(
-                "on_block %r is an async function, but %s is not: a sync function cannot "
-                "await it; give a sync on_block, or decorate an async function"
-                % (handler, _name(func)))
-        if gen:
-            wrapper = _wrap_generator(entry, func, handler)
-        else:
-            wrapper = _wrap_function(entry, func, handler, keyfn)
+        wrapper = _wrap_function(entry, func, handler, keyfn)
     wrapper.limiter = lim
     return wrapper
 
