@@ -17,7 +17,7 @@ __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_i
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
-_running_loop = asyncio.events._get_running_loop
+_running_loop = asyncio.events._get_running_loop  # None, not an exception, when there is none
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
 
 

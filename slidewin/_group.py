@@ -10,7 +10,7 @@ from typing import Any, Callable, NoReturn, Optional, Tuple, Union, cast
 
 from . import _core
 from . import _rate as _ratespec
-from ._admission import Admission, AdmissionEntry
+from ._admission import Admission, AdmissionEntry, _monotonic_ns
 from ._core import F_ENTRY as _F_ENTRY, F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY
 from ._core import NEVER as _NEVER, PASS as _PASS
 from ._limiter import Limiter, _check_timeout, _Decorator
@@ -191,7 +191,7 @@ class GroupEntry(AdmissionEntry):
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if et is not None or self._state != 1:
             return AdmissionEntry.__exit__(self, et, ev, tb)
-        rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
+        rt = max(0, _monotonic_ns() - self._start) // 1_000_000
         self._adm._exit(self._req[0] or None, _OUT_SUCCESS, rt, self._held)
         self._state = 2
         self._held = None

@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from . import _io
-from ._admission import Admitter, Decision, refuse_in_loop
+from ._admission import Admitter, Decision, _running_loop, refuse_in_loop
 from ._core import F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY, PASS as _PASS
 from ._core import SHADOWED as _SHADOWED
 
@@ -39,8 +39,6 @@ _POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's pol
 _POLL_MAX_S = 0.05        # ... up to this
 _WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wait this often
 _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then decides again
-
-_get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
 async def _sleep_async(w: Any, sleep: float) -> None:
@@ -115,7 +113,7 @@ class Waiters:
                 w.woken = True
                 if w.ev is not None:
                     w.ev.set()
-                elif _get_running_loop() is w.loop:
+                elif _running_loop() is w.loop:
                     _set(w.fut)
                 else:
                     try:
