@@ -184,8 +184,7 @@ class _Limiting:
         if verdict != _NEVER and shared and lim._reap():
             return 0.0  # a dead process's slots came back: decide again now
         if first and len(at) == 2 and lim.concurrency is not None:
-            # refused while its key holds nothing: the table is full of keys in flight, and
-            # a release of any key may make room
+            # refused while its key holds nothing: a full table, where any key's release makes room
             waiters_of(lim).wait_for_room(lim._fingerprint(at[0]), lim.in_flight(at[0]) == 0)
         if verdict == _NEVER or time.monotonic() >= deadline:
             lim._count_block(at[-1])
