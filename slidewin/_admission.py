@@ -40,12 +40,9 @@ def _pop(lim: Any) -> Any:
 
 
 class _Whole:
-    """What ``with lim:`` and ``async with lim:`` enter: the limiter's entry waiting as long as
-    it takes (a type may override it: a Breaker's never waits)."""
-
     __slots__ = ()
 
-    def _whole_entry(self) -> Any:
+    def _whole_entry(self) -> Any:  # what `with lim:` enters (a Breaker's: its entry())
         return self.entry(timeout=_FOREVER)  # type: ignore[attr-defined]
 
 
