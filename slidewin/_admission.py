@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_checkable
+from typing import (Any, Callable, NoReturn, Optional, Protocol, Tuple, TypeVar,
+                    runtime_checkable)
 
 __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
            "Admitter", "AdmissionEntry", "Decision"]
@@ -17,6 +18,7 @@ __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_i
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
+_E = TypeVar("_E", bound="AdmissionEntry")  # what an entry's __enter__ gives: its own type
 _running_loop = asyncio.events._get_running_loop  # None, not an exception, when there is none
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
 
@@ -182,7 +184,7 @@ class AdmissionEntry:
         self._entered(self._adm._adm_hold(self._req, d))
         return int(d[1])
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _E) -> _E:
         if self._timeout is None and self._state == 0:
             wait = self._held_now()
         else:
@@ -200,7 +202,7 @@ class AdmissionEntry:
         self._start = _monotonic_ns()
         return self
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: _E) -> _E:
         if self._timeout is None and self._state == 0:
             wait = self._held_now()
         else:
