@@ -235,9 +235,10 @@ class AdaptiveLimiter(Limiter):
                 raise TypeError("update() got an unexpected keyword argument %r" % key)
         with _UPDATE_MU:  # read, changed and applied whole: concurrent updates lose none
             new = {**self._adaptive, "initial_limit": None, **settings}
-            # initial_limit not given: the one in force, clamped to the new bounds
-            self._apply(_check(new, 20 if "initial_limit" in settings else
-                               self._adaptive["initial_limit"]))
+            if "initial_limit" in settings:
+                self._apply(_check(new))
+            else:  # the one in force, clamped to the new bounds
+                self._apply(_check(new, self._adaptive["initial_limit"]))
         if handler is not _MISSING:
             self._on_block = handler
 

@@ -32,7 +32,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 _MISSING: Any = object()
 
 
-
 def _check_timeout(timeout: Optional[float], name: str = "timeout",
                    positive: bool = False) -> Optional[float]:
     if timeout is None:
