@@ -178,8 +178,7 @@ class AdmissionEntry:
         self._held = None
 
     def _held_now(self) -> int:
-        """No timeout: one decision, held; the ns to sleep before the body (a type may spell
-        it out: a group's does)."""
+        """No timeout: one decision, held; the ns to sleep before the body (a group's: its own)."""
         d = admit(self._adm, self._req, None, self._in_loop)
         self._entered(self._adm._adm_hold(self._req, d))
         return int(d[1])
