@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from typing import Any, Callable, NoReturn, Optional, Protocol, Tuple, runtime_checkable
+from typing import (Any, Callable, NoReturn, Optional, Protocol, Tuple, TypeVar,
+                    runtime_checkable)
 
 __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_in_loop",
            "Admitter", "AdmissionEntry", "Decision"]
@@ -17,7 +18,8 @@ __all__ = ["SyncAdmission", "AsyncAdmission", "Admission", "NeedsKey", "refuse_i
 _HELD: "contextvars.ContextVar[Tuple[Tuple[Any, Any], ...]]" = contextvars.ContextVar(
     "slidewin_held", default=())
 _FOREVER = float("inf")
-_running_loop = asyncio.events._get_running_loop
+_E = TypeVar("_E", bound="AdmissionEntry")  # what an entry's __enter__ gives: its own type
+_running_loop = asyncio.events._get_running_loop  # None, not an exception, when there is none
 _monotonic_ns = time.monotonic_ns  # CLOCK_MONOTONIC, the core's clock
 
 
@@ -40,12 +42,9 @@ def _pop(lim: Any) -> Any:
 
 
 class _Whole:
-    """What ``with lim:`` and ``async with lim:`` enter: the limiter's entry waiting as long as
-    it takes (a type may override it: a Breaker's never waits)."""
-
     __slots__ = ()
 
-    def _whole_entry(self) -> Any:
+    def _whole_entry(self) -> Any:  # what `with lim:` enters (a Breaker's: its entry())
         return self.entry(timeout=_FOREVER)  # type: ignore[attr-defined]
 
 
@@ -147,13 +146,11 @@ class Admitter(Protocol):
 class AdmissionEntry:
     """The one entry over an ``Admitter`` (``with`` and ``async with``): admitted (waiting up
     to ``timeout`` seconds, None: not at all) and held while the body runs, then ended with
-    the body's outcome and response time. Used once, unless ``_reusable``."""
+    the body's outcome and response time. Used once."""
 
     __slots__ = ("_adm", "_req", "_timeout", "_held", "_start", "_state")
     _what = "entry"
-    _reusable = False
-    # a thread's wait in a running event loop: what it is, and the async form to use
-    _in_loop = ("an entry(timeout=...) that must wait", "async with ...entry(...)")
+    _in_loop: Tuple[str, str]  # refuse_in_loop's words: what must wait, the async form to use
 
     def __init__(self, adm: Admitter, req: Any, timeout: Optional[float]) -> None:
         self._adm = adm
@@ -180,31 +177,41 @@ class AdmissionEntry:
         self._state = 0
         self._held = None
 
-    def __enter__(self) -> Any:
-        self._claim()  # the types' own __enter__ spell out their common case
-        d = admit(self._adm, self._req, self._timeout, self._in_loop)
+    def _held_now(self) -> int:
+        """No timeout: one decision, held; the ns to sleep before the body (a group's: its own)."""
+        d = admit(self._adm, self._req, None, self._in_loop)
         self._entered(self._adm._adm_hold(self._req, d))
-        if d[1] > 0:
-            self._wait_held(d[1])
+        return int(d[1])
+
+    def __enter__(self: _E) -> _E:
+        if self._timeout is None and self._state == 0:
+            wait = self._held_now()
+        else:
+            self._claim()
+            d = admit(self._adm, self._req, self._timeout, self._in_loop)
+            self._entered(self._adm._adm_hold(self._req, d))
+            wait = d[1]
+        if wait > 0:  # a throttle's slot: interrupted, given back
+            try:
+                refuse_in_loop(*self._in_loop)
+                time.sleep(wait / 1e9)
+            except BaseException:
+                self._abort()
+                raise
         self._start = _monotonic_ns()
         return self
 
-    def _wait_held(self, wait_ns: int) -> None:
-        """Sleep an admission's wait (a throttle's slot); interrupted: given back."""
-        try:
-            refuse_in_loop(*self._in_loop)
-            time.sleep(wait_ns / 1e9)
-        except BaseException:
-            self._abort()
-            raise
-
-    async def __aenter__(self) -> Any:
-        self._claim()
-        d = await admit_async(self._adm, self._req, self._timeout)
-        self._entered(self._adm._adm_hold(self._req, d))
-        if d[1] > 0:
+    async def __aenter__(self: _E) -> _E:
+        if self._timeout is None and self._state == 0:
+            wait = self._held_now()
+        else:
+            self._claim()
+            d = await admit_async(self._adm, self._req, self._timeout)
+            self._entered(self._adm._adm_hold(self._req, d))
+            wait = d[1]
+        if wait > 0:
             try:
-                await asyncio.sleep(d[1] / 1e9)
+                await asyncio.sleep(wait / 1e9)
             except BaseException:  # cancelled while waiting: give the admission back
                 self._abort()
                 raise
@@ -215,7 +222,7 @@ class AdmissionEntry:
         if self._state != 1:
             raise RuntimeError("exit of a %s that is not entered" % self._what)
         err = self._adm._adm_exit(self._req, self._held, et, ev, _monotonic_ns() - self._start)
-        self._state = 0 if self._reusable else 2
+        self._state = 2
         self._held = None
         if err is not None:
             raise err from ev

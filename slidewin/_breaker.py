@@ -10,12 +10,11 @@ from typing import (Any, Callable, Dict, List, NoReturn, Optional, Tuple, Type, 
                     cast, overload)
 
 from . import _core
-from ._admission import Admission, AdmissionEntry, _monotonic_ns
+from ._admission import Admission, AdmissionEntry, _monotonic_ns, _running_loop
+from ._core import BLOCK as _BLOCK, PASS as _PASS
 from ._limiter import _MISSING, _aenter, _aexit, _check_on_block, _check_timeout, _decorate_entries
 
 F = TypeVar("F", bound=Callable[..., Any])
-_PASS = _core.PASS
-_BLOCK = _core.BLOCK
 Listener = Callable[[str, str, Optional[float]], Any]
 ErrorClasses = Tuple[Type[BaseException], ...]
 ErrorPredicate = Callable[[BaseException], bool]
@@ -117,7 +116,6 @@ class _BreakerEntry(AdmissionEntry):
 
     __slots__ = ("_timed", "_deadline")
     _what = "breaker entry"
-    _reusable = True
 
     def __init__(self, br: "Breaker", timed: bool = True) -> None:
         # the base's fields set here: a breaker's entry is made per call (no super() call)
@@ -163,10 +161,8 @@ class _BreakerEntry(AdmissionEntry):
         self.__enter__()
         seconds = self._adm._call_timeout_s
         if seconds is not None and self._timed:
-            try:
-                task = asyncio.current_task()
-            except RuntimeError:  # not asyncio's loop: counted when it returns, as sync
-                task = None
+            loop = _running_loop()  # None: not asyncio's; counted when it returns, as sync
+            task = None if loop is None else asyncio.current_task(loop)
             if task is not None:
                 self._deadline = _Deadline(task, seconds)
         return self

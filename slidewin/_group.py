@@ -10,17 +10,14 @@ from typing import Any, Callable, NoReturn, Optional, Tuple, Union, cast
 
 from . import _core
 from . import _rate as _ratespec
-from ._admission import Admission, AdmissionEntry
+from ._admission import Admission, AdmissionEntry, _monotonic_ns
+from ._core import F_ENTRY as _F_ENTRY, F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY
+from ._core import NEVER as _NEVER, PASS as _PASS
 from ._limiter import Limiter, _check_timeout, _Decorator
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Group", "all_of", "rate_limiter"]
 
-_PASS = _core.PASS
-_NEVER = _core.NEVER
-_F_NO_BLOCK = _core.F_NO_BLOCK
-_F_ENTRY = _core.F_ENTRY
-_F_RETRY = _core.F_RETRY
 _OUT_SUCCESS, _OUT_EXCEPTION, _OUT_NONE = 0, 1, 2
 _IN_LOOP = ("a group's acquire() or entry(timeout=...) that must wait",
             "await group.acquire_async(...), async with group.entry(...) or async with group")
@@ -42,12 +39,13 @@ class Group(_core.Group, _Decorator, Admission):
     largest of the members' waits.
     """
 
-    __slots__ = ("_on_block", "_conc", "_waitq")
+    __slots__ = ("_on_block", "_conc", "_unheld", "_waitq")
     _kind = "group"
     _on_block: Optional[Callable[..., Any]]
     # the concurrency members: index -> whether shared (its waiters also retry now and then:
     # a dead process's slots come back at a decision's reap)
     _conc: "dict[int, bool]"
+    _unheld: bytes  # 1 for each member that an acquire() holds nothing of (no concurrency)
     _waitq: Any  # the waiting tasks and threads (slidewin._waiters), woken by releases
 
     def __new__(cls, *members: Any) -> "Group":
@@ -55,6 +53,7 @@ class Group(_core.Group, _Decorator, Admission):
         self._on_block = None
         self._conc = {i: o.shared is not None for i, o in enumerate(self.limiters)
                       if o.concurrency is not None}
+        self._unheld = bytes(i not in self._conc for i in range(len(self)))
         self._waitq = None
         return self
 
@@ -99,8 +98,7 @@ class Group(_core.Group, _Decorator, Admission):
     def _adm_retry_in(self, req: Any, decision: Any, first: bool,
                       deadline: float) -> Optional[float]:
         verdict, retry_ns, refused = decision[0], decision[2], decision[3]
-        now = time.monotonic()
-        if verdict == _NEVER or now >= deadline:
+        if verdict == _NEVER or time.monotonic() >= deadline:
             self._count_blocks(req[0], refused, decision[4])
             self._adm_refuse(req, decision)
         if retry_ns > 0:
@@ -112,13 +110,9 @@ class Group(_core.Group, _Decorator, Admission):
         return None  # warm-up: no known time (the waiter polls, 1 ms growing to 50 ms)
 
     def _adm_hold(self, req: Any, decision: Any) -> bytearray:
-        done = bytearray(len(self))
+        done = bytearray(len(self) if req[1] & _F_ENTRY else self._unheld)
         for i in decision[4]:  # the shadowed
             done[i] = 1
-        if not req[1] & _F_ENTRY:  # acquire(): only the concurrency members hold a slot
-            for i in range(len(done)):
-                if i not in self._conc:
-                    done[i] = 1
         return done
 
     def _adm_exit(self, req: Any, held: Any, et: Any, ev: Any,
@@ -136,11 +130,8 @@ class Group(_core.Group, _Decorator, Admission):
 
     def _adm_listen(self, wake: Any) -> None:
         for i in self._conc:
-            lim = self.limiters[i]
-            if wake is not None:
-                waiters_of(lim).hook(lim, wake)
-            else:
-                waiters_of(lim).unhook(lim, self._waitq.wake)
+            lim = self.limiters[i]  # None: no more hooking of this group's Waiters.wake
+            waiters_of(lim).hook(lim, wake or self._waitq.wake, wake is not None)
 
     def acquire(self, *ns: int, timeout: Optional[float] = None) -> None:
         """Admit by every member, sleeping a throttle member's wait; BlockedError on a
@@ -188,10 +179,7 @@ class GroupEntry(AdmissionEntry):
 
     _adm: Group  # the base's slot
 
-    # The protocol's steps for the common case (no timeout: one decision; a success),
-    # spelled out without the step calls; anything else takes AdmissionEntry's.
-    def _held_now(self) -> int:
-        """One decision, held: the ns of a throttle member's wait."""
+    def _held_now(self) -> int:  # the base's, spelled out without the protocol's calls
         group, req = self._adm, self._req
         d = group._decide(req[0], req[1] | _F_RETRY, None)
         if d[0] != _PASS:
@@ -200,32 +188,10 @@ class GroupEntry(AdmissionEntry):
         self._state = 1
         return int(d[1])
 
-    def __enter__(self) -> "GroupEntry":
-        if self._timeout is not None or self._state != 0:
-            return cast(GroupEntry, AdmissionEntry.__enter__(self))
-        wait = self._held_now()
-        if wait > 0:
-            self._wait_held(wait)
-        self._start = time.monotonic_ns()
-        return self
-
-    async def __aenter__(self) -> "GroupEntry":
-        if self._timeout is not None or self._state != 0:
-            return cast(GroupEntry, await AdmissionEntry.__aenter__(self))
-        wait = self._held_now()
-        if wait > 0:
-            try:
-                await asyncio.sleep(wait / 1e9)
-            except BaseException:  # cancelled while waiting: give the admission back
-                self._abort()
-                raise
-        self._start = time.monotonic_ns()
-        return self
-
     def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
         if et is not None or self._state != 1:
             return AdmissionEntry.__exit__(self, et, ev, tb)
-        rt = max(0, time.monotonic_ns() - self._start) // 1_000_000
+        rt = max(0, _monotonic_ns() - self._start) // 1_000_000
         self._adm._exit(self._req[0] or None, _OUT_SUCCESS, rt, self._held)
         self._state = 2
         self._held = None

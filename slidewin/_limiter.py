@@ -9,7 +9,6 @@ import inspect
 import time
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Dict,
     NoReturn,
@@ -22,20 +21,15 @@ from typing import (
 )
 
 from . import _core, _rate
-from ._admission import Admission, Decision
+from ._admission import Admission
+from ._core import F_ENTRY as _F_ENTRY, F_RETRY as _F_RETRY, KeyedEntry as _KEYED_ENTRY
+from ._core import NEVER as _NEVER, PASS as _PASS, SHADOWED as _SHADOWED
 from ._waiters import _MAX_SLEEP_S, _SHARED_RECHECK_S, admit_async, waiters_of
 
 __all__ = ["Limiter", "limit"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING: Any = object()
-
-_PASS = _core.PASS
-_NEVER = _core.NEVER
-_F_ENTRY = _core.F_ENTRY
-_F_RETRY = _core.F_RETRY
-_SHADOWED = _core.SHADOWED
-_KEYED_ENTRY = _core.KeyedEntry
 
 
 def _check_timeout(timeout: Optional[float], name: str = "timeout",
@@ -143,13 +137,6 @@ def _decide_now(lim: Any, key: Any, n: int, flags: int) -> Tuple[int, int]:
     return verdict, wait_ns
 
 
-def _admit_waiting(lim: Any, key: Any, n: int, flags: int,
-                   timeout: float) -> Awaitable[Decision]:
-    """_decide_now with a timeout: a refused task waits in the limiter's (or key's) queue."""
-    fp = None if key is _NO_KEY else lim._fingerprint(key)
-    return admit_async(lim, (_at(key, n), flags), timeout, fp)
-
-
 class _Limiting:
     """The admission protocol of Limiter and KeyedLimiter (their C entries and acquires are
     its fast paths). ``req``: ((n,) or (key, n), flags); ``held``: None, the C entry holds it."""
@@ -196,8 +183,7 @@ class _Limiting:
         if verdict != _NEVER and shared and lim._reap():
             return 0.0  # a dead process's slots came back: decide again now
         if first and len(at) == 2 and lim.concurrency is not None:
-            # refused while its key holds nothing: the table is full of keys in flight, and
-            # a release of any key may make room
+            # refused while its key holds nothing: a full table, where any key's release makes room
             waiters_of(lim).wait_for_room(lim._fingerprint(at[0]), lim.in_flight(at[0]) == 0)
         if verdict == _NEVER or time.monotonic() >= deadline:
             lim._count_block(at[-1])
@@ -228,7 +214,8 @@ async def _acquire_async(lim: Any, key: Any, n: int, timeout: Optional[float]) -
     if timeout is None:
         wait_ns = _decide_now(lim, key, n, 0)[1]
     else:
-        wait_ns = (await _admit_waiting(lim, key, n, 0, timeout))[1]
+        fp = None if key is _NO_KEY else lim._fingerprint(key)  # the queue of a key's waiters
+        wait_ns = (await admit_async(lim, (_at(key, n), 0), timeout, fp))[1]
     if wait_ns > 0:
         await asyncio.sleep(wait_ns / 1e9)
 
@@ -242,7 +229,8 @@ async def _aenter(lim: Any, entry: Any) -> Any:
         if timeout is None:
             verdict, wait_ns = _decide_now(lim, key, n, _F_ENTRY)
         else:
-            verdict, wait_ns = (await _admit_waiting(lim, key, n, _F_ENTRY, timeout))[:2]
+            fp = None if key is _NO_KEY else lim._fingerprint(key)
+            verdict, wait_ns = (await admit_async(lim, (_at(key, n), _F_ENTRY), timeout, fp))[:2]
         if wait_ns > 0:
             try:
                 await asyncio.sleep(wait_ns / 1e9)
@@ -563,16 +551,14 @@ def _decorate_entries(lim: Any, kind: str, func: Any, on_block: Any, keyfn: Any 
         wrapper = _wrap_async_generator(agen_entry or entry, func, handler, aexit)
     elif coro:
         wrapper = _wrap_coroutine(entry, func, handler, keyfn, aexit)
+    elif handler is not None and _is_async_callable(handler):
+        raise TypeError(
+            "on_block %r is an async function, but %s is not: a sync function cannot await "
+            "it; give a sync on_block, or decorate an async function" % (handler, _name(func)))
+    elif gen:
+        wrapper = _wrap_generator(entry, func, handler)
     else:
-        if handler is not None and _is_async_callable(handler):
-            raise TypeError(
-                "on_block %r is an async function, but %s is not: a sync function cannot "
-                "await it; give a sync on_block, or decorate an async function"
-                % (handler, _name(func)))
-        if gen:
-            wrapper = _wrap_generator(entry, func, handler)
-        else:
-            wrapper = _wrap_function(entry, func, handler, keyfn)
+        wrapper = _wrap_function(entry, func, handler, keyfn)
     wrapper.limiter = lim
     return wrapper
 

@@ -29,21 +29,16 @@ import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
-from . import _core, _io
-from ._admission import Admitter, Decision, refuse_in_loop
-
-_PASS = _core.PASS
-_SHADOWED = _core.SHADOWED
-_F_NO_BLOCK = _core.F_NO_BLOCK
-_F_RETRY = _core.F_RETRY
+from . import _io
+from ._admission import Admitter, Decision, _running_loop, refuse_in_loop
+from ._core import F_NO_BLOCK as _F_NO_BLOCK, F_RETRY as _F_RETRY, PASS as _PASS
+from ._core import SHADOWED as _SHADOWED
 
 _SHARED_RECHECK_S = 0.25  # the first waiter of a shared concurrency limit retries this often
 _POLL_MIN_S = 0.001       # unknown retry time (warm-up): the first waiter's poll, doubling ...
 _POLL_MAX_S = 0.05        # ... up to this
 _WATCH_SLICE_NS = 500_000_000  # the helper thread checks whether tasks still wait this often
 _MAX_SLEEP_S = 3600.0     # a wait without end sleeps at most this long, then decides again
-
-_get_running_loop = asyncio._get_running_loop  # no exception when there is none
 
 
 async def _sleep_async(w: Any, sleep: float) -> None:
@@ -118,7 +113,7 @@ class Waiters:
                 w.woken = True
                 if w.ev is not None:
                     w.ev.set()
-                elif _get_running_loop() is w.loop:
+                elif _running_loop() is w.loop:
                     _set(w.fut)
                 else:
                     try:
@@ -144,16 +139,15 @@ class Waiters:
         if not self._n and not self._hooks and not self._shared:
             adm._adm_listen(None)
 
-    def hook(self, adm: Any, fn: Callable[[], None]) -> None:
-        """Call fn() at every release of the admitter (a group's waiters; see unhook)."""
+    def hook(self, adm: Any, fn: Callable[[], None], on: bool) -> None:
+        """Call fn() at every release of the admitter from now on, or no more (a group's)."""
         with self._mu:
-            self._listen(adm)
-            self._hooks.append(fn)
-
-    def unhook(self, adm: Any, fn: Callable[[], None]) -> None:
-        with self._mu:
-            self._hooks.remove(fn)
-            self._unlisten(adm)
+            if on:
+                self._listen(adm)
+                self._hooks.append(fn)
+            else:
+                self._hooks.remove(fn)
+                self._unlisten(adm)
 
     def _leave(self, adm: Any, req: Any, w: _Waiter, got: Optional[Decision],
                fp: Optional[int]) -> None:
