@@ -57,14 +57,6 @@ def _check(settings: Dict[str, Any], initial: int = 20) -> Dict[str, Any]:
 _UPDATE_MU = threading.Lock()  # AdaptiveLimiter.update()s, one at a time (they are rare)
 
 
-def _after_fork_in_child() -> None:
-    global _UPDATE_MU  # held by another thread of the parent: no thread of the child
-    _UPDATE_MU = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 class _CpuSampler:
     """One daemon thread per process, while a limiter has a cpu_threshold: every 0.5 s, the
     host's CPU use (/proc/stat, else the load average per CPU), smoothed, to every such
@@ -124,6 +116,15 @@ class _CpuSampler:
 _cpu = _CpuSampler()
 
 
+def _after_fork_in_child() -> None:
+    global _UPDATE_MU  # locks held by another thread of the parent: no thread of the child
+    _UPDATE_MU = threading.Lock()
+    _cpu._mu = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class AdaptiveLimiter(Limiter):
     """A concurrency limiter whose limit follows the measured capacity.
 
@@ -166,6 +167,9 @@ class AdaptiveLimiter(Limiter):
         on_block: Optional[Callable[..., Any]] = None,
     ) -> "AdaptiveLimiter":
         args = dict(locals(), qps=None, concurrency=max_limit)
+        for k in ("interval_ms", "sample_count"):  # (a Limiter's None: its own default)
+            if args[k] is None:
+                raise TypeError("%s must be an int, not None" % k)
         settings = _check({k: args.pop(k) for k in _SETTINGS})
         self: AdaptiveLimiter = _new(_core.Limiter, cls, args)  # the layout, name, on_block
         self._apply(settings)

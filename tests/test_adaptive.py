@@ -496,3 +496,9 @@ def test_an_initial_limit_not_given_is_clamped_to_the_bounds():
     assert AdaptiveLimiter(min_limit=30).initial_limit == 30
     with pytest.raises(ValueError, match="initial_limit"):
         AdaptiveLimiter(max_limit=5, initial_limit=20)   # given: still checked
+
+
+@pytest.mark.parametrize("kw", ["interval_ms", "sample_count"])
+def test_the_window_layout_is_never_none(kw):
+    with pytest.raises(TypeError, match="%s must be an int" % kw):
+        AdaptiveLimiter(**{kw: None})

@@ -186,3 +186,20 @@ def test_a_fork_during_another_threads_adaptive_update_leaves_the_childs_updates
     t.join()
     assert wait_child(pid) == 0
     assert a.max_limit == 500
+
+
+def test_a_fork_while_the_cpu_sampler_holds_its_lock_leaves_the_child_free():
+    from slidewin import AdaptiveLimiter, _adaptive
+    keep = AdaptiveLimiter(cpu_threshold=0.8)  # the sampler runs
+    with _adaptive._cpu._mu:  # as its thread does at each sample
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            try:
+                AdaptiveLimiter(cpu_threshold=0.5)  # adds itself to the sampler
+                os._exit(0)
+            except BaseException:
+                os._exit(3)
+    assert wait_child(pid) == 0
+    assert keep.limit >= 1
