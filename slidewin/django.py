@@ -252,8 +252,11 @@ def _view_steps(io: Any, vl: _ViewLimit, request: Any, view: Callable[[], Any]
         request.limited = True
         return None  # the view is called, unlimited
 
-    request.limited = getattr(request, "limited", False)  # an outer @ratelimit's True kept
-    response, fields = yield from _routes.around(io, admission, view, refused, vl.route.headers)
+    def call() -> Any:  # (a refused block=True view leaves request.limited unset)
+        request.limited = getattr(request, "limited", False)  # an outer @ratelimit's True kept
+        return view()
+
+    response, fields = yield from _routes.around(io, admission, call, refused, vl.route.headers)
     _routes.add_missing(response, fields)
     return response
 

@@ -124,6 +124,25 @@ def test_ratelimit_block_false_sets_request_limited():
                                                              b"limited=True", b"limited=True"]
 
 
+def test_a_refused_blocking_view_leaves_request_limited_unset():
+    from django.test import RequestFactory
+
+    @ratelimit(Limiter(qps=1))
+    def view(request):
+        return HttpResponse("ok")
+
+    @ratelimit(Limiter(qps=1))
+    async def aview(request):
+        return HttpResponse("ok")
+
+    for call in (view, lambda r: arun(aview(r))):
+        seen = []
+        for _ in range(2):
+            request = RequestFactory().get("/")
+            seen.append((call(request).status_code, getattr(request, "limited", "unset")))
+        assert seen == [(200, False), (429, "unset")]
+
+
 def test_ratelimit_key_user_header_and_function():
     class User:
         def __init__(self, pk):
