@@ -797,7 +797,7 @@ def test_a_child_forked_by_c_holds_none_of_its_parents_admissions(r):
 
     from slidewin.redis import RedisLimiter
 
-    lim = RedisLimiter(r, "cfork-held", concurrency=1)
+    lim = RedisLimiter(r, "cfork-held", concurrency=1, lease_ms=600)
     assert lim.try_acquire()
     pid = ctypes.CDLL(None).fork()
     if pid == 0:
@@ -813,6 +813,19 @@ def test_a_child_forked_by_c_holds_none_of_its_parents_admissions(r):
     assert os.waitstatus_to_exitcode(status) == 0
     assert lim.stats().concurrency == 1
     lim.release()
+    # the child's own admissions are renewed (the parent's runner is not the child's)
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if lim.try_acquire() else 4
+            time.sleep(2.5 * lim.lease_ms / 1000)
+            if code == 0 and lim.try_acquire():
+                code = 5  # its lease expired: admitted twice
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # -- a throttled entry's lease ------------------------------------------------------------

@@ -431,8 +431,11 @@ class _Renewer:
         self.leases: Dict[int, List[Any]] = {}  # token -> [lim, key, cfg, lease id, due]
         self.runner: Any = None  # the thread (or task)
         self.is_async = is_async
+        self.pid = os.getpid()
 
     def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
+        if self.pid != os.getpid():  # forked by C (no at-fork hooks): the parent's runner
+            self.__init__(is_async=self.is_async)  # type: ignore[misc]
         tok = next(_SEQ)
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
