@@ -57,9 +57,7 @@ def _load_installed_core() -> None:
 
 
 try:
-    import importlib as _importlib
-
-    _importlib.import_module(__name__ + "._core")
+    __import__(__name__ + "._core")
 except ModuleNotFoundError as _e:
     if _e.name != __name__ + "._core":
         raise

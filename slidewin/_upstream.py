@@ -340,6 +340,14 @@ class Upstream:
         with self._mu:
             self._stats[key] += n
 
+    def _refund(self, b: int, n: int) -> None:
+        """Give back the pace of n units of budget b (on Redis the view's only: under-use,
+        never over)."""
+        self._board.refund_view(b, n, _monotonic_ns())
+        lim = self._tok_lim if b else self._req_lim
+        if lim is not None and self._redis is None:
+            lim._refund(n)
+
     def call(self, *, tokens: int = 0, timeout: Optional[float] = None) -> "UpstreamCall":
         """One call (``with`` or ``async with``): waits its turn (paced on every budget,
         a free slot, the pause over, the breaker closed) for at most ``timeout`` seconds
@@ -392,13 +400,9 @@ class UpstreamCall:
 
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
-        up = self._up
-        now = _monotonic_ns()
-        for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
+        for b, n in enumerate((1, self._tokens)):
             if n > 0:
-                up._board.refund_view(b, n, now)
-                if lim is not None and up._redis is None:  # on Redis: under-use, never over
-                    lim._refund(n)
+                self._up._refund(b, n)
         if self._entry is not None:
             self._entry._abort()
             self._entry = None
@@ -512,9 +516,7 @@ class UpstreamCall:
             up._count("used_tokens", tokens)
             diff = tokens - self._tokens
             if diff < 0:
-                if up._tok_lim is not None and up._redis is None:
-                    up._tok_lim._refund(-diff)
-                up._board.refund_view(1, -diff, _monotonic_ns())
+                up._refund(1, -diff)
                 up._count("refunded_tokens", -diff)
             elif diff > 0:
                 if up._tok_lim is not None:
@@ -537,17 +539,15 @@ class UpstreamCall:
         if self._state != 1:
             raise RuntimeError("exit of an upstream call that is not entered")
         self._state = 2
-        up = self._up
-        failed = et is not None and isinstance(et, type) and issubclass(et, Exception)
+        br = self._up._breaker
+        failed = isinstance(et, type) and issubclass(et, Exception)
         if failed:
-            up._count("errors")
-        if et is None:
-            self._tell_breaker(False)
-        elif (failed and not issubclass(et, _core.BlockedError) and up._breaker is not None
-              and self._ticket is not None):
-            self._tell_breaker(up._breaker._is_failure(et, ev))
-        else:
-            self._tell_breaker(None)
+            self._up._count("errors")
+        if (failed and br is not None and self._ticket is not None
+                and not issubclass(et, _core.BlockedError)):
+            self._tell_breaker(br._is_failure(et, ev))
+        else:  # a success, or a cancel
+            self._tell_breaker(None if et else False)
         entry = self._entry
         if entry is not None:
             self._entry = None
