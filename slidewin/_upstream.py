@@ -110,8 +110,7 @@ class _Board:
         """Take the slots of the server's view for (requests, tokens) no earlier than `at`:
         the ns from now until all of them (0 when no view is in force)."""
         with self._locked() as v:
-            wait = 0
-            changed = False
+            wait = -1  # a slot taken: >= 0
             for b in range(2):
                 reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
                 if reset <= now or ns[b] <= 0:
@@ -121,10 +120,9 @@ class _Board:
                     continue
                 v[4 + 3 * b] = min(slot + int(cost * ns[b]), _I64_MAX)
                 wait = max(wait, slot - now)
-                changed = True
-            if changed:
+            if wait >= 0:
                 _LAYOUT.pack_into(self._map, 0, *v)
-            return int(wait)
+            return max(0, int(wait))
 
     def refund_view(self, b: int, n: int, now: int) -> None:
         """Give back the view's slots of n units of budget b not used (never before now)."""
@@ -216,9 +214,6 @@ def _check_int(name: str, value: Any, low: int, optional: bool = True, note: str
 class Upstream:
     """The budgets of a rate-limited API, paced, paused by its 429s, lowered by its headers.
 
-    Upstream(*, requests=None, tokens=None, concurrency=None, burst=None, breaker=None,
-             shared=None, redis=None, name=None)
-
     ``requests`` / ``tokens``: rate strings (``"500/minute"``); ``concurrency``: calls in
     flight; ``burst``: the requests admitted back to back after an idle spell (1: the pace
     alone); ``breaker``: a ``Breaker`` that counts 5xx and transport errors as failures and
@@ -285,10 +280,9 @@ class Upstream:
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
         group = all_of if redis is None else redis_all_of
         self._full: Any = group(*self._members())
-        self._no_tokens = self._full
-        if self._tok_lim is not None:
-            others = self._members(False)
-            self._no_tokens = group(*others) if others else None
+        others = self._members(False)
+        self._no_tokens = (self._full if self._tok_lim is None
+                           else group(*others) if others else None)
         self._board: Any = (_Board(shared) if redis is None
                             else RedisBoard(redis, name or "upstream"))
         self._mu = threading.Lock()
