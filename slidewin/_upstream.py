@@ -253,10 +253,9 @@ class Upstream:
                             % type(redis).__name__)
         if req is None and tok is None and conc is None:
             raise ValueError("Upstream needs at least one of requests=, tokens=, concurrency=")
-        self._requests_rate, self._tokens_rate = requests, tokens
-        self._concurrency = conc
+        self._given = dict(requests=requests, tokens=tokens, concurrency=conc, shared=shared,
+                           name=name, redis=redis)  # what repr() shows
         self._breaker = breaker
-        self._shared = shared
         self._name = name
         self._redis = redis
         # the configured ns per request and per token
@@ -309,10 +308,8 @@ class Upstream:
         return self._members()
 
     def __repr__(self) -> str:
-        return "Upstream(%s)" % ", ".join("%s=%r" % kv for kv in (
-            ("requests", self._requests_rate), ("tokens", self._tokens_rate),
-            ("concurrency", self._concurrency), ("shared", self._shared),
-            ("name", self._name), ("redis", self._redis)) if kv[1] is not None)
+        return "Upstream(%s)" % ", ".join(
+            "%s=%r" % kv for kv in self._given.items() if kv[1] is not None)
 
     def paused_until(self) -> Optional[float]:
         """Seconds until the pause that a 429/503 started ends, or None when not paused."""
