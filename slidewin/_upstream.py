@@ -494,8 +494,7 @@ class UpstreamCall:
         if status == 429 or status == 503:
             up._count("upstream_%d" % status)
             grew = up._board.pause(_headers.retry_after_s(h, time.time()), now)
-            if grew:
-                up._count("paused_s", grew / 1e9)
+            up._count("paused_s", grew / 1e9)  # (0 when the pause was longer already)
         else:
             up._board.settle()
             if status >= 500:
