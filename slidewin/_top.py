@@ -39,13 +39,11 @@ class Sampler:
         for r in rows:
             if r.error is not None or r.totals is None or r.path is None or r.kind == "breaker":
                 continue
-            prev = self._last.get(r.path)
-            seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
-            if prev is None or prev[1] != r.created_unix_ns or t <= prev[0]:
-                continue
+            now = seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
+            prev = self._last.get(r.path, now)  # a first read: dt 0, no rate
             dt = t - prev[0]
-            p, b, sh = (now - then for now, then in zip(seen[r.path][2], prev[2]))
-            if p >= 0 and b >= 0 and sh >= 0:
+            p, b, sh = (x - y for x, y in zip(now[2], prev[2]))
+            if prev[1] == now[1] and dt > 0 and min(p, b, sh) >= 0:
                 rates[r.path] = (p / dt, b / dt, sh / dt)
         self._last = seen
         return rows, rates
