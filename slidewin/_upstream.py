@@ -352,8 +352,7 @@ class Upstream:
         self._count("refused")
         retry = wait_ns / 1e9
         text = "%s: %s; retry after %.3f s" % (self._name or "upstream", why, retry)
-        return _core.BlockedError(text, retry_after=retry, limiter=self._req_lim
-                                  or self._tok_lim or self._conc_lim)
+        return _core.BlockedError(text, retry_after=retry, limiter=self._members()[0])
 
 
 class UpstreamCall:
