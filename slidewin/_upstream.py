@@ -528,15 +528,17 @@ class UpstreamCall:
         if self._state != 1:
             raise RuntimeError("exit of an upstream call that is not entered")
         self._state = 2
-        br = self._up._breaker
-        failed = isinstance(et, type) and issubclass(et, Exception)
+        up = self._up
+        failed = et is not None and isinstance(et, type) and issubclass(et, Exception)
         if failed:
-            self._up._count("errors")
-        if (failed and br is not None and self._ticket is not None
-                and not issubclass(et, _core.BlockedError)):
-            self._tell_breaker(br._is_failure(et, ev))
-        else:  # a success, or a cancel
-            self._tell_breaker(None if et else False)
+            up._count("errors")
+        if et is None:
+            self._tell_breaker(False)
+        elif (failed and not issubclass(et, _core.BlockedError) and up._breaker is not None
+              and self._ticket is not None):
+            self._tell_breaker(up._breaker._is_failure(et, ev))
+        else:
+            self._tell_breaker(None)
         entry = self._entry
         if entry is not None:
             self._entry = None
