@@ -61,18 +61,14 @@ class _Member:
         return "%s %r%s" % (type(self.lim).__name__, self.lim.name, key)
 
 
-def _g_all_of(group: Any, what: str, now_ns: Any,
-              bodies: List[Tuple[_Member, str, List[Any]]]) -> Any:
-    """all_of's reply, one per body: sent the time, then per member its body's index, arg
-    count, args."""
+def _pack_bodies(now_ns: Any, bodies: List[Tuple[_Member, str, List[Any]]]
+                 ) -> Tuple[List[Any], bytes]:
+    """(keys, all_of's EVALSHA): the time, then per member its body's index, arg count, args."""
     args: List[Any] = list(_time_args(now_ns))
     for _, index, a in bodies:
         args += [index, str(len(a))] + a
     keys = [m.rkey for m, _, _ in bodies]
-    reply = yield _SCRIPT, keys[0], _evalsha(_SCRIPT.sha, keys, args), keys
-    if type(reply) is not list or len(reply) != len(bodies):
-        raise RedisReplyError("unexpected reply from Redis %s %r: %.200r" % (what, group, reply))
-    return reply
+    return keys, _evalsha(_SCRIPT.sha, keys, args)
 
 
 class _Group:
@@ -113,10 +109,13 @@ class _Group:
         """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts;
         what this client holds and counts."""
         try:
-            reply = yield from _g_all_of(self, "for", now_ns, [
+            keys, packed = _pack_bodies(now_ns, [
                 (m, str(GROUP_INDEX[m.cfg.script.sha]),
                  m.lim._args(m.cfg, n, flags, None, lease)[2:] + m.cfg.params)
                 for m, n, lease in zip(self._members, ns, leases)])
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(self._members):
+                raise RedisReplyError("unexpected reply from Redis for %r: %.200r" % (self, reply))
             verdicts = [_decision(r, m.lim._name, m.cfg.interval_ms, m.cfg.sample_count)
                         for m, r in zip(self._members, reply)]
         except _ERRORS as e:  # each member's on_error
@@ -180,8 +179,12 @@ class _Group:
         if not picks:
             return
         try:
-            reply = yield from _g_all_of(self, "to a charge of", now_ns, [
+            keys, packed = _pack_bodies(now_ns, [
                 (m, _CHARGE, m.lim._charge_args(m.cfg, n, None)[2:]) for m, n in picks])
+            reply = yield _SCRIPT, keys[0], packed, keys
+            if type(reply) is not list or len(reply) != len(picks):
+                raise RedisReplyError("unexpected reply from Redis to a charge of %r: %.200r"
+                                      % (self, reply))
             for (mem, n), r in zip(picks, reply):
                 _charge_reply(r, mem.lim.name, mem.cfg.interval_ms, mem.cfg.sample_count)
             for mem, n in picks:
