@@ -47,19 +47,13 @@ def _load_installed_core() -> None:
     spec = importlib.util.spec_from_file_location(__name__ + "._core", same[0])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # (a C module: it imports no part of this package)
     sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[spec.name]
-        raise
     setattr(sys.modules[__name__], "_core", module)
 
 
 try:
-    import importlib as _importlib
-
-    _importlib.import_module(__name__ + "._core")
+    __import__(__name__ + "._core")
 except ModuleNotFoundError as _e:
     if _e.name != __name__ + "._core":
         raise

@@ -39,13 +39,11 @@ class Sampler:
         for r in rows:
             if r.error is not None or r.totals is None or r.path is None or r.kind == "breaker":
                 continue
-            prev = self._last.get(r.path)
-            seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
-            if prev is None or prev[1] != r.created_unix_ns or t <= prev[0]:
-                continue
+            now = seen[r.path] = (t, r.created_unix_ns, _observe.decisions(r.totals))
+            prev = self._last.get(r.path, now)  # a first read: dt 0, no rate
             dt = t - prev[0]
-            p, b, sh = (now - then for now, then in zip(seen[r.path][2], prev[2]))
-            if p >= 0 and b >= 0 and sh >= 0:
+            p, b, sh = (x - y for x, y in zip(now[2], prev[2]))
+            if prev[1] == now[1] and dt > 0 and min(p, b, sh) >= 0:
                 rates[r.path] = (p / dt, b / dt, sh / dt)
         self._last = seen
         return rows, rates
@@ -104,32 +102,24 @@ def table(rows: Sequence[Reading], rates: Rates, live: bool,
     """The header and one line per row, columns padded (one space between them instead of
     two when that fits width); a Metric's, a breaker's or an unreadable row ends in a note."""
     cols = columns(live)
-    cells = [[c[0] for c in cols]]
-    notes: Dict[int, str] = {}
+    out: List[Tuple[List[str], str]] = [([c[0] for c in cols], "")]  # (cells, note)
     for r in rows:
         window = " ".join(f"{k}={v}" for k, v in r.window.items())
-        if r.error is not None:
-            notes[len(cells)] = f"unreadable: {r.error}"
+        blank = [r.name, r.kind] + ["-"] * (len(cols) - 2)
+        if r.error is not None:  # KIND "?"
+            out.append(([r.name, r.kind], f"unreadable: {r.error}"))
         elif r.kind == "metric" and set(r.window) - set(_observe.LIMITER_COUNTS):
-            notes[len(cells)] = "window: " + window  # events of its own, not the columns'
+            out.append((blank, "window: " + window))  # events of its own, not the columns'
         elif r.kind == "breaker":
             t = r.totals or {}
-            notes[len(cells)] = "state=%s window: %s; opened=%s refused=%s" % (
-                r.state, window, t.get("opened", 0), t.get("refused", 0))
+            out.append((blank, "state=%s window: %s; opened=%s refused=%s" % (
+                r.state, window, t.get("opened", 0), t.get("refused", 0))))
         else:
-            cells.append([c[1](r, rates.get(r.path or "", (None, None, None))) for c in cols])
-            continue
-        blank = 0 if r.error is not None else len(cols) - 2  # an unreadable row: KIND "?"
-        cells.append([r.name, r.kind] + ["-"] * blank)
-    widths = [max(len(line[i]) for line in cells if i < len(line)) for i in range(len(cols))]
+            out.append(([c[1](r, rates.get(r.path or "", (None, None, None))) for c in cols], ""))
+    widths = [max(len(cells[i]) for cells, _ in out if i < len(cells)) for i in range(len(cols))]
     gap = " " if width is not None and sum(widths) + 2 * (len(widths) - 1) > width else "  "
-    lines = []
-    for n, line in enumerate(cells):
-        parts = [f"{v:{'<' if i < 2 else '>'}{widths[i]}}" for i, v in enumerate(line)]
-        if n in notes:
-            parts.append(notes[n])
-        lines.append(gap.join(parts).rstrip())
-    return lines
+    return [gap.join([f"{v:{'<' if i < 2 else '>'}{widths[i]}}" for i, v in enumerate(cells)]
+                     + [note]).rstrip() for cells, note in out]
 
 
 def as_json(rows: Sequence[Reading]) -> List[Dict[str, Any]]:

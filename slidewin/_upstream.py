@@ -110,8 +110,7 @@ class _Board:
         """Take the slots of the server's view for (requests, tokens) no earlier than `at`:
         the ns from now until all of them (0 when no view is in force)."""
         with self._locked() as v:
-            wait = 0
-            changed = False
+            wait = -1  # a slot taken: >= 0
             for b in range(2):
                 reset, cost, nxt = v[2 + 3 * b], v[3 + 3 * b], v[4 + 3 * b]
                 if reset <= now or ns[b] <= 0:
@@ -121,10 +120,9 @@ class _Board:
                     continue
                 v[4 + 3 * b] = min(slot + int(cost * ns[b]), _I64_MAX)
                 wait = max(wait, slot - now)
-                changed = True
-            if changed:
+            if wait >= 0:
                 _LAYOUT.pack_into(self._map, 0, *v)
-            return int(wait)
+            return max(0, int(wait))
 
     def refund_view(self, b: int, n: int, now: int) -> None:
         """Give back the view's slots of n units of budget b not used (never before now)."""
@@ -216,9 +214,6 @@ def _check_int(name: str, value: Any, low: int, optional: bool = True, note: str
 class Upstream:
     """The budgets of a rate-limited API, paced, paused by its 429s, lowered by its headers.
 
-    Upstream(*, requests=None, tokens=None, concurrency=None, burst=None, breaker=None,
-             shared=None, redis=None, name=None)
-
     ``requests`` / ``tokens``: rate strings (``"500/minute"``); ``concurrency``: calls in
     flight; ``burst``: the requests admitted back to back after an idle spell (1: the pace
     alone); ``breaker``: a ``Breaker`` that counts 5xx and transport errors as failures and
@@ -258,10 +253,9 @@ class Upstream:
                             % type(redis).__name__)
         if req is None and tok is None and conc is None:
             raise ValueError("Upstream needs at least one of requests=, tokens=, concurrency=")
-        self._requests_rate, self._tokens_rate = requests, tokens
-        self._concurrency = conc
+        self._given = dict(requests=requests, tokens=tokens, concurrency=conc, shared=shared,
+                           name=name, redis=redis)  # what repr() shows
         self._breaker = breaker
-        self._shared = shared
         self._name = name
         self._redis = redis
         # the configured ns per request and per token
@@ -285,10 +279,9 @@ class Upstream:
         # the groups: every member; and without tokens for a call of 0 tokens (n >= 1 each)
         group = all_of if redis is None else redis_all_of
         self._full: Any = group(*self._members())
-        self._no_tokens = self._full
-        if self._tok_lim is not None:
-            others = self._members(False)
-            self._no_tokens = group(*others) if others else None
+        others = self._members(False)
+        self._no_tokens = (self._full if self._tok_lim is None
+                           else group(*others) if others else None)
         self._board: Any = (_Board(shared) if redis is None
                             else RedisBoard(redis, name or "upstream"))
         self._mu = threading.Lock()
@@ -315,10 +308,8 @@ class Upstream:
         return self._members()
 
     def __repr__(self) -> str:
-        return "Upstream(%s)" % ", ".join("%s=%r" % kv for kv in (
-            ("requests", self._requests_rate), ("tokens", self._tokens_rate),
-            ("concurrency", self._concurrency), ("shared", self._shared),
-            ("name", self._name), ("redis", self._redis)) if kv[1] is not None)
+        return "Upstream(%s)" % ", ".join(
+            "%s=%r" % kv for kv in self._given.items() if kv[1] is not None)
 
     def paused_until(self) -> Optional[float]:
         """Seconds until the pause that a 429/503 started ends, or None when not paused."""
@@ -340,6 +331,14 @@ class Upstream:
         with self._mu:
             self._stats[key] += n
 
+    def _refund(self, b: int, n: int) -> None:
+        """Give back the pace of n units of budget b (on Redis the view's only: under-use,
+        never over)."""
+        self._board.refund_view(b, n, _monotonic_ns())
+        lim = self._tok_lim if b else self._req_lim
+        if lim is not None and self._redis is None:
+            lim._refund(n)
+
     def call(self, *, tokens: int = 0, timeout: Optional[float] = None) -> "UpstreamCall":
         """One call (``with`` or ``async with``): waits its turn (paced on every budget,
         a free slot, the pause over, the breaker closed) for at most ``timeout`` seconds
@@ -353,8 +352,7 @@ class Upstream:
         self._count("refused")
         retry = wait_ns / 1e9
         text = "%s: %s; retry after %.3f s" % (self._name or "upstream", why, retry)
-        return _core.BlockedError(text, retry_after=retry, limiter=self._req_lim
-                                  or self._tok_lim or self._conc_lim)
+        return _core.BlockedError(text, retry_after=retry, limiter=self._members()[0])
 
 
 class UpstreamCall:
@@ -392,13 +390,9 @@ class UpstreamCall:
 
     def _undo(self) -> None:
         """Give back what the admission took: the pace's slots and the in-flight count."""
-        up = self._up
-        now = _monotonic_ns()
-        for b, (lim, n) in enumerate(((up._req_lim, 1), (up._tok_lim, self._tokens))):
+        for b, n in enumerate((1, self._tokens)):
             if n > 0:
-                up._board.refund_view(b, n, now)
-                if lim is not None and up._redis is None:  # on Redis: under-use, never over
-                    lim._refund(n)
+                self._up._refund(b, n)
         if self._entry is not None:
             self._entry._abort()
             self._entry = None
@@ -499,8 +493,7 @@ class UpstreamCall:
         if status == 429 or status == 503:
             up._count("upstream_%d" % status)
             grew = up._board.pause(_headers.retry_after_s(h, time.time()), now)
-            if grew:
-                up._count("paused_s", grew / 1e9)
+            up._count("paused_s", grew / 1e9)  # (0 when the pause was longer already)
         else:
             up._board.settle()
             if status >= 500:
@@ -512,9 +505,7 @@ class UpstreamCall:
             up._count("used_tokens", tokens)
             diff = tokens - self._tokens
             if diff < 0:
-                if up._tok_lim is not None and up._redis is None:
-                    up._tok_lim._refund(-diff)
-                up._board.refund_view(1, -diff, _monotonic_ns())
+                up._refund(1, -diff)
                 up._count("refunded_tokens", -diff)
             elif diff > 0:
                 if up._tok_lim is not None:

@@ -29,7 +29,7 @@ _RETRY = (429, 503)
 _MAX_JSON = 8 << 20  # a body longer than this is not parsed for its usage
 
 
-def _used_tokens(body: bytes) -> Optional[int]:
+def _used_tokens(body: Optional[bytes]) -> Optional[int]:
     """The tokens a JSON reply says it used: OpenAI's ``usage.total_tokens``, Anthropic's
     ``usage.input_tokens + usage.output_tokens``; None when absent or malformed."""
     if not body or len(body) > _MAX_JSON:
@@ -123,17 +123,16 @@ class _Limited:
                         # same bytes as they came (still encoded)
                         raw = yield functools.partial(self._read_raw, response)
                         h = self._h
-                        fresh = h.Response(response.status_code, headers=response.headers,
-                                           stream=h.ByteStream(raw), request=request,
-                                           extensions=response.extensions)
+                        response = h.Response(response.status_code, headers=response.headers,
+                                              stream=h.ByteStream(raw), request=request,
+                                              extensions=response.extensions)
                         try:
                             body = h.Response(response.status_code, headers=response.headers,
                                               content=raw).read()
                         except h.DecodingError:
                             body = b""
-                        response = fresh
-                used = _used_tokens(body) if body is not None else None
-                call.observe(response.status_code, response.headers.multi_items(), tokens=used)
+                call.observe(response.status_code, response.headers.multi_items(),
+                             tokens=_used_tokens(body))
             except BaseException as e:
                 call.__exit__(type(e), e, e.__traceback__)
                 raise

@@ -102,27 +102,12 @@ class _Group:
     def _leases(self) -> List[str]:
         return [m.lim._lease_for(m.cfg) for m in self._members]
 
-    def _conclude(self, ns: List[int], flags: int, now_ns: Any, leases: List[str],
-                  verdicts: List[Tuple[int, int, int]]) -> Tuple[int, int, int]:
-        """The group's (verdict, wait_ns, retry_ns); what this client holds and counts."""
-        admitted = all(v == PASS for v, _, _ in verdicts)
-        for m, n, lease, (v, _, _) in zip(self._members, ns, leases, verdicts):
-            if admitted or (v != PASS and not flags & F_NO_BLOCK):  # a keyed one's totals
-                m.lim._tally(PASS if admitted else BLOCK, n)
-            if admitted and m.cfg.concurrency is not None and not flags & F_ENTRY:
-                m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
-        if admitted:
-            return PASS, max(w for _, w, _ in verdicts), -1
-        if any(v == NEVER for v, _, _ in verdicts):
-            return NEVER, 0, -1
-        retries = [r for v, _, r in verdicts if v != PASS]  # < 0: a refuser that cannot tell
-        return BLOCK, 0, -1 if min(retries) < 0 else max(retries)
-
     def _timeout(self, ns: List[int], timeout: Any) -> Optional[float]:
         return _wait_timeout(timeout, [(m.cfg, n) for m, n in zip(self._members, ns)])
 
     def _g_once(self, ns: List[int], flags: int, now_ns: Any, leases: List[str]) -> Any:
-        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts."""
+        """One decision: the group's (verdict, wait_ns, retry_ns) and the members' verdicts;
+        what this client holds and counts."""
         try:
             keys, packed = _pack_bodies(now_ns, [
                 (m, str(GROUP_INDEX[m.cfg.script.sha]),
@@ -135,7 +120,18 @@ class _Group:
                         for m, r in zip(self._members, reply)]
         except _ERRORS as e:  # each member's on_error
             verdicts = [m.lim._failed(e, flags) for m in self._members]
-        return self._conclude(ns, flags, now_ns, leases, verdicts) + (verdicts,)
+        admitted = all(v == PASS for v, _, _ in verdicts)
+        for m, n, lease, (v, _, _) in zip(self._members, ns, leases, verdicts):
+            if admitted or (v != PASS and not flags & F_NO_BLOCK):  # a keyed one's totals
+                m.lim._tally(PASS if admitted else BLOCK, n)
+            if admitted and m.cfg.concurrency is not None and not flags & F_ENTRY:
+                m.lim._hold(m.hkey, m.rkey, m.cfg, lease, n, now_ns)
+        if admitted:
+            return PASS, max(w for _, w, _ in verdicts), -1, verdicts
+        if any(v == NEVER for v, _, _ in verdicts):
+            return NEVER, 0, -1, verdicts
+        retries = [r for v, _, r in verdicts if v != PASS]  # < 0: a refuser that cannot tell
+        return BLOCK, 0, -1 if min(retries) < 0 else max(retries), verdicts
 
     def _g_admit(self, ns: Tuple[Any, ...], flags: int, now_ns: Any) -> Any:
         """try_acquire (F_TRY) and reserve: the wait (ns) when admitted, else None."""
