@@ -140,7 +140,7 @@ class Group(_core.Group, _Decorator, Admission):
         that refused it). Interrupted in the wait that follows an admission (KeyboardInterrupt),
         it gives back the concurrency members' slots: the caller never learned it was
         admitted."""
-        GroupEntry(self, ns, _check_timeout(timeout), 0).__enter__()
+        GroupEntry(self, (ns, 0), _check_timeout(timeout)).__enter__()
 
     async def acquire_async(self, *ns: int, timeout: Optional[float] = None) -> None:
         """acquire() sleeping with asyncio; cancelled in the wait that follows an admission,
@@ -158,20 +158,16 @@ class Group(_core.Group, _Decorator, Admission):
         """A context manager (``with`` / ``async with``): acquire on every member, holding an
         in-flight count on each while the body runs; on exit record SUCCESS (and RT) or
         EXCEPTION on each, and release."""
-        return GroupEntry(self, ns, _check_timeout(timeout))
+        return GroupEntry(self, (ns, _F_ENTRY), _check_timeout(timeout))
 
 
 class GroupEntry(AdmissionEntry):
     """An entry of a group (``group.entry(*ns)``): usable once, with ``with`` or
-    ``async with``."""
+    ``async with``. Its request: (ns, flags), flags 0 for a sync acquire()'s (never exited)."""
 
     __slots__ = ()
     _what = "group entry"
     _in_loop = _IN_LOOP
-
-    def __init__(self, group: Group, ns: Tuple[int, ...], timeout: Optional[float],
-                 flags: int = _F_ENTRY) -> None:  # 0: a sync acquire()'s, never exited
-        AdmissionEntry.__init__(self, group, (ns, flags), timeout)
 
     @property
     def group(self) -> Group:

@@ -29,6 +29,7 @@ from . import _core, _headers, _io, _rate
 from ._breaker import Breaker
 from ._group import _IN_LOOP, GroupEntry, all_of
 from ._limiter import Limiter, _check_timeout
+from ._observe import _shm_dir
 from ._waiters import admit, admit_async
 
 __all__ = ["Upstream", "UpstreamCall"]
@@ -59,7 +60,7 @@ class _Board:
         _BOARDS.add(self)
         if shared is None:
             return
-        folder = os.environ.get("SLIDEWIN_SHM_DIR") or "/dev/shm"
+        folder = _shm_dir()  # as the C core's regions: /tmp where there is no /dev/shm
         if shared is True:  # an unlinked file, shared with the forked processes
             fd, tmp = tempfile.mkstemp(prefix="slidewin-upstream-", dir=folder)
             os.unlink(tmp)
@@ -438,7 +439,7 @@ class UpstreamCall:
                 req, left = (self._ns, _F_ENTRY), self._left(deadline)
                 got = yield (functools.partial(admit_async, group, req, left) if io.is_async
                              else functools.partial(admit, group, req, left, _IN_LOOP))
-                wait_ns, entry = got[1], GroupEntry(group, self._ns, None)
+                wait_ns, entry = got[1], GroupEntry(group, req, None)
                 entry._entered(group._adm_hold(entry._req, got))
             elif group is not None:  # a redis-py client blocks: under asyncio, in a thread
                 entry = group.entry(*self._ns, timeout=self._left(deadline))

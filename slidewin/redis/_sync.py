@@ -15,11 +15,8 @@ from ._wire import F_PRIO, F_TRY, _limiter_key
 
 
 class RedisLimiter(_Base, SyncAdmission):
-    """Limiter's surface with its state in Redis (a sync redis-py client).
-
-    RedisLimiter(client, name, qps=None, *, <Limiter's keywords>, on_error="allow",
-                 lease_ms=5000, on_block=None, lease=False)
-    """
+    """Limiter's surface with its state in Redis (a sync redis-py client); takes the
+    Limiter's keywords, and on_error, lease_ms and lease (docs/redis.md)."""
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
@@ -82,11 +79,8 @@ class RedisLimiter(_Base, SyncAdmission):
 
 
 class RedisKeyedLimiter(NeedsKey, _KeyedMixin, _Base):  # type: ignore[misc]
-    """KeyedLimiter's surface with one Redis string per key (a sync redis-py client).
-
-    RedisKeyedLimiter(client, name, qps=None, *, <Limiter's keywords>, overrides=None,
-                      on_error="allow", lease_ms=5000, on_block=None, lease=False)
-    """
+    """KeyedLimiter's surface with one Redis string per key (a sync redis-py client); takes
+    RedisLimiter's keywords, and overrides."""
 
     def __init__(self, client: Any, name: str, qps: Union[int, float, str, None] = None, *,
                  rate: Optional[str] = None,
