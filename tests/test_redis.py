@@ -955,3 +955,33 @@ def test_reset_deletes_the_state_and_returns_none(redis_server):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_c_forked_childs_threads_make_its_lease_renewer_anew_once(monkeypatch):
+    """Two threads of a child forked by C add their first leases together: the renewer is
+    made anew once, and both leases are renewed (a second re-init lost the first's)."""
+    import types
+
+    from slidewin.redis import _transport
+
+    def slow_getpid():  # widens the window between the pid check and the re-init
+        time.sleep(0.001)
+        return os.getpid()
+
+    monkeypatch.setattr(_transport, "os", types.SimpleNamespace(getpid=slow_getpid))
+    r = _transport._Renewer(False)
+    r.pid = -1  # the parent's, as a child forked by C sees it
+    cfg = types.SimpleNamespace(lease_ms=10**9)  # never due in this test
+    toks = []
+    threads = [threading.Thread(target=lambda: toks.append(r.add(None, "k", cfg, "id")[1]))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.0015)
+    for t in threads:
+        t.join()
+    try:
+        assert sorted(r.leases) == sorted(toks) and len(toks) == 2
+    finally:
+        with r.lock:
+            r.leases.clear()  # its runner ends

@@ -561,8 +561,7 @@ def _forget_in_child() -> None:  # a forked child leases its own
             c.harvest()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_in_child)
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _g_idle(cond: threading.Condition, ev: Optional[asyncio.Event], timeout: float) -> Any:

@@ -435,7 +435,9 @@ class _Renewer:
 
     def add(self, lim: Any, key: Any, cfg: _Config, lease: str) -> Tuple[Any, int]:
         if self.pid != os.getpid():  # forked by C (no at-fork hooks): the parent's runner
-            self.__init__(is_async=self.is_async)  # type: ignore[misc]
+            with _FORKED.setdefault(os.getpid(), threading.Lock()):  # once, of its threads
+                if self.pid != os.getpid():
+                    self.__init__(is_async=self.is_async)  # type: ignore[misc]
         tok = next(_SEQ)
         due = time.monotonic() + cfg.lease_ms / 3000.0
         with self.lock:
@@ -478,6 +480,7 @@ class _Renewer:
 
 
 _SEQ = itertools.count(1)  # renewal tokens
+_FORKED: Dict[int, threading.Lock] = {}  # a C-forked child's renewers made anew, per pid
 # one renewer per sync client, per asyncio client on each loop (a client that takes no weak
 # reference: the shared one, keyed by _SHARED)
 _RENEWERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
@@ -499,5 +502,4 @@ def _after_fork() -> None:  # the child holds none of the parent's leases (nor i
         held.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+os.register_at_fork(after_in_child=_after_fork)
