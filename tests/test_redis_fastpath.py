@@ -214,34 +214,27 @@ def test_a_reply_no_script_returns_is_on_errors_on_either_path(reply, path, monk
     if path == "public":
         monkeypatch.setattr(redis, "__version__", "99.0.0")
     srv = _FakeServer(reply)
-    if path == "async":
-        from slidewin.redis import AsyncRedisLimiter
+    is_async = path == "async"
+    from slidewin.redis import AsyncRedisLimiter
 
-        async def main():
-            c = redis.asyncio.Redis(port=srv.port, socket_timeout=2)
-            lim = AsyncRedisLimiter(c, "bad", qps=1)
-            assert await lim.try_acquire() is True  # on_error="allow"
-            assert lim.errors == 1 and lim.errors_allowed == 1
-            strict = AsyncRedisLimiter(c, "bad", qps=1, on_error="raise")
-            with pytest.raises(redis.RedisError):
-                await strict.try_acquire()
-            await c.aclose()
+    async def main():
+        c = (redis.asyncio.Redis if is_async else redis.Redis)(port=srv.port, socket_timeout=2)
+        kind = AsyncRedisLimiter if is_async else RedisLimiter
 
-        try:
-            asyncio.run(main())
-        finally:
-            srv.close()
-        return
-    try:
-        c = redis.Redis(port=srv.port, socket_timeout=2)
-        lim = RedisLimiter(c, "bad", qps=1)
-        assert lim.try_acquire() is True  # on_error="allow"
+        async def ask(lim):
+            got = lim.try_acquire()
+            return await got if is_async else got
+
+        lim = kind(c, "bad", qps=1)
+        assert await ask(lim) is True  # on_error="allow"
         assert lim.errors == 1 and lim.errors_allowed == 1
-        assert lim._t.fast is (path == "fast")
-        strict = RedisLimiter(c, "bad", qps=1, on_error="raise")
+        assert is_async or lim._t.fast is (path == "fast")
         with pytest.raises(redis.RedisError):
-            strict.try_acquire()
-        c.close()
+            await ask(kind(c, "bad", qps=1, on_error="raise"))
+        await c.aclose() if is_async else c.close()
+
+    try:
+        asyncio.run(main())
     finally:
         srv.close()
 
