@@ -109,7 +109,7 @@ class _Deadline:
 
 
 class _BreakerEntry(AdmissionEntry):
-    """One protected call, entered again once exited (its exit: Breaker._end). Holds the
+    """One protected call, entered again once exited (its exit: Breaker._adm_exit). Holds the
     core's ticket (``_held``) and the timer of call_timeout_s (``_deadline``). ``timed``:
     whether ``async with`` may cancel the body at call_timeout_s (not an async generator's
     iteration, whose consumer runs between the items in the same task)."""
@@ -151,7 +151,8 @@ class _BreakerEntry(AdmissionEntry):
                 return
         if self._state != 1:
             raise RuntimeError("exit of a breaker entry that is not entered")
-        err = self._adm._end(self._held, self._deadline, et, ev, _monotonic_ns() - self._start)
+        err = self._adm._adm_exit(None, self._held, et, ev, _monotonic_ns() - self._start,
+                                  self._deadline)
         self._state = 0  # not reached when the core's exit raised (OSError): still entered
         self._held = self._deadline = None
         if err is not None:
@@ -302,12 +303,8 @@ class Breaker(_core.Breaker, Admission):
     def _adm_hold(self, req: Any, decision: Any) -> Any:
         return decision[3]  # the core's ticket
 
-    def _adm_exit(self, req: Any, held: int, et: Any, ev: Any,
-                  rt_ns: int) -> Optional[BaseException]:
-        return self._end(held, None, et, ev, rt_ns)
-
-    def _end(self, ticket: int, deadline: Optional[_Deadline], et: Any, ev: Any,
-             rt_ns: int) -> Optional[BaseException]:
+    def _adm_exit(self, req: Any, ticket: int, et: Any, ev: Any, rt_ns: int,
+                  deadline: Optional[_Deadline] = None) -> Optional[BaseException]:
         """Record a success, an error (one of ``errors``) or a cancel (a BlockedError, or a
         BaseException that is not an Exception: gives a probe back); a call past
         call_timeout_s (its timer: ``deadline``) is a failure but for a cancel."""
