@@ -51,7 +51,7 @@ _I64_MAX = 2**63 - 1  # a time on the board saturates (a huge cost x tokens is n
 
 class _Board:
     """The pause and the server's view as _LAYOUT behind a thread lock, and (``shared``) in a
-    /dev/shm file behind an fcntl lock too."""
+    file of the regions' folder (/dev/shm, else /tmp) behind an fcntl lock too."""
 
     def __init__(self, shared: Any = None) -> None:
         self._mu = threading.Lock()
